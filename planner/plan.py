@@ -1,0 +1,216 @@
+"""The parallel plan and its checks.
+
+A plan that cannot run is data, not an exception: ``check_plan`` returns a list of ``Rejected`` with a
+stable ``reason`` (what the search counts by) and a ``detail`` that names the values and what would be
+valid. ``require_valid`` turns them into one ``PlannerError`` for commands that take a single plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .errors import PlannerError
+from .specs import Frozen, ModelSpec
+
+Recompute = Literal["none", "selective", "full"]
+Schedule = Literal["gpipe", "1f1b", "interleaved"]
+DEGREES = ("dp", "tp", "pp", "cp", "ep", "vpp")
+
+
+class Plan(Frozen):
+    """One way to run a training step: the `{PLAN}` document of DESIGN.md.
+
+    World size follows Megatron: gpus = tp·pp·cp·dp; expert parallelism is carved out of dp·cp.
+    """
+
+    dp: int = Field(1, gt=0, description="data-parallel degree (ZeRO/FSDP shard ranks included)")
+    tp: int = Field(1, gt=0, description="tensor-parallel degree (Megatron column/row split)")
+    pp: int = Field(1, gt=0, description="pipeline-parallel degree (stages)")
+    vpp: int = Field(1, gt=0, description="virtual pipeline stages (model chunks) per pipeline rank")
+    cp: int = Field(1, gt=0, description="context-parallel degree (sequence split across attention)")
+    ep: int = Field(1, gt=0, description="expert-parallel degree, a divisor of dp·cp")
+    sp: bool = Field(False, description="Megatron sequence parallelism in the TP group")
+    zero: int = Field(0, ge=0, le=3, description="0 none, 1 optimizer, 2 + gradients, 3 + weights sharded")
+    recompute: Recompute = "none"
+    micro_batch: int = Field(1, gt=0, description="sequences per micro-batch per data-parallel rank")
+    global_batch: int = Field(1, gt=0, description="sequences per optimizer step")
+    seq_len: int = Field(2048, gt=0, description="tokens per sequence")
+    precision: Literal["fp32", "bf16", "fp16", "fp8"] = "bf16"
+    schedule: Schedule = "1f1b"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_schedule(cls, data: object) -> object:
+        # vpp > 1 only makes sense interleaved; say so by default rather than failing a check.
+        if isinstance(data, dict) and data.get("vpp", 1) > 1 and "schedule" not in data:
+            data = {**data, "schedule": "interleaved"}
+        return data
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per step per pipeline (gradient-accumulation steps)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    def summary(self) -> str:
+        parts = [f"dp{self.dp}", f"tp{self.tp}", f"pp{self.pp}"]
+        if self.vpp > 1:
+            parts.append(f"vpp{self.vpp}")
+        if self.cp > 1:
+            parts.append(f"cp{self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep{self.ep}")
+        extras = [f"zero{self.zero}", f"mb{self.micro_batch}", f"rc={self.recompute}"]
+        if self.sp:
+            extras.insert(0, "sp")
+        return " ".join(parts + extras)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Why a plan cannot run: `reason` is stable (counted by search), `detail` names the values."""
+
+    reason: str
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _near(n: int, limit: int = 8) -> str:
+    ds = divisors(n)
+    return str(ds if len(ds) <= limit else ds[:limit] + ["..."])
+
+
+def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:
+    """Every rule the plan breaks for this model (empty list: the plan can run)."""
+    out: list[Rejected] = []
+
+    def bad(reason: str, detail: str) -> None:
+        out.append(Rejected(reason, detail))
+
+    p = plan
+    if gpus is not None and p.gpus != gpus:
+        bad("degrees do not multiply to gpus",
+            f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}")
+    heads, kv = model.num_attention_heads, model.kv_heads
+    if heads % p.tp:
+        bad("tp does not divide heads",
+            f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})")
+    elif kv % p.tp and p.tp % kv:
+        bad("tp does not divide kv heads",
+            f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated")
+    ffns = [model.ffn_hidden_size] + ([model.moe.expert_ffn_hidden_size] if model.moe else [])
+    for ffn in ffns:
+        if ffn % p.tp:
+            bad("tp does not divide ffn", f"tp={p.tp} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
+    chunks = p.pp * p.vpp
+    if chunks > model.num_layers:
+        bad("more stages than layers",
+            f"pp={p.pp} x vpp={p.vpp} = {chunks} model chunks but num_layers={model.num_layers}")
+    if p.global_batch % (p.dp * p.micro_batch):
+        bad("global batch not divisible by dp x micro-batch",
+            f"global_batch={p.global_batch} is not divisible by dp={p.dp} x micro_batch={p.micro_batch}"
+            f" = {p.dp * p.micro_batch}")
+    if p.seq_len % p.cp:
+        bad("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}")
+    if p.seq_len > model.max_seq_len and model.position_embedding == "learned":
+        bad("seq len beyond learned positions",
+            f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table")
+    if p.ep > 1:
+        if model.moe is None:
+            bad("ep without experts", f"ep={p.ep} needs an MoE model; {model.name} has no experts")
+        elif model.moe.num_experts % p.ep:
+            bad("ep does not divide experts",
+                f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})")
+        if (p.dp * p.cp) % p.ep:
+            bad("ep does not fit in dp x cp",
+                f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
+    if p.sp and p.tp == 1:
+        bad("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1")
+    if p.schedule == "interleaved":
+        if p.pp == 1 or p.vpp == 1:
+            bad("interleaved needs pp > 1 and vpp > 1",
+                f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}")
+        elif p.global_batch % (p.dp * p.micro_batch) == 0 and p.num_microbatches % p.pp:
+            bad("interleaved needs micro-batches divisible by pp",
+                f"schedule=interleaved needs the {p.num_microbatches} micro-batches per step to be a "
+                f"multiple of pp={p.pp} (Megatron's interleaved schedule)")
+    elif p.vpp > 1:
+        bad("vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}")
+    return out
+
+
+def require_valid(model: ModelSpec, plan: Plan, gpus: int | None = None) -> None:
+    problems = check_plan(model, plan, gpus)
+    if problems:
+        raise PlannerError("invalid plan: " + "; ".join(str(r) for r in problems))
+
+
+def kv_heads_replicated(model: ModelSpec, plan: Plan) -> bool:
+    """tp > num_kv_heads: each kv head is replicated on tp / kv ranks (Megatron GQA)."""
+    return plan.tp > model.kv_heads
+
+
+def derive_plan(gpus: int | None, **fields: object) -> Plan:
+    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default).
+
+    `fields` holds only what the user gave; a `None` degree counts as not given.
+    """
+    given = {k: v for k, v in fields.items() if v is not None}
+    if gpus is None:
+        return Plan(**given)
+    missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
+    target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
+    if target is None:
+        plan = Plan(**given)
+        if plan.gpus != gpus:
+            raise PlannerError(
+                f"tp={plan.tp} x pp={plan.pp} x cp={plan.cp} x dp={plan.dp} = {plan.gpus}, not --gpus {gpus}"
+            )
+        return plan
+    others = 1
+    for d in ("dp", "tp", "pp", "cp"):
+        if d != target:
+            others *= int(given.get(d, 1))  # type: ignore[call-overload]
+    if gpus % others:
+        raise PlannerError(
+            f"--gpus {gpus} is not divisible by the product of the given degrees ({others}); "
+            f"{target} cannot be derived"
+        )
+    given[target] = gpus // others
+    if "global_batch" not in given:
+        given["global_batch"] = given.get("dp", 1) * int(given.get("micro_batch", 1))  # type: ignore[call-overload]
+    return Plan(**given)
+
+
+def stage_layers(num_layers: int, pp: int, vpp: int = 1) -> list[list[int]]:
+    """Layer counts per pipeline rank, one entry per model chunk that rank holds.
+
+    Chunks are as even as possible; where layers do not divide evenly the first and last chunks get
+    fewer, because they also carry the embedding and the output layer (how Llama 3 405B put 126 layers
+    on 16 stages, Dubey et al. 2024, section 3.3.2). Rank r holds chunks r, r + pp, r + 2pp, ...
+    (Narayanan et al. 2021, section 2.2.2).
+    """
+    chunks = pp * vpp
+    base, extra = divmod(num_layers, chunks)
+    sizes = [base] * chunks
+    # Give the extra layers to the middle chunks first, the ends last.
+    order = sorted(range(chunks), key=lambda c: (c in (0, chunks - 1), abs(c - (chunks - 1) / 2)))
+    for c in order[:extra]:
+        sizes[c] += 1
+    return [[sizes[r + k * pp] for k in range(vpp)] for r in range(pp)]

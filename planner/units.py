@@ -1,0 +1,38 @@
+"""Unit constants and human formatting. Everything inside planner is SI (bytes, seconds, FLOP/s)."""
+
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TFLOPS = 1e12  # FLOP/s
+
+
+def fmt_bytes(num_bytes: float) -> str:
+    """Binary units, as GPU memory is usually quoted (nvidia-smi, torch.cuda)."""
+    value = float(num_bytes)
+    for unit, scale in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def fmt_seconds(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def fmt_count(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return f"{n:.0f}"
