@@ -1,0 +1,116 @@
+"""What to run: the worker's arguments and the torchrun command line (pure, unit-tested).
+
+The same ``RunConfig`` produces the local torchrun command, the per-node rendezvous command and the
+arguments inside the Slurm script and the Kubernetes manifest, so all of them run the same worker.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field, replace
+
+from ..plan import Plan
+
+WORKER_MODULE = "planner.launch.worker"
+RDZV_PORT = 29500
+
+# Every run: one OpenMP thread per worker (torchrun sets it only for nproc > 1, which makes the
+# 1-process reference 3-100x slower and numerically different), and no shared rendezvous TCP store,
+# without which torchrun restarts over gloo connect to the dead attempt's ports (torch_cpu_notes.md row 10).
+RUN_ENV = {"OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything the worker needs besides the environment."""
+
+    model: str  # catalog name or YAML path
+    plan: Plan
+    steps: int = 8
+    warmup: int = 2
+    seed: int = 0
+    layers: int | None = None
+    hidden: int | None = None
+    hardware: str = "cpu"
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0
+    resume: bool = False
+    profile_out: str = "planner-launch-profile.json"
+    timeout_s: float = 120.0
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+    def with_plan(self, **update: object) -> RunConfig:
+        return replace(self, plan=self.plan.model_copy(update=update))
+
+
+def plan_argv(plan: Plan) -> list[str]:
+    """Every Plan field as a flag, in schema order (the worker parses them back with the same loop)."""
+    out: list[str] = []
+    for name in Plan.model_fields:
+        value = getattr(plan, name)
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + name.replace("_", "-"))
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def worker_argv(cfg: RunConfig) -> list[str]:
+    out = ["--model", cfg.model, *plan_argv(cfg.plan)]
+    out += ["--steps", str(cfg.steps), "--warmup", str(cfg.warmup), "--seed", str(cfg.seed)]
+    if cfg.layers is not None:
+        out += ["--layers", str(cfg.layers)]
+    if cfg.hidden is not None:
+        out += ["--hidden", str(cfg.hidden)]
+    out += ["--hardware", cfg.hardware, "--timeout-s", f"{cfg.timeout_s:g}", "--profile-out", cfg.profile_out]
+    if cfg.checkpoint_dir:
+        out += ["--checkpoint-dir", cfg.checkpoint_dir, "--checkpoint-every", str(cfg.checkpoint_every)]
+        if cfg.resume:
+            out.append("--resume")
+    return out + list(cfg.extra)
+
+
+def torchrun_argv(
+    cfg: RunConfig, *, nproc_per_node: int, nnodes: int = 1, max_restarts: int = 0,
+    rdzv_endpoint: str | None = None, rdzv_id: str = "planner", node_rank: str | None = None,
+    torchrun: str | None = None,
+) -> list[str]:
+    """Single node: ``--standalone`` (a free port, never a fixed one). Multi-node: c10d rendezvous."""
+    head = [torchrun or "torchrun"]
+    if nnodes == 1 and rdzv_endpoint is None:
+        head.append("--standalone")
+        head += ["--nnodes", "1"]
+    else:
+        head += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", rdzv_endpoint or f"$MASTER_ADDR:{RDZV_PORT}", "--rdzv-id", rdzv_id]
+        if node_rank is not None:
+            head += ["--node-rank", node_rank]
+    head += ["--nproc-per-node", str(nproc_per_node)]
+    if max_restarts:
+        head += ["--max-restarts", str(max_restarts)]
+    return head + ["-m", WORKER_MODULE, *worker_argv(cfg)]
+
+
+def local_torchrun() -> str:
+    """The torchrun next to this interpreter (a venv's), so the workers run the same Python."""
+    from pathlib import Path
+
+    candidate = Path(sys.executable).with_name("torchrun")
+    return str(candidate) if candidate.exists() else "torchrun"
+
+
+def shell_join(argv: list[str]) -> str:
+    """Quote for a shell, but leave $VARS unquoted-expandable ("$MASTER_ADDR:29500")."""
+    parts = []
+    for a in argv:
+        if "$" in a:
+            parts.append('"' + a.replace('"', '\\"') + '"')
+        else:
+            parts.append(shlex.quote(a))
+    return " ".join(parts)
+
+
+def env_prefix() -> str:
+    return " ".join(f"{k}={v}" for k, v in RUN_ENV.items())

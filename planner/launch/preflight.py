@@ -1,0 +1,139 @@
+"""Pre-flight check: the plan against the real environment, before any process starts (pure).
+
+``probe_environment`` is the only function that touches torch, lazily, so that --dry-run and --emit
+still work where torch is not installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..plan import Plan, check_plan
+from ..specs import ModelSpec
+
+# Public APIs the worker uses and the torch release that made each public.
+FEATURES = {
+    "DeviceMesh (init_device_mesh)": (2, 2),
+    "tensor parallel + SequenceParallel (parallelize_module)": (2, 3),
+    "torch.distributed.pipelining schedules": (2, 4),
+    "FSDP2 fully_shard (torch.distributed.fsdp)": (2, 6),
+    "torch.distributed.checkpoint get_state_dict": (2, 3),
+}
+
+
+@dataclass(frozen=True)
+class Environment:
+    device_type: str  # "cpu" or "cuda"
+    device_count: int  # visible accelerators on this node (CPU: 0)
+    device_name: str
+    free_bytes: tuple[float, ...] = ()  # per device; empty on CPU
+    torch_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    forceable: bool = False  # --force may override (memory only)
+
+
+@dataclass
+class Preflight:
+    checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, name: str, ok: bool, detail: str, *, forceable: bool = False) -> None:
+        self.checks.append(Check(name, ok, detail, forceable))
+
+    def failures(self, *, force: bool = False) -> list[Check]:
+        return [c for c in self.checks if not c.ok and not (force and c.forceable)]
+
+    def lines(self) -> list[str]:
+        out = [f"[{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in self.checks]
+        return out + [f"note: {n}" for n in self.notes]
+
+
+def probe_environment() -> Environment:
+    try:
+        import torch
+    except ImportError:
+        return Environment("cpu", 0, "cpu (torch not installed)")
+    import platform
+
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        free = tuple(float(torch.cuda.mem_get_info(i)[0]) for i in range(n))
+        return Environment("cuda", n, torch.cuda.get_device_name(0), free, torch.__version__)
+    return Environment("cpu", 0, platform.processor() or platform.machine() or "cpu", (), torch.__version__)
+
+
+def _version(v: str) -> tuple[int, int]:
+    major, minor = v.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def preflight(
+    model: ModelSpec, plan: Plan, env: Environment, *, nproc_per_node: int, nnodes: int,
+    predicted_peak_bytes: float | None = None,
+) -> Preflight:
+    """Every check, passed or failed, so --dry-run can print all of them."""
+    pf = Preflight()
+    world = nproc_per_node * nnodes
+    pf.add("world size", plan.gpus == world,
+           f"tp={plan.tp} x pp={plan.pp} x cp={plan.cp} x dp={plan.dp} = {plan.gpus}; "
+           f"processes: {nproc_per_node} per node x {nnodes} nodes = {world}")
+    if env.device_type == "cuda":
+        pf.add("devices", env.device_count >= nproc_per_node,
+               f"{env.device_count} x {env.device_name} visible, {nproc_per_node} processes per node")
+    else:
+        pf.add("devices", True, f"CPU ({env.device_name}), gloo backend, {nproc_per_node} processes per node")
+    if predicted_peak_bytes is None:
+        pf.add("memory", True, "predicted peak n/a (no estimate available)")
+    elif env.free_bytes:
+        worst = min(env.free_bytes)
+        pf.add("memory", predicted_peak_bytes <= worst,
+               f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB per device vs "
+               f"{worst / 2**30:.2f} GiB free on the fullest device", forceable=True)
+    else:
+        pf.add("memory", True, f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB (CPU: not checked)")
+    if env.torch_version is None:
+        pf.add("torch", False, "torch is not installed (pip install 'planner[launch]', torch==2.13.0)")
+    else:
+        have = _version(env.torch_version)
+        missing = [f"{name} needs >= {a}.{b}" for name, (a, b) in FEATURES.items() if have < (a, b)]
+        pf.add("torch", not missing, f"torch {env.torch_version}" + (": " + "; ".join(missing) if missing else ""))
+    problems = [str(r) for r in check_plan(model, plan, world)] + worker_limits(model, plan, env)
+    pf.add("divisibility and support", not problems, "; ".join(problems) or "all rules hold")
+    if model.tied_embeddings and (plan.pp > 1 or plan.tp > 1):
+        pf.notes.append("tied embeddings are untied in the worker when pp > 1 or tp > 1")
+    if plan.zero in (1, 2) and plan.dp > 1:
+        pf.notes.append(f"zero={plan.zero} runs as FSDP2 with reshard_after_forward=False "
+                        "(PyTorch has no composable ZeRO-1; this shards gradients and optimizer state too)")
+    return pf
+
+
+def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
+    """What the rehearsal worker cannot run, with the values involved."""
+    out = []
+    if plan.cp > 1:
+        out.append(f"cp={plan.cp}: context parallelism is not supported by this worker "
+                   "(on CPU torch has no sharding rule for the CPU SDPA kernel; run cp > 1 on CUDA with an engine export)")
+    if plan.ep > 1 or model.moe is not None:
+        out.append(f"{model.name}: mixture-of-experts models and ep={plan.ep} are not supported by the worker")
+    if plan.precision == "fp8":
+        out.append("precision=fp8 needs torchao float8 training; rehearse with --precision bf16")
+    if plan.precision == "fp16" and env.device_type == "cpu":
+        out.append("precision=fp16 on CPU: use bf16 (no loss scaler in the worker)")
+    if model.vocab_size % plan.tp:
+        out.append(f"tp={plan.tp} must divide vocab_size={model.vocab_size}")
+    if model.kv_heads % plan.tp:
+        out.append(f"tp={plan.tp} must divide num_kv_heads={model.kv_heads} (kv-head replication not implemented)")
+    if plan.sp and plan.seq_len % plan.tp:
+        out.append(f"sp: tp={plan.tp} must divide seq_len={plan.seq_len}")
+    if plan.global_batch % (plan.dp * plan.micro_batch):
+        out.append(f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x "
+                   f"micro_batch={plan.micro_batch}")
+    if plan.seq_len > model.max_seq_len:
+        out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len}")
+    return out
