@@ -1,9 +1,255 @@
-"""Typer commands only: parse options, call one library function, render. (Filled in below.)"""
+"""Typer commands only: parse options, call one library function, render.
+
+The library raises PlannerError; `main` turns it (and click's usage errors) into one line on stderr
+and exit code 2. Nothing here imports torch or scipy: `planner memory` must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from typing import Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True)
+from .errors import PlannerError
+
+try:  # typer >= 0.20 vendors click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer depends on click
+    from click import exceptions as click_exceptions
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Plan, size, estimate and launch parallel LLM training.",
+)
+models_app = typer.Typer(help="The model catalog (model_specs/).", invoke_without_command=True)
+hardware_app = typer.Typer(help="The hardware catalog (hardware_profiles/).", invoke_without_command=True)
+app.add_typer(models_app, name="models")
+app.add_typer(hardware_app, name="hardware")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+# ---- the common options, one name everywhere (DESIGN.md) ------------------------------------------
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="catalog name, model YAML, or HF config.json")]
+HardwareOpt = Annotated[str, typer.Option("--hardware", help="catalog name or hardware profile YAML")]
+GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; derives the degree left out (dp)")]
+TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="tensor-parallel degree")]
+PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, help="pipeline-parallel degree")]
+DpOpt = Annotated[Optional[int], typer.Option("--dp", min=1, help="data-parallel degree")]
+CpOpt = Annotated[Optional[int], typer.Option("--cp", min=1, help="context-parallel degree")]
+EpOpt = Annotated[Optional[int], typer.Option("--ep", min=1, help="expert-parallel degree (within dp x cp)")]
+VppOpt = Annotated[Optional[int], typer.Option("--vpp", min=1, help="virtual pipeline stages per rank")]
+SpOpt = Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Megatron sequence parallelism")]
+ZeroOpt = Annotated[Optional[int], typer.Option("--zero", min=0, max=3, help="ZeRO/FSDP stage 0-3")]
+RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full")]
+MicroBatchOpt = Annotated[Optional[int], typer.Option("--micro-batch", min=1, help="sequences per micro-batch")]
+GlobalBatchOpt = Annotated[Optional[int], typer.Option("--global-batch", min=1, help="sequences per step")]
+SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", min=1, help="tokens per sequence")]
+PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help="fp32 | bf16 | fp16 | fp8")]
+ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
+PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", help="a saved plan (search --save)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
+OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="adamw | adam | sgd")]
+SelectivePolicyOpt = Annotated[str, typer.Option(
+    "--selective-policy", help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron)")]
+NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]
 
 
-def main() -> None:
-    app()
+def _choice(name: str, value: str | None, valid: tuple[str, ...]) -> str | None:
+    if value is not None and value not in valid:
+        raise PlannerError(f"--{name} {value!r} is not valid; choose one of {', '.join(valid)}")
+    return value
+
+
+def _training(optimizer: str, selective_policy: str, no_flash: bool) -> Any:
+    from .specs import Training
+
+    _choice("optimizer", optimizer, ("adamw", "adam", "sgd"))
+    _choice("selective-policy", selective_policy, ("op", "attention"))
+    return Training(optimizer=optimizer, selective_policy=selective_policy, flash_attention=not no_flash)
+
+
+def resolve(
+    *, model: str | None, hardware: str | None, gpus: int | None, plan_file: str | None,
+    flags: dict[str, Any],
+) -> tuple[Any, Any, Any]:
+    """Model, hardware and a checked Plan from options and/or a plan file."""
+    from .catalog import load_hardware, load_model
+    from .planfile import build_plan
+    from .plan import require_valid
+
+    _choice("recompute", flags.get("recompute"), ("none", "selective", "full"))
+    _choice("precision", flags.get("precision"), ("fp32", "bf16", "fp16", "fp8"))
+    _choice("schedule", flags.get("schedule"), ("gpipe", "1f1b", "interleaved"))
+    plan, doc = build_plan(gpus=gpus, plan_file=plan_file, flags=flags)
+    model_name = model or doc.get("model")
+    if model_name is None:
+        raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`) or a --plan file with a model")
+    spec = load_model(model_name)
+    hw = load_hardware(hardware or doc.get("hardware") or "h100-sxm")
+    if "seq_len" not in doc["plan"] and flags.get("seq_len") is None:
+        plan = plan.model_copy(update={"seq_len": spec.max_seq_len})
+    require_valid(spec, plan, gpus)
+    return spec, hw, plan
+
+
+def _flags(**kw: Any) -> dict[str, Any]:
+    return kw
+
+
+def emit_json(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
+# ---- catalogs ---------------------------------------------------------------------------------------
+@models_app.callback()
+def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the model catalog."""
+    if ctx.invoked_subcommand:
+        return
+    from rich.table import Table
+
+    from .catalog import list_models, load_model
+    from .units import fmt_count
+
+    specs = [load_model(n) for n in list_models()]
+    if as_json:
+        emit_json({"models": [{"name": s.name, "params": s.num_params, "active_params": s.num_active_params,
+                               "num_layers": s.num_layers, "hidden_size": s.hidden_size} for s in specs]})
+        return
+    table = Table(show_edge=False)
+    for col in ("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"):
+        table.add_column(col, justify="left" if col in ("name", "mlp", "moe") else "right")
+    for s in specs:
+        moe = f"{s.moe.num_experts}x top{s.moe.top_k}" if s.moe else ""
+        table.add_row(s.name, fmt_count(s.num_params), str(s.num_layers), str(s.hidden_size),
+                      f"{s.num_attention_heads}/{s.kv_heads}", str(s.ffn_hidden_size), s.mlp,
+                      str(s.vocab_size), str(s.max_seq_len), moe)
+    out.print(table)
+
+
+@models_app.command("show")
+def models_show(name: str, as_json: JsonOpt = False) -> None:
+    """Print one model spec and its derived parameter counts."""
+    from .catalog import load_model
+    from .units import fmt_count
+
+    spec = load_model(name)
+    doc = spec.model_dump(exclude_none=True)
+    doc["derived"] = {"params": spec.num_params, "active_params": spec.num_active_params,
+                      "head_dim": spec.head_size, "kv_heads": spec.kv_heads}
+    if as_json:
+        emit_json(doc)
+        return
+    import yaml
+
+    out.print(yaml.safe_dump(doc, sort_keys=False).rstrip())
+    out.print(f"[dim]derived: {fmt_count(spec.num_params)} parameters, "
+              f"{fmt_count(spec.num_active_params)} active per token[/]")
+
+
+@hardware_app.callback()
+def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the hardware catalog."""
+    if ctx.invoked_subcommand:
+        return
+    from rich.table import Table
+
+    from .catalog import list_hardware, load_hardware
+    from .units import fmt_bytes
+
+    profiles = [load_hardware(n) for n in list_hardware()]
+    if as_json:
+        emit_json({"hardware": [p.model_dump() for p in profiles]})
+        return
+    table = Table(show_edge=False)
+    for col in ("name", "gpu", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM TB/s", "gpus/node",
+                "intra GB/s", "inter GB/s"):
+        table.add_column(col, justify="left" if col in ("name", "gpu") else "right")
+    for p in profiles:
+        g = p.gpu
+        table.add_row(p.name, g.name, fmt_bytes(g.hbm_bytes), f"{g.peak_flops['bf16'] / 1e12:.0f}",
+                      f"{g.peak_flops['fp8'] / 1e12:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
+                      str(p.gpus_per_node), f"{p.intra_node.bandwidth_bytes_per_s / 1e9:.0f}",
+                      f"{p.inter_node.bandwidth_bytes_per_s / 1e9:.1f}")
+    out.print(table)
+
+
+@hardware_app.command("show")
+def hardware_show(name: str, as_json: JsonOpt = False) -> None:
+    """Print one hardware profile."""
+    from .catalog import load_hardware
+
+    profile = load_hardware(name)
+    if as_json:
+        emit_json(profile.model_dump())
+        return
+    import yaml
+
+    out.print(yaml.safe_dump(profile.model_dump(), sort_keys=False).rstrip())
+
+
+# ---- memory -----------------------------------------------------------------------------------------
+@app.command()
+def memory(
+    model: ModelOpt = None,  # type: ignore[assignment]
+    hardware: HardwareOpt = None,  # type: ignore[assignment]
+    gpus: GpusOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None,
+    ep: EpOpt = None, vpp: VppOpt = None, sp: SpOpt = None, zero: ZeroOpt = None,
+    recompute: RecomputeOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None, precision: PrecisionOpt = None, schedule: ScheduleOpt = None,
+    plan: PlanFileOpt = None,
+    optimizer: OptimizerOpt = "adamw", selective_policy: SelectivePolicyOpt = "op", no_flash: NoFlashOpt = False,
+    per_stage: Annotated[bool, typer.Option("--per-stage", help="a row per pipeline stage")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
+    from .memory import memory_report
+    from .render import memory_json, print_memory
+
+    flags = _flags(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
+                   micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len,
+                   precision=precision, schedule=schedule)
+    training = _training(optimizer, selective_policy, no_flash)
+    spec, hw, the_plan = resolve(model=model, hardware=hardware, gpus=gpus, plan_file=plan, flags=flags)
+    report = memory_report(spec, hw, the_plan, training)
+    if as_json:
+        emit_json(memory_json(spec, hw, the_plan, report))
+    else:
+        print_memory(out, spec, hw, the_plan, report, per_stage=per_stage)
+
+
+# ---- entry point ------------------------------------------------------------------------------------
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    err.print(f"[yellow]warning:[/] {message}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every user error is one line on stderr and exit code 2."""
+    warnings.showwarning = _warning_line
+    try:
+        app(args=argv, standalone_mode=False)
+    except PlannerError as e:
+        err.print(f"[red]error:[/] {e}", soft_wrap=True)
+        sys.exit(2)
+    except click_exceptions.NoArgsIsHelpError as e:
+        err.print(e.format_message(), markup=False)
+        sys.exit(2)
+    except click_exceptions.UsageError as e:
+        where = f" ({e.ctx.command_path})" if e.ctx else ""
+        err.print(f"[red]error:[/] {e.format_message()}{where}", soft_wrap=True)
+        sys.exit(2)
+    except click_exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except click_exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)

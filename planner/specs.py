@@ -270,9 +270,10 @@ class Training(Frozen):
     )
     flash_attention: bool = Field(True, description="fused attention: the s x s scores are never stored")
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era models)")
-    selective_policy: Literal["matmul", "attention"] = Field(
-        "matmul",
+    selective_policy: Literal["op", "attention"] = Field(
+        "op",
         description="what --recompute selective recomputes: 'attention' = only the attention core "
-        "(Korthikanti et al. 2022); 'matmul' = everything but matmul outputs (per-op SAC, torchtitan)",
+        "(Korthikanti et al. 2022, Megatron); 'op' = per-op selective checkpointing that keeps the "
+        "attention output and every other matmul output (torchtitan's default)",
     )
     tp_overlap: bool = Field(False, description="TP communication overlapped with compute")

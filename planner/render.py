@@ -1,0 +1,110 @@
+"""Rendering: rich tables with bars, and the JSON documents of DESIGN.md. The table and the JSON
+come from the same result objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .memory import MemoryReport
+from .plan import Plan
+from .specs import HardwareProfile, ModelSpec
+from .units import GiB, fmt_bytes, fmt_count
+
+BAR_WIDTH = 24
+
+
+def bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    fraction = max(0.0, min(1.0, fraction))
+    full = int(fraction * width)
+    part = "▏▎▍▌▋▊▉"[int((fraction * width - full) * 7)] if full < width and fraction * width - full > 1 / 7 else ""
+    return "█" * full + part
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    return plan.model_dump()
+
+
+def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport) -> dict[str, Any]:
+    peak = report.peak
+
+    def ints(b: Any) -> dict[str, int]:
+        return {k: int(round(v)) for k, v in b.as_dict().items()}
+
+    return {
+        "model": model.name,
+        "hardware": hw.name,
+        "plan": plan_json(plan),
+        "stage": peak.stage,
+        "per_gpu_bytes": ints(peak.breakdown),
+        "total_bytes": int(round(report.total_bytes)),
+        "capacity_bytes": int(round(report.capacity_bytes)),
+        "fits": report.fits,
+        "headroom_bytes": int(round(report.headroom_bytes)),
+        "params": model.num_params,
+        "stages": [
+            {"stage": s.stage, "layers": s.layers, "in_flight_microbatches": s.in_flight_microbatches,
+             "total_bytes": int(round(s.total_bytes)), "per_gpu_bytes": ints(s.breakdown)}
+            for s in report.stages
+        ],
+        "notes": list(report.notes),
+    }
+
+
+def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> str:
+    return (f"[bold]{model.name}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {hw.name}: "
+            f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
+            f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)")
+
+
+def memory_table(report: MemoryReport, title: str) -> Table:
+    peak = report.peak
+    total = peak.total_bytes
+    table = Table(title=title, title_justify="left", show_edge=False)
+    table.add_column("term")
+    table.add_column("per GPU", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("", no_wrap=True)
+    for term, value in peak.breakdown.as_dict().items():
+        share = value / total if total else 0.0
+        table.add_row(term, fmt_bytes(value), f"{share:5.1%}", f"[cyan]{bar(share)}[/]")
+    table.add_section()
+    table.add_row("[bold]total[/]", f"[bold]{fmt_bytes(total)}[/]", "", "")
+    table.add_row("capacity", fmt_bytes(report.capacity_bytes), "", f"[dim]{bar(total / report.capacity_bytes)}[/]")
+    return table
+
+
+def stages_table(report: MemoryReport) -> Table:
+    table = Table(title="per pipeline stage, GiB (* = most loaded)", title_justify="left", show_edge=False)
+    for col in ("stage", "layers", "in flight", "weights", "grads", "optim", "activ", "buffers",
+                "reserved", "total"):
+        table.add_column(col, justify="right")
+    for s in report.stages:
+        mark = "*" if s is report.peak else ""
+        table.add_row(
+            f"{s.stage}{mark}", str(s.layers), f"{s.in_flight_microbatches:g}",
+            *(f"{v / GiB:.2f}" for v in s.breakdown.as_dict().values()),
+            f"{s.total_bytes / GiB:.2f}",
+        )
+    return table
+
+
+def fits_line(report: MemoryReport) -> str:
+    if report.fits:
+        return (f"[green]fits[/]: {fmt_bytes(report.total_bytes)} of {fmt_bytes(report.capacity_bytes)} on the "
+                f"most loaded stage ({report.peak.stage}), headroom {fmt_bytes(report.headroom_bytes)}")
+    return (f"[red]does not fit[/]: {fmt_bytes(report.total_bytes)} needed on stage {report.peak.stage}, "
+            f"{fmt_bytes(report.capacity_bytes)} available ({fmt_bytes(-report.headroom_bytes)} over)")
+
+
+def print_memory(console: Console, model: ModelSpec, hw: HardwareProfile, plan: Plan,
+                 report: MemoryReport, *, per_stage: bool) -> None:
+    console.print(plan_line(model, hw, plan))
+    console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
+    if per_stage:
+        console.print(stages_table(report))
+    for note in report.notes:
+        console.print(f"[dim]note: {note}[/]")
+    console.print(fits_line(report))
