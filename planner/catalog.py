@@ -1,0 +1,294 @@
+"""Loading model specs and hardware profiles: catalog names, YAML files and Hugging Face ``config.json``.
+
+Pure loading (PyYAML, json, pydantic; no torch, no scipy). Every failure raises one `PlannerError` whose
+single line names the file, the offending value and what would be valid. The declared-params check of
+`ModelSpec` stays a Python warning (the CLI prints it).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from planner.errors import PlannerError
+from planner.specs import HardwareProfile, ModelSpec
+
+MODEL_DIR = "model_specs"
+HARDWARE_DIR = "hardware_profiles"
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def catalog_root() -> Path:
+    """The directory holding model_specs/ and hardware_profiles/ (the repository root)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def _names(kind_dir: str) -> list[str]:
+    folder = catalog_root() / kind_dir
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def list_models() -> list[str]:
+    return _names(MODEL_DIR)
+
+
+def list_hardware() -> list[str]:
+    return _names(HARDWARE_DIR)
+
+
+# ---- YAML ----------------------------------------------------------------------------------------
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads `80.0e9` and `1e9` as floats.
+
+    PyYAML follows YAML 1.1, where a float needs a dot and a signed exponent, so `80.0e9` would be a string.
+    """
+
+
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _first in list("-+0123456789."):
+    _Loader.yaml_implicit_resolvers[_first] = [
+        (tag, rx) for tag, rx in _Loader.yaml_implicit_resolvers.get(_first, []) if tag != "tag:yaml.org,2002:float"
+    ]
+    _Loader.yaml_implicit_resolvers[_first].append(("tag:yaml.org,2002:float", _FLOAT))
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Parse a YAML file (SI numbers like `80.0e9` as floats); errors become one-line `PlannerError`s."""
+    path = Path(path)
+    text = _read_text(path)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{_display(path)}:{mark.line + 1}:{mark.column + 1}" if mark else _display(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlannerError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlannerError(f"{_display(path)}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise PlannerError(f"{_display(path)}: cannot read ({exc.__class__.__name__})") from None
+
+
+def _display(path: Path) -> str:
+    """A short form of a path for messages: relative to the catalog root or the working directory."""
+    resolved = path.resolve()
+    for base in (catalog_root(), Path.cwd()):
+        try:
+            return str(resolved.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
+
+
+# ---- pydantic errors as one line ----------------------------------------------------------------
+def _model_classes(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
+
+
+def _fields_at(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid field names of the pydantic model that `loc` (an error location, minus its last part) points into."""
+    cls: type[BaseModel] | None = root
+    for part in loc:
+        if cls is None or isinstance(part, int) or part not in cls.model_fields:
+            continue
+        found = _model_classes(cls.model_fields[part].annotation)
+        cls = found[0] if found else None
+    return list(cls.model_fields) if cls is not None else []
+
+
+def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
+    """`field.path: message; other: message` with the valid field names for an unknown key."""
+    parts = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        where = ".".join(str(p) for p in loc)
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field (valid fields: {', '.join(_fields_at(root, loc[:-1]))})"
+        elif err["type"] == "missing":
+            msg = "missing (required)"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] not in ("value_error", "assertion_error") and "input" in err:
+                msg += f", got {err['input']!r}"
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)
+
+
+def _validate(cls: type[BaseModel], data: Any, source: str) -> Any:
+    if not isinstance(data, dict):
+        raise PlannerError(f"{source}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise PlannerError(f"{source}: {describe_validation_error(exc, cls)}") from None
+
+
+# ---- name or path --------------------------------------------------------------------------------
+def _looks_like_path(arg: str) -> bool:
+    return "/" in arg or "\\" in arg or arg.endswith((*YAML_SUFFIXES, ".json")) or Path(arg).is_file()
+
+
+def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
+    close = [k for k in known if k.startswith(name)] or difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+    guess = f' (did you mean "{close[0]}"?)' if close else ""
+    return PlannerError(f'unknown {kind} "{name}"{guess}; known: {", ".join(known)} (or give a path to {hint})')
+
+
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """A model from the catalog (`gpt3-175b`), a model YAML, a Hugging Face `config.json` or its directory."""
+    arg = str(name_or_path)
+    if isinstance(name_or_path, Path) or _looks_like_path(arg):
+        path = Path(arg)
+        if path.is_dir() and (path / "config.json").is_file():
+            path = path / "config.json"
+        if path.suffix == ".json":
+            return model_from_hf_config(path)
+        return _model_from_yaml(path)
+    if arg not in list_models():
+        raise _unknown("model", arg, list_models(), "a .yaml or config.json")
+    return _catalog_model(arg)
+
+
+def load_hardware(name_or_path: str | Path) -> HardwareProfile:
+    """A hardware profile from the catalog (`h100-sxm`) or a profile YAML."""
+    arg = str(name_or_path)
+    if isinstance(name_or_path, Path) or _looks_like_path(arg):
+        return _hardware_from_yaml(Path(arg))
+    if arg not in list_hardware():
+        raise _unknown("hardware", arg, list_hardware(), "a hardware profile .yaml")
+    return _catalog_hardware(arg)
+
+
+@lru_cache(maxsize=None)
+def _catalog_model(name: str) -> ModelSpec:
+    return _model_from_yaml(catalog_root() / MODEL_DIR / f"{name}.yaml")
+
+
+@lru_cache(maxsize=None)
+def _catalog_hardware(name: str) -> HardwareProfile:
+    return _hardware_from_yaml(catalog_root() / HARDWARE_DIR / f"{name}.yaml")
+
+
+def _model_from_yaml(path: Path) -> ModelSpec:
+    data = load_yaml(path)
+    if isinstance(data, dict):
+        data.setdefault("name", path.stem)
+    return _validate(ModelSpec, data, _display(path))
+
+
+def _hardware_from_yaml(path: Path) -> HardwareProfile:
+    data = load_yaml(path)
+    if isinstance(data, dict):
+        data.setdefault("name", path.stem)
+    return _validate(HardwareProfile, data, _display(path))
+
+
+# ---- Hugging Face config.json --------------------------------------------------------------------
+# Families whose MLP is gated (three matrices) whatever `hidden_act` says (Gemma uses a GELU gate).
+GATED_FAMILIES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                  "phi3", "olmo", "olmo2", "deepseek_v2", "deepseek_v3", "granite", "cohere", "internlm2"}
+# Families with a learned absolute position table; everything else is taken as RoPE (or another table-free scheme).
+LEARNED_POSITION_FAMILIES = {"gpt2", "opt", "gpt_bigcode", "gpt_neo", "biogpt"}
+UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo2"}
+
+
+def model_from_hf_config(path: str | Path) -> ModelSpec:
+    """Map a Hugging Face `config.json` (local file) onto `ModelSpec`."""
+    path = Path(path)
+    source = _display(path)
+    try:
+        cfg = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise PlannerError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    if not isinstance(cfg, dict):
+        raise PlannerError(f"{source}: expected a JSON object of config fields, got {type(cfg).__name__}")
+    return _validate(ModelSpec, _hf_fields(cfg, path, source), source)
+
+
+def _hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
+    def need(*keys: str) -> Any:
+        for key in keys:
+            if cfg.get(key) is not None:
+                return cfg[key]
+        alternatives = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
+        raise PlannerError(f"{source} lacks {keys[0]}{alternatives}")
+
+    family = str(cfg.get("model_type", "")).lower()
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "gelu").lower()
+    hidden = need("hidden_size", "n_embd")
+    gated = family in GATED_FAMILIES or act in ("silu", "swish", "swiglu")
+    if family == "gpt2":
+        ffn = cfg.get("n_inner") or 4 * hidden  # GPT2Config: n_inner None means 4 * n_embd
+    else:
+        ffn = need("intermediate_size", "ffn_dim", "n_inner")
+    fields: dict[str, Any] = {
+        "name": _hf_name(cfg, path),
+        "num_layers": need("num_hidden_layers", "n_layer"),
+        "hidden_size": hidden,
+        "num_attention_heads": need("num_attention_heads", "n_head"),
+        "num_kv_heads": cfg.get("num_key_value_heads"),
+        "head_dim": cfg.get("head_dim"),
+        "ffn_hidden_size": ffn,
+        # relu (OPT) and gelu variants are plain two-matrix MLPs, which is what `mlp: gelu` counts
+        "mlp": "swiglu" if gated else "gelu",
+        "vocab_size": need("vocab_size"),
+        "max_seq_len": need("max_position_embeddings", "n_positions", "n_ctx"),
+        "tied_embeddings": cfg.get("tie_word_embeddings", family not in UNTIED_BY_DEFAULT),
+        "position_embedding": "learned" if family in LEARNED_POSITION_FAMILIES else "rope",
+        "norm": "rmsnorm" if "rms_norm_eps" in cfg else "layernorm",
+    }
+    if family == "gpt2":
+        fields["linear_bias"] = True
+    elif "attention_bias" in cfg or "mlp_bias" in cfg:
+        fields["linear_bias"] = bool(cfg.get("attention_bias") or cfg.get("mlp_bias"))
+    elif "enable_bias" in cfg:  # OPT
+        fields["linear_bias"] = bool(cfg["enable_bias"])
+    fields["moe"] = _hf_moe(cfg, ffn)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _hf_moe(cfg: dict[str, Any], ffn: int) -> dict[str, Any] | None:
+    """Mixtral (`num_local_experts`) and Qwen-MoE style (`num_experts` + `moe_intermediate_size`) routing."""
+    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
+    if not experts:
+        return None
+    moe: dict[str, Any] = {
+        "num_experts": experts,
+        "top_k": cfg.get("num_experts_per_tok", 2),
+        "expert_ffn_hidden_size": cfg.get("moe_intermediate_size") or ffn,
+    }
+    if cfg.get("decoder_sparse_step"):
+        moe["layer_freq"] = cfg["decoder_sparse_step"]
+    return moe
+
+
+def _hf_name(cfg: dict[str, Any], path: Path) -> str:
+    """`_name_or_path` when the config has one, else the folder of a `config.json`, else the file stem."""
+    named = str(cfg.get("_name_or_path") or "").rstrip("/")
+    if named:
+        return named.split("/")[-1]
+    if path.name == "config.json" and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return path.stem

@@ -1,0 +1,263 @@
+"""The catalogs load, their parameter counts match the published sizes, and bad input fails in one clear line."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from planner.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
+from planner.errors import PlannerError
+from planner.specs import PRECISIONS
+
+# Published total parameter counts and where they come from (the YAML files cite the architecture numbers).
+PUBLISHED_PARAMS = {
+    "gpt2-1.5b": (1.542e9, "Radford et al. 2019, Table 2 (1542M)"),
+    "gpt3-125m": (125e6, "Brown et al. 2020, Table 2.1"),
+    "gpt3-350m": (350e6, "Brown et al. 2020, Table 2.1"),
+    "gpt3-760m": (760e6, "Brown et al. 2020, Table 2.1"),
+    "gpt3-1.3b": (1.3e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-2.7b": (2.7e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-6.7b": (6.7e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-13b": (13e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-175b": (175e9, "Brown et al. 2020, Table 2.1"),
+    "megatron-1t": (1008e9, "Narayanan et al. 2021, Table 1 (1008B row)"),
+    "bloom-176b": (176.2e9, "BigScience 2022, BLOOM paper; HF bigscience/bloom model card (176,247M)"),
+    "opt-175b": (175e9, "Zhang et al. 2022, OPT, Table 1"),
+    "mt-nlg-530b": (530e9, "Smith et al. 2022, MT-NLG, section 3.1"),
+    "llama2-7b": (6.74e9, "HF meta-llama/Llama-2-7b-hf model card (6.74B; '7B' nominal)"),
+    "llama2-13b": (13e9, "Touvron et al. 2023, Llama 2, Table 1"),
+    "llama2-70b": (70e9, "Touvron et al. 2023, Llama 2, Table 1"),
+    "llama3-8b": (8.03e9, "HF meta-llama/Meta-Llama-3-8B model card (8.03B)"),
+    "llama3-70b": (70e9, "Llama Team 2024, The Llama 3 Herd of Models, Table 3"),
+    "llama3-405b": (405e9, "Llama Team 2024, The Llama 3 Herd of Models, Table 3"),
+    "mixtral-8x7b": (46.7e9, "Jiang et al. 2024, Mixtral of Experts, section 2"),
+    "mixtral-8x22b": (141e9, "Mistral AI 2024, Mixtral 8x22B announcement (141B total)"),
+    "tiny": (295_488, "hand count: 2*256*64 embeddings/output + 4*(4*64*64 + 3*64*256 + 2*64) + 64"),
+}
+
+
+def test_catalog_lists_every_model_with_a_published_size():
+    assert set(list_models()) == set(PUBLISHED_PARAMS)
+    assert (catalog_root() / "model_specs").is_dir()
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMS))
+def test_model_loads_and_derived_params_within_3pct(name):
+    published, source = PUBLISHED_PARAMS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the loader's own 3% warning must not fire either
+        model = load_model(name)
+    assert model.name == name
+    assert model.params == pytest.approx(published, rel=1e-9), f"{name}: params: differs from {source}"
+    assert model.num_params == pytest.approx(published, rel=0.03), f"{name} vs {source}"
+
+
+def test_every_model_yaml_cites_its_source():
+    for name in list_models():
+        first = (catalog_root() / "model_specs" / f"{name}.yaml").read_text().splitlines()[0]
+        assert first.startswith("# Source:"), name
+
+
+def test_gpt3_175b_within_1pct():
+    # Brown et al. 2020, Table 2.1: 175.0B
+    assert load_model("gpt3-175b").num_params == pytest.approx(175e9, rel=0.01)
+
+
+def test_llama3_8b_within_1pct():
+    # HF meta-llama/Meta-Llama-3-8B: 8.03B
+    assert load_model("llama3-8b").num_params == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_mixtral_8x7b_total_and_active():
+    # Jiang et al. 2024, section 2: 46.7B total, 12.9B active per token (top-2 of 8)
+    model = load_model("mixtral-8x7b")
+    assert model.num_params == pytest.approx(46.7e9, rel=0.02)
+    assert model.num_active_params == pytest.approx(12.9e9, rel=0.02)
+
+
+def test_tiny_is_the_launch_test_shape():
+    m = load_model("tiny")
+    assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.ffn_hidden_size) == (4, 64, 4, 256)
+    assert (m.vocab_size, m.max_seq_len, m.mlp, m.position_embedding, m.norm) == (256, 64, "swiglu", "rope", "rmsnorm")
+    assert m.tied_embeddings is False and m.has_bias is False
+
+
+def test_bias_flags():
+    assert not load_model("llama3-8b").has_bias
+    assert not load_model("mixtral-8x7b").has_bias
+    assert load_model("gpt3-175b").has_bias
+    assert load_model("bloom-176b").has_bias
+
+
+def test_catalog_loads_are_cached():
+    assert load_model("gpt3-175b") is load_model("gpt3-175b")
+    assert load_hardware("h100-sxm") is load_hardware("h100-sxm")
+
+
+# ---- hardware ------------------------------------------------------------------------------------
+EXPECTED_HARDWARE = {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x", "h800", "cpu"}
+
+
+def test_hardware_catalog():
+    assert EXPECTED_HARDWARE <= set(list_hardware())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_HARDWARE))
+def test_hardware_profile_loads(name):
+    hw = load_hardware(name)
+    assert hw.name == name
+    assert set(hw.gpu.peak_flops) == set(PRECISIONS)
+    assert hw.inter_node.bandwidth_bytes_per_s <= hw.intra_node.bandwidth_bytes_per_s
+    assert 0 < hw.efficiency.matmul_efficiency(1e12) <= 1
+    if name != "cpu":
+        assert hw.gpus_per_node == 8
+        assert hw.peak("bf16") <= hw.peak("fp8") and hw.peak("fp32") < hw.peak("fp16")
+
+
+def test_every_number_in_a_profile_has_a_comment():
+    for name in list_hardware():
+        for i, line in enumerate((catalog_root() / "hardware_profiles" / f"{name}.yaml").read_text().splitlines()):
+            code = line.split("#")[0]
+            if any(ch.isdigit() for ch in code.split(":", 1)[-1]) and not code.lstrip().startswith(("name:", "description:")):
+                assert "#" in line, f"{name}.yaml:{i + 1}: number without a source comment: {line.strip()}"
+
+
+def test_peaks_ordered_by_generation():
+    bf16 = {n: load_hardware(n).peak("bf16") for n in ("v100-32gb", "a100-80gb", "h100-sxm", "b200")}
+    assert bf16["b200"] > bf16["h100-sxm"] > bf16["a100-80gb"] > bf16["v100-32gb"]
+    assert load_hardware("h200").gpu.hbm_bytes > load_hardware("h100-sxm").gpu.hbm_bytes
+    assert load_hardware("a100-80gb").gpu.hbm_bytes > load_hardware("a100-40gb").gpu.hbm_bytes
+    assert load_hardware("h800").intra_node.bandwidth_bytes_per_s < load_hardware("h100-sxm").intra_node.bandwidth_bytes_per_s
+
+
+def test_yaml_si_numbers_are_floats(tmp_path):
+    f = tmp_path / "n.yaml"
+    f.write_text("a: 80.0e9\nb: 1e9\nc: 3.0e-6\nd: 8\ne: 2.5\n")
+    assert load_yaml(f) == {"a": 80.0e9, "b": 1e9, "c": 3.0e-6, "d": 8, "e": 2.5}
+    assert isinstance(load_yaml(f)["d"], int)
+
+
+# ---- Hugging Face config.json --------------------------------------------------------------------
+LLAMA3_8B_CONFIG = {  # HF meta-llama/Meta-Llama-3-8B config.json (abridged)
+    "_name_or_path": "meta-llama/Meta-Llama-3-8B", "model_type": "llama", "hidden_act": "silu",
+    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0, "tie_word_embeddings": False, "vocab_size": 128256, "attention_bias": False,
+}
+MIXTRAL_CONFIG = {  # HF mistralai/Mixtral-8x7B-v0.1 config.json (abridged, no _name_or_path)
+    "model_type": "mixtral", "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2, "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False, "vocab_size": 32000,
+}
+GPT2_XL_CONFIG = {  # HF openai-community/gpt2-xl config.json (abridged)
+    "model_type": "gpt2", "activation_function": "gelu_new", "n_ctx": 1024, "n_embd": 1600, "n_head": 25,
+    "n_inner": None, "n_layer": 48, "n_positions": 1024, "layer_norm_epsilon": 1e-5, "vocab_size": 50257,
+}
+
+
+def _write(tmp_path, cfg, folder="model", filename="config.json"):
+    d = tmp_path / folder
+    d.mkdir()
+    (d / filename).write_text(json.dumps(cfg))
+    return d / filename
+
+
+def test_hf_llama_config_matches_catalog(tmp_path):
+    m = load_model(_write(tmp_path, LLAMA3_8B_CONFIG))
+    ref = load_model("llama3-8b")
+    assert m.name == "Meta-Llama-3-8B"
+    assert (m.mlp, m.norm, m.position_embedding, m.tied_embeddings, m.has_bias) == ("swiglu", "rmsnorm", "rope", False, False)
+    assert m.kv_heads == 8 and m.max_seq_len == 8192 and m.moe is None
+    assert m.num_params == ref.num_params
+
+
+def test_hf_mixtral_config_is_moe(tmp_path):
+    path = _write(tmp_path, MIXTRAL_CONFIG, folder="Mixtral-8x7B-v0.1")
+    m = load_model(str(path.parent))  # a model directory works too
+    assert m.name == "Mixtral-8x7B-v0.1"  # the folder name when there is no _name_or_path
+    assert m.moe is not None and (m.moe.num_experts, m.moe.top_k, m.moe.expert_ffn_hidden_size) == (8, 2, 14336)
+    assert m.num_params == load_model("mixtral-8x7b").num_params
+
+
+def test_hf_gpt2_config(tmp_path):
+    m = load_model(str(_write(tmp_path, GPT2_XL_CONFIG, filename="gpt2-xl.json")))
+    assert m.name == "gpt2-xl"
+    assert (m.mlp, m.norm, m.position_embedding, m.tied_embeddings, m.has_bias) == ("gelu", "layernorm", "learned", True, True)
+    assert m.ffn_hidden_size == 4 * 1600 and m.max_seq_len == 1024
+    assert m.num_params == load_model("gpt2-1.5b").num_params
+
+
+# ---- errors: one line naming the bad value -------------------------------------------------------
+def _error(fn, arg) -> str:
+    with pytest.raises(PlannerError) as info:
+        fn(arg)
+    msg = str(info.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_unknown_model_name_lists_known():
+    msg = _error(load_model, "gpt5")
+    assert '"gpt5"' in msg and "gpt3-175b" in msg and "config.json" in msg
+    assert 'did you mean "gpt3-175b"' in _error(load_model, "gpt3-175")
+
+
+def test_unknown_hardware_name_lists_known():
+    msg = _error(load_hardware, "h100")
+    assert '"h100"' in msg and 'did you mean "h100-sxm"' in msg and "a100-80gb" in msg
+
+
+def test_missing_file(tmp_path):
+    assert "no such file" in _error(load_model, str(tmp_path / "nope.yaml"))
+    assert "nope.json" in _error(load_model, str(tmp_path / "nope.json"))
+    assert "no such file" in _error(load_hardware, str(tmp_path / "nope.yaml"))
+
+
+def test_misspelt_key_names_the_field_and_valid_ones(tmp_path):
+    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text().replace("num_layers:", "num_layerz:")
+    (tmp_path / "bad.yaml").write_text(text)
+    msg = _error(load_model, str(tmp_path / "bad.yaml"))
+    assert "num_layerz: unknown field (valid fields: name, num_layers" in msg
+    assert "num_layers: missing" in msg and "bad.yaml" in msg
+
+
+def test_bad_value_and_nested_misspelling_in_profile(tmp_path):
+    text = (catalog_root() / "hardware_profiles" / "h100-sxm.yaml").read_text()
+    text = text.replace("  hbm: 0.8", "  hbmm: 0.8").replace("hbm_bytes: 85.0e9", "hbm_bytes: -1")
+    (tmp_path / "hw.yaml").write_text(text)
+    msg = _error(load_hardware, str(tmp_path / "hw.yaml"))
+    assert "gpu.hbm_bytes: Input should be greater than 0" in msg
+    assert "efficiency.hbmm: unknown field (valid fields: matmul, hbm," in msg
+
+
+def test_cross_field_rule_message(tmp_path):
+    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text().replace("num_attention_heads: 4", "num_attention_heads: 5")
+    (tmp_path / "heads.yaml").write_text(text)
+    assert "hidden_size=64 is not divisible by num_attention_heads=5" in _error(load_model, str(tmp_path / "heads.yaml"))
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    (tmp_path / "broken.yaml").write_text("name: x\nnum_layers: [1,\n")
+    msg = _error(load_model, str(tmp_path / "broken.yaml"))
+    assert "broken.yaml:3" in msg and "YAML syntax error" in msg
+
+
+def test_malformed_json(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 4096,')
+    assert "malformed JSON" in _error(load_model, str(path))
+
+
+def test_config_json_missing_field(tmp_path):
+    cfg = {k: v for k, v in LLAMA3_8B_CONFIG.items() if k != "hidden_size"}
+    assert "config.json lacks hidden_size (or n_embd)" in _error(load_model, str(_write(tmp_path, cfg)))
+
+
+def test_params_mismatch_stays_a_warning(tmp_path):
+    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text().replace("params: 295488", "params: 1.0e9")
+    (tmp_path / "t.yaml").write_text(text)
+    with pytest.warns(UserWarning, match="declared params"):
+        load_model(str(tmp_path / "t.yaml"))
