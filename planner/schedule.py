@@ -1,0 +1,128 @@
+"""Step time from the pipeline schedule: the micro-batch slot of the slowest stage, the bubble, exposed
+DP communication, the optimizer step and a fixed per-step overhead.
+
+slot t = forward + backward + recompute + exposed TP/CP/EP/PP of one micro-batch on the bottleneck
+pipeline rank (stages can be uneven: stage_layers; the first also runs the embedding, the last the
+logits and loss). GPipe and 1F1B take (m + p − 1)·t, the bubble being (p − 1)·t; interleaved with v
+chunks per rank shrinks the bubble to (p − 1)·t/v at the price of v× the p2p traffic (Narayanan et al.
+2021, Sec. 2.2, Eq. 1-2; Huang et al. 2019, GPipe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .comm import DIMS, bottleneck_stage, stage_params_per_gpu
+from .compute import hardware_flops_per_step, model_flops_per_step
+from .plan import Plan
+from .specs import HardwareProfile, ModelSpec, Training
+
+# Optimizer state bytes per parameter read and written by one step: fp32 master + m + v for Adam(W),
+# master + momentum for SGD (Rajbhandari et al. 2020, Sec. 3.1: K = 12 for mixed-precision Adam).
+OPTIMIZER_STATE_BYTES = {"adamw": 12, "adam": 12, "sgd": 8}
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One optimizer step on the bottleneck GPU. Seconds; exposed_comm_s keys tp, cp, ep, pp, dp are
+    the public JSON contract of DESIGN.md."""
+
+    compute_s: float  # forward + backward of all micro-batches, recompute excluded
+    recompute_s: float
+    bubble_s: float
+    optimizer_s: float
+    overhead_s: float
+    exposed_comm_s: dict[str, float] = field(hash=False)
+    comm_total_s: dict[str, float] = field(hash=False)  # before overlap, for explanation
+    stage: int  # the pipeline rank that sets the pace
+    tokens_per_step: int
+    gpus: int
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    peak_flops: float
+
+    @property
+    def step_s(self) -> float:
+        return (self.compute_s + self.recompute_s + self.bubble_s + self.optimizer_s + self.overhead_s
+                + sum(self.exposed_comm_s.values()))
+
+    @property
+    def total(self) -> float:
+        return self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model FLOPs (no recompute) per GPU per second / 1e12."""
+        return self.model_flops_per_step / self.step_s / self.gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation, a fraction of the dense peak for the plan's precision (PaLM, App. B)."""
+        return self.model_flops_per_step / self.step_s / self.gpus / self.peak_flops
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilisation: recompute FLOPs counted too."""
+        return self.hardware_flops_per_step / self.step_s / self.gpus / self.peak_flops
+
+    def as_dict(self) -> dict[str, object]:
+        return {"step_s": self.step_s, "compute_s": self.compute_s, "recompute_s": self.recompute_s,
+                "bubble_s": self.bubble_s, "optimizer_s": self.optimizer_s, "overhead_s": self.overhead_s,
+                "exposed_comm_s": dict(self.exposed_comm_s)}
+
+
+def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) -> float:
+    """Bubble time / ideal time: (p − 1)/m for GPipe and 1F1B, (p − 1)/(v·m) interleaved
+    (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)."""
+    v = vpp if schedule == "interleaved" else 1
+    return (pp - 1) / (v * num_microbatches)
+
+
+def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, *,
+                     stage: int) -> float:
+    """Memory-bound optimizer update of the local shard: read states + gradient (+ once more for the
+    gradient norm), write states + the low-precision weights; / (HBM bandwidth × efficiency.hbm).
+    ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts; Rajbhandari et al. 2020)."""
+    dense, expert = stage_params_per_gpu(model, tp=plan.tp, pp=plan.pp, vpp=plan.vpp, ep=plan.ep, stage=stage)
+    if plan.zero >= 1:
+        dense /= plan.dp * plan.cp
+        expert /= max(1, plan.dp * plan.cp // plan.ep)
+    p_b = 4 if plan.precision == "fp32" else 2
+    g_b = 4 if training.grad_dtype == "fp32" else p_b
+    k = OPTIMIZER_STATE_BYTES[training.optimizer]
+    bytes_per_param = (k + 2 * g_b) + (k + p_b)
+    return (dense + expert) * bytes_per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
+
+
+def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training) -> StepTime:
+    """Time of one optimizer step and the throughput it gives (a pure function; cheap enough for search)."""
+    stage, c, k = bottleneck_stage(model, hw, plan, training)
+    m = plan.num_microbatches
+    slot = c.total + k.pipelined_exposed_s / m
+    bubble = bubble_fraction(pp=plan.pp, vpp=plan.vpp, num_microbatches=m, schedule=plan.schedule) * m * slot
+    return StepTime(
+        compute_s=m * (c.forward_s + c.backward_s),
+        recompute_s=m * c.recompute_s,
+        bubble_s=bubble,
+        optimizer_s=optimizer_step_s(model, hw, plan, training, stage=stage),
+        overhead_s=hw.efficiency.step_overhead_s,
+        exposed_comm_s=k.exposed_by_dim,
+        comm_total_s=k.total_by_dim,
+        stage=stage,
+        tokens_per_step=plan.tokens_per_step,
+        gpus=plan.gpus,
+        model_flops_per_step=model_flops_per_step(model, plan),
+        hardware_flops_per_step=hardware_flops_per_step(model, plan, training),
+        peak_flops=hw.peak(plan.precision),
+    )
+
+
+__all__ = ["DIMS", "StepTime", "bubble_fraction", "optimizer_step_s", "step_time"]

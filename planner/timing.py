@@ -1,0 +1,71 @@
+"""Wall-clock of a whole run: time to train N tokens, and how often to checkpoint given failures.
+
+Pure functions of a step time and a few numbers, each with its source. Checkpoint interval: Young 1974
+(τ = sqrt(2·δ·M)) and Daly 2006 (higher-order refinement), with δ the checkpoint write time and M the
+system mean time between failures = per-GPU MTBF / GPUs (independent failures, exponential).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainTime:
+    steps: int
+    seconds: float
+    gpu_hours: float
+
+
+def time_to_train(*, step_s: float, tokens_per_step: int, tokens: float, gpus: int) -> TrainTime:
+    """ceil(tokens / tokens_per_step) steps of step_s each; GPU-hours = seconds·gpus/3600."""
+    steps = math.ceil(tokens / tokens_per_step)
+    seconds = steps * step_s
+    return TrainTime(steps=steps, seconds=seconds, gpu_hours=seconds * gpus / 3600.0)
+
+
+def system_mtbf_s(*, mtbf_per_gpu_s: float, gpus: int) -> float:
+    """Independent exponential failures: the first of N fails at rate N/MTBF."""
+    return mtbf_per_gpu_s / gpus
+
+
+def young_interval_s(*, checkpoint_s: float, mtbf_s: float) -> float:
+    """Optimal compute time between checkpoints, first order: sqrt(2·δ·M) (Young 1974, Eq. 4)."""
+    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
+
+
+def daly_interval_s(*, checkpoint_s: float, mtbf_s: float) -> float:
+    """Daly 2006, Eq. 37: sqrt(2δM)·[1 + sqrt(δ/2M)/3 + (δ/2M)/9] − δ for δ < 2M, else M."""
+    if checkpoint_s >= 2.0 * mtbf_s:
+        return mtbf_s
+    x = checkpoint_s / (2.0 * mtbf_s)
+    return math.sqrt(2.0 * checkpoint_s * mtbf_s) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - checkpoint_s
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    checkpoint_s: float  # δ: time to write one checkpoint
+    mtbf_s: float  # M: system mean time between failures
+    interval_s: float  # τ: compute time between checkpoints (Daly)
+    wasted_fraction: float  # checkpoint writes + lost work + restarts, per unit of wall time
+
+    @property
+    def goodput(self) -> float:
+        """Fraction of wall time spent on useful training steps."""
+        return 1.0 - self.wasted_fraction
+
+
+def checkpoint_plan(*, checkpoint_bytes: float, write_bytes_per_s: float, mtbf_per_gpu_s: float, gpus: int,
+                    restart_s: float = 0.0) -> CheckpointPlan:
+    """Checkpoint interval and expected waste.
+
+    δ = bytes / aggregate write bandwidth; M = MTBF/gpus; τ from Daly 2006. First-order waste per unit
+    time (Young 1974; Daly 2006 Sec. 3): δ/τ for writing, (τ + δ)/(2M) of work lost per failure on
+    average (half an interval), plus R/M for restarts; capped at 1.
+    """
+    delta = checkpoint_bytes / write_bytes_per_s
+    mtbf = system_mtbf_s(mtbf_per_gpu_s=mtbf_per_gpu_s, gpus=gpus)
+    tau = daly_interval_s(checkpoint_s=delta, mtbf_s=mtbf)
+    waste = delta / tau + (tau + delta) / (2.0 * mtbf) + restart_s / mtbf
+    return CheckpointPlan(checkpoint_s=delta, mtbf_s=mtbf, interval_s=tau, wasted_fraction=min(1.0, waste))

@@ -1,0 +1,134 @@
+"""Collectives, tier selection and per-dimension communication (planner.comm)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.comm import (
+    Link,
+    collective_bytes,
+    collective_s,
+    comm_times,
+    dp_comm,
+    group_link,
+    layer_comm,
+    stage_params_per_gpu,
+)
+from planner.compute import layer_time, stage_compute
+from planner.plan import Plan
+from planner.specs import (
+    Efficiency,
+    GPUSpec,
+    HardwareProfile,
+    LinkTier,
+    MatmulPoint,
+    ModelSpec,
+    ReservedMemory,
+    Training,
+)
+
+
+def make_hw(*, gpus_per_node: int = 8) -> HardwareProfile:
+    return HardwareProfile(
+        name="test-gpu",
+        gpu=GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12,
+                    peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12}),
+        gpus_per_node=gpus_per_node,
+        intra_node=LinkTier(bandwidth_bytes_per_s=300e9, latency_s=3e-6),
+        inter_node=LinkTier(bandwidth_bytes_per_s=25e9, latency_s=8e-6),
+        efficiency=Efficiency(matmul=(MatmulPoint(flops=1e8, efficiency=0.35), MatmulPoint(flops=1e12, efficiency=0.7)),
+                              intra_node=0.8, inter_node=0.8),
+        reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
+    )
+
+
+GPT = ModelSpec(name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, ffn_hidden_size=24576,
+                vocab_size=51200, max_seq_len=2048)
+
+
+def test_ring_bytes():
+    """Ring all-reduce sends 2(n−1)/n of the buffer, reduce-scatter and all-gather (n−1)/n each."""
+    assert collective_bytes("all_reduce", 8e9, 8) == pytest.approx(2 * 7 / 8 * 8e9)
+    assert collective_bytes("reduce_scatter", 8e9, 8) == pytest.approx(7 / 8 * 8e9)
+    assert collective_bytes("all_gather", 8e9, 8) + collective_bytes("reduce_scatter", 8e9, 8) == pytest.approx(
+        collective_bytes("all_reduce", 8e9, 8))
+    assert collective_bytes("all_reduce", 8e9, 1) == 0
+
+
+def test_alpha_beta_by_hand():
+    link = Link(bandwidth_bytes_per_s=100e9, latency_s=5e-6, intra_node=True)
+    # 4 ranks, 1 GB: 2·3 steps of latency + 1.5 GB / 100 GB/s.
+    assert collective_s("all_reduce", 1e9, 4, link) == pytest.approx(6 * 5e-6 + 1.5e9 / 100e9)
+    assert collective_s("p2p", 1e6, 2, link) == pytest.approx(5e-6 + 1e6 / 100e9)
+    with pytest.raises(ValueError):
+        collective_s("broadcast", 1.0, 2, link)
+
+
+def test_tier_selection():
+    hw = make_hw(gpus_per_node=8)
+    assert group_link(hw, n=8, stride=1).intra_node  # tp = 8 on an 8-GPU node
+    assert not group_link(hw, n=16, stride=1).intra_node  # tp = 16 crosses nodes
+    assert not group_link(hw, n=2, stride=8).intra_node  # dp = 2 over tp = 8 crosses nodes
+    assert group_link(hw, n=2, stride=4).intra_node  # dp = 2 over tp = 4 fits in a node
+    inter = group_link(hw, n=4, stride=8)
+    assert inter.bandwidth_bytes_per_s == pytest.approx(25e9 * 0.8)
+    assert inter.latency_s == 8e-6
+
+
+def test_sequence_parallel_does_not_change_tp_time():
+    """SP turns each all-reduce into reduce-scatter + all-gather of the same bytes (Korthikanti 2022)."""
+    hw, tr = make_hw(), Training()
+    a, b = (Plan(tp=8, sp=sp, micro_batch=4, global_batch=4) for sp in (False, True))
+    ka = layer_comm(GPT, hw, a, tr, moe=False, layer=layer_time(GPT, hw, a, tr))
+    kb = layer_comm(GPT, hw, b, tr, moe=False, layer=layer_time(GPT, hw, b, tr))
+    assert ka.tp_s == pytest.approx(kb.tp_s)
+    # 4 all-reduces of b·s·h·2 bytes on NVLink.
+    link = group_link(hw, n=8, stride=1)
+    assert ka.tp_s == pytest.approx(4 * collective_s("all_reduce", 4 * 2048 * 6144 * 2, 8, link))
+
+
+def test_tp_overlap_hides_tp():
+    hw = make_hw()
+    plan = Plan(tp=8, sp=True, micro_batch=4, global_batch=4)
+    plain = comm_times(GPT, hw, plan, Training())
+    overlapped = comm_times(GPT, hw, plan, Training(tp_overlap=True))
+    assert overlapped.tp_s == plain.tp_s
+    assert overlapped.tp_exposed_s < plain.tp_exposed_s
+
+
+def test_zero3_moves_one_and_a_half_times_zero0_bytes():
+    """ZeRO-3: 2 all-gathers + 1 reduce-scatter = 3(n−1)/n·Ψ vs 2(n−1)/n·Ψ for DDP (ZeRO paper Sec. 7)."""
+    hw, tr = make_hw(), Training()
+    plans = [Plan(dp=16, zero=z, micro_batch=1, global_batch=16, seq_len=2048) for z in (0, 3)]
+    totals = []
+    for p in plans:
+        totals.append(dp_comm(GPT, hw, p, tr, stage=0, compute=stage_compute(GPT, hw, p, tr, 0))[0])
+    dense, _ = stage_params_per_gpu(GPT, tp=1, pp=1, vpp=1, ep=1, stage=0)
+    link = group_link(hw, n=16, stride=1)
+    lat = link.latency_s * 30
+    assert totals[0] == pytest.approx(lat + 2 * 15 / 16 * dense * 2 / link.bandwidth_bytes_per_s)
+    assert (totals[1] - 45 * link.latency_s) == pytest.approx(1.5 * (totals[0] - lat))
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(2, 1024), nbytes=st.floats(1.0, 1e11))
+def test_collective_properties(n, nbytes):
+    link = Link(bandwidth_bytes_per_s=50e9, latency_s=1e-5, intra_node=False)
+    ar = collective_s("all_reduce", nbytes, n, link)
+    rs = collective_s("reduce_scatter", nbytes, n, link)
+    assert ar == pytest.approx(2 * rs)
+    assert collective_s("all_reduce", 2 * nbytes, n, link) >= ar
+    assert collective_bytes("all_reduce", nbytes, n) < 2 * nbytes
+
+
+@settings(max_examples=25, deadline=None)
+@given(dp=st.sampled_from([2, 4, 8, 16, 64]), zero=st.integers(0, 3))
+def test_exposed_never_exceeds_total_plus_a_bucket(dp, zero):
+    hw, tr = make_hw(), Training()
+    plan = Plan(dp=dp, tp=2, zero=zero, micro_batch=1, global_batch=dp * 2, seq_len=2048)
+    k = comm_times(GPT, hw, plan, tr)
+    for d in ("tp", "cp", "ep", "pp"):
+        assert 0 <= k.exposed_by_dim[d] <= k.total_by_dim[d] + 1e-12
+    assert 0 <= k.dp_exposed_s <= k.dp_s * (1 + 1 / GPT.num_layers) + 1e-12

@@ -1,0 +1,122 @@
+"""Pipeline schedule and step time (planner.schedule) and run-level timing (planner.timing)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.plan import Plan
+from planner.schedule import bubble_fraction, step_time
+from planner.specs import (
+    Efficiency,
+    GPUSpec,
+    HardwareProfile,
+    LinkTier,
+    MatmulPoint,
+    ModelSpec,
+    ReservedMemory,
+    Training,
+)
+from planner.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
+
+
+def make_hw(*, overhead_s: float = 0.0) -> HardwareProfile:
+    return HardwareProfile(
+        name="test-gpu",
+        gpu=GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12,
+                    peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12}),
+        gpus_per_node=8,
+        intra_node=LinkTier(bandwidth_bytes_per_s=300e9, latency_s=3e-6),
+        inter_node=LinkTier(bandwidth_bytes_per_s=25e9, latency_s=8e-6),
+        efficiency=Efficiency(matmul=(MatmulPoint(flops=1e8, efficiency=0.35), MatmulPoint(flops=1e12, efficiency=0.7)),
+                              step_overhead_s=overhead_s),
+        reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
+    )
+
+
+GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,
+                 ffn_hidden_size=4 * 12288, vocab_size=51200, max_seq_len=2048)
+
+
+def _slot_work(t) -> float:
+    """What runs inside the micro-batch slots: everything the bubble is a fraction of."""
+    e = t.exposed_comm_s
+    return t.compute_s + t.recompute_s + e["tp"] + e["cp"] + e["ep"] + e["pp"]
+
+
+def test_1f1b_bubble_is_p_minus_1_over_m():
+    """Narayanan et al. 2021, Sec. 2.2.1: bubble / ideal = (p − 1)/m."""
+    plan = Plan(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, recompute="full")
+    t = step_time(GPT3, make_hw(), plan, Training())
+    m = plan.num_microbatches
+    assert m == 192
+    assert t.bubble_s / _slot_work(t) == pytest.approx(15 / m)
+
+
+def test_interleaved_bubble_divides_by_vpp():
+    """Narayanan et al. 2021, Sec. 2.2.2: (p − 1)/(v·m)."""
+    plan = Plan(tp=8, pp=8, vpp=3, dp=1, micro_batch=1, global_batch=64, recompute="full")
+    assert plan.schedule == "interleaved"
+    t = step_time(GPT3, make_hw(), plan, Training())
+    assert t.bubble_s / _slot_work(t) == pytest.approx(7 / (3 * 64))
+    assert bubble_fraction(pp=8, vpp=3, num_microbatches=64, schedule="1f1b") == pytest.approx(7 / 64)
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 64), pp=st.sampled_from([2, 4, 8]))
+def test_more_microbatches_lower_the_bubble_fraction(m, pp):
+    hw, tr = make_hw(), Training()
+    a = step_time(GPT3, hw, Plan(tp=8, pp=pp, micro_batch=1, global_batch=m), tr)
+    b = step_time(GPT3, hw, Plan(tp=8, pp=pp, micro_batch=1, global_batch=2 * m), tr)
+    assert b.bubble_s / b.step_s < a.bubble_s / a.step_s
+    assert b.tokens_per_s > a.tokens_per_s
+
+
+def test_step_is_the_sum_of_its_parts_and_rates_agree():
+    hw = make_hw(overhead_s=0.25)
+    plan = Plan(tp=4, pp=2, dp=4, zero=1, micro_batch=2, global_batch=64, recompute="selective", sp=True)
+    t = step_time(GPT3, hw, plan, Training(selective_policy="attention"))
+    parts = t.compute_s + t.recompute_s + t.bubble_s + t.optimizer_s + t.overhead_s + sum(t.exposed_comm_s.values())
+    assert t.step_s == pytest.approx(parts)
+    assert set(t.exposed_comm_s) == {"tp", "cp", "ep", "pp", "dp"}
+    assert t.overhead_s == 0.25
+    assert t.tokens_per_s == pytest.approx(64 * 2048 / t.step_s)
+    assert t.tokens_per_s_per_gpu == pytest.approx(t.tokens_per_s / 32)
+    assert 0 < t.mfu < t.hfu < 1
+    assert t.tflops_per_gpu == pytest.approx(t.mfu * 300)
+
+
+def test_evaluation_is_cheap():
+    hw, tr = make_hw(), Training()
+    plan = Plan(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, recompute="full")
+    step_time(GPT3, hw, plan, tr)
+    n, start = 200, time.perf_counter()
+    for _ in range(n):
+        step_time(GPT3, hw, plan, tr)
+    assert (time.perf_counter() - start) / n < 1e-3
+
+
+def test_time_to_train():
+    tt = time_to_train(step_s=2.0, tokens_per_step=1000, tokens=10_500, gpus=8)
+    assert tt.steps == 11 and tt.seconds == 22.0
+    assert tt.gpu_hours == pytest.approx(22 * 8 / 3600)
+
+
+def test_young_and_daly_intervals():
+    """Young 1974: sqrt(2δM); Daly 2006 is within a few % of it when δ ≪ M, and M when δ ≥ 2M."""
+    assert young_interval_s(checkpoint_s=60, mtbf_s=3600 * 3) == pytest.approx(math.sqrt(2 * 60 * 10800))
+    y = young_interval_s(checkpoint_s=60, mtbf_s=86400)
+    assert daly_interval_s(checkpoint_s=60, mtbf_s=86400) == pytest.approx(y, rel=0.05)
+    assert daly_interval_s(checkpoint_s=500, mtbf_s=200) == 200
+
+
+def test_checkpoint_plan_goodput_falls_with_scale():
+    small = checkpoint_plan(checkpoint_bytes=2e12, write_bytes_per_s=100e9, mtbf_per_gpu_s=5e7, gpus=1024)
+    big = checkpoint_plan(checkpoint_bytes=2e12, write_bytes_per_s=100e9, mtbf_per_gpu_s=5e7, gpus=16384)
+    assert small.checkpoint_s == 20.0
+    assert small.mtbf_s == pytest.approx(5e7 / 1024)
+    assert 0 < big.goodput < small.goodput < 1
