@@ -32,13 +32,22 @@ class Link:
 
 
 def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
-    """Intra-node tier iff the n ranks, `stride` apart, fit in one node (n·stride ≤ gpus_per_node)."""
+    """Intra-node tier iff the n ranks, `stride` apart, fit in one node (n·stride ≤ gpus_per_node).
+
+    A group that crosses nodes with k of its ranks on each node (k = gpus_per_node / stride, at least 1)
+    drives k NICs at once: NCCL runs one ring per channel, each leaving the node through its own NIC,
+    so the ring's bandwidth is min(intra, k × the per-GPU inter-node share) (NCCL's bus bandwidth on
+    multi-node DGX systems is NICs-per-node × NIC bandwidth; nccl-tests PERFORMANCE.md). The other
+    stride − 1 groups on that node use the node's other NICs, so nothing is counted twice. k = 1 (a dp
+    group over tp = 8) gives the plain per-GPU share.
+    """
     eff = hw.efficiency
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
     if n * stride <= hw.gpus_per_node:
         return Link(intra_bw, hw.intra_node.latency_s, True)
+    k = max(1, min(n, hw.gpus_per_node // stride))
     inter_bw = hw.inter_node.bandwidth_bytes_per_s * eff.inter_node
-    return Link(min(intra_bw, inter_bw), hw.inter_node.latency_s, False)
+    return Link(min(intra_bw, k * inter_bw), hw.inter_node.latency_s, False)
 
 
 # (latency steps, fraction of the buffer each GPU sends) for a ring over n ranks (Thakur et al. 2005).

@@ -73,8 +73,11 @@ def test_tier_selection():
     assert not group_link(hw, n=2, stride=8).intra_node  # dp = 2 over tp = 8 crosses nodes
     assert group_link(hw, n=2, stride=4).intra_node  # dp = 2 over tp = 4 fits in a node
     inter = group_link(hw, n=4, stride=8)
-    assert inter.bandwidth_bytes_per_s == pytest.approx(25e9 * 0.8)
+    assert inter.bandwidth_bytes_per_s == pytest.approx(25e9 * 0.8)  # one rank per node: one NIC
     assert inter.latency_s == 8e-6
+    # dp = 64 with stride 1: 8 ranks per node drive 8 NICs (200 GB/s), capped by NVLink's 240 GB/s.
+    assert group_link(hw, n=64, stride=1).bandwidth_bytes_per_s == pytest.approx(8 * 25e9 * 0.8)
+    assert group_link(hw, n=64, stride=4).bandwidth_bytes_per_s == pytest.approx(2 * 25e9 * 0.8)
 
 
 def test_sequence_parallel_does_not_change_tp_time():
