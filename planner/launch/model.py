@@ -1,0 +1,141 @@
+"""A GPT-style decoder built from a ModelSpec, small enough to read in one sitting (torch).
+
+Layers live in an ``nn.ModuleDict`` keyed by the global layer index, so a pipeline stage that deletes
+the layers it does not own keeps the same parameter names (FQNs) and checkpoints reshard across layouts.
+Attention computes the head count from the local shape (``view(B, T, -1, head_dim)``) so tensor
+parallelism can split heads without the module knowing. RoPE tables are recomputed per call (no
+buffers), which keeps FSDP and pipeline stages free of non-parameter state.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..specs import ModelSpec
+
+
+def _norm(model: ModelSpec) -> nn.Module:
+    h = model.hidden_size
+    return nn.RMSNorm(h, eps=1e-5) if model.norm == "rmsnorm" else nn.LayerNorm(h, eps=1e-5)
+
+
+def rope(x: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding on (B, T, heads, head_dim), half-split form (Su et al. 2021)."""
+    t, d = x.shape[1], x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    ang = torch.outer(torch.arange(t, device=x.device, dtype=torch.float32), inv)
+    cos, sin = ang.cos()[None, :, None, :].to(x.dtype), ang.sin()[None, :, None, :].to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, model: ModelSpec):
+        super().__init__()
+        h, hd, bias = model.hidden_size, model.head_size, model.has_bias
+        self.head_dim, self.use_rope = hd, model.position_embedding == "rope"
+        self.wq = nn.Linear(h, model.num_attention_heads * hd, bias=bias)
+        self.wk = nn.Linear(h, model.kv_heads * hd, bias=bias)
+        self.wv = nn.Linear(h, model.kv_heads * hd, bias=bias)
+        self.wo = nn.Linear(model.num_attention_heads * hd, h, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, -1, self.head_dim)
+        k = self.wk(x).view(b, t, -1, self.head_dim)
+        v = self.wv(x).view(b, t, -1, self.head_dim)
+        if self.use_rope:
+            q, k = rope(q), rope(k)
+        rep = q.shape[2] // k.shape[2]  # grouped-query attention: share each kv head
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, model: ModelSpec):
+        super().__init__()
+        h, f, bias = model.hidden_size, model.ffn_hidden_size, model.has_bias
+        self.gated = model.mlp == "swiglu"
+        self.w1 = nn.Linear(h, f, bias=bias)
+        self.w3 = nn.Linear(h, f, bias=bias) if self.gated else None
+        self.w2 = nn.Linear(f, h, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(F.gelu(self.w1(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, model: ModelSpec):
+        super().__init__()
+        self.attention_norm, self.attention = _norm(model), Attention(model)
+        self.ffn_norm, self.feed_forward = _norm(model), FeedForward(model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Embedding(nn.Module):
+    """Token embedding plus, for learned positions, the position table."""
+
+    def __init__(self, model: ModelSpec):
+        super().__init__()
+        self.tok = nn.Embedding(model.vocab_size, model.hidden_size)
+        self.pos = nn.Embedding(model.max_seq_len, model.hidden_size) if model.position_embedding == "learned" else None
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.tok(tokens)
+        if self.pos is not None:
+            h = h + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+        return h
+
+
+class GPT(nn.Module):
+    """tokens (B, T) → logits (B, T, V); a pipeline stage maps hidden states where parts are None."""
+
+    def __init__(self, model: ModelSpec, *, tied: bool | None = None):
+        super().__init__()
+        self.embed: Embedding | None = Embedding(model)
+        self.layers = nn.ModuleDict({str(i): Block(model) for i in range(model.num_layers)})
+        self.norm: nn.Module | None = _norm(model)
+        self.output: nn.Linear | None = nn.Linear(model.hidden_size, model.vocab_size, bias=False)
+        self.tied = model.tied_embeddings if tied is None else tied
+        if self.tied:
+            self.output.weight = self.embed.tok.weight
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2 style init: N(0, 0.02) for weights, zero biases, unit norms."""
+        for mod in self.modules():
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, std=0.02)
+                if getattr(mod, "bias", None) is not None:
+                    nn.init.zeros_(mod.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x) if self.embed is not None else x
+        for layer in self.layers.values():
+            h = layer(h)
+        h = self.norm(h) if self.norm is not None else h
+        return self.output(h) if self.output is not None else h
+
+    def keep_only(self, layer_ids: tuple[int, ...], *, first: bool, last: bool) -> GPT:
+        """Cut this model down to one pipeline stage, in place."""
+        for name in list(self.layers.keys()):
+            if int(name) not in layer_ids:
+                del self.layers[name]
+        if not first:
+            self.embed = None
+        if not last:
+            self.norm = self.output = None
+        return self
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(0, 1))

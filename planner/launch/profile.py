@@ -1,0 +1,78 @@
+"""Measure a run: step times, tokens/s and per-rank memory, and write the profile JSON (torch).
+
+Memory on GPU is ``torch.cuda.max_memory_allocated``. On CPU there is no allocator counter
+(``torch.cuda.memory_allocated`` silently returns 0), so memory is counted from tensors: distinct
+storages of parameters, gradients and optimizer state (DTensors by their local shard), and saved
+activations recorded with ``saved_tensors_hooks`` (torch_cpu_notes.md, "Measuring memory"). Tensors
+saved inside activation-checkpoint regions are invisible to outer hooks, so with recompute on the
+activation count shows what stays saved between forward and backward.
+"""
+
+from __future__ import annotations
+
+import statistics
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _storage_bytes(tensors) -> int:  # noqa: ANN001
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is None:
+            continue
+        s = _local(t).untyped_storage()
+        seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
+
+
+def model_state_bytes(parts: list[nn.Module], optims: list[torch.optim.Optimizer]) -> dict[str, int]:
+    params = [p for m in parts for p in m.parameters()]
+    opt_state = [v for o in optims for st in o.state.values() for v in st.values() if torch.is_tensor(v)]
+    return {
+        "params_bytes": _storage_bytes(params),
+        "grads_bytes": _storage_bytes(p.grad for p in params),
+        "optimizer_bytes": _storage_bytes(opt_state),
+    }
+
+
+class ActivationCounter:
+    """Peak bytes of tensors autograd saved for backward (parameters excluded), over a step."""
+
+    def __init__(self, parts: list[nn.Module]):
+        self.param_ptrs = {_local(p).untyped_storage().data_ptr() for m in parts for p in m.parameters()}
+        self.live: dict[int, int] = {}
+        self.peak = 0
+
+    @contextmanager
+    def track(self):
+        self.live = {}
+
+        def pack(t: torch.Tensor):
+            try:
+                s = _local(t).untyped_storage()
+                ptr = s.data_ptr()
+                if ptr not in self.param_ptrs:
+                    self.live[ptr] = s.nbytes()
+                    self.peak = max(self.peak, sum(self.live.values()))
+            except (RuntimeError, NotImplementedError):
+                pass
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield
+
+
+def summarize(step_times: list[float], warmup: int, tokens_per_step: int) -> dict:
+    timed = step_times[warmup:] or step_times
+    median = statistics.median(timed) if timed else float("nan")
+    return {
+        "step_times_s": [{"step": i + 1, "time_s": t, "warmup": i < warmup} for i, t in enumerate(step_times)],
+        "median_step_s": median,
+        "tokens_per_s": tokens_per_step / median if median and median == median else None,
+    }

@@ -1,0 +1,244 @@
+"""The process torchrun starts: build the model, apply the plan, train, checkpoint, write the profile (torch).
+
+    torchrun --standalone --nproc-per-node 4 -m planner.launch.worker --model tiny --dp 2 --tp 2 ...
+
+Backend from the environment: NCCL on CUDA, gloo on CPU. Data is synthetic and a pure function of
+(seed, step): every layout sees the same global batch, and dp rank r takes rows [r·B/dp, (r+1)·B/dp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from contextlib import nullcontext
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from ..plan import Plan
+from . import checkpoint
+from .layout import MESH_DIMS, stage_layer_ranges, stages_of
+from .model import GPT, cross_entropy
+from .parallelize import data_parallel_kind, mp_dtype, parallelize, uses_autocast
+from .profile import ActivationCounter, model_state_bytes, summarize
+from .spec import load_model_spec, shrink
+
+LR, WEIGHT_DECAY = 3e-3, 0.1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="planner.launch.worker")
+    ap.add_argument("--model", required=True)
+    for name, f in Plan.model_fields.items():  # the inverse of command.plan_argv
+        flag = "--" + name.replace("_", "-")
+        if f.annotation is bool:
+            ap.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            ap.add_argument(flag, dest=name, type=int if f.annotation is int else str, default=f.default)
+    for flag, typ, default in (("--steps", int, 8), ("--warmup", int, 2), ("--seed", int, 0),
+                               ("--layers", int, None), ("--hidden", int, None), ("--hardware", str, "cpu"),
+                               ("--timeout-s", float, 120.0), ("--profile-out", str, "planner-launch-profile.json"),
+                               ("--checkpoint-dir", str, None), ("--checkpoint-every", int, 0)):
+        ap.add_argument(flag, type=typ, default=default)
+    ap.add_argument("--resume", action="store_true")
+    return ap.parse_args(argv)
+
+
+def synthetic_batch(step: int, *, seed: int, rows: int, seq_len: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Arithmetic token sequences (random start and stride per row): learnable, seeded, layout-independent."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    start = torch.randint(0, vocab, (rows, 1), generator=g)
+    stride = torch.randint(1, 8, (rows, 1), generator=g)
+    tokens = (start + stride * torch.arange(seq_len + 1)) % vocab
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def _injected(var: str, rank: int, step: int) -> bool:
+    """Test hooks: PLANNER_LAUNCH_FAIL / _HANG = "rank:step", acting on the first attempt only."""
+    spec = os.environ.get(var)
+    if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+        return False
+    r, s = (int(x) for x in spec.split(":"))
+    return r == rank and s == step
+
+
+class Trainer:
+    def __init__(self, args: argparse.Namespace):
+        self.args = a = args
+        self.plan = Plan(**{k: getattr(a, k) for k in Plan.model_fields})
+        p = self.plan
+        self.spec = shrink(load_model_spec(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp)
+        cuda = torch.cuda.is_available() and a.hardware != "cpu"
+        self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(self.device)
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=a.timeout_s))
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.mesh = init_device_mesh(self.device.type, (p.pp, p.dp, p.cp, p.tp), mesh_dim_names=MESH_DIMS)
+        self.pp_rank, self.dp_rank = self.mesh["pp"].get_local_rank(), self.mesh["dp"].get_local_rank()
+        self.kind = data_parallel_kind(dp=p.dp, tp=p.tp, zero=p.zero, stages_per_rank=p.vpp)
+        self._build()
+
+    def _build(self) -> None:
+        p, spec = self.plan, self.spec
+        torch.manual_seed(self.args.seed)
+        tied = spec.tied_embeddings and p.tp == 1 and p.pp == 1
+        full = GPT(spec, tied=tied).to(self.device)
+        if p.pp == 1:
+            self.parts = [parallelize(full, self.mesh, plan=p, kind=self.kind)]
+            self.stages, self.schedule = [], None
+        else:
+            self._build_pipeline(full)
+        self.optims = [torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=WEIGHT_DECAY) for m in self.parts]
+
+    def _build_pipeline(self, full: GPT) -> None:
+        import copy
+
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
+        p, n = self.plan, self.plan.pp * self.plan.vpp
+        ranges = stage_layer_ranges(self.spec.num_layers, pp=p.pp, vpp=p.vpp)
+        group = self.mesh["pp"].get_group()
+        self.parts, self.stages = [], []
+        for s in stages_of(self.pp_rank, pp=p.pp, vpp=p.vpp):
+            part = copy.deepcopy(full).keep_only(ranges[s], first=s == 0, last=s == n - 1)
+            part = parallelize(part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule)
+            self.parts.append(part)
+            self.stages.append(PipelineStage(part, s, n, self.device, group=group))
+        del full
+        k = p.num_microbatches
+        if p.schedule == "interleaved":
+            self.schedule = ScheduleInterleaved1F1B(self.stages, n_microbatches=k, loss_fn=cross_entropy)
+        else:
+            cls = ScheduleGPipe if p.schedule == "gpipe" else Schedule1F1B
+            self.schedule = cls(self.stages[0], n_microbatches=k, loss_fn=cross_entropy)
+
+    def _autocast(self):
+        dtype = mp_dtype(self.plan.precision)
+        if uses_autocast(self.kind, self.plan.precision):
+            return torch.autocast(self.device.type, dtype=dtype)
+        return nullcontext()
+
+    def train_step(self, step: int, counter: ActivationCounter) -> float:
+        p = self.plan
+        rows = p.global_batch // p.dp
+        x, y = synthetic_batch(step, seed=self.args.seed, rows=p.global_batch, seq_len=p.seq_len,
+                               vocab=self.spec.vocab_size)
+        x, y = (t[self.dp_rank * rows:(self.dp_rank + 1) * rows].to(self.device) for t in (x, y))
+        for opt in self.optims:
+            opt.zero_grad(set_to_none=True)
+        holds_last = self.schedule is None or any(s.is_last for s in self.stages)
+        with counter.track(), self._autocast():
+            if self.schedule is None:
+                loss = self._accumulate(x, y)
+            else:
+                losses: list[torch.Tensor] = []
+                first = any(s.is_first for s in self.stages)
+                kw = {"target": y, "losses": losses} if holds_last else {}
+                self.schedule.step(*((x,) if first else ()), **kw)
+                loss = torch.stack(losses).mean().detach() if holds_last else None
+        for opt in self.optims:
+            opt.step()
+        # Global mean: only last-stage ranks hold a loss; each of them is replicated over tp (and cp).
+        total = (loss.float() if holds_last else torch.zeros((), device=self.device)).reshape(1).clone()
+        dist.all_reduce(total)
+        return total.item() / (p.dp * p.tp * p.cp)
+
+    def _accumulate(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        model, k, mb = self.parts[0], self.plan.num_microbatches, self.plan.micro_batch
+        total = torch.zeros((), device=self.device)
+        for i in range(k):
+            last = i == k - 1
+            if hasattr(model, "set_requires_gradient_sync"):
+                model.set_requires_gradient_sync(last)
+            ctx = model.no_sync() if (self.kind == "ddp" and not last) else nullcontext()
+            with ctx:
+                loss = cross_entropy(model(x[i * mb:(i + 1) * mb]), y[i * mb:(i + 1) * mb]) / k
+                loss.backward()
+            total += loss.detach().float()
+        return total
+
+
+def _log_step(path: Path, record_: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(record_) + "\n")
+
+
+@record
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    t = Trainer(args)
+    start = 0
+    if args.checkpoint_dir and (args.resume or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"):
+        start = checkpoint.load_latest(args.checkpoint_dir, t.parts, t.optims) or 0
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    out = Path(args.profile_out)
+    steps_log = out.with_name(out.name + ".steps.jsonl")
+    if t.rank == 0:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        print(f"[launch] {t.plan.summary()} world={t.world} kind={t.kind} model={t.spec.name} "
+              f"layers={t.spec.num_layers} hidden={t.spec.hidden_size} start_step={start + 1} attempt={attempt}",
+              flush=True)
+    counter, times, losses = ActivationCounter(t.parts), [], []
+    for step in range(start + 1, args.steps + 1):
+        if _injected("PLANNER_LAUNCH_FAIL", t.rank, step):
+            os._exit(13)
+        if _injected("PLANNER_LAUNCH_HANG", t.rank, step):
+            time.sleep(10**6)
+        t0 = time.perf_counter()
+        try:
+            loss = t.train_step(step, counter)
+        except RuntimeError as exc:
+            if "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
+                raise RuntimeError(f"rank {t.rank}: a collective timed out after {args.timeout_s:g} s at step {step} "
+                                   f"(a peer rank is hung or dead; --timeout-s sets the limit): {exc}") from exc
+            raise
+        times.append(time.perf_counter() - t0)
+        losses.append(loss)
+        if t.rank == 0:
+            print(f"[launch] step {step}/{args.steps} loss {loss:.6f} time {times[-1]:.3f} s", flush=True)
+            _log_step(steps_log, {"step": step, "loss": loss, "time_s": times[-1], "attempt": attempt})
+        if args.checkpoint_dir and args.checkpoint_every and step % args.checkpoint_every == 0:
+            checkpoint.save(args.checkpoint_dir, step, t.parts, t.optims)
+    _write_profile(t, args, out, start=start, times=times, losses=losses, counter=counter, attempt=attempt)
+    dist.destroy_process_group()
+
+
+def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter, attempt) -> None:  # noqa: ANN001
+    mem = model_state_bytes(t.parts, t.optims)
+    mem["activation_bytes"] = counter.peak
+    if t.device.type == "cuda":
+        mem["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(t.device)
+    mem["peak_bytes"] = mem.get("max_memory_allocated_bytes") or sum(
+        mem[k] for k in ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"))
+    per_rank: list = [None] * t.world
+    dist.all_gather_object(per_rank, {"rank": t.rank, **mem})
+    if t.rank != 0:
+        return
+    prof = {
+        "plan": t.plan.model_dump(), "model": t.spec.model_dump(), "model_ref": args.model,
+        "hardware": args.hardware,
+        "device": torch.cuda.get_device_name(t.device) if t.device.type == "cuda" else "cpu",
+        "backend": dist.get_backend(), "torch_version": torch.__version__, "world_size": t.world,
+        "data_parallel": t.kind, "start_step": start + 1, "attempt": attempt,
+        "losses": [{"step": start + 1 + i, "loss": v} for i, v in enumerate(losses)],
+        **summarize(times, min(args.warmup, len(times)), t.plan.tokens_per_step),
+        "memory_per_rank": per_rank,
+        "memory_method": "torch.cuda.max_memory_allocated" if t.device.type == "cuda"
+        else "tensor storages: params + grads + optimizer state + saved activations",
+    }
+    for row, s in zip(prof["step_times_s"], range(start + 1, start + 1 + len(times))):
+        row["step"] = s
+    out.write_text(json.dumps(prof, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
