@@ -13,9 +13,8 @@ training.tp_overlap, PP and EP are exposed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-from .compute import ACT_BYTES, LayerTime, StageCompute, layer_time, stage_compute, stage_shapes
+from .compute import ACT_BYTES, LayerTime, StageCompute, layer_time, spec_cache, stage_compute, stage_shapes
 from .plan import Plan
 from .specs import HardwareProfile, ModelSpec, Training
 
@@ -142,7 +141,7 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
 
 
 # ---- data parallel ---------------------------------------------------------------------------------
-@lru_cache(maxsize=65536)
+@spec_cache()
 def stage_params_per_gpu(model: ModelSpec, *, tp: int, pp: int, vpp: int, ep: int,
                          stage: int) -> tuple[float, float]:
     """(dense, expert) parameters one GPU of pipeline rank `stage` holds (before ZeRO sharding).

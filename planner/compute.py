@@ -15,8 +15,12 @@ memory-bound work (norms, activations, residual adds, rope, dropout, softmax, cr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import wraps
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from .plan import Plan, stage_layers
 from .specs import Efficiency, HardwareProfile, ModelSpec, Training
@@ -32,6 +36,35 @@ MEMORY_BACKWARD_FACTOR = 2.0
 # torchtitan's per-op selective checkpointing recomputes every second matmul (by count): ~half the
 # projection and MLP GEMMs (torchtitan activation_checkpoint.py, _op_sac_save_list). An estimate.
 OP_SAC_GEMM_FRACTION = 0.5
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def spec_cache(maxsize: int = 65536) -> Callable[[F], F]:
+    """Memoise a pure function of frozen specs by the specs' identity (hashing a pydantic model on
+    every call costs more than the function). The cache holds a reference to each spec it keys, so
+    an id cannot be reused while its entry lives; the cache is cleared when it reaches maxsize."""
+
+    def deco(fn: F) -> F:
+        cache: dict[tuple, tuple[tuple, Any]] = {}
+
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            key = tuple(id(a) if isinstance(a, BaseModel) else a for a in args) + tuple(kwargs.items())
+            hit = cache.get(key)
+            if hit is not None:
+                return hit[1]
+            if len(cache) >= maxsize:
+                cache.clear()
+            value = fn(*args, **kwargs)
+            cache[key] = (args, value)  # keep the specs alive: their ids stay unique
+            return value
+
+        wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return deco
 
 
 def _sum_fields(obj: object) -> float:
@@ -85,7 +118,7 @@ def layer_flops_per_token(model: ModelSpec, seq_len: int, *, moe: bool) -> Forwa
     )
 
 
-@lru_cache(maxsize=4096)
+@spec_cache()
 def flops_per_token_forward(model: ModelSpec, seq_len: int) -> ForwardFlops:
     """Whole-model forward FLOPs per token: all layers (dense and MoE) plus the logits 2·h·V."""
     dense = layer_flops_per_token(model, seq_len, moe=False)
@@ -183,7 +216,7 @@ def _gemm_s(flops: float, peak: float, eff: Efficiency) -> float:
     return flops / (peak * eff.matmul_efficiency(flops)) if flops > 0 else 0.0
 
 
-@lru_cache(maxsize=65536)
+@spec_cache()
 def _layer_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, core_peak: float, hbm_bw: float, *,
                 moe: bool,
                 tp: int, cp: int, ep: int, sp: bool, b: int, s: int, precision: str, recompute: str,
@@ -260,7 +293,7 @@ def layer_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Trai
                        dropout=training.dropout)
 
 
-@lru_cache(maxsize=65536)
+@spec_cache()
 def _head_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, hbm_bw: float, *, first: bool,
                last: bool, tp: int, cp: int, sp: bool, b: int, s: int, precision: str) -> tuple[float, float]:
     """(forward_s, backward_s) of the embedding (first stage) and norm + logits + loss (last stage).
@@ -284,7 +317,7 @@ def _head_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, hbm_bw: floa
     return fwd, bwd
 
 
-@lru_cache(maxsize=4096)
+@spec_cache()
 def stage_shapes(model: ModelSpec, pp: int, vpp: int) -> tuple[tuple[int, int, bool, bool], ...]:
     """Per pipeline rank: (dense layers, MoE layers, holds the embedding, holds the logits).
 
