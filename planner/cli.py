@@ -33,7 +33,8 @@ hardware_app = typer.Typer(help="The hardware catalog (hardware_profiles/).", in
 app.add_typer(models_app, name="models")
 app.add_typer(hardware_app, name="hardware")
 
-out = Console(highlight=False)
+# Piped output is not squeezed to 80 columns: tables stay readable in logs and READMEs.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False)
 
 # ---- the common options, one name everywhere (DESIGN.md) ------------------------------------------
@@ -114,6 +115,7 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the model catalog."""
     if ctx.invoked_subcommand:
         return
+    from rich import box
     from rich.table import Table
 
     from .catalog import list_models, load_model
@@ -124,7 +126,7 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         emit_json({"models": [{"name": s.name, "params": s.num_params, "active_params": s.num_active_params,
                                "num_layers": s.num_layers, "hidden_size": s.hidden_size} for s in specs]})
         return
-    table = Table(show_edge=False)
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"):
         table.add_column(col, justify="left" if col in ("name", "mlp", "moe") else "right")
     for s in specs:
@@ -160,6 +162,7 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the hardware catalog."""
     if ctx.invoked_subcommand:
         return
+    from rich import box
     from rich.table import Table
 
     from .catalog import list_hardware, load_hardware
@@ -169,13 +172,13 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json({"hardware": [p.model_dump() for p in profiles]})
         return
-    table = Table(show_edge=False)
-    for col in ("name", "gpu", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM TB/s", "gpus/node",
-                "intra GB/s", "inter GB/s"):
-        table.add_column(col, justify="left" if col in ("name", "gpu") else "right")
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="TFLOP/s dense; link figures per GPU, one direction")
+    for col in ("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "intra GB/s", "inter GB/s"):
+        table.add_column(col, justify="left" if col == "name" else "right", min_width=len(col))
     for p in profiles:
         g = p.gpu
-        table.add_row(p.name, g.name, fmt_bytes(g.hbm_bytes), f"{g.peak_flops['bf16'] / 1e12:.0f}",
+        table.add_row(p.name, f"{g.hbm_bytes / 2**30:.0f} GiB", f"{g.peak_flops['bf16'] / 1e12:.0f}",
                       f"{g.peak_flops['fp8'] / 1e12:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
                       str(p.gpus_per_node), f"{p.intra_node.bandwidth_bytes_per_s / 1e9:.0f}",
                       f"{p.inter_node.bandwidth_bytes_per_s / 1e9:.1f}")

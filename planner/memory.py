@@ -92,12 +92,14 @@ class StateBytes:
 def state_bytes_per_param(precision: str, training: Training) -> StateBytes:
     """Mixed-precision Adam: 2 (16-bit weights) + 2 (16-bit grads) + 12 (fp32 master, m, v) = 16
     bytes per parameter (ZeRO, section 3.1); Megatron accumulates grads in fp32 (+2). Pure fp32 Adam
-    keeps no master copy: 4 + 4 + 8. SGD with momentum keeps one moment instead of two."""
-    moments = 0 if training.optimizer == "sgd" else 1  # Adam's second moment
-    if precision == "fp32":
-        return StateBytes(4, 4, 4 * (1 + moments))
-    grads = 4 if training.grad_dtype == "fp32" else 2
-    return StateBytes(2, grads, 4 * (2 + moments))  # fp8 keeps 16-bit weights (TE, torchao)
+    needs no master copy: 4 + 4 + 8, unless the optimizer keeps one anyway (DeepSpeed's ZeRO optimizer
+    does: 4 + 4 + 12). SGD with momentum keeps one moment instead of two."""
+    moments = 1 if training.optimizer == "sgd" else 2
+    wide = precision == "fp32"
+    master = (not wide) if training.master_copy is None else training.master_copy
+    weights = 4 if wide else 2  # fp8 recipes keep 16-bit weights (Transformer Engine, torchao)
+    grads = 4 if (wide or training.grad_dtype == "fp32") else 2
+    return StateBytes(weights, grads, 4 * (moments + (1 if master else 0)))
 
 
 # ---- parameters per rank ---------------------------------------------------------------------------

@@ -184,17 +184,21 @@ def derive_plan(gpus: int | None, **fields: object) -> Plan:
             )
         return plan
     others = 1
+    named = []
     for d in ("dp", "tp", "pp", "cp"):
         if d != target:
             others *= int(given.get(d, 1))  # type: ignore[call-overload]
+            named.append(f"{d}={given.get(d, 1)}")
     if gpus % others:
         raise PlannerError(
-            f"--gpus {gpus} is not divisible by the product of the given degrees ({others}); "
-            f"{target} cannot be derived"
+            f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
+            f"derived; choose degrees whose product divides {gpus}"
         )
     given[target] = gpus // others
     if "global_batch" not in given:
-        given["global_batch"] = given.get("dp", 1) * int(given.get("micro_batch", 1))  # type: ignore[call-overload]
+        # Default: enough micro-batches to fill the pipeline once (m = pp).
+        mb, pp = int(given.get("micro_batch", 1)), int(given.get("pp", 1))  # type: ignore[call-overload]
+        given["global_batch"] = int(given["dp"]) * mb * pp  # type: ignore[call-overload]
     return Plan(**given)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -77,10 +78,11 @@ def memory_table(report: MemoryReport, title: str) -> Table:
 
 
 def stages_table(report: MemoryReport) -> Table:
-    table = Table(title="per pipeline stage, GiB (* = most loaded)", title_justify="left", show_edge=False)
-    for col in ("stage", "layers", "in flight", "weights", "grads", "optim", "activ", "buffers",
-                "reserved", "total"):
-        table.add_column(col, justify="right")
+    table = Table(title="per pipeline stage, GiB (* = most loaded)", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False)
+    # "mbs" = micro-batches whose activations the stage holds at its peak
+    for col in ("stage", "layers", "mbs", "weights", "grads", "optim", "activ", "buffers", "rsrvd", "total"):
+        table.add_column(col, justify="right", min_width=len(col))
     for s in report.stages:
         mark = "*" if s is report.peak else ""
         table.add_row(

@@ -268,6 +268,11 @@ class Training(Frozen):
         description="gradient dtype: 'param' = the weights' dtype (ZeRO paper, FSDP), "
         "'fp32' = Megatron's fp32 main-grad accumulation",
     )
+    master_copy: bool | None = Field(
+        None,
+        description="a separate fp32 copy of the weights in the optimizer; default: yes for 16-bit "
+        "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one even in fp32",
+    )
     flash_attention: bool = Field(True, description="fused attention: the s x s scores are never stored")
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era models)")
     selective_policy: Literal["op", "attention"] = Field(

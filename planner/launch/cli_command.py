@@ -1,0 +1,132 @@
+"""`planner launch`: the typer command (thin: parse, call runner/emit, render)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import PlannerError
+from .command import RunConfig
+from .emit_cluster import write_cluster_files
+from .emit_engines import write_engine_file
+from .preflight import probe_environment
+from .runner import comparison, dry_run, predicted, read_profile, resolve_plan, run_torchrun
+from .spec import load_model_spec, shrink
+
+CLUSTER, ENGINES = ("torchrun", "slurm", "k8s"), ("megatron", "torchtitan", "deepspeed")
+Opt = typer.Option
+
+
+def launch(
+    model: Annotated[str, Opt(help="catalog name or model YAML path")],
+    hardware: Annotated[Optional[str], Opt(help="hardware profile name (default: cpu when no CUDA)")] = None,
+    plan: Annotated[Optional[Path], Opt("--plan", help="YAML mapping of Plan fields; flags override it")] = None,
+    tp: Annotated[Optional[int], Opt(help="tensor-parallel degree")] = None,
+    pp: Annotated[Optional[int], Opt(help="pipeline-parallel degree")] = None,
+    dp: Annotated[Optional[int], Opt(help="data-parallel degree")] = None,
+    cp: Annotated[Optional[int], Opt(help="context-parallel degree")] = None,
+    ep: Annotated[Optional[int], Opt(help="expert-parallel degree")] = None,
+    vpp: Annotated[Optional[int], Opt(help="virtual pipeline stages per rank")] = None,
+    sp: Annotated[Optional[bool], Opt("--sp/--no-sp", help="Megatron sequence parallelism")] = None,
+    zero: Annotated[Optional[int], Opt(help="ZeRO stage 0-3")] = None,
+    recompute: Annotated[Optional[str], Opt(help="none | selective | full")] = None,
+    micro_batch: Annotated[Optional[int], Opt(help="sequences per micro-batch")] = None,
+    global_batch: Annotated[Optional[int], Opt(help="sequences per step (default dp*micro_batch*pp)")] = None,
+    seq_len: Annotated[Optional[int], Opt(help="tokens per sequence")] = None,
+    precision: Annotated[Optional[str], Opt(help="fp32 | bf16 | fp16 | fp8")] = None,
+    schedule: Annotated[Optional[str], Opt(help="gpipe | 1f1b | interleaved")] = None,
+    nproc: Annotated[Optional[int], Opt(help="processes per node (default: plan gpus / nnodes)")] = None,
+    nnodes: Annotated[int, Opt(help="nodes")] = 1,
+    steps: Annotated[int, Opt(help="optimizer steps")] = 8,
+    warmup: Annotated[int, Opt(help="warm-up steps left out of the median")] = 2,
+    layers: Annotated[Optional[int], Opt(help="rehearsal: this many layers")] = None,
+    hidden: Annotated[Optional[int], Opt(help="rehearsal: this hidden size (FFN scaled alike)")] = None,
+    seed: Annotated[int, Opt(help="seed of weights and data")] = 0,
+    dry_run_: Annotated[bool, Opt("--dry-run", help="print checks, mesh, command, layout; run nothing")] = False,
+    force: Annotated[bool, Opt(help="run although the memory check fails")] = False,
+    checkpoint_dir: Annotated[Optional[Path], Opt(help="save checkpoints here")] = None,
+    checkpoint_every: Annotated[int, Opt(help="save every K steps (0: never)")] = 0,
+    resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
+    max_restarts: Annotated[int, Opt(help="torchrun restarts of failed workers")] = 0,
+    emit: Annotated[Optional[str], Opt(help="torchrun | slurm | k8s | megatron | torchtitan | deepspeed")] = None,
+    out: Annotated[Optional[Path], Opt(help="directory for --emit files")] = None,
+    profile_out: Annotated[Path, Opt(help="profile JSON path")] = Path("planner-launch-profile.json"),
+    timeout_s: Annotated[float, Opt(help="collective timeout in seconds (a hung rank fails, not hangs)")] = 120.0,
+    json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
+) -> None:
+    """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
+    spec = load_model_spec(model)
+    flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
+                 micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
+                 schedule=schedule)
+    the_plan = resolve_plan(spec, str(plan) if plan else None, flags)
+    rehearsal = shrink(spec, layers=layers, hidden=hidden, tp=the_plan.tp) if (layers or hidden) else spec
+    if nnodes < 1 or the_plan.gpus % nnodes:
+        raise PlannerError(f"plan gpus={the_plan.gpus} must be divisible by --nnodes {nnodes}")
+    per_node = nproc or the_plan.gpus // nnodes
+    model_ref = str(Path(model).resolve()) if Path(model).exists() else model
+    env = probe_environment() if emit is None else None
+    cfg = RunConfig(model=model_ref, plan=the_plan, steps=steps, warmup=warmup, seed=seed, layers=layers,
+                    hidden=hidden, hardware=hardware or (env.device_type if env else "cpu"),
+                    checkpoint_dir=str(checkpoint_dir.resolve()) if checkpoint_dir else None,
+                    checkpoint_every=checkpoint_every, resume=resume, profile_out=str(profile_out.resolve()),
+                    timeout_s=timeout_s)
+    if emit is not None:
+        _emit(emit, out, cfg, rehearsal, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts)
+        return
+    pred = predicted(rehearsal, the_plan, cfg.hardware)
+    report = dry_run(cfg, rehearsal, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
+                     peak_bytes=pred["peak_bytes"])
+    failures = report.preflight.failures(force=force)
+    if dry_run_:
+        typer.echo(json.dumps(report.to_dict(), indent=2) if json_ else _render_dry(report))
+        return
+    if failures:
+        raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
+    if nnodes > 1:
+        raise PlannerError("a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR")
+    rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts)
+    if rc != 0:
+        typer.echo(f"planner launch: torchrun failed with exit code {rc}", err=True)
+        raise typer.Exit(rc)
+    profile = read_profile(cfg.profile_out)
+    rows = comparison(profile, pred)
+    if json_:
+        typer.echo(json.dumps({"profile": cfg.profile_out, "comparison": rows}, indent=2))
+    else:
+        _render_comparison(rows, cfg.profile_out)
+
+
+def _emit(kind: str, out: Path | None, cfg: RunConfig, spec, *, nnodes: int, per_node: int, max_restarts: int) -> None:  # noqa: ANN001
+    if out is None:
+        raise PlannerError("--emit needs --out DIR")
+    if kind in CLUSTER:
+        path = write_cluster_files(kind, cfg, out, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts)
+    elif kind in ENGINES:
+        path = write_engine_file(kind, spec, cfg.plan, out)
+    else:
+        raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER + ENGINES)}")
+    typer.echo(f"wrote {path}")
+
+
+def _render_dry(report) -> str:  # noqa: ANN001
+    lines = ["pre-flight:", *("  " + s for s in report.preflight.lines()),
+             "mesh: " + " x ".join(f"{k}={v}" for k, v in report.mesh.items()),
+             "command:", "  " + report.command, "ranks:", *("  " + r for r in report.ranks)]
+    return "\n".join(lines)
+
+
+def _render_comparison(rows, profile_path: str) -> None:  # noqa: ANN001
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="measured vs predicted")
+    for col in ("quantity", "measured", "predicted", "error"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+    typer.echo(f"profile: {profile_path}")

@@ -1,0 +1,113 @@
+"""The library side of `planner launch`: resolve the plan, check it, run torchrun, compare (no torch import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import PlannerError
+from ..plan import Plan
+from ..specs import ModelSpec
+from .command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
+from .layout import MESH_DIMS, layout, mesh_shape
+from .preflight import Environment, Preflight, preflight
+
+
+def resolve_plan(model: ModelSpec, plan_file: str | None, overrides: dict[str, object]) -> Plan:
+    """Plan fields from a YAML file, then the flags given on the command line; sensible rehearsal defaults."""
+    fields: dict[str, object] = {}
+    if plan_file:
+        try:
+            loaded = yaml.safe_load(Path(plan_file).read_text()) or {}
+        except OSError as exc:
+            raise PlannerError(f"--plan {plan_file}: {exc.strerror}") from exc
+        if not isinstance(loaded, dict):
+            raise PlannerError(f"--plan {plan_file}: expected a mapping of plan fields")
+        fields.update(loaded.get("plan", loaded))
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    fields.setdefault("seq_len", min(2048, model.max_seq_len))
+    if "global_batch" not in fields:
+        g = lambda k: int(fields.get(k, 1))  # noqa: E731
+        fields["global_batch"] = g("dp") * g("micro_batch") * g("pp")
+    try:
+        return Plan(**fields)
+    except ValueError as exc:
+        raise PlannerError(f"invalid plan: {exc}") from exc
+
+
+def predicted(model: ModelSpec, plan: Plan, hardware: str) -> dict[str, float | None]:
+    """Peak bytes per device and step time from planner.estimate, when that module exists."""
+    out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}
+    try:
+        from ..estimate import estimate  # type: ignore[attr-defined]
+
+        est = estimate(model=model, plan=plan, hardware=hardware)
+    except Exception:  # noqa: BLE001 — the estimate is optional here; the integrator wires it
+        return out
+    mem, time_ = getattr(est, "memory", None), getattr(est, "time", None)
+    out["peak_bytes"] = getattr(est, "peak_bytes", None) or getattr(mem, "total", None)
+    out["step_time_s"] = getattr(est, "step_time_s", None) or getattr(time_, "total", None)
+    return out
+
+
+@dataclass
+class DryRun:
+    preflight: Preflight
+    command: str
+    mesh: dict[str, int]
+    ranks: list[str]
+
+    def to_dict(self) -> dict:
+        return {"checks": [c.__dict__ for c in self.preflight.checks], "notes": self.preflight.notes,
+                "command": self.command, "mesh": self.mesh, "ranks": self.ranks}
+
+
+def dry_run(cfg: RunConfig, model: ModelSpec, env: Environment, *, nproc_per_node: int, nnodes: int,
+            max_restarts: int, peak_bytes: float | None) -> DryRun:
+    pf = preflight(model, cfg.plan, env, nproc_per_node=nproc_per_node, nnodes=nnodes,
+                   predicted_peak_bytes=peak_bytes)
+    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts)
+    return DryRun(pf, f"{env_prefix()} {shell_join(argv)}", dict(zip(MESH_DIMS, mesh_shape(cfg.plan))),
+                  [r.describe() for r in layout(cfg.plan, model.num_layers)])
+
+
+def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall_timeout_s: float | None = None) -> int:
+    """Run the plan on this node; output streams through (rank 0 prints one line per step)."""
+    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun())
+    env = {**os.environ, **RUN_ENV}
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout=wall_timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        print(f"planner launch: killed torchrun after {wall_timeout_s:g} s wall time", file=sys.stderr)
+        return 124
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGTERM)
+        return proc.wait()
+
+
+def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:
+    """(quantity, measured, predicted, % error) rows."""
+    peak = max((r["peak_bytes"] for r in profile["memory_per_rank"]), default=0)
+    rows = []
+    for name, measured, p, fmt in (
+        ("median step time", profile["median_step_s"], pred.get("step_time_s"), lambda v: f"{v * 1e3:.1f} ms"),
+        ("peak memory per rank", peak, pred.get("peak_bytes"), lambda v: f"{v / 2**20:.2f} MiB"),
+    ):
+        err = f"{(measured - p) / p * 100:+.1f}%" if p else "n/a"
+        rows.append((name, fmt(measured), fmt(p) if p else "n/a", err))
+    rows.append(("tokens/s", f"{profile['tokens_per_s']:.0f}" if profile.get("tokens_per_s") else "n/a", "n/a", "n/a"))
+    return rows
+
+
+def read_profile(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())

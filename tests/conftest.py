@@ -1,0 +1,34 @@
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _reference_file(name: str) -> Path:
+    """shared/reference sits beside the checkout; a copy under tests/data is the fallback."""
+    for candidate in (REFERENCE / name, REPO / "tests" / "data" / name):
+        if candidate.is_file():
+            return candidate
+    pytest.skip(f"{name} not found beside the checkout or in tests/data")
+
+
+@pytest.fixture(scope="session")
+def calibration_runs() -> list[dict]:
+    return yaml.safe_load(_reference_file("calibration_runs.yaml").read_text())
+
+
+@pytest.fixture(scope="session")
+def worked_examples() -> list[dict]:
+    return yaml.safe_load(_reference_file("worked_examples.yaml").read_text())
+
+
+@pytest.fixture(autouse=True)
+def _quiet_param_warnings():
+    # Run files declare rounded sizes ("8B"); the 3% mismatch warning is for users, not tests.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*declared params.*")
+        yield

@@ -1,0 +1,137 @@
+"""`planner memory`, `models`, `hardware`: output contracts and bad input (one line, exit 2, no traceback)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app, main
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    """Through main(), as the console script runs: returns (exit code, stdout, stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_memory_json_contract():
+    code, out, err = run("memory", "--model", "gpt3-175b", "--gpus", "1024", "--tp", "8", "--pp", "16",
+                         "--recompute", "full", "--global-batch", "1536", "--hardware", "a100-80gb", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in ("model", "hardware", "plan", "stage", "per_gpu_bytes", "total_bytes", "capacity_bytes", "fits", "stages"):
+        assert key in doc
+    assert set(doc["per_gpu_bytes"]) == {"weights", "gradients", "optimizer", "activations", "buffers", "reserved"}
+    assert doc["total_bytes"] == sum(doc["per_gpu_bytes"].values()) or abs(doc["total_bytes"] - sum(doc["per_gpu_bytes"].values())) <= 6
+    assert len(doc["stages"]) == 16 and doc["plan"]["dp"] == 8 and doc["plan"]["tp"] == 8
+    assert set(doc["plan"]) >= {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch",
+                                "global_batch", "seq_len", "precision", "schedule"}
+    assert doc["fits"] is True and doc["stage"] == max(doc["stages"], key=lambda s: s["total_bytes"])["stage"]
+
+
+def test_memory_table_and_per_stage():
+    result = runner.invoke(app, ["memory", "--model", "llama3-8b", "--gpus", "8", "--pp", "2", "--zero", "1", "--per-stage"])
+    assert result.exit_code == 0, result.output
+    for word in ("weights", "gradients", "optimizer", "activations", "buffers", "reserved", "fit", "per pipeline stage"):
+        assert word in result.output
+
+
+def test_plan_file_round_trip(tmp_path):
+    from planner.plan import Plan
+    from planner.planfile import write_plan_file
+
+    path = tmp_path / "plan.yaml"
+    write_plan_file(str(path), plan=Plan(dp=4, tp=2, zero=1, global_batch=32, seq_len=4096), model="llama3-8b",
+                    hardware="h100-sxm", gpus=8)
+    code, out, err = run("memory", "--plan", str(path), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["model"] == "llama3-8b" and doc["plan"]["tp"] == 2 and doc["plan"]["zero"] == 1
+    code, out, _ = run("memory", "--plan", str(path), "--tp", "4", "--json")  # flag wins, dp re-derived
+    assert code == 0 and json.loads(out)["plan"]["tp"] == 4 and json.loads(out)["plan"]["dp"] == 2
+
+
+def test_does_not_fit_is_reported_not_refused():
+    code, out, err = run("memory", "--model", "llama3-70b", "--gpus", "8", "--json")
+    assert code == 0, err
+    assert json.loads(out)["fits"] is False
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["memory", "--model", "gpt5"], 'unknown model "gpt5"'),
+        (["memory", "--model", "tiny", "--hardware", "h1000"], "h1000"),
+        (["memory", "--model", "tiny", "--tp", "x"], "--tp"),
+        (["memory", "--model", "gpt3-175b", "--gpus", "64", "--tp", "7"], "tp=7"),
+        (["memory", "--model", "tiny", "--gpus", "8", "--tp", "2", "--pp", "2", "--dp", "3"], "gpus"),
+        (["memory", "--model", "tiny", "--recompute", "some"], "--recompute 'some'"),
+        (["memory", "--model", "tiny", "--sp"], "sp"),
+        (["memory", "--model", "tiny", "--plan", "/nonexistent/plan.yaml"], "does not exist"),
+        (["memory", "--model", "/nonexistent/model.yaml"], "/nonexistent/model.yaml"),
+        (["memory", "--model", "tiny", "--global-batch", "3", "--dp", "2"], "global_batch=3"),
+        (["memory", "--model", "gpt2-1.5b", "--seq-len", "2048"], "seq_len=2048"),
+        (["memory", "--model", "tiny", "--ep", "2", "--dp", "2"], "ep=2"),
+        (["memory", "--model", "tiny", "--pp", "2", "--vpp", "2"], "interleaved"),
+        (["memory", "--model", "tiny", "--zero", "5"], "--zero"),
+        (["models", "show", "nope"], "nope"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, expected):
+    code, out, err = run(*args)
+    assert code == 2, (out, err)
+    assert out == ""
+    assert "Traceback" not in err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 or (len(" ".join(lines)) < 400 and lines[0].startswith("error")), err
+    assert expected in err.replace("\n", " ")
+
+
+def test_bad_files_are_one_line(tmp_path):
+    misspelt = tmp_path / "m.yaml"
+    misspelt.write_text("name: x\nnum_layerz: 2\nhidden_size: 64\nnum_attention_heads: 4\nffn_hidden_size: 256\n"
+                        "vocab_size: 256\nmax_seq_len: 64\n")
+    code, out, err = run("memory", "--model", str(misspelt))
+    assert code == 2 and "num_layerz" in err and "Traceback" not in err
+    bad_json = tmp_path / "config.json"
+    bad_json.write_text("{not json")
+    code, _, err = run("memory", "--model", str(bad_json))
+    assert code == 2 and "config.json" in err and "Traceback" not in err
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("plan: {tp: 2, tpp: 3}\n")
+    code, _, err = run("memory", "--model", "tiny", "--plan", str(plan))
+    assert code == 2 and "tpp" in err
+
+
+def test_catalog_commands():
+    assert runner.invoke(app, ["models"]).exit_code == 0
+    result = runner.invoke(app, ["models", "show", "llama3-8b", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["derived"]["params"] > 8e9
+    result = runner.invoke(app, ["hardware"])
+    assert result.exit_code == 0 and "h100-sxm" in result.output
+    result = runner.invoke(app, ["hardware", "show", "a100-80gb", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["gpus_per_node"] == 8
+
+
+def test_cli_does_not_import_torch_or_scipy():
+    code = ("import sys, planner.cli; planner.cli.main(['memory', '--model', 'tiny', '--json']) if False else None;"
+            "print(' '.join(m for m in ('torch', 'scipy') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == ""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom planner.cli import main\ntry:\n    main(['memory','--model','tiny','--json'])\n"
+         "except SystemExit:\n    pass\nprint('HEAVY:', [m for m in ('torch','scipy') if m in sys.modules], file=sys.stderr)"],
+        capture_output=True, text=True, timeout=60)
+    assert "HEAVY: []" in proc.stderr
+
+
+def test_main_entry_points():
+    assert run("--help")[0] == 0
+    assert run("memory", "--help")[0] == 0
+    with pytest.raises(SystemExit) as exc:
+        main(["memory", "--model", "nope"])
+    assert exc.value.code == 2
