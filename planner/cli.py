@@ -256,3 +256,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+
+# `planner launch` lives in planner/launch (torch is imported only inside the worker processes).
+from .launch.cli_command import launch as _launch; app.command("launch")(_launch)  # noqa: E402,E702
