@@ -37,30 +37,7 @@ app.add_typer(hardware_app, name="hardware")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False)
 
-# ---- the common options, one name everywhere (DESIGN.md) ------------------------------------------
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="catalog name, model YAML, or HF config.json")]
-HardwareOpt = Annotated[str, typer.Option("--hardware", help="catalog name or hardware profile YAML")]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; derives the degree left out (dp)")]
-TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="tensor-parallel degree")]
-PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, help="pipeline-parallel degree")]
-DpOpt = Annotated[Optional[int], typer.Option("--dp", min=1, help="data-parallel degree")]
-CpOpt = Annotated[Optional[int], typer.Option("--cp", min=1, help="context-parallel degree")]
-EpOpt = Annotated[Optional[int], typer.Option("--ep", min=1, help="expert-parallel degree (within dp x cp)")]
-VppOpt = Annotated[Optional[int], typer.Option("--vpp", min=1, help="virtual pipeline stages per rank")]
-SpOpt = Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Megatron sequence parallelism")]
-ZeroOpt = Annotated[Optional[int], typer.Option("--zero", min=0, max=3, help="ZeRO/FSDP stage 0-3")]
-RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full")]
-MicroBatchOpt = Annotated[Optional[int], typer.Option("--micro-batch", min=1, help="sequences per micro-batch")]
-GlobalBatchOpt = Annotated[Optional[int], typer.Option("--global-batch", min=1, help="sequences per step")]
-SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", min=1, help="tokens per sequence")]
-PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help="fp32 | bf16 | fp16 | fp8")]
-ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
-PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", help="a saved plan (search --save)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
-OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="adamw | adam | sgd")]
-SelectivePolicyOpt = Annotated[str, typer.Option(
-    "--selective-policy", help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron)")]
-NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]
+from .options import *  # noqa: F403  (the common option types)
 
 
 def _choice(name: str, value: str | None, valid: tuple[str, ...]) -> str | None:

@@ -204,6 +204,8 @@ class Efficiency(Frozen):
     """The tunable part of a profile: `planner calibrate` rewrites only this block."""
 
     matmul: tuple[MatmulPoint, ...] = Field(min_length=1, description="GEMM efficiency by size, log-interpolated")
+    attention: float | None = Field(
+        None, gt=0, le=1, description="fused-attention kernel efficiency (fraction of peak); default: the GEMM curve")
     hbm: float = Field(0.8, gt=0, le=1, description="achieved fraction of HBM bandwidth, memory-bound ops")
     intra_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of intra-node link bandwidth")
     inter_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of inter-node link bandwidth")

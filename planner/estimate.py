@@ -1,0 +1,62 @@
+"""One plan -> Estimate: the memory report and the step-time breakdown, plus what they imply for a run.
+
+Pure composition of the cost models (memory.py, schedule.py, timing.py); rendering lives in render.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .memory import MemoryReport, memory_report
+from .plan import Plan
+from .schedule import StepTime, step_time
+from .specs import HardwareProfile, ModelSpec, Training
+from .timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: ModelSpec
+    hardware: HardwareProfile
+    plan: Plan
+    memory: MemoryReport
+    time: StepTime
+    train: TrainTime | None = None
+    checkpoint: CheckpointPlan | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def goodput_tokens_per_s(self) -> float:
+        goodput = self.checkpoint.goodput if self.checkpoint else 1.0
+        return self.time.tokens_per_s * goodput
+
+
+def checkpoint_bytes(model: ModelSpec, training: Training) -> float:
+    """What a checkpoint writes: weights + optimizer state (fp32 master, moments), the whole model."""
+    per_param = 2 + (12 if training.optimizer != "sgd" else 8)
+    return model.num_params * per_param
+
+
+def estimate(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training = Training(), *,
+    tokens: float | None = None, mtbf_hours: float | None = None, mtbf_per: str = "gpu",
+    checkpoint_bandwidth_bytes_per_s: float | None = None,
+) -> Estimate:
+    """Memory and time of one plan; with `tokens`, the time to train; with `mtbf_hours`, checkpoints
+    and failures (Young 1974 / Daly 2006 interval, expected loss, goodput)."""
+    mem = memory_report(model, hw, plan, training)
+    t = step_time(model, hw, plan, training)
+    train = None
+    if tokens:
+        train = time_to_train(step_s=t.step_s, tokens_per_step=plan.tokens_per_step, tokens=tokens, gpus=plan.gpus)
+    ckpt = None
+    if mtbf_hours:
+        nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
+        per_gpu_s = mtbf_hours * 3600 * (hw.gpus_per_node if mtbf_per == "node" else 1)
+        bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
+        ckpt = checkpoint_plan(checkpoint_bytes=checkpoint_bytes(model, training), write_bytes_per_s=bandwidth,
+                               mtbf_per_gpu_s=per_gpu_s, gpus=plan.gpus)
+    return Estimate(model, hw, plan, mem, t, train, ckpt)
