@@ -70,7 +70,7 @@ def launch(
     model_ref = str(Path(model).resolve()) if Path(model).exists() else model
     env = probe_environment() if emit is None else None
     cfg = RunConfig(model=model_ref, plan=the_plan, steps=steps, warmup=warmup, seed=seed, layers=layers,
-                    hidden=hidden, hardware=hardware or (env.device_type if env else "cpu"),
+                    hidden=hidden, hardware=hardware or (env.device_type if env else "unspecified"),
                     checkpoint_dir=str(checkpoint_dir.resolve()) if checkpoint_dir else None,
                     checkpoint_every=checkpoint_every, resume=resume, profile_out=str(profile_out.resolve()),
                     timeout_s=timeout_s)

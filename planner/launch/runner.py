@@ -46,14 +46,14 @@ def predicted(model: ModelSpec, plan: Plan, hardware: str) -> dict[str, float | 
     """Peak bytes per device and step time from planner.estimate, when that module exists."""
     out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}
     try:
-        from ..estimate import estimate  # type: ignore[attr-defined]
+        from ..catalog import load_hardware
+        from ..estimate import estimate
 
-        est = estimate(model=model, plan=plan, hardware=hardware)
-    except Exception:  # noqa: BLE001 — the estimate is optional here; the integrator wires it
-        return out
-    mem, time_ = getattr(est, "memory", None), getattr(est, "time", None)
-    out["peak_bytes"] = getattr(est, "peak_bytes", None) or getattr(mem, "total", None)
-    out["step_time_s"] = getattr(est, "step_time_s", None) or getattr(time_, "total", None)
+        est = estimate(model, load_hardware(hardware), plan)
+        out["peak_bytes"] = float(est.memory.total_bytes)
+        out["step_time_s"] = float(est.time.step_s)
+    except Exception:  # noqa: BLE001 — the estimate is optional here (unknown hardware, model it cannot price)
+        pass
     return out
 
 

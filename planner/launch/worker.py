@@ -75,7 +75,7 @@ class Trainer:
         self.plan = Plan(**{k: getattr(a, k) for k in Plan.model_fields})
         p = self.plan
         self.spec = shrink(load_model_spec(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp)
-        cuda = torch.cuda.is_available() and a.hardware != "cpu"
+        cuda = torch.cuda.is_available()  # from the environment; --hardware is only a label
         self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
         if cuda:
             torch.cuda.set_device(self.device)

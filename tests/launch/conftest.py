@@ -1,0 +1,86 @@
+"""Helpers for the launch tests: the tiny model spec and a torchrun runner with an outer wall-clock timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from planner.specs import ModelSpec
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = dict(name="tiny", num_layers=4, hidden_size=64, num_attention_heads=4, ffn_hidden_size=256, mlp="swiglu",
+            vocab_size=256, max_seq_len=64, tied_embeddings=False, position_embedding="rope", norm="rmsnorm")
+# Every layout shares these, so losses are comparable step for step with the 1-process reference.
+COMMON = ["--global-batch", "8", "--seq-len", "64", "--precision", "fp32", "--seed", "0"]
+FP32_TOL = 1e-5  # torch_cpu_notes.md: fp32 layouts stay within 9.5e-7 of the 1-process run
+REF_STEPS = 8
+
+
+@pytest.fixture(scope="session")
+def tiny_path(tmp_path_factory) -> str:
+    catalog = REPO / "model_specs" / "tiny.yaml"
+    if catalog.exists():
+        return str(catalog)
+    import yaml
+
+    path = tmp_path_factory.mktemp("spec") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny() -> ModelSpec:
+    return ModelSpec(**TINY)
+
+
+@dataclass
+class Run:
+    rc: int
+    output: str
+    profile: dict | None
+    steps_log: list[dict]
+
+    def losses(self) -> dict[int, float]:
+        return {r["step"]: r["loss"] for r in self.profile["losses"]} if self.profile else {}
+
+
+def torchrun(nproc: int, args: list[str], out: Path, *, timeout_s: float = 240, extra_env: dict | None = None,
+             torchrun_flags: tuple[str, ...] = ()) -> Run:
+    """torchrun --standalone the worker; kill the whole process group past timeout_s."""
+    out.mkdir(parents=True, exist_ok=True)
+    profile = out / "profile.json"
+    argv = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc-per-node", str(nproc),
+            *torchrun_flags, "-m", "planner.launch.worker", *args, "--profile-out", str(profile)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(extra_env or {})}
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"torchrun exceeded {timeout_s} s:\n{output[-4000:]}")
+    log = profile.with_name(profile.name + ".steps.jsonl")
+    steps = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return Run(proc.returncode, output, json.loads(profile.read_text()) if profile.exists() else None, steps)
+
+
+@pytest.fixture(scope="session")
+def reference(tiny_path, tmp_path_factory) -> dict[int, float]:
+    """Per-step losses of the 1-process run, computed once per session."""
+    run = torchrun(1, ["--model", tiny_path, *COMMON, "--micro-batch", "4", "--steps", str(REF_STEPS)],
+                   tmp_path_factory.mktemp("ref"), timeout_s=120)
+    assert run.rc == 0, run.output[-4000:]
+    return run.losses()
+
+
+def max_delta(losses: dict[int, float], reference: dict[int, float]) -> float:
+    assert losses, "no losses recorded"
+    return max(abs(v - reference[s]) for s, v in losses.items())
