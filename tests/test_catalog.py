@@ -226,7 +226,7 @@ def test_misspelt_key_names_the_field_and_valid_ones(tmp_path):
 
 def test_bad_value_and_nested_misspelling_in_profile(tmp_path):
     text = (catalog_root() / "hardware_profiles" / "h100-sxm.yaml").read_text()
-    text = text.replace("  hbm: 0.8", "  hbmm: 0.8").replace("hbm_bytes: 85.0e9", "hbm_bytes: -1")
+    text = text.replace("  hbm: ", "  hbmm: ").replace("hbm_bytes: 85.0e9", "hbm_bytes: -1")
     (tmp_path / "hw.yaml").write_text(text)
     msg = _error(load_hardware, str(tmp_path / "hw.yaml"))
     assert "gpu.hbm_bytes: Input should be greater than 0" in msg
