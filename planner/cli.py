@@ -38,6 +38,7 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False)
 
 from .options import *  # noqa: F403  (the common option types)
+from rich import box
 
 
 def _choice(name: str, value: str | None, valid: tuple[str, ...]) -> str | None:
@@ -206,6 +207,142 @@ def memory(
         print_memory(out, spec, hw, the_plan, report, per_stage=per_stage)
 
 
+# ---- estimate ---------------------------------------------------------------------------------------
+@app.command()
+def estimate(
+    model: ModelOpt = None,  # type: ignore[assignment]
+    hardware: HardwareOpt = None,  # type: ignore[assignment]
+    gpus: GpusOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None,
+    ep: EpOpt = None, vpp: VppOpt = None, sp: SpOpt = None, zero: ZeroOpt = None,
+    recompute: RecomputeOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None, precision: PrecisionOpt = None, schedule: ScheduleOpt = None,
+    plan: PlanFileOpt = None,
+    optimizer: OptimizerOpt = "adamw", selective_policy: SelectivePolicyOpt = "op", no_flash: NoFlashOpt = False,
+    tokens: Annotated[Optional[float], typer.Option("--tokens", min=1, help="tokens to train: time and GPU-hours")] = None,
+    mtbf_hours: Annotated[Optional[float], typer.Option("--mtbf-hours", min=0.001, help="mean time between failures, hours")] = None,
+    mtbf_per: Annotated[str, typer.Option("--mtbf-per", help="the MTBF is per gpu or per node")] = "gpu",
+    checkpoint_bandwidth: Annotated[Optional[float], typer.Option(
+        "--checkpoint-bandwidth", min=1, help="aggregate checkpoint write bandwidth, bytes/s")] = None,
+    timeline: Annotated[Optional[str], typer.Option("--timeline", help="draw one step's pipeline schedule (.svg/.png)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
+    from .estimate import estimate as run_estimate
+    from .render import estimate_json, print_estimate
+
+    _choice("mtbf-per", mtbf_per, ("gpu", "node"))
+    flags = _flags(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
+                   micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len,
+                   precision=precision, schedule=schedule)
+    training = _training(optimizer, selective_policy, no_flash)
+    spec, hw, the_plan = resolve(model=model, hardware=hardware, gpus=gpus, plan_file=plan, flags=flags)
+    est = run_estimate(spec, hw, the_plan, training, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per,
+                       checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth)
+    if timeline:
+        from .timeline import draw_timeline
+
+        draw_timeline(est, timeline)
+    if as_json:
+        emit_json(estimate_json(est))
+    else:
+        print_estimate(out, est)
+        if timeline:
+            out.print(f"timeline written to {timeline}")
+
+
+# ---- validate ---------------------------------------------------------------------------------------
+@app.command()
+def validate(
+    runs: Annotated[str, typer.Argument(help="runs file (the calibration_runs.yaml schema)")],
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="use this profile for every run")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predicted vs measured throughput and peak memory for a file of real runs."""
+    from rich.table import Table
+
+    from .catalog import load_hardware
+    from .validate import load_runs, validate_runs, validation_json
+
+    override = load_hardware(hardware) if hardware else None
+    result = validate_runs(load_runs(runs), hardware=override)
+    if as_json:
+        emit_json(validation_json(result))
+        return
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("run", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+
+    def pct(r, k):  # noqa: ANN001, ANN202
+        e = r.error_pct.get(k)
+        return "" if e is None else f"{e:+.1f}%"
+
+    for r in result.runs:
+        if r.skipped:
+            continue
+        pm, mm = r.predicted.get("peak_memory_bytes"), r.measured.get("peak_memory_bytes")
+        table.add_row(r.id, f"{r.predicted['tokens_per_s_per_gpu']:,.1f}",
+                      f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}", pct(r, "tokens_per_s_per_gpu"),
+                      f"{pm / 2**30:.1f}" + ("" if r.fits else " !"), f"{mm / 2**30:.1f}" if mm else "",
+                      pct(r, "peak_memory_bytes"))
+    out.print(table)
+    for r in result.runs:
+        if r.skipped:
+            out.print(f"[yellow]not evaluated[/] {r.id}: {r.skipped}")
+    names = {"tokens_per_s_per_gpu": "tokens/s per GPU", "peak_memory_bytes": "peak memory", "step_s": "step time"}
+    for metric, s in result.summary().items():
+        if metric in names:
+            out.print(f"{names[metric]}: median |error| {s['median_abs_pct']:.1f}%, max {s['max_abs_pct']:.1f}% "
+                      f"over {s['n']} runs")
+    if any(r.fits is False for r in result.runs):
+        out.print("[dim]! = predicted not to fit the profile's memory (the run used a larger-memory variant)[/]")
+
+
+# ---- calibrate --------------------------------------------------------------------------------------
+@app.command()
+def calibrate(
+    inputs: Annotated[list[str], typer.Argument(help="launch profile .json files and/or runs .yaml files")],
+    hardware: HardwareOpt = "h100-sxm",
+    output: Annotated[str, typer.Option("-o", "--output", help="write the calibrated profile here (.yaml)")] = "",
+    params: Annotated[Optional[str], typer.Option("--params", help="comma list of parameters to fit")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit a hardware profile's efficiency parameters to measured runs and write a new profile."""
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from .calibrate import PARAMS, fit, load_observations, write_profile
+    from .catalog import catalog_root, load_hardware
+
+    if not output:
+        raise PlannerError("give -o NEW.yaml: the calibrated profile is written there")
+    base = load_hardware(hardware)
+    names = tuple(p.strip() for p in params.split(",")) if params else tuple(PARAMS)
+    obs = load_observations(inputs, base)
+    result = fit(obs, base, names=names)
+    source = Path(hardware) if Path(hardware).is_file() else catalog_root() / "hardware_profiles" / f"{base.name}.yaml"
+    write_profile(result, source.read_text() if source.is_file() else None, output)
+    if as_json:
+        emit_json({"hardware": base.name, "output": output, "params": result.values, "stderr": result.stderr,
+                   "before_pct": result.before_pct, "after_pct": result.after_pct,
+                   "median_abs_pct": {"before": result.median_before_pct, "after": result.median_after_pct}})
+        return
+    table = Table(title="fitted parameters", title_justify="left", show_edge=False)
+    for col in ("parameter", "value", "± 1 s.e."):
+        table.add_column(col, justify="left" if col == "parameter" else "right")
+    for n in result.names:
+        table.add_row(n, f"{result.values[n]:.4g}", f"{result.stderr[n]:.2g}")
+    out.print(table)
+    runs_table = Table(title="step time error per run", title_justify="left", show_edge=False)
+    for col in ("run", "before", "after"):
+        runs_table.add_column(col, justify="left" if col == "run" else "right")
+    for o in result.observations:
+        runs_table.add_row(o.id, f"{result.before_pct[o.id]:+.1f}%", f"{result.after_pct[o.id]:+.1f}%")
+    out.print(runs_table)
+    out.print(f"median |error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
+              f"{len(result.observations)} runs; wrote {output} (use it with --hardware {output})")
+
+
 # ---- entry point ------------------------------------------------------------------------------------
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
     err.print(f"[yellow]warning:[/] {message}")
@@ -236,3 +373,5 @@ def main(argv: list[str] | None = None) -> None:
 
 # `planner launch` lives in planner/launch (torch is imported only inside the worker processes).
 from .launch.cli_command import launch as _launch; app.command("launch")(_launch)  # noqa: E402,E702
+from .search_cli import search as _search  # noqa: E402
+app.command("search")(_search)

@@ -110,3 +110,70 @@ def print_memory(console: Console, model: ModelSpec, hw: HardwareProfile, plan: 
     for note in report.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(fits_line(report))
+
+
+# ---- estimate --------------------------------------------------------------------------------------
+def estimate_json(est: Any) -> dict[str, Any]:
+    """DESIGN.md `planner estimate --json`: the memory document plus time, throughput and utilisation."""
+    t = est.time
+    doc = memory_json(est.model, est.hardware, est.plan, est.memory)
+    doc.update({
+        "time": {**t.as_dict(), "exposed_comm_s": dict(t.exposed_comm_s), "comm_total_s": dict(t.comm_total_s),
+                 "bottleneck_stage": t.stage},
+        "tokens_per_s": t.tokens_per_s,
+        "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+        "tflops_per_gpu": t.tflops_per_gpu,
+        "mfu": t.mfu,
+        "hfu": t.hfu,
+        "model_flops_per_step": t.model_flops_per_step,
+    })
+    if est.train:
+        doc["train"] = {"tokens": est.train.steps * est.plan.tokens_per_step, "steps": est.train.steps, "seconds": est.train.seconds,
+                        "gpu_hours": est.train.gpu_hours}
+    if est.checkpoint:
+        c = est.checkpoint
+        doc["checkpoint"] = {"write_s": c.checkpoint_s, "system_mtbf_s": c.mtbf_s, "interval_s": c.interval_s,
+                             "wasted_fraction": c.wasted_fraction, "goodput": c.goodput,
+                             "goodput_tokens_per_s": est.goodput_tokens_per_s}
+    return doc
+
+
+def time_rows(t: Any) -> list[tuple[str, float]]:
+    rows = [("compute", t.compute_s), ("recompute", t.recompute_s), ("pipeline bubble", t.bubble_s)]
+    rows += [(f"exposed {dim} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]
+    rows += [("optimizer step", t.optimizer_s), ("overhead", t.overhead_s)]
+    return [(name, s) for name, s in rows if s > 0 or name == "compute"]
+
+
+def print_estimate(console: Console, est: Any) -> None:
+    from .units import fmt_seconds
+
+    t = est.time
+    console.print(plan_line(est.model, est.hardware, est.plan))
+    table = Table(title=f"step time (bottleneck stage {t.stage})", title_justify="left", show_edge=False)
+    table.add_column("term")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("", no_wrap=True)
+    for name, seconds in time_rows(t):
+        share = seconds / t.step_s if t.step_s else 0.0
+        table.add_row(name, f"{seconds:.4f}", f"{share:5.1%}", f"[magenta]{bar(share)}[/]")
+    table.add_section()
+    table.add_row("[bold]step[/]", f"[bold]{t.step_s:.4f}[/]", "", "")
+    console.print(table)
+    console.print(
+        f"throughput: {t.tokens_per_s:,.0f} tokens/s ({t.tokens_per_s_per_gpu:,.1f} per GPU), "
+        f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}")
+    mem = est.memory
+    console.print(f"memory: {fmt_bytes(mem.total_bytes)} per GPU on stage {mem.peak.stage} "
+                  f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
+                  f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem))
+    if est.train:
+        tr = est.train
+        console.print(f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, {fmt_seconds(tr.seconds)} "
+                      f"{tr.gpu_hours:,.0f} GPU-hours")
+    if est.checkpoint:
+        c = est.checkpoint
+        console.print(f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
+                      f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), expected loss "
+                      f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s")
