@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.checkpoint_dir and args.checkpoint_every and step % args.checkpoint_every == 0:
             checkpoint.save(args.checkpoint_dir, step, t.parts, t.optims)
     _write_profile(t, args, out, start=start, times=times, losses=losses, counter=counter, attempt=attempt)
+    dist.barrier()  # no rank tears gloo down while a peer is still in a collective
     dist.destroy_process_group()
 
 
