@@ -1,0 +1,62 @@
+"""Benchmark `planner search`: the whole CLI process (Python start-up included) and the library in-process.
+
+    python benchmarks/bench_search.py [--runs N]
+
+Headline cases (the issue): gpt3-175b on 1024 GPUs must finish in well under 1 s wall including start-up
+on a 2-core machine; llama3-405b on 16384 GPUs under 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CASES = [
+    ("gpt3-175b", 1024, []),
+    ("llama3-405b", 16384, []),
+    ("gpt3-175b", 1024, ["--hardware", "a100-80gb", "--global-batch", "1536"]),
+    ("mixtral-8x7b", 256, []),
+]
+
+
+def cli_run(model: str, gpus: int, extra: list[str]) -> tuple[float, dict]:
+    cmd = [sys.executable, "-m", "planner", "search", "--model", model, "--gpus", str(gpus), "--json", *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return time.perf_counter() - t0, json.loads(proc.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    from planner.catalog import load_hardware, load_model
+    from planner.search import Space, default_global_batch, search
+
+    print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
+    print(f"{'case':44} {'wall med':>9} {'wall min':>9} {'in-proc':>8} {'evaluated':>9} {'timed':>6} {'plans/s (wall)':>15}")
+    for model, gpus, extra in CASES:
+        walls, doc = [], {}
+        for _ in range(args.runs):
+            w, doc = cli_run(model, gpus, extra)
+            walls.append(w)
+        hw = extra[extra.index("--hardware") + 1] if "--hardware" in extra else "h100-sxm"
+        gb = int(extra[extra.index("--global-batch") + 1]) if "--global-batch" in extra else default_global_batch(gpus)
+        spec = load_model(model)
+        space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len)
+        t0 = time.perf_counter()
+        search(spec, load_hardware(hw), space)  # cold caches: first call in this process for this case
+        inproc = time.perf_counter() - t0
+        med = statistics.median(walls)
+        name = f"{model} x {gpus} {' '.join(extra)}"
+        print(f"{name:44} {med:8.3f}s {min(walls):8.3f}s {inproc:7.3f}s {doc['evaluated']:>9} {doc['timed']:>6} "
+              f"{doc['evaluated'] / med:>15,.0f}")
+
+
+if __name__ == "__main__":
+    main()

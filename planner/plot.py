@@ -1,0 +1,45 @@
+"""`planner search --plot`: throughput vs memory per GPU of every valid plan, the Pareto front, the chosen
+plan. matplotlib is the optional extra `plot` and is imported only here, only when asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import PlannerError
+
+
+def plot_search(result: Any, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
+    from .search import pareto_front
+
+    pts = [(b / 2**30, tps / result.space.gpus) for _p, b, tps in result.all_timed]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    if pts:
+        ax.scatter([x for x, _ in pts], [y for _, y in pts], s=8, alpha=0.35, color="tab:blue",
+                   label=f"valid plans ({len(pts)})")
+        front = pareto_front(pts)
+        ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "-o", color="tab:orange", ms=3,
+                label="Pareto front (less memory, more throughput)")
+    best = result.best
+    if best is not None:
+        ax.scatter([best.estimate.memory.total_bytes / 2**30], [best.time.tokens_per_s_per_gpu], marker="*", s=220,
+                   color="tab:red", zorder=5, label=f"chosen: {best.plan.summary()}")
+    ax.axvline(result.hardware.gpu.hbm_bytes / 2**30, color="grey", ls="--", lw=1, label="GPU memory")
+    ax.set_xlabel("memory per GPU (GiB, most loaded stage)")
+    ax.set_ylabel("tokens/s per GPU")
+    ax.set_title(f"{result.model.name} on {result.space.gpus} x {result.hardware.name}")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as e:
+        raise PlannerError(f"cannot write plot {path!r}: {e.strerror}") from None
+    finally:
+        plt.close(fig)

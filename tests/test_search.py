@@ -1,0 +1,189 @@
+"""`planner search`: the pipeline (candidates -> checks -> memory screen -> pruned estimates -> ranking),
+its sanity against published configurations, its counts, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import yaml
+
+from planner.catalog import load_hardware, load_model
+from planner.cli import main
+from planner.memory import memory_report
+from planner.plan import Plan, check_plan
+from planner.schedule import step_time
+from planner.search import (NOT_FIT, MemoryScreen, Space, micro_batches, pareto_front, search, structures)
+from planner.specs import Training
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = int(e.code or 0)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+@pytest.fixture(scope="module")
+def gpt3_a100():
+    m, hw = load_model("gpt3-175b"), load_hardware("a100-80gb")
+    return m, hw, search(m, hw, Space(gpus=1024, global_batch=1536, seq_len=2048))
+
+
+# ---- sanity ------------------------------------------------------------------------------------------
+def test_gpt3_175b_beats_megatron_and_keeps_tp_in_a_node(gpt3_a100):
+    """Narayanan et al. 2021, Table 1: GPT-3 175B on 1024 A100s ran tp 8, pp 16, dp 8, micro-batch 1,
+    full recompute. The search must find that plan valid and rank plans at least as fast above it."""
+    m, hw, res = gpt3_a100
+    assert res.top and all(r.plan.tp <= hw.gpus_per_node for r in res.top)
+    megatron = Plan(dp=8, tp=8, pp=16, micro_batch=1, recompute="full", global_batch=1536, seq_len=2048)
+    assert not check_plan(m, megatron, 1024) and memory_report(m, hw, megatron).fits
+    assert res.top[0].time.tokens_per_s >= step_time(m, hw, megatron, Training()).tokens_per_s
+
+
+def test_small_model_is_not_split_by_tp():
+    m, hw = load_model("gpt3-1.3b"), load_hardware("h100-sxm")
+    res = search(m, hw, Space(gpus=8, global_batch=512, seq_len=2048))
+    assert res.best.plan.tp == 1 and res.best.plan.pp == 1 and res.best.plan.dp == 8
+
+
+# ---- pipeline properties --------------------------------------------------------------------------------
+def test_counts_add_up(gpt3_a100):
+    _, _, res = gpt3_a100
+    assert res.evaluated == res.valid + sum(res.rejected.values())
+    assert res.valid == res.timed + sum(res.pruned.values())
+    assert res.rejected[NOT_FIT] > 0 and len(res.top) == 10
+
+
+def test_pruning_finds_the_same_top_plans_as_timing_everything():
+    m, hw = load_model("llama2-13b"), load_hardware("h100-sxm")
+    space = Space(gpus=32, global_batch=256, seq_len=4096)
+    fast, full = search(m, hw, space, top=5), search(m, hw, space, top=5, exhaustive=True)
+    assert [r.plan for r in fast.top] == [r.plan for r in full.top]
+    assert full.timed == full.valid and fast.timed < full.timed
+
+
+def test_memory_screen_equals_memory_report():
+    """The search's per-rank screen is memory_report's arithmetic on the ranks that can be the peak."""
+    rng = random.Random(0)
+    for name, gpus, hw_name, prec in [("gpt3-175b", 64, "a100-80gb", "bf16"), ("mixtral-8x7b", 32, "h100-sxm", "fp8"),
+                                      ("llama3-70b", 48, "h100-sxm", "bf16")]:
+        m, hw = load_model(name), load_hardware(hw_name)
+        space = Space(gpus=gpus, global_batch=192, seq_len=4096 if name != "gpt3-175b" else 2048, precision=prec,
+                      max_cp=2)
+        screen = MemoryScreen(m, hw, Training())
+        sts = structures(m, hw, space)
+        for st in rng.sample(sts, min(25, len(sts))):
+            for mb in micro_batches(space, st.dp)[:2]:
+                for z, rc in [(0, "none"), (1, "selective"), (3, "full"), (2, "none")]:
+                    p = Plan(dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, zero=z,
+                             recompute=rc, micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
+                             precision=prec, schedule=st.schedule)
+                    if check_plan(m, p, gpus):
+                        continue
+                    report = memory_report(m, hw, p)
+                    got, rank = screen.peak(p)
+                    assert got == pytest.approx(report.total_bytes, rel=1e-12)
+
+
+def test_fixed_tp_and_lists():
+    m, hw = load_model("llama3-8b"), load_hardware("h100-sxm")
+    res = search(m, hw, Space(gpus=16, global_batch=256, seq_len=8192, tp=4, zero=(1, 3),
+                              recompute=("selective", "full"), micro_batches=(1, 2)), top=50)
+    assert res.top and all(r.plan.tp == 4 for r in res.top)
+    assert {r.plan.zero for r in res.top} <= {1, 3} and {r.plan.micro_batch for r in res.top} <= {1, 2}
+    assert all(r.plan.recompute != "none" for r in res.top)
+
+
+def test_moe_searches_ep_and_long_sequences_search_cp():
+    m, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
+    sts = structures(m, hw, Space(gpus=64, global_batch=64, seq_len=32768))
+    assert {s.ep for s in sts} >= {1, 2, 8} and {s.cp for s in sts} >= {1, 2, 4}
+    assert all((s.dp * s.cp) % s.ep == 0 and 8 % s.ep == 0 for s in sts)
+    short = structures(load_model("gpt3-13b"), hw, Space(gpus=64, global_batch=64, seq_len=2048))
+    assert {s.cp for s in short} == {1} and {s.ep for s in short} == {1}
+    assert all(s.sp == (s.tp > 1) for s in short)
+    assert all(s.schedule in ("1f1b", "interleaved") for s in short)  # gpipe only when asked
+
+
+def test_nothing_fits_shows_closest_misses_with_fixes():
+    m, hw = load_model("llama3-405b"), load_hardware("h100-sxm")
+    res = search(m, hw, Space(gpus=8, global_batch=64, seq_len=8192))
+    assert not res.top and res.valid == 0 and res.misses
+    first = res.misses[0]
+    assert first.over_bytes > 0 and first.gpus_needed and first.gpus_needed > 8
+    assert any(ok for _, _, _, ok in first.variants)
+    assert all(a.over_bytes <= b.over_bytes for a, b in zip(res.misses, res.misses[1:]))
+
+
+def test_pareto_front():
+    pts = [(1.0, 1.0), (2.0, 3.0), (1.5, 0.5), (3.0, 2.0), (4.0, 5.0)]
+    assert pareto_front(pts) == [0, 1, 4]
+
+
+# ---- CLI --------------------------------------------------------------------------------------------
+def test_cli_json_shape(capsys):
+    code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--json", "--top", "3")
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in ("evaluated", "valid", "rejected", "seconds", "hardware", "model", "plans", "timed", "pruned"):
+        assert key in doc
+    assert doc["hardware"] == "h100-sxm" and doc["global_batch"] == 1024 and len(doc["plans"]) == 3
+    assert doc["evaluated"] == doc["valid"] + sum(doc["rejected"].values())
+    row = doc["plans"][0]
+    for key in ("plan", "memory", "time", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "tflops_per_gpu"):
+        assert key in row
+    assert set(row["time"]["exposed_comm_s"]) == {"tp", "cp", "ep", "pp", "dp"}
+    assert row["memory"]["fits"] is True and "per_gpu_bytes" in row["memory"]
+    assert row["tokens_per_s"] >= doc["plans"][1]["tokens_per_s"]
+
+
+def test_cli_table_save_round_trip(capsys, tmp_path):
+    path = tmp_path / "best.yaml"
+    code, out, err = cli(capsys, "search", "--model", "llama3-8b", "--gpus", "16", "--max-pp", "2", "--top", "3",
+                         "--save", str(path), "--explain", "tp=16")
+    assert code == 0, err
+    for word in ("h100-sxm", "evaluated", "valid", "rejected", "tokens/s", "MFU", "best:", "why not tp=16"):
+        assert word in out
+    saved = yaml.safe_load(path.read_text())
+    assert saved["model"] == "llama3-8b" and saved["gpus"] == 16
+    code, out, err = cli(capsys, "memory", "--plan", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["plan"] == saved["plan"]
+
+
+def test_cli_nothing_fits(capsys):
+    code, out, err = cli(capsys, "search", "--model", "llama3-405b", "--gpus", "8")
+    assert code == 0, err
+    assert "no plan fits" in out and "Closest misses" in out and "fits" in out
+
+
+def test_cli_goodput_objective(capsys):
+    code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--objective", "goodput",
+                         "--mtbf-hours", "5000", "--json", "--top", "2")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert 0 < doc["plans"][0]["goodput"] <= 1
+
+
+@pytest.mark.parametrize("args", [
+    ("--gpus", "0"), ("--gpus", "8", "--zero", "7"), ("--gpus", "8", "--objective", "speed"),
+    ("--gpus", "8", "--recompute", "some"), ("--gpus", "8", "--micro-batches", "a,b"),
+    ("--gpus", "8", "--explain", "tpx16"),
+])
+def test_cli_bad_input_is_one_line_exit_2(capsys, args):
+    code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", *args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_plot_needs_matplotlib_or_draws(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "p.svg"
+    code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--plot", str(path), "--top", "2")
+    assert code == 0, err
+    assert path.read_text().lstrip().startswith("<?xml")
