@@ -378,9 +378,11 @@ def search(
     cap = screen.capacity
     structs = res.structures = structures(model, hw, space)
     if not structs:
+        fixed = [f"{d}={getattr(space, d)}" for d in ("tp", "pp", "cp", "dp") if getattr(space, d) is not None]
         raise PlannerError(
-            f"no candidate plans: the fixed degrees do not multiply to --gpus {space.gpus} "
-            f"(tp x pp x cp x dp must equal the GPU count)")
+            f"no candidate plans: {' x '.join(fixed) or 'the degrees within the limits'} cannot make up --gpus "
+            f"{space.gpus} (tp x pp x cp x dp must equal it; choose degrees whose product divides "
+            f"{space.gpus})")
     zeros, recs = space.zero, tuple(r for r in RECOMPUTES if r in space.recompute)
     per_mb = len(zeros) * len(recs)
     # groups: plans that differ only in recompute -> the cheapest that fits is timed

@@ -226,19 +226,20 @@ def print_result(console: Console, result: Any, *, global_batch_default: bool, s
     if not result.top:
         print_misses(console, result)
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    cols = ("#", "plan", "schedule", "mem/GPU", "step", "tokens/s", "tok/s/GPU", "MFU", "where the time goes")
-    table.caption = "where the time goes: largest shares of the step (tp/cp/ep/pp/dp = exposed communication)"
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    cols = ("#", "plan", "mem/GPU", "step", "tokens/s", "per GPU", "MFU", "where the time goes")
+    table.caption = ("schedule 1f1b, interleaved when vpp is shown; where the time goes: largest shares of the "
+                     "step (tp/cp/ep/pp/dp = exposed communication)")
     for c in cols:
-        table.add_column(c, justify="left" if c in ("plan", "schedule", "where the time goes") else "right",
-                         no_wrap=c != "where the time goes")
+        table.add_column(c, justify="left" if c in ("plan", "where the time goes") else "right",
+                         no_wrap=True)
     goodput = any(r.estimate.checkpoint is not None for r in result.top)
     if goodput:
         table.add_column("goodput", justify="right")
     for i, r in enumerate(result.top, 1):
         t, p = r.time, r.plan
         terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t))
-        row = [str(i), p.summary(), p.schedule, _gib(r.estimate.memory.total_bytes), fmt_seconds(t.step_s),
+        row = [str(i), _plan_text(p), _gib(r.estimate.memory.total_bytes), fmt_seconds(t.step_s),
                f"{t.tokens_per_s:,.0f}", f"{t.tokens_per_s_per_gpu:,.0f}", f"{t.mfu:.1%}", terms]
         if goodput:
             row.append(f"{r.estimate.checkpoint.goodput:.1%}")
@@ -254,6 +255,10 @@ def print_result(console: Console, result: Any, *, global_batch_default: bool, s
         console.print(f"saved the best plan to {save} (use it with `planner estimate --plan {save}`)")
     if plot:
         console.print(f"plotted {len(result.all_timed)} valid plans to {plot}")
+
+
+def _plan_text(p: Any) -> str:
+    return p.summary() + (" gpipe" if p.schedule == "gpipe" else "")
 
 
 def fmt_bytes_short(b: float) -> str:
