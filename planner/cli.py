@@ -375,3 +375,5 @@ def main(argv: list[str] | None = None) -> None:
 from .launch.cli_command import launch as _launch; app.command("launch")(_launch)  # noqa: E402,E702
 from .search_cli import search as _search  # noqa: E402
 app.command("search")(_search)
+from .bench.cli_command import bench_hardware as _bench_hardware  # noqa: E402
+app.command("bench-hardware")(_bench_hardware)

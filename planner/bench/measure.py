@@ -1,0 +1,106 @@
+"""Single-process micro-benchmarks: GEMM sweep and memory bandwidth (torch is imported inside the functions)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any, Callable
+
+# GEMM sizes by FLOPs of one GEMM (2mnk); square-ish shapes like the ones plans produce.
+FLOPS_FULL = (1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9, 3e9, 1e10)
+FLOPS_QUICK = (1e6, 1e7, 1e8, 1e9, 1e10)
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def _shape(flops: float) -> tuple[int, int, int]:
+    n = max(8, round((flops / 2) ** (1 / 3)))
+    return n, n, n
+
+
+def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
+    import torch
+
+    if device == "cuda":
+        def cuda_time(fn: Callable[[], Any], reps: int) -> float:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) / 1e3 / reps
+        return cuda_time
+
+    def cpu_time(fn: Callable[[], Any], reps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - t0) / reps
+    return cpu_time
+
+
+def _best(fn: Callable[[], Any], timer: Callable, budget_s: float) -> float:
+    """Best of a few timed batches, the batch size chosen so the whole thing takes about budget_s."""
+    fn()
+    one = max(timer(fn, 1), 1e-7)
+    reps = max(1, min(1000, int(budget_s / 4 / one)))
+    return min(timer(fn, reps) for _ in range(3))
+
+
+def matmul_sweep(device: str, quick: bool, tick: Callable[[str], None]) -> list[dict[str, Any]]:
+    import torch
+
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    timer = _timer(device)
+    rows = []
+    for prec in PRECISIONS:
+        sizes = FLOPS_QUICK if quick else FLOPS_FULL
+        if prec == "fp16" and device == "cpu":
+            sizes = (1e6, 1e8)  # often emulated on CPUs (slow): two points suffice for its peak
+        for f in sizes:
+            m, n, k = _shape(f)
+            a = torch.randn(m, k, device=device, dtype=dtypes[prec])
+            b = torch.randn(k, n, device=device, dtype=dtypes[prec])
+            t = _best(lambda: torch.mm(a, b), timer, 0.25 if quick else 0.6)
+            flops = 2.0 * m * n * k
+            rows.append({"precision": prec, "m": m, "n": n, "k": k, "flops": flops, "time_s": t,
+                         "achieved_flops_per_s": flops / t})
+            tick(f"matmul {prec} {m}x{n}x{k}")
+    return rows
+
+
+def memory_bandwidth(device: str, quick: bool) -> dict[str, Any]:
+    """Large tensor copy: bytes read + bytes written per second, best of several."""
+    import torch
+
+    nbytes = (128 if quick else 512) * 2**20
+    x = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
+    y = torch.empty_like(x)
+    t = _best(lambda: y.copy_(x), _timer(device), 0.5 if quick else 2.0)
+    return {"tensor_bytes": nbytes, "time_s": t, "bytes_per_s": 2 * nbytes / t}
+
+
+def checkpoint_write(quick: bool) -> dict[str, Any]:
+    """Write + fsync a file in the temp directory (the checkpoint_write_bytes_per_s figure)."""
+    nbytes = (32 if quick else 256) * 2**20
+    buf = os.urandom(2**20)
+    with tempfile.NamedTemporaryFile(dir=os.environ.get("TMPDIR")) as f:
+        t0 = time.perf_counter()
+        for _ in range(nbytes // len(buf)):
+            f.write(buf)
+        f.flush()
+        os.fsync(f.fileno())
+        t = time.perf_counter() - t0
+    return {"bytes": nbytes, "time_s": t, "bytes_per_s": nbytes / t}
+
+
+def rss_bytes() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0.0
