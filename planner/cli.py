@@ -363,10 +363,10 @@ def main(argv: list[str] | None = None) -> None:
         where = f" ({e.ctx.command_path})" if e.ctx else ""
         err.print(f"[red]error:[/] {e.format_message()}{where}", soft_wrap=True)
         sys.exit(2)
-    except click_exceptions.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         sys.exit(130)
-    except click_exceptions.Exit as e:
+    except typer.Exit as e:
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
