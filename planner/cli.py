@@ -37,7 +37,13 @@ app.add_typer(hardware_app, name="hardware")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False)
 
-from .options import *  # noqa: F403  (the common option types)
+from .options import (  # the common option types
+    ModelOpt, HardwareOpt, GpusOpt, TpOpt, PpOpt,
+    DpOpt, CpOpt, EpOpt, VppOpt, SpOpt,
+    ZeroOpt, RecomputeOpt, MicroBatchOpt, GlobalBatchOpt, SeqLenOpt,
+    PrecisionOpt, ScheduleOpt, PlanFileOpt, JsonOpt, OptimizerOpt,
+    SelectivePolicyOpt, NoFlashOpt,
+)
 from rich import box
 
 
@@ -144,7 +150,6 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     from rich.table import Table
 
     from .catalog import list_hardware, load_hardware
-    from .units import fmt_bytes
 
     profiles = [load_hardware(n) for n in list_hardware()]
     if as_json:

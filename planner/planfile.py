@@ -32,15 +32,11 @@ def pydantic_message(err: ValidationError, where: str) -> str:
 
 
 def read_plan_file(path: str) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
+    from .catalog import load_yaml
+
+    if not Path(path).is_file():
         raise PlannerError(f"plan file {path!r} does not exist")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise PlannerError(f"{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    doc = load_yaml(path)
     if not isinstance(doc, dict):
         raise PlannerError(f"{path}: expected a mapping with a 'plan:' section, got {type(doc).__name__}")
     if "plan" not in doc:

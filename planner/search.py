@@ -41,7 +41,7 @@ from .errors import PlannerError
 from .estimate import Estimate, estimate
 from .memory import (DDP_BUCKET_BYTES, FP8_SCALING_BYTES_PER_TENSOR, act_bytes, in_flight_microbatches,
                      logits_bytes, rank_params, state_bytes_per_param)
-from .plan import Plan, Rejected, check_plan, divisors, stage_layers
+from .plan import Plan, check_plan, divisors, stage_layers
 from .schedule import StepTime, step_time
 from .specs import HardwareProfile, ModelSpec, Training
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from .catalog import load_hardware
@@ -54,14 +53,11 @@ class Validation:
 
 
 def load_runs(path: str | Path) -> list[dict[str, Any]]:
-    p = Path(path)
-    if not p.is_file():
+    from .catalog import load_yaml
+
+    if not Path(path).is_file():
         raise PlannerError(f"runs file {str(path)!r} does not exist")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise PlannerError(f"{path}{f':{mark.line + 1}' if mark else ''}: not valid YAML") from None
+    doc = load_yaml(path)
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise PlannerError(f"{path}: expected a YAML list of runs (see calibration_runs.yaml), got {type(doc).__name__}")
     missing = [i for i, r in enumerate(doc) if not {"id", "model", "hardware", "plan", "measured"} <= set(r)]
