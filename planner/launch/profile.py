@@ -5,7 +5,8 @@ Memory on GPU is ``torch.cuda.max_memory_allocated``. On CPU there is no allocat
 storages of parameters, gradients and optimizer state (DTensors by their local shard), and saved
 activations recorded with ``saved_tensors_hooks`` (torch_cpu_notes.md, "Measuring memory"). Tensors
 saved inside activation-checkpoint regions are invisible to outer hooks, so with recompute on the
-activation count shows what stays saved between forward and backward.
+activation count shows what stays saved between forward and backward. Frees are not tracked, so under
+a pipeline schedule (tracked over the whole step) the count is an upper bound: the sum over micro-batches.
 """
 
 from __future__ import annotations

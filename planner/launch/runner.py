@@ -44,13 +44,17 @@ def resolve_plan(model: ModelSpec, plan_file: str | None, overrides: dict[str, o
 
 def predicted(model: ModelSpec, plan: Plan, hardware: str) -> dict[str, float | None]:
     """Peak bytes per device and step time from planner.estimate, when that module exists."""
-    out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}
+    out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}  # more keys when known
     try:
         from ..catalog import load_hardware
         from ..estimate import estimate
 
         est = estimate(model, load_hardware(hardware), plan)
-        out["peak_bytes"] = float(est.memory.total_bytes)
+        b = est.memory.peak.breakdown
+        out["peak_bytes"] = float(est.memory.total_bytes)  # the pre-flight check: everything a device holds
+        out["tensor_bytes"] = float(b.total_bytes - b.reserved_bytes)  # what the run can measure
+        out["model_state_bytes"] = float(b.model_state_bytes)
+        out["activation_bytes"] = float(b.activations_bytes)
         out["step_time_s"] = float(est.time.step_s)
     except Exception:  # noqa: BLE001 — the estimate is optional here (unknown hardware, model it cannot price)
         pass
@@ -96,16 +100,24 @@ def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall
 
 
 def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:
-    """(quantity, measured, predicted, % error) rows."""
-    peak = max((r["peak_bytes"] for r in profile["memory_per_rank"]), default=0)
+    """(quantity, measured, predicted, % error) rows; memory compares tensor bytes (no runtime reserve)."""
+    ranks = profile["memory_per_rank"]
+    worst = max(ranks, key=lambda r: r["peak_bytes"])
+    state = worst["params_bytes"] + worst["grads_bytes"] + worst["optimizer_bytes"]
+    ms, mib = (lambda v: f"{v * 1e3:.1f} ms"), (lambda v: f"{v / 2**20:.2f} MiB")
     rows = []
     for name, measured, p, fmt in (
-        ("median step time", profile["median_step_s"], pred.get("step_time_s"), lambda v: f"{v * 1e3:.1f} ms"),
-        ("peak memory per rank", peak, pred.get("peak_bytes"), lambda v: f"{v / 2**20:.2f} MiB"),
+        ("median step time", profile["median_step_s"], pred.get("step_time_s"), ms),
+        ("peak tensor memory per rank", worst["peak_bytes"], pred.get("tensor_bytes"), mib),
+        ("  model states (params+grads+optimizer)", state, pred.get("model_state_bytes"), mib),
+        ("  saved activations", worst.get("activation_bytes", 0), pred.get("activation_bytes"), mib),
     ):
         err = f"{(measured - p) / p * 100:+.1f}%" if p else "n/a"
         rows.append((name, fmt(measured), fmt(p) if p else "n/a", err))
-    rows.append(("tokens/s", f"{profile['tokens_per_s']:.0f}" if profile.get("tokens_per_s") else "n/a", "n/a", "n/a"))
+    tps = profile.get("tokens_per_s")
+    pred_tps = profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / pred["step_time_s"] if pred.get("step_time_s") else None
+    rows.append(("tokens/s", f"{tps:.0f}" if tps else "n/a", f"{pred_tps:.0f}" if pred_tps else "n/a",
+                 f"{(tps - pred_tps) / pred_tps * 100:+.1f}%" if tps and pred_tps else "n/a"))
     return rows
 
 

@@ -135,14 +135,15 @@ class Trainer:
         for opt in self.optims:
             opt.zero_grad(set_to_none=True)
         holds_last = self.schedule is None or any(s.is_last for s in self.stages)
-        with counter.track(), self._autocast():
+        with self._autocast():
             if self.schedule is None:
-                loss = self._accumulate(x, y)
+                loss = self._accumulate(x, y, counter)
             else:
                 losses: list[torch.Tensor] = []
                 first = any(s.is_first for s in self.stages)
                 kw = {"target": y, "losses": losses} if holds_last else {}
-                self.schedule.step(*((x,) if first else ()), **kw)
+                with counter.track():  # the schedule runs every micro-batch's forward inside step()
+                    self.schedule.step(*((x,) if first else ()), **kw)
                 loss = torch.stack(losses).mean().detach() if holds_last else None
         for opt in self.optims:
             opt.step()
@@ -151,7 +152,7 @@ class Trainer:
         dist.all_reduce(total)
         return total.item() / (p.dp * p.tp * p.cp)
 
-    def _accumulate(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _accumulate(self, x: torch.Tensor, y: torch.Tensor, counter: ActivationCounter) -> torch.Tensor:
         model, k, mb = self.parts[0], self.plan.num_microbatches, self.plan.micro_batch
         total = torch.zeros((), device=self.device)
         for i in range(k):
@@ -159,7 +160,7 @@ class Trainer:
             if hasattr(model, "set_requires_gradient_sync"):
                 model.set_requires_gradient_sync(last)
             ctx = model.no_sync() if (self.kind == "ddp" and not last) else nullcontext()
-            with ctx:
+            with ctx, counter.track():  # one micro-batch's activations live at a time
                 loss = cross_entropy(model(x[i * mb:(i + 1) * mb]), y[i * mb:(i + 1) * mb]) / k
                 loss.backward()
             total += loss.detach().float()
