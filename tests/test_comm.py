@@ -17,31 +17,14 @@ from planner.comm import (
     stage_params_per_gpu,
 )
 from planner.compute import layer_time, stage_compute
+from helpers import make_hw
 from planner.plan import Plan
 from planner.specs import (
-    Efficiency,
-    GPUSpec,
-    HardwareProfile,
-    LinkTier,
-    MatmulPoint,
     ModelSpec,
-    ReservedMemory,
     Training,
 )
 
 
-def make_hw(*, gpus_per_node: int = 8) -> HardwareProfile:
-    return HardwareProfile(
-        name="test-gpu",
-        gpu=GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12,
-                    peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12}),
-        gpus_per_node=gpus_per_node,
-        intra_node=LinkTier(bandwidth_bytes_per_s=300e9, latency_s=3e-6),
-        inter_node=LinkTier(bandwidth_bytes_per_s=25e9, latency_s=8e-6),
-        efficiency=Efficiency(matmul=(MatmulPoint(flops=1e8, efficiency=0.35), MatmulPoint(flops=1e12, efficiency=0.7)),
-                              intra_node=0.8, inter_node=0.8),
-        reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
-    )
 
 
 GPT = ModelSpec(name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, ffn_hidden_size=24576,

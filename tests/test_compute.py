@@ -16,32 +16,15 @@ from planner.compute import (
     model_flops_per_step,
     stage_compute,
 )
+from helpers import make_hw
 from planner.plan import Plan
 from planner.specs import (
-    Efficiency,
-    GPUSpec,
-    HardwareProfile,
-    LinkTier,
-    MatmulPoint,
     ModelSpec,
     MoESpec,
-    ReservedMemory,
     Training,
 )
 
 
-def make_hw(*, gpus_per_node: int = 8, eff: float = 0.7) -> HardwareProfile:
-    """An A100-like profile built in code (tests do not depend on hardware_profiles/)."""
-    return HardwareProfile(
-        name="test-gpu",
-        gpu=GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12,
-                    peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12}),
-        gpus_per_node=gpus_per_node,
-        intra_node=LinkTier(bandwidth_bytes_per_s=300e9, latency_s=3e-6),
-        inter_node=LinkTier(bandwidth_bytes_per_s=25e9, latency_s=8e-6),
-        efficiency=Efficiency(matmul=(MatmulPoint(flops=1e8, efficiency=eff / 2), MatmulPoint(flops=1e12, efficiency=eff))),
-        reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
-    )
 
 
 GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,

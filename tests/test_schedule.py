@@ -3,39 +3,21 @@
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import make_hw
 from planner.plan import Plan
 from planner.schedule import bubble_fraction, step_time
 from planner.specs import (
-    Efficiency,
-    GPUSpec,
-    HardwareProfile,
-    LinkTier,
-    MatmulPoint,
     ModelSpec,
-    ReservedMemory,
     Training,
 )
 from planner.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
 
 
-def make_hw(*, overhead_s: float = 0.0) -> HardwareProfile:
-    return HardwareProfile(
-        name="test-gpu",
-        gpu=GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12,
-                    peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12}),
-        gpus_per_node=8,
-        intra_node=LinkTier(bandwidth_bytes_per_s=300e9, latency_s=3e-6),
-        inter_node=LinkTier(bandwidth_bytes_per_s=25e9, latency_s=8e-6),
-        efficiency=Efficiency(matmul=(MatmulPoint(flops=1e8, efficiency=0.35), MatmulPoint(flops=1e12, efficiency=0.7)),
-                              step_overhead_s=overhead_s),
-        reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
-    )
 
 
 GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,
@@ -88,16 +70,6 @@ def test_step_is_the_sum_of_its_parts_and_rates_agree():
     assert t.tokens_per_s_per_gpu == pytest.approx(t.tokens_per_s / 32)
     assert 0 < t.mfu < t.hfu < 1
     assert t.tflops_per_gpu == pytest.approx(t.mfu * 300)
-
-
-def test_evaluation_is_cheap():
-    hw, tr = make_hw(), Training()
-    plan = Plan(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, recompute="full")
-    step_time(GPT3, hw, plan, tr)
-    n, start = 200, time.perf_counter()
-    for _ in range(n):
-        step_time(GPT3, hw, plan, tr)
-    assert (time.perf_counter() - start) / n < 1e-3
 
 
 def test_time_to_train():
