@@ -85,8 +85,16 @@ def resolve(
     return spec, hw, plan
 
 
-def _flags(**kw: Any) -> dict[str, Any]:
-    return kw
+PLAN_FLAGS = ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "zero", "recompute", "micro_batch", "global_batch",
+              "seq_len", "precision", "schedule")
+
+
+def _plan_options(opts: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """Model, hardware, checked plan and training settings from a command's common options."""
+    training = _training(opts["optimizer"], opts["selective_policy"], opts["no_flash"])
+    spec, hw, plan = resolve(model=opts["model"], hardware=opts["hardware"], gpus=opts["gpus"],
+                             plan_file=opts["plan"], flags={k: opts[k] for k in PLAN_FLAGS})
+    return spec, hw, plan, training
 
 
 def emit_json(doc: dict[str, Any]) -> None:
@@ -200,11 +208,7 @@ def memory(
     from .memory import memory_report
     from .render import memory_json, print_memory
 
-    flags = _flags(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
-                   micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len,
-                   precision=precision, schedule=schedule)
-    training = _training(optimizer, selective_policy, no_flash)
-    spec, hw, the_plan = resolve(model=model, hardware=hardware, gpus=gpus, plan_file=plan, flags=flags)
+    spec, hw, the_plan, training = _plan_options(locals())
     report = memory_report(spec, hw, the_plan, training)
     if as_json:
         emit_json(memory_json(spec, hw, the_plan, report))
@@ -236,11 +240,7 @@ def estimate(
     from .render import estimate_json, print_estimate
 
     _choice("mtbf-per", mtbf_per, ("gpu", "node"))
-    flags = _flags(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
-                   micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len,
-                   precision=precision, schedule=schedule)
-    training = _training(optimizer, selective_policy, no_flash)
-    spec, hw, the_plan = resolve(model=model, hardware=hardware, gpus=gpus, plan_file=plan, flags=flags)
+    spec, hw, the_plan, training = _plan_options(locals())
     est = run_estimate(spec, hw, the_plan, training, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per,
                        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth)
     if timeline:
