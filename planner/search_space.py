@@ -1,0 +1,161 @@
+"""The search space: which degrees, schedules and micro-batches `planner search` enumerates, and the
+structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of search.py's pipeline)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from .errors import PlannerError
+from .plan import divisors
+from .specs import HardwareProfile, ModelSpec
+
+NOT_FIT = "does not fit in memory"
+PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
+PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
+OBJECTIVES = ("throughput", "memory", "goodput")
+RECOMPUTES = ("none", "selective", "full")
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+DEFAULT_GLOBAL_BATCH = 1024  # sequences; raised to --gpus when there are more GPUs (dp = gpus must divide it)
+LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
+DEFAULT_MAX_CP_LONG = 16
+DEFAULT_MAX_VPP = 4
+DEFAULT_MAX_MICRO_BATCH = 16
+
+
+def default_global_batch(gpus: int) -> int:
+    """1024 sequences (GPT-3 / Megatron scale batches are 512-2048), or one per GPU when there are more."""
+    return max(DEFAULT_GLOBAL_BATCH, gpus)
+
+
+# ---- the search space ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Space:
+    """What to enumerate. A degree given as an int is fixed; None means search it within the limits."""
+
+    gpus: int
+    global_batch: int
+    seq_len: int
+    precision: str = "bf16"
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    vpp: int | None = None
+    sp: bool | None = None
+    max_tp: int | None = None
+    max_pp: int | None = None
+    max_cp: int | None = None
+    max_ep: int | None = None
+    max_vpp: int = DEFAULT_MAX_VPP
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTES
+    micro_batches: tuple[int, ...] | None = None  # None: powers of two up to 16 dividing global/dp
+    schedules: tuple[str, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
+
+    def validate(self) -> None:
+        if self.gpus < 1:
+            raise PlannerError(f"--gpus must be at least 1, got {self.gpus}")
+        bad_zero = [z for z in self.zero if z not in (0, 1, 2, 3)]
+        if bad_zero or not self.zero:
+            raise PlannerError(f"--zero {','.join(map(str, bad_zero))} is not valid; choose from 0, 1, 2, 3 (comma list)")
+        bad = [r for r in self.recompute if r not in RECOMPUTES]
+        if bad or not self.recompute:
+            raise PlannerError(f"--recompute {','.join(bad)} is not valid; choose from {', '.join(RECOMPUTES)} (comma list)")
+        bad = [s for s in (self.schedules or ()) if s not in SCHEDULES]
+        if bad:
+            raise PlannerError(f"--schedule {','.join(bad)} is not valid; choose from {', '.join(SCHEDULES)} (comma list)")
+        if self.micro_batches is not None and (not self.micro_batches or min(self.micro_batches) < 1):
+            raise PlannerError("--micro-batches must be positive integers, e.g. 1,2,4")
+
+
+def _limited(values: Iterable[int], fixed: int | None, limit: int | None) -> list[int]:
+    if fixed is not None:
+        return [fixed]
+    return [v for v in values if limit is None or v <= limit]
+
+
+def _pow2_divisors(n: int, limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit and n % v == 0:
+        out.append(v)
+        v *= 2
+    return out
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The degrees and schedule of a plan: everything but micro-batch, ZeRO and recompute."""
+
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    vpp: int
+    sp: bool
+    schedule: str
+
+
+def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Structure]:
+    """The structural grid. tp: divisors of gpus up to 2 nodes' worth by default (check_plan rejects
+    those that do not divide heads); pp: divisors of gpus up to num_layers; cp: powers of two dividing
+    seq_len (searched only for long sequences unless --max-cp); dp: what is left (or fixed)."""
+    g = space.gpus
+    gdiv = divisors(g)
+    tps = _limited(gdiv, space.tp, space.max_tp if space.max_tp is not None else 2 * hw.gpus_per_node)
+    pps = _limited(gdiv, space.pp, space.max_pp if space.max_pp is not None else model.num_layers)
+    max_cp = space.max_cp if space.max_cp is not None else (DEFAULT_MAX_CP_LONG if space.seq_len >= LONG_SEQ else 1)
+    cps = [space.cp] if space.cp is not None else _pow2_divisors(math.gcd(space.seq_len, g), max_cp)
+    out: list[Structure] = []
+    for tp in tps:
+        sps = [space.sp] if space.sp is not None else [tp > 1]
+        for pp in pps:
+            for cp in cps:
+                rest = tp * pp * cp
+                if space.dp is not None:
+                    dp = space.dp
+                    if rest * dp != g:
+                        continue
+                elif g % rest:
+                    continue
+                else:
+                    dp = g // rest
+                if model.moe is not None:
+                    eps = [e for e in divisors(model.moe.num_experts) if (dp * cp) % e == 0
+                           and (space.max_ep is None or e <= space.max_ep)]
+                    eps = [space.ep] if space.ep is not None else eps
+                else:
+                    eps = [space.ep] if space.ep is not None else [1]
+                scheds: list[tuple[str, int]] = []
+                if space.schedules is None:
+                    if space.vpp is None or space.vpp == 1:
+                        scheds.append(("1f1b", 1))
+                    if pp > 1:
+                        vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
+                        scheds += [("interleaved", v) for v in vpps if v > 1 and pp * v <= model.num_layers]
+                else:
+                    for s in space.schedules:
+                        if s == "interleaved":
+                            vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
+                            scheds += [("interleaved", v) for v in vpps if pp * v <= model.num_layers or space.vpp]
+                        else:
+                            scheds.append((s, space.vpp or 1))
+                for ep in eps:
+                    for sp in sps:
+                        for sched, v in scheds:
+                            out.append(Structure(dp, tp, pp, cp, ep, v, sp, sched))
+    return out
+
+
+def micro_batches(space: Space, dp: int) -> list[int]:
+    """Powers of two up to 16 that divide global_batch / dp (or the given list, checked later)."""
+    if space.micro_batches is not None:
+        return list(space.micro_batches)
+    if space.global_batch % dp:
+        return [1]  # the check will say why
+    return _pow2_divisors(space.global_batch // dp, DEFAULT_MAX_MICRO_BATCH)
+
+
