@@ -21,7 +21,7 @@ Opt = typer.Option
 
 
 def launch(
-    model: Annotated[str, Opt(help="catalog name or model YAML path")],
+    model: Annotated[Optional[str], Opt(help="catalog name or model YAML path (default: the --plan file's)")] = None,
     hardware: Annotated[Optional[str], Opt(help="hardware profile name (default: cpu when no CUDA)")] = None,
     plan: Annotated[Optional[Path], Opt("--plan", help="YAML mapping of Plan fields; flags override it")] = None,
     tp: Annotated[Optional[int], Opt(help="tensor-parallel degree")] = None,
@@ -58,6 +58,13 @@ def launch(
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
 ) -> None:
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
+    if plan is not None and (model is None or hardware is None):
+        from ..planfile import read_plan_file
+
+        saved = read_plan_file(str(plan))  # what `planner search --save` wrote beside the plan
+        model, hardware = model or saved.get("model"), hardware or saved.get("hardware")
+    if model is None:
+        raise PlannerError("no model given: pass --model NAME|PATH or a --plan file written by `planner search --save`")
     spec = load_model_spec(model)
     flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
                  micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,

@@ -10,7 +10,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from ..errors import PlannerError
 from ..plan import Plan
@@ -22,15 +21,9 @@ from .preflight import Environment, Preflight, preflight
 
 def resolve_plan(model: ModelSpec, plan_file: str | None, overrides: dict[str, object]) -> Plan:
     """Plan fields from a YAML file, then the flags given on the command line; sensible rehearsal defaults."""
-    fields: dict[str, object] = {}
-    if plan_file:
-        try:
-            loaded = yaml.safe_load(Path(plan_file).read_text()) or {}
-        except OSError as exc:
-            raise PlannerError(f"--plan {plan_file}: {exc.strerror}") from exc
-        if not isinstance(loaded, dict):
-            raise PlannerError(f"--plan {plan_file}: expected a mapping of plan fields")
-        fields.update(loaded.get("plan", loaded))
+    from ..planfile import read_plan_file
+
+    fields: dict[str, object] = dict(read_plan_file(plan_file)["plan"]) if plan_file else {}
     fields.update({k: v for k, v in overrides.items() if v is not None})
     fields.setdefault("seq_len", min(2048, model.max_seq_len))
     if "global_batch" not in fields:
