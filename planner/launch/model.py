@@ -5,6 +5,10 @@ the layers it does not own keeps the same parameter names (FQNs) and checkpoints
 Attention computes the head count from the local shape (``view(B, T, -1, head_dim)``) so tensor
 parallelism can split heads without the module knowing. RoPE tables are recomputed per call (no
 buffers), which keeps FSDP and pipeline stages free of non-parameter state.
+
+``positions`` (B, T) optionally gives each token's global position. Context parallelism needs it: each
+cp rank holds a load-balanced, non-contiguous slice of the sequence (chunks r and 2·cp−1−r), so RoPE and
+learned positions must use the sliced position ids, not ``arange`` of the local length.
 """
 
 from __future__ import annotations
@@ -21,12 +25,18 @@ def _norm(model: ModelSpec) -> nn.Module:
     return nn.RMSNorm(h, eps=1e-5) if model.norm == "rmsnorm" else nn.LayerNorm(h, eps=1e-5)
 
 
-def rope(x: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    """Rotary position embedding on (B, T, heads, head_dim), half-split form (Su et al. 2021)."""
+def rope(x: torch.Tensor, theta: float = 10000.0, positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Rotary position embedding on (B, T, heads, head_dim), half-split form (Su et al. 2021).
+
+    positions: (B, T) global token positions; None means 0 … T−1 for every row.
+    """
     t, d = x.shape[1], x.shape[-1]
     inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = torch.outer(torch.arange(t, device=x.device, dtype=torch.float32), inv)
-    cos, sin = ang.cos()[None, :, None, :].to(x.dtype), ang.sin()[None, :, None, :].to(x.dtype)
+    if positions is None:
+        ang = torch.outer(torch.arange(t, device=x.device, dtype=torch.float32), inv)[None]
+    else:
+        ang = positions.to(device=x.device, dtype=torch.float32)[..., None] * inv  # (B, T, d/2)
+    cos, sin = ang.cos()[:, :, None, :].to(x.dtype), ang.sin()[:, :, None, :].to(x.dtype)
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
@@ -41,13 +51,13 @@ class Attention(nn.Module):
         self.wv = nn.Linear(h, model.kv_heads * hd, bias=bias)
         self.wo = nn.Linear(model.num_attention_heads * hd, h, bias=bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, -1, self.head_dim)
         k = self.wk(x).view(b, t, -1, self.head_dim)
         v = self.wv(x).view(b, t, -1, self.head_dim)
         if self.use_rope:
-            q, k = rope(q), rope(k)
+            q, k = rope(q, positions=positions), rope(k, positions=positions)
         rep = q.shape[2] // k.shape[2]  # grouped-query attention: share each kv head
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
@@ -76,8 +86,8 @@ class Block(nn.Module):
         self.attention_norm, self.attention = _norm(model), Attention(model)
         self.ffn_norm, self.feed_forward = _norm(model), FeedForward(model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x))
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), positions=positions)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
@@ -89,10 +99,10 @@ class Embedding(nn.Module):
         self.tok = nn.Embedding(model.vocab_size, model.hidden_size)
         self.pos = nn.Embedding(model.max_seq_len, model.hidden_size) if model.position_embedding == "learned" else None
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         h = self.tok(tokens)
         if self.pos is not None:
-            h = h + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+            h = h + self.pos(torch.arange(tokens.shape[1], device=tokens.device) if positions is None else positions)
         return h
 
 
@@ -118,10 +128,11 @@ class GPT(nn.Module):
                 if getattr(mod, "bias", None) is not None:
                     nn.init.zeros_(mod.bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x) if self.embed is not None else x
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        # positions goes by keyword: TP's PrepareModuleInput checks positional inputs only.
+        h = self.embed(x, positions=positions) if self.embed is not None else x
         for layer in self.layers.values():
-            h = layer(h)
+            h = layer(h, positions=positions)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h
 

@@ -14,6 +14,10 @@ zero   what runs
 3      FSDP2 ``fully_shard(reshard_after_forward=True)``: weights sharded too (ZeRO-3).
 =====  ==================================================================================
 
+Context parallelism (cp > 1, CUDA only) joins the data-parallel group: every cp rank computes the loss of
+its slice of the sequences, so gradients are averaged over the flattened dp×cp mesh, as torchtitan does
+(``mesh[("dp", "cp")]._flatten("dp_cp")``). That group is FSDP2 even for zero 0 and dp 1, as in torchtitan.
+
 Zero-bubble schedules with FSDP2 resharding give silently wrong losses on torch 2.13 (notes row 6d), so
 ``reshard_after_forward`` is forced off for them.
 """
@@ -114,30 +118,47 @@ def apply_fsdp(model: GPT, mesh: DeviceMesh, *, reshard: bool, precision: str) -
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
 
 
-def data_parallel_kind(*, dp: int, tp: int, zero: int, stages_per_rank: int) -> str:
-    """'none', 'ddp', 'fsdp-noreshard' or 'fsdp' (the table in the module docstring)."""
-    if dp == 1:
+def data_parallel_kind(*, dp: int, tp: int, zero: int, stages_per_rank: int, cp: int = 1) -> str:
+    """'none', 'ddp', 'fsdp-noreshard' or 'fsdp' (the table in the module docstring); cp counts as dp."""
+    if dp * cp == 1:
         return "none"
     if zero == 3:
         return "fsdp"
-    if zero in (1, 2) or tp > 1 or stages_per_rank > 1:
+    if zero in (1, 2) or tp > 1 or stages_per_rank > 1 or cp > 1:
         return "fsdp-noreshard"
     return "ddp"
 
 
-def parallelize(model: GPT, mesh: DeviceMesh, *, plan, kind: str, schedule: str = "") -> nn.Module:  # noqa: ANN001
-    """TP → AC → data parallel on one model (or one pipeline stage). Returns the module to train."""
+def data_parallel_mesh(mesh: DeviceMesh, *, cp: int) -> DeviceMesh:
+    """The mesh gradients are averaged over: dp, or dp×cp flattened into one dimension when cp > 1.
+
+    Call once per process and keep the result (torch deprecates slicing a flattened dim from the root).
+    """
+    if cp == 1:
+        return mesh["dp"]
+    return mesh[("dp", "cp")]._flatten("dp_cp")
+
+
+def parallelize(model: GPT, mesh: DeviceMesh, *, plan, kind: str, schedule: str = "",  # noqa: ANN001
+                dp_mesh: DeviceMesh | None = None) -> nn.Module:
+    """TP → AC → data parallel on one model (or one pipeline stage). Returns the module to train.
+
+    dp_mesh: the gradient-averaging mesh from ``data_parallel_mesh`` (default ``mesh["dp"]``).
+    """
     if plan.tp > 1:
         apply_tp(model, mesh["tp"], sp=plan.sp)
     apply_ac(model, mode=plan.recompute)
+    if kind == "none":
+        return model
+    dp_mesh = mesh["dp"] if dp_mesh is None else dp_mesh
     if kind in ("fsdp", "fsdp-noreshard"):
         reshard = kind == "fsdp" and schedule not in ZERO_BUBBLE
-        apply_fsdp(model, mesh["dp"], reshard=reshard, precision=plan.precision)
+        apply_fsdp(model, dp_mesh, reshard=reshard, precision=plan.precision)
         return model
     if kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model, process_group=mesh["dp"].get_group())
+        return DistributedDataParallel(model, process_group=dp_mesh.get_group())
     return model
 
 

@@ -116,9 +116,7 @@ def preflight(
 def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
     """What the rehearsal worker cannot run, with the values involved."""
     out = []
-    if plan.cp > 1:
-        out.append(f"cp={plan.cp}: context parallelism is not supported by this worker "
-                   "(on CPU torch has no sharding rule for the CPU SDPA kernel; run cp > 1 on CUDA with an engine export)")
+    out += cp_problems(plan, env.device_type)
     if plan.ep > 1 or model.moe is not None:
         out.append(f"{model.name}: mixture-of-experts models and ep={plan.ep} are not supported by the worker")
     if plan.precision == "fp8":
@@ -129,11 +127,47 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
         out.append(f"tp={plan.tp} must divide vocab_size={model.vocab_size}")
     if model.kv_heads % plan.tp:
         out.append(f"tp={plan.tp} must divide num_kv_heads={model.kv_heads} (kv-head replication not implemented)")
-    if plan.sp and plan.seq_len % plan.tp:
-        out.append(f"sp: tp={plan.tp} must divide seq_len={plan.seq_len}")
+    if plan.sp and plan.seq_len % (plan.cp * plan.tp):
+        local = f"seq_len/cp={plan.seq_len}/{plan.cp}" if plan.cp > 1 else f"seq_len={plan.seq_len}"
+        out.append(f"sp: tp={plan.tp} must divide {local}")
     if plan.global_batch % (plan.dp * plan.micro_batch):
         out.append(f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x "
                    f"micro_batch={plan.micro_batch}")
     if plan.seq_len > model.max_seq_len:
         out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len}")
     return out
+
+
+def cp_problems(plan: Plan, device_type: str) -> list[str]:
+    """Why the worker cannot run this plan's context parallelism here (empty: it can, or cp == 1)."""
+    cp = plan.cp
+    if cp == 1:
+        return []
+    if device_type != "cuda":
+        return [cp_device_refusal(cp, device_type)]
+    out = []
+    if plan.seq_len % (2 * cp):
+        out.append(f"cp={cp}: seq_len={plan.seq_len} must be a multiple of 2 x cp = {2 * cp} "
+                   "(load-balanced causal sharding cuts each sequence into 2·cp chunks)")
+    if plan.pp > 1:
+        out.append(f"cp={cp} with pp={plan.pp}: the worker does not combine context and pipeline parallelism "
+                   "(token positions are not carried between stages); use pp=1 with cp > 1")
+    return out
+
+
+def uses_context_parallel(cp: int, device_type: str) -> bool:
+    """The worker's choice: ring attention (``context_parallel``) only for cp > 1 on CUDA.
+
+    cp > 1 anywhere else raises ValueError rather than silently running every rank on the full sequence.
+    """
+    if cp <= 1:
+        return False
+    if device_type != "cuda":
+        raise ValueError(cp_device_refusal(cp, device_type))
+    return True
+
+
+def cp_device_refusal(cp: int, device_type: str) -> str:
+    return (f"cp={cp} needs CUDA, and this device is {device_type.upper()}: torch's context-parallel ring "
+            "attention is registered only for the CUDA SDPA kernels (flash, efficient, cudnn), not the CPU "
+            f"one; run cp={cp} on a CUDA machine, or rehearse here with cp=1")

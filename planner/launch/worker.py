@@ -4,6 +4,11 @@
 
 Backend from the environment: NCCL on CUDA, gloo on CPU. Data is synthetic and a pure function of
 (seed, step): every layout sees the same global batch, and dp rank r takes rows [r·B/dp, (r+1)·B/dp).
+
+Context parallelism (cp > 1) runs only on CUDA: the cp ranks of one dp rank take the same rows, and
+``torch.distributed.tensor.experimental.context_parallel`` shards their sequence dimension (load-balanced
+head-tail chunks when 2·cp divides seq_len) and swaps F.scaled_dot_product_attention for ring attention.
+On CPU the worker refuses cp > 1 (torch has no CP rule for the CPU SDPA kernel, torch_cpu_notes.md row 11).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from ..plan import Plan
 from . import checkpoint
 from .layout import MESH_DIMS, stage_layer_ranges, stages_of
 from .model import GPT, cross_entropy
-from .parallelize import data_parallel_kind, mp_dtype, parallelize, uses_autocast
+from .parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
+from .preflight import cp_problems, uses_context_parallel
 from .profile import ActivationCounter, model_state_bytes, summarize
 from .spec import load_model_spec, shrink
 
 LR, WEIGHT_DECAY = 3e-3, 0.1
+CP_ROTATE_METHOD = "allgather"  # torch's default; torchtitan's default too
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,13 +84,23 @@ class Trainer:
         self.spec = shrink(load_model_spec(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp)
         cuda = torch.cuda.is_available()  # from the environment; --hardware is only a label
         self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+        # Refuse before any process group exists: cp > 1 on CPU raises here with the reason.
+        self.cp_active = uses_context_parallel(p.cp, self.device.type)
+        if self.cp_active and (problems := cp_problems(p, self.device.type)):
+            raise ValueError("; ".join(problems))
         if cuda:
             torch.cuda.set_device(self.device)
         dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=a.timeout_s))
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.mesh = init_device_mesh(self.device.type, (p.pp, p.dp, p.cp, p.tp), mesh_dim_names=MESH_DIMS)
         self.pp_rank, self.dp_rank = self.mesh["pp"].get_local_rank(), self.mesh["dp"].get_local_rank()
-        self.kind = data_parallel_kind(dp=p.dp, tp=p.tp, zero=p.zero, stages_per_rank=p.vpp)
+        self.dp_mesh = data_parallel_mesh(self.mesh, cp=p.cp)  # gradients average over dp×cp
+        self.cp_mesh = self.mesh["cp"]
+        if self.cp_active:
+            from torch.distributed.tensor.experimental._attention import set_rotate_method
+
+            set_rotate_method(CP_ROTATE_METHOD)
+        self.kind = data_parallel_kind(dp=p.dp, tp=p.tp, zero=p.zero, stages_per_rank=p.vpp, cp=p.cp)
         self._build()
 
     def _build(self) -> None:
@@ -92,7 +109,7 @@ class Trainer:
         tied = spec.tied_embeddings and p.tp == 1 and p.pp == 1
         full = GPT(spec, tied=tied).to(self.device)
         if p.pp == 1:
-            self.parts = [parallelize(full, self.mesh, plan=p, kind=self.kind)]
+            self.parts = [parallelize(full, self.mesh, plan=p, kind=self.kind, dp_mesh=self.dp_mesh)]
             self.stages, self.schedule = [], None
         else:
             self._build_pipeline(full)
@@ -109,7 +126,7 @@ class Trainer:
         self.parts, self.stages = [], []
         for s in stages_of(self.pp_rank, pp=p.pp, vpp=p.vpp):
             part = copy.deepcopy(full).keep_only(ranges[s], first=s == 0, last=s == n - 1)
-            part = parallelize(part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule)
+            part = parallelize(part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule, dp_mesh=self.dp_mesh)
             self.parts.append(part)
             self.stages.append(PipelineStage(part, s, n, self.device, group=group))
         del full
@@ -160,11 +177,34 @@ class Trainer:
             if hasattr(model, "set_requires_gradient_sync"):
                 model.set_requires_gradient_sync(last)
             ctx = model.no_sync() if (self.kind == "ddp" and not last) else nullcontext()
+            xb, yb = x[i * mb:(i + 1) * mb], y[i * mb:(i + 1) * mb]
             with ctx, counter.track():  # one micro-batch's activations live at a time
-                loss = cross_entropy(model(x[i * mb:(i + 1) * mb]), y[i * mb:(i + 1) * mb]) / k
-                loss.backward()
+                if self.cp_active:
+                    loss = self._cp_forward_backward(model, xb, yb, k)
+                else:
+                    loss = cross_entropy(model(xb), yb) / k
+                    loss.backward()
             total += loss.detach().float()
         return total
+
+    def _cp_forward_backward(self, model, xb: torch.Tensor, yb: torch.Tensor, k: int) -> torch.Tensor:  # noqa: ANN001
+        """One micro-batch under context parallelism: this rank keeps its slice of the sequence.
+
+        Inputs, labels and global position ids are sharded in place on dim 1 (torchtitan's
+        ``create_context_parallel_ctx``; none restored, they are per-step copies). Forward and backward
+        both run inside the context, where SDPA is ring attention over the cp group. The loss is the mean
+        over this rank's tokens; averaging gradients over dp×cp (FSDP on the flattened mesh) and the
+        reported loss over the cp ranks gives the full-sequence mean, since every slice has T/cp tokens.
+        """
+        from torch.distributed.tensor.experimental import context_parallel
+
+        inputs, labels = xb.clone(), yb.clone()  # own storage: the context resizes them in place
+        positions = torch.arange(inputs.shape[1], device=inputs.device).expand_as(inputs).clone()
+        bufs = [inputs, labels, positions]
+        with context_parallel(self.cp_mesh, buffers=bufs, buffer_seq_dims=[1, 1, 1], no_restore_buffers=set(bufs)):
+            loss = cross_entropy(model(inputs, positions=positions), labels) / k
+            loss.backward()
+        return loss
 
 
 def _log_step(path: Path, record_: dict) -> None:
@@ -186,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     if t.rank == 0:
         out.parent.mkdir(parents=True, exist_ok=True)
         print(f"[launch] {t.plan.summary()} world={t.world} kind={t.kind} model={t.spec.name} "
-              f"layers={t.spec.num_layers} hidden={t.spec.hidden_size} start_step={start + 1} attempt={attempt}",
+              f"layers={t.spec.num_layers} hidden={t.spec.hidden_size} start_step={start + 1} attempt={attempt}"
+              + (f" context_parallel=ring-{CP_ROTATE_METHOD} cp={t.plan.cp}" if t.cp_active else ""),
               flush=True)
     counter, times, losses = ActivationCounter(t.parts), [], []
     for step in range(start + 1, args.steps + 1):
@@ -231,6 +272,7 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
         "device": torch.cuda.get_device_name(t.device) if t.device.type == "cuda" else "cpu",
         "backend": dist.get_backend(), "torch_version": torch.__version__, "world_size": t.world,
         "data_parallel": t.kind, "start_step": start + 1, "attempt": attempt,
+        "context_parallel": f"ring-{CP_ROTATE_METHOD}" if t.cp_active else "off",
         "losses": [{"step": start + 1 + i, "loss": v} for i, v in enumerate(losses)],
         **summarize(times, min(args.warmup, len(times)), t.plan.tokens_per_step),
         "memory_per_rank": per_rank,
