@@ -112,6 +112,9 @@ def layer_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Trai
         tp_exp = max(0.0, tp - layer.gemm_forward_s - layer.gemm_backward_s)
     else:
         tp_exp = tp
+    co = hw.efficiency.collective_overhead_s  # host cost per call, always exposed (0 on GPUs)
+    if plan.tp > 1 and co:
+        tp, tp_exp = tp + n_pass * co, tp_exp + n_pass * co
     cp = cp_exp = 0.0
     if plan.cp > 1:
         kv_loc = max(model.kv_heads / plan.tp, 1.0) * model.head_size
@@ -122,10 +125,13 @@ def layer_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Trai
         cp_exp = (max(0.0, fwd_c - layer.attention_core_forward_s)
                   + max(0.0, bwd_c - layer.attention_core_backward_s)
                   + (max(0.0, one - layer.attention_core_forward_s) if full else 0.0))
+        if co:
+            calls = (plan.cp - 1) * (3 + (1 if full else 0))
+            cp, cp_exp = cp + calls * co, cp_exp + calls * co
     ep = 0.0
     if moe and model.moe is not None and plan.ep > 1:
         a2a = tokens * model.hidden_size * model.moe.top_k * act_b / (plan.tp if plan.sp else 1)
-        ep = n_pass * collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp))
+        ep = n_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
     return LayerComm(tp, tp_exp, cp, cp_exp, ep, ep)
 
 
@@ -137,7 +143,7 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
     nbytes = (plan.micro_batch * plan.seq_len / plan.cp * model.hidden_size * ACT_BYTES[plan.precision]
               / (plan.tp if plan.sp else 1))
     link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp)
-    return 2 * plan.vpp * collective_s("p2p", nbytes, 2, link)
+    return 2 * plan.vpp * (collective_s("p2p", nbytes, 2, link) + hw.efficiency.collective_overhead_s)
 
 
 # ---- data parallel ---------------------------------------------------------------------------------
@@ -198,15 +204,22 @@ def dp_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Trainin
     bwd = compute.backward_s + compute.recompute_s
     reduce_kind = "all_reduce" if plan.zero == 0 else "reduce_scatter"
     red = _dp_s(reduce_kind, dense * g_b, expert * g_b, hw, plan)
+    # Host cost per collective call (efficiency.collective_overhead_s, 0 on GPUs), exposed: one gradient
+    # bucket per group (+ the weight all-gather with ZeRO 1/2); ZeRO-3 gathers and reduces every FSDP unit
+    # (each layer and the root) every micro-batch: 3 calls per unit.
+    n, ne = dp_groups(plan)
+    co = hw.efficiency.collective_overhead_s * ((n > 1) + (ne > 1 and expert > 0))
     if plan.zero < 3:
         gather = _dp_s("all_gather", dense * p_b, expert * p_b, hw, plan) if plan.zero else 0.0
-        exposed = max(0.0, red - bwd) + red / layers + gather
-        return red + gather, exposed
+        calls = co * (2 if plan.zero else 1)
+        exposed = max(0.0, red - bwd) + red / layers + gather + calls
+        return red + gather + calls, exposed
     m = plan.num_microbatches
     ag = _dp_s("all_gather", dense * p_b, expert * p_b, hw, plan)
     fwd_exp = max(0.0, ag - compute.forward_s) + ag / layers
     bwd_exp = max(0.0, ag + red - bwd) + red / layers
-    return m * (2 * ag + red), m * (fwd_exp + bwd_exp)
+    calls = co * 3 * (layers + 1)
+    return m * (2 * ag + red + calls), m * (fwd_exp + bwd_exp + calls)
 
 
 # ---- the step ------------------------------------------------------------------------------------

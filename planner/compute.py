@@ -36,6 +36,9 @@ MEMORY_BACKWARD_FACTOR = 2.0
 # torchtitan's per-op selective checkpointing recomputes every second matmul (by count): ~half the
 # projection and MLP GEMMs (torchtitan activation_checkpoint.py, _op_sac_save_list). An estimate.
 OP_SAC_GEMM_FRACTION = 0.5
+# Backward kernels per forward kernel, for efficiency.kernel_overhead_s: each GEMM has two backward GEMMs
+# and each elementwise op about two backward ops (the 3× FLOPs convention). An estimate, not counted.
+BACKWARD_KERNELS_PER_FORWARD = 2.0
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -268,14 +271,26 @@ def _layer_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, core_peak: 
         mem_bytes += 3 * (t * sum(act_in) + weights)
     mem_fwd = mem_bytes / hbm_bw
     mem_softmax = t * act_b * softmax / hbm_bw
+    # Fixed cost per kernel (efficiency.kernel_overhead_s, 0 on GPUs): forward kernels of one layer are its
+    # GEMMs, the attention core and the memory-bound ops counted above (2 norms, 2 residual adds, the
+    # activation (+ gate), rope on q and k, unfused softmax, 2 dropouts, MoE permute/unpermute). Charged to
+    # the memory-bound (non-GEMM) share of the layer so GEMM overlap rules (TP) are unchanged.
+    ko = eff.kernel_overhead_s
+    n_mem_ops = (4 + model.mlp_matrices - 1 + (2 if rope else 0) + (0 if flash else 1) + (2 if dropout else 0)
+                 + (2 if permute else 0))
+    n_fwd = len(gemms) + 1 + n_mem_ops
+    k_fwd = ko * n_fwd
+    mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
     if recompute == "full":
-        rc = gemm_fwd + core_fwd + mem_fwd
+        rc = gemm_fwd + core_fwd + mem_fwd + k_fwd
     elif recompute == "selective":
-        rc = core_fwd + mem_softmax if policy == "attention" else OP_SAC_GEMM_FRACTION * gemm_fwd + mem_fwd
+        if policy == "attention":
+            rc = core_fwd + mem_softmax + ko * (1 + (0 if flash else 1))
+        else:
+            rc = OP_SAC_GEMM_FRACTION * gemm_fwd + mem_fwd + ko * (OP_SAC_GEMM_FRACTION * len(gemms) + n_mem_ops)
     else:
         rc = 0.0
-    return LayerTime(gemm_fwd, core_fwd, mem_fwd, 2 * gemm_fwd, core_bwd,
-                     MEMORY_BACKWARD_FACTOR * mem_fwd, rc)
+    return LayerTime(gemm_fwd, core_fwd, mem_fwd + k_fwd, 2 * gemm_fwd, core_bwd, mem_bwd, rc)
 
 
 def _hw_rates(hw: HardwareProfile, precision: str) -> tuple[float, float]:
@@ -304,16 +319,17 @@ def _head_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, hbm_bw: floa
     """
     h, t = model.hidden_size, b * s / cp
     act_b = ACT_BYTES[precision]
+    ko = eff.kernel_overhead_s  # fixed cost per kernel: embedding 1; norm, logits GEMM, loss 3 (0 on GPUs)
     fwd = bwd = 0.0
     if first:
-        fwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw
-        bwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw
+        fwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw + ko
+        bwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw + BACKWARD_KERNELS_PER_FORWARD * ko
     if last:
         g = _gemm_s(2 * t * h * model.vocab_size / tp, gemm_peak, eff)
         norm = 2 * t * h * act_b / (tp if sp else 1) / hbm_bw
         ce = t * model.vocab_size / tp * 4
-        fwd += g + norm + 3 * ce / hbm_bw
-        bwd += 2 * g + 2 * norm + 2 * ce / hbm_bw
+        fwd += g + norm + 3 * ce / hbm_bw + 3 * ko
+        bwd += 2 * g + 2 * norm + 2 * ce / hbm_bw + 3 * BACKWARD_KERNELS_PER_FORWARD * ko
     return fwd, bwd
 
 

@@ -210,6 +210,12 @@ class Efficiency(Frozen):
     intra_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of intra-node link bandwidth")
     inter_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of inter-node link bandwidth")
     step_overhead_s: float = Field(0.0, ge=0, description="fixed per-step cost (launch, data loading, sync)")
+    kernel_overhead_s: float = Field(
+        0.0, ge=0, description="fixed host cost per compute kernel (eager op dispatch; CPU/Python-bound runs), "
+        "paid by every GEMM and memory-bound op of forward, backward and recompute; 0 = launches are hidden (GPUs)")
+    collective_overhead_s: float = Field(
+        0.0, ge=0, description="fixed host cost per collective call on top of the link latency (gloo/Python "
+        "dispatch), always exposed; 0 = none (GPUs)")
     fitted: str | None = Field(None, description="what the parameters were fitted to, and when")
 
     def matmul_efficiency(self, flops: float) -> float:
