@@ -33,7 +33,11 @@ PARAMS: dict[str, tuple[float, float]] = {
     "intra_node": (0.05, 1.0),
     "inter_node": (0.02, 1.0),
     "step_overhead_s": (0.0, 30.0),
+    "kernel_overhead_s": (0.0, 1e-3),
+    "collective_overhead_s": (0.0, 0.05),
 }
+# Statistics of a launch profile's timed steps that observation_from_profile can use as "the" step time.
+STEP_STATS = ("median", "p25", "min")
 PRIOR_WEIGHT = 0.05  # residual weight of (θ - θ0)/range: a weak pull, ~5% of one run's log error
 CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
 
@@ -100,12 +104,37 @@ def observations_from_runs(runs: list[dict[str, Any]], hardware: HardwareProfile
     return out
 
 
-def observation_from_profile(doc: dict[str, Any], hardware: HardwareProfile, source: str) -> Observation:
-    """A `planner launch` profile JSON: the model spec it ran, its plan and the median step time."""
+def step_stat(doc: dict[str, Any], stat: str = "median") -> float:
+    """One statistic of a launch profile's timed (non-warm-up) steps: median (median_step_s), p25 or min.
+
+    On a shared machine a step is only ever slowed down by other load, so the low quantiles of many steps
+    repeat from run to run far better than the median (p25/min; the median is the default)."""
+    if stat not in STEP_STATS:
+        raise PlannerError(f"unknown step statistic {stat!r}; use {', '.join(STEP_STATS)}")
+    if stat == "median":
+        return float(doc["median_step_s"])
+    rows = doc.get("step_times_s") or []
+    timed = sorted(float(r["time_s"]) for r in rows if not r.get("warmup")) or sorted(float(r["time_s"]) for r in rows)
+    if not timed:
+        return float(doc[f"{stat}_step_s"])
+    return timed[0] if stat == "min" else _quantile(timed, 0.25)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted values (numpy's default)."""
+    pos = q * (len(sorted_values) - 1)
+    i = int(math.floor(pos))
+    j = min(i + 1, len(sorted_values) - 1)
+    return sorted_values[i] + (pos - i) * (sorted_values[j] - sorted_values[i])
+
+
+def observation_from_profile(doc: dict[str, Any], hardware: HardwareProfile, source: str, *,
+                             stat: str = "median") -> Observation:
+    """A `planner launch` profile JSON: the model spec it ran, its plan and the median (or `stat`) step time."""
     try:
         model = ModelSpec(**doc["model"]) if isinstance(doc["model"], dict) else None
         plan = Plan(**doc["plan"])
-        step = float(doc["median_step_s"])
+        step = step_stat(doc, stat)
     except (KeyError, TypeError, ValueError) as e:
         raise PlannerError(f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}") from None
     if model is None:
@@ -115,7 +144,7 @@ def observation_from_profile(doc: dict[str, Any], hardware: HardwareProfile, sou
     return Observation(str(doc.get("id") or Path(source).stem), model, plan, hardware, step, source)
 
 
-def load_observations(paths: list[str], hardware: HardwareProfile) -> list[Observation]:
+def load_observations(paths: list[str], hardware: HardwareProfile, *, stat: str = "median") -> list[Observation]:
     from .catalog import load_yaml
 
     obs: list[Observation] = []
@@ -128,7 +157,7 @@ def load_observations(paths: list[str], hardware: HardwareProfile) -> list[Obser
                 doc = json.loads(p.read_text())
             except json.JSONDecodeError as e:
                 raise PlannerError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
-            obs.append(observation_from_profile(doc, hardware, path))
+            obs.append(observation_from_profile(doc, hardware, path, stat=stat))
         else:
             doc = load_yaml(p)
             if not isinstance(doc, list):
@@ -147,6 +176,8 @@ def _start(eff: Efficiency) -> dict[str, float]:
         "intra_node": eff.intra_node,
         "inter_node": eff.inter_node,
         "step_overhead_s": eff.step_overhead_s,
+        "kernel_overhead_s": eff.kernel_overhead_s,
+        "collective_overhead_s": eff.collective_overhead_s,
     }
 
 
@@ -161,7 +192,8 @@ def apply_params(eff: Efficiency, values: dict[str, float]) -> Efficiency:
         e = p.efficiency * math.exp(scale + small * (1.0 - z))
         matmul.append(MatmulPoint.model_construct(flops=p.flops, efficiency=min(0.98, max(1e-3, e))))
     update: dict[str, Any] = {"matmul": tuple(matmul)}
-    for k in ("attention", "hbm", "intra_node", "inter_node", "step_overhead_s"):
+    for k in ("attention", "hbm", "intra_node", "inter_node", "step_overhead_s", "kernel_overhead_s",
+              "collective_overhead_s"):
         if k in values:
             update[k] = values[k]
     return eff.model_copy(update=update)
@@ -252,6 +284,10 @@ def efficiency_yaml(eff: Efficiency, note: str) -> str:
     lines.append(f"  intra_node: {eff.intra_node:.4f}{c}")
     lines.append(f"  inter_node: {eff.inter_node:.4f}{c}")
     lines.append(f"  step_overhead_s: {eff.step_overhead_s:.6f}{c}")
+    if eff.kernel_overhead_s:
+        lines.append(f"  kernel_overhead_s: {eff.kernel_overhead_s:.4e}{c} (per compute kernel)")
+    if eff.collective_overhead_s:
+        lines.append(f"  collective_overhead_s: {eff.collective_overhead_s:.4e}{c} (per collective call)")
     lines.append(f"  fitted: {json.dumps(note)}  # provenance of this block")
     return "\n".join(lines) + "\n"
 

@@ -69,11 +69,23 @@ class ActivationCounter:
             yield
 
 
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted values (numpy's default; planner.calibrate uses the same)."""
+    pos = q * (len(sorted_values) - 1)
+    i = int(pos)
+    j = min(i + 1, len(sorted_values) - 1)
+    return sorted_values[i] + (pos - i) * (sorted_values[j] - sorted_values[i])
+
+
 def summarize(step_times: list[float], warmup: int, tokens_per_step: int) -> dict:
     timed = step_times[warmup:] or step_times
     median = statistics.median(timed) if timed else float("nan")
     return {
         "step_times_s": [{"step": i + 1, "time_s": t, "warmup": i < warmup} for i, t in enumerate(step_times)],
         "median_step_s": median,
+        # Low quantiles of the timed steps: on a shared machine other load only ever slows a step down, so
+        # these repeat across runs better than the median (`planner.calibrate.step_stat` can fit to them).
+        "p25_step_s": _quantile(sorted(timed), 0.25) if timed else float("nan"),
+        "min_step_s": min(timed) if timed else float("nan"),
         "tokens_per_s": tokens_per_step / median if median and median == median else None,
     }
