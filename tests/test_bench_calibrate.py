@@ -1,6 +1,7 @@
 """bench-hardware writes a loadable profile; calibrating `cpu` on measured launches predicts unseen plans better.
 
-Both tests run torch.distributed (torchrun, gloo) and are marked slow. `pytest -s` prints the measured figures.
+The two launch tests run torch.distributed (torchrun, gloo) and are marked slow. `pytest -s` prints the measured
+figures. The fast tests check the fixed-cost terms the CPU calibration fits and the step statistics it reads.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from planner.calibrate import apply_params, fit, observation_from_profile, predict_step_s
-from planner.catalog import load_hardware
+from planner.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
+from planner.catalog import load_hardware, load_model
+from planner.plan import Plan
+from planner.schedule import step_time
 from planner.specs import Training
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -53,25 +56,79 @@ def test_bench_hardware_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
           f"all-reduce {ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, {ar['latency_s'] * 1e6:.0f} us/hop")
 
 
-# (id, launch flags). Calibrated on FIT, predicted on HELD_OUT (plans the fit never saw).
+def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> None:
+    model, hw, tr = load_model("tiny"), load_hardware("cpu"), Training()
+    plans = [Plan(micro_batch=2, global_batch=8), Plan(dp=2, zero=3, micro_batch=2, global_batch=4, recompute="full"),
+             Plan(tp=2, micro_batch=2, global_batch=2), Plan(dp=2, micro_batch=2, global_batch=4)]
+    zero = apply_params(hw.efficiency, {"kernel_overhead_s": 0.0, "collective_overhead_s": 0.0})
+    for p in plans:
+        assert step_time(model, hw, p, tr).step_s == step_time(model, hw.model_copy(update={"efficiency": zero}), p, tr).step_s
+    k = hw.model_copy(update={"efficiency": apply_params(hw.efficiency, {"kernel_overhead_s": 1e-4})})
+    c = hw.model_copy(update={"efficiency": apply_params(hw.efficiency, {"collective_overhead_s": 1e-3})})
+    one = Plan(micro_batch=2, global_batch=2)
+    four = Plan(micro_batch=2, global_batch=8)
+    dk1 = step_time(model, k, one, tr).step_s - step_time(model, hw, one, tr).step_s
+    dk4 = step_time(model, k, four, tr).step_s - step_time(model, hw, four, tr).step_s
+    assert dk1 > 0 and dk4 == pytest.approx(4 * dk1)  # paid per kernel, every micro-batch
+    full = Plan(micro_batch=2, global_batch=2, recompute="full")
+    assert step_time(model, k, full, tr).step_s - step_time(model, hw, full, tr).step_s > dk1  # forward again
+    assert step_time(model, c, one, tr).step_s == step_time(model, hw, one, tr).step_s  # no collectives
+    ddp, fsdp = Plan(dp=2, micro_batch=2, global_batch=4), Plan(dp=2, zero=3, micro_batch=2, global_batch=4)
+    tp = Plan(tp=2, micro_batch=2, global_batch=2)
+    assert step_time(model, c, ddp, tr).step_s - step_time(model, hw, ddp, tr).step_s == pytest.approx(1e-3)
+    layers = model.num_layers
+    assert (step_time(model, c, fsdp, tr).step_s - step_time(model, hw, fsdp, tr).step_s
+            == pytest.approx(3 * (layers + 1) * 1e-3))  # gather, re-gather, reduce-scatter per FSDP unit
+    assert (step_time(model, c, tp, tr).step_s - step_time(model, hw, tp, tr).step_s
+            == pytest.approx(4 * layers * 1e-3))  # 2 all-reduces forward, 2 backward per layer
+
+
+def test_step_stat_reads_min_p25_median_of_the_timed_steps() -> None:
+    times = [0.9, 0.5, 0.4, 0.2, 0.3, 0.6]  # the first is warm-up
+    doc = {"median_step_s": 0.4,
+           "step_times_s": [{"step": i + 1, "time_s": t, "warmup": i == 0} for i, t in enumerate(times)]}
+    assert step_stat(doc) == 0.4 and step_stat(doc, "min") == 0.2
+    assert step_stat(doc, "p25") == pytest.approx(0.3)
+    with pytest.raises(Exception, match="unknown step statistic"):
+        step_stat(doc, "mean")
+
+
+# (id, launch flags). Calibrated on FIT, predicted on HELD_OUT (plans the fit never saw). Every held-out plan
+# interpolates a mechanism the fit saw: p1_mb4 between p1_mb1/p1_mb8 (and the 4-micro-batch p1_mb2_gb8),
+# dp2_mb2 between dp2_mb1 and dp2_mb4, fsdp2_mb4 a bigger micro-batch of fsdp2_mb2. Tensor parallelism is left
+# out: on CPU its step time is dominated by DTensor's per-op Python dispatch (tp2 runs 70-100 ms against 13 ms
+# for one process), a cost the step-time model has no term for; fitting it drags collective_overhead_s 3x up
+# and spoils the FSDP predictions.
 PLANS = {
     "p1_mb1": ["--nproc", "1", "--micro-batch", "1"],
-    "p1_mb4_full": ["--nproc", "1", "--micro-batch", "4", "--recompute", "full"],
+    "p1_mb2_s32": ["--nproc", "1", "--micro-batch", "2", "--seq-len", "32"],
     "p1_mb8": ["--nproc", "1", "--micro-batch", "8"],
+    "p1_mb2_gb8": ["--nproc", "1", "--micro-batch", "2", "--global-batch", "8"],
+    "p1_mb4_full": ["--nproc", "1", "--micro-batch", "4", "--recompute", "full"],
+    "dp2_mb1": ["--dp", "2", "--micro-batch", "1"],
+    "dp2_mb4": ["--dp", "2", "--micro-batch", "4"],
+    "fsdp2_mb2": ["--dp", "2", "--zero", "3", "--micro-batch", "2"],
+    "fsdp2_mb2_full": ["--dp", "2", "--zero", "3", "--micro-batch", "2", "--recompute", "full"],
+    "p1_mb4": ["--nproc", "1", "--micro-batch", "4"],
     "dp2_mb2": ["--dp", "2", "--micro-batch", "2"],
     "fsdp2_mb4": ["--dp", "2", "--zero", "3", "--micro-batch", "4"],
-    "tp2_mb2": ["--tp", "2", "--micro-batch", "2"],
-    "p1_mb2_s32": ["--nproc", "1", "--micro-batch", "2", "--seq-len", "32"],
-    "fsdp2_mb2_full": ["--dp", "2", "--zero", "3", "--micro-batch", "2", "--recompute", "full"],
 }
-HELD_OUT = ("p1_mb4_full", "fsdp2_mb4")
-FIT_PARAMS = ("matmul_scale", "matmul_small", "hbm", "step_overhead_s", "intra_node")
-HELD_OUT_BOUND_PCT = 60.0  # 20% is not holdable: the step-time model misfits gloo TP/FSDP on a shared 2-core box
+HELD_OUT = ("p1_mb4", "dp2_mb2", "fsdp2_mb4")
+# Per-token GEMM rate, and the three fixed costs that dominate a 0.3M-parameter model in eager PyTorch on CPU:
+# per step (optimizer loop), per kernel (op dispatch, x layers x micro-batches, +forward again with recompute)
+# and per collective call (gloo; FSDP gathers and reduces every layer every micro-batch). Each is pinned by a
+# different group of fit plans; hbm and intra_node are left at the measured bandwidths (they are not identifiable:
+# at these sizes the bytes terms are a few percent of a step).
+FIT_PARAMS = ("matmul_scale", "step_overhead_s", "kernel_overhead_s", "collective_overhead_s")
+# Each rank has one of the 2 cores and the box is shared, so a step is only ever slowed down: fit and judge the
+# fastest of many timed steps (min_step_s), which repeats from run to run; the median of 8 steps varied ~2x.
+STEPS, WARMUP, STAT = "40", "5", "min"
+HELD_OUT_BOUND_PCT = 15.0
 
 
 def _launch(name: str, flags: list[str], tmp: Path) -> dict:
     out = tmp / f"{name}.json"
-    cmd = [*_planner(), "launch", "--model", "tiny", *flags, "--steps", "8", "--warmup", "3",
+    cmd = [*_planner(), "launch", "--model", "tiny", *flags, "--steps", STEPS, "--warmup", WARMUP,
            "--profile-out", str(out), "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert r.returncode == 0, f"{name}: {' '.join(cmd)}\n{r.stderr[-3000:]}"
@@ -85,7 +142,9 @@ def _launch(name: str, flags: list[str], tmp: Path) -> dict:
 def test_calibrated_cpu_profile_predicts_held_out_plans(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     base = load_hardware("cpu")
-    obs = {n: observation_from_profile(_launch(n, f, tmp_path), base, n) for n, f in PLANS.items()}
+    docs = {n: _launch(n, f, tmp_path) for n, f in PLANS.items()}
+    assert all(d["min_step_s"] <= d["p25_step_s"] <= d["median_step_s"] for d in docs.values())
+    obs = {n: observation_from_profile(d, base, n, stat=STAT) for n, d in docs.items()}
     train = [o for n, o in obs.items() if n not in HELD_OUT]
     held = [obs[n] for n in HELD_OUT]
     res = fit(train, base, names=FIT_PARAMS)
@@ -97,13 +156,14 @@ def test_calibrated_cpu_profile_predicts_held_out_plans(tmp_path: Path) -> None:
 
     before = statistics.median(err(o, base.efficiency) for o in held)
     after = statistics.median(err(o, eff_after) for o in held)
-    print("\nmeasured median step s: " + ", ".join(f"{o.id}={o.measured_step_s * 1e3:.1f}ms" for o in obs.values()))
+    print(f"\n{STAT} step of {int(STEPS) - int(WARMUP)} timed: "
+          + ", ".join(f"{o.id}={o.measured_step_s * 1e3:.1f}ms" for o in obs.values()))
     print(f"fit ({', '.join(FIT_PARAMS)}): " + ", ".join(f"{k}={v:.4g}" for k, v in res.values.items()))
     print(f"fit-set median |err|: before {res.median_before_pct:.1f}%  after {res.median_after_pct:.1f}%")
     for o in held:
         print(f"held-out {o.id}: before {err(o, base.efficiency):.1f}%  after {err(o, eff_after):.1f}%")
     print(f"HELD-OUT median |err|: before {before:.1f}%  after {after:.1f}%  (bound {HELD_OUT_BOUND_PCT}%); "
           f"wall {time.perf_counter() - t0:.0f} s")
-    # Improvement over the uncalibrated profile is reported, not asserted: on this shared 2-core machine
-    # it was 58% -> 33% in one run and 34.5% -> 35.8% in another (identical CPU runs vary ~2x).
+    assert res.median_after_pct < res.median_before_pct
+    assert after < before
     assert after <= HELD_OUT_BOUND_PCT
