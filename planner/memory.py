@@ -188,6 +188,24 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
 
 
 # ---- the breakdown ------------------------------------------------------------------------------------
+def buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, *, workspace_bytes: float) -> float:
+    """Buffers beside the model states: the backward working set, plus ZeRO-3 gathers or DDP buckets,
+    plus fp8 weight copies and scaling state."""
+    buffers = workspace_bytes
+    if plan.zero == 3 and plan.dp * plan.cp > 1:
+        # FSDP/ZeRO-3 gathers the current unit and prefetches the next, and holds the unsharded
+        # gradient of one unit before its reduce-scatter (Zhao et al. 2023, PyTorch FSDP, section 3).
+        buffers += params.largest_unit * (2 * per.weights + per.gradients)
+    elif plan.dp > 1:
+        buffers += 2 * DDP_BUCKET_BYTES
+    if plan.precision == "fp8":
+        # FP8 copies of the local weights reused across micro-batches, plus per-GEMM scaling state
+        # (Transformer Engine, `is_first_microbatch`; Micikevicius et al. 2022, FP8 Formats).
+        fp8_weights = params.largest_unit * 2 if plan.zero == 3 else params.total
+        buffers += fp8_weights + params.num_gemms * FP8_SCALING_BYTES_PER_TENSOR
+    return buffers
+
+
 def act_bytes(precision: str) -> int:
     """Activations are kept in the compute dtype; fp8 recipes keep bf16 activations (TE, torchao)."""
     return 4 if precision == "fp32" else 2
@@ -236,18 +254,7 @@ def _stage_memory(
         activations += logits_bytes(model, p)
 
     workspace = layer_workspace_bytes(model, moe_layer=moe_share > 0, **kwargs)
-    buffers = workspace
-    if p.zero == 3 and shard > 1:
-        # FSDP/ZeRO-3 gathers the current unit and prefetches the next, and holds the unsharded
-        # gradient of one unit before its reduce-scatter (Zhao et al. 2023, PyTorch FSDP, section 3).
-        buffers += params.largest_unit * (2 * per.weights + per.gradients)
-    elif p.dp > 1:
-        buffers += 2 * DDP_BUCKET_BYTES
-    if p.precision == "fp8":
-        # FP8 copies of the local weights reused across micro-batches, plus per-GEMM scaling state
-        # (Transformer Engine, `is_first_microbatch`; Micikevicius et al. 2022, FP8 Formats).
-        fp8_weights = params.largest_unit * 2 if p.zero == 3 else params.total
-        buffers += fp8_weights + params.num_gemms * FP8_SCALING_BYTES_PER_TENSOR
+    buffers = buffer_bytes(p, params, per, workspace_bytes=workspace)
 
     tensors = weights + gradients + optimizer + activations + buffers
     r = hw.reserved

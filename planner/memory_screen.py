@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .activations import activation_bytes_per_layer, layer_workspace_bytes
-from .memory import (DDP_BUCKET_BYTES, FP8_SCALING_BYTES_PER_TENSOR, act_bytes, in_flight_microbatches,
+from .memory import (act_bytes, buffer_bytes, in_flight_microbatches,
                      logits_bytes, rank_params, state_bytes_per_param)
 from .plan import Plan, stage_layers
 from .specs import HardwareProfile, ModelSpec, Training
@@ -86,14 +86,7 @@ class MemoryScreen:
                 if logits is None:
                     logits = logits_bytes(self.model, p)
                 acts += logits
-            buffers = workspace
-            if p.zero == 3 and shard > 1:
-                buffers += params.largest_unit * (2 * per.weights + per.gradients)
-            elif p.dp > 1:
-                buffers += 2 * DDP_BUCKET_BYTES
-            if p.precision == "fp8":
-                fp8_weights = params.largest_unit * 2 if p.zero == 3 else total_p
-                buffers += fp8_weights + params.num_gemms * FP8_SCALING_BYTES_PER_TENSOR
+            buffers = buffer_bytes(p, params, per, workspace_bytes=workspace)
             tensors = weights + grads + optim + acts + buffers
             total = tensors + r_cfg.cuda_context_bytes + r_cfg.comm_workspace_bytes + r_cfg.allocator_fraction * tensors
             if total > best:

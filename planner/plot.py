@@ -36,10 +36,17 @@ def plot_search(result: Any, path: str) -> None:
     ax.set_title(f"{result.model.name} on {result.space.gpus} x {result.hardware.name}")
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: str) -> None:
+    """Write a matplotlib figure and close it; an unwritable path is one PlannerError line."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     try:
         fig.savefig(path)
     except OSError as e:
-        raise PlannerError(f"cannot write plot {path!r}: {e.strerror}") from None
+        raise PlannerError(f"cannot write {path!r}: {e.strerror}") from None
     finally:
         plt.close(fig)

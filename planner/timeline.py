@@ -96,10 +96,6 @@ def draw_timeline(est: Any, path: str) -> None:
     ax.set_title(f"{est.model.name}: {plan.summary()} {plan.schedule}{shown}; blue forward, orange backward"
                  f"{' + recompute' if t.recompute_s else ''}, green exposed dp comm + optimizer; gaps are the bubble",
                  fontsize=8)
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except OSError as e:
-        raise PlannerError(f"cannot write {path!r}: {e.strerror}") from None
-    finally:
-        plt.close(fig)
+    from .plot import save_figure
+
+    save_figure(fig, path)
