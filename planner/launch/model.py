@@ -6,12 +6,18 @@ Attention computes the head count from the local shape (``view(B, T, -1, head_di
 parallelism can split heads without the module knowing. RoPE tables are recomputed per call (no
 buffers), which keeps FSDP and pipeline stages free of non-parameter state.
 
+Initial values are a pure function of (seed, parameter name): the worker builds each stage on the meta
+device, shards it, and fills only its own shards (``init_weights``), so a rank never holds the whole
+model, and every layout starts from exactly the 1-process model's weights.
+
 ``positions`` (B, T) optionally gives each token's global position. Context parallelism needs it: each
 cp rank holds a load-balanced, non-contiguous slice of the sequence (chunks r and 2·cp−1−r), so RoPE and
 learned positions must use the sliced position ids, not ``arange`` of the local length.
 """
 
 from __future__ import annotations
+
+import zlib
 
 import torch
 import torch.nn.functional as F
@@ -118,15 +124,12 @@ class GPT(nn.Module):
         self.tied = model.tied_embeddings if tied is None else tied
         if self.tied:
             self.output.weight = self.embed.tok.weight
-        self.reset_parameters()
+        if self.output.weight.device.type != "meta":  # a meta model is filled after sharding (init_weights)
+            self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        """GPT-2 style init: N(0, 0.02) for weights, zero biases, unit norms."""
-        for mod in self.modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(mod.weight, std=0.02)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
+    def reset_parameters(self, seed: int = 0) -> None:
+        """GPT-2 style init (N(0, 0.02) weights, zero biases, unit norms), the same for every layout."""
+        init_weights(self, seed)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         # positions goes by keyword: TP's PrepareModuleInput checks positional inputs only.
@@ -146,6 +149,45 @@ class GPT(nn.Module):
         if not last:
             self.norm = self.output = None
         return self
+
+
+def canonical_name(name: str) -> str:
+    """A parameter's name in the plain 1-process model: wrappers (activation checkpointing) removed."""
+    return name.replace("_checkpoint_wrapped_module.", "")
+
+
+def initial_value(name: str, shape: tuple[int, ...], seed: int, device: torch.device) -> torch.Tensor:
+    """The full initial tensor of parameter ``name``: a pure function of (seed, name, shape).
+
+    Each parameter draws from its own generator, so a pipeline stage, a tensor-parallel shard or an
+    FSDP shard holds exactly the values that the same parameter has in the 1-process model, without
+    any rank ever building the whole model.
+    """
+    module, _, leaf = name.rpartition(".")
+    if module.rpartition(".")[2].endswith("norm"):
+        return (torch.ones if leaf == "weight" else torch.zeros)(shape, device=device)
+    if leaf == "bias":
+        return torch.zeros(shape, device=device)
+    g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+    return torch.empty(shape, device=device).normal_(0.0, 0.02, generator=g)
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, seed: int) -> None:
+    """Fill every parameter (plain, TP or FSDP DTensor) with its slice of ``initial_value``.
+
+    The model may have been built on the meta device and moved with ``to_empty``: only this rank's
+    shards are ever allocated, plus one full parameter at a time while it is sliced.
+    """
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    for name, param in model.named_parameters():
+        full = initial_value(canonical_name(name), tuple(param.shape), seed, param.device)
+        if isinstance(param, DTensor):  # local slice, no communication (src_data_rank=None)
+            param.to_local().copy_(distribute_tensor(full, param.device_mesh, param.placements,
+                                                     src_data_rank=None).to_local())
+        else:
+            param.copy_(full)
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

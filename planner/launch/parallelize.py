@@ -24,6 +24,7 @@ Zero-bubble schedules with FSDP2 resharding give silently wrong losses on torch 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -140,21 +141,22 @@ def data_parallel_mesh(mesh: DeviceMesh, *, cp: int) -> DeviceMesh:
 
 
 def parallelize(model: GPT, mesh: DeviceMesh, *, plan, kind: str, schedule: str = "",  # noqa: ANN001
-                dp_mesh: DeviceMesh | None = None) -> nn.Module:
-    """TP → AC → data parallel on one model (or one pipeline stage). Returns the module to train.
+                dp_mesh: DeviceMesh | None = None, materialize: Callable[[nn.Module], None] | None = None) -> nn.Module:
+    """TP → AC → FSDP → materialize → DDP on one model (or one pipeline stage). Returns the module to train.
 
     dp_mesh: the gradient-averaging mesh from ``data_parallel_mesh`` (default ``mesh["dp"]``).
+    materialize: called once the parameters are sharded, for a model built on the meta device (allocate
+    and fill this rank's shards); DDP wraps after it, since DDP broadcasts real weights.
     """
     if plan.tp > 1:
         apply_tp(model, mesh["tp"], sp=plan.sp)
     apply_ac(model, mode=plan.recompute)
-    if kind == "none":
-        return model
     dp_mesh = mesh["dp"] if dp_mesh is None else dp_mesh
     if kind in ("fsdp", "fsdp-noreshard"):
         reshard = kind == "fsdp" and schedule not in ZERO_BUBBLE
         apply_fsdp(model, dp_mesh, reshard=reshard, precision=plan.precision)
-        return model
+    if materialize is not None:
+        materialize(model)
     if kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 

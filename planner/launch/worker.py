@@ -30,7 +30,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from ..plan import Plan
 from . import checkpoint
 from .layout import MESH_DIMS, stage_layer_ranges, stages_of
-from .model import GPT, cross_entropy
+from .model import GPT, cross_entropy, init_weights
 from .parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from .preflight import cp_problems, uses_context_parallel
 from .profile import ActivationCounter, model_state_bytes, summarize
@@ -104,20 +104,29 @@ class Trainer:
         self._build()
 
     def _build(self) -> None:
-        p, spec = self.plan, self.spec
-        torch.manual_seed(self.args.seed)
-        tied = spec.tied_embeddings and p.tp == 1 and p.pp == 1
-        full = GPT(spec, tied=tied).to(self.device)
+        p = self.plan
         if p.pp == 1:
-            self.parts = [parallelize(full, self.mesh, plan=p, kind=self.kind, dp_mesh=self.dp_mesh)]
+            self.parts = [self._part(range(self.spec.num_layers), first=True, last=True)]
             self.stages, self.schedule = [], None
         else:
-            self._build_pipeline(full)
+            self._build_pipeline()
         self.optims = [torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=WEIGHT_DECAY) for m in self.parts]
 
-    def _build_pipeline(self, full: GPT) -> None:
-        import copy
+    def _part(self, layer_ids, *, first: bool, last: bool) -> torch.nn.Module:  # noqa: ANN001
+        """One stage (or the whole model): built on meta, sharded, then only this rank's shards allocated."""
+        p = self.plan
+        tied = self.spec.tied_embeddings and p.tp == 1 and p.pp == 1
+        with torch.device("meta"):
+            part = GPT(self.spec, tied=tied).keep_only(tuple(layer_ids), first=first, last=last)
 
+        def materialize(module: torch.nn.Module) -> None:
+            module.to_empty(device=self.device)
+            init_weights(module, self.args.seed)
+
+        return parallelize(part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule, dp_mesh=self.dp_mesh,
+                           materialize=materialize)
+
+    def _build_pipeline(self) -> None:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
         p, n = self.plan, self.plan.pp * self.plan.vpp
@@ -125,11 +134,9 @@ class Trainer:
         group = self.mesh["pp"].get_group()
         self.parts, self.stages = [], []
         for s in stages_of(self.pp_rank, pp=p.pp, vpp=p.vpp):
-            part = copy.deepcopy(full).keep_only(ranges[s], first=s == 0, last=s == n - 1)
-            part = parallelize(part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule, dp_mesh=self.dp_mesh)
+            part = self._part(ranges[s], first=s == 0, last=s == n - 1)
             self.parts.append(part)
             self.stages.append(PipelineStage(part, s, n, self.device, group=group))
-        del full
         k = p.num_microbatches
         if p.schedule == "interleaved":
             self.schedule = ScheduleInterleaved1F1B(self.stages, n_microbatches=k, loss_fn=cross_entropy)
