@@ -51,14 +51,17 @@ def op_policy_recomputed(model: ModelSpec) -> tuple[str, ...]:
     return layer_matmuls(model)[1::2]
 
 
-def _mlp_tensors(model: ModelSpec, ffn: int, a: int, copies: float, prefix: str) -> list[SavedTensor]:
+def _mlp_tensors(model: ModelSpec, ffn: int, a: int, copies: float, prefix: str, fused: bool) -> list[SavedTensor]:
     """Per MLP: fc1 (gate) output, the up projection (gated MLPs), the fc2 input and, for the op
     policy only, the fc2 output. Fused SwiGLU keeps gate, up and their product (Megatron's
-    bias_swiglu fusion): 3·f values per token; GELU keeps its input and output: 2·f (Korthikanti)."""
+    bias_swiglu fusion): 3·f values per token; eager SwiGLU (silu, then a product) keeps the SiLU
+    output too: 4·f; GELU keeps its input and output: 2·f (Korthikanti)."""
     h = model.hidden_size
     out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True)]
     if model.mlp == "swiglu":
         out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp"))
+        if not fused:
+            out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp"))
     out.append(SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp"))
     out.append(SavedTensor(f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=True))
     return out
@@ -72,6 +75,7 @@ def layer_tensors(
     q_dim = model.num_attention_heads * model.head_size
     kv_dim = model.kv_heads * model.head_size
     heads = model.num_attention_heads
+    fused = training.fused_kernels
     t: list[SavedTensor] = [
         SavedTensor("norm1 input (layer input)", h * a, "seq", op_keep=True),
         SavedTensor("norm1 output (QKV input)", h * a, "seq"),
@@ -99,11 +103,16 @@ def layer_tensors(
         t.append(SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True))
         # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
         t.append(SavedTensor("permuted expert input", m.top_k * h * a, "tp", op_keep=True))
-        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ")
+        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused)
         if m.num_shared_experts:
-            t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.num_shared_experts, "shared expert ")
+            t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.num_shared_experts, "shared expert ", fused)
     else:
-        t += _mlp_tensors(model, model.ffn_hidden_size, a, 1, "")
+        t += _mlp_tensors(model, model.ffn_hidden_size, a, 1, "", fused)
+    if not fused and model.norm == "rmsnorm":
+        # Eager nn.RMSNorm (torch 2.13) computes in fp32 and keeps the fp32 input and the fp32 normalised
+        # value (4 + 4 bytes) where a fused kernel keeps the a-byte input: 8 − a more per norm, two norms.
+        # Measured with saved-tensor hooks (tests/launch/test_activation_count.py).
+        t.append(SavedTensor("fp32 copies in the two eager RMSNorms", 2 * (8 - a) * h, "seq"))
     return t
 
 

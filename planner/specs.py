@@ -282,6 +282,12 @@ class Training(Frozen):
         "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one even in fp32",
     )
     flash_attention: bool = Field(True, description="fused attention: the s x s scores are never stored")
+    fused_kernels: bool = Field(
+        True,
+        description="fused RMSNorm and SwiGLU kernels (Megatron, Apex, compiled torchtitan). False: eager "
+        "PyTorch (the `planner launch` worker), whose RMSNorm keeps an fp32 copy of its input and the fp32 "
+        "normalised value, and whose SwiGLU keeps the SiLU output as well",
+    )
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era models)")
     selective_policy: Literal["op", "attention"] = Field(
         "op",

@@ -42,8 +42,34 @@ def model_state_bytes(parts: list[nn.Module], optims: list[torch.optim.Optimizer
     }
 
 
+# Autograd nodes that only cast, transpose or reshape their one input: a weight seen through them is
+# still a weight (autocast's bf16 copy of an fp32 parameter, the transposed weight a linear saves).
+_WEIGHT_VIEWS = frozenset({"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",
+                           "PermuteBackward0", "AliasBackward0", "UnsafeViewBackward0"})
+
+
+def is_weight(t: torch.Tensor, max_hops: int = 6) -> bool:
+    """A parameter, or a cast/view of one (FSDP2's unsharded copy, autocast's cast), not an activation.
+
+    FSDP2's unsharded parameters are freed after forward by resizing their storage, and autocast's
+    casts are weights in another dtype: neither is activation memory, though autograd saves both.
+    """
+    if t.grad_fn is None:
+        return isinstance(t, nn.Parameter)
+    fn = t.grad_fn
+    for _ in range(max_hops):
+        name = type(fn).__name__
+        if name == "AccumulateGrad":
+            return isinstance(fn.variable, nn.Parameter)
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        if name not in _WEIGHT_VIEWS or len(inputs) != 1:
+            return False
+        fn = inputs[0]
+    return False
+
+
 class ActivationCounter:
-    """Peak bytes of tensors autograd saved for backward (parameters excluded), over a step."""
+    """Peak bytes of tensors autograd saved for backward (weights and their casts excluded), over a step."""
 
     def __init__(self, parts: list[nn.Module]):
         self.param_ptrs = {_local(p).untyped_storage().data_ptr() for m in parts for p in m.parameters()}
@@ -58,7 +84,7 @@ class ActivationCounter:
             try:
                 s = _local(t).untyped_storage()
                 ptr = s.data_ptr()
-                if ptr not in self.param_ptrs:
+                if ptr not in self.param_ptrs and not is_weight(t):
                     self.live[ptr] = s.nbytes()
                     self.peak = max(self.peak, sum(self.live.values()))
             except (RuntimeError, NotImplementedError):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import PlannerError
 from ..plan import Plan
-from ..specs import ModelSpec
+from ..specs import ModelSpec, Training
 from .command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
 from .layout import MESH_DIMS, layout, mesh_shape
 from .preflight import Environment, Preflight, preflight
@@ -35,14 +35,18 @@ def resolve_plan(model: ModelSpec, plan_file: str | None, overrides: dict[str, o
         raise PlannerError(f"invalid plan: {exc}") from exc
 
 
+# What the worker runs: eager PyTorch modules (nn.RMSNorm, silu then a product), not fused kernels.
+WORKER_TRAINING = Training(fused_kernels=False)
+
+
 def predicted(model: ModelSpec, plan: Plan, hardware: str) -> dict[str, float | None]:
-    """Peak bytes per device and step time from planner.estimate, when that module exists."""
+    """Peak bytes per device and step time of the worker's run, from planner.estimate."""
     out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}  # more keys when known
     try:
         from ..catalog import load_hardware
         from ..estimate import estimate
 
-        est = estimate(model, load_hardware(hardware), plan)
+        est = estimate(model, load_hardware(hardware), plan, WORKER_TRAINING)
         b = est.memory.peak.breakdown
         out["peak_bytes"] = float(est.memory.total_bytes)  # the pre-flight check: everything a device holds
         out["tensor_bytes"] = float(b.total_bytes - b.reserved_bytes)  # what the run can measure

@@ -1,0 +1,54 @@
+"""The eager worker's saved activations per layer, counted from tensors, against the activation model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from planner.activations import activation_bytes_per_layer
+from planner.launch.model import Block
+from planner.launch.profile import ActivationCounter, is_weight
+from planner.specs import ModelSpec, Training
+
+B, S, H, F = 2, 128, 256, 1024
+
+
+def _spec(norm: str, mlp: str) -> ModelSpec:
+    return ModelSpec(name="layer", num_layers=1, hidden_size=H, num_attention_heads=4, ffn_hidden_size=F, mlp=mlp,
+                     vocab_size=512, max_seq_len=S, tied_embeddings=False, position_embedding="rope", norm=norm)
+
+
+@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_layer_activations_match_the_model(norm, mlp, dtype):
+    """Measured on torch 2.13 CPU: within 1.6% in all eight cases (the rest is RoPE tables and rsqrt stats).
+
+    Before ``Training.fused_kernels=False`` existed, eager RMSNorm/SwiGLU layers measured 1.2-1.5x the fused
+    prediction (eager RMSNorm keeps fp32 copies; eager SwiGLU keeps the SiLU output).
+    """
+    spec = _spec(norm, mlp)
+    block = Block(spec).to(dtype)
+    x = torch.randn(B, S, H, dtype=dtype, requires_grad=True)
+    counter = ActivationCounter([block])
+    with counter.track():
+        block(x).sum().backward()
+    predicted = activation_bytes_per_layer(spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize,
+                                           training=Training(fused_kernels=False))
+    assert counter.peak == pytest.approx(predicted, rel=0.03)
+    fused = activation_bytes_per_layer(spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize, training=Training())
+    if norm == "rmsnorm" or mlp == "swiglu":
+        assert fused < 0.9 * counter.peak  # the fused model would under-count this eager layer
+    else:
+        assert fused == predicted  # nothing eager-specific in LayerNorm + GELU
+
+
+def test_weights_and_their_casts_are_not_activations():
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8, requires_grad=True)
+    assert is_weight(lin.weight) and is_weight(lin.weight.t()) and is_weight(lin.weight.to(torch.bfloat16))
+    assert not is_weight(x) and not is_weight(lin(x)) and not is_weight(lin(x).t())
+    counter = ActivationCounter([])  # no parameter storages registered: is_weight alone must exclude them
+    with counter.track(), torch.autocast("cpu", dtype=torch.bfloat16):
+        lin(x).sum().backward()
+    assert counter.peak == 4 * 8 * 2  # the bf16 cast of x only, not the bf16 copy of the weight
