@@ -102,14 +102,23 @@ def emit_json(doc: dict[str, Any]) -> None:
 
 
 # ---- catalogs ---------------------------------------------------------------------------------------
+def _catalog_table(columns: tuple[str, ...], left: tuple[str, ...], *, caption: str | None = None,
+                   min_width: bool = False):  # noqa: ANN202 (rich is imported lazily)
+    """The borderless listing table of `planner models` and `planner hardware`."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, caption=caption)
+    for col in columns:
+        table.add_column(col, justify="left" if col in left else "right", min_width=len(col) if min_width else None)
+    return table
+
+
 @models_app.callback()
 def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the model catalog."""
     if ctx.invoked_subcommand:
         return
-    from rich import box
-    from rich.table import Table
-
     from .catalog import list_models, load_model
     from .units import fmt_count
 
@@ -118,9 +127,8 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         emit_json({"models": [{"name": s.name, "params": s.num_params, "active_params": s.num_active_params,
                                "num_layers": s.num_layers, "hidden_size": s.hidden_size} for s in specs]})
         return
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"):
-        table.add_column(col, justify="left" if col in ("name", "mlp", "moe") else "right")
+    table = _catalog_table(("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"),
+                           left=("name", "mlp", "moe"))
     for s in specs:
         moe = f"{s.moe.num_experts}x top{s.moe.top_k}" if s.moe else ""
         table.add_row(s.name, fmt_count(s.num_params), str(s.num_layers), str(s.hidden_size),
@@ -154,19 +162,14 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the hardware catalog."""
     if ctx.invoked_subcommand:
         return
-    from rich import box
-    from rich.table import Table
-
     from .catalog import list_hardware, load_hardware
 
     profiles = [load_hardware(n) for n in list_hardware()]
     if as_json:
         emit_json({"hardware": [p.model_dump() for p in profiles]})
         return
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False,
-                  caption="TFLOP/s dense; link figures per GPU, one direction")
-    for col in ("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "intra GB/s", "inter GB/s"):
-        table.add_column(col, justify="left" if col == "name" else "right", min_width=len(col))
+    table = _catalog_table(("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "intra GB/s", "inter GB/s"),
+                           left=("name",), caption="TFLOP/s dense; link figures per GPU, one direction", min_width=True)
     for p in profiles:
         g = p.gpu
         table.add_row(p.name, f"{g.hbm_bytes / 2**30:.0f} GiB", f"{g.peak_flops['bf16'] / 1e12:.0f}",
