@@ -9,6 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import PlannerError
+from ..options import (
+    CpOpt, DpOpt, EpOpt, GlobalBatchOpt, MicroBatchOpt, PpOpt, PrecisionOpt, RecomputeOpt, ScheduleOpt, SeqLenOpt,
+    SpOpt, TpOpt, VppOpt, ZeroOpt,
+)
 from .command import RunConfig
 from .emit_cluster import write_cluster_files
 from .emit_engines import write_engine_file
@@ -24,20 +28,20 @@ def launch(
     model: Annotated[Optional[str], Opt(help="catalog name or model YAML path (default: the --plan file's)")] = None,
     hardware: Annotated[Optional[str], Opt(help="hardware profile name (default: cpu when no CUDA)")] = None,
     plan: Annotated[Optional[Path], Opt("--plan", help="YAML mapping of Plan fields; flags override it")] = None,
-    tp: Annotated[Optional[int], Opt(help="tensor-parallel degree")] = None,
-    pp: Annotated[Optional[int], Opt(help="pipeline-parallel degree")] = None,
-    dp: Annotated[Optional[int], Opt(help="data-parallel degree")] = None,
-    cp: Annotated[Optional[int], Opt(help="context-parallel degree")] = None,
-    ep: Annotated[Optional[int], Opt(help="expert-parallel degree")] = None,
-    vpp: Annotated[Optional[int], Opt(help="virtual pipeline stages per rank")] = None,
-    sp: Annotated[Optional[bool], Opt("--sp/--no-sp", help="Megatron sequence parallelism")] = None,
-    zero: Annotated[Optional[int], Opt(help="ZeRO stage 0-3")] = None,
-    recompute: Annotated[Optional[str], Opt(help="none | selective | full")] = None,
-    micro_batch: Annotated[Optional[int], Opt(help="sequences per micro-batch")] = None,
-    global_batch: Annotated[Optional[int], Opt(help="sequences per step (default dp*micro_batch*pp)")] = None,
-    seq_len: Annotated[Optional[int], Opt(help="tokens per sequence")] = None,
-    precision: Annotated[Optional[str], Opt(help="fp32 | bf16 | fp16 | fp8")] = None,
-    schedule: Annotated[Optional[str], Opt(help="gpipe | 1f1b | interleaved")] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    dp: DpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    sp: SpOpt = None,
+    zero: ZeroOpt = None,
+    recompute: RecomputeOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    precision: PrecisionOpt = None,
+    schedule: ScheduleOpt = None,
     nproc: Annotated[Optional[int], Opt(help="processes per node (default: plan gpus / nnodes)")] = None,
     nnodes: Annotated[int, Opt(help="nodes")] = 1,
     steps: Annotated[int, Opt(help="optimizer steps")] = 8,
