@@ -78,15 +78,17 @@ class ActivationCounter:
 
     @contextmanager
     def track(self):
-        self.live = {}
+        self.live, total = {}, 0
 
         def pack(t: torch.Tensor):
+            nonlocal total
             try:
                 s = _local(t).untyped_storage()
                 ptr = s.data_ptr()
-                if ptr not in self.param_ptrs and not is_weight(t):
+                if ptr not in self.live and ptr not in self.param_ptrs and not is_weight(t):  # each storage once
                     self.live[ptr] = s.nbytes()
-                    self.peak = max(self.peak, sum(self.live.values()))
+                    total += self.live[ptr]
+                    self.peak = max(self.peak, total)
             except (RuntimeError, NotImplementedError):
                 pass
             return t
