@@ -35,8 +35,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    from planner.catalog import load_hardware, load_model
-    from planner.search import Space, default_global_batch, search
+    from planner.io.catalog import load_hardware, load_model
+    from planner.search.pipeline import Space, default_global_batch, search
 
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(f"{'case':44} {'wall med':>9} {'wall min':>9} {'in-proc':>8} {'evaluated':>9} {'timed':>6} {'plans/s (wall)':>15}")

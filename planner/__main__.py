@@ -1,3 +1,3 @@
-from .cli import main
+from planner.cli import main
 
 main()

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .errors import PlannerError
-from .specs import Frozen, ModelSpec
+from planner.errors import PlannerError
+from planner.specs import Frozen, ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["gpipe", "1f1b", "interleaved"]

@@ -9,8 +9,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _reference_file(name: str) -> Path:
-    """shared/reference sits beside the checkout; a copy under tests/data is the fallback."""
-    for candidate in (REFERENCE / name, REPO / "tests" / "data" / name):
+    """The repository's own copy under tests/data, so a local run and CI test the same data; the shared
+    reference beside the checkout only when the copy is missing."""
+    for candidate in (REPO / "tests" / "data" / name, REFERENCE / name):
         if candidate.is_file():
             return candidate
     pytest.skip(f"{name} not found beside the checkout or in tests/data")

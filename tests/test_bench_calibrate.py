@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from planner.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
-from planner.catalog import load_hardware, load_model
+from planner.fit.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
+from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
-from planner.schedule import step_time
+from planner.cost.schedule import step_time
 from planner.specs import Efficiency, Training
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from planner.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
+from planner.io.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
 from planner.errors import PlannerError
 from planner.specs import PRECISIONS
 

@@ -42,7 +42,7 @@ def test_memory_table_and_per_stage():
 
 def test_plan_file_round_trip(tmp_path):
     from planner.plan import Plan
-    from planner.planfile import write_plan_file
+    from planner.io.planfile import write_plan_file
 
     path = tmp_path / "plan.yaml"
     write_plan_file(str(path), plan=Plan(dp=4, tp=2, zero=1, global_batch=32, seq_len=4096), model="llama3-8b",

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.comm import (
+from planner.cost.comm import (
     Link,
     collective_bytes,
     collective_s,
@@ -16,7 +16,7 @@ from planner.comm import (
     layer_comm,
     stage_params_per_gpu,
 )
-from planner.compute import layer_time, stage_compute
+from planner.cost.compute import layer_time, stage_compute
 from helpers import make_hw
 from planner.plan import Plan
 from planner.specs import (

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.compute import (
+from planner.cost.compute import (
     flops_per_token_forward,
     hardware_flops_per_step,
     layer_flops_per_token,

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from planner.calibrate import fit, observations_from_runs, predict_step_s
-from planner.catalog import load_hardware, load_model
+from planner.fit.calibrate import fit, observations_from_runs, predict_step_s
+from planner.io.catalog import load_hardware, load_model
 from planner.errors import PlannerError
-from planner.estimate import estimate
+from planner.cost.estimate import estimate
 from planner.plan import Plan
 from planner.specs import Efficiency, MatmulPoint, Training
-from planner.validate import validate_runs
+from planner.fit.validate import validate_runs
 
 REFERENCE = "tests/data/calibration_runs.yaml"
 

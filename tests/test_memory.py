@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.activations import activation_bytes_per_layer
-from planner.catalog import load_hardware, load_model
-from planner.memory import in_flight_microbatches, memory_report, model_state_bytes
+from planner.cost.activations import activation_bytes_per_layer
+from planner.io.catalog import load_hardware, load_model
+from planner.cost.memory import in_flight_microbatches, memory_report, model_state_bytes
 from planner.plan import Plan
 from planner.specs import ModelSpec, Training
 

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from helpers import make_hw
 from planner.plan import Plan
-from planner.schedule import bubble_fraction, step_time
+from planner.cost.schedule import bubble_fraction, step_time
 from planner.specs import (
     ModelSpec,
     Training,
 )
-from planner.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
+from planner.cost.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
 
 
 

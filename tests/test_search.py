@@ -9,12 +9,12 @@ import random
 import pytest
 import yaml
 
-from planner.catalog import load_hardware, load_model
+from planner.io.catalog import load_hardware, load_model
 from planner.cli import main
-from planner.memory import memory_report
+from planner.cost.memory import memory_report
 from planner.plan import Plan, check_plan
-from planner.schedule import step_time
-from planner.search import (NOT_FIT, MemoryScreen, Space, micro_batches, pareto_front, search, structures)
+from planner.cost.schedule import step_time
+from planner.search.pipeline import (NOT_FIT, MemoryScreen, Space, micro_batches, pareto_front, search, structures)
 from planner.specs import Training
 
 

@@ -26,7 +26,7 @@ def main(out: str, sizes: list[int], budget_s: float) -> None:
     if cuda:
         torch.cuda.set_device(device)
     dist.init_process_group(backend, timeout=timedelta(seconds=90))
-    from .measure import rss_bytes
+    from planner.bench.measure import rss_bytes
 
     rss = rss_bytes()
 

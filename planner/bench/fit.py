@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..comm import _ring
+from planner.cost.comm import _ring
 
 
 def alpha_beta(rows: list[dict[str, Any]], kind: str, n: int) -> dict[str, float]:

@@ -10,7 +10,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 
-from ..plan import Plan
+from planner.plan import Plan
 
 WORKER_MODULE = "planner.launch.worker"
 RDZV_PORT = 29500

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..plan import Plan, stage_layers
+from planner.plan import Plan, stage_layers
 
 MESH_DIMS = ("pp", "dp", "cp", "tp")
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..specs import ModelSpec
+from planner.specs import ModelSpec
 
 
 def _norm(model: ModelSpec) -> nn.Module:

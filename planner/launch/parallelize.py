@@ -40,7 +40,7 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from .model import GPT
+from planner.launch.model import GPT
 
 ZERO_BUBBLE = ("interleaved_zb", "zbv", "dualpipev")
 

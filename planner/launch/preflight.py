@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..plan import Plan, check_plan
-from ..specs import ModelSpec
+from planner.plan import Plan, check_plan
+from planner.specs import ModelSpec
 
 # Public APIs the worker uses and the torch release that made each public.
 FEATURES = {

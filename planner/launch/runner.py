@@ -11,17 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from ..errors import PlannerError
-from ..plan import Plan
-from ..specs import ModelSpec, Training
-from .command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
-from .layout import MESH_DIMS, layout, mesh_shape
-from .preflight import Environment, Preflight, preflight
+from planner.errors import PlannerError
+from planner.plan import Plan
+from planner.specs import ModelSpec, Training
+from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
+from planner.launch.layout import MESH_DIMS, layout, mesh_shape
+from planner.launch.preflight import Environment, Preflight, preflight
 
 
 def resolve_plan(model: ModelSpec, plan_file: str | None, overrides: dict[str, object]) -> Plan:
     """Plan fields from a YAML file, then the flags given on the command line; sensible rehearsal defaults."""
-    from ..planfile import read_plan_file
+    from planner.io.planfile import read_plan_file
 
     fields: dict[str, object] = dict(read_plan_file(plan_file)["plan"]) if plan_file else {}
     fields.update({k: v for k, v in overrides.items() if v is not None})
@@ -43,8 +43,8 @@ def predicted(model: ModelSpec, plan: Plan, hardware: str) -> dict[str, float | 
     """Peak bytes per device and step time of the worker's run, from planner.estimate."""
     out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}  # more keys when known
     try:
-        from ..catalog import load_hardware
-        from ..estimate import estimate
+        from planner.io.catalog import load_hardware
+        from planner.cost.estimate import estimate
 
         est = estimate(model, load_hardware(hardware), plan, WORKER_TRAINING)
         b = est.memory.peak.breakdown

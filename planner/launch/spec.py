@@ -6,14 +6,14 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import PlannerError
-from ..specs import ModelSpec
+from planner.errors import PlannerError
+from planner.specs import ModelSpec
 
 
 def load_model_spec(ref: str) -> ModelSpec:
     """A catalog name or a YAML path. Uses planner.catalog when present, else reads YAML itself."""
     try:
-        from ..catalog import load_model  # type: ignore[attr-defined]
+        from planner.io.catalog import load_model  # type: ignore[attr-defined]
     except ImportError:
         load_model = None
     if load_model is not None:

@@ -27,14 +27,14 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from ..plan import Plan
-from . import checkpoint
-from .layout import MESH_DIMS, stage_layer_ranges, stages_of
-from .model import GPT, cross_entropy, init_weights
-from .parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
-from .preflight import cp_problems, uses_context_parallel
-from .profile import ActivationCounter, model_state_bytes, summarize
-from .spec import load_model_spec, shrink
+from planner.plan import Plan
+from planner.launch import checkpoint
+from planner.launch.layout import MESH_DIMS, stage_layer_ranges, stages_of
+from planner.launch.model import GPT, cross_entropy, init_weights
+from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
+from planner.launch.preflight import cp_problems, uses_context_parallel
+from planner.launch.profile import ActivationCounter, model_state_bytes, summarize
+from planner.launch.spec import load_model_spec, shrink
 
 LR, WEIGHT_DECAY = 3e-3, 0.1
 CP_ROTATE_METHOD = "allgather"  # torch's default; torchtitan's default too

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from planner.activations import activation_bytes_per_layer
+from planner.cost.activations import activation_bytes_per_layer
 from planner.launch.model import Block
 from planner.launch.profile import ActivationCounter, is_weight
 from planner.specs import ModelSpec, Training

@@ -99,6 +99,6 @@ def test_preflight_checks_gpu_count_and_torch_version(tiny):
 def test_pure_modules_do_not_import_torch():
     import subprocess
 
-    code = ("import sys, planner.cli, planner.launch.command, planner.launch.layout, planner.launch.emit_cluster, "
-            "planner.launch.emit_engines, planner.launch.runner; assert 'torch' not in sys.modules")
+    code = ("import sys, planner.cli, planner.launch.command, planner.launch.layout, planner.launch.emit.cluster, "
+            "planner.launch.emit.engines, planner.launch.runner; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

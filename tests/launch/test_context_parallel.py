@@ -18,7 +18,7 @@ from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, cp_problems, preflight, uses_context_parallel
 from planner.plan import Plan
 
-from .conftest import COMMON, REPO, max_delta, torchrun
+from tests.launch.conftest import COMMON, REPO, max_delta, torchrun
 
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
 GPU4 = Environment("cuda", 4, "H100", (80e9,) * 4, "2.13.0")
@@ -109,7 +109,7 @@ def test_cp_joins_the_fsdp_group():
 def _launch(capsys, monkeypatch, env, *argv):
     from planner.cli import main
 
-    monkeypatch.setattr("planner.launch.cli_command.probe_environment", lambda: env)
+    monkeypatch.setattr("planner.cli.launch.probe_environment", lambda: env)
     try:
         main(["launch", *argv])
         code = 0

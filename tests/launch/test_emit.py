@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from planner.launch.command import RunConfig
-from planner.launch.emit_cluster import k8s_manifest, slurm_script, torchrun_script, write_cluster_files
-from planner.launch.emit_engines import deepspeed_config, megatron_args, torchtitan_toml, write_engine_file
+from planner.launch.emit.cluster import k8s_manifest, slurm_script, torchrun_script, write_cluster_files
+from planner.launch.emit.engines import deepspeed_config, megatron_args, torchtitan_toml, write_engine_file
 from planner.plan import Plan
 from planner.specs import ModelSpec
 

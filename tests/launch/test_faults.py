@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from .conftest import COMMON, FP32_TOL, REF_STEPS, max_delta, torchrun
+from tests.launch.conftest import COMMON, FP32_TOL, REF_STEPS, max_delta, torchrun
 
 
 def test_latest_marker_ignores_an_unfinished_save(tmp_path):

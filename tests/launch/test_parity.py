@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import COMMON, FP32_TOL, max_delta, torchrun
+from tests.launch.conftest import COMMON, FP32_TOL, max_delta, torchrun
 
 STEPS = "6"
 LAYOUTS = {

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from .errors import PlannerError
-from .plan import divisors
-from .specs import HardwareProfile, ModelSpec
+from planner.errors import PlannerError
+from planner.plan import divisors
+from planner.specs import HardwareProfile, ModelSpec
 
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .specs import ModelSpec, Training
+from planner.specs import ModelSpec, Training
 
 # What `--recompute selective` recomputes depends on the policy (Training.selective_policy):
 #   "attention": only the attention core (Korthikanti et al. 2022 section 5; Megatron's

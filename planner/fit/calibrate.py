@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from .errors import PlannerError
-from .plan import Plan, check_plan
-from .schedule import step_time
-from .specs import Efficiency, HardwareProfile, MatmulPoint, ModelSpec, Training
+from planner.errors import PlannerError
+from planner.plan import Plan, check_plan
+from planner.cost.schedule import step_time
+from planner.specs import Efficiency, HardwareProfile, MatmulPoint, ModelSpec, Training
 
 # name: (low, high) bounds. matmul_scale and matmul_small are log multipliers of the profile's GEMM
 # table at its large and small end; the rest are the Efficiency fields themselves.
@@ -138,14 +138,14 @@ def observation_from_profile(doc: dict[str, Any], hardware: HardwareProfile, sou
     except (KeyError, TypeError, ValueError) as e:
         raise PlannerError(f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}") from None
     if model is None:
-        from .catalog import load_model
+        from planner.io.catalog import load_model
 
         model = load_model(doc["model"])
     return Observation(str(doc.get("id") or Path(source).stem), model, plan, hardware, step, source)
 
 
 def load_observations(paths: list[str], hardware: HardwareProfile, *, stat: str = "median") -> list[Observation]:
-    from .catalog import load_yaml
+    from planner.io.catalog import load_yaml
 
     obs: list[Observation] = []
     for path in paths:

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from .errors import PlannerError
-from .options import (CpOpt, DpOpt, EpOpt, GlobalBatchOpt, GpusOpt, HardwareOpt, JsonOpt, MicroBatchOpt, ModelOpt,
+from planner.errors import PlannerError
+from planner.cli.options import (CpOpt, DpOpt, EpOpt, GlobalBatchOpt, GpusOpt, HardwareOpt, JsonOpt, MicroBatchOpt, ModelOpt,
                       NoFlashOpt, OptimizerOpt, PpOpt, PrecisionOpt, SelectivePolicyOpt, SeqLenOpt, SpOpt, TpOpt,
                       VppOpt)
 
@@ -100,9 +100,9 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
-    from .catalog import load_hardware, load_model
-    from .cli import _training
-    from . import search as lib
+    from planner.io.catalog import load_hardware, load_model
+    from planner.cli import _training
+    from planner.search import pipeline as lib
 
     if model is None:
         raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`)")
@@ -145,7 +145,7 @@ def search(
     if save:
         if result.best is None:
             raise PlannerError(f"nothing fits, so there is no plan to --save to {save!r}")
-        from .planfile import write_plan_file
+        from planner.io.planfile import write_plan_file
 
         b = result.best
         write_plan_file(save, plan=b.plan, model=model, hardware=hw.name, gpus=gpus,
@@ -154,13 +154,13 @@ def search(
                         header=f"planner search --model {model} --gpus {gpus}: best of {result.valid} valid plans "
                                f"by {objective}")
     if plot:
-        from .plot import plot_search
+        from planner.render.plot import plot_search
 
         plot_search(result, plot)
     if as_json:
         sys.stdout.write(json.dumps(result_json(result, gb_default), indent=2) + "\n")
         return
-    from .cli import out
+    from planner.cli import out
 
     print_result(out, result, global_batch_default=gb_default, save=save, plot=plot)
     if explain_field is not None:
@@ -169,7 +169,7 @@ def search(
 
 # ---- rendering -------------------------------------------------------------------------------------
 def result_json(result: Any, global_batch_default: bool = False) -> dict[str, Any]:
-    from .search import plan_row
+    from planner.search.pipeline import plan_row
 
     s = result.space
     doc: dict[str, Any] = {
@@ -207,8 +207,8 @@ def print_result(console: Console, result: Any, *, global_batch_default: bool, s
     from rich import box
     from rich.table import Table
 
-    from .search import NOT_FIT, time_terms
-    from .units import fmt_count, fmt_seconds
+    from planner.search.pipeline import NOT_FIT, time_terms
+    from planner.units import fmt_count, fmt_seconds
 
     s, m, hw = result.space, result.model, result.hardware
     gb = f"{s.global_batch}" + (" (default: max(1024, gpus); --global-batch to change)" if global_batch_default else "")
@@ -281,7 +281,7 @@ def print_misses(console: Console, result: Any) -> None:
 
 
 def print_explain(console: Console, result: Any, field_name: str, value: Any) -> None:
-    from .search import explain
+    from planner.search.pipeline import explain
 
     total, counts, details, in_top = explain(result, field_name, value)
     console.print(f"\nwhy not {field_name}={value}?")

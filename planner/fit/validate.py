@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .catalog import load_hardware
-from .errors import PlannerError
-from .estimate import estimate
-from .plan import Plan, check_plan
-from .planfile import pydantic_message
-from .specs import HardwareProfile, ModelSpec, Training
+from planner.io.catalog import load_hardware
+from planner.errors import PlannerError
+from planner.cost.estimate import estimate
+from planner.plan import Plan, check_plan
+from planner.io.planfile import pydantic_message
+from planner.specs import HardwareProfile, ModelSpec, Training
 
 # Measured field -> how the prediction is read off an Estimate.
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
@@ -53,7 +53,7 @@ class Validation:
 
 
 def load_runs(path: str | Path) -> list[dict[str, Any]]:
-    from .catalog import load_yaml
+    from planner.io.catalog import load_yaml
 
     if not Path(path).is_file():
         raise PlannerError(f"runs file {str(path)!r} does not exist")

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import PlannerError
+from planner.errors import PlannerError
 
 Opt = typer.Option
 SIZES_FULL = [2**k for k in range(10, 27, 2)]  # 1 KiB .. 64 MiB
@@ -70,8 +70,8 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
     import torch
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from . import measure
-    from .fit import alpha_beta, curve_from
+    from planner.bench import measure
+    from planner.bench.fit import alpha_beta, curve_from
 
     torch.set_num_threads(1)  # one rank = one process with one thread, as `planner launch` runs it on CPU
     cuda = torch.cuda.is_available()
@@ -123,8 +123,8 @@ def bench_hardware(
     """Measure this machine (GEMM sweep, memory copy, collectives) and write a hardware profile YAML."""
     from rich.console import Console
 
-    from ..catalog import load_hardware
-    from .fit import profile_yaml, write_atomic
+    from planner.io.catalog import load_hardware
+    from planner.bench.fit import profile_yaml, write_atomic
 
     if nproc < 2:
         raise PlannerError("--nproc must be at least 2 (the collectives need two ranks)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import PlannerError
+from planner.errors import PlannerError
 
 MAX_DRAWN_MICROBATCHES = 32
 
@@ -96,6 +96,6 @@ def draw_timeline(est: Any, path: str) -> None:
     ax.set_title(f"{est.model.name}: {plan.summary()} {plan.schedule}{shown}; blue forward, orange backward"
                  f"{' + recompute' if t.recompute_s else ''}, green exposed dp comm + optimizer; gaps are the bubble",
                  fontsize=8)
-    from .plot import save_figure
+    from planner.render.plot import save_figure
 
     save_figure(fig, path)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .comm import DIMS, bottleneck_stage, stage_params_per_gpu
-from .compute import hardware_flops_per_step, model_flops_per_step
-from .plan import Plan
-from .specs import HardwareProfile, ModelSpec, Training
+from planner.cost.comm import DIMS, bottleneck_stage, stage_params_per_gpu
+from planner.cost.compute import hardware_flops_per_step, model_flops_per_step
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec, Training
 
 # Optimizer state bytes per parameter read and written by one step: fp32 master + m + v for Adam(W),
 # master + momentum for SGD (Rajbhandari et al. 2020, Sec. 3.1: K = 12 for mixed-precision Adam).

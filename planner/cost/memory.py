@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .activations import activation_bytes_per_layer, layer_workspace_bytes
-from .plan import Plan, stage_layers
-from .specs import HardwareProfile, ModelSpec, Training
+from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
+from planner.plan import Plan, stage_layers
+from planner.specs import HardwareProfile, ModelSpec, Training
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
 DDP_BUCKET_BYTES = 25e6  # torch DDP bucket_cap_mb default; Megatron's grad buffer is counted in gradients

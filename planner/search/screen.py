@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .activations import activation_bytes_per_layer, layer_workspace_bytes
-from .memory import (act_bytes, buffer_bytes, in_flight_microbatches,
+from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
+from planner.cost.memory import (act_bytes, buffer_bytes, in_flight_microbatches,
                      logits_bytes, rank_params, state_bytes_per_param)
-from .plan import Plan, stage_layers
-from .specs import HardwareProfile, ModelSpec, Training
+from planner.plan import Plan, stage_layers
+from planner.specs import HardwareProfile, ModelSpec, Training
 
 # ---- the memory screen ---------------------------------------------------------------------------------
 class MemoryScreen:

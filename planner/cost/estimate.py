@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .memory import MemoryReport, memory_report
-from .plan import Plan
-from .schedule import StepTime, step_time
-from .specs import HardwareProfile, ModelSpec, Training
-from .timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
+from planner.cost.memory import MemoryReport, memory_report
+from planner.plan import Plan
+from planner.cost.schedule import StepTime, step_time
+from planner.specs import HardwareProfile, ModelSpec, Training
+from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .errors import PlannerError
-from .plan import Plan, derive_plan
+from planner.errors import PlannerError
+from planner.plan import Plan, derive_plan
 
 PLAN_FIELDS = tuple(Plan.model_fields)
 
@@ -32,7 +32,7 @@ def pydantic_message(err: ValidationError, where: str) -> str:
 
 
 def read_plan_file(path: str) -> dict[str, Any]:
-    from .catalog import load_yaml
+    from planner.io.catalog import load_yaml
 
     if not Path(path).is_file():
         raise PlannerError(f"plan file {path!r} does not exist")

@@ -27,7 +27,7 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 def catalog_root() -> Path:
     """The directory holding model_specs/ and hardware_profiles/ (the repository root)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def _names(kind_dir: str) -> list[str]:

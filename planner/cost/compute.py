@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .plan import Plan, stage_layers
-from .specs import Efficiency, HardwareProfile, ModelSpec, Training
+from planner.plan import Plan, stage_layers
+from planner.specs import Efficiency, HardwareProfile, ModelSpec, Training
 
 # Bytes per activation element for memory-bound work and communication (fp8 keeps bf16 activations).
 ACT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}

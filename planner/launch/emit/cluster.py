@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .command import RDZV_PORT, RUN_ENV, WORKER_MODULE, RunConfig, shell_join, torchrun_argv, worker_argv
+from planner.launch.command import RDZV_PORT, RUN_ENV, WORKER_MODULE, RunConfig, shell_join, torchrun_argv, worker_argv
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime"
 

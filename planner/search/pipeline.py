@@ -35,15 +35,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .compute import stage_compute
-from .errors import PlannerError
-from .estimate import Estimate, estimate
-from .plan import Plan, check_plan
-from .schedule import StepTime, step_time
-from .specs import HardwareProfile, ModelSpec, Training
+from planner.cost.compute import stage_compute
+from planner.errors import PlannerError
+from planner.cost.estimate import Estimate, estimate
+from planner.plan import Plan, check_plan
+from planner.cost.schedule import StepTime, step_time
+from planner.specs import HardwareProfile, ModelSpec, Training
 
-from .memory_screen import MemoryScreen
-from .search_space import (NOT_FIT, OBJECTIVES, PRUNED_BOUND, PRUNED_RECOMPUTE, RECOMPUTES, Space, Structure,
+from planner.search.screen import MemoryScreen
+from planner.search.space import (NOT_FIT, OBJECTIVES, PRUNED_BOUND, PRUNED_RECOMPUTE, RECOMPUTES, Space, Structure,
                            default_global_batch, micro_batches, structures)
 
 __all__ = ["MemoryScreen", "NOT_FIT", "OBJECTIVES", "Space", "default_global_batch", "micro_batches", "search",
@@ -345,7 +345,7 @@ def explain(result: SearchResult, field_name: str, value: Any) -> tuple[int, Cou
 
 def plan_row(r: Ranked) -> dict[str, Any]:
     """The JSON document of one ranked plan (DESIGN.md, `planner search --json`)."""
-    from .render import memory_json
+    from planner.render.tables import memory_json
 
     e, t = r.estimate, r.time
     doc = {

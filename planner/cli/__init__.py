@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from .errors import PlannerError
+from planner.errors import PlannerError
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as click_exceptions
@@ -37,7 +37,7 @@ app.add_typer(hardware_app, name="hardware")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False)
 
-from .options import (  # the common option types
+from planner.cli.options import (  # the common option types
     ModelOpt, HardwareOpt, GpusOpt, TpOpt, PpOpt,
     DpOpt, CpOpt, EpOpt, VppOpt, SpOpt,
     ZeroOpt, RecomputeOpt, MicroBatchOpt, GlobalBatchOpt, SeqLenOpt,
@@ -54,7 +54,7 @@ def _choice(name: str, value: str | None, valid: tuple[str, ...]) -> str | None:
 
 
 def _training(optimizer: str, selective_policy: str, no_flash: bool) -> Any:
-    from .specs import Training
+    from planner.specs import Training
 
     _choice("optimizer", optimizer, ("adamw", "adam", "sgd"))
     _choice("selective-policy", selective_policy, ("op", "attention"))
@@ -66,9 +66,9 @@ def resolve(
     flags: dict[str, Any],
 ) -> tuple[Any, Any, Any]:
     """Model, hardware and a checked Plan from options and/or a plan file."""
-    from .catalog import load_hardware, load_model
-    from .planfile import build_plan
-    from .plan import require_valid
+    from planner.io.catalog import load_hardware, load_model
+    from planner.io.planfile import build_plan
+    from planner.plan import require_valid
 
     _choice("recompute", flags.get("recompute"), ("none", "selective", "full"))
     _choice("precision", flags.get("precision"), ("fp32", "bf16", "fp16", "fp8"))
@@ -119,8 +119,8 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the model catalog."""
     if ctx.invoked_subcommand:
         return
-    from .catalog import list_models, load_model
-    from .units import fmt_count
+    from planner.io.catalog import list_models, load_model
+    from planner.units import fmt_count
 
     specs = [load_model(n) for n in list_models()]
     if as_json:
@@ -140,8 +140,8 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @models_app.command("show")
 def models_show(name: str, as_json: JsonOpt = False) -> None:
     """Print one model spec and its derived parameter counts."""
-    from .catalog import load_model
-    from .units import fmt_count
+    from planner.io.catalog import load_model
+    from planner.units import fmt_count
 
     spec = load_model(name)
     doc = spec.model_dump(exclude_none=True)
@@ -162,7 +162,7 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the hardware catalog."""
     if ctx.invoked_subcommand:
         return
-    from .catalog import list_hardware, load_hardware
+    from planner.io.catalog import list_hardware, load_hardware
 
     profiles = [load_hardware(n) for n in list_hardware()]
     if as_json:
@@ -182,7 +182,7 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @hardware_app.command("show")
 def hardware_show(name: str, as_json: JsonOpt = False) -> None:
     """Print one hardware profile."""
-    from .catalog import load_hardware
+    from planner.io.catalog import load_hardware
 
     profile = load_hardware(name)
     if as_json:
@@ -208,8 +208,8 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
-    from .memory import memory_report
-    from .render import memory_json, print_memory
+    from planner.cost.memory import memory_report
+    from planner.render.tables import memory_json, print_memory
 
     spec, hw, the_plan, training = _plan_options(locals())
     report = memory_report(spec, hw, the_plan, training)
@@ -239,15 +239,15 @@ def estimate(
     as_json: JsonOpt = False,
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
-    from .estimate import estimate as run_estimate
-    from .render import estimate_json, print_estimate
+    from planner.cost.estimate import estimate as run_estimate
+    from planner.render.tables import estimate_json, print_estimate
 
     _choice("mtbf-per", mtbf_per, ("gpu", "node"))
     spec, hw, the_plan, training = _plan_options(locals())
     est = run_estimate(spec, hw, the_plan, training, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per,
                        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth)
     if timeline:
-        from .timeline import draw_timeline
+        from planner.render.timeline import draw_timeline
 
         draw_timeline(est, timeline)
     if as_json:
@@ -268,8 +268,8 @@ def validate(
     """Predicted vs measured throughput and peak memory for a file of real runs."""
     from rich.table import Table
 
-    from .catalog import load_hardware
-    from .validate import load_runs, validate_runs, validation_json
+    from planner.io.catalog import load_hardware
+    from planner.fit.validate import load_runs, validate_runs, validation_json
 
     override = load_hardware(hardware) if hardware else None
     result = validate_runs(load_runs(runs), hardware=override)
@@ -319,8 +319,8 @@ def calibrate(
 
     from rich.table import Table
 
-    from .calibrate import PARAMS, fit, load_observations, write_profile
-    from .catalog import catalog_root, load_hardware
+    from planner.fit.calibrate import PARAMS, fit, load_observations, write_profile
+    from planner.io.catalog import catalog_root, load_hardware
 
     if not output:
         raise PlannerError("give -o NEW.yaml: the calibrated profile is written there")
@@ -380,8 +380,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
 
 # `planner launch` lives in planner/launch (torch is imported only inside the worker processes).
-from .launch.cli_command import launch as _launch; app.command("launch")(_launch)  # noqa: E402,E702
-from .search_cli import search as _search  # noqa: E402
+from planner.cli.launch import launch as _launch; app.command("launch")(_launch)  # noqa: E402,E702
+from planner.cli.search import search as _search  # noqa: E402
 app.command("search")(_search)
-from .bench.cli_command import bench_hardware as _bench_hardware  # noqa: E402
+from planner.cli.bench import bench_hardware as _bench_hardware  # noqa: E402
 app.command("bench-hardware")(_bench_hardware)

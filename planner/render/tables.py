@@ -9,10 +9,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .memory import MemoryReport
-from .plan import Plan
-from .specs import HardwareProfile, ModelSpec
-from .units import GiB, fmt_bytes, fmt_count
+from planner.cost.memory import MemoryReport
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec
+from planner.units import GiB, fmt_bytes, fmt_count
 
 BAR_WIDTH = 24
 
@@ -146,7 +146,7 @@ def time_rows(t: Any) -> list[tuple[str, float]]:
 
 
 def print_estimate(console: Console, est: Any) -> None:
-    from .units import fmt_seconds
+    from planner.units import fmt_seconds
 
     t = est.time
     console.print(plan_line(est.model, est.hardware, est.plan))

@@ -8,17 +8,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import PlannerError
-from ..options import (
+from planner.errors import PlannerError
+from planner.cli.options import (
     CpOpt, DpOpt, EpOpt, GlobalBatchOpt, MicroBatchOpt, PpOpt, PrecisionOpt, RecomputeOpt, ScheduleOpt, SeqLenOpt,
     SpOpt, TpOpt, VppOpt, ZeroOpt,
 )
-from .command import RunConfig
-from .emit_cluster import write_cluster_files
-from .emit_engines import write_engine_file
-from .preflight import probe_environment
-from .runner import comparison, dry_run, predicted, read_profile, resolve_plan, run_torchrun
-from .spec import load_model_spec, shrink
+from planner.launch.command import RunConfig
+from planner.launch.emit.cluster import write_cluster_files
+from planner.launch.emit.engines import write_engine_file
+from planner.launch.preflight import probe_environment
+from planner.launch.runner import comparison, dry_run, predicted, read_profile, resolve_plan, run_torchrun
+from planner.launch.spec import load_model_spec, shrink
 
 CLUSTER, ENGINES = ("torchrun", "slurm", "k8s"), ("megatron", "torchtitan", "deepspeed")
 Opt = typer.Option
@@ -63,7 +63,7 @@ def launch(
 ) -> None:
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
     if plan is not None and (model is None or hardware is None):
-        from ..planfile import read_plan_file
+        from planner.io.planfile import read_plan_file
 
         saved = read_plan_file(str(plan))  # what `planner search --save` wrote beside the plan
         model, hardware = model or saved.get("model"), hardware or saved.get("hardware")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .compute import ACT_BYTES, LayerTime, StageCompute, layer_time, spec_cache, stage_compute, stage_shapes
-from .plan import Plan
-from .specs import HardwareProfile, ModelSpec, Training
+from planner.cost.compute import ACT_BYTES, LayerTime, StageCompute, layer_time, spec_cache, stage_compute, stage_shapes
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec, Training
 
 DIMS = ("tp", "cp", "ep", "pp", "dp")
 

@@ -1,0 +1,1 @@
+"""The cost model: pure functions of frozen specs, an engine and a plan."""

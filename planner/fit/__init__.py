@@ -1,0 +1,1 @@
+"""Predicted against measured: validate runs files, calibrate profiles."""

@@ -1,0 +1,1 @@
+"""The plan written for a cluster launcher or another training engine (pure)."""

@@ -1,0 +1,1 @@
+"""Everything that formats output: rich tables, JSON documents, plots, the timeline."""

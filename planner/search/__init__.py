@@ -1,0 +1,1 @@
+"""`planner search`: candidates -> checks -> memory screen -> step-time estimates -> ranking."""
