@@ -200,21 +200,3 @@ def derive_plan(gpus: int | None, **fields: object) -> Plan:
         mb, pp = int(given.get("micro_batch", 1)), int(given.get("pp", 1))  # type: ignore[call-overload]
         given["global_batch"] = int(given["dp"]) * mb * pp  # type: ignore[call-overload]
     return Plan(**given)
-
-
-def stage_layers(num_layers: int, pp: int, vpp: int = 1) -> list[list[int]]:
-    """Layer counts per pipeline rank, one entry per model chunk that rank holds.
-
-    Chunks are as even as possible; where layers do not divide evenly the first and last chunks get
-    fewer, because they also carry the embedding and the output layer (how Llama 3 405B put 126 layers
-    on 16 stages, Dubey et al. 2024, section 3.3.2). Rank r holds chunks r, r + pp, r + 2pp, ...
-    (Narayanan et al. 2021, section 2.2.2).
-    """
-    chunks = pp * vpp
-    base, extra = divmod(num_layers, chunks)
-    sizes = [base] * chunks
-    # Give the extra layers to the middle chunks first, the ends last.
-    order = sorted(range(chunks), key=lambda c: (c in (0, chunks - 1), abs(c - (chunks - 1) / 2)))
-    for c in order[:extra]:
-        sizes[c] += 1
-    return [[sizes[r + k * pp] for k in range(vpp)] for r in range(pp)]

@@ -14,9 +14,10 @@ from planner.cost.comm import (
     dp_comm,
     group_link,
     layer_comm,
-    stage_params_per_gpu,
 )
 from planner.cost.compute import layer_time, stage_compute
+from planner.cost.params import rank_params
+from planner.cost.stages import layer_layout
 from helpers import make_hw
 from planner.plan import Plan
 from planner.specs import (
@@ -91,7 +92,7 @@ def test_zero3_moves_one_and_a_half_times_zero0_bytes():
     totals = []
     for p in plans:
         totals.append(dp_comm(GPT, hw, p, tr, stage=0, compute=stage_compute(GPT, hw, p, tr, 0))[0])
-    dense, _ = stage_params_per_gpu(GPT, tp=1, pp=1, vpp=1, ep=1, stage=0)
+    dense = rank_params(GPT, layer_layout(GPT.num_layers, 1, 1), tp=1, ep=1, rank=0).dense
     link = group_link(hw, n=16, stride=1)
     lat = link.latency_s * 30
     assert totals[0] == pytest.approx(lat + 2 * 15 / 16 * dense * 2 / link.bandwidth_bytes_per_s)

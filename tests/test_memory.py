@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from planner.cost.activations import activation_bytes_per_layer
 from planner.io.catalog import load_hardware, load_model
-from planner.cost.memory import in_flight_microbatches, memory_report, model_state_bytes
+from planner.cost.memory import in_flight_microbatches, memory_report
+from planner.cost.states import model_state_bytes
 from planner.plan import Plan
 from planner.specs import ModelSpec, Training
 
@@ -20,7 +21,7 @@ GB = 1e9
 )
 def test_zero_paper_model_states(zero, published_gb):
     states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="bf16")
-    assert states.model_state_bytes / GB == pytest.approx(published_gb, rel=0.015)
+    assert states.total_bytes / GB == pytest.approx(published_gb, rel=0.015)
 
 
 def test_zero_worked_examples_formula_exact(worked_examples):
@@ -30,7 +31,7 @@ def test_zero_worked_examples_formula_exact(worked_examples):
             continue
         i = ex["inputs"]
         states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="bf16")
-        assert states.model_state_bytes == pytest.approx(ex["expected"]["model_state_bytes_per_gpu_formula"], rel=1e-9)
+        assert states.total_bytes == pytest.approx(ex["expected"]["model_state_bytes_per_gpu_formula"], rel=1e-9)
 
 
 def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
@@ -41,15 +42,15 @@ def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
     i = ex["inputs"]
     states = model_state_bytes(params=i["params"], dp=i["gpus"], zero=3, training=Training(grad_dtype="fp32"))
     gathered = i["largest_layer_params"] * (2 + 2)
-    assert states.model_state_bytes + gathered == pytest.approx(ex["expected"]["no_offload"]["per_gpu_bytes"], rel=0.005)
+    assert states.total_bytes + gathered == pytest.approx(ex["expected"]["no_offload"]["per_gpu_bytes"], rel=0.005)
 
 
 def test_sixteen_bytes_per_param_gpt3():
     """Mixed-precision Adam holds 16 bytes/param (ZeRO section 3.1): GPT-3 175B ~ 2.8 TB of model states."""
     model = load_model("gpt3-175b")
     states = model_state_bytes(params=model.num_params, dp=1, zero=0)
-    assert states.model_state_bytes / model.num_params == 16
-    assert states.model_state_bytes / 1e12 == pytest.approx(2.8, rel=0.01)
+    assert states.total_bytes / model.num_params == 16
+    assert states.total_bytes / 1e12 == pytest.approx(2.8, rel=0.01)
 
 
 def test_gpt2_fp32_adam_example():

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cost.compute import ACT_BYTES, LayerTime, StageCompute, layer_time, spec_cache, stage_compute, stage_shapes
+from planner.cost.compute import ACT_BYTES, LayerTime, StageCompute, layer_time, stage_compute, stage_shapes
+from planner.cost.params import rank_params
+from planner.cost.stages import layer_layout
+from planner.cost.states import state_bytes_per_param
 from planner.plan import Plan
 from planner.specs import HardwareProfile, ModelSpec, Training
 
@@ -147,31 +150,6 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
 
 
 # ---- data parallel ---------------------------------------------------------------------------------
-@spec_cache()
-def stage_params_per_gpu(model: ModelSpec, *, tp: int, pp: int, vpp: int, ep: int,
-                         stage: int) -> tuple[float, float]:
-    """(dense, expert) parameters one GPU of pipeline rank `stage` holds (before ZeRO sharding).
-
-    Matrices split over tp (norms counted split too: a small over-count); routed experts also over ep.
-    The last stage holds the output layer (and a tied copy of the embedding when pp > 1, as Megatron).
-    """
-    n_dense, n_moe, first, last = stage_shapes(model, pp, vpp)[stage]
-    dense = n_dense * model.dense_layer_params
-    expert = 0.0
-    if n_moe and model.moe is not None:
-        m = model.moe
-        routed = m.num_experts * model.expert_params
-        dense += n_moe * (model.moe_layer_params - routed)
-        expert = n_moe * routed / ep
-    if first:
-        dense += model.embedding_params
-    if last:
-        dense += model.output_params
-        if model.tied_embeddings and pp > 1:
-            dense += model.vocab_size * model.hidden_size
-    return dense / tp, expert / tp
-
-
 def dp_groups(plan: Plan) -> tuple[int, int]:
     """(dense, expert) gradient-reduction group sizes: dp·cp (torchtitan/Megatron reduce over both)
     and dp·cp/ep for the experts."""
@@ -197,9 +175,11 @@ def dp_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Trainin
     """
     if plan.dp * plan.cp == 1:
         return 0.0, 0.0
-    dense, expert = stage_params_per_gpu(model, tp=plan.tp, pp=plan.pp, vpp=plan.vpp, ep=plan.ep, stage=stage)
-    p_b = 4 if plan.precision == "fp32" else 2
-    g_b = 4 if training.grad_dtype == "fp32" else p_b
+    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep,
+                         rank=stage)
+    dense, expert = params.dense, params.expert
+    per = state_bytes_per_param(plan.precision, training)
+    p_b, g_b = per.weights, per.gradients
     layers = max(1, compute.num_dense_layers + compute.num_moe_layers)
     bwd = compute.backward_s + compute.recompute_s
     reduce_kind = "all_reduce" if plan.zero == 0 else "reduce_scatter"

@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from planner.plan import Plan, stage_layers
+from planner.cost.stages import layer_layout
+from planner.plan import Plan
 from planner.specs import Efficiency, HardwareProfile, ModelSpec, Training
 
 # Bytes per activation element for memory-bound work and communication (fp8 keeps bf16 activations).
@@ -335,21 +336,14 @@ def _head_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, hbm_bw: floa
 
 @spec_cache()
 def stage_shapes(model: ModelSpec, pp: int, vpp: int) -> tuple[tuple[int, int, bool, bool], ...]:
-    """Per pipeline rank: (dense layers, MoE layers, holds the embedding, holds the logits).
-
-    Chunk c holds consecutive layers; rank r holds chunks r, r + pp, ... (stage_layers, Narayanan 2021
-    Sec. 2.2.2). The embedding sits on chunk 0 (rank 0), the logits on the last chunk (rank pp − 1).
-    """
-    sizes = stage_layers(model.num_layers, pp, vpp)
-    starts, acc = {}, 0
-    for c in range(pp * vpp):
-        starts[c] = acc
-        acc += sizes[c % pp][c // pp]
+    """Per pipeline rank: (dense layers, MoE layers, holds the embedding, holds the logits), from the one
+    layer layout (cost.stages)."""
+    layout = layer_layout(model.num_layers, pp, vpp)
     out = []
     for r in range(pp):
-        layers = [i for k in range(vpp) for i in range(starts[r + k * pp], starts[r + k * pp] + sizes[r][k])]
+        layers = layout.rank_layers(r)
         n_moe = sum(model.is_moe_layer(i) for i in layers)
-        out.append((len(layers) - n_moe, n_moe, r == 0, r == pp - 1))
+        out.append((len(layers) - n_moe, n_moe, layout.holds_embedding(r), layout.holds_loss(r)))
     return tuple(out)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from planner.cost.memory import MemoryReport, memory_report
 from planner.plan import Plan
 from planner.cost.schedule import StepTime, step_time
+from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
 from planner.specs import HardwareProfile, ModelSpec, Training
 from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
 
@@ -34,10 +35,9 @@ class Estimate:
         return self.time.tokens_per_s * goodput
 
 
-def checkpoint_bytes(model: ModelSpec, training: Training) -> float:
-    """What a checkpoint writes: weights + optimizer state (fp32 master, moments), the whole model."""
-    per_param = 2 + (12 if training.optimizer != "sgd" else 8)
-    return model.num_params * per_param
+def checkpoint_bytes(model: ModelSpec, plan: Plan, training: Training) -> float:
+    """What a checkpoint writes for the whole model: weights and optimizer state (cost.states)."""
+    return model.num_params * checkpoint_bytes_per_param(state_bytes_per_param(plan.precision, training))
 
 
 def estimate(
@@ -57,6 +57,6 @@ def estimate(
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
         per_gpu_s = mtbf_hours * 3600 * (hw.gpus_per_node if mtbf_per == "node" else 1)
         bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
-        ckpt = checkpoint_plan(checkpoint_bytes=checkpoint_bytes(model, training), write_bytes_per_s=bandwidth,
+        ckpt = checkpoint_plan(checkpoint_bytes=checkpoint_bytes(model, plan, training), write_bytes_per_s=bandwidth,
                                mtbf_per_gpu_s=per_gpu_s, gpus=plan.gpus)
     return Estimate(model, hw, plan, mem, t, train, ckpt)

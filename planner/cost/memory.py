@@ -10,11 +10,13 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
-from planner.plan import Plan, stage_layers
-from planner.specs import HardwareProfile, ModelSpec, Training
+from planner.cost.params import RankParams, rank_params
+from planner.cost.stages import layer_layout
+from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec, ReservedMemory, Training
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
 DDP_BUCKET_BYTES = 25e6  # torch DDP bucket_cap_mb default; Megatron's grad buffer is counted in gradients
@@ -79,97 +81,6 @@ class MemoryReport:
         return self.capacity_bytes - self.total_bytes
 
 
-# ---- bytes per parameter ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StateBytes:
-    """Bytes per parameter of each model state before sharding."""
-
-    weights: float
-    gradients: float
-    optimizer: float
-
-
-def state_bytes_per_param(precision: str, training: Training) -> StateBytes:
-    """Mixed-precision Adam: 2 (16-bit weights) + 2 (16-bit grads) + 12 (fp32 master, m, v) = 16
-    bytes per parameter (ZeRO, section 3.1); Megatron accumulates grads in fp32 (+2). Pure fp32 Adam
-    needs no master copy: 4 + 4 + 8, unless the optimizer keeps one anyway (DeepSpeed's ZeRO optimizer
-    does: 4 + 4 + 12). SGD with momentum keeps one moment instead of two."""
-    moments = 1 if training.optimizer == "sgd" else 2
-    wide = precision == "fp32"
-    master = (not wide) if training.master_copy is None else training.master_copy
-    weights = 4 if wide else 2  # fp8 recipes keep 16-bit weights (Transformer Engine, torchao)
-    grads = 4 if (wide or training.grad_dtype == "fp32") else 2
-    return StateBytes(weights, grads, 4 * (moments + (1 if master else 0)))
-
-
-# ---- parameters per rank ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RankParams:
-    """Parameters one rank holds, split by how ZeRO shards them."""
-
-    dense: float  # sharded over the dp·cp group
-    expert: float  # sharded over the expert-data-parallel group dp·cp/ep
-    largest_unit: float  # largest FSDP unit (a layer, or the embedding/output block), per rank
-    num_gemms: int
-
-    @property
-    def total(self) -> float:
-        return self.dense + self.expert
-
-
-def _attention_params_per_rank(model: ModelSpec, tp: int) -> float:
-    """Megatron splits Q and the output projection by heads; K and V heads are split too, or
-    replicated when tp exceeds num_kv_heads (each rank keeps one kv head)."""
-    h, hd = model.hidden_size, model.head_size
-    q = model.num_attention_heads * hd
-    kv_per_rank = max(model.kv_heads / tp, 1) * hd
-    weights = h * q / tp + 2 * h * kv_per_rank + q * h / tp
-    bias = (q / tp + 2 * kv_per_rank + h) if model.has_bias else 0
-    return weights + bias
-
-
-def _layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one rank. Norms are replicated across tp."""
-    dense = _attention_params_per_rank(model, tp) + 2 * model.norm_params
-    if model.is_moe_layer(layer):
-        m = model.moe
-        assert m is not None
-        dense += model.hidden_size * m.num_experts  # router, replicated
-        dense += m.num_shared_experts * model.expert_params / tp
-        expert = (m.num_experts / ep) * model.expert_params / tp
-        return dense, expert
-    return dense + model.mlp_params(model.ffn_hidden_size) / tp, 0.0
-
-
-@lru_cache(maxsize=4096)
-def rank_params(model: ModelSpec, *, tp: int, pp: int, vpp: int, ep: int, rank: int) -> RankParams:
-    """Parameters held by pipeline rank `rank` (chunks rank, rank + pp, ... of pp·vpp chunks)."""
-    chunks = stage_layers(model.num_layers, pp, vpp)
-    sizes = [chunks[c % pp][c // pp] for c in range(pp * vpp)]
-    starts = [sum(sizes[:c]) for c in range(pp * vpp)]
-    dense = expert = largest = 0.0
-    gemms = 0
-    for k in range(vpp):
-        c = rank + k * pp
-        for layer in range(starts[c], starts[c] + sizes[c]):
-            d, e = _layer_params_per_rank(model, layer, tp, ep)
-            dense, expert, largest = dense + d, expert + e, max(largest, d + e)
-            gemms += 4 + model.mlp_matrices
-    h, v = model.hidden_size, model.vocab_size
-    first, last = rank == 0, rank == (pp * vpp - 1) % pp
-    edge = 0.0
-    if first:
-        edge += v * h / tp + (model.max_seq_len * h if model.position_embedding == "learned" else 0)
-    if last:
-        # The output projection is vocab-parallel; a tied one is a second copy when pp > 1 (Megatron).
-        if not model.tied_embeddings or pp > 1:
-            edge += v * h / tp
-        edge += model.norm_params
-        gemms += 1
-    dense += edge
-    return RankParams(dense=dense, expert=expert, largest_unit=max(largest, edge), num_gemms=gemms)
-
-
 # ---- micro-batches in flight ------------------------------------------------------------------------
 def in_flight_microbatches(plan: Plan, rank: int) -> float:
     """Micro-batches whose activations one pipeline rank holds at its peak, in units of the rank's
@@ -220,67 +131,56 @@ def logits_bytes(model: ModelSpec, plan: Plan) -> float:
     return tokens * model.vocab_size / plan.tp * per_element
 
 
-def _stage_memory(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, rank: int
-) -> StageMemory:
+def activation_pieces(model: ModelSpec, plan: Plan, training: Training) -> tuple[float, float]:
+    """(bytes one layer keeps per micro-batch, averaged over dense and MoE layers; the backward working set
+    of one layer) on one rank (activations.py)."""
     p = plan
-    params = rank_params(model, tp=p.tp, pp=p.pp, vpp=p.vpp, ep=p.ep, rank=rank)
-    per = state_bytes_per_param(p.precision, training)
-    shard = p.dp * p.cp  # ZeRO shards over every data-parallel rank, cp included (torchtitan, Megatron)
-    expert_shard = max(shard // p.ep, 1)
-
-    def sharded(bytes_per_param: float, stage_min: int) -> float:
-        if p.zero < stage_min:
-            return params.total * bytes_per_param
-        return bytes_per_param * (params.dense / shard + params.expert / expert_shard)
-
-    weights = sharded(per.weights, 3)
-    gradients = sharded(per.gradients, 2)
-    optimizer = sharded(per.optimizer, 1)
-
-    layers = sum(stage_layers(model.num_layers, p.pp, p.vpp)[rank])
-    first, last = rank == 0, rank == (p.pp * p.vpp - 1) % p.pp
-    a = act_bytes(p.precision)
     kwargs = dict(micro_batch=p.micro_batch, seq_len=p.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
-                  recompute=p.recompute, act_bytes=a, training=training)
+                  recompute=p.recompute, act_bytes=act_bytes(p.precision), training=training)
     moe_share = model.num_moe_layers / model.num_layers
     per_layer = activation_bytes_per_layer(model, **kwargs)
     if moe_share:
         per_layer = (1 - moe_share) * per_layer + moe_share * activation_bytes_per_layer(
             model, moe_layer=True, **kwargs)
-    in_flight = in_flight_microbatches(p, rank)
-    activations = per_layer * layers * in_flight
-    if last:
-        activations += logits_bytes(model, p)
-
     workspace = layer_workspace_bytes(model, moe_layer=moe_share > 0, **kwargs)
-    buffers = buffer_bytes(p, params, per, workspace_bytes=workspace)
+    return per_layer, workspace
 
-    tensors = weights + gradients + optimizer + activations + buffers
-    r = hw.reserved
-    reserved = r.cuda_context_bytes + r.comm_workspace_bytes + r.allocator_fraction * tensors
-    breakdown = MemoryBreakdown(weights, gradients, optimizer, activations, buffers, reserved)
-    return StageMemory(rank, layers, first, last, in_flight, breakdown)
+
+def stage_terms(plan: Plan, reserved: ReservedMemory, params: RankParams, per: StateBytes, *, layers: int,
+                in_flight: float, per_layer_bytes: float, workspace_bytes: float,
+                logits: float) -> tuple[float, float, float, float, float, float]:
+    """The six terms of one pipeline rank's memory, in the order of TERMS (the one formula behind both
+    memory_report and the search's memory screen)."""
+    states = sharded_states(params, per, plan)
+    activations = per_layer_bytes * layers * in_flight + logits
+    buffers = buffer_bytes(plan, params, per, workspace_bytes=workspace_bytes)
+    w, g, o = states.weights_bytes, states.gradients_bytes, states.optimizer_bytes
+    tensors = w + g + o + activations + buffers
+    held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
+    return w, g, o, activations, buffers, held
+
+
+def _stage_memory(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, rank: int,
+                  pieces: tuple[float, float]) -> StageMemory:
+    layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
+    params = rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank)
+    layers = layout.num_rank_layers(rank)
+    last = layout.holds_loss(rank)
+    in_flight = in_flight_microbatches(plan, rank)
+    terms = stage_terms(plan, hw.reserved, params, state_bytes_per_param(plan.precision, training),
+                        layers=layers, in_flight=in_flight, per_layer_bytes=pieces[0], workspace_bytes=pieces[1],
+                        logits=logits_bytes(model, plan) if last else 0.0)
+    return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))
 
 
 def memory_report(
     model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training = Training()
 ) -> MemoryReport:
     """Memory per GPU for every pipeline stage of the plan (the plan is assumed to pass its checks)."""
-    stages = tuple(_stage_memory(model, hw, plan, training, r) for r in range(plan.pp))
+    pieces = activation_pieces(model, plan, training)
+    stages = tuple(_stage_memory(model, hw, plan, training, r, pieces) for r in range(plan.pp))
     notes = []
     if plan.tp > model.kv_heads:
         notes.append(f"tp={plan.tp} > num_kv_heads={model.kv_heads}: each kv head is replicated on "
                      f"{plan.tp // model.kv_heads} ranks")
     return MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes, notes=tuple(notes))
-
-
-def model_state_bytes(
-    *, params: float, dp: int, zero: int, precision: str = "bf16", training: Training = Training()
-) -> MemoryBreakdown:
-    """Model states of `params` parameters on one of `dp` data-parallel ranks (ZeRO, Figure 1)."""
-    per = state_bytes_per_param(precision, training)
-    w = per.weights * params / (dp if zero >= 3 else 1)
-    g = per.gradients * params / (dp if zero >= 2 else 1)
-    o = per.optimizer * params / (dp if zero >= 1 else 1)
-    return MemoryBreakdown(w, g, o, 0.0, 0.0, 0.0)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.comm import DIMS, bottleneck_stage, stage_params_per_gpu
+from planner.cost.comm import DIMS, bottleneck_stage
+from planner.cost.params import rank_params
+from planner.cost.stages import layer_layout
+from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
 from planner.cost.compute import hardware_flops_per_step, model_flops_per_step
 from planner.plan import Plan
 from planner.specs import HardwareProfile, ModelSpec, Training
 
-# Optimizer state bytes per parameter read and written by one step: fp32 master + m + v for Adam(W),
-# master + momentum for SGD (Rajbhandari et al. 2020, Sec. 3.1: K = 12 for mixed-precision Adam).
-OPTIMIZER_STATE_BYTES = {"adamw": 12, "adam": 12, "sgd": 8}
 
 
 @dataclass(frozen=True)
@@ -88,18 +88,17 @@ def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) 
 
 def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, *,
                      stage: int) -> float:
-    """Memory-bound optimizer update of the local shard: read states + gradient (+ once more for the
-    gradient norm), write states + the low-precision weights; / (HBM bandwidth × efficiency.hbm).
-    ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts; Rajbhandari et al. 2020)."""
-    dense, expert = stage_params_per_gpu(model, tp=plan.tp, pp=plan.pp, vpp=plan.vpp, ep=plan.ep, stage=stage)
+    """Memory-bound optimizer update of the local shard (cost.states.optimizer_step_bytes_per_param) at
+    HBM bandwidth × efficiency.hbm. ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts;
+    Rajbhandari et al. 2020)."""
+    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep,
+                         rank=stage)
+    dense, expert = params.dense, params.expert
     if plan.zero >= 1:
         dense /= plan.dp * plan.cp
         expert /= max(1, plan.dp * plan.cp // plan.ep)
-    p_b = 4 if plan.precision == "fp32" else 2
-    g_b = 4 if training.grad_dtype == "fp32" else p_b
-    k = OPTIMIZER_STATE_BYTES[training.optimizer]
-    bytes_per_param = (k + 2 * g_b) + (k + p_b)
-    return (dense + expert) * bytes_per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
+    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, training))
+    return (dense + expert) * per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
 
 
 def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training) -> StepTime:

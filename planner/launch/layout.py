@@ -2,14 +2,16 @@
 
 The mesh is ("pp", "dp", "cp", "tp") in row-major order, tp innermost so a TP group stays inside a node
 (the order torchtitan's ParallelDims uses). Pipeline chunk c of rank r is global stage r + c·pp
-(Narayanan et al. 2021, section 2.2.2); layers are assigned to stages by ``planner.plan.stage_layers``.
+(Narayanan et al. 2021, section 2.2.2); which layers, embedding and loss each stage holds comes from the
+one layer layout, ``planner.cost.stages``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.plan import Plan, stage_layers
+from planner.cost.stages import Layout, layer_layout
+from planner.plan import Plan
 
 MESH_DIMS = ("pp", "dp", "cp", "tp")
 
@@ -45,24 +47,6 @@ def mesh_shape(plan: Plan) -> tuple[int, int, int, int]:
     return (plan.pp, plan.dp, plan.cp, plan.tp)
 
 
-def stage_layer_ranges(num_layers: int, *, pp: int, vpp: int) -> list[tuple[int, ...]]:
-    """Global layer indices of each pipeline stage 0 … pp·vpp−1."""
-    per_rank = stage_layers(num_layers, pp, vpp)
-    sizes = [0] * (pp * vpp)
-    for r in range(pp):
-        for c in range(vpp):
-            sizes[r + c * pp] = per_rank[r][c]
-    out, start = [], 0
-    for n in sizes:
-        out.append(tuple(range(start, start + n)))
-        start += n
-    return out
-
-
-def stages_of(pp_rank: int, *, pp: int, vpp: int) -> tuple[int, ...]:
-    return tuple(pp_rank + c * pp for c in range(vpp))
-
-
 def coordinates(rank: int, plan: Plan) -> tuple[int, int, int, int]:
     """(pp, dp, cp, tp) coordinates of a global rank, row-major like init_device_mesh."""
     coords = []
@@ -72,11 +56,16 @@ def coordinates(rank: int, plan: Plan) -> tuple[int, int, int, int]:
     return tuple(reversed(coords))  # type: ignore[return-value]
 
 
+def plan_layout(plan: Plan, num_layers: int) -> Layout:
+    """The layer layout the worker builds (cost.stages, the same one the cost model prices)."""
+    return layer_layout(num_layers, plan.pp, plan.vpp)
+
+
 def rank_layout(rank: int, plan: Plan, num_layers: int) -> RankLayout:
     pp_i, dp_i, cp_i, tp_i = coordinates(rank, plan)
-    ranges = stage_layer_ranges(num_layers, pp=plan.pp, vpp=plan.vpp)
-    stages = stages_of(pp_i, pp=plan.pp, vpp=plan.vpp)
-    return RankLayout(rank, pp_i, dp_i, cp_i, tp_i, stages, tuple(ranges[s] for s in stages))
+    chunks = plan_layout(plan, num_layers).rank_chunks(pp_i)
+    return RankLayout(rank, pp_i, dp_i, cp_i, tp_i, tuple(c.index for c in chunks),
+                      tuple(tuple(c.layers) for c in chunks))
 
 
 def layout(plan: Plan, num_layers: int) -> list[RankLayout]:

@@ -29,7 +29,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from planner.plan import Plan
 from planner.launch import checkpoint
-from planner.launch.layout import MESH_DIMS, stage_layer_ranges, stages_of
+from planner.launch.layout import MESH_DIMS, plan_layout
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from planner.launch.preflight import cp_problems, uses_context_parallel
@@ -130,13 +130,12 @@ class Trainer:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
         p, n = self.plan, self.plan.pp * self.plan.vpp
-        ranges = stage_layer_ranges(self.spec.num_layers, pp=p.pp, vpp=p.vpp)
         group = self.mesh["pp"].get_group()
         self.parts, self.stages = [], []
-        for s in stages_of(self.pp_rank, pp=p.pp, vpp=p.vpp):
-            part = self._part(ranges[s], first=s == 0, last=s == n - 1)
+        for chunk in plan_layout(p, self.spec.num_layers).rank_chunks(self.pp_rank):
+            part = self._part(chunk.layers, first=chunk.embedding, last=chunk.loss)
             self.parts.append(part)
-            self.stages.append(PipelineStage(part, s, n, self.device, group=group))
+            self.stages.append(PipelineStage(part, chunk.index, n, self.device, group=group))
         k = p.num_microbatches
         if p.schedule == "interleaved":
             self.schedule = ScheduleInterleaved1F1B(self.stages, n_microbatches=k, loss_fn=cross_entropy)

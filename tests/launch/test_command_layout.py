@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from planner.launch.command import RunConfig, plan_argv, torchrun_argv, worker_argv
-from planner.launch.layout import coordinates, layout, stage_layer_ranges
+from planner.cost.stages import layer_layout
+from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, preflight
 from planner.plan import Plan
 
@@ -30,9 +31,11 @@ def test_interleaved_layout_places_stage_r_plus_k_pp_on_rank_r():
 
 @pytest.mark.parametrize("layers,pp,vpp", [(4, 2, 1), (7, 2, 2), (126, 16, 1), (5, 4, 1)])
 def test_every_layer_on_exactly_one_stage(layers, pp, vpp):
-    ranges = stage_layer_ranges(layers, pp=pp, vpp=vpp)
-    assert len(ranges) == pp * vpp
-    assert [i for r in ranges for i in r] == list(range(layers))
+    chunks = layer_layout(layers, pp, vpp).chunks
+    assert len(chunks) == pp * vpp
+    assert [i for c in chunks for i in c.layers] == list(range(layers))
+    assert [c.embedding for c in chunks] == [True] + [False] * (len(chunks) - 1)
+    assert [c.loss for c in chunks] == [False] * (len(chunks) - 1) + [True]
 
 
 def test_plan_argv_round_trips_through_the_worker_parser():

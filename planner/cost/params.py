@@ -1,0 +1,84 @@
+"""Parameters per rank: what one GPU of a pipeline rank holds after tensor, pipeline and expert parallelism,
+before ZeRO sharding. The one place that counts them; memory, gradient traffic, the optimizer step and the
+launch worker all read it.
+
+Megatron's splits (Shoeybi et al. 2019, section 3): attention by heads, the MLP by columns then rows, the
+embedding and output projection by vocabulary; norms and MoE routers are replicated on every tp rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from planner.cost.stages import Layout
+from planner.specs import ModelSpec
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Parameters one GPU of a pipeline rank holds, split by how ZeRO shards them."""
+
+    dense: float  # sharded over the dp·cp group
+    expert: float  # sharded over the expert-data-parallel group dp·cp/ep
+    largest_unit: float  # largest FSDP unit (a layer, or the embedding/output block), per rank
+    num_gemms: int
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """Megatron splits Q and the output projection by heads; K and V heads are split too, or
+    replicated when tp exceeds num_kv_heads (each rank keeps one kv head)."""
+    h, hd = model.hidden_size, model.head_size
+    q = model.num_attention_heads * hd
+    kv_per_rank = max(model.kv_heads / tp, 1) * hd
+    weights = h * q / tp + 2 * h * kv_per_rank + q * h / tp
+    bias = (q / tp + 2 * kv_per_rank + h) if model.has_bias else 0
+    return weights + bias
+
+
+def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one layer on one rank. Norms are replicated across tp."""
+    dense = attention_params_per_rank(model, tp) + 2 * model.norm_params
+    if model.is_moe_layer(layer):
+        m = model.moe
+        assert m is not None
+        dense += model.hidden_size * m.num_experts  # router, replicated
+        dense += m.num_shared_experts * model.expert_params / tp
+        expert = (m.num_experts / ep) * model.expert_params / tp
+        return dense, expert
+    return dense + model.mlp_params(model.ffn_hidden_size) / tp, 0.0
+
+
+def embedding_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """The vocab-parallel token embedding plus the (replicated) learned position table."""
+    pos = model.max_seq_len * model.hidden_size if model.position_embedding == "learned" else 0
+    return model.vocab_size * model.hidden_size / tp + pos
+
+
+def output_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
+    """The final norm and the vocab-parallel output projection; a tied projection is a second copy of the
+    embedding when it sits on another pipeline rank (Megatron keeps both in sync with an all-reduce)."""
+    out = model.vocab_size * model.hidden_size / tp if (not model.tied_embeddings or pp > 1) else 0.0
+    return out + model.norm_params
+
+
+@lru_cache(maxsize=4096)
+def rank_params(model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int) -> RankParams:
+    """Parameters held by one GPU of pipeline rank `rank` of the layout."""
+    dense = expert = largest = 0.0
+    gemms = 0
+    for layer in layout.rank_layers(rank):
+        d, e = layer_params_per_rank(model, layer, tp, ep)
+        dense, expert, largest = dense + d, expert + e, max(largest, d + e)
+        gemms += 4 + model.mlp_matrices
+    edge = 0.0
+    if layout.holds_embedding(rank):
+        edge += embedding_params_per_rank(model, tp)
+    if layout.holds_loss(rank):
+        edge += output_params_per_rank(model, tp, layout.pp)
+        gemms += 1
+    return RankParams(dense=dense + edge, expert=expert, largest_unit=max(largest, edge), num_gemms=gemms)

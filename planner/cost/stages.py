@@ -1,0 +1,105 @@
+"""The one layer layout: which transformer layers, and the embedding and the loss, sit on which pipeline
+rank and model chunk (virtual stage).
+
+Every other piece of the planner asks this module: memory (parameters and activations per rank), compute
+(layers per slot), communication (gradient volumes), the launch worker (which modules a rank builds) and the
+emitters (how many layers each engine's chunk gets).
+
+A plan with pipeline degree p and v virtual stages per rank cuts the model into p·v chunks of consecutive
+layers; chunk c runs on pipeline rank c mod p, so rank r holds chunks r, r + p, r + 2p, ... (Narayanan et
+al. 2021, section 2.2.2). Chunk 0 also holds the embedding, the last chunk the final norm, the output
+projection and the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One model chunk (virtual pipeline stage)."""
+
+    index: int  # global virtual stage 0 .. pp·vpp − 1, in model order
+    rank: int  # the pipeline rank that runs it
+    first_layer: int
+    num_layers: int
+    embedding: bool  # holds the token (and position) embedding
+    loss: bool  # holds the final norm, the output projection and the loss
+
+    @property
+    def layers(self) -> range:
+        return range(self.first_layer, self.first_layer + self.num_layers)
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """The chunks of one plan, in model order. Hashed by a flat key (cost functions cache on layouts)."""
+
+    num_layers: int
+    pp: int
+    vpp: int
+    chunks: tuple[Chunk, ...]
+
+    def __post_init__(self) -> None:
+        key = (self.pp, tuple((c.num_layers, c.embedding, c.loss) for c in self.chunks))
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined, no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and self._key == other._key  # type: ignore[attr-defined]
+
+    def rank_chunks(self, rank: int) -> tuple[Chunk, ...]:
+        """The chunks pipeline rank `rank` runs, in model order."""
+        return tuple(c for c in self.chunks if c.rank == rank)
+
+    def rank_layers(self, rank: int) -> tuple[int, ...]:
+        """Global indices of every transformer layer pipeline rank `rank` holds."""
+        return tuple(i for c in self.rank_chunks(rank) for i in c.layers)
+
+    def num_rank_layers(self, rank: int) -> int:
+        return sum(c.num_layers for c in self.rank_chunks(rank))
+
+    def holds_embedding(self, rank: int) -> bool:
+        return any(c.embedding for c in self.rank_chunks(rank))
+
+    def holds_loss(self, rank: int) -> bool:
+        return any(c.loss for c in self.rank_chunks(rank))
+
+    @property
+    def last_rank(self) -> int:
+        """The pipeline rank of the last chunk (the one with the loss)."""
+        return self.chunks[-1].rank
+
+
+def even_chunk_sizes(num_layers: int, num_chunks: int) -> list[int]:
+    """Layers per chunk, as even as possible; where they do not divide, the first and last chunks get
+    fewer, because they also carry the embedding and the output layer (how Llama 3 405B put 126 layers on
+    16 stages, Dubey et al. 2024, section 3.3.2). The extra layers go to the middle chunks first."""
+    base, extra = divmod(num_layers, num_chunks)
+    sizes = [base] * num_chunks
+    order = sorted(range(num_chunks),
+                   key=lambda c: (c in (0, num_chunks - 1), abs(c - (num_chunks - 1) / 2)))
+    for c in order[:extra]:
+        sizes[c] += 1
+    return sizes
+
+
+def layout_from_sizes(sizes: list[int], *, pp: int) -> Layout:
+    """A layout from the layer count of each chunk in model order (len(sizes) = pp·vpp)."""
+    chunks, start = [], 0
+    last = len(sizes) - 1
+    for c, n in enumerate(sizes):
+        chunks.append(Chunk(index=c, rank=c % pp, first_layer=start, num_layers=n, embedding=c == 0, loss=c == last))
+        start += n
+    return Layout(num_layers=start, pp=pp, vpp=len(sizes) // pp, chunks=tuple(chunks))
+
+
+@lru_cache(maxsize=4096)
+def layer_layout(num_layers: int, pp: int, vpp: int = 1) -> Layout:
+    """The layout of `num_layers` layers over pp ranks with vpp chunks each (even_chunk_sizes)."""
+    return layout_from_sizes(even_chunk_sizes(num_layers, pp * vpp), pp=pp)
