@@ -35,8 +35,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    from planner.io.catalog import load_hardware, load_model
-    from planner.search.pipeline import Space, default_global_batch, search
+    from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_hardware, load_model
+    from planner.search.pipeline import search
+    from planner.search.space import Space, default_global_batch
 
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(f"{'case':44} {'wall med':>9} {'wall min':>9} {'in-proc':>8} {'evaluated':>9} {'timed':>6} {'plans/s (wall)':>15}")
@@ -50,7 +51,7 @@ def main() -> None:
         spec = load_model(model)
         space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len)
         t0 = time.perf_counter()
-        search(spec, load_hardware(hw), space)  # cold caches: first call in this process for this case
+        search(spec, load_hardware(hw), space, load_engine(DEFAULT_ENGINE))  # cold caches: first call in this process for this case
         inproc = time.perf_counter() - t0
         med = statistics.median(walls)
         name = f"{model} x {gpus} {' '.join(extra)}"

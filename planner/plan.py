@@ -146,10 +146,6 @@ def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Re
         if p.pp == 1 or p.vpp == 1:
             bad("interleaved needs pp > 1 and vpp > 1",
                 f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}")
-        elif p.global_batch % (p.dp * p.micro_batch) == 0 and p.num_microbatches % p.pp:
-            bad("interleaved needs micro-batches divisible by pp",
-                f"schedule=interleaved needs the {p.num_microbatches} micro-batches per step to be a "
-                f"multiple of pp={p.pp} (Megatron's interleaved schedule)")
     elif p.vpp > 1:
         bad("vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}")
     return out
@@ -167,13 +163,37 @@ def kv_heads_replicated(model: ModelSpec, plan: Plan) -> bool:
 
 
 def derive_plan(gpus: int | None, **fields: object) -> Plan:
-    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default).
+    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default), and the global batch when
+    it is not given: enough micro-batches to fill the pipeline once (dp · micro_batch · pp, so m = pp).
 
-    `fields` holds only what the user gave; a `None` degree counts as not given.
+    `fields` holds only what the user gave; a `None` counts as not given. Values are checked by Plan
+    (types and ranges) before any arithmetic.
     """
     given = {k: v for k, v in fields.items() if v is not None}
-    if gpus is None:
-        return Plan(**given)
+    probe = Plan(**given)
+    if gpus is not None:
+        missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
+        target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
+        if target is None:
+            if probe.gpus != gpus:
+                raise PlannerError(f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = "
+                                   f"{probe.gpus}, not --gpus {gpus}")
+        else:
+            others = 1
+            named = []
+            for d in ("dp", "tp", "pp", "cp"):
+                if d != target:
+                    others *= getattr(probe, d)
+                    named.append(f"{d}={getattr(probe, d)}")
+            if gpus % others:
+                raise PlannerError(
+                    f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
+                    f"derived; choose degrees whose product divides {gpus}")
+            given[target] = gpus // others
+    if "global_batch" not in given:
+        dp = int(given.get("dp", probe.dp))  # type: ignore[call-overload]
+        given["global_batch"] = dp * probe.micro_batch * probe.pp
+    return Plan(**given)
     missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
     target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
     if target is None:

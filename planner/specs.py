@@ -262,37 +262,3 @@ class HardwareProfile(Frozen):
 
     def peak(self, precision: str) -> float:
         return self.gpu.peak_flops[precision]  # type: ignore[index]
-
-
-# ---- training settings that are not part of the parallel plan --------------------------------------
-class Training(Frozen):
-    """Choices of the training recipe that change memory or time but are not parallelism."""
-
-    optimizer: Literal["adamw", "adam", "sgd"] = Field(
-        "adamw", description="adam(w): fp32 master + m + v = 12 B/param; sgd with momentum: master + m = 8"
-    )
-    grad_dtype: Literal["param", "fp32"] = Field(
-        "param",
-        description="gradient dtype: 'param' = the weights' dtype (ZeRO paper, FSDP), "
-        "'fp32' = Megatron's fp32 main-grad accumulation",
-    )
-    master_copy: bool | None = Field(
-        None,
-        description="a separate fp32 copy of the weights in the optimizer; default: yes for 16-bit "
-        "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one even in fp32",
-    )
-    flash_attention: bool = Field(True, description="fused attention: the s x s scores are never stored")
-    fused_kernels: bool = Field(
-        True,
-        description="fused RMSNorm and SwiGLU kernels (Megatron, Apex, compiled torchtitan). False: eager "
-        "PyTorch (the `planner launch` worker), whose RMSNorm keeps an fp32 copy of its input and the fp32 "
-        "normalised value, and whose SwiGLU keeps the SiLU output as well",
-    )
-    dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era models)")
-    selective_policy: Literal["op", "attention"] = Field(
-        "op",
-        description="what --recompute selective recomputes: 'attention' = only the attention core "
-        "(Korthikanti et al. 2022, Megatron); 'op' = per-op selective checkpointing that keeps the "
-        "attention output and every other matmul output (torchtitan's default)",
-    )
-    tp_overlap: bool = Field(False, description="TP communication overlapped with compute")

@@ -16,3 +16,19 @@ def make_hw(*, gpus_per_node: int = 8, eff: float = 0.7, overhead_s: float = 0.0
                               intra_node=0.8, inter_node=0.8, step_overhead_s=overhead_s),
         reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
     )
+
+
+SECTIONS = {"optimizer": "memory", "grad_dtype": "memory", "master_copy": "memory", "attention": "kernels",
+            "fused_elementwise": "kernels", "dropout": "kernels", "selective_recompute": "kernels",
+            "tp_overlap": "comm"}
+
+
+def make_engine(name: str = "generic", **changes: object):  # noqa: ANN201 (an Engine)
+    """An engine profile from the catalog with some fields changed, e.g. make_engine(tp_overlap=True)."""
+    from planner.io.catalog import load_engine
+
+    engine = load_engine(name)
+    for key, value in changes.items():
+        section = SECTIONS[key]
+        engine = engine.model_copy(update={section: getattr(engine, section).model_copy(update={key: value})})
+    return engine

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from planner.fit.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
+from helpers import make_engine
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
 from planner.cost.schedule import step_time
-from planner.specs import Efficiency, Training
+from planner.specs import Efficiency
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -62,7 +63,7 @@ def _without_fixed_costs(hw):  # noqa: ANN001, ANN202
 
 
 def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> None:
-    model, tr = load_model("tiny"), Training()
+    model, tr = load_model("tiny"), make_engine()
     shipped = load_hardware("cpu")
     hw = _without_fixed_costs(shipped)
     # Defaults are zero: GPU profiles that never set them predict as before these terms existed.
@@ -164,7 +165,7 @@ def test_calibrated_cpu_profile_predicts_held_out_plans(tmp_path: Path) -> None:
     held = [obs[n] for n in HELD_OUT]
     res = fit(train, base, names=FIT_PARAMS)
     eff_after = apply_params(base.efficiency, res.values)
-    tr = Training()
+    tr = make_engine()
 
     def err(o, eff) -> float:  # noqa: ANN001
         return abs(predict_step_s(o, eff, tr) / o.measured_step_s - 1) * 100

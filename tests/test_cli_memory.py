@@ -46,7 +46,7 @@ def test_plan_file_round_trip(tmp_path):
 
     path = tmp_path / "plan.yaml"
     write_plan_file(str(path), plan=Plan(dp=4, tp=2, zero=1, global_batch=32, seq_len=4096), model="llama3-8b",
-                    hardware="h100-sxm", gpus=8)
+                    hardware="h100-sxm", engine="generic", gpus=8)
     code, out, err = run("memory", "--plan", str(path), "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -76,7 +76,7 @@ def test_does_not_fit_is_reported_not_refused():
         (["memory", "--model", "tiny", "--global-batch", "3", "--dp", "2"], "global_batch=3"),
         (["memory", "--model", "gpt2-1.5b", "--seq-len", "2048"], "seq_len=2048"),
         (["memory", "--model", "tiny", "--ep", "2", "--dp", "2"], "ep=2"),
-        (["memory", "--model", "tiny", "--pp", "2", "--vpp", "2"], "interleaved"),
+        (["memory", "--model", "tiny", "--pp", "2", "--vpp", "2", "--global-batch", "1"], "interleaved"),
         (["memory", "--model", "tiny", "--zero", "5"], "--zero"),
         (["models", "show", "nope"], "nope"),
     ],

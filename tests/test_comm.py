@@ -1,4 +1,4 @@
-"""Collectives, tier selection and per-dimension communication (planner.comm)."""
+"""Collectives, tier selection (cost.comm) and per-dimension communication and overlap (cost.traffic, cost.overlap)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.cost.comm import (
-    Link,
-    collective_bytes,
-    collective_s,
-    comm_times,
-    dp_comm,
-    group_link,
-    layer_comm,
-)
+from helpers import make_engine, make_hw
+from planner.cost.comm import Link, collective_bytes, collective_s, group_link
 from planner.cost.compute import layer_time, stage_compute
+from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import rank_params
+from planner.cost.schedule import bottleneck_stage
 from planner.cost.stages import layer_layout
-from helpers import make_hw
 from planner.plan import Plan
-from planner.specs import (
-    ModelSpec,
-    Training,
-)
+from planner.specs import ModelSpec
 
 
+def comm_times(model, hw, plan, engine):  # noqa: ANN001, ANN201
+    return bottleneck_stage(model, hw, plan, engine)[2]
 
 
 GPT = ModelSpec(name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, ffn_hidden_size=24576,
@@ -66,7 +59,7 @@ def test_tier_selection():
 
 def test_sequence_parallel_does_not_change_tp_time():
     """SP turns each all-reduce into reduce-scatter + all-gather of the same bytes (Korthikanti 2022)."""
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     a, b = (Plan(tp=8, sp=sp, micro_batch=4, global_batch=4) for sp in (False, True))
     ka = layer_comm(GPT, hw, a, tr, moe=False, layer=layer_time(GPT, hw, a, tr))
     kb = layer_comm(GPT, hw, b, tr, moe=False, layer=layer_time(GPT, hw, b, tr))
@@ -79,15 +72,15 @@ def test_sequence_parallel_does_not_change_tp_time():
 def test_tp_overlap_hides_tp():
     hw = make_hw()
     plan = Plan(tp=8, sp=True, micro_batch=4, global_batch=4)
-    plain = comm_times(GPT, hw, plan, Training())
-    overlapped = comm_times(GPT, hw, plan, Training(tp_overlap=True))
+    plain = comm_times(GPT, hw, plan, make_engine())
+    overlapped = comm_times(GPT, hw, plan, make_engine(tp_overlap=True))
     assert overlapped.tp_s == plain.tp_s
     assert overlapped.tp_exposed_s < plain.tp_exposed_s
 
 
 def test_zero3_moves_one_and_a_half_times_zero0_bytes():
     """ZeRO-3: 2 all-gathers + 1 reduce-scatter = 3(n−1)/n·Ψ vs 2(n−1)/n·Ψ for DDP (ZeRO paper Sec. 7)."""
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     plans = [Plan(dp=16, zero=z, micro_batch=1, global_batch=16, seq_len=2048) for z in (0, 3)]
     totals = []
     for p in plans:
@@ -113,7 +106,7 @@ def test_collective_properties(n, nbytes):
 @settings(max_examples=25, deadline=None)
 @given(dp=st.sampled_from([2, 4, 8, 16, 64]), zero=st.integers(0, 3))
 def test_exposed_never_exceeds_total_plus_a_bucket(dp, zero):
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     plan = Plan(dp=dp, tp=2, zero=zero, micro_batch=1, global_batch=dp * 2, seq_len=2048)
     k = comm_times(GPT, hw, plan, tr)
     for d in ("tp", "cp", "ep", "pp"):

@@ -16,12 +16,11 @@ from planner.cost.compute import (
     model_flops_per_step,
     stage_compute,
 )
-from helpers import make_hw
+from helpers import make_engine, make_hw
 from planner.plan import Plan
 from planner.specs import (
     ModelSpec,
     MoESpec,
-    Training,
 )
 
 
@@ -46,7 +45,7 @@ def megatron_flops(b: int, s: int, l: int, h: int, v: int, factor: int) -> float
 def test_gpt3_full_recompute_matches_megatron_formula():
     """GPT-3 175B, B = 1536, s = 2048, V = 51200 (Narayanan 2021 Sec. 5.1): 96·B·s·l·h²(...) within 1%."""
     plan = Plan(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, seq_len=2048, recompute="full")
-    ours = hardware_flops_per_step(GPT3, plan, Training())
+    ours = hardware_flops_per_step(GPT3, plan, make_engine())
     assert ours == pytest.approx(megatron_flops(1536, 2048, 96, 12288, 51200, 96), rel=0.01)
 
 
@@ -54,7 +53,7 @@ def test_gpt3_model_flops_match_72_formula():
     plan = Plan(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, seq_len=2048)
     ours = model_flops_per_step(GPT3, plan)
     assert ours == pytest.approx(megatron_flops(1536, 2048, 96, 12288, 51200, 72), rel=0.01)
-    assert hardware_flops_per_step(GPT3, plan, Training()) == ours  # no recompute: HFU = MFU
+    assert hardware_flops_per_step(GPT3, plan, make_engine()) == ours  # no recompute: HFU = MFU
 
 
 def test_dense_layer_flops_are_twice_the_weights_plus_attention():
@@ -75,7 +74,7 @@ def test_moe_active_flops_below_total_params_flops():
 
 
 def test_recompute_time_policies():
-    hw, tr = make_hw(), Training(selective_policy="attention")
+    hw, tr = make_hw(), make_engine(selective_recompute="attention")
     base = dict(tp=8, micro_batch=4, global_batch=4, seq_len=2048)
     none = layer_time(GPT3, hw, Plan(**base), tr)
     full = layer_time(GPT3, hw, Plan(**base, recompute="full"), tr)
@@ -87,7 +86,7 @@ def test_recompute_time_policies():
 
 
 def test_fp8_runs_gemms_faster_but_not_twice_as_fast_overall():
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     plan = dict(micro_batch=2, global_batch=16, dp=8, seq_len=8192)
     bf16 = stage_compute(LLAMA_8B, hw, Plan(**plan), tr, 0)
     fp8 = stage_compute(LLAMA_8B, hw, Plan(**plan, precision="fp8"), tr, 0)
@@ -96,7 +95,7 @@ def test_fp8_runs_gemms_faster_but_not_twice_as_fast_overall():
 
 
 def test_first_and_last_stage_carry_embedding_and_logits():
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     plan = Plan(pp=4, dp=1, micro_batch=1, global_batch=8, seq_len=2048)
     first, mid, last = (stage_compute(GPT3, hw, plan, tr, r) for r in (0, 1, 3))
     assert mid.head_forward_s == 0
@@ -107,7 +106,7 @@ def test_first_and_last_stage_carry_embedding_and_logits():
 @given(tp=st.sampled_from([1, 2, 4, 8]), b=st.integers(1, 8))
 def test_compute_time_scales_with_work(tp, b):
     """More tokens per GPU never take less time; more tp never takes more per-GPU GEMM time."""
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t1 = layer_time(GPT3, hw, Plan(tp=tp, micro_batch=b, global_batch=b), tr)

@@ -8,14 +8,17 @@ import sys
 import pytest
 
 from planner.fit.calibrate import fit, observations_from_runs, predict_step_s
+from helpers import make_engine
 from planner.io.catalog import load_hardware, load_model
 from planner.errors import PlannerError
 from planner.cost.estimate import estimate
 from planner.plan import Plan
-from planner.specs import Efficiency, MatmulPoint, Training
+from planner.specs import Efficiency, MatmulPoint
 from planner.fit.validate import validate_runs
 
 REFERENCE = "tests/data/calibration_runs.yaml"
+
+GENERIC = make_engine()
 
 
 def run(*args: str):
@@ -48,14 +51,14 @@ def test_megatron_flops_convention_on_gpt3():
     model, hw = load_model("gpt3-175b"), load_hardware("a100-80gb")
     model = model.model_copy(update={"vocab_size": 51200})
     plan = Plan(tp=8, pp=16, dp=8, recompute="full", global_batch=1536, seq_len=2048)
-    est = estimate(model, hw, plan)
+    est = estimate(model, hw, plan, GENERIC)
     B, s, l, h, V = 1536, 2048, 96, 12288, 51200
     megatron = 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
     assert est.time.hardware_flops_per_step == pytest.approx(megatron, rel=0.01)
 
 
 def test_plan_that_does_not_fit_is_estimated_and_flagged():
-    est = estimate(load_model("llama3-70b"), load_hardware("h100-sxm"), Plan(dp=8, global_batch=8, seq_len=8192))
+    est = estimate(load_model("llama3-70b"), load_hardware("h100-sxm"), Plan(dp=8, global_batch=8, seq_len=8192), GENERIC)
     assert not est.fits and est.time.step_s > 0
 
 
@@ -103,7 +106,7 @@ def test_calibration_held_out_on_published_runs(calibration_runs, hardware):
     result = fit(train, base)
 
     def median_err(eff):
-        return statistics.median(abs(predict_step_s(o, eff, Training()) / o.measured_step_s - 1) for o in test)
+        return statistics.median(abs(predict_step_s(o, eff, make_engine()) / o.measured_step_s - 1) for o in test)
 
     before, after = median_err(base.efficiency), median_err(result.fitted.efficiency)
     print(f"{hardware}: held-out median |error| {before:.1%} -> {after:.1%} ({len(train)} fit, {len(test)} held out)")

@@ -5,13 +5,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.cost.activations import activation_bytes_per_layer
+from helpers import make_engine
 from planner.io.catalog import load_hardware, load_model
 from planner.cost.memory import in_flight_microbatches, memory_report
 from planner.cost.states import model_state_bytes
 from planner.plan import Plan
-from planner.specs import ModelSpec, Training
+from planner.specs import ModelSpec
 
 GB = 1e9
+
+GENERIC = make_engine()
 
 
 # ---- ZeRO, Rajbhandari et al. 2020, Figure 1 / section 5: 7.5B parameters, Nd = 64, K = 12 -------------
@@ -20,7 +23,7 @@ GB = 1e9
     [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)],  # printed rounded to 3 significant digits
 )
 def test_zero_paper_model_states(zero, published_gb):
-    states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="bf16")
+    states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="bf16", engine=GENERIC)
     assert states.total_bytes / GB == pytest.approx(published_gb, rel=0.015)
 
 
@@ -30,7 +33,7 @@ def test_zero_worked_examples_formula_exact(worked_examples):
         if not ex["id"].startswith("zero-analytic"):
             continue
         i = ex["inputs"]
-        states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="bf16")
+        states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="bf16", engine=GENERIC)
         assert states.total_bytes == pytest.approx(ex["expected"]["model_state_bytes_per_gpu_formula"], rel=1e-9)
 
 
@@ -40,7 +43,7 @@ def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
     Parameter counts are published rounded, so 0.5%."""
     ex = next(e for e in worked_examples if e["id"] == "deepspeed-estimator-t0-3b-1gpu")
     i = ex["inputs"]
-    states = model_state_bytes(params=i["params"], dp=i["gpus"], zero=3, training=Training(grad_dtype="fp32"))
+    states = model_state_bytes(params=i["params"], dp=i["gpus"], zero=3, engine=make_engine(grad_dtype="fp32"))
     gathered = i["largest_layer_params"] * (2 + 2)
     assert states.total_bytes + gathered == pytest.approx(ex["expected"]["no_offload"]["per_gpu_bytes"], rel=0.005)
 
@@ -48,7 +51,7 @@ def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
 def test_sixteen_bytes_per_param_gpt3():
     """Mixed-precision Adam holds 16 bytes/param (ZeRO section 3.1): GPT-3 175B ~ 2.8 TB of model states."""
     model = load_model("gpt3-175b")
-    states = model_state_bytes(params=model.num_params, dp=1, zero=0)
+    states = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=GENERIC)
     assert states.total_bytes / model.num_params == 16
     assert states.total_bytes / 1e12 == pytest.approx(2.8, rel=0.01)
 
@@ -57,14 +60,14 @@ def test_gpt2_fp32_adam_example():
     """GPT-2 1.5B in fp32 with Adam: weights 6 GB, gradients 6 GB, Adam 18 GB, the optimizer counting
     an fp32 copy + momentum + variance (12 B/param; EleutherAI "Transformer Math 101"; DeepSpeed's ZeRO
     optimizer keeps such a copy even of fp32 weights). Plain PyTorch AdamW keeps only m and v: 12 GB."""
-    with_copy = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", training=Training(master_copy=True))
+    with_copy = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=make_engine(master_copy=True))
     assert (with_copy.weights_bytes, with_copy.gradients_bytes, with_copy.optimizer_bytes) == (6 * GB, 6 * GB, 18 * GB)
-    plain = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32")
+    plain = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=GENERIC)
     assert plain.optimizer_bytes == 12 * GB
 
 
 # ---- Korthikanti et al. 2022, Table 2: activation bytes per layer ------------------------------------------
-KORTHIKANTI = Training(flash_attention=False, dropout=True, selective_policy="attention")
+KORTHIKANTI = make_engine(attention="softmax", dropout=True, selective_recompute="attention")
 GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,
                  ffn_hidden_size=49152, vocab_size=51200, max_seq_len=2048)
 
@@ -83,13 +86,13 @@ GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attenti
 def test_korthikanti_table2(case, kwargs, formula):
     """Exact (the layer's tensors sum to the paper's coefficients), in units of s·b·h bytes."""
     s, b, h, a = 2048, 1, 12288, 96
-    got = activation_bytes_per_layer(GPT3, micro_batch=b, seq_len=s, training=KORTHIKANTI, **kwargs)
+    got = activation_bytes_per_layer(GPT3, micro_batch=b, seq_len=s, kernels=KORTHIKANTI.kernels, **kwargs)
     assert got / (s * b * h) == pytest.approx(formula(s, h, a, kwargs.get("tp", 1)), rel=1e-12), case
 
 
 def test_flash_attention_drops_the_quadratic_term():
     s = 2048
-    flash = activation_bytes_per_layer(GPT3, micro_batch=1, seq_len=s, training=Training(dropout=True, selective_policy="attention"))
+    flash = activation_bytes_per_layer(GPT3, micro_batch=1, seq_len=s, kernels=make_engine(dropout=True, selective_recompute="attention").kernels)
     assert flash / (s * GPT3.hidden_size) == pytest.approx(34, rel=0.01)  # + the fp32 log-sum-exp
 
 
@@ -121,7 +124,7 @@ def test_torchtitan_llama31_8b_peak_memory(calibration_runs):
         peak = run["measured"]["peak_memory_bytes"]
         if not peak or not run["id"].startswith("torchtitan"):
             continue
-        report = memory_report(ModelSpec(**run["model"]), hw, Plan(**run["plan"]))
+        report = memory_report(ModelSpec(**run["model"]), hw, Plan(**run["plan"]), GENERIC)
         assert report.total_bytes == pytest.approx(peak, rel=0.10), run["id"]
         checked += 1
     assert checked == 10
@@ -139,7 +142,7 @@ def test_more_sharding_never_raises_model_state_memory(tp, pp, dp, zero, more):
 
     def states(**kw):
         plan = Plan(**{**dict(tp=tp, pp=pp, dp=dp, zero=zero, global_batch=64 * dp), **kw})
-        return max(s.breakdown.model_state_bytes for s in memory_report(model, hw, plan).stages)
+        return max(s.breakdown.model_state_bytes for s in memory_report(model, hw, plan, GENERIC).stages)
 
     before = states()
     after = states(**{more: min(zero + 1, 3)} if more == "zero" else {more: 2 * {"tp": tp, "pp": pp, "dp": dp}[more],
@@ -168,7 +171,7 @@ def test_recompute_ordering():
 def test_uneven_stages_are_reported():
     """126 layers on 16 stages (Llama 3 405B, Dubey et al. 2024): the end stages get 7, the rest 8."""
     model, hw = load_model("llama3-405b"), load_hardware("h100-sxm")
-    report = memory_report(model, hw, Plan(tp=8, pp=16, dp=1, global_batch=16, seq_len=8192, recompute="full"))
+    report = memory_report(model, hw, Plan(tp=8, pp=16, dp=1, global_batch=16, seq_len=8192, recompute="full"), GENERIC)
     layers = [s.layers for s in report.stages]
     assert sum(layers) == 126 and layers[0] == layers[-1] == 7 and set(layers[1:-1]) == {8}
 
@@ -176,6 +179,6 @@ def test_uneven_stages_are_reported():
 def test_moe_experts_are_divided_by_ep():
     model, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
     plans = [Plan(dp=8, ep=ep, global_batch=8, seq_len=4096) for ep in (1, 2, 8)]
-    weights = [memory_report(model, hw, p).peak.breakdown.weights_bytes for p in plans]
+    weights = [memory_report(model, hw, p, GENERIC).peak.breakdown.weights_bytes for p in plans]
     assert weights[0] > weights[1] > weights[2]
     assert weights[0] == pytest.approx(2 * model.num_params, rel=1e-6)

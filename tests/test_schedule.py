@@ -8,12 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import make_hw
+from helpers import make_engine, make_hw
 from planner.plan import Plan
 from planner.cost.schedule import bubble_fraction, step_time
 from planner.specs import (
     ModelSpec,
-    Training,
 )
 from planner.cost.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
 
@@ -33,7 +32,7 @@ def _slot_work(t) -> float:
 def test_1f1b_bubble_is_p_minus_1_over_m():
     """Narayanan et al. 2021, Sec. 2.2.1: bubble / ideal = (p − 1)/m."""
     plan = Plan(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, recompute="full")
-    t = step_time(GPT3, make_hw(), plan, Training())
+    t = step_time(GPT3, make_hw(), plan, make_engine())
     m = plan.num_microbatches
     assert m == 192
     assert t.bubble_s / _slot_work(t) == pytest.approx(15 / m)
@@ -43,7 +42,7 @@ def test_interleaved_bubble_divides_by_vpp():
     """Narayanan et al. 2021, Sec. 2.2.2: (p − 1)/(v·m)."""
     plan = Plan(tp=8, pp=8, vpp=3, dp=1, micro_batch=1, global_batch=64, recompute="full")
     assert plan.schedule == "interleaved"
-    t = step_time(GPT3, make_hw(), plan, Training())
+    t = step_time(GPT3, make_hw(), plan, make_engine())
     assert t.bubble_s / _slot_work(t) == pytest.approx(7 / (3 * 64))
     assert bubble_fraction(pp=8, vpp=3, num_microbatches=64, schedule="1f1b") == pytest.approx(7 / 64)
 
@@ -51,7 +50,7 @@ def test_interleaved_bubble_divides_by_vpp():
 @settings(max_examples=20, deadline=None)
 @given(m=st.integers(1, 64), pp=st.sampled_from([2, 4, 8]))
 def test_more_microbatches_lower_the_bubble_fraction(m, pp):
-    hw, tr = make_hw(), Training()
+    hw, tr = make_hw(), make_engine()
     a = step_time(GPT3, hw, Plan(tp=8, pp=pp, micro_batch=1, global_batch=m), tr)
     b = step_time(GPT3, hw, Plan(tp=8, pp=pp, micro_batch=1, global_batch=2 * m), tr)
     assert b.bubble_s / b.step_s < a.bubble_s / a.step_s
@@ -61,7 +60,7 @@ def test_more_microbatches_lower_the_bubble_fraction(m, pp):
 def test_step_is_the_sum_of_its_parts_and_rates_agree():
     hw = make_hw(overhead_s=0.25)
     plan = Plan(tp=4, pp=2, dp=4, zero=1, micro_batch=2, global_batch=64, recompute="selective", sp=True)
-    t = step_time(GPT3, hw, plan, Training(selective_policy="attention"))
+    t = step_time(GPT3, hw, plan, make_engine(selective_recompute="attention"))
     parts = t.compute_s + t.recompute_s + t.bubble_s + t.optimizer_s + t.overhead_s + sum(t.exposed_comm_s.values())
     assert t.step_s == pytest.approx(parts)
     assert set(t.exposed_comm_s) == {"tp", "cp", "ep", "pp", "dp"}

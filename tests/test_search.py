@@ -10,12 +10,17 @@ import pytest
 import yaml
 
 from planner.io.catalog import load_hardware, load_model
+from helpers import make_engine
 from planner.cli import main
 from planner.cost.memory import memory_report
 from planner.plan import Plan, check_plan
 from planner.cost.schedule import step_time
-from planner.search.pipeline import (NOT_FIT, MemoryScreen, Space, micro_batches, pareto_front, search, structures)
-from planner.specs import Training
+from planner.search.pipeline import search
+from planner.search.results import pareto_front
+from planner.search.screen import MemoryScreen
+from planner.search.space import NOT_FIT, Space, micro_batches, structures
+
+GENERIC = make_engine()
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -31,7 +36,7 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def gpt3_a100():
     m, hw = load_model("gpt3-175b"), load_hardware("a100-80gb")
-    return m, hw, search(m, hw, Space(gpus=1024, global_batch=1536, seq_len=2048))
+    return m, hw, search(m, hw, Space(gpus=1024, global_batch=1536, seq_len=2048), GENERIC)
 
 
 # ---- sanity ------------------------------------------------------------------------------------------
@@ -41,13 +46,13 @@ def test_gpt3_175b_beats_megatron_and_keeps_tp_in_a_node(gpt3_a100):
     m, hw, res = gpt3_a100
     assert res.top and all(r.plan.tp <= hw.gpus_per_node for r in res.top)
     megatron = Plan(dp=8, tp=8, pp=16, micro_batch=1, recompute="full", global_batch=1536, seq_len=2048)
-    assert not check_plan(m, megatron, 1024) and memory_report(m, hw, megatron).fits
-    assert res.top[0].time.tokens_per_s >= step_time(m, hw, megatron, Training()).tokens_per_s
+    assert not check_plan(m, megatron, 1024) and memory_report(m, hw, megatron, GENERIC).fits
+    assert res.top[0].time.tokens_per_s >= step_time(m, hw, megatron, make_engine()).tokens_per_s
 
 
 def test_small_model_is_not_split_by_tp():
     m, hw = load_model("gpt3-1.3b"), load_hardware("h100-sxm")
-    res = search(m, hw, Space(gpus=8, global_batch=512, seq_len=2048))
+    res = search(m, hw, Space(gpus=8, global_batch=512, seq_len=2048), GENERIC)
     assert res.best.plan.tp == 1 and res.best.plan.pp == 1 and res.best.plan.dp == 8
 
 
@@ -62,7 +67,7 @@ def test_counts_add_up(gpt3_a100):
 def test_pruning_finds_the_same_top_plans_as_timing_everything():
     m, hw = load_model("llama2-13b"), load_hardware("h100-sxm")
     space = Space(gpus=32, global_batch=256, seq_len=4096)
-    fast, full = search(m, hw, space, top=5), search(m, hw, space, top=5, exhaustive=True)
+    fast, full = search(m, hw, space, GENERIC, top=5), search(m, hw, space, GENERIC, top=5, exhaustive=True)
     assert [r.plan for r in fast.top] == [r.plan for r in full.top]
     assert full.timed == full.valid and fast.timed < full.timed
 
@@ -75,7 +80,7 @@ def test_memory_screen_equals_memory_report():
         m, hw = load_model(name), load_hardware(hw_name)
         space = Space(gpus=gpus, global_batch=192, seq_len=4096 if name != "gpt3-175b" else 2048, precision=prec,
                       max_cp=2)
-        screen = MemoryScreen(m, hw, Training())
+        screen = MemoryScreen(m, hw, make_engine())
         sts = structures(m, hw, space)
         for st in rng.sample(sts, min(25, len(sts))):
             for mb in micro_batches(space, st.dp)[:2]:
@@ -85,7 +90,7 @@ def test_memory_screen_equals_memory_report():
                              precision=prec, schedule=st.schedule)
                     if check_plan(m, p, gpus):
                         continue
-                    report = memory_report(m, hw, p)
+                    report = memory_report(m, hw, p, GENERIC)
                     got, rank = screen.peak(p)
                     assert got == pytest.approx(report.total_bytes, rel=1e-12)
 
@@ -93,7 +98,7 @@ def test_memory_screen_equals_memory_report():
 def test_fixed_tp_and_lists():
     m, hw = load_model("llama3-8b"), load_hardware("h100-sxm")
     res = search(m, hw, Space(gpus=16, global_batch=256, seq_len=8192, tp=4, zero=(1, 3),
-                              recompute=("selective", "full"), micro_batches=(1, 2)), top=50)
+                              recompute=("selective", "full"), micro_batches=(1, 2)), GENERIC, top=50)
     assert res.top and all(r.plan.tp == 4 for r in res.top)
     assert {r.plan.zero for r in res.top} <= {1, 3} and {r.plan.micro_batch for r in res.top} <= {1, 2}
     assert all(r.plan.recompute != "none" for r in res.top)
@@ -112,7 +117,7 @@ def test_moe_searches_ep_and_long_sequences_search_cp():
 
 def test_nothing_fits_shows_closest_misses_with_fixes():
     m, hw = load_model("llama3-405b"), load_hardware("h100-sxm")
-    res = search(m, hw, Space(gpus=8, global_batch=64, seq_len=8192))
+    res = search(m, hw, Space(gpus=8, global_batch=64, seq_len=8192), GENERIC)
     assert not res.top and res.valid == 0 and res.misses
     first = res.misses[0]
     assert first.over_bytes > 0 and first.gpus_needed and first.gpus_needed > 8

@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planner.cost.comm import _ring
+from planner.cost.comm import ring_steps
 
 
 def alpha_beta(rows: list[dict[str, Any]], kind: str, n: int) -> dict[str, float]:
     """Least squares of t = steps*alpha + frac*bytes/beta (the ring model of planner.comm), rows weighted 1/t
     so that small messages (latency) count as much as large ones (bandwidth); alpha is clamped at 0."""
-    steps, frac = _ring(kind, n)
+    steps, frac = ring_steps(kind, n)
     pts = [(frac * r["bytes"], r["time_s"]) for r in rows if r["kind"] == kind and r["time_s"] > 0]
     if len(pts) < 2:
         return {"latency_s": 0.0, "bandwidth_bytes_per_s": float("nan"), "points": len(pts)}

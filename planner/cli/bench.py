@@ -1,116 +1,18 @@
-"""`planner bench-hardware`: the typer command (torch is imported only inside it and in the worker)."""
+"""`planner bench-hardware`: measure this machine and write a hardware profile (torch is imported only
+inside the measurements, which run in bench/)."""
 
 from __future__ import annotations
 
 import json
-import os
-import platform
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from planner.errors import PlannerError
 
 Opt = typer.Option
-SIZES_FULL = [2**k for k in range(10, 27, 2)]  # 1 KiB .. 64 MiB
-SIZES_QUICK = [2**10, 2**16, 2**22, 2**26]  # 1 KiB, 64 KiB, 4 MiB, 64 MiB
-KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "p2p")
-
-
-def _comm(nproc: int, quick: bool, progress: Any, task: Any, timeout_s: float) -> dict[str, Any]:
-    sizes = SIZES_QUICK if quick else SIZES_FULL
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "comm.json")
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               "-m", "planner.bench.comm_worker", out, ",".join(map(str, sizes)), "0.1" if quick else "0.4"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                start_new_session=True)
-        killed = threading.Event()
-
-        def kill() -> None:
-            killed.set()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
-        err_lines: list[str] = []
-        t_err = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
-        t_err.start()
-        try:
-            for line in proc.stdout:  # type: ignore[union-attr]
-                if line.startswith("PROGRESS"):
-                    _, i, total, *label = line.split()
-                    progress.update(task, completed=int(i), total=int(total), description="comm " + " ".join(label))
-            rc = proc.wait()
-        finally:
-            timer.cancel()
-        t_err.join(timeout=5)
-        if killed.is_set():
-            raise PlannerError(f"bench-hardware: the collectives benchmark ran past {timeout_s:.0f} s and was killed")
-        if rc != 0 or not os.path.exists(out):
-            raise PlannerError(f"bench-hardware: torchrun failed (exit {rc}):\n" + "".join(err_lines[-20:]))
-        with open(out) as f:
-            return json.load(f)
-
-
-def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from planner.bench import measure
-    from planner.bench.fit import alpha_beta, curve_from
-
-    torch.set_num_threads(1)  # one rank = one process with one thread, as `planner launch` runs it on CPU
-    cuda = torch.cuda.is_available()
-    device = "cuda" if cuda else "cpu"
-    device_name = torch.cuda.get_device_name(0) if cuda else f"{platform.processor() or platform.machine()} CPU (1 thread)"
-    res: dict[str, Any] = {"device": device, "device_name": device_name, "host": socket.gethostname(),
-                           "torch": torch.__version__, "quick": quick}
-    n_mm = (len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL)) * 2 + (2 if not cuda else 0) + (
-        0 if not cuda else len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL))
-    with Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
-        t_mm = progress.add_task("matmul sweep", total=n_mm)
-        res["matmul"] = measure.matmul_sweep(device, quick, lambda s: progress.update(t_mm, advance=1, description=s))
-        t_mem = progress.add_task("memory bandwidth", total=2)
-        res["memory"] = measure.memory_bandwidth(device, quick)
-        progress.update(t_mem, advance=1, description="checkpoint write")
-        res["checkpoint"] = measure.checkpoint_write(quick)
-        progress.update(t_mem, advance=1, description="memory, disk done")
-        t_c = progress.add_task("collectives (torchrun)", total=len(KINDS) * len(SIZES_QUICK if quick else SIZES_FULL))
-        res["comm"] = _comm(nproc, quick, progress, t_c, timeout_s=180 if quick else 540)
-    peak = {p: max(r["achieved_flops_per_s"] for r in res["matmul"] if r["precision"] == p) for p in ("fp32", "bf16", "fp16")}
-    peak["fp8"] = peak["fp16"]
-    res["peak_flops"] = peak
-    res["curve_precision"] = "bf16"  # `planner launch` plans default to bf16
-    res["matmul_curve"] = curve_from(res["matmul"], "bf16", peak["bf16"])
-    n = res["comm"]["world_size"]
-    res["fits"] = {k: alpha_beta(res["comm"]["rows"], k, n) for k in KINDS}
-    res["rss_bytes"] = res["comm"].get("worker_rss_after_init_bytes", 0.0)
-    if cuda:
-        res["hbm_bytes"] = float(torch.cuda.get_device_properties(0).total_memory)
-        res["hbm_note"] = "device memory reported by torch.cuda"
-        res["gpus_per_node"], res["gpus_per_node_note"] = torch.cuda.device_count(), "CUDA devices seen"
-    else:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        ranks = max(nproc, os.cpu_count() or 1, 8)
-        res["hbm_bytes"] = float(total / ranks)
-        res["hbm_note"] = f"physical memory {total / 2**30:.1f} GiB shared by {ranks} ranks"
-        res["gpus_per_node"], res["gpus_per_node_note"] = ranks, "ranks (processes) allowed on this host"
-    return res
 
 
 def bench_hardware(
@@ -123,8 +25,9 @@ def bench_hardware(
     """Measure this machine (GEMM sweep, memory copy, collectives) and write a hardware profile YAML."""
     from rich.console import Console
 
-    from planner.io.catalog import load_hardware
     from planner.bench.fit import profile_yaml, write_atomic
+    from planner.bench.run import run_bench
+    from planner.io.catalog import load_hardware
 
     if nproc < 2:
         raise PlannerError("--nproc must be at least 2 (the collectives need two ranks)")

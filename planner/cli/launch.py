@@ -1,4 +1,5 @@
-"""`planner launch`: the typer command (thin: parse, call runner/emit, render)."""
+"""`planner launch`: check a plan against this machine and run it with torchrun, or emit it for a cluster
+or another engine. Thin: parse, resolve, call launch/ (runner, emit), render."""
 
 from __future__ import annotations
 
@@ -8,25 +9,27 @@ from typing import Annotated, Optional
 
 import typer
 
+from planner.cli.options import (CpOpt, DpOpt, EpOpt, GlobalBatchOpt, MicroBatchOpt, PpOpt, PrecisionOpt,
+                                 RecomputeOpt, ScheduleOpt, SeqLenOpt, SpOpt, TpOpt, VppOpt, ZeroOpt)
+from planner.cli.resolve import PLAN_FLAGS, resolve
 from planner.errors import PlannerError
-from planner.cli.options import (
-    CpOpt, DpOpt, EpOpt, GlobalBatchOpt, MicroBatchOpt, PpOpt, PrecisionOpt, RecomputeOpt, ScheduleOpt, SeqLenOpt,
-    SpOpt, TpOpt, VppOpt, ZeroOpt,
-)
-from planner.launch.command import RunConfig
-from planner.launch.emit.cluster import write_cluster_files
-from planner.launch.emit.engines import write_engine_file
-from planner.launch.preflight import probe_environment
-from planner.launch.runner import comparison, dry_run, predicted, read_profile, resolve_plan, run_torchrun
-from planner.launch.spec import load_model_spec, shrink
+from planner.io.catalog import DEFAULT_HARDWARE
+from planner.io.planfile import read_plan_file
+from planner.launch.command import WORKER_ENGINE, RunConfig
+from planner.launch.emit import write_target
+from planner.launch.preflight import default_hardware, probe_environment
+from planner.launch.runner import comparison, dry_run, predicted, read_profile, run_torchrun
+from planner.launch.spec import shrink
 
-CLUSTER, ENGINES = ("torchrun", "slurm", "k8s"), ("megatron", "torchtitan", "deepspeed")
 Opt = typer.Option
 
 
 def launch(
     model: Annotated[Optional[str], Opt(help="catalog name or model YAML path (default: the --plan file's)")] = None,
-    hardware: Annotated[Optional[str], Opt(help="hardware profile name (default: cpu when no CUDA)")] = None,
+    hardware: Annotated[Optional[str], Opt(
+        help="hardware profile that prices the run (default: the --plan file's, else cpu without CUDA)")] = None,
+    engine: Annotated[Optional[str], Opt(
+        help="engine profile the worker runs and is priced with (default: planner, this project's worker)")] = None,
     plan: Annotated[Optional[Path], Opt("--plan", help="YAML mapping of Plan fields; flags override it")] = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
@@ -62,38 +65,39 @@ def launch(
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
 ) -> None:
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
-    if plan is not None and (model is None or hardware is None):
-        from planner.io.planfile import read_plan_file
+    from planner.render.launch import print_comparison, render_dry_run
 
-        saved = read_plan_file(str(plan))  # what `planner search --save` wrote beside the plan
-        model, hardware = model or saved.get("model"), hardware or saved.get("hardware")
-    if model is None:
-        raise PlannerError("no model given: pass --model NAME|PATH or a --plan file written by `planner search --save`")
-    spec = load_model_spec(model)
-    flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, recompute=recompute,
-                 micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
-                 schedule=schedule)
-    the_plan = resolve_plan(spec, str(plan) if plan else None, flags)
-    rehearsal = shrink(spec, layers=layers, hidden=hidden, tp=the_plan.tp) if (layers or hidden) else spec
+    saved = read_plan_file(str(plan)) if plan is not None else None  # what `planner search --save` wrote
+    env = probe_environment() if emit is None else None
+    hw_name = hardware or (saved.hardware if saved else None) or (
+        default_hardware(env) if env is not None else DEFAULT_HARDWARE)
+    flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS}
+    r = resolve(model=model, hardware=hw_name, engine=engine, gpus=None, plan_file=str(plan) if plan else None,
+                flags=flags, overrides={}, check=False, default_engine=WORKER_ENGINE)
+    the_plan = r.plan
+    rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=the_plan.tp) if (layers or hidden) else r.model
     if nnodes < 1 or the_plan.gpus % nnodes:
         raise PlannerError(f"plan gpus={the_plan.gpus} must be divisible by --nnodes {nnodes}")
     per_node = nproc or the_plan.gpus // nnodes
-    model_ref = str(Path(model).resolve()) if Path(model).exists() else model
-    env = probe_environment() if emit is None else None
+    model_ref = str(Path(r.model_ref).resolve()) if Path(r.model_ref).exists() else r.model_ref
     cfg = RunConfig(model=model_ref, plan=the_plan, steps=steps, warmup=warmup, seed=seed, layers=layers,
-                    hidden=hidden, hardware=hardware or (env.device_type if env else "unspecified"),
+                    hidden=hidden, hardware=r.hardware.name, engine=engine or WORKER_ENGINE,
                     checkpoint_dir=str(checkpoint_dir.resolve()) if checkpoint_dir else None,
                     checkpoint_every=checkpoint_every, resume=resume, profile_out=str(profile_out.resolve()),
                     timeout_s=timeout_s)
     if emit is not None:
-        _emit(emit, out, cfg, rehearsal, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts)
+        if out is None:
+            raise PlannerError("--emit needs --out DIR")
+        path = write_target(emit, cfg, rehearsal, out, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts)
+        typer.echo(f"wrote {path}")
         return
-    pred = predicted(rehearsal, the_plan, cfg.hardware)
-    report = dry_run(cfg, rehearsal, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
-                     peak_bytes=pred["peak_bytes"])
+    assert env is not None
+    pred = predicted(rehearsal, r.hardware, the_plan, r.engine)
+    report = dry_run(cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes,
+                     max_restarts=max_restarts, peak_bytes=pred["peak_bytes"])
     failures = report.preflight.failures(force=force)
     if dry_run_:
-        typer.echo(json.dumps(report.to_dict(), indent=2) if json_ else _render_dry(report))
+        typer.echo(json.dumps(report.to_dict(), indent=2) if json_ else render_dry_run(report))
         return
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
@@ -108,36 +112,4 @@ def launch(
     if json_:
         typer.echo(json.dumps({"profile": cfg.profile_out, "comparison": rows}, indent=2))
     else:
-        _render_comparison(rows, cfg.profile_out)
-
-
-def _emit(kind: str, out: Path | None, cfg: RunConfig, spec, *, nnodes: int, per_node: int, max_restarts: int) -> None:  # noqa: ANN001
-    if out is None:
-        raise PlannerError("--emit needs --out DIR")
-    if kind in CLUSTER:
-        path = write_cluster_files(kind, cfg, out, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts)
-    elif kind in ENGINES:
-        path = write_engine_file(kind, spec, cfg.plan, out)
-    else:
-        raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER + ENGINES)}")
-    typer.echo(f"wrote {path}")
-
-
-def _render_dry(report) -> str:  # noqa: ANN001
-    lines = ["pre-flight:", *("  " + s for s in report.preflight.lines()),
-             "mesh: " + " x ".join(f"{k}={v}" for k, v in report.mesh.items()),
-             "command:", "  " + report.command, "ranks:", *("  " + r for r in report.ranks)]
-    return "\n".join(lines)
-
-
-def _render_comparison(rows, profile_path: str) -> None:  # noqa: ANN001
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="measured vs predicted")
-    for col in ("quantity", "measured", "predicted", "error"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
-    typer.echo(f"profile: {profile_path}")
+        print_comparison(rows, cfg.profile_out)

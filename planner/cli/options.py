@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="catalog name, model YAML, or HF config.json")]
-HardwareOpt = Annotated[str, typer.Option("--hardware", help="catalog name or hardware profile YAML")]
+HardwareOpt = Annotated[Optional[str], typer.Option(
+    "--hardware", help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)")]
 GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; derives the degree left out (dp)")]
 TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="tensor-parallel degree")]
 PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, help="pipeline-parallel degree")]
@@ -28,11 +29,11 @@ PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help="fp32 |
 ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
 PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", help="a saved plan (search --save)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
-OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="adamw | adam | sgd")]
-SelectivePolicyOpt = Annotated[str, typer.Option(
-    "--selective-policy", help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron)")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
+                     "default: generic, or the --plan file's)")]
+OptimizerOpt = Annotated[Optional[str], typer.Option(
+    "--optimizer", help="adamw | adam | sgd (default: the engine's)")]
+SelectivePolicyOpt = Annotated[Optional[str], typer.Option(
+    "--selective-policy", help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron) (default: the engine's)")]
 NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]
-
-
-
-__all__ = ['ModelOpt', 'HardwareOpt', 'GpusOpt', 'TpOpt', 'PpOpt', 'DpOpt', 'CpOpt', 'EpOpt', 'VppOpt', 'SpOpt', 'ZeroOpt', 'RecomputeOpt', 'MicroBatchOpt', 'GlobalBatchOpt', 'SeqLenOpt', 'PrecisionOpt', 'ScheduleOpt', 'PlanFileOpt', 'JsonOpt', 'OptimizerOpt', 'SelectivePolicyOpt', 'NoFlashOpt']

@@ -21,9 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner.specs import ModelSpec, Training
+from planner.engine import Kernels
+from planner.specs import ModelSpec
 
-# What `--recompute selective` recomputes depends on the policy (Training.selective_policy):
+# What `--recompute selective` recomputes depends on the policy (the engine's kernels.selective_recompute):
 #   "attention": only the attention core (Korthikanti et al. 2022 section 5; Megatron's
 #                --recompute-granularity selective). With flash attention nothing is left to drop.
 #   "op":        per-op selective checkpointing as torchtitan does it: keep the layer input, the
@@ -68,14 +69,14 @@ def _mlp_tensors(model: ModelSpec, ffn: int, a: int, copies: float, prefix: str,
 
 
 def layer_tensors(
-    model: ModelSpec, *, seq_len: int, act_bytes: int, training: Training, moe_layer: bool
+    model: ModelSpec, *, seq_len: int, act_bytes: int, kernels: Kernels, moe_layer: bool
 ) -> list[SavedTensor]:
     """Every tensor a layer saves for backward, bytes per token of the micro-batch (before any split)."""
     h, a = model.hidden_size, act_bytes
     q_dim = model.num_attention_heads * model.head_size
     kv_dim = model.kv_heads * model.head_size
     heads = model.num_attention_heads
-    fused = training.fused_kernels
+    fused = kernels.fused_elementwise
     t: list[SavedTensor] = [
         SavedTensor("norm1 input (layer input)", h * a, "seq", op_keep=True),
         SavedTensor("norm1 output (QKV input)", h * a, "seq"),
@@ -86,16 +87,16 @@ def layer_tensors(
         SavedTensor("norm2 input (residual)", h * a, "seq"),
         SavedTensor("norm2 output (MLP input)", h * a, "seq"),
     ]
-    if training.flash_attention:
+    if kernels.flash:
         # Flash attention keeps only the softmax log-sum-exp, fp32, one per head (Dao et al. 2022).
         t.append(SavedTensor("attention log-sum-exp", 4 * heads, "tp", op_keep=True))
     else:
         # softmax output 2·a·s, dropout mask a·s, dropout output 2·a·s = 5·a·s per token
         # (Korthikanti 2022 section 4.1); without dropout the softmax output alone feeds attn×V.
         # Each query attends to the whole sequence, also when context parallelism splits the queries.
-        per_key = 5 if training.dropout else 2
+        per_key = 5 if kernels.dropout else 2
         t.append(SavedTensor("attention scores (softmax, dropout)", per_key * heads * seq_len, "core"))
-    if training.dropout:
+    if kernels.dropout:
         t.append(SavedTensor("attention dropout mask", h, "seq"))
         t.append(SavedTensor("MLP dropout mask", h, "seq"))
     if moe_layer and model.moe is not None:
@@ -134,7 +135,7 @@ def activation_bytes_per_token(
     cp: int,
     recompute: str,
     act_bytes: int,
-    training: Training,
+    kernels: Kernels,
     moe_layer: bool = False,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward."""
@@ -143,9 +144,9 @@ def activation_bytes_per_token(
         return model.hidden_size * act_bytes / (tp if sp else 1)
     total = 0.0
     for tensor in layer_tensors(
-        model, seq_len=seq_len, act_bytes=act_bytes, training=training, moe_layer=moe_layer
+        model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer
     ):
-        if _keeps(tensor, recompute, training.selective_policy):
+        if _keeps(tensor, recompute, kernels.selective_recompute):
             split = tp if (tensor.region != "seq" or sp) else 1
             total += tensor.bytes_per_token / split
     return total
@@ -161,21 +162,21 @@ def activation_bytes_per_layer(
     cp: int = 1,
     recompute: str = "none",
     act_bytes: int = 2,
-    training: Training = Training(),
+    kernels: Kernels = Kernels(),
     moe_layer: bool = False,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
     per_token = activation_bytes_per_token(
         model, seq_len=seq_len, tp=tp, sp=sp, cp=cp, recompute=recompute,
-        act_bytes=act_bytes, training=training, moe_layer=moe_layer,
+        act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer,
     )
     return tokens * per_token
 
 
 def layer_workspace_bytes(
     model: ModelSpec, *, micro_batch: int, seq_len: int, tp: int, sp: bool, cp: int, recompute: str,
-    act_bytes: int, training: Training, moe_layer: bool = False,
+    act_bytes: int, kernels: Kernels, moe_layer: bool = False,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -185,7 +186,7 @@ def layer_workspace_bytes(
     briefly (an estimate: two tensors of the widest per-rank activation).
     """
     tokens = micro_batch * seq_len / cp
-    kwargs = dict(seq_len=seq_len, tp=tp, sp=sp, cp=cp, act_bytes=act_bytes, training=training,
+    kwargs = dict(seq_len=seq_len, tp=tp, sp=sp, cp=cp, act_bytes=act_bytes, kernels=kernels,
                   moe_layer=moe_layer)
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)

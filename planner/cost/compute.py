@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from planner.cost.stages import layer_layout
 from planner.plan import Plan
-from planner.specs import Efficiency, HardwareProfile, ModelSpec, Training
+from planner.engine import Engine
+from planner.specs import Efficiency, HardwareProfile, ModelSpec
 
 # Bytes per activation element for memory-bound work and communication (fp8 keeps bf16 activations).
 ACT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
@@ -141,7 +142,7 @@ def model_flops_per_step(model: ModelSpec, plan: Plan) -> float:
     return 3.0 * flops_per_token_forward(model, plan.seq_len).total * plan.tokens_per_step
 
 
-def recompute_flops_per_token(model: ModelSpec, plan: Plan, training: Training) -> float:
+def recompute_flops_per_token(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """Extra forward FLOPs per token from activation recompute (Korthikanti et al. 2022, Sec. 5).
 
     full: one more forward of every layer (not the logits); selective 'attention': the attention core
@@ -153,15 +154,15 @@ def recompute_flops_per_token(model: ModelSpec, plan: Plan, training: Training) 
     if plan.recompute == "full":
         return f.layers_flops
     if plan.recompute == "selective":
-        if training.selective_policy == "attention":
+        if engine.kernels.selective_recompute == "attention":
             return f.attention_core_flops
         return OP_SAC_GEMM_FRACTION * (f.layers_flops - f.attention_core_flops)
     return 0.0
 
 
-def hardware_flops_per_step(model: ModelSpec, plan: Plan, training: Training) -> float:
+def hardware_flops_per_step(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """Model FLOPs plus recompute FLOPs: what HFU counts (Chowdhery et al. 2022, PaLM, App. B)."""
-    return model_flops_per_step(model, plan) + recompute_flops_per_token(model, plan, training) * plan.tokens_per_step
+    return model_flops_per_step(model, plan) + recompute_flops_per_token(model, plan, engine) * plan.tokens_per_step
 
 
 # ---- time ----------------------------------------------------------------------------------------
@@ -298,15 +299,15 @@ def _hw_rates(hw: HardwareProfile, precision: str) -> tuple[float, float]:
     return hw.peak(precision), hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm
 
 
-def layer_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, *,
+def layer_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
                moe: bool = False) -> LayerTime:
     """Forward, backward and recompute time of one (dense or MoE) layer for one micro-batch on one GPU."""
     peak, bw = _hw_rates(hw, plan.precision)
     core_peak = hw.peak("bf16") if plan.precision == "fp8" else peak
     return _layer_time(model, hw.efficiency, peak, core_peak, bw, moe=moe, tp=plan.tp, cp=plan.cp, ep=plan.ep, sp=plan.sp,
                        b=plan.micro_batch, s=plan.seq_len, precision=plan.precision, recompute=plan.recompute,
-                       policy=training.selective_policy, flash=training.flash_attention,
-                       dropout=training.dropout)
+                       policy=engine.kernels.selective_recompute, flash=engine.kernels.flash,
+                       dropout=engine.kernels.dropout)
 
 
 @spec_cache()
@@ -347,13 +348,13 @@ def stage_shapes(model: ModelSpec, pp: int, vpp: int) -> tuple[tuple[int, int, b
     return tuple(out)
 
 
-def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training,
+def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine,
                   stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`."""
     n_dense, n_moe, first, last = stage_shapes(model, plan.pp, plan.vpp)[stage]
     peak, bw = _hw_rates(hw, plan.precision)
-    dense = layer_time(model, hw, plan, training, moe=False)
-    moe = layer_time(model, hw, plan, training, moe=True) if n_moe else dense
+    dense = layer_time(model, hw, plan, engine, moe=False)
+    moe = layer_time(model, hw, plan, engine, moe=True) if n_moe else dense
     hf, hb = _head_time(model, hw.efficiency, peak, bw, first=first, last=last, tp=plan.tp, cp=plan.cp,
                         sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision)
     return StageCompute(

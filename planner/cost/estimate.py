@@ -11,7 +11,8 @@ from planner.cost.memory import MemoryReport, memory_report
 from planner.plan import Plan
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
-from planner.specs import HardwareProfile, ModelSpec, Training
+from planner.engine import Engine
+from planner.specs import HardwareProfile, ModelSpec
 from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
 
 
@@ -19,6 +20,7 @@ from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time
 class Estimate:
     model: ModelSpec
     hardware: HardwareProfile
+    engine: Engine
     plan: Plan
     memory: MemoryReport
     time: StepTime
@@ -35,20 +37,22 @@ class Estimate:
         return self.time.tokens_per_s * goodput
 
 
-def checkpoint_bytes(model: ModelSpec, plan: Plan, training: Training) -> float:
+def checkpoint_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """What a checkpoint writes for the whole model: weights and optimizer state (cost.states)."""
-    return model.num_params * checkpoint_bytes_per_param(state_bytes_per_param(plan.precision, training))
+    per = state_bytes_per_param(plan.precision, engine, engine.zero_stage(plan))
+    return model.num_params * checkpoint_bytes_per_param(per)
 
 
 def estimate(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training = Training(), *,
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
     tokens: float | None = None, mtbf_hours: float | None = None, mtbf_per: str = "gpu",
-    checkpoint_bandwidth_bytes_per_s: float | None = None,
+    checkpoint_bandwidth_bytes_per_s: float | None = None, time: StepTime | None = None,
 ) -> Estimate:
     """Memory and time of one plan; with `tokens`, the time to train; with `mtbf_hours`, checkpoints
-    and failures (Young 1974 / Daly 2006 interval, expected loss, goodput)."""
-    mem = memory_report(model, hw, plan, training)
-    t = step_time(model, hw, plan, training)
+    and failures (Young 1974 / Daly 2006 interval, expected loss, goodput). `time`: the plan's step time
+    when the caller has already computed it (the search), so it is not computed twice."""
+    mem = memory_report(model, hw, plan, engine)
+    t = time if time is not None else step_time(model, hw, plan, engine)
     train = None
     if tokens:
         train = time_to_train(step_s=t.step_s, tokens_per_step=plan.tokens_per_step, tokens=tokens, gpus=plan.gpus)
@@ -57,6 +61,6 @@ def estimate(
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
         per_gpu_s = mtbf_hours * 3600 * (hw.gpus_per_node if mtbf_per == "node" else 1)
         bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
-        ckpt = checkpoint_plan(checkpoint_bytes=checkpoint_bytes(model, plan, training), write_bytes_per_s=bandwidth,
+        ckpt = checkpoint_plan(checkpoint_bytes=checkpoint_bytes(model, plan, engine), write_bytes_per_s=bandwidth,
                                mtbf_per_gpu_s=per_gpu_s, gpus=plan.gpus)
-    return Estimate(model, hw, plan, mem, t, train, ckpt)
+    return Estimate(model, hw, engine, plan, mem, t, train, ckpt)

@@ -16,7 +16,8 @@ from planner.cost.params import RankParams, rank_params
 from planner.cost.stages import layer_layout
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec, ReservedMemory, Training
+from planner.engine import Engine, ZeroStage
+from planner.specs import HardwareProfile, ModelSpec, ReservedMemory
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
 DDP_BUCKET_BYTES = 25e6  # torch DDP bucket_cap_mb default; Megatron's grad buffer is counted in gradients
@@ -99,20 +100,21 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
 
 
 # ---- the breakdown ------------------------------------------------------------------------------------
-def buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, *, workspace_bytes: float) -> float:
-    """Buffers beside the model states: the backward working set, plus ZeRO-3 gathers or DDP buckets,
-    plus fp8 weight copies and scaling state."""
+def buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage, *,
+                 workspace_bytes: float) -> float:
+    """Buffers beside the model states: the backward working set, plus the gathered layers of a ZeRO-3
+    stage or DDP buckets, plus fp8 weight copies and scaling state."""
     buffers = workspace_bytes
-    if plan.zero == 3 and plan.dp * plan.cp > 1:
-        # FSDP/ZeRO-3 gathers the current unit and prefetches the next, and holds the unsharded
+    if stage.gathered_weights == "unit" and plan.dp * plan.cp > 1:
+        # ZeRO-3/FSDP gathers the current unit and prefetches the next, and holds the unsharded
         # gradient of one unit before its reduce-scatter (Zhao et al. 2023, PyTorch FSDP, section 3).
-        buffers += params.largest_unit * (2 * per.weights + per.gradients)
+        buffers += params.largest_unit * (2 * per.compute + per.gradients)
     elif plan.dp > 1:
         buffers += 2 * DDP_BUCKET_BYTES
     if plan.precision == "fp8":
         # FP8 copies of the local weights reused across micro-batches, plus per-GEMM scaling state
         # (Transformer Engine, `is_first_microbatch`; Micikevicius et al. 2022, FP8 Formats).
-        fp8_weights = params.largest_unit * 2 if plan.zero == 3 else params.total
+        fp8_weights = params.largest_unit * 2 if stage.gathered_weights == "unit" else params.total
         buffers += fp8_weights + params.num_gemms * FP8_SCALING_BYTES_PER_TENSOR
     return buffers
 
@@ -131,12 +133,12 @@ def logits_bytes(model: ModelSpec, plan: Plan) -> float:
     return tokens * model.vocab_size / plan.tp * per_element
 
 
-def activation_pieces(model: ModelSpec, plan: Plan, training: Training) -> tuple[float, float]:
+def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[float, float]:
     """(bytes one layer keeps per micro-batch, averaged over dense and MoE layers; the backward working set
     of one layer) on one rank (activations.py)."""
     p = plan
     kwargs = dict(micro_batch=p.micro_batch, seq_len=p.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
-                  recompute=p.recompute, act_bytes=act_bytes(p.precision), training=training)
+                  recompute=p.recompute, act_bytes=act_bytes(p.precision), kernels=engine.kernels)
     moe_share = model.num_moe_layers / model.num_layers
     per_layer = activation_bytes_per_layer(model, **kwargs)
     if moe_share:
@@ -146,39 +148,42 @@ def activation_pieces(model: ModelSpec, plan: Plan, training: Training) -> tuple
     return per_layer, workspace
 
 
-def stage_terms(plan: Plan, reserved: ReservedMemory, params: RankParams, per: StateBytes, *, layers: int,
-                in_flight: float, per_layer_bytes: float, workspace_bytes: float,
+def stage_terms(plan: Plan, reserved: ReservedMemory, params: RankParams, per: StateBytes, stage: ZeroStage, *,
+                layers: int, in_flight: float, per_layer_bytes: float, workspace_bytes: float,
                 logits: float) -> tuple[float, float, float, float, float, float]:
     """The six terms of one pipeline rank's memory, in the order of TERMS (the one formula behind both
-    memory_report and the search's memory screen)."""
-    states = sharded_states(params, per, plan)
+    memory_report and the search's memory screen). Weights include 16-bit copies held through the step,
+    gradients the unsharded ones accumulated across micro-batches (cost.states)."""
+    states = sharded_states(params, per, plan, stage)
     activations = per_layer_bytes * layers * in_flight + logits
-    buffers = buffer_bytes(plan, params, per, workspace_bytes=workspace_bytes)
-    w, g, o = states.weights_bytes, states.gradients_bytes, states.optimizer_bytes
+    buffers = buffer_bytes(plan, params, per, stage, workspace_bytes=workspace_bytes)
+    w = states.weights_bytes + states.gathered_weights_bytes
+    g = states.gradients_bytes + states.accumulated_grads_bytes
+    o = states.optimizer_bytes
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     return w, g, o, activations, buffers, held
 
 
-def _stage_memory(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, rank: int,
+def _stage_memory(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int,
                   pieces: tuple[float, float]) -> StageMemory:
     layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
     params = rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
     in_flight = in_flight_microbatches(plan, rank)
-    terms = stage_terms(plan, hw.reserved, params, state_bytes_per_param(plan.precision, training),
+    stage = engine.zero_stage(plan)
+    terms = stage_terms(plan, hw.reserved, params, state_bytes_per_param(plan.precision, engine, stage), stage,
                         layers=layers, in_flight=in_flight, per_layer_bytes=pieces[0], workspace_bytes=pieces[1],
                         logits=logits_bytes(model, plan) if last else 0.0)
     return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))
 
 
-def memory_report(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training = Training()
-) -> MemoryReport:
-    """Memory per GPU for every pipeline stage of the plan (the plan is assumed to pass its checks)."""
-    pieces = activation_pieces(model, plan, training)
-    stages = tuple(_stage_memory(model, hw, plan, training, r, pieces) for r in range(plan.pp))
+def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> MemoryReport:
+    """Memory per GPU for every pipeline stage of the plan, as the engine runs it (the plan is assumed to
+    pass its checks and the engine's rules)."""
+    pieces = activation_pieces(model, plan, engine)
+    stages = tuple(_stage_memory(model, hw, plan, engine, r, pieces) for r in range(plan.pp))
     notes = []
     if plan.tp > model.kv_heads:
         notes.append(f"tp={plan.tp} > num_kv_heads={model.kv_heads}: each kv head is replicated on "

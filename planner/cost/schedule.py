@@ -2,7 +2,7 @@
 DP communication, the optimizer step and a fixed per-step overhead.
 
 slot t = forward + backward + recompute + exposed TP/CP/EP/PP of one micro-batch on the bottleneck
-pipeline rank (stages can be uneven: stage_layers; the first also runs the embedding, the last the
+pipeline rank (stages can be uneven: cost.stages; the first also runs the embedding, the last the
 logits and loss). GPipe and 1F1B take (m + p − 1)·t, the bubble being (p − 1)·t; interleaved with v
 chunks per rank shrinks the bubble to (p − 1)·t/v at the price of v× the p2p traffic (Narayanan et al.
 2021, Sec. 2.2, Eq. 1-2; Huang et al. 2019, GPipe).
@@ -12,14 +12,101 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.comm import DIMS, bottleneck_stage
+from planner.cost.compute import (StageCompute, hardware_flops_per_step, layer_time, model_flops_per_step,
+                                  stage_compute, stage_shapes)
+from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import rank_params
 from planner.cost.stages import layer_layout
 from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
-from planner.cost.compute import hardware_flops_per_step, model_flops_per_step
+from planner.cost.traffic import pp_microbatch_s
+from planner.engine import Engine
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec, Training
+from planner.specs import HardwareProfile, ModelSpec
 
+DIMS = ("tp", "cp", "ep", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class CommBreakdown:
+    """Communication of one step on one GPU of a pipeline rank, seconds."""
+
+    stage: int
+    tp_s: float
+    cp_s: float
+    ep_s: float
+    pp_s: float
+    dp_s: float
+    tp_exposed_s: float
+    cp_exposed_s: float
+    ep_exposed_s: float
+    pp_exposed_s: float
+    dp_exposed_s: float
+
+    @property
+    def total_by_dim(self) -> dict[str, float]:
+        return {d: getattr(self, f"{d}_s") for d in DIMS}
+
+    @property
+    def exposed_by_dim(self) -> dict[str, float]:
+        return {d: getattr(self, f"{d}_exposed_s") for d in DIMS}
+
+    @property
+    def total(self) -> float:
+        return sum(self.total_by_dim.values())
+
+    @property
+    def exposed(self) -> float:
+        return sum(self.exposed_by_dim.values())
+
+    @property
+    def pipelined_exposed_s(self) -> float:
+        """Exposed TP + CP + EP + PP of the step: paid inside the micro-batch slots, so the bubble
+        stretches with it (DP is paid once, outside the pipeline)."""
+        return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s
+
+
+def stage_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int,
+               compute: StageCompute | None = None) -> CommBreakdown:
+    """Per-step communication of pipeline rank `stage` (TP/CP/EP/PP per micro-batch × micro-batches)."""
+    compute = compute or stage_compute(model, hw, plan, engine, stage)
+    m = plan.num_microbatches
+    nd, nm = compute.num_dense_layers, compute.num_moe_layers
+    dl = layer_comm(model, hw, plan, engine, moe=False, layer=layer_time(model, hw, plan, engine, moe=False))
+    ml = (layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True))
+          if nm else dl)
+    pp = pp_microbatch_s(model, hw, plan)
+    dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
+    return CommBreakdown(
+        stage=stage,
+        tp_s=m * (nd * dl.tp_s + nm * ml.tp_s),
+        cp_s=m * (nd * dl.cp_s + nm * ml.cp_s),
+        ep_s=m * nm * ml.ep_s,
+        pp_s=m * pp,
+        dp_s=dp,
+        tp_exposed_s=m * (nd * dl.tp_exposed_s + nm * ml.tp_exposed_s),
+        cp_exposed_s=m * (nd * dl.cp_exposed_s + nm * ml.cp_exposed_s),
+        ep_exposed_s=m * nm * ml.ep_exposed_s,
+        pp_exposed_s=m * pp,
+        dp_exposed_s=dp_exp,
+    )
+
+
+def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan,
+                     engine: Engine) -> tuple[int, StageCompute, CommBreakdown]:
+    """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
+    best = None
+    seen: dict[tuple[int, int, bool, bool], int] = {}
+    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp)):
+        if shape in seen:
+            continue
+        seen[shape] = r
+        c = stage_compute(model, hw, plan, engine, r)
+        k = stage_comm(model, hw, plan, engine, stage=r, compute=c)
+        slot = c.total + k.pipelined_exposed_s / plan.num_microbatches
+        if best is None or slot > best[0]:
+            best = (slot, r, c, k)
+    assert best is not None
+    return best[1], best[2], best[3]
 
 
 @dataclass(frozen=True)
@@ -86,7 +173,7 @@ def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) 
     return (pp - 1) / (v * num_microbatches)
 
 
-def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training, *,
+def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
                      stage: int) -> float:
     """Memory-bound optimizer update of the local shard (cost.states.optimizer_step_bytes_per_param) at
     HBM bandwidth × efficiency.hbm. ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts;
@@ -97,13 +184,14 @@ def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, training
     if plan.zero >= 1:
         dense /= plan.dp * plan.cp
         expert /= max(1, plan.dp * plan.cp // plan.ep)
-    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, training))
+    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine,
+                                                                     engine.zero_stage(plan)))
     return (dense + expert) * per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
 
 
-def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Training) -> StepTime:
+def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> StepTime:
     """Time of one optimizer step and the throughput it gives (a pure function; cheap enough for search)."""
-    stage, c, k = bottleneck_stage(model, hw, plan, training)
+    stage, c, k = bottleneck_stage(model, hw, plan, engine)
     m = plan.num_microbatches
     slot = c.total + k.pipelined_exposed_s / m
     bubble = bubble_fraction(pp=plan.pp, vpp=plan.vpp, num_microbatches=m, schedule=plan.schedule) * m * slot
@@ -111,7 +199,7 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Train
         compute_s=m * (c.forward_s + c.backward_s),
         recompute_s=m * c.recompute_s,
         bubble_s=bubble,
-        optimizer_s=optimizer_step_s(model, hw, plan, training, stage=stage),
+        optimizer_s=optimizer_step_s(model, hw, plan, engine, stage=stage),
         overhead_s=hw.efficiency.step_overhead_s,
         exposed_comm_s=k.exposed_by_dim,
         comm_total_s=k.total_by_dim,
@@ -119,7 +207,7 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, training: Train
         tokens_per_step=plan.tokens_per_step,
         gpus=plan.gpus,
         model_flops_per_step=model_flops_per_step(model, plan),
-        hardware_flops_per_step=hardware_flops_per_step(model, plan, training),
+        hardware_flops_per_step=hardware_flops_per_step(model, plan, engine),
         peak_flops=hw.peak(plan.precision),
     )
 

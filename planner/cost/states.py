@@ -1,10 +1,13 @@
-"""Model states: bytes per parameter of the weights, gradients and optimizer state, and how ZeRO shards
-them over the data-parallel ranks. The one place these numbers live; memory, gradient traffic, the
+"""Model states: bytes per parameter of the weights, gradients and optimizer state, and how a ZeRO stage, as
+the engine runs it, shards and holds them. The one place these numbers live; memory, gradient traffic, the
 optimizer step and the checkpoint size read them.
 
 Mixed-precision Adam holds 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master copy, first and
 second moment) = 16 bytes per parameter; ZeRO-1 shards the optimizer state, ZeRO-2 also the gradients,
-ZeRO-3 also the weights (Rajbhandari et al. 2020, ZeRO, section 3.1 and Figure 1).
+ZeRO-3 also the weights (Rajbhandari et al. 2020, ZeRO, section 3.1 and Figure 1). Engines differ in the
+dtypes and in what they hold unsharded (engine.ZeroStage): Megatron keeps fp32 gradients, FSDP2 keeps the
+fp32 parameters as the master and gathers 16-bit copies, and gradient accumulation with gradient sync off
+holds unsharded gradients across micro-batches.
 """
 
 from __future__ import annotations
@@ -12,73 +15,90 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cost.params import RankParams
+from planner.engine import Engine, ZeroStage
 from planner.plan import Plan
-from planner.specs import Training
-
-ZERO_SHARDS = {"optimizer": 1, "gradients": 2, "weights": 3}  # the ZeRO stage from which a state is sharded
 
 
 @dataclass(frozen=True)
 class StateBytes:
-    """Bytes per parameter of each model state before sharding."""
+    """Bytes per parameter of each model state before sharding, as one engine and ZeRO stage hold them."""
 
-    weights: float
-    gradients: float
-    optimizer: float  # the fp32 master copy (when kept) plus the optimizer's moments
-    master_copy: bool
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer
+    weights: float  # the stored parameters (16-bit, or fp32 when they are the master)
+    gradients: float  # the gradient buffer the optimizer reads (the engine's gradient dtype)
+    optimizer: float  # the fp32 master copy (when separate) plus the optimizer's moments
+    master_copy: bool  # a separate fp32 master in the optimizer
+    compute: float  # one 16-bit (or fp32) compute copy of a weight: what all-gathers and casts move
 
 
-def state_bytes_per_param(precision: str, training: Training) -> StateBytes:
+def compute_bytes(precision: str) -> int:
+    """Weights are computed with in the plan's dtype; fp8 recipes keep 16-bit weights and cast per GEMM
+    (Transformer Engine, torchao)."""
+    return 4 if precision == "fp32" else 2
+
+
+def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> StateBytes:
     """Mixed-precision Adam: 2 + 2 + 12 = 16 bytes per parameter (ZeRO, section 3.1); Megatron accumulates
     grads in fp32 (+2). Pure fp32 Adam needs no master copy: 4 + 4 + 8, unless the optimizer keeps one
-    anyway (DeepSpeed's ZeRO optimizer does: 4 + 4 + 12). SGD with momentum keeps one moment, not two."""
-    moments = 1 if training.optimizer == "sgd" else 2
+    anyway (DeepSpeed's ZeRO optimizer does: 4 + 4 + 12). SGD with momentum keeps one moment, not two.
+    With fp32 parameters (FSDP2 mixed precision, DDP under autocast) the parameters are the master: 4 + 4 + 8."""
+    mem = engine.memory
+    moments = 1 if mem.optimizer == "sgd" else 2
+    c = compute_bytes(precision)
+    if stage.fp32_params:
+        return StateBytes(4, 4, 4 * moments, False, c)
     wide = precision == "fp32"
-    master = (not wide) if training.master_copy is None else training.master_copy
-    weights = 4 if wide else 2  # fp8 recipes keep 16-bit weights (Transformer Engine, torchao)
-    grads = 4 if (wide or training.grad_dtype == "fp32") else 2
-    return StateBytes(weights, grads, 4 * (moments + (1 if master else 0)), master)
+    master = (not wide) if mem.master_copy is None else mem.master_copy
+    grads = 4 if (wide or mem.grad_dtype == "fp32") else 2
+    return StateBytes(c, grads, 4 * (moments + (1 if master else 0)), master, c)
 
 
 @dataclass(frozen=True)
 class ModelStates:
-    """Bytes of model states one GPU holds."""
+    """Bytes of model states one GPU holds at its peak."""
 
-    weights_bytes: float
-    gradients_bytes: float
+    weights_bytes: float  # stored parameters (sharded or not)
+    gradients_bytes: float  # the gradient buffer (sharded or not)
     optimizer_bytes: float
+    gathered_weights_bytes: float = 0.0  # 16-bit copies of every weight held through the step
+    accumulated_grads_bytes: float = 0.0  # unsharded gradients accumulated across micro-batches
+
+    @property
+    def persistent_bytes(self) -> float:
+        """What lives between steps: the stored weights, gradients and optimizer state."""
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
     @property
     def total_bytes(self) -> float:
-        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+        return self.persistent_bytes + self.gathered_weights_bytes + self.accumulated_grads_bytes
 
 
-def sharded_states(params: RankParams, per: StateBytes, plan: Plan) -> ModelStates:
-    """A rank's model states after ZeRO: dense parameters shard over dp·cp (ZeRO shards over every
-    data-parallel rank, cp included, as torchtitan and Megatron do), experts over dp·cp/ep."""
+def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroStage) -> ModelStates:
+    """A rank's model states under the engine's ZeRO stage: sharded states divide over dp·cp (every
+    data-parallel rank, cp included, as torchtitan and Megatron shard), experts over dp·cp/ep."""
     shard = plan.dp * plan.cp
     expert_shard = max(shard // plan.ep, 1)
     sharded_params = params.dense / shard + params.expert / expert_shard
     total = params.total
 
     def held(state: str) -> float:
-        return sharded_params if plan.zero >= ZERO_SHARDS[state] else total
+        return sharded_params if state in stage.shards else total
 
+    gathered = 0.0
+    if stage.gathered_weights == "all" and ("weights" in stage.shards or per.compute < per.weights):
+        gathered = total * per.compute  # FSDP without reshard after forward, or autocast's cached casts
+    accumulated = 0.0
+    if stage.accumulate_unsharded and "gradients" in stage.shards and (plan.num_microbatches > 1 or plan.pp > 1):
+        accumulated = total * per.gradients  # FSDP2 upcasts to the reduce dtype to accumulate
     return ModelStates(per.weights * held("weights"), per.gradients * held("gradients"),
-                       per.optimizer * held("optimizer"))
+                       per.optimizer * held("optimizer"), gathered, accumulated)
 
 
-def model_state_bytes(*, params: float, dp: int, zero: int, precision: str = "bf16",
-                      training: Training = Training()) -> ModelStates:
+def model_state_bytes(*, params: float, dp: int, zero: int, engine: Engine, precision: str = "bf16") -> ModelStates:
     """Model states of `params` parameters on one of `dp` data-parallel ranks (ZeRO, Figure 1)."""
-    per = state_bytes_per_param(precision, training)
-    return ModelStates(per.weights * params / (dp if zero >= 3 else 1),
-                       per.gradients * params / (dp if zero >= 2 else 1),
-                       per.optimizer * params / (dp if zero >= 1 else 1))
+    stage = engine.rules.zero[zero]
+    per = state_bytes_per_param(precision, engine, stage)
+    rank = RankParams(dense=params, expert=0.0, largest_unit=0.0, num_gemms=0)
+    return sharded_states(rank, per, Plan(dp=dp, zero=zero, global_batch=dp), stage)
 
 
 def optimizer_step_bytes_per_param(per: StateBytes) -> float:

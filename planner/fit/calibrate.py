@@ -19,9 +19,10 @@ from typing import Any
 import yaml
 
 from planner.errors import PlannerError
-from planner.plan import Plan, check_plan
+from planner.plan import Plan
 from planner.cost.schedule import step_time
-from planner.specs import Efficiency, HardwareProfile, MatmulPoint, ModelSpec, Training
+from planner.engine import Engine, plan_problems
+from planner.specs import Efficiency, HardwareProfile, MatmulPoint, ModelSpec
 
 # name: (low, high) bounds. matmul_scale and matmul_small are log multipliers of the profile's GEMM
 # table at its large and small end; the rest are the Efficiency fields themselves.
@@ -76,6 +77,12 @@ class FitResult:
         return self._median_abs(self.after_pct)
 
 
+def _default_engine() -> Engine:
+    from planner.io.catalog import DEFAULT_ENGINE, load_engine
+
+    return load_engine(DEFAULT_ENGINE)
+
+
 # ---- observations --------------------------------------------------------------------------------
 def observations_from_runs(runs: list[dict[str, Any]], hardware: HardwareProfile, source: str) -> list[Observation]:
     """Runs of the profile's hardware with a measured step time or throughput per GPU."""
@@ -90,7 +97,7 @@ def observations_from_runs(runs: list[dict[str, Any]], hardware: HardwareProfile
             warnings.simplefilter("ignore")
             model = ModelSpec(**run["model"])
         plan = Plan(**run["plan"])
-        if check_plan(model, plan, run.get("gpus")):
+        if plan_problems(model, plan, _default_engine(), run.get("gpus")):
             continue
         step = m.get("step_s")
         if step is None and m.get("tokens_per_s_per_gpu"):
@@ -203,8 +210,8 @@ def _with_efficiency(hw: HardwareProfile, eff: Efficiency) -> HardwareProfile:
     return hw.model_copy(update={"efficiency": eff})
 
 
-def predict_step_s(obs: Observation, eff: Efficiency, training: Training) -> float:
-    return step_time(obs.model, _with_efficiency(obs.hardware, eff), obs.plan, training).step_s
+def predict_step_s(obs: Observation, eff: Efficiency, engine: Engine) -> float:
+    return step_time(obs.model, _with_efficiency(obs.hardware, eff), obs.plan, engine).step_s
 
 
 def _check_enough(obs: list[Observation], names: tuple[str, ...]) -> None:
@@ -226,11 +233,12 @@ def _check_enough(obs: list[Observation], names: tuple[str, ...]) -> None:
 
 
 def fit(obs: list[Observation], base: HardwareProfile, *, names: tuple[str, ...] = tuple(PARAMS),
-        training: Training = Training()) -> FitResult:
+        engine: Engine | None = None) -> FitResult:
     """Bounded least squares on log step-time error, with a weak prior; returns before/after errors."""
     import numpy as np
     from scipy.optimize import least_squares
 
+    engine = engine or _default_engine()
     unknown = [n for n in names if n not in PARAMS]
     if unknown:
         raise PlannerError(f"unknown parameter(s) {unknown}; valid: {', '.join(PARAMS)}")
@@ -248,7 +256,7 @@ def fit(obs: list[Observation], base: HardwareProfile, *, names: tuple[str, ...]
 
     def residuals(x: Any) -> Any:
         eff = apply_params(base.efficiency, values_of(x))
-        pred = np.log([predict_step_s(o, eff, training) for o in obs])
+        pred = np.log([predict_step_s(o, eff, engine) for o in obs])
         prior = PRIOR_WEIGHT * (x - x0) / width
         return np.concatenate([pred - measured, prior])
 
@@ -264,8 +272,8 @@ def fit(obs: list[Observation], base: HardwareProfile, *, names: tuple[str, ...]
     except np.linalg.LinAlgError:  # pragma: no cover
         stderr = {n: float("nan") for n in names}
     fitted_eff = apply_params(base.efficiency, values)
-    before = {o.id: (predict_step_s(o, base.efficiency, training) / o.measured_step_s - 1) * 100 for o in obs}
-    after = {o.id: (predict_step_s(o, fitted_eff, training) / o.measured_step_s - 1) * 100 for o in obs}
+    before = {o.id: (predict_step_s(o, base.efficiency, engine) / o.measured_step_s - 1) * 100 for o in obs}
+    after = {o.id: (predict_step_s(o, fitted_eff, engine) / o.measured_step_s - 1) * 100 for o in obs}
     fitted = _with_efficiency(base, fitted_eff)
     return FitResult(base, fitted, names, {n: values[n] for n in names}, stderr, before, after, tuple(obs))
 

@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.io.catalog import load_hardware
+from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_hardware
 from planner.errors import PlannerError
 from planner.cost.estimate import estimate
-from planner.plan import Plan, check_plan
+from planner.plan import Plan
 from planner.io.planfile import pydantic_message
-from planner.specs import HardwareProfile, ModelSpec, Training
+from planner.engine import Engine, plan_problems
+from planner.specs import HardwareProfile, ModelSpec
 
 # Measured field -> how the prediction is read off an Estimate.
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
@@ -75,7 +76,7 @@ def run_hardware(run: dict[str, Any], override: HardwareProfile | None = None) -
 
 
 def predict_run(run: dict[str, Any], *, hardware: HardwareProfile | None = None,
-                training: Training = Training()) -> RunResult:
+                engine: Engine | None = None) -> RunResult:
     measured = {k: float(v) for k, v in (run.get("measured") or {}).items() if k in METRICS and v is not None}
     rid = str(run["id"])
     try:
@@ -88,10 +89,11 @@ def predict_run(run: dict[str, Any], *, hardware: HardwareProfile | None = None,
         return RunResult(rid, measured=measured, skipped=pydantic_message(e, "run"))
     except PlannerError as e:
         return RunResult(rid, measured=measured, skipped=str(e))
-    problems = check_plan(model, plan, run.get("gpus"))
+    engine = engine or load_engine(DEFAULT_ENGINE)
+    problems = plan_problems(model, plan, engine, run.get("gpus"))
     if problems:
         return RunResult(rid, measured=measured, skipped="; ".join(str(p) for p in problems))
-    est = estimate(model, hw, plan, training)
+    est = estimate(model, hw, plan, engine)
     predicted = {
         "tokens_per_s_per_gpu": est.time.tokens_per_s_per_gpu,
         "step_s": est.time.step_s,
@@ -105,16 +107,5 @@ def predict_run(run: dict[str, Any], *, hardware: HardwareProfile | None = None,
 
 
 def validate_runs(runs: list[dict[str, Any]], *, hardware: HardwareProfile | None = None,
-                  training: Training = Training()) -> Validation:
-    return Validation(tuple(predict_run(r, hardware=hardware, training=training) for r in runs))
-
-
-def validation_json(v: Validation) -> dict[str, Any]:
-    return {
-        "runs": [
-            {"id": r.id, "predicted": r.predicted, "measured": r.measured, "error": r.error_pct,
-             "fits": r.fits, **({"skipped": r.skipped} if r.skipped else {})}
-            for r in v.runs
-        ],
-        "summary": v.summary(),
-    }
+                  engine: Engine | None = None) -> Validation:
+    return Validation(tuple(predict_run(r, hardware=hardware, engine=engine) for r in runs))

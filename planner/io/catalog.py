@@ -18,10 +18,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from planner.errors import PlannerError
+from planner.engine import Engine
 from planner.specs import HardwareProfile, ModelSpec
 
+DEFAULT_HARDWARE = "h100-sxm"  # what --hardware means when neither the flag nor a plan file names one
+DEFAULT_ENGINE = "generic"  # likewise for --engine
 MODEL_DIR = "model_specs"
 HARDWARE_DIR = "hardware_profiles"
+ENGINE_DIR = "engine_profiles"
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -41,6 +45,10 @@ def list_models() -> list[str]:
 
 def list_hardware() -> list[str]:
     return _names(HARDWARE_DIR)
+
+
+def list_engines() -> list[str]:
+    return _names(ENGINE_DIR)
 
 
 # ---- YAML ----------------------------------------------------------------------------------------
@@ -179,6 +187,28 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
     if arg not in list_hardware():
         raise _unknown("hardware", arg, list_hardware(), "a hardware profile .yaml")
     return _catalog_hardware(arg)
+
+
+def load_engine(name_or_path: str | Path) -> Engine:
+    """An engine profile from the catalog (`megatron`) or an engine profile YAML."""
+    arg = str(name_or_path)
+    if isinstance(name_or_path, Path) or _looks_like_path(arg):
+        return _engine_from_yaml(Path(arg))
+    if arg not in list_engines():
+        raise _unknown("engine", arg, list_engines(), "an engine profile .yaml")
+    return _catalog_engine(arg)
+
+
+@lru_cache(maxsize=None)
+def _catalog_engine(name: str) -> Engine:
+    return _engine_from_yaml(catalog_root() / ENGINE_DIR / f"{name}.yaml")
+
+
+def _engine_from_yaml(path: Path) -> Engine:
+    data = load_yaml(path)
+    if isinstance(data, dict):
+        data.setdefault("name", path.stem)
+    return _validate(Engine, data, _display(path))
 
 
 @lru_cache(maxsize=None)

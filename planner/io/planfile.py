@@ -1,12 +1,13 @@
 """Plan files (`search --save`, `--plan FILE.yaml`) and turning flags into a Plan.
 
-A plan file is YAML: the plan's fields under `plan:`, optionally with `model`, `hardware` and `gpus`
-beside it, as `search --save` writes it; a bare mapping of plan fields is accepted too. Flags given on
-the command line override the file.
+A plan file is YAML: the plan's fields under `plan:`, with `model`, `hardware`, `engine`, `gpus` and the
+engine's per-run settings under `training:` beside it, as `search --save` writes it (a bare mapping of plan
+fields is accepted too). Flags given on the command line override the file.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,27 @@ from planner.errors import PlannerError
 from planner.plan import Plan, derive_plan
 
 PLAN_FIELDS = tuple(Plan.model_fields)
+FILE_KEYS = ("plan", "model", "hardware", "engine", "gpus", "training", "predicted")
+# The engine's per-run settings a plan file keeps (Engine.configured): name -> allowed values (None: a bool).
+TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
+    "optimizer": ("adamw", "adam", "sgd"),
+    "attention": ("flash", "softmax"),
+    "selective_policy": ("op", "attention"),
+    "tp_overlap": None,
+}
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    """What a plan file says beside the plan fields."""
+
+    plan: dict[str, Any]
+    model: str | None = None
+    hardware: str | None = None
+    engine: str | None = None
+    gpus: int | None = None
+    training: dict[str, Any] = field(default_factory=dict)
+    predicted: dict[str, Any] | None = None
 
 
 def pydantic_message(err: ValidationError, where: str) -> str:
@@ -27,52 +49,85 @@ def pydantic_message(err: ValidationError, where: str) -> str:
         if e["type"] == "extra_forbidden":
             parts.append(f"{loc}: unknown field")
         else:
-            parts.append(f"{loc}: {e['msg']}" + (f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], dict) else ""))
+            got = f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], dict) else ""
+            parts.append(f"{loc}: {e['msg']}{got}")
     return f"{where}: " + "; ".join(parts)
 
 
-def read_plan_file(path: str) -> dict[str, Any]:
+def _text(path: str, key: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str) and value:
+        return value
+    raise PlannerError(f"{path}: {key} must be a name or a path, got {value!r}")
+
+
+def _training(path: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PlannerError(f"{path}: training must be a mapping of {', '.join(TRAINING_KEYS)}, got {value!r}")
+    for k, v in value.items():
+        if k not in TRAINING_KEYS:
+            raise PlannerError(f"{path}: unknown training setting {k!r}; valid: {', '.join(TRAINING_KEYS)}")
+        valid = TRAINING_KEYS[k]
+        if (valid is None and not isinstance(v, bool)) or (valid is not None and v not in valid):
+            allowed = "true or false" if valid is None else ", ".join(valid)
+            raise PlannerError(f"{path}: training.{k}={v!r} is not valid; choose {allowed}")
+    return dict(value)
+
+
+def read_plan_file(path: str) -> PlanFile:
     from planner.io.catalog import load_yaml
 
-    if not Path(path).is_file():
-        raise PlannerError(f"plan file {path!r} does not exist")
+    if not path or not Path(path).is_file():
+        raise PlannerError(f"plan file {path!r} does not exist (write one with `planner search --save FILE`)")
     doc = load_yaml(path)
     if not isinstance(doc, dict):
         raise PlannerError(f"{path}: expected a mapping with a 'plan:' section, got {type(doc).__name__}")
     if "plan" not in doc:
         doc = {"plan": doc}
-    unknown = set(doc["plan"]) - set(PLAN_FIELDS)
+    extra = set(doc) - set(FILE_KEYS)
+    if extra:
+        raise PlannerError(f"{path}: unknown key(s) {sorted(extra)}; valid: {', '.join(FILE_KEYS)}")
+    plan = doc["plan"]
+    if not isinstance(plan, dict):
+        raise PlannerError(f"{path}: plan must be a mapping of plan fields ({', '.join(PLAN_FIELDS)}), got {plan!r}")
+    unknown = set(plan) - set(PLAN_FIELDS)
     if unknown:
         raise PlannerError(f"{path}: unknown plan field(s) {sorted(unknown)}; valid: {', '.join(PLAN_FIELDS)}")
-    extra = set(doc) - {"plan", "model", "hardware", "gpus", "predicted", "training"}
-    if extra:
-        raise PlannerError(f"{path}: unknown key(s) {sorted(extra)}; valid: plan, model, hardware, gpus")
-    return doc
+    gpus = doc.get("gpus")
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
+        raise PlannerError(f"{path}: gpus must be a positive integer, got {gpus!r}")
+    predicted = doc.get("predicted")
+    return PlanFile(plan=dict(plan), model=_text(path, "model", doc.get("model")),
+                    hardware=_text(path, "hardware", doc.get("hardware")),
+                    engine=_text(path, "engine", doc.get("engine")), gpus=gpus,
+                    training=_training(path, doc.get("training")),
+                    predicted=predicted if isinstance(predicted, dict) else None)
 
 
-def build_plan(
-    *, gpus: int | None, plan_file: str | None, flags: dict[str, Any], defaults: dict[str, Any] | None = None
-) -> tuple[Plan, dict[str, Any]]:
-    """The plan from --plan FILE and flags (flags win). Returns the plan and the file's other keys."""
-    doc: dict[str, Any] = read_plan_file(plan_file) if plan_file else {"plan": {}}
+def build_plan(*, gpus: int | None, doc: PlanFile | None, flags: dict[str, Any],
+               defaults: dict[str, Any] | None = None) -> Plan:
+    """The plan from defaults, then --plan FILE, then flags (flags win); derive_plan fills the rest."""
     fields = dict(defaults or {})
-    fields.update(doc["plan"])
+    fields.update(doc.plan if doc else {})
     fields.update({k: v for k, v in flags.items() if v is not None})
-    gpus = gpus if gpus is not None else doc.get("gpus")
     changed = any(flags.get(d) is not None for d in ("tp", "pp", "cp"))
-    if plan_file and gpus is not None and changed and flags.get("dp") is None:
+    if doc and gpus is not None and changed and flags.get("dp") is None:
         fields.pop("dp", None)  # a degree changed on the command line: derive dp again
     try:
-        plan = derive_plan(gpus, **fields)
+        return derive_plan(gpus, **fields)
     except ValidationError as e:
         raise PlannerError(pydantic_message(e, "plan")) from None
-    return plan, doc
 
 
-def write_plan_file(path: str, *, plan: Plan, model: str, hardware: str, gpus: int,
-                    predicted: dict[str, Any] | None = None, header: str = "") -> None:
+def write_plan_file(path: str, *, plan: Plan, model: str, hardware: str, engine: str, gpus: int,
+                    training: dict[str, Any] | None = None, predicted: dict[str, Any] | None = None,
+                    header: str = "") -> None:
     """Write atomically: a half-written plan file never replaces a good one."""
-    doc: dict[str, Any] = {"model": model, "hardware": hardware, "gpus": gpus, "plan": plan.model_dump()}
+    doc: dict[str, Any] = {"model": model, "hardware": hardware, "engine": engine, "gpus": gpus,
+                           "plan": plan.model_dump()}
+    if training:
+        doc["training"] = training
     if predicted:
         doc["predicted"] = predicted
     target = Path(path)
@@ -82,5 +137,8 @@ def write_plan_file(path: str, *, plan: Plan, model: str, hardware: str, gpus: i
         tmp.write_text(text)
         tmp.replace(target)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
         raise PlannerError(f"cannot write plan file {path!r}: {e.strerror}") from None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from planner.plan import Plan
 
 WORKER_MODULE = "planner.launch.worker"
+WORKER_ENGINE = "planner"  # engine_profiles/planner.yaml: what the worker runs, and how the run is priced
 RDZV_PORT = 29500
 
 # Every run: one OpenMP thread per worker (torchrun sets it only for nproc > 1, which makes the
@@ -33,6 +34,7 @@ class RunConfig:
     layers: int | None = None
     hidden: int | None = None
     hardware: str = "cpu"
+    engine: str = WORKER_ENGINE
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
     resume: bool = False
@@ -64,7 +66,7 @@ def worker_argv(cfg: RunConfig) -> list[str]:
         out += ["--layers", str(cfg.layers)]
     if cfg.hidden is not None:
         out += ["--hidden", str(cfg.hidden)]
-    out += ["--hardware", cfg.hardware, "--timeout-s", f"{cfg.timeout_s:g}", "--profile-out", cfg.profile_out]
+    out += ["--hardware", cfg.hardware, "--engine", cfg.engine, "--timeout-s", f"{cfg.timeout_s:g}", "--profile-out", cfg.profile_out]
     if cfg.checkpoint_dir:
         out += ["--checkpoint-dir", cfg.checkpoint_dir, "--checkpoint-every", str(cfg.checkpoint_every)]
         if cfg.resume:

@@ -1,18 +1,10 @@
 """Apply a plan to the GPT with PyTorch's own building blocks, in torchtitan's order: TP → AC → FSDP/DDP (torch).
 
-ZeRO stages map onto what PyTorch composes (FSDP2 has no optimizer-only mode):
-
-=====  ==================================================================================
-zero   what runs
-=====  ==================================================================================
-0      DDP over the dp group (1-D data parallel, at most one pipeline stage per rank);
-       with TP or several stages per rank, FSDP2 with ``reshard_after_forward=False`` —
-       DDP cannot wrap DTensor parameters, and DDP + multi-stage PP fails in the reducer
-       (torch_cpu_notes.md row 6e). The losses are the same; only memory differs.
-1, 2   FSDP2 ``fully_shard(reshard_after_forward=False)``: gradients and optimizer state are
-       sharded, weights stay gathered between forward and backward (ZeRO-2; also used for 1).
-3      FSDP2 ``fully_shard(reshard_after_forward=True)``: weights sharded too (ZeRO-3).
-=====  ==================================================================================
+How each ZeRO stage runs is the engine profile's (engine_profiles/planner.yaml, read by
+``data_parallel_kind``): DDP for zero 0 (1-D data parallelism only: DDP cannot wrap DTensor parameters, and
+DDP + several stages per rank fails in the reducer, torch_cpu_notes.md row 6e); FSDP2
+``fully_shard(reshard_after_forward=False)`` for zero 1 and 2 (FSDP2 has no optimizer-only mode); FSDP2
+``fully_shard(reshard_after_forward=True)`` for zero 3.
 
 Context parallelism (cp > 1, CUDA only) joins the data-parallel group: every cp rank computes the loss of
 its slice of the sequences, so gradients are averaged over the flattened dp×cp mesh, as torchtitan does
@@ -25,7 +17,6 @@ Zero-bubble schedules with FSDP2 resharding give silently wrong losses on torch 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 import torch
 from torch import nn
@@ -40,6 +31,7 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
+from planner.engine import ZeroStage
 from planner.launch.model import GPT
 
 ZERO_BUBBLE = ("interleaved_zb", "zbv", "dualpipev")
@@ -77,20 +69,34 @@ def apply_tp(model: GPT, mesh: DeviceMesh, *, sp: bool) -> None:
         parallelize_module(block, mesh, plan)
 
 
-# Selective recompute keeps matmul and attention outputs and recomputes the cheap elementwise ops
-# (torchtitan's op-level SAC; Korthikanti et al. 2022 keep the matmuls and drop attention internals).
-_SAVE_OPS = {
-    torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
+# Selective recompute ("op" policy, engine kernels.selective_recompute): keep the attention output and the
+# 1st, 3rd, 5th ... matmul output of each layer, recompute the other matmuls and the elementwise ops. This is
+# torchtitan's per-op rule (torchtitan/distributed/activation_checkpoint.py, `_op_sac_save_list` and its
+# "every second mm" counter), the one cost.activations prices.
+_MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+_ATTENTION = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
     torch.ops.aten._scaled_dot_product_efficient_attention.default,
     torch.ops.aten._scaled_dot_product_flash_attention.default,
 }
 
 
-def _sac_policy(ctx, op, *args, **kwargs):  # noqa: ANN001 (torch callback signature)
-    from torch.utils.checkpoint import CheckpointPolicy
+def _op_sac_context():  # noqa: ANN202 (torch's context pair)
+    """A fresh pair of selective-checkpoint contexts for one layer call, counting its matmuls separately in
+    the forward and in the recompute (both must choose the same outputs)."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
-    return CheckpointPolicy.MUST_SAVE if op in _SAVE_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+    counts = {False: 0, True: 0}
+
+    def policy(ctx, op, *args, **kwargs):  # noqa: ANN001, ANN202 (torch callback signature)
+        if op in _MATMULS:
+            counts[ctx.is_recompute] += 1
+            keep = counts[ctx.is_recompute] % 2 == 1
+        else:
+            keep = op in _ATTENTION
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
 
 
 def apply_ac(model: GPT, *, mode: str) -> None:
@@ -98,9 +104,8 @@ def apply_ac(model: GPT, *, mode: str) -> None:
     if mode == "none":
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
-    kw = {} if mode == "full" else {"context_fn": partial(create_selective_checkpoint_contexts, _sac_policy)}
+    kw = {} if mode == "full" else {"context_fn": _op_sac_context}
     for name in list(model.layers.keys()):
         model.layers[name] = checkpoint_wrapper(model.layers[name], checkpoint_impl=CheckpointImpl.NO_REENTRANT, **kw)
 
@@ -119,15 +124,15 @@ def apply_fsdp(model: GPT, mesh: DeviceMesh, *, reshard: bool, precision: str) -
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
 
 
-def data_parallel_kind(*, dp: int, tp: int, zero: int, stages_per_rank: int, cp: int = 1) -> str:
-    """'none', 'ddp', 'fsdp-noreshard' or 'fsdp' (the table in the module docstring); cp counts as dp."""
+def data_parallel_kind(stage: ZeroStage, *, dp: int, cp: int = 1) -> str:
+    """'none', 'ddp', 'fsdp-noreshard' or 'fsdp': how the engine profile's ZeRO stage runs; cp counts as dp.
+    Replicated weights are DDP; sharded ones are FSDP2, resharded after forward when the stage gathers one
+    unit at a time, kept gathered until backward when it holds them all."""
     if dp * cp == 1:
         return "none"
-    if zero == 3:
-        return "fsdp"
-    if zero in (1, 2) or tp > 1 or stages_per_rank > 1 or cp > 1:
-        return "fsdp-noreshard"
-    return "ddp"
+    if "weights" not in stage.shards:
+        return "ddp"
+    return "fsdp" if stage.gathered_weights == "unit" else "fsdp-noreshard"
 
 
 def data_parallel_mesh(mesh: DeviceMesh, *, cp: int) -> DeviceMesh:

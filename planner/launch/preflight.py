@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.plan import Plan, check_plan
+from planner.engine import Engine, plan_problems
+from planner.errors import PlannerError
+from planner.plan import Plan
 from planner.specs import ModelSpec
 
 # Public APIs the worker uses and the torch release that made each public.
@@ -73,8 +75,23 @@ def _version(v: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def default_hardware(env: Environment) -> str:
+    """The hardware profile that prices a run on this machine when --hardware is not given."""
+    if env.device_type == "cpu":
+        return "cpu"
+    name = env.device_name.upper()
+    for needle, profile in (("H200", "h200"), ("H100", "h100-sxm"), ("H800", "h800"), ("B200", "b200"),
+                            ("MI300X", "mi300x"), ("V100", "v100-32gb")):
+        if needle in name:
+            return profile
+    if "A100" in name:
+        return "a100-80gb" if "80GB" in name.replace(" ", "") else "a100-40gb"
+    raise PlannerError(f"no hardware profile matches this GPU ({env.device_name}); pass --hardware NAME|PATH "
+                       "(see `planner hardware`, or write one with `planner bench-hardware`)")
+
+
 def preflight(
-    model: ModelSpec, plan: Plan, env: Environment, *, nproc_per_node: int, nnodes: int,
+    model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *, nproc_per_node: int, nnodes: int,
     predicted_peak_bytes: float | None = None,
 ) -> Preflight:
     """Every check, passed or failed, so --dry-run can print all of them."""
@@ -103,13 +120,12 @@ def preflight(
         have = _version(env.torch_version)
         missing = [f"{name} needs >= {a}.{b}" for name, (a, b) in FEATURES.items() if have < (a, b)]
         pf.add("torch", not missing, f"torch {env.torch_version}" + (": " + "; ".join(missing) if missing else ""))
-    problems = [str(r) for r in check_plan(model, plan, world)] + worker_limits(model, plan, env)
+    problems = [str(r) for r in plan_problems(model, plan, engine, world)] + worker_limits(model, plan, env)
     pf.add("divisibility and support", not problems, "; ".join(problems) or "all rules hold")
     if model.tied_embeddings and (plan.pp > 1 or plan.tp > 1):
         pf.notes.append("tied embeddings are untied in the worker when pp > 1 or tp > 1")
-    if plan.zero in (1, 2) and plan.dp > 1:
-        pf.notes.append(f"zero={plan.zero} runs as FSDP2 with reshard_after_forward=False "
-                        "(PyTorch has no composable ZeRO-1; this shards gradients and optimizer state too)")
+    if plan.zero in engine.rules.zero and plan.dp * plan.cp > 1:
+        pf.notes.append(f"zero={plan.zero} runs as {engine.zero_stage(plan).mechanism} ({engine.name} engine)")
     return pf
 
 
@@ -123,10 +139,6 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
         out.append("precision=fp8 needs torchao float8 training; rehearse with --precision bf16")
     if plan.precision == "fp16" and env.device_type == "cpu":
         out.append("precision=fp16 on CPU: use bf16 (no loss scaler in the worker)")
-    if model.vocab_size % plan.tp:
-        out.append(f"tp={plan.tp} must divide vocab_size={model.vocab_size}")
-    if model.kv_heads % plan.tp:
-        out.append(f"tp={plan.tp} must divide num_kv_heads={model.kv_heads} (kv-head replication not implemented)")
     if plan.sp and plan.seq_len % (plan.cp * plan.tp):
         local = f"seq_len/cp={plan.seq_len}/{plan.cp}" if plan.cp > 1 else f"seq_len={plan.seq_len}"
         out.append(f"sp: tp={plan.tp} must divide {local}")

@@ -13,49 +13,42 @@ from pathlib import Path
 
 from planner.errors import PlannerError
 from planner.plan import Plan
-from planner.specs import ModelSpec, Training
+from planner.engine import Engine
+from planner.specs import HardwareProfile, ModelSpec
 from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
 from planner.launch.layout import MESH_DIMS, layout, mesh_shape
 from planner.launch.preflight import Environment, Preflight, preflight
 
 
-def resolve_plan(model: ModelSpec, plan_file: str | None, overrides: dict[str, object]) -> Plan:
-    """Plan fields from a YAML file, then the flags given on the command line; sensible rehearsal defaults."""
-    from planner.io.planfile import read_plan_file
+def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
+    """Peak bytes per device and step time of the worker's run, priced with the engine the worker runs
+    (engine_profiles/planner.yaml: eager kernels, DDP/FSDP2 as the worker applies them)."""
+    from planner.cost.estimate import estimate
 
-    fields: dict[str, object] = dict(read_plan_file(plan_file)["plan"]) if plan_file else {}
-    fields.update({k: v for k, v in overrides.items() if v is not None})
-    fields.setdefault("seq_len", min(2048, model.max_seq_len))
-    if "global_batch" not in fields:
-        g = lambda k: int(fields.get(k, 1))  # noqa: E731
-        fields["global_batch"] = g("dp") * g("micro_batch") * g("pp")
-    try:
-        return Plan(**fields)
-    except ValueError as exc:
-        raise PlannerError(f"invalid plan: {exc}") from exc
-
-
-# What the worker runs: eager PyTorch modules (nn.RMSNorm, silu then a product), not fused kernels.
-WORKER_TRAINING = Training(fused_kernels=False)
+    est = estimate(model, hw, plan, engine)
+    b = est.memory.peak.breakdown
+    states = persistent_states(model, plan, engine)
+    return {
+        "peak_bytes": float(est.memory.total_bytes),  # the pre-flight check: everything a device holds
+        "tensor_bytes": float(b.total_bytes - b.reserved_bytes),  # what the run can measure
+        "model_state_bytes": states,  # what lives between steps, which the worker counts after the last step
+        "activation_bytes": float(b.activations_bytes),
+        "step_time_s": float(est.time.step_s),
+    }
 
 
-def predicted(model: ModelSpec, plan: Plan, hardware: str) -> dict[str, float | None]:
-    """Peak bytes per device and step time of the worker's run, from planner.estimate."""
-    out: dict[str, float | None] = {"peak_bytes": None, "step_time_s": None}  # more keys when known
-    try:
-        from planner.io.catalog import load_hardware
-        from planner.cost.estimate import estimate
+def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
+    """Weights, gradients and optimizer state that outlive the step on the most loaded rank (no gathered
+    copies, no accumulation buffers): what the worker's tensor count sees after a step."""
+    from planner.cost.params import rank_params
+    from planner.cost.stages import layer_layout
+    from planner.cost.states import sharded_states, state_bytes_per_param
 
-        est = estimate(model, load_hardware(hardware), plan, WORKER_TRAINING)
-        b = est.memory.peak.breakdown
-        out["peak_bytes"] = float(est.memory.total_bytes)  # the pre-flight check: everything a device holds
-        out["tensor_bytes"] = float(b.total_bytes - b.reserved_bytes)  # what the run can measure
-        out["model_state_bytes"] = float(b.model_state_bytes)
-        out["activation_bytes"] = float(b.activations_bytes)
-        out["step_time_s"] = float(est.time.step_s)
-    except Exception:  # noqa: BLE001 — the estimate is optional here (unknown hardware, model it cannot price)
-        pass
-    return out
+    stage = engine.zero_stage(plan)
+    per = state_bytes_per_param(plan.precision, engine, stage)
+    layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
+    return max(sharded_states(rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=r), per, plan,
+                              stage).persistent_bytes for r in range(plan.pp))
 
 
 @dataclass
@@ -70,9 +63,9 @@ class DryRun:
                 "command": self.command, "mesh": self.mesh, "ranks": self.ranks}
 
 
-def dry_run(cfg: RunConfig, model: ModelSpec, env: Environment, *, nproc_per_node: int, nnodes: int,
-            max_restarts: int, peak_bytes: float | None) -> DryRun:
-    pf = preflight(model, cfg.plan, env, nproc_per_node=nproc_per_node, nnodes=nnodes,
+def dry_run(cfg: RunConfig, model: ModelSpec, engine: Engine, env: Environment, *, nproc_per_node: int,
+            nnodes: int, max_restarts: int, peak_bytes: float | None) -> DryRun:
+    pf = preflight(model, cfg.plan, engine, env, nproc_per_node=nproc_per_node, nnodes=nnodes,
                    predicted_peak_bytes=peak_bytes)
     argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts)
     return DryRun(pf, f"{env_prefix()} {shell_join(argv)}", dict(zip(MESH_DIMS, mesh_shape(cfg.plan))),

@@ -1,32 +1,9 @@
-"""Model specs for a launch: loading by catalog name or path, and shrinking for a rehearsal (pure)."""
+"""Shrinking a model spec for a rehearsal that keeps the plan's shape (pure)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
-
 from planner.errors import PlannerError
 from planner.specs import ModelSpec
-
-
-def load_model_spec(ref: str) -> ModelSpec:
-    """A catalog name or a YAML path. Uses planner.catalog when present, else reads YAML itself."""
-    try:
-        from planner.io.catalog import load_model  # type: ignore[attr-defined]
-    except ImportError:
-        load_model = None
-    if load_model is not None:
-        return load_model(ref)
-    path = Path(ref)
-    if not path.exists():
-        path = Path(__file__).resolve().parents[2] / "model_specs" / f"{ref}.yaml"
-    if not path.exists():
-        raise PlannerError(f"model {ref!r}: no such file and no model_specs/{ref}.yaml")
-    try:
-        return ModelSpec(**yaml.safe_load(path.read_text()))
-    except ValueError as exc:
-        raise PlannerError(f"model {ref}: {exc}") from exc
 
 
 def shrink(model: ModelSpec, *, layers: int | None, hidden: int | None, tp: int = 1) -> ModelSpec:

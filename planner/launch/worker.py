@@ -34,7 +34,8 @@ from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from planner.launch.preflight import cp_problems, uses_context_parallel
 from planner.launch.profile import ActivationCounter, model_state_bytes, summarize
-from planner.launch.spec import load_model_spec, shrink
+from planner.io.catalog import load_engine, load_model
+from planner.launch.spec import shrink
 
 LR, WEIGHT_DECAY = 3e-3, 0.1
 CP_ROTATE_METHOD = "allgather"  # torch's default; torchtitan's default too
@@ -50,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         else:
             ap.add_argument(flag, dest=name, type=int if f.annotation is int else str, default=f.default)
     for flag, typ, default in (("--steps", int, 8), ("--warmup", int, 2), ("--seed", int, 0),
-                               ("--layers", int, None), ("--hidden", int, None), ("--hardware", str, "cpu"),
+                               ("--layers", int, None), ("--hidden", int, None), ("--hardware", str, "cpu"), ("--engine", str, "planner"),
                                ("--timeout-s", float, 120.0), ("--profile-out", str, "planner-launch-profile.json"),
                                ("--checkpoint-dir", str, None), ("--checkpoint-every", int, 0)):
         ap.add_argument(flag, type=typ, default=default)
@@ -81,7 +82,10 @@ class Trainer:
         self.args = a = args
         self.plan = Plan(**{k: getattr(a, k) for k in Plan.model_fields})
         p = self.plan
-        self.spec = shrink(load_model_spec(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp)
+        self.spec = shrink(load_model(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp)
+        # The engine profile decides how the ZeRO stage runs and when gradients are reduced; the cost model
+        # prices the run with the same profile.
+        self.zero_stage = load_engine(a.engine).zero_stage(p)
         cuda = torch.cuda.is_available()  # from the environment; --hardware is only a label
         self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
         # Refuse before any process group exists: cp > 1 on CPU raises here with the reason.
@@ -100,7 +104,7 @@ class Trainer:
             from torch.distributed.tensor.experimental._attention import set_rotate_method
 
             set_rotate_method(CP_ROTATE_METHOD)
-        self.kind = data_parallel_kind(dp=p.dp, tp=p.tp, zero=p.zero, stages_per_rank=p.vpp, cp=p.cp)
+        self.kind = data_parallel_kind(self.zero_stage, dp=p.dp, cp=p.cp)
         self._build()
 
     def _build(self) -> None:
@@ -179,10 +183,12 @@ class Trainer:
         model, k, mb = self.parts[0], self.plan.num_microbatches, self.plan.micro_batch
         total = torch.zeros((), device=self.device)
         for i in range(k):
-            last = i == k - 1
+            # Reduce once per step (sync on the last micro-batch only) or after every micro-batch, as the
+            # engine profile's ZeRO stage says (grad_reduce).
+            sync = i == k - 1 or self.zero_stage.grad_reduce == "microbatch"
             if hasattr(model, "set_requires_gradient_sync"):
-                model.set_requires_gradient_sync(last)
-            ctx = model.no_sync() if (self.kind == "ddp" and not last) else nullcontext()
+                model.set_requires_gradient_sync(sync)
+            ctx = model.no_sync() if (self.kind == "ddp" and not sync) else nullcontext()
             xb, yb = x[i * mb:(i + 1) * mb], y[i * mb:(i + 1) * mb]
             with ctx, counter.track():  # one micro-batch's activations live at a time
                 if self.cp_active:

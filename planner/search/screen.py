@@ -9,7 +9,8 @@ from planner.cost.params import RankParams, rank_params
 from planner.cost.stages import layer_layout
 from planner.cost.states import StateBytes, state_bytes_per_param
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec, Training
+from planner.engine import Engine
+from planner.specs import HardwareProfile, ModelSpec
 
 RankShape = tuple[int, RankParams, int, bool]  # (rank, parameters, layers, holds the loss)
 
@@ -18,11 +19,11 @@ class MemoryScreen:
     """Peak per-GPU bytes of a plan, equal to ``memory_report(...).total_bytes``, from cached pieces on the
     pipeline ranks that can be the peak only."""
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile, training: Training) -> None:
-        self.model, self.hw, self.training = model, hw, training
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, engine: Engine) -> None:
+        self.model, self.hw, self.engine = model, hw, engine
         self._ranks: dict[tuple[int, int, int, int], list[RankShape]] = {}
         self._act: dict[tuple, tuple[float, float]] = {}
-        self._state: dict[str, StateBytes] = {}
+        self._state: dict[tuple[str, int], StateBytes] = {}
         self.capacity = hw.gpu.hbm_bytes
 
     def ranks(self, tp: int, pp: int, vpp: int, ep: int) -> list[RankShape]:
@@ -53,21 +54,22 @@ class MemoryScreen:
         key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, p.recompute, p.precision)
         hit = self._act.get(key)
         if hit is None:
-            hit = self._act[key] = activation_pieces(self.model, p, self.training)
+            hit = self._act[key] = activation_pieces(self.model, p, self.engine)
         return hit
 
     def peak(self, p: Plan) -> tuple[float, int]:
         """(bytes, rank) of the most loaded pipeline rank."""
-        per = self._state.get(p.precision)
+        stage = self.engine.zero_stage(p)
+        per = self._state.get((p.precision, p.zero))
         if per is None:
-            per = self._state[p.precision] = state_bytes_per_param(p.precision, self.training)
+            per = self._state[(p.precision, p.zero)] = state_bytes_per_param(p.precision, self.engine, stage)
         per_layer, workspace = self._activations(p)
         best, best_rank = -1.0, 0
         logits = None
         for r, params, layers, last in self.ranks(p.tp, p.pp, p.vpp, p.ep):
             if last and logits is None:
                 logits = logits_bytes(self.model, p)
-            total = sum(stage_terms(p, self.hw.reserved, params, per, layers=layers,
+            total = sum(stage_terms(p, self.hw.reserved, params, per, stage, layers=layers,
                                     in_flight=in_flight_microbatches(p, r), per_layer_bytes=per_layer,
                                     workspace_bytes=workspace, logits=logits if last else 0.0))
             if total > best:

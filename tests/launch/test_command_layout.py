@@ -10,9 +10,11 @@ from planner.launch.command import RunConfig, plan_argv, torchrun_argv, worker_a
 from planner.cost.stages import layer_layout
 from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, preflight
+from planner.io.catalog import load_engine
 from planner.plan import Plan
 
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
+WORKER = load_engine("planner")
 
 
 def test_coordinates_are_row_major_pp_dp_cp_tp():
@@ -66,25 +68,26 @@ def test_multi_node_uses_c10d_rendezvous():
 
 
 def test_preflight_passes_a_good_plan(tiny):
-    pf = preflight(tiny, Plan(dp=2, tp=2, sp=True, global_batch=4, seq_len=64), CPU, nproc_per_node=4, nnodes=1)
+    pf = preflight(tiny, Plan(dp=2, tp=2, sp=True, zero=2, global_batch=4, seq_len=64), WORKER, CPU,
+                   nproc_per_node=4, nnodes=1)
     assert not pf.failures(), pf.lines()
 
 
 def test_preflight_names_world_size_mismatch(tiny):
-    pf = preflight(tiny, Plan(dp=2, tp=2, global_batch=4, seq_len=64), CPU, nproc_per_node=2, nnodes=1)
+    pf = preflight(tiny, Plan(dp=2, tp=2, global_batch=4, seq_len=64), WORKER, CPU, nproc_per_node=2, nnodes=1)
     assert [c.name for c in pf.failures()] == ["world size", "divisibility and support"]
     assert "= 4" in pf.failures()[0].detail
 
 
 def test_preflight_refuses_cp_on_cpu_with_a_clear_message(tiny):
-    pf = preflight(tiny, Plan(cp=2, global_batch=2, seq_len=64), CPU, nproc_per_node=2, nnodes=1)
+    pf = preflight(tiny, Plan(cp=2, global_batch=2, seq_len=64), WORKER, CPU, nproc_per_node=2, nnodes=1)
     (fail,) = pf.failures()
     assert "cp=2" in fail.detail and "CPU" in fail.detail
 
 
 def test_memory_refusal_shows_numbers_and_force_overrides(tiny):
     gpu = Environment("cuda", 2, "H100", (10 * 2**30, 8 * 2**30), "2.13.0")
-    pf = preflight(tiny, Plan(dp=2, global_batch=2, seq_len=64), gpu, nproc_per_node=2, nnodes=1,
+    pf = preflight(tiny, Plan(dp=2, global_batch=2, seq_len=64), WORKER, gpu, nproc_per_node=2, nnodes=1,
                    predicted_peak_bytes=9 * 2**30)
     (fail,) = pf.failures()
     assert fail.name == "memory" and "9.00 GiB" in fail.detail and "8.00 GiB" in fail.detail
@@ -93,7 +96,7 @@ def test_memory_refusal_shows_numbers_and_force_overrides(tiny):
 
 def test_preflight_checks_gpu_count_and_torch_version(tiny):
     old = Environment("cuda", 1, "A100", (80e9,), "2.4.1")
-    pf = preflight(tiny, Plan(dp=2, global_batch=2, seq_len=64), old, nproc_per_node=2, nnodes=1)
+    pf = preflight(tiny, Plan(dp=2, global_batch=2, seq_len=64), WORKER, old, nproc_per_node=2, nnodes=1)
     names = {c.name for c in pf.failures()}
     assert names == {"devices", "torch"}
     assert "FSDP2" in next(c.detail for c in pf.checks if c.name == "torch")
@@ -102,6 +105,6 @@ def test_preflight_checks_gpu_count_and_torch_version(tiny):
 def test_pure_modules_do_not_import_torch():
     import subprocess
 
-    code = ("import sys, planner.cli, planner.launch.command, planner.launch.layout, planner.launch.emit.cluster, "
-            "planner.launch.emit.engines, planner.launch.runner; assert 'torch' not in sys.modules")
+    code = ("import sys, planner.cli, planner.launch.command, planner.launch.layout, planner.launch.emit, "
+            "planner.launch.runner, planner.cli.launch; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -16,11 +16,13 @@ import pytest
 
 from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, cp_problems, preflight, uses_context_parallel
+from planner.io.catalog import load_engine
 from planner.plan import Plan
 
 from tests.launch.conftest import COMMON, REPO, max_delta, torchrun
 
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
+WORKER = load_engine("planner")
 GPU4 = Environment("cuda", 4, "H100", (80e9,) * 4, "2.13.0")
 
 
@@ -66,23 +68,23 @@ def test_device_mesh_agrees_with_layout_and_dp_cp_flattens():
 
 
 def test_preflight_refuses_cp_on_cpu_naming_cp_device_and_cuda(tiny):
-    pf = preflight(tiny, Plan(cp=2, global_batch=2, seq_len=64), CPU, nproc_per_node=2, nnodes=1)
+    pf = preflight(tiny, Plan(cp=2, global_batch=2, seq_len=64), WORKER, CPU, nproc_per_node=2, nnodes=1)
     (fail,) = pf.failures()
     assert "cp=2 needs CUDA, and this device is CPU" in fail.detail and "cp=1" in fail.detail
 
 
 def test_preflight_allows_cp_on_cuda(tiny):
-    pf = preflight(tiny, Plan(cp=2, dp=2, global_batch=4, seq_len=64), GPU4, nproc_per_node=4, nnodes=1)
+    pf = preflight(tiny, Plan(cp=2, dp=2, zero=2, global_batch=4, seq_len=64), WORKER, GPU4, nproc_per_node=4, nnodes=1)
     assert not pf.failures(), pf.lines()
 
 
 @pytest.mark.parametrize("plan,needle", [
-    (Plan(cp=4, seq_len=36), "seq_len=36 must be a multiple of 2 x cp = 8"),
-    (Plan(cp=2, pp=2, global_batch=2, seq_len=64), "cp=2 with pp=2"),
-    (Plan(cp=2, tp=4, sp=True, seq_len=52), "sp: tp=4 must divide seq_len/cp=52/2"),
+    (Plan(cp=4, zero=2, seq_len=36), "seq_len=36 must be a multiple of 2 x cp = 8"),
+    (Plan(cp=2, pp=2, zero=2, global_batch=2, seq_len=64), "cp=2 with pp=2"),
+    (Plan(cp=2, tp=4, sp=True, zero=2, seq_len=52), "sp: tp=4 must divide seq_len/cp=52/2"),
 ])
 def test_preflight_cp_rules_on_cuda(tiny, plan, needle):
-    pf = preflight(tiny, plan, GPU4, nproc_per_node=plan.gpus, nnodes=1)
+    pf = preflight(tiny, plan, WORKER, GPU4, nproc_per_node=plan.gpus, nnodes=1)
     assert any(needle in c.detail for c in pf.failures()), pf.lines()
 
 
@@ -100,9 +102,11 @@ def test_worker_selects_ring_attention_only_on_cuda():
 def test_cp_joins_the_fsdp_group():
     from planner.launch.parallelize import data_parallel_kind
 
-    kind = lambda **kw: data_parallel_kind(**{"dp": 1, "tp": 1, "zero": 0, "stages_per_rank": 1, **kw})  # noqa: E731
+    def kind(zero: int = 0, **kw: int) -> str:
+        return data_parallel_kind(WORKER.rules.zero[zero], **{"dp": 1, **kw})
+
     assert kind() == "none" and kind(dp=2) == "ddp"
-    assert kind(cp=2) == "fsdp-noreshard" and kind(dp=2, cp=2) == "fsdp-noreshard"
+    assert kind(cp=2, zero=2) == "fsdp-noreshard" and kind(dp=2, cp=2, zero=1) == "fsdp-noreshard"
     assert kind(cp=2, zero=3) == "fsdp"
 
 
@@ -119,8 +123,8 @@ def _launch(capsys, monkeypatch, env, *argv):
 
 
 def test_dry_run_shows_the_cp_axis_and_the_cpu_refusal(capsys, monkeypatch, tiny_path):
-    code, out = _launch(capsys, monkeypatch, CPU, "--model", tiny_path, "--dp", "2", "--cp", "2", "--micro-batch", "2",
-                        "--seq-len", "64", "--dry-run")
+    code, out = _launch(capsys, monkeypatch, CPU, "--model", tiny_path, "--dp", "2", "--cp", "2", "--zero", "2",
+                        "--micro-batch", "2", "--seq-len", "64", "--dry-run")
     assert code == 0
     assert "mesh: pp=1 x dp=2 x cp=2 x tp=1" in out
     assert "rank 1: pp=0 dp=0 cp=1 tp=0" in out and "rank 2: pp=0 dp=1 cp=0 tp=0" in out
@@ -128,8 +132,8 @@ def test_dry_run_shows_the_cp_axis_and_the_cpu_refusal(capsys, monkeypatch, tiny
 
 
 def test_dry_run_on_cuda_passes_cp(capsys, monkeypatch, tiny_path):
-    code, out = _launch(capsys, monkeypatch, GPU4, "--model", tiny_path, "--dp", "2", "--cp", "2", "--micro-batch", "2",
-                        "--seq-len", "64", "--precision", "fp32", "--dry-run", "--json")
+    code, out = _launch(capsys, monkeypatch, GPU4, "--model", tiny_path, "--dp", "2", "--cp", "2", "--zero", "2",
+                        "--micro-batch", "2", "--seq-len", "64", "--precision", "fp32", "--dry-run", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["mesh"] == {"pp": 1, "dp": 2, "cp": 2, "tp": 1}
     assert "--cp 2" in doc["command"]
@@ -194,10 +198,10 @@ def _cuda_devices() -> int:
 
 
 CUDA_CP_LAYOUTS = {
-    "cp2": (2, ["--cp", "2", "--micro-batch", "4"]),
-    "cp2-sdpa-selective-ac": (2, ["--cp", "2", "--micro-batch", "4", "--recompute", "selective"]),
+    "cp2": (2, ["--cp", "2", "--zero", "2", "--micro-batch", "4"]),
+    "cp2-sdpa-selective-ac": (2, ["--cp", "2", "--zero", "2", "--micro-batch", "4", "--recompute", "selective"]),
     "dp2xcp2-zero3": (4, ["--dp", "2", "--cp", "2", "--zero", "3", "--micro-batch", "2"]),
-    "cp2xtp2-sp": (4, ["--cp", "2", "--tp", "2", "--sp", "--micro-batch", "4"]),
+    "cp2xtp2-sp": (4, ["--cp", "2", "--tp", "2", "--sp", "--zero", "2", "--micro-batch", "4"]),
 }
 
 

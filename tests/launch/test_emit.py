@@ -11,8 +11,13 @@ import pytest
 import yaml
 
 from planner.launch.command import RunConfig
-from planner.launch.emit.cluster import k8s_manifest, slurm_script, torchrun_script, write_cluster_files
-from planner.launch.emit.engines import deepspeed_config, megatron_args, torchtitan_toml, write_engine_file
+from planner.launch.emit import write_target
+from planner.launch.emit.deepspeed import deepspeed_config
+from planner.launch.emit.k8s import k8s_manifest
+from planner.launch.emit.megatron import megatron_args
+from planner.launch.emit.slurm import slurm_script
+from planner.launch.emit.torchrun import torchrun_script
+from planner.launch.emit.torchtitan import torchtitan_toml
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -31,7 +36,7 @@ def test_slurm_script_has_nodes_gpus_env_and_worker_args(tmp_path):
                    "--rdzv-backend c10d", "--max-restarts 2", "-m planner.launch.worker", "--tp 2", "--vpp 2",
                    "--schedule interleaved", "--checkpoint-dir /ckpt", '"plan (all fields)"'.strip('"')):
         assert needle in text, needle
-    path = write_cluster_files("slurm", CFG, tmp_path, nnodes=2, nproc_per_node=4)
+    path = write_target("slurm", CFG, GQA, tmp_path, nnodes=2, per_node=4)
     subprocess.run(["bash", "-n", str(path)], check=True)
 
 
@@ -42,7 +47,7 @@ def test_torchrun_script_is_valid_bash_with_c10d():
 
 
 def test_k8s_manifest_parses_and_carries_the_plan(tmp_path):
-    path = write_cluster_files("k8s", CFG, tmp_path, nnodes=3, nproc_per_node=8)
+    path = write_target("k8s", CFG, GQA, tmp_path, nnodes=3, per_node=8)
     doc = yaml.safe_load(path.read_text())
     assert doc["kind"] == "PyTorchJob" and doc["apiVersion"] == "kubeflow.org/v1"
     specs = doc["spec"]["pytorchReplicaSpecs"]
@@ -110,7 +115,7 @@ def test_deepspeed_json_maps_every_plan_field():
 @pytest.mark.parametrize("kind,name", [("megatron", "megatron_args.sh"), ("torchtitan", "torchtitan.toml"),
                                        ("deepspeed", "deepspeed.json")])
 def test_engine_files_are_written(tmp_path, kind, name):
-    path = write_engine_file(kind, GQA, PLAN, tmp_path)
+    path = write_target(kind, CFG, GQA, tmp_path, nnodes=1, per_node=8)
     assert path.name == name and path.read_text()
     if kind == "megatron" and shutil.which("bash"):
         subprocess.run(["bash", "-n", str(path)], check=True)

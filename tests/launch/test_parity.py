@@ -19,7 +19,8 @@ LAYOUTS = {
     "tp2-sp-fullac": (2, ["--tp", "2", "--sp", "--micro-batch", "4", "--recompute", "full"]),
     "pp2-1f1b": (2, ["--pp", "2", "--micro-batch", "2", "--schedule", "1f1b"]),
     "pp2-interleaved": (2, ["--pp", "2", "--vpp", "2", "--schedule", "interleaved", "--micro-batch", "2"]),
-    "dp2xtp2-sp-selective": (4, ["--dp", "2", "--tp", "2", "--sp", "--micro-batch", "2", "--recompute", "selective"]),
+    "dp2xtp2-sp-selective": (4, ["--dp", "2", "--tp", "2", "--sp", "--zero", "2", "--micro-batch", "2",
+                                 "--recompute", "selective"]),
     "pp2xtp2-sp": (4, ["--pp", "2", "--tp", "2", "--sp", "--micro-batch", "2"]),
     "pp2xfsdp2xtp2": (8, ["--pp", "2", "--dp", "2", "--tp", "2", "--sp", "--zero", "3", "--micro-batch", "2"]),
 }

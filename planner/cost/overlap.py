@@ -1,0 +1,97 @@
+"""What communication hides behind compute: the exposed share of each parallel dimension's traffic.
+
+DESIGN.md "Overlap": TP is exposed unless the engine overlaps it with the GEMMs; the CP ring hides behind
+the attention core; EP and PP are exposed; data-parallel gradient reduction hides behind the backward
+except the last bucket (one layer's share), and ZeRO-3 prefetch hides each layer's weight all-gather
+behind the previous layer (expose the excess plus the first layer's). When the engine reduces and gathers
+is the engine's ZeRO stage (engine.ZeroStage); this module only decides what overlaps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.cost.compute import LayerTime, StageCompute
+from planner.cost.traffic import dp_traffic, layer_traffic
+from planner.engine import Engine
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """One layer, one micro-batch, one GPU: total and exposed seconds per dimension."""
+
+    tp_s: float
+    tp_exposed_s: float
+    cp_s: float
+    cp_exposed_s: float
+    ep_s: float  # MoE layers only
+    ep_exposed_s: float
+
+    @property
+    def total(self) -> float:
+        return self.tp_s + self.cp_s + self.ep_s
+
+
+def layer_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
+               moe: bool, layer: LayerTime) -> LayerComm:
+    """TP is exposed unless the engine overlaps it with the layer's GEMMs (Wang et al. 2022; torchtitan
+    async TP, Megatron --tp-comm-overlap). The CP ring hides behind the attention core, forward and
+    backward (Liu et al. 2023); only the excess shows. Host cost per collective call is always exposed."""
+    tr = layer_traffic(model, hw, plan, moe=moe)
+    tp = tr.tp_passes * tr.tp_one_s
+    tp_exp = max(0.0, tp - layer.gemm_forward_s - layer.gemm_backward_s) if engine.comm.tp_overlap else tp
+    co = tr.call_s
+    if plan.tp > 1 and co:
+        tp, tp_exp = tp + tr.tp_passes * co, tp_exp + tr.tp_passes * co
+    cp = cp_exp = 0.0
+    if plan.cp > 1:
+        one, full = tr.cp_ring_s, tr.cp_recompute
+        fwd_c, bwd_c = one, 2 * one
+        cp = fwd_c + bwd_c + (one if full else 0.0)
+        cp_exp = (max(0.0, fwd_c - layer.attention_core_forward_s)
+                  + max(0.0, bwd_c - layer.attention_core_backward_s)
+                  + (max(0.0, one - layer.attention_core_forward_s) if full else 0.0))
+        if co:
+            calls = (plan.cp - 1) * (3 + (1 if full else 0))
+            cp, cp_exp = cp + calls * co, cp_exp + calls * co
+    return LayerComm(tp, tp_exp, cp, cp_exp, tr.ep_s, tr.ep_s)
+
+
+def dp_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int,
+            compute: StageCompute) -> tuple[float, float]:
+    """(total, exposed) seconds of data-parallel communication per step for pipeline rank `stage`.
+
+    Gradient reduction overlaps the backward it follows except the last bucket (one layer's share): once,
+    after the last micro-batch, or after every micro-batch, as the engine reduces. Weights gathered layer by
+    layer in every micro-batch (ZeRO-3/FSDP) are prefetched behind the previous layer; weights all-gathered
+    once after the optimizer step are exposed (Rajbhandari et al. 2020, Sec. 7; Zhao et al. 2023, FSDP).
+    """
+    if plan.dp * plan.cp == 1:
+        return 0.0, 0.0
+    tr = dp_traffic(model, hw, plan, engine, stage=stage)
+    zero = engine.zero_stage(plan)
+    red, ag, co = tr.reduce_s, tr.gather_s, tr.call_s
+    layers = max(1, compute.num_dense_layers + compute.num_moe_layers)
+    units = layers + 1  # FSDP units: each layer and the root (embedding, output)
+    bwd = compute.backward_s + compute.recompute_s
+    m = plan.num_microbatches
+    if zero.weight_gather in ("microbatch", "microbatch_forward"):
+        fwd_exp = max(0.0, ag - compute.forward_s) + ag / layers
+        back = ag if zero.weight_gather == "microbatch" else 0.0
+        gathers = 2 if back else 1
+        if zero.grad_reduce == "microbatch":
+            calls = co * (gathers + 1) * units
+            bwd_exp = max(0.0, back + red - bwd) + red / layers
+            return m * (gathers * ag + red + calls), m * (fwd_exp + bwd_exp + calls)
+        calls = co * gathers * units
+        bwd_exp = max(0.0, back - bwd) + back / layers
+        red_exp = max(0.0, red - bwd) + red / layers
+        return (m * (gathers * ag + calls) + red + co * units,
+                m * (fwd_exp + bwd_exp + calls) + red_exp + co * units)
+    gather = ag if zero.weight_gather == "step" else 0.0
+    reduces = 1 if zero.grad_reduce == "step" else m
+    calls = co * (reduces + (1 if gather else 0))
+    exposed = reduces * (max(0.0, red - bwd) + red / layers) if reduces > 1 else max(0.0, red - bwd) + red / layers
+    return reduces * red + gather + calls, exposed + gather + calls

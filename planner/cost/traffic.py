@@ -1,0 +1,109 @@
+"""What each parallel dimension sends, and how long it spends on its link (before any overlap).
+
+Per layer and micro-batch: tensor parallelism's all-reduces (or SP's reduce-scatter + all-gather pairs of
+the same bytes), context parallelism's KV ring and expert parallelism's all-to-alls; per micro-batch and
+stage: the pipeline's activation and gradient transfers; per step: data parallelism's gradient reduction
+and weight all-gathers, as the engine's ZeRO stage runs them. Which of it hides behind compute is
+schedule.py's question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.cost.comm import collective_s, group_link
+from planner.cost.compute import ACT_BYTES
+from planner.cost.params import rank_params
+from planner.cost.stages import layer_layout
+from planner.cost.states import state_bytes_per_param
+from planner.engine import Engine
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec
+
+
+@dataclass(frozen=True)
+class LayerTraffic:
+    """One layer, one micro-batch, one GPU: seconds on the wire (collective calls included, none hidden)."""
+
+    tp_passes: int  # TP collectives: 2 forward + 2 backward (+ 2 recomputed forward)
+    tp_one_s: float  # one of them
+    cp_ring_s: float  # one pass of the KV ring (cp − 1 steps); backward sends twice as much
+    cp_recompute: bool  # full recompute runs the forward ring again
+    ep_s: float  # every expert all-to-all of the layer (MoE layers only)
+    call_s: float  # host cost of one collective call (efficiency.collective_overhead_s)
+
+
+def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, *, moe: bool) -> LayerTraffic:
+    """TP: 2 all-reduces of b·s·h forward + 2 backward (Narayanan 2021 Sec. 3, Megatron's f/g operators),
+    2 more when full recompute reruns the forward; with SP each becomes a reduce-scatter + all-gather of
+    the same bytes (Korthikanti 2022 Sec. 4.2.2), so the time is the same. CP: ring exchange of the local
+    K and V block, cp − 1 steps forward, twice that backward (K, V and their gradients) (Liu et al. 2023,
+    Ring Attention). EP: all-to-all of the routed tokens (t·h·top_k) before and after the experts, forward
+    and backward (Lepikhin et al. 2020, GShard; Fedus et al. 2021)."""
+    act_b = ACT_BYTES[plan.precision]
+    tokens = plan.micro_batch * plan.seq_len / plan.cp
+    full = plan.recompute == "full"
+    n_pass = 4 + (2 if full else 0)
+    tp_one = collective_s("all_reduce", tokens * model.hidden_size * act_b, plan.tp,
+                          group_link(hw, n=plan.tp, stride=1))
+    co = hw.efficiency.collective_overhead_s
+    ring = 0.0
+    if plan.cp > 1:
+        kv_loc = max(model.kv_heads / plan.tp, 1.0) * model.head_size
+        block = tokens * 2 * kv_loc * act_b
+        ring = (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp))
+    ep = 0.0
+    if moe and model.moe is not None and plan.ep > 1:
+        a2a = tokens * model.hidden_size * model.moe.top_k * act_b / (plan.tp if plan.sp else 1)
+        ep = n_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
+    return LayerTraffic(n_pass, tp_one, ring, full, ep, co)
+
+
+def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
+    """Per micro-batch per stage: one activation send forward and one gradient send backward of
+    b·s·h/cp (/tp with SP) bytes, × vpp chunk boundaries interleaved (Narayanan 2021 Sec. 2.2, 4.1)."""
+    if plan.pp == 1:
+        return 0.0
+    nbytes = (plan.micro_batch * plan.seq_len / plan.cp * model.hidden_size * ACT_BYTES[plan.precision]
+              / (plan.tp if plan.sp else 1))
+    link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp)
+    return 2 * plan.vpp * (collective_s("p2p", nbytes, 2, link) + hw.efficiency.collective_overhead_s)
+
+
+@dataclass(frozen=True)
+class DpTraffic:
+    """Data-parallel traffic of one pipeline rank: one gradient reduction and one weight all-gather of the
+    rank's parameters, and the host cost of one call on each of its groups."""
+
+    reduce_s: float
+    gather_s: float
+    call_s: float  # collective_overhead_s × the groups involved (dense, and expert when separate)
+    reduce_bytes: float  # the gradient buffer one reduction covers (dense + expert, before the ring factor)
+    gather_bytes: float  # the 16-bit weights one all-gather assembles
+
+
+def dp_groups(plan: Plan) -> tuple[int, int]:
+    """(dense, expert) gradient-reduction group sizes: dp·cp (torchtitan/Megatron reduce over both)
+    and dp·cp/ep for the experts."""
+    return plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
+
+
+def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan: Plan) -> float:
+    n, ne = dp_groups(plan)
+    return (collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp))
+            + collective_s(kind, expert_b, ne, group_link(hw, n=ne, stride=plan.tp * plan.ep)))
+
+
+def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int) -> DpTraffic:
+    """The gradient reduction moves the rank's gradients in the engine's gradient dtype, with the ZeRO
+    stage's collective (all-reduce, or reduce-scatter when the gradients or optimizer are sharded); the
+    all-gather moves its 16-bit compute copy of the weights (Rajbhandari et al. 2020, Sec. 7)."""
+    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep,
+                         rank=stage)
+    zero = engine.zero_stage(plan)
+    per = state_bytes_per_param(plan.precision, engine, zero)
+    red = _dp_s(zero.grad_collective, params.dense * per.gradients, params.expert * per.gradients, hw, plan)
+    ag = _dp_s("all_gather", params.dense * per.compute, params.expert * per.compute, hw, plan)
+    n, ne = dp_groups(plan)
+    co = hw.efficiency.collective_overhead_s * ((n > 1) + (ne > 1 and params.expert > 0))
+    return DpTraffic(red, ag, co, params.total * per.gradients, params.total * per.compute)

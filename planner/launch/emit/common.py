@@ -1,0 +1,25 @@
+"""What several targets share: the plan as comments, and the layers of each chunk."""
+
+from __future__ import annotations
+
+import json
+
+from planner.cost.stages import Layout
+from planner.errors import PlannerError
+from planner.launch.command import RunConfig
+
+
+def plan_comment(cfg: RunConfig) -> list[str]:
+    return [f"# plan: {cfg.plan.summary()}", f"# plan (all fields): {json.dumps(cfg.plan.model_dump())}",
+            f"# model: {cfg.model}"]
+
+
+def layers_per_chunk(layout: Layout, target: str) -> int:
+    """The one layer count every chunk of the layout holds; an uneven layout is refused (for now) rather
+    than written as a wrong even split."""
+    sizes = {c.num_layers for c in layout.chunks}
+    if len(sizes) != 1:
+        counts = [c.num_layers for c in layout.chunks]
+        raise PlannerError(f"--emit {target}: the layout puts {counts} layers on the {len(counts)} chunks; "
+                           f"{target} takes an even split here; choose pp·vpp dividing num_layers={layout.num_layers}")
+    return sizes.pop()

@@ -1,0 +1,33 @@
+"""A Slurm batch script: one torchrun per node (ntasks-per-node=1), c10d rendezvous on the first node (pure)."""
+
+from __future__ import annotations
+
+from planner.launch.command import RDZV_PORT, RUN_ENV, RunConfig, shell_join, torchrun_argv
+from planner.launch.emit.common import plan_comment
+
+FILE_NAME = "launch.slurm"
+
+
+def slurm_script(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restarts: int = 0,
+                 time: str = "01:00:00", job_name: str = "planner-launch") -> str:
+    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts,
+                         rdzv_endpoint=f"$MASTER_ADDR:{RDZV_PORT}", rdzv_id="$SLURM_JOB_ID")
+    argv[argv.index("--nnodes") + 1] = "$SLURM_NNODES"
+    lines = [
+        "#!/usr/bin/env bash",
+        f"#SBATCH --job-name={job_name}",
+        f"#SBATCH --nodes={nnodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={nproc_per_node}",
+        f"#SBATCH --time={time}",
+        "#SBATCH --exclusive",
+        *plan_comment(cfg),
+        "set -euo pipefail",
+        'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export MASTER_ADDR",
+        *[f"export {k}={v}" for k, v in RUN_ENV.items()],
+        "# One torchrun per node (ntasks-per-node=1); torchrun starts the GPU workers.",
+        "srun --kill-on-bad-exit=1 " + shell_join(argv),
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""`planner search`: the ranked table, the rejection counts, the closest misses, `--explain`, and the JSON
+document of DESIGN.md. The table and the JSON come from the same SearchResult."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from planner.cost.schedule import StepTime
+from planner.render.plan import memory_json
+from planner.search.explain import explain
+from planner.search.results import Ranked, SearchResult
+from planner.units import fmt_count, fmt_seconds
+
+
+def plan_row(r: Ranked) -> dict[str, Any]:
+    """The JSON document of one ranked plan (DESIGN.md, `planner search --json`)."""
+    e, t = r.estimate, r.time
+    doc = {
+        "plan": e.plan.model_dump(),
+        "memory": memory_json(e.model, e.hardware, e.plan, e.memory),
+        "time": t.as_dict(),
+        "tokens_per_s": t.tokens_per_s,
+        "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+        "mfu": t.mfu,
+        "hfu": t.hfu,
+        "tflops_per_gpu": t.tflops_per_gpu,
+    }
+    if e.checkpoint is not None:
+        doc["goodput"] = e.checkpoint.goodput
+        doc["goodput_tokens_per_s"] = e.goodput_tokens_per_s
+    return doc
+
+
+def time_terms(t: StepTime, n: int = 3) -> list[tuple[str, float]]:
+    """The largest terms of the step: compute, recompute, bubble, exposed tp/cp/ep/pp/dp, optimizer."""
+    terms = {"compute": t.compute_s, "recompute": t.recompute_s, "bubble": t.bubble_s, "optimizer": t.optimizer_s}
+    terms.update({f"{d}": v for d, v in t.exposed_comm_s.items()})
+    return sorted(((k, v) for k, v in terms.items() if v > 0.005 * t.step_s), key=lambda kv: -kv[1])[:n]
+
+
+def result_json(result: SearchResult, global_batch_default: bool = False) -> dict[str, Any]:
+    s = result.space
+    doc: dict[str, Any] = {
+        "evaluated": result.evaluated,
+        "valid": result.valid,
+        "rejected": dict(result.rejected),
+        "timed": result.timed,
+        "pruned": dict(result.pruned),
+        "seconds": result.seconds,
+        "model": result.model.name,
+        "hardware": result.hardware.name,
+        "gpus": s.gpus,
+        "global_batch": s.global_batch,
+        "global_batch_default": global_batch_default,
+        "seq_len": s.seq_len,
+        "objective": result.objective,
+        "plans": [plan_row(r) for r in result.top],
+    }
+    if result.misses:
+        doc["closest_misses"] = [
+            {"plan": m.plan.model_dump(), "total_bytes": int(m.bytes), "over_bytes": int(m.over_bytes),
+             "variants": [{"change": what, "plan": q.model_dump(), "total_bytes": int(b), "fits": ok}
+                          for what, q, b, ok in m.variants],
+             "gpus_needed": m.gpus_needed}
+            for m in result.misses]
+    return doc
+
+
+def _gib(b: float) -> str:
+    return f"{b / 2**30:.1f} GiB"
+
+
+def print_result(console: Console, result: SearchResult, *, global_batch_default: bool, save: str | None = None,
+                 plot: str | None = None) -> None:
+    s, m, hw = result.space, result.model, result.hardware
+    gb = f"{s.global_batch}" + (" (default: max(1024, gpus); --global-batch to change)" if global_batch_default else "")
+    console.print(f"[bold]{m.name}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{hw.name}[/] "
+                  f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each), global batch {gb} x {s.seq_len} tokens, "
+                  f"{s.precision}, ranked by {result.objective}")
+    pruned = ", ".join(f"{n} {why}" for why, n in result.pruned.items() if n)
+    console.print(f"evaluated {result.evaluated} candidate plans in {result.seconds:.2f} s: "
+                  f"[green]{result.valid} valid[/] ({result.timed} with a full step-time estimate"
+                  + (f"; not timed: {pruned}" if pruned else "") + f"), "
+                  f"[red]{sum(result.rejected.values())} rejected[/]")
+    for reason, n in result.rejected.most_common():
+        example = result.examples.get(reason, "")
+        console.print(f"  {n:>7}  {reason}" + (f"  [dim](e.g. {example})[/]" if example else ""), soft_wrap=True)
+    if not result.top:
+        print_misses(console, result)
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    cols = ("#", "plan", "mem/GPU", "step", "tokens/s", "per GPU", "MFU", "where the time goes")
+    table.caption = ("schedule 1f1b, interleaved when vpp is shown; where the time goes: largest shares of the "
+                     "step (tp/cp/ep/pp/dp = exposed communication)")
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("plan", "where the time goes") else "right",
+                         no_wrap=True)
+    goodput = any(r.estimate.checkpoint is not None for r in result.top)
+    if goodput:
+        table.add_column("goodput", justify="right")
+    for i, r in enumerate(result.top, 1):
+        t, p = r.time, r.plan
+        terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t))
+        row = [str(i), _plan_text(p), _gib(r.estimate.memory.total_bytes), fmt_seconds(t.step_s),
+               f"{t.tokens_per_s:,.0f}", f"{t.tokens_per_s_per_gpu:,.0f}", f"{t.mfu:.1%}", terms]
+        if goodput:
+            row.append(f"{r.estimate.checkpoint.goodput:.1%}")
+        table.add_row(*row)
+    console.print(table)
+    best = result.top[0]
+    console.print(f"best: {best.plan.summary()} {best.plan.schedule} — {best.time.tokens_per_s:,.0f} tokens/s, "
+                  f"MFU {best.time.mfu:.1%}, {_gib(best.estimate.memory.total_bytes)} of "
+                  f"{_gib(best.estimate.memory.capacity_bytes)} per GPU")
+    if save:
+        console.print(f"saved the best plan to {save} (use it with `planner estimate --plan {save}`)")
+    if plot:
+        console.print(f"plotted {len(result.all_timed)} valid plans to {plot}")
+
+
+def _plan_text(p: Any) -> str:
+    return p.summary() + (" gpipe" if p.schedule == "gpipe" else "")
+
+
+def fmt_bytes_short(b: float) -> str:
+    return f"{b / 2**30:.0f} GiB"
+
+
+def print_misses(console: Console, result: SearchResult) -> None:
+    console.print(f"[red]no plan fits[/] in {_gib(result.hardware.gpu.hbm_bytes)} per GPU. Closest misses:")
+    if not result.misses:
+        console.print("  (no plan passed the structural checks; see the reasons above)")
+        return
+    for mi in result.misses:
+        console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, "
+                      f"{_gib(mi.over_bytes)} over")
+        for what, _q, b, ok in mi.variants:
+            verdict = "[green]fits[/]" if ok else "[red]still over[/]"
+            console.print(f"      with {what}: {_gib(b)} — {verdict}")
+        if mi.gpus_needed is None:
+            console.print("      more GPUs (dp up to x16384) would not make it fit: add tp/pp, or larger-memory GPUs")
+
+
+def print_explain(console: Console, result: SearchResult, field_name: str, value: Any) -> None:
+    total, counts, details, in_top = explain(result, field_name, value)
+    console.print(f"\nwhy not {field_name}={value}?")
+    if not total and not in_top:
+        if not result.considered(field_name, value):
+            console.print(f"  no candidate had {field_name}={value}: it is outside the search space "
+                          f"(fix it with --{field_name.replace('_', '-')} {value}, or raise --max-{field_name})")
+            return
+    if in_top:
+        console.print(f"  {in_top} of the top {len(result.top)} plans have {field_name}={value}")
+    console.print(f"  {total} candidate plans with {field_name}={value} were rejected:")
+    for reason, n in counts.most_common():
+        console.print(f"  {n:>7}  {reason}  [dim](e.g. {details[reason]})[/]", soft_wrap=True)
+    if not total and not in_top:
+        console.print(f"  the valid ones were slower than the top {len(result.top)}")

@@ -1,0 +1,40 @@
+"""`--explain FIELD=VALUE`: why were plans with tp=16 (or zero=3, ...) rejected, or why did they lose?"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.plan import Plan
+from planner.search.results import SearchResult
+
+
+def parse_explain(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise PlannerError(f"--explain {text!r}: expected FIELD=VALUE, e.g. tp=16 or zero=3")
+    k, v = (s.strip() for s in text.split("=", 1))
+    k = k.replace("-", "_")
+    if k not in Plan.model_fields:
+        raise PlannerError(f"--explain {text!r}: unknown field {k!r}; valid: {', '.join(Plan.model_fields)}")
+    val: Any = v
+    if v.lower() in ("true", "false"):
+        val = v.lower() == "true"
+    elif v.isdigit():
+        val = int(v)
+    return k, val
+
+
+def explain(result: SearchResult, field_name: str, value: Any) -> tuple[int, Counter, dict[str, str], int]:
+    """(rejected plans with field == value, count per reason, an example detail per reason, valid plans
+    with it among those timed). Needs a search run with keep_rejections=True."""
+    counts: Counter = Counter()
+    details: dict[str, str] = {}
+    total = 0
+    for p, reason, detail, n in result.rejections:
+        if getattr(p, field_name) == value:
+            counts[reason] += n
+            details.setdefault(reason, detail)
+    total = sum(counts.values())
+    valid_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
+    return total, counts, details, valid_top

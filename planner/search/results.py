@@ -1,0 +1,100 @@
+"""What a search returns: the ranked plans with their full estimates, the closest misses when nothing fits,
+and the counts that add up (evaluated = valid + rejected, valid = timed + pruned)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.cost.estimate import Estimate
+from planner.cost.schedule import StepTime
+from planner.engine import Engine
+from planner.plan import Plan
+from planner.search.space import Space, Structure
+from planner.specs import HardwareProfile, ModelSpec
+
+
+@dataclass
+class Ranked:
+    """One plan of the answer: the full estimate (memory report + step time + checkpoints)."""
+
+    estimate: Estimate
+
+    @property
+    def plan(self) -> Plan:
+        return self.estimate.plan
+
+    @property
+    def time(self) -> StepTime:
+        return self.estimate.time
+
+    @property
+    def score_tokens_per_s(self) -> float:
+        return self.estimate.goodput_tokens_per_s
+
+
+@dataclass
+class Miss:
+    """A plan that passes the checks but not memory, and what was tried to make it fit."""
+
+    plan: Plan
+    bytes: float
+    capacity: float
+    variants: list[tuple[str, Plan, float, bool]]  # (what changed, plan, bytes, fits)
+    gpus_needed: int | None = None  # smallest GPU count (x2 steps, more dp) at which it fits
+
+    @property
+    def over_bytes(self) -> float:
+        return self.bytes - self.capacity
+
+
+@dataclass
+class SearchResult:
+    model: ModelSpec
+    hardware: HardwareProfile
+    engine: Engine
+    space: Space
+    objective: str
+    evaluated: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    pruned: Counter = field(default_factory=Counter)
+    timed: int = 0
+    seconds: float = 0.0
+    top: list[Ranked] = field(default_factory=list)
+    misses: list[Miss] = field(default_factory=list)
+    all_timed: list[tuple[Plan, float, float]] = field(default_factory=list)  # (plan, bytes, tokens/s), exhaustive only
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> one detail line
+    rejections: list[tuple[Plan, str, str, int]] = field(default_factory=list)  # (plan, reason, detail, plans)
+    structures: list[Structure] = field(default_factory=list)
+
+    def considered(self, field_name: str, value: Any) -> bool:
+        """Whether any candidate had field == value (else it was outside the search space)."""
+        if field_name in ("dp", "tp", "pp", "cp", "ep", "vpp", "sp", "schedule"):
+            return any(getattr(st, field_name) == value for st in self.structures)
+        if field_name == "zero":
+            return value in self.space.zero
+        if field_name == "recompute":
+            return value in self.space.recompute
+        return True
+
+    @property
+    def valid(self) -> int:
+        return self.evaluated - sum(self.rejected.values())
+
+    @property
+    def best(self) -> Ranked | None:
+        return self.top[0] if self.top else None
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points (memory, throughput) no other point beats on both (less memory, more
+    throughput), sorted by memory."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
