@@ -163,27 +163,28 @@ def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Reject
     return structure_problems(engine, model, plan) + zero_problems(engine, plan)
 
 
-def zero_problems(engine: Engine, plan: Plan) -> list[Rejected]:
-    """The engine's rules about the plan's ZeRO stage: whether it runs it, with pipeline parallelism, and
-    with the other parallel dimensions the plan uses."""
+def zero_problems(engine: Engine, plan: Plan, zero: int | None = None) -> list[Rejected]:
+    """The engine's rules about the plan's ZeRO stage (or `zero` in its place): whether it runs it, with
+    pipeline parallelism, and with the other parallel dimensions the plan uses."""
     r, p, name = engine.rules, plan, engine.name
-    impl = r.zero.get(p.zero)
+    z = p.zero if zero is None else zero
+    impl = r.zero.get(z)
     if impl is None:
-        return [Rejected(f"{name} has no zero {p.zero}",
-                         f"zero={p.zero} is not something {name} runs; it runs zero in {sorted(r.zero)}")]
+        return [Rejected(f"{name} has no zero {z}",
+                         f"zero={z} is not something {name} runs; it runs zero in {sorted(r.zero)}")]
     out = []
-    if p.pp > 1 and r.zero_with_pp is not None and p.zero not in r.zero_with_pp:
-        out.append(Rejected(f"{name}: zero {p.zero} with pp > 1",
-                            f"zero={p.zero} ({impl.mechanism}) cannot run with pipeline parallelism (pp={p.pp}) in "
+    if p.pp > 1 and r.zero_with_pp is not None and z not in r.zero_with_pp:
+        out.append(Rejected(f"{name}: zero {z} with pp > 1",
+                            f"zero={z} ({impl.mechanism}) cannot run with pipeline parallelism (pp={p.pp}) in "
                             f"{name}; with pp > 1 use zero in {list(r.zero_with_pp)}"))
     if p.dp * p.cp > 1:
         used = {"tp": p.tp > 1, "cp": p.cp > 1, "pp": p.pp > 1, "vpp": p.vpp > 1, "ep": p.ep > 1}
         clash = [d for d in impl.excludes if used[d]]
         if clash:
             degrees = ", ".join(f"{d}={getattr(p, d)}" for d in clash)
-            others = ", ".join(str(z) for z in sorted(r.zero) if z != p.zero)
-            out.append(Rejected(f"{name}: zero {p.zero} with {'/'.join(clash)}",
-                                f"zero={p.zero} ({impl.mechanism}) runs data parallelism alone in {name}, not "
+            others = ", ".join(str(k) for k in sorted(r.zero) if k != z)
+            out.append(Rejected(f"{name}: zero {z} with {'/'.join(clash)}",
+                                f"zero={z} ({impl.mechanism}) runs data parallelism alone in {name}, not "
                                 f"with {degrees}; use zero in {others}"))
     return out
 

@@ -100,11 +100,10 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
 
 
 # ---- the breakdown ------------------------------------------------------------------------------------
-def buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage, *,
-                 workspace_bytes: float) -> float:
-    """Buffers beside the model states: the backward working set, plus the gathered layers of a ZeRO-3
-    stage or DDP buckets, plus fp8 weight copies and scaling state."""
-    buffers = workspace_bytes
+def state_buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage) -> float:
+    """Buffers beside the model states that do not depend on the activations: the gathered layers of a
+    ZeRO-3 stage or DDP buckets, plus fp8 weight copies and scaling state."""
+    buffers = 0.0
     if stage.gathered_weights == "unit" and plan.dp * plan.cp > 1:
         # ZeRO-3/FSDP gathers the current unit and prefetches the next, and holds the unsharded
         # gradient of one unit before its reduce-scatter (Zhao et al. 2023, PyTorch FSDP, section 3).
@@ -148,18 +147,29 @@ def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[flo
     return per_layer, workspace
 
 
-def stage_terms(plan: Plan, reserved: ReservedMemory, params: RankParams, per: StateBytes, stage: ZeroStage, *,
-                layers: int, in_flight: float, per_layer_bytes: float, workspace_bytes: float,
+StateTerms = tuple[float, float, float, float]  # weights, gradients, optimizer, buffers beside the activations
+
+
+def state_terms(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage) -> StateTerms:
+    """What a pipeline rank holds whatever its activations: weights (with 16-bit copies held through the
+    step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states)
+    and the state buffers. Depends on the structure and the ZeRO stage, not on recompute."""
+    s = sharded_states(params, per, plan, stage)
+    return (s.weights_bytes + s.gathered_weights_bytes, s.gradients_bytes + s.accumulated_grads_bytes,
+            s.optimizer_bytes, state_buffer_bytes(plan, params, per, stage))
+
+
+def stage_terms(state: StateTerms, reserved: ReservedMemory, *, layers: int, in_flight: float,
+                per_layer_bytes: float, workspace_bytes: float,
                 logits: float) -> tuple[float, float, float, float, float, float]:
-    """The six terms of one pipeline rank's memory, in the order of TERMS (the one formula behind both
-    memory_report and the search's memory screen). Weights include 16-bit copies held through the step,
-    gradients the unsharded ones accumulated across micro-batches (cost.states)."""
-    states = sharded_states(params, per, plan, stage)
+    """The six terms of one pipeline rank's memory, in the order of TERMS: the one formula behind both
+    memory_report and the search's memory screen. Activations: what each layer keeps times the rank's
+    layers times the micro-batches in flight, plus the logits on the last stage; buffers: the state
+    buffers plus one layer's backward working set; reserved: the profile's fixed context and
+    communication workspace plus allocator fragmentation on everything else."""
+    w, g, o, state_buffers = state
     activations = per_layer_bytes * layers * in_flight + logits
-    buffers = buffer_bytes(plan, params, per, stage, workspace_bytes=workspace_bytes)
-    w = states.weights_bytes + states.gathered_weights_bytes
-    g = states.gradients_bytes + states.accumulated_grads_bytes
-    o = states.optimizer_bytes
+    buffers = workspace_bytes + state_buffers
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     return w, g, o, activations, buffers, held
@@ -173,9 +183,9 @@ def _stage_memory(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
     last = layout.holds_loss(rank)
     in_flight = in_flight_microbatches(plan, rank)
     stage = engine.zero_stage(plan)
-    terms = stage_terms(plan, hw.reserved, params, state_bytes_per_param(plan.precision, engine, stage), stage,
-                        layers=layers, in_flight=in_flight, per_layer_bytes=pieces[0], workspace_bytes=pieces[1],
-                        logits=logits_bytes(model, plan) if last else 0.0)
+    state = state_terms(plan, params, state_bytes_per_param(plan.precision, engine, stage), stage)
+    terms = stage_terms(state, hw.reserved, layers=layers, in_flight=in_flight, per_layer_bytes=pieces[0],
+                        workspace_bytes=pieces[1], logits=logits_bytes(model, plan) if last else 0.0)
     return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))
 
 

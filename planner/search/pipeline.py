@@ -104,6 +104,7 @@ def _check_and_screen(res: SearchResult, screen: MemoryScreen, *, progress: Call
     fitting: list[tuple[Plan, float]] = []
     tick = itertools.count()
     near: list[tuple[float, int, Plan]] = []
+    zero_verdicts: dict[tuple, list] = {}  # the engine's ZeRO rules depend on the degrees only
 
     def reject(plan: Plan, problems: list, plans: int) -> None:
         first = problems[0]
@@ -124,31 +125,38 @@ def _check_and_screen(res: SearchResult, screen: MemoryScreen, *, progress: Call
             if problems:
                 reject(base, problems, per_mb)
                 continue
+            runnable = []
             for z in zeros:
-                with_zero = base.model_copy(update={"zero": z})
-                zp = zero_problems(engine, with_zero)
+                zkey = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep, z)
+                zp = zero_verdicts.get(zkey)
+                if zp is None:
+                    zp = zero_verdicts[zkey] = zero_problems(engine, base, zero=z)
                 if zp:
-                    reject(with_zero, zp, len(recs))
-                    continue
+                    reject(base.model_copy(update={"zero": z}), zp, len(recs))
+                else:
+                    runnable.append(z)
+            peaks = screen.peaks(base, tuple(runnable), recs)
+            for z in runnable:
                 found = False
                 for rc in recs:
-                    p = with_zero.model_copy(update={"recompute": rc})
-                    nbytes, _ = screen.peak(p)
+                    nbytes, _ = peaks[(z, rc)]
                     if nbytes <= screen.capacity:
                         if found and not exhaustive:
                             res.pruned[PRUNED_RECOMPUTE] += 1
                         else:
-                            fitting.append((p, nbytes))
+                            fitting.append((base.model_copy(update={"zero": z, "recompute": rc}), nbytes))
                             found = True
                         continue
                     res.rejected[NOT_FIT] += 1
-                    if keep_rejections:
-                        res.rejections.append(
-                            (p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {screen.capacity / 2**30:.1f} GiB", 1))
-                    if len(near) < NEAR_MISSES:
-                        heapq.heappush(near, (-nbytes, next(tick), p))
-                    elif -near[0][0] > nbytes:
-                        heapq.heapreplace(near, (-nbytes, next(tick), p))
+                    if keep_rejections or len(near) < NEAR_MISSES or -near[0][0] > nbytes:
+                        p = base.model_copy(update={"zero": z, "recompute": rc})
+                        if keep_rejections:
+                            res.rejections.append(
+                                (p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {screen.capacity / 2**30:.1f} GiB", 1))
+                        if len(near) < NEAR_MISSES:
+                            heapq.heappush(near, (-nbytes, next(tick), p))
+                        else:
+                            heapq.heapreplace(near, (-nbytes, next(tick), p))
     res.examples.setdefault(NOT_FIT, f"the plan needs more than the {screen.capacity / 2**30:.1f} GiB of one "
                                      f"{res.hardware.name}")
     return fitting, near

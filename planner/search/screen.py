@@ -1,15 +1,17 @@
 """The memory screen of `planner search` (step 3 of the pipeline): the peak memory per GPU of a candidate,
-by the same formula as ``cost.memory.memory_report`` (``stage_terms``), with its inputs cached per structure
-and evaluated only on the pipeline ranks that can hold the peak."""
+by cost.memory's own formula (``state_terms`` and ``stage_terms``, what ``memory_report`` uses), with its
+inputs cached — the parameters and states per structure and ZeRO stage, the activations per micro-batch
+and recompute — and evaluated only on the pipeline ranks that can hold the peak."""
 
 from __future__ import annotations
 
-from planner.cost.memory import activation_pieces, in_flight_microbatches, logits_bytes, stage_terms
+from planner.cost.memory import (StateTerms, activation_pieces, in_flight_microbatches, logits_bytes,
+                                 stage_terms, state_terms)
 from planner.cost.params import RankParams, rank_params
 from planner.cost.stages import layer_layout
-from planner.cost.states import StateBytes, state_bytes_per_param
-from planner.plan import Plan
+from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
+from planner.plan import Plan
 from planner.specs import HardwareProfile, ModelSpec
 
 RankShape = tuple[int, RankParams, int, bool]  # (rank, parameters, layers, holds the loss)
@@ -23,7 +25,7 @@ class MemoryScreen:
         self.model, self.hw, self.engine = model, hw, engine
         self._ranks: dict[tuple[int, int, int, int], list[RankShape]] = {}
         self._act: dict[tuple, tuple[float, float]] = {}
-        self._state: dict[tuple[str, int], StateBytes] = {}
+        self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
 
     def ranks(self, tp: int, pp: int, vpp: int, ep: int) -> list[RankShape]:
@@ -50,28 +52,48 @@ class MemoryScreen:
         self._ranks[key] = keep
         return keep
 
-    def _activations(self, p: Plan) -> tuple[float, float]:
-        key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, p.recompute, p.precision)
+    def _state(self, p: Plan, zero: int, ranks: list[RankShape]) -> list[StateTerms]:
+        accumulates = p.num_microbatches > 1 or p.pp > 1  # what cost.states' unsharded accumulation needs
+        key = (p.tp, p.pp, p.vpp, p.ep, p.dp, p.cp, p.precision, zero, accumulates)
+        hit = self._states.get(key)
+        if hit is None:
+            plan = p if p.zero == zero else p.model_copy(update={"zero": zero})
+            stage = self.engine.rules.zero[zero]
+            per = state_bytes_per_param(p.precision, self.engine, stage)
+            hit = self._states[key] = [state_terms(plan, params, per, stage) for _r, params, _l, _last in ranks]
+        return hit
+
+    def _activations(self, p: Plan, recompute: str) -> tuple[float, float]:
+        key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, recompute, p.precision)
         hit = self._act.get(key)
         if hit is None:
-            hit = self._act[key] = activation_pieces(self.model, p, self.engine)
+            plan = p if p.recompute == recompute else p.model_copy(update={"recompute": recompute})
+            hit = self._act[key] = activation_pieces(self.model, plan, self.engine)
         return hit
 
     def peak(self, p: Plan) -> tuple[float, int]:
-        """(bytes, rank) of the most loaded pipeline rank."""
-        stage = self.engine.zero_stage(p)
-        per = self._state.get((p.precision, p.zero))
-        if per is None:
-            per = self._state[(p.precision, p.zero)] = state_bytes_per_param(p.precision, self.engine, stage)
-        per_layer, workspace = self._activations(p)
-        best, best_rank = -1.0, 0
-        logits = None
-        for r, params, layers, last in self.ranks(p.tp, p.pp, p.vpp, p.ep):
-            if last and logits is None:
-                logits = logits_bytes(self.model, p)
-            total = sum(stage_terms(p, self.hw.reserved, params, per, stage, layers=layers,
-                                    in_flight=in_flight_microbatches(p, r), per_layer_bytes=per_layer,
-                                    workspace_bytes=workspace, logits=logits if last else 0.0))
-            if total > best:
-                best, best_rank = total, r
-        return best, best_rank
+        """(bytes, rank) of the most loaded pipeline rank of `p`."""
+        return self.peaks(p, (p.zero,), (p.recompute,))[(p.zero, p.recompute)]
+
+    def peaks(self, p: Plan, zeros: tuple[int, ...],
+              recomputes: tuple[str, ...]) -> dict[tuple[int, str], tuple[float, int]]:
+        """(bytes, rank) of the most loaded pipeline rank of `p` with each ZeRO stage and recompute level
+        (no Plan is built for the variants; what they share is computed once)."""
+        ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
+        logits = logits_bytes(self.model, p) if any(last for *_x, last in ranks) else 0.0
+        shape = [(r, layers, in_flight_microbatches(p, r), logits if last else 0.0) for r, _p, layers, last in ranks]
+        reserved = self.hw.reserved
+        out: dict[tuple[int, str], tuple[float, int]] = {}
+        for zero in zeros:
+            states = self._state(p, zero, ranks)
+            for recompute in recomputes:
+                per_layer, workspace = self._activations(p, recompute)
+                best, best_rank = -1.0, 0
+                for (r, layers, in_flight, rank_logits), state in zip(shape, states):
+                    total = sum(stage_terms(state, reserved, layers=layers, in_flight=in_flight,
+                                            per_layer_bytes=per_layer, workspace_bytes=workspace,
+                                            logits=rank_logits))
+                    if total > best:
+                        best, best_rank = total, r
+                out[(zero, recompute)] = (best, best_rank)
+        return out
