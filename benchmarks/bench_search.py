@@ -40,7 +40,10 @@ def main() -> None:
     from planner.search.space import Space, default_global_batch
 
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
-    print(f"{'case':44} {'wall med':>9} {'wall min':>9} {'in-proc':>8} {'evaluated':>9} {'timed':>6} {'plans/s (wall)':>15}")
+    print(
+        f"{'case':44} {'wall med':>9} {'wall min':>9} {'in-proc':>8} {'evaluated':>9} {'timed':>6} "
+        f"{'plans/s (wall)':>15}"
+    )
     for model, gpus, extra in CASES:
         walls, doc = [], {}
         for _ in range(args.runs):
@@ -51,12 +54,16 @@ def main() -> None:
         spec = load_model(model)
         space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len)
         t0 = time.perf_counter()
-        search(spec, load_hardware(hw), space, load_engine(DEFAULT_ENGINE))  # cold caches: first call in this process for this case
+        search(
+            spec, load_hardware(hw), space, load_engine(DEFAULT_ENGINE)
+        )  # cold caches: first call in this process for this case
         inproc = time.perf_counter() - t0
         med = statistics.median(walls)
         name = f"{model} x {gpus} {' '.join(extra)}"
-        print(f"{name:44} {med:8.3f}s {min(walls):8.3f}s {inproc:7.3f}s {doc['evaluated']:>9} {doc['timed']:>6} "
-              f"{doc['evaluated'] / med:>15,.0f}")
+        print(
+            f"{name:44} {med:8.3f}s {min(walls):8.3f}s {inproc:7.3f}s {doc['evaluated']:>9} {doc['timed']:>6} "
+            f"{doc['evaluated'] / med:>15,.0f}"
+        )
 
 
 if __name__ == "__main__":

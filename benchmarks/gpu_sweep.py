@@ -35,18 +35,39 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "g27-mb4-sel": ("gpt3-2.7b", ["--micro-batch", "4", "--global-batch", "8", "--recompute", "selective"]),
     "g27-mb8-full": ("gpt3-2.7b", ["--micro-batch", "8", "--global-batch", "8", "--recompute", "full"]),
     "l7x8-mb2": ("llama2-7b", ["--layers", "8", "--micro-batch", "2", "--global-batch", "8"]),
-    "l7x8-mb4-sel": ("llama2-7b", ["--layers", "8", "--micro-batch", "4", "--global-batch", "8",
-                                   "--recompute", "selective"]),
-    "l7x8-mb8-full": ("llama2-7b", ["--layers", "8", "--micro-batch", "8", "--global-batch", "8",
-                                    "--recompute", "full"]),
+    "l7x8-mb4-sel": (
+        "llama2-7b",
+        ["--layers", "8", "--micro-batch", "4", "--global-batch", "8", "--recompute", "selective"],
+    ),
+    "l7x8-mb8-full": (
+        "llama2-7b",
+        ["--layers", "8", "--micro-batch", "8", "--global-batch", "8", "--recompute", "full"],
+    ),
 }
 
 
 def run_case(name: str, hardware: str, out: Path, steps: int, warmup: int, timeout_s: float) -> dict:
     model, flags = CASES[name]
     profile = out / f"{name}.json"
-    cmd = [sys.executable, "-m", "planner", "launch", "--model", model, "--hardware", hardware, *SEQ, *flags,
-           "--steps", str(steps), "--warmup", str(warmup), "--profile-out", str(profile), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "planner",
+        "launch",
+        "--model",
+        model,
+        "--hardware",
+        hardware,
+        *SEQ,
+        *flags,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--profile-out",
+        str(profile),
+        "--json",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     wall = time.perf_counter() - t0
@@ -62,11 +83,16 @@ def measured_vs_predicted(profile: dict, hardware: str) -> dict:
 
     pred = predicted(ModelSpec(**profile["model"]), Plan(**profile["plan"]), hardware)
     rank = profile["memory_per_rank"][0]
-    return {"step_s": profile["median_step_s"], "pred_step_s": pred["step_time_s"],
-            "peak_bytes": rank["peak_bytes"], "pred_tensor_bytes": pred["tensor_bytes"],
-            "state_bytes": rank["params_bytes"] + rank["grads_bytes"] + rank["optimizer_bytes"],
-            "pred_state_bytes": pred["model_state_bytes"], "device": profile["device"],
-            "torch": profile["torch_version"]}
+    return {
+        "step_s": profile["median_step_s"],
+        "pred_step_s": pred["step_time_s"],
+        "peak_bytes": rank["peak_bytes"],
+        "pred_tensor_bytes": pred["tensor_bytes"],
+        "state_bytes": rank["params_bytes"] + rank["grads_bytes"] + rank["optimizer_bytes"],
+        "pred_state_bytes": pred["model_state_bytes"],
+        "device": profile["device"],
+        "torch": profile["torch_version"],
+    }
 
 
 def _pct(measured: float, pred: float | None) -> str:
@@ -92,9 +118,12 @@ def main() -> None:
             print(f"{name:15} FAILED rc={r['rc']}: {r['error'][-600:]}", flush=True)
             continue
         gib = 2**30
-        print(f"{name:15} {r['step_s'] * 1e3:9.1f} {r['pred_step_s'] * 1e3:9.1f} {_pct(r['step_s'], r['pred_step_s']):>7}"
-              f" | {r['peak_bytes'] / gib:9.2f} {r['pred_tensor_bytes'] / gib:7.2f}"
-              f" {_pct(r['peak_bytes'], r['pred_tensor_bytes']):>7} | {r['wall_s']:.0f}", flush=True)
+        print(
+            f"{name:15} {r['step_s'] * 1e3:9.1f} {r['pred_step_s'] * 1e3:9.1f} {_pct(r['step_s'], r['pred_step_s']):>7}"
+            f" | {r['peak_bytes'] / gib:9.2f} {r['pred_tensor_bytes'] / gib:7.2f}"
+            f" {_pct(r['peak_bytes'], r['pred_tensor_bytes']):>7} | {r['wall_s']:.0f}",
+            flush=True,
+        )
     (args.out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 

@@ -2,7 +2,8 @@
 
 A plan that cannot run is data, not an exception: ``check_plan`` returns a list of ``Rejected`` with a
 stable ``reason`` (what the search counts by) and a ``detail`` that names the values and what would be
-valid. ``require_valid`` turns them into one ``PlannerError`` for commands that take a single plan.
+valid. ``engine.require_runs`` turns them, with the engine's own rules, into one ``PlannerError`` for commands
+that take a single plan.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def divisors(n: int) -> list[int]:
 
 def _near(n: int, limit: int = 8) -> str:
     ds = divisors(n)
-    return str(ds if len(ds) <= limit else ds[:limit] + ["..."])
+    return str(ds if len(ds) <= limit else [*ds[:limit], "..."])
 
 
 def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:
@@ -105,61 +106,62 @@ def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Re
 
     p = plan
     if gpus is not None and p.gpus != gpus:
-        bad("degrees do not multiply to gpus",
-            f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}")
+        bad(
+            "degrees do not multiply to gpus",
+            f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}",
+        )
     heads, kv = model.num_attention_heads, model.kv_heads
     if heads % p.tp:
-        bad("tp does not divide heads",
-            f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})")
+        bad("tp does not divide heads", f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})")
     elif kv % p.tp and p.tp % kv:
-        bad("tp does not divide kv heads",
-            f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated")
+        bad(
+            "tp does not divide kv heads",
+            f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
+        )
     ffns = [model.ffn_hidden_size] + ([model.moe.expert_ffn_hidden_size] if model.moe else [])
     for ffn in ffns:
         if ffn % p.tp:
             bad("tp does not divide ffn", f"tp={p.tp} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
     chunks = p.pp * p.vpp
     if chunks > model.num_layers:
-        bad("more stages than layers",
-            f"pp={p.pp} x vpp={p.vpp} = {chunks} model chunks but num_layers={model.num_layers}")
+        bad(
+            "more stages than layers",
+            f"pp={p.pp} x vpp={p.vpp} = {chunks} model chunks but num_layers={model.num_layers}",
+        )
     if p.global_batch % (p.dp * p.micro_batch):
-        bad("global batch not divisible by dp x micro-batch",
+        bad(
+            "global batch not divisible by dp x micro-batch",
             f"global_batch={p.global_batch} is not divisible by dp={p.dp} x micro_batch={p.micro_batch}"
-            f" = {p.dp * p.micro_batch}")
+            f" = {p.dp * p.micro_batch}",
+        )
     if p.seq_len % p.cp:
         bad("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}")
     if p.seq_len > model.max_seq_len and model.position_embedding == "learned":
-        bad("seq len beyond learned positions",
-            f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table")
+        bad(
+            "seq len beyond learned positions",
+            f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table",
+        )
     if p.ep > 1:
         if model.moe is None:
             bad("ep without experts", f"ep={p.ep} needs an MoE model; {model.name} has no experts")
         elif model.moe.num_experts % p.ep:
-            bad("ep does not divide experts",
-                f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})")
+            bad(
+                "ep does not divide experts",
+                f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})",
+            )
         if (p.dp * p.cp) % p.ep:
-            bad("ep does not fit in dp x cp",
-                f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
+            bad("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
     if p.sp and p.tp == 1:
         bad("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1")
     if p.schedule == "interleaved":
         if p.pp == 1 or p.vpp == 1:
-            bad("interleaved needs pp > 1 and vpp > 1",
-                f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}")
+            bad(
+                "interleaved needs pp > 1 and vpp > 1",
+                f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
+            )
     elif p.vpp > 1:
         bad("vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}")
     return out
-
-
-def require_valid(model: ModelSpec, plan: Plan, gpus: int | None = None) -> None:
-    problems = check_plan(model, plan, gpus)
-    if problems:
-        raise PlannerError("invalid plan: " + "; ".join(str(r) for r in problems))
-
-
-def kv_heads_replicated(model: ModelSpec, plan: Plan) -> bool:
-    """tp > num_kv_heads: each kv head is replicated on tp / kv ranks (Megatron GQA)."""
-    return plan.tp > model.kv_heads
 
 
 def derive_plan(gpus: int | None, **fields: object) -> Plan:
@@ -170,14 +172,15 @@ def derive_plan(gpus: int | None, **fields: object) -> Plan:
     (types and ranges) before any arithmetic.
     """
     given = {k: v for k, v in fields.items() if v is not None}
-    probe = Plan(**given)
+    probe = Plan.model_validate(given)
     if gpus is not None:
         missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
         target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
         if target is None:
             if probe.gpus != gpus:
-                raise PlannerError(f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = "
-                                   f"{probe.gpus}, not --gpus {gpus}")
+                raise PlannerError(
+                    f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not --gpus {gpus}"
+                )
         else:
             others = 1
             named = []
@@ -188,35 +191,10 @@ def derive_plan(gpus: int | None, **fields: object) -> Plan:
             if gpus % others:
                 raise PlannerError(
                     f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
-                    f"derived; choose degrees whose product divides {gpus}")
+                    f"derived; choose degrees whose product divides {gpus}"
+                )
             given[target] = gpus // others
     if "global_batch" not in given:
-        dp = int(given.get("dp", probe.dp))  # type: ignore[call-overload]
-        given["global_batch"] = dp * probe.micro_batch * probe.pp
-    return Plan(**given)
-    missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
-    target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
-    if target is None:
-        plan = Plan(**given)
-        if plan.gpus != gpus:
-            raise PlannerError(
-                f"tp={plan.tp} x pp={plan.pp} x cp={plan.cp} x dp={plan.dp} = {plan.gpus}, not --gpus {gpus}"
-            )
-        return plan
-    others = 1
-    named = []
-    for d in ("dp", "tp", "pp", "cp"):
-        if d != target:
-            others *= int(given.get(d, 1))  # type: ignore[call-overload]
-            named.append(f"{d}={given.get(d, 1)}")
-    if gpus % others:
-        raise PlannerError(
-            f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
-            f"derived; choose degrees whose product divides {gpus}"
-        )
-    given[target] = gpus // others
-    if "global_batch" not in given:
-        # Default: enough micro-batches to fill the pipeline once (m = pp).
-        mb, pp = int(given.get("micro_batch", 1)), int(given.get("pp", 1))  # type: ignore[call-overload]
-        given["global_batch"] = int(given["dp"]) * mb * pp  # type: ignore[call-overload]
-    return Plan(**given)
+        derived = Plan.model_validate({**given, "global_batch": 1})
+        given["global_batch"] = derived.dp * derived.micro_batch * derived.pp
+    return Plan.model_validate(given)

@@ -6,6 +6,7 @@ inside. Loading from catalogs, YAML files and Hugging Face ``config.json`` lives
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from functools import cached_property
@@ -63,9 +64,7 @@ class ModelSpec(Frozen):
     def _check(self) -> ModelSpec:
         kv = self.kv_heads
         if kv > self.num_attention_heads or self.num_attention_heads % kv:
-            raise ValueError(
-                f"num_kv_heads={kv} must divide num_attention_heads={self.num_attention_heads}"
-            )
+            raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={self.num_attention_heads}")
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
@@ -205,17 +204,24 @@ class Efficiency(Frozen):
 
     matmul: tuple[MatmulPoint, ...] = Field(min_length=1, description="GEMM efficiency by size, log-interpolated")
     attention: float | None = Field(
-        None, gt=0, le=1, description="fused-attention kernel efficiency (fraction of peak); default: the GEMM curve")
+        None, gt=0, le=1, description="fused-attention kernel efficiency (fraction of peak); default: the GEMM curve"
+    )
     hbm: float = Field(0.8, gt=0, le=1, description="achieved fraction of HBM bandwidth, memory-bound ops")
     intra_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of intra-node link bandwidth")
     inter_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of inter-node link bandwidth")
     step_overhead_s: float = Field(0.0, ge=0, description="fixed per-step cost (launch, data loading, sync)")
     kernel_overhead_s: float = Field(
-        0.0, ge=0, description="fixed host cost per compute kernel (eager op dispatch; CPU/Python-bound runs), "
-        "paid by every GEMM and memory-bound op of forward, backward and recompute; 0 = launches are hidden (GPUs)")
+        0.0,
+        ge=0,
+        description="fixed host cost per compute kernel (eager op dispatch; CPU/Python-bound runs), "
+        "paid by every GEMM and memory-bound op of forward, backward and recompute; 0 = launches are hidden (GPUs)",
+    )
     collective_overhead_s: float = Field(
-        0.0, ge=0, description="fixed host cost per collective call on top of the link latency (gloo/Python "
-        "dispatch), always exposed; 0 = none (GPUs)")
+        0.0,
+        ge=0,
+        description="fixed host cost per collective call on top of the link latency (gloo/Python "
+        "dispatch), always exposed; 0 = none (GPUs)",
+    )
     fitted: str | None = Field(None, description="what the parameters were fitted to, and when")
 
     def matmul_efficiency(self, flops: float) -> float:
@@ -223,7 +229,7 @@ class Efficiency(Frozen):
         pts = self.matmul
         if flops <= pts[0].flops:
             return pts[0].efficiency
-        for lo, hi in zip(pts, pts[1:]):
+        for lo, hi in itertools.pairwise(pts):
             if flops <= hi.flops:
                 t = (math.log(flops) - math.log(lo.flops)) / (math.log(hi.flops) - math.log(lo.flops))
                 return lo.efficiency + t * (hi.efficiency - lo.efficiency)
@@ -256,9 +262,7 @@ class HardwareProfile(Frozen):
     inter_node: LinkTier
     efficiency: Efficiency
     reserved: ReservedMemory
-    checkpoint_write_bytes_per_s: float = Field(
-        2e9, gt=0, description="per-node write bandwidth to checkpoint storage"
-    )
+    checkpoint_write_bytes_per_s: float = Field(2e9, gt=0, description="per-node write bandwidth to checkpoint storage")
 
     def peak(self, precision: str) -> float:
         return self.gpu.peak_flops[precision]  # type: ignore[index]

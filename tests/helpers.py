@@ -7,23 +7,38 @@ def make_hw(*, gpus_per_node: int = 8, eff: float = 0.7, overhead_s: float = 0.0
     """An A100-like profile built in code, so cost-model tests do not depend on hardware_profiles/."""
     return HardwareProfile(
         name="test-gpu",
-        gpu=GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12,
-                    peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12}),
+        gpu=GPUSpec(
+            name="t",
+            hbm_bytes=80e9,
+            hbm_bandwidth_bytes_per_s=2e12,
+            peak_flops={"fp32": 20e12, "bf16": 300e12, "fp16": 300e12, "fp8": 600e12},
+        ),
         gpus_per_node=gpus_per_node,
         intra_node=LinkTier(bandwidth_bytes_per_s=300e9, latency_s=3e-6),
         inter_node=LinkTier(bandwidth_bytes_per_s=25e9, latency_s=8e-6),
-        efficiency=Efficiency(matmul=(MatmulPoint(flops=1e8, efficiency=eff / 2), MatmulPoint(flops=1e12, efficiency=eff)),
-                              intra_node=0.8, inter_node=0.8, step_overhead_s=overhead_s),
+        efficiency=Efficiency(
+            matmul=(MatmulPoint(flops=1e8, efficiency=eff / 2), MatmulPoint(flops=1e12, efficiency=eff)),
+            intra_node=0.8,
+            inter_node=0.8,
+            step_overhead_s=overhead_s,
+        ),
         reserved=ReservedMemory(cuda_context_bytes=1e9, comm_workspace_bytes=5e8, allocator_fraction=0.05),
     )
 
 
-SECTIONS = {"optimizer": "memory", "grad_dtype": "memory", "master_copy": "memory", "attention": "kernels",
-            "fused_elementwise": "kernels", "dropout": "kernels", "selective_recompute": "kernels",
-            "tp_overlap": "comm"}
+SECTIONS = {
+    "optimizer": "memory",
+    "grad_dtype": "memory",
+    "master_copy": "memory",
+    "attention": "kernels",
+    "fused_elementwise": "kernels",
+    "dropout": "kernels",
+    "selective_recompute": "kernels",
+    "tp_overlap": "comm",
+}
 
 
-def make_engine(name: str = "generic", **changes: object):  # noqa: ANN201 (an Engine)
+def make_engine(name: str = "generic", **changes: object):
     """An engine profile from the catalog with some fields changed, e.g. make_engine(tp_overlap=True)."""
     from planner.io.catalog import load_engine
 

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from planner.fit.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
 from helpers import make_engine
+
+from planner.cost.schedule import step_time
+from planner.fit.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
-from planner.cost.schedule import step_time
 from planner.specs import Efficiency
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -37,8 +37,13 @@ def _planner() -> list[str]:
 def test_bench_hardware_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     out = tmp_path / "bench.yaml"
     t0 = time.perf_counter()
-    r = subprocess.run([*_planner(), "bench-hardware", "--quick", "--out", str(out), "--json"],
-                       capture_output=True, text=True, env=ENV, timeout=360)
+    r = subprocess.run(
+        [*_planner(), "bench-hardware", "--quick", "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=360,
+    )
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout)
@@ -52,14 +57,21 @@ def test_bench_hardware_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     assert all(0 < p.efficiency <= 1 for p in hw.efficiency.matmul)
     text = out.read_text()
     assert "CPU FIGURES" in text and "measured by bench-hardware" in text
-    print(f"\nbench-hardware --quick: {wall:.1f} s; peak fp32 {hw.peak('fp32') / 1e9:.1f} GFLOP/s, "
-          f"bf16 {hw.peak('bf16') / 1e9:.1f} GFLOP/s; copy {hw.gpu.hbm_bandwidth_bytes_per_s / 1e9:.2f} GB/s; "
-          f"all-reduce {ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, {ar['latency_s'] * 1e6:.0f} us/hop")
+    print(
+        f"\nbench-hardware --quick: {wall:.1f} s; peak fp32 {hw.peak('fp32') / 1e9:.1f} GFLOP/s, "
+        f"bf16 {hw.peak('bf16') / 1e9:.1f} GFLOP/s; copy {hw.gpu.hbm_bandwidth_bytes_per_s / 1e9:.2f} GB/s; "
+        f"all-reduce {ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, {ar['latency_s'] * 1e6:.0f} us/hop"
+    )
 
 
-def _without_fixed_costs(hw):  # noqa: ANN001, ANN202
-    return hw.model_copy(update={"efficiency": apply_params(hw.efficiency, dict.fromkeys(
-        ("step_overhead_s", "kernel_overhead_s", "collective_overhead_s"), 0.0))})
+def _without_fixed_costs(hw):
+    return hw.model_copy(
+        update={
+            "efficiency": apply_params(
+                hw.efficiency, dict.fromkeys(("step_overhead_s", "kernel_overhead_s", "collective_overhead_s"), 0.0)
+            )
+        }
+    )
 
 
 def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> None:
@@ -67,10 +79,18 @@ def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> N
     shipped = load_hardware("cpu")
     hw = _without_fixed_costs(shipped)
     # Defaults are zero: GPU profiles that never set them predict as before these terms existed.
-    assert Efficiency.model_fields["kernel_overhead_s"].default == 0.0 == Efficiency.model_fields["collective_overhead_s"].default
+    assert (
+        Efficiency.model_fields["kernel_overhead_s"].default
+        == 0.0
+        == Efficiency.model_fields["collective_overhead_s"].default
+    )
     assert load_hardware("h100-sxm").efficiency.kernel_overhead_s == 0.0
-    plans = [Plan(micro_batch=2, global_batch=8), Plan(dp=2, zero=3, micro_batch=2, global_batch=4, recompute="full"),
-             Plan(tp=2, micro_batch=2, global_batch=2), Plan(dp=2, micro_batch=2, global_batch=4)]
+    plans = [
+        Plan(micro_batch=2, global_batch=8),
+        Plan(dp=2, zero=3, micro_batch=2, global_batch=4, recompute="full"),
+        Plan(tp=2, micro_batch=2, global_batch=2),
+        Plan(dp=2, micro_batch=2, global_batch=4),
+    ]
     for p in plans:  # the shipped cpu profile's fitted fixed costs only ever add time
         assert step_time(model, shipped, p, tr).step_s > step_time(model, hw, p, tr).step_s
     k = hw.model_copy(update={"efficiency": apply_params(hw.efficiency, {"kernel_overhead_s": 1e-4})})
@@ -87,16 +107,20 @@ def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> N
     tp = Plan(tp=2, micro_batch=2, global_batch=2)
     assert step_time(model, c, ddp, tr).step_s - step_time(model, hw, ddp, tr).step_s == pytest.approx(1e-3)
     layers = model.num_layers
-    assert (step_time(model, c, fsdp, tr).step_s - step_time(model, hw, fsdp, tr).step_s
-            == pytest.approx(3 * (layers + 1) * 1e-3))  # gather, re-gather, reduce-scatter per FSDP unit
-    assert (step_time(model, c, tp, tr).step_s - step_time(model, hw, tp, tr).step_s
-            == pytest.approx(4 * layers * 1e-3))  # 2 all-reduces forward, 2 backward per layer
+    assert step_time(model, c, fsdp, tr).step_s - step_time(model, hw, fsdp, tr).step_s == pytest.approx(
+        3 * (layers + 1) * 1e-3
+    )  # gather, re-gather, reduce-scatter per FSDP unit
+    assert step_time(model, c, tp, tr).step_s - step_time(model, hw, tp, tr).step_s == pytest.approx(
+        4 * layers * 1e-3
+    )  # 2 all-reduces forward, 2 backward per layer
 
 
 def test_step_stat_reads_min_p25_median_of_the_timed_steps() -> None:
     times = [0.9, 0.5, 0.4, 0.2, 0.3, 0.6]  # the first is warm-up
-    doc = {"median_step_s": 0.4,
-           "step_times_s": [{"step": i + 1, "time_s": t, "warmup": i == 0} for i, t in enumerate(times)]}
+    doc = {
+        "median_step_s": 0.4,
+        "step_times_s": [{"step": i + 1, "time_s": t, "warmup": i == 0} for i, t in enumerate(times)],
+    }
     assert step_stat(doc) == 0.4 and step_stat(doc, "min") == 0.2
     assert step_stat(doc, "p25") == pytest.approx(0.3)
     with pytest.raises(Exception, match="unknown step statistic"):
@@ -144,8 +168,20 @@ HELD_OUT_BOUND_PCT = 20.0  # measured 3.9-10.4% in 4 runs; one earlier configura
 def _launch(name: str, flags: list[str], tmp: Path) -> dict:
     out = tmp / f"{name}.json"
     steps = STEPS_1 if flags[:2] == ["--nproc", "1"] else STEPS_2
-    cmd = [*_planner(), "launch", "--model", "tiny", *flags, "--steps", str(steps), "--warmup", str(WARMUP),
-           "--profile-out", str(out), "--json"]
+    cmd = [
+        *_planner(),
+        "launch",
+        "--model",
+        "tiny",
+        *flags,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(WARMUP),
+        "--profile-out",
+        str(out),
+        "--json",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert r.returncode == 0, f"{name}: {' '.join(cmd)}\n{r.stderr[-3000:]}"
     doc = json.loads(out.read_text())
@@ -167,19 +203,23 @@ def test_calibrated_cpu_profile_predicts_held_out_plans(tmp_path: Path) -> None:
     eff_after = apply_params(base.efficiency, res.values)
     tr = make_engine()
 
-    def err(o, eff) -> float:  # noqa: ANN001
+    def err(o, eff) -> float:
         return abs(predict_step_s(o, eff, tr) / o.measured_step_s - 1) * 100
 
     before = statistics.median(err(o, base.efficiency) for o in held)
     after = statistics.median(err(o, eff_after) for o in held)
-    print(f"\n{STAT} step of {STEPS_1 - WARMUP} (1 rank) / {STEPS_2 - WARMUP} (2 ranks) timed: "
-          + ", ".join(f"{o.id}={o.measured_step_s * 1e3:.1f}ms" for o in obs.values()))
+    print(
+        f"\n{STAT} step of {STEPS_1 - WARMUP} (1 rank) / {STEPS_2 - WARMUP} (2 ranks) timed: "
+        + ", ".join(f"{o.id}={o.measured_step_s * 1e3:.1f}ms" for o in obs.values())
+    )
     print(f"fit ({', '.join(FIT_PARAMS)}): " + ", ".join(f"{k}={v:.4g}" for k, v in res.values.items()))
     print(f"fit-set median |err|: before {res.median_before_pct:.1f}%  after {res.median_after_pct:.1f}%")
     for o in held:
         print(f"held-out {o.id}: before {err(o, base.efficiency):.1f}%  after {err(o, eff_after):.1f}%")
-    print(f"HELD-OUT median |err|: before {before:.1f}%  after {after:.1f}%  (bound {HELD_OUT_BOUND_PCT}%); "
-          f"wall {time.perf_counter() - t0:.0f} s")
+    print(
+        f"HELD-OUT median |err|: before {before:.1f}%  after {after:.1f}%  (bound {HELD_OUT_BOUND_PCT}%); "
+        f"wall {time.perf_counter() - t0:.0f} s"
+    )
     assert res.median_after_pct < res.median_before_pct
     assert after < before
     assert after <= HELD_OUT_BOUND_PCT

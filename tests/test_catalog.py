@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from planner.io.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
 from planner.errors import PlannerError
+from planner.io.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
 from planner.specs import PRECISIONS
 
 # Published total parameter counts and where they come from (the YAML files cite the architecture numbers).
@@ -101,7 +101,7 @@ EXPECTED_HARDWARE = {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200", 
 
 
 def test_hardware_catalog():
-    assert EXPECTED_HARDWARE <= set(list_hardware())
+    assert set(list_hardware()) >= EXPECTED_HARDWARE
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_HARDWARE))
@@ -120,7 +120,9 @@ def test_every_number_in_a_profile_has_a_comment():
     for name in list_hardware():
         for i, line in enumerate((catalog_root() / "hardware_profiles" / f"{name}.yaml").read_text().splitlines()):
             code = line.split("#")[0]
-            if any(ch.isdigit() for ch in code.split(":", 1)[-1]) and not code.lstrip().startswith(("name:", "description:")):
+            if any(ch.isdigit() for ch in code.split(":", 1)[-1]) and not code.lstrip().startswith(
+                ("name:", "description:")
+            ):
                 assert "#" in line, f"{name}.yaml:{i + 1}: number without a source comment: {line.strip()}"
 
 
@@ -129,7 +131,10 @@ def test_peaks_ordered_by_generation():
     assert bf16["b200"] > bf16["h100-sxm"] > bf16["a100-80gb"] > bf16["v100-32gb"]
     assert load_hardware("h200").gpu.hbm_bytes > load_hardware("h100-sxm").gpu.hbm_bytes
     assert load_hardware("a100-80gb").gpu.hbm_bytes > load_hardware("a100-40gb").gpu.hbm_bytes
-    assert load_hardware("h800").intra_node.bandwidth_bytes_per_s < load_hardware("h100-sxm").intra_node.bandwidth_bytes_per_s
+    assert (
+        load_hardware("h800").intra_node.bandwidth_bytes_per_s
+        < load_hardware("h100-sxm").intra_node.bandwidth_bytes_per_s
+    )
 
 
 def test_yaml_si_numbers_are_floats(tmp_path):
@@ -141,20 +146,47 @@ def test_yaml_si_numbers_are_floats(tmp_path):
 
 # ---- Hugging Face config.json --------------------------------------------------------------------
 LLAMA3_8B_CONFIG = {  # HF meta-llama/Meta-Llama-3-8B config.json (abridged)
-    "_name_or_path": "meta-llama/Meta-Llama-3-8B", "model_type": "llama", "hidden_act": "silu",
-    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192,
-    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
-    "rope_theta": 500000.0, "tie_word_embeddings": False, "vocab_size": 128256, "attention_bias": False,
+    "_name_or_path": "meta-llama/Meta-Llama-3-8B",
+    "model_type": "llama",
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "vocab_size": 128256,
+    "attention_bias": False,
 }
 MIXTRAL_CONFIG = {  # HF mistralai/Mixtral-8x7B-v0.1 config.json (abridged, no _name_or_path)
-    "model_type": "mixtral", "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
-    "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32,
-    "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2, "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": False, "vocab_size": 32000,
+    "model_type": "mixtral",
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+    "vocab_size": 32000,
 }
 GPT2_XL_CONFIG = {  # HF openai-community/gpt2-xl config.json (abridged)
-    "model_type": "gpt2", "activation_function": "gelu_new", "n_ctx": 1024, "n_embd": 1600, "n_head": 25,
-    "n_inner": None, "n_layer": 48, "n_positions": 1024, "layer_norm_epsilon": 1e-5, "vocab_size": 50257,
+    "model_type": "gpt2",
+    "activation_function": "gelu_new",
+    "n_ctx": 1024,
+    "n_embd": 1600,
+    "n_head": 25,
+    "n_inner": None,
+    "n_layer": 48,
+    "n_positions": 1024,
+    "layer_norm_epsilon": 1e-5,
+    "vocab_size": 50257,
 }
 
 
@@ -169,7 +201,13 @@ def test_hf_llama_config_matches_catalog(tmp_path):
     m = load_model(_write(tmp_path, LLAMA3_8B_CONFIG))
     ref = load_model("llama3-8b")
     assert m.name == "Meta-Llama-3-8B"
-    assert (m.mlp, m.norm, m.position_embedding, m.tied_embeddings, m.has_bias) == ("swiglu", "rmsnorm", "rope", False, False)
+    assert (m.mlp, m.norm, m.position_embedding, m.tied_embeddings, m.has_bias) == (
+        "swiglu",
+        "rmsnorm",
+        "rope",
+        False,
+        False,
+    )
     assert m.kv_heads == 8 and m.max_seq_len == 8192 and m.moe is None
     assert m.num_params == ref.num_params
 
@@ -185,7 +223,13 @@ def test_hf_mixtral_config_is_moe(tmp_path):
 def test_hf_gpt2_config(tmp_path):
     m = load_model(str(_write(tmp_path, GPT2_XL_CONFIG, filename="gpt2-xl.json")))
     assert m.name == "gpt2-xl"
-    assert (m.mlp, m.norm, m.position_embedding, m.tied_embeddings, m.has_bias) == ("gelu", "layernorm", "learned", True, True)
+    assert (m.mlp, m.norm, m.position_embedding, m.tied_embeddings, m.has_bias) == (
+        "gelu",
+        "layernorm",
+        "learned",
+        True,
+        True,
+    )
     assert m.ffn_hidden_size == 4 * 1600 and m.max_seq_len == 1024
     assert m.num_params == load_model("gpt2-1.5b").num_params
 
@@ -234,9 +278,15 @@ def test_bad_value_and_nested_misspelling_in_profile(tmp_path):
 
 
 def test_cross_field_rule_message(tmp_path):
-    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text().replace("num_attention_heads: 4", "num_attention_heads: 5")
+    text = (
+        (catalog_root() / "model_specs" / "tiny.yaml")
+        .read_text()
+        .replace("num_attention_heads: 4", "num_attention_heads: 5")
+    )
     (tmp_path / "heads.yaml").write_text(text)
-    assert "hidden_size=64 is not divisible by num_attention_heads=5" in _error(load_model, str(tmp_path / "heads.yaml"))
+    assert "hidden_size=64 is not divisible by num_attention_heads=5" in _error(
+        load_model, str(tmp_path / "heads.yaml")
+    )
 
 
 def test_yaml_syntax_error_names_line(tmp_path):

@@ -19,34 +19,94 @@ def run(*args: str):
 
 
 def test_memory_json_contract():
-    code, out, err = run("memory", "--model", "gpt3-175b", "--gpus", "1024", "--tp", "8", "--pp", "16",
-                         "--recompute", "full", "--global-batch", "1536", "--hardware", "a100-80gb", "--json")
+    code, out, err = run(
+        "memory",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "1024",
+        "--tp",
+        "8",
+        "--pp",
+        "16",
+        "--recompute",
+        "full",
+        "--global-batch",
+        "1536",
+        "--hardware",
+        "a100-80gb",
+        "--json",
+    )
     assert code == 0, err
     doc = json.loads(out)
-    for key in ("model", "hardware", "plan", "stage", "per_gpu_bytes", "total_bytes", "capacity_bytes", "fits", "stages"):
+    for key in (
+        "model",
+        "hardware",
+        "plan",
+        "stage",
+        "per_gpu_bytes",
+        "total_bytes",
+        "capacity_bytes",
+        "fits",
+        "stages",
+    ):
         assert key in doc
     assert set(doc["per_gpu_bytes"]) == {"weights", "gradients", "optimizer", "activations", "buffers", "reserved"}
-    assert doc["total_bytes"] == sum(doc["per_gpu_bytes"].values()) or abs(doc["total_bytes"] - sum(doc["per_gpu_bytes"].values())) <= 6
+    assert (
+        doc["total_bytes"] == sum(doc["per_gpu_bytes"].values())
+        or abs(doc["total_bytes"] - sum(doc["per_gpu_bytes"].values())) <= 6
+    )
     assert len(doc["stages"]) == 16 and doc["plan"]["dp"] == 8 and doc["plan"]["tp"] == 8
-    assert set(doc["plan"]) >= {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute", "micro_batch",
-                                "global_batch", "seq_len", "precision", "schedule"}
+    assert set(doc["plan"]) >= {
+        "dp",
+        "tp",
+        "pp",
+        "vpp",
+        "cp",
+        "ep",
+        "sp",
+        "zero",
+        "recompute",
+        "micro_batch",
+        "global_batch",
+        "seq_len",
+        "precision",
+        "schedule",
+    }
     assert doc["fits"] is True and doc["stage"] == max(doc["stages"], key=lambda s: s["total_bytes"])["stage"]
 
 
 def test_memory_table_and_per_stage():
-    result = runner.invoke(app, ["memory", "--model", "llama3-8b", "--gpus", "8", "--pp", "2", "--zero", "1", "--per-stage"])
+    result = runner.invoke(
+        app, ["memory", "--model", "llama3-8b", "--gpus", "8", "--pp", "2", "--zero", "1", "--per-stage"]
+    )
     assert result.exit_code == 0, result.output
-    for word in ("weights", "gradients", "optimizer", "activations", "buffers", "reserved", "fit", "per pipeline stage"):
+    for word in (
+        "weights",
+        "gradients",
+        "optimizer",
+        "activations",
+        "buffers",
+        "reserved",
+        "fit",
+        "per pipeline stage",
+    ):
         assert word in result.output
 
 
 def test_plan_file_round_trip(tmp_path):
-    from planner.plan import Plan
     from planner.io.planfile import write_plan_file
+    from planner.plan import Plan
 
     path = tmp_path / "plan.yaml"
-    write_plan_file(str(path), plan=Plan(dp=4, tp=2, zero=1, global_batch=32, seq_len=4096), model="llama3-8b",
-                    hardware="h100-sxm", engine="generic", gpus=8)
+    write_plan_file(
+        str(path),
+        plan=Plan(dp=4, tp=2, zero=1, global_batch=32, seq_len=4096),
+        model="llama3-8b",
+        hardware="h100-sxm",
+        engine="generic",
+        gpus=8,
+    )
     code, out, err = run("memory", "--plan", str(path), "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -93,9 +153,11 @@ def test_bad_input_is_one_line_exit_2(args, expected):
 
 def test_bad_files_are_one_line(tmp_path):
     misspelt = tmp_path / "m.yaml"
-    misspelt.write_text("name: x\nnum_layerz: 2\nhidden_size: 64\nnum_attention_heads: 4\nffn_hidden_size: 256\n"
-                        "vocab_size: 256\nmax_seq_len: 64\n")
-    code, out, err = run("memory", "--model", str(misspelt))
+    misspelt.write_text(
+        "name: x\nnum_layerz: 2\nhidden_size: 64\nnum_attention_heads: 4\nffn_hidden_size: 256\n"
+        "vocab_size: 256\nmax_seq_len: 64\n"
+    )
+    code, _out, err = run("memory", "--model", str(misspelt))
     assert code == 2 and "num_layerz" in err and "Traceback" not in err
     bad_json = tmp_path / "config.json"
     bad_json.write_text("{not json")
@@ -118,14 +180,24 @@ def test_catalog_commands():
 
 
 def test_cli_does_not_import_torch_or_scipy():
-    code = ("import sys, planner.cli; planner.cli.main(['memory', '--model', 'tiny', '--json']) if False else None;"
-            "print(' '.join(m for m in ('torch', 'scipy') if m in sys.modules))")
+    code = (
+        "import sys, planner.cli; planner.cli.main(['memory', '--model', 'tiny', '--json']) if False else None;"
+        "print(' '.join(m for m in ('torch', 'scipy') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == ""
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom planner.cli import main\ntry:\n    main(['memory','--model','tiny','--json'])\n"
-         "except SystemExit:\n    pass\nprint('HEAVY:', [m for m in ('torch','scipy') if m in sys.modules], file=sys.stderr)"],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom planner.cli import main\ntry:\n    main(['memory','--model','tiny','--json'])\n"
+            "except SystemExit:\n    pass\n"
+            "print('HEAVY:', [m for m in ('torch','scipy') if m in sys.modules], file=sys.stderr)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "HEAVY: []" in proc.stderr
 
 

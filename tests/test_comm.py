@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers import make_engine, make_hw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import make_engine, make_hw
 from planner.cost.comm import Link, collective_bytes, collective_s, group_link
 from planner.cost.compute import layer_time, stage_compute
 from planner.cost.overlap import dp_comm, layer_comm
@@ -17,12 +17,19 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
-def comm_times(model, hw, plan, engine):  # noqa: ANN001, ANN201
+def comm_times(model, hw, plan, engine):
     return bottleneck_stage(model, hw, plan, engine)[2]
 
 
-GPT = ModelSpec(name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, ffn_hidden_size=24576,
-                vocab_size=51200, max_seq_len=2048)
+GPT = ModelSpec(
+    name="gpt-22b",
+    num_layers=48,
+    hidden_size=6144,
+    num_attention_heads=64,
+    ffn_hidden_size=24576,
+    vocab_size=51200,
+    max_seq_len=2048,
+)
 
 
 def test_ring_bytes():
@@ -30,7 +37,8 @@ def test_ring_bytes():
     assert collective_bytes("all_reduce", 8e9, 8) == pytest.approx(2 * 7 / 8 * 8e9)
     assert collective_bytes("reduce_scatter", 8e9, 8) == pytest.approx(7 / 8 * 8e9)
     assert collective_bytes("all_gather", 8e9, 8) + collective_bytes("reduce_scatter", 8e9, 8) == pytest.approx(
-        collective_bytes("all_reduce", 8e9, 8))
+        collective_bytes("all_reduce", 8e9, 8)
+    )
     assert collective_bytes("all_reduce", 8e9, 1) == 0
 
 

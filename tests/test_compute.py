@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from helpers import make_engine, make_hw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,25 +17,51 @@ from planner.cost.compute import (
     model_flops_per_step,
     stage_compute,
 )
-from helpers import make_engine, make_hw
 from planner.plan import Plan
 from planner.specs import (
     ModelSpec,
     MoESpec,
 )
 
-
-
-
-GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,
-                 ffn_hidden_size=4 * 12288, vocab_size=51200, max_seq_len=2048, linear_bias=False)
-LLAMA_8B = ModelSpec(name="llama3-8b", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
-                     ffn_hidden_size=14336, mlp="swiglu", vocab_size=128256, max_seq_len=8192,
-                     tied_embeddings=False, position_embedding="rope", norm="rmsnorm")
-MIXTRAL = ModelSpec(name="mixtral", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
-                    ffn_hidden_size=14336, mlp="swiglu", vocab_size=32000, max_seq_len=4096, tied_embeddings=False,
-                    position_embedding="rope", norm="rmsnorm",
-                    moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+GPT3 = ModelSpec(
+    name="gpt3-175b",
+    num_layers=96,
+    hidden_size=12288,
+    num_attention_heads=96,
+    ffn_hidden_size=4 * 12288,
+    vocab_size=51200,
+    max_seq_len=2048,
+    linear_bias=False,
+)
+LLAMA_8B = ModelSpec(
+    name="llama3-8b",
+    num_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    ffn_hidden_size=14336,
+    mlp="swiglu",
+    vocab_size=128256,
+    max_seq_len=8192,
+    tied_embeddings=False,
+    position_embedding="rope",
+    norm="rmsnorm",
+)
+MIXTRAL = ModelSpec(
+    name="mixtral",
+    num_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    ffn_hidden_size=14336,
+    mlp="swiglu",
+    vocab_size=32000,
+    max_seq_len=4096,
+    tied_embeddings=False,
+    position_embedding="rope",
+    norm="rmsnorm",
+    moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336),
+)
 
 
 def megatron_flops(b: int, s: int, l: int, h: int, v: int, factor: int) -> float:
@@ -75,7 +102,7 @@ def test_moe_active_flops_below_total_params_flops():
 
 def test_recompute_time_policies():
     hw, tr = make_hw(), make_engine(selective_recompute="attention")
-    base = dict(tp=8, micro_batch=4, global_batch=4, seq_len=2048)
+    base = {"tp": 8, "micro_batch": 4, "global_batch": 4, "seq_len": 2048}
     none = layer_time(GPT3, hw, Plan(**base), tr)
     full = layer_time(GPT3, hw, Plan(**base, recompute="full"), tr)
     sel = layer_time(GPT3, hw, Plan(**base, recompute="selective"), tr)
@@ -87,7 +114,7 @@ def test_recompute_time_policies():
 
 def test_fp8_runs_gemms_faster_but_not_twice_as_fast_overall():
     hw, tr = make_hw(), make_engine()
-    plan = dict(micro_batch=2, global_batch=16, dp=8, seq_len=8192)
+    plan = {"micro_batch": 2, "global_batch": 16, "dp": 8, "seq_len": 8192}
     bf16 = stage_compute(LLAMA_8B, hw, Plan(**plan), tr, 0)
     fp8 = stage_compute(LLAMA_8B, hw, Plan(**plan, precision="fp8"), tr, 0)
     assert fp8.total < bf16.total

@@ -6,15 +6,15 @@ import subprocess
 import sys
 
 import pytest
-
-from planner.fit.calibrate import fit, observations_from_runs, predict_step_s
 from helpers import make_engine
-from planner.io.catalog import load_hardware, load_model
-from planner.errors import PlannerError
+
 from planner.cost.estimate import estimate
+from planner.errors import PlannerError
+from planner.fit.calibrate import fit, observations_from_runs, predict_step_s
+from planner.fit.validate import validate_runs
+from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
 from planner.specs import Efficiency, MatmulPoint
-from planner.fit.validate import validate_runs
 
 REFERENCE = "tests/data/calibration_runs.yaml"
 
@@ -27,9 +27,28 @@ def run(*args: str):
 
 
 def test_estimate_json_contract():
-    code, out, err = run("estimate", "--model", "gpt3-175b", "--gpus", "1024", "--tp", "8", "--pp", "16",
-                         "--recompute", "full", "--global-batch", "1536", "--hardware", "a100-80gb",
-                         "--tokens", "300e9", "--mtbf-hours", "50000", "--json")
+    code, out, err = run(
+        "estimate",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "1024",
+        "--tp",
+        "8",
+        "--pp",
+        "16",
+        "--recompute",
+        "full",
+        "--global-batch",
+        "1536",
+        "--hardware",
+        "a100-80gb",
+        "--tokens",
+        "300e9",
+        "--mtbf-hours",
+        "50000",
+        "--json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert {"step_s", "compute_s", "recompute_s", "bubble_s", "optimizer_s", "exposed_comm_s"} <= set(doc["time"])
@@ -37,7 +56,14 @@ def test_estimate_json_contract():
     for key in ("tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "per_gpu_bytes", "total_bytes", "fits", "stages"):
         assert key in doc
     t = doc["time"]
-    parts = t["compute_s"] + t["recompute_s"] + t["bubble_s"] + t["optimizer_s"] + t["overhead_s"] + sum(t["exposed_comm_s"].values())
+    parts = (
+        t["compute_s"]
+        + t["recompute_s"]
+        + t["bubble_s"]
+        + t["optimizer_s"]
+        + t["overhead_s"]
+        + sum(t["exposed_comm_s"].values())
+    )
     assert t["step_s"] == pytest.approx(parts)
     assert 0 < doc["mfu"] < doc["hfu"] < 1  # full recompute: HFU counts the extra forward
     # Narayanan et al. 2021 section 5.1: 300B tokens on 1024 A100s with batch 1536 -> about 34 days.
@@ -58,7 +84,9 @@ def test_megatron_flops_convention_on_gpt3():
 
 
 def test_plan_that_does_not_fit_is_estimated_and_flagged():
-    est = estimate(load_model("llama3-70b"), load_hardware("h100-sxm"), Plan(dp=8, global_batch=8, seq_len=8192), GENERIC)
+    est = estimate(
+        load_model("llama3-70b"), load_hardware("h100-sxm"), Plan(dp=8, global_batch=8, seq_len=8192), GENERIC
+    )
     assert not est.fits and est.time.step_s > 0
 
 
@@ -90,9 +118,14 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
 
 
 UNCALIBRATED = Efficiency(  # a generic starting point, not fitted to anything
-    matmul=(MatmulPoint(flops=1e8, efficiency=0.3), MatmulPoint(flops=1e10, efficiency=0.6),
-            MatmulPoint(flops=1e12, efficiency=0.75)),
-    hbm=0.8, intra_node=0.8, inter_node=0.8,
+    matmul=(
+        MatmulPoint(flops=1e8, efficiency=0.3),
+        MatmulPoint(flops=1e10, efficiency=0.6),
+        MatmulPoint(flops=1e12, efficiency=0.75),
+    ),
+    hbm=0.8,
+    intra_node=0.8,
+    inter_node=0.8,
 )
 
 
@@ -119,9 +152,11 @@ def test_calibrate_refuses_too_few_and_contradictory_runs(calibration_runs):
     obs = observations_from_runs(calibration_runs, hw, "x")
     with pytest.raises(PlannerError, match="at least"):
         fit(obs[:3], hw)
-    twin = type(obs[0])(obs[0].id + "-again", obs[0].model, obs[0].plan, obs[0].hardware, obs[0].measured_step_s * 2, "x")
+    twin = type(obs[0])(
+        obs[0].id + "-again", obs[0].model, obs[0].plan, obs[0].hardware, obs[0].measured_step_s * 2, "x"
+    )
     with pytest.raises(PlannerError, match="contradictory"):
-        fit(obs + [twin], hw)
+        fit([*obs, twin], hw)
 
 
 def test_calibrate_cli_writes_a_usable_profile(tmp_path, calibration_runs):
@@ -130,13 +165,25 @@ def test_calibrate_cli_writes_a_usable_profile(tmp_path, calibration_runs):
     runs = tmp_path / "runs.yaml"
     runs.write_text(yaml.safe_dump([r for r in calibration_runs if r["hardware"] == "h100-sxm"]))
     out_path = tmp_path / "h100-mine.yaml"
-    code, out, err = run("calibrate", str(runs), "--hardware", "h100-sxm", "-o", str(out_path),
-                         "--params", "matmul_scale,attention,step_overhead_s")
+    code, out, err = run(
+        "calibrate",
+        str(runs),
+        "--hardware",
+        "h100-sxm",
+        "-o",
+        str(out_path),
+        "--params",
+        "matmul_scale,attention,step_overhead_s",
+    )
     assert code == 0, err
     text = out_path.read_text()
     assert text.startswith("# Calibrated profile: fitted by planner calibrate on") and "fitted:" in text
-    code, out, err = run("estimate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--hardware", str(out_path), "--json")
+    code, out, err = run(
+        "estimate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--hardware", str(out_path), "--json"
+    )
     assert code == 0, err
     assert json.loads(out)["hardware"] == "h100-mine"
-    code, _, err = run("calibrate", str(runs), "--hardware", "h100-sxm", "-o", str(tmp_path / "x.yaml"), "--params", "speed")
+    code, _, err = run(
+        "calibrate", str(runs), "--hardware", "h100-sxm", "-o", str(tmp_path / "x.yaml"), "--params", "speed"
+    )
     assert code == 2 and "speed" in err

@@ -1,14 +1,14 @@
 """The memory model, pinned to published numbers (source and tolerance beside each test)."""
 
 import pytest
+from helpers import make_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.cost.activations import activation_bytes_per_layer
-from helpers import make_engine
-from planner.io.catalog import load_hardware, load_model
 from planner.cost.memory import in_flight_microbatches, memory_report
 from planner.cost.states import model_state_bytes
+from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -68,8 +68,15 @@ def test_gpt2_fp32_adam_example():
 
 # ---- Korthikanti et al. 2022, Table 2: activation bytes per layer ------------------------------------------
 KORTHIKANTI = make_engine(attention="softmax", dropout=True, selective_recompute="attention")
-GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,
-                 ffn_hidden_size=49152, vocab_size=51200, max_seq_len=2048)
+GPT3 = ModelSpec(
+    name="gpt3-175b",
+    num_layers=96,
+    hidden_size=12288,
+    num_attention_heads=96,
+    ffn_hidden_size=49152,
+    vocab_size=51200,
+    max_seq_len=2048,
+)
 
 
 @pytest.mark.parametrize(
@@ -92,14 +99,16 @@ def test_korthikanti_table2(case, kwargs, formula):
 
 def test_flash_attention_drops_the_quadratic_term():
     s = 2048
-    flash = activation_bytes_per_layer(GPT3, micro_batch=1, seq_len=s, kernels=make_engine(dropout=True, selective_recompute="attention").kernels)
+    flash = activation_bytes_per_layer(
+        GPT3, micro_batch=1, seq_len=s, kernels=make_engine(dropout=True, selective_recompute="attention").kernels
+    )
     assert flash / (s * GPT3.hidden_size) == pytest.approx(34, rel=0.01)  # + the fp32 log-sum-exp
 
 
 def test_gqa_and_swiglu_change_the_count():
     llama = load_model("llama3-8b")
     mha = llama.model_copy(update={"num_kv_heads": None})
-    kw = dict(micro_batch=1, seq_len=8192)
+    kw = {"micro_batch": 1, "seq_len": 8192}
     assert activation_bytes_per_layer(llama, **kw) < activation_bytes_per_layer(mha, **kw)
     gelu = llama.model_copy(update={"mlp": "gelu"})
     assert activation_bytes_per_layer(gelu, **kw) < activation_bytes_per_layer(llama, **kw)
@@ -141,21 +150,29 @@ def test_more_sharding_never_raises_model_state_memory(tp, pp, dp, zero, more):
     hw = load_hardware("a100-80gb")
 
     def states(**kw):
-        plan = Plan(**{**dict(tp=tp, pp=pp, dp=dp, zero=zero, global_batch=64 * dp), **kw})
+        plan = Plan(**{**{"tp": tp, "pp": pp, "dp": dp, "zero": zero, "global_batch": 64 * dp}, **kw})
         return max(s.breakdown.model_state_bytes for s in memory_report(model, hw, plan, GENERIC).stages)
 
     before = states()
-    after = states(**{more: min(zero + 1, 3)} if more == "zero" else {more: 2 * {"tp": tp, "pp": pp, "dp": dp}[more],
-                                                                         "global_batch": 64 * dp * (2 if more == "dp" else 1)})
+    after = states(
+        **{more: min(zero + 1, 3)}
+        if more == "zero"
+        else {more: 2 * {"tp": tp, "pp": pp, "dp": dp}[more], "global_batch": 64 * dp * (2 if more == "dp" else 1)}
+    )
     assert after <= before * (1 + 1e-12)
 
 
 @settings(max_examples=40, deadline=None)
-@given(mb=st.integers(1, 8), seq=st.sampled_from([512, 1024, 2048, 4096]),
-       recompute=st.sampled_from(["none", "selective", "full"]), tp=DEGREE, sp=st.booleans())
+@given(
+    mb=st.integers(1, 8),
+    seq=st.sampled_from([512, 1024, 2048, 4096]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    tp=DEGREE,
+    sp=st.booleans(),
+)
 def test_activation_memory_grows_with_micro_batch_and_seq_len(mb, seq, recompute, tp, sp):
     model = load_model("llama3-8b")
-    kw = dict(tp=tp, sp=sp and tp > 1, recompute=recompute)
+    kw = {"tp": tp, "sp": sp and tp > 1, "recompute": recompute}
     base = activation_bytes_per_layer(model, micro_batch=mb, seq_len=seq, **kw)
     assert activation_bytes_per_layer(model, micro_batch=mb + 1, seq_len=seq, **kw) > base
     assert activation_bytes_per_layer(model, micro_batch=mb, seq_len=2 * seq, **kw) > base
@@ -163,7 +180,7 @@ def test_activation_memory_grows_with_micro_batch_and_seq_len(mb, seq, recompute
 
 def test_recompute_ordering():
     model = load_model("llama3-8b")
-    kw = dict(micro_batch=2, seq_len=4096, tp=2)
+    kw = {"micro_batch": 2, "seq_len": 4096, "tp": 2}
     none, sel, full = (activation_bytes_per_layer(model, recompute=r, **kw) for r in ("none", "selective", "full"))
     assert none > sel > full
 

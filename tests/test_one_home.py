@@ -4,10 +4,10 @@ worker's rank layout agree, plan by plan, on layers per stage and parameters per
 from __future__ import annotations
 
 import pytest
+from helpers import make_engine, make_hw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import make_engine, make_hw
 from planner.cost.compute import stage_shapes
 from planner.cost.memory import memory_report
 from planner.cost.params import rank_params
@@ -28,12 +28,21 @@ def plans(draw: st.DrawFn) -> tuple[str, Plan]:
     name = draw(st.sampled_from(MODELS))
     model = load_model(name)
     pp = draw(st.sampled_from([1, 2, 3, 4, 8, 16]).filter(lambda p: p <= model.num_layers))
-    vpp = draw(st.sampled_from([1, 2, 3]).filter(lambda v: pp > 1 and pp * v <= model.num_layers or v == 1))
+    vpp = draw(st.sampled_from([1, 2, 3]).filter(lambda v: (pp > 1 and pp * v <= model.num_layers) or v == 1))
     tp = draw(st.sampled_from([1, 2, 4, 8]).filter(lambda t: model.num_attention_heads % t == 0))
     dp = draw(st.sampled_from([1, 2, 4]))
-    ep = draw(st.sampled_from([1, 2]).filter(lambda e: model.moe is not None and dp % e == 0 or e == 1))
-    plan = Plan(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, zero=draw(st.sampled_from([0, 1, 2, 3])),
-                global_batch=dp * pp * 4, seq_len=64, schedule="interleaved" if vpp > 1 else "1f1b")
+    ep = draw(st.sampled_from([1, 2]).filter(lambda e: (model.moe is not None and dp % e == 0) or e == 1))
+    plan = Plan(
+        tp=tp,
+        pp=pp,
+        vpp=vpp,
+        dp=dp,
+        ep=ep,
+        zero=draw(st.sampled_from([0, 1, 2, 3])),
+        global_batch=dp * pp * 4,
+        seq_len=64,
+        schedule="interleaved" if vpp > 1 else "1f1b",
+    )
     return name, plan
 
 

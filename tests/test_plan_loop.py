@@ -6,14 +6,17 @@ import sys
 
 
 def planner(*args: str, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    proc = subprocess.run(
+        [sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_saved_plan_drives_memory_estimate_and_launch(tmp_path):
     saved = tmp_path / "best.yaml"
-    code, _, err = planner("search", "--model", "tiny", "--gpus", "2", "--hardware", "cpu", "--global-batch", "8",
-                           "--save", str(saved))
+    code, _, err = planner(
+        "search", "--model", "tiny", "--gpus", "2", "--hardware", "cpu", "--global-batch", "8", "--save", str(saved)
+    )
     assert code == 0, err
     code, out, err = planner("estimate", "--plan", str(saved), "--json")
     assert code == 0, err

@@ -5,22 +5,26 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import make_engine, make_hw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import make_engine, make_hw
-from planner.plan import Plan
 from planner.cost.schedule import bubble_fraction, step_time
+from planner.cost.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
+from planner.plan import Plan
 from planner.specs import (
     ModelSpec,
 )
-from planner.cost.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
 
-
-
-
-GPT3 = ModelSpec(name="gpt3-175b", num_layers=96, hidden_size=12288, num_attention_heads=96,
-                 ffn_hidden_size=4 * 12288, vocab_size=51200, max_seq_len=2048)
+GPT3 = ModelSpec(
+    name="gpt3-175b",
+    num_layers=96,
+    hidden_size=12288,
+    num_attention_heads=96,
+    ffn_hidden_size=4 * 12288,
+    vocab_size=51200,
+    max_seq_len=2048,
+)
 
 
 def _slot_work(t) -> float:

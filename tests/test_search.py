@@ -8,13 +8,13 @@ import random
 
 import pytest
 import yaml
-
-from planner.io.catalog import load_hardware, load_model
 from helpers import make_engine
+
 from planner.cli import main
 from planner.cost.memory import memory_report
-from planner.plan import Plan, check_plan
 from planner.cost.schedule import step_time
+from planner.io.catalog import load_hardware, load_model
+from planner.plan import Plan, check_plan
 from planner.search.pipeline import search
 from planner.search.results import pareto_front
 from planner.search.screen import MemoryScreen
@@ -75,30 +75,60 @@ def test_pruning_finds_the_same_top_plans_as_timing_everything():
 def test_memory_screen_equals_memory_report():
     """The search's per-rank screen is memory_report's arithmetic on the ranks that can be the peak."""
     rng = random.Random(0)
-    for name, gpus, hw_name, prec in [("gpt3-175b", 64, "a100-80gb", "bf16"), ("mixtral-8x7b", 32, "h100-sxm", "fp8"),
-                                      ("llama3-70b", 48, "h100-sxm", "bf16")]:
+    for name, gpus, hw_name, prec in [
+        ("gpt3-175b", 64, "a100-80gb", "bf16"),
+        ("mixtral-8x7b", 32, "h100-sxm", "fp8"),
+        ("llama3-70b", 48, "h100-sxm", "bf16"),
+    ]:
         m, hw = load_model(name), load_hardware(hw_name)
-        space = Space(gpus=gpus, global_batch=192, seq_len=4096 if name != "gpt3-175b" else 2048, precision=prec,
-                      max_cp=2)
+        space = Space(
+            gpus=gpus, global_batch=192, seq_len=4096 if name != "gpt3-175b" else 2048, precision=prec, max_cp=2
+        )
         screen = MemoryScreen(m, hw, make_engine())
         sts = structures(m, hw, space)
         for st in rng.sample(sts, min(25, len(sts))):
             for mb in micro_batches(space, st.dp)[:2]:
                 for z, rc in [(0, "none"), (1, "selective"), (3, "full"), (2, "none")]:
-                    p = Plan(dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, zero=z,
-                             recompute=rc, micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
-                             precision=prec, schedule=st.schedule)
+                    p = Plan(
+                        dp=st.dp,
+                        tp=st.tp,
+                        pp=st.pp,
+                        vpp=st.vpp,
+                        cp=st.cp,
+                        ep=st.ep,
+                        sp=st.sp,
+                        zero=z,
+                        recompute=rc,
+                        micro_batch=mb,
+                        global_batch=space.global_batch,
+                        seq_len=space.seq_len,
+                        precision=prec,
+                        schedule=st.schedule,
+                    )
                     if check_plan(m, p, gpus):
                         continue
                     report = memory_report(m, hw, p, GENERIC)
-                    got, rank = screen.peak(p)
+                    got, _rank = screen.peak(p)
                     assert got == pytest.approx(report.total_bytes, rel=1e-12)
 
 
 def test_fixed_tp_and_lists():
     m, hw = load_model("llama3-8b"), load_hardware("h100-sxm")
-    res = search(m, hw, Space(gpus=16, global_batch=256, seq_len=8192, tp=4, zero=(1, 3),
-                              recompute=("selective", "full"), micro_batches=(1, 2)), GENERIC, top=50)
+    res = search(
+        m,
+        hw,
+        Space(
+            gpus=16,
+            global_batch=256,
+            seq_len=8192,
+            tp=4,
+            zero=(1, 3),
+            recompute=("selective", "full"),
+            micro_batches=(1, 2),
+        ),
+        GENERIC,
+        top=50,
+    )
     assert res.top and all(r.plan.tp == 4 for r in res.top)
     assert {r.plan.zero for r in res.top} <= {1, 3} and {r.plan.micro_batch for r in res.top} <= {1, 2}
     assert all(r.plan.recompute != "none" for r in res.top)
@@ -149,8 +179,22 @@ def test_cli_json_shape(capsys):
 
 def test_cli_table_save_round_trip(capsys, tmp_path):
     path = tmp_path / "best.yaml"
-    code, out, err = cli(capsys, "search", "--model", "llama3-8b", "--gpus", "16", "--max-pp", "2", "--top", "3",
-                         "--save", str(path), "--explain", "tp=16")
+    code, out, err = cli(
+        capsys,
+        "search",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "16",
+        "--max-pp",
+        "2",
+        "--top",
+        "3",
+        "--save",
+        str(path),
+        "--explain",
+        "tp=16",
+    )
     assert code == 0, err
     for word in ("h100-sxm", "evaluated", "valid", "rejected", "tokens/s", "MFU", "best:", "why not tp=16"):
         assert word in out
@@ -168,18 +212,37 @@ def test_cli_nothing_fits(capsys):
 
 
 def test_cli_goodput_objective(capsys):
-    code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--objective", "goodput",
-                         "--mtbf-hours", "5000", "--json", "--top", "2")
+    code, out, err = cli(
+        capsys,
+        "search",
+        "--model",
+        "gpt3-1.3b",
+        "--gpus",
+        "8",
+        "--objective",
+        "goodput",
+        "--mtbf-hours",
+        "5000",
+        "--json",
+        "--top",
+        "2",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert 0 < doc["plans"][0]["goodput"] <= 1
 
 
-@pytest.mark.parametrize("args", [
-    ("--gpus", "0"), ("--gpus", "8", "--zero", "7"), ("--gpus", "8", "--objective", "speed"),
-    ("--gpus", "8", "--recompute", "some"), ("--gpus", "8", "--micro-batches", "a,b"),
-    ("--gpus", "8", "--explain", "tpx16"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--gpus", "0"),
+        ("--gpus", "8", "--zero", "7"),
+        ("--gpus", "8", "--objective", "speed"),
+        ("--gpus", "8", "--recompute", "some"),
+        ("--gpus", "8", "--micro-batches", "a,b"),
+        ("--gpus", "8", "--explain", "tpx16"),
+    ],
+)
 def test_cli_bad_input_is_one_line_exit_2(capsys, args):
     code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", *args)
     assert code == 2 and out == ""
@@ -189,6 +252,6 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, args):
 def test_cli_plot_needs_matplotlib_or_draws(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "p.svg"
-    code, out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--plot", str(path), "--top", "2")
+    code, _out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--plot", str(path), "--top", "2")
     assert code == 0, err
     assert path.read_text().lstrip().startswith("<?xml")

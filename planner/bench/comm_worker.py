@@ -34,7 +34,7 @@ def main(out: str, sizes: list[int], budget_s: float) -> None:
         if cuda:
             torch.cuda.synchronize()
 
-    def op_for(kind: str, nbytes: int):  # noqa: ANN202
+    def op_for(kind: str, nbytes: int):
         numel = max(world, nbytes // 4 // world * world)
         if kind == "all_reduce":
             x = torch.ones(numel, device=device)
@@ -56,7 +56,7 @@ def main(out: str, sizes: list[int], budget_s: float) -> None:
             return (lambda: dist.send(x, peer)), x.numel() * 4
         return (lambda: dist.recv(x, peer)), x.numel() * 4
 
-    def timed(fn, reps: int) -> float:  # noqa: ANN001
+    def timed(fn, reps: int) -> float:
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -94,8 +94,13 @@ def main(out: str, sizes: list[int], budget_s: float) -> None:
                 print(f"PROGRESS {i} {total} {kind} {actual} B", flush=True)
     rss_max = agree_max(rss)
     if rank == 0:
-        doc = {"world_size": world, "backend": backend, "device": device.type, "rows": rows,
-               "worker_rss_after_init_bytes": rss_max}
+        doc = {
+            "world_size": world,
+            "backend": backend,
+            "device": device.type,
+            "rows": rows,
+            "worker_rss_after_init_bytes": rss_max,
+        }
         tmp = out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f)

@@ -56,20 +56,24 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
         lines.append("# CPU FIGURES: measured on a CPU with gloo; do not read them as any GPU's numbers.")
     lines += [
         f"name: {name}",
-        f"description: \"bench-hardware {stamp} on {res['host']}: {what}\"",
+        f'description: "bench-hardware {stamp} on {res["host"]}: {what}"',
         "gpu:",
-        f"  name: \"{res['device_name']}\"",
+        f'  name: "{res["device_name"]}"',
         f"  hbm_bytes: {_num(res['hbm_bytes'])}   # {res['hbm_note']}, bench-hardware {stamp}",
         f"  hbm_bandwidth_bytes_per_s: {_num(res['memory']['bytes_per_s'])}   {m} (tensor copy, read+write bytes)",
         "  peak_flops:",
     ]
     for p in ("fp32", "bf16", "fp16"):
         lines.append(f"    {p}: {_num(peak[p])}   {m} (best GEMM rate)")
-    lines.append(f"    fp8: {_num(peak['fp8'])}   # set to the fp16 figure measured by bench-hardware {stamp} "
-                 "(no FP8 GEMM here)" if cpu else f"    fp8: {_num(peak['fp8'])}   {m}")
+    lines.append(
+        f"    fp8: {_num(peak['fp8'])}   # set to the fp16 figure measured by bench-hardware {stamp} (no FP8 GEMM here)"
+        if cpu
+        else f"    fp8: {_num(peak['fp8'])}   {m}"
+    )
     lines += [
         f"gpus_per_node: {res['gpus_per_node']}   # bench-hardware {stamp}: {res['gpus_per_node_note']}",
-        "intra_node:   # all-reduce alpha-beta fit over " + f"{res['comm']['world_size']} {res['comm']['backend']} ranks",
+        "intra_node:   # all-reduce alpha-beta fit over "
+        + f"{res['comm']['world_size']} {res['comm']['backend']} ranks",
         f"  bandwidth_bytes_per_s: {_num(ar['bandwidth_bytes_per_s'])}   {m}",
         f"  latency_s: {_num(ar['latency_s'])}   {m}",
         "inter_node:   # one host: the same as intra_node (no inter-node link was measured)",
@@ -85,7 +89,7 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
         f"  intra_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
         f"  inter_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
         f"  step_overhead_s: 0.0   # bench-hardware {stamp}: not measured; `planner calibrate` fits it",
-        f"  fitted: \"bench-hardware {stamp}\"",
+        f'  fitted: "bench-hardware {stamp}"',
         "reserved:",
         f"  cuda_context_bytes: {_num(res['rss_bytes'])}   {m} (worker RSS after init_process_group)",
         f"  comm_workspace_bytes: 5.0e7   # assumed by bench-hardware {stamp}, not measured",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 # GEMM sizes by FLOPs of one GEMM (2mnk); square-ish shapes like the ones plans produce.
 FLOPS_FULL = (1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9, 3e9, 1e10)
@@ -22,6 +24,7 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
     import torch
 
     if device == "cuda":
+
         def cuda_time(fn: Callable[[], Any], reps: int) -> float:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -30,6 +33,7 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
             end.record()
             torch.cuda.synchronize()
             return start.elapsed_time(end) / 1e3 / reps
+
         return cuda_time
 
     def cpu_time(fn: Callable[[], Any], reps: int) -> float:
@@ -37,6 +41,7 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
         for _ in range(reps):
             fn()
         return (time.perf_counter() - t0) / reps
+
     return cpu_time
 
 
@@ -55,17 +60,26 @@ def matmul_sweep(device: str, quick: bool, tick: Callable[[str], None]) -> list[
     timer = _timer(device)
     rows = []
     for prec in PRECISIONS:
-        sizes = FLOPS_QUICK if quick else FLOPS_FULL
+        sizes: tuple[float, ...] = FLOPS_QUICK if quick else FLOPS_FULL
         if prec == "fp16" and device == "cpu":
             sizes = (1e6, 1e8)  # often emulated on CPUs (slow): two points suffice for its peak
         for f in sizes:
             m, n, k = _shape(f)
             a = torch.randn(m, k, device=device, dtype=dtypes[prec])
             b = torch.randn(k, n, device=device, dtype=dtypes[prec])
-            t = _best(lambda: torch.mm(a, b), timer, 0.25 if quick else 0.6)
+            t = _best(partial(torch.mm, a, b), timer, 0.25 if quick else 0.6)
             flops = 2.0 * m * n * k
-            rows.append({"precision": prec, "m": m, "n": n, "k": k, "flops": flops, "time_s": t,
-                         "achieved_flops_per_s": flops / t})
+            rows.append(
+                {
+                    "precision": prec,
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "flops": flops,
+                    "time_s": t,
+                    "achieved_flops_per_s": flops / t,
+                }
+            )
             tick(f"matmul {prec} {m}x{n}x{k}")
     return rows
 

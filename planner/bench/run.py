@@ -3,6 +3,7 @@ torchrun (torch is imported inside the functions)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -26,18 +27,27 @@ def _comm(nproc: int, quick: bool, progress: Any, task: Any, timeout_s: float) -
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "comm.json")
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               "-m", "planner.bench.comm_worker", out, ",".join(map(str, sizes)), "0.1" if quick else "0.4"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            "-m",
+            "planner.bench.comm_worker",
+            out,
+            ",".join(map(str, sizes)),
+            "0.1" if quick else "0.4",
+        ]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        )
         killed = threading.Event()
 
         def kill() -> None:
             killed.set()
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
         timer = threading.Timer(timeout_s, kill)
         timer.start()
@@ -72,13 +82,29 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
     torch.set_num_threads(1)  # one rank = one process with one thread, as `planner launch` runs it on CPU
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
-    device_name = torch.cuda.get_device_name(0) if cuda else f"{platform.processor() or platform.machine()} CPU (1 thread)"
-    res: dict[str, Any] = {"device": device, "device_name": device_name, "host": socket.gethostname(),
-                           "torch": torch.__version__, "quick": quick}
-    n_mm = (len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL)) * 2 + (2 if not cuda else 0) + (
-        0 if not cuda else len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL))
-    with Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
+    device_name = (
+        torch.cuda.get_device_name(0) if cuda else f"{platform.processor() or platform.machine()} CPU (1 thread)"
+    )
+    res: dict[str, Any] = {
+        "device": device,
+        "device_name": device_name,
+        "host": socket.gethostname(),
+        "torch": torch.__version__,
+        "quick": quick,
+    }
+    n_mm = (
+        (len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL)) * 2
+        + (2 if not cuda else 0)
+        + (0 if not cuda else len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL))
+    )
+    with Progress(
+        TextColumn("{task.description:<40}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         t_mm = progress.add_task("matmul sweep", total=n_mm)
         res["matmul"] = measure.matmul_sweep(device, quick, lambda s: progress.update(t_mm, advance=1, description=s))
         t_mem = progress.add_task("memory bandwidth", total=2)
@@ -88,7 +114,10 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
         progress.update(t_mem, advance=1, description="memory, disk done")
         t_c = progress.add_task("collectives (torchrun)", total=len(KINDS) * len(SIZES_QUICK if quick else SIZES_FULL))
         res["comm"] = _comm(nproc, quick, progress, t_c, timeout_s=180 if quick else 540)
-    peak = {p: max(r["achieved_flops_per_s"] for r in res["matmul"] if r["precision"] == p) for p in ("fp32", "bf16", "fp16")}
+    peak = {
+        p: max(r["achieved_flops_per_s"] for r in res["matmul"] if r["precision"] == p)
+        for p in ("fp32", "bf16", "fp16")
+    }
     peak["fp8"] = peak["fp16"]
     res["peak_flops"] = peak
     res["curve_precision"] = "bf16"  # `planner launch` plans default to bf16

@@ -43,11 +43,18 @@ def bench_hardware(
     p, ar = res["peak_flops"], res["fits"]["all_reduce"]
     if res["device"] == "cpu":
         typer.echo("NOTE: these are CPU figures (one process per rank, 1 thread, gloo), not GPU figures.")
-    typer.echo(f"matmul peak (best measured): fp32 {p['fp32'] / 1e9:.1f} GFLOP/s, bf16 {p['bf16'] / 1e9:.1f} GFLOP/s, "
-               f"fp16 {p['fp16'] / 1e9:.1f} GFLOP/s")
+    typer.echo(
+        f"matmul peak (best measured): fp32 {p['fp32'] / 1e9:.1f} GFLOP/s, bf16 {p['bf16'] / 1e9:.1f} GFLOP/s, "
+        f"fp16 {p['fp16'] / 1e9:.1f} GFLOP/s"
+    )
     typer.echo(f"memory bandwidth (copy): {res['memory']['bytes_per_s'] / 1e9:.2f} GB/s")
     for k, f in res["fits"].items():
-        typer.echo(f"{k:<15} latency {f['latency_s'] * 1e6:8.1f} us/hop   bandwidth {f['bandwidth_bytes_per_s'] / 1e9:6.2f} GB/s")
-    typer.echo(f"intra_node = inter_node = all-reduce fit ({ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
-               f"{ar['latency_s'] * 1e6:.1f} us): one host, no inter-node link measured")
+        typer.echo(
+            f"{k:<15} latency {f['latency_s'] * 1e6:8.1f} us/hop   "
+            f"bandwidth {f['bandwidth_bytes_per_s'] / 1e9:6.2f} GB/s"
+        )
+    typer.echo(
+        f"intra_node = inter_node = all-reduce fit ({ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
+        f"{ar['latency_s'] * 1e6:.1f} us): one host, no inter-node link measured"
+    )
     typer.echo(f"wrote {out}")

@@ -9,8 +9,9 @@ from planner.render.console import emit_json, out
 
 models_app = typer.Typer(help="The model catalog (model_specs/).", invoke_without_command=True)
 hardware_app = typer.Typer(help="The hardware catalog (hardware_profiles/).", invoke_without_command=True)
-engines_app = typer.Typer(help="The engine catalog (engine_profiles/): the training stacks a plan can run on.",
-                          invoke_without_command=True)
+engines_app = typer.Typer(
+    help="The engine catalog (engine_profiles/): the training stacks a plan can run on.", invoke_without_command=True
+)
 
 
 @models_app.callback()

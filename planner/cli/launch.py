@@ -9,8 +9,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from planner.cli.options import (CpOpt, DpOpt, EpOpt, GlobalBatchOpt, MicroBatchOpt, PpOpt, PrecisionOpt,
-                                 RecomputeOpt, ScheduleOpt, SeqLenOpt, SpOpt, TpOpt, VppOpt, ZeroOpt)
+from planner.cli.options import (
+    CpOpt,
+    DpOpt,
+    EpOpt,
+    GlobalBatchOpt,
+    MicroBatchOpt,
+    PpOpt,
+    PrecisionOpt,
+    RecomputeOpt,
+    ScheduleOpt,
+    SeqLenOpt,
+    SpOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+)
 from planner.cli.resolve import PLAN_FLAGS, resolve
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
@@ -26,10 +40,14 @@ Opt = typer.Option
 
 def launch(
     model: Annotated[Optional[str], Opt(help="catalog name or model YAML path (default: the --plan file's)")] = None,
-    hardware: Annotated[Optional[str], Opt(
-        help="hardware profile that prices the run (default: the --plan file's, else cpu without CUDA)")] = None,
-    engine: Annotated[Optional[str], Opt(
-        help="engine profile the worker runs and is priced with (default: planner, this project's worker)")] = None,
+    hardware: Annotated[
+        Optional[str],
+        Opt(help="hardware profile that prices the run (default: the --plan file's, else cpu without CUDA)"),
+    ] = None,
+    engine: Annotated[
+        Optional[str],
+        Opt(help="engine profile the worker runs and is priced with (default: planner, this project's worker)"),
+    ] = None,
     plan: Annotated[Optional[Path], Opt("--plan", help="YAML mapping of Plan fields; flags override it")] = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
@@ -69,22 +87,45 @@ def launch(
 
     saved = read_plan_file(str(plan)) if plan is not None else None  # what `planner search --save` wrote
     env = probe_environment() if emit is None else None
-    hw_name = hardware or (saved.hardware if saved else None) or (
-        default_hardware(env) if env is not None else DEFAULT_HARDWARE)
+    hw_name = (
+        hardware
+        or (saved.hardware if saved else None)
+        or (default_hardware(env) if env is not None else DEFAULT_HARDWARE)
+    )
     flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS}
-    r = resolve(model=model, hardware=hw_name, engine=engine, gpus=None, plan_file=str(plan) if plan else None,
-                flags=flags, overrides={}, check=False, default_engine=WORKER_ENGINE)
+    r = resolve(
+        model=model,
+        hardware=hw_name,
+        engine=engine,
+        gpus=None,
+        plan_file=str(plan) if plan else None,
+        flags=flags,
+        overrides={},
+        check=False,
+        default_engine=WORKER_ENGINE,
+    )
     the_plan = r.plan
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=the_plan.tp) if (layers or hidden) else r.model
     if nnodes < 1 or the_plan.gpus % nnodes:
         raise PlannerError(f"plan gpus={the_plan.gpus} must be divisible by --nnodes {nnodes}")
     per_node = nproc or the_plan.gpus // nnodes
     model_ref = str(Path(r.model_ref).resolve()) if Path(r.model_ref).exists() else r.model_ref
-    cfg = RunConfig(model=model_ref, plan=the_plan, steps=steps, warmup=warmup, seed=seed, layers=layers,
-                    hidden=hidden, hardware=r.hardware.name, engine=engine or WORKER_ENGINE,
-                    checkpoint_dir=str(checkpoint_dir.resolve()) if checkpoint_dir else None,
-                    checkpoint_every=checkpoint_every, resume=resume, profile_out=str(profile_out.resolve()),
-                    timeout_s=timeout_s)
+    cfg = RunConfig(
+        model=model_ref,
+        plan=the_plan,
+        steps=steps,
+        warmup=warmup,
+        seed=seed,
+        layers=layers,
+        hidden=hidden,
+        hardware=r.hardware.name,
+        engine=engine or WORKER_ENGINE,
+        checkpoint_dir=str(checkpoint_dir.resolve()) if checkpoint_dir else None,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        profile_out=str(profile_out.resolve()),
+        timeout_s=timeout_s,
+    )
     if emit is not None:
         if out is None:
             raise PlannerError("--emit needs --out DIR")
@@ -93,8 +134,16 @@ def launch(
         return
     assert env is not None
     pred = predicted(rehearsal, r.hardware, the_plan, r.engine)
-    report = dry_run(cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes,
-                     max_restarts=max_restarts, peak_bytes=pred["peak_bytes"])
+    report = dry_run(
+        cfg,
+        rehearsal,
+        r.engine,
+        env,
+        nproc_per_node=per_node,
+        nnodes=nnodes,
+        max_restarts=max_restarts,
+        peak_bytes=pred["peak_bytes"],
+    )
     failures = report.preflight.failures(force=force)
     if dry_run_:
         typer.echo(json.dumps(report.to_dict(), indent=2) if json_ else render_dry_run(report))

@@ -10,8 +10,10 @@ from typing import Annotated, Optional
 import typer
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="catalog name, model YAML, or HF config.json")]
-HardwareOpt = Annotated[Optional[str], typer.Option(
-    "--hardware", help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)")]
+HardwareOpt = Annotated[
+    Optional[str],
+    typer.Option("--hardware", help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)"),
+]
 GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; derives the degree left out (dp)")]
 TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="tensor-parallel degree")]
 PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, help="pipeline-parallel degree")]
@@ -29,11 +31,20 @@ PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help="fp32 |
 ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
 PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", help="a saved plan (search --save)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
-EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
-                     "default: generic, or the --plan file's)")]
-OptimizerOpt = Annotated[Optional[str], typer.Option(
-    "--optimizer", help="adamw | adam | sgd (default: the engine's)")]
-SelectivePolicyOpt = Annotated[Optional[str], typer.Option(
-    "--selective-policy", help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron) (default: the engine's)")]
+EngineOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
+        "default: generic, or the --plan file's)",
+    ),
+]
+OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd (default: the engine's)")]
+SelectivePolicyOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--selective-policy",
+        help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron) (default: the engine's)",
+    ),
+]
 NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]

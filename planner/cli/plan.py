@@ -6,10 +6,31 @@ from typing import Annotated, Optional
 
 import typer
 
-from planner.cli.options import (CpOpt, DpOpt, EngineOpt, EpOpt, GlobalBatchOpt, GpusOpt, HardwareOpt, JsonOpt,
-                                 MicroBatchOpt, ModelOpt, NoFlashOpt, OptimizerOpt, PlanFileOpt, PpOpt, PrecisionOpt,
-                                 RecomputeOpt, ScheduleOpt, SelectivePolicyOpt, SeqLenOpt, SpOpt, TpOpt, VppOpt,
-                                 ZeroOpt)
+from planner.cli.options import (
+    CpOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    GlobalBatchOpt,
+    GpusOpt,
+    HardwareOpt,
+    JsonOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    NoFlashOpt,
+    OptimizerOpt,
+    PlanFileOpt,
+    PpOpt,
+    PrecisionOpt,
+    RecomputeOpt,
+    ScheduleOpt,
+    SelectivePolicyOpt,
+    SeqLenOpt,
+    SpOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+)
 from planner.cli.resolve import resolve_options
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
@@ -17,13 +38,27 @@ from planner.render.console import emit_json, out
 
 def memory(
     model: ModelOpt = None,  # type: ignore[assignment]
-    hardware: HardwareOpt = None, engine: EngineOpt = None,
-    gpus: GpusOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None,
-    ep: EpOpt = None, vpp: VppOpt = None, sp: SpOpt = None, zero: ZeroOpt = None,
-    recompute: RecomputeOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
-    seq_len: SeqLenOpt = None, precision: PrecisionOpt = None, schedule: ScheduleOpt = None,
+    hardware: HardwareOpt = None,
+    engine: EngineOpt = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    dp: DpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    sp: SpOpt = None,
+    zero: ZeroOpt = None,
+    recompute: RecomputeOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    precision: PrecisionOpt = None,
+    schedule: ScheduleOpt = None,
     plan: PlanFileOpt = None,
-    optimizer: OptimizerOpt = None, selective_policy: SelectivePolicyOpt = None, no_flash: NoFlashOpt = False,
+    optimizer: OptimizerOpt = None,
+    selective_policy: SelectivePolicyOpt = None,
+    no_flash: NoFlashOpt = False,
     per_stage: Annotated[bool, typer.Option("--per-stage", help="a row per pipeline stage")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -41,21 +76,41 @@ def memory(
 
 def estimate(
     model: ModelOpt = None,  # type: ignore[assignment]
-    hardware: HardwareOpt = None, engine: EngineOpt = None,
-    gpus: GpusOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None,
-    ep: EpOpt = None, vpp: VppOpt = None, sp: SpOpt = None, zero: ZeroOpt = None,
-    recompute: RecomputeOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
-    seq_len: SeqLenOpt = None, precision: PrecisionOpt = None, schedule: ScheduleOpt = None,
+    hardware: HardwareOpt = None,
+    engine: EngineOpt = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    dp: DpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    sp: SpOpt = None,
+    zero: ZeroOpt = None,
+    recompute: RecomputeOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    precision: PrecisionOpt = None,
+    schedule: ScheduleOpt = None,
     plan: PlanFileOpt = None,
-    optimizer: OptimizerOpt = None, selective_policy: SelectivePolicyOpt = None, no_flash: NoFlashOpt = False,
-    tokens: Annotated[Optional[float], typer.Option("--tokens", min=1, help="tokens to train: time and GPU-hours")] = None,
-    mtbf_hours: Annotated[Optional[float], typer.Option(
-        "--mtbf-hours", min=0.001, help="mean time between failures, hours")] = None,
+    optimizer: OptimizerOpt = None,
+    selective_policy: SelectivePolicyOpt = None,
+    no_flash: NoFlashOpt = False,
+    tokens: Annotated[
+        Optional[float], typer.Option("--tokens", min=1, help="tokens to train: time and GPU-hours")
+    ] = None,
+    mtbf_hours: Annotated[
+        Optional[float], typer.Option("--mtbf-hours", min=0.001, help="mean time between failures, hours")
+    ] = None,
     mtbf_per: Annotated[str, typer.Option("--mtbf-per", help="the MTBF is per gpu or per node")] = "gpu",
-    checkpoint_bandwidth: Annotated[Optional[float], typer.Option(
-        "--checkpoint-bandwidth", min=1, help="aggregate checkpoint write bandwidth, bytes/s")] = None,
-    timeline: Annotated[Optional[str], typer.Option(
-        "--timeline", help="draw one step's pipeline schedule (.svg/.png)")] = None,
+    checkpoint_bandwidth: Annotated[
+        Optional[float],
+        typer.Option("--checkpoint-bandwidth", min=1, help="aggregate checkpoint write bandwidth, bytes/s"),
+    ] = None,
+    timeline: Annotated[
+        Optional[str], typer.Option("--timeline", help="draw one step's pipeline schedule (.svg/.png)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
@@ -65,8 +120,16 @@ def estimate(
     if mtbf_per not in ("gpu", "node"):
         raise PlannerError(f"--mtbf-per {mtbf_per!r} is not valid; choose one of gpu, node")
     r = resolve_options(locals())
-    est = run_estimate(r.model, r.hardware, r.plan, r.engine, tokens=tokens, mtbf_hours=mtbf_hours,
-                       mtbf_per=mtbf_per, checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth)
+    est = run_estimate(
+        r.model,
+        r.hardware,
+        r.plan,
+        r.engine,
+        tokens=tokens,
+        mtbf_hours=mtbf_hours,
+        mtbf_per=mtbf_per,
+        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth,
+    )
     if timeline:
         from planner.render.timeline import draw_timeline
 

@@ -21,8 +21,22 @@ from planner.io.planfile import PlanFile, build_plan, read_plan_file
 from planner.plan import Plan
 from planner.specs import HardwareProfile, ModelSpec
 
-PLAN_FLAGS = ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "zero", "recompute", "micro_batch", "global_batch",
-              "seq_len", "precision", "schedule")
+PLAN_FLAGS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "vpp",
+    "sp",
+    "zero",
+    "recompute",
+    "micro_batch",
+    "global_batch",
+    "seq_len",
+    "precision",
+    "schedule",
+)
 CHOICES = {
     "recompute": ("none", "selective", "full"),
     "precision": ("fp32", "bf16", "fp16", "fp8"),
@@ -52,8 +66,9 @@ def choice(flag: str, value: str | None) -> str | None:
     return value
 
 
-def resolve_engine(name: str | None, overrides: dict[str, Any], doc: PlanFile | None = None, *,
-                   default: str = DEFAULT_ENGINE) -> Engine:
+def resolve_engine(
+    name: str | None, overrides: dict[str, Any], doc: PlanFile | None = None, *, default: str = DEFAULT_ENGINE
+) -> Engine:
     """The engine profile (flag, else the plan file's, else the default) with per-run overrides: the plan
     file's training block first, then the command line's."""
     engine = load_engine(name or (doc.engine if doc else None) or default)
@@ -61,15 +76,27 @@ def resolve_engine(name: str | None, overrides: dict[str, Any], doc: PlanFile | 
         given = {k: v for k, v in source.items() if v is not None}
         for k in ("optimizer", "selective_policy"):
             choice(k, given.get(k))
-        engine = engine.configured(attention=given.get("attention"), tp_overlap=given.get("tp_overlap"),
-                                   optimizer=given.get("optimizer"),
-                                   selective_recompute=given.get("selective_policy"))
+        engine = engine.configured(
+            attention=given.get("attention"),
+            tp_overlap=given.get("tp_overlap"),
+            optimizer=given.get("optimizer"),
+            selective_recompute=given.get("selective_policy"),
+        )
     return engine
 
 
-def resolve(*, model: str | None, hardware: str | None, engine: str | None, gpus: int | None,
-            plan_file: str | None, flags: dict[str, Any], overrides: dict[str, Any], check: bool = True,
-            default_engine: str = DEFAULT_ENGINE) -> Resolved:
+def resolve(
+    *,
+    model: str | None,
+    hardware: str | None,
+    engine: str | None,
+    gpus: int | None,
+    plan_file: str | None,
+    flags: dict[str, Any],
+    overrides: dict[str, Any],
+    check: bool = True,
+    default_engine: str = DEFAULT_ENGINE,
+) -> Resolved:
     """Model, hardware, engine and a plan from options and/or a plan file (flags win), checked against the
     model's and the engine's rules unless `check` is off (launch's pre-flight reports them instead)."""
     for k in ("recompute", "precision", "schedule"):
@@ -77,8 +104,9 @@ def resolve(*, model: str | None, hardware: str | None, engine: str | None, gpus
     doc = read_plan_file(plan_file) if plan_file else None
     model_ref = model or (doc.model if doc else None)
     if model_ref is None:
-        raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`) or a --plan file "
-                           "with a model")
+        raise PlannerError(
+            "no model given: pass --model NAME|PATH (see `planner models`) or a --plan file with a model"
+        )
     spec = load_model(model_ref)
     hw = load_hardware(hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE)
     eng = resolve_engine(engine, overrides, doc, default=default_engine)
@@ -91,12 +119,21 @@ def resolve(*, model: str | None, hardware: str | None, engine: str | None, gpus
 
 def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
     """The per-run engine settings a command's options give (None: the engine's own)."""
-    return {"optimizer": opts.get("optimizer"), "selective_policy": opts.get("selective_policy"),
-            "attention": "softmax" if opts.get("no_flash") else None}
+    return {
+        "optimizer": opts.get("optimizer"),
+        "selective_policy": opts.get("selective_policy"),
+        "attention": "softmax" if opts.get("no_flash") else None,
+    }
 
 
 def resolve_options(opts: dict[str, Any]) -> Resolved:
     """`resolve` from a command's common options (its locals())."""
-    return resolve(model=opts["model"], hardware=opts["hardware"], engine=opts.get("engine"), gpus=opts["gpus"],
-                   plan_file=opts["plan"], flags={k: opts[k] for k in PLAN_FLAGS},
-                   overrides=engine_overrides(opts))
+    return resolve(
+        model=opts["model"],
+        hardware=opts["hardware"],
+        engine=opts.get("engine"),
+        gpus=opts["gpus"],
+        plan_file=opts["plan"],
+        flags={k: opts[k] for k in PLAN_FLAGS},
+        overrides=engine_overrides(opts),
+    )

@@ -7,42 +7,76 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TypeVar, cast
 
 import typer
 
-from planner.cli.options import (CpOpt, DpOpt, EngineOpt, EpOpt, GlobalBatchOpt, GpusOpt, HardwareOpt, JsonOpt,
-                                 MicroBatchOpt, ModelOpt, NoFlashOpt, OptimizerOpt, PpOpt, PrecisionOpt,
-                                 SelectivePolicyOpt, SeqLenOpt, SpOpt, TpOpt, VppOpt)
+from planner.cli.options import (
+    CpOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    GlobalBatchOpt,
+    GpusOpt,
+    HardwareOpt,
+    JsonOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    NoFlashOpt,
+    OptimizerOpt,
+    PpOpt,
+    PrecisionOpt,
+    SelectivePolicyOpt,
+    SeqLenOpt,
+    SpOpt,
+    TpOpt,
+    VppOpt,
+)
 from planner.cli.resolve import choice, engine_overrides, resolve_engine
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
+from planner.specs import Precision
+
+T = TypeVar("T")
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
-RecomputeListOpt = Annotated[Optional[str], typer.Option(
-    "--recompute", help="recompute levels to search, comma list: none,selective,full")]
-ScheduleListOpt = Annotated[Optional[str], typer.Option(
-    "--schedule", help="schedules to search, comma list: 1f1b,interleaved (gpipe only when named)")]
-MicroBatchesOpt = Annotated[Optional[str], typer.Option(
-    "--micro-batches", help="micro-batch sizes to search, comma list (default: powers of 2 up to 16)")]
+RecomputeListOpt = Annotated[
+    Optional[str], typer.Option("--recompute", help="recompute levels to search, comma list: none,selective,full")
+]
+ScheduleListOpt = Annotated[
+    Optional[str],
+    typer.Option("--schedule", help="schedules to search, comma list: 1f1b,interleaved (gpipe only when named)"),
+]
+MicroBatchesOpt = Annotated[
+    Optional[str],
+    typer.Option("--micro-batches", help="micro-batch sizes to search, comma list (default: powers of 2 up to 16)"),
+]
 MaxTpOpt = Annotated[Optional[int], typer.Option("--max-tp", min=1, help="largest tp (default 2 nodes' GPUs)")]
 MaxPpOpt = Annotated[Optional[int], typer.Option("--max-pp", min=1, help="largest pp (default num_layers)")]
-MaxCpOpt = Annotated[Optional[int], typer.Option(
-    "--max-cp", min=1, help="largest cp (default 1, or 16 when seq_len >= 32768)")]
+MaxCpOpt = Annotated[
+    Optional[int], typer.Option("--max-cp", min=1, help="largest cp (default 1, or 16 when seq_len >= 32768)")
+]
 MaxEpOpt = Annotated[Optional[int], typer.Option("--max-ep", min=1, help="largest ep (MoE models)")]
 MaxVppOpt = Annotated[int, typer.Option("--max-vpp", min=1, help="largest vpp for the interleaved schedule")]
 ObjectiveOpt = Annotated[str, typer.Option("--objective", help="throughput | memory | goodput")]
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="how many plans to show")]
 SaveOpt = Annotated[Optional[str], typer.Option("--save", help="write the best plan to FILE.yaml")]
-PlotOpt = Annotated[Optional[str], typer.Option(
-    "--plot", help="FILE.svg|png: throughput vs memory of every valid plan (needs planner[plot])")]
-ExplainOpt = Annotated[Optional[str], typer.Option("--explain", "--why", help="FIELD=VALUE, e.g. tp=16: why such plans lost")]
+PlotOpt = Annotated[
+    Optional[str],
+    typer.Option("--plot", help="FILE.svg|png: throughput vs memory of every valid plan (needs planner[plot])"),
+]
+ExplainOpt = Annotated[
+    Optional[str], typer.Option("--explain", "--why", help="FIELD=VALUE, e.g. tp=16: why such plans lost")
+]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
 MtbfOpt = Annotated[Optional[float], typer.Option("--mtbf-hours", min=0.0, help="mean time between failures, hours")]
 MtbfPerOpt = Annotated[str, typer.Option("--mtbf-per", help="gpu | node: what --mtbf-hours is per")]
-CkptBwOpt = Annotated[Optional[float], typer.Option(
-    "--checkpoint-bandwidth", min=0.0, help="checkpoint write bandwidth, bytes/s (default: profile x nodes)")]
-
+CkptBwOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--checkpoint-bandwidth", min=0.0, help="checkpoint write bandwidth, bytes/s (default: profile x nodes)"
+    ),
+]
 
 
 def _ints(name: str, text: str | None) -> tuple[int, ...] | None:
@@ -54,8 +88,15 @@ def _ints(name: str, text: str | None) -> tuple[int, ...] | None:
         raise PlannerError(f"--{name} {text!r}: expected integers separated by commas, e.g. 1,2,4") from None
 
 
-def _words(text: str | None) -> tuple[str, ...] | None:
-    return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
+def _choices(flag: str, text: str | None, valid: tuple[T, ...]) -> tuple[T, ...] | None:
+    """A comma list of some of `valid`, or None when the option was not given."""
+    if text is None:
+        return None
+    words = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [w for w in words if w not in valid]
+    if bad or not words:
+        raise PlannerError(f"--{flag} {text!r} is not valid; choose from {', '.join(map(str, valid))} (comma list)")
+    return tuple(cast(T, w) for w in words)
 
 
 def _check_plot(plot: str) -> None:
@@ -69,18 +110,41 @@ def _check_plot(plot: str) -> None:
 
 def search(
     model: ModelOpt = None,  # type: ignore[assignment]
-    hardware: HardwareOpt = None, engine: EngineOpt = None,
-    gpus: GpusOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None,
-    ep: EpOpt = None, vpp: VppOpt = None, sp: SpOpt = None, zero: ZeroListOpt = None,
-    recompute: RecomputeListOpt = None, micro_batch: MicroBatchOpt = None, micro_batches: MicroBatchesOpt = None,
-    global_batch: GlobalBatchOpt = None, seq_len: SeqLenOpt = None, precision: PrecisionOpt = None,
+    hardware: HardwareOpt = None,
+    engine: EngineOpt = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    dp: DpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    sp: SpOpt = None,
+    zero: ZeroListOpt = None,
+    recompute: RecomputeListOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    micro_batches: MicroBatchesOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    precision: PrecisionOpt = None,
     schedule: ScheduleListOpt = None,
-    max_tp: MaxTpOpt = None, max_pp: MaxPpOpt = None, max_cp: MaxCpOpt = None, max_ep: MaxEpOpt = None,
+    max_tp: MaxTpOpt = None,
+    max_pp: MaxPpOpt = None,
+    max_cp: MaxCpOpt = None,
+    max_ep: MaxEpOpt = None,
     max_vpp: MaxVppOpt = 4,
-    objective: ObjectiveOpt = "throughput", top: TopOpt = 10,
-    mtbf_hours: MtbfOpt = None, mtbf_per: MtbfPerOpt = "gpu", checkpoint_bandwidth: CkptBwOpt = None,
-    optimizer: OptimizerOpt = None, selective_policy: SelectivePolicyOpt = None, no_flash: NoFlashOpt = False,
-    save: SaveOpt = None, plot: PlotOpt = None, explain: ExplainOpt = None, exhaustive: ExhaustiveOpt = False,
+    objective: ObjectiveOpt = "throughput",
+    top: TopOpt = 10,
+    mtbf_hours: MtbfOpt = None,
+    mtbf_per: MtbfPerOpt = "gpu",
+    checkpoint_bandwidth: CkptBwOpt = None,
+    optimizer: OptimizerOpt = None,
+    selective_policy: SelectivePolicyOpt = None,
+    no_flash: NoFlashOpt = False,
+    save: SaveOpt = None,
+    plot: PlotOpt = None,
+    explain: ExplainOpt = None,
+    exhaustive: ExhaustiveOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
@@ -90,7 +154,7 @@ def search(
     from planner.search.explain import parse_explain
     from planner.search.pipeline import Checkpointing
     from planner.search.pipeline import search as run_search
-    from planner.search.space import OBJECTIVES, RECOMPUTES, Space, default_global_batch
+    from planner.search.space import OBJECTIVES, RECOMPUTES, SCHEDULES, Space, default_global_batch
 
     if model is None:
         raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`)")
@@ -109,19 +173,41 @@ def search(
     hw = load_hardware(hardware or DEFAULT_HARDWARE)
     gb_default = global_batch is None
     space = Space(
-        gpus=gpus, global_batch=global_batch or default_global_batch(gpus),
-        seq_len=seq_len or spec.max_seq_len, precision=precision or "bf16",
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp,
-        max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp,
-        zero=_ints("zero", zero) or (0, 1, 2, 3), recompute=_words(recompute) or RECOMPUTES,
+        gpus=gpus,
+        global_batch=global_batch or default_global_batch(gpus),
+        seq_len=seq_len or spec.max_seq_len,
+        precision=cast(Precision, choice("precision", precision) or "bf16"),
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        vpp=vpp,
+        sp=sp,
+        max_tp=max_tp,
+        max_pp=max_pp,
+        max_cp=max_cp,
+        max_ep=max_ep,
+        max_vpp=max_vpp,
+        zero=_ints("zero", zero) or (0, 1, 2, 3),
+        recompute=_choices("recompute", recompute, RECOMPUTES) or RECOMPUTES,
         micro_batches=(micro_batch,) if micro_batch is not None else _ints("micro-batches", micro_batches),
-        schedules=_words(schedule),
+        schedules=_choices("schedule", schedule, SCHEDULES),
     )
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        result = run_search(spec, hw, space, eng, objective=objective, top=top, exhaustive=exhaustive or bool(plot),
-                            checkpointing=Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth),
-                            progress=progress, keep_rejections=explain_field is not None)
+        result = run_search(
+            spec,
+            hw,
+            space,
+            eng,
+            objective=objective,
+            top=top,
+            exhaustive=exhaustive or bool(plot),
+            checkpointing=Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth),
+            progress=progress,
+            keep_rejections=explain_field is not None,
+        )
     finally:
         progress.close()
     if save:
@@ -147,9 +233,20 @@ def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dic
     b = result.best
     if b is None:
         raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")
-    write_plan_file(path, plan=b.plan, model=model_ref, hardware=result.hardware.name, engine=result.engine.name,
-                    gpus=gpus, training={k: v for k, v in training.items() if v is not None},
-                    predicted={"tokens_per_s": float(b.time.tokens_per_s), "step_s": float(b.time.step_s),
-                               "mfu": float(b.time.mfu), "peak_memory_bytes": int(b.estimate.memory.total_bytes)},
-                    header=f"planner search --model {model_ref} --gpus {gpus}: best of {result.valid} valid plans "
-                           f"by {result.objective}")
+    write_plan_file(
+        path,
+        plan=b.plan,
+        model=model_ref,
+        hardware=result.hardware.name,
+        engine=result.engine.name,
+        gpus=gpus,
+        training={k: v for k, v in training.items() if v is not None},
+        predicted={
+            "tokens_per_s": float(b.time.tokens_per_s),
+            "step_s": float(b.time.step_s),
+            "mfu": float(b.time.mfu),
+            "peak_memory_bytes": int(b.estimate.memory.total_bytes),
+        },
+        header=f"planner search --model {model_ref} --gpus {gpus}: best of {result.valid} valid plans "
+        f"by {result.objective}",
+    )

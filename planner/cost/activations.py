@@ -24,6 +24,8 @@ from functools import lru_cache
 from planner.engine import Kernels
 from planner.specs import ModelSpec
 
+DEFAULT_KERNELS = Kernels()
+
 # What `--recompute selective` recomputes depends on the policy (the engine's kernels.selective_recompute):
 #   "attention": only the attention core (Korthikanti et al. 2022 section 5; Megatron's
 #                --recompute-granularity selective). With flash attention nothing is left to drop.
@@ -44,7 +46,7 @@ class SavedTensor:
 def layer_matmuls(model: ModelSpec, moe_layer: bool = False) -> tuple[str, ...]:
     """The layer's GEMMs in forward order (separate Q, K, V projections as in Llama/torchtitan)."""
     mlp = ("w1", "w3", "w2") if model.mlp == "swiglu" else ("fc1", "fc2")
-    return ("wq", "wk", "wv", "wo") + mlp
+    return ("wq", "wk", "wv", "wo", *mlp)
 
 
 def op_policy_recomputed(model: ModelSpec) -> tuple[str, ...]:
@@ -143,9 +145,7 @@ def activation_bytes_per_token(
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
         return model.hidden_size * act_bytes / (tp if sp else 1)
     total = 0.0
-    for tensor in layer_tensors(
-        model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer
-    ):
+    for tensor in layer_tensors(model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer):
         if _keeps(tensor, recompute, kernels.selective_recompute):
             split = tp if (tensor.region != "seq" or sp) else 1
             total += tensor.bytes_per_token / split
@@ -162,21 +162,37 @@ def activation_bytes_per_layer(
     cp: int = 1,
     recompute: str = "none",
     act_bytes: int = 2,
-    kernels: Kernels = Kernels(),
+    kernels: Kernels = DEFAULT_KERNELS,
     moe_layer: bool = False,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
     per_token = activation_bytes_per_token(
-        model, seq_len=seq_len, tp=tp, sp=sp, cp=cp, recompute=recompute,
-        act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer,
+        model,
+        seq_len=seq_len,
+        tp=tp,
+        sp=sp,
+        cp=cp,
+        recompute=recompute,
+        act_bytes=act_bytes,
+        kernels=kernels,
+        moe_layer=moe_layer,
     )
     return tokens * per_token
 
 
 def layer_workspace_bytes(
-    model: ModelSpec, *, micro_batch: int, seq_len: int, tp: int, sp: bool, cp: int, recompute: str,
-    act_bytes: int, kernels: Kernels, moe_layer: bool = False,
+    model: ModelSpec,
+    *,
+    micro_batch: int,
+    seq_len: int,
+    tp: int,
+    sp: bool,
+    cp: int,
+    recompute: str,
+    act_bytes: int,
+    kernels: Kernels,
+    moe_layer: bool = False,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -186,8 +202,15 @@ def layer_workspace_bytes(
     briefly (an estimate: two tensors of the widest per-rank activation).
     """
     tokens = micro_batch * seq_len / cp
-    kwargs = dict(seq_len=seq_len, tp=tp, sp=sp, cp=cp, act_bytes=act_bytes, kernels=kernels,
-                  moe_layer=moe_layer)
+    kwargs = {
+        "seq_len": seq_len,
+        "tp": tp,
+        "sp": sp,
+        "cp": cp,
+        "act_bytes": act_bytes,
+        "kernels": kernels,
+        "moe_layer": moe_layer,
+    }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)
     ffn = model.moe.expert_ffn_hidden_size * model.moe.top_k if (moe_layer and model.moe) else model.ffn_hidden_size

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from planner.cost.stages import layer_layout
-from planner.plan import Plan
 from planner.engine import Engine
+from planner.plan import Plan
 from planner.specs import Efficiency, HardwareProfile, ModelSpec
 
 # Bytes per activation element for memory-bound work and communication (fp8 keeps bf16 activations).
@@ -131,8 +131,11 @@ def flops_per_token_forward(model: ModelSpec, seq_len: int) -> ForwardFlops:
     n_dense = model.num_layers - n_moe
     moe = layer_flops_per_token(model, seq_len, moe=True)
     return ForwardFlops(
-        **{f.name: n_dense * getattr(dense, f.name) + n_moe * getattr(moe, f.name) for f in fields(dense)
-           if f.name != "logits_flops"},
+        **{
+            f.name: n_dense * getattr(dense, f.name) + n_moe * getattr(moe, f.name)
+            for f in fields(dense)
+            if f.name != "logits_flops"
+        },
         logits_flops=2.0 * model.hidden_size * model.vocab_size,
     )
 
@@ -222,10 +225,26 @@ def _gemm_s(flops: float, peak: float, eff: Efficiency) -> float:
 
 
 @spec_cache()
-def _layer_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, core_peak: float, hbm_bw: float, *,
-                moe: bool,
-                tp: int, cp: int, ep: int, sp: bool, b: int, s: int, precision: str, recompute: str,
-                policy: str, flash: bool, dropout: bool) -> LayerTime:
+def _layer_time(
+    model: ModelSpec,
+    eff: Efficiency,
+    gemm_peak: float,
+    core_peak: float,
+    hbm_bw: float,
+    *,
+    moe: bool,
+    tp: int,
+    cp: int,
+    ep: int,
+    sp: bool,
+    b: int,
+    s: int,
+    precision: str,
+    recompute: str,
+    policy: str,
+    flash: bool,
+    dropout: bool,
+) -> LayerTime:
     h, hd = model.hidden_size, model.head_size
     q_loc = model.num_attention_heads * hd / tp
     kv_loc = max(model.kv_heads / tp, 1.0) * hd  # tp > kv_heads: kv heads replicated (Megatron GQA)
@@ -255,7 +274,7 @@ def _layer_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, core_peak: 
     # It runs in bf16 even in fp8 recipes (torchao float8 and TE convert the Linear layers only).
     core_flops = 4 * t * s * q_loc * (0.5 if flash else 1.0)
     core_eff = getattr(eff, "attention", None)  # a profile's own attention efficiency, where it has one
-    core_fwd = (core_flops / (core_peak * core_eff) if core_eff else _gemm_s(core_flops, core_peak, eff))
+    core_fwd = core_flops / (core_peak * core_eff) if core_eff else _gemm_s(core_flops, core_peak, eff)
     core_bwd = core_fwd * (FLASH_BACKWARD_FACTOR if flash else 2.0)
     # Memory-bound forward bytes per token (an estimate, counted from Megatron's layer): 2 norms (read h,
     # write h) + 2 residual adds (read 2h, write h) = 10h; dropout 2 × (read h, write h, 1-byte mask) ≈ 5h;
@@ -278,8 +297,15 @@ def _layer_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, core_peak: 
     # activation (+ gate), rope on q and k, unfused softmax, 2 dropouts, MoE permute/unpermute). Charged to
     # the memory-bound (non-GEMM) share of the layer so GEMM overlap rules (TP) are unchanged.
     ko = eff.kernel_overhead_s
-    n_mem_ops = (4 + model.mlp_matrices - 1 + (2 if rope else 0) + (0 if flash else 1) + (2 if dropout else 0)
-                 + (2 if permute else 0))
+    n_mem_ops = (
+        4
+        + model.mlp_matrices
+        - 1
+        + (2 if rope else 0)
+        + (0 if flash else 1)
+        + (2 if dropout else 0)
+        + (2 if permute else 0)
+    )
     n_fwd = len(gemms) + 1 + n_mem_ops
     k_fwd = ko * n_fwd
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
@@ -299,20 +325,47 @@ def _hw_rates(hw: HardwareProfile, precision: str) -> tuple[float, float]:
     return hw.peak(precision), hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm
 
 
-def layer_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
-               moe: bool = False) -> LayerTime:
+def layer_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, moe: bool = False) -> LayerTime:
     """Forward, backward and recompute time of one (dense or MoE) layer for one micro-batch on one GPU."""
     peak, bw = _hw_rates(hw, plan.precision)
     core_peak = hw.peak("bf16") if plan.precision == "fp8" else peak
-    return _layer_time(model, hw.efficiency, peak, core_peak, bw, moe=moe, tp=plan.tp, cp=plan.cp, ep=plan.ep, sp=plan.sp,
-                       b=plan.micro_batch, s=plan.seq_len, precision=plan.precision, recompute=plan.recompute,
-                       policy=engine.kernels.selective_recompute, flash=engine.kernels.flash,
-                       dropout=engine.kernels.dropout)
+    return _layer_time(
+        model,
+        hw.efficiency,
+        peak,
+        core_peak,
+        bw,
+        moe=moe,
+        tp=plan.tp,
+        cp=plan.cp,
+        ep=plan.ep,
+        sp=plan.sp,
+        b=plan.micro_batch,
+        s=plan.seq_len,
+        precision=plan.precision,
+        recompute=plan.recompute,
+        policy=engine.kernels.selective_recompute,
+        flash=engine.kernels.flash,
+        dropout=engine.kernels.dropout,
+    )
 
 
 @spec_cache()
-def _head_time(model: ModelSpec, eff: Efficiency, gemm_peak: float, hbm_bw: float, *, first: bool,
-               last: bool, tp: int, cp: int, sp: bool, b: int, s: int, precision: str) -> tuple[float, float]:
+def _head_time(
+    model: ModelSpec,
+    eff: Efficiency,
+    gemm_peak: float,
+    hbm_bw: float,
+    *,
+    first: bool,
+    last: bool,
+    tp: int,
+    cp: int,
+    sp: bool,
+    b: int,
+    s: int,
+    precision: str,
+) -> tuple[float, float]:
     """(forward_s, backward_s) of the embedding (first stage) and norm + logits + loss (last stage).
 
     Embedding: lookup and position add ≈ 4 reads/writes of h per token, the same in backward. Logits:
@@ -348,15 +401,26 @@ def stage_shapes(model: ModelSpec, pp: int, vpp: int) -> tuple[tuple[int, int, b
     return tuple(out)
 
 
-def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine,
-                  stage: int) -> StageCompute:
+def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`."""
     n_dense, n_moe, first, last = stage_shapes(model, plan.pp, plan.vpp)[stage]
     peak, bw = _hw_rates(hw, plan.precision)
     dense = layer_time(model, hw, plan, engine, moe=False)
     moe = layer_time(model, hw, plan, engine, moe=True) if n_moe else dense
-    hf, hb = _head_time(model, hw.efficiency, peak, bw, first=first, last=last, tp=plan.tp, cp=plan.cp,
-                        sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision)
+    hf, hb = _head_time(
+        model,
+        hw.efficiency,
+        peak,
+        bw,
+        first=first,
+        last=last,
+        tp=plan.tp,
+        cp=plan.cp,
+        sp=plan.sp,
+        b=plan.micro_batch,
+        s=plan.seq_len,
+        precision=plan.precision,
+    )
     return StageCompute(
         num_dense_layers=n_dense,
         num_moe_layers=n_moe,

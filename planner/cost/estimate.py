@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cost.memory import MemoryReport, memory_report
-from planner.plan import Plan
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
-from planner.engine import Engine
-from planner.specs import HardwareProfile, ModelSpec
 from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
+from planner.engine import Engine
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,16 @@ def checkpoint_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
 
 
 def estimate(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
-    tokens: float | None = None, mtbf_hours: float | None = None, mtbf_per: str = "gpu",
-    checkpoint_bandwidth_bytes_per_s: float | None = None, time: StepTime | None = None,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    *,
+    tokens: float | None = None,
+    mtbf_hours: float | None = None,
+    mtbf_per: str = "gpu",
+    checkpoint_bandwidth_bytes_per_s: float | None = None,
+    time: StepTime | None = None,
 ) -> Estimate:
     """Memory and time of one plan; with `tokens`, the time to train; with `mtbf_hours`, checkpoints
     and failures (Young 1974 / Daly 2006 interval, expected loss, goodput). `time`: the plan's step time
@@ -61,6 +68,10 @@ def estimate(
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
         per_gpu_s = mtbf_hours * 3600 * (hw.gpus_per_node if mtbf_per == "node" else 1)
         bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
-        ckpt = checkpoint_plan(checkpoint_bytes=checkpoint_bytes(model, plan, engine), write_bytes_per_s=bandwidth,
-                               mtbf_per_gpu_s=per_gpu_s, gpus=plan.gpus)
+        ckpt = checkpoint_plan(
+            checkpoint_bytes=checkpoint_bytes(model, plan, engine),
+            write_bytes_per_s=bandwidth,
+            mtbf_per_gpu_s=per_gpu_s,
+            gpus=plan.gpus,
+        )
     return Estimate(model, hw, engine, plan, mem, t, train, ckpt)

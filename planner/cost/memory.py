@@ -15,8 +15,8 @@ from planner.cost.activations import activation_bytes_per_layer, layer_workspace
 from planner.cost.params import RankParams, rank_params
 from planner.cost.stages import layer_layout
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
-from planner.plan import Plan
 from planner.engine import Engine, ZeroStage
+from planner.plan import Plan
 from planner.specs import HardwareProfile, ModelSpec, ReservedMemory
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
@@ -136,14 +136,38 @@ def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[flo
     """(bytes one layer keeps per micro-batch, averaged over dense and MoE layers; the backward working set
     of one layer) on one rank (activations.py)."""
     p = plan
-    kwargs = dict(micro_batch=p.micro_batch, seq_len=p.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
-                  recompute=p.recompute, act_bytes=act_bytes(p.precision), kernels=engine.kernels)
+    a, k = act_bytes(p.precision), engine.kernels
     moe_share = model.num_moe_layers / model.num_layers
-    per_layer = activation_bytes_per_layer(model, **kwargs)
+
+    def per_layer_bytes(moe_layer: bool) -> float:
+        return activation_bytes_per_layer(
+            model,
+            micro_batch=p.micro_batch,
+            seq_len=p.seq_len,
+            tp=p.tp,
+            sp=p.sp,
+            cp=p.cp,
+            recompute=p.recompute,
+            act_bytes=a,
+            kernels=k,
+            moe_layer=moe_layer,
+        )
+
+    per_layer = per_layer_bytes(False)
     if moe_share:
-        per_layer = (1 - moe_share) * per_layer + moe_share * activation_bytes_per_layer(
-            model, moe_layer=True, **kwargs)
-    workspace = layer_workspace_bytes(model, moe_layer=moe_share > 0, **kwargs)
+        per_layer = (1 - moe_share) * per_layer + moe_share * per_layer_bytes(True)
+    workspace = layer_workspace_bytes(
+        model,
+        micro_batch=p.micro_batch,
+        seq_len=p.seq_len,
+        tp=p.tp,
+        sp=p.sp,
+        cp=p.cp,
+        recompute=p.recompute,
+        act_bytes=a,
+        kernels=k,
+        moe_layer=moe_share > 0,
+    )
     return per_layer, workspace
 
 
@@ -155,13 +179,24 @@ def state_terms(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStag
     step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states)
     and the state buffers. Depends on the structure and the ZeRO stage, not on recompute."""
     s = sharded_states(params, per, plan, stage)
-    return (s.weights_bytes + s.gathered_weights_bytes, s.gradients_bytes + s.accumulated_grads_bytes,
-            s.optimizer_bytes, state_buffer_bytes(plan, params, per, stage))
+    return (
+        s.weights_bytes + s.gathered_weights_bytes,
+        s.gradients_bytes + s.accumulated_grads_bytes,
+        s.optimizer_bytes,
+        state_buffer_bytes(plan, params, per, stage),
+    )
 
 
-def stage_terms(state: StateTerms, reserved: ReservedMemory, *, layers: int, in_flight: float,
-                per_layer_bytes: float, workspace_bytes: float,
-                logits: float) -> tuple[float, float, float, float, float, float]:
+def stage_terms(
+    state: StateTerms,
+    reserved: ReservedMemory,
+    *,
+    layers: int,
+    in_flight: float,
+    per_layer_bytes: float,
+    workspace_bytes: float,
+    logits: float,
+) -> tuple[float, float, float, float, float, float]:
     """The six terms of one pipeline rank's memory, in the order of TERMS: the one formula behind both
     memory_report and the search's memory screen. Activations: what each layer keeps times the rank's
     layers times the micro-batches in flight, plus the logits on the last stage; buffers: the state
@@ -175,8 +210,9 @@ def stage_terms(state: StateTerms, reserved: ReservedMemory, *, layers: int, in_
     return w, g, o, activations, buffers, held
 
 
-def _stage_memory(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int,
-                  pieces: tuple[float, float]) -> StageMemory:
+def _stage_memory(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int, pieces: tuple[float, float]
+) -> StageMemory:
     layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
     params = rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank)
     layers = layout.num_rank_layers(rank)
@@ -184,8 +220,15 @@ def _stage_memory(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
     in_flight = in_flight_microbatches(plan, rank)
     stage = engine.zero_stage(plan)
     state = state_terms(plan, params, state_bytes_per_param(plan.precision, engine, stage), stage)
-    terms = stage_terms(state, hw.reserved, layers=layers, in_flight=in_flight, per_layer_bytes=pieces[0],
-                        workspace_bytes=pieces[1], logits=logits_bytes(model, plan) if last else 0.0)
+    terms = stage_terms(
+        state,
+        hw.reserved,
+        layers=layers,
+        in_flight=in_flight,
+        per_layer_bytes=pieces[0],
+        workspace_bytes=pieces[1],
+        logits=logits_bytes(model, plan) if last else 0.0,
+    )
     return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))
 
 
@@ -196,6 +239,8 @@ def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
     stages = tuple(_stage_memory(model, hw, plan, engine, r, pieces) for r in range(plan.pp))
     notes = []
     if plan.tp > model.kv_heads:
-        notes.append(f"tp={plan.tp} > num_kv_heads={model.kv_heads}: each kv head is replicated on "
-                     f"{plan.tp // model.kv_heads} ranks")
+        notes.append(
+            f"tp={plan.tp} > num_kv_heads={model.kv_heads}: each kv head is replicated on "
+            f"{plan.tp // model.kv_heads} ranks"
+        )
     return MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes, notes=tuple(notes))

@@ -34,8 +34,9 @@ class LayerComm:
         return self.tp_s + self.cp_s + self.ep_s
 
 
-def layer_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
-               moe: bool, layer: LayerTime) -> LayerComm:
+def layer_comm(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, moe: bool, layer: LayerTime
+) -> LayerComm:
     """TP is exposed unless the engine overlaps it with the layer's GEMMs (Wang et al. 2022; torchtitan
     async TP, Megatron --tp-comm-overlap). The CP ring hides behind the attention core, forward and
     backward (Liu et al. 2023); only the excess shows. Host cost per collective call is always exposed."""
@@ -50,17 +51,20 @@ def layer_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
         one, full = tr.cp_ring_s, tr.cp_recompute
         fwd_c, bwd_c = one, 2 * one
         cp = fwd_c + bwd_c + (one if full else 0.0)
-        cp_exp = (max(0.0, fwd_c - layer.attention_core_forward_s)
-                  + max(0.0, bwd_c - layer.attention_core_backward_s)
-                  + (max(0.0, one - layer.attention_core_forward_s) if full else 0.0))
+        cp_exp = (
+            max(0.0, fwd_c - layer.attention_core_forward_s)
+            + max(0.0, bwd_c - layer.attention_core_backward_s)
+            + (max(0.0, one - layer.attention_core_forward_s) if full else 0.0)
+        )
         if co:
             calls = (plan.cp - 1) * (3 + (1 if full else 0))
             cp, cp_exp = cp + calls * co, cp_exp + calls * co
     return LayerComm(tp, tp_exp, cp, cp_exp, tr.ep_s, tr.ep_s)
 
 
-def dp_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int,
-            compute: StageCompute) -> tuple[float, float]:
+def dp_comm(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int, compute: StageCompute
+) -> tuple[float, float]:
     """(total, exposed) seconds of data-parallel communication per step for pipeline rank `stage`.
 
     Gradient reduction overlaps the backward it follows except the last bucket (one layer's share): once,
@@ -88,8 +92,7 @@ def dp_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *
         calls = co * gathers * units
         bwd_exp = max(0.0, back - bwd) + back / layers
         red_exp = max(0.0, red - bwd) + red / layers
-        return (m * (gathers * ag + calls) + red + co * units,
-                m * (fwd_exp + bwd_exp + calls) + red_exp + co * units)
+        return (m * (gathers * ag + calls) + red + co * units, m * (fwd_exp + bwd_exp + calls) + red_exp + co * units)
     gather = ag if zero.weight_gather == "step" else 0.0
     reduces = 1 if zero.grad_reduce == "step" else m
     calls = co * (reduces + (1 if gather else 0))

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.compute import (StageCompute, hardware_flops_per_step, layer_time, model_flops_per_step,
-                                  stage_compute, stage_shapes)
+from planner.cost.compute import (
+    StageCompute,
+    hardware_flops_per_step,
+    layer_time,
+    model_flops_per_step,
+    stage_compute,
+    stage_shapes,
+)
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import rank_params
 from planner.cost.stages import layer_layout
@@ -65,15 +71,23 @@ class CommBreakdown:
         return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s
 
 
-def stage_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int,
-               compute: StageCompute | None = None) -> CommBreakdown:
+def stage_comm(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    *,
+    stage: int,
+    compute: StageCompute | None = None,
+) -> CommBreakdown:
     """Per-step communication of pipeline rank `stage` (TP/CP/EP/PP per micro-batch × micro-batches)."""
     compute = compute or stage_compute(model, hw, plan, engine, stage)
     m = plan.num_microbatches
     nd, nm = compute.num_dense_layers, compute.num_moe_layers
     dl = layer_comm(model, hw, plan, engine, moe=False, layer=layer_time(model, hw, plan, engine, moe=False))
-    ml = (layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True))
-          if nm else dl)
+    ml = (
+        layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True)) if nm else dl
+    )
     pp = pp_microbatch_s(model, hw, plan)
     dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
     return CommBreakdown(
@@ -91,8 +105,9 @@ def stage_comm(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
     )
 
 
-def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan,
-                     engine: Engine) -> tuple[int, StageCompute, CommBreakdown]:
+def bottleneck_stage(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
+) -> tuple[int, StageCompute, CommBreakdown]:
     """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
     best = None
     seen: dict[tuple[int, int, bool, bool], int] = {}
@@ -130,8 +145,14 @@ class StepTime:
 
     @property
     def step_s(self) -> float:
-        return (self.compute_s + self.recompute_s + self.bubble_s + self.optimizer_s + self.overhead_s
-                + sum(self.exposed_comm_s.values()))
+        return (
+            self.compute_s
+            + self.recompute_s
+            + self.bubble_s
+            + self.optimizer_s
+            + self.overhead_s
+            + sum(self.exposed_comm_s.values())
+        )
 
     @property
     def total(self) -> float:
@@ -161,9 +182,15 @@ class StepTime:
         return self.hardware_flops_per_step / self.step_s / self.gpus / self.peak_flops
 
     def as_dict(self) -> dict[str, object]:
-        return {"step_s": self.step_s, "compute_s": self.compute_s, "recompute_s": self.recompute_s,
-                "bubble_s": self.bubble_s, "optimizer_s": self.optimizer_s, "overhead_s": self.overhead_s,
-                "exposed_comm_s": dict(self.exposed_comm_s)}
+        return {
+            "step_s": self.step_s,
+            "compute_s": self.compute_s,
+            "recompute_s": self.recompute_s,
+            "bubble_s": self.bubble_s,
+            "optimizer_s": self.optimizer_s,
+            "overhead_s": self.overhead_s,
+            "exposed_comm_s": dict(self.exposed_comm_s),
+        }
 
 
 def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) -> float:
@@ -173,19 +200,16 @@ def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) 
     return (pp - 1) / (v * num_microbatches)
 
 
-def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *,
-                     stage: int) -> float:
+def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int) -> float:
     """Memory-bound optimizer update of the local shard (cost.states.optimizer_step_bytes_per_param) at
     HBM bandwidth × efficiency.hbm. ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts;
     Rajbhandari et al. 2020)."""
-    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep,
-                         rank=stage)
+    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep, rank=stage)
     dense, expert = params.dense, params.expert
     if plan.zero >= 1:
         dense /= plan.dp * plan.cp
         expert /= max(1, plan.dp * plan.cp // plan.ep)
-    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine,
-                                                                     engine.zero_stage(plan)))
+    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine, engine.zero_stage(plan)))
     return (dense + expert) * per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
 
 

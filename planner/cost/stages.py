@@ -48,7 +48,7 @@ class Layout:
         object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[attr-defined, no-any-return]
+        return self._hash  # type: ignore[attr-defined]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and self._key == other._key  # type: ignore[attr-defined]
@@ -82,8 +82,7 @@ def even_chunk_sizes(num_layers: int, num_chunks: int) -> list[int]:
     16 stages, Dubey et al. 2024, section 3.3.2). The extra layers go to the middle chunks first."""
     base, extra = divmod(num_layers, num_chunks)
     sizes = [base] * num_chunks
-    order = sorted(range(num_chunks),
-                   key=lambda c: (c in (0, num_chunks - 1), abs(c - (num_chunks - 1) / 2)))
+    order = sorted(range(num_chunks), key=lambda c: (c in (0, num_chunks - 1), abs(c - (num_chunks - 1) / 2)))
     for c in order[:extra]:
         sizes[c] += 1
     return sizes

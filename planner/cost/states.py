@@ -89,8 +89,13 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
     accumulated = 0.0
     if stage.accumulate_unsharded and "gradients" in stage.shards and (plan.num_microbatches > 1 or plan.pp > 1):
         accumulated = total * per.gradients  # FSDP2 upcasts to the reduce dtype to accumulate
-    return ModelStates(per.weights * held("weights"), per.gradients * held("gradients"),
-                       per.optimizer * held("optimizer"), gathered, accumulated)
+    return ModelStates(
+        per.weights * held("weights"),
+        per.gradients * held("gradients"),
+        per.optimizer * held("optimizer"),
+        gathered,
+        accumulated,
+    )
 
 
 def model_state_bytes(*, params: float, dp: int, zero: int, engine: Engine, precision: str = "bf16") -> ModelStates:

@@ -56,8 +56,9 @@ class CheckpointPlan:
         return 1.0 - self.wasted_fraction
 
 
-def checkpoint_plan(*, checkpoint_bytes: float, write_bytes_per_s: float, mtbf_per_gpu_s: float, gpus: int,
-                    restart_s: float = 0.0) -> CheckpointPlan:
+def checkpoint_plan(
+    *, checkpoint_bytes: float, write_bytes_per_s: float, mtbf_per_gpu_s: float, gpus: int, restart_s: float = 0.0
+) -> CheckpointPlan:
     """Checkpoint interval and expected waste.
 
     δ = bytes / aggregate write bandwidth; M = MTBF/gpus; τ from Daly 2006. First-order waste per unit

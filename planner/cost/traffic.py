@@ -44,8 +44,9 @@ def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, *, moe: boo
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     full = plan.recompute == "full"
     n_pass = 4 + (2 if full else 0)
-    tp_one = collective_s("all_reduce", tokens * model.hidden_size * act_b, plan.tp,
-                          group_link(hw, n=plan.tp, stride=1))
+    tp_one = collective_s(
+        "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1)
+    )
     co = hw.efficiency.collective_overhead_s
     ring = 0.0
     if plan.cp > 1:
@@ -64,8 +65,14 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
     b·s·h/cp (/tp with SP) bytes, × vpp chunk boundaries interleaved (Narayanan 2021 Sec. 2.2, 4.1)."""
     if plan.pp == 1:
         return 0.0
-    nbytes = (plan.micro_batch * plan.seq_len / plan.cp * model.hidden_size * ACT_BYTES[plan.precision]
-              / (plan.tp if plan.sp else 1))
+    nbytes = (
+        plan.micro_batch
+        * plan.seq_len
+        / plan.cp
+        * model.hidden_size
+        * ACT_BYTES[plan.precision]
+        / (plan.tp if plan.sp else 1)
+    )
     link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp)
     return 2 * plan.vpp * (collective_s("p2p", nbytes, 2, link) + hw.efficiency.collective_overhead_s)
 
@@ -90,16 +97,16 @@ def dp_groups(plan: Plan) -> tuple[int, int]:
 
 def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan: Plan) -> float:
     n, ne = dp_groups(plan)
-    return (collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp))
-            + collective_s(kind, expert_b, ne, group_link(hw, n=ne, stride=plan.tp * plan.ep)))
+    return collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp)) + collective_s(
+        kind, expert_b, ne, group_link(hw, n=ne, stride=plan.tp * plan.ep)
+    )
 
 
 def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int) -> DpTraffic:
     """The gradient reduction moves the rank's gradients in the engine's gradient dtype, with the ZeRO
     stage's collective (all-reduce, or reduce-scatter when the gradients or optimizer are sharded); the
     all-gather moves its 16-bit compute copy of the weights (Rajbhandari et al. 2020, Sec. 7)."""
-    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep,
-                         rank=stage)
+    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep, rank=stage)
     zero = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, zero)
     red = _dp_s(zero.grad_collective, params.dense * per.gradients, params.expert * per.gradients, hw, plan)

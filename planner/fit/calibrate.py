@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from planner.errors import PlannerError
-from planner.plan import Plan
 from planner.cost.schedule import step_time
 from planner.engine import Engine, plan_problems
+from planner.errors import PlannerError
+from planner.plan import Plan
 from planner.specs import Efficiency, HardwareProfile, MatmulPoint, ModelSpec
 
 # name: (low, high) bounds. matmul_scale and matmul_small are log multipliers of the profile's GEMM
@@ -130,20 +130,23 @@ def step_stat(doc: dict[str, Any], stat: str = "median") -> float:
 def _quantile(sorted_values: list[float], q: float) -> float:
     """Linear-interpolated quantile of sorted values (numpy's default)."""
     pos = q * (len(sorted_values) - 1)
-    i = int(math.floor(pos))
+    i = math.floor(pos)
     j = min(i + 1, len(sorted_values) - 1)
     return sorted_values[i] + (pos - i) * (sorted_values[j] - sorted_values[i])
 
 
-def observation_from_profile(doc: dict[str, Any], hardware: HardwareProfile, source: str, *,
-                             stat: str = "median") -> Observation:
+def observation_from_profile(
+    doc: dict[str, Any], hardware: HardwareProfile, source: str, *, stat: str = "median"
+) -> Observation:
     """A `planner launch` profile JSON: the model spec it ran, its plan and the median (or `stat`) step time."""
     try:
         model = ModelSpec(**doc["model"]) if isinstance(doc["model"], dict) else None
         plan = Plan(**doc["plan"])
         step = step_stat(doc, stat)
     except (KeyError, TypeError, ValueError) as e:
-        raise PlannerError(f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}") from None
+        raise PlannerError(
+            f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}"
+        ) from None
     if model is None:
         from planner.io.catalog import load_model
 
@@ -199,8 +202,15 @@ def apply_params(eff: Efficiency, values: dict[str, float]) -> Efficiency:
         e = p.efficiency * math.exp(scale + small * (1.0 - z))
         matmul.append(MatmulPoint.model_construct(flops=p.flops, efficiency=min(0.98, max(1e-3, e))))
     update: dict[str, Any] = {"matmul": tuple(matmul)}
-    for k in ("attention", "hbm", "intra_node", "inter_node", "step_overhead_s", "kernel_overhead_s",
-              "collective_overhead_s"):
+    for k in (
+        "attention",
+        "hbm",
+        "intra_node",
+        "inter_node",
+        "step_overhead_s",
+        "kernel_overhead_s",
+        "collective_overhead_s",
+    ):
         if k in values:
             update[k] = values[k]
     return eff.model_copy(update=update)
@@ -232,8 +242,13 @@ def _check_enough(obs: list[Observation], names: tuple[str, ...]) -> None:
         seen[key] = o
 
 
-def fit(obs: list[Observation], base: HardwareProfile, *, names: tuple[str, ...] = tuple(PARAMS),
-        engine: Engine | None = None) -> FitResult:
+def fit(
+    obs: list[Observation],
+    base: HardwareProfile,
+    *,
+    names: tuple[str, ...] = tuple(PARAMS),
+    engine: Engine | None = None,
+) -> FitResult:
     """Bounded least squares on log step-time error, with a weak prior; returns before/after errors."""
     import numpy as np
     from scipy.optimize import least_squares
@@ -282,8 +297,10 @@ def fit(obs: list[Observation], base: HardwareProfile, *, names: tuple[str, ...]
 def efficiency_yaml(eff: Efficiency, note: str) -> str:
     """The efficiency block; every number says it was fitted (the note says to what and when)."""
     c = "  # fitted, see `fitted:` below"
-    lines = [f"efficiency:                               # {note}",
-             "  matmul:                                 # achieved fraction of dense peak by FLOPs of one GEMM"]
+    lines = [
+        f"efficiency:                               # {note}",
+        "  matmul:                                 # achieved fraction of dense peak by FLOPs of one GEMM",
+    ]
     for p in eff.matmul:
         lines.append(f"    - {{flops: {p.flops:.3e}, efficiency: {p.efficiency:.4f}}}{c}")
     if eff.attention is not None:
@@ -304,9 +321,11 @@ def write_profile(result: FitResult, source_text: str | None, out: str) -> None:
     """Rewrite only the efficiency block of the source profile (or dump the profile), atomically."""
     today = date.today().isoformat()
     sources = sorted({o.source for o in result.observations})
-    note = (f"fitted by planner calibrate on {today} to {len(result.observations)} runs from "
-            f"{', '.join(Path(s).name for s in sources)}; median |error| {result.median_before_pct:.1f}% -> "
-            f"{result.median_after_pct:.1f}%")
+    note = (
+        f"fitted by planner calibrate on {today} to {len(result.observations)} runs from "
+        f"{', '.join(Path(s).name for s in sources)}; median |error| {result.median_before_pct:.1f}% -> "
+        f"{result.median_after_pct:.1f}%"
+    )
     block = efficiency_yaml(result.fitted.efficiency, note)
     name = Path(out).stem
     if source_text:
@@ -314,7 +333,9 @@ def write_profile(result: FitResult, source_text: str | None, out: str) -> None:
         start = next(i for i, line in enumerate(lines) if line.startswith("efficiency:"))
         end = next((i for i in range(start + 1, len(lines)) if lines[i][:1].isalpha()), len(lines))
         text = "".join(lines[:start]) + block + "".join(lines[end:])
-        text = "".join(f"name: {name}\n" if line.startswith("name:") else line for line in text.splitlines(keepends=True))
+        text = "".join(
+            f"name: {name}\n" if line.startswith("name:") else line for line in text.splitlines(keepends=True)
+        )
     else:
         doc = result.fitted.model_dump()
         doc["name"] = name

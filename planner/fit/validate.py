@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_hardware
-from planner.errors import PlannerError
 from planner.cost.estimate import estimate
-from planner.plan import Plan
-from planner.io.planfile import pydantic_message
 from planner.engine import Engine, plan_problems
+from planner.errors import PlannerError
+from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_hardware
+from planner.io.planfile import pydantic_message
+from planner.plan import Plan
 from planner.specs import HardwareProfile, ModelSpec
 
 # Measured field -> how the prediction is read off an Estimate.
@@ -36,8 +36,7 @@ class RunResult:
 
     @property
     def error_pct(self) -> dict[str, float]:
-        return {k: (self.predicted[k] / v - 1) * 100 for k, v in self.measured.items()
-                if v and k in self.predicted}
+        return {k: (self.predicted[k] / v - 1) * 100 for k, v in self.measured.items() if v and k in self.predicted}
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,9 @@ def load_runs(path: str | Path) -> list[dict[str, Any]]:
         raise PlannerError(f"runs file {str(path)!r} does not exist")
     doc = load_yaml(path)
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
-        raise PlannerError(f"{path}: expected a YAML list of runs (see calibration_runs.yaml), got {type(doc).__name__}")
+        raise PlannerError(
+            f"{path}: expected a YAML list of runs (see calibration_runs.yaml), got {type(doc).__name__}"
+        )
     missing = [i for i, r in enumerate(doc) if not {"id", "model", "hardware", "plan", "measured"} <= set(r)]
     if missing:
         raise PlannerError(f"{path}: run #{missing[0]} lacks one of id, model, hardware, plan, measured")
@@ -75,8 +76,9 @@ def run_hardware(run: dict[str, Any], override: HardwareProfile | None = None) -
     return hw
 
 
-def predict_run(run: dict[str, Any], *, hardware: HardwareProfile | None = None,
-                engine: Engine | None = None) -> RunResult:
+def predict_run(
+    run: dict[str, Any], *, hardware: HardwareProfile | None = None, engine: Engine | None = None
+) -> RunResult:
     measured = {k: float(v) for k, v in (run.get("measured") or {}).items() if k in METRICS and v is not None}
     rid = str(run["id"])
     try:
@@ -106,6 +108,7 @@ def predict_run(run: dict[str, Any], *, hardware: HardwareProfile | None = None,
     return RunResult(rid, predicted=predicted, measured=measured, fits=est.fits)
 
 
-def validate_runs(runs: list[dict[str, Any]], *, hardware: HardwareProfile | None = None,
-                  engine: Engine | None = None) -> Validation:
+def validate_runs(
+    runs: list[dict[str, Any]], *, hardware: HardwareProfile | None = None, engine: Engine | None = None
+) -> Validation:
     return Validation(tuple(predict_run(r, hardware=hardware, engine=engine) for r in runs))

@@ -10,15 +10,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from planner.errors import PlannerError
 from planner.engine import Engine
+from planner.errors import PlannerError
 from planner.specs import HardwareProfile, ModelSpec
 
 DEFAULT_HARDWARE = "h100-sxm"  # what --hardware means when neither the flag nor a plan file names one
@@ -80,7 +80,7 @@ def load_yaml(path: str | Path) -> Any:
     path = Path(path)
     text = _read_text(path)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{_display(path)}:{mark.line + 1}:{mark.column + 1}" if mark else _display(path)
@@ -199,7 +199,7 @@ def load_engine(name_or_path: str | Path) -> Engine:
     return _catalog_engine(arg)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _catalog_engine(name: str) -> Engine:
     return _engine_from_yaml(catalog_root() / ENGINE_DIR / f"{name}.yaml")
 
@@ -211,12 +211,12 @@ def _engine_from_yaml(path: Path) -> Engine:
     return _validate(Engine, data, _display(path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _catalog_model(name: str) -> ModelSpec:
     return _model_from_yaml(catalog_root() / MODEL_DIR / f"{name}.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _catalog_hardware(name: str) -> HardwareProfile:
     return _hardware_from_yaml(catalog_root() / HARDWARE_DIR / f"{name}.yaml")
 
@@ -237,8 +237,25 @@ def _hardware_from_yaml(path: Path) -> HardwareProfile:
 
 # ---- Hugging Face config.json --------------------------------------------------------------------
 # Families whose MLP is gated (three matrices) whatever `hidden_act` says (Gemma uses a GELU gate).
-GATED_FAMILIES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-                  "phi3", "olmo", "olmo2", "deepseek_v2", "deepseek_v3", "granite", "cohere", "internlm2"}
+GATED_FAMILIES = {
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "phi3",
+    "olmo",
+    "olmo2",
+    "deepseek_v2",
+    "deepseek_v3",
+    "granite",
+    "cohere",
+    "internlm2",
+}
 # Families with a learned absolute position table; everything else is taken as RoPE (or another table-free scheme).
 LEARNED_POSITION_FAMILIES = {"gpt2", "opt", "gpt_bigcode", "gpt_neo", "biogpt"}
 UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo2"}
@@ -269,10 +286,8 @@ def _hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "gelu").lower()
     hidden = need("hidden_size", "n_embd")
     gated = family in GATED_FAMILIES or act in ("silu", "swish", "swiglu")
-    if family == "gpt2":
-        ffn = cfg.get("n_inner") or 4 * hidden  # GPT2Config: n_inner None means 4 * n_embd
-    else:
-        ffn = need("intermediate_size", "ffn_dim", "n_inner")
+    # GPT2Config: n_inner None means 4 * n_embd
+    ffn = (cfg.get("n_inner") or 4 * hidden) if family == "gpt2" else need("intermediate_size", "ffn_dim", "n_inner")
     fields: dict[str, Any] = {
         "name": _hf_name(cfg, path),
         "num_layers": need("num_hidden_layers", "n_layer"),

@@ -7,6 +7,7 @@ fields is accepted too). Flags given on the command line override the file.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def pydantic_message(err: ValidationError, where: str) -> str:
 
 
 def _text(path: str, key: str, value: Any) -> str | None:
-    if value is None or isinstance(value, str) and value:
+    if value is None or (isinstance(value, str) and value):
         return value
     raise PlannerError(f"{path}: {key} must be a name or a path, got {value!r}")
 
@@ -98,15 +99,20 @@ def read_plan_file(path: str) -> PlanFile:
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
         raise PlannerError(f"{path}: gpus must be a positive integer, got {gpus!r}")
     predicted = doc.get("predicted")
-    return PlanFile(plan=dict(plan), model=_text(path, "model", doc.get("model")),
-                    hardware=_text(path, "hardware", doc.get("hardware")),
-                    engine=_text(path, "engine", doc.get("engine")), gpus=gpus,
-                    training=_training(path, doc.get("training")),
-                    predicted=predicted if isinstance(predicted, dict) else None)
+    return PlanFile(
+        plan=dict(plan),
+        model=_text(path, "model", doc.get("model")),
+        hardware=_text(path, "hardware", doc.get("hardware")),
+        engine=_text(path, "engine", doc.get("engine")),
+        gpus=gpus,
+        training=_training(path, doc.get("training")),
+        predicted=predicted if isinstance(predicted, dict) else None,
+    )
 
 
-def build_plan(*, gpus: int | None, doc: PlanFile | None, flags: dict[str, Any],
-               defaults: dict[str, Any] | None = None) -> Plan:
+def build_plan(
+    *, gpus: int | None, doc: PlanFile | None, flags: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> Plan:
     """The plan from defaults, then --plan FILE, then flags (flags win); derive_plan fills the rest."""
     fields = dict(defaults or {})
     fields.update(doc.plan if doc else {})
@@ -120,12 +126,26 @@ def build_plan(*, gpus: int | None, doc: PlanFile | None, flags: dict[str, Any],
         raise PlannerError(pydantic_message(e, "plan")) from None
 
 
-def write_plan_file(path: str, *, plan: Plan, model: str, hardware: str, engine: str, gpus: int,
-                    training: dict[str, Any] | None = None, predicted: dict[str, Any] | None = None,
-                    header: str = "") -> None:
+def write_plan_file(
+    path: str,
+    *,
+    plan: Plan,
+    model: str,
+    hardware: str,
+    engine: str,
+    gpus: int,
+    training: dict[str, Any] | None = None,
+    predicted: dict[str, Any] | None = None,
+    header: str = "",
+) -> None:
     """Write atomically: a half-written plan file never replaces a good one."""
-    doc: dict[str, Any] = {"model": model, "hardware": hardware, "engine": engine, "gpus": gpus,
-                           "plan": plan.model_dump()}
+    doc: dict[str, Any] = {
+        "model": model,
+        "hardware": hardware,
+        "engine": engine,
+        "gpus": gpus,
+        "plan": plan.model_dump(),
+    }
     if training:
         doc["training"] = training
     if predicted:
@@ -137,8 +157,6 @@ def write_plan_file(path: str, *, plan: Plan, model: str, hardware: str, engine:
         tmp.write_text(text)
         tmp.replace(target)
     except OSError as e:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise PlannerError(f"cannot write plan file {path!r}: {e.strerror}") from None

@@ -66,7 +66,16 @@ def worker_argv(cfg: RunConfig) -> list[str]:
         out += ["--layers", str(cfg.layers)]
     if cfg.hidden is not None:
         out += ["--hidden", str(cfg.hidden)]
-    out += ["--hardware", cfg.hardware, "--engine", cfg.engine, "--timeout-s", f"{cfg.timeout_s:g}", "--profile-out", cfg.profile_out]
+    out += [
+        "--hardware",
+        cfg.hardware,
+        "--engine",
+        cfg.engine,
+        "--timeout-s",
+        f"{cfg.timeout_s:g}",
+        "--profile-out",
+        cfg.profile_out,
+    ]
     if cfg.checkpoint_dir:
         out += ["--checkpoint-dir", cfg.checkpoint_dir, "--checkpoint-every", str(cfg.checkpoint_every)]
         if cfg.resume:
@@ -75,8 +84,14 @@ def worker_argv(cfg: RunConfig) -> list[str]:
 
 
 def torchrun_argv(
-    cfg: RunConfig, *, nproc_per_node: int, nnodes: int = 1, max_restarts: int = 0,
-    rdzv_endpoint: str | None = None, rdzv_id: str = "planner", node_rank: str | None = None,
+    cfg: RunConfig,
+    *,
+    nproc_per_node: int,
+    nnodes: int = 1,
+    max_restarts: int = 0,
+    rdzv_endpoint: str | None = None,
+    rdzv_id: str = "planner",
+    node_rank: str | None = None,
     torchrun: str | None = None,
 ) -> list[str]:
     """Single node: ``--standalone`` (a free port, never a fixed one). Multi-node: c10d rendezvous."""
@@ -85,14 +100,22 @@ def torchrun_argv(
         head.append("--standalone")
         head += ["--nnodes", "1"]
     else:
-        head += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d",
-                 "--rdzv-endpoint", rdzv_endpoint or f"$MASTER_ADDR:{RDZV_PORT}", "--rdzv-id", rdzv_id]
+        head += [
+            "--nnodes",
+            str(nnodes),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            rdzv_endpoint or f"$MASTER_ADDR:{RDZV_PORT}",
+            "--rdzv-id",
+            rdzv_id,
+        ]
         if node_rank is not None:
             head += ["--node-rank", node_rank]
     head += ["--nproc-per-node", str(nproc_per_node)]
     if max_restarts:
         head += ["--max-restarts", str(max_restarts)]
-    return head + ["-m", WORKER_MODULE, *worker_argv(cfg)]
+    return [*head, "-m", WORKER_MODULE, *worker_argv(cfg)]
 
 
 def local_torchrun() -> str:

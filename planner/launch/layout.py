@@ -31,9 +31,7 @@ class RankLayout:
         return 0 in self.stages
 
     def describe(self) -> str:
-        chunks = ", ".join(
-            f"stage {s}: layers {_span(ls)}" for s, ls in zip(self.stages, self.layers)
-        )
+        chunks = ", ".join(f"stage {s}: layers {_span(ls)}" for s, ls in zip(self.stages, self.layers))
         return f"rank {self.rank}: pp={self.pp} dp={self.dp} cp={self.cp} tp={self.tp} | {chunks}"
 
 
@@ -64,8 +62,9 @@ def plan_layout(plan: Plan, num_layers: int) -> Layout:
 def rank_layout(rank: int, plan: Plan, num_layers: int) -> RankLayout:
     pp_i, dp_i, cp_i, tp_i = coordinates(rank, plan)
     chunks = plan_layout(plan, num_layers).rank_chunks(pp_i)
-    return RankLayout(rank, pp_i, dp_i, cp_i, tp_i, tuple(c.index for c in chunks),
-                      tuple(tuple(c.layers) for c in chunks))
+    return RankLayout(
+        rank, pp_i, dp_i, cp_i, tp_i, tuple(c.index for c in chunks), tuple(tuple(c.layers) for c in chunks)
+    )
 
 
 def layout(plan: Plan, num_layers: int) -> list[RankLayout]:

@@ -43,7 +43,7 @@ def rope(x: torch.Tensor, theta: float = 10000.0, positions: torch.Tensor | None
     else:
         ang = positions.to(device=x.device, dtype=torch.float32)[..., None] * inv  # (B, T, d/2)
     cos, sin = ang.cos()[:, :, None, :].to(x.dtype), ang.sin()[:, :, None, :].to(x.dtype)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
@@ -81,7 +81,7 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(f, h, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gated:
+        if self.w3 is not None:
             return self.w2(F.silu(self.w1(x)) * self.w3(x))
         return self.w2(F.gelu(self.w1(x), approximate="tanh"))
 
@@ -184,8 +184,9 @@ def init_weights(model: nn.Module, seed: int) -> None:
     for name, param in model.named_parameters():
         full = initial_value(canonical_name(name), tuple(param.shape), seed, param.device)
         if isinstance(param, DTensor):  # local slice, no communication (src_data_rank=None)
-            param.to_local().copy_(distribute_tensor(full, param.device_mesh, param.placements,
-                                                     src_data_rank=None).to_local())
+            param.to_local().copy_(
+                distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None).to_local()
+            )
         else:
             param.copy_(full)
 

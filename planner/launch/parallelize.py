@@ -24,6 +24,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
+    ParallelStyle,
     PrepareModuleInput,
     PrepareModuleOutput,
     RowwiseParallel,
@@ -32,7 +33,7 @@ from torch.distributed.tensor.parallel import (
 )
 
 from planner.engine import ZeroStage
-from planner.launch.model import GPT
+from planner.launch.model import GPT, Block
 
 ZERO_BUBBLE = ("interleaved_zb", "zbv", "dualpipev")
 
@@ -42,30 +43,46 @@ def apply_tp(model: GPT, mesh: DeviceMesh, *, sp: bool) -> None:
     seq = Shard(1) if sp else Replicate()
     if model.embed is not None:
         if model.embed.pos is None:
-            parallelize_module(model.embed, mesh, {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)})
+            parallelize_module(
+                model.embed, mesh, {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)}
+            )
         else:  # learned positions are added on the full sequence, then the result is split (a local slice)
-            parallelize_module(model.embed, mesh, {"tok": RowwiseParallel(input_layouts=Replicate(),
-                                                                          output_layouts=Replicate())})
+            parallelize_module(
+                model.embed, mesh, {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())}
+            )
             if sp:
-                parallelize_module(model, mesh, {"embed": PrepareModuleOutput(
-                    output_layouts=Replicate(), desired_output_layouts=Shard(1))})
+                parallelize_module(
+                    model,
+                    mesh,
+                    {"embed": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1))},
+                )
     if model.output is not None:
-        plan = {"output": ColwiseParallel(input_layouts=seq, output_layouts=Replicate())}
+        plan: dict[str, ParallelStyle] = {"output": ColwiseParallel(input_layouts=seq, output_layouts=Replicate())}
         if sp:
             plan["norm"] = SequenceParallel()
         parallelize_module(model, mesh, plan)
     for block in model.layers.values():
+        assert isinstance(block, Block)
         plan = {
-            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wq": ColwiseParallel(),
+            "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(),
             "attention.wo": RowwiseParallel(output_layouts=seq),
-            "feed_forward.w1": ColwiseParallel(), "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
         }
         if block.feed_forward.w3 is not None:
             plan["feed_forward.w3"] = ColwiseParallel()
         if sp:
             gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-            plan.update({"attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
-                         "attention": gather, "feed_forward": gather})
+            plan.update(
+                {
+                    "attention_norm": SequenceParallel(),
+                    "ffn_norm": SequenceParallel(),
+                    "attention": gather,
+                    "feed_forward": gather,
+                }
+            )
         parallelize_module(block, mesh, plan)
 
 
@@ -81,14 +98,14 @@ _ATTENTION = {
 }
 
 
-def _op_sac_context():  # noqa: ANN202 (torch's context pair)
+def _op_sac_context():
     """A fresh pair of selective-checkpoint contexts for one layer call, counting its matmuls separately in
     the forward and in the recompute (both must choose the same outputs)."""
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     counts = {False: 0, True: 0}
 
-    def policy(ctx, op, *args, **kwargs):  # noqa: ANN001, ANN202 (torch callback signature)
+    def policy(ctx, op, *args, **kwargs):
         if op in _MATMULS:
             counts[ctx.is_recompute] += 1
             keep = counts[ctx.is_recompute] % 2 == 1
@@ -145,8 +162,16 @@ def data_parallel_mesh(mesh: DeviceMesh, *, cp: int) -> DeviceMesh:
     return mesh[("dp", "cp")]._flatten("dp_cp")
 
 
-def parallelize(model: GPT, mesh: DeviceMesh, *, plan, kind: str, schedule: str = "",  # noqa: ANN001
-                dp_mesh: DeviceMesh | None = None, materialize: Callable[[nn.Module], None] | None = None) -> nn.Module:
+def parallelize(
+    model: GPT,
+    mesh: DeviceMesh,
+    *,
+    plan,
+    kind: str,
+    schedule: str = "",
+    dp_mesh: DeviceMesh | None = None,
+    materialize: Callable[[nn.Module], None] | None = None,
+) -> nn.Module:
     """TP → AC → FSDP → materialize → DDP on one model (or one pipeline stage). Returns the module to train.
 
     dp_mesh: the gradient-averaging mesh from ``data_parallel_mesh`` (default ``mesh["dp"]``).

@@ -80,38 +80,62 @@ def default_hardware(env: Environment) -> str:
     if env.device_type == "cpu":
         return "cpu"
     name = env.device_name.upper()
-    for needle, profile in (("H200", "h200"), ("H100", "h100-sxm"), ("H800", "h800"), ("B200", "b200"),
-                            ("MI300X", "mi300x"), ("V100", "v100-32gb")):
+    for needle, profile in (
+        ("H200", "h200"),
+        ("H100", "h100-sxm"),
+        ("H800", "h800"),
+        ("B200", "b200"),
+        ("MI300X", "mi300x"),
+        ("V100", "v100-32gb"),
+    ):
         if needle in name:
             return profile
     if "A100" in name:
         return "a100-80gb" if "80GB" in name.replace(" ", "") else "a100-40gb"
-    raise PlannerError(f"no hardware profile matches this GPU ({env.device_name}); pass --hardware NAME|PATH "
-                       "(see `planner hardware`, or write one with `planner bench-hardware`)")
+    raise PlannerError(
+        f"no hardware profile matches this GPU ({env.device_name}); pass --hardware NAME|PATH "
+        "(see `planner hardware`, or write one with `planner bench-hardware`)"
+    )
 
 
 def preflight(
-    model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *, nproc_per_node: int, nnodes: int,
+    model: ModelSpec,
+    plan: Plan,
+    engine: Engine,
+    env: Environment,
+    *,
+    nproc_per_node: int,
+    nnodes: int,
     predicted_peak_bytes: float | None = None,
 ) -> Preflight:
     """Every check, passed or failed, so --dry-run can print all of them."""
     pf = Preflight()
     world = nproc_per_node * nnodes
-    pf.add("world size", plan.gpus == world,
-           f"tp={plan.tp} x pp={plan.pp} x cp={plan.cp} x dp={plan.dp} = {plan.gpus}; "
-           f"processes: {nproc_per_node} per node x {nnodes} nodes = {world}")
+    pf.add(
+        "world size",
+        plan.gpus == world,
+        f"tp={plan.tp} x pp={plan.pp} x cp={plan.cp} x dp={plan.dp} = {plan.gpus}; "
+        f"processes: {nproc_per_node} per node x {nnodes} nodes = {world}",
+    )
     if env.device_type == "cuda":
-        pf.add("devices", env.device_count >= nproc_per_node,
-               f"{env.device_count} x {env.device_name} visible, {nproc_per_node} processes per node")
+        pf.add(
+            "devices",
+            env.device_count >= nproc_per_node,
+            f"{env.device_count} x {env.device_name} visible, {nproc_per_node} processes per node",
+        )
     else:
         pf.add("devices", True, f"CPU ({env.device_name}), gloo backend, {nproc_per_node} processes per node")
     if predicted_peak_bytes is None:
         pf.add("memory", True, "predicted peak n/a (no estimate available)")
     elif env.free_bytes:
         worst = min(env.free_bytes)
-        pf.add("memory", predicted_peak_bytes <= worst,
-               f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB per device vs "
-               f"{worst / 2**30:.2f} GiB free on the fullest device", forceable=True)
+        pf.add(
+            "memory",
+            predicted_peak_bytes <= worst,
+            f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB per device vs "
+            f"{worst / 2**30:.2f} GiB free on the fullest device",
+            forceable=True,
+        )
     else:
         pf.add("memory", True, f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB (CPU: not checked)")
     if env.torch_version is None:
@@ -143,8 +167,9 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
         local = f"seq_len/cp={plan.seq_len}/{plan.cp}" if plan.cp > 1 else f"seq_len={plan.seq_len}"
         out.append(f"sp: tp={plan.tp} must divide {local}")
     if plan.global_batch % (plan.dp * plan.micro_batch):
-        out.append(f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x "
-                   f"micro_batch={plan.micro_batch}")
+        out.append(
+            f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x micro_batch={plan.micro_batch}"
+        )
     if plan.seq_len > model.max_seq_len:
         out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len}")
     return out
@@ -159,11 +184,15 @@ def cp_problems(plan: Plan, device_type: str) -> list[str]:
         return [cp_device_refusal(cp, device_type)]
     out = []
     if plan.seq_len % (2 * cp):
-        out.append(f"cp={cp}: seq_len={plan.seq_len} must be a multiple of 2 x cp = {2 * cp} "
-                   "(load-balanced causal sharding cuts each sequence into 2·cp chunks)")
+        out.append(
+            f"cp={cp}: seq_len={plan.seq_len} must be a multiple of 2 x cp = {2 * cp} "
+            "(load-balanced causal sharding cuts each sequence into 2·cp chunks)"
+        )
     if plan.pp > 1:
-        out.append(f"cp={cp} with pp={plan.pp}: the worker does not combine context and pipeline parallelism "
-                   "(token positions are not carried between stages); use pp=1 with cp > 1")
+        out.append(
+            f"cp={cp} with pp={plan.pp}: the worker does not combine context and pipeline parallelism "
+            "(token positions are not carried between stages); use pp=1 with cp > 1"
+        )
     return out
 
 
@@ -180,6 +209,8 @@ def uses_context_parallel(cp: int, device_type: str) -> bool:
 
 
 def cp_device_refusal(cp: int, device_type: str) -> str:
-    return (f"cp={cp} needs CUDA, and this device is {device_type.upper()}: torch's context-parallel ring "
-            "attention is registered only for the CUDA SDPA kernels (flash, efficient, cudnn), not the CPU "
-            f"one; run cp={cp} on a CUDA machine, or rehearse here with cp=1")
+    return (
+        f"cp={cp} needs CUDA, and this device is {device_type.upper()}: torch's context-parallel ring "
+        "attention is registered only for the CUDA SDPA kernels (flash, efficient, cudnn), not the CPU "
+        f"one; run cp={cp} on a CUDA machine, or rehearse here with cp=1"
+    )

@@ -22,7 +22,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def _storage_bytes(tensors) -> int:  # noqa: ANN001
+def _storage_bytes(tensors) -> int:
     seen: dict[int, int] = {}
     for t in tensors:
         if t is None:
@@ -44,8 +44,17 @@ def model_state_bytes(parts: list[nn.Module], optims: list[torch.optim.Optimizer
 
 # Autograd nodes that only cast, transpose or reshape their one input: a weight seen through them is
 # still a weight (autocast's bf16 copy of an fp32 parameter, the transposed weight a linear saves).
-_WEIGHT_VIEWS = frozenset({"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",
-                           "PermuteBackward0", "AliasBackward0", "UnsafeViewBackward0"})
+_WEIGHT_VIEWS = frozenset(
+    {
+        "ToCopyBackward0",
+        "TBackward0",
+        "ViewBackward0",
+        "TransposeBackward0",
+        "PermuteBackward0",
+        "AliasBackward0",
+        "UnsafeViewBackward0",
+    }
+)
 
 
 def is_weight(t: torch.Tensor, max_hops: int = 6) -> bool:
@@ -60,7 +69,7 @@ def is_weight(t: torch.Tensor, max_hops: int = 6) -> bool:
     for _ in range(max_hops):
         name = type(fn).__name__
         if name == "AccumulateGrad":
-            return isinstance(fn.variable, nn.Parameter)
+            return isinstance(getattr(fn, "variable", None), nn.Parameter)
         inputs = [f for f, _ in fn.next_functions if f is not None]
         if name not in _WEIGHT_VIEWS or len(inputs) != 1:
             return False

@@ -10,14 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-
-from planner.errors import PlannerError
-from planner.plan import Plan
 from planner.engine import Engine
-from planner.specs import HardwareProfile, ModelSpec
 from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
 from planner.launch.layout import MESH_DIMS, layout, mesh_shape
 from planner.launch.preflight import Environment, Preflight, preflight
+from planner.plan import Plan
+from planner.specs import HardwareProfile, ModelSpec
 
 
 def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
@@ -47,8 +45,10 @@ def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     stage = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, stage)
     layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
-    return max(sharded_states(rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=r), per, plan,
-                              stage).persistent_bytes for r in range(plan.pp))
+    return max(
+        sharded_states(rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=r), per, plan, stage).persistent_bytes
+        for r in range(plan.pp)
+    )
 
 
 @dataclass
@@ -59,17 +59,36 @@ class DryRun:
     ranks: list[str]
 
     def to_dict(self) -> dict:
-        return {"checks": [c.__dict__ for c in self.preflight.checks], "notes": self.preflight.notes,
-                "command": self.command, "mesh": self.mesh, "ranks": self.ranks}
+        return {
+            "checks": [c.__dict__ for c in self.preflight.checks],
+            "notes": self.preflight.notes,
+            "command": self.command,
+            "mesh": self.mesh,
+            "ranks": self.ranks,
+        }
 
 
-def dry_run(cfg: RunConfig, model: ModelSpec, engine: Engine, env: Environment, *, nproc_per_node: int,
-            nnodes: int, max_restarts: int, peak_bytes: float | None) -> DryRun:
-    pf = preflight(model, cfg.plan, engine, env, nproc_per_node=nproc_per_node, nnodes=nnodes,
-                   predicted_peak_bytes=peak_bytes)
+def dry_run(
+    cfg: RunConfig,
+    model: ModelSpec,
+    engine: Engine,
+    env: Environment,
+    *,
+    nproc_per_node: int,
+    nnodes: int,
+    max_restarts: int,
+    peak_bytes: float | None,
+) -> DryRun:
+    pf = preflight(
+        model, cfg.plan, engine, env, nproc_per_node=nproc_per_node, nnodes=nnodes, predicted_peak_bytes=peak_bytes
+    )
     argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts)
-    return DryRun(pf, f"{env_prefix()} {shell_join(argv)}", dict(zip(MESH_DIMS, mesh_shape(cfg.plan))),
-                  [r.describe() for r in layout(cfg.plan, model.num_layers)])
+    return DryRun(
+        pf,
+        f"{env_prefix()} {shell_join(argv)}",
+        dict(zip(MESH_DIMS, mesh_shape(cfg.plan))),
+        [r.describe() for r in layout(cfg.plan, model.num_layers)],
+    )
 
 
 def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall_timeout_s: float | None = None) -> int:
@@ -105,9 +124,19 @@ def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, 
         err = f"{(measured - p) / p * 100:+.1f}%" if p else "n/a"
         rows.append((name, fmt(measured), fmt(p) if p else "n/a", err))
     tps = profile.get("tokens_per_s")
-    pred_tps = profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / pred["step_time_s"] if pred.get("step_time_s") else None
-    rows.append(("tokens/s", f"{tps:.0f}" if tps else "n/a", f"{pred_tps:.0f}" if pred_tps else "n/a",
-                 f"{(tps - pred_tps) / pred_tps * 100:+.1f}%" if tps and pred_tps else "n/a"))
+    pred_tps = (
+        profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / pred["step_time_s"]
+        if pred.get("step_time_s")
+        else None
+    )
+    rows.append(
+        (
+            "tokens/s",
+            f"{tps:.0f}" if tps else "n/a",
+            f"{pred_tps:.0f}" if pred_tps else "n/a",
+            f"{(tps - pred_tps) / pred_tps * 100:+.1f}%" if tps and pred_tps else "n/a",
+        )
+    )
     return rows
 
 

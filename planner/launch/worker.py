@@ -21,21 +21,22 @@ import time
 from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from planner.plan import Plan
+from planner.io.catalog import load_engine, load_model
 from planner.launch import checkpoint
 from planner.launch.layout import MESH_DIMS, plan_layout
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from planner.launch.preflight import cp_problems, uses_context_parallel
 from planner.launch.profile import ActivationCounter, model_state_bytes, summarize
-from planner.io.catalog import load_engine, load_model
 from planner.launch.spec import shrink
+from planner.plan import Plan
 
 LR, WEIGHT_DECAY = 3e-3, 0.1
 CP_ROTATE_METHOD = "allgather"  # torch's default; torchtitan's default too
@@ -50,10 +51,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             ap.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=f.default)
         else:
             ap.add_argument(flag, dest=name, type=int if f.annotation is int else str, default=f.default)
-    for flag, typ, default in (("--steps", int, 8), ("--warmup", int, 2), ("--seed", int, 0),
-                               ("--layers", int, None), ("--hidden", int, None), ("--hardware", str, "cpu"), ("--engine", str, "planner"),
-                               ("--timeout-s", float, 120.0), ("--profile-out", str, "planner-launch-profile.json"),
-                               ("--checkpoint-dir", str, None), ("--checkpoint-every", int, 0)):
+    for flag, typ, default in (
+        ("--steps", int, 8),
+        ("--warmup", int, 2),
+        ("--seed", int, 0),
+        ("--layers", int, None),
+        ("--hidden", int, None),
+        ("--hardware", str, "cpu"),
+        ("--engine", str, "planner"),
+        ("--timeout-s", float, 120.0),
+        ("--profile-out", str, "planner-launch-profile.json"),
+        ("--checkpoint-dir", str, None),
+        ("--checkpoint-every", int, 0),
+    ):
         ap.add_argument(flag, type=typ, default=default)
     ap.add_argument("--resume", action="store_true")
     return ap.parse_args(argv)
@@ -109,14 +119,17 @@ class Trainer:
 
     def _build(self) -> None:
         p = self.plan
+        self.stages: list[Any] = []
+        self.schedule: Any = None
         if p.pp == 1:
             self.parts = [self._part(range(self.spec.num_layers), first=True, last=True)]
-            self.stages, self.schedule = [], None
         else:
             self._build_pipeline()
-        self.optims = [torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=WEIGHT_DECAY) for m in self.parts]
+        self.optims: list[torch.optim.Optimizer] = [
+            torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=WEIGHT_DECAY) for m in self.parts
+        ]
 
-    def _part(self, layer_ids, *, first: bool, last: bool) -> torch.nn.Module:  # noqa: ANN001
+    def _part(self, layer_ids, *, first: bool, last: bool) -> torch.nn.Module:
         """One stage (or the whole model): built on meta, sharded, then only this rank's shards allocated."""
         p = self.plan
         tied = self.spec.tied_embeddings and p.tp == 1 and p.pp == 1
@@ -127,15 +140,16 @@ class Trainer:
             module.to_empty(device=self.device)
             init_weights(module, self.args.seed)
 
-        return parallelize(part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule, dp_mesh=self.dp_mesh,
-                           materialize=materialize)
+        return parallelize(
+            part, self.mesh, plan=p, kind=self.kind, schedule=p.schedule, dp_mesh=self.dp_mesh, materialize=materialize
+        )
 
     def _build_pipeline(self) -> None:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
         p, n = self.plan, self.plan.pp * self.plan.vpp
         group = self.mesh["pp"].get_group()
-        self.parts, self.stages = [], []
+        self.parts = []
         for chunk in plan_layout(p, self.spec.num_layers).rank_chunks(self.pp_rank):
             part = self._part(chunk.layers, first=chunk.embedding, last=chunk.loss)
             self.parts.append(part)
@@ -156,12 +170,14 @@ class Trainer:
     def train_step(self, step: int, counter: ActivationCounter) -> float:
         p = self.plan
         rows = p.global_batch // p.dp
-        x, y = synthetic_batch(step, seed=self.args.seed, rows=p.global_batch, seq_len=p.seq_len,
-                               vocab=self.spec.vocab_size)
-        x, y = (t[self.dp_rank * rows:(self.dp_rank + 1) * rows].to(self.device) for t in (x, y))
+        x, y = synthetic_batch(
+            step, seed=self.args.seed, rows=p.global_batch, seq_len=p.seq_len, vocab=self.spec.vocab_size
+        )
+        x, y = (t[self.dp_rank * rows : (self.dp_rank + 1) * rows].to(self.device) for t in (x, y))
         for opt in self.optims:
             opt.zero_grad(set_to_none=True)
         holds_last = self.schedule is None or any(s.is_last for s in self.stages)
+        loss: torch.Tensor | None = None
         with self._autocast():
             if self.schedule is None:
                 loss = self._accumulate(x, y, counter)
@@ -175,12 +191,13 @@ class Trainer:
         for opt in self.optims:
             opt.step()
         # Global mean: only last-stage ranks hold a loss; each of them is replicated over tp (and cp).
-        total = (loss.float() if holds_last else torch.zeros((), device=self.device)).reshape(1).clone()
+        total = (loss.float() if loss is not None else torch.zeros((), device=self.device)).reshape(1).clone()
         dist.all_reduce(total)
         return total.item() / (p.dp * p.tp * p.cp)
 
     def _accumulate(self, x: torch.Tensor, y: torch.Tensor, counter: ActivationCounter) -> torch.Tensor:
-        model, k, mb = self.parts[0], self.plan.num_microbatches, self.plan.micro_batch
+        model: Any = self.parts[0]  # plain, DDP or FSDP2 (which adds set_requires_gradient_sync)
+        k, mb = self.plan.num_microbatches, self.plan.micro_batch
         total = torch.zeros((), device=self.device)
         for i in range(k):
             # Reduce once per step (sync on the last micro-batch only) or after every micro-batch, as the
@@ -189,7 +206,7 @@ class Trainer:
             if hasattr(model, "set_requires_gradient_sync"):
                 model.set_requires_gradient_sync(sync)
             ctx = model.no_sync() if (self.kind == "ddp" and not sync) else nullcontext()
-            xb, yb = x[i * mb:(i + 1) * mb], y[i * mb:(i + 1) * mb]
+            xb, yb = x[i * mb : (i + 1) * mb], y[i * mb : (i + 1) * mb]
             with ctx, counter.track():  # one micro-batch's activations live at a time
                 if self.cp_active:
                     loss = self._cp_forward_backward(model, xb, yb, k)
@@ -199,7 +216,7 @@ class Trainer:
             total += loss.detach().float()
         return total
 
-    def _cp_forward_backward(self, model, xb: torch.Tensor, yb: torch.Tensor, k: int) -> torch.Tensor:  # noqa: ANN001
+    def _cp_forward_backward(self, model, xb: torch.Tensor, yb: torch.Tensor, k: int) -> torch.Tensor:
         """One micro-batch under context parallelism: this rank keeps its slice of the sequence.
 
         Inputs, labels and global position ids are sharded in place on dim 1 (torchtitan's
@@ -237,10 +254,12 @@ def main(argv: list[str] | None = None) -> None:
     steps_log = out.with_name(out.name + ".steps.jsonl")
     if t.rank == 0:
         out.parent.mkdir(parents=True, exist_ok=True)
-        print(f"[launch] {t.plan.summary()} world={t.world} kind={t.kind} model={t.spec.name} "
-              f"layers={t.spec.num_layers} hidden={t.spec.hidden_size} start_step={start + 1} attempt={attempt}"
-              + (f" context_parallel=ring-{CP_ROTATE_METHOD} cp={t.plan.cp}" if t.cp_active else ""),
-              flush=True)
+        print(
+            f"[launch] {t.plan.summary()} world={t.world} kind={t.kind} model={t.spec.name} "
+            f"layers={t.spec.num_layers} hidden={t.spec.hidden_size} start_step={start + 1} attempt={attempt}"
+            + (f" context_parallel=ring-{CP_ROTATE_METHOD} cp={t.plan.cp}" if t.cp_active else ""),
+            flush=True,
+        )
     counter, times, losses = ActivationCounter(t.parts), [], []
     for step in range(start + 1, args.steps + 1):
         if _injected("PLANNER_LAUNCH_FAIL", t.rank, step):
@@ -252,8 +271,10 @@ def main(argv: list[str] | None = None) -> None:
             loss = t.train_step(step, counter)
         except RuntimeError as exc:
             if "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
-                raise RuntimeError(f"rank {t.rank}: a collective timed out after {args.timeout_s:g} s at step {step} "
-                                   f"(a peer rank is hung or dead; --timeout-s sets the limit): {exc}") from exc
+                raise RuntimeError(
+                    f"rank {t.rank}: a collective timed out after {args.timeout_s:g} s at step {step} "
+                    f"(a peer rank is hung or dead; --timeout-s sets the limit): {exc}"
+                ) from exc
             raise
         times.append(time.perf_counter() - t0)
         losses.append(loss)
@@ -267,28 +288,36 @@ def main(argv: list[str] | None = None) -> None:
     dist.destroy_process_group()
 
 
-def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter, attempt) -> None:  # noqa: ANN001
+def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter, attempt) -> None:
     mem = model_state_bytes(t.parts, t.optims)
     mem["activation_bytes"] = counter.peak
     if t.device.type == "cuda":
         mem["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(t.device)
     mem["peak_bytes"] = mem.get("max_memory_allocated_bytes") or sum(
-        mem[k] for k in ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"))
+        mem[k] for k in ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
+    )
     per_rank: list = [None] * t.world
     dist.all_gather_object(per_rank, {"rank": t.rank, **mem})
     if t.rank != 0:
         return
     prof = {
-        "plan": t.plan.model_dump(), "model": t.spec.model_dump(), "model_ref": args.model,
+        "plan": t.plan.model_dump(),
+        "model": t.spec.model_dump(),
+        "model_ref": args.model,
         "hardware": args.hardware,
         "device": torch.cuda.get_device_name(t.device) if t.device.type == "cuda" else "cpu",
-        "backend": dist.get_backend(), "torch_version": torch.__version__, "world_size": t.world,
-        "data_parallel": t.kind, "start_step": start + 1, "attempt": attempt,
+        "backend": dist.get_backend(),
+        "torch_version": torch.__version__,
+        "world_size": t.world,
+        "data_parallel": t.kind,
+        "start_step": start + 1,
+        "attempt": attempt,
         "context_parallel": f"ring-{CP_ROTATE_METHOD}" if t.cp_active else "off",
         "losses": [{"step": start + 1 + i, "loss": v} for i, v in enumerate(losses)],
         **summarize(times, min(args.warmup, len(times)), t.plan.tokens_per_step),
         "memory_per_rank": per_rank,
-        "memory_method": "torch.cuda.max_memory_allocated" if t.device.type == "cuda"
+        "memory_method": "torch.cuda.max_memory_allocated"
+        if t.device.type == "cuda"
         else "tensor storages: params + grads + optimizer state + saved activations",
     }
     for row, s in zip(prof["step_times_s"], range(start + 1, start + 1 + len(times))):

@@ -14,8 +14,9 @@ from planner.specs import HardwareProfile, ModelSpec
 from planner.units import fmt_count
 
 
-def _catalog_table(columns: tuple[str, ...], left: tuple[str, ...], *, caption: str | None = None,
-                   min_width: bool = False) -> Table:
+def _catalog_table(
+    columns: tuple[str, ...], left: tuple[str, ...], *, caption: str | None = None, min_width: bool = False
+) -> Table:
     """The borderless listing table of `planner models`, `planner hardware` and `planner engines`."""
     table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, caption=caption)
     for col in columns:
@@ -24,43 +25,80 @@ def _catalog_table(columns: tuple[str, ...], left: tuple[str, ...], *, caption: 
 
 
 def models_json(specs: list[ModelSpec]) -> dict[str, Any]:
-    return {"models": [{"name": s.name, "params": s.num_params, "active_params": s.num_active_params,
-                        "num_layers": s.num_layers, "hidden_size": s.hidden_size} for s in specs]}
+    return {
+        "models": [
+            {
+                "name": s.name,
+                "params": s.num_params,
+                "active_params": s.num_active_params,
+                "num_layers": s.num_layers,
+                "hidden_size": s.hidden_size,
+            }
+            for s in specs
+        ]
+    }
 
 
 def print_models(console: Console, specs: list[ModelSpec]) -> None:
-    table = _catalog_table(("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"),
-                           left=("name", "mlp", "moe"))
+    table = _catalog_table(
+        ("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"),
+        left=("name", "mlp", "moe"),
+    )
     for s in specs:
         moe = f"{s.moe.num_experts}x top{s.moe.top_k}" if s.moe else ""
-        table.add_row(s.name, fmt_count(s.num_params), str(s.num_layers), str(s.hidden_size),
-                      f"{s.num_attention_heads}/{s.kv_heads}", str(s.ffn_hidden_size), s.mlp,
-                      str(s.vocab_size), str(s.max_seq_len), moe)
+        table.add_row(
+            s.name,
+            fmt_count(s.num_params),
+            str(s.num_layers),
+            str(s.hidden_size),
+            f"{s.num_attention_heads}/{s.kv_heads}",
+            str(s.ffn_hidden_size),
+            s.mlp,
+            str(s.vocab_size),
+            str(s.max_seq_len),
+            moe,
+        )
     console.print(table)
 
 
 def model_doc(spec: ModelSpec) -> dict[str, Any]:
     doc = spec.model_dump(exclude_none=True)
-    doc["derived"] = {"params": spec.num_params, "active_params": spec.num_active_params,
-                      "head_dim": spec.head_size, "kv_heads": spec.kv_heads}
+    doc["derived"] = {
+        "params": spec.num_params,
+        "active_params": spec.num_active_params,
+        "head_dim": spec.head_size,
+        "kv_heads": spec.kv_heads,
+    }
     return doc
 
 
 def print_model(console: Console, spec: ModelSpec) -> None:
     console.print(yaml.safe_dump(model_doc(spec), sort_keys=False).rstrip())
-    console.print(f"[dim]derived: {fmt_count(spec.num_params)} parameters, "
-                  f"{fmt_count(spec.num_active_params)} active per token[/]")
+    console.print(
+        f"[dim]derived: {fmt_count(spec.num_params)} parameters, "
+        f"{fmt_count(spec.num_active_params)} active per token[/]"
+    )
 
 
 def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
-    table = _catalog_table(("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "intra GB/s", "inter GB/s"),
-                           left=("name",), caption="TFLOP/s dense; link figures per GPU, one direction", min_width=True)
+    table = _catalog_table(
+        ("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "intra GB/s", "inter GB/s"),
+        left=("name",),
+        caption="TFLOP/s dense; link figures per GPU, one direction",
+        min_width=True,
+    )
     for p in profiles:
         g = p.gpu
-        table.add_row(p.name, f"{g.hbm_bytes / 2**30:.0f} GiB", f"{g.peak_flops['bf16'] / 1e12:.0f}",
-                      f"{g.peak_flops['fp8'] / 1e12:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
-                      str(p.gpus_per_node), f"{p.intra_node.bandwidth_bytes_per_s / 1e9:.0f}",
-                      f"{p.inter_node.bandwidth_bytes_per_s / 1e9:.1f}")
+        table.add_row(
+            p.name,
+            f"{g.hbm_bytes / 2**30:.0f} GiB",
+            f"{g.peak_flops['bf16'] / 1e12:.0f}",
+            f"{g.peak_flops['fp8'] / 1e12:.0f}",
+            f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
+            str(p.gpus_per_node),
+            f"{p.intra_node.bandwidth_bytes_per_s / 1e9:.0f}",
+            f"{p.inter_node.bandwidth_bytes_per_s / 1e9:.1f}",
+        )
     console.print(table)
 
 
@@ -73,11 +111,20 @@ def engines_json(engines: list[Engine]) -> dict[str, Any]:
 
 
 def print_engines(console: Console, engines: list[Engine]) -> None:
-    table = _catalog_table(("name", "zero", "zero with pp", "schedules", "attention", "grads", "description"),
-                           left=("name", "zero", "zero with pp", "schedules", "attention", "grads", "description"))
+    table = _catalog_table(
+        ("name", "zero", "zero with pp", "schedules", "attention", "grads", "description"),
+        left=("name", "zero", "zero with pp", "schedules", "attention", "grads", "description"),
+    )
     for e in engines:
         r = e.rules
         with_pp = r.zero_with_pp if r.zero_with_pp is not None else tuple(r.zero)
-        table.add_row(e.name, ",".join(map(str, sorted(r.zero))), ",".join(map(str, sorted(with_pp))) or "-",
-                      ",".join(r.schedules), e.kernels.attention, e.memory.grad_dtype, e.description)
+        table.add_row(
+            e.name,
+            ",".join(map(str, sorted(r.zero))),
+            ",".join(map(str, sorted(with_pp))) or "-",
+            ",".join(r.schedules),
+            e.kernels.attention,
+            e.memory.grad_dtype,
+            e.description,
+        )
     console.print(table)

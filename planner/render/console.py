@@ -18,8 +18,14 @@ def emit_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
 
-def warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                 file: Any = None, line: str | None = None) -> None:
+def warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     """`warnings.showwarning` for the CLI: one yellow line on stderr, no source location."""
     err.print(f"[yellow]warning:[/] {message}")
 

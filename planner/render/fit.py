@@ -22,8 +22,14 @@ def _pct(r: RunResult, key: str) -> str:
 def validation_json(v: Validation) -> dict[str, Any]:
     return {
         "runs": [
-            {"id": r.id, "predicted": r.predicted, "measured": r.measured, "error": r.error_pct,
-             "fits": r.fits, **({"skipped": r.skipped} if r.skipped else {})}
+            {
+                "id": r.id,
+                "predicted": r.predicted,
+                "measured": r.measured,
+                "error": r.error_pct,
+                "fits": r.fits,
+                **({"skipped": r.skipped} if r.skipped else {}),
+            }
             for r in v.runs
         ],
         "summary": v.summary(),
@@ -37,27 +43,40 @@ def print_validation(console: Console, result: Validation) -> None:
     for r in result.runs:
         if r.skipped:
             continue
-        pm, mm = r.predicted.get("peak_memory_bytes"), r.measured.get("peak_memory_bytes")
-        table.add_row(r.id, f"{r.predicted['tokens_per_s_per_gpu']:,.1f}",
-                      f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}", _pct(r, "tokens_per_s_per_gpu"),
-                      f"{pm / 2**30:.1f}" + ("" if r.fits else " !"), f"{mm / 2**30:.1f}" if mm else "",
-                      _pct(r, "peak_memory_bytes"))
+        pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
+        table.add_row(
+            r.id,
+            f"{r.predicted['tokens_per_s_per_gpu']:,.1f}",
+            f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
+            _pct(r, "tokens_per_s_per_gpu"),
+            f"{pm / 2**30:.1f}" + ("" if r.fits else " !"),
+            f"{mm / 2**30:.1f}" if mm else "",
+            _pct(r, "peak_memory_bytes"),
+        )
     console.print(table)
     for r in result.runs:
         if r.skipped:
             console.print(f"[yellow]not evaluated[/] {r.id}: {r.skipped}")
     for metric, s in result.summary().items():
         if metric in METRIC_NAMES:
-            console.print(f"{METRIC_NAMES[metric]}: median |error| {s['median_abs_pct']:.1f}%, max "
-                          f"{s['max_abs_pct']:.1f}% over {s['n']} runs")
+            console.print(
+                f"{METRIC_NAMES[metric]}: median |error| {s['median_abs_pct']:.1f}%, max "
+                f"{s['max_abs_pct']:.1f}% over {s['n']} runs"
+            )
     if any(r.fits is False for r in result.runs):
         console.print("[dim]! = predicted not to fit the profile's memory (the run used a larger-memory variant)[/]")
 
 
 def calibration_json(result: FitResult, output: str) -> dict[str, Any]:
-    return {"hardware": result.base.name, "output": output, "params": result.values, "stderr": result.stderr,
-            "before_pct": result.before_pct, "after_pct": result.after_pct,
-            "median_abs_pct": {"before": result.median_before_pct, "after": result.median_after_pct}}
+    return {
+        "hardware": result.base.name,
+        "output": output,
+        "params": result.values,
+        "stderr": result.stderr,
+        "before_pct": result.before_pct,
+        "after_pct": result.after_pct,
+        "median_abs_pct": {"before": result.median_before_pct, "after": result.median_after_pct},
+    }
 
 
 def print_calibration(console: Console, result: FitResult, output: str) -> None:
@@ -73,5 +92,7 @@ def print_calibration(console: Console, result: FitResult, output: str) -> None:
     for o in result.observations:
         runs_table.add_row(o.id, f"{result.before_pct[o.id]:+.1f}%", f"{result.after_pct[o.id]:+.1f}%")
     console.print(runs_table)
-    console.print(f"median |error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
-                  f"{len(result.observations)} runs; wrote {output} (use it with --hardware {output})")
+    console.print(
+        f"median |error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
+        f"{len(result.observations)} runs; wrote {output} (use it with --hardware {output})"
+    )

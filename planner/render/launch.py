@@ -10,9 +10,15 @@ from planner.launch.runner import DryRun
 
 
 def render_dry_run(report: DryRun) -> str:
-    lines = ["pre-flight:", *("  " + s for s in report.preflight.lines()),
-             "mesh: " + " x ".join(f"{k}={v}" for k, v in report.mesh.items()),
-             "command:", "  " + report.command, "ranks:", *("  " + r for r in report.ranks)]
+    lines = [
+        "pre-flight:",
+        *("  " + s for s in report.preflight.lines()),
+        "mesh: " + " x ".join(f"{k}={v}" for k, v in report.mesh.items()),
+        "command:",
+        "  " + report.command,
+        "ranks:",
+        *("  " + r for r in report.ranks),
+    ]
     return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memor
     peak = report.peak
 
     def ints(b: Any) -> dict[str, int]:
-        return {k: int(round(v)) for k, v in b.as_dict().items()}
+        return {k: round(v) for k, v in b.as_dict().items()}
 
     return {
         "model": model.name,
@@ -40,14 +40,19 @@ def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memor
         "plan": plan_json(plan),
         "stage": peak.stage,
         "per_gpu_bytes": ints(peak.breakdown),
-        "total_bytes": int(round(report.total_bytes)),
-        "capacity_bytes": int(round(report.capacity_bytes)),
+        "total_bytes": round(report.total_bytes),
+        "capacity_bytes": round(report.capacity_bytes),
         "fits": report.fits,
-        "headroom_bytes": int(round(report.headroom_bytes)),
+        "headroom_bytes": round(report.headroom_bytes),
         "params": model.num_params,
         "stages": [
-            {"stage": s.stage, "layers": s.layers, "in_flight_microbatches": s.in_flight_microbatches,
-             "total_bytes": int(round(s.total_bytes)), "per_gpu_bytes": ints(s.breakdown)}
+            {
+                "stage": s.stage,
+                "layers": s.layers,
+                "in_flight_microbatches": s.in_flight_microbatches,
+                "total_bytes": round(s.total_bytes),
+                "per_gpu_bytes": ints(s.breakdown),
+            }
             for s in report.stages
         ],
         "notes": list(report.notes),
@@ -55,9 +60,11 @@ def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memor
 
 
 def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> str:
-    return (f"[bold]{model.name}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {hw.name}: "
-            f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
-            f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)")
+    return (
+        f"[bold]{model.name}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {hw.name}: "
+        f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
+        f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)"
+    )
 
 
 def memory_table(report: MemoryReport, title: str) -> Table:
@@ -78,15 +85,22 @@ def memory_table(report: MemoryReport, title: str) -> Table:
 
 
 def stages_table(report: MemoryReport) -> Table:
-    table = Table(title="per pipeline stage, GiB (* = most loaded)", title_justify="left", box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False)
+    table = Table(
+        title="per pipeline stage, GiB (* = most loaded)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
     # "mbs" = micro-batches whose activations the stage holds at its peak
     for col in ("stage", "layers", "mbs", "weights", "grads", "optim", "activ", "buffers", "rsrvd", "total"):
         table.add_column(col, justify="right", min_width=len(col))
     for s in report.stages:
         mark = "*" if s is report.peak else ""
         table.add_row(
-            f"{s.stage}{mark}", str(s.layers), f"{s.in_flight_microbatches:g}",
+            f"{s.stage}{mark}",
+            str(s.layers),
+            f"{s.in_flight_microbatches:g}",
             *(f"{v / GiB:.2f}" for v in s.breakdown.as_dict().values()),
             f"{s.total_bytes / GiB:.2f}",
         )
@@ -95,14 +109,19 @@ def stages_table(report: MemoryReport) -> Table:
 
 def fits_line(report: MemoryReport) -> str:
     if report.fits:
-        return (f"[green]fits[/]: {fmt_bytes(report.total_bytes)} of {fmt_bytes(report.capacity_bytes)} on the "
-                f"most loaded stage ({report.peak.stage}), headroom {fmt_bytes(report.headroom_bytes)}")
-    return (f"[red]does not fit[/]: {fmt_bytes(report.total_bytes)} needed on stage {report.peak.stage}, "
-            f"{fmt_bytes(report.capacity_bytes)} available ({fmt_bytes(-report.headroom_bytes)} over)")
+        return (
+            f"[green]fits[/]: {fmt_bytes(report.total_bytes)} of {fmt_bytes(report.capacity_bytes)} on the "
+            f"most loaded stage ({report.peak.stage}), headroom {fmt_bytes(report.headroom_bytes)}"
+        )
+    return (
+        f"[red]does not fit[/]: {fmt_bytes(report.total_bytes)} needed on stage {report.peak.stage}, "
+        f"{fmt_bytes(report.capacity_bytes)} available ({fmt_bytes(-report.headroom_bytes)} over)"
+    )
 
 
-def print_memory(console: Console, model: ModelSpec, hw: HardwareProfile, plan: Plan,
-                 report: MemoryReport, *, per_stage: bool) -> None:
+def print_memory(
+    console: Console, model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, *, per_stage: bool
+) -> None:
     console.print(plan_line(model, hw, plan))
     console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
     if per_stage:
@@ -117,24 +136,39 @@ def estimate_json(est: Any) -> dict[str, Any]:
     """DESIGN.md `planner estimate --json`: the memory document plus time, throughput and utilisation."""
     t = est.time
     doc = memory_json(est.model, est.hardware, est.plan, est.memory)
-    doc.update({
-        "time": {**t.as_dict(), "exposed_comm_s": dict(t.exposed_comm_s), "comm_total_s": dict(t.comm_total_s),
-                 "bottleneck_stage": t.stage},
-        "tokens_per_s": t.tokens_per_s,
-        "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
-        "tflops_per_gpu": t.tflops_per_gpu,
-        "mfu": t.mfu,
-        "hfu": t.hfu,
-        "model_flops_per_step": t.model_flops_per_step,
-    })
+    doc.update(
+        {
+            "time": {
+                **t.as_dict(),
+                "exposed_comm_s": dict(t.exposed_comm_s),
+                "comm_total_s": dict(t.comm_total_s),
+                "bottleneck_stage": t.stage,
+            },
+            "tokens_per_s": t.tokens_per_s,
+            "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+            "tflops_per_gpu": t.tflops_per_gpu,
+            "mfu": t.mfu,
+            "hfu": t.hfu,
+            "model_flops_per_step": t.model_flops_per_step,
+        }
+    )
     if est.train:
-        doc["train"] = {"tokens": est.train.steps * est.plan.tokens_per_step, "steps": est.train.steps, "seconds": est.train.seconds,
-                        "gpu_hours": est.train.gpu_hours}
+        doc["train"] = {
+            "tokens": est.train.steps * est.plan.tokens_per_step,
+            "steps": est.train.steps,
+            "seconds": est.train.seconds,
+            "gpu_hours": est.train.gpu_hours,
+        }
     if est.checkpoint:
         c = est.checkpoint
-        doc["checkpoint"] = {"write_s": c.checkpoint_s, "system_mtbf_s": c.mtbf_s, "interval_s": c.interval_s,
-                             "wasted_fraction": c.wasted_fraction, "goodput": c.goodput,
-                             "goodput_tokens_per_s": est.goodput_tokens_per_s}
+        doc["checkpoint"] = {
+            "write_s": c.checkpoint_s,
+            "system_mtbf_s": c.mtbf_s,
+            "interval_s": c.interval_s,
+            "wasted_fraction": c.wasted_fraction,
+            "goodput": c.goodput,
+            "goodput_tokens_per_s": est.goodput_tokens_per_s,
+        }
     return doc
 
 
@@ -163,17 +197,24 @@ def print_estimate(console: Console, est: Any) -> None:
     console.print(table)
     console.print(
         f"throughput: {t.tokens_per_s:,.0f} tokens/s ({t.tokens_per_s_per_gpu:,.1f} per GPU), "
-        f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}")
+        f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}"
+    )
     mem = est.memory
-    console.print(f"memory: {fmt_bytes(mem.total_bytes)} per GPU on stage {mem.peak.stage} "
-                  f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
-                  f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem))
+    console.print(
+        f"memory: {fmt_bytes(mem.total_bytes)} per GPU on stage {mem.peak.stage} "
+        f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
+        f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
+    )
     if est.train:
         tr = est.train
-        console.print(f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, {fmt_seconds(tr.seconds)} "
-                      f"{tr.gpu_hours:,.0f} GPU-hours")
+        console.print(
+            f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
+            f"{fmt_seconds(tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
+        )
     if est.checkpoint:
         c = est.checkpoint
-        console.print(f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
-                      f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), expected loss "
-                      f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s")
+        console.print(
+            f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
+            f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), expected loss "
+            f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
+        )

@@ -21,15 +21,34 @@ def plot_search(result: Any, path: str) -> None:
     pts = [(b / 2**30, tps / result.space.gpus) for _p, b, tps in result.all_timed]
     fig, ax = plt.subplots(figsize=(8, 5))
     if pts:
-        ax.scatter([x for x, _ in pts], [y for _, y in pts], s=8, alpha=0.35, color="tab:blue",
-                   label=f"valid plans ({len(pts)})")
+        ax.scatter(
+            [x for x, _ in pts],
+            [y for _, y in pts],
+            s=8,
+            alpha=0.35,
+            color="tab:blue",
+            label=f"valid plans ({len(pts)})",
+        )
         front = pareto_front(pts)
-        ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "-o", color="tab:orange", ms=3,
-                label="Pareto front (less memory, more throughput)")
+        ax.plot(
+            [pts[i][0] for i in front],
+            [pts[i][1] for i in front],
+            "-o",
+            color="tab:orange",
+            ms=3,
+            label="Pareto front (less memory, more throughput)",
+        )
     best = result.best
     if best is not None:
-        ax.scatter([best.estimate.memory.total_bytes / 2**30], [best.time.tokens_per_s_per_gpu], marker="*", s=220,
-                   color="tab:red", zorder=5, label=f"chosen: {best.plan.summary()}")
+        ax.scatter(
+            [best.estimate.memory.total_bytes / 2**30],
+            [best.time.tokens_per_s_per_gpu],
+            marker="*",
+            s=220,
+            color="tab:red",
+            zorder=5,
+            label=f"chosen: {best.plan.summary()}",
+        )
     ax.axvline(result.hardware.gpu.hbm_bytes / 2**30, color="grey", ls="--", lw=1, label="GPU memory")
     ax.set_xlabel("memory per GPU (GiB, most loaded stage)")
     ax.set_ylabel("tokens/s per GPU")

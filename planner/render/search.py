@@ -62,11 +62,18 @@ def result_json(result: SearchResult, global_batch_default: bool = False) -> dic
     }
     if result.misses:
         doc["closest_misses"] = [
-            {"plan": m.plan.model_dump(), "total_bytes": int(m.bytes), "over_bytes": int(m.over_bytes),
-             "variants": [{"change": what, "plan": q.model_dump(), "total_bytes": int(b), "fits": ok}
-                          for what, q, b, ok in m.variants],
-             "gpus_needed": m.gpus_needed}
-            for m in result.misses]
+            {
+                "plan": m.plan.model_dump(),
+                "total_bytes": int(m.bytes),
+                "over_bytes": int(m.over_bytes),
+                "variants": [
+                    {"change": what, "plan": q.model_dump(), "total_bytes": int(b), "fits": ok}
+                    for what, q, b, ok in m.variants
+                ],
+                "gpus_needed": m.gpus_needed,
+            }
+            for m in result.misses
+        ]
     return doc
 
 
@@ -74,18 +81,29 @@ def _gib(b: float) -> str:
     return f"{b / 2**30:.1f} GiB"
 
 
-def print_result(console: Console, result: SearchResult, *, global_batch_default: bool, save: str | None = None,
-                 plot: str | None = None) -> None:
+def print_result(
+    console: Console,
+    result: SearchResult,
+    *,
+    global_batch_default: bool,
+    save: str | None = None,
+    plot: str | None = None,
+) -> None:
     s, m, hw = result.space, result.model, result.hardware
     gb = f"{s.global_batch}" + (" (default: max(1024, gpus); --global-batch to change)" if global_batch_default else "")
-    console.print(f"[bold]{m.name}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{hw.name}[/] "
-                  f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each), global batch {gb} x {s.seq_len} tokens, "
-                  f"{s.precision}, ranked by {result.objective}")
+    console.print(
+        f"[bold]{m.name}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{hw.name}[/] "
+        f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each), global batch {gb} x {s.seq_len} tokens, "
+        f"{s.precision}, ranked by {result.objective}"
+    )
     pruned = ", ".join(f"{n} {why}" for why, n in result.pruned.items() if n)
-    console.print(f"evaluated {result.evaluated} candidate plans in {result.seconds:.2f} s: "
-                  f"[green]{result.valid} valid[/] ({result.timed} with a full step-time estimate"
-                  + (f"; not timed: {pruned}" if pruned else "") + f"), "
-                  f"[red]{sum(result.rejected.values())} rejected[/]")
+    console.print(
+        f"evaluated {result.evaluated} candidate plans in {result.seconds:.2f} s: "
+        f"[green]{result.valid} valid[/] ({result.timed} with a full step-time estimate"
+        + (f"; not timed: {pruned}" if pruned else "")
+        + f"), "
+        f"[red]{sum(result.rejected.values())} rejected[/]"
+    )
     for reason, n in result.rejected.most_common():
         example = result.examples.get(reason, "")
         console.print(f"  {n:>7}  {reason}" + (f"  [dim](e.g. {example})[/]" if example else ""), soft_wrap=True)
@@ -94,27 +112,39 @@ def print_result(console: Console, result: SearchResult, *, global_batch_default
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     cols = ("#", "plan", "mem/GPU", "step", "tokens/s", "per GPU", "MFU", "where the time goes")
-    table.caption = ("schedule 1f1b, interleaved when vpp is shown; where the time goes: largest shares of the "
-                     "step (tp/cp/ep/pp/dp = exposed communication)")
+    table.caption = (
+        "schedule 1f1b, interleaved when vpp is shown; where the time goes: largest shares of the "
+        "step (tp/cp/ep/pp/dp = exposed communication)"
+    )
     for c in cols:
-        table.add_column(c, justify="left" if c in ("plan", "where the time goes") else "right",
-                         no_wrap=True)
+        table.add_column(c, justify="left" if c in ("plan", "where the time goes") else "right", no_wrap=True)
     goodput = any(r.estimate.checkpoint is not None for r in result.top)
     if goodput:
         table.add_column("goodput", justify="right")
     for i, r in enumerate(result.top, 1):
         t, p = r.time, r.plan
         terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t))
-        row = [str(i), _plan_text(p), _gib(r.estimate.memory.total_bytes), fmt_seconds(t.step_s),
-               f"{t.tokens_per_s:,.0f}", f"{t.tokens_per_s_per_gpu:,.0f}", f"{t.mfu:.1%}", terms]
+        row = [
+            str(i),
+            _plan_text(p),
+            _gib(r.estimate.memory.total_bytes),
+            fmt_seconds(t.step_s),
+            f"{t.tokens_per_s:,.0f}",
+            f"{t.tokens_per_s_per_gpu:,.0f}",
+            f"{t.mfu:.1%}",
+            terms,
+        ]
         if goodput:
-            row.append(f"{r.estimate.checkpoint.goodput:.1%}")
+            ck = r.estimate.checkpoint
+            row.append(f"{ck.goodput:.1%}" if ck else "")
         table.add_row(*row)
     console.print(table)
     best = result.top[0]
-    console.print(f"best: {best.plan.summary()} {best.plan.schedule} — {best.time.tokens_per_s:,.0f} tokens/s, "
-                  f"MFU {best.time.mfu:.1%}, {_gib(best.estimate.memory.total_bytes)} of "
-                  f"{_gib(best.estimate.memory.capacity_bytes)} per GPU")
+    console.print(
+        f"best: {best.plan.summary()} {best.plan.schedule} — {best.time.tokens_per_s:,.0f} tokens/s, "
+        f"MFU {best.time.mfu:.1%}, {_gib(best.estimate.memory.total_bytes)} of "
+        f"{_gib(best.estimate.memory.capacity_bytes)} per GPU"
+    )
     if save:
         console.print(f"saved the best plan to {save} (use it with `planner estimate --plan {save}`)")
     if plot:
@@ -135,8 +165,7 @@ def print_misses(console: Console, result: SearchResult) -> None:
         console.print("  (no plan passed the structural checks; see the reasons above)")
         return
     for mi in result.misses:
-        console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, "
-                      f"{_gib(mi.over_bytes)} over")
+        console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over")
         for what, _q, b, ok in mi.variants:
             verdict = "[green]fits[/]" if ok else "[red]still over[/]"
             console.print(f"      with {what}: {_gib(b)} — {verdict}")
@@ -147,11 +176,12 @@ def print_misses(console: Console, result: SearchResult) -> None:
 def print_explain(console: Console, result: SearchResult, field_name: str, value: Any) -> None:
     total, counts, details, in_top = explain(result, field_name, value)
     console.print(f"\nwhy not {field_name}={value}?")
-    if not total and not in_top:
-        if not result.considered(field_name, value):
-            console.print(f"  no candidate had {field_name}={value}: it is outside the search space "
-                          f"(fix it with --{field_name.replace('_', '-')} {value}, or raise --max-{field_name})")
-            return
+    if not total and not in_top and not result.considered(field_name, value):
+        console.print(
+            f"  no candidate had {field_name}={value}: it is outside the search space "
+            f"(fix it with --{field_name.replace('_', '-')} {value}, or raise --max-{field_name})"
+        )
+        return
     if in_top:
         console.print(f"  {in_top} of the top {len(result.top)} plans have {field_name}={value}")
     console.print(f"  {total} candidate plans with {field_name}={value} were rejected:")

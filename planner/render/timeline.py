@@ -31,7 +31,9 @@ def _order(schedule: str, stage: int, stages: int, m: int) -> list[tuple[str, in
     return ops
 
 
-def simulate(*, stages: int, m: int, f_s: float, b_s: float, schedule: str) -> list[list[tuple[str, int, float, float]]]:
+def simulate(
+    *, stages: int, m: int, f_s: float, b_s: float, schedule: str
+) -> list[list[tuple[str, int, float, float]]]:
     """Per stage, the ops (kind, micro-batch, start, end) of one step."""
     done: dict[tuple[str, int, int], float] = {}
     orders = [_order(schedule, s, stages, m) for s in range(stages)]
@@ -44,8 +46,11 @@ def simulate(*, stages: int, m: int, f_s: float, b_s: float, schedule: str) -> l
         for s in range(stages):
             while pos[s] < len(orders[s]):
                 kind, i = orders[s][pos[s]]
-                dep = (("F", s - 1, i) if s > 0 else None) if kind == "F" else (
-                    ("B", s + 1, i) if s < stages - 1 else ("F", s, i))
+                dep = (
+                    (("F", s - 1, i) if s > 0 else None)
+                    if kind == "F"
+                    else (("B", s + 1, i) if s < stages - 1 else ("F", s, i))
+                )
                 if dep is not None and dep not in done:
                     break
                 start = max(clock[s], done.get(dep, 0.0) if dep else 0.0)
@@ -93,9 +98,11 @@ def draw_timeline(est: Any, path: str) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("seconds")
     shown = "" if m == m_all else f" (first {m} of {m_all} micro-batches)"
-    ax.set_title(f"{est.model.name}: {plan.summary()} {plan.schedule}{shown}; blue forward, orange backward"
-                 f"{' + recompute' if t.recompute_s else ''}, green exposed dp comm + optimizer; gaps are the bubble",
-                 fontsize=8)
+    ax.set_title(
+        f"{est.model.name}: {plan.summary()} {plan.schedule}{shown}; blue forward, orange backward"
+        f"{' + recompute' if t.recompute_s else ''}, green exposed dp comm + optimizer; gaps are the bubble",
+        fontsize=8,
+    )
     from planner.render.plot import save_figure
 
     save_figure(fig, path)

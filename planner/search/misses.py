@@ -28,7 +28,7 @@ def closest_misses(model: ModelSpec, screen: MemoryScreen, near: list[tuple[floa
         seen.add(shape)
         variants: list[tuple[str, Plan, float, bool]] = []
 
-        def try_(what: str, q: Plan) -> None:
+        def try_(what: str, q: Plan, variants: list[tuple[str, Plan, float, bool]] = variants) -> None:
             if not runs(q):
                 return
             b, _ = screen.peak(q)
@@ -51,7 +51,7 @@ def closest_misses(model: ModelSpec, screen: MemoryScreen, near: list[tuple[floa
         gpus_needed = None
         base = saver if (variants and variants[-1][0] == saver_text) else p
         for k in range(1, 15):
-            f = 2 ** k
+            f = 2**k
             dp = base.dp * f
             gb = max(base.global_batch, dp * base.micro_batch)
             gb = -(-gb // (dp * base.micro_batch)) * dp * base.micro_batch

@@ -39,8 +39,16 @@ from planner.plan import Plan, check_plan
 from planner.search.misses import closest_misses
 from planner.search.results import Ranked, SearchResult
 from planner.search.screen import MemoryScreen
-from planner.search.space import (NOT_FIT, OBJECTIVES, PRUNED_BOUND, PRUNED_RECOMPUTE, RECOMPUTES, Space,
-                                  micro_batches, structures)
+from planner.search.space import (
+    NOT_FIT,
+    OBJECTIVES,
+    PRUNED_BOUND,
+    PRUNED_RECOMPUTE,
+    RECOMPUTES,
+    Space,
+    micro_batches,
+    structures,
+)
 from planner.specs import HardwareProfile, ModelSpec
 
 NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
@@ -56,10 +64,17 @@ class Checkpointing:
 
 
 def search(
-    model: ModelSpec, hw: HardwareProfile, space: Space, engine: Engine, *,
-    objective: str = "throughput", top: int = 10, exhaustive: bool = False,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    space: Space,
+    engine: Engine,
+    *,
+    objective: str = "throughput",
+    top: int = 10,
+    exhaustive: bool = False,
     checkpointing: Checkpointing = Checkpointing(),
-    progress: Callable[[int, int], None] | None = None, keep_rejections: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    keep_rejections: bool = False,
 ) -> SearchResult:
     """candidates → checks → memory screen → (pruned) step-time estimates → ranking."""
     _check_arguments(space, objective, top, checkpointing)
@@ -72,9 +87,11 @@ def search(
         raise PlannerError(
             f"no candidate plans: {' x '.join(fixed) or 'the degrees within the limits'} cannot make up --gpus "
             f"{space.gpus} (tp x pp x cp x dp must equal it; choose degrees whose product divides "
-            f"{space.gpus})")
-    fitting, near = _check_and_screen(res, screen, progress=progress, exhaustive=exhaustive,
-                                      keep_rejections=keep_rejections)
+            f"{space.gpus})"
+        )
+    fitting, near = _check_and_screen(
+        res, screen, progress=progress, exhaustive=exhaustive, keep_rejections=keep_rejections
+    )
     chosen = _time(res, fitting, top=top, exhaustive=exhaustive)
     res.top = _rank(res, chosen, checkpointing)
     if not fitting:
@@ -93,9 +110,14 @@ def _check_arguments(space: Space, objective: str, top: int, checkpointing: Chec
     space.validate()
 
 
-def _check_and_screen(res: SearchResult, screen: MemoryScreen, *, progress: Callable[[int, int], None] | None,
-                      exhaustive: bool, keep_rejections: bool,
-                      ) -> tuple[list[tuple[Plan, float]], list[tuple[float, int, Plan]]]:
+def _check_and_screen(
+    res: SearchResult,
+    screen: MemoryScreen,
+    *,
+    progress: Callable[[int, int], None] | None,
+    exhaustive: bool,
+    keep_rejections: bool,
+) -> tuple[list[tuple[Plan, float]], list[tuple[float, int, Plan]]]:
     """Stages 1-3: every candidate checked and screened. Returns the plans that fit with their peak bytes
     (only the cheapest recompute of each unless exhaustive) and the smallest overshoots."""
     model, space, engine = res.model, res.space, res.engine
@@ -117,9 +139,22 @@ def _check_and_screen(res: SearchResult, screen: MemoryScreen, *, progress: Call
         if progress is not None and i % 64 == 0:
             progress(i, len(res.structures))
         for mb in micro_batches(space, st.dp):
-            base = Plan(dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, zero=zeros[0],
-                        recompute=recs[0], micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
-                        precision=space.precision, schedule=st.schedule)
+            base = Plan(
+                dp=st.dp,
+                tp=st.tp,
+                pp=st.pp,
+                vpp=st.vpp,
+                cp=st.cp,
+                ep=st.ep,
+                sp=st.sp,
+                zero=zeros[0],
+                recompute=recs[0],
+                micro_batch=mb,
+                global_batch=space.global_batch,
+                seq_len=space.seq_len,
+                precision=space.precision,
+                schedule=st.schedule,
+            )
             res.evaluated += per_mb
             problems = check_plan(model, base, space.gpus) + structure_problems(engine, model, base)
             if problems:
@@ -152,13 +187,15 @@ def _check_and_screen(res: SearchResult, screen: MemoryScreen, *, progress: Call
                         p = base.model_copy(update={"zero": z, "recompute": rc})
                         if keep_rejections:
                             res.rejections.append(
-                                (p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {screen.capacity / 2**30:.1f} GiB", 1))
+                                (p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {screen.capacity / 2**30:.1f} GiB", 1)
+                            )
                         if len(near) < NEAR_MISSES:
                             heapq.heappush(near, (-nbytes, next(tick), p))
                         else:
                             heapq.heapreplace(near, (-nbytes, next(tick), p))
-    res.examples.setdefault(NOT_FIT, f"the plan needs more than the {screen.capacity / 2**30:.1f} GiB of one "
-                                     f"{res.hardware.name}")
+    res.examples.setdefault(
+        NOT_FIT, f"the plan needs more than the {screen.capacity / 2**30:.1f} GiB of one {res.hardware.name}"
+    )
     return fitting, near
 
 
@@ -166,8 +203,9 @@ def _bound_key(p: Plan) -> tuple:
     return (p.tp, p.pp, p.vpp, p.cp, p.ep, p.sp, p.micro_batch, p.recompute, p.schedule, p.precision)
 
 
-def _time(res: SearchResult, fitting: list[tuple[Plan, float]], *, top: int,
-          exhaustive: bool) -> list[tuple[Plan, StepTime]]:
+def _time(
+    res: SearchResult, fitting: list[tuple[Plan, float]], *, top: int, exhaustive: bool
+) -> list[tuple[Plan, StepTime]]:
     """Stage 4: step times of the plans that can still make the top K (all of them when exhaustive)."""
     model, hw, engine = res.model, res.hardware, res.engine
     if res.objective == "memory" and not exhaustive:
@@ -209,10 +247,21 @@ def _time(res: SearchResult, fitting: list[tuple[Plan, float]], *, top: int,
 
 def _rank(res: SearchResult, chosen: list[tuple[Plan, StepTime]], ck: Checkpointing) -> list[Ranked]:
     """Stage 5: the full estimate of each chosen plan, on the step time already computed, ranked."""
-    ranked = [Ranked(estimate(res.model, res.hardware, p, res.engine, mtbf_hours=ck.mtbf_hours,
-                              mtbf_per=ck.mtbf_per, checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,
-                              time=t))
-              for p, t in chosen]
+    ranked = [
+        Ranked(
+            estimate(
+                res.model,
+                res.hardware,
+                p,
+                res.engine,
+                mtbf_hours=ck.mtbf_hours,
+                mtbf_per=ck.mtbf_per,
+                checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,
+                time=t,
+            )
+        )
+        for p, t in chosen
+    ]
     if res.objective == "memory":
         ranked.sort(key=lambda r: (r.estimate.memory.total_bytes, -r.time.tokens_per_s))
     else:

@@ -5,8 +5,14 @@ and recompute — and evaluated only on the pipeline ranks that can hold the pea
 
 from __future__ import annotations
 
-from planner.cost.memory import (StateTerms, activation_pieces, in_flight_microbatches, logits_bytes,
-                                 stage_terms, state_terms)
+from planner.cost.memory import (
+    StateTerms,
+    activation_pieces,
+    in_flight_microbatches,
+    logits_bytes,
+    stage_terms,
+    state_terms,
+)
 from planner.cost.params import RankParams, rank_params
 from planner.cost.stages import layer_layout
 from planner.cost.states import state_bytes_per_param
@@ -75,8 +81,9 @@ class MemoryScreen:
         """(bytes, rank) of the most loaded pipeline rank of `p`."""
         return self.peaks(p, (p.zero,), (p.recompute,))[(p.zero, p.recompute)]
 
-    def peaks(self, p: Plan, zeros: tuple[int, ...],
-              recomputes: tuple[str, ...]) -> dict[tuple[int, str], tuple[float, int]]:
+    def peaks(
+        self, p: Plan, zeros: tuple[int, ...], recomputes: tuple[str, ...]
+    ) -> dict[tuple[int, str], tuple[float, int]]:
         """(bytes, rank) of the most loaded pipeline rank of `p` with each ZeRO stage and recompute level
         (no Plan is built for the variants; what they share is computed once)."""
         ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
@@ -90,9 +97,17 @@ class MemoryScreen:
                 per_layer, workspace = self._activations(p, recompute)
                 best, best_rank = -1.0, 0
                 for (r, layers, in_flight, rank_logits), state in zip(shape, states):
-                    total = sum(stage_terms(state, reserved, layers=layers, in_flight=in_flight,
-                                            per_layer_bytes=per_layer, workspace_bytes=workspace,
-                                            logits=rank_logits))
+                    total = sum(
+                        stage_terms(
+                            state,
+                            reserved,
+                            layers=layers,
+                            in_flight=in_flight,
+                            per_layer_bytes=per_layer,
+                            workspace_bytes=workspace,
+                            logits=rank_logits,
+                        )
+                    )
                     if total > best:
                         best, best_rank = total, r
                 out[(zero, recompute)] = (best, best_rank)

@@ -4,19 +4,19 @@ structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from planner.errors import PlannerError
-from planner.plan import divisors
-from planner.specs import HardwareProfile, ModelSpec
+from planner.plan import Recompute, Schedule, divisors
+from planner.specs import HardwareProfile, ModelSpec, Precision
 
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 OBJECTIVES = ("throughput", "memory", "goodput")
-RECOMPUTES = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
+SCHEDULES: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
 DEFAULT_GLOBAL_BATCH = 1024  # sequences; raised to --gpus when there are more GPUs (dp = gpus must divide it)
 LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
 DEFAULT_MAX_CP_LONG = 16
@@ -37,7 +37,7 @@ class Space:
     gpus: int
     global_batch: int
     seq_len: int
-    precision: str = "bf16"
+    precision: Precision = "bf16"
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
@@ -51,22 +51,28 @@ class Space:
     max_ep: int | None = None
     max_vpp: int = DEFAULT_MAX_VPP
     zero: tuple[int, ...] = (0, 1, 2, 3)
-    recompute: tuple[str, ...] = RECOMPUTES
+    recompute: tuple[Recompute, ...] = RECOMPUTES
     micro_batches: tuple[int, ...] | None = None  # None: powers of two up to 16 dividing global/dp
-    schedules: tuple[str, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
+    schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
 
     def validate(self) -> None:
         if self.gpus < 1:
             raise PlannerError(f"--gpus must be at least 1, got {self.gpus}")
         bad_zero = [z for z in self.zero if z not in (0, 1, 2, 3)]
         if bad_zero or not self.zero:
-            raise PlannerError(f"--zero {','.join(map(str, bad_zero))} is not valid; choose from 0, 1, 2, 3 (comma list)")
+            raise PlannerError(
+                f"--zero {','.join(map(str, bad_zero))} is not valid; choose from 0, 1, 2, 3 (comma list)"
+            )
         bad = [r for r in self.recompute if r not in RECOMPUTES]
         if bad or not self.recompute:
-            raise PlannerError(f"--recompute {','.join(bad)} is not valid; choose from {', '.join(RECOMPUTES)} (comma list)")
-        bad = [s for s in (self.schedules or ()) if s not in SCHEDULES]
-        if bad:
-            raise PlannerError(f"--schedule {','.join(bad)} is not valid; choose from {', '.join(SCHEDULES)} (comma list)")
+            raise PlannerError(
+                f"--recompute {','.join(bad)} is not valid; choose from {', '.join(RECOMPUTES)} (comma list)"
+            )
+        bad_schedules = [s for s in (self.schedules or ()) if s not in SCHEDULES]
+        if bad_schedules:
+            raise PlannerError(
+                f"--schedule {','.join(bad_schedules)} is not valid; choose from {', '.join(SCHEDULES)} (comma list)"
+            )
         if self.micro_batches is not None and (not self.micro_batches or min(self.micro_batches) < 1):
             raise PlannerError("--micro-batches must be positive integers, e.g. 1,2,4")
 
@@ -96,7 +102,7 @@ class Structure:
     ep: int
     vpp: int
     sp: bool
-    schedule: str
+    schedule: Schedule
 
 
 def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Structure]:
@@ -124,12 +130,15 @@ def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Stru
                 else:
                     dp = g // rest
                 if model.moe is not None:
-                    eps = [e for e in divisors(model.moe.num_experts) if (dp * cp) % e == 0
-                           and (space.max_ep is None or e <= space.max_ep)]
+                    eps = [
+                        e
+                        for e in divisors(model.moe.num_experts)
+                        if (dp * cp) % e == 0 and (space.max_ep is None or e <= space.max_ep)
+                    ]
                     eps = [space.ep] if space.ep is not None else eps
                 else:
                     eps = [space.ep] if space.ep is not None else [1]
-                scheds: list[tuple[str, int]] = []
+                scheds: list[tuple[Schedule, int]] = []
                 if space.schedules is None:
                     if space.vpp is None or space.vpp == 1:
                         scheds.append(("1f1b", 1))
@@ -157,5 +166,3 @@ def micro_batches(space: Space, dp: int) -> list[int]:
     if space.global_batch % dp:
         return [1]  # the check will say why
     return _pow2_divisors(space.global_batch // dp, DEFAULT_MAX_MICRO_BATCH)
-
-

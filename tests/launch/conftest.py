@@ -15,8 +15,19 @@ import pytest
 from planner.specs import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = dict(name="tiny", num_layers=4, hidden_size=64, num_attention_heads=4, ffn_hidden_size=256, mlp="swiglu",
-            vocab_size=256, max_seq_len=64, tied_embeddings=False, position_embedding="rope", norm="rmsnorm")
+TINY = {
+    "name": "tiny",
+    "num_layers": 4,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "ffn_hidden_size": 256,
+    "mlp": "swiglu",
+    "vocab_size": 256,
+    "max_seq_len": 64,
+    "tied_embeddings": False,
+    "position_embedding": "rope",
+    "norm": "rmsnorm",
+}
 # Every layout shares these, so losses are comparable step for step with the 1-process reference.
 COMMON = ["--global-batch", "8", "--seq-len", "64", "--precision", "fp32", "--seed", "0"]
 FP32_TOL = 1e-5  # torch_cpu_notes.md: fp32 layouts stay within 9.5e-7 of the 1-process run
@@ -51,16 +62,34 @@ class Run:
         return {r["step"]: r["loss"] for r in self.profile["losses"]} if self.profile else {}
 
 
-def torchrun(nproc: int, args: list[str], out: Path, *, timeout_s: float = 240, extra_env: dict | None = None,
-             torchrun_flags: tuple[str, ...] = ()) -> Run:
+def torchrun(
+    nproc: int,
+    args: list[str],
+    out: Path,
+    *,
+    timeout_s: float = 240,
+    extra_env: dict | None = None,
+    torchrun_flags: tuple[str, ...] = (),
+) -> Run:
     """torchrun --standalone the worker; kill the whole process group past timeout_s."""
     out.mkdir(parents=True, exist_ok=True)
     profile = out / "profile.json"
-    argv = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc-per-node", str(nproc),
-            *torchrun_flags, "-m", "planner.launch.worker", *args, "--profile-out", str(profile)]
+    argv = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        *torchrun_flags,
+        "-m",
+        "planner.launch.worker",
+        *args,
+        "--profile-out",
+        str(profile),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(extra_env or {})}
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -75,8 +104,12 @@ def torchrun(nproc: int, args: list[str], out: Path, *, timeout_s: float = 240, 
 @pytest.fixture(scope="session")
 def reference(tiny_path, tmp_path_factory) -> dict[int, float]:
     """Per-step losses of the 1-process run, computed once per session."""
-    run = torchrun(1, ["--model", tiny_path, *COMMON, "--micro-batch", "4", "--steps", str(REF_STEPS)],
-                   tmp_path_factory.mktemp("ref"), timeout_s=120)
+    run = torchrun(
+        1,
+        ["--model", tiny_path, *COMMON, "--micro-batch", "4", "--steps", str(REF_STEPS)],
+        tmp_path_factory.mktemp("ref"),
+        timeout_s=120,
+    )
     assert run.rc == 0, run.output[-4000:]
     return run.losses()
 

@@ -47,7 +47,7 @@ def main(out_dir: str, seq: int = 32, rows: int = 2, vocab: int = 16) -> None:
     model.seen.clear()
     xb, yb = x.clone(), y.clone()
     loss = Trainer._cp_forward_backward(SimpleNamespace(cp_mesh=mesh["cp"]), model, xb, yb, 1)
-    (tokens, positions), = model.seen
+    ((tokens, positions),) = model.seen
     grad = model.table.grad.clone()
     dist.all_reduce(grad)  # what FSDP over dp×cp does (sum; the mean divides by cp below)
     mean = loss.detach().reshape(1).clone()
@@ -55,10 +55,14 @@ def main(out_dir: str, seq: int = 32, rows: int = 2, vocab: int = 16) -> None:
     model.table.grad = None
     cross_entropy(model(x, torch.arange(seq).expand_as(x)), y).backward()
     rec = {
-        "rank": dist.get_rank(), "cp": cp, "positions": positions.tolist(),
+        "rank": dist.get_rank(),
+        "cp": cp,
+        "positions": positions.tolist(),
         "tokens_match": bool(torch.equal(tokens, x.gather(1, positions))),
         "inputs_untouched": bool(torch.equal(xb, x) and torch.equal(yb, y)),
-        "local_len": tokens.shape[1], "loss_cp_mean": mean.item() / cp, "loss_full": full,
+        "local_len": tokens.shape[1],
+        "loss_cp_mean": mean.item() / cp,
+        "loss_full": full,
         "grad_max_err": (grad / cp - model.table.grad).abs().max().item(),
     }
     Path(out_dir, f"rank{rec['rank']}.json").write_text(json.dumps(rec))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import make_engine
 
 from planner.cost.activations import activation_bytes_per_layer
-from helpers import make_engine
 from planner.launch.model import Block
 from planner.launch.profile import ActivationCounter, is_weight
 from planner.specs import ModelSpec
@@ -15,8 +15,19 @@ B, S, H, F = 2, 128, 256, 1024
 
 
 def _spec(norm: str, mlp: str) -> ModelSpec:
-    return ModelSpec(name="layer", num_layers=1, hidden_size=H, num_attention_heads=4, ffn_hidden_size=F, mlp=mlp,
-                     vocab_size=512, max_seq_len=S, tied_embeddings=False, position_embedding="rope", norm=norm)
+    return ModelSpec(
+        name="layer",
+        num_layers=1,
+        hidden_size=H,
+        num_attention_heads=4,
+        ffn_hidden_size=F,
+        mlp=mlp,
+        vocab_size=512,
+        max_seq_len=S,
+        tied_embeddings=False,
+        position_embedding="rope",
+        norm=norm,
+    )
 
 
 @pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
@@ -25,8 +36,9 @@ def _spec(norm: str, mlp: str) -> ModelSpec:
 def test_eager_layer_activations_match_the_model(norm, mlp, dtype):
     """Measured on torch 2.13 CPU: within 1.6% in all eight cases (the rest is RoPE tables and rsqrt stats).
 
-    Before eager kernels were modelled (engine kernels.fused_elementwise=False), eager RMSNorm/SwiGLU layers measured 1.2-1.5x the fused
-    prediction (eager RMSNorm keeps fp32 copies; eager SwiGLU keeps the SiLU output).
+    Before eager kernels were modelled (engine kernels.fused_elementwise=False), eager RMSNorm/SwiGLU layers
+    measured 1.2-1.5x the fused prediction (eager RMSNorm keeps fp32 copies; eager SwiGLU keeps the SiLU
+    output).
     """
     spec = _spec(norm, mlp)
     block = Block(spec).to(dtype)
@@ -34,10 +46,13 @@ def test_eager_layer_activations_match_the_model(norm, mlp, dtype):
     counter = ActivationCounter([block])
     with counter.track():
         block(x).sum().backward()
-    predicted = activation_bytes_per_layer(spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize,
-                                           kernels=make_engine(fused_elementwise=False).kernels)
+    predicted = activation_bytes_per_layer(
+        spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize, kernels=make_engine(fused_elementwise=False).kernels
+    )
     assert counter.peak == pytest.approx(predicted, rel=0.03)
-    fused = activation_bytes_per_layer(spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize, kernels=make_engine().kernels)
+    fused = activation_bytes_per_layer(
+        spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize, kernels=make_engine().kernels
+    )
     if norm == "rmsnorm" or mlp == "swiglu":
         assert fused < 0.9 * counter.peak  # the fused model would under-count this eager layer
     else:

@@ -21,8 +21,23 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path):
-    code, out, _ = _run(capsys, "--model", tiny_path, "--pp", "2", "--dp", "2", "--tp", "2", "--sp",
-                        "--micro-batch", "2", "--seq-len", "64", "--dry-run")
+    code, out, _ = _run(
+        capsys,
+        "--model",
+        tiny_path,
+        "--pp",
+        "2",
+        "--dp",
+        "2",
+        "--tp",
+        "2",
+        "--sp",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "64",
+        "--dry-run",
+    )
     assert code == 0
     assert "[ok] world size" in out and "mesh: pp=2 x dp=2 x cp=1 x tp=2" in out
     assert "torchrun --standalone" in out and "--nproc-per-node 8" in out and "OMP_NUM_THREADS=1" in out
@@ -49,12 +64,35 @@ def test_cp_on_cpu_is_refused_before_starting(capsys, tiny_path):
     assert code == 2 and "cp=2" in err and "CPU" in err
 
 
-@pytest.mark.parametrize("kind,name", [("slurm", "launch.slurm"), ("k8s", "pytorchjob.yaml"),
-                                       ("torchrun", "torchrun.sh"), ("megatron", "megatron_args.sh"),
-                                       ("torchtitan", "torchtitan.toml"), ("deepspeed", "deepspeed.json")])
+@pytest.mark.parametrize(
+    "kind,name",
+    [
+        ("slurm", "launch.slurm"),
+        ("k8s", "pytorchjob.yaml"),
+        ("torchrun", "torchrun.sh"),
+        ("megatron", "megatron_args.sh"),
+        ("torchtitan", "torchtitan.toml"),
+        ("deepspeed", "deepspeed.json"),
+    ],
+)
 def test_emit_writes_files(capsys, tiny_path, tmp_path, kind, name):
-    code, out, _ = _run(capsys, "--model", tiny_path, "--dp", "4", "--tp", "2", "--nnodes", "2", "--seq-len", "64",
-                        "--emit", kind, "--out", str(tmp_path))
+    code, out, _ = _run(
+        capsys,
+        "--model",
+        tiny_path,
+        "--dp",
+        "4",
+        "--tp",
+        "2",
+        "--nnodes",
+        "2",
+        "--seq-len",
+        "64",
+        "--emit",
+        kind,
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0 and (tmp_path / name).exists() and name in out
 
 

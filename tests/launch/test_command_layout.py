@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from planner.launch.command import RunConfig, plan_argv, torchrun_argv, worker_argv
 from planner.cost.stages import layer_layout
+from planner.io.catalog import load_engine
+from planner.launch.command import RunConfig, plan_argv, torchrun_argv, worker_argv
 from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, preflight
-from planner.io.catalog import load_engine
 from planner.plan import Plan
 
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
@@ -20,7 +20,12 @@ WORKER = load_engine("planner")
 def test_coordinates_are_row_major_pp_dp_cp_tp():
     plan = Plan(pp=2, dp=2, tp=2, global_batch=8)
     assert [coordinates(r, plan) for r in (0, 1, 2, 5, 7)] == [
-        (0, 0, 0, 0), (0, 0, 0, 1), (0, 1, 0, 0), (1, 0, 0, 1), (1, 1, 0, 1)]
+        (0, 0, 0, 0),
+        (0, 0, 0, 1),
+        (0, 1, 0, 0),
+        (1, 0, 0, 1),
+        (1, 1, 0, 1),
+    ]
 
 
 def test_interleaved_layout_places_stage_r_plus_k_pp_on_rank_r():
@@ -43,16 +48,29 @@ def test_every_layer_on_exactly_one_stage(layers, pp, vpp):
 def test_plan_argv_round_trips_through_the_worker_parser():
     from planner.launch.worker import parse_args  # imports torch; the parser itself is pure argparse
 
-    plan = Plan(dp=2, tp=2, pp=2, vpp=2, sp=True, zero=3, recompute="selective", micro_batch=2,
-                global_batch=16, seq_len=64, precision="fp32", schedule="interleaved")
+    plan = Plan(
+        dp=2,
+        tp=2,
+        pp=2,
+        vpp=2,
+        sp=True,
+        zero=3,
+        recompute="selective",
+        micro_batch=2,
+        global_batch=16,
+        seq_len=64,
+        precision="fp32",
+        schedule="interleaved",
+    )
     args = parse_args(["--model", "tiny", *plan_argv(plan)])
     assert Plan(**{k: getattr(args, k) for k in Plan.model_fields}) == plan
     assert parse_args(["--model", "tiny", *plan_argv(Plan(sp=False))]).sp is False
 
 
 def test_single_node_uses_standalone_and_no_fixed_port():
-    cfg = RunConfig(model="tiny", plan=Plan(dp=2, global_batch=2), checkpoint_dir="/ck", checkpoint_every=2,
-                    resume=True)
+    cfg = RunConfig(
+        model="tiny", plan=Plan(dp=2, global_batch=2), checkpoint_dir="/ck", checkpoint_every=2, resume=True
+    )
     argv = torchrun_argv(cfg, nproc_per_node=2, max_restarts=1)
     assert argv[:2] == ["torchrun", "--standalone"]
     assert "--master-port" not in argv and "--max-restarts" in argv
@@ -68,8 +86,9 @@ def test_multi_node_uses_c10d_rendezvous():
 
 
 def test_preflight_passes_a_good_plan(tiny):
-    pf = preflight(tiny, Plan(dp=2, tp=2, sp=True, zero=2, global_batch=4, seq_len=64), WORKER, CPU,
-                   nproc_per_node=4, nnodes=1)
+    pf = preflight(
+        tiny, Plan(dp=2, tp=2, sp=True, zero=2, global_batch=4, seq_len=64), WORKER, CPU, nproc_per_node=4, nnodes=1
+    )
     assert not pf.failures(), pf.lines()
 
 
@@ -87,8 +106,15 @@ def test_preflight_refuses_cp_on_cpu_with_a_clear_message(tiny):
 
 def test_memory_refusal_shows_numbers_and_force_overrides(tiny):
     gpu = Environment("cuda", 2, "H100", (10 * 2**30, 8 * 2**30), "2.13.0")
-    pf = preflight(tiny, Plan(dp=2, global_batch=2, seq_len=64), WORKER, gpu, nproc_per_node=2, nnodes=1,
-                   predicted_peak_bytes=9 * 2**30)
+    pf = preflight(
+        tiny,
+        Plan(dp=2, global_batch=2, seq_len=64),
+        WORKER,
+        gpu,
+        nproc_per_node=2,
+        nnodes=1,
+        predicted_peak_bytes=9 * 2**30,
+    )
     (fail,) = pf.failures()
     assert fail.name == "memory" and "9.00 GiB" in fail.detail and "8.00 GiB" in fail.detail
     assert pf.failures(force=True) == []
@@ -105,6 +131,8 @@ def test_preflight_checks_gpu_count_and_torch_version(tiny):
 def test_pure_modules_do_not_import_torch():
     import subprocess
 
-    code = ("import sys, planner.cli, planner.launch.command, planner.launch.layout, planner.launch.emit, "
-            "planner.launch.runner, planner.cli.launch; assert 'torch' not in sys.modules")
+    code = (
+        "import sys, planner.cli, planner.launch.command, planner.launch.layout, planner.launch.emit, "
+        "planner.launch.runner, planner.cli.launch; assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from planner.io.catalog import load_engine
 from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, cp_problems, preflight, uses_context_parallel
-from planner.io.catalog import load_engine
 from planner.plan import Plan
-
 from tests.launch.conftest import COMMON, REPO, max_delta, torchrun
 
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
@@ -29,8 +28,15 @@ GPU4 = Environment("cuda", 4, "H100", (80e9,) * 4, "2.13.0")
 def test_layout_puts_cp_between_dp_and_tp():
     plan = Plan(dp=2, cp=2, tp=2, global_batch=4, seq_len=64)
     assert [coordinates(r, plan) for r in range(8)] == [
-        (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 0, 1, 1),
-        (0, 1, 0, 0), (0, 1, 0, 1), (0, 1, 1, 0), (0, 1, 1, 1)]
+        (0, 0, 0, 0),
+        (0, 0, 0, 1),
+        (0, 0, 1, 0),
+        (0, 0, 1, 1),
+        (0, 1, 0, 0),
+        (0, 1, 0, 1),
+        (0, 1, 1, 0),
+        (0, 1, 1, 1),
+    ]
     assert layout(plan, 4)[6].describe().startswith("rank 6: pp=0 dp=1 cp=1 tp=0")
 
 
@@ -56,8 +62,9 @@ print(json.dumps(out))
 def test_device_mesh_agrees_with_layout_and_dp_cp_flattens():
     """The worker's real DeviceMesh (fake backend, one process) gives layout.coordinates for every rank,
     and gradients average over the dp×cp ranks that share pp and tp coordinates."""
-    proc = subprocess.run([sys.executable, "-c", _MESH_CHECK], capture_output=True, text=True, timeout=120, cwd=REPO,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MESH_CHECK], capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     for row in rows:
@@ -78,11 +85,14 @@ def test_preflight_allows_cp_on_cuda(tiny):
     assert not pf.failures(), pf.lines()
 
 
-@pytest.mark.parametrize("plan,needle", [
-    (Plan(cp=4, zero=2, seq_len=36), "seq_len=36 must be a multiple of 2 x cp = 8"),
-    (Plan(cp=2, pp=2, zero=2, global_batch=2, seq_len=64), "cp=2 with pp=2"),
-    (Plan(cp=2, tp=4, sp=True, zero=2, seq_len=52), "sp: tp=4 must divide seq_len/cp=52/2"),
-])
+@pytest.mark.parametrize(
+    "plan,needle",
+    [
+        (Plan(cp=4, zero=2, seq_len=36), "seq_len=36 must be a multiple of 2 x cp = 8"),
+        (Plan(cp=2, pp=2, zero=2, global_batch=2, seq_len=64), "cp=2 with pp=2"),
+        (Plan(cp=2, tp=4, sp=True, zero=2, seq_len=52), "sp: tp=4 must divide seq_len/cp=52/2"),
+    ],
+)
 def test_preflight_cp_rules_on_cuda(tiny, plan, needle):
     pf = preflight(tiny, plan, WORKER, GPU4, nproc_per_node=plan.gpus, nnodes=1)
     assert any(needle in c.detail for c in pf.failures()), pf.lines()
@@ -123,8 +133,24 @@ def _launch(capsys, monkeypatch, env, *argv):
 
 
 def test_dry_run_shows_the_cp_axis_and_the_cpu_refusal(capsys, monkeypatch, tiny_path):
-    code, out = _launch(capsys, monkeypatch, CPU, "--model", tiny_path, "--dp", "2", "--cp", "2", "--zero", "2",
-                        "--micro-batch", "2", "--seq-len", "64", "--dry-run")
+    code, out = _launch(
+        capsys,
+        monkeypatch,
+        CPU,
+        "--model",
+        tiny_path,
+        "--dp",
+        "2",
+        "--cp",
+        "2",
+        "--zero",
+        "2",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "64",
+        "--dry-run",
+    )
     assert code == 0
     assert "mesh: pp=1 x dp=2 x cp=2 x tp=1" in out
     assert "rank 1: pp=0 dp=0 cp=1 tp=0" in out and "rank 2: pp=0 dp=1 cp=0 tp=0" in out
@@ -132,8 +158,27 @@ def test_dry_run_shows_the_cp_axis_and_the_cpu_refusal(capsys, monkeypatch, tiny
 
 
 def test_dry_run_on_cuda_passes_cp(capsys, monkeypatch, tiny_path):
-    code, out = _launch(capsys, monkeypatch, GPU4, "--model", tiny_path, "--dp", "2", "--cp", "2", "--zero", "2",
-                        "--micro-batch", "2", "--seq-len", "64", "--precision", "fp32", "--dry-run", "--json")
+    code, out = _launch(
+        capsys,
+        monkeypatch,
+        GPU4,
+        "--model",
+        tiny_path,
+        "--dp",
+        "2",
+        "--cp",
+        "2",
+        "--zero",
+        "2",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "64",
+        "--precision",
+        "fp32",
+        "--dry-run",
+        "--json",
+    )
     doc = json.loads(out)
     assert code == 0 and doc["mesh"] == {"pp": 1, "dp": 2, "cp": 2, "tp": 1}
     assert "--cp 2" in doc["command"]
@@ -172,11 +217,18 @@ def test_worker_cp_step_shards_sequence_and_averages_over_cp(tmp_path):
     import os
     import signal
 
-    argv = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc-per-node", "2",
-            str(Path(__file__).with_name("cp_probe.py")), str(tmp_path)]
+    argv = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(Path(__file__).with_name("cp_probe.py")),
+        str(tmp_path),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=100)
     except subprocess.TimeoutExpired:
@@ -214,8 +266,9 @@ def test_cuda_context_parallel_loss_parity(name, tiny_path, reference, tmp_path)
     nproc, flags = CUDA_CP_LAYOUTS[name]
     if _cuda_devices() < nproc:
         pytest.skip(f"needs {nproc} CUDA devices, {_cuda_devices()} visible")
-    run = torchrun(nproc, ["--model", tiny_path, *COMMON, "--steps", "6", "--warmup", "1", *flags], tmp_path,
-                   timeout_s=240)
+    run = torchrun(
+        nproc, ["--model", tiny_path, *COMMON, "--steps", "6", "--warmup", "1", *flags], tmp_path, timeout_s=240
+    )
     assert run.rc == 0, run.output[-4000:]
     assert run.profile["context_parallel"] == "ring-allgather" and run.profile["backend"] == "nccl"
     delta = max_delta(run.losses(), reference)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import tomllib
 
 import pytest
+import tomllib
 import yaml
 
 from planner.launch.command import RunConfig
@@ -21,20 +21,55 @@ from planner.launch.emit.torchtitan import torchtitan_toml
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
-PLAN = Plan(dp=2, tp=2, pp=2, vpp=2, sp=True, zero=1, recompute="selective", micro_batch=2, global_batch=32,
-            seq_len=2048, precision="bf16", schedule="interleaved")
-GQA = ModelSpec(name="m", num_layers=8, hidden_size=512, num_attention_heads=8, num_kv_heads=2, ffn_hidden_size=1024,
-                mlp="swiglu", vocab_size=32000, max_seq_len=4096, tied_embeddings=False, position_embedding="rope",
-                norm="rmsnorm")
+PLAN = Plan(
+    dp=2,
+    tp=2,
+    pp=2,
+    vpp=2,
+    sp=True,
+    zero=1,
+    recompute="selective",
+    micro_batch=2,
+    global_batch=32,
+    seq_len=2048,
+    precision="bf16",
+    schedule="interleaved",
+)
+GQA = ModelSpec(
+    name="m",
+    num_layers=8,
+    hidden_size=512,
+    num_attention_heads=8,
+    num_kv_heads=2,
+    ffn_hidden_size=1024,
+    mlp="swiglu",
+    vocab_size=32000,
+    max_seq_len=4096,
+    tied_embeddings=False,
+    position_embedding="rope",
+    norm="rmsnorm",
+)
 CFG = RunConfig(model="m", plan=PLAN, steps=20, checkpoint_dir="/ckpt", checkpoint_every=10)
 
 
 def test_slurm_script_has_nodes_gpus_env_and_worker_args(tmp_path):
     text = slurm_script(CFG, nnodes=2, nproc_per_node=4, max_restarts=2)
-    for needle in ("#SBATCH --nodes=2", "#SBATCH --gpus-per-node=4", "#SBATCH --ntasks-per-node=1",
-                   "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", "export OMP_NUM_THREADS=1", "srun ",
-                   "--rdzv-backend c10d", "--max-restarts 2", "-m planner.launch.worker", "--tp 2", "--vpp 2",
-                   "--schedule interleaved", "--checkpoint-dir /ckpt", '"plan (all fields)"'.strip('"')):
+    for needle in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --ntasks-per-node=1",
+        "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+        "export OMP_NUM_THREADS=1",
+        "srun ",
+        "--rdzv-backend c10d",
+        "--max-restarts 2",
+        "-m planner.launch.worker",
+        "--tp 2",
+        "--vpp 2",
+        "--schedule interleaved",
+        "--checkpoint-dir /ckpt",
+        '"plan (all fields)"'.strip('"'),
+    ):
         assert needle in text, needle
     path = write_target("slurm", CFG, GQA, tmp_path, nnodes=2, per_node=4)
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -73,11 +108,18 @@ def test_megatron_maps_every_plan_field():
     assert "--sequence-parallel" in args and "--use-distributed-optimizer" in args and "--bf16" in args
     assert _flag(args, "--recompute-granularity") == "selective"
     assert (_flag(args, "--micro-batch-size"), _flag(args, "--global-batch-size"), _flag(args, "--seq-length")) == (
-        "2", "32", "2048")
+        "2",
+        "32",
+        "2048",
+    )
     assert _flag(args, "--num-query-groups") == "2" and "--swiglu" in args
     assert "--untie-embeddings-and-output-weights" in args
-    full, _ = megatron_args(GQA, PLAN.model_copy(update=dict(recompute="full", zero=0, sp=False, vpp=1,
-                                                              schedule="1f1b", precision="fp32")))
+    full, _ = megatron_args(
+        GQA,
+        PLAN.model_copy(
+            update={"recompute": "full", "zero": 0, "sp": False, "vpp": 1, "schedule": "1f1b", "precision": "fp32"}
+        ),
+    )
     assert _flag(full, "--recompute-granularity") == "full" and "--use-distributed-optimizer" not in full
     assert "--sequence-parallel" not in full and "--bf16" not in full
 
@@ -89,8 +131,12 @@ def test_torchtitan_toml_maps_every_plan_field():
     par, tr = doc["parallelism"], doc["training"]
     assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (2, 1)
     assert par["fsdp_reshard_after_forward"] == "never"  # zero 1 -> no reshard
-    assert (par["tensor_parallel_degree"], par["pipeline_parallel_degree"], par["context_parallel_degree"],
-            par["expert_parallel_degree"]) == (2, 2, 1, 1)
+    assert (
+        par["tensor_parallel_degree"],
+        par["pipeline_parallel_degree"],
+        par["context_parallel_degree"],
+        par["expert_parallel_degree"],
+    ) == (2, 2, 1, 1)
     assert par["pipeline_parallel_schedule"] == "Interleaved1F1B" and par["pipeline_parallel_layers_per_stage"] == 2
     assert par["pipeline_parallel_microbatch_size"] == 2
     assert (tr["global_batch_size"], tr["local_batch_size"], tr["seq_len"]) == (32, 16, 2048)
@@ -112,8 +158,9 @@ def test_deepspeed_json_maps_every_plan_field():
     assert cfg["planner"]["plan"] == PLAN.model_dump()
 
 
-@pytest.mark.parametrize("kind,name", [("megatron", "megatron_args.sh"), ("torchtitan", "torchtitan.toml"),
-                                       ("deepspeed", "deepspeed.json")])
+@pytest.mark.parametrize(
+    "kind,name", [("megatron", "megatron_args.sh"), ("torchtitan", "torchtitan.toml"), ("deepspeed", "deepspeed.json")]
+)
 def test_engine_files_are_written(tmp_path, kind, name):
     path = write_target(kind, CFG, GQA, tmp_path, nnodes=1, per_node=8)
     assert path.name == name and path.read_text()

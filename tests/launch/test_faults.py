@@ -26,12 +26,17 @@ def test_checkpoint_resume_into_another_layout(tiny_path, reference, tmp_path):
     """Save at step 4 under FSDP dp2, resume under TP2+SP: steps 5..8 match the uninterrupted run."""
     ckpt = tmp_path / "ckpt"
     base = ["--model", tiny_path, *COMMON, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4"]
-    first = torchrun(2, [*base, "--steps", "4", "--dp", "2", "--zero", "3", "--micro-batch", "4"],
-                     tmp_path / "a", timeout_s=120)
+    first = torchrun(
+        2, [*base, "--steps", "4", "--dp", "2", "--zero", "3", "--micro-batch", "4"], tmp_path / "a", timeout_s=120
+    )
     assert first.rc == 0, first.output[-4000:]
     assert (ckpt / "latest").read_text().strip() == "step_000004" and not list(ckpt.glob("*.tmp"))
-    second = torchrun(2, [*base, "--steps", str(REF_STEPS), "--resume", "--tp", "2", "--sp", "--micro-batch", "4"],
-                      tmp_path / "b", timeout_s=120)
+    second = torchrun(
+        2,
+        [*base, "--steps", str(REF_STEPS), "--resume", "--tp", "2", "--sp", "--micro-batch", "4"],
+        tmp_path / "b",
+        timeout_s=120,
+    )
     assert second.rc == 0, second.output[-4000:]
     assert sorted(second.losses()) == list(range(5, REF_STEPS + 1))
     assert max_delta(first.losses(), reference) <= FP32_TOL
@@ -43,10 +48,30 @@ def test_checkpoint_resume_into_another_layout(tiny_path, reference, tmp_path):
 def test_killed_rank_is_restarted_and_resumes_from_the_checkpoint(tiny_path, reference, tmp_path):
     """Rank 1 dies (os._exit) at step 5 of attempt 0; torchrun restarts both ranks, which load step 4."""
     ckpt = tmp_path / "ckpt"
-    run = torchrun(2, ["--model", tiny_path, *COMMON, "--steps", str(REF_STEPS), "--dp", "2", "--zero", "3",
-                       "--micro-batch", "4", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4"],
-                   tmp_path, timeout_s=200, torchrun_flags=("--max-restarts", "1"),
-                   extra_env={"PLANNER_LAUNCH_FAIL": "1:5"})
+    run = torchrun(
+        2,
+        [
+            "--model",
+            tiny_path,
+            *COMMON,
+            "--steps",
+            str(REF_STEPS),
+            "--dp",
+            "2",
+            "--zero",
+            "3",
+            "--micro-batch",
+            "4",
+            "--checkpoint-dir",
+            str(ckpt),
+            "--checkpoint-every",
+            "4",
+        ],
+        tmp_path,
+        timeout_s=200,
+        torchrun_flags=("--max-restarts", "1"),
+        extra_env={"PLANNER_LAUNCH_FAIL": "1:5"},
+    )
     assert run.rc == 0, run.output[-4000:]
     by_attempt: dict[int, dict[int, float]] = {}
     for rec in run.steps_log:
@@ -63,8 +88,13 @@ def test_killed_rank_is_restarted_and_resumes_from_the_checkpoint(tiny_path, ref
 def test_hung_collective_ends_with_a_timeout_error(tiny_path, tmp_path):
     """Rank 1 sleeps at step 2; rank 0's collective times out after 5 s and torchrun tears the job down."""
     t0 = time.monotonic()
-    run = torchrun(2, ["--model", tiny_path, *COMMON, "--steps", "4", "--dp", "2", "--micro-batch", "4",
-                       "--timeout-s", "5"], tmp_path, timeout_s=100, extra_env={"PLANNER_LAUNCH_HANG": "1:2"})
+    run = torchrun(
+        2,
+        ["--model", tiny_path, *COMMON, "--steps", "4", "--dp", "2", "--micro-batch", "4", "--timeout-s", "5"],
+        tmp_path,
+        timeout_s=100,
+        extra_env={"PLANNER_LAUNCH_HANG": "1:2"},
+    )
     assert run.rc != 0
     assert "collective timed out after 5 s at step 2" in run.output, run.output[-4000:]
     assert time.monotonic() - t0 < 90

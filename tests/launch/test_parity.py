@@ -19,8 +19,10 @@ LAYOUTS = {
     "tp2-sp-fullac": (2, ["--tp", "2", "--sp", "--micro-batch", "4", "--recompute", "full"]),
     "pp2-1f1b": (2, ["--pp", "2", "--micro-batch", "2", "--schedule", "1f1b"]),
     "pp2-interleaved": (2, ["--pp", "2", "--vpp", "2", "--schedule", "interleaved", "--micro-batch", "2"]),
-    "dp2xtp2-sp-selective": (4, ["--dp", "2", "--tp", "2", "--sp", "--zero", "2", "--micro-batch", "2",
-                                 "--recompute", "selective"]),
+    "dp2xtp2-sp-selective": (
+        4,
+        ["--dp", "2", "--tp", "2", "--sp", "--zero", "2", "--micro-batch", "2", "--recompute", "selective"],
+    ),
     "pp2xtp2-sp": (4, ["--pp", "2", "--tp", "2", "--sp", "--micro-batch", "2"]),
     "pp2xfsdp2xtp2": (8, ["--pp", "2", "--dp", "2", "--tp", "2", "--sp", "--zero", "3", "--micro-batch", "2"]),
 }
@@ -31,8 +33,9 @@ LAYOUTS = {
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_loss_parity_with_single_process(name, tiny_path, reference, tmp_path):
     nproc, flags = LAYOUTS[name]
-    run = torchrun(nproc, ["--model", tiny_path, *COMMON, "--steps", STEPS, "--warmup", "1", *flags], tmp_path,
-                   timeout_s=180)
+    run = torchrun(
+        nproc, ["--model", tiny_path, *COMMON, "--steps", STEPS, "--warmup", "1", *flags], tmp_path, timeout_s=180
+    )
     assert run.rc == 0, run.output[-4000:]
     losses = run.losses()
     assert sorted(losses) == list(range(1, int(STEPS) + 1))
@@ -55,7 +58,10 @@ def test_fsdp_shards_model_state_exactly(tiny_path, tmp_path):
     assert ddp.rc == 0 and fsdp.rc == 0, (ddp.output[-2000:], fsdp.output[-2000:])
     for key in ("params_bytes", "grads_bytes"):
         assert fsdp.profile["memory_per_rank"][0][key] * 2 == ddp.profile["memory_per_rank"][0][key]
-    assert fsdp.profile["memory_per_rank"][0]["optimizer_bytes"] < 0.51 * ddp.profile["memory_per_rank"][0]["optimizer_bytes"]
+    assert (
+        fsdp.profile["memory_per_rank"][0]["optimizer_bytes"]
+        < 0.51 * ddp.profile["memory_per_rank"][0]["optimizer_bytes"]
+    )
 
 
 @pytest.mark.slow
@@ -63,8 +69,12 @@ def test_fsdp_shards_model_state_exactly(tiny_path, tmp_path):
 def test_bf16_mixed_precision_stays_close(tiny_path, reference, tmp_path):
     """FSDP2 MixedPrecisionPolicy(bf16 params, fp32 reduce): within 5e-3 of fp32 (measured 6-7e-4 in the notes)."""
     flags = [f if f != "fp32" else "bf16" for f in COMMON]
-    run = torchrun(2, ["--model", tiny_path, *flags, "--steps", STEPS, "--dp", "2", "--zero", "3",
-                       "--micro-batch", "4"], tmp_path, timeout_s=100)
+    run = torchrun(
+        2,
+        ["--model", tiny_path, *flags, "--steps", STEPS, "--dp", "2", "--zero", "3", "--micro-batch", "4"],
+        tmp_path,
+        timeout_s=100,
+    )
     assert run.rc == 0, run.output[-4000:]
     assert 0 < max_delta(run.losses(), reference) <= 5e-3
 
@@ -78,15 +88,51 @@ def test_cli_run_prints_measured_vs_predicted(tiny_path, tmp_path):
 
     profile = tmp_path / "profile.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "planner", "launch", "--model", tiny_path, "--dp", "2", "--micro-batch", "2",
-         "--global-batch", "8", "--seq-len", "64", "--steps", "3", "--warmup", "1", "--precision", "fp32",
-         "--hardware", "cpu", "--profile-out", str(profile)],
-        capture_output=True, text=True, timeout=100)
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "launch",
+            "--model",
+            tiny_path,
+            "--dp",
+            "2",
+            "--micro-batch",
+            "2",
+            "--global-batch",
+            "8",
+            "--seq-len",
+            "64",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--precision",
+            "fp32",
+            "--hardware",
+            "cpu",
+            "--profile-out",
+            str(profile),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "step 3/3" in proc.stdout and "measured vs predicted" in proc.stdout and "median step time" in proc.stdout
     doc = json.loads(profile.read_text())
-    for key in ("plan", "model", "hardware", "device", "torch_version", "world_size", "step_times_s",
-                "median_step_s", "tokens_per_s", "memory_per_rank"):
+    for key in (
+        "plan",
+        "model",
+        "hardware",
+        "device",
+        "torch_version",
+        "world_size",
+        "step_times_s",
+        "median_step_s",
+        "tokens_per_s",
+        "memory_per_rank",
+    ):
         assert key in doc, key
     assert doc["hardware"] == "cpu" and doc["world_size"] == 2
     assert {"params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"} <= set(doc["memory_per_rank"][1])

@@ -14,8 +14,10 @@ from planner.launch.model import GPT  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 
 
-@pytest.mark.parametrize("name,pp,vpp", [("tiny", 1, 1), ("tiny", 2, 1), ("tiny", 2, 2), ("llama3-8b", 3, 1),
-                                         ("gpt3-1.3b", 4, 2), ("llama3-405b", 16, 1)])
+@pytest.mark.parametrize(
+    "name,pp,vpp",
+    [("tiny", 1, 1), ("tiny", 2, 1), ("tiny", 2, 2), ("llama3-8b", 3, 1), ("gpt3-1.3b", 4, 2), ("llama3-405b", 16, 1)],
+)
 def test_worker_stage_parameters_equal_the_cost_model(name, pp, vpp):
     model = load_model(name)
     plan = Plan(pp=pp, vpp=vpp, global_batch=pp, schedule="interleaved" if vpp > 1 else "1f1b")

@@ -17,16 +17,21 @@ CLUSTER_TARGETS = ("torchrun", "slurm", "k8s")
 ENGINE_TARGETS = ("megatron", "torchtitan", "deepspeed")
 
 
-def target_text(kind: str, cfg: RunConfig, model: ModelSpec, *, nnodes: int, per_node: int,
-                max_restarts: int = 0) -> tuple[str, str]:
+def target_text(
+    kind: str, cfg: RunConfig, model: ModelSpec, *, nnodes: int, per_node: int, max_restarts: int = 0
+) -> tuple[str, str]:
     """(file name, text) of one target."""
-    kw = dict(nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts)
     if kind == "torchrun":
-        return torchrun.FILE_NAME, torchrun.torchrun_script(cfg, **kw)
+        return torchrun.FILE_NAME, torchrun.torchrun_script(
+            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts
+        )
     if kind == "slurm":
-        return slurm.FILE_NAME, slurm.slurm_script(cfg, **kw)
+        return slurm.FILE_NAME, slurm.slurm_script(
+            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts
+        )
     if kind == "k8s":
-        return k8s.FILE_NAME, yaml.safe_dump(k8s.k8s_manifest(cfg, **kw), sort_keys=False)
+        manifest = k8s.k8s_manifest(cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts)
+        return k8s.FILE_NAME, yaml.safe_dump(manifest, sort_keys=False)
     if kind == "megatron":
         return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan)
     if kind == "torchtitan":
@@ -36,8 +41,9 @@ def target_text(kind: str, cfg: RunConfig, model: ModelSpec, *, nnodes: int, per
     raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
 
 
-def write_target(kind: str, cfg: RunConfig, model: ModelSpec, out: Path, *, nnodes: int, per_node: int,
-                 max_restarts: int = 0) -> Path:
+def write_target(
+    kind: str, cfg: RunConfig, model: ModelSpec, out: Path, *, nnodes: int, per_node: int, max_restarts: int = 0
+) -> Path:
     """Write one target's file into `out` (created if needed), atomically; the path written."""
     name, text = target_text(kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts)
     try:

@@ -10,8 +10,11 @@ from planner.launch.command import RunConfig
 
 
 def plan_comment(cfg: RunConfig) -> list[str]:
-    return [f"# plan: {cfg.plan.summary()}", f"# plan (all fields): {json.dumps(cfg.plan.model_dump())}",
-            f"# model: {cfg.model}"]
+    return [
+        f"# plan: {cfg.plan.summary()}",
+        f"# plan (all fields): {json.dumps(cfg.plan.model_dump())}",
+        f"# model: {cfg.model}",
+    ]
 
 
 def layers_per_chunk(layout: Layout, target: str) -> int:
@@ -20,6 +23,8 @@ def layers_per_chunk(layout: Layout, target: str) -> int:
     sizes = {c.num_layers for c in layout.chunks}
     if len(sizes) != 1:
         counts = [c.num_layers for c in layout.chunks]
-        raise PlannerError(f"--emit {target}: the layout puts {counts} layers on the {len(counts)} chunks; "
-                           f"{target} takes an even split here; choose pp·vpp dividing num_layers={layout.num_layers}")
+        raise PlannerError(
+            f"--emit {target}: the layout puts {counts} layers on the {len(counts)} chunks; "
+            f"{target} takes an even split here; choose pp·vpp dividing num_layers={layout.num_layers}"
+        )
     return sizes.pop()

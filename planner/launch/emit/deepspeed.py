@@ -27,18 +27,29 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
             "number_checkpoints": model.num_layers if plan.recompute == "full" else None,
         },
         "pipeline": {"stages": plan.pp, "partition": "uniform"},
-        "planner": {"plan": plan.model_dump(), "model": model.name,
-                    "notes": "dp = world / (tp*pp*cp); vpp, schedule, sp (Megatron-style) and ep need "
-                             "Megatron-DeepSpeed / PipelineModule code, not config keys"},
+        "planner": {
+            "plan": plan.model_dump(),
+            "model": model.name,
+            "notes": "dp = world / (tp*pp*cp); vpp, schedule, sp (Megatron-style) and ep need "
+            "Megatron-DeepSpeed / PipelineModule code, not config keys",
+        },
     }
-    m = dict(global_batch="train_batch_size", micro_batch="train_micro_batch_size_per_gpu",
-             dp="gradient_accumulation_steps = global_batch / (dp*micro_batch); dp implied by world size",
-             zero="zero_optimization.stage", precision="bf16.enabled / fp16.enabled",
-             tp="tensor_parallel.autotp_size", cp="sequence_parallel_size (Ulysses)",
-             recompute="activation_checkpointing", pp="pipeline.stages",
-             seq_len="planner.plan.seq_len (set by the data loader)", vpp="planner.plan.vpp (no DeepSpeed key)",
-             schedule="planner.plan.schedule (DeepSpeed pipelines run 1F1B)", sp="planner.plan.sp (no key)",
-             ep="planner.plan.ep (MoE layer argument ep_size)")
+    m = {
+        "global_batch": "train_batch_size",
+        "micro_batch": "train_micro_batch_size_per_gpu",
+        "dp": "gradient_accumulation_steps = global_batch / (dp*micro_batch); dp implied by world size",
+        "zero": "zero_optimization.stage",
+        "precision": "bf16.enabled / fp16.enabled",
+        "tp": "tensor_parallel.autotp_size",
+        "cp": "sequence_parallel_size (Ulysses)",
+        "recompute": "activation_checkpointing",
+        "pp": "pipeline.stages",
+        "seq_len": "planner.plan.seq_len (set by the data loader)",
+        "vpp": "planner.plan.vpp (no DeepSpeed key)",
+        "schedule": "planner.plan.schedule (DeepSpeed pipelines run 1F1B)",
+        "sp": "planner.plan.sp (no key)",
+        "ep": "planner.plan.ep (MoE layer argument ep_size)",
+    }
     return cfg, m
 
 

@@ -10,14 +10,32 @@ FILE_NAME = "pytorchjob.yaml"
 DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime"
 
 
-def k8s_manifest(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restarts: int = 0,
-                 image: str = DEFAULT_IMAGE, name: str = "planner-launch") -> dict:
+def k8s_manifest(
+    cfg: RunConfig,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    max_restarts: int = 0,
+    image: str = DEFAULT_IMAGE,
+    name: str = "planner-launch",
+) -> dict:
     """A Kubeflow PyTorchJob: 1 Master + nnodes−1 Workers, one pod per node, nproc_per_node GPUs each.
 
     The operator sets MASTER_ADDR/MASTER_PORT in every pod; torchrun rendezvouses there with c10d.
     """
-    command = ["torchrun", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node),
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", "$(MASTER_ADDR):$(MASTER_PORT)", "--rdzv-id", name]
+    command = [
+        "torchrun",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        "$(MASTER_ADDR):$(MASTER_PORT)",
+        "--rdzv-id",
+        name,
+    ]
     if max_restarts:
         command += ["--max-restarts", str(max_restarts)]
     command += ["-m", WORKER_MODULE, *worker_argv(cfg)]
@@ -27,10 +45,19 @@ def k8s_manifest(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restar
         return {
             "replicas": count,
             "restartPolicy": "OnFailure",
-            "template": {"spec": {"containers": [{
-                "name": "pytorch", "image": image, "command": command, "env": env,
-                "resources": {"limits": {"nvidia.com/gpu": nproc_per_node}},
-            }]}},
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": image,
+                            "command": command,
+                            "env": env,
+                            "resources": {"limits": {"nvidia.com/gpu": nproc_per_node}},
+                        }
+                    ]
+                }
+            },
         }
 
     specs = {"Master": replica(1)}
@@ -39,7 +66,9 @@ def k8s_manifest(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restar
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": name, "annotations": {
-            "planner/plan": json.dumps(cfg.plan.model_dump()), "planner/model": cfg.model}},
+        "metadata": {
+            "name": name,
+            "annotations": {"planner/plan": json.dumps(cfg.plan.model_dump()), "planner/model": cfg.model},
+        },
         "spec": {"nprocPerNode": str(nproc_per_node), "pytorchReplicaSpecs": specs},
     }

@@ -8,10 +8,23 @@ from planner.launch.emit.common import plan_comment
 FILE_NAME = "launch.slurm"
 
 
-def slurm_script(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restarts: int = 0,
-                 time: str = "01:00:00", job_name: str = "planner-launch") -> str:
-    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts,
-                         rdzv_endpoint=f"$MASTER_ADDR:{RDZV_PORT}", rdzv_id="$SLURM_JOB_ID")
+def slurm_script(
+    cfg: RunConfig,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    max_restarts: int = 0,
+    time: str = "01:00:00",
+    job_name: str = "planner-launch",
+) -> str:
+    argv = torchrun_argv(
+        cfg,
+        nproc_per_node=nproc_per_node,
+        nnodes=nnodes,
+        max_restarts=max_restarts,
+        rdzv_endpoint=f"$MASTER_ADDR:{RDZV_PORT}",
+        rdzv_id="$SLURM_JOB_ID",
+    )
     argv[argv.index("--nnodes") + 1] = "$SLURM_NNODES"
     lines = [
         "#!/usr/bin/env bash",

@@ -9,10 +9,20 @@ FILE_NAME = "torchrun.sh"
 
 
 def torchrun_script(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restarts: int = 0) -> str:
-    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts,
-                         rdzv_endpoint=f"$MASTER_ADDR:{RDZV_PORT}", rdzv_id="${JOB_ID:-planner}")
-    lines = ["#!/usr/bin/env bash",
-             f"# Run this same command on each of the {nnodes} nodes; set MASTER_ADDR to one node's address.",
-             *plan_comment(cfg), "set -euo pipefail", ': "${MASTER_ADDR:?set MASTER_ADDR to the rendezvous host}"']
+    argv = torchrun_argv(
+        cfg,
+        nproc_per_node=nproc_per_node,
+        nnodes=nnodes,
+        max_restarts=max_restarts,
+        rdzv_endpoint=f"$MASTER_ADDR:{RDZV_PORT}",
+        rdzv_id="${JOB_ID:-planner}",
+    )
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Run this same command on each of the {nnodes} nodes; set MASTER_ADDR to one node's address.",
+        *plan_comment(cfg),
+        "set -euo pipefail",
+        ': "${MASTER_ADDR:?set MASTER_ADDR to the rendezvous host}"',
+    ]
     lines += [f"export {k}={v}" for k, v in RUN_ENV.items()]
-    return "\n".join(lines + [shell_join(argv), ""])
+    return "\n".join([*lines, shell_join(argv), ""])

@@ -40,7 +40,7 @@ fsdp_reshard_after_forward = "{reshard}"
 tensor_parallel_degree = {plan.tp}
 # torchtitan always uses sequence parallelism with TP (plan sp={str(plan.sp).lower()})
 pipeline_parallel_degree = {plan.pp}
-pipeline_parallel_schedule = "{TITAN_SCHEDULES[plan.schedule] if plan.pp > 1 else '1F1B'}"
+pipeline_parallel_schedule = "{TITAN_SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"}"
 pipeline_parallel_microbatch_size = {plan.micro_batch}
 pipeline_parallel_layers_per_stage = {layers_per_chunk(layer_layout(model.num_layers, plan.pp, plan.vpp), "torchtitan")}
 context_parallel_degree = {plan.cp}
@@ -52,13 +52,20 @@ selective_ac_option = "op"
 """
     if plan.precision == "fp8":
         text += '\n[quantize.linear.float8]\nrecipe_name = "tensorwise"\n'
-    m = dict(dp="parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
-             zero="parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
-             tp="parallelism.tensor_parallel_degree", sp="implied by tensor_parallel_degree (always on)",
-             pp="parallelism.pipeline_parallel_degree", schedule="parallelism.pipeline_parallel_schedule",
-             vpp="parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages)",
-             cp="parallelism.context_parallel_degree", ep="parallelism.expert_parallel_degree",
-             recompute="activation_checkpoint.mode", micro_batch="parallelism.pipeline_parallel_microbatch_size",
-             global_batch="training.global_batch_size", seq_len="training.seq_len",
-             precision="training.mixed_precision_param (fp8: quantize.linear.float8)")
+    m = {
+        "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
+        "zero": "parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
+        "tp": "parallelism.tensor_parallel_degree",
+        "sp": "implied by tensor_parallel_degree (always on)",
+        "pp": "parallelism.pipeline_parallel_degree",
+        "schedule": "parallelism.pipeline_parallel_schedule",
+        "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages)",
+        "cp": "parallelism.context_parallel_degree",
+        "ep": "parallelism.expert_parallel_degree",
+        "recompute": "activation_checkpoint.mode",
+        "micro_batch": "parallelism.pipeline_parallel_microbatch_size",
+        "global_batch": "training.global_batch_size",
+        "seq_len": "training.seq_len",
+        "precision": "training.mixed_precision_param (fp8: quantize.linear.float8)",
+    }
     return text, m
