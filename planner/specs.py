@@ -1,4 +1,4 @@
-"""Frozen, validated specs: the model, the hardware and the training settings.
+"""Frozen, validated specs: the model (hardware profiles are hardware.py, training stacks engine.py).
 
 Validated once at the edge (pydantic, ``extra="forbid"`` so a misspelt YAML key is an error), SI units
 inside. Loading from catalogs, YAML files and Hugging Face ``config.json`` lives in ``catalog.py``.
@@ -6,8 +6,6 @@ inside. Loading from catalogs, YAML files and Hugging Face ``config.json`` lives
 
 from __future__ import annotations
 
-import itertools
-import math
 import warnings
 from functools import cached_property
 from typing import Literal
@@ -170,99 +168,3 @@ class ModelSpec(Frozen):
             return self.num_params
         inactive = (self.moe.num_experts - self.moe.top_k) * self.expert_params * self.num_moe_layers
         return self.num_params - inactive
-
-
-# ---- hardware ------------------------------------------------------------------------------------
-class GPUSpec(Frozen):
-    name: str
-    hbm_bytes: float = Field(gt=0, description="usable device memory (what the framework can allocate)")
-    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
-    peak_flops: dict[Precision, float] = Field(description="dense peak FLOP/s per precision (no sparsity)")
-
-    @model_validator(mode="after")
-    def _check(self) -> GPUSpec:
-        missing = [p for p in PRECISIONS if p not in self.peak_flops]
-        if missing:
-            raise ValueError(f"peak_flops lacks {missing}; give every precision of {list(PRECISIONS)}")
-        return self
-
-
-class LinkTier(Frozen):
-    """One tier of the network, seen from one GPU."""
-
-    bandwidth_bytes_per_s: float = Field(gt=0, description="per-GPU unidirectional bandwidth")
-    latency_s: float = Field(ge=0, description="per-message latency of one hop")
-
-
-class MatmulPoint(Frozen):
-    flops: float = Field(gt=0, description="FLOPs of one GEMM (2mnk)")
-    efficiency: float = Field(gt=0, le=1, description="achieved fraction of dense peak")
-
-
-class Efficiency(Frozen):
-    """The tunable part of a profile: `planner calibrate` rewrites only this block."""
-
-    matmul: tuple[MatmulPoint, ...] = Field(min_length=1, description="GEMM efficiency by size, log-interpolated")
-    attention: float | None = Field(
-        None, gt=0, le=1, description="fused-attention kernel efficiency (fraction of peak); default: the GEMM curve"
-    )
-    hbm: float = Field(0.8, gt=0, le=1, description="achieved fraction of HBM bandwidth, memory-bound ops")
-    intra_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of intra-node link bandwidth")
-    inter_node: float = Field(0.8, gt=0, le=1, description="achieved fraction of inter-node link bandwidth")
-    step_overhead_s: float = Field(0.0, ge=0, description="fixed per-step cost (launch, data loading, sync)")
-    kernel_overhead_s: float = Field(
-        0.0,
-        ge=0,
-        description="fixed host cost per compute kernel (eager op dispatch; CPU/Python-bound runs), "
-        "paid by every GEMM and memory-bound op of forward, backward and recompute; 0 = launches are hidden (GPUs)",
-    )
-    collective_overhead_s: float = Field(
-        0.0,
-        ge=0,
-        description="fixed host cost per collective call on top of the link latency (gloo/Python "
-        "dispatch), always exposed; 0 = none (GPUs)",
-    )
-    fitted: str | None = Field(None, description="what the parameters were fitted to, and when")
-
-    def matmul_efficiency(self, flops: float) -> float:
-        """Piecewise-linear in log(flops), clamped at both ends (Calculon-style table by op size)."""
-        pts = self.matmul
-        if flops <= pts[0].flops:
-            return pts[0].efficiency
-        for lo, hi in itertools.pairwise(pts):
-            if flops <= hi.flops:
-                t = (math.log(flops) - math.log(lo.flops)) / (math.log(hi.flops) - math.log(lo.flops))
-                return lo.efficiency + t * (hi.efficiency - lo.efficiency)
-        return pts[-1].efficiency
-
-    @model_validator(mode="after")
-    def _check(self) -> Efficiency:
-        sizes = [p.flops for p in self.matmul]
-        if sizes != sorted(sizes) or len(set(sizes)) != len(sizes):
-            raise ValueError(f"efficiency.matmul must be in strictly increasing flops, got {sizes}")
-        return self
-
-
-class ReservedMemory(Frozen):
-    """Memory a training process holds beyond tensors (from the profile, per GPU)."""
-
-    cuda_context_bytes: float = Field(ge=0, description="CUDA context, cuBLAS/cuDNN workspaces")
-    comm_workspace_bytes: float = Field(ge=0, description="NCCL buffers and channels")
-    allocator_fraction: float = Field(ge=0, lt=1, description="caching-allocator fragmentation, share of tensors")
-
-
-class HardwareProfile(Frozen):
-    """hardware_profiles/NAME.yaml: one GPU model in one node design."""
-
-    name: str
-    description: str = ""
-    gpu: GPUSpec
-    gpus_per_node: int = Field(gt=0)
-    intra_node: LinkTier
-    inter_node: LinkTier
-    efficiency: Efficiency
-    reserved: ReservedMemory
-    checkpoint_write_bytes_per_s: float = Field(2e9, gt=0, description="per-node write bandwidth to checkpoint storage")
-
-    def peak(self, precision: str) -> float:
-        return self.gpu.peak_flops[precision]  # type: ignore[index]

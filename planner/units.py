@@ -36,3 +36,12 @@ def fmt_count(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f}{unit}"
     return f"{n:.0f}"
+
+
+def fmt_rate(n: float) -> str:
+    """Three significant digits with a k/M/G suffix: 182,714 -> '183k', 1,234,567 -> '1.23M'."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            v = n / scale
+            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
+    return f"{n:.3g}"

@@ -1,6 +1,6 @@
 """Shared test fixtures that are plain functions (pytest puts tests/ on sys.path)."""
 
-from planner.specs import Efficiency, GPUSpec, HardwareProfile, LinkTier, MatmulPoint, ReservedMemory
+from planner.hardware import Efficiency, GPUSpec, HardwareProfile, LinkTier, MatmulPoint, ReservedMemory
 
 
 def make_hw(*, gpus_per_node: int = 8, eff: float = 0.7, overhead_s: float = 0.0) -> HardwareProfile:
@@ -31,14 +31,16 @@ SECTIONS = {
     "grad_dtype": "memory",
     "master_copy": "memory",
     "attention": "kernels",
-    "fused_elementwise": "kernels",
+    "elementwise": "kernels",
+    "compile": "kernels",
+    "flash_kernel": "kernels",
     "dropout": "kernels",
     "selective_recompute": "kernels",
     "tp_overlap": "comm",
 }
 
 
-def make_engine(name: str = "generic", **changes: object):
+def make_engine(name: str = "megatron", **changes: object):
     """An engine profile from the catalog with some fields changed, e.g. make_engine(tp_overlap=True)."""
     from planner.io.catalog import load_engine
 

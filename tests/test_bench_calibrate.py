@@ -20,9 +20,9 @@ from helpers import make_engine
 
 from planner.cost.schedule import step_time
 from planner.fit.calibrate import apply_params, fit, observation_from_profile, predict_step_s, step_stat
+from planner.hardware import Efficiency
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
-from planner.specs import Efficiency
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 

@@ -104,7 +104,7 @@ def test_plan_file_round_trip(tmp_path):
         plan=Plan(dp=4, tp=2, zero=1, global_batch=32, seq_len=4096),
         model="llama3-8b",
         hardware="h100-sxm",
-        engine="generic",
+        engine="megatron",
         gpus=8,
     )
     code, out, err = run("memory", "--plan", str(path), "--json")

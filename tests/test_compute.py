@@ -9,19 +9,15 @@ from helpers import make_engine, make_hw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.cost.compute import (
+from planner.cost.compute import layer_time, stage_compute
+from planner.cost.flops import (
     flops_per_token_forward,
     hardware_flops_per_step,
     layer_flops_per_token,
-    layer_time,
     model_flops_per_step,
-    stage_compute,
 )
 from planner.plan import Plan
-from planner.specs import (
-    ModelSpec,
-    MoESpec,
-)
+from planner.specs import ModelSpec, MoESpec
 
 GPT3 = ModelSpec(
     name="gpt3-175b",

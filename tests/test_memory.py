@@ -2,7 +2,7 @@
 
 import pytest
 from helpers import make_engine
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from planner.cost.activations import activation_bytes_per_layer
@@ -13,8 +13,9 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 GB = 1e9
-
-GENERIC = make_engine()
+# The ZeRO paper's accounting is DeepSpeed's: 16-bit weights and gradients, fp32 master + moments.
+DEEPSPEED = make_engine("deepspeed")
+MEGATRON = make_engine("megatron")
 
 
 # ---- ZeRO, Rajbhandari et al. 2020, Figure 1 / section 5: 7.5B parameters, Nd = 64, K = 12 -------------
@@ -23,7 +24,7 @@ GENERIC = make_engine()
     [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)],  # printed rounded to 3 significant digits
 )
 def test_zero_paper_model_states(zero, published_gb):
-    states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="bf16", engine=GENERIC)
+    states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="bf16", engine=DEEPSPEED)
     assert states.total_bytes / GB == pytest.approx(published_gb, rel=0.015)
 
 
@@ -33,7 +34,7 @@ def test_zero_worked_examples_formula_exact(worked_examples):
         if not ex["id"].startswith("zero-analytic"):
             continue
         i = ex["inputs"]
-        states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="bf16", engine=GENERIC)
+        states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="bf16", engine=DEEPSPEED)
         assert states.total_bytes == pytest.approx(ex["expected"]["model_state_bytes_per_gpu_formula"], rel=1e-9)
 
 
@@ -43,7 +44,9 @@ def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
     Parameter counts are published rounded, so 0.5%."""
     ex = next(e for e in worked_examples if e["id"] == "deepspeed-estimator-t0-3b-1gpu")
     i = ex["inputs"]
-    states = model_state_bytes(params=i["params"], dp=i["gpus"], zero=3, engine=make_engine(grad_dtype="fp32"))
+    states = model_state_bytes(
+        params=i["params"], dp=i["gpus"], zero=3, engine=make_engine("deepspeed", grad_dtype="fp32")
+    )
     gathered = i["largest_layer_params"] * (2 + 2)
     assert states.total_bytes + gathered == pytest.approx(ex["expected"]["no_offload"]["per_gpu_bytes"], rel=0.005)
 
@@ -51,8 +54,10 @@ def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
 def test_sixteen_bytes_per_param_gpt3():
     """Mixed-precision Adam holds 16 bytes/param (ZeRO section 3.1): GPT-3 175B ~ 2.8 TB of model states."""
     model = load_model("gpt3-175b")
-    states = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=GENERIC)
+    states = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=DEEPSPEED)
     assert states.total_bytes / model.num_params == 16
+    megatron = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=MEGATRON)
+    assert megatron.total_bytes / model.num_params == 18  # fp32 main grads (dist_optimizer.md: 18 B/param)
     assert states.total_bytes / 1e12 == pytest.approx(2.8, rel=0.01)
 
 
@@ -60,9 +65,9 @@ def test_gpt2_fp32_adam_example():
     """GPT-2 1.5B in fp32 with Adam: weights 6 GB, gradients 6 GB, Adam 18 GB, the optimizer counting
     an fp32 copy + momentum + variance (12 B/param; EleutherAI "Transformer Math 101"; DeepSpeed's ZeRO
     optimizer keeps such a copy even of fp32 weights). Plain PyTorch AdamW keeps only m and v: 12 GB."""
-    with_copy = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=make_engine(master_copy=True))
+    with_copy = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=DEEPSPEED)
     assert (with_copy.weights_bytes, with_copy.gradients_bytes, with_copy.optimizer_bytes) == (6 * GB, 6 * GB, 18 * GB)
-    plain = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=GENERIC)
+    plain = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=MEGATRON)
     assert plain.optimizer_bytes == 12 * GB
 
 
@@ -125,18 +130,22 @@ def test_in_flight_microbatches_per_schedule():
 
 # ---- measured peaks: torchtitan Llama 3.1 8B on H100, calibration_runs.yaml -----------------------------------
 def test_torchtitan_llama31_8b_peak_memory(calibration_runs):
-    """Every torchtitan run with a measured peak, within 10% (torchtitan benchmarks, Dec 2024: max reserved
-    memory, FSDP2, selective per-op or full AC, with and without compile/fp8)."""
+    """Every run with a measured peak (torchtitan benchmarks, Dec 2024: max reserved memory, FSDP2, per-op
+    selective or full AC, with and without compile/fp8, cp up to 8) within 8%, and their median within 5%
+    (the target of issue 11), with the torchtitan engine as each run's software block configures it."""
     hw = load_hardware("h100-sxm")
-    checked = 0
+    errors = []
     for run in calibration_runs:
         peak = run["measured"]["peak_memory_bytes"]
-        if not peak or not run["id"].startswith("torchtitan"):
+        if not peak:
             continue
-        report = memory_report(ModelSpec(**run["model"]), hw, Plan(**run["plan"]), GENERIC)
-        assert report.total_bytes == pytest.approx(peak, rel=0.10), run["id"]
-        checked += 1
-    assert checked == 10
+        assert run["software"]["engine"] == "torchtitan"
+        engine = make_engine("torchtitan").configured(compile=run["software"]["compile"])
+        report = memory_report(ModelSpec(**run["model"]), hw, Plan(**run["plan"]), engine)
+        assert report.total_bytes == pytest.approx(peak, rel=0.08), run["id"]
+        errors.append(abs(report.total_bytes / peak - 1))
+    assert len(errors) == 10
+    assert sorted(errors)[len(errors) // 2] <= 0.05
 
 
 # ---- properties ------------------------------------------------------------------------------------------
@@ -146,12 +155,24 @@ DEGREE = st.sampled_from([1, 2, 4, 8])
 @settings(max_examples=60, deadline=None)
 @given(tp=DEGREE, pp=DEGREE, dp=DEGREE, zero=st.integers(0, 3), more=st.sampled_from(["tp", "pp", "dp", "zero"]))
 def test_more_sharding_never_raises_model_state_memory(tp, pp, dp, zero, more):
+    """Within one engine's semantics (DeepSpeed: ZeRO 0-3 as the paper defines them; with pp it runs 0-1)."""
     model = load_model("llama2-13b")  # 40 heads/layers: tp, pp in {1,2,4,8} all divide
     hw = load_hardware("a100-80gb")
+    engine = DEEPSPEED.model_copy(
+        update={
+            "rules": DEEPSPEED.rules.model_copy(
+                update={
+                    "zero": {z: s.model_copy(update={"excludes": ()}) for z, s in DEEPSPEED.rules.zero.items()},
+                    "tensor_parallel": True,
+                }
+            )
+        }
+    )
 
     def states(**kw):
         plan = Plan(**{**{"tp": tp, "pp": pp, "dp": dp, "zero": zero, "global_batch": 64 * dp}, **kw})
-        return max(s.breakdown.model_state_bytes for s in memory_report(model, hw, plan, GENERIC).stages)
+        assume(plan.zero in engine.rules.stages(plan.pp))
+        return max(s.breakdown.model_state_bytes for s in memory_report(model, hw, plan, engine).stages)
 
     before = states()
     after = states(
@@ -188,7 +209,9 @@ def test_recompute_ordering():
 def test_uneven_stages_are_reported():
     """126 layers on 16 stages (Llama 3 405B, Dubey et al. 2024): the end stages get 7, the rest 8."""
     model, hw = load_model("llama3-405b"), load_hardware("h100-sxm")
-    report = memory_report(model, hw, Plan(tp=8, pp=16, dp=1, global_batch=16, seq_len=8192, recompute="full"), GENERIC)
+    report = memory_report(
+        model, hw, Plan(tp=8, pp=16, dp=1, global_batch=16, seq_len=8192, recompute="full"), MEGATRON
+    )
     layers = [s.layers for s in report.stages]
     assert sum(layers) == 126 and layers[0] == layers[-1] == 7 and set(layers[1:-1]) == {8}
 
@@ -196,6 +219,6 @@ def test_uneven_stages_are_reported():
 def test_moe_experts_are_divided_by_ep():
     model, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
     plans = [Plan(dp=8, ep=ep, global_batch=8, seq_len=4096) for ep in (1, 2, 8)]
-    weights = [memory_report(model, hw, p, GENERIC).peak.breakdown.weights_bytes for p in plans]
+    weights = [memory_report(model, hw, p, MEGATRON).peak.breakdown.weights_bytes for p in plans]
     assert weights[0] > weights[1] > weights[2]
     assert weights[0] == pytest.approx(2 * model.num_params, rel=1e-6)

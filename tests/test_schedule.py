@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 from planner.cost.schedule import bubble_fraction, step_time
 from planner.cost.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
 from planner.plan import Plan
-from planner.specs import (
-    ModelSpec,
-)
+from planner.specs import ModelSpec
 
 GPT3 = ModelSpec(
     name="gpt3-175b",

@@ -13,6 +13,7 @@ from helpers import make_engine
 from planner.cli import main
 from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
+from planner.engine import plan_problems
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan, check_plan
 from planner.search.pipeline import search
@@ -84,7 +85,8 @@ def test_memory_screen_equals_memory_report():
         space = Space(
             gpus=gpus, global_batch=192, seq_len=4096 if name != "gpt3-175b" else 2048, precision=prec, max_cp=2
         )
-        screen = MemoryScreen(m, hw, make_engine())
+        engines = [make_engine(e) for e in ("megatron", "torchtitan", "deepspeed", "planner")]
+        screens = [MemoryScreen(m, hw, e) for e in engines]
         sts = structures(m, hw, space)
         for st in rng.sample(sts, min(25, len(sts))):
             for mb in micro_batches(space, st.dp)[:2]:
@@ -105,11 +107,12 @@ def test_memory_screen_equals_memory_report():
                         precision=prec,
                         schedule=st.schedule,
                     )
-                    if check_plan(m, p, gpus):
-                        continue
-                    report = memory_report(m, hw, p, GENERIC)
-                    got, _rank = screen.peak(p)
-                    assert got == pytest.approx(report.total_bytes, rel=1e-12)
+                    for engine, screen in zip(engines, screens):
+                        if plan_problems(m, p, engine, gpus):
+                            continue
+                        report = memory_report(m, hw, p, engine)
+                        got, _rank = screen.peak(p)
+                        assert got == pytest.approx(report.total_bytes, rel=1e-12), engine.name
 
 
 def test_fixed_tp_and_lists():

@@ -15,15 +15,21 @@ from planner.render.console import emit_json, out
 def validate(
     runs: Annotated[str, typer.Argument(help="runs file (the calibration_runs.yaml schema)")],
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="use this profile for every run")] = None,
+    engine: Annotated[
+        Optional[str],
+        typer.Option("--engine", help="use this engine for every run (default: each run's software.engine)"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Predicted vs measured throughput and peak memory for a file of real runs."""
-    from planner.fit.validate import load_runs, validate_runs
-    from planner.io.catalog import load_hardware
+    """Predicted vs measured throughput and peak memory for a file of real runs, each run with its own engine."""
+    from planner.fit.runs import load_runs
+    from planner.fit.validate import validate_runs
+    from planner.io.catalog import load_engine, load_hardware
     from planner.render.fit import print_validation, validation_json
 
     override = load_hardware(hardware) if hardware else None
-    result = validate_runs(load_runs(runs), hardware=override)
+    eng = load_engine(engine) if engine else None
+    result = validate_runs(load_runs(runs), hardware=override, engine=eng)
     if as_json:
         emit_json(validation_json(result))
     else:
@@ -32,24 +38,52 @@ def validate(
 
 def calibrate(
     inputs: Annotated[list[str], typer.Argument(help="launch profile .json files and/or runs .yaml files")],
-    hardware: Annotated[str, typer.Option("--hardware", help="the profile to fit (catalog name or YAML)")] = "h100-sxm",
-    output: Annotated[str, typer.Option("-o", "--output", help="write the calibrated profile here (.yaml)")] = "",
-    params: Annotated[Optional[str], typer.Option("--params", help="comma list of parameters to fit")] = None,
+    hardware: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--hardware",
+            help="a profile to fit (catalog name or YAML; repeat for several; default: every "
+            "catalog profile the runs files name)",
+        ),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="the calibrated profile (.yaml), or a directory for several")
+    ] = "",
+    engine_out: Annotated[
+        Optional[str],
+        typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
+    ] = None,
+    params: Annotated[
+        Optional[str],
+        typer.Option(
+            "--params",
+            help="comma list of parameters to fit (default: compute, overhead_s and every bounded hardware parameter)",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit a hardware profile's efficiency parameters to measured runs and write a new profile."""
-    from planner.fit.calibrate import PARAMS, fit, load_observations, write_profile
-    from planner.io.catalog import catalog_root, load_hardware
+    """Fit hardware profiles (within their physical bounds) and per-engine factors to measured runs."""
+    from planner.fit.calibrate import calibrate_paths
+    from planner.fit.runs import runs_hardware
+    from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
+    from planner.io.catalog import hardware_source_text, load_hardware
     from planner.render.fit import calibration_json, print_calibration
 
     if not output:
-        raise PlannerError("give -o NEW.yaml: the calibrated profile is written there")
-    base = load_hardware(hardware)
-    names = tuple(p.strip() for p in params.split(",")) if params else tuple(PARAMS)
-    result = fit(load_observations(inputs, base), base, names=names)
-    source = Path(hardware) if Path(hardware).is_file() else catalog_root() / "hardware_profiles" / f"{base.name}.yaml"
-    write_profile(result, source.read_text() if source.is_file() else None, output)
+        raise PlannerError(
+            "give -o NEW.yaml (or a directory for several --hardware): the calibrated profile goes there"
+        )
+    names = tuple(p.strip() for p in params.split(",") if p.strip()) if params else None
+    args = hardware or runs_hardware(inputs)
+    profiles = [load_hardware(h) for h in args]
+    targets = hardware_output(output, profiles)
+    result = calibrate_paths(inputs, profiles, names=names)
+    for arg, h in zip(args, profiles):
+        write_hardware_profile(result, h.name, hardware_source_text(arg), targets[h.name])
+    written = (
+        write_engine_outputs(result, Path(engine_out), {h: p.stem for h, p in targets.items()}) if engine_out else []
+    )
     if as_json:
-        emit_json(calibration_json(result, output))
+        emit_json(calibration_json(result, {h: str(p) for h, p in targets.items()}, [str(p) for p in written]))
     else:
-        print_calibration(out, result, output)
+        print_calibration(out, result, {h: str(p) for h, p in targets.items()}, [str(p) for p in written])

@@ -36,7 +36,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
-        "default: generic, or the --plan file's)",
+        "default: megatron, or the --plan file's)",
     ),
 ]
 OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd (default: the engine's)")]
@@ -48,3 +48,18 @@ SelectivePolicyOpt = Annotated[
     ),
 ]
 NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]
+TpOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option("--tp-overlap/--no-tp-overlap", help="TP communication overlapped with GEMMs (default: the engine's)"),
+]
+CompileOpt = Annotated[
+    Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile (default: the engine's)")
+]
+EnginesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        help="the training stack(s): a catalog name, a profile YAML, a comma list, or 'all' to rank plans "
+        "across every engine (see `planner engines`; default: megatron)",
+    ),
+]

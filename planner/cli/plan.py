@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from planner.cli.options import (
+    CompileOpt,
     CpOpt,
     DpOpt,
     EngineOpt,
@@ -28,6 +29,7 @@ from planner.cli.options import (
     SeqLenOpt,
     SpOpt,
     TpOpt,
+    TpOverlapOpt,
     VppOpt,
     ZeroOpt,
 )
@@ -59,6 +61,8 @@ def memory(
     optimizer: OptimizerOpt = None,
     selective_policy: SelectivePolicyOpt = None,
     no_flash: NoFlashOpt = False,
+    tp_overlap: TpOverlapOpt = None,
+    compile: CompileOpt = None,
     per_stage: Annotated[bool, typer.Option("--per-stage", help="a row per pipeline stage")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -69,9 +73,9 @@ def memory(
     r = resolve_options(locals())
     report = memory_report(r.model, r.hardware, r.plan, r.engine)
     if as_json:
-        emit_json(memory_json(r.model, r.hardware, r.plan, report))
+        emit_json(memory_json(r.model, r.hardware, r.plan, report, r.engine))
     else:
-        print_memory(out, r.model, r.hardware, r.plan, report, per_stage=per_stage)
+        print_memory(out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine)
 
 
 def estimate(
@@ -97,6 +101,8 @@ def estimate(
     optimizer: OptimizerOpt = None,
     selective_policy: SelectivePolicyOpt = None,
     no_flash: NoFlashOpt = False,
+    tp_overlap: TpOverlapOpt = None,
+    compile: CompileOpt = None,
     tokens: Annotated[
         Optional[float], typer.Option("--tokens", min=1, help="tokens to train: time and GPU-hours")
     ] = None,

@@ -16,10 +16,11 @@ from typing import Any
 
 from planner.engine import Engine, require_runs
 from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 PLAN_FLAGS = (
     "tp",
@@ -79,6 +80,7 @@ def resolve_engine(
         engine = engine.configured(
             attention=given.get("attention"),
             tp_overlap=given.get("tp_overlap"),
+            compile=given.get("compile"),
             optimizer=given.get("optimizer"),
             selective_recompute=given.get("selective_policy"),
         )
@@ -123,7 +125,21 @@ def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
         "optimizer": opts.get("optimizer"),
         "selective_policy": opts.get("selective_policy"),
         "attention": "softmax" if opts.get("no_flash") else None,
+        "tp_overlap": opts.get("tp_overlap"),
+        "compile": opts.get("compile"),
     }
+
+
+def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
+    """`--engine` of search: one engine, a comma list, or 'all' (every catalog engine), each configured."""
+    from planner.io.catalog import list_engines
+
+    if arg is None or (arg.strip() != "all" and "," not in arg):
+        return [resolve_engine(arg, overrides)]
+    names = list_engines() if arg.strip() == "all" else [n.strip() for n in arg.split(",") if n.strip()]
+    if not names:
+        raise PlannerError(f"--engine {arg!r}: give an engine name, a comma list of them, or 'all'")
+    return [resolve_engine(n, overrides) for n in dict.fromkeys(names)]
 
 
 def resolve_options(opts: dict[str, Any]) -> Resolved:

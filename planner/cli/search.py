@@ -12,9 +12,10 @@ from typing import Annotated, Optional, TypeVar, cast
 import typer
 
 from planner.cli.options import (
+    CompileOpt,
     CpOpt,
     DpOpt,
-    EngineOpt,
+    EnginesOpt,
     EpOpt,
     GlobalBatchOpt,
     GpusOpt,
@@ -30,9 +31,10 @@ from planner.cli.options import (
     SeqLenOpt,
     SpOpt,
     TpOpt,
+    TpOverlapOpt,
     VppOpt,
 )
-from planner.cli.resolve import choice, engine_overrides, resolve_engine
+from planner.cli.resolve import choice, engine_overrides, resolve_engines
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 from planner.specs import Precision
@@ -69,6 +71,7 @@ ExplainOpt = Annotated[
     Optional[str], typer.Option("--explain", "--why", help="FIELD=VALUE, e.g. tp=16: why such plans lost")
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
 MtbfOpt = Annotated[Optional[float], typer.Option("--mtbf-hours", min=0.0, help="mean time between failures, hours")]
 MtbfPerOpt = Annotated[str, typer.Option("--mtbf-per", help="gpu | node: what --mtbf-hours is per")]
 CkptBwOpt = Annotated[
@@ -111,7 +114,7 @@ def _check_plot(plot: str) -> None:
 def search(
     model: ModelOpt = None,  # type: ignore[assignment]
     hardware: HardwareOpt = None,
-    engine: EngineOpt = None,
+    engine: EnginesOpt = None,
     gpus: GpusOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
@@ -141,10 +144,13 @@ def search(
     optimizer: OptimizerOpt = None,
     selective_policy: SelectivePolicyOpt = None,
     no_flash: NoFlashOpt = False,
+    tp_overlap: TpOverlapOpt = None,
+    compile: CompileOpt = None,
     save: SaveOpt = None,
     plot: PlotOpt = None,
     explain: ExplainOpt = None,
     exhaustive: ExhaustiveOpt = False,
+    wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
@@ -152,8 +158,7 @@ def search(
     from planner.render.progress import DelayedProgress
     from planner.render.search import print_explain, print_result, result_json
     from planner.search.explain import parse_explain
-    from planner.search.pipeline import Checkpointing
-    from planner.search.pipeline import search as run_search
+    from planner.search.pipeline import Checkpointing, search_engines
     from planner.search.space import OBJECTIVES, RECOMPUTES, SCHEDULES, Space, default_global_batch
 
     if model is None:
@@ -168,7 +173,7 @@ def search(
     explain_field = parse_explain(explain) if explain else None
     if plot:
         _check_plot(plot)
-    eng = resolve_engine(engine, engine_overrides(locals()))
+    engines = resolve_engines(engine, engine_overrides(locals()))
     spec = load_model(model)
     hw = load_hardware(hardware or DEFAULT_HARDWARE)
     gb_default = global_batch is None
@@ -196,11 +201,11 @@ def search(
     )
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        result = run_search(
+        result = search_engines(
             spec,
             hw,
             space,
-            eng,
+            engines,
             objective=objective,
             top=top,
             exhaustive=exhaustive or bool(plot),
@@ -219,7 +224,7 @@ def search(
     if as_json:
         emit_json(result_json(result, gb_default))
         return
-    print_result(out, result, global_batch_default=gb_default, save=save, plot=plot)
+    print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
 
@@ -238,7 +243,7 @@ def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dic
         plan=b.plan,
         model=model_ref,
         hardware=result.hardware.name,
-        engine=result.engine.name,
+        engine=b.estimate.engine.name,
         gpus=gpus,
         training={k: v for k, v in training.items() if v is not None},
         predicted={

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.specs import HardwareProfile
+from planner.hardware import HardwareProfile
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
 from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
+from planner.cost.uncertainty import Plausibility, Uncertainty, plausibility, uncertainty
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,14 @@ class Estimate:
     @property
     def fits(self) -> bool:
         return self.memory.fits
+
+    @property
+    def uncertainty(self) -> Uncertainty:
+        return uncertainty(self.engine, self.hardware)
+
+    @property
+    def plausibility(self) -> Plausibility:
+        return plausibility(self.time.mfu, self.hardware, self.plan.precision)
 
     @property
     def goodput_tokens_per_s(self) -> float:

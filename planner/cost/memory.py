@@ -12,15 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
-from planner.cost.params import RankParams, rank_params
-from planner.cost.stages import layer_layout
+from planner.cost.params import RankParams, padded_vocab, plan_params
+from planner.cost.stages import plan_layout
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
+from planner.engine import Memory as EngineMemory
+from planner.hardware import HardwareProfile, ReservedMemory
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec, ReservedMemory
+from planner.specs import ModelSpec
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
-DDP_BUCKET_BYTES = 25e6  # torch DDP bucket_cap_mb default; Megatron's grad buffer is counted in gradients
 FP8_SCALING_BYTES_PER_TENSOR = 2 * 1024 * 4  # amax history (1024 fp32) for input and weight, per GEMM
 
 
@@ -100,7 +101,9 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
 
 
 # ---- the breakdown ------------------------------------------------------------------------------------
-def state_buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage) -> float:
+def state_buffer_bytes(
+    plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage, engine_memory: EngineMemory
+) -> float:
     """Buffers beside the model states that do not depend on the activations: the gathered layers of a
     ZeRO-3 stage or DDP buckets, plus fp8 weight copies and scaling state."""
     buffers = 0.0
@@ -108,11 +111,12 @@ def state_buffer_bytes(plan: Plan, params: RankParams, per: StateBytes, stage: Z
         # ZeRO-3/FSDP gathers the current unit and prefetches the next, and holds the unsharded
         # gradient of one unit before its reduce-scatter (Zhao et al. 2023, PyTorch FSDP, section 3).
         buffers += params.largest_unit * (2 * per.compute + per.gradients)
-    elif plan.dp > 1:
-        buffers += 2 * DDP_BUCKET_BYTES
-    if plan.precision == "fp8":
+    elif plan.dp * plan.cp > 1:
+        buffers += stage.bucket_bytes  # the engine's gradient-reduction buffers (DDP, DeepSpeed's IPG bucket)
+    if plan.precision == "fp8" and engine_memory.fp8_weight_cache:
         # FP8 copies of the local weights reused across micro-batches, plus per-GEMM scaling state
-        # (Transformer Engine, `is_first_microbatch`; Micikevicius et al. 2022, FP8 Formats).
+        # (Transformer Engine, `is_first_microbatch`; Micikevicius et al. 2022, FP8 Formats). torchao's
+        # dynamic scaling casts each weight when its GEMM runs: transient, nothing cached.
         fp8_weights = params.largest_unit * 2 if stage.gathered_weights == "unit" else params.total
         buffers += fp8_weights + params.num_gemms * FP8_SCALING_BYTES_PER_TENSOR
     return buffers
@@ -123,13 +127,14 @@ def act_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-def logits_bytes(model: ModelSpec, plan: Plan) -> float:
-    """Output logits on the last stage, one micro-batch: the logits in the activation dtype plus two
-    fp32 copies alive during the loss (the upcast and the softmax kept for backward; Korthikanti 2022
-    section 4.3 counts the fp32 one as 4·s·b·v/t)."""
+def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
+    """Output logits on the last stage, one micro-batch, over the engine's padded vocabulary: the logits in
+    the activation dtype plus two fp32 copies alive during the loss (the upcast and the softmax kept for
+    backward; Korthikanti 2022 section 4.3 counts the fp32 one as 4·s·b·v/t)."""
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     per_element = act_bytes(plan.precision) + 8
-    return tokens * model.vocab_size / plan.tp * per_element
+    vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
+    return tokens * vocab / plan.tp * per_element
 
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[float, float]:
@@ -174,7 +179,9 @@ def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[flo
 StateTerms = tuple[float, float, float, float]  # weights, gradients, optimizer, buffers beside the activations
 
 
-def state_terms(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage) -> StateTerms:
+def state_terms(
+    plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage, engine_memory: EngineMemory
+) -> StateTerms:
     """What a pipeline rank holds whatever its activations: weights (with 16-bit copies held through the
     step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states)
     and the state buffers. Depends on the structure and the ZeRO stage, not on recompute."""
@@ -183,7 +190,7 @@ def state_terms(plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStag
         s.weights_bytes + s.gathered_weights_bytes,
         s.gradients_bytes + s.accumulated_grads_bytes,
         s.optimizer_bytes,
-        state_buffer_bytes(plan, params, per, stage),
+        state_buffer_bytes(plan, params, per, stage, engine_memory),
     )
 
 
@@ -213,13 +220,13 @@ def stage_terms(
 def _stage_memory(
     model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int, pieces: tuple[float, float]
 ) -> StageMemory:
-    layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
-    params = rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank)
+    layout = plan_layout(model, plan, engine)
+    params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
     in_flight = in_flight_microbatches(plan, rank)
     stage = engine.zero_stage(plan)
-    state = state_terms(plan, params, state_bytes_per_param(plan.precision, engine, stage), stage)
+    state = state_terms(plan, params, state_bytes_per_param(plan.precision, engine, stage), stage, engine.memory)
     terms = stage_terms(
         state,
         hw.reserved,
@@ -227,7 +234,7 @@ def _stage_memory(
         in_flight=in_flight,
         per_layer_bytes=pieces[0],
         workspace_bytes=pieces[1],
-        logits=logits_bytes(model, plan) if last else 0.0,
+        logits=logits_bytes(model, plan, engine) if last else 0.0,
     )
     return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))
 

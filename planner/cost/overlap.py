@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from planner.cost.compute import LayerTime, StageCompute
 from planner.cost.traffic import dp_traffic, layer_traffic
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner.cost.stages import Layout
+from planner.cost.stages import Layout, plan_layout
+from planner.engine import Engine
+from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
@@ -53,22 +55,37 @@ def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> tup
     return dense + model.mlp_params(model.ffn_hidden_size) / tp, 0.0
 
 
-def embedding_params_per_rank(model: ModelSpec, tp: int) -> float:
-    """The vocab-parallel token embedding plus the (replicated) learned position table."""
+def padded_vocab(vocab_size: int, tp: int, multiple: int) -> int:
+    """The vocabulary as the engine stores it: padded up to a multiple of `multiple`·tp so each tp rank gets
+    an equal slice of a GEMM-friendly size (Megatron's --make-vocab-size-divisible-by, default 128,
+    megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding); multiple 0: not padded."""
+    if multiple <= 0:
+        return vocab_size
+    step = multiple * tp
+    return -(-vocab_size // step) * step
+
+
+def embedding_params_per_rank(model: ModelSpec, tp: int, vocab: int | None = None) -> float:
+    """The vocab-parallel token embedding (of the engine's padded `vocab`) plus the (replicated) learned
+    position table."""
     pos = model.max_seq_len * model.hidden_size if model.position_embedding == "learned" else 0
-    return model.vocab_size * model.hidden_size / tp + pos
+    return (vocab or model.vocab_size) * model.hidden_size / tp + pos
 
 
-def output_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
+def output_params_per_rank(model: ModelSpec, tp: int, pp: int, vocab: int | None = None) -> float:
     """The final norm and the vocab-parallel output projection; a tied projection is a second copy of the
     embedding when it sits on another pipeline rank (Megatron keeps both in sync with an all-reduce)."""
-    out = model.vocab_size * model.hidden_size / tp if (not model.tied_embeddings or pp > 1) else 0.0
+    v = vocab or model.vocab_size
+    out = v * model.hidden_size / tp if (not model.tied_embeddings or pp > 1) else 0.0
     return out + model.norm_params
 
 
 @lru_cache(maxsize=4096)
-def rank_params(model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int) -> RankParams:
-    """Parameters held by one GPU of pipeline rank `rank` of the layout."""
+def rank_params(
+    model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int, vocab: int | None = None
+) -> RankParams:
+    """Parameters held by one GPU of pipeline rank `rank` of the layout, with the embedding and output of
+    `vocab` rows (the engine's padded vocabulary, padded_vocab; default the model's)."""
     dense = expert = largest = 0.0
     gemms = 0
     for layer in layout.rank_layers(rank):
@@ -77,8 +94,15 @@ def rank_params(model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int
         gemms += 4 + model.mlp_matrices
     edge = 0.0
     if layout.holds_embedding(rank):
-        edge += embedding_params_per_rank(model, tp)
+        edge += embedding_params_per_rank(model, tp, vocab)
     if layout.holds_loss(rank):
-        edge += output_params_per_rank(model, tp, layout.pp)
+        edge += output_params_per_rank(model, tp, layout.pp, vocab)
         gemms += 1
     return RankParams(dense=dense + edge, expert=expert, largest_unit=max(largest, edge), num_gemms=gemms)
+
+
+def plan_params(model: ModelSpec, plan: Plan, engine: Engine, rank: int) -> RankParams:
+    """Parameters one GPU of pipeline rank `rank` holds when the engine runs the plan: its layer split and its
+    vocabulary padding."""
+    vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
+    return rank_params(model, plan_layout(model, plan, engine), tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab)

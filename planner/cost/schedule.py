@@ -12,22 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.compute import (
-    StageCompute,
-    hardware_flops_per_step,
-    layer_time,
-    model_flops_per_step,
-    stage_compute,
-    stage_shapes,
-)
+from planner.cost.compute import StageCompute, layer_time, stage_compute, stage_shapes
+from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.overlap import dp_comm, layer_comm
-from planner.cost.params import rank_params
-from planner.cost.stages import layer_layout
+from planner.cost.params import plan_params
 from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 DIMS = ("tp", "cp", "ep", "pp", "dp")
 
@@ -111,7 +105,7 @@ def bottleneck_stage(
     """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
     best = None
     seen: dict[tuple[int, int, bool, bool], int] = {}
-    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp)):
+    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split)):
         if shape in seen:
             continue
         seen[shape] = r
@@ -204,12 +198,13 @@ def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     """Memory-bound optimizer update of the local shard (cost.states.optimizer_step_bytes_per_param) at
     HBM bandwidth × efficiency.hbm. ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts;
     Rajbhandari et al. 2020)."""
-    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep, rank=stage)
+    params = plan_params(model, plan, engine, stage)
+    zero = engine.zero_stage(plan)
     dense, expert = params.dense, params.expert
-    if plan.zero >= 1:
+    if "optimizer" in zero.shards:
         dense /= plan.dp * plan.cp
         expert /= max(1, plan.dp * plan.cp // plan.ep)
-    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine, engine.zero_stage(plan)))
+    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine, zero))
     return (dense + expert) * per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
 
 
@@ -224,7 +219,7 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
         recompute_s=m * c.recompute_s,
         bubble_s=bubble,
         optimizer_s=optimizer_step_s(model, hw, plan, engine, stage=stage),
-        overhead_s=hw.efficiency.step_overhead_s,
+        overhead_s=hw.efficiency.step_overhead_s + engine.factors(hw.name, hw.calibration_proxy).overhead_s,
         exposed_comm_s=k.exposed_by_dim,
         comm_total_s=k.total_by_dim,
         stage=stage,

@@ -15,6 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from planner.engine.split import Split, chunk_sizes
+from planner.errors import PlannerError
+
+if TYPE_CHECKING:
+    from planner.engine import Engine
+    from planner.plan import Plan
+    from planner.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -76,18 +85,6 @@ class Layout:
         return self.chunks[-1].rank
 
 
-def even_chunk_sizes(num_layers: int, num_chunks: int) -> list[int]:
-    """Layers per chunk, as even as possible; where they do not divide, the first and last chunks get
-    fewer, because they also carry the embedding and the output layer (how Llama 3 405B put 126 layers on
-    16 stages, Dubey et al. 2024, section 3.3.2). The extra layers go to the middle chunks first."""
-    base, extra = divmod(num_layers, num_chunks)
-    sizes = [base] * num_chunks
-    order = sorted(range(num_chunks), key=lambda c: (c in (0, num_chunks - 1), abs(c - (num_chunks - 1) / 2)))
-    for c in order[:extra]:
-        sizes[c] += 1
-    return sizes
-
-
 def layout_from_sizes(sizes: list[int], *, pp: int) -> Layout:
     """A layout from the layer count of each chunk in model order (len(sizes) = pp·vpp)."""
     chunks, start = [], 0
@@ -99,6 +96,15 @@ def layout_from_sizes(sizes: list[int], *, pp: int) -> Layout:
 
 
 @lru_cache(maxsize=4096)
-def layer_layout(num_layers: int, pp: int, vpp: int = 1) -> Layout:
-    """The layout of `num_layers` layers over pp ranks with vpp chunks each (even_chunk_sizes)."""
-    return layout_from_sizes(even_chunk_sizes(num_layers, pp * vpp), pp=pp)
+def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: Split = "even") -> Layout:
+    """The layout of `num_layers` layers over pp ranks with vpp chunks each, as the engine's `split` policy
+    places them (chunk_sizes). Plans reach here after the engine's rules; an impossible split is an error."""
+    sizes = chunk_sizes(num_layers, pp, vpp, split)
+    if sizes is None:
+        raise PlannerError(f"{split} cannot split {num_layers} layers over pp={pp} x vpp={vpp} chunks")
+    return layout_from_sizes(sizes, pp=pp)
+
+
+def plan_layout(model: ModelSpec, plan: Plan, engine: Engine) -> Layout:
+    """The layout the engine builds for the plan (its pipeline_split policy)."""
+    return layer_layout(model.num_layers, plan.pp, plan.vpp, engine.rules.pipeline_split)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
-from planner.cost.params import rank_params
-from planner.cost.stages import layer_layout
+from planner.cost.params import plan_params
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
     """The gradient reduction moves the rank's gradients in the engine's gradient dtype, with the ZeRO
     stage's collective (all-reduce, or reduce-scatter when the gradients or optimizer are sharded); the
     all-gather moves its 16-bit compute copy of the weights (Rajbhandari et al. 2020, Sec. 7)."""
-    params = rank_params(model, layer_layout(model.num_layers, plan.pp, plan.vpp), tp=plan.tp, ep=plan.ep, rank=stage)
+    params = plan_params(model, plan, engine, stage)
     zero = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, zero)
     red = _dp_s(zero.grad_collective, params.dense * per.gradients, params.expert * per.gradients, hw, plan)

@@ -1,46 +1,49 @@
-"""Fit a hardware profile's efficiency parameters to measured runs (scipy, imported only here).
+"""Fit hardware profiles and engine factors to measured runs (scipy, imported only here).
 
-Observations come from runs files (the calibration_runs.yaml schema) and from `planner launch`
-profile JSONs. The fit is bounded least squares on log(predicted / measured) step time, with a weak
-prior pulling each parameter toward its starting value so that parameters the data cannot see stay
-put (and show a large uncertainty) instead of wandering to a bound.
+Observations come from runs files (fit/runs.py: each run with the engine its software block names) and
+from `planner launch` profile JSONs (the planner engine). The fit is least squares on log(predicted /
+measured) step time with priors (a MAP fit, fit/params.py): the hardware's physical parameters stay near
+their measured values unless the data insist, within the profile's bounds; the per-(engine, hardware)
+compute factors and fixed step overheads take what the physics leaves out, and are reported as findings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
-from planner.engine import Engine, plan_problems
+from planner.engine import Engine, Fitted
 from planner.errors import PlannerError
+from planner.fit.params import (
+    DATA_SIGMA,
+    ENGINE_PARAMS,
+    HARDWARE_BOUNDS,
+    OVERHEAD_BOUNDS_S,
+    OVERHEAD_PRIOR_S,
+    SIGMA_ENGINE,
+    SIGMA_GROUP,
+    SIGMA_HARDWARE,
+    apply_params,
+    bounds_of,
+    start_value,
+)
+from planner.fit.runs import Run, load_runs, parse_runs
+from planner.hardware import Efficiency, HardwareProfile
 from planner.plan import Plan
-from planner.specs import Efficiency, HardwareProfile, MatmulPoint, ModelSpec
+from planner.specs import ModelSpec
 
-# name: (low, high) bounds. matmul_scale and matmul_small are log multipliers of the profile's GEMM
-# table at its large and small end; the rest are the Efficiency fields themselves.
-PARAMS: dict[str, tuple[float, float]] = {
-    "matmul_scale": (-2.0, 0.5),
-    "matmul_small": (-2.5, 2.5),
-    "attention": (0.03, 0.95),
-    "hbm": (0.1, 1.0),
-    "intra_node": (0.05, 1.0),
-    "inter_node": (0.02, 1.0),
-    "step_overhead_s": (0.0, 30.0),
-    "kernel_overhead_s": (0.0, 1e-3),
-    "collective_overhead_s": (0.0, 0.05),
-}
 # Statistics of a launch profile's timed steps that observation_from_profile can use as "the" step time.
 STEP_STATS = ("median", "p25", "min")
-PRIOR_WEIGHT = 0.05  # residual weight of (θ - θ0)/range: a weak pull, ~5% of one run's log error
 CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
+BOUND_HIT = 0.02  # a parameter within 2% of its range from a bound "pushes against" it
+MIN_GROUP_RUNS = 2  # residual spread (error bars) needs at least this many runs of a group
 
 
 @dataclass(frozen=True)
@@ -49,24 +52,60 @@ class Observation:
     model: ModelSpec
     plan: Plan
     hardware: HardwareProfile
+    engine: Engine
     measured_step_s: float
     source: str
+    measured_peak_bytes: float | None = None
+    family: str = ""
+
+    @property
+    def group(self) -> str:
+        return f"{self.engine.name}/{self.hardware.name}"
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """What the fit says about one (engine, hardware) group."""
+
+    engine: str
+    hardware: str
+    fitted: Fitted
+    log_terms: tuple[float, float, float]  # a_h, b_e, c_eh
 
 
 @dataclass(frozen=True)
 class FitResult:
-    base: HardwareProfile
-    fitted: HardwareProfile
-    names: tuple[str, ...]
-    values: dict[str, float]
-    stderr: dict[str, float]
-    before_pct: dict[str, float]  # per observation, % error of step time before the fit
-    after_pct: dict[str, float]
+    bases: dict[str, HardwareProfile]  # by hardware name, before
+    fitted: dict[str, HardwareProfile]  # after (only the efficiency block differs)
+    hardware_values: dict[str, dict[str, float]]  # hardware -> parameter -> value
+    hardware_stderr: dict[str, dict[str, float]]
+    at_bound: list[str]  # "h100-sxm matmul_scale at its lower bound 0.88"
+    groups: dict[str, GroupFit]  # "engine/hardware" -> fit (groups with runs, and those borrowing terms)
     observations: tuple[Observation, ...]
+    before_pct: tuple[float, ...]  # per observation, % error of step time before the fit
+    after_pct: tuple[float, ...]
+    names: tuple[str, ...] = ()
+    hardware_terms: dict[str, float] = dataclasses.field(default_factory=dict)  # a_h (log)
+    engine_terms: dict[str, float] = dataclasses.field(default_factory=dict)  # b_e (log)
+
+    def factors(self, engine: str, hardware: str) -> Fitted:
+        """The fitted factors of an engine on a fitted hardware profile: the group's own when it had runs,
+        else the shared terms (a_h, plus b_e when the engine ran on other hardware), with no error bar of
+        its own (the estimate says so: uncalibrated width)."""
+        group = self.groups.get(f"{engine}/{hardware}")
+        if group is not None:
+            return group.fitted
+        logs = self.hardware_terms.get(hardware, 0.0) + self.engine_terms.get(engine, 0.0)
+        return Fitted(
+            compute=round(math.exp(logs), 4),
+            runs=0,
+            source="planner calibrate: no runs of this engine on this hardware; the terms shared with "
+            "the other engines on it" + (" and with this engine elsewhere" if engine in self.engine_terms else ""),
+        )
 
     @staticmethod
-    def _median_abs(d: dict[str, float]) -> float:
-        return statistics.median(abs(v) for v in d.values()) if d else float("nan")
+    def _median_abs(v: tuple[float, ...]) -> float:
+        return statistics.median(abs(x) for x in v) if v else float("nan")
 
     @property
     def median_before_pct(self) -> float:
@@ -76,38 +115,56 @@ class FitResult:
     def median_after_pct(self) -> float:
         return self._median_abs(self.after_pct)
 
+    @property
+    def base(self) -> HardwareProfile:
+        return next(iter(self.bases.values()))
 
-def _default_engine() -> Engine:
-    from planner.io.catalog import DEFAULT_ENGINE, load_engine
+    @property
+    def values(self) -> dict[str, float]:
+        """The first hardware's fitted parameters (the single-profile case)."""
+        return next(iter(self.hardware_values.values()), {})
 
-    return load_engine(DEFAULT_ENGINE)
+    @property
+    def engines(self) -> dict[str, dict[str, Fitted]]:
+        """engine -> hardware -> Fitted: what calibrate writes into the engine profiles."""
+        out: dict[str, dict[str, Fitted]] = {}
+        for g in self.groups.values():
+            out.setdefault(g.engine, {})[g.hardware] = g.fitted
+        return out
 
 
 # ---- observations --------------------------------------------------------------------------------
-def observations_from_runs(runs: list[dict[str, Any]], hardware: HardwareProfile, source: str) -> list[Observation]:
-    """Runs of the profile's hardware with a measured step time or throughput per GPU."""
-    import warnings
+def observation_from_run(run: Run, source: str) -> Observation | None:
+    """A run with a measured step time (or throughput); `source` is the file it was read from."""
+    step = run.measured_step_s
+    if not step:
+        return None
+    return Observation(
+        run.id,
+        run.model,
+        run.plan,
+        run.hardware,
+        run.engine,
+        step,
+        source,
+        run.measured.get("peak_memory_bytes"),
+        run.family,
+    )
 
+
+def observations_from_runs(
+    raws: list[dict[str, Any]], hardware: HardwareProfile | None, source: str
+) -> list[Observation]:
+    """Runs of the profile's hardware (every run's own profile when None) with a measured step time or
+    throughput per GPU; each run with its own engine."""
+    if hardware is not None:
+        raws = [r for r in raws if r.get("hardware") in (hardware.name, None)]
     out = []
-    for run in runs:
-        if run.get("hardware") not in (hardware.name, None):
-            continue
-        m = run.get("measured") or {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = ModelSpec(**run["model"])
-        plan = Plan(**run["plan"])
-        if plan_problems(model, plan, _default_engine(), run.get("gpus")):
-            continue
-        step = m.get("step_s")
-        if step is None and m.get("tokens_per_s_per_gpu"):
-            step = plan.tokens_per_step / (m["tokens_per_s_per_gpu"] * plan.gpus)
-        if not step:
-            continue
-        hw = hardware
-        if run.get("gpus_per_node") and run["gpus_per_node"] != hw.gpus_per_node:
-            hw = hw.model_copy(update={"gpus_per_node": run["gpus_per_node"]})
-        out.append(Observation(str(run["id"]), model, plan, hw, float(step), source))
+    for run in parse_runs(raws, hardware=hardware):
+        if isinstance(run, Run):
+            o = observation_from_run(run, source)
+            if o is not None:
+                out.append(o)
     return out
 
 
@@ -138,7 +195,11 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 def observation_from_profile(
     doc: dict[str, Any], hardware: HardwareProfile, source: str, *, stat: str = "median"
 ) -> Observation:
-    """A `planner launch` profile JSON: the model spec it ran, its plan and the median (or `stat`) step time."""
+    """A `planner launch` profile JSON: the model spec it ran, its plan, the engine that ran it (the planner
+    worker's by default) and the median (or `stat`) step time. Its id is the path it was read from, so two
+    profiles of the same file name in different folders stay two observations."""
+    from planner.io.catalog import load_engine, load_model
+
     try:
         model = ModelSpec(**doc["model"]) if isinstance(doc["model"], dict) else None
         plan = Plan(**doc["plan"])
@@ -148,15 +209,13 @@ def observation_from_profile(
             f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}"
         ) from None
     if model is None:
-        from planner.io.catalog import load_model
-
         model = load_model(doc["model"])
-    return Observation(str(doc.get("id") or Path(source).stem), model, plan, hardware, step, source)
+    engine = load_engine(doc.get("engine") or "planner")
+    return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source)
 
 
-def load_observations(paths: list[str], hardware: HardwareProfile, *, stat: str = "median") -> list[Observation]:
-    from planner.io.catalog import load_yaml
-
+def load_observations(paths: list[str], hardware: HardwareProfile | None, *, stat: str = "median") -> list[Observation]:
+    """Runs files and launch profiles; `hardware` None: each run on its own profile (profiles need one)."""
     obs: list[Observation] = []
     for path in paths:
         p = Path(path)
@@ -167,186 +226,270 @@ def load_observations(paths: list[str], hardware: HardwareProfile, *, stat: str 
                 doc = json.loads(p.read_text())
             except json.JSONDecodeError as e:
                 raise PlannerError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
+            if hardware is None:
+                raise PlannerError(f"{path}: a launch profile needs --hardware (the profile it ran on)")
             obs.append(observation_from_profile(doc, hardware, path, stat=stat))
         else:
-            doc = load_yaml(p)
-            if not isinstance(doc, list):
-                raise PlannerError(f"{path}: expected a runs file (a YAML list of runs) or a profile .json")
-            obs += observations_from_runs(doc, hardware, path)
+            obs += observations_from_runs(load_runs(p), hardware, path)
     return obs
 
 
-# ---- the parameter vector -------------------------------------------------------------------------
-def _start(eff: Efficiency) -> dict[str, float]:
-    return {
-        "matmul_scale": 0.0,
-        "matmul_small": 0.0,
-        "attention": eff.attention if eff.attention is not None else 0.6 * eff.matmul[-1].efficiency,
-        "hbm": eff.hbm,
-        "intra_node": eff.intra_node,
-        "inter_node": eff.inter_node,
-        "step_overhead_s": eff.step_overhead_s,
-        "kernel_overhead_s": eff.kernel_overhead_s,
-        "collective_overhead_s": eff.collective_overhead_s,
-    }
-
-
-def apply_params(eff: Efficiency, values: dict[str, float]) -> Efficiency:
-    """A new Efficiency with `values` applied; the GEMM table keeps its shape, tilted and scaled."""
-    pts = eff.matmul
-    lo, hi = math.log(pts[0].flops), math.log(pts[-1].flops)
-    scale, small = values.get("matmul_scale", 0.0), values.get("matmul_small", 0.0)
-    matmul = []
-    for p in pts:
-        z = 0.0 if hi == lo else (math.log(p.flops) - lo) / (hi - lo)
-        e = p.efficiency * math.exp(scale + small * (1.0 - z))
-        matmul.append(MatmulPoint.model_construct(flops=p.flops, efficiency=min(0.98, max(1e-3, e))))
-    update: dict[str, Any] = {"matmul": tuple(matmul)}
-    for k in (
-        "attention",
-        "hbm",
-        "intra_node",
-        "inter_node",
-        "step_overhead_s",
-        "kernel_overhead_s",
-        "collective_overhead_s",
-    ):
-        if k in values:
-            update[k] = values[k]
-    return eff.model_copy(update=update)
-
-
-def _with_efficiency(hw: HardwareProfile, eff: Efficiency) -> HardwareProfile:
-    return hw.model_copy(update={"efficiency": eff})
-
-
-def predict_step_s(obs: Observation, eff: Efficiency, engine: Engine) -> float:
-    return step_time(obs.model, _with_efficiency(obs.hardware, eff), obs.plan, engine).step_s
-
-
-def _check_enough(obs: list[Observation], names: tuple[str, ...]) -> None:
-    if len(obs) < max(3, len(names) + 1):
+def _check(obs: list[Observation], n_params: int) -> None:
+    if len(obs) < max(3, n_params // 3 + 1):
         raise PlannerError(
-            f"calibrate needs at least {max(3, len(names) + 1)} measured runs to fit {len(names)} parameters "
-            f"({', '.join(names)}); got {len(obs)}. Give more runs, or fewer parameters with --params"
+            f"calibrate needs at least {max(3, n_params // 3 + 1)} measured runs to fit {n_params} parameters; "
+            f"got {len(obs)}. Give more runs, or fewer parameters with --params"
         )
     seen: dict[tuple, Observation] = {}
     for o in obs:
-        key = (o.model, o.plan, o.hardware.gpus_per_node)
+        key = (o.model, o.plan, o.hardware.name, o.hardware.gpus_per_node, o.engine.model_dump_json())
         other = seen.get(key)
         if other and abs(o.measured_step_s / other.measured_step_s - 1) * 100 > CONTRADICTION_PCT:
             raise PlannerError(
-                f"contradictory runs: {other.id} and {o.id} are the same model and plan but measured "
-                f"{other.measured_step_s:.4g} s and {o.measured_step_s:.4g} s per step; drop one or check them"
+                f"contradictory runs: {other.id} and {o.id} are the same model, plan and engine but measured "
+                f"{other.measured_step_s:.4g} s and {o.measured_step_s:.4g} s per step; drop one or check them "
+                "(calibrate does not average repeats)"
             )
         seen[key] = o
 
 
+# ---- the model -----------------------------------------------------------------------------------
+def predict_step_s(obs: Observation, eff: Efficiency, engine: Engine | None = None) -> float:
+    """Step time of an observation with this efficiency block (and the observation's own engine)."""
+    hw = obs.hardware.model_copy(update={"efficiency": eff})
+    return step_time(obs.model, hw, obs.plan, engine or obs.engine).step_s
+
+
+class _Vector:
+    """The parameter vector: hardware parameters per profile, then a_h, b_e, c_eh and overheads."""
+
+    def __init__(self, obs: list[Observation], bases: dict[str, HardwareProfile], names: tuple[str, ...]) -> None:
+        self.bases = bases
+        self.hw_names = [n for n in names if n not in ENGINE_PARAMS]
+        self.fit_compute = "compute" in names
+        self.fit_overhead = "overhead_s" in names
+        self.hardware = sorted({o.hardware.name for o in obs})
+        self.engines = sorted({o.engine.name for o in obs})
+        self.groups = sorted({(o.engine.name, o.hardware.name) for o in obs})
+        self.slots: list[tuple[str, ...]] = []
+        self.x0: list[float] = []
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+        self.sigma: list[float] = []
+        for h in self.hardware:
+            eff = bases[h].efficiency
+            for n in self.hw_names:
+                lo, hi = bounds_of(eff, n)
+                self._add(("hw", h, n), min(max(start_value(eff, n), lo), hi), lo, hi, max((hi - lo) / 2, 1e-12))
+        if self.fit_compute:
+            for h in self.hardware:
+                self._add(("a", h), 0.0, -1.5, 1.5, SIGMA_HARDWARE)
+            for e in self.engines:
+                self._add(("b", e), 0.0, -1.0, 1.0, SIGMA_ENGINE)
+            for e, h in self.groups:
+                self._add(("c", e, h), 0.0, -1.0, 1.0, SIGMA_GROUP)
+        if self.fit_overhead:
+            for e, h in self.groups:
+                self._add(("o", e, h), 0.0, *OVERHEAD_BOUNDS_S, OVERHEAD_PRIOR_S)
+
+    def _add(self, slot: tuple[str, ...], x0: float, lo: float, hi: float, sigma: float) -> None:
+        self.slots.append(slot)
+        self.x0.append(x0)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        self.sigma.append(sigma)
+
+    def values(self, x: Any) -> dict[tuple[str, ...], float]:
+        return {s: float(v) for s, v in zip(self.slots, x)}
+
+    def efficiency(self, v: dict[tuple[str, ...], float], h: str) -> Efficiency:
+        return apply_params(self.bases[h].efficiency, {n: v[("hw", h, n)] for n in self.hw_names})
+
+    def log_factor(self, v: dict[tuple[str, ...], float], e: str, h: str) -> tuple[float, float, float]:
+        if not self.fit_compute:
+            return 0.0, 0.0, 0.0
+        return v.get(("a", h), 0.0), v.get(("b", e), 0.0), v.get(("c", e, h), 0.0)
+
+    def engine(self, v: dict[tuple[str, ...], float], o: Observation) -> Engine:
+        a, b, c = self.log_factor(v, o.engine.name, o.hardware.name)
+        fitted = Fitted(compute=math.exp(a + b + c), overhead_s=v.get(("o", o.engine.name, o.hardware.name), 0.0))
+        return o.engine.model_copy(update={"fitted": {o.hardware.name: fitted}})
+
+
+def _predict(vec: _Vector, v: dict[tuple[str, ...], float], obs: list[Observation]) -> list[float]:
+    effs = {h: vec.efficiency(v, h) for h in vec.hardware}
+    return [predict_step_s(o, effs[o.hardware.name], vec.engine(v, o)) for o in obs]
+
+
 def fit(
     obs: list[Observation],
-    base: HardwareProfile,
+    base: HardwareProfile | dict[str, HardwareProfile],
     *,
-    names: tuple[str, ...] = tuple(PARAMS),
+    names: tuple[str, ...] | None = None,
     engine: Engine | None = None,
 ) -> FitResult:
-    """Bounded least squares on log step-time error, with a weak prior; returns before/after errors."""
+    """The MAP fit (fit/params.py) of hardware parameters and engine factors to the observations. `names`:
+    what to fit (default: the engine factors and every hardware parameter the profiles give bounds for);
+    `engine` overrides every observation's engine (a launch worker fit)."""
     import numpy as np
     from scipy.optimize import least_squares
 
-    engine = engine or _default_engine()
-    unknown = [n for n in names if n not in PARAMS]
+    bases = base if isinstance(base, dict) else {base.name: base}
+    if engine is not None:
+        obs = [dataclasses.replace(o, engine=engine) for o in obs]
+    obs = [dataclasses.replace(o, hardware=_with_nodes(bases.get(o.hardware.name), o.hardware)) for o in obs]
+    if names is None:
+        bounded = sorted({n for b in bases.values() for n in b.efficiency.bounds if n in HARDWARE_BOUNDS})
+        names = (*bounded, *ENGINE_PARAMS)
+    unknown = [n for n in names if n not in HARDWARE_BOUNDS and n not in ENGINE_PARAMS]
     if unknown:
-        raise PlannerError(f"unknown parameter(s) {unknown}; valid: {', '.join(PARAMS)}")
-    _check_enough(obs, names)
-    start = _start(base.efficiency)
-    x0 = np.array([start[n] for n in names])
-    lo = np.array([PARAMS[n][0] for n in names])
-    hi = np.array([PARAMS[n][1] for n in names])
-    x0 = np.clip(x0, lo, hi)
-    width = hi - lo
+        raise PlannerError(f"unknown parameter(s) {unknown}; valid: {', '.join([*HARDWARE_BOUNDS, *ENGINE_PARAMS])}")
+    missing = sorted({o.hardware.name for o in obs} - set(bases))
+    if missing:
+        raise PlannerError(f"observations of hardware {missing} but no profile to fit them with")
+    vec = _Vector(obs, bases, names)
+    _check(obs, len(vec.slots))
+    x0, lo, hi, sigma = (np.array(a, dtype=float) for a in (vec.x0, vec.lo, vec.hi, vec.sigma))
     measured = np.log([o.measured_step_s for o in obs])
 
-    def values_of(x: Any) -> dict[str, float]:
-        return {**start, **dict(zip(names, map(float, x)))}
-
     def residuals(x: Any) -> Any:
-        eff = apply_params(base.efficiency, values_of(x))
-        pred = np.log([predict_step_s(o, eff, engine) for o in obs])
-        prior = PRIOR_WEIGHT * (x - x0) / width
+        pred = np.log(_predict(vec, vec.values(x), obs))
+        prior = DATA_SIGMA * (x - x0) / sigma
         return np.concatenate([pred - measured, prior])
 
-    res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=width / 10, max_nfev=200 * len(names))
-    values = values_of(res.x)
-    n_data = len(obs)
-    data_res = res.fun[:n_data]
-    dof = max(1, n_data - len(names))
-    sigma2 = float(data_res @ data_res) / dof
+    width = np.maximum(hi - lo, 1e-12)
+    res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=width / 10, max_nfev=60 * max(1, len(x0)))
+    v = vec.values(res.x)
+    stderr = _stderr(res, len(obs), len(x0))
+    before = tuple((p / o.measured_step_s - 1) * 100 for p, o in zip(_predict(vec, vec.values(x0), obs), obs))
+    after_s = _predict(vec, v, obs)
+    after = tuple((p / o.measured_step_s - 1) * 100 for p, o in zip(after_s, obs))
+    hw_values = {h: {n: v[("hw", h, n)] for n in vec.hw_names} for h in vec.hardware}
+    hw_err = {
+        h: {n: stderr[i] for i, s in enumerate(vec.slots) if s[:2] == ("hw", h) for n in [s[2]]} for h in vec.hardware
+    }
+    at_bound = [
+        f"{h} {n} at its {'lower' if val - lo_ < hi_ - val else 'upper'} bound "
+        f"{lo_ if val - lo_ < hi_ - val else hi_:.4g} (the data want it further: something the model leaves out)"
+        for (kind, h, n), val in ((s, v[s]) for s in vec.slots if s[0] == "hw")
+        for lo_, hi_ in [bounds_of(bases[h].efficiency, n)]
+        if min(val - lo_, hi_ - val) <= BOUND_HIT * (hi_ - lo_) and abs(val - start_value(bases[h].efficiency, n)) > 0
+    ]
+    fitted = {h: bases[h].model_copy(update={"efficiency": vec.efficiency(v, h)}) for h in vec.hardware}
+    groups = _group_fits(vec, v, obs, after_s, fitted) if (vec.fit_compute or vec.fit_overhead) else {}
+    return FitResult(
+        bases,
+        fitted,
+        hw_values,
+        hw_err,
+        at_bound,
+        groups,
+        tuple(obs),
+        before,
+        after,
+        tuple(names),
+        {h: v.get(("a", h), 0.0) for h in vec.hardware},
+        {e: v.get(("b", e), 0.0) for e in vec.engines},
+    )
+
+
+def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> HardwareProfile:
+    """The profile being fitted, with the run's own GPUs per node (runs files may state another node size)."""
+    if base is None:
+        return run_hw
+    if base.gpus_per_node != run_hw.gpus_per_node:
+        return base.model_copy(update={"gpus_per_node": run_hw.gpus_per_node})
+    return base
+
+
+def _stderr(res: Any, n_data: int, n_params: int) -> list[float]:
+    import numpy as np
+
+    data = res.fun[:n_data]
+    sigma2 = float(data @ data) / max(1, n_data - n_params) if n_data > n_params else float(data @ data)
     try:
         cov = np.linalg.pinv(res.jac.T @ res.jac) * sigma2
-        stderr = {n: float(math.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(names)}
+        return [float(math.sqrt(max(cov[i, i], 0.0))) for i in range(n_params)]
     except np.linalg.LinAlgError:  # pragma: no cover
-        stderr = {n: float("nan") for n in names}
-    fitted_eff = apply_params(base.efficiency, values)
-    before = {o.id: (predict_step_s(o, base.efficiency, engine) / o.measured_step_s - 1) * 100 for o in obs}
-    after = {o.id: (predict_step_s(o, fitted_eff, engine) / o.measured_step_s - 1) * 100 for o in obs}
-    fitted = _with_efficiency(base, fitted_eff)
-    return FitResult(base, fitted, names, {n: values[n] for n in names}, stderr, before, after, tuple(obs))
+        return [float("nan")] * n_params
 
 
-# ---- writing the profile ---------------------------------------------------------------------------
-def efficiency_yaml(eff: Efficiency, note: str) -> str:
-    """The efficiency block; every number says it was fitted (the note says to what and when)."""
-    c = "  # fitted, see `fitted:` below"
-    lines = [
-        f"efficiency:                               # {note}",
-        "  matmul:                                 # achieved fraction of dense peak by FLOPs of one GEMM",
-    ]
-    for p in eff.matmul:
-        lines.append(f"    - {{flops: {p.flops:.3e}, efficiency: {p.efficiency:.4f}}}{c}")
-    if eff.attention is not None:
-        lines.append(f"  attention: {eff.attention:.4f}{c} (fused attention kernel, fraction of peak)")
-    lines.append(f"  hbm: {eff.hbm:.4f}{c}")
-    lines.append(f"  intra_node: {eff.intra_node:.4f}{c}")
-    lines.append(f"  inter_node: {eff.inter_node:.4f}{c}")
-    lines.append(f"  step_overhead_s: {eff.step_overhead_s:.6f}{c}")
-    if eff.kernel_overhead_s:
-        lines.append(f"  kernel_overhead_s: {eff.kernel_overhead_s:.4e}{c} (per compute kernel)")
-    if eff.collective_overhead_s:
-        lines.append(f"  collective_overhead_s: {eff.collective_overhead_s:.4e}{c} (per collective call)")
-    lines.append(f"  fitted: {json.dumps(note)}  # provenance of this block")
-    return "\n".join(lines) + "\n"
+def _rms(logs: list[float]) -> float | None:
+    if len(logs) < MIN_GROUP_RUNS:
+        return None
+    return math.sqrt(sum(x * x for x in logs) / (len(logs) - 1))
 
 
-def write_profile(result: FitResult, source_text: str | None, out: str) -> None:
-    """Rewrite only the efficiency block of the source profile (or dump the profile), atomically."""
-    today = date.today().isoformat()
-    sources = sorted({o.source for o in result.observations})
-    note = (
-        f"fitted by planner calibrate on {today} to {len(result.observations)} runs from "
-        f"{', '.join(Path(s).name for s in sources)}; median |error| {result.median_before_pct:.1f}% -> "
-        f"{result.median_after_pct:.1f}%"
-    )
-    block = efficiency_yaml(result.fitted.efficiency, note)
-    name = Path(out).stem
-    if source_text:
-        lines = source_text.splitlines(keepends=True)
-        start = next(i for i, line in enumerate(lines) if line.startswith("efficiency:"))
-        end = next((i for i in range(start + 1, len(lines)) if lines[i][:1].isalpha()), len(lines))
-        text = "".join(lines[:start]) + block + "".join(lines[end:])
-        text = "".join(
-            f"name: {name}\n" if line.startswith("name:") else line for line in text.splitlines(keepends=True)
+def _group_fits(
+    vec: _Vector,
+    v: dict[tuple[str, ...], float],
+    obs: list[Observation],
+    pred_s: list[float],
+    fitted: dict[str, HardwareProfile],
+) -> dict[str, GroupFit]:
+    """Per (engine, hardware): the fitted factors and the residual spread behind the error bars. Every engine
+    seen in the data gets factors on every hardware in the data (borrowing the shared terms where the pair
+    has no runs)."""
+    from datetime import date
+
+    stamp = date.today().isoformat()
+    sources = sorted({Path(o.source).name for o in obs if o.source})
+    out: dict[str, GroupFit] = {}
+    for e in vec.engines:
+        for h in vec.hardware:
+            mine = [(o, p) for o, p in zip(obs, pred_s) if o.engine.name == e and o.hardware.name == h]
+            logs = [math.log(p / o.measured_step_s) for o, p in mine]
+            mem_logs = []
+            for o, _p in mine:
+                if o.measured_peak_bytes:
+                    peak = memory_report(o.model, fitted[h], o.plan, o.engine).total_bytes
+                    mem_logs.append(math.log(peak / o.measured_peak_bytes))
+            a, b, c = vec.log_factor(v, e, h)
+            rel = _rms(logs)
+            what = (
+                f"{len(mine)} runs"
+                if mine
+                else "no runs of its own: the terms it shares with the other engines "
+                "on this hardware and with this engine on other hardware"
+            )
+            f = Fitted(
+                compute=round(math.exp(a + b + c), 4),
+                overhead_s=round(v.get(("o", e, h), 0.0), 5),
+                tokens_per_s_rel=None if rel is None else round(rel, 4),
+                peak_memory_rel=None if len(mem_logs) < MIN_GROUP_RUNS else round(_rms(mem_logs) or 0.0, 4),
+                runs=len(mine),
+                source=f"planner calibrate {stamp}: {what} ({', '.join(sources) or 'launch profiles'})",
+            )
+            out[f"{e}/{h}"] = GroupFit(e, h, f, (a, b, c))
+    return out
+
+
+def calibrate_paths(
+    paths: list[str], hardware: list[HardwareProfile], *, names: tuple[str, ...] | None = None, stat: str = "median"
+) -> FitResult:
+    """The CLI's entry: observations of the given profiles from runs files and launch profiles, fitted."""
+    single = hardware[0] if len(hardware) == 1 else None
+    obs = load_observations(paths, single, stat=stat)
+    wanted = {h.name for h in hardware}
+    obs = [o for o in obs if o.hardware.name in wanted]
+    if not obs:
+        raise PlannerError(
+            f"no measured runs of {', '.join(sorted(wanted))} in {', '.join(paths)} (runs name their hardware; "
+            "a launch profile takes the --hardware it is given)"
         )
-    else:
-        doc = result.fitted.model_dump()
-        doc["name"] = name
-        doc.pop("efficiency")
-        text = yaml.safe_dump(doc, sort_keys=False) + block
-    header = f"# Calibrated profile: {note}.\n# Base profile: {result.base.name}.\n"
-    target = Path(out)
-    tmp = target.with_name(target.name + ".tmp")
-    try:
-        tmp.write_text(header + text)
-        tmp.replace(target)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise PlannerError(f"cannot write {out!r}: {e.strerror}") from None
+    return fit(obs, {h.name: h for h in hardware}, names=names)
+
+
+__all__ = [
+    "FitResult",
+    "GroupFit",
+    "Observation",
+    "apply_params",
+    "calibrate_paths",
+    "fit",
+    "load_observations",
+    "observation_from_profile",
+    "observations_from_runs",
+    "predict_step_s",
+    "step_stat",
+]

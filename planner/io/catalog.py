@@ -19,13 +19,15 @@ from pydantic import BaseModel, ValidationError
 
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.specs import HardwareProfile, ModelSpec
+from planner.hardware import HardwareProfile
+from planner.specs import ModelSpec
 
 DEFAULT_HARDWARE = "h100-sxm"  # what --hardware means when neither the flag nor a plan file names one
-DEFAULT_ENGINE = "generic"  # likewise for --engine
+DEFAULT_ENGINE = "megatron"  # likewise for --engine: Megatron-Core, what NeMo and Megatron-Bridge run
 MODEL_DIR = "model_specs"
 HARDWARE_DIR = "hardware_profiles"
 ENGINE_DIR = "engine_profiles"
+
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -187,6 +189,19 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
     if arg not in list_hardware():
         raise _unknown("hardware", arg, list_hardware(), "a hardware profile .yaml")
     return _catalog_hardware(arg)
+
+
+def hardware_source_text(name_or_path: str) -> str | None:
+    """The YAML text of a hardware profile (a catalog name or a path), for rewriting it in place."""
+    path = (
+        Path(name_or_path) if _looks_like_path(name_or_path) else catalog_root() / HARDWARE_DIR / f"{name_or_path}.yaml"
+    )
+    return path.read_text() if path.is_file() else None
+
+
+def engine_source_path(name: str) -> Path:
+    """The catalog file of an engine profile."""
+    return catalog_root() / ENGINE_DIR / f"{name}.yaml"
 
 
 def load_engine(name_or_path: str | Path) -> Engine:

@@ -26,6 +26,7 @@ TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
     "attention": ("flash", "softmax"),
     "selective_policy": ("op", "attention"),
     "tp_overlap": None,
+    "compile": None,
 }
 
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
 from planner.launch.layout import MESH_DIMS, layout, mesh_shape
 from planner.launch.preflight import Environment, Preflight, preflight
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 
 def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
@@ -38,16 +39,13 @@ def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
 def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """Weights, gradients and optimizer state that outlive the step on the most loaded rank (no gathered
     copies, no accumulation buffers): what the worker's tensor count sees after a step."""
-    from planner.cost.params import rank_params
-    from planner.cost.stages import layer_layout
+    from planner.cost.params import plan_params
     from planner.cost.states import sharded_states, state_bytes_per_param
 
     stage = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, stage)
-    layout = layer_layout(model.num_layers, plan.pp, plan.vpp)
     return max(
-        sharded_states(rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=r), per, plan, stage).persistent_bytes
-        for r in range(plan.pp)
+        sharded_states(plan_params(model, plan, engine, r), per, plan, stage).persistent_bytes for r in range(plan.pp)
     )
 
 

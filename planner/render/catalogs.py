@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from planner.engine import Engine
-from planner.specs import HardwareProfile, ModelSpec
+from planner.hardware import HardwareProfile
+from planner.specs import ModelSpec
 from planner.units import fmt_count
 
 
@@ -92,8 +93,8 @@ def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
         table.add_row(
             p.name,
             f"{g.hbm_bytes / 2**30:.0f} GiB",
-            f"{g.peak_flops['bf16'] / 1e12:.0f}",
-            f"{g.peak_flops['fp8'] / 1e12:.0f}",
+            f"{g.peak_flops['bf16'] / 1e12:.0f}" if p.supports("bf16") else "-",
+            f"{g.peak_flops['fp8'] / 1e12:.0f}" if p.supports("fp8") else "-",
             f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
             str(p.gpus_per_node),
             f"{p.intra_node.bandwidth_bytes_per_s / 1e9:.0f}",
@@ -117,7 +118,7 @@ def print_engines(console: Console, engines: list[Engine]) -> None:
     )
     for e in engines:
         r = e.rules
-        with_pp = r.zero_with_pp if r.zero_with_pp is not None else tuple(r.zero)
+        with_pp = tuple(r.stages(2))
         table.add_row(
             e.name,
             ",".join(map(str, sorted(r.zero))),

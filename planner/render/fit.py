@@ -24,29 +24,35 @@ def validation_json(v: Validation) -> dict[str, Any]:
         "runs": [
             {
                 "id": r.id,
+                "group": r.group,
+                "family": r.family,
                 "predicted": r.predicted,
                 "measured": r.measured,
                 "error": r.error_pct,
                 "fits": r.fits,
+                **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
+                **({"plausible": r.plausible} if r.plausible is not None else {}),
                 **({"skipped": r.skipped} if r.skipped else {}),
             }
             for r in v.runs
         ],
-        "summary": v.summary(),
+        "summary": {**v.summary(), "groups": v.groups()},
     }
 
 
 def print_validation(console: Console, result: Validation) -> None:
     table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
-        table.add_column(col, justify="left" if col == "run" else "right")
+    for col in ("run", "engine/hardware", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
+        table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
     for r in result.runs:
         if r.skipped:
             continue
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
+        band = f" ±{r.uncertainty.tokens_per_s_rel:.0%}" if r.uncertainty else ""
         table.add_row(
             r.id,
-            f"{r.predicted['tokens_per_s_per_gpu']:,.1f}",
+            r.group,
+            f"{r.predicted['tokens_per_s_per_gpu']:,.1f}{band}" + ("" if r.plausible is not False else " ?"),
             f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
             _pct(r, "tokens_per_s_per_gpu"),
             f"{pm / 2**30:.1f}" + ("" if r.fits else " !"),
@@ -57,6 +63,14 @@ def print_validation(console: Console, result: Validation) -> None:
     for r in result.runs:
         if r.skipped:
             console.print(f"[yellow]not evaluated[/] {r.id}: {r.skipped}")
+    groups = result.groups()
+    if groups:
+        gt = Table(title="tokens/s per GPU by engine and hardware", title_justify="left", show_edge=False)
+        for col in ("engine/hardware", "runs", "median signed", "median |error|"):
+            gt.add_column(col, justify="left" if col == "engine/hardware" else "right")
+        for g, s in groups.items():
+            gt.add_row(g, str(s["n"]), f"{s['median_signed_pct']:+.1f}%", f"{s['median_abs_pct']:.1f}%")
+        console.print(gt)
     for metric, s in result.summary().items():
         if metric in METRIC_NAMES:
             console.print(
@@ -65,34 +79,72 @@ def print_validation(console: Console, result: Validation) -> None:
             )
     if any(r.fits is False for r in result.runs):
         console.print("[dim]! = predicted not to fit the profile's memory (the run used a larger-memory variant)[/]")
+    if any(r.plausible is False for r in result.runs):
+        console.print("[dim]? = predicted MFU above the best published for the hardware (implausible)[/]")
 
 
-def calibration_json(result: FitResult, output: str) -> dict[str, Any]:
+def calibration_json(result: FitResult, outputs: dict[str, str], engines_written: list[str]) -> dict[str, Any]:
     return {
-        "hardware": result.base.name,
-        "output": output,
-        "params": result.values,
-        "stderr": result.stderr,
-        "before_pct": result.before_pct,
-        "after_pct": result.after_pct,
+        "hardware": {
+            h: {
+                "output": outputs.get(h),
+                "params": result.hardware_values.get(h, {}),
+                "stderr": result.hardware_stderr.get(h, {}),
+            }
+            for h in result.fitted
+        },
+        "at_bound": result.at_bound,
+        "engines": {g: gf.fitted.model_dump() for g, gf in result.groups.items()},
+        "engine_profiles_written": engines_written,
+        "runs": [
+            {"id": o.id, "group": o.group, "before_pct": b, "after_pct": a}
+            for o, b, a in zip(result.observations, result.before_pct, result.after_pct)
+        ],
         "median_abs_pct": {"before": result.median_before_pct, "after": result.median_after_pct},
     }
 
 
-def print_calibration(console: Console, result: FitResult, output: str) -> None:
-    table = Table(title="fitted parameters", title_justify="left", show_edge=False)
-    for col in ("parameter", "value", "± 1 s.e."):
-        table.add_column(col, justify="left" if col == "parameter" else "right")
-    for n in result.names:
-        table.add_row(n, f"{result.values[n]:.4g}", f"{result.stderr[n]:.2g}")
-    console.print(table)
+def print_calibration(console: Console, result: FitResult, outputs: dict[str, str], engines_written: list[str]) -> None:
+    if any(result.hardware_values.values()):
+        table = Table(
+            title="hardware parameters (physics, within the profile's bounds)", title_justify="left", show_edge=False
+        )
+        for col in ("hardware", "parameter", "value", "± 1 s.e."):
+            table.add_column(col, justify="left" if col in ("hardware", "parameter") else "right")
+        for h, values in result.hardware_values.items():
+            for n, v in values.items():
+                table.add_row(h, n, f"{v:.4g}", f"{result.hardware_stderr[h].get(n, float('nan')):.2g}")
+        console.print(table)
+    for line in result.at_bound:
+        console.print(f"[yellow]bound:[/] {line}")
+    if result.groups:
+        eng = Table(
+            title="engine factors (what the physics leaves out, per engine and hardware)",
+            title_justify="left",
+            show_edge=False,
+        )
+        for col in ("engine/hardware", "compute x", "overhead s", "runs", "±tokens/s", "±memory"):
+            eng.add_column(col, justify="left" if col == "engine/hardware" else "right")
+        for g, gf in result.groups.items():
+            f = gf.fitted
+            eng.add_row(
+                g,
+                f"{f.compute:.3f}",
+                f"{f.overhead_s:.3g}",
+                str(f.runs),
+                "" if f.tokens_per_s_rel is None else f"{f.tokens_per_s_rel:.1%}",
+                "" if f.peak_memory_rel is None else f"{f.peak_memory_rel:.1%}",
+            )
+        console.print(eng)
     runs_table = Table(title="step time error per run", title_justify="left", show_edge=False)
-    for col in ("run", "before", "after"):
-        runs_table.add_column(col, justify="left" if col == "run" else "right")
-    for o in result.observations:
-        runs_table.add_row(o.id, f"{result.before_pct[o.id]:+.1f}%", f"{result.after_pct[o.id]:+.1f}%")
+    for col in ("run", "engine/hardware", "before", "after"):
+        runs_table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
+    for o, b, a in zip(result.observations, result.before_pct, result.after_pct):
+        runs_table.add_row(o.id, o.group, f"{b:+.1f}%", f"{a:+.1f}%")
     console.print(runs_table)
+    wrote = ", ".join(outputs.values())
     console.print(
         f"median |error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
-        f"{len(result.observations)} runs; wrote {output} (use it with --hardware {output})"
+        f"{len(result.observations)} runs; wrote {wrote} (use with --hardware)"
+        + (f" and {len(engines_written)} engine profiles (use with --engine PATH)" if engines_written else "")
     )

@@ -10,8 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from planner.cost.memory import MemoryReport
+from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
 
 BAR_WIDTH = 24
@@ -28,7 +30,9 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     return plan.model_dump()
 
 
-def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport) -> dict[str, Any]:
+def memory_json(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, engine: Engine | None = None
+) -> dict[str, Any]:
     peak = report.peak
 
     def ints(b: Any) -> dict[str, int]:
@@ -37,6 +41,7 @@ def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memor
     return {
         "model": model.name,
         "hardware": hw.name,
+        **({"engine": engine.name} if engine is not None else {}),
         "plan": plan_json(plan),
         "stage": peak.stage,
         "per_gpu_bytes": ints(peak.breakdown),
@@ -59,9 +64,10 @@ def memory_json(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memor
     }
 
 
-def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> str:
+def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine | None = None) -> str:
+    run_by = f" with {engine.name}" if engine is not None else ""
     return (
-        f"[bold]{model.name}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {hw.name}: "
+        f"[bold]{model.name}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {hw.name}{run_by}: "
         f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
         f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)"
     )
@@ -120,9 +126,16 @@ def fits_line(report: MemoryReport) -> str:
 
 
 def print_memory(
-    console: Console, model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, *, per_stage: bool
+    console: Console,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    report: MemoryReport,
+    *,
+    per_stage: bool,
+    engine: Engine | None = None,
 ) -> None:
-    console.print(plan_line(model, hw, plan))
+    console.print(plan_line(model, hw, plan, engine))
     console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
     if per_stage:
         console.print(stages_table(report))
@@ -135,7 +148,7 @@ def print_memory(
 def estimate_json(est: Any) -> dict[str, Any]:
     """DESIGN.md `planner estimate --json`: the memory document plus time, throughput and utilisation."""
     t = est.time
-    doc = memory_json(est.model, est.hardware, est.plan, est.memory)
+    doc = memory_json(est.model, est.hardware, est.plan, est.memory, est.engine)
     doc.update(
         {
             "time": {
@@ -150,6 +163,8 @@ def estimate_json(est: Any) -> dict[str, Any]:
             "mfu": t.mfu,
             "hfu": t.hfu,
             "model_flops_per_step": t.model_flops_per_step,
+            "uncertainty": est.uncertainty.as_dict(),
+            "plausibility": est.plausibility.as_dict(),
         }
     )
     if est.train:
@@ -183,7 +198,7 @@ def print_estimate(console: Console, est: Any) -> None:
     from planner.units import fmt_seconds
 
     t = est.time
-    console.print(plan_line(est.model, est.hardware, est.plan))
+    console.print(plan_line(est.model, est.hardware, est.plan, est.engine))
     table = Table(title=f"step time (bottleneck stage {t.stage})", title_justify="left", show_edge=False)
     table.add_column("term")
     table.add_column("seconds", justify="right")
@@ -195,13 +210,22 @@ def print_estimate(console: Console, est: Any) -> None:
     table.add_section()
     table.add_row("[bold]step[/]", f"[bold]{t.step_s:.4f}[/]", "", "")
     console.print(table)
+    u = est.uncertainty
     console.print(
-        f"throughput: {t.tokens_per_s:,.0f} tokens/s ({t.tokens_per_s_per_gpu:,.1f} per GPU), "
+        f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "
         f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}"
     )
+    if not u.calibrated:
+        console.print(f"[yellow]wide error bars:[/] no calibration runs of {est.engine.name} on {est.hardware.name}")
+    pl = est.plausibility
+    if not pl.ok:
+        console.print(
+            f"[yellow]implausible:[/] predicted MFU {pl.mfu:.1%} is above the best published for this hardware, "
+            f"{pl.mfu_ceiling:.1%} ({pl.source}); the prediction is likely optimistic"
+        )
     mem = est.memory
     console.print(
-        f"memory: {fmt_bytes(mem.total_bytes)} per GPU on stage {mem.peak.stage} "
+        f"memory: {fmt_bytes(mem.total_bytes)} ±{u.peak_memory_rel:.0%} per GPU on stage {mem.peak.stage} "
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )

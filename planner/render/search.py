@@ -13,21 +13,24 @@ from planner.cost.schedule import StepTime
 from planner.render.plan import memory_json
 from planner.search.explain import explain
 from planner.search.results import Ranked, SearchResult
-from planner.units import fmt_count, fmt_seconds
+from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 
 def plan_row(r: Ranked) -> dict[str, Any]:
     """The JSON document of one ranked plan (DESIGN.md, `planner search --json`)."""
     e, t = r.estimate, r.time
     doc = {
-        "plan": e.plan.model_dump(),
-        "memory": memory_json(e.model, e.hardware, e.plan, e.memory),
+        "engine": e.engine.name,
+        "plan": {**e.plan.model_dump(), "engine": e.engine.name},
+        "memory": memory_json(e.model, e.hardware, e.plan, e.memory, e.engine),
         "time": t.as_dict(),
         "tokens_per_s": t.tokens_per_s,
         "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
         "mfu": t.mfu,
         "hfu": t.hfu,
         "tflops_per_gpu": t.tflops_per_gpu,
+        "uncertainty": e.uncertainty.as_dict(),
+        "plausibility": e.plausibility.as_dict(),
     }
     if e.checkpoint is not None:
         doc["goodput"] = e.checkpoint.goodput
@@ -53,6 +56,7 @@ def result_json(result: SearchResult, global_batch_default: bool = False) -> dic
         "seconds": result.seconds,
         "model": result.model.name,
         "hardware": result.hardware.name,
+        "engines": [e.name for e in result.engines],
         "gpus": s.gpus,
         "global_batch": s.global_batch,
         "global_batch_default": global_batch_default,
@@ -88,12 +92,14 @@ def print_result(
     global_batch_default: bool,
     save: str | None = None,
     plot: str | None = None,
+    wide: bool = False,
 ) -> None:
     s, m, hw = result.space, result.model, result.hardware
     gb = f"{s.global_batch}" + (" (default: max(1024, gpus); --global-batch to change)" if global_batch_default else "")
+    engines = ", ".join(e.name for e in result.engines) or result.engine.name
     console.print(
         f"[bold]{m.name}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{hw.name}[/] "
-        f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each), global batch {gb} x {s.seq_len} tokens, "
+        f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, global batch {gb} x {s.seq_len} tokens, "
         f"{s.precision}, ranked by {result.objective}"
     )
     pruned = ", ".join(f"{n} {why}" for why, n in result.pruned.items() if n)
@@ -110,45 +116,76 @@ def print_result(
     if not result.top:
         print_misses(console, result)
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    cols = ("#", "plan", "mem/GPU", "step", "tokens/s", "per GPU", "MFU", "where the time goes")
-    table.caption = (
-        "schedule 1f1b, interleaved when vpp is shown; where the time goes: largest shares of the "
-        "step (tp/cp/ep/pp/dp = exposed communication)"
-    )
-    for c in cols:
-        table.add_column(c, justify="left" if c in ("plan", "where the time goes") else "right", no_wrap=True)
-    goodput = any(r.estimate.checkpoint is not None for r in result.top)
-    if goodput:
-        table.add_column("goodput", justify="right")
-    for i, r in enumerate(result.top, 1):
-        t, p = r.time, r.plan
-        terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t))
-        row = [
-            str(i),
-            _plan_text(p),
-            _gib(r.estimate.memory.total_bytes),
-            fmt_seconds(t.step_s),
-            f"{t.tokens_per_s:,.0f}",
-            f"{t.tokens_per_s_per_gpu:,.0f}",
-            f"{t.mfu:.1%}",
-            terms,
-        ]
-        if goodput:
-            ck = r.estimate.checkpoint
-            row.append(f"{ck.goodput:.1%}" if ck else "")
-        table.add_row(*row)
-    console.print(table)
-    best = result.top[0]
-    console.print(
-        f"best: {best.plan.summary()} {best.plan.schedule} — {best.time.tokens_per_s:,.0f} tokens/s, "
-        f"MFU {best.time.mfu:.1%}, {_gib(best.estimate.memory.total_bytes)} of "
-        f"{_gib(best.estimate.memory.capacity_bytes)} per GPU"
-    )
+    console.print(_table(result, wide=wide))
+    _print_best(console, result)
     if save:
         console.print(f"saved the best plan to {save} (use it with `planner estimate --plan {save}`)")
     if plot:
         console.print(f"plotted {len(result.all_timed)} valid plans to {plot}")
+
+
+def _table(result: SearchResult, *, wide: bool) -> Table:
+    """The ranked plans: at most 100 columns by default (--wide adds per-GPU throughput, a third time term and
+    goodput). tokens/s carries its error bar; MFU a '?' when above the best published for the hardware."""
+    several = len(result.engines) > 1
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    cols = [
+        "#",
+        *(["engine"] if several else []),
+        "plan",
+        "mem",
+        "step",
+        "tokens/s",
+        *(["per GPU"] if wide else []),
+        "MFU",
+        "time goes to",
+    ]
+    table.caption = (
+        "interleaved when vpp is shown; time goes to: largest shares of the step (tp/cp/ep/pp/dp = exposed "
+        "communication); ? = MFU above the best published for this GPU"
+    )
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("plan", "engine", "time goes to") else "right", no_wrap=True)
+    goodput = wide and any(r.estimate.checkpoint is not None for r in result.top)
+    if goodput:
+        table.add_column("goodput", justify="right")
+    for i, r in enumerate(result.top, 1):
+        t, p, e = r.time, r.plan, r.estimate
+        terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t, 3 if wide else 2))
+        row = [
+            str(i),
+            *([e.engine.name] if several else []),
+            _plan_text(p),
+            _gib(e.memory.total_bytes),
+            fmt_seconds(t.step_s),
+            f"{fmt_rate(t.tokens_per_s)} ±{e.uncertainty.tokens_per_s_rel:.0%}",
+            *([f"{t.tokens_per_s_per_gpu:,.0f}"] if wide else []),
+            f"{t.mfu:.0%}" + ("?" if not e.plausibility.ok else ""),
+            terms,
+        ]
+        if goodput:
+            ck = e.checkpoint
+            row.append(f"{ck.goodput:.1%}" if ck else "")
+        table.add_row(*row)
+    return table
+
+
+def _print_best(console: Console, result: SearchResult) -> None:
+    best = result.top[0]
+    e = best.estimate
+    console.print(
+        f"best: {best.plan.summary()} {best.plan.schedule} on {e.engine.name} — {best.time.tokens_per_s:,.0f} "
+        f"tokens/s {e.uncertainty.describe()}, MFU {best.time.mfu:.1%}, {_gib(e.memory.total_bytes)} of "
+        f"{_gib(e.memory.capacity_bytes)} per GPU"
+    )
+    if not e.uncertainty.calibrated:
+        console.print(f"[yellow]wide error bars:[/] no calibration runs of {e.engine.name} on {result.hardware.name}")
+    pl = e.plausibility
+    if not pl.ok:
+        console.print(
+            f"[yellow]the top plan is implausible:[/] its predicted MFU {pl.mfu:.1%} is above the best published "
+            f"for this hardware, {pl.mfu_ceiling:.1%} ({pl.source}); treat its rank with suspicion"
+        )
 
 
 def _plan_text(p: Any) -> str:

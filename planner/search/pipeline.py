@@ -29,15 +29,17 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from planner.cost.compute import stage_compute
 from planner.cost.estimate import estimate
 from planner.cost.schedule import StepTime, step_time
 from planner.engine import Engine, structure_problems, zero_problems
 from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
 from planner.plan import Plan, check_plan
 from planner.search.misses import closest_misses
-from planner.search.results import Ranked, SearchResult
+from planner.search.results import Ranked, SearchResult, merge_results, rank_key
 from planner.search.screen import MemoryScreen
 from planner.search.space import (
     NOT_FIT,
@@ -49,7 +51,7 @@ from planner.search.space import (
     micro_batches,
     structures,
 )
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
 
@@ -79,7 +81,7 @@ def search(
     """candidates → checks → memory screen → (pruned) step-time estimates → ranking."""
     _check_arguments(space, objective, top, checkpointing)
     t0 = time.perf_counter()
-    res = SearchResult(model, hw, engine, space, objective)
+    res = SearchResult(model, hw, engine, space, objective, engines=[engine])
     screen = MemoryScreen(model, hw, engine)
     res.structures = structures(model, hw, space)
     if not res.structures:
@@ -262,8 +264,26 @@ def _rank(res: SearchResult, chosen: list[tuple[Plan, StepTime]], ck: Checkpoint
         )
         for p, t in chosen
     ]
-    if res.objective == "memory":
-        ranked.sort(key=lambda r: (r.estimate.memory.total_bytes, -r.time.tokens_per_s))
-    else:
-        ranked.sort(key=lambda r: (-r.score_tokens_per_s, r.estimate.memory.total_bytes))
+    ranked.sort(key=lambda r: rank_key(res.objective, r))
     return ranked
+
+
+def search_engines(
+    model: ModelSpec, hw: HardwareProfile, space: Space, engines: list[Engine], **kwargs: Any
+) -> SearchResult:
+    """The search over several engines: each engine's plans as that engine runs them, ranked together ("which
+    stack and which plan"). Counts add up over the engines (a candidate is evaluated once per engine); a
+    rejection reason that names no engine counts every engine's candidates."""
+    if len(engines) == 1:
+        return search(model, hw, space, engines[0], **kwargs)
+    t0 = time.perf_counter()
+    results: list[SearchResult] = []
+    for engine in engines:
+        try:
+            results.append(search(model, hw, space, engine, **kwargs))
+        except PlannerError:
+            if engine is engines[-1] and not results:
+                raise
+    if not results:  # pragma: no cover - the last engine raised above
+        raise PlannerError("no engine has candidate plans")
+    return merge_results(results, top=kwargs.get("top", 10), seconds=time.perf_counter() - t0)

@@ -11,9 +11,10 @@ from typing import Any
 from planner.cost.estimate import Estimate
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.search.space import Space, Structure
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Miss:
 class SearchResult:
     model: ModelSpec
     hardware: HardwareProfile
-    engine: Engine
+    engine: Engine  # the engine of the best plan when several were searched
     space: Space
     objective: str
     evaluated: int = 0
@@ -68,6 +69,7 @@ class SearchResult:
     examples: dict[str, str] = field(default_factory=dict)  # reason -> one detail line
     rejections: list[tuple[Plan, str, str, int]] = field(default_factory=list)  # (plan, reason, detail, plans)
     structures: list[Structure] = field(default_factory=list)
+    engines: list[Engine] = field(default_factory=list)  # every engine searched (one unless --engine all/LIST)
 
     def considered(self, field_name: str, value: Any) -> bool:
         """Whether any candidate had field == value (else it was outside the search space)."""
@@ -86,6 +88,39 @@ class SearchResult:
     @property
     def best(self) -> Ranked | None:
         return self.top[0] if self.top else None
+
+
+def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> SearchResult:
+    """Several engines' searches as one: the top plans of all, by the objective; counts summed."""
+    first = results[0]
+    ranked = sorted((r for res in results for r in res.top), key=lambda r: rank_key(first.objective, r))
+    best_engine = ranked[0].estimate.engine if ranked else first.engine
+    out = SearchResult(first.model, first.hardware, best_engine, first.space, first.objective)
+    for res in results:
+        out.evaluated += res.evaluated
+        out.rejected.update(res.rejected)
+        out.pruned.update(res.pruned)
+        out.timed += res.timed
+        out.all_timed += res.all_timed
+        out.rejections += res.rejections
+        out.structures += res.structures
+        for reason, detail in res.examples.items():
+            out.examples.setdefault(reason, detail)
+        if not ranked:
+            out.misses += res.misses
+    out.top = ranked[:top]
+    out.misses = sorted(out.misses, key=lambda m: m.over_bytes)[:3]
+    out.engines = [res.engine for res in results]
+    out.seconds = seconds
+    return out
+
+
+def rank_key(objective: str, r: Ranked) -> tuple[float, float]:
+    """Best first: the most tokens/s (or goodput), then the least memory; or the least memory, then the most
+    tokens/s."""
+    if objective == "memory":
+        return (r.estimate.memory.total_bytes, -r.time.tokens_per_s)
+    return (-r.score_tokens_per_s, r.estimate.memory.total_bytes)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

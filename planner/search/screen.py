@@ -13,12 +13,13 @@ from planner.cost.memory import (
     stage_terms,
     state_terms,
 )
-from planner.cost.params import RankParams, rank_params
+from planner.cost.params import RankParams, padded_vocab, rank_params
 from planner.cost.stages import layer_layout
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.specs import HardwareProfile, ModelSpec
+from planner.specs import ModelSpec
 
 RankShape = tuple[int, RankParams, int, bool]  # (rank, parameters, layers, holds the loss)
 
@@ -42,11 +43,12 @@ class MemoryScreen:
         hit = self._ranks.get(key)
         if hit is not None:
             return hit
-        layout = layer_layout(self.model.num_layers, pp, vpp)
+        layout = layer_layout(self.model.num_layers, pp, vpp, self.engine.rules.pipeline_split)
+        vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
         middle: list[tuple[float, float, float, int, int]] = []
         for r in range(pp):
-            params = rank_params(self.model, layout, tp=tp, ep=ep, rank=r)
+            params = rank_params(self.model, layout, tp=tp, ep=ep, rank=r, vocab=vocab)
             layers = layout.num_rank_layers(r)
             first, last = layout.holds_embedding(r), layout.holds_loss(r)
             if not (first or last):
@@ -64,9 +66,11 @@ class MemoryScreen:
         hit = self._states.get(key)
         if hit is None:
             plan = p if p.zero == zero else p.model_copy(update={"zero": zero})
-            stage = self.engine.rules.zero[zero]
+            stage = self.engine.rules.stages(p.pp)[zero]
             per = state_bytes_per_param(p.precision, self.engine, stage)
-            hit = self._states[key] = [state_terms(plan, params, per, stage) for _r, params, _l, _last in ranks]
+            hit = self._states[key] = [
+                state_terms(plan, params, per, stage, self.engine.memory) for _r, params, _l, _last in ranks
+            ]
         return hit
 
     def _activations(self, p: Plan, recompute: str) -> tuple[float, float]:
@@ -87,7 +91,7 @@ class MemoryScreen:
         """(bytes, rank) of the most loaded pipeline rank of `p` with each ZeRO stage and recompute level
         (no Plan is built for the variants; what they share is computed once)."""
         ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
-        logits = logits_bytes(self.model, p) if any(last for *_x, last in ranks) else 0.0
+        logits = logits_bytes(self.model, p, self.engine) if any(last for *_x, last in ranks) else 0.0
         shape = [(r, layers, in_flight_microbatches(p, r), logits if last else 0.0) for r, _p, layers, last in ranks]
         reserved = self.hw.reserved
         out: dict[tuple[int, str], tuple[float, int]] = {}

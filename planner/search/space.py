@@ -8,11 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
 from planner.plan import Recompute, Schedule, divisors
-from planner.specs import HardwareProfile, ModelSpec, Precision
+from planner.specs import ModelSpec, Precision
 
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
+
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 OBJECTIVES = ("throughput", "memory", "goodput")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")

@@ -36,7 +36,7 @@ def _spec(norm: str, mlp: str) -> ModelSpec:
 def test_eager_layer_activations_match_the_model(norm, mlp, dtype):
     """Measured on torch 2.13 CPU: within 1.6% in all eight cases (the rest is RoPE tables and rsqrt stats).
 
-    Before eager kernels were modelled (engine kernels.fused_elementwise=False), eager RMSNorm/SwiGLU layers
+    Before eager kernels were modelled (engine kernels.elementwise: eager), eager RMSNorm/SwiGLU layers
     measured 1.2-1.5x the fused prediction (eager RMSNorm keeps fp32 copies; eager SwiGLU keeps the SiLU
     output).
     """
@@ -47,7 +47,7 @@ def test_eager_layer_activations_match_the_model(norm, mlp, dtype):
     with counter.track():
         block(x).sum().backward()
     predicted = activation_bytes_per_layer(
-        spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize, kernels=make_engine(fused_elementwise=False).kernels
+        spec, micro_batch=B, seq_len=S, act_bytes=dtype.itemsize, kernels=make_engine(elementwise="eager").kernels
     )
     assert counter.peak == pytest.approx(predicted, rel=0.03)
     fused = activation_bytes_per_layer(

@@ -1,0 +1,21 @@
+"""What a training stack does with a plan: the Engine (profile.py, loaded from engine_profiles/) and the
+rules that say which plans it runs (rules.py)."""
+
+from planner.engine.profile import ZERO_STATES, Comm, Engine, Fitted, Kernels, Memory, Rules, ZeroStage
+from planner.engine.rules import engine_problems, plan_problems, require_runs, structure_problems, zero_problems
+
+__all__ = [
+    "ZERO_STATES",
+    "Comm",
+    "Engine",
+    "Fitted",
+    "Kernels",
+    "Memory",
+    "Rules",
+    "ZeroStage",
+    "engine_problems",
+    "plan_problems",
+    "require_runs",
+    "structure_problems",
+    "zero_problems",
+]

@@ -1,0 +1,311 @@
+"""The Engine: what one training stack does with a plan, loaded from engine_profiles/NAME.yaml.
+
+A plan is run by a training stack (Megatron-LM, torchtitan, DeepSpeed, llm-foundry, or this project's own
+launch worker), and the stack decides which combinations run at all (rules), what memory holds (ZeRO stages
+as the stack realises them, gradient dtype, vocabulary padding), which collectives run when and what
+overlaps (comm), and which kernels compute the layer (kernels). An engine profile is data, like a hardware
+profile: every field is commented in the YAML with the engine source file it comes from. The cost model and
+the launch worker both read it, so they cannot disagree.
+
+Per-run choices a runs file's `software` block or the command line can change (attention kernel, TP
+overlap, torch.compile, optimizer, selective-recompute policy) are fields too; ``Engine.configured`` returns
+a copy with them overridden. ``fitted`` holds what `planner calibrate` fitted for this engine on each
+hardware profile, with its provenance and the residual spread behind the error bars.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.engine.split import Split
+from planner.plan import Plan, Recompute, Schedule
+from planner.specs import Frozen
+
+State = Literal["optimizer", "gradients", "weights"]
+Dimension = Literal["tp", "cp", "pp", "vpp", "ep"]
+ZERO_STATES: dict[int, tuple[State, ...]] = {  # what ZeRO stage k shards (Rajbhandari et al. 2020, Figure 1)
+    0: (),
+    1: ("optimizer",),
+    2: ("optimizer", "gradients"),
+    3: ("optimizer", "gradients", "weights"),
+}
+
+
+class ZeroStage(Frozen):
+    """How an engine realises one ZeRO stage: what it shards, holds, reduces and gathers, and when."""
+
+    mechanism: str = Field(description="what the engine calls it (e.g. 'DDP', 'distributed optimizer')")
+    shards: tuple[State, ...] = Field(description="model states divided over the dp·cp group")
+    fp32_params: bool = Field(
+        False,
+        description="the parameters are stored in fp32 and are the master copy (FSDP2 mixed precision, "
+        "DDP under autocast): no separate master in the optimizer, and 16-bit weights exist "
+        "only as gathered or cast copies (see gathered_weights)",
+    )
+    gathered_weights: Literal["none", "unit", "all"] = Field(
+        "none",
+        description="unsharded 16-bit weights alive at the peak besides the states: none, one unit "
+        "being gathered plus the prefetched next one, or every layer of the rank",
+    )
+    grad_reduce: Literal["step", "microbatch"] = Field(
+        "step",
+        description="gradients reduced once per optimizer step (accumulated locally over the "
+        "micro-batches) or after every micro-batch's backward",
+    )
+    grad_collective: Literal["all_reduce", "reduce_scatter"] = Field(
+        "all_reduce", description="the collective that reduces gradients over the dp·cp group"
+    )
+    accumulate_unsharded: bool = Field(
+        False,
+        description="gradients accumulate unsharded (full size, in the gradient dtype) across the "
+        "micro-batches of a step before one reduce-scatter (FSDP with gradient sync off)",
+    )
+    weight_gather: Literal["none", "step", "microbatch_forward", "microbatch"] = Field(
+        "none",
+        description="all-gather of the 16-bit weights: never (replicated), once per step (after the "
+        "optimizer, or kept across micro-batches), in every micro-batch's forward, or in "
+        "every micro-batch's forward and again in its backward",
+    )
+    bucket_bytes: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="gradient-reduction buffers beside the states (DeepSpeed's "
+        "IPG buckets, DDP's buckets); 0 when buckets are views",
+    )
+    excludes: tuple[Dimension, ...] = Field(
+        (), description="parallel dimensions the mechanism cannot combine with when dp·cp > 1"
+    )
+    untied_embeddings: bool = Field(
+        False, description="the mechanism needs an output layer not tied to the embedding (Megatron with torch FSDP2)"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ZeroStage:
+        if self.accumulate_unsharded and self.grad_reduce != "step":
+            raise ValueError("accumulate_unsharded needs grad_reduce: step (it is what no-sync accumulation does)")
+        return self
+
+
+class Rules(Frozen):
+    """What runs: combinations outside these are rejected with the engine's rule as the reason."""
+
+    zero: dict[int, ZeroStage] = Field(description="the ZeRO stages the engine runs without pipeline parallelism")
+    zero_pp: dict[int, ZeroStage] | None = Field(
+        None,
+        description="the ZeRO stages it runs with pp > 1, and how (default: the same as zero); a stage "
+        "absent here does not run with pipeline parallelism",
+    )
+    schedules: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
+    interleaved_microbatches: Literal["multiple_of_pp", "torch_looped"] = Field(
+        "multiple_of_pp",
+        description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron); torch_looped: "
+        "m % max(1, m // pp) == 0 (torch.distributed.pipelining)",
+    )
+    tensor_parallel: bool = True
+    sequence_parallel: Literal["optional", "required", "never"] = Field(
+        "optional",
+        description="Megatron-style sequence parallelism with tp > 1: optional, always on "
+        "(torchtitan), or not available",
+    )
+    pipeline_parallel: bool = True
+    context_parallel: bool = True
+    seq_len_divisor: Literal["none", "2cp", "2tpcp"] = Field(
+        "none",
+        description="seq_len must divide by 2·cp when cp > 1 (Megatron), by 2·tp·cp always (torchtitan), or nothing",
+    )
+    expert_parallel: bool = True
+    fp8: bool = True
+    recompute: tuple[Recompute, ...] = ("none", "selective", "full")
+    vocab_padding: int = Field(
+        0,
+        ge=0,
+        description="the vocabulary is padded to a multiple of this x tp (Megatron's "
+        "--make-vocab-size-divisible-by, default 128); 0 = not padded",
+    )
+    vocab_divisible_by_tp: bool = Field(
+        False, description="the vocabulary must divide by tp (no padding of the embedding)"
+    )
+    kv_head_replication: bool = Field(
+        True,
+        description="tp may exceed num_kv_heads, each kv head replicated on tp / kv ranks (Megatron); "
+        "false: tp must divide num_kv_heads",
+    )
+    pipeline_split: Split = Field(
+        "even",
+        description="how layers split over (virtual) stages: even (the first and last chunk get fewer "
+        "when they do not divide), megatron (even, or --decoder-first/last-pipeline-num-"
+        "layers, or the embedding and loss counted as layers), torchtitan (the embedding "
+        "and the output each count as one layer)",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Rules:
+        for table in (self.zero, self.zero_pp or {}):
+            bad = [z for z in table if z not in ZERO_STATES]
+            if bad:
+                raise ValueError(f"zero stages must be 0-3, got {bad}")
+            for z, impl in table.items():
+                if not set(ZERO_STATES[z]) <= set(impl.shards):
+                    raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(impl.shards)}")
+        return self
+
+    def stages(self, pp: int) -> dict[int, ZeroStage]:
+        """The ZeRO stages runnable at this pipeline degree, and how."""
+        return self.zero if pp == 1 or self.zero_pp is None else self.zero_pp
+
+
+class Memory(Frozen):
+    fp8_weight_cache: bool = Field(
+        True,
+        description="fp8 recipes keep an fp8 copy of every local weight across the micro-batches of a step "
+        "(Transformer Engine's is_first_microbatch); false: each GEMM casts its weight when it "
+        "runs (torchao Float8Linear dynamic scaling)",
+    )
+    optimizer: Literal["adamw", "adam", "sgd"] = Field(
+        "adamw", description="adam(w): fp32 master + m + v = 12 B/param; sgd with momentum: master + m = 8"
+    )
+    grad_dtype: Literal["param", "fp32"] = Field(
+        "param",
+        description="dtype gradients are accumulated and reduced in: 'param' = the weights' dtype, "
+        "'fp32' = Megatron's fp32 main grads, FSDP's fp32 reduce dtype",
+    )
+    master_copy: bool | None = Field(
+        None,
+        description="a separate fp32 copy of the weights in the optimizer; default: yes for 16-bit "
+        "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one "
+        "even in fp32",
+    )
+
+
+class Kernels(Frozen):
+    """Which kernels compute the layer: they decide what activations are kept and how fast it runs."""
+
+    attention: Literal["flash", "softmax"] = Field(
+        "flash",
+        description="flash: a fused attention kernel, the s×s scores are never stored (Dao et al. "
+        "2022); softmax: 2021-22 Megatron's fused scale-mask-softmax that keeps them",
+    )
+    flash_kernel: Literal["flash2", "fused"] = Field(
+        "flash2",
+        description="which fused kernel `flash` is in this stack: flash2 (FlashAttention-2, "
+        "PyTorch SDPA) or fused (cuDNN / FlashAttention-3 through Transformer Engine); "
+        "the hardware profile says how fast each runs",
+    )
+    elementwise: Literal["fused", "eager"] = Field(
+        "fused",
+        description="fused: one kernel per norm, activation, rotary and bias-dropout-add (Megatron/TE, "
+        "Apex); eager: PyTorch ops, whose RMSNorm computes in fp32 over several passes and "
+        "keeps an fp32 copy, whose SwiGLU keeps the SiLU output, whose rotary runs in fp32",
+    )
+    compile: bool = Field(False, description="torch.compile: eager elementwise ops fused into a few kernels")
+    dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
+    selective_recompute: Literal["op", "attention"] = Field(
+        "op",
+        description="what recompute=selective recomputes: 'attention' = only the attention core "
+        "(Korthikanti et al. 2022, Megatron's core_attn); 'op' = per-op checkpointing that "
+        "keeps the attention output and every other matmul output (torchtitan)",
+    )
+
+    @property
+    def flash(self) -> bool:
+        return self.attention == "flash"
+
+    @property
+    def fused(self) -> bool:
+        """Elementwise work runs fused: by the stack's own kernels, or compiled."""
+        return self.elementwise == "fused" or self.compile
+
+
+class Comm(Frozen):
+    tp_overlap: bool = Field(
+        False,
+        description="TP communication overlapped with the GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)",
+    )
+    grad_overlap: bool = Field(
+        True,
+        description="gradient reduction overlapped with the backward, the last "
+        "bucket exposed (DDP, FSDP, Megatron --overlap-grad-reduce)",
+    )
+    param_gather_overlap: bool = Field(
+        False,
+        description="the all-gather of updated weights after the optimizer step hidden behind the next "
+        "forward (Megatron --overlap-param-gather)",
+    )
+    collective_launch_s: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="host-side cost of issuing one collective (framework dispatch, stream sync), exposed",
+    )
+
+
+class Fitted(Frozen):
+    """What `planner calibrate` fitted for this engine on one hardware profile, and how well it holds."""
+
+    compute: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="multiplies compute time: what the "
+        "stack's kernels lose or gain beyond the "
+        "hardware's measured curves",
+    )
+    overhead_s: float = Field(
+        0.0, ge=0, allow_inf_nan=False, description="fixed time per step (data loading, logging, host synchronisation)"
+    )
+    tokens_per_s_rel: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="error-bar half-width of predicted throughput"
+    )
+    peak_memory_rel: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="error-bar half-width of predicted peak memory"
+    )
+    runs: int = Field(0, ge=0, description="runs the factors were fitted to")
+    source: str = Field("", description="what they were fitted to, and when")
+
+
+class Engine(Frozen):
+    """engine_profiles/NAME.yaml: what one training stack does with a plan."""
+
+    name: str
+    description: str = ""
+    source: str = Field("", description="the engine version and files this profile was read from")
+    rules: Rules
+    memory: Memory = Memory()
+    kernels: Kernels = Kernels()
+    comm: Comm = Comm()
+    fitted: dict[str, Fitted] = Field(default_factory=dict, description="by hardware profile name")
+
+    def zero_stage(self, plan: Plan) -> ZeroStage:
+        """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""
+        return self.rules.stages(plan.pp)[plan.zero]
+
+    def factors(self, hardware: str, proxy: str | None = None) -> Fitted:
+        """The fitted factors for a hardware profile, or for its calibration proxy (none fitted: neutral)."""
+        return self.fitted.get(hardware) or (self.fitted.get(proxy) if proxy else None) or Fitted()
+
+    def configured(
+        self,
+        *,
+        attention: str | None = None,
+        tp_overlap: bool | None = None,
+        compile: bool | None = None,
+        optimizer: str | None = None,
+        selective_recompute: str | None = None,
+    ) -> Engine:
+        """A copy with per-run choices overridden (None keeps the profile's default)."""
+        kernels = {
+            k: v
+            for k, v in (("attention", attention), ("selective_recompute", selective_recompute), ("compile", compile))
+            if v is not None
+        }
+        update: dict[str, object] = {}
+        if kernels:
+            update["kernels"] = self.kernels.model_copy(update=kernels)
+        if tp_overlap is not None:
+            update["comm"] = self.comm.model_copy(update={"tp_overlap": tp_overlap})
+        if optimizer is not None:
+            update["memory"] = self.memory.model_copy(update={"optimizer": optimizer})
+        return self.model_copy(update=update) if update else self

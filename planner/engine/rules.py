@@ -1,0 +1,194 @@
+"""What runs: an engine's rules as rejections (data, never exceptions), each with the values involved and
+what would be valid. The search counts plans by the stable `reason`; single-plan commands raise all of them
+as one PlannerError (require_runs)."""
+
+from __future__ import annotations
+
+from planner.engine.profile import Engine
+from planner.engine.split import chunk_sizes
+from planner.errors import PlannerError
+from planner.plan import Plan, Rejected, check_plan
+from planner.specs import ModelSpec
+
+
+def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
+    """Every rule of the engine the plan breaks (empty: the engine runs it)."""
+    return structure_problems(engine, model, plan) + zero_problems(engine, plan, model=model)
+
+
+def plan_problems(model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None) -> list[Rejected]:
+    """The model's divisibility rules (plan.check_plan) and the engine's rules, in that order."""
+    return check_plan(model, plan, gpus) + engine_problems(engine, model, plan)
+
+
+def require_runs(model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None) -> None:
+    """For commands that take one plan: every broken rule in one PlannerError."""
+    problems = plan_problems(model, plan, engine, gpus)
+    if problems:
+        raise PlannerError("invalid plan: " + "; ".join(str(r) for r in problems))
+
+
+def zero_problems(
+    engine: Engine, plan: Plan, zero: int | None = None, *, model: ModelSpec | None = None
+) -> list[Rejected]:
+    """The engine's rules about the plan's ZeRO stage (or `zero` in its place): whether it runs it, at this
+    pipeline degree, and with the other parallel dimensions the plan uses."""
+    r, p, name = engine.rules, plan, engine.name
+    z = p.zero if zero is None else zero
+    if z not in r.zero and z not in (r.zero_pp or {}):
+        return [
+            Rejected(
+                f"{name} has no zero {z}", f"zero={z} is not something {name} runs; it runs zero in {sorted(r.zero)}"
+            )
+        ]
+    stages = r.stages(p.pp)
+    impl = stages.get(z)
+    if impl is None:
+        where = f"with pipeline parallelism (pp={p.pp})" if p.pp > 1 else "without pipeline parallelism"
+        return [
+            Rejected(
+                f"{name}: zero {z} {'with' if p.pp > 1 else 'without'} pp",
+                f"zero={z} does not run {where} in {name}; use zero in {sorted(stages)}",
+            )
+        ]
+    out: list[Rejected] = []
+    if impl.untied_embeddings and model is not None and model.tied_embeddings:
+        out.append(
+            Rejected(
+                f"{name}: zero {z} with tied embeddings",
+                f"zero={z} ({impl.mechanism}) needs untied embeddings in {name}; {model.name} ties them",
+            )
+        )
+    if p.dp * p.cp > 1:
+        used = {"tp": p.tp > 1, "cp": p.cp > 1, "pp": p.pp > 1, "vpp": p.vpp > 1, "ep": p.ep > 1}
+        clash = [d for d in impl.excludes if used[d]]
+        if clash:
+            degrees = ", ".join(f"{d}={getattr(p, d)}" for d in clash)
+            others = ", ".join(str(k) for k in sorted(stages) if k != z)
+            out.append(
+                Rejected(
+                    f"{name}: zero {z} with {'/'.join(clash)}",
+                    f"zero={z} ({impl.mechanism}) runs data parallelism alone in {name}, not with "
+                    f"{degrees}; use zero in {others}",
+                )
+            )
+    return out
+
+
+def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
+    """The engine's rules that do not depend on the ZeRO stage: dimensions, schedules, micro-batch counts,
+    vocabulary and kv-head splits."""
+    r, p, name = engine.rules, plan, engine.name
+    out = _dimension_problems(engine, plan)
+    if p.pp > 1 and p.schedule not in r.schedules:
+        out.append(
+            Rejected(
+                f"{name} has no {p.schedule} schedule",
+                f"schedule={p.schedule} is not one {name} runs; it runs {', '.join(r.schedules)}",
+            )
+        )
+    if p.schedule == "interleaved" and p.pp > 1 and p.vpp > 1 and p.global_batch % (p.dp * p.micro_batch) == 0:
+        m = p.num_microbatches
+        if r.interleaved_microbatches == "multiple_of_pp" and (m < p.pp or m % p.pp):
+            out.append(
+                Rejected(
+                    "interleaved needs micro-batches divisible by pp",
+                    f"schedule=interleaved needs the {m} micro-batches per step to be a multiple of "
+                    f"pp={p.pp} (Megatron's interleaved schedule)",
+                )
+            )
+        elif r.interleaved_microbatches == "torch_looped" and m % max(1, m // p.pp):
+            out.append(
+                Rejected(
+                    "interleaved needs whole micro-batch rounds",
+                    f"schedule=interleaved needs the {m} micro-batches per step to split into rounds "
+                    f"of {max(1, m // p.pp)} (m % max(1, m // pp) == 0, torch.distributed.pipelining)",
+                )
+            )
+    if p.pp > 1 and chunk_sizes(model.num_layers, p.pp, p.vpp, r.pipeline_split) is None:
+        out.append(
+            Rejected(
+                f"{name} cannot split the layers",
+                f"{name} cannot split num_layers={model.num_layers} over pp={p.pp} x vpp={p.vpp} "
+                f"chunks ({_split_rule(r.pipeline_split)})",
+            )
+        )
+    if r.vocab_divisible_by_tp and model.vocab_size % p.tp:
+        out.append(
+            Rejected(
+                "tp does not divide vocab",
+                f"tp={p.tp} must divide vocab_size={model.vocab_size} ({name} splits the embedding "
+                "by vocabulary and does not pad it)",
+            )
+        )
+    if not r.kv_head_replication and model.kv_heads % p.tp:
+        out.append(
+            Rejected(
+                "tp does not divide kv heads",
+                f"tp={p.tp} must divide num_kv_heads={model.kv_heads} ({name} does not replicate kv heads)",
+            )
+        )
+    return out
+
+
+def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """Parallel dimensions, sequence parallelism, precisions and recompute levels the engine offers."""
+    r, p, name = engine.rules, plan, engine.name
+    out: list[Rejected] = []
+    for dim, offered in (
+        ("tp", r.tensor_parallel),
+        ("pp", r.pipeline_parallel),
+        ("cp", r.context_parallel),
+        ("ep", r.expert_parallel),
+    ):
+        if getattr(p, dim) > 1 and not offered:
+            out.append(
+                Rejected(
+                    f"{name} has no {dim}",
+                    f"{dim}={getattr(p, dim)}: {name} does not offer this parallelism; use {dim}=1",
+                )
+            )
+    if p.tp > 1 and r.sequence_parallel == "required" and not p.sp:
+        out.append(
+            Rejected(
+                f"{name}: tp without sp", f"{name} always runs sequence parallelism with tp > 1 (tp={p.tp}); use --sp"
+            )
+        )
+    if p.sp and r.sequence_parallel == "never":
+        out.append(Rejected(f"{name} has no sp", f"{name} has no Megatron-style sequence parallelism; use --no-sp"))
+    if r.seq_len_divisor == "2cp" and p.cp > 1 and p.seq_len % (2 * p.cp):
+        out.append(
+            Rejected(
+                "cp needs seq len divisible by 2 cp",
+                f"seq_len={p.seq_len} must divide by 2 x cp = {2 * p.cp} ({name} splits each sequence "
+                "into 2·cp chunks for load balance)",
+            )
+        )
+    if r.seq_len_divisor == "2tpcp" and p.seq_len % (2 * p.tp * p.cp):
+        out.append(
+            Rejected(
+                "seq len not divisible by 2 tp cp",
+                f"seq_len={p.seq_len} must divide by 2 x tp x cp = {2 * p.tp * p.cp} ({name})",
+            )
+        )
+    if p.precision == "fp8" and not r.fp8:
+        out.append(Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16"))
+    if p.recompute not in r.recompute:
+        out.append(
+            Rejected(
+                f"{name} has no recompute {p.recompute}",
+                f"recompute={p.recompute} is not offered by {name}; use one of {', '.join(r.recompute)}",
+            )
+        )
+    return out
+
+
+def _split_rule(split: str) -> str:
+    if split == "megatron":
+        return (
+            "Megatron needs num_layers, or num_layers + 1 or + 2 with the loss and embedding counted, "
+            "divisible by pp·vpp, or uneven first/last stages of whole vpp multiples"
+        )
+    if split == "torchtitan":
+        return "torchtitan needs at most num_layers + 2 stages"
+    return "more chunks than layers"

@@ -1,0 +1,88 @@
+"""How an engine splits the transformer layers over pipeline chunks (layers per chunk in model order).
+
+The policy is the engine's (Rules.pipeline_split); cost/stages.py builds the Layout from it, and the
+engine's rules reject a plan whose layers the engine cannot split.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Split = Literal["even", "megatron", "torchtitan"]
+
+
+def even_chunk_sizes(num_layers: int, num_chunks: int) -> list[int]:
+    """Layers per chunk, as even as possible; where they do not divide, the first and last chunks get
+    fewer, because they also carry the embedding and the output layer (how Llama 3 405B put 126 layers on
+    16 stages, Dubey et al. 2024, section 3.3.2). The extra layers go to the middle chunks first."""
+    base, extra = divmod(num_layers, num_chunks)
+    sizes = [base] * num_chunks
+    order = sorted(range(num_chunks), key=lambda c: (c in (0, num_chunks - 1), abs(c - (num_chunks - 1) / 2)))
+    for c in order[:extra]:
+        sizes[c] += 1
+    return sizes
+
+
+def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
+    """How Megatron-LM can split the layers, in the order a user reaches for the options (None: it cannot).
+
+    1. Even: L divisible by pp·vpp (megatron/training/arguments.py, "Number of layers should be divisible by
+       the pipeline-model-parallel size").
+    2. --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split: the embedding and
+       the loss each count as a layer, L + 2 divisible by pp·vpp, so the first and the last chunk build one
+       transformer layer fewer, possibly none (transformer_block.py get_num_layers_to_build; the Llama 3.1
+       405B recipe in Megatron-Bridge: 126 layers, pp 8, vpp 2). Then the loss alone, L + 1.
+    3. --decoder-first/last-pipeline-num-layers: the middle ranks m layers each (m divisible by vpp), the
+       first and last ranks the rest, each > 0, divisible by vpp, and at most m (transformer_config.py
+       __post_init__); the smallest such m.
+    """
+    chunks = pp * vpp
+    if num_layers % chunks == 0:
+        return [num_layers // chunks] * chunks
+    for extra, first_less in ((2, 1), (1, 0)):
+        if (num_layers + extra) % chunks == 0:
+            n = (num_layers + extra) // chunks
+            sizes = [n] * chunks
+            sizes[0] -= first_less
+            sizes[-1] -= 1
+            return sizes if chunks > 1 else None
+    if pp < 2:
+        return None
+    m = -(-num_layers // pp)
+    m += -m % vpp
+    while m <= num_layers:
+        rest = num_layers - (pp - 2) * m
+        if rest < 2 * vpp:
+            return None
+        first = vpp * (rest // (2 * vpp))
+        last = rest - first
+        if rest % vpp == 0 and last <= m:
+            per_rank = [first] + [m] * (pp - 2) + [last]
+            return [per_rank[c % pp] // vpp for c in range(chunks)]
+        m += vpp
+    return None
+
+
+def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
+    """torchtitan's split: the embedding and the norm + output each weigh one layer; L + 2 effective layers
+    go over the pp·vpp stages, the first (L + 2) mod stages of them one more; the first stage then builds
+    one transformer layer fewer, the last one fewer (torchtitan v0.2.2 distributed/pipeline_parallel.py,
+    generate_llm_fqn_per_model_part). None when there are more stages than effective layers."""
+    stages = pp * vpp
+    effective = num_layers + 2
+    if stages > effective:
+        return None
+    base, extra = divmod(effective, stages)
+    sizes = [base + 1] * extra + [base] * (stages - extra)
+    sizes[0] -= 1
+    sizes[-1] -= 1
+    return sizes
+
+
+def chunk_sizes(num_layers: int, pp: int, vpp: int, split: Split = "even") -> list[int] | None:
+    """Layers per chunk in model order under an engine's split policy (None: the engine cannot split it)."""
+    if split == "megatron":
+        return megatron_chunk_sizes(num_layers, pp, vpp)
+    if split == "torchtitan":
+        return torchtitan_chunk_sizes(num_layers, pp, vpp)
+    return even_chunk_sizes(num_layers, pp * vpp)

@@ -1,0 +1,175 @@
+"""Runs files (the schema of shared/reference/calibration_runs.yaml): each published or measured run as the
+model, plan, hardware and engine it ran with, and what was measured. The one reader behind `planner validate`
+and `planner calibrate`.
+
+A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
+default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool); a null field keeps the
+engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it
+is a typo in the file, not a plan the engine refuses.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from planner.engine import Engine, plan_problems
+from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
+from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
+from planner.io.planfile import pydantic_message
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
+SOFTWARE_KEYS = {"engine", "attention", "tp_overlap", "compile"}
+ATTENTION = ("flash", "softmax")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run, resolved: what ran and what was measured (measured keys: METRICS)."""
+
+    id: str
+    source: str
+    family: str  # engine/hardware/publication: the unit leave-one-family-out cross-validation leaves out
+    model: ModelSpec
+    plan: Plan
+    hardware: HardwareProfile
+    engine: Engine
+    measured: dict[str, float]
+
+    @property
+    def group(self) -> str:
+        """The (engine, hardware) group whose calibration residuals give this run's error bars."""
+        return f"{self.engine.name}/{self.hardware.name}"
+
+    @property
+    def measured_step_s(self) -> float | None:
+        """The measured step time: as published, or from tokens/s per GPU (tokens per step / (rate · GPUs))."""
+        if self.measured.get("step_s"):
+            return self.measured["step_s"]
+        rate = self.measured.get("tokens_per_s_per_gpu")
+        return self.plan.tokens_per_step / (rate * self.plan.gpus) if rate else None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A run that cannot be evaluated (its plan breaks a rule, its model or plan is invalid), with why."""
+
+    id: str
+    reason: str
+    measured: dict[str, float]
+
+
+def load_runs(path: str | Path) -> list[dict[str, Any]]:
+    """The raw runs of a runs file, checked for the fields every run needs."""
+    if not Path(path).is_file():
+        raise PlannerError(f"runs file {str(path)!r} does not exist")
+    doc = load_yaml(path)
+    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
+        raise PlannerError(
+            f"{path}: expected a YAML list of runs (see calibration_runs.yaml), got {type(doc).__name__}"
+        )
+    missing = [i for i, r in enumerate(doc) if not {"id", "model", "hardware", "plan", "measured"} <= set(r)]
+    if missing:
+        raise PlannerError(f"{path}: run #{missing[0]} lacks one of id, model, hardware, plan, measured")
+    return doc
+
+
+def _software(raw: dict[str, Any]) -> dict[str, Any]:
+    sw = raw.get("software") or {}
+    rid = raw.get("id")
+    if not isinstance(sw, dict):
+        raise PlannerError(f"run {rid}: software must be a mapping of {', '.join(sorted(SOFTWARE_KEYS))}")
+    unknown = set(sw) - SOFTWARE_KEYS
+    if unknown:
+        raise PlannerError(f"run {rid}: unknown software field(s) {sorted(unknown)}; valid: {sorted(SOFTWARE_KEYS)}")
+    if sw.get("attention") not in (None, *ATTENTION):
+        raise PlannerError(f"run {rid}: software.attention {sw['attention']!r} is not one of {', '.join(ATTENTION)}")
+    for key in ("tp_overlap", "compile"):
+        if sw.get(key) not in (None, True, False):
+            raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
+    return sw
+
+
+def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
+    """The engine a run used, as its software block configures it (null fields: the engine's defaults)."""
+    sw = _software(raw)
+    if override is not None:
+        engine = override
+    else:
+        name = sw.get("engine") or DEFAULT_ENGINE
+        if name not in list_engines():
+            raise PlannerError(
+                f"run {raw.get('id')}: software.engine {name!r} is not an engine profile; "
+                f"known: {', '.join(list_engines())}"
+            )
+        engine = load_engine(name)
+    return engine.configured(attention=sw.get("attention"), tp_overlap=sw.get("tp_overlap"), compile=sw.get("compile"))
+
+
+def run_hardware(raw: dict[str, Any], override: HardwareProfile | None = None) -> HardwareProfile:
+    hw = override or load_hardware(raw["hardware"])
+    per_node = raw.get("gpus_per_node")
+    if per_node and per_node != hw.gpus_per_node:
+        hw = hw.model_copy(update={"gpus_per_node": per_node})
+    return hw
+
+
+def run_family(raw: dict[str, Any], engine: Engine, hardware: str) -> str:
+    """engine/hardware/publication, the publication being the source's first word (an author or a repository:
+    'Narayanan', 'NVIDIA/NeMo', 'pytorch/torchtitan'); a run may name its family itself."""
+    if raw.get("family"):
+        return str(raw["family"])
+    first = str(raw.get("source") or "unknown").replace(",", " ").split()
+    return f"{engine.name}/{hardware}/{first[0] if first else 'unknown'}"
+
+
+def parse_run(
+    raw: dict[str, Any], *, hardware: HardwareProfile | None = None, engine: Engine | None = None
+) -> Run | Skipped:
+    """A resolved run, or why it cannot be evaluated."""
+    rid = str(raw["id"])
+    measured = {k: float(v) for k, v in (raw.get("measured") or {}).items() if k in METRICS and v is not None}
+    eng = run_engine(raw, engine)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # declared sizes in run files are rounded ("8B")
+            model = ModelSpec(**raw["model"])
+        plan = Plan(**raw["plan"])
+        hw = run_hardware(raw, hardware)
+    except ValidationError as e:
+        return Skipped(rid, pydantic_message(e, "run"), measured)
+    except PlannerError as e:
+        return Skipped(rid, str(e), measured)
+    problems = plan_problems(model, plan, eng, raw.get("gpus"))
+    if problems:
+        return Skipped(rid, "; ".join(str(p) for p in problems), measured)
+    family = run_family(raw, eng, hw.name)
+    return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured)
+
+
+def runs_hardware(paths: list[str]) -> list[str]:
+    """The catalog hardware profiles the runs files name, in order of first appearance."""
+    names: list[str] = []
+    for path in paths:
+        if Path(path).suffix == ".json":
+            continue
+        for raw in load_runs(path):
+            hw = str(raw.get("hardware"))
+            if hw not in names:
+                names.append(hw)
+    if not names:
+        raise PlannerError("no runs file names a hardware profile: give --hardware (a launch profile needs it)")
+    return names
+
+
+def parse_runs(
+    raws: list[dict[str, Any]], *, hardware: HardwareProfile | None = None, engine: Engine | None = None
+) -> list[Run | Skipped]:
+    return [parse_run(r, hardware=hardware, engine=engine) for r in raws]

@@ -1,0 +1,170 @@
+"""Writing what `planner calibrate` fitted: hardware profiles (only the fitted numbers of the efficiency block
+change, each keeping its source comment and saying what it was) and the `fitted:` block of engine profiles.
+Every file is written atomically (a temporary file, then a rename): a failed write leaves the old one.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import yaml
+
+from planner.engine import Fitted
+from planner.errors import PlannerError
+from planner.fit.calibrate import FitResult
+from planner.fit.params import SCALES
+from planner.hardware import HardwareProfile
+
+CALIBRATED_HEADER = "# Calibrated profile:"
+
+
+def _atomic(target: Path, text: str) -> None:
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        tmp.replace(target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise PlannerError(f"cannot write {str(target)!r}: {e.strerror}") from None
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}" if 1e-3 <= abs(v) < 1e4 or v == 0 else f"{v:.4e}"
+
+
+def _efficiency_lines(lines: list[str], values: dict[str, float], fitted_note: str) -> list[str]:
+    """The efficiency block with the fitted values substituted line by line (comments kept)."""
+    start = next((i for i, line in enumerate(lines) if line.startswith("efficiency:")), None)
+    if start is None:
+        raise PlannerError("the profile has no efficiency: block to calibrate")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1].isalpha()), len(lines))
+    out = lines[: start + 1]
+    table = None
+    seen_fitted = False
+    for line in lines[start + 1 : end]:
+        key = line.strip().split(":", 1)[0]
+        indent = len(line) - len(line.lstrip())
+        if indent == 2:
+            table = key
+        new = line
+        if indent == 2 and key in values and key not in SCALES:
+            new = _replace_scalar(line, key, values[key])
+        elif table in ("matmul", "matmul_fp8") and "matmul_scale" in values and "efficiency:" in line:
+            new = _scale_inline(line, ("efficiency",), values["matmul_scale"])
+        elif table == "attention" and "attention_scale" in values and "forward:" in line:
+            new = _scale_inline(line, ("forward", "backward"), values["attention_scale"])
+        if indent == 2 and key == "fitted":
+            new, seen_fitted = (
+                f"  fitted: {yaml.safe_dump(fitted_note, width=10**6).strip()}  # provenance of the fitted values",
+                True,
+            )
+        out.append(new)
+    if not seen_fitted:
+        out.append(f"  fitted: {yaml.safe_dump(fitted_note, width=10**6).strip()}  # provenance of the fitted values")
+    return out + lines[end:]
+
+
+def _replace_scalar(line: str, key: str, value: float) -> str:
+    code, _, comment = line.partition("#")
+    old = code.split(":", 1)[1].strip()
+    if old and _close(float(old), value):
+        return line
+    note = f"calibrated (was {old})"
+    return f"  {key}: {_num(value)}  # {note}" + (f"; {comment.strip()}" if comment else "")
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def _scale_inline(line: str, fields: tuple[str, ...], scale: float) -> str:
+    if _close(scale, 1.0):
+        return line
+    code, sep, comment = line.partition("#")
+    for f in fields:
+        code = re.sub(
+            rf"({f}:\s*)([0-9.eE+-]+)", lambda m: f"{m.group(1)}{min(0.98, float(m.group(2)) * scale):.4f}", code
+        )
+    return f"{code.rstrip()}  # x{scale:.3f} calibrated" + (f"; {comment.strip()}" if sep else "")
+
+
+def write_hardware_profile(result: FitResult, hardware: str, source_text: str | None, out: Path) -> None:
+    """The fitted profile of one hardware: the source profile's text with its fitted numbers replaced, or a
+    dump of the profile when there is no text; named after the output file."""
+    today = date.today().isoformat()
+    n = sum(o.hardware.name == hardware for o in result.observations)
+    note = (
+        f"planner calibrate {today}: {n} runs ({', '.join(result.names)}); median |step error| "
+        f"{result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over all fitted runs"
+    )
+    values = result.hardware_values.get(hardware, {})
+    name = out.stem
+    if source_text:
+        lines = [line for line in source_text.splitlines() if not line.startswith(CALIBRATED_HEADER)]
+        lines = _efficiency_lines(lines, values, note)
+        lines = [f"name: {name}" if line.startswith("name:") else line for line in lines]
+        text = "\n".join(lines) + "\n"
+    else:
+        doc = result.fitted[hardware].model_dump(mode="json")
+        doc["name"] = name
+        doc["efficiency"]["fitted"] = note
+        text = yaml.safe_dump(doc, sort_keys=False)
+    header = f"{CALIBRATED_HEADER} fitted by planner calibrate on {today} from {result.bases[hardware].name}.\n"
+    _atomic(out, header + text)
+
+
+def fitted_block(fitted: dict[str, Fitted]) -> str:
+    lines = ["fitted:                                    # by planner calibrate: per hardware profile, with provenance"]
+    for hw, f in sorted(fitted.items()):
+        doc = {k: v for k, v in f.model_dump().items() if v is not None}
+        lines.append(f"  {hw}: {yaml.safe_dump(doc, default_flow_style=True, width=10**6).strip()}")
+    return "\n".join(lines) + "\n"
+
+
+def write_engine_fitted(engine_path: Path, out: Path, fitted: dict[str, Fitted]) -> None:
+    """The engine profile at `engine_path` with `fitted` merged into its `fitted:` block (other hardware kept),
+    written to `out` (the same path to update it in place)."""
+    from planner.io.catalog import load_yaml
+
+    text = engine_path.read_text()
+    doc = load_yaml(engine_path) or {}
+    merged = {k: Fitted(**v) for k, v in (doc.get("fitted") or {}).items()}
+    merged.update(fitted)
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("fitted:")), None)
+    if start is not None:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i][:1].isalpha()), len(lines))
+        lines = lines[:start] + lines[end:]
+    body = "\n".join(lines).rstrip("\n") + "\n"
+    _atomic(out, body + fitted_block(merged))
+
+
+def hardware_output(out: str, hardware: list[HardwareProfile]) -> dict[str, Path]:
+    """Where each fitted profile goes: `out` itself for one profile (a .yaml file), out/NAME.yaml for several."""
+    path = Path(out)
+    if len(hardware) == 1 and path.suffix in (".yaml", ".yml"):
+        return {hardware[0].name: path}
+    if path.suffix in (".yaml", ".yml"):
+        raise PlannerError(f"-o {out}: with {len(hardware)} --hardware profiles, give a directory")
+    return {h.name: path / f"{h.name}.yaml" for h in hardware}
+
+
+def write_engine_outputs(result: FitResult, out_dir: Path, names: dict[str, str]) -> list[Path]:
+    """Every catalog engine, and every engine of the data, with its factors on each fitted hardware (keyed by
+    the calibrated profile's name): its own where it had runs, the shared terms where it had none."""
+    from planner.io.catalog import engine_source_path, list_engines
+
+    engines = sorted(set(list_engines()) | {o.engine.name for o in result.observations})
+    written = []
+    for e in engines:
+        source = engine_source_path(e)
+        if not source.is_file():
+            continue
+        fitted = {names.get(h, h): result.factors(e, h) for h in result.fitted}
+        target = out_dir / f"{e}.yaml"
+        write_engine_fitted(source, target, fitted)
+        written.append(target)
+    return written
