@@ -88,17 +88,33 @@ def test_tp_overlap_hides_tp():
 
 def test_zero3_moves_one_and_a_half_times_zero0_bytes():
     """ZeRO-3: 2 all-gathers + 1 reduce-scatter = 3(n−1)/n·Ψ vs 2(n−1)/n·Ψ for DDP (ZeRO paper Sec. 7, which
-    DeepSpeed implements: 16-bit gradients and weights on the wire)."""
+    DeepSpeed implements: 16-bit gradients and weights on the wire). Latencies set to 0: bytes only."""
     hw, tr = make_hw(), make_engine("deepspeed")
+    tr = tr.model_copy(update={"comm": tr.comm.model_copy(update={"collective_launch_s": 0.0})})
+    hw = hw.model_copy(
+        update={
+            "intra_node": hw.intra_node.model_copy(update={"latency_s": 0.0}),
+            "inter_node": hw.inter_node.model_copy(update={"latency_s": 0.0}),
+        }
+    )
     plans = [Plan(dp=16, zero=z, micro_batch=1, global_batch=16, seq_len=2048) for z in (0, 3)]
     totals = []
     for p in plans:
         totals.append(dp_comm(GPT, hw, p, tr, stage=0, compute=stage_compute(GPT, hw, p, tr, 0))[0])
     dense = rank_params(GPT, layer_layout(GPT.num_layers, 1, 1), tp=1, ep=1, rank=0).dense
     link = group_link(hw, n=16, stride=1)
-    lat = link.latency_s * 30
-    assert totals[0] == pytest.approx(lat + 2 * 15 / 16 * dense * 2 / link.bandwidth_bytes_per_s)
-    assert (totals[1] - 45 * link.latency_s) == pytest.approx(1.5 * (totals[0] - lat))
+    assert totals[0] == pytest.approx(2 * 15 / 16 * dense * 2 / link.bandwidth_bytes_per_s)
+    assert totals[1] == pytest.approx(1.5 * totals[0])
+
+
+def test_small_messages_reach_less_bandwidth_and_pay_per_call():
+    """NCCL's protocol ramp (half the bandwidth at efficiency.half_bandwidth_bytes) and base cost per call."""
+    link = Link(bandwidth_bytes_per_s=100e9, latency_s=0.0, intra_node=True, base_s=10e-6, half_bytes=20e6)
+    one = collective_s("all_gather", 1e9, 8, link)
+    chunked = collective_s("all_gather", 1e9, 8, link, chunk_bytes=20e6)
+    assert one == pytest.approx(10e-6 + 7 / 8 * 1e9 / (100e9 * 1e9 / (1e9 + 20e6)))
+    assert chunked == pytest.approx(50 * 10e-6 + 7 / 8 * 1e9 / (100e9 * 0.5))
+    assert chunked > 1.9 * one
 
 
 @settings(max_examples=50, deadline=None)

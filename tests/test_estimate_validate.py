@@ -142,16 +142,12 @@ def cross_validation():
 
 def test_leave_one_family_out_transfers(cross_validation):
     """Issue 12: fit on every family but one, predict the one left out (throughput, median |error| per
-    family). Bar: the median over families <= 15%. The issue's second bar, no family beyond 30%, holds for
-    every family but torchtitan on H100 (35% with the shipped profiles): those runs ran on 500 W, 2.4 TB/s H100s
-    that the runs file maps to the 700 W h100-sxm profile (its notes say so per run), a gap no other family can
-    teach the fit. The bound here is what is achieved plus 2 points, so that a regression shows."""
+    family). Bars: the median over families <= 15%, no family beyond 30%."""
     families = {f.family: f for f in cross_validation}
     assert len(families) >= 6
     held = sorted(f.held_out_median_abs_pct for f in cross_validation)
     assert statistics.median(held) <= 15
-    assert max(held) <= 37
-    assert sum(h > 30 for h in held) <= 1
+    assert max(held) <= 30
     for f in cross_validation:  # in-sample is never worse than held out by much, and tight
         assert f.in_sample_median_abs_pct <= 12
 

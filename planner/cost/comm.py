@@ -1,7 +1,10 @@
 """Collectives and link tiers: the alpha–beta time of one collective on the link tier its group uses.
 
-time = steps·latency + bytes_on_the_wire / (bandwidth · efficiency) (Hockney 1994; Thakur, Rabenseifner
-& Gropp 2005 for the ring algorithms). Rank order is Megatron's: tp innermost (stride 1), then cp
+time = calls·(base + steps·latency) + bytes_on_the_wire / (bandwidth · efficiency · ramp(message)) (Hockney
+1994; Thakur, Rabenseifner & Gropp 2005 for the ring algorithms): a collective split into calls (buckets,
+FSDP units) pays NCCL's fixed cost per call (tuning.cc base latency) and reaches only a share of the link's
+large-message bandwidth, size / (size + half), the protocol ramp nccl-tests sweeps show.
+Rank order is Megatron's: tp innermost (stride 1), then cp
 (stride tp), then dp (stride tp·cp; ep carved out of dp·cp, stride tp), pp outermost (stride tp·cp·dp).
 A group of n ranks with stride k lies inside one node iff n·k ≤ gpus_per_node; otherwise it crosses
 nodes and runs at min(intra, inter per-GPU share) bandwidth with the inter-node latency (DESIGN.md,
@@ -19,9 +22,16 @@ from planner.hardware import HardwareProfile
 class Link:
     """What one group's collectives run on."""
 
-    bandwidth_bytes_per_s: float  # achieved: link bandwidth × efficiency
-    latency_s: float
+    bandwidth_bytes_per_s: float  # achieved on large messages: link bandwidth × efficiency
+    latency_s: float  # per ring step
     intra_node: bool
+    base_s: float = 0.0  # fixed cost per collective call (efficiency.collective_base_s)
+    half_bytes: float = 0.0  # message size reaching half the bandwidth (efficiency.half_bandwidth_bytes)
+
+    def ramp(self, message_bytes: float) -> float:
+        """The share of the large-message bandwidth a message of this size reaches."""
+        h = self.half_bytes
+        return 1.0 if h <= 0 else message_bytes / (message_bytes + h)
 
 
 def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
@@ -36,11 +46,12 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     """
     eff = hw.efficiency
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
+    base, half = eff.collective_base_s, eff.half_bandwidth_bytes
     if n * stride <= hw.gpus_per_node:
-        return Link(intra_bw, hw.intra_node.latency_s, True)
+        return Link(intra_bw, hw.intra_node.latency_s, True, base, half)
     k = max(1, min(n, hw.gpus_per_node // stride))
     inter_bw = hw.inter_node.bandwidth_bytes_per_s * eff.inter_node
-    return Link(min(intra_bw, k * inter_bw), hw.inter_node.latency_s, False)
+    return Link(min(intra_bw, k * inter_bw), hw.inter_node.latency_s, False, base, half)
 
 
 def ring_steps(kind: str, n: int) -> tuple[float, float]:
@@ -59,9 +70,15 @@ def collective_bytes(kind: str, nbytes: float, n: int) -> float:
     return 0.0 if n <= 1 else ring_steps(kind, n)[1] * nbytes
 
 
-def collective_s(kind: str, nbytes: float, n: int, link: Link) -> float:
-    """Alpha–beta time of one collective on a buffer of `nbytes` (full size, before sharding)."""
+def collective_s(kind: str, nbytes: float, n: int, link: Link, *, chunk_bytes: float | None = None) -> float:
+    """Alpha–beta time of a collective on a buffer of `nbytes` (full size, before sharding), issued as calls of
+    `chunk_bytes` each (default: one call): every call pays the base and ring latency, and the bandwidth is
+    the share its message size reaches."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     steps, frac = ring_steps(kind, n)
-    return steps * link.latency_s + frac * nbytes / link.bandwidth_bytes_per_s
+    chunk = nbytes if not chunk_bytes or chunk_bytes >= nbytes else chunk_bytes
+    calls = max(1.0, nbytes / chunk)
+    return calls * (link.base_s + steps * link.latency_s) + frac * nbytes / (
+        link.bandwidth_bytes_per_s * link.ramp(chunk)
+    )

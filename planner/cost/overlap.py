@@ -41,7 +41,7 @@ def layer_comm(
     """TP is exposed unless the engine overlaps it with the layer's GEMMs (Wang et al. 2022; torchtitan
     async TP, Megatron --tp-comm-overlap). The CP ring hides behind the attention core, forward and
     backward (Liu et al. 2023); only the excess shows. Host cost per collective call is always exposed."""
-    tr = layer_traffic(model, hw, plan, moe=moe)
+    tr = layer_traffic(model, hw, plan, engine, moe=moe)
     tp = tr.tp_passes * tr.tp_one_s
     tp_exp = max(0.0, tp - layer.gemm_forward_s - layer.gemm_backward_s) if engine.comm.tp_overlap else tp
     co = tr.call_s
@@ -69,9 +69,11 @@ def dp_comm(
     """(total, exposed) seconds of data-parallel communication per step for pipeline rank `stage`.
 
     Gradient reduction overlaps the backward it follows except the last bucket (one layer's share): once,
-    after the last micro-batch, or after every micro-batch, as the engine reduces. Weights gathered layer by
-    layer in every micro-batch (ZeRO-3/FSDP) are prefetched behind the previous layer; weights all-gathered
-    once after the optimizer step are exposed (Rajbhandari et al. 2020, Sec. 7; Zhao et al. 2023, FSDP).
+    after the last micro-batch, or after every micro-batch, as the engine reduces; an engine that does not
+    overlap it (DeepSpeed's overlap_comm off) exposes all of it. Weights gathered layer by layer in every
+    micro-batch (ZeRO-3/FSDP) are prefetched behind the previous layer; weights all-gathered once after the
+    optimizer step are exposed, or hidden behind the first micro-batch's forward when the engine overlaps them
+    (Megatron --overlap-param-gather) (Rajbhandari et al. 2020, Sec. 7; Zhao et al. 2023, FSDP).
     """
     if plan.dp * plan.cp == 1:
         return 0.0, 0.0
@@ -95,7 +97,11 @@ def dp_comm(
         red_exp = max(0.0, red - bwd) + red / layers
         return (m * (gathers * ag + calls) + red + co * units, m * (fwd_exp + bwd_exp + calls) + red_exp + co * units)
     gather = ag if zero.weight_gather == "step" else 0.0
+    gather_exp = gather
+    if gather and engine.comm.param_gather_overlap:
+        gather_exp = max(0.0, gather - compute.forward_s) + gather / layers
     reduces = 1 if zero.grad_reduce == "step" else m
     calls = co * (reduces + (1 if gather else 0))
-    exposed = reduces * (max(0.0, red - bwd) + red / layers) if reduces > 1 else max(0.0, red - bwd) + red / layers
-    return reduces * red + gather + calls, exposed + gather + calls
+    overlap = engine.comm.grad_overlap if zero.grad_overlap is None else zero.grad_overlap
+    one_exp = max(0.0, red - bwd) + red / layers if overlap else red
+    return reduces * red + gather + calls, reduces * one_exp + gather_exp + calls

@@ -82,7 +82,7 @@ def stage_comm(
     ml = (
         layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True)) if nm else dl
     )
-    pp = pp_microbatch_s(model, hw, plan)
+    pp = pp_microbatch_s(model, hw, plan, engine)
     dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
     return CommBreakdown(
         stage=stage,

@@ -30,10 +30,10 @@ class LayerTraffic:
     cp_ring_s: float  # one pass of the KV ring (cp − 1 steps); backward sends twice as much
     cp_recompute: bool  # full recompute runs the forward ring again
     ep_s: float  # every expert all-to-all of the layer (MoE layers only)
-    call_s: float  # host cost of one collective call (efficiency.collective_overhead_s)
+    call_s: float  # host cost of one collective call (hardware collective_overhead_s + engine launch cost)
 
 
-def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, *, moe: bool) -> LayerTraffic:
+def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, moe: bool) -> LayerTraffic:
     """TP: 2 all-reduces of b·s·h forward + 2 backward (Narayanan 2021 Sec. 3, Megatron's f/g operators),
     2 more when full recompute reruns the forward; with SP each becomes a reduce-scatter + all-gather of
     the same bytes (Korthikanti 2022 Sec. 4.2.2), so the time is the same. CP: ring exchange of the local
@@ -47,7 +47,7 @@ def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, *, moe: boo
     tp_one = collective_s(
         "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1)
     )
-    co = hw.efficiency.collective_overhead_s
+    co = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
     ring = 0.0
     if plan.cp > 1:
         kv_loc = max(model.kv_heads / plan.tp, 1.0) * model.head_size
@@ -60,7 +60,7 @@ def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, *, moe: boo
     return LayerTraffic(n_pass, tp_one, ring, full, ep, co)
 
 
-def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
+def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> float:
     """Per micro-batch per stage: one activation send forward and one gradient send backward of
     b·s·h/cp (/tp with SP) bytes, × vpp chunk boundaries interleaved (Narayanan 2021 Sec. 2.2, 4.1)."""
     if plan.pp == 1:
@@ -74,7 +74,8 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> float:
         / (plan.tp if plan.sp else 1)
     )
     link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp)
-    return 2 * plan.vpp * (collective_s("p2p", nbytes, 2, link) + hw.efficiency.collective_overhead_s)
+    call = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
+    return 2 * plan.vpp * (collective_s("p2p", nbytes, 2, link) + call)
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,10 @@ def dp_groups(plan: Plan) -> tuple[int, int]:
     return plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
 
 
-def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan: Plan) -> float:
+def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan: Plan, chunk_b: float) -> float:
     n, ne = dp_groups(plan)
-    return collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp)) + collective_s(
-        kind, expert_b, ne, group_link(hw, n=ne, stride=plan.tp * plan.ep)
+    return collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp), chunk_bytes=chunk_b) + collective_s(
+        kind, expert_b, ne, group_link(hw, n=ne, stride=plan.tp * plan.ep), chunk_bytes=chunk_b
     )
 
 
@@ -109,8 +110,18 @@ def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
     params = plan_params(model, plan, engine, stage)
     zero = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, zero)
-    red = _dp_s(zero.grad_collective, params.dense * per.gradients, params.expert * per.gradients, hw, plan)
-    ag = _dp_s("all_gather", params.dense * per.compute, params.expert * per.compute, hw, plan)
+    per_unit = zero.weight_gather in ("microbatch", "microbatch_forward") or zero.gathered_weights == "unit"
+    chunk = params.largest_unit if per_unit else engine.comm.bucket_params(plan.dp * plan.cp)
+    red = _dp_s(
+        zero.grad_collective,
+        params.dense * per.gradients,
+        params.expert * per.gradients,
+        hw,
+        plan,
+        chunk * per.gradients,
+    )
+    ag = _dp_s("all_gather", params.dense * per.compute, params.expert * per.compute, hw, plan, chunk * per.compute)
     n, ne = dp_groups(plan)
-    co = hw.efficiency.collective_overhead_s * ((n > 1) + (ne > 1 and params.expert > 0))
+    call = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
+    co = call * ((n > 1) + (ne > 1 and params.expert > 0))
     return DpTraffic(red, ag, co, params.total * per.gradients, params.total * per.compute)

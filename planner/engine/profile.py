@@ -78,6 +78,11 @@ class ZeroStage(Frozen):
     excludes: tuple[Dimension, ...] = Field(
         (), description="parallel dimensions the mechanism cannot combine with when dp·cp > 1"
     )
+    grad_overlap: bool | None = Field(
+        None,
+        description="whether this stage overlaps its gradient reduction with the backward (default: the "
+        "engine's comm.grad_overlap; DeepSpeed overlaps only in ZeRO-3)",
+    )
     untied_embeddings: bool = Field(
         False, description="the mechanism needs an output layer not tied to the embedding (Megatron with torch FSDP2)"
     )
@@ -240,6 +245,22 @@ class Comm(Frozen):
         allow_inf_nan=False,
         description="host-side cost of issuing one collective (framework dispatch, stream sync), exposed",
     )
+    dp_bucket_params: float = Field(
+        4e7,
+        gt=0,
+        allow_inf_nan=False,
+        description="parameters per gradient-reduction call of a replicated or optimizer-sharded stage (Megatron "
+        "ddp bucket, DDP bucket_cap_mb, DeepSpeed reduce_bucket_size); FSDP-style stages reduce per unit",
+    )
+    dp_bucket_params_per_rank: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="the bucket grows with the data-parallel size: max(dp_bucket_params, this x dp·cp) (Megatron)",
+    )
+
+    def bucket_params(self, dp: int) -> float:
+        return max(self.dp_bucket_params, self.dp_bucket_params_per_rank * dp)
 
 
 class Fitted(Frozen):
