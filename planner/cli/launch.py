@@ -30,7 +30,7 @@ from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
 from planner.io.planfile import read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
-from planner.launch.emit import write_target
+from planner.launch.emit import emit as emit_target
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.runner import comparison, dry_run, predicted, read_profile, run_torchrun
 from planner.launch.spec import shrink
@@ -64,7 +64,10 @@ def launch(
     precision: PrecisionOpt = None,
     schedule: ScheduleOpt = None,
     nproc: Annotated[Optional[int], Opt(help="processes per node (default: plan gpus / nnodes)")] = None,
-    nnodes: Annotated[int, Opt(help="nodes")] = 1,
+    nnodes: Annotated[
+        Optional[int],
+        Opt(help="nodes (default: 1 to run here; --emit torchrun|slurm|k8s: whole nodes of the hardware profile)"),
+    ] = None,
     steps: Annotated[int, Opt(help="optimizer steps")] = 8,
     warmup: Annotated[int, Opt(help="warm-up steps left out of the median")] = 2,
     layers: Annotated[Optional[int], Opt(help="rehearsal: this many layers")] = None,
@@ -78,6 +81,7 @@ def launch(
     max_restarts: Annotated[int, Opt(help="torchrun restarts of failed workers")] = 0,
     emit: Annotated[Optional[str], Opt(help="torchrun | slurm | k8s | megatron | torchtitan | deepspeed")] = None,
     out: Annotated[Optional[Path], Opt(help="directory for --emit files")] = None,
+    image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
     profile_out: Annotated[Path, Opt(help="profile JSON path")] = Path("planner-launch-profile.json"),
     timeout_s: Annotated[float, Opt(help="collective timeout in seconds (a hung rank fails, not hangs)")] = 120.0,
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
@@ -106,7 +110,23 @@ def launch(
     )
     the_plan = r.plan
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=the_plan.tp) if (layers or hidden) else r.model
-    if nnodes < 1 or the_plan.gpus % nnodes:
+    if emit is not None:
+        if out is None:
+            raise PlannerError("--emit needs --out DIR")
+        cfg = RunConfig(
+            model=r.model_ref, plan=the_plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
+            hardware=r.hardware.name, engine=engine or WORKER_ENGINE,
+            checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
+            resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
+        )  # fmt: skip
+        path = emit_target(
+            emit, cfg, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
+            nproc=nproc, max_restarts=max_restarts, image=image, force=force,
+        )  # fmt: skip
+        typer.echo(f"wrote {path}")
+        return
+    nnodes = nnodes or 1
+    if the_plan.gpus % nnodes:
         raise PlannerError(f"plan gpus={the_plan.gpus} must be divisible by --nnodes {nnodes}")
     per_node = nproc or the_plan.gpus // nnodes
     model_ref = str(Path(r.model_ref).resolve()) if Path(r.model_ref).exists() else r.model_ref
@@ -126,12 +146,6 @@ def launch(
         profile_out=str(profile_out.resolve()),
         timeout_s=timeout_s,
     )
-    if emit is not None:
-        if out is None:
-            raise PlannerError("--emit needs --out DIR")
-        path = write_target(emit, cfg, rehearsal, out, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts)
-        typer.echo(f"wrote {path}")
-        return
     assert env is not None
     pred = predicted(rehearsal, r.hardware, the_plan, r.engine)
     report = dry_run(

@@ -191,4 +191,4 @@ def _split_rule(split: str) -> str:
         )
     if split == "torchtitan":
         return "torchtitan needs at most num_layers + 2 stages"
-    return "more chunks than layers"
+    return "every chunk needs a transformer layer: pp·vpp at most num_layers"

@@ -6,6 +6,7 @@ engine's rules reject a plan whose layers the engine cannot split.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 Split = Literal["even", "megatron", "torchtitan"]
@@ -23,7 +24,17 @@ def even_chunk_sizes(num_layers: int, num_chunks: int) -> list[int]:
     return sizes
 
 
-def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
+@dataclass(frozen=True)
+class MegatronSplit:
+    """How Megatron-LM splits the layers, and with which options (what the megatron emitter writes)."""
+
+    sizes: tuple[int, ...]  # transformer layers per chunk, model order
+    method: Literal["even", "account_embedding_loss", "account_loss", "first_last"]
+    first: int = 0  # first_last: transformer layers on the first and the last pipeline rank
+    last: int = 0
+
+
+def megatron_split(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
     """How Megatron-LM can split the layers, in the order a user reaches for the options (None: it cannot).
 
     1. Even: L divisible by pp·vpp (megatron/training/arguments.py, "Number of layers should be divisible by
@@ -38,14 +49,15 @@ def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None
     """
     chunks = pp * vpp
     if num_layers % chunks == 0:
-        return [num_layers // chunks] * chunks
-    for extra, first_less in ((2, 1), (1, 0)):
-        if (num_layers + extra) % chunks == 0:
-            n = (num_layers + extra) // chunks
-            sizes = [n] * chunks
-            sizes[0] -= first_less
-            sizes[-1] -= 1
-            return sizes if chunks > 1 else None
+        return MegatronSplit(tuple([num_layers // chunks] * chunks), "even")
+    if chunks > 1:
+        for extra, first_less, method in ((2, 1, "account_embedding_loss"), (1, 0, "account_loss")):
+            if (num_layers + extra) % chunks == 0:
+                n = (num_layers + extra) // chunks
+                sizes = [n] * chunks
+                sizes[0] -= first_less
+                sizes[-1] -= 1
+                return MegatronSplit(tuple(sizes), method)  # type: ignore[arg-type]
     if pp < 2:
         return None
     m = -(-num_layers // pp)
@@ -58,9 +70,14 @@ def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None
         last = rest - first
         if rest % vpp == 0 and last <= m:
             per_rank = [first] + [m] * (pp - 2) + [last]
-            return [per_rank[c % pp] // vpp for c in range(chunks)]
+            return MegatronSplit(tuple(per_rank[c % pp] // vpp for c in range(chunks)), "first_last", first, last)
         m += vpp
     return None
+
+
+def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
+    split = megatron_split(num_layers, pp, vpp)
+    return None if split is None else list(split.sizes)
 
 
 def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
@@ -85,4 +102,6 @@ def chunk_sizes(num_layers: int, pp: int, vpp: int, split: Split = "even") -> li
         return megatron_chunk_sizes(num_layers, pp, vpp)
     if split == "torchtitan":
         return torchtitan_chunk_sizes(num_layers, pp, vpp)
+    if pp * vpp > num_layers:  # every chunk holds a transformer layer
+        return None
     return even_chunk_sizes(num_layers, pp * vpp)

@@ -65,35 +65,52 @@ def test_cp_on_cpu_is_refused_before_starting(capsys, tiny_path):
 
 
 @pytest.mark.parametrize(
-    "kind,name",
+    "kind,name,extra",
     [
-        ("slurm", "launch.slurm"),
-        ("k8s", "pytorchjob.yaml"),
-        ("torchrun", "torchrun.sh"),
-        ("megatron", "megatron_args.sh"),
-        ("torchtitan", "torchtitan.toml"),
-        ("deepspeed", "deepspeed.json"),
+        ("slurm", "launch.slurm", ["--zero", "1"]),
+        ("k8s", "pytorchjob.yaml", ["--zero", "1", "--image", "registry.example/planner:1"]),
+        ("torchrun", "torchrun.sh", ["--zero", "1"]),
+        ("megatron", "megatron_args.sh", ["--sp"]),
+        ("torchtitan", "torchtitan.toml", ["--model", "llama3-8b", "--sp", "--zero", "3"]),
+        ("deepspeed", "deepspeed.json", ["--tp", "1", "--dp", "8"]),
     ],
 )
-def test_emit_writes_files(capsys, tiny_path, tmp_path, kind, name):
-    code, out, _ = _run(
-        capsys,
-        "--model",
-        tiny_path,
-        "--dp",
-        "4",
-        "--tp",
-        "2",
-        "--nnodes",
-        "2",
-        "--seq-len",
-        "64",
-        "--emit",
-        kind,
-        "--out",
-        str(tmp_path),
-    )
-    assert code == 0 and (tmp_path / name).exists() and name in out
+def test_emit_writes_files(capsys, tiny_path, tmp_path, kind, name, extra):
+    code, out, err = _run(
+        capsys, "--model", tiny_path, "--dp", "4", "--tp", "2", "--nnodes", "2", "--seq-len", "64", *extra,
+        "--emit", kind, "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0 and (tmp_path / name).exists() and name in out, err
+    text = (tmp_path / name).read_text()
+    assert str(tmp_path) not in text and "/work/" not in text  # no path of the machine that wrote it
+
+
+@pytest.mark.parametrize(
+    "kind,extra,says",
+    [
+        ("torchtitan", ["--sp", "--zero", "3"], "no model with the architecture"),  # tiny is no torchtitan flavor
+        ("slurm", [], "zero=0"),  # the worker's DDP runs data parallelism alone, not with tp=2
+        ("k8s", ["--zero", "1"], "--image"),
+        ("deepspeed", ["--pp", "2", "--dp", "2", "--zero", "2", "--global-batch", "8"], "zero=2"),
+    ],
+)
+def test_emit_refuses_what_the_target_refuses(capsys, tiny_path, tmp_path, kind, extra, says):
+    code, _, err = _run(
+        capsys, "--model", tiny_path, "--dp", "4", "--tp", "2", "--seq-len", "64", *extra, "--emit", kind,
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 2 and says in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # nothing half-written
+
+
+def test_cluster_targets_take_whole_nodes_of_the_profile(capsys, tmp_path):
+    code, _, err = _run(
+        capsys, "--model", "llama3-8b", "--hardware", "h100-sxm", "--dp", "1024", "--zero", "3",
+        "--global-batch", "1024", "--seq-len", "2048", "--emit", "slurm", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0, err
+    text = (tmp_path / "launch.slurm").read_text()
+    assert "#SBATCH --nodes=128" in text and "#SBATCH --gpus-per-node=8" in text
 
 
 def test_emit_needs_out(capsys, tiny_path):

@@ -82,7 +82,7 @@ def test_torchrun_script_is_valid_bash_with_c10d():
 
 
 def test_k8s_manifest_parses_and_carries_the_plan(tmp_path):
-    path = write_target("k8s", CFG, GQA, tmp_path, nnodes=3, per_node=8)
+    path = write_target("k8s", CFG, GQA, tmp_path, nnodes=3, per_node=8, image="registry.example/planner:1")
     doc = yaml.safe_load(path.read_text())
     assert doc["kind"] == "PyTorchJob" and doc["apiVersion"] == "kubeflow.org/v1"
     specs = doc["spec"]["pytorchReplicaSpecs"]
@@ -92,7 +92,9 @@ def test_k8s_manifest_parses_and_carries_the_plan(tmp_path):
     assert container["command"][:2] == ["torchrun", "--nnodes"] and "planner.launch.worker" in container["command"]
     assert json.loads(doc["metadata"]["annotations"]["planner/plan"]) == PLAN.model_dump()
     assert {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"} in container["env"]
-    assert "Worker" not in k8s_manifest(CFG, nnodes=1, nproc_per_node=8)["spec"]["pytorchReplicaSpecs"]
+    assert container["image"] == "registry.example/planner:1"
+    one = k8s_manifest(CFG, nnodes=1, nproc_per_node=8, image="x")
+    assert "Worker" not in one["spec"]["pytorchReplicaSpecs"]
 
 
 def _flag(args: list[str], name: str) -> str:
@@ -125,19 +127,20 @@ def test_megatron_maps_every_plan_field():
 
 
 def test_torchtitan_toml_maps_every_plan_field():
-    text, mapping = torchtitan_toml(GQA, PLAN)
+    text, mapping = torchtitan_toml(GQA, PLAN.model_copy(update={"zero": 2}))
     assert set(mapping) == set(Plan.model_fields)
     doc = tomllib.loads(text)
     par, tr = doc["parallelism"], doc["training"]
     assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (2, 1)
-    assert par["fsdp_reshard_after_forward"] == "never"  # zero 1 -> no reshard
+    assert par["fsdp_reshard_after_forward"] == "never"  # zero 2 -> no reshard
     assert (
         par["tensor_parallel_degree"],
         par["pipeline_parallel_degree"],
         par["context_parallel_degree"],
         par["expert_parallel_degree"],
     ) == (2, 2, 1, 1)
-    assert par["pipeline_parallel_schedule"] == "Interleaved1F1B" and par["pipeline_parallel_layers_per_stage"] == 2
+    # Interleaved1F1B runs 2 stages per rank by default: vpp 2 needs no layers_per_stage (pipeline_parallel.py)
+    assert par["pipeline_parallel_schedule"] == "Interleaved1F1B" and "pipeline_parallel_layers_per_stage" not in par
     assert par["pipeline_parallel_microbatch_size"] == 2
     assert (tr["global_batch_size"], tr["local_batch_size"], tr["seq_len"]) == (32, 16, 2048)
     assert tr["mixed_precision_param"] == "bfloat16" and doc["activation_checkpoint"]["mode"] == "selective"

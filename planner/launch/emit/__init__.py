@@ -4,21 +4,106 @@ engine targets write the configuration that engine reads (megatron, torchtitan, 
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
+from planner.engine import Engine
 from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
 from planner.launch.command import RunConfig
 from planner.launch.emit import deepspeed, k8s, megatron, slurm, torchrun, torchtitan
+from planner.launch.emit.checks import CLUSTER_TARGETS, ENGINE_TARGETS, cluster_problems, engine_problems_for
 from planner.specs import ModelSpec
 
-CLUSTER_TARGETS = ("torchrun", "slurm", "k8s")
-ENGINE_TARGETS = ("megatron", "torchtitan", "deepspeed")
+__all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target_text", "write_target"]
+
+
+def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> tuple[int, int]:
+    """(nodes, processes per node) of a cluster target: as given, else whole nodes of the hardware profile's
+    GPUs per node (a 1024-GPU plan on 8-GPU nodes is 128 nodes of 8, never one node of 1024)."""
+    if nnodes is None:
+        per = nproc or min(gpus, hw.gpus_per_node)
+        nnodes = -(-gpus // per)
+    per_node = nproc or gpus // nnodes
+    if nnodes < 1 or per_node < 1 or nnodes * per_node != gpus:
+        raise PlannerError(
+            f"--nnodes {nnodes} x --nproc {per_node} = {nnodes * per_node} processes, but the plan needs gpus={gpus}; "
+            f"give --nnodes dividing {gpus} (default: whole {hw.name} nodes of {hw.gpus_per_node})"
+        )
+    if per_node > hw.gpus_per_node and hw.name != "cpu":
+        raise PlannerError(
+            f"{per_node} processes per node, but a {hw.name} node has {hw.gpus_per_node} GPUs; use --nnodes "
+            f"{-(-gpus // hw.gpus_per_node)} or more"
+        )
+    return nnodes, per_node
+
+
+def _portable(ref: str, out: Path) -> str:
+    """A model or hardware reference a cluster node can resolve: a catalog name as is; a file copied next to
+    the emitted files and named relatively (no path of the machine that wrote them)."""
+    path = Path(ref)
+    if not path.is_file():
+        return ref
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if path.resolve() != (out / path.name).resolve():
+            shutil.copyfile(path, out / path.name)
+    except OSError as e:
+        raise PlannerError(f"cannot copy {ref!r} into {str(out)!r}: {e.strerror or e}") from None
+    return path.name
+
+
+def emit(
+    kind: str,
+    cfg: RunConfig,
+    model: ModelSpec,
+    out: Path,
+    *,
+    engine: Engine,
+    hardware: HardwareProfile,
+    hardware_ref: str,
+    nnodes: int | None = None,
+    nproc: int | None = None,
+    max_restarts: int = 0,
+    image: str | None = None,
+    force: bool = False,
+) -> Path:
+    """Check the plan as the target would, then write the target's file. Engine targets are checked against
+    that engine's profile (the engine `engine` is ignored for them); cluster targets get the pre-flight."""
+    from planner.io.catalog import load_engine
+
+    if kind not in CLUSTER_TARGETS + ENGINE_TARGETS:
+        raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
+    if kind in ENGINE_TARGETS:
+        problems = engine_problems_for(kind, model, cfg.plan, load_engine(kind))
+    else:
+        problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
+    if problems:
+        who = kind if kind in ENGINE_TARGETS else f"the planner worker it launches ({engine.name} engine)"
+        raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
+    if kind == "k8s" and not image:
+        raise PlannerError(
+            "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
+            "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
+        )
+    nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc) if kind in CLUSTER_TARGETS else (1, 1)
+    if kind in CLUSTER_TARGETS:
+        cfg = replace(cfg, model=_portable(cfg.model, out), hardware=_portable(hardware_ref, out))
+    return write_target(kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image)
 
 
 def target_text(
-    kind: str, cfg: RunConfig, model: ModelSpec, *, nnodes: int, per_node: int, max_restarts: int = 0
+    kind: str,
+    cfg: RunConfig,
+    model: ModelSpec,
+    *,
+    nnodes: int,
+    per_node: int,
+    max_restarts: int = 0,
+    image: str | None = None,
 ) -> tuple[str, str]:
     """(file name, text) of one target."""
     if kind == "torchrun":
@@ -30,7 +115,9 @@ def target_text(
             cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts
         )
     if kind == "k8s":
-        manifest = k8s.k8s_manifest(cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts)
+        manifest = k8s.k8s_manifest(
+            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts, image=image or "planner:latest"
+        )
         return k8s.FILE_NAME, yaml.safe_dump(manifest, sort_keys=False)
     if kind == "megatron":
         return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan)
@@ -42,10 +129,18 @@ def target_text(
 
 
 def write_target(
-    kind: str, cfg: RunConfig, model: ModelSpec, out: Path, *, nnodes: int, per_node: int, max_restarts: int = 0
+    kind: str,
+    cfg: RunConfig,
+    model: ModelSpec,
+    out: Path,
+    *,
+    nnodes: int,
+    per_node: int,
+    max_restarts: int = 0,
+    image: str | None = None,
 ) -> Path:
     """Write one target's file into `out` (created if needed), atomically; the path written."""
-    name, text = target_text(kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts)
+    name, text = target_text(kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image)
     try:
         out.mkdir(parents=True, exist_ok=True)
         path = out / name

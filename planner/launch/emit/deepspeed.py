@@ -10,6 +10,12 @@ from planner.specs import ModelSpec
 FILE_NAME = "deepspeed.json"
 
 
+def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
+    """What a DeepSpeed config cannot say beyond the engine's rules (none: pipelines need PipelineModule code,
+    which the config's notes say)."""
+    return []
+
+
 def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]]:
     """A DeepSpeed config. Fields DeepSpeed has no key for are kept under "planner" for reference."""
     cfg: dict = {

@@ -7,7 +7,6 @@ import json
 from planner.launch.command import RUN_ENV, WORKER_MODULE, RunConfig, worker_argv
 
 FILE_NAME = "pytorchjob.yaml"
-DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime"
 
 
 def k8s_manifest(
@@ -16,12 +15,13 @@ def k8s_manifest(
     nnodes: int,
     nproc_per_node: int,
     max_restarts: int = 0,
-    image: str = DEFAULT_IMAGE,
+    image: str,
     name: str = "planner-launch",
 ) -> dict:
     """A Kubeflow PyTorchJob: 1 Master + nnodes−1 Workers, one pod per node, nproc_per_node GPUs each.
 
-    The operator sets MASTER_ADDR/MASTER_PORT in every pod; torchrun rendezvouses there with c10d.
+    The operator sets MASTER_ADDR/MASTER_PORT in every pod; torchrun rendezvouses there with c10d. `image`
+    must hold torch and planner (and any model or hardware YAML the command names, in its working directory).
     """
     command = [
         "torchrun",

@@ -1,56 +1,128 @@
-"""Megatron-LM arguments for pretrain_gpt.py (pure)."""
+"""Megatron-LM arguments for pretrain_gpt.py (pure), as megatron/training/arguments.py validate_args accepts
+them (Megatron-Core 0.12+: --num-virtual-stages-per-pipeline-rank, the uneven-pipeline and account-for flags,
+--use-torch-fsdp2).
+"""
 
 from __future__ import annotations
 
-from planner.cost.stages import layer_layout
-from planner.launch.emit.common import layers_per_chunk
+from planner.engine.split import MegatronSplit, megatron_split
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
+VOCAB_DIVISIBLE_BY = 128  # --make-vocab-size-divisible-by default (arguments.py), what the cost model pads to
+
+
+def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
+    """What Megatron's arguments cannot say: the layer split (the engine's rules already refuse it)."""
+    return []
+
+
+def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
+    """The pipeline-split flags for the layout the cost model priced (engine/split.py megatron_split)."""
+    if plan.pp == 1:
+        return [], "pp=1: no pipeline split"
+    split = megatron_split(model.num_layers, plan.pp, plan.vpp)
+    assert split is not None  # the engine's rules refuse a plan Megatron cannot split
+    vpp = ["--num-virtual-stages-per-pipeline-rank", str(plan.vpp)] if plan.vpp > 1 else []
+    if split.method == "even":
+        if plan.vpp > 1:
+            per = model.num_layers // (plan.pp * plan.vpp)
+            return ["--num-layers-per-virtual-pipeline-stage", str(per)], f"even: {per} layers per virtual stage"
+        return [], f"even: {model.num_layers // plan.pp} layers per stage"
+    return vpp + _uneven_flags(split), _describe(split)
+
+
+def _uneven_flags(split: MegatronSplit) -> list[str]:
+    if split.method == "account_embedding_loss":
+        return ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    if split.method == "account_loss":
+        return ["--account-for-loss-in-pipeline-split"]
+    return [
+        "--decoder-first-pipeline-num-layers",
+        str(split.first),
+        "--decoder-last-pipeline-num-layers",
+        str(split.last),
+    ]
+
+
+def _describe(split: MegatronSplit) -> str:
+    """'account embedding loss: layers per chunk 0, 1 x 126, 0' (runs of equal counts collapsed)."""
+    runs: list[list[int]] = []
+    for n in split.sizes:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    text = ", ".join(f"{n} x {k}" if k > 1 else str(n) for n, k in runs)
+    return f"{split.method.replace('_', ' ')}: layers per chunk {text}"
+
+
+def _moe_args(model: ModelSpec) -> list[str]:
+    m = model.moe
+    if m is None:
+        return []
+    a = [
+        "--num-experts",
+        str(m.num_experts),
+        "--moe-router-topk",
+        str(m.top_k),
+        "--moe-ffn-hidden-size",
+        str(m.expert_ffn_hidden_size),
+        "--moe-token-dispatcher-type",
+        "alltoall",
+        "--moe-grouped-gemm",
+    ]
+    if m.num_shared_experts:
+        a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * m.expert_ffn_hidden_size)]
+    if m.layer_freq != 1:  # an explicit pattern: Megatron's integer form puts the first MoE layer at 0, ours at k-1
+        pattern = [1 if model.is_moe_layer(i) else 0 for i in range(model.num_layers)]
+        a += ["--moe-layer-freq", "[" + ",".join(map(str, pattern)) + "]"]
+    return a
+
+
+def _zero_args(plan: Plan) -> tuple[list[str], str]:
+    if plan.zero == 3:  # torch FSDP2: no distributed optimizer, no gradient-accumulation fusion (arguments.py)
+        return ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format", "torch_dist"], (
+            "zero=3: --use-torch-fsdp2 (with --no-gradient-accumulation-fusion, torch_dist checkpoints)"
+        )
+    a = []
+    if plan.zero == 1:
+        a.append("--use-distributed-optimizer")
+    if plan.dp * plan.cp > 1:
+        a.append("--overlap-grad-reduce")
+        if plan.zero == 1:
+            a.append("--overlap-param-gather")
+    return a, "zero=1: --use-distributed-optimizer (+ --overlap-grad-reduce --overlap-param-gather); zero=0: DDP"
 
 
 def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
     """Arguments for Megatron-LM's pretrain_gpt.py. dp is implied: world / (tp·pp·cp)."""
-    m: dict[str, str] = {}
     a = [
-        "--tensor-model-parallel-size",
-        str(plan.tp),
-        "--pipeline-model-parallel-size",
-        str(plan.pp),
-        "--context-parallel-size",
-        str(plan.cp),
-        "--expert-model-parallel-size",
-        str(plan.ep),
-    ]
-    m.update(
-        tp="--tensor-model-parallel-size",
-        pp="--pipeline-model-parallel-size",
-        cp="--context-parallel-size",
-        ep="--expert-model-parallel-size",
-        dp=f"implied: world size {plan.gpus} / (tp*pp*cp)",
-    )
-    if plan.vpp > 1:
-        a += [
-            "--num-layers-per-virtual-pipeline-stage",
-            str(layers_per_chunk(layer_layout(model.num_layers, plan.pp, plan.vpp), "megatron")),
-        ]
-        m["vpp"] = "--num-layers-per-virtual-pipeline-stage"
-    else:
-        m["vpp"] = "vpp=1: no virtual stages"
+        "--tensor-model-parallel-size", str(plan.tp),
+        "--pipeline-model-parallel-size", str(plan.pp),
+        "--context-parallel-size", str(plan.cp),
+        "--expert-model-parallel-size", str(plan.ep),
+    ]  # fmt: skip
+    m: dict[str, str] = {
+        "tp": "--tensor-model-parallel-size",
+        "pp": "--pipeline-model-parallel-size",
+        "cp": "--context-parallel-size",
+        "ep": "--expert-model-parallel-size",
+        "dp": f"implied: world size {plan.gpus} / (tp*pp*cp)",
+    }
+    split, m["vpp"] = _split_args(model, plan)
+    a += split
     m["schedule"] = (
-        "interleaved: set by --num-layers-per-virtual-pipeline-stage"
+        "interleaved: set by the virtual-stage flags"
         if plan.schedule == "interleaved"
-        else f"{plan.schedule}: Megatron always runs 1F1B (gpipe has no flag)"
+        else f"{plan.schedule}: Megatron runs 1F1B without virtual stages"
     )
     if plan.sp:
         a.append("--sequence-parallel")
     m["sp"] = "--sequence-parallel"
-    if plan.zero >= 1:
-        a.append("--use-distributed-optimizer")
-    if plan.zero == 3:
-        a += ["--use-torch-fsdp2"]
-    m["zero"] = "--use-distributed-optimizer (ZeRO-1/2); zero=3: --use-torch-fsdp2"
+    zero, m["zero"] = _zero_args(plan)
+    a += zero
     if plan.recompute == "selective":
         a += ["--recompute-granularity", "selective"]
     elif plan.recompute == "full":
@@ -69,34 +141,70 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         plan.precision
     ]
     m["precision"] = "--bf16 / --fp16 / --fp8-format hybrid (fp32: no flag)"
-    a += [
-        "--num-layers",
-        str(model.num_layers),
-        "--hidden-size",
-        str(model.hidden_size),
-        "--num-attention-heads",
-        str(model.num_attention_heads),
-        "--ffn-hidden-size",
-        str(model.ffn_hidden_size),
-        "--max-position-embeddings",
-        str(model.max_seq_len),
-        "--position-embedding-type",
-        "rope" if model.position_embedding == "rope" else "learned_absolute",
-        "--normalization",
-        "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm",
-    ]
+    a += _model_args(model, plan)
+    return a, m
+
+
+def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
+    a = [
+        "--num-layers", str(model.num_layers),
+        "--hidden-size", str(model.hidden_size),
+        "--num-attention-heads", str(model.num_attention_heads),
+        "--ffn-hidden-size", str(model.ffn_hidden_size),
+        "--max-position-embeddings", str(max(model.max_seq_len, plan.seq_len)),
+        "--position-embedding-type", "rope" if model.position_embedding == "rope" else "learned_absolute",
+        "--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm",
+        "--make-vocab-size-divisible-by", str(VOCAB_DIVISIBLE_BY),
+    ]  # fmt: skip
     if model.num_kv_heads and model.num_kv_heads < model.num_attention_heads:
         a += ["--group-query-attention", "--num-query-groups", str(model.num_kv_heads)]
+    if model.head_dim and model.head_dim != model.hidden_size // model.num_attention_heads:
+        a += ["--kv-channels", str(model.head_dim)]
     if model.mlp == "swiglu":
         a.append("--swiglu")
     if not model.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
     if not model.has_bias:
         a.append("--disable-bias-linear")
-    return a, m
+    return a + _moe_args(model)
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def device_connections(plan: Plan) -> str | None:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron requires it: 1 with tp > 1 or cp > 1 before Blackwell
+    (arguments.py: "Using tensor model parallelism or context parallelism require setting ... to 1"), but
+    not 1 under FSDP ("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset")."""
+    if plan.zero == 3:
+        return None
+    return "1" if (plan.tp > 1 or plan.cp > 1) else None
 
 
 def megatron_file(model: ModelSpec, plan: Plan) -> str:
-    args, _ = megatron_args(model, plan)
-    body = " \\\n  ".join(args)
-    return f"# Megatron-LM arguments for pretrain_gpt.py; plan: {plan.summary()}\nMEGATRON_ARGS=(\n  {body}\n)\n"
+    args, m = megatron_args(model, plan)
+    lines: list[str] = []
+    for arg in args:  # one flag per line, with its value
+        if arg.startswith("--") or not lines:
+            lines.append(arg)
+        else:
+            lines[-1] += f" {_quote(arg)}"
+    body = "\n  ".join(lines)
+    conn = device_connections(plan)
+    env = (
+        f"export CUDA_DEVICE_MAX_CONNECTIONS={conn}  # required by Megatron with tp/cp > 1 (H100 and earlier)\n"
+        if conn
+        else "unset CUDA_DEVICE_MAX_CONNECTIONS  # torch FSDP2 needs it > 1 or unset\n"
+        if plan.zero == 3
+        else ""
+    )
+    return (
+        f"# Megatron-LM arguments for pretrain_gpt.py; plan: {plan.summary()}\n"
+        f"# pipeline split: {m['vpp']}\n"
+        "# Add the data, tokenizer (--vocab-size with NullTokenizer) and optimizer arguments of your run;\n"
+        '# then: torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" ...\n'
+        f"{env}MEGATRON_ARGS=(\n  {body}\n)\n"
+    )

@@ -22,6 +22,7 @@ def torchrun_script(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_res
         f"# Run this same command on each of the {nnodes} nodes; set MASTER_ADDR to one node's address.",
         *plan_comment(cfg),
         "set -euo pipefail",
+        'cd "$(dirname "$0")"  # the model and hardware files it names sit next to this script',
         ': "${MASTER_ADDR:?set MASTER_ADDR to the rendezvous host}"',
     ]
     lines += [f"export {k}={v}" for k, v in RUN_ENV.items()]

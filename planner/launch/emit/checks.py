@@ -1,0 +1,52 @@
+"""What a target's file must pass before it is written (pure): nothing is emitted that the target refuses.
+
+Engine targets (megatron, torchtitan, deepspeed) are checked against that engine's own rules (its engine
+profile, engine/rules.py) and what its configuration format can express; cluster targets (torchrun, slurm,
+k8s) run this project's worker, so they get the launcher's pre-flight: the worker engine's rules, what the
+worker runs on the target's devices, and the predicted peak memory against the hardware profile.
+"""
+
+from __future__ import annotations
+
+from planner.cost.memory import memory_report
+from planner.engine import Engine, plan_problems
+from planner.hardware import HardwareProfile
+from planner.launch.preflight import Environment, worker_limits
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+CLUSTER_TARGETS = ("torchrun", "slurm", "k8s")
+ENGINE_TARGETS = ("megatron", "torchtitan", "deepspeed")
+
+
+def target_environment(hw: HardwareProfile) -> Environment:
+    """The devices a cluster target runs on: the hardware profile's GPUs (CPU for the cpu profile)."""
+    if hw.name == "cpu" or hw.gpu.name.lower().startswith("cpu"):
+        return Environment("cpu", 0, hw.gpu.name)
+    return Environment("cuda", hw.gpus_per_node, hw.gpu.name)
+
+
+def cluster_problems(
+    model: ModelSpec, plan: Plan, engine: Engine, hw: HardwareProfile, *, force: bool = False
+) -> list[str]:
+    """The pre-flight of `planner launch` that does not need this machine: rules, worker limits on the
+    target's devices, memory against the profile (skipped with --force, as launch skips it)."""
+    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus)]
+    out += worker_limits(model, plan, target_environment(hw))
+    if not out and not force:
+        peak = memory_report(model, hw, plan, engine).total_bytes
+        if peak > hw.gpu.hbm_bytes:
+            out.append(
+                f"memory: predicted peak {peak / 2**30:.1f} GiB per GPU exceeds the {hw.gpu.hbm_bytes / 2**30:.1f} "
+                f"GiB of one {hw.name} (--force writes it anyway)"
+            )
+    return out
+
+
+def engine_problems_for(target: str, model: ModelSpec, plan: Plan, engine: Engine) -> list[str]:
+    """The target engine's rules, then what its configuration format cannot express."""
+    from planner.launch.emit import deepspeed, megatron, torchtitan
+
+    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus)]
+    module = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}[target]
+    return out + module.format_problems(model, plan)
