@@ -6,12 +6,13 @@ code 2. Nothing here imports torch or scipy: `planner memory` must start fast.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
+from typing import Any
 
 import typer
 
-from planner.cli import bench, catalogs, fit, launch, plan, search
 from planner.errors import PlannerError
 from planner.render.console import err, error_line, warning_line
 
@@ -20,30 +21,77 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover - older typer depends on click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Plan, size, estimate and launch parallel LLM training.",
-)
-app.command("memory")(plan.memory)
-app.command("estimate")(plan.estimate)
-app.command("validate")(fit.validate)
-app.command("calibrate")(fit.calibrate)
-app.command("launch")(launch.launch)
-app.command("search")(search.search)
-app.command("bench-hardware")(bench.bench_hardware)
-app.add_typer(catalogs.models_app, name="models")
-app.add_typer(catalogs.hardware_app, name="hardware")
-app.add_typer(catalogs.engines_app, name="engines")
+# name -> (module, function) of each command, and (module, Typer) of each group: a command's module is
+# imported only when that command runs (or for --help), so `planner memory` does not load the launcher.
+COMMANDS = {
+    "memory": ("planner.cli.plan", "memory"),
+    "estimate": ("planner.cli.plan", "estimate"),
+    "search": ("planner.cli.search", "search"),
+    "launch": ("planner.cli.launch", "launch"),
+    "validate": ("planner.cli.fit", "validate"),
+    "calibrate": ("planner.cli.fit", "calibrate"),
+    "bench-hardware": ("planner.cli.bench", "bench_hardware"),
+}
+GROUPS = {
+    "models": ("planner.cli.catalogs", "models_app"),
+    "hardware": ("planner.cli.catalogs", "hardware_app"),
+    "engines": ("planner.cli.catalogs", "engines_app"),
+}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from planner import __version__
+
+        typer.echo(f"planner {__version__}")
+        raise typer.Exit()
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The Typer app with every command, or with `only` that one (the others are not imported)."""
+    application = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        help="Plan, size, estimate and launch parallel LLM training.",
+    )
+
+    @application.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version"),
+    ) -> None:
+        """Plan, size, estimate and launch parallel LLM training."""
+
+    for name, (module, attr) in COMMANDS.items():
+        if only in (None, name):
+            application.command(name)(getattr(importlib.import_module(module), attr))
+    for name, (module, attr) in GROUPS.items():
+        if only in (None, name):
+            application.add_typer(getattr(importlib.import_module(module), attr), name=name)
+    return application
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the full app, for tests and tools that import it
+        return build_app()
+    raise AttributeError(name)
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command the arguments name, if it is one (else None: --help, --version, or a typo for click)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS or first in GROUPS else None
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every user error is one line on stderr and exit code 2."""
     warnings.showwarning = warning_line
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, standalone_mode=False)
+        rc = build_app(_command_of(args))(args=args, standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except PlannerError as e:
         error_line(str(e))
         sys.exit(2)

@@ -59,7 +59,7 @@ def zero_problems(
                 f"zero={z} ({impl.mechanism}) needs untied embeddings in {name}; {model.name} ties them",
             )
         )
-    if p.dp * p.cp > 1:
+    if p.dp * p.cp > 1 or impl.excludes_always:
         used = {"tp": p.tp > 1, "cp": p.cp > 1, "pp": p.pp > 1, "vpp": p.vpp > 1, "ep": p.ep > 1}
         clash = [d for d in impl.excludes if used[d]]
         if clash:
@@ -68,8 +68,7 @@ def zero_problems(
             out.append(
                 Rejected(
                     f"{name}: zero {z} with {'/'.join(clash)}",
-                    f"zero={z} ({impl.mechanism}) runs data parallelism alone in {name}, not with "
-                    f"{degrees}; use zero in {others}",
+                    f"zero={z} ({impl.mechanism}) does not run with {degrees} in {name}; use zero in {others}",
                 )
             )
     return out
