@@ -79,8 +79,10 @@ class ZeroStage(Frozen):
         (), description="parallel dimensions the mechanism cannot combine with when dp·cp > 1"
     )
     excludes_always: bool = Field(
-        False, description="the exclusion holds at any data-parallel size (a configuration check, like DeepSpeed's "
-                           "AutoTP with ZeRO-3), not only when the mechanism actually shards over dp·cp > 1")
+        False,
+        description="the exclusion holds at any data-parallel size (a configuration check, like DeepSpeed's "
+        "AutoTP with ZeRO-3), not only when the mechanism actually shards over dp·cp > 1",
+    )
     grad_overlap: bool | None = Field(
         None,
         description="whether this stage overlaps its gradient reduction with the backward (default: the "
