@@ -7,9 +7,13 @@ code 2. Nothing here imports torch or scipy: `planner memory` must start fast.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import warnings
 from typing import Any
+
+# The CLI uses no pydantic plugins; looking them up reads every installed package's entry points at start-up.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer
 

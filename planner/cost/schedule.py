@@ -65,6 +65,18 @@ class CommBreakdown:
         return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s
 
 
+def slot_lower_bound_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> float:
+    """A lower bound of pipeline rank `stage`'s micro-batch slot: its compute plus the exposed TP/CP/EP of its
+    layers (the slot adds the pipeline sends; the step adds the bubble, DP, the optimizer and overheads)."""
+    c = stage_compute(model, hw, plan, engine, stage)
+    dl = layer_comm(model, hw, plan, engine, moe=False, layer=layer_time(model, hw, plan, engine, moe=False))
+    per_mb = c.num_dense_layers * (dl.tp_exposed_s + dl.cp_exposed_s)
+    if c.num_moe_layers:
+        ml = layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True))
+        per_mb += c.num_moe_layers * (ml.tp_exposed_s + ml.cp_exposed_s + ml.ep_exposed_s)
+    return c.total + per_mb
+
+
 def stage_comm(
     model: ModelSpec,
     hw: HardwareProfile,

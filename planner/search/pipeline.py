@@ -29,11 +29,11 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from planner.cost.compute import stage_compute
+from planner.cost.compute import layer_time, stage_shapes
 from planner.cost.estimate import estimate
-from planner.cost.schedule import StepTime, step_time
+from planner.cost.schedule import StepTime, slot_lower_bound_s, step_time
 from planner.engine import Engine, structure_problems, zero_problems
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
@@ -112,6 +112,19 @@ def _check_arguments(space: Space, objective: str, top: int, checkpointing: Chec
     space.validate()
 
 
+class Fitting(NamedTuple):
+    """A plan that fits, as its structure plan and the ZeRO stage and recompute level it runs with (the Plan
+    itself is built only for the few that are timed)."""
+
+    base: Plan
+    zero: int
+    recompute: str
+    nbytes: float
+
+    def plan(self) -> Plan:
+        return self.base.model_copy(update={"zero": self.zero, "recompute": self.recompute})
+
+
 def _check_and_screen(
     res: SearchResult,
     screen: MemoryScreen,
@@ -119,13 +132,13 @@ def _check_and_screen(
     progress: Callable[[int, int], None] | None,
     exhaustive: bool,
     keep_rejections: bool,
-) -> tuple[list[tuple[Plan, float]], list[tuple[float, int, Plan]]]:
+) -> tuple[list[Fitting], list[tuple[float, int, Plan]]]:
     """Stages 1-3: every candidate checked and screened. Returns the plans that fit with their peak bytes
     (only the cheapest recompute of each unless exhaustive) and the smallest overshoots."""
     model, space, engine = res.model, res.space, res.engine
     zeros, recs = space.zero, tuple(r for r in RECOMPUTES if r in space.recompute)
     per_mb = len(zeros) * len(recs)
-    fitting: list[tuple[Plan, float]] = []
+    fitting: list[Fitting] = []
     tick = itertools.count()
     near: list[tuple[float, int, Plan]] = []
     zero_verdicts: dict[tuple, list] = {}  # the engine's ZeRO rules depend on the degrees only
@@ -172,16 +185,20 @@ def _check_and_screen(
                     reject(base.model_copy(update={"zero": z}), zp, len(recs))
                 else:
                     runnable.append(z)
-            peaks = screen.peaks(base, tuple(runnable), recs)
+            every = exhaustive or keep_rejections
+            peaks = screen.peaks(base, tuple(runnable), recs) if every else None
             for z in runnable:
                 found = False
+                verdicts = (
+                    {rc: peaks[(z, rc)][0] for rc in recs} if peaks is not None else _lazy_peaks(screen, base, z, recs)
+                )
                 for rc in recs:
-                    nbytes, _ = peaks[(z, rc)]
+                    nbytes = verdicts[rc]
                     if nbytes <= screen.capacity:
                         if found and not exhaustive:
                             res.pruned[PRUNED_RECOMPUTE] += 1
                         else:
-                            fitting.append((base.model_copy(update={"zero": z, "recompute": rc}), nbytes))
+                            fitting.append(Fitting(base, z, rc, nbytes))
                             found = True
                         continue
                     res.rejected[NOT_FIT] += 1
@@ -201,37 +218,84 @@ def _check_and_screen(
     return fitting, near
 
 
+def _lazy_peaks(screen: MemoryScreen, base: Plan, zero: int, recs: tuple[str, ...]) -> dict[str, float]:
+    """Peak bytes per recompute level (most memory first), computing only what decides the outcome: activation
+    memory never grows with more recompute, so when the last level does not fit none does (its bytes stand for
+    all, the smallest overshoot), and after the first level that fits the rest are only counted as slower."""
+    last = screen.peak_bytes(base, zero, recs[-1])
+    if last > screen.capacity or len(recs) == 1:
+        return dict.fromkeys(recs, last)
+    out: dict[str, float] = {}
+    for rc in recs[:-1]:
+        out[rc] = nbytes = screen.peak_bytes(base, zero, rc)
+        if nbytes <= screen.capacity:
+            return {**out, **dict.fromkeys(recs[len(out) :], 0.0)}
+    out[recs[-1]] = last
+    return out
+
+
 def _bound_key(p: Plan) -> tuple:
     return (p.tp, p.pp, p.vpp, p.cp, p.ep, p.sp, p.micro_batch, p.recompute, p.schedule, p.precision)
 
 
-def _time(
-    res: SearchResult, fitting: list[tuple[Plan, float]], *, top: int, exhaustive: bool
-) -> list[tuple[Plan, StepTime]]:
+def _time(res: SearchResult, fitting: list[Fitting], *, top: int, exhaustive: bool) -> list[tuple[Plan, StepTime]]:
     """Stage 4: step times of the plans that can still make the top K (all of them when exhaustive)."""
     model, hw, engine = res.model, res.hardware, res.engine
     if res.objective == "memory" and not exhaustive:
-        order = sorted(fitting, key=lambda x: x[1])[:top]
+        order = sorted(fitting, key=lambda f: f.nbytes)[:top]
         res.timed = len(order)
         res.pruned[PRUNED_BOUND.replace("compute lower bound", "more memory")] += max(0, len(fitting) - top)
-        return [(p, step_time(model, hw, p, engine)) for p, _ in order]
-    bound_cache: dict[tuple, float] = {}
-    overhead = hw.efficiency.step_overhead_s
+        return [(f.plan(), step_time(model, hw, f.plan(), engine)) for f in order]
+    cheap_cache: dict[tuple, float] = {}
+    layer_cache: dict[tuple, tuple[float, float]] = {}
+    tight_cache: dict[tuple, float] = {}
+    fitted = engine.factors(hw.name, hw.calibration_proxy)
+    overhead = hw.efficiency.step_overhead_s + fitted.overhead_s
+    split = engine.rules.pipeline_split
 
-    def lower_bound(p: Plan) -> float:
-        key = _bound_key(p)
-        c0 = bound_cache.get(key)
-        if c0 is None:
-            c0 = bound_cache[key] = stage_compute(model, hw, p, engine, 0).total
+    def slots(p: Plan) -> float:
         v = p.vpp if p.schedule == "interleaved" else 1
-        return (p.num_microbatches + (p.pp - 1) / v) * c0 + overhead
+        return p.num_microbatches + (p.pp - 1) / v
 
-    ordered = sorted(((lower_bound(p), i, p, nbytes) for i, (p, nbytes) in enumerate(fitting)), key=lambda x: x[0])
+    def cheap_bound(f: Fitting) -> float:
+        """The step is no shorter than the busiest stage's layers over the schedule's slots (bubble
+        included), plus the fixed overhead: everything else only adds. Layer times are cached."""
+        b = f.base
+        key = (*_bound_key(b)[:-3], f.recompute, b.schedule, b.precision)
+        c0 = cheap_cache.get(key)
+        if c0 is None:
+            lkey = (b.tp, b.cp, b.ep, b.sp, b.micro_batch, f.recompute, b.precision)
+            layers = layer_cache.get(lkey)
+            if layers is None:
+                p = b.model_copy(update={"recompute": f.recompute})
+                dense = layer_time(model, hw, p, engine, moe=False).total
+                moe = layer_time(model, hw, p, engine, moe=True).total if model.moe is not None else dense
+                layers = layer_cache[lkey] = (dense, moe)
+            shapes = stage_shapes(model, b.pp, b.vpp, split)
+            c0 = cheap_cache[key] = fitted.compute * max(nd * layers[0] + nm * layers[1] for nd, nm, _f, _l in shapes)
+        return slots(b) * c0 + overhead
+
+    def tight_bound(p: Plan) -> float:
+        """Also the embedding and output head and the exposed TP/CP/EP of the slot (schedule.slot_lower_bound_s),
+        computed only for the plans the cheap bound does not rule out."""
+        key = _bound_key(p)
+        c0 = tight_cache.get(key)
+        if c0 is None:
+            shapes = stage_shapes(model, p.pp, p.vpp, split)
+            first = {s: r for r, s in reversed(list(enumerate(shapes)))}
+            c0 = tight_cache[key] = max(slot_lower_bound_s(model, hw, p, engine, r) for r in first.values())
+        return slots(p) * c0 + overhead
+
+    ordered = sorted(((cheap_bound(f), i, f) for i, f in enumerate(fitting)), key=lambda x: x[0])
     heap: list[tuple[float, int, Plan, StepTime]] = []  # max-heap on step_s (or bytes) via negation
-    for n, (lb, i, p, nbytes) in enumerate(ordered):
+    for n, (lb, i, f) in enumerate(ordered):
         if not exhaustive and len(heap) >= top and lb >= -heap[0][0]:
             res.pruned[PRUNED_BOUND] += len(ordered) - n
             break
+        p, nbytes = f.plan(), f.nbytes
+        if not exhaustive and len(heap) >= top and tight_bound(p) >= -heap[0][0]:
+            res.pruned[PRUNED_BOUND] += 1
+            continue
         t = step_time(model, hw, p, engine)
         res.timed += 1
         if exhaustive:

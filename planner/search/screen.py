@@ -34,6 +34,7 @@ class MemoryScreen:
         self._act: dict[tuple, tuple[float, float]] = {}
         self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
+        self._last_shape: tuple[Plan, list[RankShape], list[tuple[int, int, float, float]]] | None = None
 
     def ranks(self, tp: int, pp: int, vpp: int, ep: int) -> list[RankShape]:
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
@@ -81,18 +82,32 @@ class MemoryScreen:
             hit = self._act[key] = activation_pieces(self.model, plan, self.engine)
         return hit
 
+    def _shape(self, p: Plan) -> tuple[list[RankShape], list[tuple[int, int, float, float]]]:
+        """The ranks that can hold the peak, with their layers, micro-batches in flight and logits; kept for
+        the last plan asked about (the search asks about one plan's variants in a row)."""
+        last = self._last_shape
+        if last is not None and last[0] is p:
+            return last[1], last[2]
+        ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
+        logits = logits_bytes(self.model, p, self.engine) if any(r[3] for r in ranks) else 0.0
+        shape = [(r, layers, in_flight_microbatches(p, r), logits if lst else 0.0) for r, _p, layers, lst in ranks]
+        self._last_shape = (p, ranks, shape)
+        return ranks, shape
+
     def peak(self, p: Plan) -> tuple[float, int]:
         """(bytes, rank) of the most loaded pipeline rank of `p`."""
         return self.peaks(p, (p.zero,), (p.recompute,))[(p.zero, p.recompute)]
+
+    def peak_bytes(self, p: Plan, zero: int, recompute: str) -> float:
+        """Bytes on the most loaded pipeline rank of `p` with this ZeRO stage and recompute level."""
+        return self.peaks(p, (zero,), (recompute,))[(zero, recompute)][0]
 
     def peaks(
         self, p: Plan, zeros: tuple[int, ...], recomputes: tuple[str, ...]
     ) -> dict[tuple[int, str], tuple[float, int]]:
         """(bytes, rank) of the most loaded pipeline rank of `p` with each ZeRO stage and recompute level
         (no Plan is built for the variants; what they share is computed once)."""
-        ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
-        logits = logits_bytes(self.model, p, self.engine) if any(last for *_x, last in ranks) else 0.0
-        shape = [(r, layers, in_flight_microbatches(p, r), logits if last else 0.0) for r, _p, layers, last in ranks]
+        ranks, shape = self._shape(p)
         reserved = self.hw.reserved
         out: dict[tuple[int, str], tuple[float, int]] = {}
         for zero in zeros:
