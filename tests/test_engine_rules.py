@@ -20,11 +20,11 @@ from planner.cost.params import padded_vocab
 from planner.engine import Engine
 from planner.engine.rules import engine_problems, plan_problems, structure_problems, zero_problems
 from planner.engine.split import chunk_sizes, even_chunk_sizes, megatron_chunk_sizes, torchtitan_chunk_sizes
-from planner.io.catalog import list_engines, load_engine, load_hardware, load_model
+from planner.io.catalog import catalog_root, list_engines, load_engine, load_hardware, load_model
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
 
-PROFILES = Path(__file__).resolve().parents[1] / "engine_profiles"
+PROFILES = catalog_root() / "engine_profiles"
 
 
 @cache

@@ -32,8 +32,9 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def catalog_root() -> Path:
-    """The directory holding model_specs/ and hardware_profiles/ (the repository root)."""
-    return Path(__file__).resolve().parents[2]
+    """The directory holding model_specs/, hardware_profiles/ and engine_profiles/: planner/catalog/, shipped
+    as package data, so the catalogs work from any directory and from a non-editable install."""
+    return Path(__file__).resolve().parents[1] / "catalog"
 
 
 def _names(kind_dir: str) -> list[str]:

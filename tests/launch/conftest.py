@@ -36,7 +36,7 @@ REF_STEPS = 8
 
 @pytest.fixture(scope="session")
 def tiny_path(tmp_path_factory) -> str:
-    catalog = REPO / "model_specs" / "tiny.yaml"
+    catalog = REPO / "planner" / "catalog" / "model_specs" / "tiny.yaml"
     if catalog.exists():
         return str(catalog)
     import yaml
