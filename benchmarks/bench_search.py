@@ -54,8 +54,9 @@ def main() -> None:
             w, doc = cli_run(model, gpus, extra)
             walls.append(w)
         hw = extra[extra.index("--hardware") + 1] if "--hardware" in extra else "h100-sxm"
-        gb = int(extra[extra.index("--global-batch") + 1]) if "--global-batch" in extra else default_global_batch(gpus)
         spec = load_model(model)
+        given = "--global-batch" in extra
+        gb = int(extra[extra.index("--global-batch") + 1]) if given else default_global_batch(spec.max_seq_len)
         space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len)
         t0 = time.perf_counter()
         engines = [load_engine(e) for e in list_engines()] if "--engine" in extra else [load_engine(DEFAULT_ENGINE)]

@@ -14,7 +14,10 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from planner.errors import PlannerError
-from planner.specs import Frozen, ModelSpec
+from planner.specs import MAX_SEQ_LEN, Frozen, ModelSpec
+
+MAX_DEGREE = 1 << 20  # a million GPUs in one parallel dimension
+MAX_BATCH = 1 << 31  # sequences
 
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["gpipe", "1f1b", "interleaved"]
@@ -27,18 +30,18 @@ class Plan(Frozen):
     World size follows Megatron: gpus = tp·pp·cp·dp; expert parallelism is carved out of dp·cp.
     """
 
-    dp: int = Field(1, gt=0, description="data-parallel degree (ZeRO/FSDP shard ranks included)")
-    tp: int = Field(1, gt=0, description="tensor-parallel degree (Megatron column/row split)")
-    pp: int = Field(1, gt=0, description="pipeline-parallel degree (stages)")
-    vpp: int = Field(1, gt=0, description="virtual pipeline stages (model chunks) per pipeline rank")
-    cp: int = Field(1, gt=0, description="context-parallel degree (sequence split across attention)")
-    ep: int = Field(1, gt=0, description="expert-parallel degree, a divisor of dp·cp")
+    dp: int = Field(1, gt=0, le=MAX_DEGREE, description="data-parallel degree (ZeRO/FSDP shard ranks included)")
+    tp: int = Field(1, gt=0, le=MAX_DEGREE, description="tensor-parallel degree (Megatron column/row split)")
+    pp: int = Field(1, gt=0, le=MAX_DEGREE, description="pipeline-parallel degree (stages)")
+    vpp: int = Field(1, gt=0, le=MAX_DEGREE, description="virtual pipeline stages (model chunks) per pipeline rank")
+    cp: int = Field(1, gt=0, le=MAX_DEGREE, description="context-parallel degree (sequence split across attention)")
+    ep: int = Field(1, gt=0, le=MAX_DEGREE, description="expert-parallel degree, a divisor of dp·cp")
     sp: bool = Field(False, description="Megatron sequence parallelism in the TP group")
     zero: int = Field(0, ge=0, le=3, description="0 none, 1 optimizer, 2 + gradients, 3 + weights sharded")
     recompute: Recompute = "none"
-    micro_batch: int = Field(1, gt=0, description="sequences per micro-batch per data-parallel rank")
-    global_batch: int = Field(1, gt=0, description="sequences per optimizer step")
-    seq_len: int = Field(2048, gt=0, description="tokens per sequence")
+    micro_batch: int = Field(1, gt=0, le=MAX_BATCH, description="sequences per micro-batch per data-parallel rank")
+    global_batch: int = Field(1, gt=0, le=MAX_BATCH, description="sequences per optimizer step")
+    seq_len: int = Field(2048, gt=0, le=MAX_SEQ_LEN, description="tokens per sequence")
     precision: Literal["fp32", "bf16", "fp16", "fp8"] = "bf16"
     schedule: Schedule = "1f1b"
 
@@ -46,8 +49,10 @@ class Plan(Frozen):
     @classmethod
     def _default_schedule(cls, data: object) -> object:
         # vpp > 1 only makes sense interleaved; say so by default rather than failing a check.
-        if isinstance(data, dict) and data.get("vpp", 1) > 1 and "schedule" not in data:
-            data = {**data, "schedule": "interleaved"}
+        if isinstance(data, dict):
+            vpp = data.get("vpp", 1)
+            if isinstance(vpp, int) and vpp > 1 and "schedule" not in data:
+                return {**data, "schedule": "interleaved"}
         return data
 
     @property

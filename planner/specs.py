@@ -18,6 +18,16 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 PARAMS_WARN_FRACTION = 0.03  # warn when the declared params differ from the derived count by more
 
 
+# Upper limits on what a spec or plan may say: far beyond any model or cluster, and small enough that every
+# count the cost model forms stays a finite float and no loop over layers, ranks or divisors runs for long.
+MAX_LAYERS = 100_000
+MAX_WIDTH = 10_000_000  # hidden, FFN and head sizes, heads
+MAX_VOCAB = 100_000_000
+MAX_SEQ_LEN = 1 << 26  # 67M tokens
+MAX_EXPERTS = 100_000
+MAX_PARAMS = 1e16
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -25,11 +35,11 @@ class Frozen(BaseModel):
 class MoESpec(Frozen):
     """Mixture-of-experts feed-forward layers (Switch/GShard style routing)."""
 
-    num_experts: int = Field(gt=0, description="routed experts per MoE layer")
-    top_k: int = Field(gt=0, description="experts each token is routed to")
-    expert_ffn_hidden_size: int = Field(gt=0, description="FFN width of one expert")
-    num_shared_experts: int = Field(0, ge=0, description="always-active experts (DeepSeek style)")
-    layer_freq: int = Field(1, gt=0, description="every layer_freq-th layer is MoE; 1 = all layers")
+    num_experts: int = Field(gt=0, le=MAX_EXPERTS, description="routed experts per MoE layer")
+    top_k: int = Field(gt=0, le=MAX_EXPERTS, description="experts each token is routed to")
+    expert_ffn_hidden_size: int = Field(gt=0, le=MAX_WIDTH, description="FFN width of one expert")
+    num_shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS, description="always-active experts (DeepSeek style)")
+    layer_freq: int = Field(1, gt=0, le=MAX_LAYERS, description="every layer_freq-th layer is MoE; 1 = all layers")
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
@@ -42,21 +52,23 @@ class ModelSpec(Frozen):
     """A decoder-only transformer, in the schema of DESIGN.md (model_specs/NAME.yaml)."""
 
     name: str
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: int | None = Field(None, gt=0, description="< heads means GQA/MQA; default = heads")
-    head_dim: int | None = Field(None, gt=0, description="default hidden_size / heads")
-    ffn_hidden_size: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=MAX_LAYERS)
+    hidden_size: int = Field(gt=0, le=MAX_WIDTH)
+    num_attention_heads: int = Field(gt=0, le=MAX_WIDTH)
+    num_kv_heads: int | None = Field(None, gt=0, le=MAX_WIDTH, description="< heads means GQA/MQA; default = heads")
+    head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH, description="default hidden_size / heads")
+    ffn_hidden_size: int = Field(gt=0, le=MAX_WIDTH)
     mlp: Literal["gelu", "swiglu"] = "gelu"
-    vocab_size: int = Field(gt=0)
-    max_seq_len: int = Field(gt=0)
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
+    max_seq_len: int = Field(gt=0, le=MAX_SEQ_LEN)
     tied_embeddings: bool = True
     position_embedding: Literal["learned", "rope"] = "learned"
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool | None = Field(None, description="biases in linear layers; default: layernorm models yes")
     moe: MoESpec | None = None
-    params: float | None = Field(None, gt=0, description="declared size, checked against the derived count")
+    params: float | None = Field(
+        None, gt=0, le=MAX_PARAMS, allow_inf_nan=False, description="declared size, checked against the derived count"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

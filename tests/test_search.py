@@ -170,7 +170,9 @@ def test_cli_json_shape(capsys):
     doc = json.loads(out)
     for key in ("evaluated", "valid", "rejected", "seconds", "hardware", "model", "plans", "timed", "pruned"):
         assert key in doc
-    assert doc["hardware"] == "h100-sxm" and doc["global_batch"] == 1024 and len(doc["plans"]) == 3
+    # default global batch: about 4M tokens, 2048 sequences of 2048
+    assert doc["hardware"] == "h100-sxm" and doc["global_batch"] == 2048 and len(doc["plans"]) == 3
+    assert doc["global_batch_default"] is True
     assert doc["evaluated"] == doc["valid"] + sum(doc["rejected"].values())
     row = doc["plans"][0]
     for key in ("plan", "memory", "time", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "tflops_per_gpu"):

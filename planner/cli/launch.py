@@ -4,6 +4,7 @@ or another engine. Thin: parse, resolve, call launch/ (runner, emit), render."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -24,6 +25,8 @@ from planner.cli.options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
+    finite,
+    nonempty,
 )
 from planner.cli.resolve import PLAN_FLAGS, resolve
 from planner.errors import PlannerError
@@ -34,21 +37,44 @@ from planner.launch.emit import emit as emit_target
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.runner import comparison, dry_run, predicted, read_profile, run_torchrun
 from planner.launch.spec import shrink
+from planner.plan import MAX_DEGREE
+from planner.specs import MAX_LAYERS, MAX_WIDTH
 
 Opt = typer.Option
 
 
+def writable_or_raise(folder: Path, option: str) -> None:
+    """The folder exists (or can be made) and takes a file: checked before any worker starts."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".planner-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise PlannerError(f"{option}: cannot write into {str(folder)!r} ({e.strerror or e})") from None
+
+
 def launch(
-    model: Annotated[Optional[str], Opt(help="catalog name or model YAML path (default: the --plan file's)")] = None,
+    model: Annotated[
+        Optional[str], Opt(callback=nonempty, help="catalog name or model YAML path (default: the --plan file's)")
+    ] = None,
     hardware: Annotated[
         Optional[str],
-        Opt(help="hardware profile that prices the run (default: the --plan file's, else cpu without CUDA)"),
+        Opt(
+            callback=nonempty,
+            help="hardware profile that prices the run (default: the --plan file's, else cpu without CUDA)",
+        ),
     ] = None,
     engine: Annotated[
         Optional[str],
-        Opt(help="engine profile the worker runs and is priced with (default: planner, this project's worker)"),
+        Opt(
+            callback=nonempty,
+            help="engine profile the worker runs and is priced with (default: planner, this project's worker)",
+        ),
     ] = None,
-    plan: Annotated[Optional[Path], Opt("--plan", help="YAML mapping of Plan fields; flags override it")] = None,
+    plan: Annotated[
+        Optional[str], Opt("--plan", callback=nonempty, help="YAML mapping of Plan fields; flags override it")
+    ] = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,
@@ -63,33 +89,49 @@ def launch(
     seq_len: SeqLenOpt = None,
     precision: PrecisionOpt = None,
     schedule: ScheduleOpt = None,
-    nproc: Annotated[Optional[int], Opt(help="processes per node (default: plan gpus / nnodes)")] = None,
+    nproc: Annotated[
+        Optional[int], Opt(min=1, max=MAX_DEGREE, help="processes per node (default: plan gpus / nnodes)")
+    ] = None,
     nnodes: Annotated[
         Optional[int],
-        Opt(help="nodes (default: 1 to run here; --emit torchrun|slurm|k8s: whole nodes of the hardware profile)"),
+        Opt(
+            min=1,
+            max=MAX_DEGREE,
+            help="nodes (default: 1 to run here; --emit torchrun|slurm|k8s: whole nodes of the hardware profile)",
+        ),
     ] = None,
-    steps: Annotated[int, Opt(help="optimizer steps")] = 8,
-    warmup: Annotated[int, Opt(help="warm-up steps left out of the median")] = 2,
-    layers: Annotated[Optional[int], Opt(help="rehearsal: this many layers")] = None,
-    hidden: Annotated[Optional[int], Opt(help="rehearsal: this hidden size (FFN scaled alike)")] = None,
-    seed: Annotated[int, Opt(help="seed of weights and data")] = 0,
+    steps: Annotated[int, Opt(min=1, max=1_000_000, help="optimizer steps")] = 8,
+    warmup: Annotated[int, Opt(min=0, max=1_000_000, help="warm-up steps left out of the median (< --steps)")] = 2,
+    layers: Annotated[Optional[int], Opt(min=1, max=MAX_LAYERS, help="rehearsal: this many layers")] = None,
+    hidden: Annotated[
+        Optional[int], Opt(min=1, max=MAX_WIDTH, help="rehearsal: this hidden size (FFN scaled alike)")
+    ] = None,
+    seed: Annotated[int, Opt(min=0, max=2**32 - 1, help="seed of weights and data")] = 0,
     dry_run_: Annotated[bool, Opt("--dry-run", help="print checks, mesh, command, layout; run nothing")] = False,
     force: Annotated[bool, Opt(help="run although the memory check fails")] = False,
     checkpoint_dir: Annotated[Optional[Path], Opt(help="save checkpoints here")] = None,
-    checkpoint_every: Annotated[int, Opt(help="save every K steps (0: never)")] = 0,
+    checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
     resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
-    max_restarts: Annotated[int, Opt(help="torchrun restarts of failed workers")] = 0,
+    max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
     emit: Annotated[Optional[str], Opt(help="torchrun | slurm | k8s | megatron | torchtitan | deepspeed")] = None,
     out: Annotated[Optional[Path], Opt(help="directory for --emit files")] = None,
     image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
     profile_out: Annotated[Path, Opt(help="profile JSON path")] = Path("planner-launch-profile.json"),
-    timeout_s: Annotated[float, Opt(help="collective timeout in seconds (a hung rank fails, not hangs)")] = 120.0,
+    timeout_s: Annotated[
+        float,
+        Opt(
+            callback=finite(0, 86400, open_low=True),
+            help="collective timeout in seconds (a hung rank fails, not hangs)",
+        ),
+    ] = 120.0,
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
 ) -> None:
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
     from planner.render.launch import print_comparison, render_dry_run
 
-    saved = read_plan_file(str(plan)) if plan is not None else None  # what `planner search --save` wrote
+    if warmup >= steps:
+        raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
+    saved = read_plan_file(plan) if plan is not None else None  # what `planner search --save` wrote
     env = probe_environment() if emit is None else None
     hw_name = (
         hardware
@@ -102,7 +144,7 @@ def launch(
         hardware=hw_name,
         engine=engine,
         gpus=None,
-        plan_file=str(plan) if plan else None,
+        plan_file=plan,
         flags=flags,
         overrides={},
         check=False,
@@ -161,15 +203,23 @@ def launch(
     failures = report.preflight.failures(force=force)
     if dry_run_:
         typer.echo(json.dumps(report.to_dict(), indent=2) if json_ else render_dry_run(report))
+        if failures:  # the documented exit code of a dry run that found a failing check
+            raise typer.Exit(1)
         return
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
     if nnodes > 1:
         raise PlannerError("a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR")
+    writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
+    if cfg.checkpoint_dir:
+        writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir")
     rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts)
     if rc != 0:
-        typer.echo(f"planner launch: torchrun failed with exit code {rc}", err=True)
-        raise typer.Exit(rc)
+        typer.echo(f"planner launch: the run failed (torchrun exit code {rc})", err=True)
+        raise typer.Exit(1)
+    if not Path(cfg.profile_out).is_file():
+        typer.echo(f"planner launch: the run wrote no profile to {cfg.profile_out}", err=True)
+        raise typer.Exit(1)
     profile = read_profile(cfg.profile_out)
     rows = comparison(profile, pred)
     if json_:

@@ -5,36 +5,80 @@ Command modules import these so every command spells --tp, --micro-batch, ... th
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Annotated, Optional
 
 import typer
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="catalog name, model YAML, or HF config.json")]
+from planner.plan import MAX_BATCH, MAX_DEGREE
+from planner.specs import MAX_SEQ_LEN
+
+
+def finite(low: float, high: float, *, open_low: bool = False) -> Callable[[float | None], float | None]:
+    """A typer callback: the value is a finite number in [low, high] ((low, high] with open_low). click's
+    FloatRange lets nan through and accepts inf as the top of an open range."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        below = value <= low if open_low else value < low
+        if not math.isfinite(value) or below or value > high:
+            side = "(" if open_low else "["
+            raise typer.BadParameter(f"{value!r} is not a finite number in {side}{low:g}, {high:g}]")
+        return value
+
+    return check
+
+
+def nonempty(value: str | None) -> str | None:
+    """A typer callback for names and paths: given, it must say something."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty; give a name or a path")
+    return value
+
+
+ModelOpt = Annotated[
+    str, typer.Option("--model", "-m", callback=nonempty, help="catalog name, model YAML, or HF config.json")
+]
 HardwareOpt = Annotated[
     Optional[str],
-    typer.Option("--hardware", help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)"),
+    typer.Option(
+        "--hardware",
+        callback=nonempty,
+        help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)",
+    ),
 ]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; derives the degree left out (dp)")]
-TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="tensor-parallel degree")]
-PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, help="pipeline-parallel degree")]
-DpOpt = Annotated[Optional[int], typer.Option("--dp", min=1, help="data-parallel degree")]
-CpOpt = Annotated[Optional[int], typer.Option("--cp", min=1, help="context-parallel degree")]
-EpOpt = Annotated[Optional[int], typer.Option("--ep", min=1, help="expert-parallel degree (within dp x cp)")]
-VppOpt = Annotated[Optional[int], typer.Option("--vpp", min=1, help="virtual pipeline stages per rank")]
+GpusOpt = Annotated[
+    Optional[int], typer.Option("--gpus", min=1, max=MAX_DEGREE, help="GPUs in all; derives the degree left out (dp)")
+]
+TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, max=MAX_DEGREE, help="tensor-parallel degree")]
+PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, max=MAX_DEGREE, help="pipeline-parallel degree")]
+DpOpt = Annotated[Optional[int], typer.Option("--dp", min=1, max=MAX_DEGREE, help="data-parallel degree")]
+CpOpt = Annotated[Optional[int], typer.Option("--cp", min=1, max=MAX_DEGREE, help="context-parallel degree")]
+EpOpt = Annotated[
+    Optional[int], typer.Option("--ep", min=1, max=MAX_DEGREE, help="expert-parallel degree (within dp x cp)")
+]
+VppOpt = Annotated[Optional[int], typer.Option("--vpp", min=1, max=MAX_DEGREE, help="virtual pipeline stages per rank")]
 SpOpt = Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Megatron sequence parallelism")]
 ZeroOpt = Annotated[Optional[int], typer.Option("--zero", min=0, max=3, help="ZeRO/FSDP stage 0-3")]
 RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full")]
-MicroBatchOpt = Annotated[Optional[int], typer.Option("--micro-batch", min=1, help="sequences per micro-batch")]
-GlobalBatchOpt = Annotated[Optional[int], typer.Option("--global-batch", min=1, help="sequences per step")]
-SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", min=1, help="tokens per sequence")]
+MicroBatchOpt = Annotated[
+    Optional[int], typer.Option("--micro-batch", min=1, max=MAX_BATCH, help="sequences per micro-batch")
+]
+GlobalBatchOpt = Annotated[
+    Optional[int], typer.Option("--global-batch", min=1, max=MAX_BATCH, help="sequences per step")
+]
+SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", min=1, max=MAX_SEQ_LEN, help="tokens per sequence")]
 PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help="fp32 | bf16 | fp16 | fp8")]
 ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
-PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", help="a saved plan (search --save)")]
+PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", callback=nonempty, help="a saved plan (search --save)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 EngineOpt = Annotated[
     Optional[str],
     typer.Option(
         "--engine",
+        callback=nonempty,
         help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
         "default: megatron, or the --plan file's)",
     ),
@@ -59,7 +103,26 @@ EnginesOpt = Annotated[
     Optional[str],
     typer.Option(
         "--engine",
+        callback=nonempty,
         help="the training stack(s): a catalog name, a profile YAML, a comma list, or 'all' to rank plans "
         "across every engine (see `planner engines`; default: megatron)",
+    ),
+]
+
+# Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).
+TokensOpt = Annotated[
+    Optional[float], typer.Option("--tokens", callback=finite(1, 1e18), help="tokens to train: time and GPU-hours")
+]
+MtbfOpt = Annotated[
+    Optional[float],
+    typer.Option("--mtbf-hours", callback=finite(0, 1e10, open_low=True), help="mean time between failures, hours"),
+]
+MtbfPerOpt = Annotated[str, typer.Option("--mtbf-per", help="gpu | node: what --mtbf-hours is per")]
+CheckpointBwOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--checkpoint-bandwidth",
+        callback=finite(0, 1e15, open_low=True),
+        help="checkpoint write bandwidth of the whole job, bytes/s (default: the profile's per node x nodes)",
     ),
 ]

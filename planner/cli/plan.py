@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from planner.cli.options import (
+    CheckpointBwOpt,
     CompileOpt,
     CpOpt,
     DpOpt,
@@ -18,6 +19,8 @@ from planner.cli.options import (
     JsonOpt,
     MicroBatchOpt,
     ModelOpt,
+    MtbfOpt,
+    MtbfPerOpt,
     NoFlashOpt,
     OptimizerOpt,
     PlanFileOpt,
@@ -28,6 +31,7 @@ from planner.cli.options import (
     SelectivePolicyOpt,
     SeqLenOpt,
     SpOpt,
+    TokensOpt,
     TpOpt,
     TpOverlapOpt,
     VppOpt,
@@ -103,17 +107,10 @@ def estimate(
     no_flash: NoFlashOpt = False,
     tp_overlap: TpOverlapOpt = None,
     compile: CompileOpt = None,
-    tokens: Annotated[
-        Optional[float], typer.Option("--tokens", min=1, help="tokens to train: time and GPU-hours")
-    ] = None,
-    mtbf_hours: Annotated[
-        Optional[float], typer.Option("--mtbf-hours", min=0.001, help="mean time between failures, hours")
-    ] = None,
-    mtbf_per: Annotated[str, typer.Option("--mtbf-per", help="the MTBF is per gpu or per node")] = "gpu",
-    checkpoint_bandwidth: Annotated[
-        Optional[float],
-        typer.Option("--checkpoint-bandwidth", min=1, help="aggregate checkpoint write bandwidth, bytes/s"),
-    ] = None,
+    tokens: TokensOpt = None,
+    mtbf_hours: MtbfOpt = None,
+    mtbf_per: MtbfPerOpt = "gpu",
+    checkpoint_bandwidth: CheckpointBwOpt = None,
     timeline: Annotated[
         Optional[str], typer.Option("--timeline", help="draw one step's pipeline schedule (.svg/.png)")
     ] = None,

@@ -115,7 +115,7 @@ def resolve(
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(gpus=gpus, doc=doc, flags=flags, defaults={"seq_len": spec.max_seq_len})
     if check:
-        require_runs(spec, plan, eng, gpus)
+        require_runs(spec, plan, eng, gpus, hw)
     return Resolved(spec, hw, eng, plan, model_ref, gpus)
 
 

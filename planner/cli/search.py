@@ -12,6 +12,7 @@ from typing import Annotated, Optional, TypeVar, cast
 import typer
 
 from planner.cli.options import (
+    CheckpointBwOpt,
     CompileOpt,
     CpOpt,
     DpOpt,
@@ -23,6 +24,8 @@ from planner.cli.options import (
     JsonOpt,
     MicroBatchOpt,
     ModelOpt,
+    MtbfOpt,
+    MtbfPerOpt,
     NoFlashOpt,
     OptimizerOpt,
     PpOpt,
@@ -36,6 +39,7 @@ from planner.cli.options import (
 )
 from planner.cli.resolve import choice, engine_overrides, resolve_engines
 from planner.errors import PlannerError
+from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
 from planner.specs import Precision
 
@@ -53,15 +57,20 @@ MicroBatchesOpt = Annotated[
     Optional[str],
     typer.Option("--micro-batches", help="micro-batch sizes to search, comma list (default: powers of 2 up to 16)"),
 ]
-MaxTpOpt = Annotated[Optional[int], typer.Option("--max-tp", min=1, help="largest tp (default 2 nodes' GPUs)")]
-MaxPpOpt = Annotated[Optional[int], typer.Option("--max-pp", min=1, help="largest pp (default num_layers)")]
-MaxCpOpt = Annotated[
-    Optional[int], typer.Option("--max-cp", min=1, help="largest cp (default 1, or 16 when seq_len >= 32768)")
+MaxTpOpt = Annotated[
+    Optional[int], typer.Option("--max-tp", min=1, max=MAX_DEGREE, help="largest tp (default 2 nodes' GPUs)")
 ]
-MaxEpOpt = Annotated[Optional[int], typer.Option("--max-ep", min=1, help="largest ep (MoE models)")]
-MaxVppOpt = Annotated[int, typer.Option("--max-vpp", min=1, help="largest vpp for the interleaved schedule")]
+MaxPpOpt = Annotated[
+    Optional[int], typer.Option("--max-pp", min=1, max=MAX_DEGREE, help="largest pp (default num_layers)")
+]
+MaxCpOpt = Annotated[
+    Optional[int],
+    typer.Option("--max-cp", min=1, max=MAX_DEGREE, help="largest cp (default 1, or 16 when seq_len >= 32768)"),
+]
+MaxEpOpt = Annotated[Optional[int], typer.Option("--max-ep", min=1, max=MAX_DEGREE, help="largest ep (MoE models)")]
+MaxVppOpt = Annotated[int, typer.Option("--max-vpp", min=1, max=64, help="largest vpp for the interleaved schedule")]
 ObjectiveOpt = Annotated[str, typer.Option("--objective", help="throughput | memory | goodput")]
-TopOpt = Annotated[int, typer.Option("--top", min=1, help="how many plans to show")]
+TopOpt = Annotated[int, typer.Option("--top", min=1, max=10_000, help="how many plans to show")]
 SaveOpt = Annotated[Optional[str], typer.Option("--save", help="write the best plan to FILE.yaml")]
 PlotOpt = Annotated[
     Optional[str],
@@ -72,14 +81,6 @@ ExplainOpt = Annotated[
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
-MtbfOpt = Annotated[Optional[float], typer.Option("--mtbf-hours", min=0.0, help="mean time between failures, hours")]
-MtbfPerOpt = Annotated[str, typer.Option("--mtbf-per", help="gpu | node: what --mtbf-hours is per")]
-CkptBwOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--checkpoint-bandwidth", min=0.0, help="checkpoint write bandwidth, bytes/s (default: profile x nodes)"
-    ),
-]
 
 
 def _ints(name: str, text: str | None) -> tuple[int, ...] | None:
@@ -140,7 +141,7 @@ def search(
     top: TopOpt = 10,
     mtbf_hours: MtbfOpt = None,
     mtbf_per: MtbfPerOpt = "gpu",
-    checkpoint_bandwidth: CkptBwOpt = None,
+    checkpoint_bandwidth: CheckpointBwOpt = None,
     optimizer: OptimizerOpt = None,
     selective_policy: SelectivePolicyOpt = None,
     no_flash: NoFlashOpt = False,
@@ -179,7 +180,7 @@ def search(
     gb_default = global_batch is None
     space = Space(
         gpus=gpus,
-        global_batch=global_batch or default_global_batch(gpus),
+        global_batch=global_batch or default_global_batch(seq_len or spec.max_seq_len),
         seq_len=seq_len or spec.max_seq_len,
         precision=cast(Precision, choice("precision", precision) or "bf16"),
         tp=tp,

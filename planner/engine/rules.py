@@ -7,6 +7,7 @@ from __future__ import annotations
 from planner.engine.profile import Engine
 from planner.engine.split import chunk_sizes
 from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected, check_plan
 from planner.specs import ModelSpec
 
@@ -16,14 +17,33 @@ def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Reject
     return structure_problems(engine, model, plan) + zero_problems(engine, plan, model=model)
 
 
-def plan_problems(model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None) -> list[Rejected]:
-    """The model's divisibility rules (plan.check_plan) and the engine's rules, in that order."""
-    return check_plan(model, plan, gpus) + engine_problems(engine, model, plan)
+def plan_problems(
+    model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None, hardware: HardwareProfile | None = None
+) -> list[Rejected]:
+    """The model's divisibility rules (plan.check_plan), the hardware's precisions and the engine's rules."""
+    hw = hardware_problems(hardware, plan) if hardware is not None else []
+    return check_plan(model, plan, gpus) + hw + engine_problems(engine, model, plan)
 
 
-def require_runs(model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None) -> None:
+def hardware_problems(hw: HardwareProfile, plan: Plan) -> list[Rejected]:
+    """A precision the GPU has no tensor cores (or units) for: fp8 before Hopper and Ada, bf16 before Ampere."""
+    if hw.supports(plan.precision):
+        return []
+    have = ", ".join(hw.gpu.peak_flops)
+    return [
+        Rejected(
+            f"{hw.name} has no {plan.precision}",
+            f"precision={plan.precision}: {hw.name} ({hw.gpu.name}) has no {plan.precision} tensor cores; use one of "
+            f"{have}",
+        )
+    ]
+
+
+def require_runs(
+    model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None, hardware: HardwareProfile | None = None
+) -> None:
     """For commands that take one plan: every broken rule in one PlannerError."""
-    problems = plan_problems(model, plan, engine, gpus)
+    problems = plan_problems(model, plan, engine, gpus, hardware)
     if problems:
         raise PlannerError("invalid plan: " + "; ".join(str(r) for r in problems))
 

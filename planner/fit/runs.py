@@ -147,7 +147,7 @@ def parse_run(
         return Skipped(rid, pydantic_message(e, "run"), measured)
     except PlannerError as e:
         return Skipped(rid, str(e), measured)
-    problems = plan_problems(model, plan, eng, raw.get("gpus"))
+    problems = plan_problems(model, plan, eng, raw.get("gpus"), hw)
     if problems:
         return Skipped(rid, "; ".join(str(p) for p in problems), measured)
     family = run_family(raw, eng, hw.name)

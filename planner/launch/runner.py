@@ -13,10 +13,12 @@ from pathlib import Path
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
-from planner.launch.layout import MESH_DIMS, layout, mesh_shape
+from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
 from planner.launch.preflight import Environment, Preflight, preflight
 from planner.plan import Plan
 from planner.specs import ModelSpec
+
+MAX_RANKS_SHOWN = 64  # a dry run lists the first ranks' layout; a 16,384-rank listing helps nobody
 
 
 def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
@@ -58,6 +60,7 @@ class DryRun:
 
     def to_dict(self) -> dict:
         return {
+            "ok": not self.preflight.failures(),
             "checks": [c.__dict__ for c in self.preflight.checks],
             "notes": self.preflight.notes,
             "command": self.command,
@@ -81,12 +84,11 @@ def dry_run(
         model, cfg.plan, engine, env, nproc_per_node=nproc_per_node, nnodes=nnodes, predicted_peak_bytes=peak_bytes
     )
     argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts)
-    return DryRun(
-        pf,
-        f"{env_prefix()} {shell_join(argv)}",
-        dict(zip(MESH_DIMS, mesh_shape(cfg.plan))),
-        [r.describe() for r in layout(cfg.plan, model.num_layers)],
-    )
+    world = cfg.plan.gpus
+    shown = [rank_layout(r, cfg.plan, model.num_layers).describe() for r in range(min(world, MAX_RANKS_SHOWN))]
+    if world > MAX_RANKS_SHOWN:
+        shown.append(f"... and {world - MAX_RANKS_SHOWN} more ranks")
+    return DryRun(pf, f"{env_prefix()} {shell_join(argv)}", dict(zip(MESH_DIMS, mesh_shape(cfg.plan))), shown)
 
 
 def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall_timeout_s: float | None = None) -> int:

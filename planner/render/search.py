@@ -95,7 +95,10 @@ def print_result(
     wide: bool = False,
 ) -> None:
     s, m, hw = result.space, result.model, result.hardware
-    gb = f"{s.global_batch}" + (" (default: max(1024, gpus); --global-batch to change)" if global_batch_default else "")
+    tokens = fmt_count(s.global_batch * s.seq_len)
+    gb = f"{s.global_batch}" + (
+        f" (default: about 4M tokens, here {tokens}; --global-batch to change)" if global_batch_default else ""
+    )
     engines = ", ".join(e.name for e in result.engines) or result.engine.name
     console.print(
         f"[bold]{m.name}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{hw.name}[/] "

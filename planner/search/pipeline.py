@@ -35,6 +35,7 @@ from planner.cost.compute import layer_time, stage_shapes
 from planner.cost.estimate import estimate
 from planner.cost.schedule import StepTime, slot_lower_bound_s, step_time
 from planner.engine import Engine, structure_problems, zero_problems
+from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, check_plan
@@ -142,6 +143,7 @@ def _check_and_screen(
     tick = itertools.count()
     near: list[tuple[float, int, Plan]] = []
     zero_verdicts: dict[tuple, list] = {}  # the engine's ZeRO rules depend on the degrees only
+    precision = hardware_problems(res.hardware, Plan(precision=space.precision))  # the same for every candidate
 
     def reject(plan: Plan, problems: list, plans: int) -> None:
         first = problems[0]
@@ -171,7 +173,7 @@ def _check_and_screen(
                 schedule=st.schedule,
             )
             res.evaluated += per_mb
-            problems = check_plan(model, base, space.gpus) + structure_problems(engine, model, base)
+            problems = check_plan(model, base, space.gpus) + precision + structure_problems(engine, model, base)
             if problems:
                 reject(base, problems, per_mb)
                 continue

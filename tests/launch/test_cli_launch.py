@@ -32,16 +32,29 @@ def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path):
         "--tp",
         "2",
         "--sp",
+        "--zero",
+        "1",
         "--micro-batch",
         "2",
         "--seq-len",
         "64",
         "--dry-run",
     )
-    assert code == 0
+    assert code == 0, out
     assert "[ok] world size" in out and "mesh: pp=2 x dp=2 x cp=1 x tp=2" in out
     assert "torchrun --standalone" in out and "--nproc-per-node 8" in out and "OMP_NUM_THREADS=1" in out
     assert "rank 7: pp=1 dp=1 cp=0 tp=1 | stage 1: layers 2-3" in out
+
+
+def test_dry_run_with_a_failing_check_exits_1(capsys, tiny_path):
+    """The worker's DDP does not combine with tp: the check fails, the dry run still prints everything."""
+    code, out, _ = _run(capsys, "--model", tiny_path, "--dp", "2", "--tp", "2", "--seq-len", "64", "--dry-run")
+    assert code == 1 and "[FAIL] divisibility and support" in out and "mesh:" in out
+    code, out, _ = _run(
+        capsys, "--model", tiny_path, "--dp", "2", "--tp", "2", "--seq-len", "64", "--dry-run", "--json"
+    )
+    doc = json.loads(out)
+    assert code == 1 and doc["ok"] is False and any(not c["ok"] for c in doc["checks"])
 
 
 def test_dry_run_json_and_plan_file(capsys, tiny_path, tmp_path):

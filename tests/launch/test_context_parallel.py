@@ -151,7 +151,7 @@ def test_dry_run_shows_the_cp_axis_and_the_cpu_refusal(capsys, monkeypatch, tiny
         "64",
         "--dry-run",
     )
-    assert code == 0
+    assert code == 1  # a dry run that finds a failing check exits 1 (README, "Exit codes")
     assert "mesh: pp=1 x dp=2 x cp=2 x tp=1" in out
     assert "rank 1: pp=0 dp=0 cp=1 tp=0" in out and "rank 2: pp=0 dp=1 cp=0 tp=0" in out
     assert "[FAIL] divisibility and support: cp=2 needs CUDA, and this device is CPU" in out

@@ -31,7 +31,7 @@ def cluster_problems(
 ) -> list[str]:
     """The pre-flight of `planner launch` that does not need this machine: rules, worker limits on the
     target's devices, memory against the profile (skipped with --force, as launch skips it)."""
-    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus)]
+    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus, hw)]
     out += worker_limits(model, plan, target_environment(hw))
     if not out and not force:
         peak = memory_report(model, hw, plan, engine).total_bytes
