@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from planner.cost.comm import ring_steps
+from planner.io.files import write_text_atomic
 
 
 def alpha_beta(rows: list[dict[str, Any]], kind: str, n: int) -> dict[str, float]:
@@ -100,10 +100,7 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text, what="hardware profile")
 
 
 def curve_from(rows: list[dict[str, Any]], precision: str, peak: float) -> list[tuple[float, float]]:

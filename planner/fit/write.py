@@ -16,19 +16,13 @@ from planner.errors import PlannerError
 from planner.fit.calibrate import FitResult
 from planner.fit.params import SCALES
 from planner.hardware import HardwareProfile
+from planner.io.files import write_text_atomic
 
 CALIBRATED_HEADER = "# Calibrated profile:"
 
 
 def _atomic(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        tmp.replace(target)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise PlannerError(f"cannot write {str(target)!r}: {e.strerror}") from None
+    write_text_atomic(target, text, what="profile")
 
 
 def _num(v: float) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
+from planner.io.files import read_text
 from planner.specs import ModelSpec
 
 DEFAULT_HARDWARE = "h100-sxm"  # what --hardware means when neither the flag nor a plan file names one
@@ -78,12 +79,19 @@ for _first in list("-+0123456789."):
     _Loader.yaml_implicit_resolvers[_first].append(("tag:yaml.org,2002:float", _FLOAT))
 
 
+MAX_YAML_BYTES = 64 << 20  # no catalog, plan or runs file comes near this
+
+
 def load_yaml(path: str | Path) -> Any:
     """Parse a YAML file (SI numbers like `80.0e9` as floats); errors become one-line `PlannerError`s."""
     path = Path(path)
     text = _read_text(path)
+    if len(text) > MAX_YAML_BYTES:
+        raise PlannerError(f"{_display(path)}: {len(text)} bytes is too large for a YAML input (max {MAX_YAML_BYTES})")
     try:
         return yaml.load(text, Loader=_Loader)
+    except RecursionError:
+        raise PlannerError(f"{_display(path)}: YAML nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{_display(path)}:{mark.line + 1}:{mark.column + 1}" if mark else _display(path)
@@ -92,17 +100,15 @@ def load_yaml(path: str | Path) -> Any:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlannerError(f"{_display(path)}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise PlannerError(f"{_display(path)}: cannot read ({exc.__class__.__name__})") from None
+    return read_text(path, display=_display(path))
 
 
 def _display(path: Path) -> str:
     """A short form of a path for messages: relative to the catalog root or the working directory."""
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return str(path)
     for base in (catalog_root(), Path.cwd()):
         try:
             return str(resolved.relative_to(base))

@@ -7,7 +7,6 @@ fields is accepted too). Flags given on the command line override the file.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from planner.errors import PlannerError
+from planner.io.files import write_text_atomic
 from planner.plan import Plan, derive_plan
 
 PLAN_FIELDS = tuple(Plan.model_fields)
@@ -151,13 +151,5 @@ def write_plan_file(
         doc["training"] = training
     if predicted:
         doc["predicted"] = predicted
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
     text = (f"# {header}\n" if header else "") + yaml.safe_dump(doc, sort_keys=False)
-    try:
-        tmp.write_text(text)
-        tmp.replace(target)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise PlannerError(f"cannot write plan file {path!r}: {e.strerror}") from None
+    write_text_atomic(path, text, what="plan file")

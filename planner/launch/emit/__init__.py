@@ -4,7 +4,6 @@ engine targets write the configuration that engine reads (megatron, torchtitan, 
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import yaml
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
+from planner.io.files import make_dir, read_text, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.emit import deepspeed, k8s, megatron, slurm, torchrun, torchtitan
 from planner.launch.emit.checks import CLUSTER_TARGETS, ENGINE_TARGETS, cluster_problems, engine_problems_for
@@ -41,18 +41,16 @@ def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int
     return nnodes, per_node
 
 
-def _portable(ref: str, out: Path) -> str:
+def _portable(ref: str, out: Path, copied: list[Path]) -> str:
     """A model or hardware reference a cluster node can resolve: a catalog name as is; a file copied next to
     the emitted files and named relatively (no path of the machine that wrote them)."""
     path = Path(ref)
     if not path.is_file():
         return ref
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        if path.resolve() != (out / path.name).resolve():
-            shutil.copyfile(path, out / path.name)
-    except OSError as e:
-        raise PlannerError(f"cannot copy {ref!r} into {str(out)!r}: {e.strerror or e}") from None
+    target = out / path.name
+    if path.resolve() != target.resolve():
+        write_text_atomic(target, read_text(path), what="copy of")
+        copied.append(target)
     return path.name
 
 
@@ -90,9 +88,18 @@ def emit(
             "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
         )
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc) if kind in CLUSTER_TARGETS else (1, 1)
-    if kind in CLUSTER_TARGETS:
-        cfg = replace(cfg, model=_portable(cfg.model, out), hardware=_portable(hardware_ref, out))
-    return write_target(kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image)
+    make_dir(out, what="--out folder")
+    copied: list[Path] = []
+    try:
+        if kind in CLUSTER_TARGETS:
+            cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
+        return write_target(
+            kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image
+        )
+    except PlannerError:
+        for path in copied:  # nothing half-written: the copies go with the file that failed
+            path.unlink(missing_ok=True)
+        raise
 
 
 def target_text(
@@ -141,14 +148,5 @@ def write_target(
 ) -> Path:
     """Write one target's file into `out` (created if needed), atomically; the path written."""
     name, text = target_text(kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / name
-        tmp = path.with_name(name + ".tmp")
-        tmp.write_text(text)
-        if name.endswith((".sh", ".slurm")):
-            tmp.chmod(0o755)
-        tmp.replace(path)
-    except OSError as e:
-        raise PlannerError(f"cannot write --emit {kind} into {str(out)!r}: {e.strerror or e}") from None
-    return path
+    mode = 0o755 if name.endswith((".sh", ".slurm")) else None
+    return write_text_atomic(out / name, text, what=f"--emit {kind} file", mode=mode)

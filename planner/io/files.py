@@ -1,0 +1,62 @@
+"""Reading and writing files the tool owns: every failure is one PlannerError line naming the path, and a
+write is atomic (a temporary file beside the target, then a rename), so a failed write leaves nothing
+half-written and never replaces a good file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from planner.errors import PlannerError
+
+
+def _reason(e: BaseException) -> str:
+    return getattr(e, "strerror", None) or e.__class__.__name__
+
+
+def write_text_atomic(path: str | Path, text: str, *, what: str = "file", mode: int | None = None) -> Path:
+    """Write `text` to `path` atomically (parent folders created); PlannerError on any failure."""
+    target = Path(path)
+    if target.name in ("", ".", "..") or str(path).endswith("/"):
+        raise PlannerError(f"cannot write {what} {str(path)!r}: that is a folder, give a file name")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        if mode is not None:
+            tmp.chmod(mode)
+        tmp.replace(target)
+    except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
+        # the temporary file may never have been created (the folder is not writable, or not a folder)
+        with contextlib.suppress(OSError, ValueError):
+            tmp.unlink(missing_ok=True)
+        raise PlannerError(f"cannot write {what} {str(path)!r}: {_reason(e)}") from None
+    return target
+
+
+def make_dir(path: str | Path, *, what: str = "folder") -> Path:
+    """Create a folder (and its parents); PlannerError when it cannot be (a file in the way, no permission)."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
+    except (OSError, ValueError) as e:
+        raise PlannerError(f"cannot create {what} {str(path)!r}: {_reason(e)}") from None
+    return folder
+
+
+def read_text(path: str | Path, *, display: str | None = None) -> str:
+    """A text file's contents; PlannerError for a missing file, a folder, a symlink loop, a name too long,
+    no permission or bytes that are not UTF-8."""
+    p = Path(path)
+    name = display or str(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlannerError(f"{name}: no such file") from None
+    except UnicodeDecodeError:
+        raise PlannerError(f"{name}: not a text file (not UTF-8)") from None
+    except (OSError, ValueError) as e:
+        raise PlannerError(f"{name}: cannot read ({_reason(e)})") from None
