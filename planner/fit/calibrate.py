@@ -36,6 +36,7 @@ from planner.fit.params import (
 )
 from planner.fit.runs import Run, load_runs, parse_runs
 from planner.hardware import Efficiency, HardwareProfile
+from planner.io.files import read_text
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -204,10 +205,12 @@ def observation_from_profile(
         model = ModelSpec(**doc["model"]) if isinstance(doc["model"], dict) else None
         plan = Plan(**doc["plan"])
         step = step_stat(doc, stat)
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlannerError(
             f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}"
         ) from None
+    if not (math.isfinite(step) and step > 0):
+        raise PlannerError(f"{source}: the {stat} step time {step!r} is not a positive finite number of seconds")
     if model is None:
         model = load_model(doc["model"])
     engine = load_engine(doc.get("engine") or "planner")
@@ -223,7 +226,7 @@ def load_observations(paths: list[str], hardware: HardwareProfile | None, *, sta
             raise PlannerError(f"{path}: no such file")
         if p.suffix == ".json":
             try:
-                doc = json.loads(p.read_text())
+                doc = json.loads(read_text(p))
             except json.JSONDecodeError as e:
                 raise PlannerError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
             if hardware is None:

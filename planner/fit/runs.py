@@ -10,6 +10,7 @@ is a typo in the file, not a plan the engine refuses.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +79,36 @@ def load_runs(path: str | Path) -> list[dict[str, Any]]:
     missing = [i for i, r in enumerate(doc) if not {"id", "model", "hardware", "plan", "measured"} <= set(r)]
     if missing:
         raise PlannerError(f"{path}: run #{missing[0]} lacks one of id, model, hardware, plan, measured")
+    for i, run in enumerate(doc):
+        _check_shape(path, i, run)
     return doc
+
+
+def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
+    """The fields every run needs, of the right kinds; measured values positive finite numbers or null."""
+    rid = run.get("id")
+    where = (
+        f"{path}: run {rid!r}" if isinstance(rid, (str, int)) and not isinstance(rid, bool) else f"{path}: run #{index}"
+    )
+    if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+        raise PlannerError(f"{where}: id must be a name, got {rid!r}")
+    for key in ("model", "plan", "measured"):
+        if not isinstance(run.get(key), dict):
+            hint = " (an inline model spec, not a catalog name)" if key == "model" else ""
+            raise PlannerError(f"{where}: {key} must be a mapping{hint}, got {type(run.get(key)).__name__}")
+    if not isinstance(run.get("hardware"), str) or not run["hardware"]:
+        raise PlannerError(f"{where}: hardware must be a hardware profile name, got {run.get('hardware')!r}")
+    for key in ("gpus", "gpus_per_node"):
+        v = run.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise PlannerError(f"{where}: {key} must be a positive integer or null, got {v!r}")
+    for key, v in run["measured"].items():
+        if key in METRICS and v is not None and not _positive_number(v):
+            raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
+
+
+def _positive_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def _software(raw: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ JSON document, nothing else with --json), stderr carries errors, warnings and pr
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -14,8 +15,20 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False)
 
 
+def finite_json(value: Any) -> Any:
+    """The document with every non-finite float as null: strict JSON (no NaN, no Infinity), which every
+    parser reads."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def emit_json(doc: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.write(json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n")
 
 
 def warning_line(
