@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -68,6 +69,7 @@ def calibrate(
     from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
     from planner.io.catalog import hardware_source_text, load_hardware
     from planner.render.fit import calibration_json, print_calibration
+    from planner.render.progress import DelayedProgress
 
     if not output:
         raise PlannerError(
@@ -77,7 +79,11 @@ def calibrate(
     args = hardware or runs_hardware(inputs)
     profiles = [load_hardware(h) for h in args]
     targets = hardware_output(output, profiles)
-    result = calibrate_paths(inputs, profiles, names=names)
+    progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
+    try:
+        result = calibrate_paths(inputs, profiles, names=names, progress=progress)
+    finally:
+        progress.close()
     for arg, h in zip(args, profiles):
         write_hardware_profile(result, h.name, hardware_source_text(arg), targets[h.name])
     written = (

@@ -213,6 +213,11 @@ def launch(
     writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
     if cfg.checkpoint_dir:
         writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir")
+    typer.echo(
+        f"[launch] starting {per_node} worker process(es) with torchrun; start-up (imports, rendezvous, model "
+        "build) takes a few seconds before the first step line",
+        err=True,
+    )
     rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts)
     if rc != 0:
         typer.echo(f"planner launch: the run failed (torchrun exit code {rc})", err=True)

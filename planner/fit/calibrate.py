@@ -10,9 +10,11 @@ compute factors and fixed step overheads take what the physics leaves out, and a
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -330,6 +332,7 @@ def fit(
     *,
     names: tuple[str, ...] | None = None,
     engine: Engine | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FitResult:
     """The MAP fit (fit/params.py) of hardware parameters and engine factors to the observations. `names`:
     what to fit (default: the engine factors and every hardware parameter the profiles give bounds for);
@@ -355,13 +358,18 @@ def fit(
     x0, lo, hi, sigma = (np.array(a, dtype=float) for a in (vec.x0, vec.lo, vec.hi, vec.sigma))
     measured = np.log([o.measured_step_s for o in obs])
 
+    budget = 60 * max(1, len(x0))
+    calls = itertools.count(1)
+
     def residuals(x: Any) -> Any:
+        if progress is not None:
+            progress(min(next(calls), budget), budget)
         pred = np.log(_predict(vec, vec.values(x), obs))
         prior = DATA_SIGMA * (x - x0) / sigma
         return np.concatenate([pred - measured, prior])
 
     width = np.maximum(hi - lo, 1e-12)
-    res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=width / 10, max_nfev=60 * max(1, len(x0)))
+    res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=width / 10, max_nfev=budget)
     v = vec.values(res.x)
     stderr = _stderr(res, len(obs), len(x0))
     before = tuple((p / o.measured_step_s - 1) * 100 for p, o in zip(_predict(vec, vec.values(x0), obs), obs))
@@ -468,7 +476,12 @@ def _group_fits(
 
 
 def calibrate_paths(
-    paths: list[str], hardware: list[HardwareProfile], *, names: tuple[str, ...] | None = None, stat: str = "median"
+    paths: list[str],
+    hardware: list[HardwareProfile],
+    *,
+    names: tuple[str, ...] | None = None,
+    stat: str = "median",
+    progress: Callable[[int, int], None] | None = None,
 ) -> FitResult:
     """The CLI's entry: observations of the given profiles from runs files and launch profiles, fitted."""
     single = hardware[0] if len(hardware) == 1 else None
@@ -480,7 +493,7 @@ def calibrate_paths(
             f"no measured runs of {', '.join(sorted(wanted))} in {', '.join(paths)} (runs name their hardware; "
             "a launch profile takes the --hardware it is given)"
         )
-    return fit(obs, {h.name: h for h in hardware}, names=names)
+    return fit(obs, {h.name: h for h in hardware}, names=names, progress=progress)
 
 
 __all__ = [
