@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner.hardware import AttentionKernel, Efficiency, MatmulPoint
+from planner.engine import Engine, Fitted
+from planner.fit.observations import Observation
+from planner.hardware import AttentionKernel, Efficiency, HardwareProfile, MatmulPoint
 
 # Default bounds for a hardware parameter the profile gives none for (the CPU profile's fixed costs).
 HARDWARE_BOUNDS: dict[str, tuple[float, float]] = {
@@ -82,3 +84,59 @@ def group_log_factor(a_h: float, b_e: float, c_eh: float) -> float:
 
 def factor_from_logs(logs: float) -> float:
     return math.exp(logs)
+
+
+class ParameterVector:
+    """The parameter vector: hardware parameters per profile, then a_h, b_e, c_eh and overheads."""
+
+    def __init__(self, obs: list[Observation], bases: dict[str, HardwareProfile], names: tuple[str, ...]) -> None:
+        self.bases = bases
+        self.hw_names = [n for n in names if n not in ENGINE_PARAMS]
+        self.fit_compute = "compute" in names
+        self.fit_overhead = "overhead_s" in names
+        self.hardware = sorted({o.hardware.name for o in obs})
+        self.engines = sorted({o.engine.name for o in obs})
+        self.groups = sorted({(o.engine.name, o.hardware.name) for o in obs})
+        self.slots: list[tuple[str, ...]] = []
+        self.x0: list[float] = []
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+        self.sigma: list[float] = []
+        for h in self.hardware:
+            eff = bases[h].efficiency
+            for n in self.hw_names:
+                lo, hi = bounds_of(eff, n)
+                self._add(("hw", h, n), min(max(start_value(eff, n), lo), hi), lo, hi, max((hi - lo) / 2, 1e-12))
+        if self.fit_compute:
+            for h in self.hardware:
+                self._add(("a", h), 0.0, -1.5, 1.5, SIGMA_HARDWARE)
+            for e in self.engines:
+                self._add(("b", e), 0.0, -1.0, 1.0, SIGMA_ENGINE)
+            for e, h in self.groups:
+                self._add(("c", e, h), 0.0, -1.0, 1.0, SIGMA_GROUP)
+        if self.fit_overhead:
+            for e, h in self.groups:
+                self._add(("o", e, h), 0.0, *OVERHEAD_BOUNDS_S, OVERHEAD_PRIOR_S)
+
+    def _add(self, slot: tuple[str, ...], x0: float, lo: float, hi: float, sigma: float) -> None:
+        self.slots.append(slot)
+        self.x0.append(x0)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        self.sigma.append(sigma)
+
+    def values(self, x: Any) -> dict[tuple[str, ...], float]:
+        return {s: float(v) for s, v in zip(self.slots, x)}
+
+    def efficiency(self, v: dict[tuple[str, ...], float], h: str) -> Efficiency:
+        return apply_params(self.bases[h].efficiency, {n: v[("hw", h, n)] for n in self.hw_names})
+
+    def log_factor(self, v: dict[tuple[str, ...], float], e: str, h: str) -> tuple[float, float, float]:
+        if not self.fit_compute:
+            return 0.0, 0.0, 0.0
+        return v.get(("a", h), 0.0), v.get(("b", e), 0.0), v.get(("c", e, h), 0.0)
+
+    def engine(self, v: dict[tuple[str, ...], float], o: Observation) -> Engine:
+        a, b, c = self.log_factor(v, o.engine.name, o.hardware.name)
+        fitted = Fitted(compute=math.exp(a + b + c), overhead_s=v.get(("o", o.engine.name, o.hardware.name), 0.0))
+        return o.engine.model_copy(update={"fitted": {o.hardware.name: fitted}})

@@ -1,0 +1,140 @@
+"""Observations for `planner calibrate` and cross-validation: measured step times of known plans, read from
+runs files (each run with the engine its software block names) and from `planner launch` profile JSONs."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.engine import Engine
+from planner.errors import PlannerError
+from planner.fit.runs import Run, load_runs, parse_runs
+from planner.hardware import HardwareProfile
+from planner.io.files import read_text
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+# Statistics of a launch profile's timed steps that observation_from_profile can use as "the" step time.
+STEP_STATS = ("median", "p25", "min")
+
+
+@dataclass(frozen=True)
+class Observation:
+    id: str
+    model: ModelSpec
+    plan: Plan
+    hardware: HardwareProfile
+    engine: Engine
+    measured_step_s: float
+    source: str
+    measured_peak_bytes: float | None = None
+    family: str = ""
+
+    @property
+    def group(self) -> str:
+        return f"{self.engine.name}/{self.hardware.name}"
+
+
+def observation_from_run(run: Run, source: str) -> Observation | None:
+    """A run with a measured step time (or throughput); `source` is the file it was read from."""
+    step = run.measured_step_s
+    if not step:
+        return None
+    return Observation(
+        run.id,
+        run.model,
+        run.plan,
+        run.hardware,
+        run.engine,
+        step,
+        source,
+        run.measured.get("peak_memory_bytes"),
+        run.family,
+    )
+
+
+def observations_from_runs(
+    raws: list[dict[str, Any]], hardware: HardwareProfile | None, source: str
+) -> list[Observation]:
+    """Runs of the profile's hardware (every run's own profile when None) with a measured step time or
+    throughput per GPU; each run with its own engine."""
+    if hardware is not None:
+        raws = [r for r in raws if r.get("hardware") in (hardware.name, None)]
+    out = []
+    for run in parse_runs(raws, hardware=hardware):
+        if isinstance(run, Run):
+            o = observation_from_run(run, source)
+            if o is not None:
+                out.append(o)
+    return out
+
+
+def step_stat(doc: dict[str, Any], stat: str = "median") -> float:
+    """One statistic of a launch profile's timed (non-warm-up) steps: median (median_step_s), p25 or min.
+
+    On a shared machine a step is only ever slowed down by other load, so the low quantiles of many steps
+    repeat from run to run far better than the median (p25/min; the median is the default)."""
+    if stat not in STEP_STATS:
+        raise PlannerError(f"unknown step statistic {stat!r}; use {', '.join(STEP_STATS)}")
+    if stat == "median":
+        return float(doc["median_step_s"])
+    rows = doc.get("step_times_s") or []
+    timed = sorted(float(r["time_s"]) for r in rows if not r.get("warmup")) or sorted(float(r["time_s"]) for r in rows)
+    if not timed:
+        return float(doc[f"{stat}_step_s"])
+    return timed[0] if stat == "min" else _quantile(timed, 0.25)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted values (numpy's default)."""
+    pos = q * (len(sorted_values) - 1)
+    i = math.floor(pos)
+    j = min(i + 1, len(sorted_values) - 1)
+    return sorted_values[i] + (pos - i) * (sorted_values[j] - sorted_values[i])
+
+
+def observation_from_profile(
+    doc: dict[str, Any], hardware: HardwareProfile, source: str, *, stat: str = "median"
+) -> Observation:
+    """A `planner launch` profile JSON: the model spec it ran, its plan, the engine that ran it (the planner
+    worker's by default) and the median (or `stat`) step time. Its id is the path it was read from, so two
+    profiles of the same file name in different folders stay two observations."""
+    from planner.io.catalog import load_engine, load_model
+
+    try:
+        model = ModelSpec(**doc["model"]) if isinstance(doc["model"], dict) else None
+        plan = Plan(**doc["plan"])
+        step = step_stat(doc, stat)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PlannerError(
+            f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}"
+        ) from None
+    if not (math.isfinite(step) and step > 0):
+        raise PlannerError(f"{source}: the {stat} step time {step!r} is not a positive finite number of seconds")
+    if model is None:
+        model = load_model(doc["model"])
+    engine = load_engine(doc.get("engine") or "planner")
+    return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source)
+
+
+def load_observations(paths: list[str], hardware: HardwareProfile | None, *, stat: str = "median") -> list[Observation]:
+    """Runs files and launch profiles; `hardware` None: each run on its own profile (profiles need one)."""
+    obs: list[Observation] = []
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise PlannerError(f"{path}: no such file")
+        if p.suffix == ".json":
+            try:
+                doc = json.loads(read_text(p))
+            except json.JSONDecodeError as e:
+                raise PlannerError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
+            if hardware is None:
+                raise PlannerError(f"{path}: a launch profile needs --hardware (the profile it ran on)")
+            obs.append(observation_from_profile(doc, hardware, path, stat=stat))
+        else:
+            obs += observations_from_runs(load_runs(p), hardware, path)
+    return obs
