@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -28,17 +29,17 @@ from planner.cli.options import (
     finite,
     nonempty,
 )
-from planner.cli.resolve import PLAN_FLAGS, resolve
+from planner.cli.resolve import PLAN_FLAGS, Resolved, resolve
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
 from planner.io.planfile import read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import emit as emit_target
-from planner.launch.preflight import default_hardware, probe_environment
+from planner.launch.preflight import Environment, default_hardware, probe_environment
 from planner.launch.runner import comparison, dry_run, predicted, read_profile, run_torchrun
 from planner.launch.spec import shrink
 from planner.plan import MAX_DEGREE
-from planner.specs import MAX_LAYERS, MAX_WIDTH
+from planner.specs import MAX_LAYERS, MAX_WIDTH, ModelSpec
 
 Opt = typer.Option
 
@@ -127,8 +128,6 @@ def launch(
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
 ) -> None:
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
-    from planner.render.launch import print_comparison, render_dry_run
-
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
     saved = read_plan_file(plan) if plan is not None else None  # what `planner search --save` wrote
@@ -150,59 +149,61 @@ def launch(
         check=False,
         default_engine=WORKER_ENGINE,
     )
-    the_plan = r.plan
-    rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=the_plan.tp) if (layers or hidden) else r.model
+    rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
+    run = RunConfig(
+        model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
+        hardware=r.hardware.name, engine=engine or WORKER_ENGINE,
+        checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
+        resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
+    )  # fmt: skip
     if emit is not None:
         if out is None:
             raise PlannerError("--emit needs --out DIR")
-        cfg = RunConfig(
-            model=r.model_ref, plan=the_plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
-            hardware=r.hardware.name, engine=engine or WORKER_ENGINE,
-            checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
-            resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
-        )  # fmt: skip
         path = emit_target(
-            emit, cfg, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
+            emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
             nproc=nproc, max_restarts=max_restarts, image=image, force=force,
         )  # fmt: skip
         typer.echo(f"wrote {path}")
         return
-    nnodes = nnodes or 1
-    if the_plan.gpus % nnodes:
-        raise PlannerError(f"plan gpus={the_plan.gpus} must be divisible by --nnodes {nnodes}")
-    per_node = nproc or the_plan.gpus // nnodes
-    model_ref = str(Path(r.model_ref).resolve()) if Path(r.model_ref).exists() else r.model_ref
-    cfg = RunConfig(
-        model=model_ref,
-        plan=the_plan,
-        steps=steps,
-        warmup=warmup,
-        seed=seed,
-        layers=layers,
-        hidden=hidden,
-        hardware=r.hardware.name,
-        engine=engine or WORKER_ENGINE,
-        checkpoint_dir=str(checkpoint_dir.resolve()) if checkpoint_dir else None,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-        profile_out=str(profile_out.resolve()),
-        timeout_s=timeout_s,
-    )
     assert env is not None
-    pred = predicted(rehearsal, r.hardware, the_plan, r.engine)
-    report = dry_run(
-        cfg,
-        rehearsal,
-        r.engine,
-        env,
-        nproc_per_node=per_node,
-        nnodes=nnodes,
-        max_restarts=max_restarts,
-        peak_bytes=pred["peak_bytes"],
+    _here(r, run, rehearsal, env, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts, dry=dry_run_,
+          force=force, as_json=json_)  # fmt: skip
+
+
+def _here(
+    r: Resolved,
+    run: RunConfig,
+    rehearsal: ModelSpec,
+    env: Environment,
+    *,
+    nnodes: int,
+    nproc: int | None,
+    max_restarts: int,
+    dry: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Check the plan on this machine, then print the dry run, or run it and compare measured with predicted."""
+    from planner.render.launch import render_dry_run
+
+    if run.plan.gpus % nnodes:
+        raise PlannerError(f"plan gpus={run.plan.gpus} must be divisible by --nnodes {nnodes}")
+    per_node = nproc or run.plan.gpus // nnodes
+    model_ref = str(Path(run.model).resolve()) if Path(run.model).exists() else run.model
+    cfg = replace(
+        run,
+        model=model_ref,
+        checkpoint_dir=str(Path(run.checkpoint_dir).resolve()) if run.checkpoint_dir else None,
+        profile_out=str(Path(run.profile_out).resolve()),
     )
+    pred = predicted(rehearsal, r.hardware, cfg.plan, r.engine)
+    report = dry_run(
+        cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
+        peak_bytes=pred["peak_bytes"],
+    )  # fmt: skip
     failures = report.preflight.failures(force=force)
-    if dry_run_:
-        typer.echo(json.dumps(report.to_dict(), indent=2) if json_ else render_dry_run(report))
+    if dry:
+        typer.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_dry_run(report))
         if failures:  # the documented exit code of a dry run that found a failing check
             raise typer.Exit(1)
         return
@@ -210,6 +211,13 @@ def launch(
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
     if nnodes > 1:
         raise PlannerError("a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR")
+    _run(cfg, pred, per_node=per_node, max_restarts=max_restarts, as_json=as_json)
+
+
+def _run(cfg: RunConfig, pred: dict[str, Any], *, per_node: int, max_restarts: int, as_json: bool) -> None:
+    """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
+    from planner.render.launch import print_comparison
+
     writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
     if cfg.checkpoint_dir:
         writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir")
@@ -225,9 +233,8 @@ def launch(
     if not Path(cfg.profile_out).is_file():
         typer.echo(f"planner launch: the run wrote no profile to {cfg.profile_out}", err=True)
         raise typer.Exit(1)
-    profile = read_profile(cfg.profile_out)
-    rows = comparison(profile, pred)
-    if json_:
+    rows = comparison(read_profile(cfg.profile_out), pred)
+    if as_json:
         typer.echo(json.dumps({"profile": cfg.profile_out, "comparison": rows}, indent=2))
     else:
         print_comparison(rows, cfg.profile_out)
