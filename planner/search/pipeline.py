@@ -25,36 +25,29 @@ Counts are honest: evaluated = valid + Σ rejected, and valid = timed + Σ prune
 from __future__ import annotations
 
 import heapq
-import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from planner.cost.compute import layer_time, stage_shapes
 from planner.cost.estimate import estimate
 from planner.cost.schedule import StepTime, slot_lower_bound_s, step_time
-from planner.engine import Engine, structure_problems, zero_problems
-from planner.engine.rules import hardware_problems
+from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.plan import Plan, check_plan
+from planner.plan import Plan
 from planner.search.misses import closest_misses
 from planner.search.results import Ranked, SearchResult, merge_results, rank_key
 from planner.search.screen import MemoryScreen
+from planner.search.screening import Fitting, Screening
 from planner.search.space import (
-    NOT_FIT,
     OBJECTIVES,
     PRUNED_BOUND,
-    PRUNED_RECOMPUTE,
-    RECOMPUTES,
     Space,
-    micro_batches,
     structures,
 )
 from planner.specs import ModelSpec
-
-NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
 
 
 @dataclass(frozen=True)
@@ -92,9 +85,9 @@ def search(
             f"{space.gpus} (tp x pp x cp x dp must equal it; choose degrees whose product divides "
             f"{space.gpus})"
         )
-    fitting, near = _check_and_screen(
-        res, screen, progress=progress, exhaustive=exhaustive, keep_rejections=keep_rejections
-    )
+    screening = Screening(res, screen, exhaustive=exhaustive, keep_rejections=keep_rejections)
+    screening.run(progress)
+    fitting, near = screening.fitting, screening.near
     chosen = _time(res, fitting, top=top, exhaustive=exhaustive)
     res.top = _rank(res, chosen, checkpointing)
     if not fitting:
@@ -111,129 +104,6 @@ def _check_arguments(space: Space, objective: str, top: int, checkpointing: Chec
     if checkpointing.mtbf_per not in ("gpu", "node"):
         raise PlannerError(f"--mtbf-per {checkpointing.mtbf_per!r} is not valid; choose gpu or node")
     space.validate()
-
-
-class Fitting(NamedTuple):
-    """A plan that fits, as its structure plan and the ZeRO stage and recompute level it runs with (the Plan
-    itself is built only for the few that are timed)."""
-
-    base: Plan
-    zero: int
-    recompute: str
-    nbytes: float
-
-    def plan(self) -> Plan:
-        return self.base.model_copy(update={"zero": self.zero, "recompute": self.recompute})
-
-
-def _check_and_screen(
-    res: SearchResult,
-    screen: MemoryScreen,
-    *,
-    progress: Callable[[int, int], None] | None,
-    exhaustive: bool,
-    keep_rejections: bool,
-) -> tuple[list[Fitting], list[tuple[float, int, Plan]]]:
-    """Stages 1-3: every candidate checked and screened. Returns the plans that fit with their peak bytes
-    (only the cheapest recompute of each unless exhaustive) and the smallest overshoots."""
-    model, space, engine = res.model, res.space, res.engine
-    zeros, recs = space.zero, tuple(r for r in RECOMPUTES if r in space.recompute)
-    per_mb = len(zeros) * len(recs)
-    fitting: list[Fitting] = []
-    tick = itertools.count()
-    near: list[tuple[float, int, Plan]] = []
-    zero_verdicts: dict[tuple, list] = {}  # the engine's ZeRO rules depend on the degrees only
-    precision = hardware_problems(res.hardware, Plan(precision=space.precision))  # the same for every candidate
-
-    def reject(plan: Plan, problems: list, plans: int) -> None:
-        first = problems[0]
-        res.rejected[first.reason] += plans
-        res.examples.setdefault(first.reason, first.detail)
-        if keep_rejections:
-            res.rejections.extend((plan, pr.reason, pr.detail, plans) for pr in problems)
-
-    for i, st in enumerate(res.structures):
-        if progress is not None and i % 64 == 0:
-            progress(i, len(res.structures))
-        for mb in micro_batches(space, st.dp):
-            base = Plan(
-                dp=st.dp,
-                tp=st.tp,
-                pp=st.pp,
-                vpp=st.vpp,
-                cp=st.cp,
-                ep=st.ep,
-                sp=st.sp,
-                zero=zeros[0],
-                recompute=recs[0],
-                micro_batch=mb,
-                global_batch=space.global_batch,
-                seq_len=space.seq_len,
-                precision=space.precision,
-                schedule=st.schedule,
-            )
-            res.evaluated += per_mb
-            problems = check_plan(model, base, space.gpus) + precision + structure_problems(engine, model, base)
-            if problems:
-                reject(base, problems, per_mb)
-                continue
-            runnable = []
-            for z in zeros:
-                zkey = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep, z)
-                zp = zero_verdicts.get(zkey)
-                if zp is None:
-                    zp = zero_verdicts[zkey] = zero_problems(engine, base, zero=z)
-                if zp:
-                    reject(base.model_copy(update={"zero": z}), zp, len(recs))
-                else:
-                    runnable.append(z)
-            every = exhaustive or keep_rejections
-            peaks = screen.peaks(base, tuple(runnable), recs) if every else None
-            for z in runnable:
-                found = False
-                verdicts = (
-                    {rc: peaks[(z, rc)][0] for rc in recs} if peaks is not None else _lazy_peaks(screen, base, z, recs)
-                )
-                for rc in recs:
-                    nbytes = verdicts[rc]
-                    if nbytes <= screen.capacity:
-                        if found and not exhaustive:
-                            res.pruned[PRUNED_RECOMPUTE] += 1
-                        else:
-                            fitting.append(Fitting(base, z, rc, nbytes))
-                            found = True
-                        continue
-                    res.rejected[NOT_FIT] += 1
-                    if keep_rejections or len(near) < NEAR_MISSES or -near[0][0] > nbytes:
-                        p = base.model_copy(update={"zero": z, "recompute": rc})
-                        if keep_rejections:
-                            res.rejections.append(
-                                (p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {screen.capacity / 2**30:.1f} GiB", 1)
-                            )
-                        if len(near) < NEAR_MISSES:
-                            heapq.heappush(near, (-nbytes, next(tick), p))
-                        else:
-                            heapq.heapreplace(near, (-nbytes, next(tick), p))
-    res.examples.setdefault(
-        NOT_FIT, f"the plan needs more than the {screen.capacity / 2**30:.1f} GiB of one {res.hardware.name}"
-    )
-    return fitting, near
-
-
-def _lazy_peaks(screen: MemoryScreen, base: Plan, zero: int, recs: tuple[str, ...]) -> dict[str, float]:
-    """Peak bytes per recompute level (most memory first), computing only what decides the outcome: activation
-    memory never grows with more recompute, so when the last level does not fit none does (its bytes stand for
-    all, the smallest overshoot), and after the first level that fits the rest are only counted as slower."""
-    last = screen.peak_bytes(base, zero, recs[-1])
-    if last > screen.capacity or len(recs) == 1:
-        return dict.fromkeys(recs, last)
-    out: dict[str, float] = {}
-    for rc in recs[:-1]:
-        out[rc] = nbytes = screen.peak_bytes(base, zero, rc)
-        if nbytes <= screen.capacity:
-            return {**out, **dict.fromkeys(recs[len(out) :], 0.0)}
-    out[recs[-1]] = last
-    return out
 
 
 def _bound_key(p: Plan) -> tuple:

@@ -1,0 +1,142 @@
+"""Stages 2-3 of the search (pipeline.py): every candidate checked against the rules, then screened for memory.
+
+A candidate is a (structure, micro-batch) plan with each ZeRO stage and recompute level; the checks run once
+per (structure, micro-batch) and once per ZeRO stage, every variant inheriting the verdict. A rejected plan
+is counted once, under its first reason; the memory screen (screen.py) computes only what decides whether a
+variant fits (memory never grows with more recompute), and the smallest overshoots are kept for the closest
+misses.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import NamedTuple
+
+from planner.engine import structure_problems, zero_problems
+from planner.engine.rules import hardware_problems
+from planner.plan import Plan, Recompute, Rejected, check_plan
+from planner.search.results import SearchResult
+from planner.search.screen import MemoryScreen
+from planner.search.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
+
+NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
+
+
+class Fitting(NamedTuple):
+    """A plan that fits, as its structure plan and the ZeRO stage and recompute level it runs with (the Plan
+    itself is built only for the few that are timed)."""
+
+    base: Plan
+    zero: int
+    recompute: Recompute
+    nbytes: float
+
+    def plan(self) -> Plan:
+        return self.base.model_copy(update={"zero": self.zero, "recompute": self.recompute})
+
+
+class Screening:
+    """The state of stages 2-3 over one search: what fits, the closest misses, and the counts in `res`."""
+
+    def __init__(self, res: SearchResult, screen: MemoryScreen, *, exhaustive: bool, keep_rejections: bool) -> None:
+        self.res, self.screen = res, screen
+        self.exhaustive, self.keep = exhaustive, keep_rejections
+        self.zeros = res.space.zero
+        self.recs: tuple[Recompute, ...] = tuple(r for r in RECOMPUTES if r in res.space.recompute)
+        self.fitting: list[Fitting] = []
+        self.near: list[tuple[float, int, Plan]] = []
+        self._tick = itertools.count()
+        self._zero_verdicts: dict[tuple, list[Rejected]] = {}  # the ZeRO rules depend on the degrees only
+        self._precision = hardware_problems(res.hardware, Plan(precision=res.space.precision))  # same for all
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> None:
+        structures = self.res.structures
+        for i, st in enumerate(structures):
+            if progress is not None and i % 64 == 0:
+                progress(i, len(structures))
+            for mb in micro_batches(self.res.space, st.dp):
+                self.candidate(st, mb)
+        self.res.examples.setdefault(
+            NOT_FIT,
+            f"the plan needs more than the {self.screen.capacity / 2**30:.1f} GiB of one {self.res.hardware.name}",
+        )
+
+    def candidate(self, st: Structure, mb: int) -> None:
+        """One structure and micro-batch, with every ZeRO stage and recompute level."""
+        res, space, model = self.res, self.res.space, self.res.model
+        base = Plan(
+            dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, zero=self.zeros[0],
+            recompute=self.recs[0], micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
+            precision=space.precision, schedule=st.schedule,
+        )  # fmt: skip
+        per_mb = len(self.zeros) * len(self.recs)
+        res.evaluated += per_mb
+        problems = check_plan(model, base, space.gpus) + self._precision + structure_problems(res.engine, model, base)
+        if problems:
+            self._reject(base, problems, per_mb)
+            return
+        runnable = [z for z in self.zeros if self._zero_runs(st, base, z)]
+        peaks = self.screen.peaks(base, tuple(runnable), self.recs) if (self.exhaustive or self.keep) else None
+        for z in runnable:
+            verdicts: dict[Recompute, float] = (
+                {rc: peaks[(z, rc)][0] for rc in self.recs}
+                if peaks is not None
+                else _lazy_peaks(self.screen, base, z, self.recs)
+            )
+            self._memory(base, z, verdicts)
+
+    def _zero_runs(self, st: Structure, base: Plan, z: int) -> bool:
+        key = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep, z)
+        problems = self._zero_verdicts.get(key)
+        if problems is None:
+            problems = self._zero_verdicts[key] = zero_problems(self.res.engine, base, zero=z)
+        if problems:
+            self._reject(base.model_copy(update={"zero": z}), problems, len(self.recs))
+        return not problems
+
+    def _memory(self, base: Plan, z: int, verdicts: dict[Recompute, float]) -> None:
+        """Each recompute level of one ZeRO stage: fits (the cheapest is kept, the rest are dominated) or not."""
+        res, capacity, found = self.res, self.screen.capacity, False
+        for rc in self.recs:
+            nbytes = verdicts[rc]
+            if nbytes <= capacity:
+                if found and not self.exhaustive:
+                    res.pruned[PRUNED_RECOMPUTE] += 1
+                else:
+                    self.fitting.append(Fitting(base, z, rc, nbytes))
+                    found = True
+                continue
+            res.rejected[NOT_FIT] += 1
+            if self.keep or len(self.near) < NEAR_MISSES or -self.near[0][0] > nbytes:
+                p = base.model_copy(update={"zero": z, "recompute": rc})
+                if self.keep:
+                    res.rejections.append((p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {capacity / 2**30:.1f} GiB", 1))
+                if len(self.near) < NEAR_MISSES:
+                    heapq.heappush(self.near, (-nbytes, next(self._tick), p))
+                else:
+                    heapq.heapreplace(self.near, (-nbytes, next(self._tick), p))
+
+    def _reject(self, plan: Plan, problems: list[Rejected], plans: int) -> None:
+        first = problems[0]
+        self.res.rejected[first.reason] += plans
+        self.res.examples.setdefault(first.reason, first.detail)
+        if self.keep:
+            self.res.rejections.extend((plan, pr.reason, pr.detail, plans) for pr in problems)
+
+
+def _lazy_peaks(screen: MemoryScreen, base: Plan, zero: int, recs: tuple[Recompute, ...]) -> dict[Recompute, float]:
+    """Peak bytes per recompute level (most memory first), computing only what decides the outcome: activation
+    memory never grows with more recompute, so when the last level does not fit none does (its bytes stand for
+    all, the smallest overshoot), and after the first level that fits the rest are only counted as slower."""
+    last = screen.peak_bytes(base, zero, recs[-1])
+    if last > screen.capacity or len(recs) == 1:
+        return dict.fromkeys(recs, last)
+    out: dict[Recompute, float] = {}
+    for rc in recs[:-1]:
+        out[rc] = nbytes = screen.peak_bytes(base, zero, rc)
+        if nbytes <= screen.capacity:
+            return {**out, **dict.fromkeys(recs[len(out) :], 0.0)}
+    out[recs[-1]] = last
+    return out
