@@ -99,6 +99,13 @@ def main(argv: list[str] | None = None) -> None:
     except PlannerError as e:
         error_line(str(e))
         sys.exit(2)
+    except OSError as e:  # a path the OS refuses (a name too long, a symlink loop, no permission): input
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        error_line(f"{where}{e.strerror or e}")
+        sys.exit(2)
+    except RecursionError:
+        error_line("an input file is nested too deeply to read")
+        sys.exit(2)
     except click_exceptions.NoArgsIsHelpError as e:
         err.print(e.format_message(), markup=False)
         sys.exit(2)

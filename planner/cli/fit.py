@@ -8,17 +8,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from planner.cli.options import JsonOpt
+from planner.cli.options import JsonOpt, nonempty
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
 
 def validate(
     runs: Annotated[str, typer.Argument(help="runs file (the calibration_runs.yaml schema)")],
-    hardware: Annotated[Optional[str], typer.Option("--hardware", help="use this profile for every run")] = None,
+    hardware: Annotated[
+        Optional[str], typer.Option("--hardware", callback=nonempty, help="use this profile for every run")
+    ] = None,
     engine: Annotated[
         Optional[str],
-        typer.Option("--engine", help="use this engine for every run (default: each run's software.engine)"),
+        typer.Option(
+            "--engine", callback=nonempty, help="use this engine for every run (default: each run's software.engine)"
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -68,6 +72,7 @@ def calibrate(
     from planner.fit.runs import runs_hardware
     from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
     from planner.io.catalog import hardware_source_text, load_hardware
+    from planner.io.files import make_dir
     from planner.render.fit import calibration_json, print_calibration
     from planner.render.progress import DelayedProgress
 
@@ -79,6 +84,8 @@ def calibrate(
     args = hardware or runs_hardware(inputs)
     profiles = [load_hardware(h) for h in args]
     targets = hardware_output(output, profiles)
+    if engine_out:  # checked before anything is written: a failure leaves no profile behind
+        make_dir(engine_out, what="--engine-out folder")
     progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
     try:
         result = calibrate_paths(inputs, profiles, names=names, progress=progress)

@@ -30,6 +30,7 @@ from planner.cli.options import (
     nonempty,
 )
 from planner.cli.resolve import PLAN_FLAGS, Resolved, resolve
+from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
 from planner.io.planfile import read_plan_file
@@ -149,6 +150,9 @@ def launch(
         check=False,
         default_engine=WORKER_ENGINE,
     )
+    unsupported = hardware_problems(r.hardware, r.plan)  # launch prices the run on the profile: it must have it
+    if unsupported:
+        raise PlannerError(unsupported[0].detail)
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
     run = RunConfig(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,

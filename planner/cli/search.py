@@ -39,7 +39,7 @@ from planner.cli.options import (
 )
 from planner.cli.resolve import choice, engine_overrides, resolve_engines
 from planner.errors import PlannerError
-from planner.plan import MAX_DEGREE
+from planner.plan import MAX_BATCH, MAX_DEGREE
 from planner.render.console import emit_json, out
 from planner.specs import Precision
 
@@ -87,9 +87,15 @@ def _ints(name: str, text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise PlannerError(f"--{name} {text!r}: expected integers separated by commas, e.g. 1,2,4") from None
+    high = 3 if name == "zero" else MAX_BATCH
+    bad = [v for v in values if not (0 if name == "zero" else 1) <= v <= high]
+    if bad or not values:
+        low = 0 if name == "zero" else 1
+        raise PlannerError(f"--{name} {text!r}: each value must be an integer from {low} to {high}")
+    return values
 
 
 def _choices(flag: str, text: str | None, valid: tuple[T, ...]) -> tuple[T, ...] | None:

@@ -9,11 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.fit.runs import Run, load_runs, parse_runs
 from planner.hardware import HardwareProfile
 from planner.io.files import read_text
+from planner.io.planfile import pydantic_message
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -108,9 +111,11 @@ def observation_from_profile(
         model = ModelSpec(**doc["model"]) if isinstance(doc["model"], dict) else None
         plan = Plan(**doc["plan"])
         step = step_stat(doc, stat)
+    except ValidationError as e:
+        raise PlannerError(f"{source}: not a `planner launch` profile: {pydantic_message(e, 'profile')}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlannerError(
-            f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e}"
+            f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e!r}"
         ) from None
     if not (math.isfinite(step) and step > 0):
         raise PlannerError(f"{source}: the {stat} step time {step!r} is not a positive finite number of seconds")
@@ -130,6 +135,8 @@ def load_observations(paths: list[str], hardware: HardwareProfile | None, *, sta
         if p.suffix == ".json":
             try:
                 doc = json.loads(read_text(p))
+            except RecursionError:
+                raise PlannerError(f"{path}: JSON nested too deeply") from None
             except json.JSONDecodeError as e:
                 raise PlannerError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
             if hardware is None:

@@ -289,6 +289,8 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     source = _display(path)
     try:
         cfg = json.loads(_read_text(path))
+    except RecursionError:
+        raise PlannerError(f"{source}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise PlannerError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
     if not isinstance(cfg, dict):

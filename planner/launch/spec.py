@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from planner.errors import PlannerError
+from planner.io.planfile import pydantic_message
 from planner.specs import ModelSpec
 
 
@@ -26,5 +29,7 @@ def shrink(model: ModelSpec, *, layers: int | None, hidden: int | None, tp: int 
             update["moe"] = model.moe.model_copy(update={"expert_ffn_hidden_size": moe_ffn})
     try:
         return ModelSpec(**{**model.model_dump(), **update, "name": model.name})
+    except ValidationError as exc:
+        raise PlannerError(f"cannot shrink {model.name}: {pydantic_message(exc, 'model')}") from None
     except ValueError as exc:
-        raise PlannerError(f"cannot shrink {model.name}: {exc}") from exc
+        raise PlannerError(f"cannot shrink {model.name}: {exc}") from None

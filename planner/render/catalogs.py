@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.engine import Engine
@@ -48,7 +49,7 @@ def print_models(console: Console, specs: list[ModelSpec]) -> None:
     for s in specs:
         moe = f"{s.moe.num_experts}x top{s.moe.top_k}" if s.moe else ""
         table.add_row(
-            s.name,
+            escape(s.name),
             fmt_count(s.num_params),
             str(s.num_layers),
             str(s.hidden_size),
@@ -74,7 +75,7 @@ def model_doc(spec: ModelSpec) -> dict[str, Any]:
 
 
 def print_model(console: Console, spec: ModelSpec) -> None:
-    console.print(yaml.safe_dump(model_doc(spec), sort_keys=False).rstrip())
+    console.print(yaml.safe_dump(model_doc(spec), sort_keys=False).rstrip(), markup=False)
     console.print(
         f"[dim]derived: {fmt_count(spec.num_params)} parameters, "
         f"{fmt_count(spec.num_active_params)} active per token[/]"
@@ -91,7 +92,7 @@ def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
     for p in profiles:
         g = p.gpu
         table.add_row(
-            p.name,
+            escape(p.name),
             f"{g.hbm_bytes / 2**30:.0f} GiB",
             f"{g.peak_flops['bf16'] / 1e12:.0f}" if p.supports("bf16") else "-",
             f"{g.peak_flops['fp8'] / 1e12:.0f}" if p.supports("fp8") else "-",
@@ -104,7 +105,7 @@ def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
 
 
 def print_document(console: Console, doc: dict[str, Any]) -> None:
-    console.print(yaml.safe_dump(doc, sort_keys=False).rstrip())
+    console.print(yaml.safe_dump(doc, sort_keys=False).rstrip(), markup=False)
 
 
 def engines_json(engines: list[Engine]) -> dict[str, Any]:
@@ -120,12 +121,12 @@ def print_engines(console: Console, engines: list[Engine]) -> None:
         r = e.rules
         with_pp = tuple(r.stages(2))
         table.add_row(
-            e.name,
+            escape(e.name),
             ",".join(map(str, sorted(r.zero))),
             ",".join(map(str, sorted(with_pp))) or "-",
             ",".join(r.schedules),
             e.kernels.attention,
             e.memory.grad_dtype,
-            e.description,
+            escape(e.description),
         )
     console.print(table)

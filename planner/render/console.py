@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 # Piped output is not squeezed to 80 columns: tables stay readable in logs and READMEs.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
@@ -40,8 +41,9 @@ def warning_line(
     line: str | None = None,
 ) -> None:
     """`warnings.showwarning` for the CLI: one yellow line on stderr, no source location."""
-    err.print(f"[yellow]warning:[/] {message}")
+    err.print(f"[yellow]warning:[/] {escape(str(message))}")
 
 
 def error_line(message: str) -> None:
-    err.print(f"[red]error:[/] {message}", soft_wrap=True)
+    """One line on stderr; the message is text, never markup (it may echo what the user typed)."""
+    err.print(f"[red]error:[/] {escape(' '.join(message.splitlines()))}", soft_wrap=True)

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.fit.calibrate import FitResult
@@ -50,8 +51,8 @@ def print_validation(console: Console, result: Validation) -> None:
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
         band = f" ±{r.uncertainty.tokens_per_s_rel:.0%}" if r.uncertainty else ""
         table.add_row(
-            r.id,
-            r.group,
+            escape(r.id),
+            escape(r.group),
             f"{r.predicted['tokens_per_s_per_gpu']:,.1f}{band}" + ("" if r.plausible is not False else " ?"),
             f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
             _pct(r, "tokens_per_s_per_gpu"),
@@ -62,14 +63,14 @@ def print_validation(console: Console, result: Validation) -> None:
     console.print(table)
     for r in result.runs:
         if r.skipped:
-            console.print(f"[yellow]not evaluated[/] {r.id}: {r.skipped}")
+            console.print(f"[yellow]not evaluated[/] {escape(r.id)}: {escape(r.skipped)}")
     groups = result.groups()
     if groups:
         gt = Table(title="tokens/s per GPU by engine and hardware", title_justify="left", show_edge=False)
         for col in ("engine/hardware", "runs", "median signed", "median |error|"):
             gt.add_column(col, justify="left" if col == "engine/hardware" else "right")
         for g, s in groups.items():
-            gt.add_row(g, str(s["n"]), f"{s['median_signed_pct']:+.1f}%", f"{s['median_abs_pct']:.1f}%")
+            gt.add_row(escape(g), str(s["n"]), f"{s['median_signed_pct']:+.1f}%", f"{s['median_abs_pct']:.1f}%")
         console.print(gt)
     for metric, s in result.summary().items():
         if metric in METRIC_NAMES:
@@ -116,7 +117,7 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
                 table.add_row(h, n, f"{v:.4g}", f"{result.hardware_stderr[h].get(n, float('nan')):.2g}")
         console.print(table)
     for line in result.at_bound:
-        console.print(f"[yellow]bound:[/] {line}")
+        console.print(f"[yellow]bound:[/] {escape(line)}")
     if result.groups:
         eng = Table(
             title="engine factors (what the physics leaves out, per engine and hardware)",
@@ -140,7 +141,7 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
     for col in ("run", "engine/hardware", "before", "after"):
         runs_table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
     for o, b, a in zip(result.observations, result.before_pct, result.after_pct):
-        runs_table.add_row(o.id, o.group, f"{b:+.1f}%", f"{a:+.1f}%")
+        runs_table.add_row(escape(o.id), escape(o.group), f"{b:+.1f}%", f"{a:+.1f}%")
     console.print(runs_table)
     wrote = ", ".join(outputs.values())
     console.print(

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.cost.memory import MemoryReport
@@ -65,9 +66,10 @@ def memory_json(
 
 
 def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine | None = None) -> str:
-    run_by = f" with {engine.name}" if engine is not None else ""
+    run_by = f" with {escape(engine.name)}" if engine is not None else ""
     return (
-        f"[bold]{model.name}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {hw.name}{run_by}: "
+        f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
+        f"{run_by}: "
         f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
         f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)"
     )
@@ -140,7 +142,7 @@ def print_memory(
     if per_stage:
         console.print(stages_table(report))
     for note in report.notes:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {escape(note)}[/]")
     console.print(fits_line(report))
 
 
@@ -216,7 +218,10 @@ def print_estimate(console: Console, est: Any) -> None:
         f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}"
     )
     if not u.calibrated:
-        console.print(f"[yellow]wide error bars:[/] no calibration runs of {est.engine.name} on {est.hardware.name}")
+        console.print(
+            f"[yellow]wide error bars:[/] no calibration runs of {escape(est.engine.name)} "
+            f"on {escape(est.hardware.name)}"
+        )
     pl = est.plausibility
     if not pl.ok:
         console.print(

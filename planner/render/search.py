@@ -7,6 +7,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.cost.schedule import StepTime
@@ -99,9 +100,9 @@ def print_result(
     gb = f"{s.global_batch}" + (
         f" (default: about 4M tokens, here {tokens}; --global-batch to change)" if global_batch_default else ""
     )
-    engines = ", ".join(e.name for e in result.engines) or result.engine.name
+    engines = escape(", ".join(e.name for e in result.engines) or result.engine.name)
     console.print(
-        f"[bold]{m.name}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{hw.name}[/] "
+        f"[bold]{escape(m.name)}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{escape(hw.name)}[/] "
         f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, global batch {gb} x {s.seq_len} tokens, "
         f"{s.precision}, ranked by {result.objective}"
     )
@@ -115,16 +116,18 @@ def print_result(
     )
     for reason, n in result.rejected.most_common():
         example = result.examples.get(reason, "")
-        console.print(f"  {n:>7}  {reason}" + (f"  [dim](e.g. {example})[/]" if example else ""), soft_wrap=True)
+        console.print(
+            f"  {n:>7}  {escape(reason)}" + (f"  [dim](e.g. {escape(example)})[/]" if example else ""), soft_wrap=True
+        )
     if not result.top:
         print_misses(console, result)
         return
     console.print(_table(result, wide=wide))
     _print_best(console, result)
     if save:
-        console.print(f"saved the best plan to {save} (use it with `planner estimate --plan {save}`)")
+        console.print(f"saved the best plan to {escape(save)} (use it with `planner estimate --plan {escape(save)}`)")
     if plot:
-        console.print(f"plotted {len(result.all_timed)} valid plans to {plot}")
+        console.print(f"plotted {len(result.all_timed)} valid plans to {escape(plot)}")
 
 
 def _table(result: SearchResult, *, wide: bool) -> Table:
@@ -157,7 +160,7 @@ def _table(result: SearchResult, *, wide: bool) -> Table:
         terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t, 3 if wide else 2))
         row = [
             str(i),
-            *([e.engine.name] if several else []),
+            *([escape(e.engine.name)] if several else []),
             _plan_text(p),
             _gib(e.memory.total_bytes),
             fmt_seconds(t.step_s),
@@ -182,7 +185,10 @@ def _print_best(console: Console, result: SearchResult) -> None:
         f"{_gib(e.memory.capacity_bytes)} per GPU"
     )
     if not e.uncertainty.calibrated:
-        console.print(f"[yellow]wide error bars:[/] no calibration runs of {e.engine.name} on {result.hardware.name}")
+        console.print(
+            f"[yellow]wide error bars:[/] no calibration runs of {escape(e.engine.name)} "
+            f"on {escape(result.hardware.name)}"
+        )
     pl = e.plausibility
     if not pl.ok:
         console.print(
@@ -226,6 +232,6 @@ def print_explain(console: Console, result: SearchResult, field_name: str, value
         console.print(f"  {in_top} of the top {len(result.top)} plans have {field_name}={value}")
     console.print(f"  {total} candidate plans with {field_name}={value} were rejected:")
     for reason, n in counts.most_common():
-        console.print(f"  {n:>7}  {reason}  [dim](e.g. {details[reason]})[/]", soft_wrap=True)
+        console.print(f"  {n:>7}  {escape(reason)}  [dim](e.g. {escape(details[reason])})[/]", soft_wrap=True)
     if not total and not in_top:
         console.print(f"  the valid ones were slower than the top {len(result.top)}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from pydantic import ValidationError
+
 from planner.errors import PlannerError
 from planner.plan import Plan
 from planner.search.results import SearchResult
@@ -22,6 +24,13 @@ def parse_explain(text: str) -> tuple[str, Any]:
         val = v.lower() == "true"
     elif v.isdigit():
         val = int(v)
+    try:  # the value must be one a plan can have: validate it as that field
+        Plan.model_validate({k: val})
+    except ValidationError as e:
+        valid = "a positive integer" if Plan.model_fields[k].annotation is int else "a valid value of the field"
+        raise PlannerError(
+            f"--explain {text!r}: {v!r} is not a {k} value ({e.errors()[0]['msg']}; give {valid})"
+        ) from None
     return k, val
 
 
