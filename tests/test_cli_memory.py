@@ -115,6 +115,21 @@ def test_plan_file_round_trip(tmp_path):
     assert code == 0 and json.loads(out)["plan"]["tp"] == 4 and json.loads(out)["plan"]["dp"] == 2
 
 
+def test_grad_dtype_is_kept_by_the_plan_file_and_overridden_by_the_flag(tmp_path):
+    """search --save keeps --grad-dtype under training:; memory --plan reads it; a flag wins over it."""
+    path = tmp_path / "best.yaml"
+    code, _, err = run("search", "--model", "llama3-8b", "--gpus", "8", "--grad-dtype", "param", "--save", str(path))
+    assert code == 0, err
+    assert "grad_dtype: param" in path.read_text()
+
+    def grads(*extra: str) -> float:
+        code, out, err = run("memory", "--plan", str(path), "--json", *extra)
+        assert code == 0, err
+        return json.loads(out)["per_gpu_bytes"]["gradients"]
+
+    assert grads("--grad-dtype", "fp32") == pytest.approx(2 * grads())
+
+
 def test_does_not_fit_is_reported_not_refused():
     code, out, err = run("memory", "--model", "llama3-70b", "--gpus", "8", "--json")
     assert code == 0, err

@@ -222,3 +222,26 @@ def test_moe_experts_are_divided_by_ep():
     weights = [memory_report(model, hw, p, MEGATRON).peak.breakdown.weights_bytes for p in plans]
     assert weights[0] > weights[1] > weights[2]
     assert weights[0] == pytest.approx(2 * model.num_params, rel=1e-6)
+
+
+# ---- the gradient dtype: Megatron-LM's fp32 main grads vs NeMo's bf16 gradient sync ----------------
+def test_grad_dtype_param_halves_megatron_gradients_exactly():
+    """Megatron-LM forces fp32 main grads under bf16 (arguments.py, accumulate_allreduce_grads_in_fp32);
+    NeMo's performance configs set grad_sync_dtype: bf16 (NeMo-Framework-Launcher
+    conf/training/gpt3/20b_fp8_performance.yaml). 4 -> 2 bytes per local parameter, nothing else moves."""
+    fp32 = model_state_bytes(params=8e9, dp=8, zero=1, precision="bf16", engine=MEGATRON)
+    bf16 = model_state_bytes(params=8e9, dp=8, zero=1, precision="bf16", engine=MEGATRON.configured(grad_dtype="param"))
+    assert fp32.gradients_bytes == pytest.approx(4 * 8e9)
+    assert bf16.gradients_bytes == pytest.approx(2 * 8e9)
+    assert bf16.weights_bytes == fp32.weights_bytes and bf16.optimizer_bytes == fp32.optimizer_bytes
+
+
+def test_software_grad_dtype_of_a_run_reaches_the_engine():
+    from planner.errors import PlannerError
+    from planner.fit.runs import run_engine
+
+    run = {"id": "r", "software": {"engine": "megatron", "grad_dtype": "param"}}
+    assert run_engine(run).memory.grad_dtype == "param"
+    assert run_engine({"id": "r", "software": {"engine": "megatron"}}).memory.grad_dtype == "fp32"
+    with pytest.raises(PlannerError, match="grad_dtype 'bf16' is not one of param, fp32"):
+        run_engine({"id": "r", "software": {"engine": "megatron", "grad_dtype": "bf16"}})

@@ -96,6 +96,14 @@ TpOverlapOpt = Annotated[
     Optional[bool],
     typer.Option("--tp-overlap/--no-tp-overlap", help="TP communication overlapped with GEMMs (default: the engine's)"),
 ]
+GradDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--grad-dtype",
+        help="param (gradients reduced in the weights' dtype, as NeMo's performance recipes) | fp32 "
+        "(Megatron-LM's main grads) (default: the engine's)",
+    ),
+]
 CompileOpt = Annotated[
     Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile (default: the engine's)")
 ]

@@ -15,6 +15,7 @@ from planner.cli.options import (
     EpOpt,
     GlobalBatchOpt,
     GpusOpt,
+    GradDtypeOpt,
     HardwareOpt,
     JsonOpt,
     MicroBatchOpt,
@@ -67,6 +68,7 @@ def memory(
     no_flash: NoFlashOpt = False,
     tp_overlap: TpOverlapOpt = None,
     compile: CompileOpt = None,
+    grad_dtype: GradDtypeOpt = None,
     per_stage: Annotated[bool, typer.Option("--per-stage", help="a row per pipeline stage")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -107,6 +109,7 @@ def estimate(
     no_flash: NoFlashOpt = False,
     tp_overlap: TpOverlapOpt = None,
     compile: CompileOpt = None,
+    grad_dtype: GradDtypeOpt = None,
     tokens: TokensOpt = None,
     mtbf_hours: MtbfOpt = None,
     mtbf_per: MtbfPerOpt = "gpu",

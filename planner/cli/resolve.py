@@ -44,6 +44,7 @@ CHOICES = {
     "schedule": ("gpipe", "1f1b", "interleaved"),
     "optimizer": ("adamw", "adam", "sgd"),
     "selective_policy": ("op", "attention"),
+    "grad_dtype": ("param", "fp32"),
 }
 
 
@@ -75,7 +76,7 @@ def resolve_engine(
     engine = load_engine(name or (doc.engine if doc else None) or default)
     for source in ((doc.training if doc else {}), overrides):
         given = {k: v for k, v in source.items() if v is not None}
-        for k in ("optimizer", "selective_policy"):
+        for k in ("optimizer", "selective_policy", "grad_dtype"):
             choice(k, given.get(k))
         engine = engine.configured(
             attention=given.get("attention"),
@@ -83,6 +84,7 @@ def resolve_engine(
             compile=given.get("compile"),
             optimizer=given.get("optimizer"),
             selective_recompute=given.get("selective_policy"),
+            grad_dtype=given.get("grad_dtype"),
         )
     return engine
 
@@ -127,6 +129,7 @@ def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
         "attention": "softmax" if opts.get("no_flash") else None,
         "tp_overlap": opts.get("tp_overlap"),
         "compile": opts.get("compile"),
+        "grad_dtype": opts.get("grad_dtype"),
     }
 
 

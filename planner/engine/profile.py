@@ -180,7 +180,9 @@ class Memory(Frozen):
     grad_dtype: Literal["param", "fp32"] = Field(
         "param",
         description="dtype gradients are accumulated and reduced in: 'param' = the weights' dtype, "
-        "'fp32' = Megatron's fp32 main grads, FSDP's fp32 reduce dtype",
+        "'fp32' = Megatron's fp32 main grads, FSDP's fp32 reduce dtype. NeMo's performance recipes run "
+        "Megatron with 'param' (grad_sync_dtype: bf16 in NeMo-Framework-Launcher "
+        "conf/training/gpt3/*_performance.yaml; grad_reduce_in_fp32 off in NeMo 2 scripts/performance)",
     )
     master_copy: bool | None = Field(
         None,
@@ -320,6 +322,7 @@ class Engine(Frozen):
         compile: bool | None = None,
         optimizer: str | None = None,
         selective_recompute: str | None = None,
+        grad_dtype: str | None = None,
     ) -> Engine:
         """A copy with per-run choices overridden (None keeps the profile's default)."""
         kernels = {
@@ -332,6 +335,7 @@ class Engine(Frozen):
             update["kernels"] = self.kernels.model_copy(update=kernels)
         if tp_overlap is not None:
             update["comm"] = self.comm.model_copy(update={"tp_overlap": tp_overlap})
-        if optimizer is not None:
-            update["memory"] = self.memory.model_copy(update={"optimizer": optimizer})
+        memory = {k: v for k, v in (("optimizer", optimizer), ("grad_dtype", grad_dtype)) if v is not None}
+        if memory:
+            update["memory"] = self.memory.model_copy(update=memory)
         return self.model_copy(update=update) if update else self

@@ -3,8 +3,8 @@ model, plan, hardware and engine it ran with, and what was measured. The one rea
 and `planner calibrate`.
 
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
-default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool); a null field keeps the
-engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it
+default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32);
+a null field keeps the engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it
 is a typo in the file, not a plan the engine refuses.
 """
 
@@ -27,7 +27,8 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
-SOFTWARE_KEYS = {"engine", "attention", "tp_overlap", "compile"}
+SOFTWARE_KEYS = {"engine", "attention", "tp_overlap", "compile", "grad_dtype"}
+GRAD_DTYPES = ("param", "fp32")
 ATTENTION = ("flash", "softmax")
 
 
@@ -121,6 +122,9 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
         raise PlannerError(f"run {rid}: unknown software field(s) {sorted(unknown)}; valid: {sorted(SOFTWARE_KEYS)}")
     if sw.get("attention") not in (None, *ATTENTION):
         raise PlannerError(f"run {rid}: software.attention {sw['attention']!r} is not one of {', '.join(ATTENTION)}")
+    if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
+        valid = ", ".join(GRAD_DTYPES)
+        raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")
     for key in ("tp_overlap", "compile"):
         if sw.get(key) not in (None, True, False):
             raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
@@ -140,7 +144,12 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
                 f"known: {', '.join(list_engines())}"
             )
         engine = load_engine(name)
-    return engine.configured(attention=sw.get("attention"), tp_overlap=sw.get("tp_overlap"), compile=sw.get("compile"))
+    return engine.configured(
+        attention=sw.get("attention"),
+        tp_overlap=sw.get("tp_overlap"),
+        compile=sw.get("compile"),
+        grad_dtype=sw.get("grad_dtype"),
+    )
 
 
 def run_hardware(raw: dict[str, Any], override: HardwareProfile | None = None) -> HardwareProfile:

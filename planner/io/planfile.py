@@ -27,6 +27,7 @@ TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
     "selective_policy": ("op", "attention"),
     "tp_overlap": None,
     "compile": None,
+    "grad_dtype": ("param", "fp32"),
 }
 
 

@@ -79,7 +79,11 @@ def print_validation(console: Console, result: Validation) -> None:
                 f"{s['max_abs_pct']:.1f}% over {s['n']} runs"
             )
     if any(r.fits is False for r in result.runs):
-        console.print("[dim]! = predicted not to fit the profile's memory (the run used a larger-memory variant)[/]")
+        console.print(
+            "[dim]! = predicted not to fit the profile's memory: the run used a larger-memory variant, or its stack "
+            "held less than the engine profile's defaults (e.g. NeMo recipes reduce gradients in bf16: "
+            "software.grad_dtype: param)[/]"
+        )
     if any(r.plausible is False for r in result.runs):
         console.print("[dim]? = predicted MFU above the best published for the hardware (implausible)[/]")
 
