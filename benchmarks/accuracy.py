@@ -14,7 +14,8 @@ import statistics
 import sys
 from pathlib import Path
 
-DEFAULT_RUNS = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration_runs.yaml"  # shared/reference's runs
+# the repository's copy of shared/reference/calibration_runs.yaml
+DEFAULT_RUNS = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration_runs.yaml"
 
 
 def main() -> None:

@@ -22,7 +22,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-RESULT_LINE = re.compile(r"^(best:|throughput:|fits:|does not fit:|to train|gpt3-|llama3-|\s*(total|step)\s+│|#  plan|1  )")
+RESULT_LINE = re.compile(
+    r"^(best:|throughput:|fits:|does not fit:|to train|gpt3-|llama3-|\s*(total|step)\s+│|#  plan|1  )"
+)
 
 
 def _blocks(text: str) -> list[tuple[str, list[str]]]:

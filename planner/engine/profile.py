@@ -20,83 +20,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from planner.engine.split import Split
+from planner.engine.zero import ZERO_STATES, ZeroStage
 from planner.plan import Plan, Recompute, Schedule
 from planner.specs import Frozen
-
-State = Literal["optimizer", "gradients", "weights"]
-Dimension = Literal["tp", "cp", "pp", "vpp", "ep"]
-ZERO_STATES: dict[int, tuple[State, ...]] = {  # what ZeRO stage k shards (Rajbhandari et al. 2020, Figure 1)
-    0: (),
-    1: ("optimizer",),
-    2: ("optimizer", "gradients"),
-    3: ("optimizer", "gradients", "weights"),
-}
-
-
-class ZeroStage(Frozen):
-    """How an engine realises one ZeRO stage: what it shards, holds, reduces and gathers, and when."""
-
-    mechanism: str = Field(description="what the engine calls it (e.g. 'DDP', 'distributed optimizer')")
-    shards: tuple[State, ...] = Field(description="model states divided over the dp·cp group")
-    fp32_params: bool = Field(
-        False,
-        description="the parameters are stored in fp32 and are the master copy (FSDP2 mixed precision, "
-        "DDP under autocast): no separate master in the optimizer, and 16-bit weights exist "
-        "only as gathered or cast copies (see gathered_weights)",
-    )
-    gathered_weights: Literal["none", "unit", "all"] = Field(
-        "none",
-        description="unsharded 16-bit weights alive at the peak besides the states: none, one unit "
-        "being gathered plus the prefetched next one, or every layer of the rank",
-    )
-    grad_reduce: Literal["step", "microbatch"] = Field(
-        "step",
-        description="gradients reduced once per optimizer step (accumulated locally over the "
-        "micro-batches) or after every micro-batch's backward",
-    )
-    grad_collective: Literal["all_reduce", "reduce_scatter"] = Field(
-        "all_reduce", description="the collective that reduces gradients over the dp·cp group"
-    )
-    accumulate_unsharded: bool = Field(
-        False,
-        description="gradients accumulate unsharded (full size, in the gradient dtype) across the "
-        "micro-batches of a step before one reduce-scatter (FSDP with gradient sync off)",
-    )
-    weight_gather: Literal["none", "step", "microbatch_forward", "microbatch"] = Field(
-        "none",
-        description="all-gather of the 16-bit weights: never (replicated), once per step (after the "
-        "optimizer, or kept across micro-batches), in every micro-batch's forward, or in "
-        "every micro-batch's forward and again in its backward",
-    )
-    bucket_bytes: float = Field(
-        0.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="gradient-reduction buffers beside the states (DeepSpeed's "
-        "IPG buckets, DDP's buckets); 0 when buckets are views",
-    )
-    excludes: tuple[Dimension, ...] = Field(
-        (), description="parallel dimensions the mechanism cannot combine with when dp·cp > 1"
-    )
-    excludes_always: bool = Field(
-        False,
-        description="the exclusion holds at any data-parallel size (a configuration check, like DeepSpeed's "
-        "AutoTP with ZeRO-3), not only when the mechanism actually shards over dp·cp > 1",
-    )
-    grad_overlap: bool | None = Field(
-        None,
-        description="whether this stage overlaps its gradient reduction with the backward (default: the "
-        "engine's comm.grad_overlap; DeepSpeed overlaps only in ZeRO-3)",
-    )
-    untied_embeddings: bool = Field(
-        False, description="the mechanism needs an output layer not tied to the embedding (Megatron with torch FSDP2)"
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> ZeroStage:
-        if self.accumulate_unsharded and self.grad_reduce != "step":
-            raise ValueError("accumulate_unsharded needs grad_reduce: step (it is what no-sync accumulation does)")
-        return self
 
 
 class Rules(Frozen):

@@ -4,8 +4,8 @@ and `planner calibrate`.
 
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
 default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32);
-a null field keeps the engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it
-is a typo in the file, not a plan the engine refuses.
+a null field keeps the engine's default. An unknown engine or value is an error for the whole file (exit 2),
+not a skipped run: it is a typo in the file, not a plan the engine refuses.
 """
 
 from __future__ import annotations
