@@ -9,6 +9,7 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
@@ -144,8 +145,8 @@ def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[flo
     a, k = act_bytes(p.precision), engine.kernels
     moe_share = model.num_moe_layers / model.num_layers
 
-    def per_layer_bytes(moe_layer: bool) -> float:
-        return activation_bytes_per_layer(
+    def on_rank(per_layer_fn: Callable[..., float], moe_layer: bool) -> float:
+        return per_layer_fn(
             model,
             micro_batch=p.micro_batch,
             seq_len=p.seq_len,
@@ -158,21 +159,10 @@ def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[flo
             moe_layer=moe_layer,
         )
 
-    per_layer = per_layer_bytes(False)
+    per_layer = on_rank(activation_bytes_per_layer, False)
     if moe_share:
-        per_layer = (1 - moe_share) * per_layer + moe_share * per_layer_bytes(True)
-    workspace = layer_workspace_bytes(
-        model,
-        micro_batch=p.micro_batch,
-        seq_len=p.seq_len,
-        tp=p.tp,
-        sp=p.sp,
-        cp=p.cp,
-        recompute=p.recompute,
-        act_bytes=a,
-        kernels=k,
-        moe_layer=moe_share > 0,
-    )
+        per_layer = (1 - moe_share) * per_layer + moe_share * on_rank(activation_bytes_per_layer, True)
+    workspace = on_rank(layer_workspace_bytes, moe_share > 0)
     return per_layer, workspace
 
 

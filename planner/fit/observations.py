@@ -3,7 +3,6 @@ runs files (each run with the engine its software block names) and from `planner
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.fit.runs import Run, load_runs, parse_runs
 from planner.hardware import HardwareProfile
-from planner.io.files import read_text
+from planner.io.catalog import load_json
 from planner.io.planfile import pydantic_message
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -133,12 +132,7 @@ def load_observations(paths: list[str], hardware: HardwareProfile | None, *, sta
         if not p.is_file():
             raise PlannerError(f"{path}: no such file")
         if p.suffix == ".json":
-            try:
-                doc = json.loads(read_text(p))
-            except RecursionError:
-                raise PlannerError(f"{path}: JSON nested too deeply") from None
-            except json.JSONDecodeError as e:
-                raise PlannerError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
+            doc = load_json(p, path)
             if hardware is None:
                 raise PlannerError(f"{path}: a launch profile needs --hardware (the profile it ran on)")
             obs.append(observation_from_profile(doc, hardware, path, stat=stat))

@@ -12,7 +12,7 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -31,6 +31,7 @@ HARDWARE_DIR = "hardware_profiles"
 ENGINE_DIR = "engine_profiles"
 
 YAML_SUFFIXES = (".yaml", ".yml")
+_Spec = TypeVar("_Spec", ModelSpec, HardwareProfile, Engine)
 
 
 def catalog_root() -> Path:
@@ -98,6 +99,18 @@ def load_yaml(path: str | Path) -> Any:
         where = f"{_display(path)}:{mark.line + 1}:{mark.column + 1}" if mark else _display(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise PlannerError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def load_json(path: str | Path, display: str | None = None) -> Any:
+    """Parse a JSON file; errors become one-line `PlannerError`s naming `display` (default: the path)."""
+    path = Path(path)
+    source = display or _display(path)
+    try:
+        return json.loads(read_text(path, display=source))
+    except RecursionError:
+        raise PlannerError(f"{source}: JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise PlannerError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
 
 
 def _read_text(path: Path) -> str:
@@ -222,40 +235,43 @@ def load_engine(name_or_path: str | Path) -> Engine:
     return _catalog_engine(arg)
 
 
-@cache
 def _catalog_engine(name: str) -> Engine:
-    return _engine_from_yaml(catalog_root() / ENGINE_DIR / f"{name}.yaml")
+    return _catalog(Engine, ENGINE_DIR, name)
 
 
 def _engine_from_yaml(path: Path) -> Engine:
-    data = load_yaml(path)
-    if isinstance(data, dict):
-        data.setdefault("name", path.stem)
-    return _validate(Engine, data, _display(path))
+    return _from_yaml(Engine, path)
 
 
-@cache
 def _catalog_model(name: str) -> ModelSpec:
-    return _model_from_yaml(catalog_root() / MODEL_DIR / f"{name}.yaml")
+    return _catalog(ModelSpec, MODEL_DIR, name)
 
 
-@cache
 def _catalog_hardware(name: str) -> HardwareProfile:
-    return _hardware_from_yaml(catalog_root() / HARDWARE_DIR / f"{name}.yaml")
+    return _catalog(HardwareProfile, HARDWARE_DIR, name)
 
 
 def _model_from_yaml(path: Path) -> ModelSpec:
-    data = load_yaml(path)
-    if isinstance(data, dict):
-        data.setdefault("name", path.stem)
-    return _validate(ModelSpec, data, _display(path))
+    return _from_yaml(ModelSpec, path)
 
 
 def _hardware_from_yaml(path: Path) -> HardwareProfile:
+    return _from_yaml(HardwareProfile, path)
+
+
+@cache
+def _catalog(cls: type[_Spec], kind_dir: str, name: str) -> _Spec:
+    """A catalog entry, parsed once per process (the search asks for the same ones many times)."""
+    return _from_yaml(cls, catalog_root() / kind_dir / f"{name}.yaml")
+
+
+def _from_yaml(cls: type[_Spec], path: Path) -> _Spec:
+    """A spec from a YAML file whose `name` defaults to the file's stem."""
     data = load_yaml(path)
     if isinstance(data, dict):
         data.setdefault("name", path.stem)
-    return _validate(HardwareProfile, data, _display(path))
+    result: _Spec = _validate(cls, data, _display(path))
+    return result
 
 
 # ---- Hugging Face config.json --------------------------------------------------------------------
@@ -263,12 +279,7 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     """Map a Hugging Face `config.json` (local file) onto `ModelSpec`."""
     path = Path(path)
     source = _display(path)
-    try:
-        cfg = json.loads(_read_text(path))
-    except RecursionError:
-        raise PlannerError(f"{source}: JSON nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise PlannerError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    cfg = load_json(path, source)
     if not isinstance(cfg, dict):
         raise PlannerError(f"{source}: expected a JSON object of config fields, got {type(cfg).__name__}")
     return _validate(ModelSpec, hf_fields(cfg, path, source), source)
