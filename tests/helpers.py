@@ -1,5 +1,8 @@
 """Shared test fixtures that are plain functions (pytest puts tests/ on sys.path)."""
 
+import subprocess
+import sys
+
 from planner.hardware import Efficiency, GPUSpec, HardwareProfile, LinkTier, MatmulPoint, ReservedMemory
 
 
@@ -49,3 +52,9 @@ def make_engine(name: str = "megatron", **changes: object):
         section = SECTIONS[key]
         engine = engine.model_copy(update={section: getattr(engine, section).model_copy(update={key: value})})
     return engine
+
+
+def run_planner(*args: str, timeout_s: float = 120) -> tuple[int, str, str]:
+    """`python -m planner ARGS` as the console script runs it (through main()): (exit code, stdout, stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=timeout_s)
+    return proc.returncode, proc.stdout, proc.stderr

@@ -5,17 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers import run_planner as run
 from typer.testing import CliRunner
 
 from planner.cli import app, main
 
 runner = CliRunner()
-
-
-def run(*args: str):
-    """Through main(), as the console script runs: returns (exit code, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=60)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_memory_json_contract():

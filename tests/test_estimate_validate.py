@@ -2,11 +2,10 @@
 
 import json
 import statistics
-import subprocess
-import sys
 
 import pytest
 from helpers import make_engine
+from helpers import run_planner as run
 
 from planner.cost.estimate import estimate
 from planner.errors import PlannerError
@@ -18,11 +17,6 @@ from planner.plan import Plan
 REFERENCE = "tests/data/calibration_runs.yaml"
 
 MEGATRON = make_engine()
-
-
-def run(*args: str):
-    proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_estimate_json_contract():
