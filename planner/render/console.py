@@ -6,14 +6,37 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _Console:
+    """A rich Console made on first use: commands that print JSON never import rich (about 20 ms a start)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+def escape(text: str) -> str:
+    """rich markup escaped (rich.markup.escape), imported when text is rendered."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
 
 # Piped output is not squeezed to 80 columns: tables stay readable in logs and READMEs.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, highlight=False)
+out: Any = _Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+err: Any = _Console(stderr=True, highlight=False)
 
 
 def finite_json(value: Any) -> Any:

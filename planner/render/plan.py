@@ -3,19 +3,19 @@ come from the same result objects."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
+from planner.render.console import escape
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 BAR_WIDTH = 24
 
@@ -76,6 +76,8 @@ def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine 
 
 
 def memory_table(report: MemoryReport, title: str) -> Table:
+    from rich.table import Table
+
     peak = report.peak
     total = peak.total_bytes
     table = Table(title=title, title_justify="left", show_edge=False)
@@ -93,6 +95,9 @@ def memory_table(report: MemoryReport, title: str) -> Table:
 
 
 def stages_table(report: MemoryReport) -> Table:
+    from rich import box
+    from rich.table import Table
+
     table = Table(
         title="per pipeline stage, GiB (* = most loaded)",
         title_justify="left",
@@ -197,6 +202,8 @@ def time_rows(t: Any) -> list[tuple[str, float]]:
 
 
 def print_estimate(console: Console, est: Any) -> None:
+    from rich.table import Table
+
     from planner.units import fmt_seconds
 
     t = est.time

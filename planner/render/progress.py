@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console
-
 PROGRESS_DELAY_S = 0.5
 
 
@@ -24,6 +22,7 @@ class DelayedProgress:
         if self.bar is None:
             if time.perf_counter() - self.start < PROGRESS_DELAY_S:
                 return
+            from rich.console import Console
             from rich.progress import Progress
 
             self.bar = Progress(console=Console(stderr=True), transient=True)

@@ -3,18 +3,18 @@ document of DESIGN.md. The table and the JSON come from the same SearchResult.""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
+from planner.render.console import escape
 from planner.render.plan import memory_json
 from planner.search.explain import explain
 from planner.search.results import Ranked, SearchResult
 from planner.units import fmt_count, fmt_rate, fmt_seconds
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 
 def plan_row(r: Ranked) -> dict[str, Any]:
@@ -133,6 +133,9 @@ def print_result(
 def _table(result: SearchResult, *, wide: bool) -> Table:
     """The ranked plans: at most 100 columns by default (--wide adds per-GPU throughput, a third time term and
     goodput). tokens/s carries its error bar; MFU a '?' when above the best published for the hardware."""
+    from rich import box
+    from rich.table import Table
+
     several = len(result.engines) > 1
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     cols = [
