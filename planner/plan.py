@@ -103,7 +103,27 @@ def _near(n: int, limit: int = 8) -> str:
 
 
 def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:
-    """Every rule the plan breaks for this model (empty list: the plan can run)."""
+    """Every rule the plan breaks for this model (empty list: the plan can run): its degrees, then its batch."""
+    return check_structure(model, plan, gpus) + check_batch(plan)
+
+
+def check_batch(plan: Plan) -> list[Rejected]:
+    """The rule on the micro-batch: the global batch splits into whole micro-batches on every dp rank."""
+    p = plan
+    if p.global_batch % (p.dp * p.micro_batch) == 0:
+        return []
+    return [
+        Rejected(
+            "global batch not divisible by dp x micro-batch",
+            f"global_batch={p.global_batch} is not divisible by dp={p.dp} x micro_batch={p.micro_batch}"
+            f" = {p.dp * p.micro_batch}",
+        )
+    ]
+
+
+def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:
+    """The rules on the degrees, schedule, sequence and precision, whatever the micro-batch (the search checks
+    them once per structure)."""
     out: list[Rejected] = []
 
     def bad(reason: str, detail: str) -> None:
@@ -129,12 +149,6 @@ def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Re
             bad("tp does not divide ffn", f"tp={p.tp} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
     # How many chunks the layers can fill is the engine's split policy (engine/split.py): Megatron and
     # torchtitan let the embedding and the loss fill a chunk of their own.
-    if p.global_batch % (p.dp * p.micro_batch):
-        bad(
-            "global batch not divisible by dp x micro-batch",
-            f"global_batch={p.global_batch} is not divisible by dp={p.dp} x micro_batch={p.micro_batch}"
-            f" = {p.dp * p.micro_batch}",
-        )
     if p.seq_len % p.cp:
         bad("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}")
     if p.seq_len > model.max_seq_len and model.position_embedding == "learned":

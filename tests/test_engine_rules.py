@@ -18,7 +18,7 @@ import pytest
 from planner.cost.estimate import estimate
 from planner.cost.params import padded_vocab
 from planner.engine import Engine
-from planner.engine.rules import engine_problems, plan_problems, structure_problems, zero_problems
+from planner.engine.rules import batch_problems, engine_problems, plan_problems, structure_problems, zero_problems
 from planner.engine.split import chunk_sizes, even_chunk_sizes, megatron_chunk_sizes, torchtitan_chunk_sizes
 from planner.io.catalog import catalog_root, list_engines, load_engine, load_hardware, load_model
 from planner.plan import Plan, Rejected
@@ -145,7 +145,8 @@ def test_megatron_interleaved_microbatches_multiple_of_pp(m, ok):
     forward_backward_pipelining_with_interleaving l.1160-1180). llama3-70b: 80 layers, pp 4 x vpp 2."""
     plan = Plan(pp=4, vpp=2, dp=1, micro_batch=1, global_batch=m)
     assert plan.schedule == "interleaved" and plan.num_microbatches == m
-    problems = structure_problems(engine("megatron"), model("llama3-70b"), plan)
+    problems = batch_problems(engine("megatron"), plan)
+    assert not structure_problems(engine("megatron"), model("llama3-70b"), plan)  # a rule on m, not the structure
     if ok:
         assert not problems
     else:
@@ -347,7 +348,7 @@ def test_torchtitan_interleaved_rounds(m, ok):
     (torch/distributed/pipelining/schedules.py; torchtitan.md section 4: pp 4, m 10 and 3 and 6 run, 9 does
     not). llama3-8b, pp 4 x vpp 2 stages."""
     plan = Plan(pp=4, vpp=2, dp=1, zero=3, micro_batch=1, global_batch=m)
-    problems = structure_problems(engine("torchtitan"), model("llama3-8b"), plan)
+    problems = batch_problems(engine("torchtitan"), plan)
     if ok:
         assert not problems
     else:

@@ -245,3 +245,30 @@ def test_software_grad_dtype_of_a_run_reaches_the_engine():
     assert run_engine({"id": "r", "software": {"engine": "megatron"}}).memory.grad_dtype == "fp32"
     with pytest.raises(PlannerError, match="grad_dtype 'bf16' is not one of param, fp32"):
         run_engine({"id": "r", "software": {"engine": "megatron", "grad_dtype": "bf16"}})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.tuples(*[st.floats(0, 1e12, allow_nan=False)] * 4),
+    st.integers(0, 200),
+    st.floats(0, 64, allow_nan=False),
+    st.floats(0, 1e10, allow_nan=False),
+    st.floats(0, 1e10, allow_nan=False),
+    st.floats(0, 1e11, allow_nan=False),
+)
+def test_stage_total_bytes_is_the_sum_of_the_terms_bit_for_bit(state, layers, in_flight, per_layer, ws, logits):
+    """The search's screen adds the six terms without building them; it must be the same float as the report's."""
+    from planner.cost.memory import stage_terms, stage_total_bytes
+    from planner.io.catalog import load_hardware
+
+    reserved = load_hardware("h100-sxm").reserved
+    terms = stage_terms(
+        state,
+        reserved,
+        layers=layers,
+        in_flight=in_flight,
+        per_layer_bytes=per_layer,
+        workspace_bytes=ws,
+        logits=logits,
+    )
+    assert stage_total_bytes(state, reserved, layers, in_flight, per_layer, ws, logits) == sum(terms)

@@ -26,6 +26,8 @@ RESULT_LINE = re.compile(
     r"^(best:|throughput:|fits:|does not fit:|to train|gpt3-|llama3-|\s*(total|step)\s+│|#  plan|1  )"
 )
 
+REJECTION_LINE = re.compile(r"^\s+\d+  [a-z]")
+
 
 def _blocks(text: str) -> list[tuple[str, list[str]]]:
     out, lang, lines = [], None, []
@@ -63,6 +65,8 @@ def commands() -> list[tuple[list[str], list[str]]]:
         elif lang == "text" and lines and lines[0].startswith("$ planner "):
             joined = _join(lines)
             shown = [ln.strip() for ln in joined[1:] if RESULT_LINE.match(ln)]
+            # the search's rejection counts: "count  reason" (the example after it is shortened in the README)
+            shown += [ln.split("  (e.g.")[0].strip() for ln in joined[1:] if REJECTION_LINE.match(ln)]
             out.append((shlex.split(joined[0][2:])[1:], shown))
     return out
 

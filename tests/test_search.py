@@ -13,7 +13,7 @@ from helpers import make_engine
 from planner.cli import main
 from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
-from planner.engine import plan_problems
+from planner.engine import plan_problems, zero_problems
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan, check_plan
 from planner.search.pipeline import search
@@ -260,3 +260,58 @@ def test_cli_plot_needs_matplotlib_or_draws(capsys, tmp_path):
     code, _out, err = cli(capsys, "search", "--model", "gpt3-1.3b", "--gpus", "8", "--plot", str(path), "--top", "2")
     assert code == 0, err
     assert path.read_text().lstrip().startswith("<?xml")
+
+
+def test_screen_levels_decide_each_recompute_level_as_the_full_peaks_do():
+    """levels() computes only what decides whether each recompute level fits; what it does compute is the peak,
+    the first level it says fits is the first that fits by peaks(), and when nothing fits every level carries
+    the smallest overshoot (full recompute's bytes)."""
+    rng = random.Random(1)
+    recs = ("none", "selective", "full")
+    seen = {"fits": 0, "nothing fits": 0}
+    for name, gpus, hw_name in [("mixtral-8x7b", 64, "h100-sxm"), ("llama3-70b", 64, "a100-80gb")]:
+        m, hw = load_model(name), load_hardware(hw_name)
+        space = Space(gpus=gpus, global_batch=256, seq_len=4096)
+        for e in ("megatron", "torchtitan"):
+            engine = make_engine(e)
+            screen = MemoryScreen(m, hw, engine)
+            for st in rng.sample(structures(m, hw, space), 40):
+                for mb in micro_batches(space, st.dp)[:3]:
+                    base = Plan(
+                        dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, micro_batch=mb,
+                        global_batch=space.global_batch, seq_len=space.seq_len, schedule=st.schedule,
+                    )  # fmt: skip
+                    if plan_problems(m, base, engine, gpus):
+                        continue
+                    for z in [z for z in range(4) if not zero_problems(engine, base, zero=z)]:
+                        full = {rc: screen.peaks(base, (z,), recs)[(z, rc)][0] for rc in recs}
+                        lazy = screen.levels(base, z, recs)
+                        fits = [rc for rc in recs if full[rc] <= screen.capacity]
+                        if not fits:
+                            assert lazy == dict.fromkeys(recs, full["full"])
+                            seen["nothing fits"] += 1
+                            continue
+                        first = recs.index(fits[0])
+                        for rc in recs[: first + 1]:
+                            assert lazy[rc] == full[rc]
+                        assert all(lazy[rc] == 0.0 for rc in recs[first + 1 :])
+                        seen["fits"] += 1
+    assert min(seen.values()) > 10, seen
+
+
+def test_structure_rules_count_before_micro_batch_rules_and_keeping_rejections_changes_no_count():
+    """A structure the engine cannot run is rejected under that rule for every micro-batch, even one whose
+    count would also break the interleaved schedule's rule (the structure's rules are checked once, first);
+    keeping every rejection (for --explain) builds each plan but counts the same."""
+    m, hw = load_model("gpt3-175b"), load_hardware("a100-80gb")
+    space = Space(gpus=1024, global_batch=1536, seq_len=2048)
+    fast = search(m, hw, space, make_engine("megatron"), top=3)
+    kept = search(m, hw, space, make_engine("megatron"), top=3, keep_rejections=True)
+    assert fast.rejected == kept.rejected and fast.evaluated == kept.evaluated
+    # pp 16 x vpp 4 = 64 chunks cannot hold 96 layers in Megatron's split, whatever the micro-batch
+    split = [(p, reason) for p, reason, _d, _n in kept.rejections if p.pp == 16 and p.vpp == 4 and p.tp == 4]
+    assert split and {reason for _p, reason in split} >= {"megatron cannot split the layers"}
+    firsts = {}
+    for p, reason, _d, _n in kept.rejections:
+        firsts.setdefault((p.pp, p.vpp, p.tp, p.dp, p.micro_batch, p.zero), reason)
+    assert all(r == "megatron cannot split the layers" for k, r in firsts.items() if k[:3] == (16, 4, 4))

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 F = TypeVar("F", bound=Callable[..., Any])
+_PLAIN = (int, float, str, bool)  # keyed by value without asking whether they are specs
 
 
 def spec_cache(maxsize: int = 65536) -> Callable[[F], F]:
@@ -21,7 +22,7 @@ def spec_cache(maxsize: int = 65536) -> Callable[[F], F]:
 
         @wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            key = tuple(id(a) if isinstance(a, BaseModel) else a for a in args) + tuple(kwargs.items())
+            key = (*[a if type(a) in _PLAIN or not isinstance(a, BaseModel) else id(a) for a in args], *kwargs.items())
             hit = cache.get(key)
             if hit is not None:
                 return hit[1]

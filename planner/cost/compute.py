@@ -137,7 +137,8 @@ def _layer_time(
     kv_loc = max(model.kv_heads / tp, 1.0) * hd
     t = b * s / cp  # tokens each GPU runs through its GEMMs
     gemms, act_in, act_ffn, permute = _layer_gemms(model, moe=moe, t=t, tp=tp, ep=ep, sp=sp)
-    gemm_fwd = sum(gemm_s(f, gemm_peak, eff, precision) for f in gemms)
+    each = {f: gemm_s(f, gemm_peak, eff, precision) for f in set(gemms)}  # an MoE layer repeats its experts' GEMMs
+    gemm_fwd = sum(each[f] for f in gemms)
     core_fwd, core_bwd = attention_core_s(
         tokens=t, seq_len=s, cp=cp, q_loc=q_loc, head_dim=hd, peak=core_peak, eff=eff, kernels=kernels
     )

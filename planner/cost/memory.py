@@ -207,6 +207,24 @@ def stage_terms(
     return w, g, o, activations, buffers, held
 
 
+def stage_total_bytes(
+    state: StateTerms,
+    reserved: ReservedMemory,
+    layers: int,
+    in_flight: float,
+    per_layer_bytes: float,
+    workspace_bytes: float,
+    logits: float,
+) -> float:
+    """``sum(stage_terms(...))`` with the same additions in the same order (so the same float, bit for bit),
+    without building the terms: the search screens tens of thousands of plans with it."""
+    w, g, o, state_buffers = state
+    tensors = w + g + o + (per_layer_bytes * layers * in_flight + logits) + (workspace_bytes + state_buffers)
+    return tensors + (
+        reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
+    )
+
+
 def _stage_memory(
     model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int, pieces: tuple[float, float]
 ) -> StageMemory:

@@ -88,8 +88,10 @@ def rank_params(
     `vocab` rows (the engine's padded vocabulary, padded_vocab; default the model's)."""
     dense = expert = largest = 0.0
     gemms = 0
+    kinds: dict[bool, tuple[float, float]] = {}  # a dense and an MoE layer: each counted once
     for layer in layout.rank_layers(rank):
-        d, e = layer_params_per_rank(model, layer, tp, ep)
+        moe = model.is_moe_layer(layer)
+        d, e = kinds.get(moe) or kinds.setdefault(moe, layer_params_per_rank(model, layer, tp, ep))
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
         gemms += 4 + model.mlp_matrices
     edge = 0.0

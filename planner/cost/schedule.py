@@ -65,15 +65,33 @@ class CommBreakdown:
         return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s
 
 
-def slot_lower_bound_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> float:
-    """A lower bound of pipeline rank `stage`'s micro-batch slot: its compute plus the exposed TP/CP/EP of its
-    layers (the slot adds the pipeline sends; the step adds the bubble, DP, the optimizer and overheads)."""
-    c = stage_compute(model, hw, plan, engine, stage)
+def layer_exposed_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> tuple[float, float]:
+    """(dense, MoE) layer's exposed TP/CP(/EP) seconds per micro-batch: what of its layers' communication a
+    micro-batch slot cannot hide (it depends on tp, cp, ep, sp, the micro-batch, recompute and precision)."""
     dl = layer_comm(model, hw, plan, engine, moe=False, layer=layer_time(model, hw, plan, engine, moe=False))
-    per_mb = c.num_dense_layers * (dl.tp_exposed_s + dl.cp_exposed_s)
+    dense = dl.tp_exposed_s + dl.cp_exposed_s
+    if model.moe is None:
+        return dense, 0.0
+    ml = layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True))
+    return dense, ml.tp_exposed_s + ml.cp_exposed_s + ml.ep_exposed_s
+
+
+def slot_lower_bound_s(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    stage: int,
+    exposed: tuple[float, float] | None = None,
+) -> float:
+    """A lower bound of pipeline rank `stage`'s micro-batch slot: its compute plus the exposed TP/CP/EP of its
+    layers (the slot adds the pipeline sends; the step adds the bubble, DP, the optimizer and overheads).
+    `exposed` is layer_exposed_s of the plan, when the caller has it."""
+    c = stage_compute(model, hw, plan, engine, stage)
+    dense, moe = exposed if exposed is not None else layer_exposed_s(model, hw, plan, engine)
+    per_mb = c.num_dense_layers * dense
     if c.num_moe_layers:
-        ml = layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True))
-        per_mb += c.num_moe_layers * (ml.tp_exposed_s + ml.cp_exposed_s + ml.ep_exposed_s)
+        per_mb += c.num_moe_layers * moe
     return c.total + per_mb
 
 

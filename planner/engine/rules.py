@@ -14,7 +14,11 @@ from planner.specs import ModelSpec
 
 def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
     """Every rule of the engine the plan breaks (empty: the engine runs it)."""
-    return structure_problems(engine, model, plan) + zero_problems(engine, plan, model=model)
+    return (
+        structure_problems(engine, model, plan)
+        + batch_problems(engine, plan)
+        + zero_problems(engine, plan, model=model)
+    )
 
 
 def plan_problems(
@@ -95,8 +99,8 @@ def zero_problems(
 
 
 def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
-    """The engine's rules that do not depend on the ZeRO stage: dimensions, schedules, micro-batch counts,
-    vocabulary and kv-head splits."""
+    """The engine's rules that depend on neither the ZeRO stage nor the micro-batch: dimensions, schedules, layer,
+    vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
     out = _dimension_problems(engine, plan)
     if p.pp > 1 and p.schedule not in r.schedules:
@@ -106,24 +110,6 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
                 f"schedule={p.schedule} is not one {name} runs; it runs {', '.join(r.schedules)}",
             )
         )
-    if p.schedule == "interleaved" and p.pp > 1 and p.vpp > 1 and p.global_batch % (p.dp * p.micro_batch) == 0:
-        m = p.num_microbatches
-        if r.interleaved_microbatches == "multiple_of_pp" and (m < p.pp or m % p.pp):
-            out.append(
-                Rejected(
-                    "interleaved needs micro-batches divisible by pp",
-                    f"schedule=interleaved needs the {m} micro-batches per step to be a multiple of "
-                    f"pp={p.pp} (Megatron's interleaved schedule)",
-                )
-            )
-        elif r.interleaved_microbatches == "torch_looped" and m % max(1, m // p.pp):
-            out.append(
-                Rejected(
-                    "interleaved needs whole micro-batch rounds",
-                    f"schedule=interleaved needs the {m} micro-batches per step to split into rounds "
-                    f"of {max(1, m // p.pp)} (m % max(1, m // pp) == 0, torch.distributed.pipelining)",
-                )
-            )
     if p.pp > 1 and chunk_sizes(model.num_layers, p.pp, p.vpp, r.pipeline_split) is None:
         out.append(
             Rejected(
@@ -147,6 +133,31 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
                 f"tp={p.tp} must divide num_kv_heads={model.kv_heads} ({name} does not replicate kv heads)",
             )
         )
+    return out
+
+
+def batch_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """The engine's rules on the micro-batches per step: its interleaved schedule's count of micro-batches."""
+    r, p = engine.rules, plan
+    out: list[Rejected] = []
+    if p.schedule == "interleaved" and p.pp > 1 and p.vpp > 1 and p.global_batch % (p.dp * p.micro_batch) == 0:
+        m = p.num_microbatches
+        if r.interleaved_microbatches == "multiple_of_pp" and (m < p.pp or m % p.pp):
+            out.append(
+                Rejected(
+                    "interleaved needs micro-batches divisible by pp",
+                    f"schedule=interleaved needs the {m} micro-batches per step to be a multiple of "
+                    f"pp={p.pp} (Megatron's interleaved schedule)",
+                )
+            )
+        elif r.interleaved_microbatches == "torch_looped" and m % max(1, m // p.pp):
+            out.append(
+                Rejected(
+                    "interleaved needs whole micro-batch rounds",
+                    f"schedule=interleaved needs the {m} micro-batches per step to split into rounds "
+                    f"of {max(1, m // p.pp)} (m % max(1, m // pp) == 0, torch.distributed.pipelining)",
+                )
+            )
     return out
 
 

@@ -4,9 +4,10 @@ A pipeline of stages, each testable alone:
 
 1. **candidates** (space.py) — the structural grid dp × tp × pp × vpp/schedule × cp × ep × sp ×
    micro-batch × ZeRO × recompute, from the search space (fixed degrees, limits, comma lists).
-2. **checks** — the model's divisibility rules and the engine's rules (``plan_problems``) once per
-   (structure, micro-batch); the engine's ZeRO rules once per stage; every recompute variant inherits
-   the verdict, and a rejected plan is counted once, under its first reason.
+2. **checks** — the model's and the engine's rules (``plan_problems``): those on the structure once per
+   structure, those on the micro-batch once per (structure, micro-batch), the ZeRO rules once per degrees
+   and stage; every variant inherits the verdict, and a rejected plan is counted once, under its first
+   reason (the structure's rules come first).
 3. **memory screen** (screen.py) — the peak memory per GPU by cost.memory's own formula, with its pieces
    cached per structure and only the pipeline ranks that can be the peak evaluated.
 4. **estimates** — ``step_time`` only where the plan can still win:
@@ -32,7 +33,7 @@ from typing import Any
 
 from planner.cost.compute import layer_time, stage_shapes
 from planner.cost.estimate import estimate
-from planner.cost.schedule import StepTime, slot_lower_bound_s, step_time
+from planner.cost.schedule import StepTime, layer_exposed_s, slot_lower_bound_s, step_time
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
@@ -119,8 +120,11 @@ def _time(res: SearchResult, fitting: list[Fitting], *, top: int, exhaustive: bo
         res.pruned[PRUNED_BOUND.replace("compute lower bound", "more memory")] += max(0, len(fitting) - top)
         return [(f.plan(), step_time(model, hw, f.plan(), engine)) for f in order]
     cheap_cache: dict[tuple, float] = {}
+    base_bounds: dict[tuple[int, str], float] = {}
+    counts_cache: dict[tuple[int, int], set[tuple[int, int]]] = {}
     layer_cache: dict[tuple, tuple[float, float]] = {}
     tight_cache: dict[tuple, float] = {}
+    exposed_cache: dict[tuple, tuple[float, float]] = {}
     fitted = engine.factors(hw.name, hw.calibration_proxy)
     overhead = hw.efficiency.step_overhead_s + fitted.overhead_s
     split = engine.rules.pipeline_split
@@ -131,31 +135,44 @@ def _time(res: SearchResult, fitting: list[Fitting], *, top: int, exhaustive: bo
 
     def cheap_bound(f: Fitting) -> float:
         """The step is no shorter than the busiest stage's layers over the schedule's slots (bubble
-        included), plus the fixed overhead: everything else only adds. Layer times are cached."""
+        included), plus the fixed overhead: everything else only adds. Layer times are cached, and the bound
+        of each structure plan (shared by its ZeRO stages) is computed once."""
         b = f.base
-        key = (*_bound_key(b)[:-3], f.recompute, b.schedule, b.precision)
+        bkey = (id(b), f.recompute)  # the bases are alive in `fitting`: their ids are unique
+        lb = base_bounds.get(bkey)
+        if lb is not None:
+            return lb
+        lkey = (b.tp, b.cp, b.ep, b.sp, b.micro_batch, f.recompute, b.precision)
+        key = (lkey, b.pp, b.vpp)
         c0 = cheap_cache.get(key)
         if c0 is None:
-            lkey = (b.tp, b.cp, b.ep, b.sp, b.micro_batch, f.recompute, b.precision)
             layers = layer_cache.get(lkey)
             if layers is None:
                 p = b.model_copy(update={"recompute": f.recompute})
                 dense = layer_time(model, hw, p, engine, moe=False).total
                 moe = layer_time(model, hw, p, engine, moe=True).total if model.moe is not None else dense
                 layers = layer_cache[lkey] = (dense, moe)
-            shapes = stage_shapes(model, b.pp, b.vpp, split)
-            c0 = cheap_cache[key] = fitted.compute * max(nd * layers[0] + nm * layers[1] for nd, nm, _f, _l in shapes)
-        return slots(b) * c0 + overhead
+            counts = counts_cache.get((b.pp, b.vpp))
+            if counts is None:  # the distinct (dense, MoE) layer counts of the ranks
+                counts = counts_cache[(b.pp, b.vpp)] = {s[:2] for s in stage_shapes(model, b.pp, b.vpp, split)}
+            c0 = cheap_cache[key] = fitted.compute * max(nd * layers[0] + nm * layers[1] for nd, nm in counts)
+        lb = base_bounds[bkey] = slots(b) * c0 + overhead
+        return lb
 
     def tight_bound(p: Plan) -> float:
         """Also the embedding and output head and the exposed TP/CP/EP of the slot (schedule.slot_lower_bound_s),
-        computed only for the plans the cheap bound does not rule out."""
+        computed only for the plans the cheap bound does not rule out; the layers' exposed communication is
+        cached by what it depends on (not the pipeline shape)."""
         key = _bound_key(p)
         c0 = tight_cache.get(key)
         if c0 is None:
+            lkey = (p.tp, p.cp, p.ep, p.sp, p.micro_batch, p.recompute, p.precision)
+            exposed = exposed_cache.get(lkey)
+            if exposed is None:
+                exposed = exposed_cache[lkey] = layer_exposed_s(model, hw, p, engine)
             shapes = stage_shapes(model, p.pp, p.vpp, split)
             first = {s: r for r, s in reversed(list(enumerate(shapes)))}
-            c0 = tight_cache[key] = max(slot_lower_bound_s(model, hw, p, engine, r) for r in first.values())
+            c0 = tight_cache[key] = max(slot_lower_bound_s(model, hw, p, engine, r, exposed) for r in first.values())
         return slots(p) * c0 + overhead
 
     ordered = sorted(((cheap_bound(f), i, f) for i, f in enumerate(fitting)), key=lambda x: x[0])

@@ -1,7 +1,8 @@
 """The memory screen of `planner search` (step 3 of the pipeline): the peak memory per GPU of a candidate,
-by cost.memory's own formula (``state_terms`` and ``stage_terms``, what ``memory_report`` uses), with its
-inputs cached — the parameters and states per structure and ZeRO stage, the activations per micro-batch
-and recompute — and evaluated only on the pipeline ranks that can hold the peak."""
+by cost.memory's own formula (``state_terms`` and ``stage_total_bytes``, the sum of the ``stage_terms`` that
+``memory_report`` uses), with its inputs cached — the parameters and states per structure and ZeRO stage,
+the activations per micro-batch and recompute — and evaluated only on the pipeline ranks that can hold the
+peak."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from planner.cost.memory import (
     activation_pieces,
     in_flight_microbatches,
     logits_bytes,
-    stage_terms,
+    stage_total_bytes,
     state_terms,
 )
 from planner.cost.params import RankParams, padded_vocab, rank_params
@@ -18,7 +19,7 @@ from planner.cost.stages import layer_layout
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.plan import Plan
+from planner.plan import Plan, Recompute
 from planner.specs import ModelSpec
 
 RankShape = tuple[int, RankParams, int, bool]  # (rank, parameters, layers, holds the loss)
@@ -47,14 +48,14 @@ class MemoryScreen:
         layout = layer_layout(self.model.num_layers, pp, vpp, self.engine.rules.pipeline_split)
         vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
-        middle: list[tuple[float, float, float, int, int]] = []
+        middle: list[tuple[float, float, float, int, int]] = []  # kept middle ranks' signatures
         for r in range(pp):
             params = rank_params(self.model, layout, tp=tp, ep=ep, rank=r, vocab=vocab)
             layers = layout.num_rank_layers(r)
             first, last = layout.holds_embedding(r), layout.holds_loss(r)
             if not (first or last):
                 sig = (params.dense, params.expert, params.largest_unit, params.num_gemms, layers)
-                if any(all(a >= b for a, b in zip(m, sig)) for m in middle):
+                if sig in middle or any(all(a >= b for a, b in zip(m, sig)) for m in middle):
                     continue
                 middle.append(sig)
             keep.append((r, params, layers, last))
@@ -108,26 +109,53 @@ class MemoryScreen:
         """(bytes, rank) of the most loaded pipeline rank of `p` with each ZeRO stage and recompute level
         (no Plan is built for the variants; what they share is computed once)."""
         ranks, shape = self._shape(p)
-        reserved = self.hw.reserved
         out: dict[tuple[int, str], tuple[float, int]] = {}
         for zero in zeros:
             states = self._state(p, zero, ranks)
             for recompute in recomputes:
-                per_layer, workspace = self._activations(p, recompute)
-                best, best_rank = -1.0, 0
-                for (r, layers, in_flight, rank_logits), state in zip(shape, states):
-                    total = sum(
-                        stage_terms(
-                            state,
-                            reserved,
-                            layers=layers,
-                            in_flight=in_flight,
-                            per_layer_bytes=per_layer,
-                            workspace_bytes=workspace,
-                            logits=rank_logits,
-                        )
-                    )
-                    if total > best:
-                        best, best_rank = total, r
-                out[(zero, recompute)] = (best, best_rank)
+                out[(zero, recompute)] = self._peak(shape, states, self._activations(p, recompute))
         return out
+
+    def levels(self, p: Plan, zero: int, recomputes: tuple[Recompute, ...]) -> dict[Recompute, float]:
+        """Peak bytes per recompute level (least recompute first), computing only what decides whether each
+        fits: activation memory never grows with more recompute, so when the first level fits the rest are
+        only slower (0.0: not computed), and when the last does not fit none does (its bytes, the smallest
+        overshoot, stand for all). Levels that keep the same activations (selective recompute of a flash
+        kernel that keeps no scores) share one evaluation."""
+        ranks, shape = self._shape(p)
+        states = self._state(p, zero, ranks)
+        peaks: dict[tuple[float, float], float] = {}
+
+        def peak(rc: str) -> float:
+            pieces = self._activations(p, rc)
+            hit = peaks.get(pieces)
+            if hit is None:
+                hit = peaks[pieces] = self._peak(shape, states, pieces)[0]
+            return hit
+
+        first = peak(recomputes[0])
+        if first <= self.capacity or len(recomputes) == 1:
+            return {recomputes[0]: first, **dict.fromkeys(recomputes[1:], 0.0)}
+        last = peak(recomputes[-1])
+        if last > self.capacity:
+            return dict.fromkeys(recomputes, last)
+        out = {recomputes[0]: first}
+        for rc in recomputes[1:-1]:
+            out[rc] = nbytes = peak(rc)
+            if nbytes <= self.capacity:
+                return {**out, **dict.fromkeys(recomputes[len(out) :], 0.0)}
+        out[recomputes[-1]] = last
+        return out
+
+    def _peak(
+        self, shape: list[tuple[int, int, float, float]], states: list[StateTerms], pieces: tuple[float, float]
+    ) -> tuple[float, int]:
+        """(bytes, rank) of the most loaded of the ranks in `shape`, by cost.memory's stage_total_bytes."""
+        reserved = self.hw.reserved
+        per_layer, workspace = pieces
+        best, best_rank = -1.0, 0
+        for (r, layers, in_flight, rank_logits), state in zip(shape, states):
+            total = stage_total_bytes(state, reserved, layers, in_flight, per_layer, workspace, rank_logits)
+            if total > best:
+                best, best_rank = total, r
+        return best, best_rank

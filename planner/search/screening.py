@@ -1,7 +1,8 @@
 """Stages 2-3 of the search (pipeline.py): every candidate checked against the rules, then screened for memory.
 
-A candidate is a (structure, micro-batch) plan with each ZeRO stage and recompute level; the checks run once
-per (structure, micro-batch) and once per ZeRO stage, every variant inheriting the verdict. A rejected plan
+A candidate is a (structure, micro-batch) plan with each ZeRO stage and recompute level; the rules on the
+structure run once per structure, those on the micro-batch once per candidate, and the ZeRO rules once per
+degrees, every variant inheriting the verdict. A rejected plan
 is counted once, under its first reason; the memory screen (screen.py) computes only what decides whether a
 variant fits (memory never grows with more recompute), and the smallest overshoots are kept for the closest
 misses.
@@ -15,8 +16,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from planner.engine import structure_problems, zero_problems
-from planner.engine.rules import hardware_problems
-from planner.plan import Plan, Recompute, Rejected, check_plan
+from planner.engine.rules import batch_problems, hardware_problems
+from planner.plan import Plan, Recompute, Rejected, check_batch, check_structure
 from planner.search.results import SearchResult
 from planner.search.screen import MemoryScreen
 from planner.search.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
@@ -48,7 +49,7 @@ class Screening:
         self.fitting: list[Fitting] = []
         self.near: list[tuple[float, int, Plan]] = []
         self._tick = itertools.count()
-        self._zero_verdicts: dict[tuple, list[Rejected]] = {}  # the ZeRO rules depend on the degrees only
+        self._zero_verdicts: dict[tuple, list[tuple[int, list[Rejected]]]] = {}  # per degrees
         self._precision = hardware_problems(res.hardware, Plan(precision=res.space.precision))  # same for all
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -56,45 +57,71 @@ class Screening:
         for i, st in enumerate(structures):
             if progress is not None and i % 64 == 0:
                 progress(i, len(structures))
-            for mb in micro_batches(self.res.space, st.dp):
-                self.candidate(st, mb)
+            self.structure(st)
         self.res.examples.setdefault(
             NOT_FIT,
             f"the plan needs more than the {self.screen.capacity / 2**30:.1f} GiB of one {self.res.hardware.name}",
         )
 
-    def candidate(self, st: Structure, mb: int) -> None:
-        """One structure and micro-batch, with every ZeRO stage and recompute level."""
+    def structure(self, st: Structure) -> None:
+        """One structure with each of its micro-batches, ZeRO stages and recompute levels. The rules on the
+        structure are checked once: when it breaks one, all its candidates are rejected under that reason
+        without building their plans (unless every rejection is kept, for --explain)."""
         res, space, model = self.res, self.res.space, self.res.model
-        base = Plan(
+        mbs = micro_batches(space, st.dp)
+        per_mb = len(self.zeros) * len(self.recs)
+        res.evaluated += per_mb * len(mbs)
+        base = self._plan(st, mbs[0])
+        static = (
+            check_structure(model, base, space.gpus) + self._precision + structure_problems(res.engine, model, base)
+        )
+        if static and not self.keep:
+            self._reject(base, static, per_mb * len(mbs))
+            return
+        for mb in mbs:
+            p = base if mb == base.micro_batch else self._plan(st, mb)
+            problems = static + check_batch(p) + batch_problems(res.engine, p)
+            if problems:
+                self._reject(p, problems, per_mb)
+            else:
+                self.candidate(st, p)
+
+    def _plan(self, st: Structure, mb: int) -> Plan:
+        space = self.res.space
+        return Plan(
             dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, zero=self.zeros[0],
             recompute=self.recs[0], micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
             precision=space.precision, schedule=st.schedule,
         )  # fmt: skip
-        per_mb = len(self.zeros) * len(self.recs)
-        res.evaluated += per_mb
-        problems = check_plan(model, base, space.gpus) + self._precision + structure_problems(res.engine, model, base)
-        if problems:
-            self._reject(base, problems, per_mb)
-            return
-        runnable = [z for z in self.zeros if self._zero_runs(st, base, z)]
+
+    def candidate(self, st: Structure, base: Plan) -> None:
+        """One structure and micro-batch that pass the rules, with every ZeRO stage and recompute level."""
+        runnable = self._runnable_zeros(st, base)
         peaks = self.screen.peaks(base, tuple(runnable), self.recs) if (self.exhaustive or self.keep) else None
         for z in runnable:
             verdicts: dict[Recompute, float] = (
                 {rc: peaks[(z, rc)][0] for rc in self.recs}
                 if peaks is not None
-                else _lazy_peaks(self.screen, base, z, self.recs)
+                else self.screen.levels(base, z, self.recs)
             )
             self._memory(base, z, verdicts)
 
-    def _zero_runs(self, st: Structure, base: Plan, z: int) -> bool:
-        key = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep, z)
-        problems = self._zero_verdicts.get(key)
-        if problems is None:
-            problems = self._zero_verdicts[key] = zero_problems(self.res.engine, base, zero=z)
-        if problems:
-            self._reject(base.model_copy(update={"zero": z}), problems, len(self.recs))
-        return not problems
+    def _runnable_zeros(self, st: Structure, base: Plan) -> list[int]:
+        """The ZeRO stages the engine runs with these degrees (its ZeRO rules depend on the degrees only, so
+        they are checked once per structure); the others are counted as rejected for this micro-batch."""
+        key = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep)
+        verdicts = self._zero_verdicts.get(key)
+        if verdicts is None:
+            verdicts = self._zero_verdicts[key] = [
+                (z, zero_problems(self.res.engine, base, zero=z)) for z in self.zeros
+            ]
+        runnable = []
+        for z, problems in verdicts:
+            if problems:
+                self._reject(base, problems, len(self.recs), zero=z)
+            else:
+                runnable.append(z)
+        return runnable
 
     def _memory(self, base: Plan, z: int, verdicts: dict[Recompute, float]) -> None:
         """Each recompute level of one ZeRO stage: fits (the cheapest is kept, the rest are dominated) or not."""
@@ -118,25 +145,13 @@ class Screening:
                 else:
                     heapq.heapreplace(self.near, (-nbytes, next(self._tick), p))
 
-    def _reject(self, plan: Plan, problems: list[Rejected], plans: int) -> None:
+    def _reject(self, plan: Plan, problems: list[Rejected], plans: int, *, zero: int | None = None) -> None:
+        """Count `plans` rejected under the first reason; keep each reason with the plan (with this ZeRO stage)
+        only when asked to (building the plan costs more than the count)."""
         first = problems[0]
         self.res.rejected[first.reason] += plans
         self.res.examples.setdefault(first.reason, first.detail)
         if self.keep:
+            if zero is not None:
+                plan = plan.model_copy(update={"zero": zero})
             self.res.rejections.extend((plan, pr.reason, pr.detail, plans) for pr in problems)
-
-
-def _lazy_peaks(screen: MemoryScreen, base: Plan, zero: int, recs: tuple[Recompute, ...]) -> dict[Recompute, float]:
-    """Peak bytes per recompute level (most memory first), computing only what decides the outcome: activation
-    memory never grows with more recompute, so when the last level does not fit none does (its bytes stand for
-    all, the smallest overshoot), and after the first level that fits the rest are only counted as slower."""
-    last = screen.peak_bytes(base, zero, recs[-1])
-    if last > screen.capacity or len(recs) == 1:
-        return dict.fromkeys(recs, last)
-    out: dict[Recompute, float] = {}
-    for rc in recs[:-1]:
-        out[rc] = nbytes = screen.peak_bytes(base, zero, rc)
-        if nbytes <= screen.capacity:
-            return {**out, **dict.fromkeys(recs[len(out) :], 0.0)}
-    out[recs[-1]] = last
-    return out
