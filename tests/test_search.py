@@ -4,18 +4,21 @@ its sanity against published configurations, its counts, and the CLI contract.""
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 import yaml
 from helpers import make_engine
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from planner.cli import main
 from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
 from planner.engine import plan_problems, zero_problems
 from planner.io.catalog import load_hardware, load_model
-from planner.plan import Plan, check_plan
+from planner.plan import Plan, check_plan, divisors
 from planner.search.pipeline import search
 from planner.search.results import pareto_front
 from planner.search.screen import MemoryScreen
@@ -315,3 +318,12 @@ def test_structure_rules_count_before_micro_batch_rules_and_keeping_rejections_c
     for p, reason, _d, _n in kept.rejections:
         firsts.setdefault((p.pp, p.vpp, p.tp, p.dp, p.micro_batch, p.zero), reason)
     assert all(r == "megatron cannot split the layers" for k, r in firsts.items() if k[:3] == (16, 4, 4))
+
+
+@given(hst.integers(1, 200_000))
+@settings(max_examples=300, deadline=None)
+def test_divisors_are_every_divisor_ascending(n):
+    got = divisors(n)
+    assert got == sorted(set(got)) and got[0] == 1 and got[-1] == n
+    assert all(n % d == 0 for d in got)
+    assert len(got) == sum(2 - (d * d == n) for d in range(1, math.isqrt(n) + 1) if n % d == 0)
