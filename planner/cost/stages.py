@@ -55,6 +55,10 @@ class Layout:
         key = (self.pp, tuple((c.num_layers, c.embedding, c.loss) for c in self.chunks))
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
+        by_rank: list[list[Chunk]] = [[] for _ in range(self.pp)]
+        for c in self.chunks:
+            by_rank[c.rank].append(c)
+        object.__setattr__(self, "_by_rank", tuple(tuple(cs) for cs in by_rank))
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined]
@@ -64,7 +68,7 @@ class Layout:
 
     def rank_chunks(self, rank: int) -> tuple[Chunk, ...]:
         """The chunks pipeline rank `rank` runs, in model order."""
-        return tuple(c for c in self.chunks if c.rank == rank)
+        return self._by_rank[rank]  # type: ignore[attr-defined]
 
     def rank_layers(self, rank: int) -> tuple[int, ...]:
         """Global indices of every transformer layer pipeline rank `rank` holds."""
