@@ -327,3 +327,18 @@ def test_divisors_are_every_divisor_ascending(n):
     assert got == sorted(set(got)) and got[0] == 1 and got[-1] == n
     assert all(n % d == 0 for d in got)
     assert len(got) == sum(2 - (d * d == n) for d in range(1, math.isqrt(n) + 1) if n % d == 0)
+
+
+def test_search_restores_the_cyclic_collector_as_it_found_it():
+    """The search pauses the cyclic GC for its allocations and gives it back in the state it was in."""
+    import gc
+
+    m, hw = load_model("llama3-8b"), load_hardware("h100-sxm")
+    space = Space(gpus=8, global_batch=64, seq_len=4096)
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            search(m, hw, space, GENERIC, top=2)
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
