@@ -3,6 +3,7 @@ its sanity against published configurations, its counts, and the CLI contract.""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -16,7 +17,7 @@ from hypothesis import strategies as hst
 from planner.cli import main
 from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
-from planner.engine import plan_problems, zero_problems
+from planner.engine import plan_problems
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan, check_plan, divisors
 from planner.search.pipeline import search
@@ -266,40 +267,50 @@ def test_cli_plot_needs_matplotlib_or_draws(capsys, tmp_path):
 
 
 def test_screen_levels_decide_each_recompute_level_as_the_full_peaks_do():
-    """levels() computes only what decides whether each recompute level fits; what it does compute is the peak,
-    the first level it says fits is the first that fits by peaks(), and when nothing fits every level carries
-    the smallest overshoot (full recompute's bytes)."""
+    """levels() computes only what decides whether each recompute level fits, and decides it as peaks() does:
+    the first level that fits carries its peak; a later level that fits carries its peak or 0.0 (not
+    computed); a level that misses carries its peak or inf (not computed, and some computed level of the same
+    plan misses by no more). Torchtitan on MI300X has ranks whose working set grows with recompute, so not
+    every plan's memory falls with more recompute."""
     rng = random.Random(1)
     recs = ("none", "selective", "full")
-    seen = {"fits": 0, "nothing fits": 0}
-    for name, gpus, hw_name in [("mixtral-8x7b", 64, "h100-sxm"), ("llama3-70b", 64, "a100-80gb")]:
+    seen = {"fits": 0, "nothing fits": 0, "grows": 0}
+    for name, gpus, hw_name, engines, batch, seq in [
+        ("mixtral-8x7b", 64, "h100-sxm", ("megatron", "torchtitan"), 256, 4096),
+        ("llama3-70b", 64, "a100-80gb", ("megatron", "torchtitan"), 256, 4096),
+        ("llama3-8b", 512, "mi300x", ("torchtitan",), 512, 8192),
+    ]:
         m, hw = load_model(name), load_hardware(hw_name)
-        space = Space(gpus=gpus, global_batch=256, seq_len=4096)
-        for e in ("megatron", "torchtitan"):
+        space = Space(gpus=gpus, global_batch=batch, seq_len=seq)
+        for e in engines:
             engine = make_engine(e)
             screen = MemoryScreen(m, hw, engine)
-            for st in rng.sample(structures(m, hw, space), 40):
-                for mb in micro_batches(space, st.dp)[:3]:
+            sts = structures(m, hw, space)
+            for st in rng.sample(sts, min(60, len(sts))):
+                for mb in micro_batches(space, st.dp):
                     base = Plan(
                         dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, micro_batch=mb,
                         global_batch=space.global_batch, seq_len=space.seq_len, schedule=st.schedule,
                     )  # fmt: skip
-                    if plan_problems(m, base, engine, gpus):
-                        continue
-                    for z in [z for z in range(4) if not zero_problems(engine, base, zero=z)]:
+                    for z in range(4):
+                        if plan_problems(m, base.model_copy(update={"zero": z}), engine, gpus):
+                            continue
                         full = {rc: screen.peaks(base, (z,), recs)[(z, rc)][0] for rc in recs}
                         lazy = screen.levels(base, z, recs)
+                        seen["grows"] += any(full[a] < full[b] for a, b in itertools.pairwise(recs))
                         fits = [rc for rc in recs if full[rc] <= screen.capacity]
-                        if not fits:
-                            assert lazy == dict.fromkeys(recs, full["full"])
-                            seen["nothing fits"] += 1
-                            continue
-                        first = recs.index(fits[0])
-                        for rc in recs[: first + 1]:
-                            assert lazy[rc] == full[rc]
-                        assert all(lazy[rc] == 0.0 for rc in recs[first + 1 :])
-                        seen["fits"] += 1
-    assert min(seen.values()) > 10, seen
+                        seen["fits" if fits else "nothing fits"] += 1
+                        missed = [lazy[rc] for rc in recs if lazy[rc] > screen.capacity and lazy[rc] != math.inf]
+                        for rc in recs:
+                            if full[rc] > screen.capacity:
+                                assert lazy[rc] in (full[rc], math.inf), (rc, lazy, full)
+                                if lazy[rc] == math.inf:
+                                    assert min(missed) <= full[rc]
+                            elif fits and rc == fits[0]:
+                                assert lazy[rc] == full[rc]
+                            else:
+                                assert lazy[rc] in (full[rc], 0.0), (rc, lazy, full)
+    assert min(seen.values()) > 5, seen
 
 
 def test_structure_rules_count_before_micro_batch_rules_and_keeping_rejections_changes_no_count():
@@ -342,3 +353,21 @@ def test_search_restores_the_cyclic_collector_as_it_found_it():
             assert gc.isenabled() is enabled
     finally:
         gc.enable()
+
+
+def test_the_cli_thaws_only_what_it_froze(capsys):
+    """main() moves what it imported out of the collector's generations for the command and thaws it after;
+    objects a host program froze before calling it stay frozen."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    main(["search", "-m", "llama3-8b", "--gpus", "8", "--json"])
+    assert gc.get_freeze_count() == 0
+    try:
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        main(["search", "-m", "llama3-8b", "--gpus", "8", "--json"])
+        assert frozen * 0.9 < gc.get_freeze_count() <= frozen  # a few frozen temporaries freed; none thawed
+    finally:
+        gc.unfreeze()
+    assert capsys.readouterr().out.count('"plans"') == 2

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 # The CLI uses no pydantic plugins; looking them up reads every installed package's entry points at start-up.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
@@ -93,14 +93,26 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every user error is one line on stderr and exit code 2."""
     warnings.showwarning = warning_line
     args = list(sys.argv[1:] if argv is None else argv)
-    app = build_app(_command_of(args))
+    try:
+        app = build_app(_command_of(args))
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load
+        _aborted()
     # What is imported lives as long as the command: out of the cyclic collector's generations, its full passes
-    # do not walk every module and class again (about 15 ms of a search); thawed when the command returns.
-    gc.freeze()
+    # do not walk every module and class again (about 15 ms of a search); thawed when the command returns,
+    # unless a host program (a test, a notebook) froze objects before: those stay as the host left them.
+    ours = gc.get_freeze_count() == 0
+    if ours:
+        gc.freeze()
     try:
         _run(app, args)
     finally:
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
+
+
+def _aborted() -> NoReturn:
+    err.print("aborted")
+    sys.exit(130)
 
 
 def _run(app: typer.Typer, args: list[str]) -> None:
@@ -126,8 +138,7 @@ def _run(app: typer.Typer, args: list[str]) -> None:
         error_line(f"{e.format_message()}{where}")
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
-        err.print("aborted")
-        sys.exit(130)
+        _aborted()
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except BrokenPipeError:

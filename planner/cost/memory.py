@@ -37,7 +37,16 @@ class MemoryBreakdown:
 
     @property
     def total_bytes(self) -> float:
-        return sum(self.as_dict().values())
+        # Added left to right, as stage_total_bytes does (the search's screen must give the same float, bit
+        # for bit, and sum() compensates its rounding from Python 3.12 on).
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.buffers_bytes
+            + self.reserved_bytes
+        )
 
     @property
     def model_state_bytes(self) -> float:
@@ -216,8 +225,9 @@ def stage_total_bytes(
     workspace_bytes: float,
     logits: float,
 ) -> float:
-    """``sum(stage_terms(...))`` with the same additions in the same order (so the same float, bit for bit),
-    without building the terms: the search screens tens of thousands of plans with it."""
+    """``MemoryBreakdown(*stage_terms(...)).total_bytes`` with the same additions in the same order (so the
+    same float, bit for bit), without building the terms: the search screens tens of thousands of plans
+    with it."""
     w, g, o, state_buffers = state
     tensors = w + g + o + (per_layer_bytes * layers * in_flight + logits) + (workspace_bytes + state_buffers)
     return tensors + (

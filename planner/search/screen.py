@@ -6,6 +6,8 @@ peak."""
 
 from __future__ import annotations
 
+import math
+
 from planner.cost.memory import (
     StateTerms,
     activation_pieces,
@@ -36,6 +38,8 @@ class MemoryScreen:
         self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
         self._last_shape: tuple[Plan, list[RankShape], list[tuple[int, int, float, float]]] | None = None
+        self._last_levels: tuple[Plan, tuple, tuple] | None = None
+        self._pairs: dict[tuple, tuple[list[tuple[float, float]], list[int]]] = {}
 
     def ranks(self, tp: int, pp: int, vpp: int, ep: int) -> list[RankShape]:
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
@@ -117,35 +121,77 @@ class MemoryScreen:
         return out
 
     def levels(self, p: Plan, zero: int, recomputes: tuple[Recompute, ...]) -> dict[Recompute, float]:
-        """Peak bytes per recompute level (least recompute first), computing only what decides whether each
-        fits: activation memory never grows with more recompute, so when the first level fits the rest are
-        only slower (0.0: not computed), and when the last does not fit none does (its bytes, the smallest
-        overshoot, stand for all). Levels that keep the same activations (selective recompute of a flash
-        kernel that keeps no scores) share one evaluation."""
+        """Whether each recompute level (least recompute first) fits, computing only what decides it.
+
+        A level's activations are a pair (what a layer keeps, the backward working set), and a rank's peak is
+        its states plus keeps·layers·in-flight plus working set (plus a share of that for the allocator): it
+        never falls when either grows. So a level that is below an earlier level that fits, on every rank the
+        screen checks, also fits (0.0: fits, not computed; it is only slower), and a level above one that does
+        not fit on every rank does not fit either (inf: not computed, never the closest miss). More recompute
+        keeps less per layer but re-runs a layer's forward in its backward, so the working set grows: a rank
+        with few layers (one that holds only the loss) can need more with more recompute, and nothing is
+        assumed beyond the arithmetic. The first and the last level are computed first; levels with the same
+        pair share one evaluation."""
         ranks, shape = self._shape(p)
         states = self._state(p, zero, ranks)
-        peaks: dict[tuple[float, float], float] = {}
+        pieces, same, lo, hi = self._level_order(p, recomputes)
+        n, cap = len(recomputes), self.capacity
+        first = self._peak(shape, states, pieces[0])[0]
+        known: list[float | None] = [first] + [None] * (n - 1)  # peak bytes, by the first level with the pair
+        fits = [first <= cap] + [False] * (n - 1)  # computed, and fits
+        if not fits[0] and n > 1 and same[-1] != 0:
+            known[same[-1]] = self._peak(shape, states, pieces[-1])[0]
+        out = [first]
+        # Level i is under level j when it needs less on every rank: its pair is no larger, or keeps·held +
+        # working set is smaller by a byte at both ends of the ranks' layers·in-flight (a byte is far above
+        # the rounding of sums below 10^13 bytes, so the computed peaks keep the order).
+        for i in range(1, n):
+            b = known[same[i]]
+            if b is None:
+                ki, wi = pieces[i]
+                for j in range(i):
+                    kj, wj = pieces[j]
+                    if fits[j] and (
+                        (ki <= kj and wi <= wj)
+                        or (ki * lo + wi + 1.0 <= kj * lo + wj and ki * hi + wi + 1.0 <= kj * hi + wj)
+                    ):
+                        b = 0.0
+                        break
+                else:
+                    for j in range(n):
+                        k = known[same[j]]
+                        if k is None or k <= cap or j == i:
+                            continue
+                        kj, wj = pieces[j]
+                        if (ki >= kj and wi >= wj) or (
+                            kj * lo + wj + 1.0 <= ki * lo + wi and kj * hi + wj + 1.0 <= ki * hi + wi
+                        ):
+                            b = math.inf
+                            break
+                    else:
+                        b = known[same[i]] = self._peak(shape, states, pieces[i])[0]
+            fits[i] = 0.0 < b <= cap
+            out.append(b)
+        return dict(zip(recomputes, out, strict=True))
 
-        def peak(rc: str) -> float:
-            pieces = self._activations(p, rc)
-            hit = peaks.get(pieces)
-            if hit is None:
-                hit = peaks[pieces] = self._peak(shape, states, pieces)[0]
-            return hit
-
-        first = peak(recomputes[0])
-        if first <= self.capacity or len(recomputes) == 1:
-            return {recomputes[0]: first, **dict.fromkeys(recomputes[1:], 0.0)}
-        last = peak(recomputes[-1])
-        if last > self.capacity:
-            return dict.fromkeys(recomputes, last)
-        out = {recomputes[0]: first}
-        for rc in recomputes[1:-1]:
-            out[rc] = nbytes = peak(rc)
-            if nbytes <= self.capacity:
-                return {**out, **dict.fromkeys(recomputes[len(out) :], 0.0)}
-        out[recomputes[-1]] = last
-        return out
+    def _level_order(
+        self, p: Plan, recomputes: tuple[Recompute, ...]
+    ) -> tuple[list[tuple[float, float]], list[int], float, float]:
+        """Each level's activation pair, the first level with the same pair, and the least and most
+        layers·in-flight of the ranks that can hold the peak; kept for the last plan asked about (levels() is
+        asked once per ZeRO stage)."""
+        last = self._last_levels
+        if last is not None and last[0] is p and last[1] == recomputes:
+            return last[2]
+        key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, p.precision, recomputes)
+        pairs = self._pairs.get(key)
+        if pairs is None:
+            pieces = [self._activations(p, rc) for rc in recomputes]
+            pairs = self._pairs[key] = (pieces, [pieces.index(pc) for pc in pieces])
+        held = [layers * in_flight for _r, layers, in_flight, _l in self._shape(p)[1]]
+        order = (*pairs, min(held), max(held))
+        self._last_levels = (p, recomputes, order)
+        return order
 
     def _peak(
         self, shape: list[tuple[int, int, float, float]], states: list[StateTerms], pieces: tuple[float, float]

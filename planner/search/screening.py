@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -112,7 +113,7 @@ class Screening:
         verdicts = self._zero_verdicts.get(key)
         if verdicts is None:
             verdicts = self._zero_verdicts[key] = [
-                (z, zero_problems(self.res.engine, base, zero=z)) for z in self.zeros
+                (z, zero_problems(self.res.engine, base, zero=z, model=self.res.model)) for z in self.zeros
             ]
         runnable = []
         for z, problems in verdicts:
@@ -135,6 +136,8 @@ class Screening:
                     found = True
                 continue
             res.rejected[NOT_FIT] += 1
+            if nbytes == math.inf:  # levels() did not compute it: another level of this plan misses by less
+                continue
             if self.keep or len(self.near) < NEAR_MISSES or -self.near[0][0] > nbytes:
                 p = base.model_copy(update={"zero": z, "recompute": rc})
                 if self.keep:
