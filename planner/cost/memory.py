@@ -183,7 +183,8 @@ def state_terms(
 ) -> StateTerms:
     """What a pipeline rank holds whatever its activations: weights (with 16-bit copies held through the
     step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states)
-    and the state buffers. Depends on the structure and the ZeRO stage, not on recompute."""
+    and the state buffers. Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
+    search asks about every stage with one plan), not on recompute."""
     s = sharded_states(params, per, plan, stage)
     return (
         s.weights_bytes + s.gathered_weights_bytes,

@@ -71,11 +71,10 @@ class MemoryScreen:
         key = (p.tp, p.pp, p.vpp, p.ep, p.dp, p.cp, p.precision, zero, accumulates)
         hit = self._states.get(key)
         if hit is None:
-            plan = p if p.zero == zero else p.model_copy(update={"zero": zero})
-            stage = self.engine.rules.stages(p.pp)[zero]
+            stage = self.engine.rules.stages(p.pp)[zero]  # state_terms reads the stage from here, not p.zero
             per = state_bytes_per_param(p.precision, self.engine, stage)
             hit = self._states[key] = [
-                state_terms(plan, params, per, stage, self.engine.memory) for _r, params, _l, _last in ranks
+                state_terms(p, params, per, stage, self.engine.memory) for _r, params, _l, _last in ranks
             ]
         return hit
 
