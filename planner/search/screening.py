@@ -4,7 +4,8 @@ A candidate is a (structure, micro-batch) plan with each ZeRO stage and recomput
 structure run once per structure, those on the micro-batch once per candidate, and the ZeRO rules once per
 degrees, every variant inheriting the verdict. A rejected plan is counted once, under its first reason (the
 structure's rules come first); the memory screen (screen.py) computes only what decides whether a variant
-fits (memory never grows with more recompute), and the smallest overshoots are kept for the closest misses.
+fits (MemoryScreen.levels: a level is skipped only where the arithmetic proves its verdict), and the smallest
+overshoots are kept for the closest misses.
 """
 
 from __future__ import annotations
