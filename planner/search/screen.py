@@ -37,8 +37,7 @@ class MemoryScreen:
         self._act: dict[tuple, tuple[float, float]] = {}
         self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
-        self._last_shape: tuple[Plan, list[RankShape], list[tuple[int, int, float, float]]] | None = None
-        self._last_levels: tuple[Plan, tuple, tuple] | None = None
+        self._last_shape: tuple[Plan, list[RankShape], list[tuple[int, int, float, float]], float, float] | None = None
         self._pairs: dict[tuple, tuple[list[tuple[float, float]], list[int]]] = {}
 
     def ranks(self, tp: int, pp: int, vpp: int, ep: int) -> list[RankShape]:
@@ -87,16 +86,24 @@ class MemoryScreen:
         return hit
 
     def _shape(self, p: Plan) -> tuple[list[RankShape], list[tuple[int, int, float, float]]]:
-        """The ranks that can hold the peak, with their layers, micro-batches in flight and logits; kept for
-        the last plan asked about (the search asks about one plan's variants in a row)."""
+        """The ranks that can hold the peak, with their layers, micro-batches in flight and logits."""
+        last = self._last_shape_of(p)
+        return last[1], last[2]
+
+    def _last_shape_of(
+        self, p: Plan
+    ) -> tuple[Plan, list[RankShape], list[tuple[int, int, float, float]], float, float]:
+        """_shape's ranks and shape with the least and most layers·in-flight of those ranks, kept for the last
+        plan asked about (the search asks about one plan's ZeRO stages and recompute levels in a row)."""
         last = self._last_shape
         if last is not None and last[0] is p:
-            return last[1], last[2]
+            return last
         ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
         logits = logits_bytes(self.model, p, self.engine) if any(r[3] for r in ranks) else 0.0
         shape = [(r, layers, in_flight_microbatches(p, r), logits if lst else 0.0) for r, _p, layers, lst in ranks]
-        self._last_shape = (p, ranks, shape)
-        return ranks, shape
+        held = [layers * in_flight for _r, layers, in_flight, _l in shape]
+        last = self._last_shape = (p, ranks, shape, min(held), max(held))
+        return last
 
     def peak(self, p: Plan) -> tuple[float, int]:
         """(bytes, rank) of the most loaded pipeline rank of `p`."""
@@ -131,9 +138,9 @@ class MemoryScreen:
         with few layers (one that holds only the loss) can need more with more recompute, and nothing is
         assumed beyond the arithmetic. The first and the last level are computed first; levels with the same
         pair share one evaluation."""
-        ranks, shape = self._shape(p)
+        _p, ranks, shape, lo, hi = self._last_shape_of(p)
         states = self._state(p, zero, ranks)
-        pieces, same, lo, hi = self._level_order(p, recomputes)
+        pieces, same = self._pairs_of(p, recomputes)
         n, cap = len(recomputes), self.capacity
         first = self._peak(shape, states, pieces[0])[0]
         known: list[float | None] = [first] + [None] * (n - 1)  # peak bytes, by the first level with the pair
@@ -141,56 +148,33 @@ class MemoryScreen:
         if not fits[0] and n > 1 and same[-1] != 0:
             known[same[-1]] = self._peak(shape, states, pieces[-1])[0]
         out = [first]
-        # Level i is under level j when it needs less on every rank: its pair is no larger, or keeps·held +
-        # working set is smaller by a byte at both ends of the ranks' layers·in-flight (a byte is far above
-        # the rounding of sums below 10^13 bytes, so the computed peaks keep the order).
         for i in range(1, n):
             b = known[same[i]]
             if b is None:
-                ki, wi = pieces[i]
-                for j in range(i):
-                    kj, wj = pieces[j]
-                    if fits[j] and (
-                        (ki <= kj and wi <= wj)
-                        or (ki * lo + wi + 1.0 <= kj * lo + wj and ki * hi + wi + 1.0 <= kj * hi + wj)
-                    ):
-                        b = 0.0
-                        break
+                if any(fits[j] and _needs_less(pieces[i], pieces[j], lo, hi) for j in range(i)):
+                    b = 0.0
+                elif any(
+                    j != i
+                    and (k := known[same[j]]) is not None
+                    and k > cap
+                    and _needs_less(pieces[j], pieces[i], lo, hi)
+                    for j in range(n)
+                ):
+                    b = math.inf
                 else:
-                    for j in range(n):
-                        k = known[same[j]]
-                        if k is None or k <= cap or j == i:
-                            continue
-                        kj, wj = pieces[j]
-                        if (ki >= kj and wi >= wj) or (
-                            kj * lo + wj + 1.0 <= ki * lo + wi and kj * hi + wj + 1.0 <= ki * hi + wi
-                        ):
-                            b = math.inf
-                            break
-                    else:
-                        b = known[same[i]] = self._peak(shape, states, pieces[i])[0]
+                    b = known[same[i]] = self._peak(shape, states, pieces[i])[0]
             fits[i] = 0.0 < b <= cap
             out.append(b)
         return dict(zip(recomputes, out, strict=True))
 
-    def _level_order(
-        self, p: Plan, recomputes: tuple[Recompute, ...]
-    ) -> tuple[list[tuple[float, float]], list[int], float, float]:
-        """Each level's activation pair, the first level with the same pair, and the least and most
-        layers·in-flight of the ranks that can hold the peak; kept for the last plan asked about (levels() is
-        asked once per ZeRO stage)."""
-        last = self._last_levels
-        if last is not None and last[0] is p and last[1] == recomputes:
-            return last[2]
+    def _pairs_of(self, p: Plan, recomputes: tuple[Recompute, ...]) -> tuple[list[tuple[float, float]], list[int]]:
+        """Each level's activation pair and the first level with the same pair."""
         key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, p.precision, recomputes)
         pairs = self._pairs.get(key)
         if pairs is None:
             pieces = [self._activations(p, rc) for rc in recomputes]
             pairs = self._pairs[key] = (pieces, [pieces.index(pc) for pc in pieces])
-        held = [layers * in_flight for _r, layers, in_flight, _l in self._shape(p)[1]]
-        order = (*pairs, min(held), max(held))
-        self._last_levels = (p, recomputes, order)
-        return order
+        return pairs
 
     def _peak(
         self, shape: list[tuple[int, int, float, float]], states: list[StateTerms], pieces: tuple[float, float]
@@ -204,3 +188,12 @@ class MemoryScreen:
             if total > best:
                 best, best_rank = total, r
         return best, best_rank
+
+
+def _needs_less(a: tuple[float, float], b: tuple[float, float], lo: float, hi: float) -> bool:
+    """Whether activation pair `a` (per-layer keeps, working set) needs less than `b` on every rank whose
+    layers·in-flight lie in [lo, hi]: no larger in both, or keeps·held + working set smaller by a byte at both
+    ends (the sum is linear in held; a byte is far above the rounding of sums below 10^13 bytes, so the
+    computed peaks keep the order)."""
+    (ka, wa), (kb, wb) = a, b
+    return (ka <= kb and wa <= wb) or (ka * lo + wa + 1.0 <= kb * lo + wb and ka * hi + wa + 1.0 <= kb * hi + wb)
