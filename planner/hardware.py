@@ -181,6 +181,7 @@ class HardwareProfile(Frozen):
         description="a calibrated profile of the same GPU architecture whose engine factors and error bars "
         "this one borrows, widened, while it has none of its own (h200 -> h100-sxm)",
     )
+    aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     def supports(self, precision: str) -> bool:
         """Whether the GPU has tensor cores (or, for fp32, units) for this precision."""

@@ -69,6 +69,7 @@ class ModelSpec(Frozen):
     params: float | None = Field(
         None, gt=0, le=MAX_PARAMS, allow_inf_nan=False, description="declared size, checked against the derived count"
     )
+    aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

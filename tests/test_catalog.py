@@ -131,7 +131,7 @@ def test_every_number_in_a_profile_has_a_comment():
         for i, line in enumerate((catalog_root() / "hardware_profiles" / f"{name}.yaml").read_text().splitlines()):
             code = line.split("#")[0]
             if any(ch.isdigit() for ch in code.split(":", 1)[-1]) and not code.lstrip().startswith(
-                ("name:", "description:", "source:")
+                ("name:", "aliases:", "description:", "source:")
             ):
                 assert "#" in line, f"{name}.yaml:{i + 1}: number without a source comment: {line.strip()}"
 
@@ -260,8 +260,8 @@ def test_unknown_model_name_lists_known():
 
 
 def test_unknown_hardware_name_lists_known():
-    msg = _error(load_hardware, "h100")
-    assert '"h100"' in msg and 'did you mean "h100-sxm"' in msg and "a100-80gb" in msg
+    msg = _error(load_hardware, "h100-sx")  # "h100" itself is an alias of h100-sxm
+    assert '"h100-sx"' in msg and 'did you mean "h100-sxm"' in msg and "a100-80gb" in msg
 
 
 def test_missing_file(tmp_path):

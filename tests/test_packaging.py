@@ -1,4 +1,5 @@
-"""`pip install .` (not only -e) ships the catalogs: they are package data of planner.catalog (issue 13)."""
+"""The catalogs live at the top of the repository (model_specs/, hardware_profiles/, engine_profiles/), where users
+add to them, and `pip install .` (not only -e) ships them as package data under planner/catalog/ (setup.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from planner.io.catalog import catalog_root, list_engines, list_hardware, list_m
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_catalogs_live_in_the_package():
-    assert catalog_root() == REPO / "planner" / "catalog"
+CATALOGS = ("model_specs", "hardware_profiles", "engine_profiles")
+
+
+def test_catalogs_live_at_the_top_of_the_checkout():
+    assert catalog_root() == REPO
+    assert all((REPO / kind).is_dir() for kind in CATALOGS)
     assert len(list_models()) >= 20 and "h100-sxm" in list_hardware() and "megatron" in list_engines()
 
 
@@ -24,7 +29,9 @@ def test_catalogs_live_in_the_package():
 def test_the_wheel_carries_every_catalog_file(tmp_path):
     src = tmp_path / "src"  # a copy, so the build leaves nothing in the working tree
     shutil.copytree(REPO / "planner", src / "planner", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for kind in CATALOGS:
+        shutil.copytree(REPO / kind, src / kind)
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
     proc = subprocess.run(
         [
@@ -47,5 +54,5 @@ def test_the_wheel_carries_every_catalog_file(tmp_path):
         pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1]}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = set(zipfile.ZipFile(next(tmp_path.glob("*.whl"))).namelist())
-    shipped = {str(p.relative_to(REPO)) for p in (REPO / "planner" / "catalog").rglob("*.yaml")}
-    assert shipped and shipped <= names
+    shipped = {f"planner/catalog/{p.relative_to(REPO)}" for kind in CATALOGS for p in (REPO / kind).glob("*.yaml")}
+    assert len(shipped) > 30 and shipped <= names

@@ -231,6 +231,7 @@ class Engine(Frozen):
     kernels: Kernels = Kernels()
     comm: Comm = Comm()
     fitted: dict[str, Fitted] = Field(default_factory=dict, description="by hardware profile name")
+    aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     def zero_stage(self, plan: Plan) -> ZeroStage:
         """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+import warnings
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar, get_args
@@ -35,14 +38,97 @@ _Spec = TypeVar("_Spec", ModelSpec, HardwareProfile, Engine)
 
 
 def catalog_root() -> Path:
-    """The directory holding model_specs/, hardware_profiles/ and engine_profiles/: planner/catalog/, shipped
-    as package data, so the catalogs work from any directory and from a non-editable install."""
-    return Path(__file__).resolve().parents[1] / "catalog"
+    """The directory holding the shipped model_specs/, hardware_profiles/ and engine_profiles/: the top of a
+    source checkout (also under an editable install), or planner/catalog/ in an installed wheel (setup.py)."""
+    package = Path(__file__).resolve().parents[1]
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / HARDWARE_DIR).is_dir():
+        return checkout
+    return package / "catalog"
+
+
+# ---- where catalogs are found ----------------------------------------------------------------------
+CATALOG_ENV = "PLANNER_CATALOG_PATH"  # user catalog folders, separated like PATH
+_user_dirs: list[Path] = []  # --catalog DIR, in the order given
+
+
+def set_user_catalogs(dirs: list[str | Path]) -> None:
+    """The folders `--catalog DIR` names: searched before PLANNER_CATALOG_PATH, the user config folder and the
+    shipped catalogs. Each holds model_specs/, hardware_profiles/ and engine_profiles/ (any may be missing)."""
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise PlannerError(f"--catalog {str(d)!r} is not a directory (it should hold model_specs/, ...)")
+    _user_dirs[:] = [Path(d) for d in dirs]
+    _index.cache_clear()
+    _catalog.cache_clear()
+
+
+def user_config_dir() -> Path:
+    """$XDG_CONFIG_HOME/planner, else ~/.config/planner."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "planner"
+
+
+def catalog_roots() -> list[Path]:
+    """Every catalog root in search order: --catalog, PLANNER_CATALOG_PATH, the user config folder, shipped."""
+    env = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p.strip()]
+    return [*_user_dirs, *env, user_config_dir(), catalog_root()]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalog entry: its file, and the shipped file it shadows (None: it is the shipped one, or new)."""
+
+    name: str
+    path: Path
+    shadows: Path | None = None
+
+
+@cache
+def _index(kind_dir: str) -> dict[str, Entry]:
+    """Name (lower case) -> the entry the first root that has it gives; later roots' files of the same name are
+    shadowed. Built from file names only (no file is parsed)."""
+    out: dict[str, Entry] = {}
+    shipped = catalog_root()
+    for root in reversed(catalog_roots()):  # shipped first, each earlier root overrides
+        folder = root / kind_dir
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.yaml")):
+            key = path.stem.lower()
+            prev = out.get(key)
+            shadows = prev.path if (prev and prev.path.parent.parent == shipped) else (prev.shadows if prev else None)
+            out[key] = Entry(path.stem, path, shadows if root != shipped else None)
+    return out
+
+
+_ALIASES = re.compile(r"^aliases:\s*\[([^\]]*)\]", re.M)
+
+
+@cache
+def _aliases(kind_dir: str) -> dict[str, str]:
+    """alias (lower case) -> catalog name, from each file's one-line `aliases: [...]` (read as text: no parse)."""
+    out: dict[str, str] = {}
+    for key, entry in _index(kind_dir).items():
+        found = _ALIASES.search(read_text(entry.path))
+        for alias in found.group(1).split(",") if found else ():
+            alias = alias.strip().strip("'\"").lower()
+            if alias and alias not in _index(kind_dir):
+                out.setdefault(alias, key)
+    return out
+
+
+def _lookup(kind_dir: str, name: str) -> Entry | None:
+    """A catalog entry by name, case-insensitively, or by one of its aliases (`H100` -> h100-sxm)."""
+    index, key = _index(kind_dir), name.strip().lower()
+    hit = index.get(key) or index.get(_aliases(kind_dir).get(key, ""))
+    if hit is not None and hit.shadows is not None:
+        warnings.warn(f"{hit.name}: {hit.path} shadows the shipped {hit.shadows}", stacklevel=3)
+    return hit
 
 
 def _names(kind_dir: str) -> list[str]:
-    folder = catalog_root() / kind_dir
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    return sorted(e.name for e in _index(kind_dir).values())
 
 
 def list_models() -> list[str]:
@@ -55,6 +141,12 @@ def list_hardware() -> list[str]:
 
 def list_engines() -> list[str]:
     return _names(ENGINE_DIR)
+
+
+def catalog_path(kind_dir: str, name: str) -> Path | None:
+    """The file a catalog name (or alias) resolves to."""
+    hit = _lookup(kind_dir, name)
+    return hit.path if hit else None
 
 
 # ---- YAML ----------------------------------------------------------------------------------------
@@ -190,7 +282,8 @@ def _looks_like_path(arg: str) -> bool:
 
 
 def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
-    close = [k for k in known if k.startswith(name)] or difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+    low = name.lower()
+    close = [k for k in known if k.lower().startswith(low)] or difflib.get_close_matches(low, known, n=1, cutoff=0.7)
     guess = f' (did you mean "{close[0]}"?)' if close else ""
     return PlannerError(f'unknown {kind} "{name}"{guess}; known: {", ".join(known)} (or give a path to {hint})')
 
@@ -205,9 +298,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         if path.suffix == ".json":
             return model_from_hf_config(path)
         return _model_from_yaml(path)
-    if arg not in list_models():
-        raise _unknown("model", arg, list_models(), "a .yaml or config.json")
-    return _catalog_model(arg)
+    return _catalog(ModelSpec, MODEL_DIR, _known("model", MODEL_DIR, arg, "a .yaml or config.json"))
 
 
 def load_hardware(name_or_path: str | Path) -> HardwareProfile:
@@ -215,22 +306,18 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
     arg = str(name_or_path)
     if isinstance(name_or_path, Path) or _looks_like_path(arg):
         return _hardware_from_yaml(Path(arg))
-    if arg not in list_hardware():
-        raise _unknown("hardware", arg, list_hardware(), "a hardware profile .yaml")
-    return _catalog_hardware(arg)
+    return _catalog(HardwareProfile, HARDWARE_DIR, _known("hardware", HARDWARE_DIR, arg, "a hardware profile .yaml"))
 
 
 def hardware_source_text(name_or_path: str) -> str | None:
     """The YAML text of a hardware profile (a catalog name or a path), for rewriting it in place."""
-    path = (
-        Path(name_or_path) if _looks_like_path(name_or_path) else catalog_root() / HARDWARE_DIR / f"{name_or_path}.yaml"
-    )
-    return path.read_text() if path.is_file() else None
+    path = Path(name_or_path) if _looks_like_path(name_or_path) else catalog_path(HARDWARE_DIR, name_or_path)
+    return path.read_text() if path is not None and path.is_file() else None
 
 
 def engine_source_path(name: str) -> Path:
     """The catalog file of an engine profile."""
-    return catalog_root() / ENGINE_DIR / f"{name}.yaml"
+    return catalog_path(ENGINE_DIR, name) or catalog_root() / ENGINE_DIR / f"{name}.yaml"
 
 
 def load_engine(name_or_path: str | Path) -> Engine:
@@ -238,25 +325,19 @@ def load_engine(name_or_path: str | Path) -> Engine:
     arg = str(name_or_path)
     if isinstance(name_or_path, Path) or _looks_like_path(arg):
         return _engine_from_yaml(Path(arg))
-    if arg not in list_engines():
-        raise _unknown("engine", arg, list_engines(), "an engine profile .yaml")
-    return _catalog_engine(arg)
+    return _catalog(Engine, ENGINE_DIR, _known("engine", ENGINE_DIR, arg, "an engine profile .yaml"))
 
 
-def _catalog_engine(name: str) -> Engine:
-    return _catalog(Engine, ENGINE_DIR, name)
+def _known(kind: str, kind_dir: str, name: str, hint: str) -> Path:
+    """The file of a catalog name or alias, or one line naming the known ones."""
+    path = catalog_path(kind_dir, name)
+    if path is None:
+        raise _unknown(kind, name, _names(kind_dir), hint)
+    return path
 
 
 def _engine_from_yaml(path: Path) -> Engine:
     return _from_yaml(Engine, path)
-
-
-def _catalog_model(name: str) -> ModelSpec:
-    return _catalog(ModelSpec, MODEL_DIR, name)
-
-
-def _catalog_hardware(name: str) -> HardwareProfile:
-    return _catalog(HardwareProfile, HARDWARE_DIR, name)
 
 
 def _model_from_yaml(path: Path) -> ModelSpec:
@@ -268,9 +349,10 @@ def _hardware_from_yaml(path: Path) -> HardwareProfile:
 
 
 @cache
-def _catalog(cls: type[_Spec], kind_dir: str, name: str) -> _Spec:
-    """A catalog entry, parsed once per process (the search asks for the same ones many times)."""
-    return _from_yaml(cls, catalog_root() / kind_dir / f"{name}.yaml", shipped=True)
+def _catalog(cls: type[_Spec], kind_dir: str, path: Path) -> _Spec:
+    """A catalog entry, parsed once per process (the search asks for the same ones many times); the shipped
+    files by libyaml, a user's by the pure-Python loader."""
+    return _from_yaml(cls, path, shipped=path.parent.parent == catalog_root())
 
 
 def _from_yaml(cls: type[_Spec], path: Path, *, shipped: bool = False) -> _Spec:

@@ -1,0 +1,95 @@
+"""Catalogs users add to: --catalog DIR, PLANNER_CATALOG_PATH and the user config folder are searched before the
+shipped catalogs (a user's entry shadows a shipped one, with a note), and names are case-insensitive with aliases."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+from helpers import run_planner
+
+from planner.errors import PlannerError
+from planner.io import catalog
+from planner.io.catalog import catalog_root, list_hardware, load_engine, load_hardware, load_model
+
+H100 = catalog_root() / "hardware_profiles" / "h100-sxm.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalogs(monkeypatch, tmp_path):
+    """No user catalog but the test's own: an empty config folder, no environment path, no --catalog."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv(catalog.CATALOG_ENV, raising=False)
+    catalog.set_user_catalogs([])
+    yield
+    catalog.set_user_catalogs([])
+
+
+def _user_gpu(root: Path, name: str, hbm_bytes: float) -> Path:
+    folder = root / "hardware_profiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    text = H100.read_text().replace("name: h100-sxm", f"name: {name}")
+    text = text.replace("hbm_bytes: ", f"hbm_bytes: {hbm_bytes}  # was ", 1)
+    (folder / f"{name}.yaml").write_text(text)
+    return folder / f"{name}.yaml"
+
+
+def test_names_are_case_insensitive_and_take_aliases():
+    assert load_hardware("H100-SXM").name == "h100-sxm"
+    assert load_hardware("H100").name == "h100-sxm"
+    assert load_hardware("a100").name == "a100-80gb"
+    assert load_engine("NeMo").name == "megatron"
+    assert load_model("Meta-Llama-3-8B").name == "llama3-8b"
+
+
+def test_an_unknown_name_suggests_case_insensitively():
+    with pytest.raises(PlannerError, match='did you mean "h100-sxm"'):
+        load_hardware("H100-SX")
+
+
+def test_environment_path_adds_a_gpu(monkeypatch, tmp_path):
+    _user_gpu(tmp_path / "mine", "my-gpu", 100e9)
+    monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "mine"))
+    catalog.set_user_catalogs([])  # the environment is read when the index is built
+    assert "my-gpu" in list_hardware() and "h100-sxm" in list_hardware()
+    assert load_hardware("MY-GPU").gpu.hbm_bytes == 100e9
+
+
+def test_user_config_folder_is_searched(tmp_path):
+    _user_gpu(tmp_path / "config" / "planner", "lab-gpu", 90e9)
+    catalog.set_user_catalogs([])
+    assert load_hardware("lab-gpu").gpu.hbm_bytes == 90e9
+
+
+def test_a_user_entry_shadows_the_shipped_one_with_a_note(tmp_path):
+    _user_gpu(tmp_path / "mine", "h100-sxm", 70e9)
+    catalog.set_user_catalogs([tmp_path / "mine"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hw = load_hardware("h100-sxm")
+    assert hw.gpu.hbm_bytes == 70e9
+    assert any("shadows the shipped" in str(w.message) for w in caught)
+    assert list_hardware().count("h100-sxm") == 1
+
+
+def test_catalog_option_must_be_a_folder(tmp_path):
+    with pytest.raises(PlannerError, match="is not a directory"):
+        catalog.set_user_catalogs([tmp_path / "nope"])
+
+
+def test_cli_reads_the_environment_catalog(tmp_path):
+    _user_gpu(tmp_path / "mine", "my-gpu", 100e9)
+    import os
+
+    env_before = os.environ.get(catalog.CATALOG_ENV)
+    os.environ[catalog.CATALOG_ENV] = str(tmp_path / "mine")
+    try:
+        rc, out, err = run_planner("memory", "-m", "tiny", "--gpus", "2", "--hardware", "My-GPU", "--json")
+    finally:
+        if env_before is None:
+            del os.environ[catalog.CATALOG_ENV]
+        else:
+            os.environ[catalog.CATALOG_ENV] = env_before
+    assert rc == 0, err
+    assert '"hardware": "my-gpu"' in out
