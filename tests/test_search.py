@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 from planner.cli import main
+from planner.cost.coster import Coster
 from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
 from planner.engine import plan_problems
@@ -22,7 +23,6 @@ from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan, check_plan, divisors
 from planner.search.pipeline import search
 from planner.search.results import pareto_front
-from planner.search.screen import MemoryScreen
 from planner.search.space import NOT_FIT, Space, micro_batches, structures
 
 GENERIC = make_engine()
@@ -90,7 +90,7 @@ def test_memory_screen_equals_memory_report():
             gpus=gpus, global_batch=192, seq_len=4096 if name != "gpt3-175b" else 2048, precision=prec, max_cp=2
         )
         engines = [make_engine(e) for e in ("megatron", "torchtitan", "deepspeed", "planner")]
-        screens = [MemoryScreen(m, hw, e) for e in engines]
+        screens = [Coster(m, hw, e) for e in engines]
         sts = structures(m, hw, space)
         for st in rng.sample(sts, min(25, len(sts))):
             for mb in micro_batches(space, st.dp)[:2]:
@@ -284,7 +284,7 @@ def test_screen_levels_decide_each_recompute_level_as_the_full_peaks_do():
         space = Space(gpus=gpus, global_batch=batch, seq_len=seq)
         for e in engines:
             engine = make_engine(e)
-            screen = MemoryScreen(m, hw, engine)
+            screen = Coster(m, hw, engine)
             sts = structures(m, hw, space)
             for st in rng.sample(sts, min(60, len(sts))):
                 for mb in micro_batches(space, st.dp):
@@ -298,11 +298,11 @@ def test_screen_levels_decide_each_recompute_level_as_the_full_peaks_do():
                         full = {rc: screen.peaks(base, (z,), recs)[(z, rc)][0] for rc in recs}
                         lazy = screen.levels(base, z, recs)
                         seen["grows"] += any(full[a] < full[b] for a, b in itertools.pairwise(recs))
-                        fits = [rc for rc in recs if full[rc] <= screen.capacity]
+                        fits = [rc for rc in recs if full[rc] <= screen.capacity_bytes]
                         seen["fits" if fits else "nothing fits"] += 1
-                        missed = [lazy[rc] for rc in recs if lazy[rc] > screen.capacity and lazy[rc] != math.inf]
+                        missed = [lazy[rc] for rc in recs if lazy[rc] > screen.capacity_bytes and lazy[rc] != math.inf]
                         for rc in recs:
-                            if full[rc] > screen.capacity:
+                            if full[rc] > screen.capacity_bytes:
                                 assert lazy[rc] in (full[rc], math.inf), (rc, lazy, full)
                                 if lazy[rc] == math.inf:
                                     assert min(missed) <= full[rc]

@@ -272,6 +272,12 @@ def stage_shapes(model: ModelSpec, pp: int, vpp: int, split: Split = "even") -> 
     return tuple(out)
 
 
+def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
+    """The engine's fitted compute factor on this hardware (or its calibration proxy): what the stack's kernels
+    lose or gain beyond the hardware's measured curves (engine.Fitted.compute)."""
+    return engine.factors(hw.name, hw.calibration_proxy).compute
+
+
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`, times the engine's fitted factor."""
     n_dense, n_moe, first, last = stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split)[stage]
@@ -294,7 +300,7 @@ def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
         precision=plan.precision,
         vocab=vocab,
     )
-    f = engine.factors(hw.name, hw.calibration_proxy).compute
+    f = fitted_compute(hw, engine)
     return StageCompute(
         num_dense_layers=n_dense,
         num_moe_layers=n_moe,

@@ -217,6 +217,18 @@ class StepTime:
         }
 
 
+def pipeline_slots(plan: Plan) -> float:
+    """Micro-batch slots of one step on the bottleneck rank: m, plus the bubble's (p − 1)/v (v = 1 unless
+    interleaved): the step is slots × the slot time (Narayanan et al. 2021, Sec. 2.2)."""
+    v = plan.vpp if plan.schedule == "interleaved" else 1
+    return plan.num_microbatches + (plan.pp - 1) / v
+
+
+def step_overhead_s(hw: HardwareProfile, engine: Engine) -> float:
+    """Fixed time per step: the hardware's (host-bound CPU runs) plus the engine's fitted overhead."""
+    return hw.efficiency.step_overhead_s + engine.factors(hw.name, hw.calibration_proxy).overhead_s
+
+
 def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) -> float:
     """Bubble time / ideal time: (p − 1)/m for GPipe and 1F1B, (p − 1)/(v·m) interleaved
     (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)."""
@@ -249,7 +261,7 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
         recompute_s=m * c.recompute_s,
         bubble_s=bubble,
         optimizer_s=optimizer_step_s(model, hw, plan, engine, stage=stage),
-        overhead_s=hw.efficiency.step_overhead_s + engine.factors(hw.name, hw.calibration_proxy).overhead_s,
+        overhead_s=step_overhead_s(hw, engine),
         exposed_comm_s=k.exposed_by_dim,
         comm_total_s=k.total_by_dim,
         stage=stage,
@@ -261,4 +273,4 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
     )
 
 
-__all__ = ["DIMS", "StepTime", "bubble_fraction", "optimizer_step_s", "step_time"]
+__all__ = ["DIMS", "StepTime", "bubble_fraction", "optimizer_step_s", "pipeline_slots", "step_overhead_s", "step_time"]

@@ -3,20 +3,20 @@ engine runs, full recompute, a smaller micro-batch, more GPUs), each re-evaluate
 
 from __future__ import annotations
 
+from planner.cost.coster import Coster
 from planner.engine import plan_problems
 from planner.plan import Plan
 from planner.search.results import Miss
-from planner.search.screen import MemoryScreen
 from planner.specs import ModelSpec
 
 
-def closest_misses(model: ModelSpec, screen: MemoryScreen, near: list[tuple[float, Plan]], n: int = 3) -> list[Miss]:
+def closest_misses(model: ModelSpec, coster: Coster, near: list[tuple[float, Plan]], n: int = 3) -> list[Miss]:
     """The `n` plans with the smallest overshoot (distinct degrees), each re-evaluated with more GPUs,
     a higher ZeRO stage, full recompute and a smaller micro-batch."""
     out: list[Miss] = []
     seen: set[tuple] = set()
-    cap = screen.capacity
-    engine = screen.engine
+    cap = coster.capacity_bytes
+    engine = coster.engine
 
     def runs(q: Plan) -> bool:
         return not plan_problems(model, q, engine)
@@ -31,7 +31,7 @@ def closest_misses(model: ModelSpec, screen: MemoryScreen, near: list[tuple[floa
         def try_(what: str, q: Plan, variants: list[tuple[str, Plan, float, bool]] = variants) -> None:
             if not runs(q):
                 return
-            b, _ = screen.peak(q)
+            b, _ = coster.peak(q)
             variants.append((what, q, b, b <= cap))
 
         if p.zero < 3 and p.dp * p.cp > 1:  # ZeRO shards over dp·cp: nothing to gain at 1
@@ -58,7 +58,7 @@ def closest_misses(model: ModelSpec, screen: MemoryScreen, near: list[tuple[floa
             q = base.model_copy(update={"dp": dp, "global_batch": gb})
             if not runs(q):
                 continue
-            b, _ = screen.peak(q)
+            b, _ = coster.peak(q)
             if b <= cap:
                 gpus_needed = q.gpus
                 desc = f"{q.gpus} GPUs (dp {dp}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"

@@ -8,16 +8,16 @@ A pipeline of stages, each testable alone:
    structure, those on the micro-batch once per (structure, micro-batch), the ZeRO rules once per degrees
    and stage; every variant inherits the verdict, and a rejected plan is counted once, under its first
    reason (the structure's rules come first).
-3. **memory screen** (screen.py) — the peak memory per GPU by cost.memory's own formula, with its pieces
-   cached per structure and only the pipeline ranks that can be the peak evaluated.
-4. **estimates** — ``step_time`` only where the plan can still win:
+3. **memory screen** — the peak memory per GPU, asked of the cost model's front door (cost/coster.py), which
+   computes it by cost.memory's own formula from pieces cached by what they depend on, on the pipeline ranks
+   that can hold the peak only.
+4. **estimates** — the step time only where the plan can still win:
    - of the recompute levels of one plan that fit, only the cheapest is timed (recompute only adds
      time in the cost model); the others are valid but *dominated*;
-   - for the throughput/goodput objectives, a branch and bound: a lower bound of the step time
-     (rank 0's compute slot times m + (p − 1)/v, plus the fixed overhead — the schedule's step time can
-     only be larger) is computed once per compute shape, the candidates are timed in order of that
-     bound, and timing stops when the bound cannot beat the K-th best step. Goodput is throughput times a
-     factor that depends on the GPU count only, so the same order holds.
+   - for the throughput/goodput objectives, a branch and bound on the front door's step-time lower bounds
+     (cost/bounds.py): the candidates are timed in order of the cheap bound, and timing stops when the bound
+     cannot beat the K-th best step. Goodput is throughput times a factor that depends on the GPU count only,
+     so the same order holds.
 5. **rank** the timed plans; the top K get a full ``Estimate`` built on the step time already computed.
 
 Counts are honest: evaluated = valid + Σ rejected, and valid = timed + Σ pruned.
@@ -33,16 +33,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from planner.cost.compute import layer_time, stage_shapes
-from planner.cost.estimate import estimate
-from planner.cost.schedule import StepTime, layer_exposed_s, slot_lower_bound_s, step_time
+from planner.cost.coster import Coster
+from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.search.misses import closest_misses
 from planner.search.results import Ranked, SearchResult, merge_results, rank_key
-from planner.search.screen import MemoryScreen
 from planner.search.screening import Fitting, Screening
 from planner.search.space import (
     OBJECTIVES,
@@ -79,7 +77,7 @@ def search(
     _check_arguments(space, objective, top, checkpointing)
     t0 = time.perf_counter()
     res = SearchResult(model, hw, engine, space, objective, engines=[engine])
-    screen = MemoryScreen(model, hw, engine)
+    coster = Coster(model, hw, engine)
     res.structures = structures(model, hw, space)
     if not res.structures:
         fixed = [f"{d}={getattr(space, d)}" for d in ("tp", "pp", "cp", "dp") if getattr(space, d) is not None]
@@ -88,14 +86,14 @@ def search(
             f"{space.gpus} (tp x pp x cp x dp must equal it; choose degrees whose product divides "
             f"{space.gpus})"
         )
-    screening = Screening(res, screen, exhaustive=exhaustive, keep_rejections=keep_rejections)
+    screening = Screening(res, coster, exhaustive=exhaustive, keep_rejections=keep_rejections)
     with _cyclic_gc_paused():
         screening.run(progress)
         fitting, near = screening.fitting, screening.near
-        chosen = _time(res, fitting, top=top, exhaustive=exhaustive)
-    res.top = _rank(res, chosen, checkpointing)
+        chosen = _time(res, coster, fitting, top=top, exhaustive=exhaustive)
+    res.top = _rank(res, coster, chosen, checkpointing)
     if not fitting:
-        res.misses = closest_misses(model, screen, sorted(((-nb, p) for nb, _, p in near), key=lambda x: x[0]))
+        res.misses = closest_misses(model, coster, sorted(((-nb, p) for nb, _, p in near), key=lambda x: x[0]))
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -124,85 +122,28 @@ def _check_arguments(space: Space, objective: str, top: int, checkpointing: Chec
     space.validate()
 
 
-def _bound_key(p: Plan) -> tuple:
-    return (p.tp, p.pp, p.vpp, p.cp, p.ep, p.sp, p.micro_batch, p.recompute, p.schedule, p.precision)
-
-
-def _time(res: SearchResult, fitting: list[Fitting], *, top: int, exhaustive: bool) -> list[tuple[Plan, StepTime]]:
-    """Stage 4: step times of the plans that can still make the top K (all of them when exhaustive)."""
-    model, hw, engine = res.model, res.hardware, res.engine
+def _time(
+    res: SearchResult, coster: Coster, fitting: list[Fitting], *, top: int, exhaustive: bool
+) -> list[tuple[Plan, StepTime]]:
+    """Stage 4: step times of the plans that can still make the top K (all of them when exhaustive), in the
+    order of the front door's cheap lower bound; a plan whose tighter bound cannot beat the K-th best is pruned
+    without being timed."""
     if res.objective == "memory" and not exhaustive:
         order = sorted(fitting, key=lambda f: f.nbytes)[:top]
         res.timed = len(order)
         res.pruned[PRUNED_BOUND.replace("compute lower bound", "more memory")] += max(0, len(fitting) - top)
-        return [(f.plan(), step_time(model, hw, f.plan(), engine)) for f in order]
-    cheap_cache: dict[tuple, float] = {}
-    base_bounds: dict[tuple[int, str], float] = {}
-    counts_cache: dict[tuple[int, int], set[tuple[int, int]]] = {}
-    layer_cache: dict[tuple, tuple[float, float]] = {}
-    tight_cache: dict[tuple, float] = {}
-    exposed_cache: dict[tuple, tuple[float, float]] = {}
-    fitted = engine.factors(hw.name, hw.calibration_proxy)
-    overhead = hw.efficiency.step_overhead_s + fitted.overhead_s
-    split = engine.rules.pipeline_split
-
-    def slots(p: Plan) -> float:
-        v = p.vpp if p.schedule == "interleaved" else 1
-        return p.num_microbatches + (p.pp - 1) / v
-
-    def cheap_bound(f: Fitting) -> float:
-        """The step is no shorter than the busiest stage's layers over the schedule's slots (bubble
-        included), plus the fixed overhead: everything else only adds. Layer times are cached, and the bound
-        of each structure plan (shared by its ZeRO stages) is computed once."""
-        b = f.base
-        bkey = (id(b), f.recompute)  # the bases are alive in `fitting`: their ids are unique
-        lb = base_bounds.get(bkey)
-        if lb is not None:
-            return lb
-        lkey = (b.tp, b.cp, b.ep, b.sp, b.micro_batch, f.recompute, b.precision)
-        key = (lkey, b.pp, b.vpp)
-        c0 = cheap_cache.get(key)
-        if c0 is None:
-            layers = layer_cache.get(lkey)
-            if layers is None:
-                p = b.model_copy(update={"recompute": f.recompute})
-                dense = layer_time(model, hw, p, engine, moe=False).total
-                moe = layer_time(model, hw, p, engine, moe=True).total if model.moe is not None else dense
-                layers = layer_cache[lkey] = (dense, moe)
-            counts = counts_cache.get((b.pp, b.vpp))
-            if counts is None:  # the distinct (dense, MoE) layer counts of the ranks
-                counts = counts_cache[(b.pp, b.vpp)] = {s[:2] for s in stage_shapes(model, b.pp, b.vpp, split)}
-            c0 = cheap_cache[key] = fitted.compute * max(nd * layers[0] + nm * layers[1] for nd, nm in counts)
-        lb = base_bounds[bkey] = slots(b) * c0 + overhead
-        return lb
-
-    def tight_bound(p: Plan) -> float:
-        """Also the embedding and output head and the exposed TP/CP/EP of the slot (schedule.slot_lower_bound_s),
-        computed only for the plans the cheap bound does not rule out; the layers' exposed communication is
-        cached by what it depends on (not the pipeline shape)."""
-        key = _bound_key(p)
-        c0 = tight_cache.get(key)
-        if c0 is None:
-            lkey = (p.tp, p.cp, p.ep, p.sp, p.micro_batch, p.recompute, p.precision)
-            exposed = exposed_cache.get(lkey)
-            if exposed is None:
-                exposed = exposed_cache[lkey] = layer_exposed_s(model, hw, p, engine)
-            shapes = stage_shapes(model, p.pp, p.vpp, split)
-            first = {s: r for r, s in reversed(list(enumerate(shapes)))}
-            c0 = tight_cache[key] = max(slot_lower_bound_s(model, hw, p, engine, r, exposed) for r in first.values())
-        return slots(p) * c0 + overhead
-
-    ordered = sorted(((cheap_bound(f), i, f) for i, f in enumerate(fitting)), key=lambda x: x[0])
+        return [(f.plan(), coster.step(f.plan())) for f in order]
+    ordered = sorted(((coster.cheap_bound_s(f.base, f.recompute), i, f) for i, f in enumerate(fitting)), key=_first)
     heap: list[tuple[float, int, Plan, StepTime]] = []  # max-heap on step_s (or bytes) via negation
     for n, (lb, i, f) in enumerate(ordered):
         if not exhaustive and len(heap) >= top and lb >= -heap[0][0]:
             res.pruned[PRUNED_BOUND] += len(ordered) - n
             break
         p, nbytes = f.plan(), f.nbytes
-        if not exhaustive and len(heap) >= top and tight_bound(p) >= -heap[0][0]:
+        if not exhaustive and len(heap) >= top and coster.tight_bound_s(p) >= -heap[0][0]:
             res.pruned[PRUNED_BOUND] += 1
             continue
-        t = step_time(model, hw, p, engine)
+        t = coster.step(p)
         res.timed += 1
         if exhaustive:
             res.all_timed.append((p, nbytes, t.tokens_per_s))
@@ -217,15 +158,16 @@ def _time(res: SearchResult, fitting: list[Fitting], *, top: int, exhaustive: bo
     return [(p, t) for _s, _i, p, t in heap]
 
 
-def _rank(res: SearchResult, chosen: list[tuple[Plan, StepTime]], ck: Checkpointing) -> list[Ranked]:
+def _first(item: tuple) -> float:
+    return item[0]
+
+
+def _rank(res: SearchResult, coster: Coster, chosen: list[tuple[Plan, StepTime]], ck: Checkpointing) -> list[Ranked]:
     """Stage 5: the full estimate of each chosen plan, on the step time already computed, ranked."""
     ranked = [
         Ranked(
-            estimate(
-                res.model,
-                res.hardware,
+            coster.estimate(
                 p,
-                res.engine,
                 mtbf_hours=ck.mtbf_hours,
                 mtbf_per=ck.mtbf_per,
                 checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,

@@ -3,9 +3,9 @@
 A candidate is a (structure, micro-batch) plan with each ZeRO stage and recompute level; the rules on the
 structure run once per structure, those on the micro-batch once per candidate, and the ZeRO rules once per
 degrees, every variant inheriting the verdict. A rejected plan is counted once, under its first reason (the
-structure's rules come first); the memory screen (screen.py) computes only what decides whether a variant
-fits (MemoryScreen.levels: a level is skipped only where the arithmetic proves its verdict), and the smallest
-overshoots are kept for the closest misses.
+structure's rules come first); the memory screen (the front door's Coster.levels, cost/peaks.py) computes
+only what decides whether a variant fits (a level is skipped only where the arithmetic proves its verdict),
+and the smallest overshoots are kept for the closest misses.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+from planner.cost.coster import Coster
 from planner.engine import structure_problems, zero_problems
 from planner.engine.rules import batch_problems, hardware_problems
 from planner.plan import Plan, Recompute, Rejected, check_batch, check_structure
 from planner.search.results import SearchResult
-from planner.search.screen import MemoryScreen
 from planner.search.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
 
 NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
@@ -42,8 +42,8 @@ class Fitting(NamedTuple):
 class Screening:
     """The state of stages 2-3 over one search: what fits, the closest misses, and the counts in `res`."""
 
-    def __init__(self, res: SearchResult, screen: MemoryScreen, *, exhaustive: bool, keep_rejections: bool) -> None:
-        self.res, self.screen = res, screen
+    def __init__(self, res: SearchResult, coster: Coster, *, exhaustive: bool, keep_rejections: bool) -> None:
+        self.res, self.coster = res, coster
         self.exhaustive, self.keep = exhaustive, keep_rejections
         self.zeros = res.space.zero
         self.recs: tuple[Recompute, ...] = tuple(r for r in RECOMPUTES if r in res.space.recompute)
@@ -61,7 +61,8 @@ class Screening:
             self.structure(st)
         self.res.examples.setdefault(
             NOT_FIT,
-            f"the plan needs more than the {self.screen.capacity / 2**30:.1f} GiB of one {self.res.hardware.name}",
+            f"the plan needs more than the {self.coster.capacity_bytes / 2**30:.1f} GiB of one "
+            f"{self.res.hardware.name}",
         )
 
     def structure(self, st: Structure) -> None:
@@ -98,12 +99,12 @@ class Screening:
     def candidate(self, st: Structure, base: Plan) -> None:
         """One structure and micro-batch that pass the rules, with every ZeRO stage and recompute level."""
         runnable = self._runnable_zeros(st, base)
-        peaks = self.screen.peaks(base, tuple(runnable), self.recs) if (self.exhaustive or self.keep) else None
+        peaks = self.coster.peaks(base, tuple(runnable), self.recs) if (self.exhaustive or self.keep) else None
         for z in runnable:
             verdicts: dict[Recompute, float] = (
                 {rc: peaks[(z, rc)][0] for rc in self.recs}
                 if peaks is not None
-                else self.screen.levels(base, z, self.recs)
+                else self.coster.levels(base, z, self.recs)
             )
             self._memory(base, z, verdicts)
 
@@ -126,7 +127,7 @@ class Screening:
 
     def _memory(self, base: Plan, z: int, verdicts: dict[Recompute, float]) -> None:
         """Each recompute level of one ZeRO stage: fits (the cheapest is kept, the rest are dominated) or not."""
-        res, capacity, found = self.res, self.screen.capacity, False
+        res, capacity, found = self.res, self.coster.capacity_bytes, False
         for rc in self.recs:
             nbytes = verdicts[rc]
             if nbytes <= capacity:

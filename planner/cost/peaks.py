@@ -1,13 +1,14 @@
-"""The memory screen of `planner search` (step 3 of the pipeline): the peak memory per GPU of a candidate,
-by cost.memory's own formula (``state_terms`` and ``stage_total_bytes``, the sum of the ``stage_terms`` that
-``memory_report`` uses), with its inputs cached — the parameters and states per structure and ZeRO stage,
-the activations per micro-batch and recompute — and evaluated only on the pipeline ranks that can hold the
-peak."""
+"""Peak memory per GPU of many plans at once: what the search screens candidates with, by cost.memory's own
+formula (``state_terms`` and ``stage_total_bytes``, the sum of the ``stage_terms`` that ``memory_report``
+uses), with its inputs cached by what they depend on (keys.py) — the parameters per rank, the states per
+structure and ZeRO stage, the activations per micro-batch shape and recompute level — and evaluated only on
+the pipeline ranks that can hold the peak."""
 
 from __future__ import annotations
 
 import math
 
+from planner.cost.keys import ACTIVATIONS, RANK_PARAMS, STATES
 from planner.cost.memory import (
     StateTerms,
     activation_pieces,
@@ -27,7 +28,7 @@ from planner.specs import ModelSpec
 RankShape = tuple[int, RankParams, int, bool]  # (rank, parameters, layers, holds the loss)
 
 
-class MemoryScreen:
+class PeakMemory:
     """Peak per-GPU bytes of a plan, equal to ``memory_report(...).total_bytes``, from cached pieces on the
     pipeline ranks that can be the peak only."""
 
@@ -44,7 +45,7 @@ class MemoryScreen:
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
         earlier one (memory is monotone in parameters and layers held, and the micro-batches in flight
         never grow with the rank)."""
-        key = (tp, pp, vpp, ep)
+        key = (tp, pp, vpp, ep)  # RANK_PARAMS
         hit = self._ranks.get(key)
         if hit is not None:
             return hit
@@ -67,7 +68,7 @@ class MemoryScreen:
 
     def _state(self, p: Plan, zero: int, ranks: list[RankShape]) -> list[StateTerms]:
         accumulates = p.num_microbatches > 1 or p.pp > 1  # what cost.states' unsharded accumulation needs
-        key = (p.tp, p.pp, p.vpp, p.ep, p.dp, p.cp, p.precision, zero, accumulates)
+        key = (STATES(p), zero, accumulates)
         hit = self._states.get(key)
         if hit is None:
             stage = self.engine.rules.stages(p.pp)[zero]  # state_terms reads the stage from here, not p.zero
@@ -78,7 +79,7 @@ class MemoryScreen:
         return hit
 
     def _activations(self, p: Plan, recompute: str) -> tuple[float, float]:
-        key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, recompute, p.precision)
+        key = (ACTIVATIONS(p), recompute)
         hit = self._act.get(key)
         if hit is None:
             plan = p if p.recompute == recompute else p.model_copy(update={"recompute": recompute})
@@ -98,7 +99,7 @@ class MemoryScreen:
         last = self._last_shape
         if last is not None and last[0] is p:
             return last
-        ranks = self.ranks(p.tp, p.pp, p.vpp, p.ep)
+        ranks = self.ranks(*RANK_PARAMS(p))
         logits = logits_bytes(self.model, p, self.engine) if any(r[3] for r in ranks) else 0.0
         shape = [(r, layers, in_flight_microbatches(p, r), logits if lst else 0.0) for r, _p, layers, lst in ranks]
         held = [layers * in_flight for _r, layers, in_flight, _l in shape]
@@ -169,7 +170,7 @@ class MemoryScreen:
 
     def _pairs_of(self, p: Plan, recomputes: tuple[Recompute, ...]) -> tuple[list[tuple[float, float]], list[int]]:
         """Each level's activation pair and the first level with the same pair."""
-        key = (p.micro_batch, p.seq_len, p.tp, p.sp, p.cp, p.precision, recomputes)
+        key = (ACTIVATIONS(p), recomputes)
         pairs = self._pairs.get(key)
         if pairs is None:
             pieces = [self._activations(p, rc) for rc in recomputes]
