@@ -74,12 +74,13 @@ def memory(
 ) -> None:
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
     from planner.cost.memory import memory_report
-    from planner.render.plan import memory_json, print_memory
+    from planner.render.documents import memory_doc
+    from planner.render.plan import print_memory
 
     r = resolve_options(locals())
     report = memory_report(r.model, r.hardware, r.plan, r.engine)
     if as_json:
-        emit_json(memory_json(r.model, r.hardware, r.plan, report, r.engine))
+        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine).as_json())
     else:
         print_memory(out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine)
 
@@ -121,7 +122,8 @@ def estimate(
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
     from planner.cost.estimate import estimate as run_estimate
-    from planner.render.plan import estimate_json, print_estimate
+    from planner.render.documents import estimate_doc
+    from planner.render.plan import print_estimate
 
     if mtbf_per not in ("gpu", "node"):
         raise PlannerError(f"--mtbf-per {mtbf_per!r} is not valid; choose one of gpu, node")
@@ -141,7 +143,7 @@ def estimate(
 
         draw_timeline(est, timeline)
     if as_json:
-        emit_json(estimate_json(est))
+        emit_json(estimate_doc(est).as_json())
     else:
         print_estimate(out, est)
         if timeline:

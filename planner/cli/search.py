@@ -164,8 +164,9 @@ def search(
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
     from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
+    from planner.render.documents import search_doc
     from planner.render.progress import DelayedProgress
-    from planner.render.search import print_explain, print_result, result_json
+    from planner.render.search import print_explain, print_result
     from planner.search.explain import parse_explain
     from planner.search.pipeline import Checkpointing, search_engines
     from planner.search.space import OBJECTIVES, RECOMPUTES, SCHEDULES, Space, default_global_batch
@@ -231,7 +232,7 @@ def search(
 
         plot_search(result, plot)
     if as_json:
-        emit_json(result_json(result, gb_default))
+        emit_json(search_doc(result, gb_default).as_json())
         return
     print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
     if explain_field is not None:

@@ -27,44 +27,6 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "█" * full + part
 
 
-def plan_json(plan: Plan) -> dict[str, Any]:
-    return plan.model_dump()
-
-
-def memory_json(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, engine: Engine | None = None
-) -> dict[str, Any]:
-    peak = report.peak
-
-    def ints(b: Any) -> dict[str, int]:
-        return {k: round(v) for k, v in b.as_dict().items()}
-
-    return {
-        "model": model.name,
-        "hardware": hw.name,
-        **({"engine": engine.name} if engine is not None else {}),
-        "plan": plan_json(plan),
-        "stage": peak.stage,
-        "per_gpu_bytes": ints(peak.breakdown),
-        "total_bytes": round(report.total_bytes),
-        "capacity_bytes": round(report.capacity_bytes),
-        "fits": report.fits,
-        "headroom_bytes": round(report.headroom_bytes),
-        "params": model.num_params,
-        "stages": [
-            {
-                "stage": s.stage,
-                "layers": s.layers,
-                "in_flight_microbatches": s.in_flight_microbatches,
-                "total_bytes": round(s.total_bytes),
-                "per_gpu_bytes": ints(s.breakdown),
-            }
-            for s in report.stages
-        ],
-        "notes": list(report.notes),
-    }
-
-
 def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine | None = None) -> str:
     run_by = f" with {escape(engine.name)}" if engine is not None else ""
     return (
@@ -152,48 +114,6 @@ def print_memory(
 
 
 # ---- estimate --------------------------------------------------------------------------------------
-def estimate_json(est: Any) -> dict[str, Any]:
-    """DESIGN.md `planner estimate --json`: the memory document plus time, throughput and utilisation."""
-    t = est.time
-    doc = memory_json(est.model, est.hardware, est.plan, est.memory, est.engine)
-    doc.update(
-        {
-            "time": {
-                **t.as_dict(),
-                "exposed_comm_s": dict(t.exposed_comm_s),
-                "comm_total_s": dict(t.comm_total_s),
-                "bottleneck_stage": t.stage,
-            },
-            "tokens_per_s": t.tokens_per_s,
-            "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
-            "tflops_per_gpu": t.tflops_per_gpu,
-            "mfu": t.mfu,
-            "hfu": t.hfu,
-            "model_flops_per_step": t.model_flops_per_step,
-            "uncertainty": est.uncertainty.as_dict(),
-            "plausibility": est.plausibility.as_dict(),
-        }
-    )
-    if est.train:
-        doc["train"] = {
-            "tokens": est.train.steps * est.plan.tokens_per_step,
-            "steps": est.train.steps,
-            "seconds": est.train.seconds,
-            "gpu_hours": est.train.gpu_hours,
-        }
-    if est.checkpoint:
-        c = est.checkpoint
-        doc["checkpoint"] = {
-            "write_s": c.checkpoint_s,
-            "system_mtbf_s": c.mtbf_s,
-            "interval_s": c.interval_s,
-            "wasted_fraction": c.wasted_fraction,
-            "goodput": c.goodput,
-            "goodput_tokens_per_s": est.goodput_tokens_per_s,
-        }
-    return doc
-
-
 def time_rows(t: Any) -> list[tuple[str, float]]:
     rows = [("compute", t.compute_s), ("recompute", t.recompute_s), ("pipeline bubble", t.bubble_s)]
     rows += [(f"exposed {dim} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
 from planner.render.console import escape
-from planner.render.plan import memory_json
 from planner.search.explain import explain
-from planner.search.results import Ranked, SearchResult
+from planner.search.results import SearchResult
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
@@ -17,69 +16,11 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-def plan_row(r: Ranked) -> dict[str, Any]:
-    """The JSON document of one ranked plan (DESIGN.md, `planner search --json`)."""
-    e, t = r.estimate, r.time
-    doc = {
-        "engine": e.engine.name,
-        "plan": {**e.plan.model_dump(), "engine": e.engine.name},
-        "memory": memory_json(e.model, e.hardware, e.plan, e.memory, e.engine),
-        "time": t.as_dict(),
-        "tokens_per_s": t.tokens_per_s,
-        "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
-        "mfu": t.mfu,
-        "hfu": t.hfu,
-        "tflops_per_gpu": t.tflops_per_gpu,
-        "uncertainty": e.uncertainty.as_dict(),
-        "plausibility": e.plausibility.as_dict(),
-    }
-    if e.checkpoint is not None:
-        doc["goodput"] = e.checkpoint.goodput
-        doc["goodput_tokens_per_s"] = e.goodput_tokens_per_s
-    return doc
-
-
 def time_terms(t: StepTime, n: int = 3) -> list[tuple[str, float]]:
     """The largest terms of the step: compute, recompute, bubble, exposed tp/cp/ep/pp/dp, optimizer."""
     terms = {"compute": t.compute_s, "recompute": t.recompute_s, "bubble": t.bubble_s, "optimizer": t.optimizer_s}
     terms.update({f"{d}": v for d, v in t.exposed_comm_s.items()})
     return sorted(((k, v) for k, v in terms.items() if v > 0.005 * t.step_s), key=lambda kv: -kv[1])[:n]
-
-
-def result_json(result: SearchResult, global_batch_default: bool = False) -> dict[str, Any]:
-    s = result.space
-    doc: dict[str, Any] = {
-        "evaluated": result.evaluated,
-        "valid": result.valid,
-        "rejected": dict(result.rejected),
-        "timed": result.timed,
-        "pruned": dict(result.pruned),
-        "seconds": result.seconds,
-        "model": result.model.name,
-        "hardware": result.hardware.name,
-        "engines": [e.name for e in result.engines],
-        "gpus": s.gpus,
-        "global_batch": s.global_batch,
-        "global_batch_default": global_batch_default,
-        "seq_len": s.seq_len,
-        "objective": result.objective,
-        "plans": [plan_row(r) for r in result.top],
-    }
-    if result.misses:
-        doc["closest_misses"] = [
-            {
-                "plan": m.plan.model_dump(),
-                "total_bytes": int(m.bytes),
-                "over_bytes": int(m.over_bytes),
-                "variants": [
-                    {"change": what, "plan": q.model_dump(), "total_bytes": int(b), "fits": ok}
-                    for what, q, b, ok in m.variants
-                ],
-                "gpus_needed": m.gpus_needed,
-            }
-            for m in result.misses
-        ]
-    return doc
 
 
 def _gib(b: float) -> str:

@@ -1,0 +1,289 @@
+"""The documents of DESIGN.md ("JSON contracts") as typed pydantic models: what `--json` prints and what the
+Python API (planner.api) returns, built from the cost model's results. Sizes are bytes, times seconds, rates
+per second. Fields may be added, never renamed or removed.
+
+``as_json()`` is the dict `--json` writes: the fields in declared order, with the optional sections
+(`train`, `checkpoint`, `goodput`, `closest_misses`) left out when a command did not compute them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.cost.estimate import Estimate
+from planner.cost.memory import MemoryBreakdown, MemoryReport
+from planner.engine import Engine
+from planner.hardware import HardwareProfile
+from planner.plan import Plan
+from planner.search.results import Miss, Ranked, SearchResult
+from planner.specs import ModelSpec
+
+OPTIONAL = ("train", "checkpoint", "goodput", "goodput_tokens_per_s", "closest_misses")
+
+
+class Document(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON document: every field, except the optional sections that are absent."""
+        absent = {k for k in OPTIONAL if k in type(self).model_fields and getattr(self, k) is None}
+        return self.model_dump(exclude=absent)
+
+
+class StageDoc(Document):
+    stage: int
+    layers: int
+    in_flight_microbatches: float
+    total_bytes: int
+    per_gpu_bytes: dict[str, int]
+
+
+class MemoryDoc(Document):
+    """`planner memory --json`: the most loaded stage's terms, whether it fits, and every stage."""
+
+    model: str
+    hardware: str
+    engine: str
+    plan: dict[str, Any]
+    stage: int
+    per_gpu_bytes: dict[str, int]
+    total_bytes: int
+    capacity_bytes: int
+    fits: bool
+    headroom_bytes: int
+    params: int
+    stages: list[StageDoc]
+    notes: list[str]
+
+
+class StepDoc(Document):
+    """The terms of one step (seconds)."""
+
+    step_s: float
+    compute_s: float
+    recompute_s: float
+    bubble_s: float
+    optimizer_s: float
+    overhead_s: float
+    exposed_comm_s: dict[str, float]
+
+
+class TimeDoc(StepDoc):
+    """The terms of one step, with the communication before overlap and the stage that sets the pace."""
+
+    comm_total_s: dict[str, float]
+    bottleneck_stage: int
+
+
+class TrainDoc(Document):
+    tokens: int
+    steps: int
+    seconds: float
+    gpu_hours: float
+
+
+class CheckpointDoc(Document):
+    write_s: float
+    system_mtbf_s: float
+    interval_s: float
+    wasted_fraction: float
+    goodput: float
+    goodput_tokens_per_s: float
+
+
+class EstimateDoc(MemoryDoc):
+    """`planner estimate --json`: the memory document plus time, throughput, utilisation and their trust."""
+
+    time: TimeDoc
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    model_flops_per_step: float
+    uncertainty: dict[str, Any]
+    plausibility: dict[str, Any]
+    train: TrainDoc | None = None
+    checkpoint: CheckpointDoc | None = None
+
+
+class RankedDoc(Document):
+    """One plan of `planner search --json`."""
+
+    engine: str
+    plan: dict[str, Any]
+    memory: MemoryDoc
+    time: StepDoc
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float
+    uncertainty: dict[str, Any]
+    plausibility: dict[str, Any]
+    goodput: float | None = None
+    goodput_tokens_per_s: float | None = None
+
+
+class VariantDoc(Document):
+    change: str
+    plan: dict[str, Any]
+    total_bytes: int
+    fits: bool
+
+
+class MissDoc(Document):
+    plan: dict[str, Any]
+    total_bytes: int
+    over_bytes: int
+    variants: list[VariantDoc]
+    gpus_needed: int | None
+
+
+class SearchDoc(Document):
+    """`planner search --json`: the counts that add up, the ranked plans, and the closest misses."""
+
+    evaluated: int
+    valid: int
+    rejected: dict[str, int]
+    timed: int
+    pruned: dict[str, int]
+    seconds: float
+    model: str
+    hardware: str
+    engines: list[str]
+    gpus: int
+    global_batch: int
+    global_batch_default: bool
+    seq_len: int
+    objective: str
+    plans: list[RankedDoc]
+    closest_misses: list[MissDoc] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        doc = super().as_json()
+        doc["plans"] = [p.as_json() for p in self.plans]
+        return doc
+
+
+# ---- builders ----------------------------------------------------------------------------------------
+def _ints(b: MemoryBreakdown) -> dict[str, int]:
+    return {k: round(v) for k, v in b.as_dict().items()}
+
+
+def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, engine: Engine) -> MemoryDoc:
+    peak = report.peak
+    return MemoryDoc(
+        model=model.name,
+        hardware=hw.name,
+        engine=engine.name,
+        plan=plan.model_dump(),
+        stage=peak.stage,
+        per_gpu_bytes=_ints(peak.breakdown),
+        total_bytes=round(report.total_bytes),
+        capacity_bytes=round(report.capacity_bytes),
+        fits=report.fits,
+        headroom_bytes=round(report.headroom_bytes),
+        params=model.num_params,
+        stages=[
+            StageDoc(
+                stage=s.stage,
+                layers=s.layers,
+                in_flight_microbatches=s.in_flight_microbatches,
+                total_bytes=round(s.total_bytes),
+                per_gpu_bytes=_ints(s.breakdown),
+            )
+            for s in report.stages
+        ],
+        notes=list(report.notes),
+    )
+
+
+def estimate_doc(est: Estimate) -> EstimateDoc:
+    t = est.time
+    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine)
+    train = checkpoint = None
+    if est.train:
+        tr = est.train
+        train = TrainDoc(
+            tokens=tr.steps * est.plan.tokens_per_step, steps=tr.steps, seconds=tr.seconds, gpu_hours=tr.gpu_hours
+        )
+    if est.checkpoint:
+        c = est.checkpoint
+        checkpoint = CheckpointDoc(
+            write_s=c.checkpoint_s,
+            system_mtbf_s=c.mtbf_s,
+            interval_s=c.interval_s,
+            wasted_fraction=c.wasted_fraction,
+            goodput=c.goodput,
+            goodput_tokens_per_s=est.goodput_tokens_per_s,
+        )
+    return EstimateDoc(
+        **dict(mem),
+        time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
+        tokens_per_s=t.tokens_per_s,
+        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
+        tflops_per_gpu=t.tflops_per_gpu,
+        mfu=t.mfu,
+        hfu=t.hfu,
+        model_flops_per_step=t.model_flops_per_step,
+        uncertainty=est.uncertainty.as_dict(),
+        plausibility=est.plausibility.as_dict(),
+        train=train,
+        checkpoint=checkpoint,
+    )
+
+
+def ranked_doc(r: Ranked) -> RankedDoc:
+    e, t = r.estimate, r.time
+    return RankedDoc(
+        engine=e.engine.name,
+        plan={**e.plan.model_dump(), "engine": e.engine.name},
+        memory=memory_doc(e.model, e.hardware, e.plan, e.memory, e.engine),
+        time=StepDoc.model_validate(t.as_dict()),
+        tokens_per_s=t.tokens_per_s,
+        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
+        mfu=t.mfu,
+        hfu=t.hfu,
+        tflops_per_gpu=t.tflops_per_gpu,
+        uncertainty=e.uncertainty.as_dict(),
+        plausibility=e.plausibility.as_dict(),
+        goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
+        goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
+    )
+
+
+def miss_doc(m: Miss) -> MissDoc:
+    return MissDoc(
+        plan=m.plan.model_dump(),
+        total_bytes=int(m.bytes),
+        over_bytes=int(m.over_bytes),
+        variants=[
+            VariantDoc(change=what, plan=q.model_dump(), total_bytes=int(b), fits=ok) for what, q, b, ok in m.variants
+        ],
+        gpus_needed=m.gpus_needed,
+    )
+
+
+def search_doc(result: SearchResult, global_batch_default: bool = False) -> SearchDoc:
+    s = result.space
+    return SearchDoc(
+        evaluated=result.evaluated,
+        valid=result.valid,
+        rejected=dict(result.rejected),
+        timed=result.timed,
+        pruned=dict(result.pruned),
+        seconds=result.seconds,
+        model=result.model.name,
+        hardware=result.hardware.name,
+        engines=[e.name for e in result.engines],
+        gpus=s.gpus,
+        global_batch=s.global_batch,
+        global_batch_default=global_batch_default,
+        seq_len=s.seq_len,
+        objective=result.objective,
+        plans=[ranked_doc(r) for r in result.top],
+        closest_misses=[miss_doc(m) for m in result.misses] if result.misses else None,
+    )
