@@ -52,9 +52,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--catalog", action="store_true", help="every catalog model at its usual scale instead")
     args = ap.parse_args()
+    from planner.explore.pipeline import search_engines
+    from planner.explore.space import Space, default_global_batch
     from planner.io.catalog import DEFAULT_ENGINE, list_engines, list_models, load_engine, load_hardware, load_model
-    from planner.search.pipeline import search_engines
-    from planner.search.space import Space, default_global_batch
 
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(

@@ -19,11 +19,11 @@ from planner.cost.coster import Coster
 from planner.cost.memory import memory_report
 from planner.cost.schedule import step_time
 from planner.engine import plan_problems
+from planner.explore.pipeline import search
+from planner.explore.results import pareto_front
+from planner.explore.space import NOT_FIT, Space, micro_batches, structures
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan, check_plan, divisors
-from planner.search.pipeline import search
-from planner.search.results import pareto_front
-from planner.search.space import NOT_FIT, Space, micro_batches, structures
 
 GENERIC = make_engine()
 

@@ -77,7 +77,7 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from planner.bench import measure
-    from planner.bench.fit import alpha_beta, curve_from
+    from planner.bench.curves import alpha_beta, curve_from
 
     torch.set_num_threads(1)  # one rank = one process with one thread, as `planner launch` runs it on CPU
     cuda = torch.cuda.is_available()

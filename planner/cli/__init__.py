@@ -29,8 +29,8 @@ except ImportError:  # pragma: no cover - older typer depends on click
 # name -> (module, function) of each command, and (module, Typer) of each group: a command's module is
 # imported only when that command runs (or for --help), so `planner memory` does not load the launcher.
 COMMANDS = {
-    "memory": ("planner.cli.plan", "memory"),
-    "estimate": ("planner.cli.plan", "estimate"),
+    "memory": ("planner.cli.sizing", "memory"),
+    "estimate": ("planner.cli.sizing", "estimate"),
     "search": ("planner.cli.search", "search"),
     "launch": ("planner.cli.launch", "launch"),
     "validate": ("planner.cli.fit", "validate"),

@@ -25,7 +25,7 @@ def bench_hardware(
     """Measure this machine (GEMM sweep, memory copy, collectives) and write a hardware profile YAML."""
     from rich.console import Console
 
-    from planner.bench.fit import profile_yaml, write_atomic
+    from planner.bench.curves import profile_yaml, write_atomic
     from planner.bench.run import run_bench
     from planner.io.catalog import load_hardware
 

@@ -20,7 +20,7 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if ctx.invoked_subcommand:
         return
     from planner.io.catalog import list_models, load_model
-    from planner.render.catalogs import models_json, print_models
+    from planner.render.listings import models_json, print_models
 
     specs = [load_model(n) for n in list_models()]
     if as_json:
@@ -33,7 +33,7 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def models_show(name: str, as_json: JsonOpt = False) -> None:
     """Print one model spec and its derived parameter counts."""
     from planner.io.catalog import load_model
-    from planner.render.catalogs import model_doc, print_model
+    from planner.render.listings import model_doc, print_model
 
     spec = load_model(name)
     if as_json:
@@ -48,7 +48,7 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if ctx.invoked_subcommand:
         return
     from planner.io.catalog import list_hardware, load_hardware
-    from planner.render.catalogs import print_hardware
+    from planner.render.listings import print_hardware
 
     profiles = [load_hardware(n) for n in list_hardware()]
     if as_json:
@@ -61,7 +61,7 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def hardware_show(name: str, as_json: JsonOpt = False) -> None:
     """Print one hardware profile."""
     from planner.io.catalog import load_hardware
-    from planner.render.catalogs import print_document
+    from planner.render.listings import print_document
 
     doc = load_hardware(name).model_dump()
     if as_json:
@@ -76,7 +76,7 @@ def engines(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if ctx.invoked_subcommand:
         return
     from planner.io.catalog import list_engines, load_engine
-    from planner.render.catalogs import engines_json, print_engines
+    from planner.render.listings import engines_json, print_engines
 
     profiles = [load_engine(n) for n in list_engines()]
     if as_json:
@@ -89,7 +89,7 @@ def engines(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def engines_show(name: str, as_json: JsonOpt = False) -> None:
     """Print one engine profile."""
     from planner.io.catalog import load_engine
-    from planner.render.catalogs import print_document
+    from planner.render.listings import print_document
 
     doc = load_engine(name).model_dump()
     if as_json:

@@ -30,7 +30,7 @@ def validate(
     from planner.fit.runs import load_runs
     from planner.fit.validate import validate_runs
     from planner.io.catalog import load_engine, load_hardware
-    from planner.render.fit import print_validation, validation_json
+    from planner.render.accuracy import print_validation, validation_json
 
     override = load_hardware(hardware) if hardware else None
     eng = load_engine(engine) if engine else None
@@ -73,7 +73,7 @@ def calibrate(
     from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
     from planner.io.catalog import hardware_source_text, load_hardware
     from planner.io.files import make_dir
-    from planner.render.fit import calibration_json, print_calibration
+    from planner.render.accuracy import calibration_json, print_calibration
     from planner.render.progress import DelayedProgress
 
     if not output:

@@ -188,7 +188,7 @@ def _here(
     as_json: bool,
 ) -> None:
     """Check the plan on this machine, then print the dry run, or run it and compare measured with predicted."""
-    from planner.render.launch import render_dry_run
+    from planner.render.run_report import render_dry_run
 
     if run.plan.gpus % nnodes:
         raise PlannerError(f"plan gpus={run.plan.gpus} must be divisible by --nnodes {nnodes}")
@@ -220,7 +220,7 @@ def _here(
 
 def _run(cfg: RunConfig, pred: dict[str, Any], *, per_node: int, max_restarts: int, as_json: bool) -> None:
     """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
-    from planner.render.launch import print_comparison
+    from planner.render.run_report import print_comparison
 
     writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
     if cfg.checkpoint_dir:

@@ -1,6 +1,6 @@
 """`planner search`: every plan for N GPUs on one engine, ranked; why the rest were rejected.
 
-Thin: parse the options into a search space, call planner.search.pipeline.search, render. Nothing here
+Thin: parse the options into a search space, call planner.explore.pipeline.search, render. Nothing here
 imports matplotlib unless --plot is given.
 """
 
@@ -163,13 +163,13 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
+    from planner.explore.explain import parse_explain
+    from planner.explore.pipeline import Checkpointing, search_engines
+    from planner.explore.space import OBJECTIVES, RECOMPUTES, SCHEDULES, Space, default_global_batch
     from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
     from planner.render.documents import search_doc
     from planner.render.progress import DelayedProgress
-    from planner.render.search import print_explain, print_result
-    from planner.search.explain import parse_explain
-    from planner.search.pipeline import Checkpointing, search_engines
-    from planner.search.space import OBJECTIVES, RECOMPUTES, SCHEDULES, Space, default_global_batch
+    from planner.render.ranking import print_explain, print_result
 
     if model is None:
         raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`)")
@@ -241,8 +241,8 @@ def search(
 
 def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dict[str, object]) -> None:
     """Write the best plan, with the model, hardware, engine and per-run engine settings that priced it."""
+    from planner.explore.results import SearchResult
     from planner.io.planfile import write_plan_file
-    from planner.search.results import SearchResult
 
     assert isinstance(result, SearchResult)
     b = result.best

@@ -2,7 +2,7 @@
 
 Observations come from runs files (fit/runs.py: each run with the engine its software block names) and
 from `planner launch` profile JSONs (the planner engine). The fit is least squares on log(predicted /
-measured) step time with priors (a MAP fit, fit/params.py): the hardware's physical parameters stay near
+measured) step time with priors (a MAP fit, fit/priors.py): the hardware's physical parameters stay near
 their measured values unless the data insist, within the profile's bounds; the per-(engine, hardware)
 compute factors and fixed step overheads take what the physics leaves out, and are reported as findings.
 """
@@ -25,7 +25,7 @@ from planner.fit.observations import (
     observations_from_runs,
     step_stat,
 )
-from planner.fit.params import (
+from planner.fit.priors import (
     DATA_SIGMA,
     ENGINE_PARAMS,
     HARDWARE_BOUNDS,
@@ -34,7 +34,7 @@ from planner.fit.params import (
     bounds_of,
     start_value,
 )
-from planner.fit.results import FitResult, GroupFit, group_fits
+from planner.fit.report import FitResult, GroupFit, group_fits
 from planner.hardware import Efficiency, HardwareProfile
 
 CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
@@ -80,7 +80,7 @@ def fit(
     engine: Engine | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> FitResult:
-    """The MAP fit (fit/params.py) of hardware parameters and engine factors to the observations. `names`:
+    """The MAP fit (fit/priors.py) of hardware parameters and engine factors to the observations. `names`:
     what to fit (default: the engine factors and every hardware parameter the profiles give bounds for);
     `engine` overrides every observation's engine (a launch worker fit)."""
     import numpy as np

@@ -3,7 +3,7 @@
 A family is one publication's runs of one engine on one GPU (fit/runs.py run_family: Megatron A100 2021,
 Megatron H100 README, NeMo H100, torchtitan H100, ...). For each family, fit on every other family and predict
 the left-out one; its engine factors then come only from the terms the fit shares across engines and across
-hardware (fit/params.py). The in-sample error is the fit on everything, predicting everything.
+hardware (fit/priors.py). The in-sample error is the fit on everything, predicting everything.
 """
 
 from __future__ import annotations

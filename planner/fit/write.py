@@ -14,7 +14,7 @@ import yaml
 from planner.engine import Fitted
 from planner.errors import PlannerError
 from planner.fit.calibrate import FitResult
-from planner.fit.params import SCALES
+from planner.fit.priors import SCALES
 from planner.hardware import HardwareProfile
 from planner.io.files import write_text_atomic
 

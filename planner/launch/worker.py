@@ -31,10 +31,10 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from planner.io.catalog import load_engine, load_model
 from planner.launch import checkpoint
 from planner.launch.layout import MESH_DIMS, plan_layout
+from planner.launch.measured import ActivationCounter, model_state_bytes, summarize
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from planner.launch.preflight import cp_problems, uses_context_parallel
-from planner.launch.profile import ActivationCounter, model_state_bytes, summarize
 from planner.launch.spec import shrink
 from planner.plan import Plan
 

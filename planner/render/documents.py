@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
+from planner.explore.results import Miss, Ranked, SearchResult
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.search.results import Miss, Ranked, SearchResult
 from planner.specs import ModelSpec
 
 OPTIONAL = ("train", "checkpoint", "goodput", "goodput_tokens_per_s", "closest_misses")

@@ -16,7 +16,7 @@ def plot_search(result: Any, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
-    from planner.search.results import pareto_front
+    from planner.explore.results import pareto_front
 
     pts = [(b / 2**30, tps / result.space.gpus) for _p, b, tps in result.all_timed]
     fig, ax = plt.subplots(figsize=(8, 5))

@@ -7,8 +7,8 @@ import torch
 from helpers import make_engine
 
 from planner.cost.activations import activation_bytes_per_layer
+from planner.launch.measured import ActivationCounter, is_weight
 from planner.launch.model import Block
-from planner.launch.profile import ActivationCounter, is_weight
 from planner.specs import ModelSpec
 
 B, S, H, F = 2, 128, 256, 1024

@@ -19,9 +19,9 @@ from typing import NamedTuple
 from planner.cost.coster import Coster
 from planner.engine import structure_problems, zero_problems
 from planner.engine.rules import batch_problems, hardware_problems
+from planner.explore.results import SearchResult
+from planner.explore.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
 from planner.plan import Plan, Recompute, Rejected, check_batch, check_structure
-from planner.search.results import SearchResult
-from planner.search.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
 
 NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
 

@@ -74,8 +74,8 @@ def memory(
 ) -> None:
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
     from planner.cost.memory import memory_report
+    from planner.render.breakdown import print_memory
     from planner.render.documents import memory_doc
-    from planner.render.plan import print_memory
 
     r = resolve_options(locals())
     report = memory_report(r.model, r.hardware, r.plan, r.engine)
@@ -122,8 +122,8 @@ def estimate(
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
     from planner.cost.estimate import estimate as run_estimate
+    from planner.render.breakdown import print_estimate
     from planner.render.documents import estimate_doc
-    from planner.render.plan import print_estimate
 
     if mtbf_per not in ("gpu", "node"):
         raise PlannerError(f"--mtbf-per {mtbf_per!r} is not valid; choose one of gpu, node")

@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import PlannerError
+from planner.explore.results import SearchResult
 from planner.plan import Plan
-from planner.search.results import SearchResult
 
 
 def parse_explain(text: str) -> tuple[str, Any]:

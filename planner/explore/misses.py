@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from planner.cost.coster import Coster
 from planner.engine import plan_problems
+from planner.explore.results import Miss
 from planner.plan import Plan
-from planner.search.results import Miss
 from planner.specs import ModelSpec
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from planner.cost.estimate import Estimate
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
+from planner.explore.space import Space, Structure
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
-from planner.search.space import Space, Structure
 from planner.specs import ModelSpec
 
 

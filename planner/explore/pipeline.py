@@ -37,17 +37,17 @@ from planner.cost.coster import Coster
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.hardware import HardwareProfile
-from planner.plan import Plan
-from planner.search.misses import closest_misses
-from planner.search.results import Ranked, SearchResult, merge_results, rank_key
-from planner.search.screening import Fitting, Screening
-from planner.search.space import (
+from planner.explore.misses import closest_misses
+from planner.explore.results import Ranked, SearchResult, merge_results, rank_key
+from planner.explore.screening import Fitting, Screening
+from planner.explore.space import (
     OBJECTIVES,
     PRUNED_BOUND,
     Space,
     structures,
 )
+from planner.hardware import HardwareProfile
+from planner.plan import Plan
 from planner.specs import ModelSpec
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from planner.cost.memory import memory_report
 from planner.engine import Fitted
 from planner.fit.observations import Observation
-from planner.fit.params import ParameterVector
+from planner.fit.priors import ParameterVector
 from planner.hardware import HardwareProfile
 
 MIN_GROUP_RUNS = 2  # residual spread (error bars) needs at least this many runs of a group

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
+from planner.explore.explain import explain
+from planner.explore.results import SearchResult
 from planner.render.console import escape
-from planner.search.explain import explain
-from planner.search.results import SearchResult
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
