@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
 from planner.errors import PlannerError
-from planner.specs import MAX_SEQ_LEN, Frozen, ModelSpec
+from planner.specs import MAX_SEQ_LEN, Frozen, ModelSpec, Precision
 
 MAX_DEGREE = 1 << 20  # a million GPUs in one parallel dimension
 MAX_BATCH = 1 << 31  # sequences
 
+# The plan's vocabularies, each written once (every command, file reader and the search take them from here).
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["gpipe", "1f1b", "interleaved"]
+RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
+SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+ZERO_STAGES = (0, 1, 2, 3)
 DEGREES = ("dp", "tp", "pp", "cp", "ep", "vpp")
 
 
@@ -43,7 +47,7 @@ class Plan(Frozen):
     micro_batch: int = Field(1, gt=0, le=MAX_BATCH, description="sequences per micro-batch per data-parallel rank")
     global_batch: int = Field(1, gt=0, le=MAX_BATCH, description="sequences per optimizer step")
     seq_len: int = Field(2048, gt=0, le=MAX_SEQ_LEN, description="tokens per sequence")
-    precision: Literal["fp32", "bf16", "fp16", "fp8"] = "bf16"
+    precision: Precision = "bf16"
     schedule: Schedule = "1f1b"
 
     @model_validator(mode="before")

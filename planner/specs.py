@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import warnings
 from functools import cached_property
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
 PARAMS_WARN_FRACTION = 0.03  # warn when the declared params differ from the derived count by more
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from planner.api.resolve import PLAN_FLAGS, Resolved, resolve
 from planner.cli.options import (
     CpOpt,
     DpOpt,
@@ -29,7 +30,6 @@ from planner.cli.options import (
     finite,
     nonempty,
 )
-from planner.cli.resolve import PLAN_FLAGS, Resolved, resolve
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE

@@ -7,10 +7,11 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional, TypeVar, cast
+from typing import Annotated, Optional, TypeVar
 
 import typer
 
+from planner.api.resolve import engine_overrides
 from planner.cli.options import (
     CheckpointBwOpt,
     CompileOpt,
@@ -38,11 +39,9 @@ from planner.cli.options import (
     TpOverlapOpt,
     VppOpt,
 )
-from planner.cli.resolve import choice, engine_overrides, resolve_engines
 from planner.errors import PlannerError
-from planner.plan import MAX_BATCH, MAX_DEGREE
+from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
-from planner.specs import Precision
 
 T = TypeVar("T")
 
@@ -82,32 +81,13 @@ ExplainOpt = Annotated[
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
-
-
-def _ints(name: str, text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise PlannerError(f"--{name} {text!r}: expected integers separated by commas, e.g. 1,2,4") from None
-    high = 3 if name == "zero" else MAX_BATCH
-    bad = [v for v in values if not (0 if name == "zero" else 1) <= v <= high]
-    if bad or not values:
-        low = 0 if name == "zero" else 1
-        raise PlannerError(f"--{name} {text!r}: each value must be an integer from {low} to {high}")
-    return values
-
-
-def _choices(flag: str, text: str | None, valid: tuple[T, ...]) -> tuple[T, ...] | None:
-    """A comma list of some of `valid`, or None when the option was not given."""
-    if text is None:
-        return None
-    words = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [w for w in words if w not in valid]
-    if bad or not words:
-        raise PlannerError(f"--{flag} {text!r} is not valid; choose from {', '.join(map(str, valid))} (comma list)")
-    return tuple(cast(T, w) for w in words)
+# The options run_search takes by the same name (the rest are the command's own).
+SEARCH_FLAGS = (
+    "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "zero", "recompute", "micro_batch", "micro_batches", "global_batch",
+    "seq_len", "precision", "schedule", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp", "objective", "top",
+    "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "optimizer", "selective_policy", "tp_overlap", "compile",
+    "grad_dtype",
+)  # fmt: skip
 
 
 def _check_plot(plot: str) -> None:
@@ -163,70 +143,33 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
+    from planner.api import run_search
     from planner.explore.explain import parse_explain
-    from planner.explore.pipeline import Checkpointing, search_engines
-    from planner.explore.space import OBJECTIVES, RECOMPUTES, SCHEDULES, Space, default_global_batch
-    from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
     from planner.render.documents import search_doc
     from planner.render.progress import DelayedProgress
     from planner.render.ranking import print_explain, print_result
 
-    if model is None:
-        raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`)")
-    if gpus is None:
-        raise PlannerError("no GPU count given: pass --gpus N")
-    if objective not in OBJECTIVES:
-        raise PlannerError(f"--objective {objective!r} is not valid; choose one of {', '.join(OBJECTIVES)}")
-    choice("precision", precision)
-    if micro_batch is not None and micro_batches is not None:
-        raise PlannerError("give --micro-batch B or --micro-batches LIST, not both")
+    opts = dict(locals())
     explain_field = parse_explain(explain) if explain else None
     if plot:
         _check_plot(plot)
-    engines = resolve_engines(engine, engine_overrides(locals()))
-    spec = load_model(model)
-    hw = load_hardware(hardware or DEFAULT_HARDWARE)
-    gb_default = global_batch is None
-    space = Space(
-        gpus=gpus,
-        global_batch=global_batch or default_global_batch(seq_len or spec.max_seq_len),
-        seq_len=seq_len or spec.max_seq_len,
-        precision=cast(Precision, choice("precision", precision) or "bf16"),
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        ep=ep,
-        vpp=vpp,
-        sp=sp,
-        max_tp=max_tp,
-        max_pp=max_pp,
-        max_cp=max_cp,
-        max_ep=max_ep,
-        max_vpp=max_vpp,
-        zero=_ints("zero", zero) or (0, 1, 2, 3),
-        recompute=_choices("recompute", recompute, RECOMPUTES) or RECOMPUTES,
-        micro_batches=(micro_batch,) if micro_batch is not None else _ints("micro-batches", micro_batches),
-        schedules=_choices("schedule", schedule, SCHEDULES),
-    )
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        result = search_engines(
-            spec,
-            hw,
-            space,
-            engines,
-            objective=objective,
-            top=top,
-            exhaustive=exhaustive or bool(plot),
-            checkpointing=Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth),
+        result, gb_default = run_search(
+            model,
+            gpus=gpus,  # type: ignore[arg-type]
+            hardware=hardware,
+            engine=engine,
             progress=progress,
             keep_rejections=explain_field is not None,
+            **{k: opts[k] for k in SEARCH_FLAGS},
+            exhaustive=exhaustive or bool(plot),
+            attention="softmax" if no_flash else None,
         )
     finally:
         progress.close()
     if save:
-        _save(save, result, model_ref=model, gpus=gpus, training=engine_overrides(locals()))
+        _save(save, result, model_ref=model, gpus=gpus, training=engine_overrides(opts))  # type: ignore[arg-type]
     if plot:
         from planner.render.plot import plot_search
 

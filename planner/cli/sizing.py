@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from planner.api.resolve import resolve_options
 from planner.cli.options import (
     CheckpointBwOpt,
     CompileOpt,
@@ -38,7 +39,6 @@ from planner.cli.options import (
     VppOpt,
     ZeroOpt,
 )
-from planner.cli.resolve import resolve_options
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
@@ -121,7 +121,7 @@ def estimate(
     as_json: JsonOpt = False,
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
-    from planner.cost.estimate import estimate as run_estimate
+    from planner.api import run_estimate
     from planner.render.breakdown import print_estimate
     from planner.render.documents import estimate_doc
 
@@ -129,14 +129,7 @@ def estimate(
         raise PlannerError(f"--mtbf-per {mtbf_per!r} is not valid; choose one of gpu, node")
     r = resolve_options(locals())
     est = run_estimate(
-        r.model,
-        r.hardware,
-        r.plan,
-        r.engine,
-        tokens=tokens,
-        mtbf_hours=mtbf_hours,
-        mtbf_per=mtbf_per,
-        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth,
+        r, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per, checkpoint_bandwidth=checkpoint_bandwidth
     )
     if timeline:
         from planner.render.timeline import draw_timeline

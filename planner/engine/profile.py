@@ -15,14 +15,24 @@ hardware profile, with its provenance and the residual spread behind the error b
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
-from planner.plan import Plan, Recompute, Schedule
+from planner.plan import RECOMPUTES, SCHEDULES, Plan, Recompute, Schedule
 from planner.specs import Frozen
+
+# The per-run settings' vocabularies (Engine.configured; plan files' training:, runs files' software:, flags).
+Optimizer = Literal["adamw", "adam", "sgd"]
+GradDtype = Literal["param", "fp32"]
+Attention = Literal["flash", "softmax"]
+SelectivePolicy = Literal["op", "attention"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
+ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
+SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 
 
 class Rules(Frozen):
@@ -34,7 +44,7 @@ class Rules(Frozen):
         description="the ZeRO stages it runs with pp > 1, and how (default: the same as zero); a stage "
         "absent here does not run with pipeline parallelism",
     )
-    schedules: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
+    schedules: tuple[Schedule, ...] = SCHEDULES
     interleaved_microbatches: Literal["multiple_of_pp", "torch_looped"] = Field(
         "multiple_of_pp",
         description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron); torch_looped: "
@@ -54,7 +64,7 @@ class Rules(Frozen):
     )
     expert_parallel: bool = True
     fp8: bool = True
-    recompute: tuple[Recompute, ...] = ("none", "selective", "full")
+    recompute: tuple[Recompute, ...] = RECOMPUTES
     vocab_padding: int = Field(
         0,
         ge=0,
@@ -100,10 +110,10 @@ class Memory(Frozen):
         "(Transformer Engine's is_first_microbatch); false: each GEMM casts its weight when it "
         "runs (torchao Float8Linear dynamic scaling)",
     )
-    optimizer: Literal["adamw", "adam", "sgd"] = Field(
+    optimizer: Optimizer = Field(
         "adamw", description="adam(w): fp32 master + m + v = 12 B/param; sgd with momentum: master + m = 8"
     )
-    grad_dtype: Literal["param", "fp32"] = Field(
+    grad_dtype: GradDtype = Field(
         "param",
         description="dtype gradients are accumulated and reduced in: 'param' = the weights' dtype, "
         "'fp32' = Megatron's fp32 main grads, FSDP's fp32 reduce dtype. NeMo's performance recipes run "
@@ -121,7 +131,7 @@ class Memory(Frozen):
 class Kernels(Frozen):
     """Which kernels compute the layer: they decide what activations are kept and how fast it runs."""
 
-    attention: Literal["flash", "softmax"] = Field(
+    attention: Attention = Field(
         "flash",
         description="flash: a fused attention kernel, the s×s scores are never stored (Dao et al. "
         "2022); softmax: 2021-22 Megatron's fused scale-mask-softmax that keeps them",
@@ -140,7 +150,7 @@ class Kernels(Frozen):
     )
     compile: bool = Field(False, description="torch.compile: eager elementwise ops fused into a few kernels")
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
-    selective_recompute: Literal["op", "attention"] = Field(
+    selective_recompute: SelectivePolicy = Field(
         "op",
         description="what recompute=selective recomputes: 'attention' = only the attention core "
         "(Korthikanti et al. 2022, Megatron's core_attn); 'op' = per-op checkpointing that "

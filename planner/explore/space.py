@@ -4,21 +4,21 @@ structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.plan import Recompute, Schedule, divisors
+from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
 from planner.specs import ModelSpec, Precision
 
+T = TypeVar("T")
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 OBJECTIVES = ("throughput", "memory", "goodput")
-RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
-SCHEDULES: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
 DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
 LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
 DEFAULT_MAX_CP_LONG = 16
@@ -60,25 +60,47 @@ class Space:
     schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
 
     def validate(self) -> None:
+        """The lists' checks, the same as the command line's (int_list, choice_list)."""
         if self.gpus < 1:
             raise PlannerError(f"--gpus must be at least 1, got {self.gpus}")
-        bad_zero = [z for z in self.zero if z not in (0, 1, 2, 3)]
-        if bad_zero or not self.zero:
-            raise PlannerError(
-                f"--zero {','.join(map(str, bad_zero))} is not valid; choose from 0, 1, 2, 3 (comma list)"
-            )
-        bad = [r for r in self.recompute if r not in RECOMPUTES]
-        if bad or not self.recompute:
-            raise PlannerError(
-                f"--recompute {','.join(bad)} is not valid; choose from {', '.join(RECOMPUTES)} (comma list)"
-            )
-        bad_schedules = [s for s in (self.schedules or ()) if s not in SCHEDULES]
-        if bad_schedules:
-            raise PlannerError(
-                f"--schedule {','.join(bad_schedules)} is not valid; choose from {', '.join(SCHEDULES)} (comma list)"
-            )
-        if self.micro_batches is not None and (not self.micro_batches or min(self.micro_batches) < 1):
-            raise PlannerError("--micro-batches must be positive integers, e.g. 1,2,4")
+        int_list("zero", self.zero, low=min(ZERO_STAGES), high=max(ZERO_STAGES))
+        choice_list("recompute", self.recompute, RECOMPUTES)
+        if self.schedules is not None:
+            choice_list("schedule", self.schedules, SCHEDULES)
+        if self.micro_batches is not None:
+            int_list("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
+
+
+def _listed(value: str | int | Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+    """(the text to quote in a message, the items) of a comma list or a sequence."""
+    if isinstance(value, str):
+        return value, tuple(x.strip() for x in value.split(",") if x.strip())
+    items = (value,) if isinstance(value, int) else tuple(value)
+    return ",".join(map(str, items)), items
+
+
+def int_list(name: str, value: str | int | Sequence[int] | None, *, low: int, high: int) -> tuple[int, ...] | None:
+    """A comma list (or sequence) of integers in [low, high], or one line naming the option and the range."""
+    if value is None:
+        return None
+    text, items = _listed(value)
+    try:
+        values = tuple(int(x) if isinstance(x, str) else x for x in items)
+    except ValueError:
+        raise PlannerError(f"--{name} {text!r}: expected integers separated by commas, e.g. 1,2,4") from None
+    if not values or any(not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high for v in values):
+        raise PlannerError(f"--{name} {text!r}: each value must be an integer from {low} to {high}")
+    return values
+
+
+def choice_list(flag: str, value: str | Sequence[str] | None, valid: tuple[T, ...]) -> tuple[T, ...] | None:
+    """A comma list (or sequence) of some of `valid`, or one line naming them."""
+    if value is None:
+        return None
+    text, words = _listed(value)
+    if not words or any(w not in valid for w in words):
+        raise PlannerError(f"--{flag} {text!r} is not valid; choose from {', '.join(map(str, valid))} (comma list)")
+    return tuple(cast(T, w) for w in words)
 
 
 def _limited(values: Iterable[int], fixed: int | None, limit: int | None) -> list[int]:

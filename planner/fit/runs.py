@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.engine import Engine, plan_problems
+from planner.engine.profile import ATTENTIONS, GRAD_DTYPES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
@@ -28,8 +29,6 @@ from planner.specs import ModelSpec
 
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 SOFTWARE_KEYS = {"engine", "attention", "tp_overlap", "compile", "grad_dtype"}
-GRAD_DTYPES = ("param", "fp32")
-ATTENTION = ("flash", "softmax")
 
 
 @dataclass(frozen=True)
@@ -120,8 +119,8 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
     unknown = set(sw) - SOFTWARE_KEYS
     if unknown:
         raise PlannerError(f"run {rid}: unknown software field(s) {sorted(unknown)}; valid: {sorted(SOFTWARE_KEYS)}")
-    if sw.get("attention") not in (None, *ATTENTION):
-        raise PlannerError(f"run {rid}: software.attention {sw['attention']!r} is not one of {', '.join(ATTENTION)}")
+    if sw.get("attention") not in (None, *ATTENTIONS):
+        raise PlannerError(f"run {rid}: software.attention {sw['attention']!r} is not one of {', '.join(ATTENTIONS)}")
     if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
         valid = ", ".join(GRAD_DTYPES)
         raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from planner.engine.profile import ATTENTIONS, GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
 from planner.errors import PlannerError
 from planner.io.files import write_text_atomic
 from planner.plan import Plan, derive_plan
@@ -22,12 +23,12 @@ PLAN_FIELDS = tuple(Plan.model_fields)
 FILE_KEYS = ("plan", "model", "hardware", "engine", "gpus", "training", "predicted")
 # The engine's per-run settings a plan file keeps (Engine.configured): name -> allowed values (None: a bool).
 TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
-    "optimizer": ("adamw", "adam", "sgd"),
-    "attention": ("flash", "softmax"),
-    "selective_policy": ("op", "attention"),
+    "optimizer": OPTIMIZERS,
+    "attention": ATTENTIONS,
+    "selective_policy": SELECTIVE_POLICIES,
     "tp_overlap": None,
     "compile": None,
-    "grad_dtype": ("param", "fp32"),
+    "grad_dtype": GRAD_DTYPES,
 }
 
 

@@ -12,15 +12,18 @@ Defaults, in one place:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
+from planner.engine.profile import GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
-from planner.plan import Plan
-from planner.specs import ModelSpec
+from planner.plan import RECOMPUTES, SCHEDULES, Plan
+from planner.specs import PRECISIONS, ModelSpec
 
 PLAN_FLAGS = (
     "tp",
@@ -38,14 +41,17 @@ PLAN_FLAGS = (
     "precision",
     "schedule",
 )
-CHOICES = {
-    "recompute": ("none", "selective", "full"),
-    "precision": ("fp32", "bf16", "fp16", "fp8"),
-    "schedule": ("gpipe", "1f1b", "interleaved"),
-    "optimizer": ("adamw", "adam", "sgd"),
-    "selective_policy": ("op", "attention"),
-    "grad_dtype": ("param", "fp32"),
+CHOICES: dict[str, tuple[str, ...]] = {
+    "recompute": RECOMPUTES,
+    "precision": PRECISIONS,
+    "schedule": SCHEDULES,
+    "optimizer": OPTIMIZERS,
+    "selective_policy": SELECTIVE_POLICIES,
+    "grad_dtype": GRAD_DTYPES,
 }
+
+
+ENGINE_SETTINGS = ("optimizer", "selective_policy", "attention", "tp_overlap", "compile", "grad_dtype")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,11 @@ class Resolved:
     model_ref: str  # what the user named the model by (catalog name or path)
     gpus: int | None
 
+    @cached_property
+    def coster(self) -> Coster:
+        """The cost model's front door for this model, hardware and engine."""
+        return Coster(self.model, self.hardware, self.engine)
+
 
 def choice(flag: str, value: str | None) -> str | None:
     """A value of one of the fixed vocabularies above, or one line naming the valid ones."""
@@ -69,11 +80,15 @@ def choice(flag: str, value: str | None) -> str | None:
 
 
 def resolve_engine(
-    name: str | None, overrides: dict[str, Any], doc: PlanFile | None = None, *, default: str = DEFAULT_ENGINE
+    name: str | Engine | None,
+    overrides: dict[str, Any],
+    doc: PlanFile | None = None,
+    *,
+    default: str = DEFAULT_ENGINE,
 ) -> Engine:
     """The engine profile (flag, else the plan file's, else the default) with per-run overrides: the plan
     file's training block first, then the command line's."""
-    engine = load_engine(name or (doc.engine if doc else None) or default)
+    engine = name if isinstance(name, Engine) else load_engine(name or (doc.engine if doc else None) or default)
     for source in ((doc.training if doc else {}), overrides):
         given = {k: v for k, v in source.items() if v is not None}
         for k in ("optimizer", "selective_policy", "grad_dtype"):
@@ -91,9 +106,9 @@ def resolve_engine(
 
 def resolve(
     *,
-    model: str | None,
-    hardware: str | None,
-    engine: str | None,
+    model: str | ModelSpec | None,
+    hardware: str | HardwareProfile | None,
+    engine: str | Engine | None,
     gpus: int | None,
     plan_file: str | None,
     flags: dict[str, Any],
@@ -106,13 +121,15 @@ def resolve(
     for k in ("recompute", "precision", "schedule"):
         choice(k, flags.get(k))
     doc = read_plan_file(plan_file) if plan_file else None
-    model_ref = model or (doc.model if doc else None)
-    if model_ref is None:
+    given = model or (doc.model if doc else None)
+    if given is None:
         raise PlannerError(
             "no model given: pass --model NAME|PATH (see `planner models`) or a --plan file with a model"
         )
-    spec = load_model(model_ref)
-    hw = load_hardware(hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE)
+    spec = given if isinstance(given, ModelSpec) else load_model(given)
+    model_ref = spec.name if isinstance(given, ModelSpec) else given
+    hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
+    hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
     eng = resolve_engine(engine, overrides, doc, default=default_engine)
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(gpus=gpus, doc=doc, flags=flags, defaults={"seq_len": spec.max_seq_len})
@@ -155,4 +172,36 @@ def resolve_options(opts: dict[str, Any]) -> Resolved:
         plan_file=opts["plan"],
         flags={k: opts[k] for k in PLAN_FLAGS},
         overrides=engine_overrides(opts),
+    )
+
+
+def resolve_request(
+    *,
+    model: str | ModelSpec | None,
+    gpus: int | None,
+    hardware: str | HardwareProfile | None,
+    engine: str | Engine | None,
+    plan: Plan | dict[str, Any] | str | None,
+    settings: dict[str, Any],
+) -> Resolved:
+    """`resolve` for the Python API: `plan` is a Plan, a mapping of its fields or a plan file; `settings` are the
+    plan fields and the engine's per-run settings by their command-line names (given ones win over `plan`)."""
+    unknown = sorted(set(settings) - set(PLAN_FLAGS) - set(ENGINE_SETTINGS))
+    if unknown:
+        valid = ", ".join((*PLAN_FLAGS, *ENGINE_SETTINGS))
+        raise PlannerError(f"unknown setting {', '.join(unknown)}; valid: {valid}")
+    base: dict[str, Any] = {}
+    if isinstance(plan, Plan):
+        base = plan.model_dump()
+    elif isinstance(plan, dict):
+        base = dict(plan)
+    flags = {k: settings.get(k, base.get(k)) for k in PLAN_FLAGS}
+    return resolve(
+        model=model,
+        hardware=hardware,
+        engine=engine,
+        gpus=gpus,
+        plan_file=plan if isinstance(plan, str) else None,
+        flags=flags,
+        overrides={k: settings.get(k) for k in ENGINE_SETTINGS},
     )

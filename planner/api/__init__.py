@@ -1,0 +1,150 @@
+"""The Python API: what `planner memory`, `planner estimate` and `planner search` do, as functions that return the
+documents `--json` prints (typed pydantic models, render/documents.py). The command line is a thin layer over
+these functions.
+
+    from planner import estimate, search
+    best = search("llama3-70b", gpus=256, engine="torchtitan").plans[0]
+    doc = estimate("llama3-70b", gpus=256, tp=8, pp=4, zero=1, recompute="selective")
+    print(doc.tokens_per_s, doc.mfu, doc.uncertainty["tokens_per_s_rel"])
+
+Every function takes the model as a catalog name, a path (model YAML or Hugging Face config.json) or a
+`ModelSpec`; the hardware and the engine likewise (names, paths or profiles). Plan fields (`tp`, `pp`, `dp`,
+`cp`, `ep`, `vpp`, `sp`, `zero`, `recompute`, `micro_batch`, `global_batch`, `seq_len`, `precision`,
+`schedule`) and the engine's per-run settings (`optimizer`, `selective_policy`, `attention`, `tp_overlap`,
+`compile`, `grad_dtype`) are keyword arguments with the command line's names and defaults; `plan=` takes a
+`Plan`, a mapping of its fields or a plan file written by `search --save`. Bad input raises
+`planner.errors.PlannerError` with the message the command line prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from planner.api.resolve import Resolved, resolve_request
+from planner.cost.estimate import Estimate
+from planner.engine import Engine
+from planner.explore.results import SearchResult
+from planner.hardware import HardwareProfile
+from planner.io.catalog import load_engine, load_hardware, load_model
+from planner.plan import Plan
+from planner.render.documents import EstimateDoc, MemoryDoc, SearchDoc, estimate_doc, memory_doc, search_doc
+from planner.specs import ModelSpec
+
+__all__ = [
+    "Engine",
+    "EstimateDoc",
+    "HardwareProfile",
+    "MemoryDoc",
+    "ModelSpec",
+    "Plan",
+    "SearchDoc",
+    "estimate",
+    "load_engine",
+    "load_hardware",
+    "load_model",
+    "memory",
+    "resolve_request",
+    "run_estimate",
+    "run_search",
+    "search",
+]
+
+ModelArg = str | ModelSpec | None
+HardwareArg = str | HardwareProfile | None
+EngineArg = str | Engine | None
+
+
+def memory(
+    model: ModelArg = None,
+    *,
+    gpus: int | None = None,
+    hardware: HardwareArg = None,
+    engine: EngineArg = None,
+    plan: Plan | dict[str, Any] | str | None = None,
+    **settings: Any,
+) -> MemoryDoc:
+    """Per-GPU memory of one plan, per pipeline stage: `planner memory --json`."""
+    r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
+    return memory_doc(r.model, r.hardware, r.plan, r.coster.memory(r.plan), r.engine)
+
+
+def run_estimate(
+    r: Resolved,
+    *,
+    tokens: float | None = None,
+    mtbf_hours: float | None = None,
+    mtbf_per: str = "gpu",
+    checkpoint_bandwidth: float | None = None,
+) -> Estimate:
+    """The estimate of a resolved plan, with time to train and checkpointing when asked."""
+    return r.coster.estimate(
+        r.plan,
+        tokens=tokens,
+        mtbf_hours=mtbf_hours,
+        mtbf_per=mtbf_per,
+        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth,
+    )
+
+
+def estimate(
+    model: ModelArg = None,
+    *,
+    gpus: int | None = None,
+    hardware: HardwareArg = None,
+    engine: EngineArg = None,
+    plan: Plan | dict[str, Any] | str | None = None,
+    tokens: float | None = None,
+    mtbf_hours: float | None = None,
+    mtbf_per: str = "gpu",
+    checkpoint_bandwidth: float | None = None,
+    **settings: Any,
+) -> EstimateDoc:
+    """Step time in terms, throughput, MFU/HFU, their error bars and the memory of one plan: `planner
+    estimate --json`; with `tokens`, the time to train; with `mtbf_hours`, checkpoints and goodput."""
+    r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
+    est = run_estimate(
+        r, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per, checkpoint_bandwidth=checkpoint_bandwidth
+    )
+    return estimate_doc(est)
+
+
+def run_search(
+    model: ModelArg,
+    *,
+    gpus: int,
+    hardware: HardwareArg = None,
+    engine: str | Engine | list[str | Engine] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    keep_rejections: bool = False,
+    **options: Any,
+) -> tuple[SearchResult, bool]:
+    """(the search result, whether the global batch was the default) for `search` and the command line."""
+    from planner.api.searching import run
+
+    return run(
+        model=model,
+        gpus=gpus,
+        hardware=hardware,
+        engine=engine,
+        progress=progress,
+        keep_rejections=keep_rejections,
+        options=options,
+    )
+
+
+def search(
+    model: ModelArg,
+    *,
+    gpus: int,
+    hardware: HardwareArg = None,
+    engine: str | Engine | list[str | Engine] | None = None,
+    **options: Any,
+) -> SearchDoc:
+    """Every valid plan for `gpus` GPUs, ranked, and why the rest were rejected: `planner search --json`.
+
+    `engine` is one engine, a list, or "all"; `options` are the search's (`top`, `objective`, `exhaustive`,
+    `zero`, `recompute`, `micro_batches`, `schedule` as lists or comma strings, `max_tp`, ..., `mtbf_hours`)
+    plus the plan fields to fix and the engine's per-run settings."""
+    result, default_batch = run_search(model, gpus=gpus, hardware=hardware, engine=engine, **options)
+    return search_doc(result, default_batch)

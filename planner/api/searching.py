@@ -1,0 +1,106 @@
+"""`search` for the Python API and the command line: the engines, the model, the hardware and the search space
+from options (names or objects, comma lists or sequences), then the search pipeline (explore/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from planner.api.resolve import ENGINE_SETTINGS, choice, resolve_engine, resolve_engines
+from planner.engine import Engine
+from planner.errors import PlannerError
+from planner.explore.pipeline import Checkpointing, search_engines
+from planner.explore.results import SearchResult
+from planner.explore.space import DEFAULT_MAX_VPP, Space, choice_list, default_global_batch, int_list
+from planner.hardware import HardwareProfile
+from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
+from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES
+from planner.specs import ModelSpec, Precision
+
+DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
+SEARCH_OPTIONS = (
+    *DEGREES,
+    "zero",
+    "recompute",
+    "micro_batch",
+    "micro_batches",
+    "global_batch",
+    "seq_len",
+    "precision",
+    "schedule",
+    "objective",
+    "top",
+    "exhaustive",
+    "mtbf_hours",
+    "mtbf_per",
+    "checkpoint_bandwidth",
+    *ENGINE_SETTINGS,
+)
+
+
+def run(
+    *,
+    model: str | ModelSpec | None,
+    gpus: int | None,
+    hardware: str | HardwareProfile | None,
+    engine: str | Engine | list[str | Engine] | None,
+    progress: Callable[[int, int], None] | None,
+    keep_rejections: bool,
+    options: dict[str, Any],
+) -> tuple[SearchResult, bool]:
+    """(the result, whether the global batch was the default)."""
+    unknown = sorted(set(options) - set(SEARCH_OPTIONS))
+    if unknown:
+        raise PlannerError(f"unknown search option {', '.join(unknown)}; valid: {', '.join(SEARCH_OPTIONS)}")
+    if model is None:
+        raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`)")
+    if gpus is None:
+        raise PlannerError("no GPU count given: pass --gpus N")
+    o = {k: options.get(k) for k in SEARCH_OPTIONS}
+    choice("precision", o["precision"])
+    if o["micro_batch"] is not None and o["micro_batches"] is not None:
+        raise PlannerError("give --micro-batch B or --micro-batches LIST, not both")
+    overrides = {k: o[k] for k in ENGINE_SETTINGS}
+    engines = _engines(engine, overrides)
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
+    space = make_space(spec, gpus, o)
+    result = search_engines(
+        spec,
+        hw,
+        space,
+        engines,
+        objective=o["objective"] or "throughput",
+        top=10 if o["top"] is None else o["top"],
+        exhaustive=bool(o["exhaustive"]),
+        checkpointing=Checkpointing(o["mtbf_hours"], o["mtbf_per"] or "gpu", o["checkpoint_bandwidth"]),
+        progress=progress,
+        keep_rejections=keep_rejections,
+    )
+    return result, o["global_batch"] is None
+
+
+def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[str, Any]) -> list[Engine]:
+    if isinstance(engine, list):
+        return [resolve_engine(e, overrides) for e in engine]
+    if isinstance(engine, Engine):
+        return [resolve_engine(engine, overrides)]
+    return resolve_engines(engine, overrides)
+
+
+def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
+    """The search space of the options: fixed degrees, limits and the lists to search (checked here)."""
+    seq_len = o["seq_len"] or model.max_seq_len
+    mb = o["micro_batch"]
+    return Space(
+        gpus=gpus,
+        global_batch=o["global_batch"] or default_global_batch(seq_len),
+        seq_len=seq_len,
+        precision=cast(Precision, o["precision"] or "bf16"),
+        **{d: o[d] for d in DEGREES if d != "max_vpp"},
+        max_vpp=DEFAULT_MAX_VPP if o["max_vpp"] is None else o["max_vpp"],
+        zero=int_list("zero", o["zero"], low=min(ZERO_STAGES), high=max(ZERO_STAGES)) or ZERO_STAGES,
+        recompute=choice_list("recompute", o["recompute"], RECOMPUTES) or RECOMPUTES,
+        micro_batches=(mb,) if mb is not None else int_list("micro-batches", o["micro_batches"], low=1, high=MAX_BATCH),
+        schedules=choice_list("schedule", o["schedule"], SCHEDULES),
+    )
