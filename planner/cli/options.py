@@ -1,13 +1,18 @@
-"""The common command-line options, one name everywhere (DESIGN.md), as typer Annotated types.
-
-Command modules import these so every command spells --tp, --micro-batch, ... the same way.
+"""The command-line options, declared once (name, type, range, help) as typer Annotated types, and the groups of
+them that commands share (`with_options`): every command spells --tp, --micro-batch, ... the same way, with the
+same checks and help (DESIGN.md "Common options").
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+import os
 from collections.abc import Callable
-from typing import Annotated, Optional
+from dataclasses import dataclass
+from inspect import Parameter
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
@@ -134,3 +139,97 @@ CheckpointBwOpt = Annotated[
         help="checkpoint write bandwidth of the whole job, bytes/s (default: the profile's per node x nodes)",
     ),
 ]
+
+
+# ---- options declared once, shared by every command that takes them ---------------------------------------
+def _catalogs(value: list[str] | None) -> list[str] | None:
+    """--catalog DIR (repeatable): user catalogs searched before the shipped ones, set before anything loads."""
+    if value:
+        from planner.io.catalog import set_user_catalogs
+
+        missing = [d for d in value if not os.path.isdir(d)]
+        if missing:
+            raise typer.BadParameter(
+                f"{missing[0]!r} is not a directory; give a folder holding model_specs/, hardware_profiles/ "
+                "or engine_profiles/"
+            )
+        set_user_catalogs(value)
+    return value
+
+
+CatalogOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--catalog",
+        callback=_catalogs,
+        is_eager=True,
+        help="a folder of your own model_specs/, hardware_profiles/, engine_profiles/ (repeatable), searched "
+        "before PLANNER_CATALOG_PATH, ~/.config/planner and the shipped catalogs",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One shared option: the parameter name the command receives it by, its typer type and its default."""
+
+    name: str
+    annotation: Any
+    default: Any = None
+
+
+WHAT = (Opt("model", ModelOpt), Opt("hardware", HardwareOpt), Opt("engine", EngineOpt), Opt("gpus", GpusOpt))
+PLAN_FIELDS = (
+    Opt("tp", TpOpt), Opt("pp", PpOpt), Opt("dp", DpOpt), Opt("cp", CpOpt), Opt("ep", EpOpt), Opt("vpp", VppOpt),
+    Opt("sp", SpOpt), Opt("zero", ZeroOpt), Opt("recompute", RecomputeOpt), Opt("micro_batch", MicroBatchOpt),
+    Opt("global_batch", GlobalBatchOpt), Opt("seq_len", SeqLenOpt), Opt("precision", PrecisionOpt),
+    Opt("schedule", ScheduleOpt),
+)  # fmt: skip
+PLAN_FILE = (Opt("plan", PlanFileOpt),)
+ENGINE_SETTINGS = (
+    Opt("optimizer", OptimizerOpt), Opt("selective_policy", SelectivePolicyOpt), Opt("no_flash", NoFlashOpt, False),
+    Opt("tp_overlap", TpOverlapOpt), Opt("compile", CompileOpt), Opt("grad_dtype", GradDtypeOpt),
+)  # fmt: skip
+RUN = (
+    Opt("tokens", TokensOpt), Opt("mtbf_hours", MtbfOpt), Opt("mtbf_per", MtbfPerOpt, "gpu"),
+    Opt("checkpoint_bandwidth", CheckpointBwOpt),
+)  # fmt: skip
+CATALOG = (Opt("catalog", CatalogOpt),)
+
+
+def replaced(group: tuple[Opt, ...], **annotations: Any) -> tuple[Opt, ...]:
+    """The group with some options' types replaced (search takes comma lists where a plan takes one value)."""
+    return tuple(Opt(o.name, annotations.get(o.name, o.annotation), o.default) for o in group)
+
+
+def without(group: tuple[Opt, ...], *names: str) -> tuple[Opt, ...]:
+    return tuple(o for o in group if o.name not in names)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def with_options(*groups: tuple[Opt, ...]) -> Callable[[F], F]:
+    """A command whose first parameter, `opts: dict[str, Any]`, receives the shared options of `groups` by name;
+    its other parameters are its own options. typer sees one signature: the shared options, declared once here
+    (name, type, range, help), then the command's own."""
+
+    def deco(fn: F) -> F:
+        shared = [o for g in groups for o in g]
+        names = [o.name for o in shared]
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
+        kw = Parameter.KEYWORD_ONLY
+        params = [Parameter(o.name, kw, default=o.default, annotation=o.annotation) for o in shared]
+        params += [p.replace(kind=kw) for p in own]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            opts = {n: kwargs.pop(n) for n in names}
+            return fn(opts, **kwargs)
+
+        del command.__wrapped__  # typer must read the signature below, not fn's
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return deco

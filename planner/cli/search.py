@@ -7,43 +7,26 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional, TypeVar
+from typing import Annotated, Any, Optional
 
 import typer
 
 from planner.api.resolve import engine_overrides
 from planner.cli.options import (
-    CheckpointBwOpt,
-    CompileOpt,
-    CpOpt,
-    DpOpt,
+    CATALOG,
+    ENGINE_SETTINGS,
+    PLAN_FIELDS,
+    RUN,
+    WHAT,
     EnginesOpt,
-    EpOpt,
-    GlobalBatchOpt,
-    GpusOpt,
-    GradDtypeOpt,
-    HardwareOpt,
     JsonOpt,
-    MicroBatchOpt,
-    ModelOpt,
-    MtbfOpt,
-    MtbfPerOpt,
-    NoFlashOpt,
-    OptimizerOpt,
-    PpOpt,
-    PrecisionOpt,
-    SelectivePolicyOpt,
-    SeqLenOpt,
-    SpOpt,
-    TpOpt,
-    TpOverlapOpt,
-    VppOpt,
+    replaced,
+    with_options,
+    without,
 )
 from planner.errors import PlannerError
 from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
-
-T = TypeVar("T")
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
 RecomputeListOpt = Annotated[
@@ -99,26 +82,16 @@ def _check_plot(plot: str) -> None:
         raise PlannerError(f"--plot {plot!r}: the file name must end in .svg, .png or .pdf")
 
 
+@with_options(
+    CATALOG,
+    replaced(WHAT, engine=EnginesOpt),
+    replaced(PLAN_FIELDS, zero=ZeroListOpt, recompute=RecomputeListOpt, schedule=ScheduleListOpt),
+    without(RUN, "tokens"),
+    ENGINE_SETTINGS,
+)
 def search(
-    model: ModelOpt = None,  # type: ignore[assignment]
-    hardware: HardwareOpt = None,
-    engine: EnginesOpt = None,
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = None,
-    dp: DpOpt = None,
-    cp: CpOpt = None,
-    ep: EpOpt = None,
-    vpp: VppOpt = None,
-    sp: SpOpt = None,
-    zero: ZeroListOpt = None,
-    recompute: RecomputeListOpt = None,
-    micro_batch: MicroBatchOpt = None,
+    opts: dict[str, Any],
     micro_batches: MicroBatchesOpt = None,
-    global_batch: GlobalBatchOpt = None,
-    seq_len: SeqLenOpt = None,
-    precision: PrecisionOpt = None,
-    schedule: ScheduleListOpt = None,
     max_tp: MaxTpOpt = None,
     max_pp: MaxPpOpt = None,
     max_cp: MaxCpOpt = None,
@@ -126,15 +99,6 @@ def search(
     max_vpp: MaxVppOpt = 4,
     objective: ObjectiveOpt = "throughput",
     top: TopOpt = 10,
-    mtbf_hours: MtbfOpt = None,
-    mtbf_per: MtbfPerOpt = "gpu",
-    checkpoint_bandwidth: CheckpointBwOpt = None,
-    optimizer: OptimizerOpt = None,
-    selective_policy: SelectivePolicyOpt = None,
-    no_flash: NoFlashOpt = False,
-    tp_overlap: TpOverlapOpt = None,
-    compile: CompileOpt = None,
-    grad_dtype: GradDtypeOpt = None,
     save: SaveOpt = None,
     plot: PlotOpt = None,
     explain: ExplainOpt = None,
@@ -149,27 +113,27 @@ def search(
     from planner.render.progress import DelayedProgress
     from planner.render.ranking import print_explain, print_result
 
-    opts = dict(locals())
+    opts = {**opts, **locals()}
     explain_field = parse_explain(explain) if explain else None
     if plot:
         _check_plot(plot)
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
         result, gb_default = run_search(
-            model,
-            gpus=gpus,  # type: ignore[arg-type]
-            hardware=hardware,
-            engine=engine,
+            opts["model"],
+            gpus=opts["gpus"],
+            hardware=opts["hardware"],
+            engine=opts["engine"],
             progress=progress,
             keep_rejections=explain_field is not None,
             **{k: opts[k] for k in SEARCH_FLAGS},
             exhaustive=exhaustive or bool(plot),
-            attention="softmax" if no_flash else None,
+            attention="softmax" if opts["no_flash"] else None,
         )
     finally:
         progress.close()
     if save:
-        _save(save, result, model_ref=model, gpus=gpus, training=engine_overrides(opts))  # type: ignore[arg-type]
+        _save(save, result, model_ref=opts["model"], gpus=opts["gpus"], training=engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
 

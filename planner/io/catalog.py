@@ -12,6 +12,7 @@ import json
 import os
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -52,7 +53,7 @@ CATALOG_ENV = "PLANNER_CATALOG_PATH"  # user catalog folders, separated like PAT
 _user_dirs: list[Path] = []  # --catalog DIR, in the order given
 
 
-def set_user_catalogs(dirs: list[str | Path]) -> None:
+def set_user_catalogs(dirs: Sequence[str | Path]) -> None:
     """The folders `--catalog DIR` names: searched before PLANNER_CATALOG_PATH, the user config folder and the
     shipped catalogs. Each holds model_specs/, hardware_profiles/ and engine_profiles/ (any may be missing)."""
     for d in dirs:
