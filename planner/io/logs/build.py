@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from planner.errors import PlannerError
 from planner.io.logs.common import (
+    ANSI,
     DEFAULT_WARMUP,
     LogFacts,
     Selection,
@@ -47,6 +48,7 @@ SOFTWARE_KEYS = ("attention", "tp_overlap", "compile")
 
 def detect(text: str) -> str | None:
     """The log family the text is from, or None."""
+    text = ANSI.sub("", text)
     if any(ITERATION.search(line) for line in text.splitlines()) or NEMO_TIMING.search(text):
         return "megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron"
     if METRICS.search(text) and TPS.search(text):
