@@ -34,21 +34,27 @@ def plan_text(plan: dict[str, Any]) -> str:
 
 
 def _steps(r: IngestedRun) -> str:
+    left = sum(r.steps_left_out.values())
+    return f"{r.steps_used} / {left}"
+
+
+def _steps_note(r: IngestedRun) -> str:
+    span = f" (iterations {r.iterations[0]}-{r.iterations[1]})" if r.iterations else ""
     left = ", ".join(f"{n} {why}" for why, n in r.steps_left_out.items())
-    span = f" ({r.iterations[0]}-{r.iterations[1]})" if r.iterations and r.iterations[0] != r.iterations[1] else ""
-    return f"{r.steps_used}{span}" + (f" / {left}" if left else "")
+    return f"{r.steps_used} steps used{span}" + (f"; left out: {left}" if left else "")
 
 
 def _memory(m: dict[str, Any]) -> str:
     if not m.get("peak_memory_bytes"):
         return ""
-    return f"{fmt_bytes(m['peak_memory_bytes'])} {m.get('peak_memory_kind') or ''}".strip()
+    kind = {"max_reserved": "reserved", "max_allocated": "allocated"}.get(m.get("peak_memory_kind") or "", "")
+    return f"{fmt_bytes(m['peak_memory_bytes'])} {kind}".strip()
 
 
 def print_runs(console: Console, runs: list[IngestedRun], written: str | None) -> None:
     table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run", "engine", "plan", "steps used / left out", "step", "tokens/s/GPU", "peak memory"):
-        table.add_column(col, justify="right" if col in ("step", "tokens/s/GPU") else "left")
+    for col in ("run", "engine", "plan", "steps used / out", "step", "tokens/s/GPU", "peak memory"):
+        table.add_column(col, justify="left" if col in ("run", "engine", "plan") else "right", overflow="fold")
     for r in runs:
         m = r.measured
         table.add_row(
@@ -62,6 +68,7 @@ def print_runs(console: Console, runs: list[IngestedRun], written: str | None) -
         )
     console.print(table)
     for r in runs:
+        console.print(f"[dim]{escape(r.id)}: {escape(_steps_note(r))}[/]")
         for line in r.derived:
             console.print(f"[dim]{escape(r.id)}: {escape(line)}[/]")
         for line in r.assumed:
