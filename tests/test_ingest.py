@@ -191,6 +191,17 @@ def test_torchtitan_step_time_from_timestamps():
     assert r.measured["tflops_per_gpu"] == pytest.approx(339.59)
 
 
+def test_torchtitan_set_up_line_batch_and_sequence():
+    r = ingest("torchtitan_issue1232_pp_setup.log", gpus=16)
+    assert (r.plan["global_batch"], r.plan["seq_len"], r.plan["micro_batch"]) == (2, 4096, 2)
+    assert r.iterations == (4, 4)  # steps 1-3 are the warm-up
+    # tps is printed rounded ("tps: 8"): the timestamps of steps 3 and 4 give the step, 21:15:40,293 -> 21:16:41,533
+    assert r.measured["step_s"] == pytest.approx(61.240)
+    assert r.measured["peak_memory_bytes"] == round(42.78 * GiB)
+    assert r.measured["mfu"] == pytest.approx(0.0058)
+    assert any("local batch size" in a for a in r.assumed)
+
+
 def test_torchtitan_every_rank_logging_takes_the_slowest():
     r = ingest("torchtitan_pr2389_all_ranks.log", warmup=0)
     assert r.steps_used == 2  # eight lines, two steps

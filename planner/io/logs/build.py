@@ -61,21 +61,22 @@ def detect(text: str) -> str | None:
 
 
 def _derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[Any, str]:
-    """The step time when the lines print none: from throughput and batch, else from the timestamps."""
-    gb, seq = plan.get("global_batch"), plan.get("seq_len")
-    used = sel.used
+    """The step time when the lines print none, from the most precise source the log has: samples/s (printed
+    to full precision) and the batch; the lines' timestamps (ms); tokens/s per GPU (torchtitan rounds it to
+    an integer) with batch, sequence and GPUs; batches/s (Composer prints 4 decimals)."""
+    gb, seq, used = plan.get("global_batch"), plan.get("seq_len"), sel.used
     if gb and any(s.samples_per_s for s in used):
         value = median(gb / s.samples_per_s for s in used if s.samples_per_s)
         return value, f"step_s = global batch {gb} / samples per second (median over the steps used)"
+    value = timestamp_step_s(facts.steps, used)
+    if value is not None:
+        return value, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
     if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
         value = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
         return value, f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
     if any(s.batches_per_s for s in used):
         value = median(1 / s.batches_per_s for s in used if s.batches_per_s)
         return value, "step_s = 1 / batches per second (median over the steps used)"
-    value = timestamp_step_s(facts.steps, used)
-    if value is not None:
-        return value, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
     return None, "step_s: the log prints no step time, and neither a batch to divide its throughput by nor timestamps"
 
 
@@ -217,7 +218,8 @@ def _assemble(facts: LogFacts, *, source: str, warmup: int, model: Any, hardware
 def _read_from(facts: LogFacts, sel: Selection) -> list[str]:
     out = []
     if facts.config.get("read_from"):
-        out.append(f"plan and model from the log's {facts.config['read_from']}")
+        what = "plan and model" if facts.config.get("model") else "plan"
+        out.append(f"{what} from the log's {facts.config['read_from']}")
     if sel.used and facts.time_basis:
         out.append(f"median over {len(sel.used)} logged steps of '{facts.time_basis}'")
     return out

@@ -24,9 +24,11 @@ MFU = re.compile(r"mfu:\s*([\d.]+)%")
 # (torchtitan/distributed/parallel_dims.py); before: "Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]".
 MESH_NEW = re.compile(r"device mesh with parallelism: (.*)$")
 MESH_OLD = re.compile(r"Building \d-D device mesh with \[?\(?([^\]\)]*)\)?\]?,\s*\[([\d,\s]*)\]")
-# "Training starts at step 1, with local batch size 1, global batch size 8, sequence length 8192, ..." (train.py).
+# "Training starts at step 1, with local batch size 1, global batch size 8, [with gradient accumulation steps 2,]
+# sequence length 8192, ..." (torchtitan/train.py, 2024-25), later "Trainer is initialized with local batch size 2,
+# global batch size 2, sequence length 4096, ..." (torchtitan/trainer.py).
 START = re.compile(
-    r"local batch size (\d+), global batch size (\d+),(?: with gradient accumulation steps \d+,)?"
+    r"local batch size (\d+), global batch size (\d+),(?: with gradient accumulation steps (\d+),)?"
     r" sequence length (\d+)"
 )
 # "Model llama3 8B size: 8,030,261,248 total parameters" (torchtitan/trainer.py).
@@ -93,6 +95,14 @@ def _llama_model(label: str, args: dict[str, str]) -> dict[str, Any] | None:
     }
 
 
+def _micro_batch(start: re.Match[str] | None, pp: int | None) -> int | None:
+    """Sequences per forward-backward: the local batch over the gradient-accumulation steps; unknown with
+    pipelining (torchtitan splits the local batch into pipeline_parallel_microbatch_size pieces)."""
+    if start is None or (pp is not None and pp > 1):
+        return None
+    return int(start.group(1)) // int(start.group(3) or 1)
+
+
 def _plan(mesh: dict[str, int], start: re.Match[str] | None, text: str) -> dict[str, Any]:
     dp = mesh.get("dp", 1) * mesh.get("dp_replicate", 1) * mesh.get("dp_shard", 1) if mesh else None
     fsdp = "Applied FSDP" in text or "Applied HSDP" in text or mesh.get("dp_shard", 1) > 1
@@ -114,12 +124,21 @@ def _plan(mesh: dict[str, int], start: re.Match[str] | None, text: str) -> dict[
         # FSDP2 reshards after forward (ZeRO-3) unless pipelining, where torchtitan keeps parameters (ZeRO-2)
         "zero": (3 if (pp or 1) == 1 else 2) if fsdp else (0 if mesh else None),
         "recompute": recompute,
-        "micro_batch": int(start.group(1)) if start else None,
+        "micro_batch": _micro_batch(start, pp),
         "global_batch": int(start.group(2)) if start else None,
-        "seq_len": int(start.group(3)) if start else None,
+        "seq_len": int(start.group(4)) if start else None,
         "precision": "fp8" if "Float8 training active" in text else ("bf16" if set_up else None),
-        "schedule": "1f1b" if (pp or 1) == 1 else None,
+        "schedule": "1f1b" if pp == 1 else None,
     }
+
+
+def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
+    notes = []
+    if plan["precision"] == "bf16":
+        notes.append("precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)")
+    if plan["micro_batch"] is not None and not mesh:
+        notes.append("micro_batch: torchtitan's local batch size (no device-mesh line says if pipelining splits it)")
+    return notes
 
 
 def read_torchtitan(text: str) -> LogFacts:
@@ -152,8 +171,6 @@ def read_torchtitan(text: str) -> LogFacts:
         "model_label": label,
         "software": {"compile": True if "with torch.compile" in clean else None},
         "read_from": "set-up lines" if mesh or start else None,
-        "assumed": ["precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)"]
-        if plan["precision"] == "bf16"
-        else [],
+        "assumed": _assumed(plan, mesh),
     }
     return facts
