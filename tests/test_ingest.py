@@ -202,6 +202,22 @@ def test_torchtitan_set_up_line_batch_and_sequence():
     assert any("local batch size" in a for a in r.assumed)
 
 
+def test_torchtitan_model_arguments_and_features_from_set_up_lines():
+    from planner.io.logs.torchtitan import read_torchtitan
+
+    text = (LOGS / "torchtitan_pr1625_setup_only.log").read_text()
+    config = read_torchtitan(text).config
+    m = config["model"]
+    # Llama 3 8B: FFN = 1024 * ceil(int(1.3 * int(2 * 4 * 4096 / 3)) / 1024) = 14336 (llama3 model.py FeedForward)
+    assert (m["num_layers"], m["hidden_size"], m["num_kv_heads"], m["ffn_hidden_size"]) == (32, 4096, 8, 14336)
+    assert (m["vocab_size"], m["max_seq_len"], m["name"]) == (128256, 8192, "llama3-8b")
+    assert config["plan"]["recompute"] == "selective"
+    with pytest.raises(PlannerError, match="setup-only: no step time or throughput"):
+        read_log(text, source="setup-only", engine="torchtitan")
+    with pytest.raises(PlannerError, match="setup-only: not a training log"):  # nothing to detect it by
+        read_log(text, source="setup-only")
+
+
 def test_torchtitan_every_rank_logging_takes_the_slowest():
     r = ingest("torchtitan_pr2389_all_ranks.log", warmup=0)
     assert r.steps_used == 2  # eight lines, two steps
@@ -277,6 +293,13 @@ def test_ranks_interleaved_by_launcher_prefix():
     assert r.measured["tokens_per_s_per_gpu"] == statistics.median(
         [6282, 6334, 6313, 6282, 6322, 6309, 6272, 6304]
     )  # the slower rank of each step
+
+
+@pytest.mark.parametrize("prefix", ["0: ", "[default3]:", "[rank12]:", "stdout: ", "worker-0: "])
+def test_launcher_prefixes(prefix):
+    line = (LOGS / "megatron_lm_issue756_mixtral.log").read_text().splitlines()[0]
+    r = read_log(prefix + line, source="prefixed", warmup=0)
+    assert r.iterations == (43, 43) and r.measured["step_s"] == pytest.approx(5.4449)
 
 
 def test_steady_state_rules_on_interval_lines():

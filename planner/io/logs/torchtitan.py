@@ -92,6 +92,7 @@ def _llama_model(label: str, args: dict[str, str]) -> dict[str, Any] | None:
         "tied_embeddings": False,
         "position_embedding": "rope",
         "norm": "rmsnorm",
+        "model_max_seq_len": int(args["max_seq_len"]) if args.get("max_seq_len", "").isdigit() else None,
     }
 
 
@@ -160,17 +161,21 @@ def read_torchtitan(text: str) -> LogFacts:
     clean = "\n".join(line for _, _, line in rows)
     start = START.search(clean)
     plan = _plan(mesh, start, clean)
-    if model is not None and plan["seq_len"]:
-        model["max_seq_len"] = plan["seq_len"]
+    notes = _assumed(plan, mesh)
+    if model is not None:
+        model["max_seq_len"] = plan["seq_len"] or model.pop("model_max_seq_len", None)
+        if not plan["seq_len"] and model["max_seq_len"]:
+            notes.append(f"model.max_seq_len: {model['max_seq_len']}, ModelArgs' (no line states the sequence length)")
+        model.pop("model_max_seq_len", None)
     facts.events = events_in(rows)
     facts.config = {
         "plan": plan,
         "gpus": None,
-        "model": model if model and "max_seq_len" in model else None,
+        "model": model if model and model["max_seq_len"] else None,
         "model_missing": [],
         "model_label": label,
         "software": {"compile": True if "with torch.compile" in clean else None},
         "read_from": "set-up lines" if mesh or start else None,
-        "assumed": _assumed(plan, mesh),
+        "assumed": notes,
     }
     return facts
