@@ -35,6 +35,7 @@ COMMANDS = {
     "launch": ("planner.cli.launch", "launch"),
     "validate": ("planner.cli.fit", "validate"),
     "calibrate": ("planner.cli.fit", "calibrate"),
+    "ingest": ("planner.cli.ingest", "ingest"),
     "bench-hardware": ("planner.cli.bench", "bench_hardware"),
 }
 GROUPS = {

@@ -1,0 +1,89 @@
+"""`planner ingest`: training logs in, runs-file entries out (a table, --json, or -o runs.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from planner.cli.options import GpusOpt, JsonOpt, nonempty
+from planner.errors import PlannerError
+from planner.io.logs import DEFAULT_WARMUP, ENGINES
+from planner.render.console import emit_json, out
+
+MAX_WARMUP = 1_000_000
+
+
+def _read(path: str) -> str:
+    """The log's text; PlannerError for a missing file, a folder, or bytes that are not text."""
+    from planner.io.files import read_text
+
+    if Path(path).is_dir():
+        raise PlannerError(f"{path}: is a folder, not a log file")
+    text = read_text(path)
+    if "\x00" in text:
+        raise PlannerError(f"{path}: not a text file (it contains NUL bytes); give a training log")
+    return text
+
+
+def _hardware_name(arg: str) -> str:
+    """The catalog name of --hardware (aliases resolved), or the path as given for a profile file."""
+    from planner.io.catalog import load_hardware
+
+    profile = load_hardware(arg)
+    return arg if arg.endswith((".yaml", ".yml")) or "/" in arg else profile.name
+
+
+def ingest(
+    logs: Annotated[
+        list[str],
+        typer.Argument(
+            help="training log files (Megatron-LM/NeMo/Megatron-Bridge, "
+            "Megatron-DeepSpeed, DeepSpeed, torchtitan, llm-foundry)"
+        ),
+    ],
+    engine: Annotated[
+        str, typer.Option("--engine", help=f"auto | {' | '.join(ENGINES)} (default: detected from the text)")
+    ] = "auto",
+    as_json: JsonOpt = False,
+    output: Annotated[
+        Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML) here")
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", "-m", callback=nonempty, help="the model when the log does not state its shape"),
+    ] = None,
+    hardware: Annotated[
+        Optional[str], typer.Option("--hardware", callback=nonempty, help="the GPU profile the run used")
+    ] = None,
+    gpus: GpusOpt = None,
+    warmup: Annotated[
+        int,
+        typer.Option("--warmup", min=0, max=MAX_WARMUP, help="first iterations left out as warm-up"),
+    ] = DEFAULT_WARMUP,
+) -> None:
+    """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
+    with the plan, model and precision the log states, and what had to be assumed."""
+    from planner.io.catalog import load_model
+    from planner.io.logs import read_log, runs_yaml, unique_ids
+
+    if engine not in ("auto", *ENGINES):
+        raise PlannerError(f"--engine {engine!r} is not one of auto, {', '.join(ENGINES)}")
+    spec = load_model(model) if model else None
+    hw = _hardware_name(hardware) if hardware else None
+    runs = unique_ids(
+        [read_log(_read(p), engine=engine, source=p, warmup=warmup, model=spec, hardware=hw, gpus=gpus) for p in logs]
+    )
+    if output:
+        from planner.io.files import write_text_atomic
+
+        write_text_atomic(output, runs_yaml(runs), what="runs file")
+    if as_json:
+        from planner.render.ingest import ingest_json
+
+        emit_json(ingest_json(runs))
+    else:
+        from planner.render.ingest import print_runs
+
+        print_runs(out, runs, output)

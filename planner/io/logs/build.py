@@ -1,0 +1,225 @@
+"""`read_log`: a training log's text in, one `IngestedRun` out. Detects the family, reads it with the family's
+parser, keeps the steady state, derives what the log does not print, and fills the rest from the options."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from planner.errors import PlannerError
+from planner.io.logs.common import (
+    ANSI,
+    DEFAULT_WARMUP,
+    LogFacts,
+    Selection,
+    mark_events,
+    median,
+    merge_ranks,
+    steady,
+    timestamp_step_s,
+)
+from planner.io.logs.composer import HEADER, read_composer
+from planner.io.logs.deepspeed import PIPE, THROUGHPUT, read_deepspeed
+from planner.io.logs.megatron import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
+from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
+from planner.io.logs.torchtitan import METRICS, TPS, read_torchtitan
+from planner.specs import ModelSpec
+
+ENGINES = ("megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry")
+READERS: dict[str, Callable[[str], LogFacts]] = {
+    "megatron": read_megatron,
+    "megatron-deepspeed": read_megatron,
+    "torchtitan": read_torchtitan,
+    "deepspeed": read_deepspeed,
+    "llm-foundry": read_composer,
+}
+EXPECTED = {
+    "megatron": "Megatron 'iteration N/M | ... elapsed time per iteration (ms)' or NeMo 'train_step_timing in s'",
+    "megatron-deepspeed": "Megatron-DeepSpeed 'iteration N/M | ... elapsed time per iteration (ms|s)'",
+    "torchtitan": "torchtitan 'step: N  loss: ...  tps: ...'",
+    "deepspeed": "DeepSpeed 'SamplesPerSec=' or 'steps: N loss: ... iter time (s)'",
+    "llm-foundry": "Composer '[batch=N/M]:' blocks with 'Train throughput/...'",
+}
+SOFTWARE_KEYS = ("attention", "tp_overlap", "compile")
+
+
+def detect(text: str) -> str | None:
+    """The log family the text is from, or None."""
+    text = ANSI.sub("", text)
+    if any(ITERATION.search(line) for line in text.splitlines()) or NEMO_TIMING.search(text):
+        return "megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron"
+    if METRICS.search(text) and TPS.search(text):
+        return "torchtitan"
+    if re.search(r"Train (throughput|time|memory)/", text) or any(HEADER.match(x) for x in text.splitlines()):
+        return "llm-foundry"
+    if THROUGHPUT.search(text) or PIPE.search(text):
+        return "deepspeed"
+    return None
+
+
+def _derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[Any, str]:
+    """The step time when the lines print none, from the most precise source the log has: samples/s (printed
+    to full precision) and the batch; the lines' timestamps (ms); tokens/s per GPU (torchtitan rounds it to
+    an integer) with batch, sequence and GPUs; batches/s (Composer prints 4 decimals)."""
+    gb, seq, used = plan.get("global_batch"), plan.get("seq_len"), sel.used
+    if gb and any(s.samples_per_s for s in used):
+        value = median(gb / s.samples_per_s for s in used if s.samples_per_s)
+        return value, f"step_s = global batch {gb} / samples per second (median over the steps used)"
+    value = timestamp_step_s(facts.steps, used)
+    if value is not None:
+        return value, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
+    if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
+        value = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
+        return value, f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
+    if any(s.batches_per_s for s in used):
+        value = median(1 / s.batches_per_s for s in used if s.batches_per_s)
+        return value, "step_s = 1 / batches per second (median over the steps used)"
+    return None, "step_s: the log prints no step time, and neither a batch to divide its throughput by nor timestamps"
+
+
+def _measured(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[dict, list[str]]:
+    derived: list[str] = []
+    step_s = median(s.step_s for s in sel.used)
+    if step_s is None:
+        step_s, how = _derive_step_s(sel, facts, plan, gpus)
+        derived.append(how)
+    tokens = median(s.tokens_per_s_per_gpu for s in sel.used)
+    gb, seq = plan.get("global_batch"), plan.get("seq_len")
+    if tokens is None and step_s and gb and seq and gpus:
+        tokens = gb * seq / (step_s * gpus)
+        derived.append(f"tokens_per_s_per_gpu = global batch {gb} x seq_len {seq} / (step_s x {gpus} GPUs)")
+    peak = max(facts.memory, key=lambda m: m.peak_bytes, default=None)
+    measured = {
+        "step_s": step_s,
+        "tokens_per_s_per_gpu": tokens,
+        "peak_memory_bytes": round(peak.peak_bytes) if peak else None,
+        "peak_memory_kind": peak.kind if peak else None,
+        "mfu": median(s.mfu for s in sel.used),
+        "tflops_per_gpu": median(s.tflops_per_gpu for s in sel.used),
+    }
+    if peak and peak.allocated_bytes:
+        measured["peak_allocated_bytes"] = round(max(m.allocated_bytes or 0 for m in facts.memory))
+    return measured, derived
+
+
+def _select(facts: LogFacts, warmup: int) -> tuple[Selection, list[str]]:
+    steps = mark_events(facts.steps, facts.events)
+    notes = []
+    if facts.config.get("cumulative"):
+        last = merge_ranks(steps)[-1]
+        notes.append(
+            "DeepSpeed's SamplesPerSec is a running average since its start_step=2 (deepspeed/utils/"
+            "timer.py): the last one is used, and --warmup does not apply"
+        )
+        return Selection([last], {}), notes
+    sel = steady(steps, warmup=warmup)
+    if sel.warmup_fallback:
+        notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
+    if len(merge_ranks(steps)) < len(steps):
+        notes.append("several lines per step (ranks): each step's slowest time and lowest throughput are used")
+    return sel, notes
+
+
+def _model(facts: LogFacts, option: ModelSpec | None, seq_len: int | None, rid: str) -> tuple[Any, list[str]]:
+    config, notes = facts.config, []
+    model = config.get("model")
+    if model is not None:
+        model = {"name": config.get("model_label") or f"{rid}-model", **model}
+        if option is not None:
+            notes.append(f"--model {option.name} not used: the log states the model's shape")
+        try:
+            ModelSpec(**model)
+        except ValidationError as e:
+            notes.append(f"model: the shape the log states is not a valid model ({e.errors()[0]['msg']})")
+            model = None
+    if model is None and option is not None:
+        model = option.model_dump(mode="json", exclude_none=True, exclude={"aliases", "params"})
+        if seq_len and model.get("max_seq_len") != seq_len:
+            model["max_seq_len"] = seq_len
+            notes.append(f"model.max_seq_len: {seq_len}, the sequence length the run trains at")
+    if model is None:
+        lacking = config.get("model_missing")
+        detail = f" (its configuration lacks {', '.join(lacking)})" if lacking else ""
+        notes.append(f"model: the log does not state the model's shape{detail}; give --model")
+    return model, notes
+
+
+def _gpus(facts: LogFacts, plan: dict[str, Any], option: int | None) -> tuple[int | None, list[str]]:
+    """The GPU count: the log's, else from its degrees, else --gpus; dp from the count when the log lacks it."""
+    gpus, notes = facts.config.get("gpus"), []
+    tp, pp, cp = (plan.get(k) for k in ("tp", "pp", "cp"))
+    model_parallel = tp * pp * cp if tp and pp and cp else None
+    if gpus is None and plan.get("dp") and model_parallel:
+        gpus = plan["dp"] * model_parallel
+    if gpus is not None and option is not None and option != gpus:
+        notes.append(f"--gpus {option} not used: the log says {gpus}")
+    gpus = gpus or option
+    if plan.get("dp") is None and gpus and model_parallel and gpus % model_parallel == 0:
+        plan["dp"] = gpus // model_parallel
+    if gpus is None:
+        notes.append("gpus: not in the log; give --gpus")
+    return gpus, notes
+
+
+def read_log(
+    text: str,
+    *,
+    engine: str = "auto",
+    source: str = "<text>",
+    warmup: int = DEFAULT_WARMUP,
+    model: ModelSpec | None = None,
+    hardware: str | None = None,
+    gpus: int | None = None,
+) -> IngestedRun:
+    """The run a training log describes. PlannerError when the text is no known log or prints no step."""
+    family = detect(text) if engine == "auto" else engine
+    if family not in READERS:
+        expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
+        raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")
+    facts = READERS[family](text)
+    if engine != "auto":
+        facts.engine = engine
+    if not facts.steps:
+        raise PlannerError(f"{source}: no step time or throughput in it (expected {EXPECTED[facts.engine]})")
+    return _assemble(facts, source=source, warmup=warmup, model=model, hardware=hardware, gpus=gpus)
+
+
+def _assemble(facts: LogFacts, *, source: str, warmup: int, model: Any, hardware: Any, gpus: Any) -> IngestedRun:
+    rid = run_id(source)
+    plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
+    n_gpus, gpu_notes = _gpus(facts, plan, gpus)
+    sel, select_notes = _select(facts, warmup)
+    measured, derived = _measured(sel, facts, plan, n_gpus)
+    spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
+    unknown = [k for k in PLAN_FIELDS if plan[k] is None]
+    assumed = [*model_notes, *gpu_notes, *facts.config.get("assumed", [])]
+    if hardware is None:
+        assumed.append("hardware: not in the log; give --hardware")
+    if unknown:
+        assumed.append(f"plan: the log does not state {', '.join(unknown)} (null)")
+    if facts.config.get("overflow_skipped"):
+        assumed.append(
+            f"DeepSpeed skipped {facts.config['overflow_skipped']} steps (loss-scale overflow); its "
+            "throughput lines do not say which, so they are kept"
+        )
+    software = {"engine": facts.engine}
+    software.update({k: v for k, v in facts.config.get("software", {}).items() if k in SOFTWARE_KEYS and v is not None})
+    return IngestedRun(
+        id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,
+        assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *derived], model=spec,
+        hardware=hardware, gpus=n_gpus, steps_used=len(sel.used), steps_left_out=sel.left_out,
+        iterations=(sel.used[0].step, sel.used[-1].step) if sel.used else None,
+    )  # fmt: skip
+
+
+def _read_from(facts: LogFacts, sel: Selection) -> list[str]:
+    out = []
+    if facts.config.get("read_from"):
+        what = "plan and model" if facts.config.get("model") else "plan"
+        out.append(f"{what} from the log's {facts.config['read_from']}")
+    if sel.used and facts.time_basis:
+        out.append(f"median over {len(sel.used)} logged steps of '{facts.time_basis}'")
+    return out

@@ -1,0 +1,224 @@
+"""What every log family shares: cleaning the text, the records a parser returns, and the steady state.
+
+A parser (one module per family) turns a log's text into `LogFacts`: the step lines it found (`Step`), the
+memory readings, the configuration the log printed, and the events (checkpoint saves, evaluations) that
+inflate the next step's time. `steady` then leaves out the warm-up, skipped iterations and the steps an event
+preceded, and merges the lines that several ranks printed for the same step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import statistics
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+# The default warm-up, in iterations: DeepSpeed's ThroughputTimer leaves out its first 2 steps
+# (deepspeed/utils/timer.py, `start_step=2`) and Megatron-Core warms CUDA graphs for 3
+# (megatron/core/transformer/transformer_config.py, `cuda_graph_warmup_steps: int = 3`); the first iteration
+# also carries NCCL set-up and kernel autotuning, the first optimizer step allocates the optimizer states
+# (Megatron reports memory after iteration 2 for that reason, megatron/training/training.py). 3 covers both.
+DEFAULT_WARMUP = 3
+
+# Colour codes: ESC [ ... m (torchtitan's metrics line is coloured, torchtitan/components/metrics.py), and the
+# same codes whose ESC byte was lost when the log was pasted into an issue ("[31mstep: 1").
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9]{1,3}(?:;[0-9]{1,3})*m")
+# Launcher prefixes that name the rank: torchrun --tee / --local-ranks-filter writes "[rank3]:" or "[default3]:"
+# (torch/distributed/elastic/multiprocessing, log_line_prefix "[{role}{rank}]:"), srun --label writes "3: ".
+RANK_PREFIX = re.compile(r"^(?:\S+ )?\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): ")
+TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[,.](\d{1,6}))?")
+# Events after which the next step's time includes more than training. Checkpoints: "saving checkpoint at
+# iteration" (megatron/training/checkpointing.py, Megatron-DeepSpeed megatron/checkpointing.py), "Saving the
+# checkpoint." (torchtitan/components/checkpointer/dcp.py), "Scheduled async checkpoint save" (NeMo
+# lightning model_checkpoint.py), "Saving model checkpoint" (deepspeed/runtime/engine.py).
+CHECKPOINT = re.compile(r"(?i)\bsav(?:e|ing)\b[^|]{0,20}\bcheckpoint|checkpoint save|save-checkpoint")
+# Evaluations: "validation loss at" (megatron/training/training.py evaluate_and_print_results), "Validation:
+# iteration" (nemo/lightning/pytorch/callbacks/progress_printer.py), "validate step:" (torchtitan
+# components/metrics.py log_validation), "[Eval batch=" (composer/loggers/console_logger.py).
+EVALUATION = re.compile(r"validation loss at|Validation: iteration|validate step:|\[Eval batch=")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step line (or the lines one rank printed for one step): what it says, SI units, null if not said.
+
+    `step` is the last iteration the line covers (Megatron and torchtitan average over the iterations since
+    the previous line); `samples_per_s` is for the whole job; `after` names an event between the previous
+    step line and this one."""
+
+    step: int
+    line: int
+    rank: int | None = None
+    step_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    samples_per_s: float | None = None
+    batches_per_s: float | None = None
+    tflops_per_gpu: float | None = None
+    mfu: float | None = None
+    skipped: int = 0
+    time_s: float | None = None
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A peak-memory reading in bytes, and what kind of peak it is (max_allocated, max_reserved)."""
+
+    peak_bytes: float
+    kind: str
+    rank: int | None = None
+    allocated_bytes: float | None = None
+
+
+@dataclass
+class LogFacts:
+    """What a parser read from one log."""
+
+    engine: str
+    steps: list[Step] = field(default_factory=list)
+    memory: list[Memory] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[int, str]] = field(default_factory=list)
+    time_basis: str = ""  # how a step line states its time, e.g. "elapsed time per iteration (ms)"
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The steps the median is taken over, one per step number, and how many were left out, by reason."""
+
+    used: list[Step]
+    left_out: dict[str, int]
+    warmup_fallback: bool = False
+
+
+def clean_lines(text: str) -> Iterator[tuple[int, int | None, str]]:
+    """(line number, rank or None, text without colour codes or the launcher's rank prefix), CR and CRLF
+    both ending a line (progress bars redraw with a bare CR)."""
+    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
+        line = ANSI.sub("", raw)
+        m = RANK_PREFIX.match(line)
+        rank = None
+        if m:
+            rank = int(m.group(1) or m.group(2))
+            line = line[m.end() :]
+        yield number, rank, line
+
+
+def number(text: str) -> float:
+    """A printed number with thousands separators ("6,123", "8_000") as a float."""
+    return float(text.replace(",", "").replace("_", ""))
+
+
+def timestamp_s(line: str) -> float | None:
+    """The first date-time in the line ("2025-06-16 22:30:50,322"), as seconds since the epoch (UTC assumed)."""
+    m = TIMESTAMP.search(line)
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+    frac = float("0." + m.group(7)) if m.group(7) else 0.0
+    return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp() + frac
+
+
+def events_in(lines: Iterable[tuple[int, int | None, str]]) -> list[tuple[int, str]]:
+    """Line numbers of checkpoint saves and evaluations."""
+    found = []
+    for number_, _, line in lines:
+        if CHECKPOINT.search(line):
+            found.append((number_, "checkpoint"))
+        elif EVALUATION.search(line):
+            found.append((number_, "evaluation"))
+    return found
+
+
+def mark_events(steps: list[Step], events: list[tuple[int, str]]) -> list[Step]:
+    """Each step with `after` set when an event line lies between the previous step line and its own."""
+    ordered = sorted(steps, key=lambda s: s.line)
+    out, pending = [], sorted(events)
+    previous_line = ordered[0].line if ordered else 0  # events before the first step (set-up) flag nothing
+    for s in ordered:
+        hit = next((kind for line, kind in pending if previous_line < line < s.line), None)
+        out.append(replace(s, after=hit) if hit else s)
+        previous_line = s.line
+    return out
+
+
+def _merge(group: list[Step]) -> Step:
+    """The lines several ranks printed for one step: the slowest rank's time (a synchronous step ends when
+    the last rank does), the lowest throughput, any skip or event."""
+
+    def worst(values: list[float | None], pick: Any) -> float | None:
+        present = [v for v in values if v is not None]
+        return pick(present) if present else None
+
+    return replace(
+        group[0],
+        rank=None if len(group) > 1 else group[0].rank,
+        step_s=worst([s.step_s for s in group], max),
+        tokens_per_s_per_gpu=worst([s.tokens_per_s_per_gpu for s in group], min),
+        samples_per_s=worst([s.samples_per_s for s in group], min),
+        batches_per_s=worst([s.batches_per_s for s in group], min),
+        tflops_per_gpu=worst([s.tflops_per_gpu for s in group], min),
+        mfu=worst([s.mfu for s in group], min),
+        skipped=max(s.skipped for s in group),
+        time_s=worst([s.time_s for s in group], max),
+        after=next((s.after for s in group if s.after), None),
+    )
+
+
+def merge_ranks(steps: list[Step]) -> list[Step]:
+    """One step per step number, in step order."""
+    groups: dict[int, list[Step]] = {}
+    for s in steps:
+        groups.setdefault(s.step, []).append(s)
+    return [_merge(groups[k]) for k in sorted(groups)]
+
+
+def steady(steps: list[Step], *, warmup: int) -> Selection:
+    """The steady-state steps: a line is left out when the iterations it covers (since the previous line)
+    reach into the first `warmup` iterations the log shows, when it counts skipped iterations, or when a
+    checkpoint save or an evaluation came before it. With nothing left, the warm-up is kept (and said)."""
+    merged = merge_ranks(steps)
+    if not merged:
+        return Selection([], {})
+    gap = merged[1].step - merged[0].step if len(merged) > 1 else merged[0].step
+    start = max(merged[0].step - gap, 0)
+    left_out = {"warm-up": 0, "skipped": 0, "checkpoint": 0, "evaluation": 0}
+    used, rest = [], []
+    previous = start
+    for s in merged:
+        reason = "skipped" if s.skipped else s.after
+        if reason:
+            left_out[reason] += 1
+        elif previous < start + warmup:
+            left_out["warm-up"] += 1
+            rest.append(s)
+        else:
+            used.append(s)
+        previous = s.step
+    counts = {k: v for k, v in left_out.items() if v}
+    if used or not rest:
+        return Selection(used, counts)
+    counts.pop("warm-up", None)
+    return Selection(rest, counts, warmup_fallback=True)
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def timestamp_step_s(steps: list[Step], used: list[Step]) -> float | None:
+    """From the lines' timestamps: (time since the previous step line) / (steps since it), for each used step
+    (so an interval never spans a step that was left out), and the median of those."""
+    merged = merge_ranks(steps)
+    wanted = {s.step for s in used}
+    per_step = [
+        (b.time_s - a.time_s) / (b.step - a.step)
+        for a, b in itertools.pairwise(merged)
+        if b.step in wanted and a.time_s is not None and b.time_s is not None and b.time_s > a.time_s
+    ]
+    return statistics.median(per_step) if per_step else None

@@ -1,0 +1,104 @@
+"""llm-foundry / Composer logs: the console logger's blocks of "Train <metric>: <value>" lines after each
+"[batch=N/M]:" header, the Config block Composer prints, and the YAML config llm-foundry's train.py prints."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from planner.io.logs.common import LogFacts, Memory, Step, clean_lines, events_in, number
+from planner.units import GB
+
+# "[epoch=1][batch=5/5]:" or "[batch=10/100]:" (composer/loggers/console_logger.py _get_progress_string), then
+# one "\t Train <name>: <value>" line per metric (log_to_console), values formatted to 4 decimals.
+HEADER = re.compile(r"^\s*(?:\[epoch=\d+\])?\[batch=(\d+)(?:/\d+)?\]:?")
+METRIC = re.compile(r"\bTrain ([\w/\-.]+): ([-\d.eE+]+)\b")
+# The speed monitor (composer/callbacks/speed_monitor.py) averages over a window of batches:
+# throughput/batches_per_sec, throughput/samples_per_sec (whole job), throughput/device/tokens_per_sec (per GPU),
+# throughput/device/mfu. The memory monitor (composer/callbacks/memory_monitor.py) reports
+# memory/peak_reserved_mem in gigabytes (bytes / 1.0e9).
+# "num_gpus_per_node: 8" and "num_nodes: 2" in the Config block Composer prints (composer/trainer/trainer.py);
+# llm-foundry's train.py prints its YAML: max_seq_len, global_train_batch_size, device_train_microbatch_size,
+# precision, fsdp_config.sharding_strategy and activation_checkpointing (scripts/train/yamls).
+YAML = re.compile(
+    r"^(\s*)(num_gpus_per_node|num_nodes|max_seq_len|global_train_batch_size|"
+    r"device_train_microbatch_size|precision|sharding_strategy|activation_checkpointing): (\S+)\s*$"
+)
+PRECISION = {"amp_bf16": "bf16", "amp_fp16": "fp16", "amp_fp8": "fp8", "fp32": "fp32"}
+SHARDING = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3, "_HYBRID_SHARD_ZERO2": 2}
+
+
+def _step(batch: int, line: int, metrics: dict[str, float]) -> Step:
+    return Step(
+        step=batch,
+        line=line,
+        batches_per_s=metrics.get("throughput/batches_per_sec"),
+        samples_per_s=metrics.get("throughput/samples_per_sec"),
+        tokens_per_s_per_gpu=metrics.get("throughput/device/tokens_per_sec"),
+        mfu=metrics.get("throughput/device/mfu"),
+    )
+
+
+def _config(yaml: dict[str, str], samples_per_batch: int | None) -> dict[str, Any]:
+    def integer(key: str) -> int | None:
+        return int(yaml[key]) if yaml.get(key, "").isdigit() else None
+
+    nodes, per_node = integer("num_nodes"), integer("num_gpus_per_node")
+    gpus = nodes * per_node if nodes and per_node else None
+    checkpointing = yaml.get("activation_checkpointing")
+    plan = {
+        "dp": gpus,
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "vpp": 1,
+        "sp": False,
+        "zero": SHARDING.get(yaml.get("sharding_strategy", "")),
+        "recompute": {"true": "full", "True": "full", "false": "none", "False": "none"}.get(checkpointing or ""),
+        "micro_batch": integer("device_train_microbatch_size"),
+        "global_batch": integer("global_train_batch_size") or samples_per_batch,
+        "seq_len": integer("max_seq_len"),
+        "precision": PRECISION.get(yaml.get("precision", "")),
+        "schedule": "1f1b",
+    }
+    return {
+        "plan": plan,
+        "gpus": gpus,
+        "model": None,
+        "model_missing": [],
+        "software": {},
+        "read_from": "printed configuration" if yaml else None,
+        "assumed": ["tp, pp, cp, ep: 1 (llm-foundry trains with FSDP data parallelism only)"],
+    }
+
+
+def read_composer(text: str) -> LogFacts:
+    rows = list(clean_lines(text))
+    facts = LogFacts(engine="llm-foundry", time_basis="throughput/batches_per_sec")
+    yaml: dict[str, str] = {}
+    batch: int | None = None
+    header_line, metrics = 0, dict[str, float]()
+    samples_per_batch: int | None = None
+
+    def close() -> None:
+        if batch is not None and metrics:
+            facts.steps.append(_step(batch, header_line, metrics))
+            if "memory/peak_reserved_mem" in metrics:
+                facts.memory.append(Memory(metrics["memory/peak_reserved_mem"] * GB, "max_reserved"))
+
+    for number_, _, line in rows:
+        if h := HEADER.match(line):
+            close()
+            batch, header_line, metrics = int(h.group(1)), number_, {}
+        for name, value in METRIC.findall(line):
+            metrics[name] = number(value)
+        if y := YAML.match(line):
+            yaml.setdefault(y.group(2), y.group(3))
+        if metrics.get("time/batch") and metrics.get("time/sample"):
+            samples_per_batch = int(metrics["time/sample"] // metrics["time/batch"])
+    close()
+    facts.steps = [s for s in facts.steps if s.batches_per_s or s.samples_per_s or s.tokens_per_s_per_gpu]
+    facts.events = events_in(rows)
+    facts.config = _config(yaml, samples_per_batch)
+    return facts

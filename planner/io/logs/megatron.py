@@ -1,0 +1,154 @@
+"""Megatron-LM, NeMo, Megatron-Bridge and Megatron-DeepSpeed logs: iteration lines, memory reports, the
+argument dump (or Megatron-Bridge's printed configuration) and, for Megatron-DeepSpeed, DeepSpeed's config."""
+
+from __future__ import annotations
+
+import re
+
+from planner.io.logs.common import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
+from planner.io.logs.deepspeed import deepspeed_config
+from planner.io.logs.megatron_args import config_from_args
+from planner.units import MiB
+
+# " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
+# megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
+# (Megatron-Bridge) and megatron/training.py of Megatron-DeepSpeed (which may print "(s)" instead of "(ms)").
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
+# NeMo 2: "Training epoch 0, iteration 3/19 | ... | global_step: 3 | ... | train_step_timing in s: 7.561"
+# (nemo/lightning/pytorch/callbacks/progress_printer.py, the timer from nemo/utils/exp_manager.py TimingCallback);
+# NeMo 1's progress bar prints "global_step=9.000, ... train_step_timing in s=2.05".
+NEMO_TIMING = re.compile(r"train_step_timing in s\s*[:=]\s*([\d.]+(?:[eE][-+]?\d+)?)")
+NEMO_STEP = re.compile(r"global_step\s*[:=]\s*([\d.]+)")
+NEMO_BATCH = re.compile(r"global_batch_size\s*[:=]\s*([\d.]+)")
+# "[Rank 0] (after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | max
+# reserved: ..." (megatron/training/utils/common_utils.py report_memory; MB there is 1024 * 1024 bytes).
+MEMORY = re.compile(
+    r"(?:\[Rank (\d+)\][^\[]*?)?memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)"
+    r" \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
+)
+# "------------------------ arguments ------------------------" then "  name ........ value", sorted, then
+# "-------------------- end of arguments ---------------------" (megatron/training/arguments.py _print_args:
+# '  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)).
+ARGS_START = re.compile(r"^-{3,} arguments -{3,}\s*$")
+ARGS_END = re.compile(r"^-{3,} end of arguments -{3,}\s*$")
+ARG_LINE = re.compile(r"^\s+(\w+) \.*\s?(.*?)\s*$")
+# Megatron-Bridge prints its ConfigContainer as YAML after "------- Task Configuration -------" (sections model:,
+# train:, dataset:, ddp:, optimizer:, mixed_precision:, field names of src/megatron/bridge/training/config.py).
+BRIDGE_START = re.compile(r"^-{3,} Task Configuration -{3,}\s*$")
+YAML_LINE = re.compile(r"^( *)([A-Za-z_][\w]*): ?(.*)$")
+# " > padded vocab (size: 50257) with 431 dummy tokens (new size: 50688)" (megatron/training/vocab_utils.py).
+PADDED_VOCAB = re.compile(r"padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\)")
+# Megatron-DeepSpeed tells itself apart by what it adds: DeepSpeed's config dump, its tokens and TFLOPs fields.
+DEEPSPEED_MARKERS = re.compile(
+    r"DeepSpeedEngine configuration|DeepSpeedLight configuration|tokens per gpu per second|samples per second:"
+    r"|\| TFLOPs: |elapsed time per iteration \(s\)|\[deepscale\]|deepspeed_config"
+)
+
+
+def _fields(rest: str) -> dict[str, str]:
+    out = {}
+    for part in rest.split("|"):
+        key, sep, value = part.rpartition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, dict[str, str]]:
+    f = _fields(m.group(3))
+    step_s = None
+    if "elapsed time per iteration (ms)" in f:
+        step_s = number(f["elapsed time per iteration (ms)"]) / 1e3
+    elif "elapsed time per iteration (s)" in f:
+        step_s = number(f["elapsed time per iteration (s)"])
+    tflops = f.get("throughput per GPU (TFLOP/s/GPU)") or f.get("TFLOPs")
+    tokens = f.get("tokens per gpu per second (tgs)") or f.get("tokens/sec/gpu")
+    step = Step(
+        step=int(m.group(1)),
+        line=number_,
+        rank=rank,
+        step_s=step_s,
+        tokens_per_s_per_gpu=number(tokens) if tokens else None,
+        samples_per_s=number(f["samples per second"]) if "samples per second" in f else None,
+        tflops_per_gpu=number(tflops) if tflops else None,
+        skipped=int(number(f.get("number of skipped iterations", "0"))),
+        time_s=timestamp_s(line),
+    )
+    return step, f
+
+
+def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
+    t, s = NEMO_TIMING.search(line), NEMO_STEP.search(line)
+    if not t or not s:
+        return None
+    # global_step counts from 0: the line of global_step N closes iteration N + 1.
+    return Step(step=int(float(s.group(1))) + 1, line=number_, rank=rank, step_s=float(t.group(1)))
+
+
+def _memory(line: str, rank: int | None) -> list[Memory]:
+    return [
+        Memory(
+            peak_bytes=float(m.group(5)) * MiB,
+            kind="max_reserved",
+            rank=int(m.group(1)) if m.group(1) else rank,
+            allocated_bytes=float(m.group(3)) * MiB,
+        )
+        for m in MEMORY.finditer(line)
+    ]
+
+
+def _bridge_yaml(lines: list[str], start: int) -> dict[str, str]:
+    """The keys of Megatron-Bridge's printed configuration down to three levels, as "section.key" (and
+    "section.key.sub", e.g. model.activation_func._target_) -> value."""
+    out: dict[str, str] = {}
+    path = ["", ""]
+    for line in lines[start + 1 :]:
+        m = YAML_LINE.match(line)
+        if not m and not line.startswith(("  ", "- ")):
+            break
+        if not m:
+            continue
+        indent, key, value = len(m.group(1)), m.group(2), m.group(3)
+        if indent == 0:
+            path = [key, ""]
+        elif indent == 2:
+            path[1] = key
+            out[f"{path[0]}.{key}"] = value  # empty for a nested value: the field is there
+        elif indent == 4 and value:
+            out[f"{path[0]}.{path[1]}.{key}"] = value
+    return out
+
+
+def read_megatron(text: str) -> LogFacts:
+    """Every Megatron-family fact the log states; the engine is megatron-deepspeed when DeepSpeed shows."""
+    rows = list(clean_lines(text))
+    lines = [line for _, _, line in rows]
+    facts = LogFacts(engine="megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron")
+    args: dict[str, str] = {}
+    in_args = False
+    for i, (number_, rank, line) in enumerate(rows):
+        if ARGS_START.match(line):
+            in_args = True
+        elif ARGS_END.match(line):
+            in_args = False
+        elif in_args and (a := ARG_LINE.match(line)):
+            args[a.group(1)] = a.group(2)
+        elif BRIDGE_START.match(line):
+            args.update(_bridge_yaml(lines, i))
+        elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
+            facts.steps.append(nemo)
+            facts.time_basis = "train_step_timing in s"
+            if b := NEMO_BATCH.search(line):
+                args.setdefault("logged_global_batch", b.group(1))
+        elif m := ITERATION.search(line):
+            step, seen = _iteration(number_, rank, line, m)
+            facts.steps.append(step)
+            facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
+            if "global batch size" in seen:
+                args.setdefault("logged_global_batch", seen["global batch size"])
+        elif p := PADDED_VOCAB.search(line):
+            args["logged_padded_vocab"] = p.group(3)
+        facts.memory.extend(_memory(line, rank))
+    facts.events = events_in(rows)
+    facts.config = config_from_args(args, deepspeed=deepspeed_config(rows))
+    return facts

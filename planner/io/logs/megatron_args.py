@@ -1,0 +1,175 @@
+"""Megatron's printed arguments (or Megatron-Bridge's printed configuration) as a plan, a model shape and the
+software knobs of a runs file. Argument names are Megatron's `args` fields (megatron/training/arguments.py);
+Megatron-Bridge's are the same fields under model., train., dataset., ddp., mixed_precision.
+(src/megatron/bridge/training/config.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
+SECTIONS = ("", "model.", "train.", "dataset.", "ddp.", "mixed_precision.", "optimizer.")
+
+
+def _value(text: str) -> Any:
+    """A printed value: None/null, True/False, an int, a float, or the text."""
+    t = text.strip()
+    if t in ("None", "null", "~", ""):
+        return None
+    if t in ("True", "true", "False", "false"):
+        return t in ("True", "true")
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            pass
+    return t
+
+
+class _Args:
+    """Lookup of a field under any of the sections Megatron-Bridge prints it in."""
+
+    def __init__(self, raw: dict[str, str]) -> None:
+        self.values = {k: _value(v) for k, v in raw.items()}
+        # a dump or a printed configuration, not just the batch and vocabulary other lines gave
+        self.present = any(not k.startswith("logged_") for k in raw)
+
+    def get(self, name: str, *aliases: str) -> Any:
+        for n in (name, *aliases):
+            for section in SECTIONS:
+                v = self.values.get(section + n)
+                if v is not None:
+                    return v
+        return None
+
+    def has(self, name: str) -> bool:
+        return any(section + name in self.values for section in SECTIONS)
+
+
+def _zero(a: _Args, deepspeed: dict[str, Any]) -> int | None:
+    if deepspeed.get("zero") is not None:
+        return int(deepspeed["zero"])
+    if a.get("use_torch_fsdp2") or a.get("use_megatron_fsdp"):
+        return 3  # Megatron FSDP shards weights, gradients and optimizer (optim_grads_params)
+    if a.get("use_distributed_optimizer"):
+        return 1
+    return 0 if a.present else None
+
+
+def _recompute(a: _Args) -> str | None:
+    granularity = a.get("recompute_granularity")
+    if granularity in ("full", "selective"):
+        return str(granularity)
+    if a.get("checkpoint_activations"):  # Megatron-LM before 2022
+        return "full"
+    return "none" if a.present else None
+
+
+def _precision(a: _Args, deepspeed: dict[str, Any]) -> str | None:
+    if a.get("fp8"):
+        return "fp8"
+    if a.get("bf16") or deepspeed.get("bf16"):
+        return "bf16"
+    if a.get("fp16") or deepspeed.get("fp16"):
+        return "fp16"
+    return "fp32" if a.present else None
+
+
+def _plan(a: _Args, deepspeed: dict[str, Any]) -> dict[str, Any]:
+    default = 1 if a.present else None  # a dump without the field: the Megatron version predates it
+    vpp = a.get("virtual_pipeline_model_parallel_size") or default
+    plan = {
+        "tp": a.get("tensor_model_parallel_size"),
+        "pp": a.get("pipeline_model_parallel_size"),
+        "cp": a.get("context_parallel_size") or default,
+        "ep": a.get("expert_model_parallel_size") or default,
+        "vpp": vpp,
+        "dp": a.get("data_parallel_size"),
+        "sp": a.get("sequence_parallel") if a.has("sequence_parallel") else (False if a.present else None),
+        "zero": _zero(a, deepspeed),
+        "recompute": _recompute(a),
+        "micro_batch": a.get("micro_batch_size") or deepspeed.get("micro_batch"),
+        "global_batch": a.get("global_batch_size") or a.get("logged_global_batch") or deepspeed.get("global_batch"),
+        "seq_len": a.get("sequence_length", "seq_length"),
+        "precision": _precision(a, deepspeed),
+        "schedule": None if vpp is None else ("interleaved" if vpp > 1 else "1f1b"),
+    }
+    return plan
+
+
+def _moe(a: _Args, ffn: int | None) -> dict[str, Any] | None:
+    experts = a.get("num_experts", "num_moe_experts")
+    if not experts:
+        return None
+    expert_ffn = a.get("moe_ffn_hidden_size") or ffn
+    shared = a.get("moe_shared_expert_intermediate_size")
+    freq = a.get("moe_layer_freq")
+    return {
+        "num_experts": experts,
+        "top_k": a.get("moe_router_topk") or 2,
+        "expert_ffn_hidden_size": expert_ffn,
+        "num_shared_experts": shared // expert_ffn if shared and expert_ffn else 0,
+        "layer_freq": freq if isinstance(freq, int) else 1,
+    }
+
+
+def _model(a: _Args, seq_len: int | None) -> dict[str, Any]:
+    heads = a.get("num_attention_heads")
+    hidden = a.get("hidden_size")
+    groups = a.get("num_query_groups") if a.get("group_query_attention") or a.has("model.num_query_groups") else None
+    kv_channels = a.get("kv_channels")
+    ffn = a.get("ffn_hidden_size")
+    activation = str(a.values.get("model.activation_func._target_"))
+    gated = a.get("swiglu") or (a.get("gated_linear_unit") and activation.endswith("silu"))
+    untie = a.get("untie_embeddings_and_output_weights")
+    share = a.get("share_embeddings_and_output_weights")
+    norm = str(a.get("normalization") or "LayerNorm")
+    model = {
+        "num_layers": a.get("num_layers"),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": groups or heads,
+        "ffn_hidden_size": ffn,
+        "mlp": "swiglu" if gated else "gelu",
+        "vocab_size": a.get("logged_padded_vocab", "padded_vocab_size", "vocab_size"),
+        "max_seq_len": seq_len,
+        "tied_embeddings": bool(share) if share is not None else not untie,
+        "position_embedding": "rope" if a.get("position_embedding_type") == "rope" else "learned",
+        "norm": "rmsnorm" if norm.lower() == "rmsnorm" else "layernorm",
+        "moe": _moe(a, ffn),
+    }
+    if kv_channels and hidden and heads and kv_channels * heads != hidden:
+        model["head_dim"] = kv_channels
+    if a.has("add_bias_linear"):
+        model["linear_bias"] = bool(a.get("add_bias_linear"))
+    return model
+
+
+def _software(a: _Args) -> dict[str, Any]:
+    attention = None
+    if a.get("use_flash_attn") or a.has("attention_backend"):
+        attention = "flash"
+    elif a.present and not a.has("use_flash_attn"):
+        attention = "softmax"  # the dump predates flash attention in Megatron: its fused softmax keeps s^2 scores
+    return {"attention": attention, "tp_overlap": a.get("tp_comm_overlap")}
+
+
+def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[str, Any]:
+    """The normalised configuration: plan (PLAN fields, None where the log does not say), gpus, model
+    (ModelSpec fields) and the fields it lacks, software, and where it was read from."""
+    a = _Args(raw)
+    plan = _plan(a, deepspeed)
+    model = _model(a, plan["seq_len"])
+    missing = [k for k in MODEL_REQUIRED if model.get(k) is None]
+    source = "Megatron-Bridge configuration" if any(k.startswith("model.") for k in raw) else "argument dump"
+    gpus = a.get("world_size")
+    if gpus is None and a.present and plan["dp"] and plan["tp"] and plan["pp"] and plan["cp"]:
+        gpus = plan["dp"] * plan["tp"] * plan["pp"] * plan["cp"]
+    return {
+        "plan": plan,
+        "gpus": gpus,
+        "model": model if not missing else None,
+        "model_missing": missing if a.present else [],
+        "software": _software(a),
+        "read_from": source if a.present else None,
+    }

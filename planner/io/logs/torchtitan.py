@@ -1,0 +1,181 @@
+"""torchtitan logs: the metrics line of every logged step and the set-up lines that state the layout, batch,
+sequence length, model and features."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from planner.io.logs.common import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
+from planner.units import GiB
+
+# "step: 10  loss:  7.1234  grad_norm:  1.23  memory: 33.30GiB(35.01%)  tps: 6,123  tflops: 351.2  mfu: 35.5%"
+# (torchtitan/components/metrics.py MetricsProcessor.log; before 2025 torchtitan/train.py, where "tps" was "wps",
+# and grad_norm, tflops were added later). tps is tokens per second per device (ntokens_since_last_log /
+# (time_delta * non_data_parallel_size)) averaged since the previous logged step; memory is the peak of
+# torch.cuda.max_memory_reserved in GiB. "validate step:" lines are evaluations, not training steps.
+METRICS = re.compile(r"(?<!validate )\bstep:\s*(\d+)\s+loss:")
+MEMORY = re.compile(r"memory:\s*([\d.]+)GiB")
+TPS = re.compile(r"\b[tw]ps:\s*([\d,]+(?:\.\d+)?)")
+TFLOPS = re.compile(r"tflops:\s*([\d,]+(?:\.\d+)?)")
+MFU = re.compile(r"mfu:\s*([\d.]+)%")
+# "Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1"
+# (torchtitan/distributed/parallel_dims.py); before: "Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]".
+MESH_NEW = re.compile(r"device mesh with parallelism: (.*)$")
+MESH_OLD = re.compile(r"Building \d-D device mesh with \[?\(?([^\]\)]*)\)?\]?,\s*\[([\d,\s]*)\]")
+# "Training starts at step 1, with local batch size 1, global batch size 8, [with gradient accumulation steps 2,]
+# sequence length 8192, ..." (torchtitan/train.py, 2024-25), later "Trainer is initialized with local batch size 2,
+# global batch size 2, sequence length 4096, ..." (torchtitan/trainer.py).
+START = re.compile(
+    r"local batch size (\d+), global batch size (\d+),(?: with gradient accumulation steps (\d+),)?"
+    r" sequence length (\d+)"
+)
+# "Model llama3 8B size: 8,030,261,248 total parameters" (torchtitan/trainer.py).
+SIZE = re.compile(r"Model (.+?) size: ([\d,]+) total parameters")
+# "Building llama3 8B with TransformerModelArgs(... dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+# vocab_size=128256, multiple_of=1024, ffn_dim_multiplier=1.3, ... max_seq_len=8192, ...)".
+MODEL_ARGS = re.compile(r"Building (.+?) with \w*ModelArgs\((.*)\)")
+ARG = re.compile(r"(\w+)=([\w.\-]+)")
+# "Applied selective activation checkpointing to the model" (torchtitan/distributed/activation_checkpoint.py),
+# "Compiling each TransformerBlock with torch.compile" (torchtitan/distributed/compile.py), "Float8 training
+# active" (torchtitan/components/quantization/float8.py), "Applied FSDP to the model" (parallelize.py).
+AC = re.compile(r"Applied (\w+) activation checkpointing")
+
+
+def _step(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, Memory | None]:
+    tail = line[m.start() :]
+    tps, tflops, mfu, mem = TPS.search(tail), TFLOPS.search(tail), MFU.search(tail), MEMORY.search(tail)
+    step = Step(
+        step=int(m.group(1)),
+        line=number_,
+        rank=rank,
+        tokens_per_s_per_gpu=number(tps.group(1)) if tps else None,
+        tflops_per_gpu=number(tflops.group(1)) if tflops else None,
+        mfu=round(float(mfu.group(1)) / 100, 6) if mfu else None,
+        time_s=timestamp_s(line),
+    )
+    return step, Memory(float(mem.group(1)) * GiB, "max_reserved", rank) if mem else None
+
+
+def _mesh(line: str) -> dict[str, int]:
+    if m := MESH_NEW.search(line):
+        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+    if m := MESH_OLD.search(line):
+        names = re.findall(r"'?(\w+)'?", m.group(1))
+        sizes = [int(s) for s in re.findall(r"\d+", m.group(2))]
+        return dict(zip(names, sizes))
+    return {}
+
+
+def _llama_model(label: str, args: dict[str, str]) -> dict[str, Any] | None:
+    """A Llama-style model from its ModelArgs; the FFN width as torchtitan's FeedForward computes it
+    (torchtitan/models/llama3/model/model.py: 2/3 of 4·dim, times ffn_dim_multiplier, up to multiple_of)."""
+    try:
+        dim, layers, heads = int(args["dim"]), int(args["n_layers"]), int(args["n_heads"])
+        vocab, multiple = int(args["vocab_size"]), int(args.get("multiple_of", "256"))
+    except (KeyError, ValueError):
+        return None
+    hidden = int(2 * 4 * dim / 3)
+    if args.get("ffn_dim_multiplier", "None") not in ("None", ""):
+        hidden = int(float(args["ffn_dim_multiplier"]) * hidden)
+    kv = args.get("n_kv_heads", "None")
+    return {
+        "name": label.replace(" ", "-").lower(),
+        "num_layers": layers,
+        "hidden_size": dim,
+        "num_attention_heads": heads,
+        "num_kv_heads": int(kv) if kv.isdigit() else heads,
+        "ffn_hidden_size": multiple * math.ceil(hidden / multiple),
+        "mlp": "swiglu",
+        "vocab_size": vocab,
+        "tied_embeddings": False,
+        "position_embedding": "rope",
+        "norm": "rmsnorm",
+        "model_max_seq_len": int(args["max_seq_len"]) if args.get("max_seq_len", "").isdigit() else None,
+    }
+
+
+def _micro_batch(start: re.Match[str] | None, pp: int | None) -> int | None:
+    """Sequences per forward-backward: the local batch over the gradient-accumulation steps; unknown with
+    pipelining (torchtitan splits the local batch into pipeline_parallel_microbatch_size pieces)."""
+    if start is None or (pp is not None and pp > 1):
+        return None
+    return int(start.group(1)) // int(start.group(3) or 1)
+
+
+def _plan(mesh: dict[str, int], start: re.Match[str] | None, text: str) -> dict[str, Any]:
+    dp = mesh.get("dp", 1) * mesh.get("dp_replicate", 1) * mesh.get("dp_shard", 1) if mesh else None
+    fsdp = "Applied FSDP" in text or "Applied HSDP" in text or mesh.get("dp_shard", 1) > 1
+    ac = AC.search(text)
+    recompute = None if not ac else ("full" if "full" in ac.group(1).lower() else "selective")
+    if recompute is None and "Applied FSDP" in text:
+        recompute = "none"  # parallelize printed what it applied, and no activation checkpointing
+    pp = mesh.get("pp", 1) if mesh else None
+    tp = mesh.get("tp", 1) if mesh else None
+    set_up = bool(mesh or start)
+    return {
+        "dp": dp,
+        "tp": tp,
+        "pp": pp,
+        "cp": mesh.get("cp", 1) if mesh else None,
+        "ep": mesh.get("ep", 1) if mesh else None,
+        "vpp": 1 if mesh else None,
+        "sp": tp > 1 if tp else None,  # torchtitan's TP always shards the norms on the sequence (parallelize.py)
+        # FSDP2 reshards after forward (ZeRO-3) unless pipelining, where torchtitan keeps parameters (ZeRO-2)
+        "zero": (3 if (pp or 1) == 1 else 2) if fsdp else (0 if mesh else None),
+        "recompute": recompute,
+        "micro_batch": _micro_batch(start, pp),
+        "global_batch": int(start.group(2)) if start else None,
+        "seq_len": int(start.group(4)) if start else None,
+        "precision": "fp8" if "Float8 training active" in text else ("bf16" if set_up else None),
+        "schedule": "1f1b" if pp == 1 else None,
+    }
+
+
+def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
+    notes = []
+    if plan["precision"] == "bf16":
+        notes.append("precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)")
+    if plan["micro_batch"] is not None and not mesh:
+        notes.append("micro_batch: torchtitan's local batch size (no device-mesh line says if pipelining splits it)")
+    return notes
+
+
+def read_torchtitan(text: str) -> LogFacts:
+    rows = list(clean_lines(text))
+    facts = LogFacts(engine="torchtitan", time_basis="tps")
+    mesh: dict[str, int] = {}
+    model, label = None, None
+    for number_, rank, line in rows:
+        if m := METRICS.search(line):
+            step, memory = _step(number_, rank, line, m)
+            facts.steps.append(step)
+            facts.memory.extend([memory] if memory else [])
+        elif found := _mesh(line):
+            mesh = found
+        elif s := SIZE.search(line):
+            label = s.group(1)
+        elif a := MODEL_ARGS.search(line):
+            model = _llama_model(a.group(1), dict(ARG.findall(a.group(2))))
+    clean = "\n".join(line for _, _, line in rows)
+    start = START.search(clean)
+    plan = _plan(mesh, start, clean)
+    notes = _assumed(plan, mesh)
+    if model is not None:
+        model["max_seq_len"] = plan["seq_len"] or model.pop("model_max_seq_len", None)
+        if not plan["seq_len"] and model["max_seq_len"]:
+            notes.append(f"model.max_seq_len: {model['max_seq_len']}, ModelArgs' (no line states the sequence length)")
+        model.pop("model_max_seq_len", None)
+    facts.events = events_in(rows)
+    facts.config = {
+        "plan": plan,
+        "gpus": None,
+        "model": model if model and model["max_seq_len"] else None,
+        "model_missing": [],
+        "model_label": label,
+        "software": {"compile": True if "with torch.compile" in clean else None},
+        "read_from": "set-up lines" if mesh or start else None,
+        "assumed": notes,
+    }
+    return facts

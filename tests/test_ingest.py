@@ -1,0 +1,386 @@
+"""`planner ingest` on real training logs (tests/data/logs/, origins in SOURCES.md).
+
+Each excerpt's numbers are pinned to what its lines say: the expected medians below are taken over values
+copied by hand from the excerpt's steady lines (warm-up, skipped, checkpoint and evaluation lines left out),
+peaks are the largest printed value converted with the unit the engine's source uses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+from helpers import run_planner
+
+from planner.errors import PlannerError
+from planner.fit.runs import load_runs, parse_run
+from planner.io.logs import DEFAULT_WARMUP, detect, read_log
+from planner.io.logs.common import Step, steady
+from planner.units import GB, GiB, MiB
+
+LOGS = Path(__file__).parent / "data" / "logs"
+
+
+def ingest(name: str, **options: object):
+    return read_log((LOGS / name).read_text(), source=str(LOGS / name), **options)  # type: ignore[arg-type]
+
+
+# --- Megatron-LM / NeMo / Megatron-Bridge ---------------------------------------------------------------------
+
+
+def test_megatron_2021_argument_dump_skipped_and_evaluation_left_out():
+    r = ingest("megatron_lm_gpt2_tp4_pp8.log")
+    # iterations 10, 20, 30 report skipped iterations (fp16 loss scaling); 110 follows the evaluation at 100
+    assert r.steps_left_out == {"skipped": 3, "evaluation": 1}
+    steady_ms = [1625.2, 1623.8, 1624.4, 1623.5, 1622.8, 1622.7, 1623.5,  # 40-100
+                 1614.3, 1615.7, 1615.8, 1616.7, 1616.4, 1616.6, 1618.3, 1616.6, 1617.2]  # 120-200  # fmt: skip
+    assert r.steps_used == len(steady_ms) == 16
+    assert r.measured["step_s"] == pytest.approx(statistics.median(steady_ms) / 1e3)
+    plan = r.plan
+    assert (plan["tp"], plan["pp"], plan["dp"], plan["zero"], plan["recompute"]) == (4, 8, 1, 0, "full")
+    assert (plan["micro_batch"], plan["global_batch"], plan["seq_len"], plan["precision"]) == (1, 4, 1024, "fp16")
+    assert r.gpus == 32
+    assert r.model is not None
+    assert (r.model["num_layers"], r.model["hidden_size"], r.model["num_attention_heads"]) == (48, 7168, 32)
+    assert r.model["vocab_size"] == 50688  # "padded vocab (size: 50257) with 431 dummy tokens (new size: 50688)"
+    assert r.software == {"engine": "megatron", "attention": "softmax"}
+    # largest "max reserved" of every rank's report: 26880 MB (MB = 2**20 bytes in report_memory)
+    assert r.measured["peak_memory_bytes"] == 26880 * MiB
+    assert r.measured["peak_memory_kind"] == "max_reserved"
+    assert r.measured["peak_allocated_bytes"] == round(22113.0625 * MiB)
+    assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(4 * 1024 / (r.measured["step_s"] * 32))
+
+
+def test_megatron_issue_lines_with_throughput_and_timestamps():
+    r = ingest("megatron_lm_issue756_mixtral.log", warmup=0)
+    assert r.measured["step_s"] == pytest.approx(statistics.median([5.4449, 5.5338, 5.7186]))
+    assert r.measured["tflops_per_gpu"] == pytest.approx(236.0)
+    assert r.plan["global_batch"] == 128
+    assert r.model is None and any("--model" in a for a in r.assumed)
+    # three lines are fewer than the default warm-up: they are kept, and that is said
+    default = ingest("megatron_lm_issue756_mixtral.log")
+    assert default.measured["step_s"] == r.measured["step_s"]
+    assert any("median includes them" in a for a in default.assumed)
+
+
+def test_megatron_bridge_configuration_and_memory():
+    r = ingest("megatron_bridge_llama32_1b.log", gpus=8, hardware="h100-sxm")
+    assert r.measured["step_s"] == pytest.approx(4.6478)
+    assert r.measured["peak_memory_bytes"] == 12232 * MiB
+    assert r.plan == {
+        "dp": 8, "tp": 1, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "sp": False, "zero": 1, "recompute": "none",
+        "micro_batch": 1, "global_batch": 512, "seq_len": 1024, "precision": "bf16", "schedule": "1f1b",
+    }  # fmt: skip
+    m = r.model
+    assert m is not None
+    assert (m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_kv_heads"]) == (16, 2048, 8192, 8)
+    assert (m["mlp"], m["vocab_size"], m["tied_embeddings"], m["norm"]) == ("swiglu", 128256, True, "rmsnorm")
+    assert r.software["attention"] == "flash"
+    assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(512 * 1024 / (4.6478 * 8))
+
+
+def test_nemo_step_timing_warmup_and_checkpoints_left_out():
+    r = ingest("nemo2_resiliency_demo.log")
+    # global_step 0-2 are warm-up; the steps after "Scheduled async checkpoint save" (global 10, 19) and after
+    # the save's "finalized" line (global 11) are left out
+    assert r.steps_left_out == {"warm-up": 3, "checkpoint": 3}
+    steady_s = [7.561, 7.566, 7.559, 7.568, 7.565, 7.572, 7.572,  # global_step 3-9
+                7.577, 7.575, 7.58, 7.578, 7.578, 7.584, 7.579]  # global_step 12-18  # fmt: skip
+    assert r.steps_used == 14
+    assert r.measured["step_s"] == pytest.approx(statistics.median(steady_s))
+    assert r.plan["global_batch"] == 512
+
+
+# --- Megatron-DeepSpeed ---------------------------------------------------------------------------------------
+
+
+def test_megatron_deepspeed_dump_config_and_interleaved_memory_reports():
+    text = (LOGS / "megatron_deepspeed_gpt2_tp4_pp16.log").read_text()
+    r = ingest("megatron_deepspeed_gpt2_tp4_pp16.log")
+    assert r.engine == "megatron-deepspeed"
+    assert (r.plan["tp"], r.plan["pp"], r.plan["dp"], r.gpus) == (4, 16, 1, 64)
+    assert (r.plan["zero"], r.plan["global_batch"], r.plan["micro_batch"], r.plan["precision"]) == (0, 1024, 4, "fp16")
+    # every iteration line after the first three (warm-up), read with a plain split of the lines
+    times = [
+        float(line.split("elapsed time per iteration (ms):")[1].split("|")[0])
+        for line in text.splitlines()
+        if line.startswith(" iteration") and int(line.split()[1].split("/")[0]) > DEFAULT_WARMUP
+    ]
+    assert r.steps_used == len(times)
+    assert r.measured["step_s"] == pytest.approx(statistics.median(times) / 1e3)
+    reserved = [float(v) for v in re.findall(r"max reserved: (\d+\.\d+)", text)]
+    assert r.measured["peak_memory_bytes"] == max(reserved) * MiB == 23288 * MiB
+
+
+def test_megatron_deepspeed_seconds_and_launcher_prefix():
+    r = ingest("megatron_deepspeed_bloom176b_seconds.log")
+    assert r.engine == "megatron-deepspeed"  # "elapsed time per iteration (s)" is Megatron-DeepSpeed's
+    steady_s = [106.33, 107.53, 106.36, 106.30, 106.13, 106.44, 106.09, 106.13]  # 31217-31222, 31250-31251
+    assert r.steps_left_out == {"warm-up": 3}
+    assert r.measured["step_s"] == pytest.approx(statistics.median(steady_s))
+    assert r.measured["tflops_per_gpu"] == pytest.approx(
+        statistics.median([147.46, 145.82, 147.43, 147.51, 147.74, 147.31, 147.80, 147.75])
+    )
+
+
+def test_interval_averaged_lines_in_milliseconds():
+    # lines every 10 iterations: the first (29020) averages iterations 29011-29020, which the warm-up reaches
+    r = ingest("megatron_deepspeed_tr1_13b_ms.log", engine="megatron-deepspeed")
+    assert r.engine == "megatron-deepspeed" and r.software["engine"] == "megatron-deepspeed"
+    assert r.steps_left_out == {"warm-up": 1}
+    ms = [22336.4, 22332.6, 22148.5, 22181.7, 22107.1, 22131.2, 22119.2]
+    assert r.measured["step_s"] == pytest.approx(statistics.median(ms) / 1e3)
+    assert detect((LOGS / "megatron_deepspeed_tr1_13b_ms.log").read_text()) == "megatron"  # nothing says DeepSpeed
+
+
+# --- DeepSpeed ------------------------------------------------------------------------------------------------
+
+
+def test_deepspeed_current_samples_per_sec_with_timestamps_and_memory():
+    r = ingest("deepspeed_issue2629_running_avg.log")
+    assert r.engine == "deepspeed"
+    assert r.steps_left_out == {"warm-up": 3}
+    # no train_batch_size in the excerpt: the step time comes from the timestamps of steps 19-22
+    assert r.measured["step_s"] == pytest.approx(statistics.median([0.210, 0.209, 0.209]))
+    assert any("timestamps" in d for d in r.derived)
+    assert r.measured["peak_memory_bytes"] == round(2.62 * GiB)  # MaxMemAllocated: bytes / 1024**3 (timer.py)
+    assert r.measured["peak_memory_kind"] == "max_allocated"
+
+
+def test_deepspeed_running_average_and_config_dump():
+    r = ingest("deepspeed_cifar10_tutorial.log")
+    assert (r.plan["global_batch"], r.plan["micro_batch"], r.plan["zero"], r.plan["dp"], r.gpus) == (4, 4, 0, 1, 1)
+    assert r.measured["step_s"] == pytest.approx(4 / 1284.5698818883018)  # the last running average
+    assert any("running average" in a for a in r.assumed)
+
+
+def test_deepspeed_overflow_skips_are_reported():
+    r = ingest("deepspeed_issue1825_samples_per_sec.log")
+    assert r.measured["peak_memory_bytes"] == round(9.02 * GiB)
+    assert any("skipped 2 steps" in a for a in r.assumed)
+    assert r.measured["step_s"] == pytest.approx(15.145 / 10)  # 02:06:58,985 -> 02:07:14,130 over steps 40-50
+
+
+# --- torchtitan -----------------------------------------------------------------------------------------------
+
+
+def test_torchtitan_grad_norm_format_thousands_separators():
+    r = ingest("torchtitan_pr3393_grad_norm.log")
+    assert r.steps_left_out == {"warm-up": 3}
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7322, 7309, 7272, 7304])
+    assert r.measured["peak_memory_bytes"] == round(9.46 * GiB)
+    assert r.measured["peak_memory_kind"] == "max_reserved"
+    assert r.measured["mfu"] == pytest.approx(0.0017)
+    everything = ingest("torchtitan_pr3393_grad_norm.log", warmup=0)
+    assert everything.steps_used == 8
+    assert everything.measured["tokens_per_s_per_gpu"] == statistics.median(
+        [7282, 7334, 7313, 7282, 7322, 7309, 7272, 7304]
+    )
+
+
+def test_torchtitan_step_time_from_timestamps():
+    r = ingest("torchtitan_pr1287_profiler_gc.log")
+    assert r.iterations == (210, 250)
+    # (timestamp of step N - timestamp of step N-10) / 10 for N = 210 ... 250
+    assert r.measured["step_s"] == pytest.approx(statistics.median([1.4648, 1.3964, 1.3961, 1.3974, 1.3977]))
+    assert r.measured["tokens_per_s_per_gpu"] == 5864
+    assert r.measured["mfu"] == pytest.approx(0.3434)
+    assert r.measured["tflops_per_gpu"] == pytest.approx(339.59)
+
+
+def test_torchtitan_set_up_line_batch_and_sequence():
+    r = ingest("torchtitan_issue1232_pp_setup.log", gpus=16)
+    assert (r.plan["global_batch"], r.plan["seq_len"], r.plan["micro_batch"]) == (2, 4096, 2)
+    assert r.iterations == (4, 4)  # steps 1-3 are the warm-up
+    # tps is printed rounded ("tps: 8"): the timestamps of steps 3 and 4 give the step, 21:15:40,293 -> 21:16:41,533
+    assert r.measured["step_s"] == pytest.approx(61.240)
+    assert r.measured["peak_memory_bytes"] == round(42.78 * GiB)
+    assert r.measured["mfu"] == pytest.approx(0.0058)
+    assert any("local batch size" in a for a in r.assumed)
+
+
+def test_torchtitan_model_arguments_and_features_from_set_up_lines():
+    from planner.io.logs.torchtitan import read_torchtitan
+
+    text = (LOGS / "torchtitan_pr1625_setup_only.log").read_text()
+    config = read_torchtitan(text).config
+    m = config["model"]
+    # Llama 3 8B: FFN = 1024 * ceil(int(1.3 * int(2 * 4 * 4096 / 3)) / 1024) = 14336 (llama3 model.py FeedForward)
+    assert (m["num_layers"], m["hidden_size"], m["num_kv_heads"], m["ffn_hidden_size"]) == (32, 4096, 8, 14336)
+    assert (m["vocab_size"], m["max_seq_len"], m["name"]) == (128256, 8192, "llama3-8b")
+    assert config["plan"]["recompute"] == "selective"
+    with pytest.raises(PlannerError, match="setup-only: no step time or throughput"):
+        read_log(text, source="setup-only", engine="torchtitan")
+    with pytest.raises(PlannerError, match="setup-only: not a training log"):  # nothing to detect it by
+        read_log(text, source="setup-only")
+
+
+def test_torchtitan_every_rank_logging_takes_the_slowest():
+    r = ingest("torchtitan_pr2389_all_ranks.log", warmup=0)
+    assert r.steps_used == 2  # eight lines, two steps
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([10049, 10007])
+    assert any("slowest" in a for a in r.assumed)
+
+
+def test_torchtitan_model_and_gpus_from_options():
+    from planner.io.catalog import load_model
+
+    r = ingest("torchtitan_pr1287_profiler_gc.log", model=load_model("llama3-8b"), gpus=8)
+    assert r.model is not None and r.model["num_layers"] == 32 and r.gpus == 8
+
+
+# --- llm-foundry / Composer -----------------------------------------------------------------------------------
+
+
+def test_composer_throughput_block_and_config():
+    r = ingest("composer_rocm_mpt30b_16gpu.log")
+    assert r.engine == "llm-foundry"
+    assert r.gpus == 16  # num_gpus_per_node 8 x num_nodes 2
+    assert r.plan["global_batch"] == 1024  # Train time/sample 4096 / Train time/batch 4
+    assert r.measured["step_s"] == pytest.approx(1024 / 2.7330)
+    assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(1255.1776)
+
+
+@pytest.mark.parametrize("name", ["composer_llm_shearing_issue24_memory.log", "llm_foundry_readme_no_throughput.log"])
+def test_composer_logs_without_throughput_are_refused(name):
+    with pytest.raises(PlannerError, match=f"{name}: no step time or throughput"):
+        ingest(name)
+
+
+# --- the shared rules -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("megatron_lm_gpt2_tp4_pp8.log", "megatron"),
+        ("megatron_bridge_llama32_1b.log", "megatron"),
+        ("nemo2_resiliency_demo.log", "megatron"),
+        ("megatron_deepspeed_gpt2_tp4_pp16.log", "megatron-deepspeed"),
+        ("deepspeed_cifar10_tutorial.log", "deepspeed"),
+        ("torchtitan_pr2389_all_ranks.log", "torchtitan"),
+        ("composer_rocm_mpt30b_16gpu.log", "llm-foundry"),
+    ],
+)
+def test_detects_each_family(name, family):
+    assert detect((LOGS / name).read_text()) == family
+
+
+def test_ansi_codes_and_crlf_do_not_change_what_is_read():
+    plain = (LOGS / "torchtitan_pr3393_grad_norm.log").read_text()
+    # torchtitan's colours (components/metrics.py Color): red step, green loss, blue tps, magenta mfu, reset
+    coloured = (
+        plain.replace("step:", "\x1b[31mstep:")
+        .replace("loss:", "\x1b[32mloss:")
+        .replace("tps:", "\x1b[34mtps:")
+        .replace("mfu:", "\x1b[35mmfu:")
+        .replace("%\n", "%\x1b[39m\n")
+        .replace("\n", "\r\n")
+    )
+    a, b = read_log(plain, source="plain"), read_log(coloured, source="coloured")
+    assert a.measured == b.measured and a.steps_used == b.steps_used
+
+
+def test_ranks_interleaved_by_launcher_prefix():
+    lines = (LOGS / "torchtitan_pr3393_grad_norm.log").read_text().splitlines()
+    other = [line.replace("[rank0]", "[rank1]").replace("tps: 7,", "tps: 6,") for line in lines]
+    text = "\n".join(x for pair in zip(lines, other) for x in pair)
+    r = read_log(text, source="two-ranks", warmup=0)
+    assert r.steps_used == 8
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median(
+        [6282, 6334, 6313, 6282, 6322, 6309, 6272, 6304]
+    )  # the slower rank of each step
+
+
+@pytest.mark.parametrize("prefix", ["0: ", "[default3]:", "[rank12]:", "stdout: ", "worker-0: "])
+def test_launcher_prefixes(prefix):
+    line = (LOGS / "megatron_lm_issue756_mixtral.log").read_text().splitlines()[0]
+    r = read_log(prefix + line, source="prefixed", warmup=0)
+    assert r.iterations == (43, 43) and r.measured["step_s"] == pytest.approx(5.4449)
+
+
+def test_steady_state_rules_on_interval_lines():
+    # lines every 10 iterations from iteration 10: the first covers 1-10 and holds the warm-up
+    steps = [Step(step=10 * i, line=i, step_s=float(i)) for i in range(1, 6)]
+    sel = steady(steps, warmup=3)
+    assert [s.step for s in sel.used] == [20, 30, 40, 50]
+    assert sel.left_out == {"warm-up": 1}
+    assert [s.step for s in steady(steps, warmup=15).used] == [30, 40, 50]
+
+
+def test_text_that_is_no_training_log_is_refused():
+    with pytest.raises(PlannerError, match="not a training log planner can read"):
+        read_log("hello\nworld\n", source="notes.txt")
+
+
+# --- the command line -----------------------------------------------------------------------------------------
+
+
+def test_cli_json_document():
+    rc, out, err = run_planner("ingest", str(LOGS / "torchtitan_pr1287_profiler_gc.log"), "--json", "--gpus", "8")
+    assert rc == 0, err
+    doc = json.loads(out)
+    run = doc["runs"][0]
+    for key in ("id", "engine", "plan", "software", "measured", "assumed", "model", "hardware", "gpus", "source"):
+        assert key in run
+    assert set(run["measured"]) >= {"step_s", "tokens_per_s_per_gpu", "peak_memory_bytes", "peak_memory_kind"}
+    assert run["measured"]["peak_memory_bytes"] == round(49.66 * GiB)
+    assert run["engine"] == "torchtitan" and run["gpus"] == 8 and run["hardware"] is None
+
+
+def test_cli_table_and_runs_file_that_validate_reads(tmp_path):
+    runs = tmp_path / "runs.yaml"
+    rc, out, err = run_planner(
+        "ingest",
+        str(LOGS / "megatron_bridge_llama32_1b.log"),
+        str(LOGS / "megatron_lm_gpt2_tp4_pp8.log"),
+        "--gpus", "8", "--hardware", "H100", "-o", str(runs),
+    )  # fmt: skip
+    assert rc == 0, err
+    assert "megatron_bridge_llama32_1b" in out and "4.65 s" in out and f"wrote 2 runs to {runs}" in out
+    raws = load_runs(runs)
+    assert [r["id"] for r in raws] == ["megatron_bridge_llama32_1b", "megatron_lm_gpt2_tp4_pp8"]
+    assert raws[1]["gpus"] == 32  # the log's world size, not --gpus
+    assert all(type(parse_run(r)).__name__ == "Run" for r in raws)
+    rc, out, err = run_planner("validate", str(runs))
+    assert rc == 0, err
+    assert "megatron_bridge_llama32_1b" in out
+
+
+def test_cli_runs_file_needs_model_and_hardware(tmp_path):
+    runs = tmp_path / "runs.yaml"
+    rc, _, err = run_planner("ingest", str(LOGS / "torchtitan_pr3393_grad_norm.log"), "-o", str(runs))
+    assert rc == 2 and not runs.exists()
+    assert len(err.strip().splitlines()) == 1 and "--model and --hardware" in err
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.log", "no such file"),
+        (lambda d: d, "is a folder"),
+        (lambda d: (d / "b.log").write_bytes(b"\x00\x01\x02iteration") and d / "b.log", "not a text file"),
+        (lambda d: (d / "e.log").write_text("") and d / "e.log", "not a training log"),
+        (lambda d: LOGS / "llm_foundry_readme_no_throughput.log", "no step time or throughput"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):
+    path = make(tmp_path) or tmp_path / "e.log"
+    rc, out, err = run_planner("ingest", str(path))
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_cli_unknown_engine():
+    rc, _, err = run_planner("ingest", str(LOGS / "nemo2_resiliency_demo.log"), "--engine", "jax")
+    assert rc == 2 and "--engine 'jax' is not one of auto, megatron" in err
+
+
+def test_gigabytes_of_composer_memory_are_decimal():
+    text = "[batch=20/40]:\n\t Train throughput/batches_per_sec: 0.5000\n\t Train memory/peak_reserved_mem: 51.3280\n"
+    r = read_log(text, source="composer", warmup=0)
+    assert r.measured["peak_memory_bytes"] == round(51.328 * GB)  # memory_monitor.py: bytes / 1.0e9
+    assert r.measured["step_s"] == pytest.approx(2.0)
