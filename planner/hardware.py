@@ -24,7 +24,7 @@ from planner.specs import Frozen, Precision
 PeakPrecision = Literal["fp32", "bf16", "fp16", "fp8", "fp4"]
 PEAK_PRECISIONS: tuple[PeakPrecision, ...] = ("fp32", "bf16", "fp16", "fp8", "fp4")
 # (wider, narrower): the same tensor cores never run a narrower format slower (every vendor datasheet: fp16 and
-# bf16 at least fp32, fp8 at least twice bf16, fp4 at least fp8).
+# bf16 above fp32, fp8 twice bf16, fp4 at least fp8); a profile that breaks it has a typo or a sparse figure.
 PEAK_ORDER: tuple[tuple[PeakPrecision, PeakPrecision], ...] = (
     ("fp32", "bf16"),
     ("fp32", "fp16"),
@@ -34,9 +34,9 @@ PEAK_ORDER: tuple[tuple[PeakPrecision, PeakPrecision], ...] = (
 )
 
 
-# A power cap never takes the clock below half the full one: below that the GPU is at its minimum power limit
-# (nvidia-smi refuses a lower one: 200 W of 700 W on H100 and of 1,000 W on B200, DGX user guides), where the law
-# below has no support.
+# The modelled clock under a cap never falls below half the full one: the law below is extrapolated without any
+# measurement there (the lowest limits nvidia-smi accepts, 200 W on H100 and on B200 per the DGX user guides, give
+# 0.59 and 0.41 by it).
 MIN_CLOCK_FRACTION = 0.5
 
 
@@ -303,7 +303,8 @@ class HardwareProfile(Frozen):
     def with_power_limit(self, watts: float) -> HardwareProfile:
         """The same GPU run under a lower board power limit: the compute peaks scale with the clock the cap
         sustains (`clock_fraction`); HBM, links and the efficiency block do not change. A limit at or
-        above the profile's own returns the profile unchanged: a cap never raises a peak."""
+        above the profile's own returns the profile unchanged: a cap never raises a peak. The capped profile is
+        named NAME-<watts>w, borrows NAME's calibration as a proxy, and its MFU counts against the capped peaks."""
         g = self.gpu
         if g.power_limit_w is None or g.idle_power_w is None:
             raise PlannerError(
