@@ -12,10 +12,49 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from planner.specs import PRECISIONS, Frozen, Precision
+from planner.errors import PlannerError
+from planner.specs import Frozen, Precision
+
+# The precisions a GPU states a dense peak for: the plan precisions (specs.PRECISIONS) and fp4 (NVFP4 / MXFP4
+# on Blackwell and CDNA 4), which no plan runs in yet.
+PeakPrecision = Literal["fp32", "bf16", "fp16", "fp8", "fp4"]
+PEAK_PRECISIONS: tuple[PeakPrecision, ...] = ("fp32", "bf16", "fp16", "fp8", "fp4")
+# (wider, narrower): the same tensor cores never run a narrower format slower (every vendor datasheet: fp16 and
+# bf16 above fp32, fp8 twice bf16, fp4 at least fp8); a profile that breaks it has a typo or a sparse figure.
+PEAK_ORDER: tuple[tuple[PeakPrecision, PeakPrecision], ...] = (
+    ("fp32", "bf16"),
+    ("fp32", "fp16"),
+    ("bf16", "fp8"),
+    ("fp16", "fp8"),
+    ("fp8", "fp4"),
+)
+
+
+# The modelled clock under a cap never falls below half the full one: the law below is extrapolated without any
+# measurement there (the lowest limits nvidia-smi accepts, 200 W on H100 and on B200 per the DGX user guides, give
+# 0.59 and 0.41 by it).
+MIN_CLOCK_FRACTION = 0.5
+
+
+def clock_fraction(power_w: float, *, limit_w: float, idle_w: float) -> float:
+    """The sustained clock under a board power cap, as a fraction of the clock at the full limit.
+
+    Dynamic CMOS power is C·V²·f, and DVFS lowers the voltage with the clock (V ∝ f), so a board draws
+    P ≈ P_idle + c·f³ (the idle floor is the power with the clocks up and no work); the clock a cap allows is
+    f / f_full = ((P_cap − P_idle) / (P_limit − P_idle))^(1/3), bounded to [MIN_CLOCK_FRACTION, 1]. Tensor-core
+    peaks are units × clock, so they scale by the same fraction; HBM and links have their own clocks. No public
+    power-capping measurement gives a GEMM curve for these GPUs; this is the physics with the cited idle floor
+    and limit. Vendor parts built below the full limit fall lower than the law (B100 at 700 W: 1.75 PFLOP/s
+    dense BF16, 0.78 of the 1,000 W B200; the law gives 0.88), so a capped profile is the optimistic end.
+    """
+    if power_w >= limit_w:
+        return 1.0
+    dynamic = max(0.0, (power_w - idle_w) / (limit_w - idle_w))
+    return max(MIN_CLOCK_FRACTION, dynamic ** (1.0 / 3.0))
 
 
 class GPUSpec(Frozen):
@@ -24,9 +63,23 @@ class GPUSpec(Frozen):
         gt=0, allow_inf_nan=False, description="usable device memory (what the framework can allocate)"
     )
     hbm_bandwidth_bytes_per_s: float = Field(gt=0, allow_inf_nan=False)
-    peak_flops: dict[Precision, float] = Field(
+    peak_flops: dict[PeakPrecision, float] = Field(
         description="dense peak FLOP/s per precision (no sparsity); a precision the GPU has no tensor cores for "
-        "is left out (fp8 before Hopper, bf16 before Ampere)"
+        "is left out (fp8 before Hopper, bf16 before Ampere, fp4 before Blackwell / CDNA 4)"
+    )
+    peak_flops_source: Literal["datasheet", "measured"] = Field(
+        "datasheet",
+        description="datasheet: vendor peaks, which must not fall with a narrower precision; measured: the best "
+        "GEMM rate bench-hardware timed per precision (a CPU may run bf16 slower than fp32), not checked for order",
+    )
+    power_limit_w: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="the board power limit (TDP) the peak_flops hold at"
+    )
+    idle_power_w: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="the board's power with its clocks up and no work (the floor of `clock_fraction`'s law)",
     )
 
     @model_validator(mode="after")
@@ -35,7 +88,21 @@ class GPUSpec(Frozen):
         if bad:
             raise ValueError(f"peak_flops must be finite and > 0, got {bad}")
         if "fp32" not in self.peak_flops:
-            raise ValueError(f"peak_flops must give fp32 (and the precisions the GPU supports, of {list(PRECISIONS)})")
+            raise ValueError(
+                f"peak_flops must give fp32 (and the precisions the GPU supports, of {list(PEAK_PRECISIONS)})"
+            )
+        if self.peak_flops_source == "datasheet":
+            for wide, narrow in PEAK_ORDER:
+                lo, hi = self.peak_flops.get(wide), self.peak_flops.get(narrow)
+                if lo is not None and hi is not None and hi < lo:
+                    raise ValueError(
+                        f"peak_flops.{narrow} = {hi:.6g} is below peak_flops.{wide} = {lo:.6g}; a narrower precision "
+                        f"is never slower on a datasheet (give peak_flops_source: measured for measured rates)"
+                    )
+        if self.idle_power_w is not None and (self.power_limit_w is None or self.idle_power_w >= self.power_limit_w):
+            raise ValueError(
+                f"idle_power_w = {self.idle_power_w:g} needs a power_limit_w above it, got {self.power_limit_w}"
+            )
         return self
 
 
@@ -162,12 +229,23 @@ class Plausibility(Frozen):
 
 
 class HardwareProfile(Frozen):
-    """hardware_profiles/NAME.yaml: one GPU model in one node design."""
+    """hardware_profiles/NAME.yaml: one GPU model in one node design.
+
+    Two sizes: the node (`gpus_per_node`: GPUs per host or tray, what a launcher places and a node failure
+    takes down) and the NVLink domain (`nvlink_domain`: GPUs that reach each other over the `intra_node` tier,
+    NVLink / NVSwitch / Infinity Fabric). On HGX and OAM boards the two are the same 8 GPUs; a GB200 / GB300
+    NVL72 rack is 18 trays of 4 GPUs on one NVLink switch fabric of 72 (cost/comm.py `group_link`)."""
 
     name: str
     description: str = ""
     gpu: GPUSpec
     gpus_per_node: int = Field(gt=0)
+    nvlink_domain: int = Field(
+        1,
+        gt=0,
+        description="GPUs one GPU reaches over the intra_node tier; a multiple of gpus_per_node "
+        "(default: gpus_per_node)",
+    )
     intra_node: LinkTier
     inter_node: LinkTier
     efficiency: Efficiency
@@ -183,9 +261,73 @@ class HardwareProfile(Frozen):
     )
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _domain_default(cls, data: Any) -> Any:
+        """An absent nvlink_domain is the node (every profile written before the field existed)."""
+        if isinstance(data, dict) and data.get("nvlink_domain") is None:
+            node = data.get("gpus_per_node")
+            if isinstance(node, int) and not isinstance(node, bool):
+                data = {**data, "nvlink_domain": node}
+        return data
+
+    @model_validator(mode="after")
+    def _check_domain(self) -> HardwareProfile:
+        if self.nvlink_domain % self.gpus_per_node:
+            raise ValueError(
+                f"nvlink_domain = {self.nvlink_domain} must be a multiple of gpus_per_node = {self.gpus_per_node} "
+                "(whole nodes share one NVLink domain)"
+            )
+        return self
+
     def supports(self, precision: str) -> bool:
         """Whether the GPU has tensor cores (or, for fp32, units) for this precision."""
         return precision in self.gpu.peak_flops
 
     def peak(self, precision: str) -> float:
         return self.gpu.peak_flops[precision]  # type: ignore[index]
+
+    def with_gpus_per_node(self, gpus_per_node: int) -> HardwareProfile:
+        """The profile on nodes of another size (a runs file may state its own). A domain that was the node
+        follows it; a larger one (NVL72) stays, and must still hold whole nodes."""
+        if gpus_per_node == self.gpus_per_node:
+            return self
+        domain = gpus_per_node if self.nvlink_domain == self.gpus_per_node else self.nvlink_domain
+        if domain % gpus_per_node:
+            raise PlannerError(
+                f"gpus_per_node = {gpus_per_node} does not divide {self.name}'s NVLink domain of {domain} GPUs; "
+                f"use a divisor of {domain}"
+            )
+        return self.model_copy(update={"gpus_per_node": gpus_per_node, "nvlink_domain": domain})
+
+    def with_power_limit(self, watts: float) -> HardwareProfile:
+        """The same GPU run under a lower board power limit: the compute peaks scale with the clock the cap
+        sustains (`clock_fraction`); HBM, links and the efficiency block do not change. A limit at or
+        above the profile's own returns the profile unchanged: a cap never raises a peak. The capped profile is
+        named NAME-<watts>w, borrows NAME's calibration as a proxy, and its MFU counts against the capped peaks."""
+        g = self.gpu
+        if g.power_limit_w is None or g.idle_power_w is None:
+            raise PlannerError(
+                f"{self.name}: a power cap needs gpu.power_limit_w and gpu.idle_power_w in the profile "
+                f"(got {g.power_limit_w} and {g.idle_power_w})"
+            )
+        if not (math.isfinite(watts) and watts > g.idle_power_w):
+            raise PlannerError(
+                f"power limit {watts} W: must be above {self.name}'s idle power of {g.idle_power_w:g} W "
+                f"(and at most its {g.power_limit_w:g} W limit to change anything)"
+            )
+        if watts >= g.power_limit_w:
+            return self
+        f = clock_fraction(watts, limit_w=g.power_limit_w, idle_w=g.idle_power_w)
+        gpu = g.model_copy(
+            update={"peak_flops": {p: v * f for p, v in g.peak_flops.items()}, "power_limit_w": float(watts)}
+        )
+        return self.model_copy(
+            update={
+                "name": f"{self.name}-{watts:g}w",
+                "description": f"{self.description} (capped at {watts:g} W: compute peaks x{f:.4f})".strip(),
+                "gpu": gpu,
+                "calibration_proxy": self.calibration_proxy or self.name,
+                "aliases": (),
+            }
+        )

@@ -97,7 +97,34 @@ def test_catalog_loads_are_cached():
 
 
 # ---- hardware ------------------------------------------------------------------------------------
-EXPECTED_HARDWARE = {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x", "h800", "cpu"}
+EXPECTED_HARDWARE = {
+    "v100-32gb",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "h800",
+    "b200",
+    "b200-700w",
+    "b300",
+    "gb200-nvl72",
+    "gb300-nvl72",
+    "mi300x",
+    "mi325x",
+    "mi350x",
+    "mi355x",
+    "cpu",
+}
+# Precisions a GPU has tensor cores for: no bf16 before Ampere, no fp8 before Hopper / CDNA 3, fp4 from Blackwell
+# and CDNA 4 on (vendor datasheets).
+WITH_FP4 = {"b200", "b200-700w", "b300", "gb200-nvl72", "gb300-nvl72", "mi350x", "mi355x"}
+FEWER_PRECISIONS = {
+    "v100-32gb": {"fp32", "fp16"},
+    "a100-40gb": {"fp32", "fp16", "bf16"},
+    "a100-80gb": {"fp32", "fp16", "bf16"},
+    "cpu": {"fp32", "fp16", "bf16"},
+}
 
 
 def test_hardware_catalog():
@@ -108,19 +135,14 @@ def test_hardware_catalog():
 def test_hardware_profile_loads(name):
     hw = load_hardware(name)
     assert hw.name == name
-    # Precisions a GPU has tensor cores for: no bf16 before Ampere, no fp8 before Hopper (NVIDIA datasheets).
-    expected = {
-        "v100-32gb": {"fp32", "fp16"},
-        "a100-40gb": {"fp32", "fp16", "bf16"},
-        "a100-80gb": {"fp32", "fp16", "bf16"},
-        "cpu": {"fp32", "fp16", "bf16"},
-    }
-    assert set(hw.gpu.peak_flops) == expected.get(name, set(PRECISIONS))
+    expected = FEWER_PRECISIONS.get(name, set(PRECISIONS) | ({"fp4"} if name in WITH_FP4 else set()))
+    assert set(hw.gpu.peak_flops) == expected
     assert all(hw.supports(p) == (p in hw.gpu.peak_flops) for p in PRECISIONS)
     assert hw.inter_node.bandwidth_bytes_per_s <= hw.intra_node.bandwidth_bytes_per_s
     assert 0 < hw.efficiency.matmul_efficiency(1e12) <= 1
+    assert hw.nvlink_domain % hw.gpus_per_node == 0
     if name != "cpu":
-        assert hw.gpus_per_node == 8
+        assert hw.gpus_per_node == (4 if name.startswith(("gb200", "gb300")) else 8)
         assert hw.peak("fp32") < hw.peak("fp16")
         if hw.supports("fp8"):
             assert hw.peak("bf16") <= hw.peak("fp8")

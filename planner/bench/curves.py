@@ -61,6 +61,7 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
         f'  name: "{res["device_name"]}"',
         f"  hbm_bytes: {_num(res['hbm_bytes'])}   # {res['hbm_note']}, bench-hardware {stamp}",
         f"  hbm_bandwidth_bytes_per_s: {_num(res['memory']['bytes_per_s'])}   {m} (tensor copy, read+write bytes)",
+        f"  peak_flops_source: measured   # bench-hardware {stamp}: best GEMM rates, not datasheet peaks",
         "  peak_flops:",
     ]
     for p in ("fp32", "bf16", "fp16"):

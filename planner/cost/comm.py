@@ -6,9 +6,10 @@ FSDP units) pays NCCL's fixed cost per call (tuning.cc base latency) and reaches
 large-message bandwidth, size / (size + half), the protocol ramp nccl-tests sweeps show.
 Rank order is Megatron's: tp innermost (stride 1), then cp
 (stride tp), then dp (stride tp·cp; ep carved out of dp·cp, stride tp), pp outermost (stride tp·cp·dp).
-A group of n ranks with stride k lies inside one node iff n·k ≤ gpus_per_node; otherwise it crosses
-nodes and runs at min(intra, inter per-GPU share) bandwidth with the inter-node latency (DESIGN.md,
-"Collectives"). What each parallel dimension sends is traffic.py; what of it overlaps compute, schedule.py.
+A group of n ranks with stride k lies inside one NVLink domain iff n·k ≤ nvlink_domain (the node on HGX,
+the 72-GPU rack on NVL72); otherwise it crosses domains and runs at min(intra, its NICs' share) bandwidth with
+the inter-node latency (DESIGN.md, "Collectives"; `group_link`). What each parallel dimension sends is
+traffic.py; what of it overlaps compute, schedule.py.
 """
 
 from __future__ import annotations
@@ -35,21 +36,31 @@ class Link:
 
 
 def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
-    """Intra-node tier iff the n ranks, `stride` apart, fit in one node (n·stride ≤ gpus_per_node).
+    """NVLink tier iff the n ranks, `stride` apart, fit in one NVLink domain (n·stride ≤ nvlink_domain).
 
-    A group that crosses nodes with k of its ranks on each node (k = gpus_per_node / stride, at least 1)
-    drives k NICs at once: NCCL runs one ring per channel, each leaving the node through its own NIC,
-    so the ring's bandwidth is min(intra, k × the per-GPU inter-node share) (NCCL's bus bandwidth on
-    multi-node DGX systems is NICs-per-node × NIC bandwidth; nccl-tests PERFORMANCE.md). The other
-    stride − 1 groups on that node use the node's other NICs, so nothing is counted twice. k = 1 (a dp
-    group over tp = 8) gives the plain per-GPU share.
+    The domain, not the node, decides: on HGX / OAM boards both are the same 8 GPUs; on GB200 / GB300 NVL72,
+    18 trays of 4 GPUs share one NVLink switch fabric, and NCCL joins the 72 as one node (the MNNVL clique
+    takes the place of the host in its topology: NVIDIA/nccl src/graph/topo.cc, "MNNVL clique support";
+    src/graph/tuning.cc, "treat as a single NVLink connected node"). So a TP or EP group of 16..72 ranks on
+    NVL72 runs on NVLink; on an 8-GPU node it crosses the NICs.
+
+    A group that crosses domains with k of its ranks in each (k = nvlink_domain / stride, at least 1) drives
+    k NICs at once: NCCL runs one ring per channel, each leaving the domain through its own NIC, so the ring's
+    bandwidth is min(intra, k × the per-GPU inter-node share) (NCCL's bus bandwidth on multi-node DGX systems
+    is NICs-per-node × NIC bandwidth; nccl-tests PERFORMANCE.md). The inter-node tier is each GPU's share of
+    its tray's NICs (one NIC per GPU on DGX / HGX and on the NVL72 compute trays), so k ranks of a domain
+    reach k shares whichever trays they sit on: the node of the old rule becomes the domain. Measured: GB200
+    partitions of 4 and 8 GPUs joined over InfiniBand reach 196.7 and 393.7 GB/s ring all-reduce bus
+    bandwidth, 4 and 8 × 49 GB/s (NVIDIA/nccl#1801, 400 Gb/s NICs).
+    The other stride − 1 groups in the domain use its other NICs, so nothing is counted twice. k = 1 (a dp
+    group over tp = 8 on HGX) gives the plain per-GPU share.
     """
     eff = hw.efficiency
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
     base, half = eff.collective_base_s, eff.half_bandwidth_bytes
-    if n * stride <= hw.gpus_per_node:
+    if n * stride <= hw.nvlink_domain:
         return Link(intra_bw, hw.intra_node.latency_s, True, base, half)
-    k = max(1, min(n, hw.gpus_per_node // stride))
+    k = max(1, min(n, hw.nvlink_domain // stride))
     inter_bw = hw.inter_node.bandwidth_bytes_per_s * eff.inter_node
     return Link(min(intra_bw, k * inter_bw), hw.inter_node.latency_s, False, base, half)
 

@@ -132,12 +132,14 @@ class Structure:
 
 
 def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Structure]:
-    """The structural grid. tp: divisors of gpus up to 2 nodes' worth by default (check_plan rejects
-    those that do not divide heads); pp: divisors of gpus up to num_layers; cp: powers of two dividing
-    seq_len (searched only for long sequences unless --max-cp); dp: what is left (or fixed)."""
+    """The structural grid. tp: divisors of gpus up to 2 nodes' worth, or the NVLink domain where larger, by
+    default (check_plan rejects those that do not divide heads); pp: divisors of gpus up to num_layers; cp:
+    powers of two dividing seq_len (searched only for long sequences unless --max-cp); dp: what is left (or
+    fixed)."""
     g = space.gpus
     gdiv = divisors(g)
-    tps = _limited(gdiv, space.tp, space.max_tp if space.max_tp is not None else 2 * hw.gpus_per_node)
+    max_tp = max(2 * hw.gpus_per_node, hw.nvlink_domain)  # an NVL72 rack runs tp up to 72 on NVLink
+    tps = _limited(gdiv, space.tp, space.max_tp if space.max_tp is not None else max_tp)
     pps = _limited(gdiv, space.pp, space.max_pp if space.max_pp is not None else model.num_layers)
     max_cp = space.max_cp if space.max_cp is not None else (DEFAULT_MAX_CP_LONG if space.seq_len >= LONG_SEQ else 1)
     cps = [space.cp] if space.cp is not None else _pow2_divisors(math.gcd(space.seq_len, g), max_cp)

@@ -155,7 +155,7 @@ def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> Hardwa
     if base is None:
         return run_hw
     if base.gpus_per_node != run_hw.gpus_per_node:
-        return base.model_copy(update={"gpus_per_node": run_hw.gpus_per_node})
+        return base.with_gpus_per_node(run_hw.gpus_per_node)
     return base
 
 

@@ -155,7 +155,7 @@ def run_hardware(raw: dict[str, Any], override: HardwareProfile | None = None) -
     hw = override or load_hardware(raw["hardware"])
     per_node = raw.get("gpus_per_node")
     if per_node and per_node != hw.gpus_per_node:
-        hw = hw.model_copy(update={"gpus_per_node": per_node})
+        hw = hw.with_gpus_per_node(per_node)
     return hw
 
 

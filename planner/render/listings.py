@@ -84,9 +84,9 @@ def print_model(console: Console, spec: ModelSpec) -> None:
 
 def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
     table = _catalog_table(
-        ("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "intra GB/s", "inter GB/s"),
+        ("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "NVLink", "intra GB/s", "inter GB/s"),
         left=("name",),
-        caption="TFLOP/s dense; link figures per GPU, one direction",
+        caption="TFLOP/s dense; NVLink: GPUs per NVLink domain (the intra tier); link figures per GPU, one direction",
         min_width=True,
     )
     for p in profiles:
@@ -98,6 +98,7 @@ def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
             f"{g.peak_flops['fp8'] / 1e12:.0f}" if p.supports("fp8") else "-",
             f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
             str(p.gpus_per_node),
+            str(p.nvlink_domain),
             f"{p.intra_node.bandwidth_bytes_per_s / 1e9:.0f}",
             f"{p.inter_node.bandwidth_bytes_per_s / 1e9:.1f}",
         )

@@ -1,0 +1,332 @@
+"""The 2025-2026 GPUs (GB200 / GB300 NVL72, B300, H100 PCIe, MI325X, MI350X, MI355X), the NVLink domain apart from
+the node, the fp4 peak and the peak order, and power caps (planner/hardware.py, planner/cost/comm.py group_link)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from helpers import make_engine, run_planner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from planner.cost.comm import group_link
+from planner.cost.schedule import step_time
+from planner.errors import PlannerError
+from planner.hardware import MIN_CLOCK_FRACTION, GPUSpec, HardwareProfile, clock_fraction
+from planner.io.catalog import catalog_root, list_hardware, load_hardware, load_model
+from planner.plan import Plan
+
+# name: (GPUs per node, GPUs per NVLink domain, board power limit in W), from each profile's cited datasheet.
+NEW_GPUS = {
+    "gb200-nvl72": (4, 72, 1200),  # GB200 NVL72: 18 trays of 4 GPUs, one NVLink 5 fabric of 72; 1,200 W GPUs
+    "gb300-nvl72": (4, 72, 1400),  # GB300 NVL72: the same rack, 1,400 W Blackwell Ultra GPUs
+    "b300": (8, 8, 1100),  # HGX B300: 8 GPUs on one NVSwitch baseboard, 1,100 W
+    "b200": (8, 8, 1000),  # HGX B200: 1,000 W (DGX B200 user guide, AllowableMax)
+    "b200-700w": (8, 8, 700),  # the same B200 under a 700 W cap
+    "h200": (8, 8, 700),
+    "h100-pcie": (8, 8, 350),  # 8 PCIe cards; the intra tier is PCIe Gen5
+    "mi300x": (8, 8, 750),
+    "mi325x": (8, 8, 1000),
+    "mi350x": (8, 8, 1000),
+    "mi355x": (8, 8, 1400),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_GPUS))
+def test_each_gpu_loads_with_its_node_and_nvlink_domain(name):
+    hw = load_hardware(name)
+    node, domain, watts = NEW_GPUS[name]
+    assert (hw.gpus_per_node, hw.nvlink_domain, hw.gpu.power_limit_w) == (node, domain, watts)
+
+
+def test_every_shipped_profile_without_a_domain_keeps_its_node_as_domain():
+    """Profiles written before nvlink_domain existed get the node, so every old number stays."""
+    for name in list_hardware():
+        text = (catalog_root() / "hardware_profiles" / f"{name}.yaml").read_text()
+        if "nvlink_domain:" not in text:
+            hw = load_hardware(name)
+            assert hw.nvlink_domain == hw.gpus_per_node, name
+
+
+# ---- names -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("typed", "name"),
+    [
+        ("gb200", "gb200-nvl72"),
+        ("GB200", "gb200-nvl72"),
+        ("gb300", "gb300-nvl72"),
+        ("b300", "b300"),
+        ("blackwell-ultra", "b300"),
+        ("h100-pcie", "h100-pcie"),
+        ("mi355", "mi355x"),
+        ("mi350", "mi350x"),
+        ("mi325", "mi325x"),
+        ("b200", "b200"),  # not the capped variant
+    ],
+)
+def test_names_people_type_resolve(typed, name):
+    assert load_hardware(typed).name == name
+
+
+def test_aliases_are_unique_and_never_another_profiles_name():
+    names = set(list_hardware())
+    owner: dict[str, str] = {}
+    for name in names:
+        text = (catalog_root() / "hardware_profiles" / f"{name}.yaml").read_text()
+        found = re.search(r"^aliases:\s*\[([^\]]*)\]", text, re.M)
+        for alias in found.group(1).split(",") if found else ():
+            alias = alias.strip()
+            assert alias == alias.lower(), f"{name}: alias {alias!r} is not lower case"
+            assert alias not in names, f"{name}: alias {alias!r} is another profile's name"
+            assert alias not in owner, f"alias {alias!r} claimed by {owner.get(alias)} and {name}"
+            owner[alias] = name
+
+
+def test_cli_lists_and_shows_the_new_profiles():
+    code, out, err = run_planner("hardware", "--json")
+    assert code == 0, err
+    listed = {p["name"]: p for p in json.loads(out)["hardware"]}
+    assert set(NEW_GPUS) <= set(listed)
+    assert listed["gb200-nvl72"]["nvlink_domain"] == 72 and listed["gb200-nvl72"]["gpus_per_node"] == 4
+    code, out, err = run_planner("hardware", "show", "gb200")
+    assert code == 0, err
+    assert "name: gb200-nvl72" in out and "nvlink_domain: 72" in out and "gpus_per_node: 4" in out
+
+
+# ---- the NVLink tier ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [16, 32, 64])
+def test_tp_and_ep_groups_of_16_to_64_run_on_nvlink_on_nvl72_and_on_nics_on_hgx(n):
+    nvl72, hgx = load_hardware("gb200-nvl72"), load_hardware("b200")
+    for stride in (1, 2) if n <= 32 else (1,):  # a TP group (stride 1), an EP group carved over tp = 2 (stride 2)
+        on_rack = group_link(nvl72, n=n, stride=stride)
+        assert on_rack.intra_node
+        assert on_rack.bandwidth_bytes_per_s == pytest.approx(900e9 * nvl72.efficiency.intra_node)
+        across = group_link(hgx, n=n, stride=stride)
+        assert not across.intra_node
+        k = 8 // stride  # ranks of the group on each 8-GPU node, each driving its own NIC
+        inter = hgx.inter_node.bandwidth_bytes_per_s * hgx.efficiency.inter_node
+        assert across.bandwidth_bytes_per_s == pytest.approx(min(900e9 * hgx.efficiency.intra_node, k * inter))
+        assert across.bandwidth_bytes_per_s < on_rack.bandwidth_bytes_per_s / 2
+
+
+def test_groups_that_leave_the_rack_drive_the_racks_nics():
+    hw = load_hardware("gb200-nvl72")
+    nic = hw.inter_node.bandwidth_bytes_per_s * hw.efficiency.inter_node
+    assert not group_link(hw, n=2, stride=72).intra_node  # dp 2 over two racks, one rank in each
+    assert group_link(hw, n=2, stride=72).bandwidth_bytes_per_s == pytest.approx(nic)
+    assert group_link(hw, n=4, stride=36).bandwidth_bytes_per_s == pytest.approx(2 * nic)  # 2 ranks per rack
+    assert group_link(hw, n=144, stride=1).bandwidth_bytes_per_s == pytest.approx(  # 72 NICs: NVLink-bound
+        hw.intra_node.bandwidth_bytes_per_s * hw.efficiency.intra_node
+    )
+
+
+@pytest.mark.parametrize(("domain", "ranks", "busbw"), [(4, 12, 196.72e9), (8, 24, 393.66e9)])
+def test_nvl_partitions_joined_over_infiniband_match_nccl_1801(domain, ranks, busbw):
+    """NVIDIA/nccl#1801 (NCCL 2.27.3, GB200, 400 Gb/s InfiniBand between racks): ring all-reduce over 3 NVL4
+    partitions (12 GPUs) 196.72 GB/s bus bandwidth at 16 GiB, over 3 NVL8 partitions (24 GPUs) 393.66 GB/s:
+    a group crossing domains gets domain-size NICs."""
+    hw = load_hardware("gb200-nvl72")
+    partitioned = hw.model_copy(update={"nvlink_domain": domain, "gpus_per_node": 4})
+    link = group_link(partitioned, n=ranks, stride=1)
+    assert not link.intra_node
+    assert link.bandwidth_bytes_per_s == pytest.approx(busbw, rel=0.02)
+
+
+def test_a_domain_that_is_the_node_gives_the_old_rule():
+    """Before nvlink_domain, a group was intra-node iff n·stride ≤ gpus_per_node, else k = node / stride NICs."""
+    hw = load_hardware("h100-sxm")
+    intra = hw.intra_node.bandwidth_bytes_per_s * hw.efficiency.intra_node
+    inter = hw.inter_node.bandwidth_bytes_per_s * hw.efficiency.inter_node
+    for n in (1, 2, 4, 8, 16, 64):
+        for stride in (1, 2, 4, 8, 16):
+            link = group_link(hw, n=n, stride=stride)
+            if n * stride <= 8:
+                assert link.intra_node and link.bandwidth_bytes_per_s == intra
+            else:
+                k = max(1, min(n, 8 // stride))
+                assert not link.intra_node and link.bandwidth_bytes_per_s == min(intra, k * inter)
+
+
+def test_a_search_on_nvl72_may_put_tp_beyond_the_tray():
+    """The default TP limit is two nodes' worth or the NVLink domain: 16..64 on NVL72, as on nothing else."""
+    from planner.search.space import Space, structures
+
+    model = load_model("llama3-70b")
+    tps = {s.tp for s in structures(model, load_hardware("gb200"), Space(gpus=576, seq_len=8192, global_batch=512))}
+    assert {16, 32, 64} <= tps
+    hgx = {s.tp for s in structures(model, load_hardware("b200"), Space(gpus=576, seq_len=8192, global_batch=512))}
+    assert max(hgx) == 16
+
+
+def test_node_size_restated_by_a_runs_file():
+    hgx, rack = load_hardware("h100-sxm"), load_hardware("gb200")
+    assert (hgx.with_gpus_per_node(4).gpus_per_node, hgx.with_gpus_per_node(4).nvlink_domain) == (4, 4)
+    assert (rack.with_gpus_per_node(2).gpus_per_node, rack.with_gpus_per_node(2).nvlink_domain) == (2, 72)
+    with pytest.raises(PlannerError, match="does not divide"):
+        rack.with_gpus_per_node(5)
+
+
+def test_domain_must_hold_whole_nodes(tmp_path):
+    text = (catalog_root() / "hardware_profiles" / "gb200-nvl72.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("nvlink_domain: 72 ", "nvlink_domain: 70 "))
+    with pytest.raises(PlannerError, match=r"nvlink_domain = 70 must be a multiple of gpus_per_node = 4"):
+        load_hardware(str(bad))
+
+
+# ---- peaks -------------------------------------------------------------------------------------------------
+def _gpu(**peaks: float) -> GPUSpec:
+    return GPUSpec(name="t", hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=2e12, peak_flops=peaks)
+
+
+def test_fp4_is_a_peak_but_not_a_plan_precision():
+    hw = load_hardware("gb300")
+    assert hw.peak("fp4") == 15000e12 and hw.peak("fp4") > hw.peak("fp8")
+    with pytest.raises(ValidationError):
+        Plan(precision="fp4")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("peaks", "named"),
+    [
+        ({"fp32": 100e12, "bf16": 50e12}, ("bf16 = 5e+13", "fp32 = 1e+14")),
+        ({"fp32": 60e12, "fp16": 900e12, "fp8": 800e12}, ("fp8 = 8e+14", "fp16 = 9e+14")),
+        ({"fp32": 60e12, "bf16": 900e12, "fp8": 1800e12, "fp4": 1700e12}, ("fp4 = 1.7e+15", "fp8 = 1.8e+15")),
+    ],
+)
+def test_a_narrower_precision_slower_than_a_wider_one_is_refused_naming_both(peaks, named):
+    with pytest.raises(ValidationError) as info:
+        _gpu(**peaks)
+    assert all(part in str(info.value) for part in named)
+
+
+def test_measured_peaks_are_not_ordered():
+    GPUSpec(
+        name="cpu",
+        hbm_bytes=3e9,
+        hbm_bandwidth_bytes_per_s=24e9,
+        peak_flops={"fp32": 80e9, "fp16": 4.4e9},
+        peak_flops_source="measured",
+    )
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, math.inf, math.nan])
+def test_peaks_finite_and_positive(value):
+    with pytest.raises(ValidationError):
+        _gpu(fp32=60e12, fp4=value)
+
+
+def test_fp32_required():
+    with pytest.raises(ValidationError, match="fp32"):
+        _gpu(bf16=900e12, fp8=1800e12)
+
+
+def test_a_profile_file_with_misordered_peaks_is_one_line(tmp_path):
+    text = (catalog_root() / "hardware_profiles" / "b300.yaml").read_text()
+    bad = tmp_path / "b300.yaml"
+    bad.write_text(text.replace("    fp4: 13125.0e12 ", "    fp4: 1000.0e12 "))
+    with pytest.raises(PlannerError) as info:
+        load_hardware(str(bad))
+    msg = str(info.value)
+    assert "\n" not in msg and "fp4 = 1e+15" in msg and "fp8 = 4.5e+15" in msg
+
+
+# ---- power caps --------------------------------------------------------------------------------------------
+def test_clock_law_by_hand():
+    # P = P_idle + c·f³: at the limit the full clock; halfway up the dynamic range the cube root of one half.
+    assert clock_fraction(1000, limit_w=1000, idle_w=100) == 1.0
+    assert clock_fraction(550, limit_w=1000, idle_w=100) == pytest.approx(0.5 ** (1 / 3))
+    assert clock_fraction(101, limit_w=1000, idle_w=100) == MIN_CLOCK_FRACTION
+
+
+def _unchanged_by_a_cap(a: HardwareProfile, b: HardwareProfile) -> None:
+    assert a.gpu.hbm_bytes == b.gpu.hbm_bytes
+    assert a.gpu.hbm_bandwidth_bytes_per_s == b.gpu.hbm_bandwidth_bytes_per_s
+    assert (a.intra_node, a.inter_node, a.efficiency) == (b.intra_node, b.inter_node, b.efficiency)
+    assert (a.gpus_per_node, a.nvlink_domain, a.reserved) == (b.gpus_per_node, b.nvlink_domain, b.reserved)
+
+
+CAPPABLE = ["h100-sxm", "h200", "b200", "b300", "gb200-nvl72", "gb300-nvl72"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(CAPPABLE), a=st.floats(0.0, 1.5), b=st.floats(0.0, 1.5))
+def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b):
+    hw = load_hardware(name)
+    idle, limit = hw.gpu.idle_power_w, hw.gpu.power_limit_w
+    assert idle is not None and limit is not None
+    lo, hi = sorted((idle + 1 + a * (limit - idle), idle + 1 + b * (limit - idle)))
+    low, high = hw.with_power_limit(lo), hw.with_power_limit(hi)
+    for p, full in hw.gpu.peak_flops.items():
+        assert low.peak(p) <= high.peak(p) <= full  # monotone in the cap, never above the datasheet
+        assert low.peak(p) >= MIN_CLOCK_FRACTION * full
+    _unchanged_by_a_cap(hw, low)
+    if hi >= limit:
+        assert high is hw  # at or above the limit nothing changes
+
+
+def test_a_cap_is_refused_below_idle_and_without_a_floor():
+    with pytest.raises(PlannerError, match="idle power"):
+        load_hardware("b200").with_power_limit(100)
+    with pytest.raises(PlannerError, match="idle_power_w"):
+        load_hardware("mi355x").with_power_limit(1000)
+
+
+def test_the_700w_b200_file_is_the_capped_b200():
+    capped, shipped = load_hardware("b200").with_power_limit(700), load_hardware("b200-700w")
+    assert capped.name == shipped.name == "b200-700w"
+    assert capped.gpu.power_limit_w == shipped.gpu.power_limit_w == 700
+    for p, v in capped.gpu.peak_flops.items():
+        assert shipped.peak(p) == pytest.approx(v, rel=2e-4), p
+    assert shipped.calibration_proxy == capped.calibration_proxy == "b200"
+    _unchanged_by_a_cap(load_hardware("b200"), shipped)
+
+
+def test_a_capped_gpu_trains_slower_and_holds_the_same_memory():
+    model, engine = load_model("llama3-8b"), make_engine()
+    plan = Plan(dp=8, tp=1, micro_batch=1, global_batch=64, seq_len=8192, zero=1)
+    full = step_time(model, load_hardware("b200"), plan, engine)
+    capped = step_time(model, load_hardware("b200-700w"), plan, engine)
+    assert capped.step_s > full.step_s
+    assert capped.compute_s / full.compute_s <= 1 / 0.8667 + 1e-6  # no more than the clock ratio
+
+
+# ---- a faster link never slows a step ----------------------------------------------------------------------
+def _faster(hw: HardwareProfile, intra: float, inter: float) -> HardwareProfile:
+    return hw.model_copy(
+        update={
+            "intra_node": hw.intra_node.model_copy(
+                update={"bandwidth_bytes_per_s": hw.intra_node.bandwidth_bytes_per_s * intra}
+            ),
+            "inter_node": hw.inter_node.model_copy(
+                update={"bandwidth_bytes_per_s": hw.inter_node.bandwidth_bytes_per_s * inter}
+            ),
+        }
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(["h100-sxm", "gb200-nvl72", "b300", "mi355x", "h100-pcie"]),
+    model=st.sampled_from(["llama3-8b", "mixtral-8x7b"]),
+    tp=st.sampled_from([1, 2, 4, 8, 16, 32]),
+    pp=st.sampled_from([1, 2, 4]),
+    dp=st.sampled_from([1, 2, 4, 8, 16]),
+    zero=st.sampled_from([0, 1, 3]),
+    intra=st.floats(1.0, 8.0),
+    inter=st.floats(1.0, 8.0),
+)
+def test_a_faster_link_never_slows_a_step(name, model, tp, pp, dp, zero, intra, inter):
+    spec = load_model(model)
+    ep = min(dp, 8) if spec.moe is not None else 1
+    if zero == 3:
+        pp = 1
+    plan = Plan(dp=dp, tp=tp, pp=pp, ep=ep, sp=tp > 1, zero=zero, micro_batch=1, global_batch=4 * dp, seq_len=4096)
+    hw, engine = load_hardware(name), make_engine()
+    base = step_time(spec, hw, plan, engine)
+    fast = step_time(spec, _faster(hw, intra, inter), plan, engine)
+    assert fast.step_s <= base.step_s * (1 + 1e-9)
