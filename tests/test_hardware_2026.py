@@ -153,7 +153,7 @@ def test_a_domain_that_is_the_node_gives_the_old_rule():
 
 def test_a_search_on_nvl72_may_put_tp_beyond_the_tray():
     """The default TP limit is two nodes' worth or the NVLink domain: 16..64 on NVL72, as on nothing else."""
-    from planner.search.space import Space, structures
+    from planner.explore.space import Space, structures
 
     model = load_model("llama3-70b")
     tps = {s.tp for s in structures(model, load_hardware("gb200"), Space(gpus=576, seq_len=8192, global_batch=512))}
