@@ -1,16 +1,45 @@
 """Frozen, validated specs: the model (hardware profiles are hardware.py, training stacks engine.py).
 
 Validated once at the edge (pydantic, ``extra="forbid"`` so a misspelt YAML key is an error), SI units
-inside. Loading from catalogs, YAML files and Hugging Face ``config.json`` lives in ``catalog.py``.
+inside. Loading from catalogs, YAML files and Hugging Face ``config.json`` lives in ``io/``.
+
+A model is a decoder-only stack of `num_layers` layers. The optional parts say what differs from a plain
+transformer (DESIGN.md, "Model spec"):
+
+- ``moe``: routed and shared experts, which layers are MoE (every layer_freq-th after first_k_dense, or an
+  explicit list), the capacity factor (null = dropless);
+- ``attention``: the mixer (``mha``, or DeepSeek's multi-head latent attention ``mla``), the per-layer pattern of
+  global / sliding / chunked attention and its window, learned attention sinks, q/k norms;
+- ``layer_pattern`` with ``mamba``: a hybrid stack, one letter per layer (M Mamba-2, * attention, - MLP, E MoE);
+- ``mtp_layers``: DeepSeek-V3's multi-token-prediction modules, counted apart from ``num_params`` as DeepSeek
+  counts them (``mtp_params``);
+- ``sandwich_norm``: Gemma 2/3's extra post-attention and post-MLP norms.
+
+Which kind each layer is and what each piece holds is computed in one place, layers.py: ``layer_kinds`` and
+``layer_param_counts(layer)`` are the per-layer API; the older whole-model properties below (``attention_params``,
+``dense_layer_params``, ``moe_layer_params``, ...) are read from it.
 """
 
 from __future__ import annotations
 
 import warnings
 from functools import cached_property
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner.layers import (
+    ATTENTION_LETTERS,
+    PATTERN_LETTERS,
+    LayerKind,
+    LayerParams,
+    Mixer,
+    layer_kinds,
+    layer_params,
+    mha_params,
+    mla_params,
+    mtp_layer_params,
+)
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
@@ -32,24 +61,98 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _width(description: str) -> Any:
+    """An optional width: null, or a positive int below MAX_WIDTH."""
+    return Field(None, gt=0, le=MAX_WIDTH, description=description)
+
+
 class MoESpec(Frozen):
-    """Mixture-of-experts feed-forward layers (Switch/GShard style routing)."""
+    """Mixture-of-experts feed-forward layers (Switch/GShard style routing, DeepSeek's shared experts)."""
 
     num_experts: int = Field(gt=0, le=MAX_EXPERTS, description="routed experts per MoE layer")
     top_k: int = Field(gt=0, le=MAX_EXPERTS, description="experts each token is routed to")
     expert_ffn_hidden_size: int = Field(gt=0, le=MAX_WIDTH, description="FFN width of one expert")
     num_shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS, description="always-active experts (DeepSeek style)")
+    shared_expert_ffn_hidden_size: int | None = _width("FFN width of one shared expert; default the expert's")
     layer_freq: int = Field(1, gt=0, le=MAX_LAYERS, description="every layer_freq-th layer is MoE; 1 = all layers")
+    first_k_dense: int = Field(0, ge=0, le=MAX_LAYERS, description="the first k layers stay dense (DeepSeek)")
+    layers: tuple[int, ...] | None = Field(None, description="0-based MoE layer indices, instead of layer_freq")
+    capacity_factor: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False, description="null = dropless")
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k={self.top_k} must be <= num_experts={self.num_experts}")
+        if self.layers is not None:
+            if self.layer_freq != 1 or self.first_k_dense:
+                raise ValueError(
+                    f"give moe.layers or layer_freq/first_k_dense, not both (layers={list(self.layers)}, "
+                    f"layer_freq={self.layer_freq}, first_k_dense={self.first_k_dense})"
+                )
+            if list(self.layers) != sorted(set(self.layers)) or any(i < 0 for i in self.layers):
+                raise ValueError(f"moe.layers={list(self.layers)} must be distinct 0-based indices in order")
         return self
 
 
+class AttentionSpec(Frozen):
+    """How attention layers attend: the mixer, which layers see a window, sinks and q/k norms."""
+
+    kind: Literal["mha", "mla"] = Field("mha", description="mha (GQA/MQA via num_kv_heads) or DeepSeek's MLA")
+    q_lora_rank: int | None = _width("MLA: query down-projection rank; null = a full-rank query projection")
+    kv_lora_rank: int | None = _width("MLA: compressed key-value width")
+    qk_rope_head_dim: int | None = _width("MLA: per-head query/key width that carries RoPE")
+    qk_nope_head_dim: int | None = _width("MLA: per-head query/key width without RoPE")
+    v_head_dim: int | None = _width("MLA: per-head value width")
+    pattern: str = Field("G", min_length=1, max_length=MAX_LAYERS, description="G global, S sliding, C chunked")
+    window: int | None = Field(None, gt=0, le=MAX_SEQ_LEN, description="tokens of the sliding window or chunk")
+    sinks: bool = Field(False, description="a learned sink logit per head (GPT-OSS)")
+    qk_norm: Literal["none", "rmsnorm", "l2"] = Field("none", description="rmsnorm: Qwen3, Gemma 3; l2: Llama 4")
+
+    @model_validator(mode="after")
+    def _check(self) -> AttentionSpec:
+        mla = {k: getattr(self, k) for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
+        if self.kind == "mla" and None in mla.values():
+            missing = ", ".join(k for k, v in mla.items() if v is None)
+            raise ValueError(f"kind=mla needs {missing}")
+        given = [k for k, v in {**mla, "q_lora_rank": self.q_lora_rank}.items() if v is not None]
+        if self.kind == "mha" and given:
+            raise ValueError(f"kind=mha but MLA fields are set ({', '.join(given)}); use kind: mla")
+        if bad := sorted(set(self.pattern) - set(ATTENTION_LETTERS)):
+            raise ValueError(f"attention.pattern={self.pattern!r} has {bad}; letters are G, S, C")
+        windowed = set(self.pattern) - {"G"}
+        if windowed and self.window is None:
+            raise ValueError(f"attention.pattern={self.pattern!r} has sliding or chunked layers but window is null")
+        if self.window is not None and not windowed:
+            raise ValueError(f"window={self.window} but attention.pattern={self.pattern!r} has no S or C layer")
+        return self
+
+
+class MambaSpec(Frozen):
+    """A Mamba-2 mixer (Dao & Gu 2024), as mamba_ssm's Mamba2 and Megatron's MambaMixer build it."""
+
+    num_heads: int = Field(gt=0, le=MAX_WIDTH)
+    head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    state_size: int = Field(gt=0, le=MAX_WIDTH, description="d_state")
+    num_groups: int = Field(1, gt=0, le=MAX_WIDTH, description="B/C groups (ngroups)")
+    conv_kernel: int = Field(4, gt=0, le=1024, description="d_conv")
+    chunk_size: int = Field(256, gt=0, le=MAX_SEQ_LEN, description="SSD scan chunk (mamba_ssm default 256)")
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> MambaSpec:
+        if self.num_heads % self.num_groups:
+            raise ValueError(f"mamba num_groups={self.num_groups} must divide num_heads={self.num_heads}")
+        return self
+
+    @property
+    def d_inner(self) -> int:
+        """Expand · hidden in the Mamba papers; heads · head_dim as Megatron and HF Nemotron-H build it."""
+        return self.num_heads * self.head_dim
+
+
 class ModelSpec(Frozen):
-    """A decoder-only transformer, in the schema of DESIGN.md (model_specs/NAME.yaml)."""
+    """A decoder-only stack, in the schema of DESIGN.md (model_specs/NAME.yaml)."""
 
     name: str
     num_layers: int = Field(gt=0, le=MAX_LAYERS)
@@ -62,25 +165,24 @@ class ModelSpec(Frozen):
     vocab_size: int = Field(gt=0, le=MAX_VOCAB)
     max_seq_len: int = Field(gt=0, le=MAX_SEQ_LEN)
     tied_embeddings: bool = True
-    position_embedding: Literal["learned", "rope"] = "learned"
+    position_embedding: Literal["learned", "rope", "none"] = "learned"
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool | None = Field(None, description="biases in linear layers; default: layernorm models yes")
     moe: MoESpec | None = None
     params: float | None = Field(
         None, gt=0, le=MAX_PARAMS, allow_inf_nan=False, description="declared size, checked against the derived count"
     )
+    attention: AttentionSpec | None = None
+    layer_pattern: str | None = Field(None, min_length=1, max_length=MAX_LAYERS, description="M * - E per layer")
+    mamba: MambaSpec | None = None
+    mtp_layers: int = Field(0, ge=0, le=MAX_LAYERS, description="multi-token-prediction modules (DeepSeek-V3)")
+    sandwich_norm: bool = Field(False, description="norms after attention and MLP too (Gemma 2/3): four per layer")
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        kv = self.kv_heads
-        if kv > self.num_attention_heads or self.num_attention_heads % kv:
-            raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={self.num_attention_heads}")
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}; give head_dim explicitly"
-            )
+        self._check_heads()
+        self._check_layout()
         if self.params is not None:
             derived = self.num_params
             if abs(derived - self.params) > PARAMS_WARN_FRACTION * self.params:
@@ -91,14 +193,58 @@ class ModelSpec(Frozen):
                 )
         return self
 
+    def _check_heads(self) -> None:
+        kv = self.kv_heads
+        if kv > self.num_attention_heads or self.num_attention_heads % kv:
+            raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={self.num_attention_heads}")
+        if self.head_dim is None and not self.is_mla and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
+                f"{self.num_attention_heads}; give head_dim explicitly"
+            )
+
+    def _check_layout(self) -> None:
+        n, pattern, moe = self.num_layers, self.layer_pattern, self.moe
+        if self.attention is not None and len(self.attention.pattern) > n:
+            raise ValueError(f"attention.pattern has {len(self.attention.pattern)} letters but num_layers={n}")
+        if moe is not None and moe.layers and moe.layers[-1] >= n:
+            raise ValueError(f"moe.layers has index {moe.layers[-1]} but num_layers={n}")
+        if pattern is not None:
+            if len(pattern) != n:
+                raise ValueError(f"layer_pattern has {len(pattern)} letters but num_layers={n}")
+            if bad := sorted(set(pattern) - set(PATTERN_LETTERS)):
+                raise ValueError(f"layer_pattern has {bad}; letters are M (Mamba-2), * (attention), - (MLP), E (MoE)")
+            if ("E" in pattern) != (moe is not None):
+                raise ValueError(f"layer_pattern {'has' if 'E' in pattern else 'has no'} E layers but moe is {moe}")
+            if moe is not None and (moe.layers is not None or moe.layer_freq != 1 or moe.first_k_dense):
+                raise ValueError("with layer_pattern the E letters place the MoE layers: drop moe.layers/layer_freq")
+            if self.mtp_layers or self.is_mla:
+                raise ValueError(
+                    f"layer_pattern with mtp_layers={self.mtp_layers} or attention kind mla is not representable"
+                )
+        if (pattern is not None and "M" in pattern) != (self.mamba is not None):
+            raise ValueError(f"layer_pattern={pattern!r} and mamba={self.mamba}: Mamba layers need both")
+        if moe is not None and not any(k.ffn == "moe" for k in self.layer_kinds):
+            raise ValueError(f"moe is set but no layer is MoE (first_k_dense={moe.first_k_dense}, num_layers={n})")
+
     # ---- derived sizes -------------------------------------------------------------------------
+    @property
+    def is_mla(self) -> bool:
+        return self.attention is not None and self.attention.kind == "mla"
+
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_attention_heads
 
     @property
     def head_size(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
+        """Per-head query/key width: head_dim, else MLA's nope + rope width, else hidden / heads."""
+        if self.head_dim:
+            return self.head_dim
+        a = self.attention
+        if a is not None and a.kind == "mla" and a.qk_nope_head_dim and a.qk_rope_head_dim:
+            return a.qk_nope_head_dim + a.qk_rope_head_dim
+        return self.hidden_size // self.num_attention_heads
 
     @property
     def has_bias(self) -> bool:
@@ -109,20 +255,32 @@ class ModelSpec(Frozen):
         """Gated MLPs (SwiGLU) have three weight matrices, plain ones two (Shazeer 2020)."""
         return 3 if self.mlp == "swiglu" else 2
 
+    # ---- the per-layer API (layers.py) -------------------------------------------------------------
+    @cached_property
+    def layer_kinds(self) -> tuple[LayerKind, ...]:
+        """One record per layer: mixer, attention kind and window, FFN kind."""
+        return layer_kinds(self)
+
+    @cached_property
+    def kind_params(self) -> dict[LayerKind, LayerParams]:
+        """Each distinct layer kind's parameters, split the way parallelism splits them."""
+        return {kind: layer_params(self, kind) for kind in dict.fromkeys(self.layer_kinds)}
+
+    def layer_param_counts(self, layer: int) -> LayerParams:
+        return self.kind_params[self.layer_kinds[layer]]
+
     def is_moe_layer(self, layer: int) -> bool:
-        return self.moe is not None and (layer + 1) % self.moe.layer_freq == 0
+        return self.layer_kinds[layer].ffn == "moe"
 
     @property
     def num_moe_layers(self) -> int:
-        return sum(self.is_moe_layer(i) for i in range(self.num_layers))
+        return sum(k.ffn == "moe" for k in self.layer_kinds)
 
     # ---- parameter counts, per piece, from the architecture --------------------------------------
     @property
     def attention_params(self) -> int:
-        h, q, kv = self.hidden_size, self.num_attention_heads * self.head_size, self.kv_heads * self.head_size
-        weights = h * q + 2 * h * kv + q * h
-        bias = (q + 2 * kv + h) if self.has_bias else 0
-        return weights + bias
+        """One attention mixer: q, k, v, o (or MLA's projections and norms) with biases and sinks."""
+        return sum(mla_params(self)) if self.is_mla else mha_params(self)
 
     def mlp_params(self, ffn: int) -> int:
         h = self.hidden_size
@@ -133,9 +291,14 @@ class ModelSpec(Frozen):
     def norm_params(self) -> int:
         return (2 if self.norm == "layernorm" else 1) * self.hidden_size
 
+    def _attention_layer(self, ffn: Literal["dense", "moe"]) -> int:
+        mixer: Mixer = "mla" if self.is_mla else "attention"
+        return layer_params(self, LayerKind(mixer, ffn, "global")).total
+
     @property
     def dense_layer_params(self) -> int:
-        return self.attention_params + self.mlp_params(self.ffn_hidden_size) + 2 * self.norm_params
+        """Attention + dense MLP + norms: one transformer layer without experts."""
+        return self._attention_layer("dense")
 
     @property
     def expert_params(self) -> int:
@@ -147,17 +310,10 @@ class ModelSpec(Frozen):
     def moe_layer_params(self) -> int:
         """Attention + router + routed and shared experts + norms of one MoE layer."""
         assert self.moe is not None
-        m = self.moe
-        router = self.hidden_size * m.num_experts
-        return (
-            self.attention_params
-            + router
-            + (m.num_experts + m.num_shared_experts) * self.expert_params
-            + 2 * self.norm_params
-        )
+        return self._attention_layer("moe")
 
     def layer_params(self, layer: int) -> int:
-        return self.moe_layer_params if self.is_moe_layer(layer) else self.dense_layer_params
+        return self.layer_param_counts(layer).total
 
     @property
     def embedding_params(self) -> int:
@@ -171,13 +327,19 @@ class ModelSpec(Frozen):
 
     @cached_property
     def num_params(self) -> int:
-        layers = sum(self.layer_params(i) for i in range(self.num_layers))
+        """Embedding, every layer, final norm and output projection; MTP modules apart (mtp_params)."""
+        layers = sum(self.kind_params[k].total for k in self.layer_kinds)
         return self.embedding_params + layers + self.output_params
 
     @cached_property
     def num_active_params(self) -> int:
-        """Parameters a token touches (top_k routed experts instead of all)."""
+        """Parameters a token touches: num_params less the routed experts it is not sent to (top_k of them
+        count). The embedding table is included whole, as num_params counts it."""
         if self.moe is None:
             return self.num_params
-        inactive = (self.moe.num_experts - self.moe.top_k) * self.expert_params * self.num_moe_layers
-        return self.num_params - inactive
+        return self.num_params - (self.moe.num_experts - self.moe.top_k) * self.expert_params * self.num_moe_layers
+
+    @property
+    def mtp_params(self) -> int:
+        """The multi-token-prediction modules' own parameters (embedding and output head shared, not counted)."""
+        return self.mtp_layers * mtp_layer_params(self, self.layer_kinds[-1]) if self.mtp_layers else 0

@@ -1,0 +1,219 @@
+"""What each Hugging Face model family means by what it leaves out of `config.json`, and what cannot be imported.
+
+Tables only (hf_config.py reads them). A key absent from a config takes the default of the family's transformers
+config class, cited per family; an explicit null stays null (DeepSeek-V2-Lite's `q_lora_rank: null` means a
+full-rank query projection).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Absent keys: the transformers config classes' defaults (only the keys the importer reads).
+_DEEPSEEK_V3: dict[str, Any] = {  # transformers/models/deepseek_v3/configuration_deepseek_v3.py, DeepseekV3Config
+    "vocab_size": 129280,
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "n_shared_experts": 1,
+    "n_routed_experts": 256,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "qk_nope_head_dim": 128,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+}
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "deepseek_v3": _DEEPSEEK_V3,
+    "kimi_k2": _DEEPSEEK_V3,  # Kimi-K2's config.json maps AutoConfig to configuration_deepseek.DeepseekV3Config
+    # transformers/models/qwen3_moe/configuration_qwen3_moe.py, Qwen3MoeConfig
+    "qwen3_moe": {
+        "decoder_sparse_step": 1,
+        "moe_intermediate_size": 768,
+        "num_experts_per_tok": 8,
+        "num_experts": 128,
+        "mlp_only_layers": [],
+        "tie_word_embeddings": False,
+        "use_sliding_window": False,
+    },
+    # transformers/models/gpt_oss/configuration_gpt_oss.py, GptOssConfig
+    "gpt_oss": {
+        "num_hidden_layers": 36,
+        "num_local_experts": 128,
+        "vocab_size": 201088,
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "head_dim": 64,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "sliding_window": 128,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "num_experts_per_tok": 4,
+        "attention_bias": True,
+    },
+    # transformers/models/llama4/configuration_llama4.py, Llama4TextConfig
+    "llama4_text": {
+        "vocab_size": 202048,
+        "hidden_size": 5120,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 4096 * 32,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "num_experts_per_tok": 1,
+        "num_local_experts": 16,
+        "interleave_moe_layer_step": 1,
+        "use_qk_norm": True,
+        "no_rope_layer_interval": 4,
+        "attention_chunk_size": 8192,
+        "attention_bias": False,
+    },
+    # transformers/models/gemma3/configuration_gemma3.py, Gemma3TextConfig
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+        "attention_bias": False,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    # transformers/models/nemotron_h/configuration_nemotron_h.py, NemotronHConfig
+    "nemotron_h": {
+        "vocab_size": 131072,
+        "hidden_size": 4096,
+        "tie_word_embeddings": False,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096,
+        "attention_bias": False,
+        "intermediate_size": 21504,
+        "mlp_bias": False,
+        "ssm_state_size": 128,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "n_groups": 8,
+        "conv_kernel": 4,
+        "use_conv_bias": True,
+        "chunk_size": 128,
+        "mamba_proj_bias": False,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": 7688,
+        "moe_shared_expert_intermediate_size": 7688,
+        "num_experts_per_tok": 2,
+        "num_nextn_predict_layers": 0,
+        "rms_norm_eps": 1e-5,
+    },
+}
+
+# Families whose MLP is gated (three matrices) whatever `hidden_act` says (Gemma uses a GELU gate).
+GATED_FAMILIES = {
+    "llama",
+    "llama4_text",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi3",
+    "olmo",
+    "olmo2",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
+    "gpt_oss",
+    "granite",
+    "cohere",
+    "internlm2",
+}
+# Families with a learned absolute position table; nemotron_h has none at all; everything else is taken as RoPE.
+LEARNED_POSITION_FAMILIES = {"gpt2", "opt", "gpt_bigcode", "gpt_neo", "biogpt"}
+NO_POSITION_FAMILIES = {"nemotron_h"}  # Nemotron-H's attention layers carry no position encoding (the paper, 2.1)
+UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo2"}
+RMSNORM_FAMILIES = {"nemotron_h"}  # RMSNorm although the config names only layer_norm_epsilon (modeling_nemotron_h)
+
+# One shared expert of the routed experts' width in every MoE layer (Llama4TextMoe.shared_expert, modeling_llama4.py).
+SHARED_EXPERT_FAMILIES = {"llama4_text": 1}
+# Learned RMSNorm q/k norms over head_dim (Qwen3Attention / Gemma3Attention q_norm, k_norm).
+QK_RMSNORM_FAMILIES = {"qwen3", "qwen3_moe", "gemma3_text"}
+# Norms after attention and after the MLP as well as before (Gemma2/Gemma3DecoderLayer: four per layer).
+SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3_text"}
+# Learned attention sinks, one logit per head (GptOssAttention.sinks).
+SINK_FAMILIES = {"gpt_oss"}
+# `sliding_window` applies to every layer (MistralAttention, Phi3Attention, Starcoder2Attention pass it to each).
+ALL_SLIDING_FAMILIES = {"mistral", "mixtral", "phi3", "starcoder2"}
+# Alternating sliding, global (layer_types default: sliding where (i + 1) % 2, Gemma2Config, GptOssConfig).
+ALTERNATING_FAMILIES = {"gemma2", "gpt_oss"}
+QWEN_FAMILIES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+
+LAYER_TYPE_LETTERS = {"full_attention": "G", "sliding_attention": "S", "chunked_attention": "C"}
+# Nemotron-H's layers_block_type names (old remote code, and transformers' newer names) -> pattern letters.
+BLOCK_TYPE_LETTERS = {
+    "mamba": "M",
+    "linear_attention": "M",
+    "attention": "*",
+    "full_attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
+
+# ---- refused by name: the spec cannot represent these -----------------------------------------------
+ENCODER_DECODER_FAMILIES = {
+    "t5",
+    "mt5",
+    "umt5",
+    "longt5",
+    "switch_transformers",
+    "t5gemma",
+    "bart",
+    "mbart",
+    "pegasus",
+    "marian",
+    "whisper",
+    "blenderbot",
+    "led",
+    "m2m_100",
+    "nllb_moe",
+    "plbart",
+    "fsmt",
+}
+# SSM / hybrid families other than Nemotron-H's hybrid_override_pattern (Mamba-1, parallel attention + SSM, ...).
+OTHER_SSM_FAMILIES = {"mamba", "mamba2", "falcon_mamba", "jamba", "falcon_h1", "zamba", "zamba2", "bamba", "plamo2"}
+# Keys that mean linear-attention (Gated DeltaNet / KDA) layers: Qwen3-Next, Qwen3.5, Kimi-Linear.
+LINEAR_ATTENTION_KEYS = (
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "full_attention_interval",
+    "linear_attn_config",
+)
+# Keys of parts the spec has no field for, with why.
+UNREPRESENTED_KEYS = {
+    "index_topk": "DeepSeek sparse attention's indexer (its own heads and top-k selection)",
+    "moe_latent_size": "MoE experts that work in a latent width other than hidden_size",
+    "hc_mult": "hyper-connections (several residual streams)",
+}
