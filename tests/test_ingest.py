@@ -18,7 +18,7 @@ from helpers import run_planner
 from planner.errors import PlannerError
 from planner.fit.runs import load_runs, parse_run
 from planner.io.logs import DEFAULT_WARMUP, detect, read_log
-from planner.io.logs.common import Step, steady
+from planner.io.logs.log_text import Step, steady
 from planner.units import GB, GiB, MiB
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -203,7 +203,7 @@ def test_torchtitan_set_up_line_batch_and_sequence():
 
 
 def test_torchtitan_model_arguments_and_features_from_set_up_lines():
-    from planner.io.logs.torchtitan import read_torchtitan
+    from planner.io.logs.torchtitan_log import read_torchtitan
 
     text = (LOGS / "torchtitan_pr1625_setup_only.log").read_text()
     config = read_torchtitan(text).config

@@ -80,10 +80,10 @@ def ingest(
 
         write_text_atomic(output, runs_yaml(runs), what="runs file")
     if as_json:
-        from planner.render.ingest import ingest_json
+        from planner.render.ingested import ingest_json
 
         emit_json(ingest_json(runs))
     else:
-        from planner.render.ingest import print_runs
+        from planner.render.ingested import print_runs
 
         print_runs(out, runs, output)

@@ -3,7 +3,7 @@ and llm-foundry (Composer). One module per family, the shared cleaning and stead
 `read_log` (build.py), the one front door `planner ingest` and `calibrate` call."""
 
 from planner.io.logs.build import ENGINES, detect, read_log
-from planner.io.logs.common import DEFAULT_WARMUP
+from planner.io.logs.log_text import DEFAULT_WARMUP
 from planner.io.logs.record import IngestedRun, runs_entries, runs_yaml, unique_ids
 
 __all__ = ["DEFAULT_WARMUP", "ENGINES", "IngestedRun", "detect", "read_log", "runs_entries", "runs_yaml", "unique_ids"]

@@ -10,7 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import PlannerError
-from planner.io.logs.common import (
+from planner.io.logs.composer_log import HEADER, read_composer
+from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
+from planner.io.logs.log_text import (
     ANSI,
     DEFAULT_WARMUP,
     LogFacts,
@@ -21,11 +23,9 @@ from planner.io.logs.common import (
     steady,
     timestamp_step_s,
 )
-from planner.io.logs.composer import HEADER, read_composer
-from planner.io.logs.deepspeed import PIPE, THROUGHPUT, read_deepspeed
-from planner.io.logs.megatron import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
+from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
-from planner.io.logs.torchtitan import METRICS, TPS, read_torchtitan
+from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
 from planner.specs import ModelSpec
 
 ENGINES = ("megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry")

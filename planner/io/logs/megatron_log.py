@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from planner.io.logs.common import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
-from planner.io.logs.deepspeed import deepspeed_config
+from planner.io.logs.deepspeed_log import deepspeed_config
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
 from planner.units import MiB
 

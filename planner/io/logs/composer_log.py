@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.io.logs.common import LogFacts, Memory, Step, clean_lines, events_in, number
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number
 from planner.units import GB
 
 # "[epoch=1][batch=5/5]:" or "[batch=10/100]:" (composer/loggers/console_logger.py _get_progress_string), then

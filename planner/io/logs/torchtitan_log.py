@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-from planner.io.logs.common import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
 from planner.units import GiB
 
 # "step: 10  loss:  7.1234  grad_norm:  1.23  memory: 33.30GiB(35.01%)  tps: 6,123  tflops: 351.2  mfu: 35.5%"
