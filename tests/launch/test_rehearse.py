@@ -6,6 +6,9 @@ batch until the world fits the host's process limit; and pass every check the wo
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -140,3 +143,24 @@ def test_dry_run_of_a_rehearsal_prints_what_changed(capsys, tmp_path, monkeypatc
 def test_rehearse_takes_no_shrinking_of_its_own(capsys, extra):
     code, _, err = _launch(capsys, "--model", "tiny", "--rehearse", *extra)
     assert code == 2 and "--rehearse" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_rehearsal_runs_here(tmp_path):
+    """GPT-3 175B at tp 4 x pp 8 x vpp 4 (32 GPUs) rehearsed for real: 4 workers on any host of 2 cores or more."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a 4-process rehearsal needs 2 cores")
+    saved = tmp_path / "g.yaml"
+    plan = {**GPT3_PLAN.model_dump(), "dp": 1, "global_batch": 64}
+    saved.write_text(yaml.safe_dump({"model": "gpt3-175b", "hardware": "a100-80gb", "gpus": 32, "plan": plan}))
+    profile = tmp_path / "p.json"
+    argv = [sys.executable, "-m", "planner", "launch", "--plan", str(saved), "--rehearse", "--steps", "3",
+            "--warmup", "1", "--profile-out", str(profile), "--json"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rehearsal: tp 4 -> 2, pp 8 -> 2, vpp 4 -> 2, global batch 64 -> 4" in proc.stderr
+    doc = json.loads(profile.read_text())
+    assert doc["world_size"] == 4 and doc["model"]["name"] == "gpt3-175b-rehearsal" and doc["model"]["num_layers"] == 8
+    assert (doc["plan"]["schedule"], doc["plan"]["vpp"], doc["plan"]["sp"]) == ("interleaved", 2, True)
+    assert len(doc["losses"]) == 3 and (tmp_path / "p.model.yaml").exists()
