@@ -176,10 +176,14 @@ def host_refusal(pf: Preflight, env: Environment, need: HostNeed) -> str | None:
     if env.host is None or not any(c.host and not c.ok for c in pf.checks):
         return None
     where = f"{env.device_count} x {env.device_name}" if env.device_type == "cuda" else f"{env.host.cores} cores"
-    have = f"{fmt_bytes(env.host.available_bytes)} available" if env.host.available_bytes is not None else "memory"
-    usable = f" and {fmt_bytes(RAM_SHARE * env.host.available_bytes)}" if env.host.available_bytes else ""
+    avail = env.host.available_bytes
+    have, usable = (
+        (f" and {fmt_bytes(avail)} available", f" and {fmt_bytes(RAM_SHARE * avail)}")
+        if avail is not None
+        else ("", "")
+    )
     return (
-        f"this machine cannot run the plan: {need.processes} processes on {where} and {have} (at most "
+        f"this machine cannot run the plan: {need.processes} processes on {where}{have} (at most "
         f"{env.max_processes()} processes{usable} here), and the plan needs ~{fmt_bytes(need.total_bytes)}; "
         "rehearse it with --rehearse, or run it on the cluster (--emit slurm|k8s|torchrun)"
     )

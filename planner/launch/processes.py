@@ -133,14 +133,18 @@ class Stopped(BaseException):
 
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise Stopped in the main thread while the block runs (Python's default for them
-    is to die without unwinding, which would skip the cleanup). Elsewhere than the main thread: no change."""
+    """The first SIGTERM or SIGHUP raises Stopped in the main thread while the block runs (Python's default
+    is to die without unwinding, which would skip the cleanup); later ones are ignored, so they cannot cut the
+    cleanup short. Elsewhere than the main thread: no change."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    raised: list[int] = []
 
     def handler(signum: int, _frame: object) -> None:
-        raise Stopped(signum)
+        if not raised:
+            raised.append(signum)
+            raise Stopped(signum)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -116,9 +116,10 @@ def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall
     and return 128 + the signal."""
     argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun())
     env = {**os.environ, **RUN_ENV}
+    proc: subprocess.Popen | None = None
     with stop_on_signals():
-        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=child_dies_with(os.getpid()))
         try:
+            proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=child_dies_with(os.getpid()))
             return proc.wait(timeout=wall_timeout_s)
         except subprocess.TimeoutExpired:
             print(f"planner launch: stopping torchrun after {wall_timeout_s:g} s wall time", file=sys.stderr)
@@ -128,7 +129,8 @@ def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall
         except Stopped as exc:
             return _stopped(exc.signum)
         finally:
-            stop_tree(proc)
+            if proc is not None:
+                stop_tree(proc)
 
 
 def _stopped(signum: int) -> int:

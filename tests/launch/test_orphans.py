@@ -119,6 +119,8 @@ def test_sigterm_unwinds_so_cleanup_runs():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
         finally:
+            os.kill(os.getpid(), signal.SIGHUP)  # a second signal does not cut the cleanup short
+            time.sleep(0.1)
             cleaned.append(True)
     assert stopped.value.signum == signal.SIGTERM and cleaned == [True]
     assert signal.getsignal(signal.SIGTERM) is before
