@@ -23,8 +23,8 @@ from pathlib import Path
 from planner.units import MiB, fmt_bytes
 
 # Two workers per core: every worker runs one OpenMP thread (command.RUN_ENV), so two per core keep each at
-# half a core or more; beyond that a step waits on descheduled peers at every collective. torch_cpu_notes.md
-# measured 4 workers at 8.8 s and 8 workers at 26.5 s for 10 steps on 2 cores: 3x the time for 2x the workers.
+# half a core or more; beyond that a step waits on descheduled peers at every collective (shared/reference/
+# torch_cpu_notes.md, measured on 2 cores: "8 procs on 2 cores work, but about 3x slower than 4").
 MAX_PROCS_PER_CORE = 2
 # Peak RSS of one worker: 332-337 MiB (1, 2 and 4 workers; the tiny model's tensors are under 15 MiB of it):
 # the torch runtime, about 234 MiB private and 101 MiB of shared libraries, counted in full for every worker.
