@@ -14,7 +14,7 @@ import itertools
 import math
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from planner.errors import PlannerError
 from planner.specs import Frozen, Precision
@@ -57,6 +57,15 @@ def clock_fraction(power_w: float, *, limit_w: float, idle_w: float) -> float:
     return max(MIN_CLOCK_FRACTION, dynamic ** (1.0 / 3.0))
 
 
+# Dense peaks a profile may state, FLOP/s: below a megaFLOP/s no device trains anything, and 1e17 is twenty times
+# the fastest dense peak shipping (B200 fp8, 4.5e15, hardware_profiles/b200.yaml and its datasheet).
+MIN_PEAK_FLOPS, MAX_PEAK_FLOPS = 1e6, 1e17
+# fp8 tensor cores run twice the 16-bit rate on every generation that has them (dense, datasheets as cited in
+# hardware_profiles/: H100 SXM 1979 vs 989 TFLOP/s, MI300X 2615 vs 1307, B200 4.5 vs 2.25 PFLOP/s); 4x leaves
+# room for what comes next. A device without fp8 units leaves fp8 out, or (bench-hardware) states its fp16 figure.
+FP8_MAX_SPEEDUP = 4.0
+
+
 class GPUSpec(Frozen):
     name: str
     hbm_bytes: float = Field(
@@ -82,23 +91,44 @@ class GPUSpec(Frozen):
         description="the board's power with its clocks up and no work (the floor of `clock_fraction`'s law)",
     )
 
+    @field_validator("peak_flops", mode="before")
+    @classmethod
+    def _no_bools(cls, value: object) -> object:
+        # YAML's true/false would pass as 1.0/0.0 FLOP/s; numbers written as strings ("989.4e12", which YAML 1.1
+        # reads as a string) stay accepted, as the catalog writes them.
+        if isinstance(value, dict) and (bad := {p: v for p, v in value.items() if isinstance(v, bool)}):
+            raise ValueError(f"peak_flops must be numbers in FLOP/s, got {bad}")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> GPUSpec:
-        bad = {p: v for p, v in self.peak_flops.items() if not (math.isfinite(v) and v > 0)}
+        peaks = self.peak_flops
+        bad = {p: v for p, v in peaks.items() if not (math.isfinite(v) and MIN_PEAK_FLOPS <= v <= MAX_PEAK_FLOPS)}
         if bad:
-            raise ValueError(f"peak_flops must be finite and > 0, got {bad}")
-        if "fp32" not in self.peak_flops:
+            raise ValueError(
+                f"peak_flops must be finite numbers from {MIN_PEAK_FLOPS:g} to {MAX_PEAK_FLOPS:g} FLOP/s, got {bad}"
+            )
+        if "fp32" not in peaks:
             raise ValueError(
                 f"peak_flops must give fp32 (and the precisions the GPU supports, of {list(PEAK_PRECISIONS)})"
             )
         if self.peak_flops_source == "datasheet":
-            for wide, narrow in PEAK_ORDER:
-                lo, hi = self.peak_flops.get(wide), self.peak_flops.get(narrow)
+            for wide_p, narrow_p in PEAK_ORDER:
+                lo, hi = peaks.get(wide_p), peaks.get(narrow_p)
                 if lo is not None and hi is not None and hi < lo:
                     raise ValueError(
-                        f"peak_flops.{narrow} = {hi:.6g} is below peak_flops.{wide} = {lo:.6g}; a narrower precision "
-                        f"is never slower on a datasheet (give peak_flops_source: measured for measured rates)"
+                        f"peak_flops.{narrow_p} = {hi:.6g} is below peak_flops.{wide_p} = {lo:.6g}; a narrower "
+                        f"precision is never slower on a datasheet (give peak_flops_source: measured for measured "
+                        f"rates)"
                     )
+        if "fp8" in peaks:
+            wide = [peaks[p] for p in ("bf16", "fp16") if p in peaks] or [peaks["fp32"]]
+            low, high = min(wide), FP8_MAX_SPEEDUP * max(wide)
+            if not low <= peaks["fp8"] <= high:
+                raise ValueError(
+                    f"peak_flops.fp8={peaks['fp8']:g} must be from {low:g} (the slower 16-bit peak: fp8 can always "
+                    f"be run widened to it) to {high:g} ({FP8_MAX_SPEEDUP:g}x the faster one) FLOP/s"
+                )
         if self.idle_power_w is not None and (self.power_limit_w is None or self.idle_power_w >= self.power_limit_w):
             raise ValueError(
                 f"idle_power_w = {self.idle_power_w:g} needs a power_limit_w above it, got {self.power_limit_w}"

@@ -902,6 +902,7 @@ LAUNCH_OPTIONS: dict[str, list[str]] = {
     "--resume": [],
     "--no-resume": [],
     "--dry-run": [],
+    "--rehearse": [],
 }
 PLAN_COMMAND_SPECS = [
     plan_spec("memory", ("-m", "tiny"), ("--gpus", "2"), ("--json",)),
@@ -928,6 +929,7 @@ LAUNCH_SPECS = [
     Spec(("launch",), (("--model", "tiny"), ("--dry-run",)), LAUNCH_OPTIONS),
     Spec(("launch",), (("--model", "tiny"), ("--dp", "2"), ("--dry-run",), ("--json",)), LAUNCH_OPTIONS),
     Spec(("launch",), (("--plan", "@W/plan.yaml"), ("--dry-run",), ("--json",)), LAUNCH_OPTIONS),
+    Spec(("launch",), (("--plan", "@W/plan.yaml"), ("--rehearse",), ("--dry-run",)), LAUNCH_OPTIONS),
     *(
         Spec(("launch",), (("--model", "tiny"), ("--emit", t), ("--out", "outdir")), LAUNCH_OPTIONS)
         for t in ("torchrun", "slurm", "megatron", "deepspeed")
@@ -944,7 +946,16 @@ FIT_OPTIONS: dict[str, list[str]] = {
     "-o": [*OUT_FILES, *OUT_DIRS],
     "--output": [*OUT_FILES, *OUT_DIRS],
     "--engine-out": OUT_DIRS,
-    "--params": ["compute", "overhead_s", "compute,overhead_s", "matmul_scale", "speed", ",", "compute,compute"],
+    "--params": [
+        "compute",
+        "overhead_s",
+        "compute,overhead_s",
+        "matmul_scale",
+        "speed",
+        ",",
+        "compute,compute",
+        "hbm,,x",
+    ],
 }
 FIT_SPECS = [
     Spec(

@@ -523,6 +523,37 @@ case(
     "inf",
     names=("--checkpoint-bandwidth",),
 )
+# issue 22: below any physical MTBF (1 hour) or checkpoint bandwidth (1 MB/s), these ran to a goodput of 0%
+for cmd, extra in (("estimate", ("--gpus", "1")), ("search", ("--gpus", "2"))):
+    for v in ("1e-300", "0.5"):
+        case(f"opt-{cmd}-mtbf-{v}", cmd, "-m", "tiny", *extra, "--mtbf-hours", v, names=("--mtbf-hours",))
+    for v in ("1e-300", "1"):
+        case(
+            f"opt-{cmd}-checkpoint-bandwidth-{v}",
+            cmd,
+            "-m",
+            "tiny",
+            *extra,
+            "--mtbf-hours",
+            "100",
+            "--checkpoint-bandwidth",
+            v,
+            names=("--checkpoint-bandwidth",),
+        )
+for name, v in (("comma", ","), ("hbm-empty-x", "hbm,,x"), ("blank", " , "), ("empty", "")):
+    # issue 22: "," fitted the default set (exit 0) although it names no parameter
+    case(
+        f"opt-calibrate-params-{name}",
+        "calibrate",
+        "@W/runs.yaml",
+        "--hardware",
+        "h100-sxm",
+        "-o",
+        "x.yaml",
+        "--params",
+        v,
+        names=("--params",),
+    )
 for v in ("tp=abc", "tp=", "tp", "bogus=1", "tp=1.5"):
     case(f"opt-search-explain-{v}", "search", "-m", "tiny", "--gpus", "2", "--explain", v, names=(v, "--explain"))
 for cmd in ("memory", "estimate", "search"):
@@ -559,6 +590,15 @@ HW_VARIANTS = {
     "context-bytes-1e308": (setter("reserved", "cuda_context_bytes", value=1e308), (0, 2)),
     "gpus-per-node-0": (setter("gpus_per_node", value=0), (2,)),
     "intra-node-bandwidth-inf": (setter("intra_node", "bandwidth_bytes_per_s", value=math.inf), (2,)),
+    # issue 22: fp8 peaks the fuzzer found accepted (exit 0, then a run of 1e-10 tokens/s or an MFU of 1e-293)
+    "peak-flops-fp8-1": (setter("gpu", "peak_flops", "fp8", value=1.0), (2,)),
+    "peak-flops-fp8-true": (setter("gpu", "peak_flops", "fp8", value=True), (2,)),
+    "peak-flops-fp8-1e18": (setter("gpu", "peak_flops", "fp8", value=1e18), (2,)),
+    "peak-flops-fp8-1e308": (setter("gpu", "peak_flops", "fp8", value=1e308), (2,)),
+    "peak-flops-fp8-5e-324": (setter("gpu", "peak_flops", "fp8", value=5e-324), (2,)),
+    "peak-flops-fp8-below-bf16": (setter("gpu", "peak_flops", "fp8", value=500e12), (2,)),
+    "peak-flops-fp8-above-4x-bf16": (setter("gpu", "peak_flops", "fp8", value=4000e12), (2,)),
+    "peak-flops-fp8-string-number": (setter("gpu", "peak_flops", "fp8", value="1979e12"), (0,)),  # as catalogs write
 }
 for name, (change, codes) in HW_VARIANTS.items():
     doc = changed(H100, change)
@@ -698,6 +738,58 @@ for name, flags in IMPOSSIBLE.items():
             names=(name.split("-")[0], "global_batch", "global-batch"),
             empty=("outdir",),
         )
+# issue 22: 256 processes on this machine ran (and orphaned its workers); its dry run said [ok] to every check
+BIG_PLAN = ("--model", "llama3-70b", "--dp", "128", "--tp", "2", "--sp", "--zero", "3", "--global-batch", "512")
+case("launch-dry-run-256-processes", "launch", *BIG_PLAN, "--seq-len", "8192", "--dry-run", codes=(1,))
+case(
+    "launch-dry-run-256-processes-json",
+    "launch",
+    *BIG_PLAN,
+    "--seq-len",
+    "8192",
+    "--dry-run",
+    "--json",
+    codes=(1,),
+    extra=dry_run_json_not_ok,
+)
+
+
+def no_gpus_option(o: Outcome) -> list[str]:
+    return ["names --gpus, which launch does not have"] if "--gpus" in o.out + o.err else []
+
+
+BIG_FILE = changed(PLAN_DOC, lambda d: d.update(gpus=256, plan={**d["plan"], "dp": 128, "tp": 2}))
+case(
+    "launch-plan-file-with-other-degrees",
+    "launch",
+    "--plan",
+    "@W/big.yaml",
+    "--model",
+    "tiny",
+    "--dp",
+    "2",
+    "--dry-run",
+    files=(("big.yaml", BIG_FILE),),
+    codes=(0, 1),
+    extra=no_gpus_option,
+)
+case("launch-rehearse-experts", "launch", "--model", "mixtral-8x7b", "--rehearse", "--dry-run", names=("mixtral",))
+case(
+    "launch-rehearse-with-emit",
+    "launch",
+    "--model",
+    "tiny",
+    "--rehearse",
+    "--emit",
+    "torchrun",
+    "--out",
+    "outdir",
+    names=("--rehearse",),
+    empty=("outdir",),
+)
+case("valid-launch-rehearse-dry-run", "launch", "--plan", "@W/big.yaml", "--rehearse", "--dry-run", "--json",
+     files=(("big.yaml", BIG_FILE),), codes=(0,))  # fmt: skip
+
 LAUNCH_BAD = {
     "nproc-0": ("--nproc", "0"),
     "nproc-minus-1": ("--nproc", "-1"),
@@ -898,9 +990,9 @@ case(
     "--gpus",
     "1",
     "--mtbf-hours",
-    "0.001",
-    "--checkpoint-bandwidth",
     "1",
+    "--checkpoint-bandwidth",
+    "1e6",
     "--json",
     codes=(0,),
 )
@@ -915,7 +1007,7 @@ case(
     "--objective",
     "goodput",
     "--mtbf-hours",
-    "0.001",
+    "1",
     "--wide",
     codes=(0,),
 )

@@ -41,6 +41,19 @@ def validate(
         print_validation(out, result)
 
 
+def param_names(params: str | None) -> tuple[str, ...] | None:
+    """--params as names (None: the default set); an empty name between commas is an error, not "every"."""
+    if params is None:
+        return None
+    names = tuple(p.strip() for p in params.split(","))
+    if not all(names):
+        from planner.fit.priors import ENGINE_PARAMS, HARDWARE_BOUNDS
+
+        valid = ", ".join([*HARDWARE_BOUNDS, *ENGINE_PARAMS])
+        raise PlannerError(f"--params {params!r} has an empty name; give a comma list of names of: {valid}")
+    return names
+
+
 def calibrate(
     inputs: Annotated[list[str], typer.Argument(help="launch profile .json files and/or runs .yaml files")],
     hardware: Annotated[
@@ -80,7 +93,7 @@ def calibrate(
         raise PlannerError(
             "give -o NEW.yaml (or a directory for several --hardware): the calibrated profile goes there"
         )
-    names = tuple(p.strip() for p in params.split(",") if p.strip()) if params else None
+    names = param_names(params)
     args = hardware or runs_hardware(inputs)
     profiles = [load_hardware(h) for h in args]
     targets = hardware_output(output, profiles)

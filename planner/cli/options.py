@@ -123,20 +123,25 @@ EnginesOpt = Annotated[
 ]
 
 # Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).
+# The lower bounds are physical: no GPU or node fails every hour on average (published per-GPU MTBFs are tens of
+# thousands of hours), and no checkpoint store writes below 1 MB/s (a single spinning disk writes 100 MB/s).
+MIN_MTBF_HOURS, MIN_CHECKPOINT_BYTES_PER_S = 1.0, 1e6
 TokensOpt = Annotated[
     Optional[float], typer.Option("--tokens", callback=finite(1, 1e18), help="tokens to train: time and GPU-hours")
 ]
 MtbfOpt = Annotated[
     Optional[float],
-    typer.Option("--mtbf-hours", callback=finite(0, 1e10, open_low=True), help="mean time between failures, hours"),
+    typer.Option(
+        "--mtbf-hours", callback=finite(MIN_MTBF_HOURS, 1e10), help="mean time between failures, hours (>= 1)"
+    ),
 ]
 MtbfPerOpt = Annotated[str, typer.Option("--mtbf-per", help="gpu | node: what --mtbf-hours is per")]
 CheckpointBwOpt = Annotated[
     Optional[float],
     typer.Option(
         "--checkpoint-bandwidth",
-        callback=finite(0, 1e15, open_low=True),
-        help="checkpoint write bandwidth of the whole job, bytes/s (default: the profile's per node x nodes)",
+        callback=finite(MIN_CHECKPOINT_BYTES_PER_S, 1e15),
+        help="checkpoint write bandwidth of the whole job, bytes/s, >= 1e6 (default: the profile's per node x nodes)",
     ),
 ]
 

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 from planner.engine import Engine, plan_problems
 from planner.errors import PlannerError
+from planner.launch.machine import MAX_PROCS_PER_CORE, RAM_SHARE, Host, HostNeed, memory_fits, probe_host
 from planner.plan import Plan
 from planner.specs import ModelSpec
+from planner.units import fmt_bytes
 
 # Public APIs the worker uses and the torch release that made each public.
 FEATURES = {
@@ -30,6 +32,14 @@ class Environment:
     device_name: str
     free_bytes: tuple[float, ...] = ()  # per device; empty on CPU
     torch_version: str | None = None
+    host: Host | None = None  # this machine's cores and memory; None: not this machine (--emit's targets)
+
+    def max_processes(self) -> int | None:
+        """The most worker processes a local run may start here (machine.py): one per GPU, or
+        MAX_PROCS_PER_CORE per CPU core; None when the host is not known."""
+        if self.device_type == "cuda":
+            return self.device_count
+        return self.host.max_processes() if self.host is not None else None
 
 
 @dataclass(frozen=True)
@@ -37,7 +47,8 @@ class Check:
     name: str
     ok: bool
     detail: str
-    forceable: bool = False  # --force may override (memory only)
+    forceable: bool = False  # --force may override (device memory only; never what protects the host)
+    host: bool = False  # a limit that protects this machine (processes, host memory)
 
 
 @dataclass
@@ -45,8 +56,8 @@ class Preflight:
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, name: str, ok: bool, detail: str, *, forceable: bool = False) -> None:
-        self.checks.append(Check(name, ok, detail, forceable))
+    def add(self, name: str, ok: bool, detail: str, *, forceable: bool = False, host: bool = False) -> None:
+        self.checks.append(Check(name, ok, detail, forceable, host))
 
     def failures(self, *, force: bool = False) -> list[Check]:
         return [c for c in self.checks if not c.ok and not (force and c.forceable)]
@@ -57,17 +68,18 @@ class Preflight:
 
 
 def probe_environment() -> Environment:
+    host = probe_host()
     try:
         import torch
     except ImportError:
-        return Environment("cpu", 0, "cpu (torch not installed)")
+        return Environment("cpu", 0, "cpu (torch not installed)", host=host)
     import platform
 
     if torch.cuda.is_available():
         n = torch.cuda.device_count()
         free = tuple(float(torch.cuda.mem_get_info(i)[0]) for i in range(n))
-        return Environment("cuda", n, torch.cuda.get_device_name(0), free, torch.__version__)
-    return Environment("cpu", 0, platform.processor() or platform.machine() or "cpu", (), torch.__version__)
+        return Environment("cuda", n, torch.cuda.get_device_name(0), free, torch.__version__, host)
+    return Environment("cpu", 0, platform.processor() or platform.machine() or "cpu", (), torch.__version__, host)
 
 
 def _version(v: str) -> tuple[int, int]:
@@ -107,6 +119,7 @@ def preflight(
     nproc_per_node: int,
     nnodes: int,
     predicted_peak_bytes: float | None = None,
+    host_need: HostNeed | None = None,
 ) -> Preflight:
     """Every check, passed or failed, so --dry-run can print all of them."""
     pf = Preflight()
@@ -121,23 +134,14 @@ def preflight(
         pf.add(
             "devices",
             env.device_count >= nproc_per_node,
-            f"{env.device_count} x {env.device_name} visible, {nproc_per_node} processes per node",
+            f"{env.device_count} x {env.device_name} visible, {nproc_per_node} processes per node (one per GPU)",
+            host=env.host is not None,
         )
     else:
         pf.add("devices", True, f"CPU ({env.device_name}), gloo backend, {nproc_per_node} processes per node")
-    if predicted_peak_bytes is None:
-        pf.add("memory", True, "predicted peak n/a (no estimate available)")
-    elif env.free_bytes:
-        worst = min(env.free_bytes)
-        pf.add(
-            "memory",
-            predicted_peak_bytes <= worst,
-            f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB per device vs "
-            f"{worst / 2**30:.2f} GiB free on the fullest device",
-            forceable=True,
-        )
-    else:
-        pf.add("memory", True, f"predicted peak {predicted_peak_bytes / 2**30:.2f} GiB (CPU: not checked)")
+    _host_checks(pf, env, nproc_per_node, host_need)
+    if not (env.device_type == "cpu" and env.host is not None and host_need is not None):  # else: host memory
+        _device_memory(pf, env, predicted_peak_bytes)
     if env.torch_version is None:
         pf.add("torch", False, "torch is not installed (pip install 'planner[launch]', torch==2.13.0)")
     else:
@@ -153,12 +157,80 @@ def preflight(
     return pf
 
 
+def _host_checks(pf: Preflight, env: Environment, nproc: int, need: HostNeed | None) -> None:
+    """The limits that protect this machine (machine.py): not forceable."""
+    if env.host is None:
+        return
+    if env.device_type == "cpu":
+        limit = env.host.max_processes()
+        detail = f"{nproc} on {env.host.cores} cores: at most {limit} here ({MAX_PROCS_PER_CORE} per core)"
+        pf.add("processes", nproc <= limit, detail, host=True)
+    if need is not None:
+        avail = env.host.available_bytes
+        room = f"{fmt_bytes(avail)} available, {RAM_SHARE:.0%} of it usable" if avail is not None else "unknown"
+        pf.add("host memory", memory_fits(need, env.host), f"needs {need.describe()}; {room}", host=True)
+
+
+def host_refusal(pf: Preflight, env: Environment, need: HostNeed) -> str | None:
+    """One line for a run this machine must not start (a failed host check), with the numbers; None if none."""
+    if env.host is None or not any(c.host and not c.ok for c in pf.checks):
+        return None
+    where = f"{env.device_count} x {env.device_name}" if env.device_type == "cuda" else f"{env.host.cores} cores"
+    avail = env.host.available_bytes
+    have, usable = (
+        (f" and {fmt_bytes(avail)} available", f" and {fmt_bytes(RAM_SHARE * avail)}")
+        if avail is not None
+        else ("", "")
+    )
+    return (
+        f"this machine cannot run the plan: {need.processes} processes on {where}{have} (at most "
+        f"{env.max_processes()} processes{usable} here), and the plan needs ~{fmt_bytes(need.total_bytes)}; "
+        "rehearse it with --rehearse, or run it on the cluster (--emit slurm|k8s|torchrun)"
+    )
+
+
+def _device_memory(pf: Preflight, env: Environment, peak_bytes: float | None) -> None:
+    """Predicted peak against the free memory of the fullest device (--force may override)."""
+    if peak_bytes is None:
+        pf.add("memory", True, "predicted peak n/a (no estimate available)")
+    elif env.free_bytes:
+        worst = min(env.free_bytes)
+        pf.add(
+            "memory",
+            peak_bytes <= worst,
+            f"predicted peak {peak_bytes / 2**30:.2f} GiB per device vs {worst / 2**30:.2f} GiB free on the "
+            "fullest device",
+            forceable=True,
+        )
+    else:
+        pf.add("memory", True, f"predicted peak {peak_bytes / 2**30:.2f} GiB (CPU: not checked)")
+
+
+def architecture_limits(model: ModelSpec) -> list[str]:
+    """What of the model the worker's GPT (launch/model.py: pre-norm attention and MLP blocks, GQA, RoPE or learned
+    positions, GELU or SwiGLU) cannot build, by name: it would train a different model."""
+    kinds = {k.mixer for k in model.layer_kinds} | {k.attention for k in model.layer_kinds if k.attention}
+    a = model.attention
+    missing = [
+        ("multi-head latent attention", "mla" in kinds),
+        ("Mamba-2 / hybrid layer patterns", model.layer_pattern is not None),
+        ("sliding-window or chunked attention", bool(kinds & {"sliding", "chunked"})),
+        ("attention sinks", a is not None and a.sinks),
+        ("q/k norms", a is not None and a.qk_norm != "none"),
+        ("sandwich norms", model.sandwich_norm),
+        ("multi-token prediction", model.mtp_layers > 0),
+        ("position_embedding none", model.position_embedding == "none"),
+    ]
+    return [f"{model.name}: the launch worker has no {what} yet" for what, has in missing if has]
+
+
 def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
     """What the rehearsal worker cannot run, with the values involved."""
     out = []
     out += cp_problems(plan, env.device_type)
     if plan.ep > 1 or model.moe is not None:
         out.append(f"{model.name}: mixture-of-experts models and ep={plan.ep} are not supported by the worker")
+    out += architecture_limits(model)
     if plan.precision == "fp8":
         out.append("precision=fp8 needs torchao float8 training; rehearse with --precision bf16")
     if plan.precision == "fp16" and env.device_type == "cpu":
@@ -171,7 +243,7 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
             f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x micro_batch={plan.micro_batch}"
         )
     if plan.seq_len > model.max_seq_len:
-        out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len}")
+        out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name} (--seq-len)")
     return out
 
 

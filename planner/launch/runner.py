@@ -14,7 +14,9 @@ from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
 from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
+from planner.launch.machine import HostNeed
 from planner.launch.preflight import Environment, Preflight, preflight
+from planner.launch.processes import Stopped, child_dies_with, stop_on_signals, stop_tree
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -51,15 +53,29 @@ def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     )
 
 
+def host_need(model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *, nproc_per_node: int) -> HostNeed:
+    """What the run asks of this host. On CPU the workers' tensors live in its memory: the planner's estimate of
+    the plan priced on the cpu profile, without the profile's assumed runtime reserve (machine.py adds the
+    measured one). On GPUs the tensors are the devices' (the memory check); the host holds the runtimes."""
+    if env.device_type == "cuda":
+        return HostNeed(nproc_per_node, 0.0)
+    from planner.cost.memory import memory_report
+    from planner.io.catalog import load_hardware
+
+    stages = memory_report(model, load_hardware("cpu"), plan, engine).stages
+    return HostNeed(nproc_per_node, max(s.breakdown.total_bytes - s.breakdown.reserved_bytes for s in stages))
+
+
 @dataclass
 class DryRun:
     preflight: Preflight
     command: str
     mesh: dict[str, int]
     ranks: list[str]
+    rehearsal: dict | None = None  # what --rehearse changed (rehearse.Rehearsal.to_dict)
 
     def to_dict(self) -> dict:
-        return {
+        doc = {
             "ok": not self.preflight.failures(),
             "checks": [c.__dict__ for c in self.preflight.checks],
             "notes": self.preflight.notes,
@@ -67,6 +83,7 @@ class DryRun:
             "mesh": self.mesh,
             "ranks": self.ranks,
         }
+        return doc if self.rehearsal is None else {**doc, "rehearsal": self.rehearsal}
 
 
 def dry_run(
@@ -79,10 +96,12 @@ def dry_run(
     nnodes: int,
     max_restarts: int,
     peak_bytes: float | None,
+    need: HostNeed | None = None,
 ) -> DryRun:
     pf = preflight(
-        model, cfg.plan, engine, env, nproc_per_node=nproc_per_node, nnodes=nnodes, predicted_peak_bytes=peak_bytes
-    )
+        model, cfg.plan, engine, env, nproc_per_node=nproc_per_node, nnodes=nnodes, predicted_peak_bytes=peak_bytes,
+        host_need=need,
+    )  # fmt: skip
     argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, nnodes=nnodes, max_restarts=max_restarts)
     world = cfg.plan.gpus
     shown = [rank_layout(r, cfg.plan, model.num_layers).describe() for r in range(min(world, MAX_RANKS_SHOWN))]
@@ -92,20 +111,31 @@ def dry_run(
 
 
 def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall_timeout_s: float | None = None) -> int:
-    """Run the plan on this node; output streams through (rank 0 prints one line per step)."""
+    """Run the plan on this node; output streams through (rank 0 prints one line per step). torchrun and every
+    worker end when this returns, raises or is killed (processes.py); SIGINT, SIGTERM and SIGHUP stop the run
+    and return 128 + the signal."""
     argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun())
     env = {**os.environ, **RUN_ENV}
-    proc = subprocess.Popen(argv, env=env, start_new_session=True)
-    try:
-        return proc.wait(timeout=wall_timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        print(f"planner launch: killed torchrun after {wall_timeout_s:g} s wall time", file=sys.stderr)
-        return 124
-    except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGTERM)
-        return proc.wait()
+    proc: subprocess.Popen | None = None
+    with stop_on_signals():
+        try:
+            proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=child_dies_with(os.getpid()))
+            return proc.wait(timeout=wall_timeout_s)
+        except subprocess.TimeoutExpired:
+            print(f"planner launch: stopping torchrun after {wall_timeout_s:g} s wall time", file=sys.stderr)
+            return 124
+        except KeyboardInterrupt:
+            return _stopped(signal.SIGINT)
+        except Stopped as exc:
+            return _stopped(exc.signum)
+        finally:
+            if proc is not None:
+                stop_tree(proc)
+
+
+def _stopped(signum: int) -> int:
+    print(f"planner launch: {signal.Signals(signum).name}: stopping torchrun and every worker", file=sys.stderr)
+    return 128 + signum
 
 
 def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:

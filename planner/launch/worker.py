@@ -29,12 +29,13 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from planner.io.catalog import load_engine, load_model
-from planner.launch import checkpoint
+from planner.launch import PARENT_PID_AT_START, checkpoint
 from planner.launch.layout import MESH_DIMS, plan_layout
 from planner.launch.measured import ActivationCounter, model_state_bytes, summarize
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from planner.launch.preflight import cp_problems, uses_context_parallel
+from planner.launch.processes import arm_worker
 from planner.launch.spec import shrink
 from planner.plan import Plan
 
@@ -326,6 +327,7 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
 
 
 if __name__ == "__main__":
+    arm_worker(PARENT_PID_AT_START)  # die with torchrun, whatever kills it (processes.py)
     main(sys.argv[1:])
     # Success: the profile is written and the process group destroyed. Leave without running C++ static
     # destructors: gloo's worker threads intermittently abort the process there ("terminate called

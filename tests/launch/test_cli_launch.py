@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from planner.cli import main
+from planner.launch.machine import Host
+from planner.launch.preflight import Environment
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -20,7 +22,10 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path):
+def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path, monkeypatch):
+    """8 processes: a dry run on a 4-core host (this one may have fewer, where the dry run fails its host check)."""
+    host = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu", Host(cores=4, available_bytes=16 * 2**30))
+    monkeypatch.setattr("planner.cli.launch.probe_environment", lambda: host)
     code, out, _ = _run(
         capsys,
         "--model",
@@ -42,6 +47,7 @@ def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path):
     )
     assert code == 0, out
     assert "[ok] world size" in out and "mesh: pp=2 x dp=2 x cp=1 x tp=2" in out
+    assert "[ok] processes: 8 on 4 cores: at most 8 here (2 per core)" in out and "[ok] host memory" in out
     assert "torchrun --standalone" in out and "--nproc-per-node 8" in out and "OMP_NUM_THREADS=1" in out
     assert "rank 7: pp=1 dp=1 cp=0 tp=1 | stage 1: layers 2-3" in out
 

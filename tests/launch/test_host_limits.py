@@ -1,0 +1,151 @@
+"""A launch that protects the machine (issue 22, item 3): the world, the predicted memory and the devices against
+what this host has, checked before anything starts. Nothing here starts a process: the host is a fixed
+Environment, and run_torchrun fails the test if it is ever reached."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from planner.cli import main
+from planner.io.catalog import load_engine, load_model
+from planner.launch.machine import WORKER_RUNTIME_BYTES, Host, HostNeed
+from planner.launch.preflight import Environment, host_refusal, preflight
+from planner.plan import Plan
+from planner.units import GiB
+
+CPU_BOX = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu", Host(cores=2, available_bytes=23.4 * GiB))
+GPU_BOX = Environment("cuda", 4, "NVIDIA H100", (70e9,) * 4, "2.13.0", Host(cores=32, available_bytes=400 * GiB))
+WORKER = load_engine("planner")
+# What `planner search --model llama3-70b --gpus 256 --engine torchtitan --save best.yaml` writes.
+BEST = {
+    "model": "llama3-70b",
+    "hardware": "h100-sxm",
+    "engine": "torchtitan",
+    "gpus": 256,
+    "plan": {
+        "dp": 128, "tp": 2, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "sp": True, "zero": 3, "recompute": "selective",
+        "micro_batch": 1, "global_batch": 512, "seq_len": 8192, "precision": "bf16", "schedule": "1f1b",
+    },
+}  # fmt: skip
+
+
+@pytest.fixture
+def best(tmp_path) -> str:
+    path = tmp_path / "best.yaml"
+    path.write_text(yaml.safe_dump(BEST))
+    return str(path)
+
+
+@pytest.fixture
+def box(monkeypatch):
+    """This machine is CPU_BOX, and no worker may start."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("run_torchrun was reached: a refused plan started workers")
+
+    monkeypatch.setattr("planner.cli.launch.probe_environment", lambda: CPU_BOX)
+    monkeypatch.setattr("planner.cli.launch.run_torchrun", refuse)
+
+
+def _launch(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        main(["launch", *argv])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_256_process_plan_is_refused_with_its_numbers(capsys, box, best, tmp_path):
+    code, out, err = _launch(capsys, "--plan", best, "--profile-out", str(tmp_path / "p.json"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    line = err.strip()
+    for words in ("256 processes on 2 cores", "23.40 GiB available", "at most 4 processes", "TiB", "--rehearse"):
+        assert words in line, line
+    assert "--emit slurm|k8s|torchrun" in line and not (tmp_path / "p.json").exists()
+
+
+def test_force_does_not_lift_the_host_limits(capsys, box, best):
+    code, _, err = _launch(capsys, "--plan", best, "--force")
+    assert code == 2 and "256 processes on 2 cores" in err
+
+
+def test_the_dry_run_of_the_256_process_plan_fails_its_host_checks(capsys, box, best):
+    code, out, _ = _launch(capsys, "--plan", best, "--dry-run")
+    assert code == 1, out
+    assert "[FAIL] processes: 256 on 2 cores: at most 4 here (2 per core)" in out
+    assert "[FAIL] host memory: needs 256 x" in out and "TiB" in out
+    code, out, _ = _launch(capsys, "--plan", best, "--dry-run", "--json")
+    doc = json.loads(out)
+    failed = {c["name"] for c in doc["checks"] if not c["ok"]}
+    assert code == 1 and doc["ok"] is False and failed == {"processes", "host memory"}
+    assert all(c["host"] and not c["forceable"] for c in doc["checks"] if c["name"] in failed)
+
+
+def test_cpu_memory_per_process_is_the_estimate_plus_the_measured_runtime(box):
+    model, plan = load_model("llama3-70b"), Plan(**BEST["plan"])
+    from planner.launch.runner import host_need
+
+    need = host_need(model, plan, WORKER, CPU_BOX, nproc_per_node=256)
+    assert need.processes == 256 and need.bytes_per_process == need.tensor_bytes_per_process + WORKER_RUNTIME_BYTES
+    assert need.tensor_bytes_per_process > 10 * GiB  # seq 8192, 70B sharded 256 ways: tens of GiB per rank
+    assert host_need(model, plan, WORKER, GPU_BOX, nproc_per_node=4).tensor_bytes_per_process == 0  # on the GPUs
+
+
+def _pf(env: Environment, plan: Plan, nproc: int, tensor_bytes: float = 1e6, peak: float = 1e9):
+    need = HostNeed(nproc, tensor_bytes)
+    pf = preflight(
+        load_model("tiny"), plan, WORKER, env, nproc_per_node=nproc, nnodes=1, predicted_peak_bytes=peak,
+        host_need=need,
+    )  # fmt: skip
+    return pf, need
+
+
+def test_four_processes_run_on_two_cores_five_do_not():
+    ok, _ = _pf(CPU_BOX, Plan(dp=4, global_batch=8, seq_len=64), 4)
+    assert not ok.failures() and any(c.name == "processes" and c.ok for c in ok.checks)
+    over, need = _pf(CPU_BOX, Plan(dp=5, global_batch=10, seq_len=64), 5)
+    assert [c.name for c in over.failures(force=True)] == ["processes"]
+    assert "5 processes on 2 cores" in (host_refusal(over, CPU_BOX, need) or "")
+
+
+def test_host_memory_is_not_forceable():
+    pf, need = _pf(CPU_BOX, Plan(dp=2, global_batch=8, seq_len=64), 2, tensor_bytes=20 * GiB)
+    assert [c.name for c in pf.failures(force=True)] == ["host memory"]
+    assert "the plan needs ~40.8" in (host_refusal(pf, CPU_BOX, need) or "")
+
+
+def test_gpus_one_process_each_and_free_memory_forceable():
+    pf, need = _pf(GPU_BOX, Plan(dp=8, global_batch=8, seq_len=64), 8, peak=75e9)
+    assert {c.name for c in pf.failures()} == {"devices", "memory"}
+    assert [c.name for c in pf.failures(force=True)] == ["devices"]  # --force lifts the free-memory check only
+    assert "8 processes on 4 x NVIDIA H100" in (host_refusal(pf, GPU_BOX, need) or "")
+    fits, need = _pf(GPU_BOX, Plan(dp=4, global_batch=8, seq_len=64), 4, peak=75e9)
+    assert host_refusal(fits, GPU_BOX, need) is None and [c.name for c in fits.failures()] == ["memory"]
+
+
+def test_no_host_no_host_checks():
+    """--emit's targets are not this machine: their checks are the plan's and the profile's only."""
+    pf, need = _pf(Environment("cpu", 0, "x86_64", (), "2.13.0+cpu"), Plan(dp=64, global_batch=64, seq_len=64), 64)
+    assert not {"processes", "host memory"} & {c.name for c in pf.checks}
+    assert host_refusal(pf, Environment("cpu", 0, "x86_64"), need) is None
+
+
+def test_command_line_degrees_win_over_the_plan_file(capsys, box, best):
+    """launch has no --gpus: `--model tiny --dp 2` over a 256-GPU plan file is a 4-process run (the file's tp 2)."""
+    code, out, err = _launch(
+        capsys, "--plan", best, "--model", "tiny", "--dp", "2", "--seq-len", "64", "--global-batch", "8",
+        "--dry-run", "--json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["mesh"] == {"pp": 1, "dp": 2, "cp": 1, "tp": 2} and "--nproc-per-node 4" in doc["command"]
+    assert "--zero 3" in doc["command"] and "--recompute selective" in doc["command"]  # the rest is the file's
+    code, out, err = _launch(capsys, "--plan", best, "--model", "tiny", "--dp", "2", "--dry-run")
+    assert code == 1 and "--gpus" not in out + err and "seq_len=8192 exceeds max_seq_len=64 of tiny" in out
+    code, out, _ = _launch(capsys, "--plan", best, "--tp", "1", "--dry-run", "--json")  # the file's dp 128
+    assert code == 1 and json.loads(out)["mesh"]["dp"] == 128
