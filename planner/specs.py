@@ -69,6 +69,12 @@ class ModelSpec(Frozen):
     params: float | None = Field(
         None, gt=0, le=MAX_PARAMS, allow_inf_nan=False, description="declared size, checked against the derived count"
     )
+    rope_theta: float | None = Field(
+        None, gt=0, le=1e12, allow_inf_nan=False, description="RoPE base (rotary models); engines default to 10000"
+    )
+    norm_eps: float | None = Field(
+        None, gt=0, lt=1, allow_inf_nan=False, description="epsilon of the LayerNorm / RMSNorm; engines default to 1e-5"
+    )
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     @model_validator(mode="after")

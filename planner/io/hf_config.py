@@ -64,6 +64,8 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "tied_embeddings": cfg.get("tie_word_embeddings", family not in UNTIED_BY_DEFAULT),
         "position_embedding": "learned" if family in LEARNED_POSITION_FAMILIES else "rope",
         "norm": "rmsnorm" if "rms_norm_eps" in cfg else "layernorm",
+        "rope_theta": _rope_theta(cfg),
+        "norm_eps": next((cfg[k] for k in ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon") if k in cfg), None),
     }
     if family == "gpt2":
         fields["linear_bias"] = True
@@ -98,3 +100,9 @@ def _hf_name(cfg: dict[str, Any], path: Path) -> str:
     if path.name == "config.json" and path.resolve().parent.name:
         return path.resolve().parent.name
     return path.stem
+
+
+def _rope_theta(cfg: dict[str, Any]) -> Any:
+    """`rope_theta`, or transformers 5's `rope_parameters: {rope_theta: ...}`."""
+    nested = cfg.get("rope_parameters")
+    return cfg.get("rope_theta") or (nested.get("rope_theta") if isinstance(nested, dict) else None)
