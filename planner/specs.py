@@ -172,6 +172,12 @@ class ModelSpec(Frozen):
     params: float | None = Field(
         None, gt=0, le=MAX_PARAMS, allow_inf_nan=False, description="declared size, checked against the derived count"
     )
+    rope_theta: float | None = Field(
+        None, gt=0, le=1e12, allow_inf_nan=False, description="RoPE base (rotary models); engines default to 10000"
+    )
+    norm_eps: float | None = Field(
+        None, gt=0, lt=1, allow_inf_nan=False, description="epsilon of the LayerNorm / RMSNorm; engines default to 1e-5"
+    )
     attention: AttentionSpec | None = None
     layer_pattern: str | None = Field(None, min_length=1, max_length=MAX_LAYERS, description="M * - E per layer")
     mamba: MambaSpec | None = None

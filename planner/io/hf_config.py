@@ -112,6 +112,10 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "attention": _attention(c, num_layers),
         "mtp_layers": c.integer("num_nextn_predict_layers") or None,
         "sandwich_norm": family in fam.SANDWICH_NORM_FAMILIES or None,
+        "rope_theta": _rope_theta(c.cfg),
+        "norm_eps": next(
+            (c.cfg[k] for k in ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon") if k in c.cfg), None
+        ),
     }
     if fields["attention"] and fields["attention"].get("kind") == "mla":
         fields.update(head_dim=None, num_kv_heads=None)  # MLA's widths are its own; DeepSeek repeats heads as kv
@@ -338,3 +342,9 @@ def _hf_name(cfg: dict[str, Any], path: Path) -> str:
     if path.name == "config.json" and path.resolve().parent.name:
         return path.resolve().parent.name
     return path.stem
+
+
+def _rope_theta(cfg: dict[str, Any]) -> Any:
+    """`rope_theta`, or transformers 5's `rope_parameters: {rope_theta: ...}`."""
+    nested = cfg.get("rope_parameters")
+    return cfg.get("rope_theta") or (nested.get("rope_theta") if isinstance(nested, dict) else None)

@@ -27,6 +27,7 @@ TINY = {
     "tied_embeddings": False,
     "position_embedding": "rope",
     "norm": "rmsnorm",
+    "rope_theta": 10000.0,  # the worker's RoPE base (planner/launch/model.py); --emit megatron needs it
 }
 # Every layout shares these, so losses are comparable step for step with the 1-process reference.
 COMMON = ["--global-batch", "8", "--seq-len", "64", "--precision", "fp32", "--seed", "0"]

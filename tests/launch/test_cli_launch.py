@@ -90,7 +90,9 @@ def test_cp_on_cpu_is_refused_before_starting(capsys, tiny_path):
         ("k8s", "pytorchjob.yaml", ["--zero", "1", "--image", "registry.example/planner:1"]),
         ("torchrun", "torchrun.sh", ["--zero", "1"]),
         ("megatron", "megatron_args.sh", ["--sp"]),
-        ("torchtitan", "torchtitan.toml", ["--model", "llama3-8b", "--sp", "--zero", "3"]),
+        ("torchtitan", "torchtitan_plan.py", ["--model", "llama3-8b", "--sp", "--zero", "3"]),
+        ("torchtitan-v0.2", "torchtitan.toml", ["--model", "llama3-8b", "--sp", "--zero", "3"]),
+        ("megatron-bridge", "megatron_bridge.sh", ["--model", "llama3-8b", "--sp", "--zero", "1"]),
         ("deepspeed", "deepspeed.json", ["--tp", "1", "--dp", "8"]),
     ],
 )

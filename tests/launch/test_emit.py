@@ -10,14 +10,18 @@ import pytest
 import tomllib
 import yaml
 
+from planner.errors import PlannerError
+from planner.io.catalog import load_model
 from planner.launch.command import RunConfig
-from planner.launch.emit import write_target
+from planner.launch.emit import emit, write_target
 from planner.launch.emit.deepspeed import deepspeed_config
 from planner.launch.emit.k8s import k8s_manifest
 from planner.launch.emit.megatron import megatron_args
+from planner.launch.emit.megatron_bridge import bridge_overrides
 from planner.launch.emit.slurm import slurm_script
 from planner.launch.emit.torchrun import torchrun_script
-from planner.launch.emit.torchtitan import torchtitan_toml
+from planner.launch.emit.torchtitan import torchtitan_config
+from planner.launch.emit.torchtitan_v02 import torchtitan_toml
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -48,6 +52,8 @@ GQA = ModelSpec(
     tied_embeddings=False,
     position_embedding="rope",
     norm="rmsnorm",
+    rope_theta=500000.0,
+    norm_eps=1e-6,
 )
 CFG = RunConfig(model="m", plan=PLAN, steps=20, checkpoint_dir="/ckpt", checkpoint_every=10)
 
@@ -162,10 +168,129 @@ def test_deepspeed_json_maps_every_plan_field():
 
 
 @pytest.mark.parametrize(
-    "kind,name", [("megatron", "megatron_args.sh"), ("torchtitan", "torchtitan.toml"), ("deepspeed", "deepspeed.json")]
+    "kind,name",
+    [
+        ("megatron", "megatron_args.sh"),
+        ("megatron-bridge", "megatron_bridge.sh"),
+        ("torchtitan", "torchtitan_plan.py"),
+        ("torchtitan-v0.2", "torchtitan.toml"),
+        ("deepspeed", "deepspeed.json"),
+    ],
 )
 def test_engine_files_are_written(tmp_path, kind, name):
     path = write_target(kind, CFG, GQA, tmp_path, nnodes=1, per_node=8)
     assert path.name == name and path.read_text()
-    if kind == "megatron" and shutil.which("bash"):
+    if kind.startswith("megatron") and shutil.which("bash"):
         subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+def test_megatron_says_the_whole_model():
+    """Issue 22: the architecture's every number reaches pretrain_gpt.py, not Megatron's defaults."""
+    args, _ = megatron_args(GQA, PLAN)
+    assert _flag(args, "--rotary-base") == "500000" and _flag(args, "--position-embedding-type") == "rope"
+    assert float(_flag(args, "--norm-epsilon")) == 1e-6 and _flag(args, "--normalization") == "RMSNorm"
+    assert (_flag(args, "--tokenizer-type"), _flag(args, "--vocab-size")) == ("NullTokenizer", "32000")
+    assert _flag(args, "--make-vocab-size-divisible-by") == "128"
+    assert "--disable-bias-linear" in args and "--kv-channels" not in args
+    assert (_flag(args, "--hidden-dropout"), _flag(args, "--attention-dropout")) == ("0.0", "0.0")
+    wide = GQA.model_copy(update={"head_dim": 128})  # 8 heads of 128 on a 512-wide model
+    assert _flag(megatron_args(wide, PLAN)[0], "--kv-channels") == "128"
+    mixtral, _ = megatron_args(load_model("mixtral-8x7b"), PLAN.model_copy(update={"ep": 2}))
+    assert (_flag(mixtral, "--num-experts"), _flag(mixtral, "--moe-router-topk")) == ("8", "2")
+    assert _flag(mixtral, "--moe-ffn-hidden-size") == "14336" and "--moe-grouped-gemm" in mixtral
+    assert _flag(mixtral, "--moe-token-dispatcher-type") == "alltoall" and _flag(mixtral, "--rotary-base") == "1000000"
+    assert _flag(mixtral, "--moe-router-load-balancing-type") == "aux_loss" and "--moe-layer-freq" not in mixtral
+    gpt, _ = megatron_args(load_model("gpt3-175b"), PLAN.model_copy(update={"sp": False, "tp": 1}))
+    assert _flag(gpt, "--position-embedding-type") == "learned_absolute" and "--rotary-base" not in gpt
+    assert "--swiglu" not in gpt and "--untie-embeddings-and-output-weights" not in gpt
+
+
+def test_a_rope_model_without_its_base_is_refused(tmp_path):
+    """Megatron would train a RoPE model with base 10000 whatever it was: refused by name, nothing written."""
+    from planner.io.catalog import load_engine, load_hardware
+
+    with pytest.raises(PlannerError, match="gives no rope_theta"):
+        emit(
+            "megatron",
+            CFG,
+            GQA.model_copy(update={"rope_theta": None}),
+            tmp_path,
+            engine=load_engine("planner"),
+            hardware=load_hardware("h100-sxm"),
+            hardware_ref="h100-sxm",
+        )
+    assert not list(tmp_path.iterdir())
+
+
+def test_torchtitan_0_3_config_maps_every_plan_field():
+    llama = load_model("llama3-8b")
+    text, mapping = torchtitan_config(llama, PLAN.model_copy(update={"zero": 2, "recompute": "full"}))
+    assert set(mapping) == set(Plan.model_fields)
+    compile(text, "torchtitan_plan.py", "exec")
+    for needle in (
+        "from torchtitan.models.llama3.config_registry import llama3_8b",
+        'config.model_spec = model_registry("8B", converters=None)',
+        "config.training.local_batch_size = 16",  # 32 sequences / dp 2: the rank's step, split by the schedule
+        "config.training.global_batch_size = 32",
+        "data_parallel_shard_degree=2,",
+        'fsdp_reshard_after_forward="never",',
+        'pipeline_parallel_schedule="Interleaved1F1B",',
+        "pipeline_parallel_microbatch_size=2,",
+        "config.activation_checkpoint = FullAC.Config()",
+        "config.training.disable_cuda_graphs = True",
+    ):
+        assert needle in text, needle
+    none = torchtitan_config(llama, PLAN.model_copy(update={"recompute": "none", "precision": "fp8"}))[0]
+    assert "config.activation_checkpoint = None" in none and "Float8LinearConverter.Config(" in none
+
+
+def test_bridge_overrides_map_every_plan_field():
+    overrides, mapping = bridge_overrides(load_model("llama3-8b"), PLAN)
+    assert set(mapping) == set(Plan.model_fields)
+    o = dict(x.split("=", 1) for x in overrides)
+    assert (o["model.tensor_model_parallel_size"], o["model.pipeline_model_parallel_size"]) == ("2", "2")
+    assert o["model.virtual_pipeline_model_parallel_size"] == "2" and o["model.sequence_parallel"] == "true"
+    assert o["ddp.use_distributed_optimizer"] == o["optimizer.use_distributed_optimizer"] == "true"
+    assert (o["train.global_batch_size"], o["train.micro_batch_size"], o["model.seq_length"]) == ("32", "2", "2048")
+    assert o["model.recompute_granularity"] == "selective" and o["model.recompute_modules"] == "[core_attn]"
+    assert o["mixed_precision"] == "bf16_mixed" and o["tokenizer.vocab_size"] == "128256"
+    z3 = dict(
+        x.split("=", 1) for x in bridge_overrides(load_model("llama3-8b"), PLAN.model_copy(update={"zero": 3}))[0]
+    )
+    assert z3["dist.use_torch_fsdp2"] == "true" and z3["ddp.use_distributed_optimizer"] == "false"
+
+
+def test_deepspeed_zero_settings_are_the_priced_ones():
+    """The buckets and overlap the cost model priced (engine_profiles/deepspeed.yaml), written out."""
+    from planner.io.catalog import load_engine
+
+    profile = load_engine("deepspeed")
+    for zero in (1, 2, 3):
+        z = deepspeed_config(GQA, PLAN.model_copy(update={"zero": zero, "pp": 1, "vpp": 1, "tp": 1}))[0]
+        zo = z["zero_optimization"]
+        assert zo["reduce_bucket_size"] == profile.comm.dp_bucket_params
+        assert zo["overlap_comm"] == (zero == 3) and "tensor_parallel" not in z
+    fp16 = deepspeed_config(GQA, PLAN.model_copy(update={"precision": "fp16"}))[0]
+    assert fp16["fp16"]["enabled"] and fp16["fp16"]["loss_scale"] == 0 and not fp16["bf16"]["enabled"]
+
+
+def test_hf_config_brings_rope_theta_and_norm_eps(tmp_path):
+    """config.json's rope_theta (or transformers 5's rope_parameters) and its norm epsilon reach the spec."""
+    base = {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "max_position_embeddings": 256,
+    }
+    for extra, want in (
+        ({"rope_theta": 500000.0, "rms_norm_eps": 1e-5}, (500000.0, 1e-5)),
+        ({"rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}, "rms_norm_eps": 1e-6}, (1e6, 1e-6)),
+        ({"layer_norm_epsilon": 1e-5}, (None, 1e-5)),
+    ):
+        path = tmp_path / f"{len(extra)}{next(iter(extra))}.json"
+        path.write_text(json.dumps(base | extra))
+        m = load_model(str(path))
+        assert (m.rope_theta, m.norm_eps) == want

@@ -1,22 +1,22 @@
-"""Every file `--emit megatron|torchtitan|deepspeed` writes passes that engine's own checks (issue 11, item 5).
+"""Every file `--emit megatron|megatron-bridge|torchtitan|torchtitan-v0.2|deepspeed` writes passes the project's own
+reading of that engine's rules (issue 11, item 5; issue 22, item 4), and says the whole model.
 
-The validators below restate each engine's rules independently of the emitters, from the engine source:
-Megatron-LM megatron/training/arguments.py validate_args and megatron/core/transformer/transformer_config.py
-(NVIDIA/Megatron-LM @d98e8a64), torchtitan v0.2.2 (torchtitan/config/job_config.py, config/manager.py,
-distributed/parallel_dims.py, distributed/pipeline_parallel.py, train.py) and DeepSpeed
-(deepspeed/runtime/config.py _batch_assertion, runtime/pipe/engine.py). A plan either emits a file that passes
-them, or is refused with the engine's rule; the shipped plans cover both.
+The validators restate each engine's rules independently of the emitters, from the engine source: Megatron-LM
+megatron/training/arguments.py validate_args and megatron/core/transformer/transformer_config.py
+(NVIDIA/Megatron-LM @d98e8a64), Megatron-Bridge training/config.py ConfigContainer.validate and
+training/utils/omegaconf_utils.py (@067f987d, 0.6.2), torchtitan 0.3.0 and v0.2.2 (torchtitan_rules.py) and DeepSpeed
+(deepspeed/runtime/config.py _batch_assertion, runtime/zero/config.py, runtime/pipe/engine.py). A plan either emits a
+file that passes them, or is refused with the engine's rule; the shipped plans cover both. The engines' own parsers
+read the same files in test_emit_parsers.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from planner.errors import PlannerError
 from planner.io.catalog import load_engine, load_hardware, load_model
@@ -24,6 +24,7 @@ from planner.launch.command import RunConfig
 from planner.launch.emit import emit
 from planner.plan import Plan
 from planner.specs import ModelSpec
+from tests.launch.torchtitan_rules import torchtitan_v02_violations, torchtitan_violations
 
 # (model, plan fields): 16 plans a new user would try, across the catalog.
 PLANS = [
@@ -114,7 +115,7 @@ PLANS = [
     ("llama3-8b", {"dp": 8, "zero": 2, "global_batch": 64, "seq_len": 8192, "recompute": "full"}),
     ("llama3-70b", {"dp": 8, "pp": 8, "zero": 1, "global_batch": 256, "seq_len": 4096, "recompute": "full"}),
 ]
-TARGETS = ("megatron", "torchtitan", "deepspeed")
+TARGETS = ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
 
 
 def _emit(tmp_path: Path, target: str, model_name: str, fields: dict) -> Path | str:
@@ -217,85 +218,62 @@ def megatron_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("interleaving needs micro-batches >= pp and divisible by pp")
     if num("--max-position-embeddings") < num("--seq-length"):
         out.append("max position embeddings below seq length")
-    return out
+    if a.get("--recompute-granularity") == "full" and a.get("--recompute-method") not in ("uniform", "block"):
+        out.append("full recompute without a recompute method")  # transformer_config.py recompute checks
+    if "--fp8-format" in a and not ("--bf16" in a or "--fp16" in a):
+        out.append("fp8 without bf16/fp16")  # arguments.py: fp8 needs a 16-bit base
+    return out + megatron_model_violations(a, model)
 
 
-# ---- torchtitan v0.2.2 -------------------------------------------------------------------------------------
-TORCHTITAN_KEYS = {  # config/job_config.py at v0.2.2: the fields the emitter may use (unknown keys raise)
-    "job": {"description", "dump_folder", "print_config"},
-    "model": {"name", "flavor", "hf_assets_path", "converters", "print_after_conversion"},
-    "training": {
-        "local_batch_size",
-        "global_batch_size",
-        "seq_len",
-        "mixed_precision_param",
-        "mixed_precision_reduce",
-        "steps",
-        "dtype",
-        "max_norm",
-        "dataset",
-    },
-    "parallelism": {
-        "data_parallel_replicate_degree",
-        "data_parallel_shard_degree",
-        "fsdp_reshard_after_forward",
-        "tensor_parallel_degree",
-        "disable_loss_parallel",
-        "enable_async_tensor_parallel",
-        "pipeline_parallel_degree",
-        "pipeline_parallel_schedule",
-        "pipeline_parallel_microbatch_size",
-        "pipeline_parallel_layers_per_stage",
-        "context_parallel_degree",
-        "expert_parallel_degree",
-        "expert_tensor_parallel_degree",
-        "module_fqns_per_model_part",
-    },
-    "activation_checkpoint": {"mode", "selective_ac_option"},
-    "compile": {"enable", "components"},
-    "quantize": {"linear"},
-}
-TORCHTITAN_FLAVORS = {"llama3": {"debugmodel", "8B", "70B", "405B"}}
-SINGLE_STAGE = {"1F1B", "GPipe"}
-
-
-def torchtitan_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
-    doc = tomllib.loads(text)
-    out = [f"unknown key {s}.{k}" for s, keys in doc.items() for k in keys if k not in TORCHTITAN_KEYS.get(s, set())]
-    md, tr, par = doc.get("model", {}), doc.get("training", {}), doc.get("parallelism", {})
-    if md.get("flavor") not in TORCHTITAN_FLAVORS.get(md.get("name", "llama3"), set()):  # train.py 138
-        out.append(f"flavor {md.get('flavor')!r} is not a torchtitan flavor (unset: the debug model)")
-    rep, shard = par.get("data_parallel_replicate_degree", 1), par.get("data_parallel_shard_degree", -1)
-    tp, pp, cp = (par.get(f"{n}_parallel_degree", 1) for n in ("tensor", "pipeline", "context"))
-    if rep * shard * cp * tp * pp != plan.gpus:  # parallel_dims.py _validate
-        out.append("dp_replicate*dp_shard*cp*tp*pp != world size")
-    if tr["seq_len"] % (tp * 2 * cp):  # parallel_dims.py seq_len_divisor
-        out.append("seq_len not divisible by tp*2*cp")
-    local, gbs = tr["local_batch_size"], tr["global_batch_size"]
-    if gbs % (local * rep * shard):  # train.py 196-215
-        out.append("global batch not a multiple of local batch x data-parallel degree")
-    if rep > 1 and shard == 1 and rep != plan.gpus:  # llama3 parallelize.py 148-151
-        out.append("DDP has not supported > 1D parallelism")
-    if tr.get("mixed_precision_param", "bfloat16") not in ("bfloat16", "float32"):
-        out.append("mixed_precision_param must be bfloat16 or float32")
-    if plan.precision == "fp8" and "quantize.linear.float8" not in md.get("converters", []):  # float8.py 238
-        out.append("fp8 without the quantize.linear.float8 converter")
-    if pp > 1:
-        mbs, sched = par.get("pipeline_parallel_microbatch_size", 1), par.get("pipeline_parallel_schedule", "1F1B")
-        if local % mbs:  # pipeline_parallel.py build_pipeline_schedule
-            out.append("local batch not divisible by the pipeline micro-batch")
-        lps = par.get("pipeline_parallel_layers_per_stage")
-        stages = math.ceil((model.num_layers + 2) / lps) if lps else pp * (1 if sched in SINGLE_STAGE else 2)
-        if stages % pp or stages > model.num_layers + 2:  # pipeline_parallel.py 75-109, 269-296
-            out.append("pipeline stages do not divide over pp")
-        per_rank = stages // pp
-        if (sched in SINGLE_STAGE) != (per_rank == 1):
-            out.append(f"{sched} with {per_rank} stages per rank")
-        if stages != plan.pp * plan.vpp:
-            out.append(f"{stages} stages, not the plan's pp*vpp = {plan.pp * plan.vpp}")
-        n = local // mbs
-        if sched == "Interleaved1F1B" and n % max(1, n // pp):  # torch pipelining/schedules.py
-            out.append("Interleaved1F1B micro-batches not a multiple of the rounds")
+def megatron_model_violations(a: dict[str, str | bool], model: ModelSpec) -> list[str]:
+    """Does pretrain_gpt.py build this model? Each flag as arguments.py / TransformerConfig reads it; what is
+    absent takes Megatron's default (rotary base 10000, dropout 0.1, tied embeddings, gelu, biases, MHA)."""
+    out = []
+    rope = a.get("--position-embedding-type") == "rope"
+    if rope != (model.position_embedding == "rope"):
+        out.append("position embedding type")
+    if rope and int(a.get("--rotary-base", 10000)) != model.rope_theta:
+        out.append(f"--rotary-base {a.get('--rotary-base', 10000)} but rope_theta={model.rope_theta}")
+    if model.norm_eps is not None and float(a.get("--norm-epsilon", 1e-5)) != model.norm_eps:
+        out.append("--norm-epsilon differs from norm_eps")
+    if a.get("--normalization") != ("RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"):
+        out.append("normalization")
+    if ("--swiglu" in a) != (model.mlp == "swiglu"):
+        out.append("--swiglu")
+    if ("--untie-embeddings-and-output-weights" in a) == model.tied_embeddings:
+        out.append("tied/untied embeddings")
+    if ("--disable-bias-linear" in a) == model.has_bias:
+        out.append("linear biases")
+    groups = int(a.get("--num-query-groups", model.num_attention_heads))
+    if groups != model.kv_heads or ("--num-query-groups" in a) != ("--group-query-attention" in a):
+        out.append("query groups")  # arguments.py: --num-query-groups is read with --group-query-attention
+    kv_channels = int(a.get("--kv-channels", model.hidden_size // model.num_attention_heads))
+    if kv_channels != model.head_size:  # arguments.py: kv_channels = hidden / heads unless given
+        out.append("--kv-channels")
+    if a.get("--tokenizer-type") != "NullTokenizer" or int(a.get("--vocab-size", 0)) != model.vocab_size:
+        out.append("vocabulary")  # null_tokenizer.py: exactly --vocab-size tokens
+    if int(a.get("--make-vocab-size-divisible-by", 128)) != 128:
+        out.append("vocab padding differs from the cost model's 128 x tp")
+    if float(a.get("--hidden-dropout", 0.1)) or float(a.get("--attention-dropout", 0.1)):
+        out.append("dropout on (the plan is priced without)")
+    if (int(a.get("--num-experts", 0)) or None) != (model.moe.num_experts if model.moe else None):
+        out.append("--num-experts")
+    if model.moe is not None:
+        m = model.moe
+        if (int(a.get("--moe-router-topk", 2)), int(a.get("--moe-ffn-hidden-size", 0))) != (
+            m.top_k,
+            m.expert_ffn_hidden_size,
+        ):
+            out.append("router top-k or expert FFN width")
+        shared = int(a.get("--moe-shared-expert-intermediate-size", 0))
+        if shared != m.num_shared_experts * m.expert_ffn_hidden_size:
+            out.append("shared experts")
+        freq = str(a.get("--moe-layer-freq", "1"))  # arguments.py moe_freq_type: an int or a list expression
+        layers = [int(x) for x in freq.strip("[]").split(",")] if "[" in freq else [1] * model.num_layers
+        if layers != [int(model.is_moe_layer(i)) for i in range(model.num_layers)]:
+            out.append("MoE layer pattern")
+        if float(a.get("--moe-aux-loss-coeff", 0.0)) <= 0.0:
+            out.append("no load-balancing loss (--moe-aux-loss-coeff defaults to 0)")
     return out
 
 
@@ -313,10 +291,102 @@ def deepspeed_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("AutoTP with ZeRO-3")
     if cfg["bf16"]["enabled"] and cfg["fp16"]["enabled"]:
         out.append("bf16 and fp16 both enabled")
+    if plan.precision != "fp32" and not (cfg["bf16"]["enabled"] or cfg["fp16"]["enabled"]):
+        out.append(f"precision={plan.precision} but neither bf16 nor fp16 enabled")
+    z = cfg["zero_optimization"]
+    zero_keys = {  # runtime/zero/config.py DeepSpeedZeroConfig (extra="forbid"), the fields the emitter may set
+        "stage", "overlap_comm", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size",
+        "allgather_partitions", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+        "stage3_param_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+    }  # fmt: skip
+    out += [f"unknown zero_optimization key {k}" for k in z if k not in zero_keys]
+    if stage and z.get("reduce_bucket_size") != 5e8:  # engine_profiles/deepspeed.yaml comm.dp_bucket_params
+        out.append("reduce bucket differs from the priced 5e8 elements")
+    if stage and z.get("overlap_comm") != (stage == 3):  # the profile prices DeepSpeed's default overlap
+        out.append("overlap_comm differs from what the plan is priced with")
+    if ("tensor_parallel" in cfg) != (plan.tp > 1):  # TPTrainingConfig.autotp_size 0/absent: AutoTP off
+        out.append("AutoTP block present without tp > 1, or missing with it")
+    if plan.recompute == "full" and cfg["activation_checkpointing"]["number_checkpoints"] != model.num_layers:
+        out.append("full recompute should checkpoint every layer")
     return out
 
 
-VALIDATORS = {"megatron": megatron_violations, "torchtitan": torchtitan_violations, "deepspeed": deepspeed_violations}
+# ---- Megatron-Bridge: training/config.py ConfigContainer, utils/omegaconf_utils.py --------------------------------
+BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mode: any other key is an error)
+    "model": {  # megatron-core TransformerConfig / ModelParallelConfig fields (the model provider's)
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+        "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
+        "pipeline_model_parallel_layout", "account_for_embedding_in_pipeline_split",
+        "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage",
+        "num_layers_in_last_pipeline_stage", "seq_length", "recompute_granularity", "recompute_method",
+        "recompute_num_layers", "recompute_modules", "hidden_dropout", "attention_dropout",
+        "gradient_accumulation_fusion",
+    },
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather"},
+    "optimizer": {"use_distributed_optimizer"},
+    "dist": {"use_torch_fsdp2"},
+    "train": {"global_batch_size", "micro_batch_size"},
+    "dataset": {"seq_length"},
+    "tokenizer": {"vocab_size"},
+}  # fmt: skip
+BRIDGE_TOP = {"comm_overlap", "mixed_precision"}
+BRIDGE_PRECISIONS = {"null", "bf16_mixed", "fp16_mixed", "bf16_with_fp8_delayed_scaling_mixed"}  # mixed_precision.py
+
+
+def bridge_overrides(text: str) -> dict[str, str]:
+    body = text[text.index("BRIDGE_OVERRIDES=(") + len("BRIDGE_OVERRIDES=(") : text.rindex(")")]
+    return dict(w.split("=", 1) for w in shlex.split(body))
+
+
+def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
+    o = bridge_overrides(text)
+    out = []
+    for key in o:
+        section, _, field = key.partition(".")
+        if (field and field not in BRIDGE_SECTIONS.get(section, set())) or (not field and key not in BRIDGE_TOP):
+            out.append(f"{key}: not a ConfigContainer field the recipes have")
+    num = lambda k, d=1: d if o.get(k, "null") == "null" else int(o[k])  # noqa: E731
+    tp, pp, cp = (
+        num("model.tensor_model_parallel_size"),
+        num("model.pipeline_model_parallel_size"),
+        num("model.context_parallel_size"),
+    )
+    if plan.gpus % (tp * pp * cp):
+        out.append("world size not divisible by tp*pp*cp")
+    dp = plan.gpus // (tp * pp * cp)
+    gbs, mbs = num("train.global_batch_size"), num("train.micro_batch_size")
+    if gbs % (mbs * dp):
+        out.append("global batch not divisible by micro batch x dp")
+    if o["ddp.use_distributed_optimizer"] != o["optimizer.use_distributed_optimizer"]:  # config.py: synced
+        out.append("ddp and optimizer disagree on the distributed optimizer")
+    if o["dist.use_torch_fsdp2"] == "true" and (pp > 1 or o["ddp.use_distributed_optimizer"] == "true"):
+        out.append("torch FSDP2 with pp or the distributed optimizer")  # Megatron arguments.py l.1031-1049
+    if cp > 1 and num("model.seq_length") % (2 * cp):  # config.py: seq_length % (2 * cp)
+        out.append("seq length not divisible by 2*cp")
+    if o["model.seq_length"] != o["dataset.seq_length"]:
+        out.append("model and dataset sequence lengths differ")
+    vpp = num("model.virtual_pipeline_model_parallel_size")
+    m = gbs // (mbs * dp)
+    if vpp > 1 and (pp == 1 or m % pp):  # schedules.py l.1160-1180
+        out.append("interleaving needs pp > 1 and micro-batches divisible by pp")
+    if o["model.recompute_granularity"] == "full" and o.get("model.recompute_method") not in ("uniform", "block"):
+        out.append("full recompute without a method")
+    if o["mixed_precision"] not in BRIDGE_PRECISIONS:
+        out.append(f"mixed_precision {o['mixed_precision']} is not a registered recipe")
+    if int(o["tokenizer.vocab_size"]) != model.vocab_size:
+        out.append("vocabulary size")
+    if "RECIPE=" not in text or "--recipe" not in text:
+        out.append("no recipe named")
+    return out
+
+
+VALIDATORS = {
+    "megatron": megatron_violations,
+    "megatron-bridge": bridge_violations,
+    "torchtitan": torchtitan_violations,
+    "torchtitan-v0.2": torchtitan_v02_violations,
+    "deepspeed": deepspeed_violations,
+}
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -342,7 +412,19 @@ def test_the_plans_cover_emitted_and_refused_files(tmp_path):
 def test_issue_cases():
     """The files the issue found rejected or misread are now right or refused."""
     cases = {  # (target, model, fields) -> what the file or the refusal must say
-        ("torchtitan", "llama3-8b", (("dp", 8), ("zero", 3), ("global_batch", 64), ("seq_len", 8192))): 'flavor = "8B"',
+        ("torchtitan-v0.2", "llama3-8b", (("dp", 8), ("zero", 3), ("global_batch", 64), ("seq_len", 8192))): (
+            'flavor = "8B"'
+        ),
+        ("torchtitan", "llama3-8b", (("dp", 8), ("zero", 3), ("global_batch", 64), ("seq_len", 8192))): (
+            'model_registry("8B"'
+        ),
+        # issue 22: Llama 3's RoPE base reaches Megatron (it trained with 10000 before), and Bridge gets a recipe
+        ("megatron", "llama3-8b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "--rotary-base 500000",
+        ("megatron-bridge", "llama3-70b", (("dp", 8), ("tp", 8), ("sp", True), ("zero", 1), ("global_batch", 64))): (
+            "RECIPE=llama3_70b_pretrain_config"
+        ),
+        ("megatron-bridge", "mixtral-8x7b", (("dp", 8), ("ep", 8), ("zero", 1), ("global_batch", 64))): "no recipe",
+        ("megatron", "bloom-176b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "gives no rope_theta",
         ("torchtitan", "gpt3-175b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "no model",
         ("torchtitan", "mixtral-8x7b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "no model",
         ("megatron", "mixtral-8x7b", (("dp", 8), ("ep", 8), ("zero", 1), ("global_batch", 64))): "--num-experts 8",
@@ -364,3 +446,29 @@ def test_issue_cases():
             result = _emit(Path(d), target, model, dict(fields))
             text = result if isinstance(result, str) else result.read_text()
             assert says in text, (target, model, text[:300])
+
+
+def test_the_validators_catch_what_the_issue_found(tmp_path):
+    """Each validator fails the defects issue 22 found (so a passing file means something): Megatron without the
+    RoPE base, torchtitan 0.3.0 with CUDA graphs under pipelining, a Bridge key no ConfigContainer has, a ZeRO key
+    DeepSpeed does not know."""
+    llama, plan = load_model("llama3-8b"), Plan(**PLANS[1][1])
+    mega = _emit(tmp_path / "m", "megatron", "llama3-8b", PLANS[1][1])
+    assert isinstance(mega, Path)
+    text = mega.read_text().replace("--rotary-base 500000", "")
+    assert any("--rotary-base 10000" in v for v in megatron_violations(text, llama, plan))
+    pp_plan = {"dp": 2, "tp": 2, "sp": True, "pp": 2, "zero": 2, "global_batch": 32, "seq_len": 8192}
+    titan = _emit(tmp_path / "t", "torchtitan", "llama3-8b", pp_plan)
+    assert isinstance(titan, Path)
+    text = titan.read_text().replace("disable_cuda_graphs = True", "disable_cuda_graphs = False")
+    assert "CUDA graphs with pipeline parallelism" in torchtitan_violations(text, llama, Plan(**pp_plan))
+    bridge = _emit(tmp_path / "b", "megatron-bridge", "llama3-8b", PLANS[1][1])
+    assert isinstance(bridge, Path)
+    text = bridge.read_text().replace("model.sequence_parallel=", "model.sequence_paralel=")
+    assert any("sequence_paralel" in v for v in bridge_violations(text, llama, Plan(**PLANS[1][1])))
+    ds = _emit(tmp_path / "d", "deepspeed", "llama3-8b", PLANS[14][1])
+    assert isinstance(ds, Path)
+    cfg = json.loads(ds.read_text())
+    cfg["zero_optimization"]["bucket_size"] = 1
+    violations = deepspeed_violations(json.dumps(cfg), llama, Plan(**PLANS[14][1]))
+    assert "unknown zero_optimization key bucket_size" in violations

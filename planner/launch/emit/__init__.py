@@ -1,6 +1,7 @@
 """The plan written for a cluster launcher or another training engine (pure: no torch), one module per
 target. Cluster targets run this project's worker under torchrun on many nodes (torchrun, slurm, k8s);
-engine targets write the configuration that engine reads (megatron, torchtitan, deepspeed)."""
+engine targets write the configuration that engine reads (megatron, megatron-bridge, torchtitan for 0.3.0,
+torchtitan-v0.2, deepspeed)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.files import make_dir, read_text, write_text_atomic
 from planner.launch.command import RunConfig
-from planner.launch.emit import deepspeed, k8s, megatron, slurm, torchrun, torchtitan
-from planner.launch.emit.checks import CLUSTER_TARGETS, ENGINE_TARGETS, cluster_problems, engine_problems_for
+from planner.launch.emit import deepspeed, k8s, megatron, megatron_bridge, slurm, torchrun, torchtitan, torchtitan_v02
+from planner.launch.emit.checks import (
+    CLUSTER_TARGETS,
+    ENGINE_TARGETS,
+    TARGET_ENGINE,
+    cluster_problems,
+    engine_problems_for,
+)
 from planner.specs import ModelSpec
 
 __all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target_text", "write_target"]
@@ -76,7 +83,7 @@ def emit(
     if kind not in CLUSTER_TARGETS + ENGINE_TARGETS:
         raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
     if kind in ENGINE_TARGETS:
-        problems = engine_problems_for(kind, model, cfg.plan, load_engine(kind))
+        problems = engine_problems_for(kind, model, cfg.plan, load_engine(TARGET_ENGINE[kind]))
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:
@@ -128,8 +135,12 @@ def target_text(
         return k8s.FILE_NAME, yaml.safe_dump(manifest, sort_keys=False)
     if kind == "megatron":
         return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan)
+    if kind == "megatron-bridge":
+        return megatron_bridge.FILE_NAME, megatron_bridge.bridge_file(model, cfg.plan)
     if kind == "torchtitan":
-        return torchtitan.FILE_NAME, torchtitan.torchtitan_toml(model, cfg.plan)[0]
+        return torchtitan.FILE_NAME, torchtitan.torchtitan_config(model, cfg.plan)[0]
+    if kind == "torchtitan-v0.2":
+        return torchtitan_v02.FILE_NAME, torchtitan_v02.torchtitan_toml(model, cfg.plan)[0]
     if kind == "deepspeed":
         return deepspeed.FILE_NAME, deepspeed.deepspeed_file(model, cfg.plan)
     raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")

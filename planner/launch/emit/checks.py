@@ -1,9 +1,9 @@
 """What a target's file must pass before it is written (pure): nothing is emitted that the target refuses.
 
-Engine targets (megatron, torchtitan, deepspeed) are checked against that engine's own rules (its engine
-profile, engine/rules.py) and what its configuration format can express; cluster targets (torchrun, slurm,
-k8s) run this project's worker, so they get the launcher's pre-flight: the worker engine's rules, what the
-worker runs on the target's devices, and the predicted peak memory against the hardware profile.
+Engine targets (megatron, megatron-bridge, torchtitan, torchtitan-v0.2, deepspeed) are checked against that
+engine's own rules (its engine profile, engine/rules.py) and what its configuration format can express; cluster
+targets (torchrun, slurm, k8s) run this project's worker, so they get the launcher's pre-flight: the worker engine's
+rules, what the worker runs on the target's devices, and the predicted peak memory against the hardware profile.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 CLUSTER_TARGETS = ("torchrun", "slurm", "k8s")
-ENGINE_TARGETS = ("megatron", "torchtitan", "deepspeed")
+ENGINE_TARGETS = ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
+# The engine profile whose rules each target's runs follow (Megatron-Bridge runs Megatron-Core).
+TARGET_ENGINE = {
+    "megatron": "megatron",
+    "megatron-bridge": "megatron",
+    "torchtitan": "torchtitan",
+    "torchtitan-v0.2": "torchtitan",
+    "deepspeed": "deepspeed",
+}
 
 
 def target_environment(hw: HardwareProfile) -> Environment:
@@ -45,8 +53,14 @@ def cluster_problems(
 
 def engine_problems_for(target: str, model: ModelSpec, plan: Plan, engine: Engine) -> list[str]:
     """The target engine's rules, then what its configuration format cannot express."""
-    from planner.launch.emit import deepspeed, megatron, torchtitan
+    from planner.launch.emit import deepspeed, megatron, megatron_bridge, torchtitan, torchtitan_v02
 
     out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus)]
-    module = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}[target]
+    module = {
+        "megatron": megatron,
+        "megatron-bridge": megatron_bridge,
+        "torchtitan": torchtitan,
+        "torchtitan-v0.2": torchtitan_v02,
+        "deepspeed": deepspeed,
+    }[target]
     return out + module.format_problems(model, plan)

@@ -1,4 +1,12 @@
-"""A DeepSpeed config (JSON) (pure)."""
+"""A DeepSpeed config (JSON) (pure), complete for the plan: batch, ZeRO stage with its communication settings,
+precision, activation checkpointing, AutoTP and the pipeline.
+
+Keys and defaults from DeepSpeed (deepspeed/runtime/config.py DeepSpeedConfig, runtime/zero/config.py
+DeepSpeedZeroConfig, runtime/activation_checkpointing/config.py, runtime/tensor_parallel/config.py TPTrainingConfig,
+runtime/fp16 loss scaler keys), validated against 0.19.8. The ZeRO communication settings are written out at the
+values the cost model priced (engine_profiles/deepspeed.yaml: DeepSpeed's defaults), so the file runs the plan that
+was estimated rather than whatever a later default becomes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,14 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "deepspeed.json"
+# runtime/zero/config.py: reduce_bucket_size and allgather_bucket_size default 5e8 elements (the profile's
+# comm.dp_bucket_params); stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5,
+# stage3_max_live_parameters and stage3_max_reuse_distance 1e9.
+BUCKET_ELEMENTS = 500_000_000
+STAGE3_PREFETCH_ELEMENTS = 50_000_000
+STAGE3_PERSISTENCE_ELEMENTS = 100_000
+STAGE3_LIVE_ELEMENTS = 1_000_000_000
+GRADIENT_CLIPPING = 1.0  # the clipping every engine's recipes use (Megatron --clip-grad 1.0, torchtitan max_norm)
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
@@ -16,39 +32,82 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return []
 
 
+def zero_config(plan: Plan) -> dict:
+    """zero_optimization: the stage, and the communication the cost model priced: gradients reduced in
+    5e8-element buckets; overlap_comm as DeepSpeed defaults it (on for stage 3 only: zero/config.py
+    overlap_comm_valid), which is what engine_profiles/deepspeed.yaml prices (comm.grad_overlap, zero.3)."""
+    z: dict = {"stage": plan.zero}
+    if plan.zero == 0:
+        return z
+    z |= {
+        "overlap_comm": plan.zero == 3,
+        "contiguous_gradients": True,
+        "reduce_scatter": True,
+        "reduce_bucket_size": BUCKET_ELEMENTS,
+    }
+    if plan.zero in (1, 2):
+        z |= {"allgather_partitions": True, "allgather_bucket_size": BUCKET_ELEMENTS}
+    else:
+        z |= {
+            "stage3_prefetch_bucket_size": STAGE3_PREFETCH_ELEMENTS,
+            "stage3_param_persistence_threshold": STAGE3_PERSISTENCE_ELEMENTS,
+            "stage3_max_live_parameters": STAGE3_LIVE_ELEMENTS,
+            "stage3_max_reuse_distance": STAGE3_LIVE_ELEMENTS,
+        }
+    return z
+
+
 def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]]:
     """A DeepSpeed config. Fields DeepSpeed has no key for are kept under "planner" for reference."""
+    checkpointing = plan.recompute != "none"
     cfg: dict = {
         "train_batch_size": plan.global_batch,
         "train_micro_batch_size_per_gpu": plan.micro_batch,
         "gradient_accumulation_steps": plan.num_microbatches,
-        "zero_optimization": {"stage": plan.zero},
+        "gradient_clipping": GRADIENT_CLIPPING,
+        "zero_optimization": zero_config(plan),
         "bf16": {"enabled": plan.precision in ("bf16", "fp8")},
-        "fp16": {"enabled": plan.precision == "fp16"},
-        "tensor_parallel": {"autotp_size": plan.tp},
-        "sequence_parallel_size": plan.cp,
-        "activation_checkpointing": {
-            "partition_activations": plan.recompute != "none" and plan.tp > 1,
+        "fp16": {"enabled": False},
+        "activation_checkpointing": {  # read by deepspeed.checkpointing.configure; the model calls checkpoint()
+            "partition_activations": checkpointing and plan.tp > 1,
+            "cpu_checkpointing": False,
             "contiguous_memory_optimization": False,
             "number_checkpoints": model.num_layers if plan.recompute == "full" else None,
+            "synchronize_checkpoint_boundary": False,
+            "profile": False,
         },
-        "pipeline": {"stages": plan.pp, "partition": "uniform"},
+        "pipeline": {"stages": plan.pp, "partition": "uniform", "activation_checkpoint_interval": int(checkpointing)},
+        "steps_per_print": 10,
+        "wall_clock_breakdown": False,
         "planner": {
             "plan": plan.model_dump(),
             "model": model.name,
             "notes": "dp = world / (tp*pp*cp); vpp, schedule, sp (Megatron-style) and ep need "
-            "Megatron-DeepSpeed / PipelineModule code, not config keys",
+            "Megatron-DeepSpeed / PipelineModule code, not config keys; precision fp8 runs bf16 here",
         },
     }
+    if plan.precision == "fp16":  # dynamic loss scaling (loss_scale 0), DeepSpeed's documented defaults
+        cfg["fp16"] = {
+            "enabled": True,
+            "loss_scale": 0,
+            "initial_scale_power": 16,
+            "loss_scale_window": 1000,
+            "hysteresis": 2,
+            "min_loss_scale": 1,
+        }
+    if plan.tp > 1:  # TPTrainingConfig.autotp_size: 0 (absent) disables AutoTP
+        cfg["tensor_parallel"] = {"autotp_size": plan.tp}
+    if plan.cp > 1:
+        cfg["sequence_parallel_size"] = plan.cp
     m = {
         "global_batch": "train_batch_size",
         "micro_batch": "train_micro_batch_size_per_gpu",
         "dp": "gradient_accumulation_steps = global_batch / (dp*micro_batch); dp implied by world size",
-        "zero": "zero_optimization.stage",
+        "zero": "zero_optimization.stage (+ its buckets and overlap_comm)",
         "precision": "bf16.enabled / fp16.enabled",
         "tp": "tensor_parallel.autotp_size",
         "cp": "sequence_parallel_size (Ulysses)",
-        "recompute": "activation_checkpointing",
+        "recompute": "activation_checkpointing, pipeline.activation_checkpoint_interval",
         "pp": "pipeline.stages",
         "seq_len": "planner.plan.seq_len (set by the data loader)",
         "vpp": "planner.plan.vpp (no DeepSpeed key)",

@@ -1,21 +1,27 @@
 """Megatron-LM arguments for pretrain_gpt.py (pure), as megatron/training/arguments.py validate_args accepts
-them (Megatron-Core 0.12+: --num-virtual-stages-per-pipeline-rank, the uneven-pipeline and account-for flags,
---use-torch-fsdp2).
+them (NVIDIA/Megatron-LM main @d98e8a64; Megatron-Core 0.12+: --num-virtual-stages-per-pipeline-rank, the
+uneven-pipeline and account-for flags, --use-torch-fsdp2). The parallel, batch, recompute, overlap and precision
+flags are here; the architecture's are in megatron_model.py.
 """
 
 from __future__ import annotations
 
 from planner.engine.split import MegatronSplit, megatron_split
+from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
-VOCAB_DIVISIBLE_BY = 128  # --make-vocab-size-divisible-by default (arguments.py), what the cost model pads to
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    """What Megatron's arguments cannot say: the layer split (the engine's rules already refuse it)."""
-    return []
+    """What Megatron's arguments cannot say (the layer split the engine's rules already refuse)."""
+    return model_problems(model)
+
+
+def expert_tp(plan: Plan) -> int | None:
+    """The plan's expert tensor-parallel degree, once `Plan` has the field (`etp`); None until then."""
+    return getattr(plan, "etp", None) if "etp" in Plan.model_fields else None
 
 
 def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
@@ -58,29 +64,6 @@ def _describe(split: MegatronSplit) -> str:
     return f"{split.method.replace('_', ' ')}: layers per chunk {text}"
 
 
-def _moe_args(model: ModelSpec) -> list[str]:
-    m = model.moe
-    if m is None:
-        return []
-    a = [
-        "--num-experts",
-        str(m.num_experts),
-        "--moe-router-topk",
-        str(m.top_k),
-        "--moe-ffn-hidden-size",
-        str(m.expert_ffn_hidden_size),
-        "--moe-token-dispatcher-type",
-        "alltoall",
-        "--moe-grouped-gemm",
-    ]
-    if m.num_shared_experts:
-        a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * m.expert_ffn_hidden_size)]
-    if m.layer_freq != 1:  # an explicit pattern: Megatron's integer form puts the first MoE layer at 0, ours at k-1
-        pattern = [1 if model.is_moe_layer(i) else 0 for i in range(model.num_layers)]
-        a += ["--moe-layer-freq", "[" + ",".join(map(str, pattern)) + "]"]
-    return a
-
-
 def _zero_args(plan: Plan) -> tuple[list[str], str]:
     if plan.zero == 3:  # torch FSDP2: no distributed optimizer, no gradient-accumulation fusion (arguments.py)
         return ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format", "torch_dist"], (
@@ -104,6 +87,9 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         "--context-parallel-size", str(plan.cp),
         "--expert-model-parallel-size", str(plan.ep),
     ]  # fmt: skip
+    etp = expert_tp(plan)
+    if etp is not None:  # arguments.py: None means "equal to --tensor-model-parallel-size"
+        a += ["--expert-tensor-parallel-size", str(etp)]
     m: dict[str, str] = {
         "tp": "--tensor-model-parallel-size",
         "pp": "--pipeline-model-parallel-size",
@@ -141,32 +127,8 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         plan.precision
     ]
     m["precision"] = "--bf16 / --fp16 / --fp8-format hybrid (fp32: no flag)"
-    a += _model_args(model, plan)
+    a += model_args(model, seq_len=plan.seq_len)
     return a, m
-
-
-def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
-    a = [
-        "--num-layers", str(model.num_layers),
-        "--hidden-size", str(model.hidden_size),
-        "--num-attention-heads", str(model.num_attention_heads),
-        "--ffn-hidden-size", str(model.ffn_hidden_size),
-        "--max-position-embeddings", str(max(model.max_seq_len, plan.seq_len)),
-        "--position-embedding-type", "rope" if model.position_embedding == "rope" else "learned_absolute",
-        "--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm",
-        "--make-vocab-size-divisible-by", str(VOCAB_DIVISIBLE_BY),
-    ]  # fmt: skip
-    if model.num_kv_heads and model.num_kv_heads < model.num_attention_heads:
-        a += ["--group-query-attention", "--num-query-groups", str(model.num_kv_heads)]
-    if model.head_dim and model.head_dim != model.hidden_size // model.num_attention_heads:
-        a += ["--kv-channels", str(model.head_dim)]
-    if model.mlp == "swiglu":
-        a.append("--swiglu")
-    if not model.tied_embeddings:
-        a.append("--untie-embeddings-and-output-weights")
-    if not model.has_bias:
-        a.append("--disable-bias-linear")
-    return a + _moe_args(model)
 
 
 def _quote(arg: str) -> str:
@@ -204,7 +166,8 @@ def megatron_file(model: ModelSpec, plan: Plan) -> str:
     return (
         f"# Megatron-LM arguments for pretrain_gpt.py; plan: {plan.summary()}\n"
         f"# pipeline split: {m['vpp']}\n"
-        "# Add the data, tokenizer (--vocab-size with NullTokenizer) and optimizer arguments of your run;\n"
-        '# then: torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" ...\n'
+        + "".join(line + "\n" for line in model_notes(model))
+        + "# The NullTokenizer stands for your tokenizer (same vocabulary size); add the data (or --mock-data) and\n"
+        '# optimizer arguments of your run; then: torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" ...\n'
         f"{env}MEGATRON_ARGS=(\n  {body}\n)\n"
     )

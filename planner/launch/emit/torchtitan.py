@@ -1,9 +1,17 @@
-"""A torchtitan job config (TOML) for torchtitan v0.2.2 (pure).
+"""A torchtitan 0.3.0 configuration (pure): a Python module whose function returns the plan's `Trainer.Config`.
 
-Every key written exists in v0.2.2's JobConfig (torchtitan/config/job_config.py; unknown keys are an error,
-config/manager.py _dict_to_dataclass). The model must be one of torchtitan's own: `[model] name` and `flavor`
-select it (train.py: model_args[flavor]; an unset flavor trains the 6-layer debug model), so a catalog model
-is matched to a flavor by its architecture, and refused when torchtitan has none (GPT-3, Mixtral).
+torchtitan 0.3.0 (PyPI) has no TOML job files: a run is "a function that returns a complete Trainer.Config",
+selected with `--module` (any importable module) and `--config` (the function); the `--section.option` flags "are
+not the way to configure a run any more" (torchtitan/config/manager.py ConfigManager._load_config;
+torchtitan/config/README.md). So the plan is written as such a function, derived from torchtitan's own recipe for
+the model (torchtitan/models/llama3/config_registry.py llama3_8b / llama3_70b / llama3_405b), with every field the
+plan decides set explicitly: torchtitan/config/configs.py ParallelismConfig and TrainingConfig,
+distributed/activation_checkpoint.py (SelectiveAC / FullAC / None), components/quantization/float8.py.
+
+The model must be one of torchtitan's: a catalog model is matched to a flavor by its architecture and refused when
+torchtitan has none (GPT-3, Mixtral). These rules are shared with the v0.2.2 TOML (torchtitan_v02.py): the pipeline
+split (distributed/pipeline_parallel.py _get_pipeline_metadata, _generate_llm_fqn_per_model_part) and the
+schedules are the same in both releases.
 """
 
 from __future__ import annotations
@@ -12,20 +20,26 @@ from planner.engine.split import torchtitan_chunk_sizes
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
-FILE_NAME = "torchtitan.toml"
-RELEASE = "v0.2.2"
+FILE_NAME = "torchtitan_plan.py"
+MODULE = "torchtitan_plan"  # --module: the file's name on PYTHONPATH
+CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Config
+RELEASE = "0.3.0"
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
-# torchtitan v0.2.2 models/llama3/__init__.py llama3_args (dim, n_layers, n_heads, n_kv_heads, FFN hidden, vocab).
+# models/llama3/__init__.py _8b/_70b/_405b (the same shapes in v0.2.2's llama3_args): dim, n_layers, n_heads,
+# n_kv_heads, FFN hidden (compute_ffn_hidden_dim), vocab; every flavor has RoPE theta 500000 and untied embeddings.
 LLAMA3_FLAVORS = {
     "8B": (4096, 32, 32, 8, 14336, 128256),
     "70B": (8192, 80, 64, 8, 28672, 128256),
     "405B": (16384, 126, 128, 8, 53248, 128256),
 }
+LLAMA3_ROPE_THETA = 500000.0
 
 
 def flavor(model: ModelSpec) -> tuple[str, str] | None:
     """(name, flavor) of the torchtitan model with this architecture, or None."""
     if model.moe is not None or model.mlp != "swiglu" or model.norm != "rmsnorm" or model.tied_embeddings:
+        return None
+    if model.position_embedding != "rope" or model.rope_theta not in (None, LLAMA3_ROPE_THETA):
         return None
     shape = (
         model.hidden_size,
@@ -36,31 +50,33 @@ def flavor(model: ModelSpec) -> tuple[str, str] | None:
         model.vocab_size,
     )
     for name, dims in LLAMA3_FLAVORS.items():
-        if shape == dims and model.position_embedding == "rope":
+        if shape == dims:
             return "llama3", name
     return None
 
 
 def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
     """pipeline_parallel_layers_per_stage giving exactly pp·vpp stages (None: the default stage count does:
-    one per rank for 1F1B/GPipe, two for Interleaved1F1B; pipeline_parallel.py pipeline_llm)."""
+    one per rank for 1F1B/GPipe, two for Interleaved1F1B; pipeline_parallel.py _get_pipeline_metadata); -1 when
+    no value gives pp·vpp stages."""
     stages = plan.pp * plan.vpp
     default = 2 if plan.schedule == "interleaved" else 1
     if plan.vpp == default:
         return None
-    effective = model.num_layers + 2  # the embedding and the output each weigh one layer
+    effective = model.num_layers + 2  # the embedding and the output each weigh one layer (first/last_stage_less_layers)
     per = -(-effective // stages)
     return per if -(-effective // per) == stages else -1
 
 
-def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    """What a torchtitan v0.2.2 config cannot say for this plan."""
+def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
+    """What a torchtitan configuration of this release cannot say for this plan."""
     out = []
     if flavor(model) is None:
         flavors = ", ".join(f"llama3 {f}" for f in LLAMA3_FLAVORS)
         out.append(
-            f"torchtitan {RELEASE} has no model with the architecture of {model.name} (its dense models with a "
-            f"pipeline split are {flavors}; GPT-3 and Mixtral have none): emit megatron or deepspeed instead"
+            f"torchtitan {release} has no model with the architecture of {model.name} (its dense models with a "
+            f"pipeline split are {flavors}, RoPE theta {LLAMA3_ROPE_THETA:g}; GPT-3 and Mixtral have none): emit "
+            "megatron or deepspeed instead"
         )
     if plan.precision == "fp16":
         out.append("precision=fp16: torchtitan trains in bfloat16 or float32 (training.mixed_precision_param)")
@@ -81,75 +97,87 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return out
 
 
-def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
-    """The job config. ZeRO 0: replicate (DDP, only as 1-D parallelism); 2: FSDP without resharding after
-    forward; 3: FSDP resharding (with pipelining, torchtitan's FSDP keeps the stage gathered either way).
-    Local batch: the micro-batch without pipelining (gradient accumulation makes up the global batch); with
-    pipelining, every micro-batch of a data-parallel rank's step, split by pipeline_parallel_microbatch_size."""
+def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
+    return release_problems(model, plan, RELEASE)
+
+
+def local_batch(plan: Plan) -> int:
+    """training.local_batch_size: a data-parallel rank's sequences per gradient-accumulation step. Without
+    pipelining that is the micro-batch (accumulation makes up the global batch); with it, the rank's whole step,
+    which the schedule splits into pipeline_parallel_microbatch_size pieces (trainer.py)."""
+    return plan.global_batch // plan.dp if plan.pp > 1 else plan.micro_batch
+
+
+def torchtitan_config(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
+    """The configuration module. A template whose lines mirror the file it writes (so longer than 50 lines).
+    ZeRO 0: replicate (dp_shard 1); 2: FSDP without resharding after forward; 3: FSDP resharding."""
     name, flav = flavor(model) or ("llama3", "?")
     replicate, shard = (plan.dp, 1) if plan.zero == 0 else (1, plan.dp)
     reshard = {0: "default", 2: "never", 3: "always"}.get(plan.zero, "default")
-    ac = {"none": "none", "selective": "selective", "full": "full"}[plan.recompute]
-    local = plan.global_batch // plan.dp if plan.pp > 1 else plan.micro_batch
+    ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
-    converters = '["quantize.linear.float8"]' if plan.precision == "fp8" else "[]"
-    lines = [
-        f"# torchtitan {RELEASE} job config written by `planner launch --emit torchtitan`",
-        f"# plan: {plan.summary()}; run: NGPU={plan.gpus} CONFIG_FILE=torchtitan.toml ./run_train.sh (multi-node: "
-        "torchrun --nnodes ... -m torchtitan.train --job.config_file torchtitan.toml)",
-        "[job]",
-        f'description = "planner plan {plan.summary()}"',
-        "",
-        "[model]",
-        f"# {model.name}: {model.num_layers} layers, hidden {model.hidden_size}, {model.num_attention_heads} heads",
-        f'name = "{name}"',
-        f'flavor = "{flav}"',
-        "# hf_assets_path: point it at the downloaded tokenizer (scripts/download_hf_assets.py)",
-        f"converters = {converters}",
-        "",
-        "[training]",
-        f"local_batch_size = {local}",
-        f"global_batch_size = {plan.global_batch}",
-        f"seq_len = {plan.seq_len}",
-        f'mixed_precision_param = "{dtype}"',
-        'mixed_precision_reduce = "float32"',
-        "",
-        "[parallelism]",
-        f"data_parallel_replicate_degree = {replicate}",
-        f"data_parallel_shard_degree = {shard}",
-        f'fsdp_reshard_after_forward = "{reshard}"',
-        f"tensor_parallel_degree = {plan.tp}",
-        f"pipeline_parallel_degree = {plan.pp}",
-        f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"}"',
-        f"pipeline_parallel_microbatch_size = {plan.micro_batch}",
-    ]
+    converters = "[Float8LinearConverter.Config(model_compile_enabled=False)]" if plan.precision == "fp8" else "None"
     lps = layers_per_stage(model, plan) if plan.pp > 1 else None
-    if lps and lps > 0:
-        lines.append(f"pipeline_parallel_layers_per_stage = {lps}")
-    lines += [
-        f"context_parallel_degree = {plan.cp}",
-        f"expert_parallel_degree = {plan.ep}",
+    schedule = SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"
+    base = f"{name}_{flav.lower()}"
+    lines = [
+        f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
+        "`planner launch --emit torchtitan`. Run it with this folder on PYTHONPATH, from a torchtitan checkout:",
         "",
-        "[activation_checkpoint]",
-        f'mode = "{ac}"',
-        'selective_ac_option = "op"',
+        f"    PYTHONPATH=$PWD:$PYTHONPATH NGPU={plan.gpus} MODULE={MODULE} CONFIG={CONFIG_FN} ./run_train.sh",
+        "",
+        f"or on many nodes: torchrun --nnodes ... -m torchtitan.train --module {MODULE} --config {CONFIG_FN}",
+        '"""',
+        "",
+        *(["from torchtitan.components.quantization import Float8LinearConverter"] if plan.precision == "fp8" else []),
+        "from torchtitan.config import CompileConfig, ParallelismConfig",
+        *([f"from torchtitan.distributed.activation_checkpoint import {ac_class}"] if ac_class else []),
+        f"from torchtitan.models.{name} import model_registry",
+        f"from torchtitan.models.{name}.config_registry import {base}",
+        "from torchtitan.trainer import Trainer",
+        "",
+        "",
+        f"def {CONFIG_FN}() -> Trainer.Config:",
+        f"    config = {base}()  # torchtitan's {name} {flav} recipe: optimizer, data, checkpoints, metrics",
+        f'    config.model_spec = model_registry("{flav}", converters={converters})',
+        f"    config.training.local_batch_size = {local_batch(plan)}",
+        f"    config.training.global_batch_size = {plan.global_batch}",
+        f"    config.training.seq_len = {plan.seq_len}",
+        f'    config.training.mixed_precision_param = "{dtype}"',
+        '    config.training.mixed_precision_reduce = "float32"',
+        "    # priced without CUDA graphs (torchtitan's default capture does not run with pipelining: trainer.py)",
+        "    config.training.disable_cuda_graphs = True",
+        "    config.parallelism = ParallelismConfig(",
+        f"        data_parallel_replicate_degree={replicate},",
+        f"        data_parallel_shard_degree={shard},",
+        f'        fsdp_reshard_after_forward="{reshard}",',
+        f"        tensor_parallel_degree={plan.tp},",
+        "        enable_sequence_parallel=True,",
+        f"        pipeline_parallel_degree={plan.pp},",
+        f'        pipeline_parallel_schedule="{schedule}",',
+        f"        pipeline_parallel_microbatch_size={plan.micro_batch},",
+        *([f"        pipeline_parallel_layers_per_stage={lps},"] if lps and lps > 0 else []),
+        f"        context_parallel_degree={plan.cp},",
+        f"        expert_parallel_degree={plan.ep},",
+        "    )",
+        f"    config.activation_checkpoint = {f'{ac_class}.Config()' if ac_class else None}",
+        "    config.compile = CompileConfig(enable=False)  # the plan is priced eager (engine profile kernels.compile)",
+        "    return config",
     ]
-    if plan.precision == "fp8":
-        lines += ["", "[quantize.linear.float8]", 'recipe_name = "tensorwise"']
     m = {
         "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
         "zero": "parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
         "tp": "parallelism.tensor_parallel_degree",
-        "sp": "implied by tensor_parallel_degree (always on)",
+        "sp": "parallelism.enable_sequence_parallel (torchtitan shards norms on the sequence with tp)",
         "pp": "parallelism.pipeline_parallel_degree",
         "schedule": "parallelism.pipeline_parallel_schedule",
         "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
         "cp": "parallelism.context_parallel_degree",
         "ep": "parallelism.expert_parallel_degree",
-        "recompute": "activation_checkpoint.mode",
+        "recompute": "activation_checkpoint (SelectiveAC.Config / FullAC.Config / None)",
         "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
         "global_batch": "training.global_batch_size",
         "seq_len": "training.seq_len",
-        "precision": "training.mixed_precision_param (fp8: model.converters quantize.linear.float8)",
+        "precision": "training.mixed_precision_param (fp8: model_registry converters Float8LinearConverter)",
     }
     return "\n".join(lines) + "\n", m

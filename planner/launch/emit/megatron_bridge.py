@@ -1,0 +1,160 @@
+"""The plan as Megatron-Bridge recipe overrides (pure): a recipe for the model, and the Hydra-style KEY=VALUE
+overrides that Bridge's recipe runner applies to the recipe's ConfigContainer.
+
+Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge main @067f987d, 0.6.2 on PyPI): scripts/training/run_recipe.py takes
+`--recipe NAME` and trailing KEY=VALUE overrides (recipe_runner.py apply_cli_overrides ->
+training/utils/omegaconf_utils.py process_config_with_overrides: Hydra's OverridesParser on the ConfigContainer in
+struct mode, so a key the container lacks is an error). The keys are the ConfigContainer's: `model.*` the model
+provider (a megatron-core TransformerConfig), `ddp.*` DistributedDataParallelConfig, `optimizer.*` OptimizerConfig,
+`train.*`, `dataset.*`, `tokenizer.*`, `dist.*` (training/config.py), `mixed_precision` a registered recipe name
+(training/mixed_precision.py). The recipes (recipes/llama/llama3.py, llama2.py, gpt/gpt3_175b.py, the same names in
+0.3.1, 0.6.2 and main) fix the architecture; a model none of them builds is refused.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from planner.engine.split import megatron_split
+from planner.launch.emit.megatron import expert_tp
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+FILE_NAME = "megatron_bridge.sh"
+# recipe -> (mlp, norm, position, tied, layers, hidden, heads, kv heads, ffn, rope theta) of the model it builds:
+# the Hugging Face config.json the llama recipes load (AutoBridge.from_hf_pretrained) or the GPTModelProvider the
+# GPT-3 recipe spells out (recipes/gpt/h100/gpt3_175b.py).
+RECIPES = {
+    "llama3_8b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 8, 14336, 500000.0),
+    "llama3_70b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 80, 8192, 64, 8, 28672, 500000.0),
+    "llama31_405b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 126, 16384, 128, 8, 53248, 500000.0),
+    "llama2_7b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 32, 11008, 10000.0),
+    "gpt3_175b_pretrain_config": ("gelu", "layernorm", "learned", True, 96, 12288, 96, 96, 49152, None),
+}
+MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Megatron's default recipe, delayed
+    "fp32": "null",
+    "bf16": "bf16_mixed",
+    "fp16": "fp16_mixed",
+    "fp8": "bf16_with_fp8_delayed_scaling_mixed",
+}
+
+
+def recipe(model: ModelSpec) -> str | None:
+    """The Bridge recipe that builds this architecture, or None."""
+    shape = (
+        model.mlp,
+        model.norm,
+        model.position_embedding,
+        model.tied_embeddings,
+        model.num_layers,
+        model.hidden_size,
+        model.num_attention_heads,
+        model.kv_heads,
+        model.ffn_hidden_size,
+        model.rope_theta if model.position_embedding == "rope" else None,
+    )
+    if model.moe is not None:
+        return None
+    return next((name for name, dims in RECIPES.items() if dims == shape), None)
+
+
+def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
+    if recipe(model) is None:
+        return [
+            f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
+            f"{', '.join(RECIPES)}; a RoPE model must give its rope_theta): emit megatron for its full arguments"
+        ]
+    return []
+
+
+def _value(v: object) -> str:
+    """A Hydra override value: true/false, null, a list, or as written."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return "null"
+    if isinstance(v, list):
+        return "[" + ",".join(map(str, v)) + "]"
+    return str(v)
+
+
+def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
+    """The pipeline split the cost model priced (engine/split.py megatron_split), as TransformerConfig fields."""
+    out: dict[str, object] = {"model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None}
+    split = megatron_split(model.num_layers, plan.pp, plan.vpp) if plan.pp > 1 else None
+    if split is not None and split.method in ("account_embedding_loss", "account_loss"):
+        out["model.account_for_embedding_in_pipeline_split"] = split.method == "account_embedding_loss"
+        out["model.account_for_loss_in_pipeline_split"] = True
+    elif split is not None and split.method != "even":
+        out["model.num_layers_in_first_pipeline_stage"] = split.first
+        out["model.num_layers_in_last_pipeline_stage"] = split.last
+    return out
+
+
+def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
+    """KEY=VALUE overrides for the model's recipe, and which plan field each carries."""
+    o: dict[str, object] = {
+        "model.tensor_model_parallel_size": plan.tp,
+        "model.pipeline_model_parallel_size": plan.pp,
+        "model.context_parallel_size": plan.cp,
+        "model.expert_model_parallel_size": plan.ep,
+        "model.sequence_parallel": plan.sp,
+        "model.pipeline_model_parallel_layout": None,
+    }
+    if expert_tp(plan) is not None:
+        o["model.expert_tensor_parallel_size"] = expert_tp(plan)
+    o |= _split(model, plan)
+    o |= {
+        "model.seq_length": plan.seq_len,
+        "dataset.seq_length": plan.seq_len,
+        "train.global_batch_size": plan.global_batch,
+        "train.micro_batch_size": plan.micro_batch,
+        "model.recompute_granularity": None if plan.recompute == "none" else plan.recompute,
+        "model.recompute_method": "uniform" if plan.recompute == "full" else None,
+        "model.recompute_num_layers": 1 if plan.recompute == "full" else None,
+        "model.recompute_modules": ["core_attn"] if plan.recompute == "selective" else None,
+        "ddp.use_distributed_optimizer": plan.zero == 1,
+        "optimizer.use_distributed_optimizer": plan.zero == 1,
+        "dist.use_torch_fsdp2": plan.zero == 3,
+        "ddp.overlap_grad_reduce": plan.dp * plan.cp > 1 and plan.zero != 3,
+        "ddp.overlap_param_gather": plan.dp * plan.cp > 1 and plan.zero == 1,
+        "comm_overlap": None,  # no TP communication overlap: the engine profile's default (comm.tp_overlap)
+        "mixed_precision": MIXED_PRECISION[plan.precision],
+        "model.hidden_dropout": 0.0,  # the engine profile prices no dropout (kernels.dropout)
+        "model.attention_dropout": 0.0,
+        "tokenizer.vocab_size": model.vocab_size,  # the recipes' NullTokenizer has 32000 tokens otherwise
+    }
+    if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
+        o["model.gradient_accumulation_fusion"] = False
+    m = {
+        "tp": "model.tensor_model_parallel_size",
+        "pp": "model.pipeline_model_parallel_size",
+        "vpp": "model.virtual_pipeline_model_parallel_size (+ the split flags)",
+        "cp": "model.context_parallel_size",
+        "ep": "model.expert_model_parallel_size",
+        "sp": "model.sequence_parallel",
+        "dp": "implied: world size / (tp*pp*cp)",
+        "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3)",
+        "recompute": "model.recompute_granularity / method / num_layers / modules",
+        "micro_batch": "train.micro_batch_size",
+        "global_batch": "train.global_batch_size",
+        "seq_len": "model.seq_length, dataset.seq_length",
+        "precision": "mixed_precision",
+        "schedule": "1F1B, interleaved with model.virtual_pipeline_model_parallel_size",
+    }
+    return [f"{k}={_value(v)}" for k, v in o.items()], m
+
+
+def bridge_file(model: ModelSpec, plan: Plan) -> str:
+    overrides, _ = bridge_overrides(model, plan)
+    name = recipe(model)
+    body = "\n  ".join(shlex.quote(x) for x in overrides)
+    return (
+        f"# Megatron-Bridge recipe overrides; plan: {plan.summary()}; model {model.name} = recipe {name}\n"
+        "# Run with Megatron-Bridge's recipe runner (it applies KEY=VALUE overrides to the recipe's ConfigContainer):\n"
+        f"#   torchrun --nproc-per-node ... scripts/training/run_recipe.py --recipe {name} --mode pretrain \\\n"
+        '#     --dataset mock "${BRIDGE_OVERRIDES[@]}"\n'
+        "# (or scripts/training/train.sh ... --recipe RECIPE KEY=VALUE...; the data set replaces --dataset mock)\n"
+        f"RECIPE={name}\n"
+        f"BRIDGE_OVERRIDES=(\n  {body}\n)\n"
+    )

@@ -1,0 +1,105 @@
+"""The model's architecture as Megatron-LM's pretrain_gpt.py arguments (pure).
+
+Every flag, its default and its validation, from NVIDIA/Megatron-LM main @d98e8a64:
+megatron/training/arguments.py (_add_network_size_args, _add_moe_args, validate_args) and the TransformerConfig fields
+that megatron/training/argument_utils.py ArgumentGroupFactory turns into flags (`--field-name`, or the field's
+`argparse_meta` name: layernorm_epsilon is `--norm-epsilon`, add_bias_linear `--disable-bias-linear`), in
+megatron/core/transformer/transformer_config.py. What the spec leaves unknown is said in the file, never guessed.
+"""
+
+from __future__ import annotations
+
+from planner.specs import ModelSpec
+
+VOCAB_DIVISIBLE_BY = 128  # --make-vocab-size-divisible-by default (arguments.py), what the cost model pads to
+ROTARY_BASE_DEFAULT = 10000  # arguments.py: --rotary-base, type=int, default=10000
+NORM_EPSILON_DEFAULT = 1e-5  # transformer_config.py: layernorm_epsilon = 1e-5 (--norm-epsilon)
+# arguments.py --moe-aux-loss-coeff help: "a starting value of 1e-2 is recommended" (its default 0.0 turns the
+# load-balancing loss off); the router's balancing is a hyperparameter no model spec states.
+MOE_AUX_LOSS_COEFF = 1e-2
+
+
+def model_problems(model: ModelSpec) -> list[str]:
+    """What Megatron's arguments cannot say for this model."""
+    out = []
+    if model.position_embedding == "rope":
+        if model.rope_theta is None:
+            out.append(
+                f"model {model.name} uses position_embedding: rope but gives no rope_theta; Megatron would train "
+                f"with its default --rotary-base {ROTARY_BASE_DEFAULT}: add rope_theta (the RoPE base) to the model "
+                "spec"
+            )
+        elif model.rope_theta != int(model.rope_theta):
+            out.append(f"rope_theta={model.rope_theta}: Megatron's --rotary-base takes an integer (arguments.py)")
+    return out
+
+
+def model_notes(model: ModelSpec) -> list[str]:
+    """Comment lines for what the spec does not state and Megatron's default fills in."""
+    if model.norm_eps is None:
+        return [f"# model spec gives no norm_eps: Megatron's default --norm-epsilon {NORM_EPSILON_DEFAULT:g} applies"]
+    return []
+
+
+def model_args(model: ModelSpec, *, seq_len: int) -> list[str]:
+    """The architecture: sizes, attention, position embedding, norm, MLP, embeddings, vocabulary, MoE."""
+    a = [
+        "--num-layers", str(model.num_layers),
+        "--hidden-size", str(model.hidden_size),
+        "--num-attention-heads", str(model.num_attention_heads),
+        "--ffn-hidden-size", str(model.ffn_hidden_size),  # with --swiglu: the width of each gated matrix
+        "--max-position-embeddings", str(max(model.max_seq_len, seq_len)),
+    ]  # fmt: skip
+    if model.kv_heads < model.num_attention_heads:
+        a += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.head_size != model.hidden_size // model.num_attention_heads:  # arguments.py: kv_channels = h / heads
+        a += ["--kv-channels", str(model.head_size)]
+    if getattr(model, "qk_layernorm", False):  # transformer_config.py qk_layernorm (a spec field to come)
+        a.append("--qk-layernorm")
+    if model.position_embedding == "rope":
+        a += ["--position-embedding-type", "rope", "--rotary-base", str(int(model.rope_theta or ROTARY_BASE_DEFAULT))]
+    else:
+        a += ["--position-embedding-type", "learned_absolute"]
+    a += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
+    if model.norm_eps is not None:
+        a += ["--norm-epsilon", f"{model.norm_eps:g}"]
+    if model.mlp == "swiglu":
+        a.append("--swiglu")
+    if not model.has_bias:
+        a.append("--disable-bias-linear")
+    if not model.tied_embeddings:
+        a.append("--untie-embeddings-and-output-weights")
+    # No dropout: the engine profile prices none (kernels.dropout); TransformerConfig defaults both to 0.1.
+    a += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
+    # The NullTokenizer has exactly --vocab-size tokens (megatron/core/tokenizers/text/libraries/null_tokenizer.py),
+    # padded to a multiple of 128 x tp (build_tokenizer.py vocab_size_with_padding), as the cost model pads.
+    a += ["--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size)]
+    a += ["--make-vocab-size-divisible-by", str(VOCAB_DIVISIBLE_BY)]
+    return a + moe_args(model)
+
+
+def moe_args(model: ModelSpec) -> list[str]:
+    """Routed (and shared) experts: token-choice top-k with an auxiliary load-balancing loss, grouped GEMM and the
+    all-to-all dispatcher (what the cost model prices for expert parallelism); dropless unless the spec gives a
+    capacity factor."""
+    m = model.moe
+    if m is None:
+        return []
+    a = [
+        "--num-experts", str(m.num_experts),
+        "--moe-router-topk", str(m.top_k),
+        "--moe-ffn-hidden-size", str(m.expert_ffn_hidden_size),
+        "--moe-router-load-balancing-type", "aux_loss",
+        "--moe-aux-loss-coeff", f"{MOE_AUX_LOSS_COEFF:g}",
+        "--moe-grouped-gemm",
+        "--moe-token-dispatcher-type", "alltoall",
+    ]  # fmt: skip
+    if m.num_shared_experts:
+        a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * m.expert_ffn_hidden_size)]
+    pattern = [1 if model.is_moe_layer(i) else 0 for i in range(model.num_layers)]
+    if 0 in pattern:  # an explicit list: Megatron's integer form puts the first MoE layer at 0, the spec's at k-1
+        a += ["--moe-layer-freq", "[" + ",".join(map(str, pattern)) + "]"]
+    capacity = getattr(m, "capacity_factor", None)  # a spec field to come; None = dropless
+    if capacity is not None:
+        a += ["--moe-expert-capacity-factor", f"{capacity:g}", "--moe-pad-expert-input-to-capacity"]
+    return a
