@@ -77,11 +77,13 @@ def run_case(name: str, hardware: str, out: Path, steps: int, warmup: int, timeo
 
 
 def measured_vs_predicted(profile: dict, hardware: str) -> dict:
+    from planner.io.catalog import load_engine, load_hardware
     from planner.launch.runner import predicted
     from planner.plan import Plan
     from planner.specs import ModelSpec
 
-    pred = predicted(ModelSpec(**profile["model"]), Plan(**profile["plan"]), hardware)
+    model, plan = ModelSpec(**profile["model"]), Plan(**profile["plan"])
+    pred = predicted(model, load_hardware(hardware), plan, load_engine("planner"))
     rank = profile["memory_per_rank"][0]
     return {
         "step_s": profile["median_step_s"],

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.cost.comm import ring_steps
+from planner.hardware import HardwareProfile
 from planner.io.files import write_text_atomic
 
 
@@ -40,11 +41,12 @@ def _num(v: float) -> str:
     return f"{v:.4g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.4e}"
 
 
-def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
+def profile_yaml(res: dict[str, Any], name: str, stamp: str, *, links: HardwareProfile | None = None) -> str:
+    """The profile YAML of a bench-hardware run; `links`: where the link tiers come from when no collective was
+    timed (one device)."""
     cpu = res["device"] == "cpu"
     m = f"# measured by bench-hardware {stamp}"
     peak, curve = res["peak_flops"], res["matmul_curve"]
-    ar = res["fits"]["all_reduce"]
     what = "CPU figures (one process per rank, 1 thread each), not GPU figures" if cpu else res["device_name"]
     lines = [
         f"# Written by `planner bench-hardware` on {stamp} ({res['host']}). {what}.",
@@ -67,37 +69,76 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
     for p in ("fp32", "bf16", "fp16"):
         lines.append(f"    {p}: {_num(peak[p])}   {m} (best GEMM rate)")
     lines.append(
-        f"    fp8: {_num(peak['fp8'])}   # set to the fp16 figure measured by bench-hardware {stamp} (no FP8 GEMM here)"
-        if cpu
-        else f"    fp8: {_num(peak['fp8'])}   {m}"
+        f"    fp8: {_num(peak['fp8'])}   {m} (best e4m3 GEMM, torch._scaled_mm)"
+        if res.get("matmul_fp8")
+        else f"    fp8: {_num(peak['fp8'])}   # the fp16 figure measured by bench-hardware {stamp} (no FP8 GEMM here)"
     )
     lines += [
-        f"gpus_per_node: {res['gpus_per_node']}   # bench-hardware {stamp}: {res['gpus_per_node_note']}",
-        "intra_node:   # all-reduce alpha-beta fit over "
-        + f"{res['comm']['world_size']} {res['comm']['backend']} ranks",
-        f"  bandwidth_bytes_per_s: {_num(ar['bandwidth_bytes_per_s'])}   {m}",
-        f"  latency_s: {_num(ar['latency_s'])}   {m}",
-        "inter_node:   # one host: the same as intra_node (no inter-node link was measured)",
-        f"  bandwidth_bytes_per_s: {_num(ar['bandwidth_bytes_per_s'])}   {m} (copy of intra_node)",
-        f"  latency_s: {_num(ar['latency_s'])}   {m} (copy of intra_node)",
+        *_link_lines(res, stamp, links),
         f"efficiency:   {m}",
         "  matmul:",
     ]
     for f, e in curve:
         lines.append(f"    - {{flops: {f:.3e}, efficiency: {e:.4f}}}   {m}")
+    if res.get("matmul_fp8_curve"):
+        lines.append("  matmul_fp8:")
+        for f, e in res["matmul_fp8_curve"]:
+            lines.append(f"    - {{flops: {f:.3e}, efficiency: {e:.4f}}}   {m} (e4m3, torch._scaled_mm)")
     lines += [
         f"  hbm: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
-        f"  intra_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
-        f"  inter_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
+        *_link_efficiency_lines(stamp, links),
         f"  step_overhead_s: 0.0   # bench-hardware {stamp}: not measured; `planner calibrate` fits it",
         f'  fitted: "bench-hardware {stamp}"',
         "reserved:",
-        f"  cuda_context_bytes: {_num(res['rss_bytes'])}   {m} (worker RSS after init_process_group)",
+        f"  cuda_context_bytes: {_num(res['rss_bytes'])}   {m} "
+        + ("(device memory outside the allocator)" if not cpu else "(worker RSS after init_process_group)"),
         f"  comm_workspace_bytes: 5.0e7   # assumed by bench-hardware {stamp}, not measured",
         f"  allocator_fraction: 0.05   # assumed by bench-hardware {stamp}, not measured",
         f"checkpoint_write_bytes_per_s: {_num(res['checkpoint']['bytes_per_s'])}   {m} (write + fsync in TMPDIR)",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _link_lines(res: dict[str, Any], stamp: str, links: HardwareProfile | None) -> list[str]:
+    """The node and its link tiers: the all-reduce fit over the ranks that ran, or a named profile's (one device)."""
+    m = f"# measured by bench-hardware {stamp}"
+    if links is not None:
+        c = f"# copied from {links.name} by bench-hardware {stamp} (one device: no collective timed)"
+        return [
+            f"gpus_per_node: {links.gpus_per_node}   {c}",
+            f"nvlink_domain: {links.nvlink_domain}   {c}",
+            "intra_node:",
+            f"  bandwidth_bytes_per_s: {_num(links.intra_node.bandwidth_bytes_per_s)}   {c}",
+            f"  latency_s: {_num(links.intra_node.latency_s)}   {c}",
+            "inter_node:",
+            f"  bandwidth_bytes_per_s: {_num(links.inter_node.bandwidth_bytes_per_s)}   {c}",
+            f"  latency_s: {_num(links.inter_node.latency_s)}   {c}",
+        ]
+    ar, comm = res["fits"]["all_reduce"], res["comm"]
+    return [
+        f"gpus_per_node: {res['gpus_per_node']}   # bench-hardware {stamp}: {res['gpus_per_node_note']}",
+        f"intra_node:   # all-reduce alpha-beta fit over {comm['world_size']} {comm['backend']} ranks",
+        f"  bandwidth_bytes_per_s: {_num(ar['bandwidth_bytes_per_s'])}   {m}",
+        f"  latency_s: {_num(ar['latency_s'])}   {m}",
+        "inter_node:   # one host: the same as intra_node (no inter-node link was measured)",
+        f"  bandwidth_bytes_per_s: {_num(ar['bandwidth_bytes_per_s'])}   {m} (copy of intra_node)",
+        f"  latency_s: {_num(ar['latency_s'])}   {m} (copy of intra_node)",
+    ]
+
+
+def _link_efficiency_lines(stamp: str, links: HardwareProfile | None) -> list[str]:
+    if links is not None:
+        c = f"# copied from {links.name} by bench-hardware {stamp}"
+        return [
+            f"  intra_node: {links.efficiency.intra_node}   {c}",
+            f"  inter_node: {links.efficiency.inter_node}   {c}",
+            f"  half_bandwidth_bytes: {_num(links.efficiency.half_bandwidth_bytes)}   {c}",
+            f"  collective_base_s: {_num(links.efficiency.collective_base_s)}   {c}",
+        ]
+    return [
+        f"  intra_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
+        f"  inter_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
+    ]
 
 
 def write_atomic(path: Path, text: str) -> None:

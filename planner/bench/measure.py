@@ -9,10 +9,20 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-# GEMM sizes by FLOPs of one GEMM (2mnk); square-ish shapes like the ones plans produce.
+# GEMM sizes by FLOPs of one GEMM (2mnk); square-ish shapes like the ones plans produce. A GPU reaches its
+# ceiling only at 1e11-1e12 FLOPs a GEMM (an H100: 77% of the bf16 peak at 8192^3 = 1.1e12, 5% at 1e9), so its
+# sweep goes five decades higher than a CPU's.
 FLOPS_FULL = (1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9, 3e9, 1e10)
 FLOPS_QUICK = (1e6, 1e7, 1e8, 1e9, 1e10)
+FLOPS_GPU_FULL = (1e8, 3e8, 1e9, 3e9, 1e10, 3e10, 1e11, 3e11, 1e12, 3e12, 1e13)
+FLOPS_GPU_QUICK = (1e8, 1e9, 1e10, 1e11, 1e12, 1e13)
 PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def gemm_sizes(device: str, quick: bool) -> tuple[float, ...]:
+    if device == "cuda":
+        return FLOPS_GPU_QUICK if quick else FLOPS_GPU_FULL
+    return FLOPS_QUICK if quick else FLOPS_FULL
 
 
 def _shape(flops: float) -> tuple[int, int, int]:
@@ -60,7 +70,7 @@ def matmul_sweep(device: str, quick: bool, tick: Callable[[str], None]) -> list[
     timer = _timer(device)
     rows = []
     for prec in PRECISIONS:
-        sizes: tuple[float, ...] = FLOPS_QUICK if quick else FLOPS_FULL
+        sizes = gemm_sizes(device, quick)
         if prec == "fp16" and device == "cpu":
             sizes = (1e6, 1e8)  # often emulated on CPUs (slow): two points suffice for its peak
         for f in sizes:
@@ -82,6 +92,40 @@ def matmul_sweep(device: str, quick: bool, tick: Callable[[str], None]) -> list[
             )
             tick(f"matmul {prec} {m}x{n}x{k}")
     return rows
+
+
+def fp8_sweep(quick: bool, tick: Callable[[str], None]) -> list[dict[str, Any]]:
+    """FP8 GEMMs (e4m3, one scale per tensor, torch._scaled_mm) on a GPU that has them; [] where torch or the
+    device has none (before Ada/Hopper, or on ROCm builds without it)."""
+    import torch
+
+    if not hasattr(torch, "_scaled_mm") or torch.cuda.get_device_capability(0) < (8, 9):
+        return []
+    timer, rows, one = _timer("cuda"), [], torch.tensor(1.0, device="cuda")
+    for f in gemm_sizes("cuda", quick):
+        m, n, k = _shape(f)
+        m, n, k = (max(16, -(-d // 16) * 16) for d in (m, n, k))  # fp8 GEMMs take multiples of 16
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt needs
+        try:
+            fn = partial(torch._scaled_mm, a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            t = _best(fn, timer, 0.25 if quick else 0.6)
+        except RuntimeError:
+            return []
+        flops = 2.0 * m * n * k
+        rows.append({"precision": "fp8", "m": m, "n": n, "k": k, "flops": flops, "time_s": t,
+                     "achieved_flops_per_s": flops / t})  # fmt: skip
+        tick(f"matmul fp8 {m}x{n}x{k}")
+    return rows
+
+
+def cuda_context_bytes() -> float:
+    """Device memory outside PyTorch's allocator once a context and the cuBLAS handles exist: total − free −
+    reserved (the CUDA context, cuBLAS/cuDNN workspaces)."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info()
+    return float(total - free - torch.cuda.memory_reserved())
 
 
 def memory_bandwidth(device: str, quick: bool) -> dict[str, Any]:

@@ -92,11 +92,7 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
         "torch": torch.__version__,
         "quick": quick,
     }
-    n_mm = (
-        (len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL)) * 2
-        + (2 if not cuda else 0)
-        + (0 if not cuda else len(measure.FLOPS_QUICK if quick else measure.FLOPS_FULL))
-    )
+    n_mm = len(measure.gemm_sizes(device, quick)) * (4 if cuda else 2) + (0 if cuda else 2)
     with Progress(
         TextColumn("{task.description:<40}"),
         BarColumn(),
@@ -106,25 +102,36 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
         transient=False,
     ) as progress:
         t_mm = progress.add_task("matmul sweep", total=n_mm)
-        res["matmul"] = measure.matmul_sweep(device, quick, lambda s: progress.update(t_mm, advance=1, description=s))
+        tick = lambda s: progress.update(t_mm, advance=1, description=s)  # noqa: E731
+        res["matmul"] = measure.matmul_sweep(device, quick, tick)
+        res["matmul_fp8"] = measure.fp8_sweep(quick, tick) if cuda else []
         t_mem = progress.add_task("memory bandwidth", total=2)
         res["memory"] = measure.memory_bandwidth(device, quick)
         progress.update(t_mem, advance=1, description="checkpoint write")
         res["checkpoint"] = measure.checkpoint_write(quick)
         progress.update(t_mem, advance=1, description="memory, disk done")
-        t_c = progress.add_task("collectives (torchrun)", total=len(KINDS) * len(SIZES_QUICK if quick else SIZES_FULL))
-        res["comm"] = _comm(nproc, quick, progress, t_c, timeout_s=180 if quick else 540)
+        if nproc > 1:
+            t_c = progress.add_task(
+                "collectives (torchrun)", total=len(KINDS) * len(SIZES_QUICK if quick else SIZES_FULL)
+            )
+            res["comm"] = _comm(nproc, quick, progress, t_c, timeout_s=180 if quick else 540)
+        else:
+            res["comm"] = None  # one device: nothing to time collectives with
     peak = {
         p: max(r["achieved_flops_per_s"] for r in res["matmul"] if r["precision"] == p)
         for p in ("fp32", "bf16", "fp16")
     }
-    peak["fp8"] = peak["fp16"]
+    fp8 = [r["achieved_flops_per_s"] for r in res["matmul_fp8"]]
+    peak["fp8"] = max(fp8) if fp8 else peak["fp16"]
     res["peak_flops"] = peak
     res["curve_precision"] = "bf16"  # `planner launch` plans default to bf16
     res["matmul_curve"] = curve_from(res["matmul"], "bf16", peak["bf16"])
-    n = res["comm"]["world_size"]
-    res["fits"] = {k: alpha_beta(res["comm"]["rows"], k, n) for k in KINDS}
-    res["rss_bytes"] = res["comm"].get("worker_rss_after_init_bytes", 0.0)
+    res["matmul_fp8_curve"] = curve_from(res["matmul_fp8"], "fp8", peak["fp8"]) if fp8 else []
+    comm = res["comm"]
+    res["fits"] = {k: alpha_beta(comm["rows"], k, comm["world_size"]) for k in KINDS} if comm else {}
+    res["rss_bytes"] = comm.get("worker_rss_after_init_bytes", 0.0) if comm else 0.0
+    if cuda:  # on a GPU the context lives in device memory, not in the host RSS
+        res["rss_bytes"] = measure.cuda_context_bytes()
     if cuda:
         res["hbm_bytes"] = float(torch.cuda.get_device_properties(0).total_memory)
         res["hbm_note"] = "device memory reported by torch.cuda"

@@ -20,6 +20,10 @@ def bench_hardware(
     name: Annotated[Optional[str], Opt(help="profile name (default: the file's stem)")] = None,
     nproc: Annotated[int, Opt(help="processes for the collective benchmarks (torchrun, gloo on CPU / NCCL)")] = 2,
     quick: Annotated[bool, Opt("--quick", help="fewer sizes and repetitions (~40 s on a 2-core CPU box)")] = False,
+    like: Annotated[
+        Optional[str],
+        Opt(help="with --nproc 1 (one device: no collective to time), copy the link tiers from this profile"),
+    ] = None,
     json_: Annotated[bool, Opt("--json", help="print raw measurements and fitted numbers as JSON")] = False,
 ) -> None:
     """Measure this machine (GEMM sweep, memory copy, collectives) and write a hardware profile YAML."""
@@ -29,18 +33,23 @@ def bench_hardware(
     from planner.bench.run import run_bench
     from planner.io.catalog import load_hardware
 
-    if nproc < 2:
-        raise PlannerError("--nproc must be at least 2 (the collectives need two ranks)")
+    if nproc < 1:
+        raise PlannerError(f"--nproc {nproc}: give at least 1 (1: the device alone, no collectives)")
+    if nproc == 1 and like is None:
+        raise PlannerError(
+            "--nproc 1 times no collective: give --like PROFILE for the link tiers (e.g. --like h100-sxm)"
+        )
+    links = load_hardware(like) if like is not None else None
     console = Console(stderr=True)
     res = run_bench(nproc, quick, console)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    write_atomic(out, profile_yaml(res, name or out.stem, stamp))
+    write_atomic(out, profile_yaml(res, name or out.stem, stamp, links=links))
     load_hardware(out)  # validate what was written
     res["profile"] = str(out)
     if json_:
         typer.echo(json.dumps(res, indent=2))
         return
-    p, ar = res["peak_flops"], res["fits"]["all_reduce"]
+    p = res["peak_flops"]
     if res["device"] == "cpu":
         typer.echo("NOTE: these are CPU figures (one process per rank, 1 thread, gloo), not GPU figures.")
     typer.echo(
@@ -53,8 +62,12 @@ def bench_hardware(
             f"{k:<15} latency {f['latency_s'] * 1e6:8.1f} us/hop   "
             f"bandwidth {f['bandwidth_bytes_per_s'] / 1e9:6.2f} GB/s"
         )
-    typer.echo(
-        f"intra_node = inter_node = all-reduce fit ({ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
-        f"{ar['latency_s'] * 1e6:.1f} us): one host, no inter-node link measured"
-    )
+    if links is not None:
+        typer.echo(f"links: copied from {links.name} (one device here: no collective was timed)")
+    else:
+        ar = res["fits"]["all_reduce"]
+        typer.echo(
+            f"intra_node = inter_node = all-reduce fit ({ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
+            f"{ar['latency_s'] * 1e6:.1f} us): one host, no inter-node link measured"
+        )
     typer.echo(f"wrote {out}")

@@ -26,9 +26,9 @@ MAX_RANKS_SHOWN = 64  # a dry run lists the first ranks' layout; a 16,384-rank l
 def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
     """Peak bytes per device and step time of the worker's run, priced with the engine the worker runs
     (engine_profiles/planner.yaml: eager kernels, DDP/FSDP2 as the worker applies them)."""
-    from planner.cost.estimate import estimate
+    from planner.cost.coster import Coster
 
-    est = estimate(model, hw, plan, engine)
+    est = Coster(model, hw, engine).estimate(plan)
     b = est.memory.peak.breakdown
     states = persistent_states(model, plan, engine)
     return {
