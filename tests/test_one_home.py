@@ -62,10 +62,10 @@ def test_memory_compute_traffic_and_worker_agree(case, engine):
         r = stage.stage
         layers = layout.num_rank_layers(r)
         # layers per stage: memory, compute, the worker's rank layout
-        assert stage.layers == layers == shapes[r][0] + shapes[r][1]
+        assert stage.layers == layers == shapes[r].layers
         if engine.name == "planner":  # the launch worker builds the planner engine's layout
             assert layers == worker[r]
-        assert (stage.first, stage.last) == (shapes[r][2], shapes[r][3])
+        assert (stage.first, stage.last) == (shapes[r].first, shapes[r].last)
         # parameters per rank: the gradient traffic covers exactly the parameters memory holds
         params = plan_params(model, plan, engine, r)
         traffic = dp_traffic(model, make_hw(), plan, engine, stage=r)

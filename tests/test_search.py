@@ -267,11 +267,10 @@ def test_cli_plot_needs_matplotlib_or_draws(capsys, tmp_path):
 
 
 def test_screen_levels_decide_each_recompute_level_as_the_full_peaks_do():
-    """levels() computes only what decides whether each recompute level fits, and decides it as peaks() does:
-    the first level that fits carries its peak; a later level that fits carries its peak or 0.0 (not
-    computed); a level that misses carries its peak or inf (not computed, and some computed level of the same
-    plan misses by no more). Torchtitan on MI300X has ranks whose working set grows with recompute, so not
-    every plan's memory falls with more recompute."""
+    """levels() decides each recompute level as peaks() does: a level that fits carries its peak (or 0.0); a level
+    that misses carries its peak or inf (some level of the same plan misses by no more). And more recompute never
+    needs more memory (issue 21: a rank holding only the loss, as torchtitan's split gives it, carried a layer's
+    backward working set it does not have, which made full recompute look heavier than none there)."""
     rng = random.Random(1)
     recs = ("none", "selective", "full")
     seen = {"fits": 0, "nothing fits": 0, "grows": 0}
@@ -310,7 +309,7 @@ def test_screen_levels_decide_each_recompute_level_as_the_full_peaks_do():
                                 assert lazy[rc] == full[rc]
                             else:
                                 assert lazy[rc] in (full[rc], 0.0), (rc, lazy, full)
-    assert min(seen.values()) > 5, seen
+    assert seen["grows"] == 0 and min(seen["fits"], seen["nothing fits"]) > 5, seen
 
 
 def test_structure_rules_count_before_micro_batch_rules_and_keeping_rejections_changes_no_count():

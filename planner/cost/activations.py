@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from planner.engine import Kernels
+from planner.layers import LayerKind
 from planner.specs import ModelSpec
 
 DEFAULT_KERNELS = Kernels()
@@ -78,52 +79,155 @@ def _mlp_tensors(model: ModelSpec, ffn: int, a: int, copies: float, prefix: str,
 
 
 def layer_tensors(
-    model: ModelSpec, *, seq_len: int, act_bytes: int, kernels: Kernels, moe_layer: bool
+    model: ModelSpec,
+    *,
+    seq_len: int,
+    act_bytes: int,
+    kernels: Kernels,
+    moe_layer: bool = False,
+    kind: LayerKind | None = None,
 ) -> list[SavedTensor]:
-    """Every tensor a layer saves for backward, bytes per token of the micro-batch (before any split)."""
+    """Every tensor a layer of this kind saves for backward, bytes per token of the micro-batch (before any
+    split). `kind` defaults to the model's plain transformer layer, MoE when `moe_layer`. A transformer layer is
+    two pre-norm blocks (the mixer's, the FFN's); a hybrid layer (layer_pattern) one block, its mixer or its FFN
+    (Megatron-Core's hybrid stack, megatron/core/ssm/mamba_block.py)."""
+    kind = kind if kind is not None else default_kind(model, moe_layer)
     h, a = model.hidden_size, act_bytes
-    q_dim = model.num_attention_heads * model.head_size
-    kv_dim = model.kv_heads * model.head_size
-    heads = model.num_attention_heads
     fused = kernels.fused
+    hybrid = model.layer_pattern is not None
+    first = "mixer" if kind.mixer != "none" else "MLP"
     t: list[SavedTensor] = [
         SavedTensor("norm1 input (layer input)", h * a, "seq", op_keep=True),
-        SavedTensor("norm1 output (QKV input)", h * a, "seq"),
-        SavedTensor("Q", q_dim * a, "tp", op_keep=True),
-        SavedTensor("K", kv_dim * a, "tp"),
-        SavedTensor("V", kv_dim * a, "tp", op_keep=True),
-        SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True),
-        SavedTensor("norm2 input (residual)", h * a, "seq"),
-        SavedTensor("norm2 output (MLP input)", h * a, "seq"),
+        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", h * a, "seq"),
     ]
-    if kernels.flash:
-        # Flash attention keeps only the softmax log-sum-exp, fp32, one per head (Dao et al. 2022).
-        t.append(SavedTensor("attention log-sum-exp", 4 * heads, "tp", op_keep=True))
-    else:
-        # softmax output 2·a·s, dropout mask a·s, dropout output 2·a·s = 5·a·s per token
-        # (Korthikanti 2022 section 4.1); without dropout the softmax output alone feeds attn×V.
-        # Each query attends to the whole sequence, also when context parallelism splits the queries.
-        per_key = 5 if kernels.dropout else 2
-        t.append(SavedTensor("attention scores (softmax, dropout)", per_key * heads * seq_len, "core"))
+    mixer_head, mixer_tail = _mixer_tensors(model, kind, seq_len, a, kernels)
+    t += mixer_head
+    if not hybrid:
+        t.append(SavedTensor("norm2 input (residual)", h * a, "seq"))
+        t.append(SavedTensor("norm2 output (MLP input)", h * a, "seq"))
+    t += mixer_tail
     if kernels.dropout:
         t.append(SavedTensor("attention dropout mask", h, "seq"))
         t.append(SavedTensor("MLP dropout mask", h, "seq"))
-    if moe_layer and model.moe is not None:
-        m = model.moe
-        t.append(SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True))
-        # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
-        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "tp", op_keep=True))
-        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused)
-        if m.num_shared_experts:
-            t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.num_shared_experts, "shared expert ", fused)
-    else:
-        t += _mlp_tensors(model, model.ffn_hidden_size, a, 1, "", fused)
+    t += _ffn_tensors(model, kind, a, fused)
+    norms = 1 if hybrid else 2
     if not fused and model.norm == "rmsnorm":
         # Eager nn.RMSNorm (torch 2.13) computes in fp32 and keeps the fp32 input and the fp32 normalised
         # value (4 + 4 bytes) where a fused kernel keeps the a-byte input: 8 − a more per norm, two norms.
         # Measured with saved-tensor hooks (tests/launch/test_activation_count.py).
-        t.append(SavedTensor("fp32 copies in the two eager RMSNorms", 2 * (8 - a) * h, "seq"))
-    return t
+        t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms", norms * (8 - a) * h,
+                             "seq"))  # fmt: skip
+    return t + _extra_norm_tensors(model, kind, a)
+
+
+def default_kind(model: ModelSpec, moe_layer: bool) -> LayerKind:
+    """The model's plain transformer layer: its attention mixer (MLA or not), global, dense or MoE."""
+    return LayerKind("mla" if model.is_mla else "attention", "moe" if moe_layer else "dense", "global")
+
+
+def _mixer_tensors(
+    model: ModelSpec, kind: LayerKind, seq_len: int, a: int, kernels: Kernels
+) -> tuple[list[SavedTensor], list[SavedTensor]]:
+    """(the mixer's tensors, its attention-core state): the second part comes after the FFN block's norm tensors
+    in a transformer layer (the order the sum adds them in is kept from the first version of this model)."""
+    if kind.mixer == "mamba":
+        return _mamba_tensors(model, a), []
+    if kind.mixer == "none":
+        return [], []
+    heads = model.num_attention_heads
+    if kind.mixer == "mla":
+        head = _mla_tensors(model, a)
+    else:
+        q_dim, kv_dim = heads * model.head_size, model.kv_heads * model.head_size
+        head = [
+            SavedTensor("Q", q_dim * a, "tp", op_keep=True),
+            SavedTensor("K", kv_dim * a, "tp"),
+            SavedTensor("V", kv_dim * a, "tp", op_keep=True),
+            SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True),
+        ]
+    if kernels.flash:
+        # Flash attention keeps only the softmax log-sum-exp, fp32, one per head (Dao et al. 2022).
+        return head, [SavedTensor("attention log-sum-exp", 4 * heads, "tp", op_keep=True)]
+    # softmax output 2·a·s, dropout mask a·s, dropout output 2·a·s = 5·a·s per token (Korthikanti 2022 section
+    # 4.1); without dropout the softmax output alone feeds attn×V. Each query attends to every key of its window
+    # (the whole sequence for global attention), also when context parallelism splits the queries.
+    per_key = 5 if kernels.dropout else 2
+    keys = seq_len if kind.window is None else min(kind.window, seq_len)
+    return head, [SavedTensor("attention scores (softmax, dropout)", per_key * heads * keys, "core")]
+
+
+def _mla_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
+    """Multi-head latent attention as Megatron-Core runs it (multi_latent_attention.py): the replicated down-
+    projections run on the rank's sequence shard and keep their outputs and norms ("seq": split by tp with SP);
+    the up-projections give Q, K and V per head (split by tp), which `mla_up_proj` recompute drops (Megatron's
+    recompute_modules)."""
+    m = model.attention
+    assert m is not None and m.kv_lora_rank is not None and m.qk_rope_head_dim is not None
+    assert m.v_head_dim is not None
+    heads, qk, v = model.num_attention_heads, model.head_size, m.v_head_dim
+    out = []
+    if m.q_lora_rank is not None:
+        out.append(SavedTensor("q down-projection output (q norm input)", m.q_lora_rank * a, "seq"))
+        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq"))
+    out += [
+        SavedTensor("kv down-projection output (kv norm input, rope key)", (m.kv_lora_rank + m.qk_rope_head_dim) * a,
+                    "seq"),
+        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq"),
+        SavedTensor("Q", heads * qk * a, "tp", op_keep=True),
+        SavedTensor("K", heads * qk * a, "tp"),
+        SavedTensor("V", heads * v * a, "tp", op_keep=True),
+        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True),
+    ]  # fmt: skip
+    return out
+
+
+def _mamba_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
+    """A Mamba-2 mixer (mamba_ssm/modules/mamba2.py and its chunked-scan autograd function, which saves the scan
+    output, x, dt, dA cumsum, B, C and z): the in_proj output (z, x, B, C, dt), the conv1d output (x, B, C), dt
+    and its cumulative decay in fp32, the scan output and the gated norm's output (the out_proj input), all split
+    by tp with the heads."""
+    m = model.mamba
+    assert m is not None
+    bc = 2 * m.num_groups * m.state_size
+    return [
+        SavedTensor(
+            "mamba in_proj output (z, x, B, C, dt)", (2 * m.d_inner + bc + m.num_heads) * a, "tp", op_keep=True
+        ),
+        SavedTensor("mamba conv1d output (x, B, C)", (m.d_inner + bc) * a, "tp"),
+        SavedTensor("mamba dt and dA cumsum (fp32)", 8 * m.num_heads, "tp"),
+        SavedTensor("mamba scan output", m.d_inner * a, "tp"),
+        SavedTensor("mamba gated-norm output (out_proj input)", m.d_inner * a, "tp", op_keep=True),
+    ]
+
+
+def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool) -> list[SavedTensor]:
+    h = model.hidden_size
+    if kind.ffn == "moe" and model.moe is not None:
+        m = model.moe
+        t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True)]
+        # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
+        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "tp", op_keep=True))
+        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused)
+        if m.num_shared_experts:
+            width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
+            t += _mlp_tensors(model, width, a, m.num_shared_experts, "shared expert ", fused)
+        return t
+    if kind.ffn == "dense":
+        return _mlp_tensors(model, model.ffn_hidden_size, a, 1, "", fused)
+    return []
+
+
+def _extra_norm_tensors(model: ModelSpec, kind: LayerKind, a: int) -> list[SavedTensor]:
+    """Gemma 2/3's post-attention and post-MLP norms keep their inputs; RMSNorm q/k norms keep Q and K before
+    the norm (Qwen3, Gemma 3)."""
+    h, out = model.hidden_size, []
+    if model.sandwich_norm:
+        out.append(SavedTensor("post-norm inputs (sandwich norms)", 2 * h * a, "seq"))
+    att = model.attention
+    if att is not None and att.qk_norm == "rmsnorm" and kind.mixer == "attention":
+        qk = (model.num_attention_heads + model.kv_heads) * model.head_size
+        out.append(SavedTensor("q and k norm inputs", qk * a, "tp"))
+    return out
 
 
 def _keeps(tensor: SavedTensor, recompute: str, policy: str, compiled: bool) -> bool:
@@ -146,13 +250,17 @@ def activation_bytes_per_token(
     act_bytes: int,
     kernels: Kernels,
     moe_layer: bool = False,
+    kind: LayerKind | None = None,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
         return model.hidden_size * act_bytes / (tp if sp else 1)
     total = 0.0
-    for tensor in layer_tensors(model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer):
+    tensors = layer_tensors(
+        model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer, kind=kind
+    )
+    for tensor in tensors:
         if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile):
             split = tp if (tensor.region != "seq" or sp) else 1
             total += tensor.bytes_per_token / split
@@ -171,6 +279,7 @@ def activation_bytes_per_layer(
     act_bytes: int = 2,
     kernels: Kernels = DEFAULT_KERNELS,
     moe_layer: bool = False,
+    kind: LayerKind | None = None,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
@@ -184,6 +293,7 @@ def activation_bytes_per_layer(
         act_bytes=act_bytes,
         kernels=kernels,
         moe_layer=moe_layer,
+        kind=kind,
     )
     return tokens * per_token
 
@@ -200,6 +310,7 @@ def layer_workspace_bytes(
     act_bytes: int,
     kernels: Kernels,
     moe_layer: bool = False,
+    kind: LayerKind | None = None,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -217,10 +328,25 @@ def layer_workspace_bytes(
         "act_bytes": act_bytes,
         "kernels": kernels,
         "moe_layer": moe_layer,
+        "kind": kind,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)
-    ffn = model.moe.expert_ffn_hidden_size * model.moe.top_k if (moe_layer and model.moe) else model.ffn_hidden_size
-    widest = max(model.hidden_size, (2 if model.mlp == "swiglu" else 1) * ffn / tp)
-    grads = 2 * widest * act_bytes
+    grads = 2 * widest_activation(model, kind if kind is not None else default_kind(model, moe_layer), tp) * act_bytes
     return tokens * (max(0.0, everything - kept) + grads)
+
+
+def widest_activation(model: ModelSpec, kind: LayerKind, tp: int) -> float:
+    """The widest activation of a layer per token on one rank: the (gated) FFN's, or a mixer-only layer's input
+    projection output (a Mamba-2 in_proj; attention's Q, K and V), never less than the hidden size."""
+    h = model.hidden_size
+    if kind.ffn == "moe" and model.moe is not None:
+        ffn = model.moe.expert_ffn_hidden_size * model.moe.top_k
+    elif kind.ffn == "dense":
+        ffn = model.ffn_hidden_size
+    elif kind.mixer == "mamba" and model.mamba is not None:
+        m = model.mamba
+        return max(h, (2 * m.d_inner + 2 * m.num_groups * m.state_size + m.num_heads) / tp)
+    else:
+        return max(h, (model.num_attention_heads + 2 * model.kv_heads) * model.head_size / tp)
+    return max(h, (2 if model.mlp == "swiglu" else 1) * ffn / tp)

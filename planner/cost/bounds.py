@@ -15,8 +15,10 @@ from __future__ import annotations
 from planner.cost.compute import fitted_compute, layer_time, stage_shapes
 from planner.cost.keys import LAYER, PIPELINE, SLOT
 from planner.cost.schedule import layer_exposed_s, pipeline_slots, slot_lower_bound_s, step_overhead_s
+from planner.cost.stages import Mix
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -29,10 +31,10 @@ class StepBounds:
         self.overhead_s = step_overhead_s(hw, engine)
         self._factor = fitted_compute(hw, engine)
         self._split = engine.rules.pipeline_split
-        self._layers: dict[tuple, tuple[float, float]] = {}  # (LAYER, recompute) -> (dense, MoE) layer seconds
-        self._counts: dict[tuple, set[tuple[int, int]]] = {}  # PIPELINE -> the ranks' (dense, MoE) layer counts
+        self._layers: dict[tuple, dict[LayerKind, float]] = {}  # (LAYER, recompute) -> each kind's layer seconds
+        self._mixes: dict[tuple, set[Mix]] = {}  # PIPELINE -> the ranks' distinct layer mixes
         self._busiest: dict[tuple, float] = {}  # (LAYER, recompute, PIPELINE) -> busiest rank's layers seconds
-        self._exposed: dict[tuple, tuple[float, float]] = {}  # (LAYER, recompute) -> layer_exposed_s
+        self._exposed: dict[tuple, dict[LayerKind, float]] = {}  # (LAYER, recompute) -> layer_exposed_s
         self._slot: dict[tuple, float] = {}  # SLOT -> tight slot bound
 
     def cheap_s(self, plan: Plan, recompute: str) -> float:
@@ -41,9 +43,9 @@ class StepBounds:
         key = (layer, recompute, PIPELINE(plan))
         busiest = self._busiest.get(key)
         if busiest is None:
-            dense, moe = self._layer_s(plan, layer, recompute)
+            per_kind = self._layer_s(plan, layer, recompute)
             busiest = self._busiest[key] = self._factor * max(
-                nd * dense + nm * moe for nd, nm in self._rank_counts(plan)
+                sum(n * per_kind[kind] for kind, n in mix) for mix in self._rank_mixes(plan)
             )
         return pipeline_slots(plan) * busiest + self.overhead_s
 
@@ -63,20 +65,19 @@ class StepBounds:
             )
         return pipeline_slots(plan) * slot + self.overhead_s
 
-    def _layer_s(self, plan: Plan, layer: tuple, recompute: str) -> tuple[float, float]:
+    def _layer_s(self, plan: Plan, layer: tuple, recompute: str) -> dict[LayerKind, float]:
         key = (layer, recompute)
         hit = self._layers.get(key)
         if hit is None:
             p = plan if plan.recompute == recompute else plan.model_copy(update={"recompute": recompute})
-            dense = layer_time(self.model, self.hw, p, self.engine, moe=False).total
-            moe = layer_time(self.model, self.hw, p, self.engine, moe=True).total if self.model.moe else dense
-            hit = self._layers[key] = (dense, moe)
+            kinds = dict.fromkeys(self.model.layer_kinds)
+            hit = self._layers[key] = {k: layer_time(self.model, self.hw, p, self.engine, kind=k).total for k in kinds}
         return hit
 
-    def _rank_counts(self, plan: Plan) -> set[tuple[int, int]]:
+    def _rank_mixes(self, plan: Plan) -> set[Mix]:
         key = PIPELINE(plan)
-        hit = self._counts.get(key)
+        hit = self._mixes.get(key)
         if hit is None:
             shapes = stage_shapes(self.model, plan.pp, plan.vpp, self._split)
-            hit = self._counts[key] = {s[:2] for s in shapes}
+            hit = self._mixes[key] = {s.mix for s in shapes}
         return hit

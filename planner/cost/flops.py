@@ -9,10 +9,12 @@ forward (one GEMM for the input gradient and one for the weight gradient per for
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields
 
 from planner.cost.cache import spec_cache
 from planner.engine import Engine
+from planner.layers import LayerKind, Mixer
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -45,47 +47,83 @@ class ForwardFlops:
         return _sum_fields(self)
 
 
-def layer_flops_per_token(model: ModelSpec, seq_len: int, *, moe: bool) -> ForwardFlops:
-    """Forward FLOPs per token of one layer (biases and elementwise work left out, as Megatron does).
+def keys_per_query(kind: LayerKind, seq_len: int) -> float:
+    """Keys each query attends to in the model-FLOPs convention (the whole s×s matrix, causal mask not halved;
+    Narayanan et al. 2021): the sequence for global attention, the window for sliding attention, the chunk for
+    chunked attention, never more than the sequence."""
+    return float(seq_len if kind.window is None else min(kind.window, seq_len))
 
-    QKV 2·h·(q + 2·kv) with GQA (kv = kv_heads·head_dim); scores + attention×V 4·s·q (full, not causal;
-    Narayanan 2021 Sec. 5.1); output 2·q·h; MLP 2·h·ffn per matrix, 2 or 3 matrices (Shazeer 2020);
-    MoE layer: router 2·h·E, top_k routed + shared experts (Fedus et al. 2021, Switch; DeepSeek-MoE).
-    """
+
+def mixer_flops_per_token(model: ModelSpec, kind: LayerKind, seq_len: int) -> tuple[float, float, float]:
+    """(input projections, attention core or SSM scan, output projection) forward FLOPs per token.
+
+    MHA: QKV 2·h·(q + 2·kv) with GQA; scores + attention×V 4·keys·q; output 2·q·h. MLA (DeepSeek-V2 §2.1): the
+    down- and up-projections 2·(their weights); scores 2·keys·heads·(nope + rope), attention×V 2·keys·heads·v;
+    output 2·heads·v·h. Mamba-2 as Megatron-LM counts it (megatron/training/training.py
+    num_floating_point_operations, mamba_layer_flops): in_proj 2·h·(2·d_in + 2·groups·state + heads), scan
+    7·d_in·state, out_proj 2·d_in·h."""
     h = model.hidden_size
-    q = model.num_attention_heads * model.head_size
-    kv = model.kv_heads * model.head_size
-    router = 0.0
-    if moe and model.moe is not None:
+    if kind.mixer == "attention":
+        q, kv = model.num_attention_heads * model.head_size, model.kv_heads * model.head_size
+        return 2.0 * h * (q + 2 * kv), 4.0 * keys_per_query(kind, seq_len) * q, 2.0 * q * h
+    if kind.mixer == "mla":
+        a = model.attention
+        assert a is not None and a.v_head_dim is not None
+        heads, v = model.num_attention_heads, a.v_head_dim
+        out = 2.0 * heads * v * h
+        lp = model.kind_params[kind]
+        projections = 2.0 * (lp.mixer + lp.mixer_replicated) - out  # every linear weight is 2 FLOPs a token
+        core = 2.0 * keys_per_query(kind, seq_len) * heads * (model.head_size + v)
+        return projections, core, out
+    if kind.mixer == "mamba":
+        m = model.mamba
+        assert m is not None
+        d_in = m.d_inner
+        in_proj = 2.0 * h * (2 * d_in + 2 * m.num_groups * m.state_size + m.num_heads)
+        return in_proj, 7.0 * d_in * m.state_size, 2.0 * d_in * h
+    return 0.0, 0.0, 0.0
+
+
+def kind_flops_per_token(model: ModelSpec, kind: LayerKind, seq_len: int) -> ForwardFlops:
+    """Forward FLOPs per token of one layer of this kind (biases and elementwise work left out, as Megatron does).
+
+    MLP 2·h·ffn per matrix, 2 or 3 matrices (Shazeer 2020); MoE: router 2·h·E, top_k routed experts and the
+    shared experts at their own width (Fedus et al. 2021, Switch; DeepSeek-MoE)."""
+    h = model.hidden_size
+    qkv, core, out = mixer_flops_per_token(model, kind, seq_len)
+    mlp = router = 0.0
+    if kind.ffn == "moe" and model.moe is not None:
         m = model.moe
-        mlp = 2.0 * model.mlp_matrices * h * m.expert_ffn_hidden_size * (m.top_k + m.num_shared_experts)
+        shared_ffn = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
+        mlp = 2.0 * model.mlp_matrices * h * (m.expert_ffn_hidden_size * m.top_k + shared_ffn * m.num_shared_experts)
         router = 2.0 * h * m.num_experts
-    else:
+    elif kind.ffn == "dense":
         mlp = 2.0 * model.mlp_matrices * h * model.ffn_hidden_size
-    return ForwardFlops(
-        qkv_flops=2.0 * h * (q + 2 * kv),
-        attention_core_flops=4.0 * seq_len * q,
-        attention_out_flops=2.0 * q * h,
-        mlp_flops=mlp,
-        router_flops=router,
-    )
+    return ForwardFlops(qkv_flops=qkv, attention_core_flops=core, attention_out_flops=out, mlp_flops=mlp,
+                        router_flops=router)  # fmt: skip
+
+
+def layer_flops_per_token(model: ModelSpec, seq_len: int, *, moe: bool) -> ForwardFlops:
+    """A plain transformer layer (attention or MLA mixer, global attention) with a dense or MoE MLP."""
+    mixer: Mixer = "mla" if model.is_mla else "attention"
+    return kind_flops_per_token(model, LayerKind(mixer, "moe" if moe else "dense", "global"), seq_len)
 
 
 @spec_cache()
 def flops_per_token_forward(model: ModelSpec, seq_len: int) -> ForwardFlops:
-    """Whole-model forward FLOPs per token: all layers (dense and MoE) plus the logits 2·h·V."""
-    dense = layer_flops_per_token(model, seq_len, moe=False)
-    n_moe = model.num_moe_layers
-    n_dense = model.num_layers - n_moe
-    moe = layer_flops_per_token(model, seq_len, moe=True)
-    return ForwardFlops(
-        **{
-            f.name: n_dense * getattr(dense, f.name) + n_moe * getattr(moe, f.name)
-            for f in fields(dense)
-            if f.name != "logits_flops"
-        },
-        logits_flops=2.0 * model.hidden_size * model.vocab_size,
-    )
+    """Whole-model forward FLOPs per token: every layer by its kind, the MTP modules (each a projection 2·2h·h,
+    one layer of the last kind and its own logits), plus the logits 2·h·V."""
+    totals = dict.fromkeys((f.name for f in fields(ForwardFlops) if f.name != "logits_flops"), 0.0)
+    counts = Counter(model.layer_kinds)
+    last = model.layer_kinds[-1]
+    counts[last] += model.mtp_layers
+    for kind, n in counts.items():
+        per = kind_flops_per_token(model, kind, seq_len)
+        for name in totals:
+            totals[name] += n * getattr(per, name)
+    h, d = model.hidden_size, model.mtp_layers
+    totals["qkv_flops"] += d * 2.0 * 2 * h * h
+    return ForwardFlops(**totals, logits_flops=(1 + d) * 2.0 * h * model.vocab_size)
 
 
 def model_flops_per_step(model: ModelSpec, plan: Plan) -> float:

@@ -35,26 +35,73 @@ def gemm_s(flops: float, peak: float, eff: Efficiency, precision: str) -> float:
 
 
 def attention_core_s(
-    *, tokens: float, seq_len: int, cp: int, q_loc: float, head_dim: int, peak: float, eff: Efficiency, kernels: Kernels
+    *,
+    tokens: float,
+    seq_len: int,
+    cp: int,
+    q_loc: float,
+    head_dim: int,
+    peak: float,
+    eff: Efficiency,
+    kernels: Kernels,
+    keys: float | None = None,
+    v_loc: float | None = None,
+    causal: float = 0.5,
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's attention core for `tokens` local query tokens.
 
-    Fused: 4·t·s·q FLOPs halved by the causal mask (the kernels skip masked blocks, Dao 2023), at the
-    kernel's efficiency for a block of s/cp tokens (context parallelism runs s/cp × s/cp blocks); backward
-    2.5 × the forward FLOPs. Unfused: the whole 4·t·s·q as batched GEMMs at the efficiency of one head's
-    (s/cp)·s·d matrix; backward two GEMMs per forward GEMM. Attention runs in bf16 in fp8 recipes (TE and
-    torchao convert the Linear layers only)."""
-    full_flops = 4.0 * tokens * seq_len * q_loc
+    Fused: 4·t·keys·q FLOPs (keys: the sequence, or the window of a sliding or chunked layer; q the query/key
+    width, averaged with the value width where they differ, as in MLA) times the share the causal mask leaves
+    (the kernels skip masked blocks, Dao 2023: half for global or chunked attention, 1 − w/2s for a sliding
+    window w), at the kernel's efficiency for a block of min(keys, s/cp) tokens (context parallelism runs
+    s/cp × s/cp blocks); backward 2.5 × the forward FLOPs. Unfused: the whole 4·t·keys·q as batched GEMMs at the
+    efficiency of one head's (s/cp)·keys·d matrix; backward two GEMMs per forward GEMM. Attention runs in bf16
+    in fp8 recipes (TE and torchao convert the Linear layers only)."""
+    keys = seq_len if keys is None else keys
+    width = q_loc if v_loc is None else (q_loc + v_loc) / 2
+    full_flops = 4.0 * tokens * keys * width
     kernel = eff.attention.get(kernels.flash_kernel) or eff.attention.get("flash2") if kernels.flash else None
     if kernel is not None:
-        block = seq_len / cp
-        flops = 0.5 * full_flops
+        block = min(keys, seq_len / cp)
+        flops = causal * full_flops
         forward = flops / (peak * kernel.efficiency(block, backward=False))
         backward = FLASH_BACKWARD_FACTOR * flops / (peak * kernel.efficiency(block, backward=True))
         return forward, backward
-    per_head = 2.0 * (seq_len / cp) * seq_len * head_dim
+    per_head = 2.0 * (seq_len / cp) * keys * head_dim
     forward = full_flops / (peak * eff.matmul_efficiency(per_head))
     return forward, 2.0 * forward
+
+
+def ssd_scan_s(
+    *,
+    tokens: float,
+    seq_len: int,
+    heads_loc: float,
+    groups_loc: float,
+    head_dim: int,
+    state: int,
+    chunk: int,
+    peak: float,
+    eff: Efficiency,
+    kernels: Kernels,
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one Mamba-2 layer's state-space scan for `tokens` local tokens.
+
+    SSD, the chunked algorithm of Dao & Gu 2024 ("Transformers are SSMs", section 6): per token, the quadratic
+    intra-chunk part 2·Q·(N·G + P·H) (chunk Q, state N, groups G, head dim P, heads H) and the chunk states and
+    their output 2·N·P·H each. Its matmuls run like fused attention's (the paper's SSD kernel "matches
+    FlashAttention-2 at sequence length 2K and is faster beyond"), so the FLOPs run at the hardware's fused
+    attention efficiency at the sequence length; backward 2 × the forward. An assumption with that source, not
+    a measurement of an SSD kernel."""
+    q = min(chunk, seq_len)
+    per_token = 2.0 * q * (state * groups_loc + head_dim * heads_loc) + 4.0 * state * head_dim * heads_loc
+    flops = tokens * per_token
+    kernel = eff.attention.get(kernels.flash_kernel) or eff.attention.get("flash2")
+    if kernel is None:
+        forward = flops / (peak * eff.matmul_efficiency(flops))
+        return forward, 2.0 * forward
+    forward = flops / (peak * kernel.efficiency(seq_len, backward=False))
+    return forward, 2.0 * flops / (peak * kernel.efficiency(seq_len, backward=True))
 
 
 def elementwise_bytes_per_token(
@@ -74,6 +121,9 @@ def elementwise_bytes_per_token(
     kernels: Kernels,
     act_b: int,
     permute: float = 0.0,
+    blocks: int = 2,
+    keys: float | None = None,
+    mixer_elements: float = 0.0,
 ) -> tuple[float, float]:
     """(all, unfused-softmax share) forward HBM bytes per token of one layer's memory-bound ops.
 

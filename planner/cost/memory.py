@@ -9,16 +9,17 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_params
-from planner.cost.stages import plan_layout
+from planner.cost.stages import Mix, plan_layout, rank_mix
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -144,35 +145,34 @@ def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     per_element = act_bytes(plan.precision) + 8
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
-    return tokens * vocab / plan.tp * per_element
+    heads = 1 + model.mtp_layers  # each multi-token-prediction module computes its own logits and loss
+    return tokens * vocab / plan.tp * per_element * heads
 
 
-def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[float, float]:
-    """(bytes one layer keeps per micro-batch, averaged over dense and MoE layers; the backward working set
-    of one layer) on one rank (activations.py)."""
-    p = plan
-    a, k = act_bytes(p.precision), engine.kernels
-    moe_share = model.num_moe_layers / model.num_layers
+Pieces = tuple[float, float]  # (bytes the layers keep per micro-batch, the backward working set) of one rank
 
-    def on_rank(per_layer_fn: Callable[..., float], moe_layer: bool) -> float:
-        return per_layer_fn(
-            model,
-            micro_batch=p.micro_batch,
-            seq_len=p.seq_len,
-            tp=p.tp,
-            sp=p.sp,
-            cp=p.cp,
-            recompute=p.recompute,
-            act_bytes=a,
-            kernels=k,
-            moe_layer=moe_layer,
-        )
 
-    per_layer = on_rank(activation_bytes_per_layer, False)
-    if moe_share:
-        per_layer = (1 - moe_share) * per_layer + moe_share * on_rank(activation_bytes_per_layer, True)
-    workspace = on_rank(layer_workspace_bytes, moe_share > 0)
-    return per_layer, workspace
+def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -> Pieces:
+    """(bytes one layer of this kind keeps per micro-batch, the working set of its backward) on one rank
+    (activations.py)."""
+    p, a, k = plan, act_bytes(plan.precision), engine.kernels
+    kw: dict[str, Any] = {"micro_batch": p.micro_batch, "seq_len": p.seq_len, "tp": p.tp, "sp": p.sp, "cp": p.cp}
+    kw.update(recompute=p.recompute, act_bytes=a, kernels=k, kind=kind)
+    return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw)
+
+
+def mix_pieces(mix: Mix, pieces: dict[LayerKind, Pieces]) -> Pieces:
+    """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds)."""
+    keep, work = 0.0, 0.0
+    for kind, n in mix:
+        k, w = pieces[kind]
+        keep, work = keep + k * n, max(work, w)
+    return keep, work
+
+
+def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
+    """Each layer kind's pieces (kind_pieces) for the plan's micro-batch shape and recompute level."""
+    return {kind: kind_pieces(model, plan, engine, kind) for kind in dict.fromkeys(model.layer_kinds)}
 
 
 StateTerms = tuple[float, float, float, float]  # weights, gradients, optimizer, buffers beside the activations
@@ -198,19 +198,18 @@ def stage_terms(
     state: StateTerms,
     reserved: ReservedMemory,
     *,
-    layers: int,
     in_flight: float,
-    per_layer_bytes: float,
+    kept_bytes: float,
     workspace_bytes: float,
     logits: float,
 ) -> tuple[float, float, float, float, float, float]:
     """The six terms of one pipeline rank's memory, in the order of TERMS: the one formula behind both
-    memory_report and the search's memory screen. Activations: what each layer keeps times the rank's
-    layers times the micro-batches in flight, plus the logits on the last stage; buffers: the state
+    memory_report and the search's memory screen. Activations: what the rank's layers keep per micro-batch
+    (mix_pieces) times the micro-batches in flight, plus the logits on the last stage; buffers: the state
     buffers plus one layer's backward working set; reserved: the profile's fixed context and
     communication workspace plus allocator fragmentation on everything else."""
     w, g, o, state_buffers = state
-    activations = per_layer_bytes * layers * in_flight + logits
+    activations = kept_bytes * in_flight + logits
     buffers = workspace_bytes + state_buffers
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
@@ -220,9 +219,8 @@ def stage_terms(
 def stage_total_bytes(
     state: StateTerms,
     reserved: ReservedMemory,
-    layers: int,
     in_flight: float,
-    per_layer_bytes: float,
+    kept_bytes: float,
     workspace_bytes: float,
     logits: float,
 ) -> float:
@@ -230,16 +228,17 @@ def stage_total_bytes(
     same float, bit for bit), without building the terms: the search screens tens of thousands of plans
     with it."""
     w, g, o, state_buffers = state
-    tensors = w + g + o + (per_layer_bytes * layers * in_flight + logits) + (workspace_bytes + state_buffers)
+    tensors = w + g + o + (kept_bytes * in_flight + logits) + (workspace_bytes + state_buffers)
     return tensors + (
         reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     )
 
 
 def _stage_memory(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int, pieces: tuple[float, float]
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int, pieces: dict[LayerKind, Pieces]
 ) -> StageMemory:
     layout = plan_layout(model, plan, engine)
+    keep, work = mix_pieces(rank_mix(model, layout, rank), pieces)
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
@@ -249,10 +248,9 @@ def _stage_memory(
     terms = stage_terms(
         state,
         hw.reserved,
-        layers=layers,
         in_flight=in_flight,
-        per_layer_bytes=pieces[0],
-        workspace_bytes=pieces[1],
+        kept_bytes=keep,
+        workspace_bytes=work,
         logits=logits_bytes(model, plan, engine) if last else 0.0,
     )
     return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))

@@ -15,6 +15,7 @@ from planner.cost.compute import LayerTime, StageCompute
 from planner.cost.traffic import dp_traffic, layer_traffic
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -36,19 +37,26 @@ class LayerComm:
 
 
 def layer_comm(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, moe: bool, layer: LayerTime
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    *,
+    moe: bool = False,
+    layer: LayerTime,
+    kind: LayerKind | None = None,
 ) -> LayerComm:
     """TP is exposed unless the engine overlaps it with the layer's GEMMs (Wang et al. 2022; torchtitan
     async TP, Megatron --tp-comm-overlap). The CP ring hides behind the attention core, forward and
     backward (Liu et al. 2023); only the excess shows. Host cost per collective call is always exposed."""
-    tr = layer_traffic(model, hw, plan, engine, moe=moe)
+    tr = layer_traffic(model, hw, plan, engine, moe=moe, kind=kind)
     tp = tr.tp_passes * tr.tp_one_s
     tp_exp = max(0.0, tp - layer.gemm_forward_s - layer.gemm_backward_s) if engine.comm.tp_overlap else tp
     co = tr.call_s
     if plan.tp > 1 and co:
         tp, tp_exp = tp + tr.tp_passes * co, tp_exp + tr.tp_passes * co
     cp = cp_exp = 0.0
-    if plan.cp > 1:
+    if plan.cp > 1 and tr.cp_ring_s:  # only attention layers run the ring
         one, full = tr.cp_ring_s, tr.cp_recompute
         fwd_c, bwd_c = one, 2 * one
         cp = fwd_c + bwd_c + (one if full else 0.0)
@@ -80,7 +88,7 @@ def dp_comm(
     tr = dp_traffic(model, hw, plan, engine, stage=stage)
     zero = engine.zero_stage(plan)
     red, ag, co = tr.reduce_s, tr.gather_s, tr.call_s
-    layers = max(1, compute.num_dense_layers + compute.num_moe_layers)
+    layers = max(1, compute.num_layers)
     units = layers + 1  # FSDP units: each layer and the root (embedding, output)
     bwd = compute.backward_s + compute.recompute_s
     m = plan.num_microbatches

@@ -13,8 +13,15 @@ from functools import lru_cache
 
 from planner.cost.stages import Layout, plan_layout
 from planner.engine import Engine
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.specs import ModelSpec
+
+
+def plan_etp(plan: Plan) -> int:
+    """The expert tensor-parallel degree: the plan's, else tp (Megatron's default, parallel_state.py)."""
+    etp = getattr(plan, "etp", None)
+    return plan.tp if etp is None else etp
 
 
 @dataclass(frozen=True)
@@ -33,26 +40,41 @@ class RankParams:
 
 def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
     """Megatron splits Q and the output projection by heads; K and V heads are split too, or
-    replicated when tp exceeds num_kv_heads (each rank keeps one kv head)."""
+    replicated when tp exceeds num_kv_heads (each rank keeps one kv head). Sinks: one per head, split with the
+    heads."""
     h, hd = model.hidden_size, model.head_size
     q = model.num_attention_heads * hd
     kv_per_rank = max(model.kv_heads / tp, 1) * hd
     weights = h * q / tp + 2 * h * kv_per_rank + q * h / tp
     bias = (q / tp + 2 * kv_per_rank + h) if model.has_bias else 0
-    return weights + bias
+    sinks = model.num_attention_heads / tp if model.attention is not None and model.attention.sinks else 0
+    return weights + bias + sinks
 
 
-def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one rank. Norms are replicated across tp."""
-    dense = attention_params_per_rank(model, tp) + 2 * model.norm_params
-    if model.is_moe_layer(layer):
-        m = model.moe
-        assert m is not None
-        dense += model.hidden_size * m.num_experts  # router, replicated
-        dense += m.num_shared_experts * model.expert_params / tp
-        expert = (m.num_experts / ep) * model.expert_params / tp
-        return dense, expert
-    return dense + model.mlp_params(model.ffn_hidden_size) / tp, 0.0
+def kind_params_per_rank(model: ModelSpec, kind: LayerKind, tp: int, ep: int, etp: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one layer of this kind on one rank (layers.py says how each piece is split):
+    the mixer over tp (MHA with kv heads replicated past num_kv_heads), MLA's down-projections replicated, the
+    dense MLP and shared experts over tp, norms and the router replicated, the routed experts over ep, each over
+    the expert tensor-parallel degree etp (Megatron's MoE parallel folding; etp defaults to tp)."""
+    lp = model.kind_params[kind]
+    mixer = attention_params_per_rank(model, tp) if kind.mixer == "attention" else lp.mixer / tp
+    dense = mixer + lp.mixer_replicated + lp.norms
+    if kind.ffn == "moe":
+        dense += lp.router + lp.shared_experts / tp
+        return dense, lp.routed_experts / ep / etp
+    return dense + lp.dense_mlp / tp, 0.0
+
+
+def mtp_params_per_rank(model: ModelSpec, tp: int, ep: int, etp: int) -> tuple[float, float]:
+    """(dense, expert) parameters of the multi-token-prediction modules on the last pipeline stage (DeepSeek-V3
+    report, section 2.2; Megatron places them with the loss, multi_token_prediction.py): per module three norms,
+    the 2h -> h projection (column-parallel over tp) and one layer of the main stack's last kind."""
+    if not model.mtp_layers:
+        return 0.0, 0.0
+    last = model.layer_kinds[-1]
+    d, e = kind_params_per_rank(model, last, tp, ep, etp)
+    h = model.hidden_size
+    return model.mtp_layers * (d + 3 * model.norm_params + 2 * h * h / tp), model.mtp_layers * e
 
 
 def padded_vocab(vocab_size: int, tp: int, multiple: int) -> int:
@@ -82,29 +104,42 @@ def output_params_per_rank(model: ModelSpec, tp: int, pp: int, vocab: int | None
 
 @lru_cache(maxsize=4096)
 def rank_params(
-    model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int, vocab: int | None = None
+    model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int, vocab: int | None = None, etp: int | None = None
 ) -> RankParams:
     """Parameters held by one GPU of pipeline rank `rank` of the layout, with the embedding and output of
-    `vocab` rows (the engine's padded vocabulary, padded_vocab; default the model's)."""
+    `vocab` rows (the engine's padded vocabulary, padded_vocab; default the model's) and the MTP modules with
+    the loss; experts split over ep and etp (default tp)."""
+    etp = tp if etp is None else etp
     dense = expert = largest = 0.0
     gemms = 0
-    kinds: dict[bool, tuple[float, float]] = {}  # a dense and an MoE layer: each counted once
+    kinds = model.layer_kinds
+    per_kind: dict[LayerKind, tuple[float, float]] = {}  # each distinct kind counted once
     for layer in layout.rank_layers(rank):
-        moe = model.is_moe_layer(layer)
-        d, e = kinds.get(moe) or kinds.setdefault(moe, layer_params_per_rank(model, layer, tp, ep))
+        kind = kinds[layer]
+        d, e = per_kind.get(kind) or per_kind.setdefault(kind, kind_params_per_rank(model, kind, tp, ep, etp))
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
-        gemms += 4 + model.mlp_matrices
+        gemms += kind_gemm_count(model, kind)
     edge = 0.0
     if layout.holds_embedding(rank):
         edge += embedding_params_per_rank(model, tp, vocab)
     if layout.holds_loss(rank):
         edge += output_params_per_rank(model, tp, layout.pp, vocab)
         gemms += 1
+        md, me = mtp_params_per_rank(model, tp, ep, etp)
+        dense, expert = dense + md, expert + me
     return RankParams(dense=dense + edge, expert=expert, largest_unit=max(largest, edge), num_gemms=gemms)
+
+
+def kind_gemm_count(model: ModelSpec, kind: LayerKind) -> int:
+    """Weight matrices of one layer that an fp8 recipe keeps scaling state for: q, k, v, o (MLA: q down/up, kv
+    down/up, o; Mamba: in and out projections) and the MLP's 2 or 3."""
+    mixer = {"attention": 4, "mla": 5, "mamba": 2, "none": 0}[kind.mixer]
+    return mixer + (model.mlp_matrices if kind.ffn != "none" else 0)
 
 
 def plan_params(model: ModelSpec, plan: Plan, engine: Engine, rank: int) -> RankParams:
     """Parameters one GPU of pipeline rank `rank` holds when the engine runs the plan: its layer split and its
     vocabulary padding."""
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
-    return rank_params(model, plan_layout(model, plan, engine), tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab)
+    layout = plan_layout(model, plan, engine)
+    return rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan_etp(plan))

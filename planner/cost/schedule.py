@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.compute import StageCompute, layer_time, stage_compute, stage_shapes
+from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import plan_params
@@ -20,6 +20,7 @@ from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -65,15 +66,14 @@ class CommBreakdown:
         return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s
 
 
-def layer_exposed_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> tuple[float, float]:
-    """(dense, MoE) layer's exposed TP/CP(/EP) seconds per micro-batch: what of its layers' communication a
-    micro-batch slot cannot hide (it depends on tp, cp, ep, sp, the micro-batch, recompute and precision)."""
-    dl = layer_comm(model, hw, plan, engine, moe=False, layer=layer_time(model, hw, plan, engine, moe=False))
-    dense = dl.tp_exposed_s + dl.cp_exposed_s
-    if model.moe is None:
-        return dense, 0.0
-    ml = layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True))
-    return dense, ml.tp_exposed_s + ml.cp_exposed_s + ml.ep_exposed_s
+def layer_exposed_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[LayerKind, float]:
+    """Each layer kind's exposed TP/CP/EP seconds per micro-batch: what of its communication a micro-batch slot
+    cannot hide (it depends on tp, cp, ep, sp, the micro-batch, recompute and precision)."""
+    out = {}
+    for kind in dict.fromkeys(model.layer_kinds):
+        c = layer_comm(model, hw, plan, engine, kind=kind, layer=layer_time(model, hw, plan, engine, kind=kind))
+        out[kind] = c.tp_exposed_s + c.cp_exposed_s + (c.ep_exposed_s if kind.ffn == "moe" else 0.0)
+    return out
 
 
 def slot_lower_bound_s(
@@ -82,17 +82,14 @@ def slot_lower_bound_s(
     plan: Plan,
     engine: Engine,
     stage: int,
-    exposed: tuple[float, float] | None = None,
+    exposed: dict[LayerKind, float] | None = None,
 ) -> float:
     """A lower bound of pipeline rank `stage`'s micro-batch slot: its compute plus the exposed TP/CP/EP of its
     layers (the slot adds the pipeline sends; the step adds the bubble, DP, the optimizer and overheads).
     `exposed` is layer_exposed_s of the plan, when the caller has it."""
     c = stage_compute(model, hw, plan, engine, stage)
-    dense, moe = exposed if exposed is not None else layer_exposed_s(model, hw, plan, engine)
-    per_mb = c.num_dense_layers * dense
-    if c.num_moe_layers:
-        per_mb += c.num_moe_layers * moe
-    return c.total + per_mb
+    exposed = exposed if exposed is not None else layer_exposed_s(model, hw, plan, engine)
+    return c.total + sum(n * exposed[kind] for kind, n in c.mix)
 
 
 def stage_comm(
@@ -107,23 +104,22 @@ def stage_comm(
     """Per-step communication of pipeline rank `stage` (TP/CP/EP/PP per micro-batch × micro-batches)."""
     compute = compute or stage_compute(model, hw, plan, engine, stage)
     m = plan.num_microbatches
-    nd, nm = compute.num_dense_layers, compute.num_moe_layers
-    dl = layer_comm(model, hw, plan, engine, moe=False, layer=layer_time(model, hw, plan, engine, moe=False))
-    ml = (
-        layer_comm(model, hw, plan, engine, moe=True, layer=layer_time(model, hw, plan, engine, moe=True)) if nm else dl
-    )
+    comms = [
+        (n, layer_comm(model, hw, plan, engine, kind=kind, layer=layer_time(model, hw, plan, engine, kind=kind)))
+        for kind, n in compute.mix
+    ]
     pp = pp_microbatch_s(model, hw, plan, engine)
     dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
     return CommBreakdown(
         stage=stage,
-        tp_s=m * (nd * dl.tp_s + nm * ml.tp_s),
-        cp_s=m * (nd * dl.cp_s + nm * ml.cp_s),
-        ep_s=m * nm * ml.ep_s,
+        tp_s=m * sum(n * c.tp_s for n, c in comms),
+        cp_s=m * sum(n * c.cp_s for n, c in comms),
+        ep_s=sum(m * n * c.ep_s for n, c in comms),
         pp_s=m * pp,
         dp_s=dp,
-        tp_exposed_s=m * (nd * dl.tp_exposed_s + nm * ml.tp_exposed_s),
-        cp_exposed_s=m * (nd * dl.cp_exposed_s + nm * ml.cp_exposed_s),
-        ep_exposed_s=m * nm * ml.ep_exposed_s,
+        tp_exposed_s=m * sum(n * c.tp_exposed_s for n, c in comms),
+        cp_exposed_s=m * sum(n * c.cp_exposed_s for n, c in comms),
+        ep_exposed_s=sum(m * n * c.ep_exposed_s for n, c in comms),
         pp_exposed_s=m * pp,
         dp_exposed_s=dp_exp,
     )
@@ -134,11 +130,11 @@ def bottleneck_stage(
 ) -> tuple[int, StageCompute, CommBreakdown]:
     """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
     best = None
-    seen: dict[tuple[int, int, bool, bool], int] = {}
+    seen: set[StageShape] = set()
     for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split)):
         if shape in seen:
             continue
-        seen[shape] = r
+        seen.add(shape)
         c = stage_compute(model, hw, plan, engine, r)
         k = stage_comm(model, hw, plan, engine, stage=r, compute=c)
         slot = c.total + k.pipelined_exposed_s / plan.num_microbatches

@@ -22,6 +22,7 @@ from planner.errors import PlannerError
 
 if TYPE_CHECKING:
     from planner.engine import Engine
+    from planner.layers import LayerKind
     from planner.plan import Plan
     from planner.specs import ModelSpec
 
@@ -107,6 +108,23 @@ def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: Split = "even") 
     if sizes is None:
         raise PlannerError(f"{split} cannot split {num_layers} layers over pp={pp} x vpp={vpp} chunks")
     return layout_from_sizes(sizes, pp=pp)
+
+
+Mix = tuple[tuple["LayerKind", int], ...]  # (layer kind, how many) in the order the kinds first appear
+
+
+@lru_cache(maxsize=8192)
+def rank_mix(model: ModelSpec, layout: Layout, rank: int) -> Mix:
+    """The kinds of layer pipeline rank `rank` holds, counted (layers.LayerKind): what its parameters, time and
+    activations add up over. The multi-token-prediction modules (DeepSeek-V3) sit with the loss, on the last
+    stage, each one layer of the stack's last kind (Megatron's multi_token_prediction.py)."""
+    kinds = model.layer_kinds
+    counts: dict[LayerKind, int] = {}
+    for i in layout.rank_layers(rank):
+        counts[kinds[i]] = counts.get(kinds[i], 0) + 1
+    if model.mtp_layers and layout.holds_loss(rank):
+        counts[kinds[-1]] = counts.get(kinds[-1], 0) + model.mtp_layers
+    return tuple(counts.items())
 
 
 def plan_layout(model: ModelSpec, plan: Plan, engine: Engine) -> Layout:

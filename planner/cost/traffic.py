@@ -17,6 +17,7 @@ from planner.cost.params import plan_params
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -33,28 +34,41 @@ class LayerTraffic:
     call_s: float  # host cost of one collective call (hardware collective_overhead_s + engine launch cost)
 
 
-def layer_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, moe: bool) -> LayerTraffic:
+def layer_traffic(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    *,
+    moe: bool = False,
+    kind: LayerKind | None = None,
+) -> LayerTraffic:
     """TP: 2 all-reduces of b·s·h forward + 2 backward (Narayanan 2021 Sec. 3, Megatron's f/g operators),
     2 more when full recompute reruns the forward; with SP each becomes a reduce-scatter + all-gather of
     the same bytes (Korthikanti 2022 Sec. 4.2.2), so the time is the same. CP: ring exchange of the local
     K and V block, cp − 1 steps forward, twice that backward (K, V and their gradients) (Liu et al. 2023,
     Ring Attention). EP: all-to-all of the routed tokens (t·h·top_k) before and after the experts, forward
-    and backward (Lepikhin et al. 2020, GShard; Fedus et al. 2021)."""
+    and backward (Lepikhin et al. 2020, GShard; Fedus et al. 2021). A hybrid layer (one block: a mixer or an
+    FFN) has half the TP collectives; only attention mixers run the CP ring, only MoE FFNs the all-to-all."""
+    if kind is None:
+        kind = LayerKind("mla" if model.is_mla else "attention", "moe" if moe else "dense", "global")
     act_b = ACT_BYTES[plan.precision]
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     full = plan.recompute == "full"
-    n_pass = 4 + (2 if full else 0)
+    n_pass = 4 + (2 if full else 0) if model.layer_pattern is None else 2 + (1 if full else 0)
     tp_one = collective_s(
         "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1)
     )
     co = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
     ring = 0.0
-    if plan.cp > 1:
+    if plan.cp > 1 and kind.has_attention:
         kv_loc = max(model.kv_heads / plan.tp, 1.0) * model.head_size
+        if kind.mixer == "mla" and model.attention is not None and model.attention.v_head_dim:
+            kv_loc = model.num_attention_heads / plan.tp * (model.head_size + model.attention.v_head_dim) / 2
         block = tokens * 2 * kv_loc * act_b
         ring = (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp))
     ep = 0.0
-    if moe and model.moe is not None and plan.ep > 1:
+    if kind.ffn == "moe" and model.moe is not None and plan.ep > 1:
         a2a = tokens * model.hidden_size * model.moe.top_k * act_b / (plan.tp if plan.sp else 1)
         ep = n_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
     return LayerTraffic(n_pass, tp_one, ring, full, ep, co)
