@@ -68,7 +68,7 @@ def layer_comm(
         if co:
             calls = (plan.cp - 1) * (3 + (1 if full else 0))
             cp, cp_exp = cp + calls * co, cp_exp + calls * co
-    return LayerComm(tp, tp_exp, cp, cp_exp, tr.ep_s, tr.ep_s)
+    return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, tr.ep_s)
 
 
 def dp_comm(

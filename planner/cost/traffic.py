@@ -32,6 +32,7 @@ class LayerTraffic:
     cp_recompute: bool  # full recompute runs the forward ring again
     ep_s: float  # every expert all-to-all of the layer (MoE layers only)
     call_s: float  # host cost of one collective call (hardware collective_overhead_s + engine launch cost)
+    cp_a2a_s: float = 0.0  # a Mamba-2 layer's context-parallel all-to-alls, forward and backward (none hidden)
 
 
 def layer_traffic(
@@ -67,11 +68,21 @@ def layer_traffic(
             kv_loc = model.num_attention_heads / plan.tp * (model.head_size + model.attention.v_head_dim) / 2
         block = tokens * 2 * kv_loc * act_b
         ring = (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp))
+    cp_a2a = 0.0
+    if plan.cp > 1 and kind.mixer == "mamba" and model.mamba is not None:
+        # Megatron's Mamba context parallelism (megatron/core/ssm/mamba_context_parallel.py): an all-to-all turns
+        # [s/cp, features] into [s, features/cp] before the conv1d and the scan, and one turns it back after;
+        # backward mirrors both (and full recompute reruns the forward pair).
+        m = model.mamba
+        conv = (m.d_inner + 2 * m.num_groups * m.state_size + m.num_heads) / plan.tp
+        link = group_link(hw, n=plan.cp, stride=plan.tp)
+        pair = sum(collective_s("all_to_all", tokens * w * act_b, plan.cp, link) for w in (conv, m.d_inner / plan.tp))
+        cp_a2a = (2 + (1 if full else 0)) * pair + (4 + (2 if full else 0)) * co
     ep = 0.0
     if kind.ffn == "moe" and model.moe is not None and plan.ep > 1:
         a2a = tokens * model.hidden_size * model.moe.top_k * act_b / (plan.tp if plan.sp else 1)
         ep = n_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
-    return LayerTraffic(n_pass, tp_one, ring, full, ep, co)
+    return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a)
 
 
 def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> float:
