@@ -22,7 +22,7 @@ MAX_BATCH = 1 << 31  # sequences
 
 # The plan's vocabularies, each written once (every command, file reader and the search take them from here).
 Recompute = Literal["none", "selective", "full"]
-Schedule = Literal["gpipe", "1f1b", "interleaved"]
+Schedule = Literal["gpipe", "1f1b", "interleaved", "dualpipev"]
 RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 ZERO_STAGES = (0, 1, 2, 3)
@@ -40,7 +40,14 @@ class Plan(Frozen):
     pp: int = Field(1, gt=0, le=MAX_DEGREE, description="pipeline-parallel degree (stages)")
     vpp: int = Field(1, gt=0, le=MAX_DEGREE, description="virtual pipeline stages (model chunks) per pipeline rank")
     cp: int = Field(1, gt=0, le=MAX_DEGREE, description="context-parallel degree (sequence split across attention)")
-    ep: int = Field(1, gt=0, le=MAX_DEGREE, description="expert-parallel degree, a divisor of dp·cp")
+    ep: int = Field(1, gt=0, le=MAX_DEGREE, description="expert-parallel degree (experts over ep ranks)")
+    etp: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_DEGREE,
+        description="expert tensor-parallel degree; null = tp (Megatron's default). The expert layers fold ep·etp "
+        "onto the tp·cp·dp ranks of a pipeline stage (Megatron-Core MoE parallel folding)",
+    )
     sp: bool = Field(False, description="Megatron sequence parallelism in the TP group")
     zero: int = Field(0, ge=0, le=3, description="0 none, 1 optimizer, 2 + gradients, 3 + weights sharded")
     recompute: Recompute = "none"
@@ -58,6 +65,8 @@ class Plan(Frozen):
             vpp = data.get("vpp", 1)
             if isinstance(vpp, int) and vpp > 1 and "schedule" not in data:
                 return {**data, "schedule": "interleaved"}
+            if data.get("schedule") == "dualpipev" and data.get("vpp") is None:
+                return {**data, "vpp": 2}  # DualPipeV: two chunks per rank, in a V
         return data
 
     @property
@@ -81,6 +90,8 @@ class Plan(Frozen):
             parts.append(f"cp{self.cp}")
         if self.ep > 1:
             parts.append(f"ep{self.ep}")
+        if self.etp is not None and self.etp != self.tp:
+            parts.append(f"etp{self.etp}")
         extras = [f"zero{self.zero}", f"mb{self.micro_batch}", f"rc={self.recompute}"]
         if self.sp:
             extras.insert(0, "sp")
@@ -118,6 +129,15 @@ def check_batch(plan: Plan) -> list[Rejected]:
     """The rule on the micro-batch: the global batch splits into whole micro-batches on every dp rank."""
     p = plan
     if p.global_batch % (p.dp * p.micro_batch) == 0:
+        m = p.num_microbatches
+        if p.schedule == "dualpipev" and m < 2 * p.pp:
+            return [
+                Rejected(
+                    "dualpipev needs 2 pp micro-batches",
+                    f"schedule=dualpipev needs at least 2 x pp = {2 * p.pp} micro-batches per step, got {m} "
+                    "(deepseek-ai/DualPipe dualpipev.py)",
+                )
+            ]
         return []
     return [
         Rejected(
@@ -150,10 +170,13 @@ def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> li
             "tp does not divide kv heads",
             f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
         )
-    ffns = [model.ffn_hidden_size] + ([model.moe.expert_ffn_hidden_size] if model.moe else [])
-    for ffn in ffns:
-        if ffn % p.tp:
-            bad("tp does not divide ffn", f"tp={p.tp} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
+    etp = p.tp if p.etp is None else p.etp
+    ffns = [(model.ffn_hidden_size, "tp", p.tp)]
+    if model.moe:
+        ffns.append((model.moe.expert_ffn_hidden_size, "tp" if p.etp is None else "etp", etp))
+    for ffn, name, degree in ffns:
+        if ffn % degree:
+            bad(f"{name} does not divide ffn", f"{name}={degree} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
     # How many chunks the layers can fill is the engine's split policy (engine/split.py): Megatron and
     # torchtitan let the embedding and the loss fill a chunk of their own.
     if p.seq_len % p.cp:
@@ -171,11 +194,26 @@ def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> li
                 "ep does not divide experts",
                 f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})",
             )
-        if (p.dp * p.cp) % p.ep:
-            bad("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
+        if p.etp is None or p.etp == p.tp:
+            if (p.dp * p.cp) % p.ep:
+                bad("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
+        elif (p.tp * p.cp * p.dp) % (p.ep * p.etp):
+            bad(
+                "ep x etp does not fit in tp x cp x dp",
+                f"ep={p.ep} x etp={p.etp} must divide tp={p.tp} x cp={p.cp} x dp={p.dp} = {p.tp * p.cp * p.dp} "
+                "(Megatron's MoE parallel folding: EP x ETP x EDP = TP x CP x DP)",
+            )
+    if p.etp is not None and p.etp != p.tp and model.moe is None:
+        bad("etp without experts", f"etp={p.etp} needs an MoE model; {model.name} has no experts")
     if p.sp and p.tp == 1:
         bad("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1")
-    if p.schedule == "interleaved":
+    if p.schedule == "dualpipev":
+        if p.pp < 2 or p.vpp != 2:
+            bad(
+                "dualpipev needs pp > 1 and vpp 2",
+                f"schedule=dualpipev runs two chunks per rank in a V over pp > 1 ranks, got pp={p.pp}, vpp={p.vpp}",
+            )
+    elif p.schedule == "interleaved":
         if p.pp == 1 or p.vpp == 1:
             bad(
                 "interleaved needs pp > 1 and vpp > 1",

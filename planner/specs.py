@@ -78,6 +78,12 @@ class MoESpec(Frozen):
     first_k_dense: int = Field(0, ge=0, le=MAX_LAYERS, description="the first k layers stay dense (DeepSeek)")
     layers: tuple[int, ...] | None = Field(None, description="0-based MoE layer indices, instead of layer_freq")
     capacity_factor: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False, description="null = dropless")
+    routing_groups: int | None = Field(
+        None, gt=0, le=MAX_EXPERTS, description="experts in this many groups (DeepSeek-V3 n_group: one per node)"
+    )
+    group_top_k: int | None = Field(
+        None, gt=0, le=MAX_EXPERTS, description="a token reaches experts of at most this many groups (topk_group)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:

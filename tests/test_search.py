@@ -145,7 +145,11 @@ def test_moe_searches_ep_and_long_sequences_search_cp():
     m, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
     sts = structures(m, hw, Space(gpus=64, global_batch=64, seq_len=32768))
     assert {s.ep for s in sts} >= {1, 2, 8} and {s.cp for s in sts} >= {1, 2, 4}
-    assert all((s.dp * s.cp) % s.ep == 0 and 8 % s.ep == 0 for s in sts)
+    # ep within dp x cp when experts split like the dense layers (etp = tp); within tp x cp x dp with etp = 1
+    # (Megatron's MoE parallel folding)
+    assert all((s.dp * s.cp) % s.ep == 0 and 8 % s.ep == 0 for s in sts if s.etp is None)
+    folded = [s for s in sts if s.etp == 1]
+    assert folded and all((s.tp * s.cp * s.dp) % s.ep == 0 and s.tp > 1 for s in folded)
     short = structures(load_model("gpt3-13b"), hw, Space(gpus=64, global_batch=64, seq_len=2048))
     assert {s.cp for s in short} == {1} and {s.ep for s in short} == {1}
     assert all(s.sp == (s.tp > 1) for s in short)

@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
-from planner.engine.profile import GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
+from planner.engine.profile import DISPATCH_DTYPES, DISPATCHERS, GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
@@ -31,6 +31,7 @@ PLAN_FLAGS = (
     "dp",
     "cp",
     "ep",
+    "etp",
     "vpp",
     "sp",
     "zero",
@@ -48,10 +49,25 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer": OPTIMIZERS,
     "selective_policy": SELECTIVE_POLICIES,
     "grad_dtype": GRAD_DTYPES,
+    "moe_dispatcher": DISPATCHERS,
+    "moe_dispatch_dtype": DISPATCH_DTYPES,
 }
 
 
-ENGINE_SETTINGS = ("optimizer", "selective_policy", "attention", "tp_overlap", "compile", "grad_dtype")
+# The engine's per-run settings by their command-line names, and Engine.configured's argument for each.
+ENGINE_SETTING_ARGS = {
+    "optimizer": "optimizer",
+    "selective_policy": "selective_recompute",
+    "attention": "attention",
+    "tp_overlap": "tp_overlap",
+    "compile": "compile",
+    "grad_dtype": "grad_dtype",
+    "moe_dispatcher": "moe_dispatcher",
+    "ep_overlap": "ep_overlap",
+    "moe_imbalance": "moe_imbalance",
+    "moe_dispatch_dtype": "moe_dispatch_dtype",
+}
+ENGINE_SETTINGS = tuple(ENGINE_SETTING_ARGS)
 
 
 @dataclass(frozen=True)
@@ -91,16 +107,12 @@ def resolve_engine(
     engine = name if isinstance(name, Engine) else load_engine(name or (doc.engine if doc else None) or default)
     for source in ((doc.training if doc else {}), overrides):
         given = {k: v for k, v in source.items() if v is not None}
-        for k in ("optimizer", "selective_policy", "grad_dtype"):
+        for k in ("optimizer", "selective_policy", "grad_dtype", "moe_dispatcher", "moe_dispatch_dtype"):
             choice(k, given.get(k))
-        engine = engine.configured(
-            attention=given.get("attention"),
-            tp_overlap=given.get("tp_overlap"),
-            compile=given.get("compile"),
-            optimizer=given.get("optimizer"),
-            selective_recompute=given.get("selective_policy"),
-            grad_dtype=given.get("grad_dtype"),
-        )
+        imbalance = given.get("moe_imbalance")
+        if imbalance is not None and not (isinstance(imbalance, (int, float)) and 1 <= imbalance <= 64):
+            raise PlannerError(f"--moe-imbalance {imbalance!r}: give the busiest rank's load over the mean, 1 to 64")
+        engine = engine.configured(**{arg: given.get(k) for k, arg in ENGINE_SETTING_ARGS.items()})
     return engine
 
 
@@ -140,14 +152,9 @@ def resolve(
 
 def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
     """The per-run engine settings a command's options give (None: the engine's own)."""
-    return {
-        "optimizer": opts.get("optimizer"),
-        "selective_policy": opts.get("selective_policy"),
-        "attention": "softmax" if opts.get("no_flash") else None,
-        "tp_overlap": opts.get("tp_overlap"),
-        "compile": opts.get("compile"),
-        "grad_dtype": opts.get("grad_dtype"),
-    }
+    out = {k: opts.get(k) for k in ENGINE_SETTINGS}
+    out["attention"] = "softmax" if opts.get("no_flash") else None
+    return out
 
 
 def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:

@@ -17,7 +17,7 @@ from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES
 from planner.specs import ModelSpec, Precision
 
-DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
+DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
 SEARCH_OPTIONS = (
     *DEGREES,
     "zero",

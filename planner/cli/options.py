@@ -64,6 +64,12 @@ CpOpt = Annotated[Optional[int], typer.Option("--cp", min=1, max=MAX_DEGREE, hel
 EpOpt = Annotated[
     Optional[int], typer.Option("--ep", min=1, max=MAX_DEGREE, help="expert-parallel degree (within dp x cp)")
 ]
+EtpOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--etp", min=1, max=MAX_DEGREE, help="expert tensor-parallel degree (default: tp; ep x etp within tp x cp x dp)"
+    ),
+]
 VppOpt = Annotated[Optional[int], typer.Option("--vpp", min=1, max=MAX_DEGREE, help="virtual pipeline stages per rank")]
 SpOpt = Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Megatron sequence parallelism")]
 ZeroOpt = Annotated[Optional[int], typer.Option("--zero", min=0, max=3, help="ZeRO/FSDP stage 0-3")]
@@ -108,6 +114,31 @@ GradDtypeOpt = Annotated[
         help="param (gradients reduced in the weights' dtype, as NeMo's performance recipes) | fp32 "
         "(Megatron-LM's main grads) (default: the engine's)",
     ),
+]
+MoeDispatcherOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--moe-dispatcher", help="alltoall | allgather | deepep: how MoE tokens are dispatched (default: the engine's)"
+    ),
+]
+EpOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--ep-overlap/--no-ep-overlap",
+        help="hide the MoE all-to-alls behind another micro-batch (Megatron's 1F1B A2A overlap; default: the engine's)",
+    ),
+]
+MoeImbalanceOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--moe-imbalance",
+        callback=finite(1, 64),
+        help="tokens the busiest expert-parallel rank gets over the mean (default: the engine's, 1.0 = balanced)",
+    ),
+]
+MoeDispatchDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option("--moe-dispatch-dtype", help="bf16 | fp8: the dispatched tokens (default: the engine's)"),
 ]
 CompileOpt = Annotated[
     Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile (default: the engine's)")
@@ -185,7 +216,8 @@ class Opt:
 
 WHAT = (Opt("model", ModelOpt), Opt("hardware", HardwareOpt), Opt("engine", EngineOpt), Opt("gpus", GpusOpt))
 PLAN_FIELDS = (
-    Opt("tp", TpOpt), Opt("pp", PpOpt), Opt("dp", DpOpt), Opt("cp", CpOpt), Opt("ep", EpOpt), Opt("vpp", VppOpt),
+    Opt("tp", TpOpt), Opt("pp", PpOpt), Opt("dp", DpOpt), Opt("cp", CpOpt), Opt("ep", EpOpt), Opt("etp", EtpOpt),
+    Opt("vpp", VppOpt),
     Opt("sp", SpOpt), Opt("zero", ZeroOpt), Opt("recompute", RecomputeOpt), Opt("micro_batch", MicroBatchOpt),
     Opt("global_batch", GlobalBatchOpt), Opt("seq_len", SeqLenOpt), Opt("precision", PrecisionOpt),
     Opt("schedule", ScheduleOpt),
@@ -194,6 +226,8 @@ PLAN_FILE = (Opt("plan", PlanFileOpt),)
 ENGINE_SETTINGS = (
     Opt("optimizer", OptimizerOpt), Opt("selective_policy", SelectivePolicyOpt), Opt("no_flash", NoFlashOpt, False),
     Opt("tp_overlap", TpOverlapOpt), Opt("compile", CompileOpt), Opt("grad_dtype", GradDtypeOpt),
+    Opt("moe_dispatcher", MoeDispatcherOpt), Opt("ep_overlap", EpOverlapOpt), Opt("moe_imbalance", MoeImbalanceOpt),
+    Opt("moe_dispatch_dtype", MoeDispatchDtypeOpt),
 )  # fmt: skip
 RUN = (
     Opt("tokens", TokensOpt), Opt("mtbf_hours", MtbfOpt), Opt("mtbf_per", MtbfPerOpt, "gpu"),

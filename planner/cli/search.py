@@ -64,13 +64,6 @@ ExplainOpt = Annotated[
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
-# The options run_search takes by the same name (the rest are the command's own).
-SEARCH_FLAGS = (
-    "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "zero", "recompute", "micro_batch", "micro_batches", "global_batch",
-    "seq_len", "precision", "schedule", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp", "objective", "top",
-    "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "optimizer", "selective_policy", "tp_overlap", "compile",
-    "grad_dtype",
-)  # fmt: skip
 
 
 def _check_plot(plot: str) -> None:
@@ -108,6 +101,7 @@ def search(
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
     from planner.api import run_search
+    from planner.api.searching import SEARCH_OPTIONS
     from planner.explore.explain import parse_explain
     from planner.render.documents import search_doc
     from planner.render.progress import DelayedProgress
@@ -126,7 +120,7 @@ def search(
             engine=opts["engine"],
             progress=progress,
             keep_rejections=explain_field is not None,
-            **{k: opts[k] for k in SEARCH_FLAGS},
+            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in ("exhaustive", "attention")},
             exhaustive=exhaustive or bool(plot),
             attention="softmax" if opts["no_flash"] else None,
         )

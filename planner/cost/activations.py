@@ -39,7 +39,8 @@ DEFAULT_KERNELS = Kernels()
 class SavedTensor:
     name: str
     bytes_per_token: float
-    region: str  # "seq": split by tp only with sp | "tp": split by tp | "core": the s×s scores
+    region: str  # "seq": split by tp only with sp | "tp": split by tp | "core": the s×s scores | "expert_in": rows
+    # gathered over the expert tensor-parallel ranks (tp/etp of a rank's sequence shard with sp; all without)
     needed: bool = True  # kept without recompute (False: only an op-policy checkpoint keeps it)
     op_keep: bool = False  # kept by the "op" selective policy
     backward_reads: bool = True  # some backward (or recompute) reads it; compiled graphs keep only these
@@ -206,7 +207,9 @@ def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool) -> list
         m = model.moe
         t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True)]
         # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
-        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "tp", op_keep=True))
+        # With sequence parallelism the dispatcher gathers the rows of the etp ranks (Megatron alltoall: all-gather
+        # over ETP after the all-to-all), so a rank keeps k·h per token of its ep group's etp shards.
+        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True))
         t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused)
         if m.num_shared_experts:
             width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
@@ -251,8 +254,10 @@ def activation_bytes_per_token(
     kernels: Kernels,
     moe_layer: bool = False,
     kind: LayerKind | None = None,
+    etp: int | None = None,
 ) -> float:
-    """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward."""
+    """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
+    tensor-parallel degree, default tp)."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
         return model.hidden_size * act_bytes / (tp if sp else 1)
@@ -262,7 +267,10 @@ def activation_bytes_per_token(
     )
     for tensor in tensors:
         if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile):
-            split = tp if (tensor.region != "seq" or sp) else 1
+            if tensor.region == "expert_in":
+                split = (tp / (etp or tp)) if sp else 1
+            else:
+                split = tp if (tensor.region != "seq" or sp) else 1
             total += tensor.bytes_per_token / split
     return total
 
@@ -280,6 +288,7 @@ def activation_bytes_per_layer(
     kernels: Kernels = DEFAULT_KERNELS,
     moe_layer: bool = False,
     kind: LayerKind | None = None,
+    etp: int | None = None,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
@@ -294,6 +303,7 @@ def activation_bytes_per_layer(
         kernels=kernels,
         moe_layer=moe_layer,
         kind=kind,
+        etp=etp,
     )
     return tokens * per_token
 
@@ -311,6 +321,7 @@ def layer_workspace_bytes(
     kernels: Kernels,
     moe_layer: bool = False,
     kind: LayerKind | None = None,
+    etp: int | None = None,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -329,6 +340,7 @@ def layer_workspace_bytes(
         "kernels": kernels,
         "moe_layer": moe_layer,
         "kind": kind,
+        "etp": etp,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)

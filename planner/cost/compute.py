@@ -12,7 +12,7 @@ from planner.cost.cache import spec_cache
 from planner.cost.kernels import ACT_BYTES, gemm_s
 from planner.cost.layer_time import BACKWARD_KERNELS_PER_FORWARD, LayerTime, hw_rates, layer_time
 from planner.cost.params import padded_vocab
-from planner.cost.stages import Mix, layer_layout, rank_mix
+from planner.cost.stages import Mix, layer_layout, rank_mix, v_shape
 from planner.engine import Engine
 from planner.engine.split import Split
 from planner.hardware import Efficiency, HardwareProfile
@@ -109,10 +109,12 @@ def _head_time(
 
 
 @spec_cache()
-def stage_shapes(model: ModelSpec, pp: int, vpp: int, split: Split = "even") -> tuple[StageShape, ...]:
+def stage_shapes(
+    model: ModelSpec, pp: int, vpp: int, split: Split = "even", v_shape: bool = False
+) -> tuple[StageShape, ...]:
     """Per pipeline rank: its layer mix, layers, whether it holds the embedding and the logits, from the one
     layer layout (cost.stages)."""
-    layout = layer_layout(model.num_layers, pp, vpp, split)
+    layout = layer_layout(model.num_layers, pp, vpp, split, v_shape)
     shapes = []
     for r in range(pp):
         mix, layers = rank_mix(model, layout, r), layout.num_rank_layers(r)
@@ -128,7 +130,7 @@ def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
 
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`, times the engine's fitted factor."""
-    shape = stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split)[stage]
+    shape = stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))[stage]
     peak, bw = hw_rates(hw, plan.precision)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     hf, hb = _head_time(

@@ -8,7 +8,8 @@ the plan's precision (fp8: the FP8 curve), attention and memory-bound work as bf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from planner.cost.cache import spec_cache
 from planner.cost.flops import OP_SAC_GEMM_FRACTION
@@ -20,7 +21,8 @@ from planner.cost.kernels import (
     gemm_s,
     ssd_scan_s,
 )
-from planner.cost.params import plan_etp
+from planner.cost.moe import routed_load
+from planner.cost.params import kind_params_per_rank, plan_etp
 from planner.engine import Engine, Kernels
 from planner.hardware import Efficiency, HardwareProfile
 from planner.layers import LayerKind
@@ -66,6 +68,19 @@ class Gemms:
     inputs: list[float]
     ffn_width: float
     permute: float
+    grouped: list[tuple[float, float]] = field(default_factory=list)  # (FLOPs, row-tile utilisation) each
+
+
+# Rows per tile of the grouped GEMM kernels (CUTLASS / cuBLASLt grouped GEMMs tile M by 128; TE's GroupedLinear):
+# an expert with fewer rows leaves the rest of its last tile idle.
+GROUPED_TILE_ROWS = 128
+
+
+def grouped_utilisation(rows: float) -> float:
+    """The share of the tiles' rows an expert's tokens fill: rows / (tile · ceil(rows / tile))."""
+    if rows <= 0:
+        return 1.0
+    return rows / (GROUPED_TILE_ROWS * math.ceil(rows / GROUPED_TILE_ROWS))
 
 
 def _mixer_gemms(model: ModelSpec, kind: LayerKind, t: float, tp: int, sp: bool) -> tuple[list[float], list[float]]:
@@ -100,20 +115,31 @@ def _mixer_gemms(model: ModelSpec, kind: LayerKind, t: float, tp: int, sp: bool)
     return [], []
 
 
-def layer_gemms(model: ModelSpec, kind: LayerKind, *, t: float, tp: int, ep: int, etp: int, sp: bool) -> Gemms:
+def layer_gemms(
+    model: ModelSpec, kind: LayerKind, *, t: float, tp: int, ep: int, etp: int, sp: bool, load: float = 1.0,
+    grouped: bool = False,
+) -> Gemms:  # fmt: skip
     """The layer's forward GEMMs: the mixer's, then the FFN's. MoE: the router (replicated) and the local experts'
     share of the routed tokens (Fedus et al. 2021): E/ep local experts, each over etp, each receiving the tokens of
     its ep·etp group, t/tp·etp·ep·top_k/E of them (Megatron's MoE parallel folding; etp = tp by default gives
-    t·ep·top_k/E); the shared experts over tp at their own width."""
+    t·ep·top_k/E), times `load` on the busiest rank (moe.routed_load); with `grouped` the local experts run as
+    one grouped GEMM per matrix (Megatron --moe-grouped-gemm), at the efficiency of its total size times the
+    share of tile rows the experts fill; the shared experts over tp at their own width."""
     flops, inputs = _mixer_gemms(model, kind, t, tp, sp)
     h = model.hidden_size
+    groups: list[tuple[float, float]] = []
     if kind.ffn == "moe" and model.moe is not None:
         m = model.moe
         ffn_loc = m.expert_ffn_hidden_size / etp
         folded = t / tp * etp * ep * m.top_k / m.num_experts
-        per_expert_tokens = t * m.top_k * ep / m.num_experts if etp == tp else folded
+        per_expert_tokens = (t * m.top_k * ep / m.num_experts if etp == tp else folded) * load
         flops += [2 * t * h * m.num_experts]  # router (replicated)
-        flops += [2 * per_expert_tokens * h * ffn_loc] * round(m.num_experts / ep * model.mlp_matrices)
+        local = m.num_experts / ep
+        if grouped:
+            one = 2 * per_expert_tokens * h * ffn_loc
+            groups = [(one * local, grouped_utilisation(per_expert_tokens))] * model.mlp_matrices
+        else:
+            flops += [2 * per_expert_tokens * h * ffn_loc] * round(local * model.mlp_matrices)
         shared_loc = (m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size) / tp
         if m.num_shared_experts:
             flops += [2 * t * h * shared_loc * m.num_shared_experts] * model.mlp_matrices
@@ -126,7 +152,7 @@ def layer_gemms(model: ModelSpec, kind: LayerKind, *, t: float, tp: int, ep: int
     else:
         return Gemms(flops, inputs, 0.0, 0.0)
     inputs += [h] * (model.mlp_matrices - 1) + [act_ffn]
-    return Gemms(flops, inputs, act_ffn, permute)
+    return Gemms(flops, inputs, act_ffn, permute, groups)
 
 
 def _core_s(
@@ -185,20 +211,32 @@ def _memory_bytes(model: ModelSpec, kind: LayerKind, kernels: Kernels, g: Gemms,
     return t * per_token, t * softmax
 
 
+def _local_weights(model: ModelSpec, kind: LayerKind, *, tp: int, ep: int, etp: int) -> float:
+    """Parameters of one layer of this kind on one GPU: the layer's over tp, an MoE layer's own split (only the
+    rank's experts)."""
+    if kind.ffn != "moe":
+        return model.kind_params[kind].total / tp
+    dense, expert = kind_params_per_rank(model, kind, tp, ep, etp)
+    return dense + expert
+
+
 @spec_cache()
 def _layer_time(
     model: ModelSpec, eff: Efficiency, kernels: Kernels, gemm_peak: float, core_peak: float, hbm_bw: float, *,
     kind: LayerKind, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, s: int, precision: str, recompute: str,
+    load: float = 1.0, grouped: bool = False,
 ) -> LayerTime:  # fmt: skip
     t = b * s / cp  # tokens each GPU runs through its GEMMs
-    g = layer_gemms(model, kind, t=t, tp=tp, ep=ep, etp=etp, sp=sp)
+    g = layer_gemms(model, kind, t=t, tp=tp, ep=ep, etp=etp, sp=sp, load=load, grouped=grouped)
     each = {f: gemm_s(f, gemm_peak, eff, precision) for f in set(g.flops)}  # an MoE layer repeats its experts'
     gemm_fwd = sum(each[f] for f in g.flops)
+    for f, util in g.grouped:
+        gemm_fwd += gemm_s(f, gemm_peak, eff, precision) / util
     core_fwd, core_bwd = _core_s(model, kind, eff, kernels, core_peak, t=t, s=s, tp=tp, cp=cp)
     act_b = ACT_BYTES[precision]
     mem_bytes, softmax_bytes = _memory_bytes(model, kind, kernels, g, t=t, s=s, tp=tp, sp=sp, act_b=act_b)
-    if precision == "fp8":  # casts: read bf16, write fp8, per GEMM input and per weight (torchao / TE)
-        mem_bytes += 3 * (t * sum(g.inputs) + model.kind_params[kind].total / tp)
+    if precision == "fp8":  # casts: read bf16, write fp8, per GEMM input and per local weight (torchao / TE)
+        mem_bytes += 3 * (t * sum(g.inputs) + _local_weights(model, kind, tp=tp, ep=ep, etp=etp))
     mem_fwd = mem_bytes / hbm_bw
     # Fixed cost per kernel (efficiency.kernel_overhead_s, 0 on GPUs), charged to the memory-bound share.
     ko = eff.kernel_overhead_s
@@ -235,5 +273,6 @@ def layer_time(
     return _layer_time(
         model, hw.efficiency, engine.kernels, peak, core_peak, bw, kind=kind, tp=plan.tp, cp=plan.cp, ep=plan.ep,
         etp=plan_etp(plan), sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision,
-        recompute=plan.recompute,
+        recompute=plan.recompute, load=routed_load(model, engine) if kind.ffn == "moe" else 1.0,
+        grouped=engine.moe.grouped_gemm and kind.ffn == "moe",
     )  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
-from planner.cost.params import RankParams, padded_vocab, plan_params
+from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.stages import Mix, plan_layout, rank_mix
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
@@ -105,6 +105,10 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
         return 1.0
     if plan.schedule == "gpipe":
         return float(m)
+    if plan.schedule == "dualpipev":
+        # DualPipeV keeps PP + 1 chunk-micro-batches of activations per device where PP is its 2p chunks
+        # (deepseek-ai/DualPipe README, schedule table): (2p + 1)/2 of the rank's two chunks, on every rank.
+        return min(p + 0.5, float(m))
     if plan.schedule == "interleaved":
         chunk_passes = 2 * (p - rank - 1) + (v - 1) * p + 1
         return min(chunk_passes, m * v) / v
@@ -157,7 +161,7 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
     (activations.py)."""
     p, a, k = plan, act_bytes(plan.precision), engine.kernels
     kw: dict[str, Any] = {"micro_batch": p.micro_batch, "seq_len": p.seq_len, "tp": p.tp, "sp": p.sp, "cp": p.cp}
-    kw.update(recompute=p.recompute, act_bytes=a, kernels=k, kind=kind)
+    kw.update(recompute=p.recompute, act_bytes=a, kernels=k, kind=kind, etp=plan_etp(p))
     return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw)
 
 

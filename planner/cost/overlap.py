@@ -68,7 +68,13 @@ def layer_comm(
         if co:
             calls = (plan.cp - 1) * (3 + (1 if full else 0))
             cp, cp_exp = cp + calls * co, cp_exp + calls * co
-    return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, tr.ep_s)
+    # EP: the dispatch and combine all-to-alls are exposed, unless the engine runs them behind another micro-batch's
+    # layer compute (Megatron's 1F1B all-to-all overlap, combined_1f1b.py, needs pp = 1 or the interleaved
+    # schedule and no full recompute; DualPipe, DeepSeek-V3 §3.2.1): then only what exceeds that compute shows.
+    ep_exp = tr.ep_s
+    if ep_hidden(plan, engine):
+        ep_exp = max(0.0, tr.ep_s - layer.forward_s - layer.backward_s)
+    return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, ep_exp)
 
 
 def dp_comm(
@@ -113,3 +119,11 @@ def dp_comm(
     overlap = engine.comm.grad_overlap if zero.grad_overlap is None else zero.grad_overlap
     one_exp = max(0.0, red - bwd) + red / layers if overlap else red
     return reduces * red + gather + calls, reduces * one_exp + gather_exp + calls
+
+
+def ep_hidden(plan: Plan, engine: Engine) -> bool:
+    """Whether the engine overlaps a MoE layer's all-to-alls with another micro-batch's compute for this plan."""
+    if plan.schedule == "dualpipev":
+        return True
+    needs = plan.pp == 1 or plan.schedule == "interleaved"
+    return engine.moe.ep_overlap and needs and plan.recompute != "full"

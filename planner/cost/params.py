@@ -20,8 +20,18 @@ from planner.specs import ModelSpec
 
 def plan_etp(plan: Plan) -> int:
     """The expert tensor-parallel degree: the plan's, else tp (Megatron's default, parallel_state.py)."""
-    etp = getattr(plan, "etp", None)
-    return plan.tp if etp is None else etp
+    return plan.tp if plan.etp is None else plan.etp
+
+
+def expert_dp(plan: Plan) -> int:
+    """The expert data-parallel degree EDP: the expert layers fold ep·etp·EDP onto the tp·cp·dp ranks of a stage
+    (Megatron-Core MoE parallel folding, parallel_state.py: ETP·EP·EDP = TP·CP·DP); expert gradients are reduced
+    and their optimizer state sharded over EDP (distributed_data_parallel.py, optimizer/__init__.py). With etp =
+    tp it is dp·cp/ep."""
+    etp = plan_etp(plan)
+    if etp == plan.tp:
+        return max(plan.dp * plan.cp // plan.ep, 1)
+    return max(plan.tp * plan.cp * plan.dp // (plan.ep * etp), 1)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from planner.cost.memory import (
 )
 from planner.cost.params import RankParams, padded_vocab, plan_etp, rank_params
 from planner.cost.stages import Mix, layer_layout, rank_mix
+from planner.cost.stages import v_shape as plan_v_shape
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -62,15 +63,17 @@ class PeakMemory:
         self._kinds = tuple(dict.fromkeys(model.layer_kinds))
         self._last: tuple[Plan, list[RankLoad]] | None = None
 
-    def ranks(self, tp: int, pp: int, vpp: int, ep: int, etp: int | None = None) -> list[RankShape]:
+    def ranks(
+        self, tp: int, pp: int, vpp: int, ep: int, etp: int | None = None, v_shape: bool = False
+    ) -> list[RankShape]:
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
         earlier one (memory never falls with more parameters or more layers of each kind, and the micro-batches in
         flight never grow with the rank)."""
-        key = (tp, pp, vpp, ep, etp)  # RANK_PARAMS and the expert tensor-parallel degree
+        key = (tp, pp, vpp, ep, etp, v_shape)  # RANK_PARAMS, the expert tensor-parallel degree, the V
         hit = self._ranks.get(key)
         if hit is not None:
             return hit
-        layout = layer_layout(self.model.num_layers, pp, vpp, self.engine.rules.pipeline_split)
+        layout = layer_layout(self.model.num_layers, pp, vpp, self.engine.rules.pipeline_split, v_shape)
         vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
         middle: list[tuple[float, ...]] = []  # kept middle ranks' signatures
@@ -113,7 +116,7 @@ class PeakMemory:
         last = self._last
         if last is not None and last[0] is p:
             return last[1]
-        ranks = self.ranks(*RANK_PARAMS(p), plan_etp(p))
+        ranks = self.ranks(*RANK_PARAMS(p), plan_etp(p), plan_v_shape(p))
         logits = logits_bytes(self.model, p, self.engine) if any(r.last for r in ranks) else 0.0
         loads = [RankLoad(r, in_flight_microbatches(p, r.rank), logits if r.last else 0.0) for r in ranks]
         self._last = (p, loads)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.overlap import dp_comm, layer_comm
-from planner.cost.params import plan_params
+from planner.cost.params import expert_dp, plan_params
+from planner.cost.stages import v_shape
 from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
@@ -120,7 +121,7 @@ def stage_comm(
         tp_exposed_s=m * sum(n * c.tp_exposed_s for n, c in comms),
         cp_exposed_s=m * sum(n * c.cp_exposed_s for n, c in comms),
         ep_exposed_s=sum(m * n * c.ep_exposed_s for n, c in comms),
-        pp_exposed_s=m * pp,
+        pp_exposed_s=0.0 if plan.schedule == "dualpipev" else m * pp,  # DualPipe hides the PP sends too
         dp_exposed_s=dp_exp,
     )
 
@@ -131,7 +132,7 @@ def bottleneck_stage(
     """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
     best = None
     seen: set[StageShape] = set()
-    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split)):
+    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))):
         if shape in seen:
             continue
         seen.add(shape)
@@ -215,7 +216,10 @@ class StepTime:
 
 def pipeline_slots(plan: Plan) -> float:
     """Micro-batch slots of one step on the bottleneck rank: m, plus the bubble's (p − 1)/v (v = 1 unless
-    interleaved): the step is slots × the slot time (Narayanan et al. 2021, Sec. 2.2)."""
+    interleaved; (p − 1)/3 for DualPipeV, bubble_fraction): the step is slots × the slot time (Narayanan et al.
+    2021, Sec. 2.2)."""
+    if plan.schedule == "dualpipev":
+        return plan.num_microbatches + (plan.pp - 1) / 3
     v = plan.vpp if plan.schedule == "interleaved" else 1
     return plan.num_microbatches + (plan.pp - 1) / v
 
@@ -227,7 +231,11 @@ def step_overhead_s(hw: HardwareProfile, engine: Engine) -> float:
 
 def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) -> float:
     """Bubble time / ideal time: (p − 1)/m for GPipe and 1F1B, (p − 1)/(v·m) interleaved
-    (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)."""
+    (Narayanan et al. 2021, Sec. 2.2.1-2.2.2); DualPipeV (p − 1)(F&B + B − 3W) per chunk pair over m slots
+    (deepseek-ai/DualPipe README table, its 2p chunks): with B = 2F and the weight gradient W = half of B, and an
+    overlapped forward-and-backward F&B = F + B, that is (p − 1)·F of a slot F + B, (p − 1)/(3m)."""
+    if schedule == "dualpipev":
+        return (pp - 1) / (3 * num_microbatches)
     v = vpp if schedule == "interleaved" else 1
     return (pp - 1) / (v * num_microbatches)
 
@@ -241,7 +249,7 @@ def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     dense, expert = params.dense, params.expert
     if "optimizer" in zero.shards:
         dense /= plan.dp * plan.cp
-        expert /= max(1, plan.dp * plan.cp // plan.ep)
+        expert /= expert_dp(plan)
     per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine, zero))
     return (dense + expert) * per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
 

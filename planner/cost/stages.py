@@ -53,7 +53,7 @@ class Layout:
     chunks: tuple[Chunk, ...]
 
     def __post_init__(self) -> None:
-        key = (self.pp, tuple((c.num_layers, c.embedding, c.loss) for c in self.chunks))
+        key = (self.pp, tuple((c.num_layers, c.rank, c.embedding, c.loss) for c in self.chunks))
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
         by_rank: list[list[Chunk]] = [[] for _ in range(self.pp)]
@@ -90,24 +90,28 @@ class Layout:
         return self.chunks[-1].rank
 
 
-def layout_from_sizes(sizes: list[int], *, pp: int) -> Layout:
-    """A layout from the layer count of each chunk in model order (len(sizes) = pp·vpp)."""
+def layout_from_sizes(sizes: list[int], *, pp: int, v_shape: bool = False) -> Layout:
+    """A layout from the layer count of each chunk in model order (len(sizes) = pp·vpp): chunk c on rank c mod pp
+    (interleaved), or in a V (DualPipeV: chunk c on rank c for the first pp, then back, 2pp − 1 − c, so rank 0
+    holds the first and the last chunk: the embedding and the loss, DeepSeek-V3 §3.2.3)."""
     chunks, start = [], 0
     last = len(sizes) - 1
     for c, n in enumerate(sizes):
-        chunks.append(Chunk(index=c, rank=c % pp, first_layer=start, num_layers=n, embedding=c == 0, loss=c == last))
+        rank = (c if c < pp else 2 * pp - 1 - c) if v_shape else c % pp
+        chunks.append(Chunk(index=c, rank=rank, first_layer=start, num_layers=n, embedding=c == 0, loss=c == last))
         start += n
     return Layout(num_layers=start, pp=pp, vpp=len(sizes) // pp, chunks=tuple(chunks))
 
 
 @lru_cache(maxsize=4096)
-def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: Split = "even") -> Layout:
+def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: Split = "even", v_shape: bool = False) -> Layout:
     """The layout of `num_layers` layers over pp ranks with vpp chunks each, as the engine's `split` policy
-    places them (chunk_sizes). Plans reach here after the engine's rules; an impossible split is an error."""
+    places them (chunk_sizes), interleaved or (v_shape, DualPipeV) in a V. Plans reach here after the engine's
+    rules; an impossible split is an error."""
     sizes = chunk_sizes(num_layers, pp, vpp, split)
     if sizes is None:
         raise PlannerError(f"{split} cannot split {num_layers} layers over pp={pp} x vpp={vpp} chunks")
-    return layout_from_sizes(sizes, pp=pp)
+    return layout_from_sizes(sizes, pp=pp, v_shape=v_shape)
 
 
 Mix = tuple[tuple["LayerKind", int], ...]  # (layer kind, how many) in the order the kinds first appear
@@ -129,4 +133,9 @@ def rank_mix(model: ModelSpec, layout: Layout, rank: int) -> Mix:
 
 def plan_layout(model: ModelSpec, plan: Plan, engine: Engine) -> Layout:
     """The layout the engine builds for the plan (its pipeline_split policy)."""
-    return layer_layout(model.num_layers, plan.pp, plan.vpp, engine.rules.pipeline_split)
+    return layer_layout(model.num_layers, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))
+
+
+def v_shape(plan: Plan) -> bool:
+    """Whether the plan's chunks sit in a V (DualPipeV) rather than interleaved."""
+    return plan.schedule == "dualpipev"

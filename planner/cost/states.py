@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cost.params import RankParams
+from planner.cost.params import RankParams, expert_dp
 from planner.engine import Engine, ZeroStage
 from planner.plan import Plan
 
@@ -76,7 +76,7 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
     """A rank's model states under the engine's ZeRO stage: sharded states divide over dp·cp (every
     data-parallel rank, cp included, as torchtitan and Megatron shard), experts over dp·cp/ep."""
     shard = plan.dp * plan.cp
-    expert_shard = max(shard // plan.ep, 1)
+    expert_shard = expert_dp(plan)
     sharded_params = params.dense / shard + params.expert / expert_shard
     total = params.total
 

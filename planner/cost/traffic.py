@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
-from planner.cost.params import plan_params
+from planner.cost.moe import layer_ep_s
+from planner.cost.params import expert_dp, plan_etp, plan_params
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -56,7 +57,11 @@ def layer_traffic(
     act_b = ACT_BYTES[plan.precision]
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     full = plan.recompute == "full"
-    n_pass = 4 + (2 if full else 0) if model.layer_pattern is None else 2 + (1 if full else 0)
+    # TP collectives per block (the mixer's, a dense FFN's): one forward, one backward, one more under full
+    # recompute. A MoE FFN has none of its own: its dispatcher gathers over the expert tensor-parallel ranks
+    # (moe.dispatch_s), which replaces the sequence-parallel all-gather / reduce-scatter of a dense FFN.
+    blocks = (kind.mixer != "none") + (kind.ffn == "dense")
+    n_pass = blocks * (2 + (1 if full else 0))
     tp_one = collective_s(
         "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1)
     )
@@ -79,9 +84,9 @@ def layer_traffic(
         pair = sum(collective_s("all_to_all", tokens * w * act_b, plan.cp, link) for w in (conv, m.d_inner / plan.tp))
         cp_a2a = (2 + (1 if full else 0)) * pair + (4 + (2 if full else 0)) * co
     ep = 0.0
-    if kind.ffn == "moe" and model.moe is not None and plan.ep > 1:
-        a2a = tokens * model.hidden_size * model.moe.top_k * act_b / (plan.tp if plan.sp else 1)
-        ep = n_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
+    if kind.ffn == "moe" and model.moe is not None and plan.ep * plan_etp(plan) > 1:
+        # dispatch and combine, forward and backward, and the forward again under full recompute
+        ep = layer_ep_s(model, hw, plan, engine, tokens=tokens) + (4 + (2 if full else 0)) * co
     return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a)
 
 
@@ -118,13 +123,13 @@ class DpTraffic:
 def dp_groups(plan: Plan) -> tuple[int, int]:
     """(dense, expert) gradient-reduction group sizes: dp·cp (torchtitan/Megatron reduce over both)
     and dp·cp/ep for the experts."""
-    return plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
+    return plan.dp * plan.cp, expert_dp(plan)
 
 
 def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan: Plan, chunk_b: float) -> float:
     n, ne = dp_groups(plan)
     return collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp), chunk_bytes=chunk_b) + collective_s(
-        kind, expert_b, ne, group_link(hw, n=ne, stride=plan.tp * plan.ep), chunk_bytes=chunk_b
+        kind, expert_b, ne, group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep), chunk_bytes=chunk_b
     )
 
 

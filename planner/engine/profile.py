@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
-from planner.plan import RECOMPUTES, SCHEDULES, Plan, Recompute, Schedule
+from planner.plan import RECOMPUTES, Plan, Recompute, Schedule
 from planner.specs import Frozen
 
 # The per-run settings' vocabularies (Engine.configured; plan files' training:, runs files' software:, flags).
@@ -33,6 +33,10 @@ OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
+Dispatcher = Literal["alltoall", "allgather", "deepep"]
+DispatchDtype = Literal["bf16", "fp8"]
+DISPATCHERS: tuple[Dispatcher, ...] = get_args(Dispatcher)
+DISPATCH_DTYPES: tuple[DispatchDtype, ...] = get_args(DispatchDtype)
 
 
 class Rules(Frozen):
@@ -44,7 +48,7 @@ class Rules(Frozen):
         description="the ZeRO stages it runs with pp > 1, and how (default: the same as zero); a stage "
         "absent here does not run with pipeline parallelism",
     )
-    schedules: tuple[Schedule, ...] = SCHEDULES
+    schedules: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
     interleaved_microbatches: Literal["multiple_of_pp", "torch_looped"] = Field(
         "multiple_of_pp",
         description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron); torch_looped: "
@@ -63,6 +67,14 @@ class Rules(Frozen):
         description="seq_len must divide by 2·cp when cp > 1 (Megatron), by 2·tp·cp always (torchtitan), or nothing",
     )
     expert_parallel: bool = True
+    expert_tensor_parallel: Literal["any", "tp_or_1", "tp"] = Field(
+        "tp",
+        description="the expert tensor-parallel degrees it runs: any divisor that folds (Megatron-Core, "
+        "--expert-tensor-parallel-size), tp or 1 (torchtitan v0.2 expert_tensor_parallel_degree), or tp only",
+    )
+    moe_tp_needs_sp: bool = Field(
+        False, description="ep > 1 with tp > 1 needs sequence parallelism (Megatron's moe_layer.py raises without)"
+    )
     fp8: bool = True
     recompute: tuple[Recompute, ...] = RECOMPUTES
     vocab_padding: int = Field(
@@ -206,6 +218,46 @@ class Comm(Frozen):
         return max(self.dp_bucket_params, self.dp_bucket_params_per_rank * dp)
 
 
+class MoE(Frozen):
+    """How the engine runs mixture-of-experts layers (/work/notes/engine_research.md §2, with the engines' files)."""
+
+    dispatcher: Dispatcher = Field(
+        "alltoall",
+        description="token dispatch: alltoall (one copy per chosen expert, Megatron --moe-token-dispatcher-type "
+        "alltoall, torchtitan), allgather (the ETP·EP group gathers every token), deepep (each token once per "
+        "destination node, then NVLink forwarding: DeepEP, Megatron flex/deepep)",
+    )
+    grouped_gemm: bool = Field(
+        True,
+        description="the local experts run as one grouped GEMM (Megatron --moe-grouped-gemm, TE GroupedLinear; "
+        "torchtitan grouped_mm); false: one GEMM per expert",
+    )
+    ep_overlap: bool = Field(
+        False,
+        description="the dispatch/combine all-to-alls of one micro-batch run behind another micro-batch's layer "
+        "compute (Megatron --overlap-moe-expert-parallel-comm: 1F1B all-to-all overlap, with pp = 1 or "
+        "interleaved; combined_1f1b.py); false: exposed. The dualpipev schedule hides them whatever this says",
+    )
+    dispatch_dtype: DispatchDtype = Field(
+        "bf16",
+        description="the dtype tokens are dispatched in: bf16 (Megatron's alltoall and DeepEP paths, torchtitan) "
+        "or fp8 (DeepEP's fp8 dispatch, DeepSeek-V3 §3.3.3); the combine and backward stay bf16",
+    )
+    imbalance: float = Field(
+        1.0,
+        ge=1,
+        le=64,
+        allow_inf_nan=False,
+        description="tokens the busiest expert-parallel rank receives over the mean (no engine measures it; 1.0 is "
+        "the balanced routing of Megatron's forced-balance benchmark mode)",
+    )
+    pad_to_capacity: bool = Field(
+        False,
+        description="with a capacity factor, every expert gets exactly its capacity (Megatron "
+        "--moe-pad-expert-input-to-capacity): the work of the factor, whatever the routing",
+    )
+
+
 class Fitted(Frozen):
     """What `planner calibrate` fitted for this engine on one hardware profile, and how well it holds."""
 
@@ -240,6 +292,7 @@ class Engine(Frozen):
     memory: Memory = Memory()
     kernels: Kernels = Kernels()
     comm: Comm = Comm()
+    moe: MoE = MoE()
     fitted: dict[str, Fitted] = Field(default_factory=dict, description="by hardware profile name")
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
@@ -260,6 +313,10 @@ class Engine(Frozen):
         optimizer: str | None = None,
         selective_recompute: str | None = None,
         grad_dtype: str | None = None,
+        moe_dispatcher: str | None = None,
+        ep_overlap: bool | None = None,
+        moe_imbalance: float | None = None,
+        moe_dispatch_dtype: str | None = None,
     ) -> Engine:
         """A copy with per-run choices overridden (None keeps the profile's default)."""
         kernels = {
@@ -275,4 +332,16 @@ class Engine(Frozen):
         memory = {k: v for k, v in (("optimizer", optimizer), ("grad_dtype", grad_dtype)) if v is not None}
         if memory:
             update["memory"] = self.memory.model_copy(update=memory)
+        moe = {
+            k: v
+            for k, v in (
+                ("dispatcher", moe_dispatcher),
+                ("ep_overlap", ep_overlap),
+                ("imbalance", moe_imbalance),
+                ("dispatch_dtype", moe_dispatch_dtype),
+            )
+            if v is not None
+        }
+        if moe:
+            update["moe"] = MoE.model_validate({**self.moe.model_dump(), **moe})  # validated: the imbalance's range
         return self.model_copy(update=update) if update else self

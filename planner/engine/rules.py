@@ -178,6 +178,18 @@ def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
                     f"{dim}={getattr(p, dim)}: {name} does not offer this parallelism; use {dim}=1",
                 )
             )
+    if p.etp is not None and p.etp != p.tp and p.ep * p.etp > 1:
+        allowed = {"any": True, "tp_or_1": p.etp == 1, "tp": False}[r.expert_tensor_parallel]
+        if not allowed:
+            valid = {"tp_or_1": f"1 or tp={p.tp}", "tp": f"tp={p.tp}"}.get(r.expert_tensor_parallel, "")
+            out.append(Rejected(f"{name}: etp", f"etp={p.etp}: {name} runs expert tensor parallelism only at {valid}"))
+    if r.moe_tp_needs_sp and p.ep > 1 and p.tp > 1 and not p.sp:
+        out.append(
+            Rejected(
+                f"{name}: ep with tp needs sp",
+                f"ep={p.ep} with tp={p.tp}: {name} needs sequence parallelism for MoE layers under tp; use --sp",
+            )
+        )
     if p.tp > 1 and r.sequence_parallel == "required" and not p.sp:
         out.append(
             Rejected(

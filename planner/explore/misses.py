@@ -22,7 +22,7 @@ def closest_misses(model: ModelSpec, coster: Coster, near: list[tuple[float, Pla
         return not plan_problems(model, q, engine)
 
     for nbytes, p in near:
-        shape = (p.tp, p.pp, p.cp, p.vpp, p.ep)
+        shape = (p.tp, p.pp, p.cp, p.vpp, p.ep, p.etp)
         if shape in seen:
             continue
         seen.add(shape)

@@ -91,7 +91,7 @@ class Screening:
     def _plan(self, st: Structure, mb: int) -> Plan:
         space = self.res.space
         return Plan(
-            dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, sp=st.sp, zero=self.zeros[0],
+            dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, etp=st.etp, sp=st.sp, zero=self.zeros[0],
             recompute=self.recs[0], micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
             precision=space.precision, schedule=st.schedule,
         )  # fmt: skip
@@ -111,7 +111,7 @@ class Screening:
     def _runnable_zeros(self, st: Structure, base: Plan) -> list[int]:
         """The ZeRO stages the engine runs with these degrees (its ZeRO rules depend on the degrees only, so
         they are checked once per structure); the others are counted as rejected for this micro-batch."""
-        key = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep)
+        key = (st.dp, st.tp, st.pp, st.vpp, st.cp, st.ep, st.etp)
         verdicts = self._zero_verdicts.get(key)
         if verdicts is None:
             verdicts = self._zero_verdicts[key] = [

@@ -47,6 +47,7 @@ class Space:
     dp: int | None = None
     cp: int | None = None
     ep: int | None = None
+    etp: int | None = None
     vpp: int | None = None
     sp: bool | None = None
     max_tp: int | None = None
@@ -129,6 +130,7 @@ class Structure:
     vpp: int
     sp: bool
     schedule: Schedule
+    etp: int | None = None  # expert tensor parallelism; None: tp (Megatron's default)
 
 
 def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Structure]:
@@ -157,15 +159,7 @@ def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Stru
                     continue
                 else:
                     dp = g // rest
-                if model.moe is not None:
-                    eps = [
-                        e
-                        for e in divisors(model.moe.num_experts)
-                        if (dp * cp) % e == 0 and (space.max_ep is None or e <= space.max_ep)
-                    ]
-                    eps = [space.ep] if space.ep is not None else eps
-                else:
-                    eps = [space.ep] if space.ep is not None else [1]
+                eps = _expert_layouts(model, space, dp=dp, tp=tp, cp=cp)
                 scheds: list[tuple[Schedule, int]] = []
                 if space.schedules is None:
                     if space.vpp is None or space.vpp == 1:
@@ -180,10 +174,28 @@ def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Stru
                             scheds += [("interleaved", v) for v in vpps if pp * v <= model.num_layers or space.vpp]
                         else:
                             scheds.append((s, space.vpp or 1))
-                for ep in eps:
+                for ep, etp in eps:
                     for sp in sps:
                         for sched, v in scheds:
-                            out.append(Structure(dp, tp, pp, cp, ep, v, sp, sched))
+                            out.append(Structure(dp, tp, pp, cp, ep, v, sp, sched, etp))
+    return out
+
+
+def _expert_layouts(model: ModelSpec, space: Space, *, dp: int, tp: int, cp: int) -> list[tuple[int, int | None]]:
+    """(ep, etp) pairs for the expert layers: with etp = tp (None) ep divides dp·cp; with etp = 1 (the folding
+    Megatron's MoE README recommends for fine-grained experts) ep may also span the tensor-parallel ranks and
+    divides tp·cp·dp. A fixed --ep or --etp narrows them."""
+    if model.moe is None:
+        return [(space.ep if space.ep is not None else 1, space.etp)]
+    etps: list[int | None] = [space.etp] if space.etp is not None else ([None, 1] if tp > 1 else [None])
+    out: list[tuple[int, int | None]] = []
+    for etp in etps:
+        if space.ep is not None:  # fixed: the rules say why it cannot run, if it cannot
+            out.append((space.ep, etp))
+            continue
+        room = dp * cp if etp is None or etp == tp else tp * cp * dp // etp
+        eps = divisors(model.moe.num_experts)
+        out += [(e, etp) for e in eps if room % e == 0 and (space.max_ep is None or e <= space.max_ep)]
     return out
 
 

@@ -28,7 +28,10 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
-SOFTWARE_KEYS = {"engine", "attention", "tp_overlap", "compile", "grad_dtype"}
+SOFTWARE_KEYS = {
+    "engine", "attention", "tp_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap", "moe_imbalance",
+    "moe_dispatch_dtype",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,10 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
         tp_overlap=sw.get("tp_overlap"),
         compile=sw.get("compile"),
         grad_dtype=sw.get("grad_dtype"),
+        moe_dispatcher=sw.get("moe_dispatcher"),
+        ep_overlap=sw.get("ep_overlap"),
+        moe_imbalance=sw.get("moe_imbalance"),
+        moe_dispatch_dtype=sw.get("moe_dispatch_dtype"),
     )
 
 

@@ -232,6 +232,10 @@ def _moe(c: _Config, num_layers: int, pattern: str | None) -> dict[str, Any] | N
         moe["shared_expert_ffn_hidden_size"] = c.integer("moe_shared_expert_intermediate_size")  # Nemotron-H
     elif c.family in fam.SHARED_EXPERT_FAMILIES:
         moe["num_shared_experts"] = fam.SHARED_EXPERT_FAMILIES[c.family]
+    # DeepSeek-V3's node-limited routing (modeling_deepseek.py MoEGate: n_group groups, topk_group of them per token)
+    groups, group_top_k = c.integer("n_group"), c.integer("topk_group")
+    if groups and group_top_k and group_top_k < groups:
+        moe.update(routing_groups=groups, group_top_k=group_top_k)
     if pattern is None:
         moe.update(_moe_layers(c, num_layers))
     return {k: v for k, v in moe.items() if v is not None}

@@ -14,7 +14,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from planner.engine.profile import ATTENTIONS, GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
+from planner.engine.profile import (
+    ATTENTIONS,
+    DISPATCH_DTYPES,
+    DISPATCHERS,
+    GRAD_DTYPES,
+    OPTIMIZERS,
+    SELECTIVE_POLICIES,
+)
 from planner.errors import PlannerError
 from planner.io.files import write_text_atomic
 from planner.plan import Plan, derive_plan
@@ -29,6 +36,9 @@ TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
     "tp_overlap": None,
     "compile": None,
     "grad_dtype": GRAD_DTYPES,
+    "moe_dispatcher": DISPATCHERS,
+    "ep_overlap": None,
+    "moe_dispatch_dtype": DISPATCH_DTYPES,
 }
 
 

@@ -47,11 +47,14 @@ class RunConfig:
 
 
 def plan_argv(plan: Plan) -> list[str]:
-    """Every Plan field as a flag, in schema order (the worker parses them back with the same loop)."""
+    """Every Plan field as a flag, in schema order (the worker parses them back with the same loop); a field left
+    to its default (None, like etp) is left out."""
     out: list[str] = []
     for name in Plan.model_fields:
         value = getattr(plan, name)
         flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
         if isinstance(value, bool):
             out.append(flag if value else "--no-" + name.replace("_", "-"))
         else:

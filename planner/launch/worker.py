@@ -51,7 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if f.annotation is bool:
             ap.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=f.default)
         else:
-            ap.add_argument(flag, dest=name, type=int if f.annotation is int else str, default=f.default)
+            integer = f.annotation in (int, int | None)
+            ap.add_argument(flag, dest=name, type=int if integer else str, default=f.default)
     for flag, typ, default in (
         ("--steps", int, 8),
         ("--warmup", int, 2),

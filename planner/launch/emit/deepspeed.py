@@ -114,6 +114,7 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
         "schedule": "planner.plan.schedule (DeepSpeed pipelines run 1F1B)",
         "sp": "planner.plan.sp (no key)",
         "ep": "planner.plan.ep (MoE layer argument ep_size)",
+        "etp": "planner.plan.etp (DeepSpeed's expert tensor parallelism is tp: enable_expert_tensor_parallelism)",
     }
     return cfg, m
 

@@ -20,8 +20,8 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
 
 
 def expert_tp(plan: Plan) -> int | None:
-    """The plan's expert tensor-parallel degree, once `Plan` has the field (`etp`); None until then."""
-    return getattr(plan, "etp", None) if "etp" in Plan.model_fields else None
+    """The plan's expert tensor-parallel degree; None: Megatron's default, tp."""
+    return plan.etp
 
 
 def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
@@ -95,6 +95,9 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         "pp": "--pipeline-model-parallel-size",
         "cp": "--context-parallel-size",
         "ep": "--expert-model-parallel-size",
+        "etp": "--expert-tensor-parallel-size (left out: Megatron's default, tp)"
+        if plan.etp is None
+        else "--expert-tensor-parallel-size",
         "dp": f"implied: world size {plan.gpus} / (tp*pp*cp)",
     }
     split, m["vpp"] = _split_args(model, plan)

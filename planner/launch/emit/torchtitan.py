@@ -174,6 +174,7 @@ def torchtitan_config(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]
         "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
         "cp": "parallelism.context_parallel_degree",
         "ep": "parallelism.expert_parallel_degree",
+        "etp": "none: torchtitan 0.3 runs expert tensor parallelism 1 (it removed the option)",
         "recompute": "activation_checkpoint (SelectiveAC.Config / FullAC.Config / None)",
         "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
         "global_batch": "training.global_batch_size",

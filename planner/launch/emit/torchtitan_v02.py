@@ -70,6 +70,7 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
     lines += [
         f"context_parallel_degree = {plan.cp}",
         f"expert_parallel_degree = {plan.ep}",
+        f"expert_tensor_parallel_degree = {plan.tp if plan.etp is None else plan.etp}",
         "",
         "[activation_checkpoint]",
         f'mode = "{ac}"',
@@ -87,6 +88,7 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
         "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
         "cp": "parallelism.context_parallel_degree",
         "ep": "parallelism.expert_parallel_degree",
+        "etp": "parallelism.expert_tensor_parallel_degree",
         "recompute": "activation_checkpoint.mode",
         "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
         "global_batch": "training.global_batch_size",

@@ -1,0 +1,140 @@
+"""Mixture-of-experts layers as the engines run them: how many tokens the busiest expert-parallel rank's experts
+process, and what dispatching them and combining the results costs on the links the expert-parallel group
+crosses (notes in /work/notes/engine_research.md §1-2, from Megatron-Core's moe/token_dispatcher.py,
+parallel_state.py and DeepEP).
+
+Rank order of the expert grid (Megatron parallel_state.py, order tp-cp-ep-dp-pp): etp innermost, then ep, so an
+expert-parallel group is ep ranks etp apart, and the token-dispatch group ep·etp contiguous ranks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.cost.comm import collective_s, group_link
+from planner.cost.kernels import ACT_BYTES
+from planner.cost.params import plan_etp
+from planner.engine import Engine
+from planner.hardware import HardwareProfile
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+
+def routed_load(model: ModelSpec, engine: Engine) -> float:
+    """Rows the busiest expert-parallel rank's experts process, over the balanced mean: the routing imbalance
+    (engine.moe.imbalance), capped by the capacity factor when tokens beyond it are dropped, and exactly the
+    factor when every expert is padded to its capacity (Megatron moe_utils.py: C = ceil(T·k/E · CF) per source
+    rank; --moe-pad-expert-input-to-capacity)."""
+    m, e = model.moe, engine.moe
+    cf = m.capacity_factor if m is not None else None
+    if cf is None:
+        return e.imbalance
+    return cf if e.pad_to_capacity else min(e.imbalance, cf)
+
+
+def ranks_per_domain(hw: HardwareProfile, *, n: int, stride: int) -> int:
+    """Of a group of n ranks `stride` apart, how many share an NVLink domain."""
+    if n * stride <= hw.nvlink_domain:
+        return n
+    return max(1, min(n, hw.nvlink_domain // stride))
+
+
+def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int) -> float:
+    """A flat all-to-all (NCCL send/recv to every peer) of `nbytes` per rank over n ranks: the (n − 1)/n it
+    sends, split between the peers in its NVLink domain (NVLink) and the others (its own NIC: one NIC per GPU on
+    HGX and NVL72 systems, so the per-GPU inter-node share, not the node's); both run at once, the slower sets
+    the time (Hockney's alpha-beta per link). Within one domain this is the collective's ring model."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    r = ranks_per_domain(hw, n=n, stride=stride)
+    if r == n:
+        return collective_s("all_to_all", nbytes, n, group_link(hw, n=n, stride=stride))
+    eff = hw.efficiency
+    intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
+    inter_bw = hw.inter_node.bandwidth_bytes_per_s * eff.inter_node
+    ramp = eff.bandwidth_fraction(nbytes)
+    local = nbytes * (r - 1) / n / (intra_bw * ramp)
+    remote = nbytes * (n - r) / n / (inter_bw * ramp)
+    return eff.collective_base_s + (n - 1) * hw.inter_node.latency_s + max(local, remote)
+
+
+def deepep_s(
+    hw: HardwareProfile, *, token_bytes: float, top_k: int, n: int, stride: int, group_limit: int | None = None
+) -> float:
+    """DeepEP's hierarchical dispatch (deepseek-ai/DeepEP, normal kernels; DeepSeek-V3 report §3.2.2): each token
+    goes once to every remote NVLink domain holding one of its experts, over the GPU's NIC, then NVLink forwards
+    it to the experts' GPUs there. With k experts spread evenly over G domains, a token reaches
+    (G − 1)·(1 − (1 − 1/G)^k) remote domains on average, and with node-limited routing (experts of at most M
+    groups, one group a domain) at most M·(G − 1)/G. `token_bytes`: one token's hidden state, summed over the
+    rank's tokens."""
+    if n <= 1 or token_bytes <= 0:
+        return 0.0
+    r = ranks_per_domain(hw, n=n, stride=stride)
+    if r == n:
+        return all_to_all_s(hw, nbytes=token_bytes * top_k, n=n, stride=stride)
+    domains = math.ceil(n / r)
+    remote_domains = (domains - 1) * (1 - (1 - 1 / domains) ** top_k)
+    if group_limit is not None:
+        remote_domains = min(remote_domains, group_limit * (domains - 1) / domains)
+    eff = hw.efficiency
+    inter = token_bytes * remote_domains
+    intra = token_bytes * top_k * (r - 1) / r
+    inter_s = inter / (hw.inter_node.bandwidth_bytes_per_s * eff.inter_node * eff.bandwidth_fraction(inter))
+    intra_s = intra / (hw.intra_node.bandwidth_bytes_per_s * eff.intra_node * eff.bandwidth_fraction(intra))
+    return eff.collective_base_s + (domains - 1) * hw.inter_node.latency_s + max(inter_s, intra_s)
+
+
+def dispatch_s(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    *,
+    tokens: float,
+    bytes_per_value: float | None = None,
+) -> float:
+    """One dispatch (or one combine, the same volume back) of one MoE layer for one micro-batch on one GPU, its
+    values `bytes_per_value` wide (default the activations').
+
+    The rank routes its T tokens (tokens/tp with sequence parallelism): alltoall sends T·k·load rows of h
+    activations to the ep ranks (Megatron alltoall dispatcher, torchtitan), then gathers them over the etp ranks
+    (and reduce-scatters before the combine); allgather gathers every token over the ep·etp group; deepep sends
+    each token once per remote domain (deepep_s)."""
+    m = model.moe
+    if m is None or plan.ep * plan_etp(plan) <= 1:
+        return 0.0
+    etp, h = plan_etp(plan), model.hidden_size
+    act_b = ACT_BYTES[plan.precision] if bytes_per_value is None else bytes_per_value
+    t = tokens / (plan.tp if plan.sp else 1)
+    load = routed_load(model, engine)
+    kind = engine.moe.dispatcher
+    if kind == "allgather":
+        n = plan.ep * etp
+        return collective_s("all_gather", t * n * h * act_b, n, group_link(hw, n=n, stride=1))
+    if kind == "deepep":
+        limit = m.group_top_k if m.routing_groups else None
+        a2a = deepep_s(hw, token_bytes=t * load * h * act_b, top_k=m.top_k, n=plan.ep, stride=etp, group_limit=limit)
+    else:
+        a2a = all_to_all_s(hw, nbytes=t * m.top_k * load * h * act_b, n=plan.ep, stride=etp)
+    if etp > 1:  # the received rows gathered over the expert tensor-parallel ranks
+        rows = t * m.top_k * load * h * act_b
+        a2a += collective_s("all_gather", rows * etp, etp, group_link(hw, n=etp, stride=1))
+    return a2a
+
+
+# fp8 dispatch: one byte per value plus one fp32 scale per 128 values (DeepSeek-V3 §3.3.3: 1x128 tiles)
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128
+
+
+def layer_ep_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, tokens: float) -> float:
+    """A MoE layer's dispatch and combine, forward and backward (and the forward pair again under full
+    recompute), for one micro-batch on one GPU: the forward dispatch in the engine's dispatch dtype, the rest in
+    the activations' (DeepSeek-V3 §3.3.3 combines in bf16)."""
+    if model.moe is None or plan.ep * plan_etp(plan) <= 1:
+        return 0.0
+    one = dispatch_s(model, hw, plan, engine, tokens=tokens)
+    first = one
+    if engine.moe.dispatch_dtype == "fp8":
+        first = dispatch_s(model, hw, plan, engine, tokens=tokens, bytes_per_value=FP8_DISPATCH_BYTES)
+    passes = 3 + (2 if plan.recompute == "full" else 0)  # combine fwd, dispatch and combine bwd (+ the forward pair)
+    return first + passes * one
