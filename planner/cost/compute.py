@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost.behaviour import compute_factor
 from planner.cost.cache import spec_cache
 from planner.cost.flops import OP_SAC_GEMM_FRACTION
 from planner.cost.kernels import (
@@ -273,9 +274,9 @@ def stage_shapes(model: ModelSpec, pp: int, vpp: int, split: Split = "even") -> 
 
 
 def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
-    """The engine's fitted compute factor on this hardware (or its calibration proxy): what the stack's kernels
-    lose or gain beyond the hardware's measured curves (engine.Fitted.compute)."""
-    return engine.factors(hw.name, hw.calibration_proxy).compute
+    """The engine's compute factor on this hardware: what the stack's kernels lose or gain beyond the hardware's
+    measured curves; the GPU's own fitted factor, else the engine's pooled behaviour (cost.behaviour)."""
+    return compute_factor(hw, engine)
 
 
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
