@@ -64,6 +64,9 @@ ExplainOpt = Annotated[
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
+RiskOpt = Annotated[
+    bool, typer.Option("--risk", help="rank by the low end of the 80% interval of throughput, not the prediction")
+]
 # The options run_search takes by the same name (the rest are the command's own).
 SEARCH_FLAGS = (
     "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "zero", "recompute", "micro_batch", "micro_batches", "global_batch",
@@ -104,6 +107,7 @@ def search(
     explain: ExplainOpt = None,
     exhaustive: ExhaustiveOpt = False,
     wide: WideOpt = False,
+    risk: RiskOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
@@ -113,7 +117,7 @@ def search(
     from planner.render.progress import DelayedProgress
     from planner.render.ranking import print_explain, print_result
 
-    opts = {**opts, **locals()}
+    opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
     explain_field = parse_explain(explain) if explain else None
     if plot:
         _check_plot(plot)

@@ -41,6 +41,7 @@ from planner.specs import ModelSpec
 
 CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
 BOUND_HIT = 0.02  # a parameter within 2% of its range from a bound "pushes against" it
+JACOBIAN_STEP = 1e-3  # of a parameter's prior width: what identifiability is judged by is the local slope
 
 
 def _check(obs: list[Observation]) -> None:
@@ -139,13 +140,13 @@ def _prepared(obs: list[Observation], bases: dict[str, HardwareProfile], engine:
 
 
 def _jacobian(vec: ParameterVector, x0: Any, lo: Any, hi: Any, sigma: Any, obs: list[Observation]) -> Any:
-    """d log(step) / d parameter x its prior width, for every run and parameter, by finite differences."""
+    """d log(step) / d parameter x its prior width, for every run and parameter, by (local) finite differences."""
     import numpy as np
 
     at = np.log(_predict(vec, vec.values(x0), obs))
     cols = []
     for i in range(len(x0)):
-        step = 0.1 * sigma[i] if x0[i] + 0.1 * sigma[i] <= hi[i] else -0.1 * sigma[i]
+        step = JACOBIAN_STEP * sigma[i] if x0[i] + JACOBIAN_STEP * sigma[i] <= hi[i] else -JACOBIAN_STEP * sigma[i]
         x = x0.copy()
         x[i] = min(max(x0[i] + step, lo[i]), hi[i])
         moved = x[i] - x0[i]

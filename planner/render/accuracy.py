@@ -11,6 +11,7 @@ from rich.table import Table
 
 from planner.fit.calibrate import FitResult
 from planner.fit.validate import RunResult, Validation
+from planner.units import fmt_range
 
 METRIC_NAMES = {"tokens_per_s_per_gpu": "tokens/s per GPU", "peak_memory_bytes": "peak memory", "step_s": "step time"}
 
@@ -67,17 +68,20 @@ def print_validation(
         _print_side_by_side(console, result, calibrated, folder or "calibrated")
         return
     table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run", "engine/hardware", "tokens/s/GPU pred 80%", "meas", "err", "peak GiB pred", "meas", "err"):
+    table.caption = "tokens/s/GPU pred: the prediction and its 80% interval"
+    for col in ("run", "engine/hardware", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
         table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
     for r in result.runs:
         if r.skipped:
             continue
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
-        band = f" {r.uncertainty.tokens_text()}" if r.uncertainty else ""
+        pred = r.predicted["tokens_per_s_per_gpu"]
         table.add_row(
             escape(r.id),
             escape(r.group),
-            f"{r.predicted['tokens_per_s_per_gpu']:,.1f}{band}" + ("" if r.plausible is not False else " ?"),
+            (f"{pred:,.0f}" if pred >= 1000 else f"{pred:,.1f}")
+            + _per_gpu_range(r)
+            + ("" if r.plausible is not False else " ?"),
             f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
             _pct(r, "tokens_per_s_per_gpu"),
             f"{pm / 2**30:.1f}" + ("" if r.fits else " !"),
@@ -118,6 +122,16 @@ def _print_footer(console: Console, result: Validation) -> None:
         )
     if any(r.plausible is False for r in result.runs):
         console.print("[dim]? = predicted MFU above the best published for the hardware (implausible)[/]")
+
+
+def _per_gpu_range(r: RunResult) -> str:
+    """' 47.0–61.2k': the run's 80% interval per GPU (the interval is the whole job's: scaled alike)."""
+    u = r.uncertainty
+    if u is None or u.tokens_per_s_interval is None:
+        return ""
+    per_gpu = r.predicted["tokens_per_s_per_gpu"] / r.predicted["tokens_per_s"]
+    lo, hi = u.tokens_per_s_interval
+    return f" {fmt_range(lo * per_gpu, hi * per_gpu)}"
 
 
 def _has(r: RunResult) -> bool:
