@@ -22,6 +22,7 @@ DEFAULT_RUNS = [DATA / "calibration_runs.yaml", DATA / "runs_2024_2026.yaml"]
 def _in_sample(paths: list[Path]) -> None:
     from planner.fit.validate import validate_runs
     from planner.io.catalog import load_yaml
+    from planner.render.accuracy import inside_interval
 
     runs = [r for p in paths for r in load_yaml(p)]
     report = validate_runs(runs)
@@ -33,14 +34,8 @@ def _in_sample(paths: list[Path]) -> None:
     for group, g in report.groups().items():
         print(f"| {group} | {g['n']} | {g['median_signed_pct']:+.1f}% | {g['median_abs_pct']:.1f}% |")
     inside = [r for r in report.runs if r.uncertainty and "tokens_per_s_per_gpu" in r.measured]
-    hits = sum(_inside(r) for r in inside)
+    hits = sum(inside_interval(r) for r in inside)
     print(f"\nin-sample runs inside their 80% interval: {hits} of {len(inside)} ({hits / len(inside):.0%})")
-
-
-def _inside(r: object) -> bool:
-    from planner.render.accuracy import _inside as inside
-
-    return inside(r)  # type: ignore[arg-type]
 
 
 def _held_out(paths: list[Path]) -> None:

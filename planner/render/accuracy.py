@@ -112,7 +112,7 @@ def _print_footer(console: Console, result: Validation) -> None:
             )
     inside = [r for r in result.runs if r.uncertainty and r.uncertainty.tokens_per_s_interval and _has(r)]
     if inside:
-        n = sum(_inside(r) for r in inside)
+        n = sum(inside_interval(r) for r in inside)
         console.print(f"tokens/s per GPU inside its 80% interval: {n} of {len(inside)} runs ({n / len(inside):.0%})")
     if any(r.fits is False for r in result.runs):
         console.print(
@@ -138,7 +138,7 @@ def _has(r: RunResult) -> bool:
     return "tokens_per_s_per_gpu" in r.measured
 
 
-def _inside(r: RunResult) -> bool:
+def inside_interval(r: RunResult) -> bool:
     """Whether the measured tokens/s per GPU lies in the run's 80% interval (scaled from the whole job's)."""
     assert r.uncertainty is not None and r.uncertainty.tokens_per_s_interval is not None
     lo, hi = r.uncertainty.tokens_per_s_interval
