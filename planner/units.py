@@ -45,3 +45,20 @@ def fmt_rate(n: float) -> str:
             v = n / scale
             return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
     return f"{n:.3g}"
+
+
+def fmt_range(lo: float, hi: float) -> str:
+    """An interval with one k/M/G suffix, three significant digits on its upper end: '181–196k', '5.10–5.92k',
+    '95.3–110'."""
+    import math
+
+    unit, scale = next(((u, s) for u, s in (("G", 1e9), ("M", 1e6), ("k", 1e3)) if abs(hi) >= s), ("", 1.0))
+    top = abs(hi) / scale
+    decimals = max(0, 2 - math.floor(math.log10(top))) if top > 0 else 0
+    return f"{lo / scale:.{decimals}f}–{hi / scale:.{decimals}f}{unit}"
+
+
+def fmt_bytes_range(lo: float, hi: float) -> str:
+    """A memory interval in binary units of its upper end: '29.10–34.52 GiB'."""
+    unit, scale = next(((u, s) for u, s in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB)) if hi >= s), ("B", 1))
+    return f"{lo / scale:.2f}–{hi / scale:.2f} {unit}"

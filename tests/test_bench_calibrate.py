@@ -201,10 +201,9 @@ def test_calibrated_cpu_profile_predicts_held_out_plans(tmp_path: Path) -> None:
     held = [obs[n] for n in HELD_OUT]
     res = fit(train, base, names=FIT_PARAMS)
     eff_after = apply_params(base.efficiency, res.values)
-    tr = make_engine()
 
-    def err(o, eff) -> float:
-        return abs(predict_step_s(o, eff, tr) / o.measured_step_s - 1) * 100
+    def err(o, eff) -> float:  # with the engine the fit saw: the planner worker's (the profiles name none)
+        return abs(predict_step_s(o, eff) / o.measured_step_s - 1) * 100
 
     before = statistics.median(err(o, base.efficiency) for o in held)
     after = statistics.median(err(o, eff_after) for o in held)
@@ -223,3 +222,69 @@ def test_calibrated_cpu_profile_predicts_held_out_plans(tmp_path: Path) -> None:
     assert res.median_after_pct < res.median_before_pct
     assert after < before
     assert after <= HELD_OUT_BOUND_PCT
+
+
+# ---- what calibrate can identify, and what it reads (issue 22 item 2) ---------------------------------------
+SYNTHETIC = [  # the launched plans above, as plans (tiny: seq 64; micro-batches x dp x accumulation)
+    Plan(micro_batch=1, global_batch=1, seq_len=64),
+    Plan(micro_batch=2, global_batch=2, seq_len=32),
+    Plan(micro_batch=8, global_batch=8, seq_len=64),
+    Plan(micro_batch=2, global_batch=8, seq_len=64),
+    Plan(micro_batch=4, global_batch=4, seq_len=64, recompute="full"),
+    Plan(dp=2, micro_batch=1, global_batch=2, seq_len=64),
+    Plan(dp=2, micro_batch=4, global_batch=8, seq_len=64),
+    Plan(dp=2, zero=3, micro_batch=2, global_batch=4, seq_len=64),
+    Plan(dp=2, zero=3, micro_batch=2, global_batch=4, seq_len=64, recompute="full"),
+]
+
+
+def test_the_cpu_fit_identifies_its_four_parameters_and_recovers_them() -> None:
+    """Runs made by the cost model itself with the shipped cpu profile's fixed costs: fitted from none, calibrate
+    chooses all four parameters the slow launched test fits (each pinned by a different group of plans) and
+    recovers them."""
+    import dataclasses
+
+    from planner.fit.observations import Observation
+
+    model, engine, shipped = load_model("tiny"), make_engine("planner"), load_hardware("cpu")
+    obs = [
+        Observation(
+            f"p{i}",
+            model,
+            p,
+            shipped,
+            engine,
+            predict_step_s(Observation(f"p{i}", model, p, shipped, engine, 1.0, "x"), shipped.efficiency),
+            "x",
+        )
+        for i, p in enumerate(SYNTHETIC)
+    ]
+    base = _without_fixed_costs(shipped)
+    res = fit([dataclasses.replace(o, hardware=base) for o in obs], base, names=FIT_PARAMS)
+    assert {m.name.split()[-1] for m in res.moves} == set(FIT_PARAMS) and not res.unidentified
+    for name in ("step_overhead_s", "kernel_overhead_s", "collective_overhead_s"):
+        assert res.values[name] == pytest.approx(getattr(shipped.efficiency, name), rel=0.15), name
+    assert res.median_after_pct < 1.0
+
+
+def test_calibrate_reads_logs_and_launch_profiles_with_the_hardware_they_name(tmp_path: Path) -> None:
+    from helpers import run_planner
+
+    log = "tests/data/logs/megatron_lm_gpt2_tp4_pp8.log"  # Megatron-LM GPT-2 on V100s (tests/data/logs/SOURCES.md)
+    code, out, err = run_planner("calibrate", log, "--hardware", "v100-32gb", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [m["name"] for m in doc["moves"]] == ["compute of megatron on v100-32gb"]
+    assert doc["unidentified"] == ["overhead_s of megatron on v100-32gb: 1 run can move at most 1 parameter"]
+    assert abs(doc["runs"][0]["after_pct"]) < abs(doc["runs"][0]["before_pct"])
+    code, _, err = run_planner("calibrate", log)
+    assert code == 2 and "--hardware" in err and "Traceback" not in err
+    profiles = []
+    for i, p in enumerate(SYNTHETIC[:3]):
+        path = tmp_path / f"p{i}.json"
+        plan = {"dp": p.dp, "micro_batch": p.micro_batch, "global_batch": p.global_batch, "seq_len": p.seq_len}
+        path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
+        profiles.append(str(path))
+    code, out, err = run_planner("calibrate", *profiles, "--json")  # no --hardware: the profiles name theirs
+    assert code == 0, err
+    assert {m["name"] for m in json.loads(out)["moves"]} >= {"compute of planner on cpu"}

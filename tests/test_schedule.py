@@ -9,7 +9,7 @@ from helpers import make_engine, make_hw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.cost.schedule import bubble_fraction, step_time
+from planner.cost.schedule import bubble_fraction, step_overhead_s, step_time
 from planner.cost.timing import checkpoint_plan, daly_interval_s, time_to_train, young_interval_s
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -62,11 +62,14 @@ def test_more_microbatches_lower_the_bubble_fraction(m, pp):
 def test_step_is_the_sum_of_its_parts_and_rates_agree():
     hw = make_hw(overhead_s=0.25)
     plan = Plan(tp=4, pp=2, dp=4, zero=1, micro_batch=2, global_batch=64, recompute="selective", sp=True)
-    t = step_time(GPT3, hw, plan, make_engine(selective_recompute="attention"))
+    engine = make_engine(selective_recompute="attention")
+    t = step_time(GPT3, hw, plan, engine)
     parts = t.compute_s + t.recompute_s + t.bubble_s + t.optimizer_s + t.overhead_s + sum(t.exposed_comm_s.values())
     assert t.step_s == pytest.approx(parts)
     assert set(t.exposed_comm_s) == {"tp", "cp", "ep", "pp", "dp"}
-    assert t.overhead_s == 0.25
+    # the hardware's fixed cost plus the engine's host time (its behaviour: per step, micro-batch and layer)
+    host = step_overhead_s(make_hw(), engine, plan, layers=GPT3.num_layers // 2)
+    assert t.overhead_s == pytest.approx(0.25 + host) and host > 0
     assert t.tokens_per_s == pytest.approx(64 * 2048 / t.step_s)
     assert t.tokens_per_s_per_gpu == pytest.approx(t.tokens_per_s / 32)
     assert 0 < t.mfu < t.hfu < 1

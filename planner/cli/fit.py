@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from planner.cli.options import JsonOpt, nonempty
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
+
+if TYPE_CHECKING:
+    from planner.hardware import HardwareProfile
+    from planner.specs import ModelSpec
 
 
 def validate(
@@ -24,21 +28,32 @@ def validate(
             "--engine", callback=nonempty, help="use this engine for every run (default: each run's software.engine)"
         ),
     ] = None,
+    calibrated: Annotated[
+        Optional[str],
+        typer.Option(
+            "--calibrated",
+            callback=nonempty,
+            help="a folder `planner calibrate -o DIR --engine-out DIR` wrote: each run also against its profiles",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Predicted vs measured throughput and peak memory for a file of real runs, each run with its own engine."""
+    """Predicted vs measured throughput and peak memory for a file of real runs, each run with its own engine
+    (with --calibrated DIR: the shipped and the calibrated profiles side by side)."""
     from planner.fit.runs import load_runs
-    from planner.fit.validate import validate_runs
+    from planner.fit.validate import calibrated_profiles, validate_runs
     from planner.io.catalog import load_engine, load_hardware
     from planner.render.accuracy import print_validation, validation_json
 
     override = load_hardware(hardware) if hardware else None
     eng = load_engine(engine) if engine else None
-    result = validate_runs(load_runs(runs), hardware=override, engine=eng)
+    raws = load_runs(runs)
+    result = validate_runs(raws, hardware=override, engine=eng)
+    other = validate_runs(raws, profiles=calibrated_profiles(calibrated)) if calibrated else None
     if as_json:
-        emit_json(validation_json(result))
+        emit_json(validation_json(result, other))
     else:
-        print_validation(out, result)
+        print_validation(out, result, other, calibrated)
 
 
 def param_names(params: str | None) -> tuple[str, ...] | None:
@@ -55,18 +70,21 @@ def param_names(params: str | None) -> tuple[str, ...] | None:
 
 
 def calibrate(
-    inputs: Annotated[list[str], typer.Argument(help="launch profile .json files and/or runs .yaml files")],
+    inputs: Annotated[
+        list[str], typer.Argument(help="runs files (.yaml), launch profiles (.json) and training logs, alike")
+    ],
     hardware: Annotated[
         Optional[list[str]],
         typer.Option(
             "--hardware",
-            help="a profile to fit (catalog name or YAML; repeat for several; default: every "
-            "catalog profile the runs files name)",
+            help="fit only the runs of this profile (catalog name or YAML; repeat for several); also the GPU of "
+            "a log or launch profile that does not name one (default: the profiles the runs name)",
         ),
     ] = None,
     output: Annotated[
-        str, typer.Option("-o", "--output", help="the calibrated profile (.yaml), or a directory for several")
-    ] = "",
+        Optional[str],
+        typer.Option("-o", "--output", help="write the hardware profile(s) here (.yaml, or a directory for several)"),
+    ] = None,
     engine_out: Annotated[
         Optional[str],
         typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
@@ -75,41 +93,108 @@ def calibrate(
         Optional[str],
         typer.Option(
             "--params",
-            help="comma list of parameters to fit (default: compute, overhead_s and every bounded hardware parameter)",
+            help="comma list to fit (default: compute,overhead_s of each engine and GPU of the runs; hardware "
+            "parameters such as matmul_scale only by name)",
         ),
+    ] = None,
+    behaviour: Annotated[
+        bool,
+        typer.Option(
+            "--behaviour",
+            help="fit every engine's behaviour across all GPUs of the runs (partial pooling) and cross-validate "
+            "it, as the shipped engine profiles are made; writes them with --engine-out",
+        ),
+    ] = False,
+    model: Annotated[
+        Optional[str], typer.Option("--model", "-m", callback=nonempty, help="the model of a log that does not say")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit hardware profiles (within their physical bounds) and per-engine factors to measured runs."""
-    from planner.fit.calibrate import calibrate_paths
-    from planner.fit.runs import runs_hardware
-    from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
-    from planner.io.catalog import hardware_source_text, load_hardware
+    """Fit what the runs can identify (each engine's compute and per-step overhead on their GPUs; hardware
+    parameters by name) and report every move, what stayed and why, and each run's error before and after."""
+    from planner.io.catalog import load_hardware, load_model
     from planner.io.files import make_dir
+
+    names = param_names(params)
+    profiles = [load_hardware(h) for h in hardware] if hardware else None
+    spec = load_model(model) if model else None
+    if engine_out:  # checked before anything is written: a failure leaves no profile behind
+        make_dir(engine_out, what="--engine-out folder")
+    if behaviour:
+        _calibrate_behaviour(inputs, profiles, spec, output=output, names=names, engine_out=engine_out, as_json=as_json)
+        return
+    _calibrate_runs(
+        inputs, profiles, spec, hardware or [], names=names, output=output, engine_out=engine_out, as_json=as_json
+    )
+
+
+def _calibrate_runs(
+    inputs: list[str],
+    profiles: list[HardwareProfile] | None,
+    spec: ModelSpec | None,
+    args: list[str],
+    *,
+    names: tuple[str, ...] | None,
+    output: str | None,
+    engine_out: str | None,
+    as_json: bool,
+) -> None:
+    from planner.fit.calibrate import calibrate_paths
+    from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
+    from planner.io.catalog import hardware_source_text
     from planner.render.accuracy import calibration_json, print_calibration
     from planner.render.progress import DelayedProgress
 
-    if not output:
-        raise PlannerError(
-            "give -o NEW.yaml (or a directory for several --hardware): the calibrated profile goes there"
-        )
-    names = param_names(params)
-    args = hardware or runs_hardware(inputs)
-    profiles = [load_hardware(h) for h in args]
-    targets = hardware_output(output, profiles)
-    if engine_out:  # checked before anything is written: a failure leaves no profile behind
-        make_dir(engine_out, what="--engine-out folder")
     progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
     try:
-        result = calibrate_paths(inputs, profiles, names=names, progress=progress)
+        result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec)
     finally:
         progress.close()
-    for arg, h in zip(args, profiles):
-        write_hardware_profile(result, h.name, hardware_source_text(arg), targets[h.name])
+    bases = list(result.bases.values())
+    targets = hardware_output(output, bases) if output else {}
+    sources = dict(zip((p.name for p in profiles or []), args))
+    for h in bases:
+        if h.name in targets:
+            write_hardware_profile(result, h.name, hardware_source_text(sources.get(h.name, h.name)), targets[h.name])
     written = (
         write_engine_outputs(result, Path(engine_out), {h: p.stem for h, p in targets.items()}) if engine_out else []
     )
+    outputs = {h: str(p) for h, p in targets.items()}
     if as_json:
-        emit_json(calibration_json(result, {h: str(p) for h, p in targets.items()}, [str(p) for p in written]))
+        emit_json(calibration_json(result, outputs, [str(p) for p in written]))
     else:
-        print_calibration(out, result, {h: str(p) for h, p in targets.items()}, [str(p) for p in written])
+        print_calibration(out, result, outputs, [str(p) for p in written])
+
+
+def _calibrate_behaviour(
+    inputs: list[str],
+    profiles: list[HardwareProfile] | None,
+    spec: ModelSpec | None,
+    *,
+    output: str | None,
+    names: tuple[str, ...] | None,
+    engine_out: str | None,
+    as_json: bool,
+) -> None:
+    from planner.fit.observations import load_observations
+    from planner.fit.pooled import calibrate_behaviour, write_engine_behaviours
+    from planner.render.behaviour import behaviour_json, print_behaviour
+
+    if output or names:
+        raise PlannerError(
+            "--behaviour fits the engines' behaviour only (the GPUs' physics is never fitted to end-to-end runs): "
+            "leave out -o and --params"
+        )
+    single = profiles[0] if profiles and len(profiles) == 1 else None
+    obs = load_observations(inputs, single, model=spec)
+    if profiles:
+        wanted = {p.name for p in profiles}
+        obs = [o for o in obs if o.hardware.name in wanted]
+    if len(obs) < 2:
+        raise PlannerError(f"--behaviour needs runs to cross-validate (at least 2), got {len(obs)}")
+    cal = calibrate_behaviour(obs)
+    written = write_engine_behaviours(cal, Path(engine_out)) if engine_out else []
+    if as_json:
+        emit_json(behaviour_json(cal, [str(p) for p in written]))
+    else:
+        print_behaviour(out, cal, [str(p) for p in written])

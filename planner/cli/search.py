@@ -64,6 +64,9 @@ ExplainOpt = Annotated[
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
+RiskOpt = Annotated[
+    bool, typer.Option("--risk", help="rank by the low end of the 80% interval of throughput, not the prediction")
+]
 
 
 def _check_plot(plot: str) -> None:
@@ -97,6 +100,7 @@ def search(
     explain: ExplainOpt = None,
     exhaustive: ExhaustiveOpt = False,
     wide: WideOpt = False,
+    risk: RiskOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
@@ -107,7 +111,7 @@ def search(
     from planner.render.progress import DelayedProgress
     from planner.render.ranking import print_explain, print_result
 
-    opts = {**opts, **locals()}
+    opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
     explain_field = parse_explain(explain) if explain else None
     if plot:
         _check_plot(plot)

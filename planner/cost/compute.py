@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost.behaviour import compute_factor
 from planner.cost.cache import spec_cache
 from planner.cost.kernels import ACT_BYTES, gemm_s
 from planner.cost.layer_time import BACKWARD_KERNELS_PER_FORWARD, LayerTime, hw_rates, layer_time
@@ -123,9 +124,9 @@ def stage_shapes(
 
 
 def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
-    """The engine's fitted compute factor on this hardware (or its calibration proxy): what the stack's kernels
-    lose or gain beyond the hardware's measured curves (engine.Fitted.compute)."""
-    return engine.factors(hw.name, hw.calibration_proxy).compute
+    """The engine's compute factor on this hardware: what the stack's kernels lose or gain beyond the hardware's
+    measured curves; the GPU's own fitted factor, else the engine's pooled behaviour (cost.behaviour)."""
+    return compute_factor(hw, engine)
 
 
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:

@@ -35,7 +35,14 @@ class Estimate:
 
     @property
     def uncertainty(self) -> Uncertainty:
-        return uncertainty(self.engine, self.hardware)
+        return uncertainty(
+            self.engine,
+            self.hardware,
+            model=self.model,
+            plan=self.plan,
+            tokens_per_s=self.time.tokens_per_s,
+            peak_bytes=self.memory.total_bytes,
+        )
 
     @property
     def plausibility(self) -> Plausibility:

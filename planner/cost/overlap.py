@@ -108,8 +108,11 @@ def dp_comm(
             return m * (gathers * ag + red + calls), m * (fwd_exp + bwd_exp + calls)
         calls = co * gathers * units
         bwd_exp = max(0.0, back - bwd) + back / layers
-        red_exp = max(0.0, red - bwd) + red / layers
-        return (m * (gathers * ag + calls) + red + co * units, m * (fwd_exp + bwd_exp + calls) + red_exp + co * units)
+        # The step's one gradient reduction runs in the last micro-batch's backward, beside that backward's own
+        # re-gather: both hide behind the same backward once, not each behind all of it.
+        last_exp = max(0.0, back + red - bwd) + back / layers + red / layers
+        exposed = (m - 1) * (fwd_exp + bwd_exp + calls) + fwd_exp + calls + last_exp + co * units
+        return m * (gathers * ag + calls) + red + co * units, exposed
     gather = ag if zero.weight_gather == "step" else 0.0
     gather_exp = gather
     if gather and engine.comm.param_gather_overlap:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.cost.behaviour import host_overhead_s
 from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.overlap import dp_comm, layer_comm
@@ -224,9 +225,11 @@ def pipeline_slots(plan: Plan) -> float:
     return plan.num_microbatches + (plan.pp - 1) / v
 
 
-def step_overhead_s(hw: HardwareProfile, engine: Engine) -> float:
-    """Fixed time per step: the hardware's (host-bound CPU runs) plus the engine's fitted overhead."""
-    return hw.efficiency.step_overhead_s + engine.factors(hw.name, hw.calibration_proxy).overhead_s
+def step_overhead_s(hw: HardwareProfile, engine: Engine, plan: Plan | None = None, *, layers: int = 0) -> float:
+    """Host time per step: the hardware's (host-bound CPU runs) plus the engine's per step, per micro-batch and
+    per layer of each micro-batch on the bottleneck rank (`layers`; cost.behaviour). Without a plan, the
+    per-step part only: a lower bound."""
+    return hw.efficiency.step_overhead_s + host_overhead_s(hw, engine, plan, layers=layers)
 
 
 def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) -> float:
@@ -265,7 +268,7 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
         recompute_s=m * c.recompute_s,
         bubble_s=bubble,
         optimizer_s=optimizer_step_s(model, hw, plan, engine, stage=stage),
-        overhead_s=step_overhead_s(hw, engine),
+        overhead_s=step_overhead_s(hw, engine, plan, layers=c.num_layers),
         exposed_comm_s=k.exposed_by_dim,
         comm_total_s=k.total_by_dim,
         stage=stage,

@@ -1,17 +1,22 @@
 """What a training stack does with a plan: the Engine (profile.py, loaded from engine_profiles/) and the
 rules that say which plans it runs (rules.py)."""
 
+from planner.engine.behaviour import Behaviour, Domain, Interval, Parameter
 from planner.engine.profile import Comm, Engine, Fitted, Kernels, Memory, Rules
 from planner.engine.rules import engine_problems, plan_problems, require_runs, structure_problems, zero_problems
 from planner.engine.zero import ZERO_STATES, ZeroStage
 
 __all__ = [
     "ZERO_STATES",
+    "Behaviour",
     "Comm",
+    "Domain",
     "Engine",
     "Fitted",
+    "Interval",
     "Kernels",
     "Memory",
+    "Parameter",
     "Rules",
     "ZeroStage",
     "engine_problems",

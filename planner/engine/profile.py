@@ -19,6 +19,7 @@ from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
+from planner.engine.behaviour import Behaviour
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
 from planner.plan import RECOMPUTES, Plan, Recompute, Schedule
@@ -259,18 +260,23 @@ class MoE(Frozen):
 
 
 class Fitted(Frozen):
-    """What `planner calibrate` fitted for this engine on one hardware profile, and how well it holds."""
+    """What `planner calibrate` fitted for this engine on one hardware profile, and how well it holds: the
+    engine's pooled behaviour (`behaviour`) with this GPU's own deviation, shrunk toward none. A GPU without an
+    entry (or its calibration proxy's) runs the pooled behaviour."""
 
     compute: float = Field(
         1.0,
         gt=0,
         allow_inf_nan=False,
-        description="multiplies compute time: what the "
-        "stack's kernels lose or gain beyond the "
-        "hardware's measured curves",
+        description="multiplies compute time on this GPU (replaces behaviour.compute): what the stack's "
+        "kernels lose or gain beyond the hardware's measured curves",
     )
     overhead_s: float = Field(
-        0.0, ge=0, allow_inf_nan=False, description="fixed time per step (data loading, logging, host synchronisation)"
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="fixed time per step on this GPU, on top of the behaviour's host times (data loading, "
+        "logging, host synchronisation)",
     )
     tokens_per_s_rel: float | None = Field(
         None, ge=0, allow_inf_nan=False, description="error-bar half-width of predicted throughput"
@@ -294,6 +300,7 @@ class Engine(Frozen):
     comm: Comm = Comm()
     moe: MoE = MoE()
     fitted: dict[str, Fitted] = Field(default_factory=dict, description="by hardware profile name")
+    behaviour: Behaviour | None = Field(None, description="what it does on any GPU (engine/behaviour.py)")
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     def zero_stage(self, plan: Plan) -> ZeroStage:

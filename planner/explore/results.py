@@ -120,6 +120,8 @@ def rank_key(objective: str, r: Ranked) -> tuple[float, float]:
     tokens/s."""
     if objective == "memory":
         return (r.estimate.memory.total_bytes, -r.time.tokens_per_s)
+    if objective == "risk":  # the low end of the 80% interval: a plan sure to be fast before one that may be faster
+        return (-(r.estimate.uncertainty.tokens_per_s_interval or (r.time.tokens_per_s,))[0], -r.time.tokens_per_s)
     return (-r.score_tokens_per_s, r.estimate.memory.total_bytes)
 
 

@@ -18,7 +18,7 @@ NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
-OBJECTIVES = ("throughput", "memory", "goodput")
+OBJECTIVES = ("throughput", "memory", "goodput", "risk")  # risk: the 80% interval's low end (search --risk)
 DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
 LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
 DEFAULT_MAX_CP_LONG = 16

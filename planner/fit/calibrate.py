@@ -1,10 +1,12 @@
-"""Fit hardware profiles and engine factors to measured runs (scipy, imported only here).
+"""Fit a user's runs: each (engine, GPU) group's compute factor and per-step overhead, and hardware parameters
+asked for by name (scipy, imported only here).
 
-Observations come from runs files (fit/runs.py: each run with the engine its software block names) and
-from `planner launch` profile JSONs (the planner engine). The fit is least squares on log(predicted /
-measured) step time with priors (a MAP fit, fit/priors.py): the hardware's physical parameters stay near
-their measured values unless the data insist, within the profile's bounds; the per-(engine, hardware)
-compute factors and fixed step overheads take what the physics leaves out, and are reported as findings.
+Observations come from runs files (fit/runs.py: each run with the engine its software block names), from
+`planner launch` profile JSONs (the planner engine) and from training logs (planner.io.logs, as `planner ingest`
+reads them). Only what the runs can identify is fitted (fit/identify.py); the rest is named with the reason. The
+fit is least squares on log(predicted / measured) step time with priors (a MAP fit, fit/priors.py): a hardware
+parameter stays near its measured value unless the data insist, within the profile's bounds. The engines'
+behaviour pooled across GPUs is `--behaviour`'s (fit/pooled.py).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from planner.cost.schedule import step_time
+from planner.cost.coster import Coster
 from planner.engine import Engine
 from planner.errors import PlannerError
+from planner.fit.identify import choose
 from planner.fit.observations import (
     Observation,
     load_observations,
@@ -31,22 +34,19 @@ from planner.fit.priors import (
     HARDWARE_BOUNDS,
     ParameterVector,
     apply_params,
-    bounds_of,
-    start_value,
 )
-from planner.fit.report import FitResult, GroupFit, group_fits
+from planner.fit.report import FitResult, GroupFit, Move, group_fits
 from planner.hardware import Efficiency, HardwareProfile
+from planner.specs import ModelSpec
 
 CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
 BOUND_HIT = 0.02  # a parameter within 2% of its range from a bound "pushes against" it
+JACOBIAN_STEP = 1e-3  # of a parameter's prior width: what identifiability is judged by is the local slope
 
 
-def _check(obs: list[Observation], n_params: int) -> None:
-    if len(obs) < max(3, n_params // 3 + 1):
-        raise PlannerError(
-            f"calibrate needs at least {max(3, n_params // 3 + 1)} measured runs to fit {n_params} parameters; "
-            f"got {len(obs)}. Give more runs, or fewer parameters with --params"
-        )
+def _check(obs: list[Observation]) -> None:
+    if not obs:
+        raise PlannerError("calibrate needs at least one measured run")
     seen: dict[tuple, Observation] = {}
     for o in obs:
         key = (o.model, o.plan, o.hardware.name, o.hardware.gpus_per_node, o.engine.model_dump_json())
@@ -64,7 +64,7 @@ def _check(obs: list[Observation], n_params: int) -> None:
 def predict_step_s(obs: Observation, eff: Efficiency, engine: Engine | None = None) -> float:
     """Step time of an observation with this efficiency block (and the observation's own engine)."""
     hw = obs.hardware.model_copy(update={"efficiency": eff})
-    return step_time(obs.model, hw, obs.plan, engine or obs.engine).step_s
+    return Coster(obs.model, hw, engine or obs.engine).step(obs.plan).step_s
 
 
 def _predict(vec: ParameterVector, v: dict[tuple[str, ...], float], obs: list[Observation]) -> list[float]:
@@ -80,74 +80,138 @@ def fit(
     engine: Engine | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> FitResult:
-    """The MAP fit (fit/priors.py) of hardware parameters and engine factors to the observations. `names`:
-    what to fit (default: the engine factors and every hardware parameter the profiles give bounds for);
-    `engine` overrides every observation's engine (a launch worker fit)."""
+    """The MAP fit (fit/priors.py) of what the runs can identify (fit/identify.py) among `names` (default: each
+    group's compute and overhead_s; hardware parameters only by name); `engine` overrides every observation's
+    engine (a launch worker fit)."""
     import numpy as np
     from scipy.optimize import least_squares
 
     bases = base if isinstance(base, dict) else {base.name: base}
-    if engine is not None:
-        obs = [dataclasses.replace(o, engine=engine) for o in obs]
-    obs = [dataclasses.replace(o, hardware=_with_nodes(bases.get(o.hardware.name), o.hardware)) for o in obs]
-    if names is None:
-        bounded = sorted({n for b in bases.values() for n in b.efficiency.bounds if n in HARDWARE_BOUNDS})
-        names = (*bounded, *ENGINE_PARAMS)
+    obs = _prepared(obs, bases, engine)
+    names = names if names is not None else ENGINE_PARAMS
     unknown = [n for n in names if n not in HARDWARE_BOUNDS and n not in ENGINE_PARAMS]
     if unknown:
         raise PlannerError(f"unknown parameter(s) {unknown}; valid: {', '.join([*HARDWARE_BOUNDS, *ENGINE_PARAMS])}")
-    missing = sorted({o.hardware.name for o in obs} - set(bases))
-    if missing:
-        raise PlannerError(f"observations of hardware {missing} but no profile to fit them with")
     vec = ParameterVector(obs, bases, names)
-    _check(obs, len(vec.slots))
     x0, lo, hi, sigma = (np.array(a, dtype=float) for a in (vec.x0, vec.lo, vec.hi, vec.sigma))
     measured = np.log([o.measured_step_s for o in obs])
-
-    budget = 60 * max(1, len(x0))
+    labels = [vec.label(s) for s in vec.slots]
+    choice = choose(_jacobian(vec, x0, lo, hi, sigma, obs), vec.slots, labels, len(obs))
+    free = np.array(choice.chosen, dtype=int)
+    unidentified = tuple(f"{labels[i]}: {why}" for i, why in sorted(choice.reasons.items()))
+    if not free.size:
+        raise PlannerError(
+            f"nothing to fit: the {len(obs)} run(s) identify none of {', '.join(labels)} ("
+            + "; ".join(unidentified)
+            + "). Give runs that differ in what you want fitted"
+        )
+    budget = 60 * max(1, free.size)
     calls = itertools.count(1)
+
+    def full(x: Any) -> Any:
+        out = x0.copy()
+        out[free] = x
+        return out
 
     def residuals(x: Any) -> Any:
         if progress is not None:
             progress(min(next(calls), budget), budget)
-        pred = np.log(_predict(vec, vec.values(x), obs))
-        prior = DATA_SIGMA * (x - x0) / sigma
-        return np.concatenate([pred - measured, prior])
+        pred = np.log(_predict(vec, vec.values(full(x)), obs))
+        return np.concatenate([pred - measured, DATA_SIGMA * (x - x0[free]) / sigma[free]])
 
-    width = np.maximum(hi - lo, 1e-12)
-    res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=width / 10, max_nfev=budget)
-    v = vec.values(res.x)
-    stderr = _stderr(res, len(obs), len(x0))
-    before = tuple((p / o.measured_step_s - 1) * 100 for p, o in zip(_predict(vec, vec.values(x0), obs), obs))
+    width = np.maximum(hi[free] - lo[free], 1e-12)
+    res = least_squares(
+        residuals, x0[free], bounds=(lo[free], hi[free]), method="trf", x_scale=width / 10, max_nfev=budget
+    )
+    return _result(
+        vec, obs, bases, tuple(names), full(res.x), x0, lo, hi, free, _stderr(res, len(obs), free.size), unidentified
+    )
+
+
+def _prepared(obs: list[Observation], bases: dict[str, HardwareProfile], engine: Engine | None) -> list[Observation]:
+    if engine is not None:
+        obs = [dataclasses.replace(o, engine=engine) for o in obs]
+    missing = sorted({o.hardware.name for o in obs} - set(bases))
+    if missing:
+        raise PlannerError(f"observations of hardware {missing} but no profile to fit them with")
+    obs = [dataclasses.replace(o, hardware=_with_nodes(bases.get(o.hardware.name), o.hardware)) for o in obs]
+    _check(obs)
+    return obs
+
+
+def _jacobian(vec: ParameterVector, x0: Any, lo: Any, hi: Any, sigma: Any, obs: list[Observation]) -> Any:
+    """d log(step) / d parameter x its prior width, for every run and parameter, by (local) finite differences."""
+    import numpy as np
+
+    at = np.log(_predict(vec, vec.values(x0), obs))
+    cols = []
+    for i in range(len(x0)):
+        step = JACOBIAN_STEP * sigma[i] if x0[i] + JACOBIAN_STEP * sigma[i] <= hi[i] else -JACOBIAN_STEP * sigma[i]
+        x = x0.copy()
+        x[i] = min(max(x0[i] + step, lo[i]), hi[i])
+        moved = x[i] - x0[i]
+        delta = np.log(_predict(vec, vec.values(x), obs)) - at
+        cols.append(delta / moved * sigma[i] if moved else np.zeros(len(obs)))
+    return np.array(cols).T if cols else np.zeros((len(obs), 0))
+
+
+def _result(
+    vec: ParameterVector,
+    obs: list[Observation],
+    bases: dict[str, HardwareProfile],
+    names: tuple[str, ...],
+    x: Any,
+    x0: Any,
+    lo: Any,
+    hi: Any,
+    free: Any,
+    stderr: list[float],
+    unidentified: tuple[str, ...],
+) -> FitResult:
+    v, v0 = vec.values(x), vec.values(x0)
+    before = tuple((p / o.measured_step_s - 1) * 100 for p, o in zip(_predict(vec, v0, obs), obs))
     after_s = _predict(vec, v, obs)
     after = tuple((p / o.measured_step_s - 1) * 100 for p, o in zip(after_s, obs))
+    err = dict(zip((int(i) for i in free), stderr))
+    moves, at_bound = [], []
+    for i in (int(j) for j in free):
+        slot = vec.slots[i]
+        ends = _shown(vec, slot, float(lo[i])), _shown(vec, slot, float(hi[i]))
+        bound = _bound(float(x[i]), float(lo[i]), float(hi[i]), float(x0[i]), ends, floor_is_none=slot[0] == "o")
+        shown = _shown(vec, slot, float(x0[i])), _shown(vec, slot, float(x[i]))
+        se = err[i] * (shown[1] if slot[0] == "c" else 1.0)  # compute: log units -> the factor's
+        moves.append(Move(vec.label(slot), shown[0], shown[1], se, bound))
+        if bound:
+            at_bound.append(
+                f"{vec.label(slot)} at its {bound} (the data want it further: something the model leaves out)"
+            )
     hw_values = {h: {n: v[("hw", h, n)] for n in vec.hw_names} for h in vec.hardware}
     hw_err = {
-        h: {n: stderr[i] for i, s in enumerate(vec.slots) if s[:2] == ("hw", h) for n in [s[2]]} for h in vec.hardware
+        h: {s[2]: err.get(i, float("nan")) for i, s in enumerate(vec.slots) if s[:2] == ("hw", h)} for h in vec.hardware
     }
-    at_bound = [
-        f"{h} {n} at its {'lower' if val - lo_ < hi_ - val else 'upper'} bound "
-        f"{lo_ if val - lo_ < hi_ - val else hi_:.4g} (the data want it further: something the model leaves out)"
-        for (kind, h, n), val in ((s, v[s]) for s in vec.slots if s[0] == "hw")
-        for lo_, hi_ in [bounds_of(bases[h].efficiency, n)]
-        if min(val - lo_, hi_ - val) <= BOUND_HIT * (hi_ - lo_) and abs(val - start_value(bases[h].efficiency, n)) > 0
-    ]
     fitted = {h: bases[h].model_copy(update={"efficiency": vec.efficiency(v, h)}) for h in vec.hardware}
     groups = group_fits(vec, v, obs, after_s, fitted) if (vec.fit_compute or vec.fit_overhead) else {}
     return FitResult(
-        bases,
-        fitted,
-        hw_values,
-        hw_err,
-        at_bound,
-        groups,
-        tuple(obs),
-        before,
-        after,
-        tuple(names),
-        {h: v.get(("a", h), 0.0) for h in vec.hardware},
-        {e: v.get(("b", e), 0.0) for e in vec.engines},
+        bases, fitted, hw_values, hw_err, at_bound, groups, tuple(obs), before, after, names, tuple(moves), unidentified
     )
+
+
+def _shown(vec: ParameterVector, slot: tuple[str, ...], value: float) -> float:
+    """A parameter as the user reads it: a group's compute factor itself (not its log change)."""
+    return vec.start_factor(slot[1], slot[2]) * math.exp(value) if slot[0] == "c" else value
+
+
+def _bound(
+    value: float, lo: float, hi: float, start: float, ends: tuple[float, float], *, floor_is_none: bool = False
+) -> str | None:
+    """The bound a parameter ended on (`ends`: the bounds as the user reads them); none when it did not move, or
+    when the floor means "none" (an overhead of zero seconds is a finding of no overhead, not a push against
+    physics)."""
+    if abs(value - start) <= 1e-9 * max(1.0, abs(start)) or min(value - lo, hi - value) > BOUND_HIT * (hi - lo):
+        return None
+    if value - lo < hi - value:
+        return None if floor_is_none else f"lower bound {ends[0]:.4g}"
+    return f"upper bound {ends[1]:.4g}"
 
 
 def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> HardwareProfile:
@@ -163,7 +227,9 @@ def _stderr(res: Any, n_data: int, n_params: int) -> list[float]:
     import numpy as np
 
     data = res.fun[:n_data]
-    sigma2 = float(data @ data) / max(1, n_data - n_params) if n_data > n_params else float(data @ data)
+    sigma2 = (
+        float(data @ data) / max(1, n_data - n_params) if n_data > n_params else max(float(data @ data), DATA_SIGMA**2)
+    )
     try:
         cov = np.linalg.pinv(res.jac.T @ res.jac) * sigma2
         return [float(math.sqrt(max(cov[i, i], 0.0))) for i in range(n_params)]
@@ -173,28 +239,45 @@ def _stderr(res: Any, n_data: int, n_params: int) -> list[float]:
 
 def calibrate_paths(
     paths: list[str],
-    hardware: list[HardwareProfile],
+    hardware: list[HardwareProfile] | None = None,
     *,
     names: tuple[str, ...] | None = None,
     stat: str = "median",
     progress: Callable[[int, int], None] | None = None,
+    model: ModelSpec | None = None,
 ) -> FitResult:
-    """The CLI's entry: observations of the given profiles from runs files and launch profiles, fitted."""
-    single = hardware[0] if len(hardware) == 1 else None
-    obs = load_observations(paths, single, stat=stat)
-    wanted = {h.name for h in hardware}
-    obs = [o for o in obs if o.hardware.name in wanted]
+    """The CLI's entry: the runs of runs files, launch profiles and logs, fitted on the hardware they name (or on
+    the given profiles: only their runs)."""
+    single = hardware[0] if hardware and len(hardware) == 1 else None
+    obs = load_observations(paths, single, stat=stat, model=model)
+    if hardware:
+        wanted = {h.name for h in hardware}
+        obs = [o for o in obs if o.hardware.name in wanted]
+        bases = {h.name: h for h in hardware}
+    else:
+        bases = {}
+        for o in obs:
+            bases.setdefault(o.hardware.name, _catalog_profile(o.hardware))
     if not obs:
-        raise PlannerError(
-            f"no measured runs of {', '.join(sorted(wanted))} in {', '.join(paths)} (runs name their hardware; "
-            "a launch profile takes the --hardware it is given)"
-        )
-    return fit(obs, {h.name: h for h in hardware}, names=names, progress=progress)
+        which = ", ".join(sorted(bases)) if hardware else "any hardware"
+        raise PlannerError(f"no measured runs of {which} in {', '.join(paths)}")
+    return fit(obs, bases, names=names, progress=progress)
+
+
+def _catalog_profile(hw: HardwareProfile) -> HardwareProfile:
+    """The profile a run names, at its catalog node size (a run's own node size is applied per run)."""
+    from planner.io.catalog import load_hardware
+
+    try:
+        return load_hardware(hw.name)
+    except PlannerError:
+        return hw
 
 
 __all__ = [
     "FitResult",
     "GroupFit",
+    "Move",
     "Observation",
     "apply_params",
     "calibrate_paths",

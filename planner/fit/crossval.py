@@ -1,75 +1,108 @@
-"""Leave-one-family-out cross-validation: does a calibration transfer to runs it was not fitted to?
+"""Cross-validation: does the engine behaviour transfer to runs it was not fitted to (issue 21 item 3)?
 
-A family is one publication's runs of one engine on one GPU (fit/runs.py run_family: Megatron A100 2021,
-Megatron H100 README, NeMo H100, torchtitan H100, ...). For each family, fit on every other family and predict
-the left-out one; its engine factors then come only from the terms the fit shares across engines and across
-hardware (fit/priors.py). The in-sample error is the fit on everything, predicting everything.
+A split leaves one group of runs out, fits the engines' behaviour on the rest (fit/behaviour.py, the GPUs'
+physics untouched) and predicts the group left out:
+
+- `family`: one publication's runs of one engine on one GPU (fit/runs.py run_family);
+- `gpu`: every run on one GPU (fit without H100, predict H100: the held-out GPU gets the pooled behaviour);
+- `engine`: every run of one engine (predicted with the mean of the other engines' behaviour);
+- `year`: every run of one year (fit/runs.py run_year);
+- `run`: one run at a time (the spread inside the domain, the base of the intervals).
+
+Each held-out prediction keeps the distances it had from its training runs (cost/uncertainty.py `distances`,
+with the training runs' domain), so the interval model (fit/intervals.py) can be fitted to how far each
+distance moves the error, and its coverage checked split by split.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from planner.fit.calibrate import Observation, fit, predict_step_s
-from planner.hardware import HardwareProfile
+from planner.cost.uncertainty import distances
+from planner.engine import Domain
+from planner.fit.behaviour import Tables, domain_of, fit_pooled, log_residuals
+from planner.fit.observations import Observation
+
+SPLITS: dict[str, Callable[[Observation], object]] = {
+    "gpu": lambda o: o.hardware.name,
+    "engine": lambda o: o.engine.name,
+    "family": lambda o: o.family,
+    "year": lambda o: o.year,
+    "run": lambda o: (o.id, o.source),
+}
 
 
 @dataclass(frozen=True)
-class FamilyResult:
-    family: str
-    runs: int
-    in_sample_pct: tuple[float, ...]  # per run, throughput error (predicted / measured - 1) in %
-    held_out_pct: tuple[float, ...]
+class HeldOut:
+    """One run predicted by a fit that did not see it."""
 
-    @staticmethod
-    def _median_abs(v: tuple[float, ...]) -> float:
-        return statistics.median(abs(x) for x in v)
-
-    @property
-    def in_sample_median_abs_pct(self) -> float:
-        return self._median_abs(self.in_sample_pct)
+    obs: Observation
+    split: str  # gpu, engine, family, year, run
+    fold: str  # the value left out: "h100-sxm", "torchtitan", "2021", ...
+    log_error: float  # log(predicted / measured) throughput
+    distances: dict[str, float]  # the distances from the training runs (cost/uncertainty.py names)
 
     @property
-    def held_out_median_abs_pct(self) -> float:
-        return self._median_abs(self.held_out_pct)
+    def error_pct(self) -> float:
+        return (math.exp(self.log_error) - 1) * 100
+
+
+@dataclass(frozen=True)
+class Fold:
+    split: str
+    fold: str
+    held: tuple[HeldOut, ...]
 
     @property
-    def held_out_median_signed_pct(self) -> float:
-        return statistics.median(self.held_out_pct)
+    def runs(self) -> int:
+        return len(self.held)
+
+    @property
+    def median_abs_pct(self) -> float:
+        return statistics.median(abs(h.error_pct) for h in self.held)
+
+    @property
+    def median_signed_pct(self) -> float:
+        return statistics.median(h.error_pct for h in self.held)
 
 
-def _throughput_error_pct(step_error_pct: float) -> float:
-    """Tokens/s error from step-time error: throughput is tokens per step over the step time."""
-    return (1.0 / (1.0 + step_error_pct / 100.0) - 1.0) * 100.0
+def training_domain(train: list[Observation], engine: str) -> Domain:
+    return Domain(**domain_of(train, engine))
 
 
-def _predict_pct(result_fit: object, o: Observation) -> float:
-    from planner.fit.calibrate import FitResult
-
-    assert isinstance(result_fit, FitResult)
-    hw = result_fit.fitted[o.hardware.name]
-    fitted = result_fit.factors(o.engine.name, o.hardware.name)
-    engine = o.engine.model_copy(update={"fitted": {o.hardware.name: fitted}})
-    step = predict_step_s(o, hw.efficiency, engine)
-    return _throughput_error_pct((step / o.measured_step_s - 1) * 100)
+def _distances(o: Observation, train: list[Observation]) -> dict[str, float]:
+    runs = sum(t.engine.name == o.engine.name for t in train)
+    return distances(training_domain(train, o.engine.name), o.engine, o.hardware, o.model, o.plan, engine_runs=runs)
 
 
-def leave_one_family_out(
-    obs: list[Observation], bases: dict[str, HardwareProfile], names: tuple[str, ...] | None = None
-) -> list[FamilyResult]:
-    """Per family: its runs' throughput errors in-sample and when the family is left out of the fit."""
-    everything = fit(obs, bases, names=names)
-    in_sample = {id(o): _predict_pct(everything, o) for o in everything.observations}
-    families = sorted({o.family for o in obs})
+def cross_validate(t: Tables, split: str, folds: list[object] | None = None) -> list[Fold]:
+    """Leave each value of `split` out in turn (or only `folds`), fit on the rest, predict what was left out."""
+    key = SPLITS[split]
+    values = folds if folds is not None else sorted({key(o) for o in t.obs}, key=str)
     out = []
-    for fam in families:
-        train = [o for o in obs if o.family != fam]
-        test = [o for o in everything.observations if o.family == fam]
-        result = fit(
-            train, {h: b for h, b in bases.items() if any(o.hardware.name == h for o in train)} or bases, names=names
+    for value in values:
+        keep = [i for i, o in enumerate(t.obs) if key(o) != value]
+        test = [i for i, o in enumerate(t.obs) if key(o) == value]
+        if not test or not keep:
+            continue
+        train = [t.obs[i] for i in keep]
+        fitted = fit_pooled(t.subset(keep))
+        logs = -log_residuals(fitted, t.subset(test))  # throughput: predicted / measured
+        held = tuple(
+            HeldOut(t.obs[i], split, _fold_name(value), float(x), _distances(t.obs[i], train))
+            for i, x in zip(test, logs)
         )
-        held = tuple(_predict_pct(result, o) if o.hardware.name in result.fitted else math.nan for o in test)
-        out.append(FamilyResult(fam, len(test), tuple(in_sample[id(o)] for o in test), held))
+        out.append(Fold(split, _fold_name(value), held))
     return out
+
+
+def _fold_name(value: object) -> str:
+    return value[0] if isinstance(value, tuple) else str(value)
+
+
+def in_sample(t: Tables) -> list[float]:
+    """Throughput log errors of the fit on every run, predicting every run."""
+    return [float(x) for x in -log_residuals(fit_pooled(t), t)]

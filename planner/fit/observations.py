@@ -33,11 +33,16 @@ class Observation:
     measured_step_s: float
     source: str
     measured_peak_bytes: float | None = None
-    family: str = ""
+    family: str = ""  # engine/hardware/publication (fit/runs.py run_family)
+    year: int | None = None
 
     @property
     def group(self) -> str:
         return f"{self.engine.name}/{self.hardware.name}"
+
+    @property
+    def gpus(self) -> int:
+        return self.plan.gpus
 
 
 def observation_from_run(run: Run, source: str) -> Observation | None:
@@ -55,6 +60,7 @@ def observation_from_run(run: Run, source: str) -> Observation | None:
         source,
         run.measured.get("peak_memory_bytes"),
         run.family,
+        run.year,
     )
 
 
@@ -124,8 +130,12 @@ def observation_from_profile(
     return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source)
 
 
-def load_observations(paths: list[str], hardware: HardwareProfile | None, *, stat: str = "median") -> list[Observation]:
-    """Runs files and launch profiles; `hardware` None: each run on its own profile (profiles need one)."""
+def load_observations(
+    paths: list[str], hardware: HardwareProfile | None, *, stat: str = "median", model: ModelSpec | None = None
+) -> list[Observation]:
+    """Runs files (.yaml), launch profiles (.json) and training logs (anything else, read as `planner ingest`
+    reads them); `hardware` None: each run on the profile it names (a launch profile names the one it ran on; a
+    log that does not say needs `hardware`, a log that does not state its model `model`)."""
     obs: list[Observation] = []
     for path in paths:
         p = Path(path)
@@ -133,9 +143,27 @@ def load_observations(paths: list[str], hardware: HardwareProfile | None, *, sta
             raise PlannerError(f"{path}: no such file")
         if p.suffix == ".json":
             doc = load_json(p, path)
-            if hardware is None:
-                raise PlannerError(f"{path}: a launch profile needs --hardware (the profile it ran on)")
-            obs.append(observation_from_profile(doc, hardware, path, stat=stat))
-        else:
+            obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
+        elif p.suffix in (".yaml", ".yml"):
             obs += observations_from_runs(load_runs(p), hardware, path)
+        else:
+            obs += observations_from_runs(_log_entries(p, hardware, model), hardware, path)
     return obs
+
+
+def _profile_hardware(doc: dict[str, Any], path: str) -> HardwareProfile:
+    from planner.io.catalog import load_hardware
+
+    name = doc.get("hardware") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not name:
+        raise PlannerError(f"{path}: the launch profile does not name its hardware; give --hardware")
+    return load_hardware(name)
+
+
+def _log_entries(path: Path, hardware: HardwareProfile | None, model: ModelSpec | None) -> list[dict[str, Any]]:
+    """A training log as runs-file entries (planner.io.logs, what `planner ingest` writes)."""
+    from planner.io.files import read_text
+    from planner.io.logs import read_log, runs_entries
+
+    run = read_log(read_text(str(path)), source=str(path), model=model, hardware=hardware.name if hardware else None)
+    return runs_entries([run])

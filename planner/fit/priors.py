@@ -1,15 +1,16 @@
-"""What `planner calibrate` may move: the physical parameters of a hardware profile (within the bounds the
-profile states) and the per-(engine, hardware) factors of the engines that ran on it.
+"""What `planner calibrate` may move on a user's runs: the physical parameters of a hardware profile (within the
+bounds the profile states, only when asked for by name: physics is never fitted to end-to-end runs by default) and,
+per (engine, hardware) group of the runs, that engine's compute factor and per-step overhead on that GPU.
 
 Hardware parameters: matmul_scale and attention_scale multiply the profile's measured GEMM and attention
 curves; hbm, intra_node, inter_node, half_bandwidth_bytes and the fixed costs replace the Efficiency field
 of the same name. Each has a prior: the profile's value, with a width of half its bounds, so the data move a
 measured number only when they must (and the fit reports a parameter that ends on a bound).
 
-Engine factors (engine.Fitted): the compute factor of engine e on hardware h is exp(a_h + b_e + c_eh), a
-term every stack shares on that hardware, one the engine carries on every hardware, and the group's own
-(Gelman & Hill 2007, varying intercepts). Groups without runs then borrow the shared terms instead of
-falling back to 1, which is what lets a fit predict a family it never saw.
+Group factors (engine.Fitted): the compute factor of engine e on GPU h is its current one (the GPU's own entry,
+else the engine's pooled behaviour: cost/behaviour.py) times exp(c_eh), c_eh ~ N(0, SIGMA_GROUP); the per-step
+overhead starts from the group's own and is pulled toward it with a width of OVERHEAD_PRIOR_S. The engines' pooled
+behaviour across GPUs is fitted by `planner calibrate --behaviour` (fit/behaviour.py), not here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from planner.cost.behaviour import compute_factor, gpu_factors
 from planner.engine import Engine, Fitted
 from planner.fit.observations import Observation
 from planner.hardware import AttentionKernel, Efficiency, HardwareProfile, MatmulPoint
@@ -35,9 +37,11 @@ HARDWARE_BOUNDS: dict[str, tuple[float, float]] = {
 }
 SCALES = ("matmul_scale", "attention_scale")
 ENGINE_PARAMS = ("compute", "overhead_s")
-# Prior widths of the engine factors, in log units (see the module doc): the shared hardware term, the engine
-# term, the group term. The overhead's prior pulls toward none with a width of OVERHEAD_PRIOR_S.
-SIGMA_HARDWARE, SIGMA_ENGINE, SIGMA_GROUP = 0.3, 0.15, 0.1
+# Prior width of a group's compute change, in log units (see the module doc): a user's own runs of their own GPU
+# are the best evidence there is, so the prior only keeps a fit of few runs from running off. The overhead's prior
+# pulls toward the group's current one with a width of OVERHEAD_PRIOR_S.
+SIGMA_GROUP = 0.3
+COMPUTE_BOUNDS = (-1.0, 1.0)  # log change of a group's compute factor: x0.37 .. x2.7
 OVERHEAD_PRIOR_S = 1.0
 OVERHEAD_BOUNDS_S = (0.0, 10.0)
 # The spread of one run's log error that the priors are weighed against (a MAP fit with this data noise).
@@ -78,14 +82,6 @@ def apply_params(eff: Efficiency, values: dict[str, float]) -> Efficiency:
     return eff.model_copy(update=update)
 
 
-def group_log_factor(a_h: float, b_e: float, c_eh: float) -> float:
-    return a_h + b_e + c_eh
-
-
-def factor_from_logs(logs: float) -> float:
-    return math.exp(logs)
-
-
 class ParameterVector:
     """The parameter vector: hardware parameters per profile, then a_h, b_e, c_eh and overheads."""
 
@@ -97,6 +93,9 @@ class ParameterVector:
         self.hardware = sorted({o.hardware.name for o in obs})
         self.engines = sorted({o.engine.name for o in obs})
         self.groups = sorted({(o.engine.name, o.hardware.name) for o in obs})
+        first = {(o.engine.name, o.hardware.name): o for o in reversed(obs)}
+        self._start_compute = {g: compute_factor(o.hardware, o.engine) for g, o in first.items()}
+        self._start_overhead = {g: _own_overhead(o) for g, o in first.items()}
         self.slots: list[tuple[str, ...]] = []
         self.x0: list[float] = []
         self.lo: list[float] = []
@@ -108,15 +107,12 @@ class ParameterVector:
                 lo, hi = bounds_of(eff, n)
                 self._add(("hw", h, n), min(max(start_value(eff, n), lo), hi), lo, hi, max((hi - lo) / 2, 1e-12))
         if self.fit_compute:
-            for h in self.hardware:
-                self._add(("a", h), 0.0, -1.5, 1.5, SIGMA_HARDWARE)
-            for e in self.engines:
-                self._add(("b", e), 0.0, -1.0, 1.0, SIGMA_ENGINE)
             for e, h in self.groups:
-                self._add(("c", e, h), 0.0, -1.0, 1.0, SIGMA_GROUP)
+                self._add(("c", e, h), 0.0, *COMPUTE_BOUNDS, SIGMA_GROUP)
         if self.fit_overhead:
             for e, h in self.groups:
-                self._add(("o", e, h), 0.0, *OVERHEAD_BOUNDS_S, OVERHEAD_PRIOR_S)
+                start = self._start_overhead[(e, h)]
+                self._add(("o", e, h), start, *OVERHEAD_BOUNDS_S, OVERHEAD_PRIOR_S)
 
     def _add(self, slot: tuple[str, ...], x0: float, lo: float, hi: float, sigma: float) -> None:
         self.slots.append(slot)
@@ -131,12 +127,28 @@ class ParameterVector:
     def efficiency(self, v: dict[tuple[str, ...], float], h: str) -> Efficiency:
         return apply_params(self.bases[h].efficiency, {n: v[("hw", h, n)] for n in self.hw_names})
 
-    def log_factor(self, v: dict[tuple[str, ...], float], e: str, h: str) -> tuple[float, float, float]:
-        if not self.fit_compute:
-            return 0.0, 0.0, 0.0
-        return v.get(("a", h), 0.0), v.get(("b", e), 0.0), v.get(("c", e, h), 0.0)
+    def label(self, slot: tuple[str, ...]) -> str:
+        """'h100-sxm matmul_scale', 'compute of megatron on h100-sxm'."""
+        if slot[0] == "hw":
+            return f"{slot[1]} {slot[2]}"
+        what = "compute" if slot[0] == "c" else "overhead_s"
+        return f"{what} of {slot[1]} on {slot[2]}"
+
+    def start_factor(self, e: str, h: str) -> float:
+        return self._start_compute[(e, h)]
+
+    def group_fitted(self, v: dict[tuple[str, ...], float], e: str, h: str) -> Fitted:
+        """The group's factors at parameter values `v` (unfitted ones as they were)."""
+        return Fitted(
+            compute=self._start_compute[(e, h)] * math.exp(v.get(("c", e, h), 0.0)),
+            overhead_s=v.get(("o", e, h), self._start_overhead[(e, h)]),
+        )
 
     def engine(self, v: dict[tuple[str, ...], float], o: Observation) -> Engine:
-        a, b, c = self.log_factor(v, o.engine.name, o.hardware.name)
-        fitted = Fitted(compute=math.exp(a + b + c), overhead_s=v.get(("o", o.engine.name, o.hardware.name), 0.0))
-        return o.engine.model_copy(update={"fitted": {o.hardware.name: fitted}})
+        fitted = self.group_fitted(v, o.engine.name, o.hardware.name)
+        return o.engine.model_copy(update={"fitted": {**o.engine.fitted, o.hardware.name: fitted}})
+
+
+def _own_overhead(o: Observation) -> float:
+    own = gpu_factors(o.hardware, o.engine)
+    return own.overhead_s if own is not None else 0.0

@@ -6,11 +6,17 @@ A run's `software` block names its training stack: `engine` (a profile in engine
 default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32);
 a null field keeps the engine's default. An unknown engine or value is an error for the whole file (exit 2),
 not a skipped run: it is a typo in the file, not a plan the engine refuses.
+
+A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out;
+without one it is read from the source: the first year 20YY written in it ("Narayanan et al. 2021", "Dec
+2024"), else a container release YY.MM ("NeMo 24.07" = 2024). `family` (optional) overrides the publication
+family (run_family).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +34,7 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
+YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap", "moe_imbalance",
     "moe_dispatch_dtype",
@@ -46,6 +53,7 @@ class Run:
     hardware: HardwareProfile
     engine: Engine
     measured: dict[str, float]
+    year: int | None = None
 
     @property
     def group(self) -> str:
@@ -108,6 +116,21 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
     for key, v in run["measured"].items():
         if key in METRICS and v is not None and not _positive_number(v):
             raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
+    year = run.get("year")
+    if year is not None and (not isinstance(year, int) or isinstance(year, bool) or not YEARS[0] <= year <= YEARS[1]):
+        raise PlannerError(f"{where}: year must be a year between {YEARS[0]} and {YEARS[1]} (or absent), got {year!r}")
+
+
+def run_year(raw: dict[str, Any]) -> int | None:
+    """The run's `year`, else the first year 20YY in its source, else a container release YY.MM in it."""
+    if raw.get("year") is not None:
+        return int(raw["year"])
+    source = str(raw.get("source") or "")
+    found = re.search(r"(?<!\d)(20\d\d)(?!\d)", source)
+    if found:
+        return int(found.group(1))
+    release = re.search(r"(?<![\d.])(2\d)\.(0[1-9]|1[0-2])(?![\d.])", source)
+    return 2000 + int(release.group(1)) if release else None
 
 
 def _positive_number(v: object) -> bool:
@@ -196,7 +219,7 @@ def parse_run(
     if problems:
         return Skipped(rid, "; ".join(str(p) for p in problems), measured)
     family = run_family(raw, eng, hw.name)
-    return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured)
+    return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw))
 
 
 def runs_hardware(paths: list[str]) -> list[str]:

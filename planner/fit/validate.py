@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from planner.cost.estimate import estimate
-from planner.cost.uncertainty import Uncertainty, uncertainty
+from planner.cost.coster import Coster
+from planner.cost.uncertainty import Uncertainty
 from planner.engine import Engine
-from planner.fit.runs import METRICS, Run, Skipped, parse_runs
+from planner.errors import PlannerError
+from planner.fit.runs import DEFAULT_ENGINE, METRICS, Run, Skipped, parse_run
 from planner.hardware import HardwareProfile
 
 
@@ -67,9 +69,10 @@ class Validation:
 def predict_run(run: Run | Skipped) -> RunResult:
     if isinstance(run, Skipped):
         return RunResult(run.id, measured=run.measured, skipped=run.reason)
-    est = estimate(run.model, run.hardware, run.plan, run.engine)
+    est = Coster(run.model, run.hardware, run.engine).estimate(run.plan)
     predicted = {
         "tokens_per_s_per_gpu": est.time.tokens_per_s_per_gpu,
+        "tokens_per_s": est.time.tokens_per_s,
         "step_s": est.time.step_s,
         "peak_memory_bytes": est.memory.total_bytes,
         "mfu": est.time.mfu,
@@ -83,12 +86,56 @@ def predict_run(run: Run | Skipped) -> RunResult:
         fits=est.fits,
         group=run.group,
         family=run.family,
-        uncertainty=uncertainty(run.engine, run.hardware),
+        uncertainty=est.uncertainty,
         plausible=est.plausibility.ok,
     )
 
 
+@dataclass(frozen=True)
+class Profiles:
+    """Calibrated profiles a folder holds (what `planner calibrate -o DIR --engine-out DIR` writes), by name."""
+
+    folder: str
+    hardware: dict[str, HardwareProfile]
+    engines: dict[str, Engine]
+
+
+def calibrated_profiles(folder: str) -> Profiles:
+    """The hardware and engine profiles of a folder; PlannerError when it holds neither."""
+    from planner.io.catalog import load_engine, load_hardware, load_yaml
+
+    path = Path(folder)
+    if not path.is_dir():
+        raise PlannerError(f"--calibrated {folder!r} is not a folder (give the one calibrate -o / --engine-out wrote)")
+    hardware, engines = {}, {}
+    for f in sorted(path.glob("*.y*ml")):
+        doc = load_yaml(f)
+        if isinstance(doc, dict) and "gpu" in doc:
+            hw = load_hardware(f)
+            hardware[hw.name] = hw
+        elif isinstance(doc, dict) and "rules" in doc:
+            eng = load_engine(f)
+            engines[eng.name] = eng
+    if not hardware and not engines:
+        raise PlannerError(f"--calibrated {folder!r} holds no hardware or engine profile (.yaml)")
+    return Profiles(folder, hardware, engines)
+
+
 def validate_runs(
-    runs: list[dict[str, Any]], *, hardware: HardwareProfile | None = None, engine: Engine | None = None
+    runs: list[dict[str, Any]],
+    *,
+    hardware: HardwareProfile | None = None,
+    engine: Engine | None = None,
+    profiles: Profiles | None = None,
 ) -> Validation:
-    return Validation(tuple(predict_run(r) for r in parse_runs(runs, hardware=hardware, engine=engine)))
+    """Every run predicted (with `profiles`: on the calibrated hardware and engine profiles of the same names
+    where the folder has them, the shipped ones elsewhere)."""
+    out = []
+    for raw in runs:
+        hw, eng = hardware, engine
+        if profiles is not None:
+            hw = profiles.hardware.get(str(raw.get("hardware")))
+            sw = raw.get("software") if isinstance(raw.get("software"), dict) else {}
+            eng = profiles.engines.get(str((sw or {}).get("engine") or DEFAULT_ENGINE))
+        out.append(predict_run(parse_run(raw, hardware=hw, engine=eng)))
+    return Validation(tuple(out))

@@ -131,9 +131,10 @@ def write_engine_fitted(engine_path: Path, out: Path, fitted: dict[str, Fitted])
     start = next((i for i, line in enumerate(lines) if line.startswith("fitted:")), None)
     if start is not None:
         end = next((i for i in range(start + 1, len(lines)) if lines[i][:1].isalpha()), len(lines))
-        lines = lines[:start] + lines[end:]
-    body = "\n".join(lines).rstrip("\n") + "\n"
-    _atomic(out, body + fitted_block(merged))
+        lines = lines[:start] + fitted_block(merged).splitlines() + lines[end:]
+    else:
+        lines += fitted_block(merged).splitlines()
+    _atomic(out, "\n".join(lines).rstrip("\n") + "\n")
 
 
 def hardware_output(out: str, hardware: list[HardwareProfile]) -> dict[str, Path]:
@@ -147,18 +148,16 @@ def hardware_output(out: str, hardware: list[HardwareProfile]) -> dict[str, Path
 
 
 def write_engine_outputs(result: FitResult, out_dir: Path, names: dict[str, str]) -> list[Path]:
-    """Every catalog engine, and every engine of the data, with its factors on each fitted hardware (keyed by
-    the calibrated profile's name): its own where it had runs, the shared terms where it had none."""
-    from planner.io.catalog import engine_source_path, list_engines
+    """Every engine with runs in the fit, with its groups' factors merged into its fitted block (keyed by the
+    calibrated profile's name); engines without runs are left as they are (they keep their pooled behaviour)."""
+    from planner.io.catalog import engine_source_path
 
-    engines = sorted(set(list_engines()) | {o.engine.name for o in result.observations})
     written = []
-    for e in engines:
+    for e, by_hw in sorted(result.engines.items()):
         source = engine_source_path(e)
         if not source.is_file():
             continue
-        fitted = {names.get(h, h): result.factors(e, h) for h in result.fitted}
         target = out_dir / f"{e}.yaml"
-        write_engine_fitted(source, target, fitted)
+        write_engine_fitted(source, target, {names.get(h, h): f for h, f in by_hw.items()})
         written.append(target)
     return written

@@ -11,8 +11,14 @@ from rich.table import Table
 
 from planner.fit.calibrate import FitResult
 from planner.fit.validate import RunResult, Validation
+from planner.units import fmt_range
 
 METRIC_NAMES = {"tokens_per_s_per_gpu": "tokens/s per GPU", "peak_memory_bytes": "peak memory", "step_s": "step time"}
+
+
+def _num(v: float) -> str:
+    """4 significant digits; 0 for what is zero but for rounding."""
+    return "0" if abs(v) < 1e-9 else f"{v:.4g}"
 
 
 def _pct(r: RunResult, key: str) -> str:
@@ -20,8 +26,8 @@ def _pct(r: RunResult, key: str) -> str:
     return "" if e is None else f"{e:+.1f}%"
 
 
-def validation_json(v: Validation) -> dict[str, Any]:
-    return {
+def validation_json(v: Validation, calibrated: Validation | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
         "runs": [
             {
                 "id": r.id,
@@ -34,26 +40,48 @@ def validation_json(v: Validation) -> dict[str, Any]:
                 **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
                 **({"plausible": r.plausible} if r.plausible is not None else {}),
                 **({"skipped": r.skipped} if r.skipped else {}),
+                **({"calibrated": _calibrated_run(c)} if c is not None else {}),
             }
-            for r in v.runs
+            for r, c in zip(v.runs, calibrated.runs if calibrated else [None] * len(v.runs))
         ],
         "summary": {**v.summary(), "groups": v.groups()},
     }
+    if calibrated is not None:
+        doc["calibrated_summary"] = {**calibrated.summary(), "groups": calibrated.groups()}
+    return doc
 
 
-def print_validation(console: Console, result: Validation) -> None:
+def _calibrated_run(r: RunResult) -> dict[str, Any]:
+    return {
+        "predicted": r.predicted,
+        "error": r.error_pct,
+        "group": r.group,
+        **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
+        **({"skipped": r.skipped} if r.skipped else {}),
+    }
+
+
+def print_validation(
+    console: Console, result: Validation, calibrated: Validation | None = None, folder: str | None = None
+) -> None:
+    if calibrated is not None:
+        _print_side_by_side(console, result, calibrated, folder or "calibrated")
+        return
     table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.caption = "tokens/s/GPU pred: the prediction and its 80% interval"
     for col in ("run", "engine/hardware", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
         table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
     for r in result.runs:
         if r.skipped:
             continue
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
-        band = f" ±{r.uncertainty.tokens_per_s_rel:.0%}" if r.uncertainty else ""
+        pred = r.predicted["tokens_per_s_per_gpu"]
         table.add_row(
             escape(r.id),
             escape(r.group),
-            f"{r.predicted['tokens_per_s_per_gpu']:,.1f}{band}" + ("" if r.plausible is not False else " ?"),
+            (f"{pred:,.0f}" if pred >= 1000 else f"{pred:,.1f}")
+            + _per_gpu_range(r)
+            + ("" if r.plausible is not False else " ?"),
             f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
             _pct(r, "tokens_per_s_per_gpu"),
             f"{pm / 2**30:.1f}" + ("" if r.fits else " !"),
@@ -61,6 +89,10 @@ def print_validation(console: Console, result: Validation) -> None:
             _pct(r, "peak_memory_bytes"),
         )
     console.print(table)
+    _print_footer(console, result)
+
+
+def _print_footer(console: Console, result: Validation) -> None:
     for r in result.runs:
         if r.skipped:
             console.print(f"[yellow]not evaluated[/] {escape(r.id)}: {escape(r.skipped)}")
@@ -78,6 +110,10 @@ def print_validation(console: Console, result: Validation) -> None:
                 f"{METRIC_NAMES[metric]}: median |error| {s['median_abs_pct']:.1f}%, max "
                 f"{s['max_abs_pct']:.1f}% over {s['n']} runs"
             )
+    inside = [r for r in result.runs if r.uncertainty and r.uncertainty.tokens_per_s_interval and _has(r)]
+    if inside:
+        n = sum(inside_interval(r) for r in inside)
+        console.print(f"tokens/s per GPU inside its 80% interval: {n} of {len(inside)} runs ({n / len(inside):.0%})")
     if any(r.fits is False for r in result.runs):
         console.print(
             "[dim]! = predicted not to fit the profile's memory: the run used a larger-memory variant, or its stack "
@@ -86,6 +122,59 @@ def print_validation(console: Console, result: Validation) -> None:
         )
     if any(r.plausible is False for r in result.runs):
         console.print("[dim]? = predicted MFU above the best published for the hardware (implausible)[/]")
+
+
+def _per_gpu_range(r: RunResult) -> str:
+    """' 47.0–61.2k': the run's 80% interval per GPU (the interval is the whole job's: scaled alike)."""
+    u = r.uncertainty
+    if u is None or u.tokens_per_s_interval is None:
+        return ""
+    per_gpu = r.predicted["tokens_per_s_per_gpu"] / r.predicted["tokens_per_s"]
+    lo, hi = u.tokens_per_s_interval
+    return f" {fmt_range(lo * per_gpu, hi * per_gpu)}"
+
+
+def _has(r: RunResult) -> bool:
+    return "tokens_per_s_per_gpu" in r.measured
+
+
+def inside_interval(r: RunResult) -> bool:
+    """Whether the measured tokens/s per GPU lies in the run's 80% interval (scaled from the whole job's)."""
+    assert r.uncertainty is not None and r.uncertainty.tokens_per_s_interval is not None
+    lo, hi = r.uncertainty.tokens_per_s_interval
+    per_gpu = r.predicted["tokens_per_s_per_gpu"] / r.predicted["tokens_per_s"]
+    return lo * per_gpu <= r.measured["tokens_per_s_per_gpu"] <= hi * per_gpu
+
+
+def _print_side_by_side(console: Console, shipped: Validation, calibrated: Validation, folder: str) -> None:
+    table = Table(
+        title=f"tokens/s per GPU: shipped profiles vs {escape(folder)}", title_justify="left", show_edge=False
+    )
+    for col in ("run", "measured", "shipped", "err", "calibrated", "err"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for s, c in zip(shipped.runs, calibrated.runs):
+        if s.skipped and c.skipped:
+            continue
+        meas = s.measured.get("tokens_per_s_per_gpu")
+        table.add_row(
+            escape(s.id),
+            f"{meas:,.1f}" if meas else "",
+            "" if s.skipped else f"{s.predicted['tokens_per_s_per_gpu']:,.1f}",
+            _pct(s, "tokens_per_s_per_gpu"),
+            "" if c.skipped else f"{c.predicted['tokens_per_s_per_gpu']:,.1f}",
+            _pct(c, "tokens_per_s_per_gpu"),
+        )
+    console.print(table)
+    for name, v in (("shipped", shipped), ("calibrated", calibrated)):
+        summary = v.summary().get("tokens_per_s_per_gpu")
+        if summary:
+            console.print(
+                f"{name}: tokens/s per GPU median |error| {summary['median_abs_pct']:.1f}%, max "
+                f"{summary['max_abs_pct']:.1f}% over {summary['n']} runs"
+            )
+    for r in calibrated.runs:
+        if r.skipped:
+            console.print(f"[yellow]not evaluated[/] {escape(r.id)}: {escape(r.skipped)}")
 
 
 def calibration_json(result: FitResult, outputs: dict[str, str], engines_written: list[str]) -> dict[str, Any]:
@@ -98,6 +187,19 @@ def calibration_json(result: FitResult, outputs: dict[str, str], engines_written
             }
             for h in result.fitted
         },
+        "moves": [
+            {
+                "name": m.name,
+                "before": m.before,
+                "after": m.after,
+                "stderr": m.stderr,
+                "bound": m.bound,
+                "moved": m.moved,
+            }
+            for m in result.moves
+        ],
+        "unidentified": list(result.unidentified),
+        "nothing_moved": result.nothing_moved,
         "at_bound": result.at_bound,
         "engines": {g: gf.fitted.model_dump() for g, gf in result.groups.items()},
         "engine_profiles_written": engines_written,
@@ -110,46 +212,34 @@ def calibration_json(result: FitResult, outputs: dict[str, str], engines_written
 
 
 def print_calibration(console: Console, result: FitResult, outputs: dict[str, str], engines_written: list[str]) -> None:
-    if any(result.hardware_values.values()):
-        table = Table(
-            title="hardware parameters (physics, within the profile's bounds)", title_justify="left", show_edge=False
+    moves = Table(title="what moved (1 s.e.; a bound it ended on is a finding)", title_justify="left", show_edge=False)
+    for col in ("parameter", "before", "after", "± 1 s.e.", "moved", "bound"):
+        moves.add_column(col, justify="left" if col in ("parameter", "bound") else "right")
+    for m in result.moves:
+        moves.add_row(
+            escape(m.name),
+            f"{m.before:.4g}",
+            f"{m.after:.4g}",
+            f"{m.stderr:.2g}",
+            ("yes" if m.significant else "within 1 s.e.") if m.moved else "no",
+            m.bound or "",
         )
-        for col in ("hardware", "parameter", "value", "± 1 s.e."):
-            table.add_column(col, justify="left" if col in ("hardware", "parameter") else "right")
-        for h, values in result.hardware_values.items():
-            for n, v in values.items():
-                table.add_row(h, n, f"{v:.4g}", f"{result.hardware_stderr[h].get(n, float('nan')):.2g}")
-        console.print(table)
-    for line in result.at_bound:
-        console.print(f"[yellow]bound:[/] {escape(line)}")
-    if result.groups:
-        eng = Table(
-            title="engine factors (what the physics leaves out, per engine and hardware)",
-            title_justify="left",
-            show_edge=False,
-        )
-        for col in ("engine/hardware", "compute x", "overhead s", "runs", "±tokens/s", "±memory"):
-            eng.add_column(col, justify="left" if col == "engine/hardware" else "right")
-        for g, gf in result.groups.items():
-            f = gf.fitted
-            eng.add_row(
-                g,
-                f"{f.compute:.3f}",
-                f"{f.overhead_s:.3g}",
-                str(f.runs),
-                "" if f.tokens_per_s_rel is None else f"{f.tokens_per_s_rel:.1%}",
-                "" if f.peak_memory_rel is None else f"{f.peak_memory_rel:.1%}",
-            )
-        console.print(eng)
+    console.print(moves)
+    for line in result.unidentified:
+        console.print(f"[yellow]not fitted:[/] {escape(line)}")
     runs_table = Table(title="step time error per run", title_justify="left", show_edge=False)
     for col in ("run", "engine/hardware", "before", "after"):
         runs_table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
     for o, b, a in zip(result.observations, result.before_pct, result.after_pct):
         runs_table.add_row(escape(o.id), escape(o.group), f"{b:+.1f}%", f"{a:+.1f}%")
     console.print(runs_table)
-    wrote = ", ".join(outputs.values())
+    if result.nothing_moved:
+        console.print(
+            "[yellow]nothing moved:[/] no fitted parameter changed (by 0.1% or more): the profiles already agree "
+            "with these runs"
+        )
+    wrote = ", ".join([*outputs.values(), *engines_written]) or "nothing (give -o and/or --engine-out to write)"
     console.print(
-        f"median |error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
-        f"{len(result.observations)} runs; wrote {wrote} (use with --hardware)"
-        + (f" and {len(engines_written)} engine profiles (use with --engine PATH)" if engines_written else "")
+        f"median |step error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
+        f"{len(result.observations)} runs; wrote {wrote}"
     )

@@ -157,7 +157,7 @@ def print_estimate(console: Console, est: Any) -> None:
         )
     mem = est.memory
     console.print(
-        f"memory: {fmt_bytes(mem.total_bytes)} ±{u.peak_memory_rel:.0%} per GPU on stage {mem.peak.stage} "
+        f"memory: {fmt_bytes(mem.total_bytes)} (80% {u.memory_text()}) per GPU on stage {mem.peak.stage} "
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )

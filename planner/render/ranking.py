@@ -108,7 +108,7 @@ def _table(result: SearchResult, *, wide: bool) -> Table:
             _plan_text(p),
             _gib(e.memory.total_bytes),
             fmt_seconds(t.step_s),
-            f"{fmt_rate(t.tokens_per_s)} ±{e.uncertainty.tokens_per_s_rel:.0%}",
+            f"{fmt_rate(t.tokens_per_s)} {e.uncertainty.tokens_text()}",
             *([f"{t.tokens_per_s_per_gpu:,.0f}"] if wide else []),
             f"{t.mfu:.0%}" + ("?" if not e.plausibility.ok else ""),
             terms,

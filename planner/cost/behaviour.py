@@ -1,0 +1,46 @@
+"""The engine's behaviour applied to a plan on a GPU (engine/behaviour.py): how much longer the engine's kernels
+take than the hardware's measured curves, and the host time the GPU waits on.
+
+Which numbers apply: a GPU with its own fitted entry (`engine.fitted[gpu]`) uses that entry's compute factor,
+the pooled behaviour's otherwise; the host times are the engine's on every GPU
+(they are CPU time), plus a GPU's own per-step overhead where calibrate fitted one. An engine profile without a
+behaviour block (written before it existed, or by hand) has only its fitted entries: neutral elsewhere.
+"""
+
+from __future__ import annotations
+
+from planner.engine import Engine, Fitted
+from planner.hardware import HardwareProfile
+from planner.plan import Plan
+
+
+def gpu_factors(hw: HardwareProfile, engine: Engine) -> Fitted | None:
+    """The fitted entry of this GPU; for an engine without a behaviour block (an older profile), its calibration
+    proxy's (a sibling of the same architecture). With a behaviour block a GPU without its own entry runs the
+    pooled behaviour: another GPU's deviation is that GPU's (issue 21), not its sibling's."""
+    own = engine.fitted.get(hw.name)
+    if own is not None or engine.behaviour is not None:
+        return own
+    return engine.fitted.get(hw.calibration_proxy) if hw.calibration_proxy else None
+
+
+def compute_factor(hw: HardwareProfile, engine: Engine) -> float:
+    """Compute time over the hardware's measured curves: the GPU's fitted factor, else the pooled behaviour's."""
+    own = gpu_factors(hw, engine)
+    if own is not None:
+        return own.compute
+    return engine.behaviour.compute.value if engine.behaviour is not None else 1.0
+
+
+def host_overhead_s(hw: HardwareProfile, engine: Engine, plan: Plan | None = None, *, layers: int = 0) -> float:
+    """Host time per step the GPU waits on: per step, plus per micro-batch and per layer of each micro-batch on
+    the bottleneck pipeline rank (`layers`); without a plan, the per-step part only (a lower bound)."""
+    own = gpu_factors(hw, engine)
+    seconds = own.overhead_s if own is not None else 0.0
+    b = engine.behaviour
+    if b is None:
+        return seconds
+    seconds += b.host_step_s.value
+    if plan is not None:
+        seconds += plan.num_microbatches * (b.host_microbatch_s.value + layers * b.host_layer_s.value)
+    return seconds

@@ -1,0 +1,82 @@
+"""What a training stack does on any GPU: its behaviour, fitted once across every GPU it ran on, and how far
+its predictions can be trusted there (issue 21).
+
+A prediction is the GPU's physics (the hardware profile: datasheet peaks and bandwidths, kernel ceilings from
+public micro-benchmarks, never fitted to end-to-end runs) run the way the engine runs it. What the engine adds
+is a few named numbers, each bounded and explained by a mechanism with its source (``Parameter``):
+
+- ``compute``: the engine's kernels' time over the hardware's measured curves (1 / their efficiency as a
+  fraction of the measured ceiling): eager vs fused elementwise ops, kernel choice, launch gaps between kernels;
+- ``host_step_s``, ``host_microbatch_s``, ``host_layer_s``: host (CPU) time the GPU waits on, per step, per
+  micro-batch and per layer of each micro-batch (data loading and logging; schedule and hook dispatch; the
+  Python of each layer's forward and backward) — a CPU cost that does not shrink on a faster GPU.
+
+`planner calibrate --behaviour` fits them across all GPUs at once with partial pooling: each GPU's own
+deviation of ``compute`` is shrunk toward none (a hierarchical prior), kept in the engine's ``fitted`` block
+per GPU; an engine × GPU pair without runs gets the pooled behaviour plus that GPU's physics. The ``domain`` says
+what the runs behind the fit covered, and ``interval`` how wide the 80% prediction interval is inside it and how
+much each named distance from it widens the interval (cost/uncertainty.py applies them).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from planner.specs import Frozen
+
+
+class Parameter(Frozen):
+    """One fitted number of an engine's behaviour, with its bounds, standard error and why it exists."""
+
+    value: float = Field(allow_inf_nan=False)
+    bounds: tuple[float, float] = Field(description="what calibrate may move it within")
+    stderr: float | None = Field(None, ge=0, allow_inf_nan=False, description="1 s.e. of the fit (None: not fitted)")
+    mechanism: str = Field(description="what physical or software mechanism the number stands for")
+    source: str = Field(description="where the mechanism is documented (engine source, paper)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Parameter:
+        lo, hi = self.bounds
+        if not lo <= self.value <= hi:
+            raise ValueError(f"value {self.value:g} outside its bounds [{lo:g}, {hi:g}]")
+        return self
+
+
+class Domain(Frozen):
+    """What the runs behind the fit covered; a prediction outside it gets a wider interval."""
+
+    gpus: tuple[str, ...] = Field((), description="GPUs this engine has runs on")
+    all_gpus: tuple[str, ...] = Field((), description="GPUs any engine of the fit has runs on")
+    families: tuple[str, ...] = Field((), description="model families (cost.uncertainty.model_family) of its runs")
+    precisions: tuple[str, ...] = ()
+    max_gpus: int = Field(0, ge=0, description="the largest run, in GPUs")
+    max_ep: int = Field(0, ge=0, description="the largest expert-parallel degree of its MoE runs; 0 = no MoE run")
+
+
+class Interval(Frozen):
+    """The 80% prediction interval: log(measured / predicted) has spread sqrt(base² + Σ widen²) where each
+    applicable distance adds its component, scaled by z (calibrated so that 80% of the cross-validated runs fall
+    inside). ``scale`` is per doubling of GPUs beyond the largest run."""
+
+    z: float = Field(gt=0, allow_inf_nan=False)
+    base: float = Field(ge=0, allow_inf_nan=False, description="log spread inside the domain (leave-one-run-out)")
+    widen: dict[str, float] = Field(default_factory=dict, description="distance -> log spread it adds")
+    memory_base: float = Field(ge=0, allow_inf_nan=False, description="log spread of peak memory")
+    memory_widen: dict[str, float] = Field(default_factory=dict)
+    coverage: dict[str, float] = Field(
+        default_factory=dict, description="share of runs inside the interval, per cross-validation split"
+    )
+    source: str = ""
+
+
+class Behaviour(Frozen):
+    """engine_profiles/NAME.yaml `behaviour:`: what this engine does on any GPU."""
+
+    compute: Parameter
+    host_step_s: Parameter
+    host_microbatch_s: Parameter
+    host_layer_s: Parameter
+    runs: int = Field(0, ge=0, description="runs of this engine behind the fit (0: the mean of the engines fitted)")
+    source: str = Field("", description="what it was fitted to, and when")
+    domain: Domain = Domain()
+    interval: Interval | None = None

@@ -1,0 +1,337 @@
+"""The engines' behaviour fitted once across every GPU (issue 21 item 1): a maximum a posteriori fit with
+partial pooling, on the GPUs' physics as the hardware profiles state it (never moved here).
+
+For engine e on GPU h a run's step time is the cost model's step with compute factor exp(g_eh), plus the
+engine's host time (engine/behaviour.py):
+
+    step = step_physics(f = exp(g_eh)) + host_step_e + m·(host_microbatch_e + L·host_layer_e)
+
+with m micro-batches per step and L layers on the bottleneck pipeline rank. Priors (Gelman & Hill 2007,
+varying intercepts): a GPU's own deviation g_eh − b_e ~ N(0, SIGMA_GPU), shrunk toward none, so a GPU without
+runs gets the pooled b_e (every factor stays within the compute bounds, at least 1); each engine's four numbers
+~ N(μ, τ) around the mean of the engines, which an engine without runs gets (leave-one-engine-out). Least
+squares on log(predicted / measured) step time, with the priors as extra residuals weighed against a data
+noise of DATA_SIGMA.
+
+Speed: the cost model's step time is tabulated once per run over a grid of compute factors (it is piecewise
+linear in the factor: the overlap terms are max(0, comm − compute)); the host terms add exactly. A fit then
+costs milliseconds, so cross-validation can refit dozens of times (fit/crossval.py). `predict_exact` checks
+the table against the cost model's front door.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.cost.coster import Coster
+from planner.cost.uncertainty import model_family
+from planner.engine import Engine, Fitted
+from planner.fit.observations import Observation
+
+# (name, bounds, prior centre of the engines' mean, prior width of the mean, spread between engines τ,
+#  mechanism, source). compute is fitted in log units; its bounds are of the factor itself.
+PARAMETERS: tuple[tuple[str, tuple[float, float], float, float, float, str, str], ...] = (
+    (
+        "compute",
+        (1.0, 2.5),
+        1.0,
+        0.5,
+        0.3,
+        "the engine's kernels' time over the GPU's measured GEMM, attention and memory-bound curves (1/x is their "
+        "efficiency as a fraction of the measured ceiling, at most 1: no stack runs above what the GPU was "
+        "measured to reach): eager or fused elementwise ops, kernel choice (cuBLAS, cuDNN, Triton), launch gaps "
+        "between kernels",
+        "hardware curves: the profile's sources (MAMF, FlashAttention papers); engine kernels: its profile's "
+        "`kernels:` block (Megatron/TE fused kernels, torchtitan eager PyTorch ops, llm-foundry FSDP1)",
+    ),
+    (
+        "host_step_s",
+        (0.0, 2.0),
+        0.0,
+        1.0,
+        0.3,
+        "host time per optimizer step the GPUs wait on: data loading, logging and metric reductions, optimizer "
+        "bookkeeping (grad-norm, clipping, scheduler) and the synchronisation that ends a step",
+        "Megatron-LM training.py train_step and its timers; torchtitan train.py train_step; Composer Trainer",
+    ),
+    (
+        "host_microbatch_s",
+        (0.0, 0.1),
+        0.0,
+        0.05,
+        0.02,
+        "host time per micro-batch: the schedule's dispatch, FSDP/DDP pre- and post-backward hooks and "
+        "gradient-accumulation bookkeeping, paid once per micro-batch",
+        "Megatron-LM core/pipeline_parallel/schedules.py; torch FSDP2 _fsdp_state.py hooks; DDP reducer",
+    ),
+    (
+        "host_layer_s",
+        (0.0, 0.005),
+        0.0,
+        0.002,
+        0.001,
+        "host time per layer of each micro-batch (forward and backward): Python dispatch of the layer's ops and "
+        "modules and its FSDP unit's hooks when the GPU kernels are shorter than their launch (CUDA launch "
+        "~5-10 us per kernel, eager PyTorch tens of kernels per layer)",
+        "PyTorch eager dispatch and CUDA launch latency (Ansel et al. 2024, PyTorch 2, Sec. 1); "
+        "torch FSDP2 per-unit hooks",
+    ),
+)
+NAMES = tuple(p[0] for p in PARAMETERS)
+SIGMA_GPU = 0.08  # prior width of a GPU's own log deviation of compute: GEMM ceilings move ~5-10% with software
+DATA_SIGMA = 0.1  # the log spread of one run's error the priors are weighed against
+GRID = np.exp(np.linspace(math.log(0.4), math.log(3.2), 22))  # compute factors the step is tabulated at
+
+
+def neutral(engine: Engine) -> Engine:
+    """The engine with nothing fitted: its rules, kernels and comm only (the physics as the engine runs it)."""
+    return engine.model_copy(update={"fitted": {}, "behaviour": None})
+
+
+def with_factor(engine: Engine, gpu: str, compute: float) -> Engine:
+    return engine.model_copy(update={"fitted": {gpu: Fitted(compute=compute)}, "behaviour": None})
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The runs of a fit as arrays: step time (no host time) over GRID, micro-batches, layers on the bottleneck
+    rank, measured step, and which engine and GPU each ran on."""
+
+    obs: tuple[Observation, ...]
+    step: Any  # (n, len(GRID)) seconds
+    micro: Any  # (n,)
+    layers: Any  # (n,)
+    measured: Any  # (n,) seconds
+    engines: tuple[str, ...]
+    gpus: tuple[str, ...]
+    proxies: dict[str, str] = field(default_factory=dict)  # gpu -> its calibration proxy
+
+    def subset(self, keep: list[int]) -> Tables:
+        idx = np.array(keep, dtype=int)
+        return Tables(
+            tuple(self.obs[i] for i in keep),
+            self.step[idx],
+            self.micro[idx],
+            self.layers[idx],
+            self.measured[idx],
+            tuple(self.engines[i] for i in keep),
+            tuple(self.gpus[i] for i in keep),
+            self.proxies,
+        )
+
+
+_TABLE_CACHE: dict[tuple[str, str, str, str], tuple[list[float], int, int]] = {}
+
+
+def _row(o: Observation) -> tuple[list[float], int, int]:
+    key = (
+        f"{o.id}|{o.source}|{o.model.model_dump_json()}",
+        o.hardware.model_dump_json(),
+        o.plan.model_dump_json(),
+        o.engine.model_dump_json(include={"name", "rules", "memory", "kernels", "comm"}),
+    )
+    hit = _TABLE_CACHE.get(key)
+    if hit is None:
+        base = neutral(o.engine)
+        times = [Coster(o.model, o.hardware, with_factor(base, o.hardware.name, float(f))).step(o.plan) for f in GRID]
+        at_one = times[int(np.argmin(np.abs(GRID - 1.0)))]
+        hit = _TABLE_CACHE[key] = ([t.step_s for t in times], o.plan.num_microbatches, _layers(o, at_one.stage))
+    return hit
+
+
+def _layers(o: Observation, stage: int) -> int:
+    """Layers (every chunk) on the pipeline rank that sets the pace."""
+    from planner.cost.compute import stage_shapes
+    from planner.cost.stages import v_shape
+
+    shape = stage_shapes(o.model, o.plan.pp, o.plan.vpp, o.engine.rules.pipeline_split, v_shape(o.plan))[stage]
+    return sum(n for _kind, n in shape.mix)
+
+
+def build_tables(obs: list[Observation]) -> Tables:
+    """Each run's step time over the grid of compute factors (cached by run: cross-validation rebuilds none)."""
+    rows = [_row(o) for o in obs]
+    return Tables(
+        tuple(obs),
+        np.array([r[0] for r in rows], dtype=float),
+        np.array([r[1] for r in rows], dtype=float),
+        np.array([r[2] for r in rows], dtype=float),
+        np.array([o.measured_step_s for o in obs], dtype=float),
+        tuple(o.engine.name for o in obs),
+        tuple(o.hardware.name for o in obs),
+        {o.hardware.name: o.hardware.calibration_proxy for o in obs if o.hardware.calibration_proxy},
+    )
+
+
+def interpolate(step: Any, log_f: Any) -> Any:
+    """Each row's step time at its compute factor exp(log_f), linear in the factor between grid points."""
+    grid = GRID
+    f = np.exp(log_f)
+    i = np.clip(np.searchsorted(grid, f) - 1, 0, len(grid) - 2)
+    w = (f - grid[i]) / (grid[i + 1] - grid[i])
+    rows = np.arange(step.shape[0])
+    return step[rows, i] * (1 - w) + step[rows, i + 1] * w
+
+
+@dataclass(frozen=True)
+class PooledFit:
+    """What the fit found: each engine's four numbers (log compute, host seconds), the engines' mean, each
+    (engine, GPU)'s log deviation, their standard errors, and the runs behind each."""
+
+    engine_params: dict[str, tuple[float, ...]]  # engine -> (log compute, host_step, host_mb, host_layer)
+    mean_params: tuple[float, ...]
+    deviations: dict[tuple[str, str], float]
+    engine_stderr: dict[str, tuple[float, ...]]
+    deviation_stderr: dict[tuple[str, str], float]
+    runs: dict[str, int]
+    group_runs: dict[tuple[str, str], int]
+    proxies: dict[str, str]
+    at_bound: tuple[str, ...] = ()
+
+    def params(self, engine: str) -> tuple[float, ...]:
+        return self.engine_params.get(engine, self.mean_params)
+
+    def deviation(self, engine: str, gpu: str) -> float:
+        """The GPU's own log deviation, else none: the pooled behaviour (cost/behaviour.py gpu_factors)."""
+        return self.deviations.get((engine, gpu), 0.0)
+
+    def predict(self, t: Tables) -> Any:
+        """Predicted step seconds of every run of `t`."""
+        p = np.array([self.params(e) for e in t.engines])
+        log_f = p[:, 0] + np.array([self.deviation(e, h) for e, h in zip(t.engines, t.gpus)])
+        return interpolate(t.step, log_f) + p[:, 1] + t.micro * (p[:, 2] + t.layers * p[:, 3])
+
+
+class _Layout:
+    """Where each number sits in the parameter vector: the engines' mean, each engine's four, each group's one."""
+
+    def __init__(self, t: Tables) -> None:
+        self.engines = sorted(set(t.engines))
+        self.groups = sorted(set(zip(t.engines, t.gpus)))
+        k = len(NAMES)
+        self.size = k * (1 + len(self.engines)) + len(self.groups)
+        lo, hi = [], []
+        for _ in range(1 + len(self.engines)):
+            for _name, (a, b), *_ in PARAMETERS:
+                lo.append(math.log(a) if _name == "compute" else a)
+                hi.append(math.log(b) if _name == "compute" else b)
+        compute = next(b for n, b, *_ in PARAMETERS if n == "compute")
+        lo += [math.log(compute[0])] * len(self.groups)
+        hi += [math.log(compute[1])] * len(self.groups)
+        self.lo, self.hi = np.array(lo), np.array(hi)
+        self.e_index = np.array([self.engines.index(e) for e in t.engines])
+        self.g_index = np.array([self.groups.index(g) for g in zip(t.engines, t.gpus)])
+        self.group_engine = np.array([self.engines.index(e) for e, _h in self.groups], dtype=int)
+        self.centre = np.array([0.0 if n == "compute" else c for n, _b, c, *_ in PARAMETERS])
+        self.width = np.array([w for _n, _b, _c, w, *_ in PARAMETERS])
+        self.spread = np.array([s for _n, _b, _c, _w, s, *_ in PARAMETERS])
+
+    def split(self, x: Any) -> tuple[Any, Any, Any]:
+        k = len(NAMES)
+        return x[:k], x[k : k * (1 + len(self.engines))].reshape(len(self.engines), k), x[k * (1 + len(self.engines)) :]
+
+    def start(self) -> Any:
+        x = np.concatenate([self.centre, np.tile(self.centre, len(self.engines)), np.zeros(len(self.groups))])
+        k, n = len(NAMES), len(self.engines)
+        x[0 : k * (1 + n) : k] = math.log(1.2)  # a start for compute inside its bounds
+        x[k * (1 + n) :] = math.log(1.2)
+        return np.clip(x, self.lo, self.hi)
+
+
+def _residuals(x: Any, lay: _Layout, t: Tables, log_measured: Any) -> Any:
+    mean, per, group = lay.split(x)
+    p = per[lay.e_index]
+    pred = interpolate(t.step, group[lay.g_index]) + p[:, 1] + t.micro * (p[:, 2] + t.layers * p[:, 3])
+    data = np.log(np.maximum(pred, 1e-12)) - log_measured
+    prior_mean = DATA_SIGMA * (mean - lay.centre) / lay.width
+    prior_engine = (DATA_SIGMA * (per - mean) / lay.spread).ravel()
+    prior_dev = DATA_SIGMA * (group - per[lay.group_engine, 0]) / SIGMA_GPU
+    return np.concatenate([data, prior_mean, prior_engine, prior_dev])
+
+
+def fit_pooled(t: Tables) -> PooledFit:
+    """The MAP fit of every engine's behaviour and every (engine, GPU)'s deviation to the runs of `t`."""
+    from scipy.optimize import least_squares
+
+    lay = _Layout(t)
+    log_measured = np.log(t.measured)
+    res = least_squares(
+        _residuals,
+        lay.start(),
+        bounds=(lay.lo, lay.hi),
+        args=(lay, t, log_measured),
+        method="trf",
+        x_scale=np.maximum(lay.hi - lay.lo, 1e-9) / 20,
+        max_nfev=400,
+    )
+    err = _stderr(res, len(t.obs))
+    mean, per, group = lay.split(res.x)
+    _e_mean, e_per, e_dev = lay.split(np.array(err))
+    k = len(NAMES)
+    dev = group - per[lay.group_engine, 0]
+    return PooledFit(
+        {e: tuple(float(v) for v in per[i]) for i, e in enumerate(lay.engines)},
+        tuple(float(v) for v in mean),
+        {g: float(dev[i]) for i, g in enumerate(lay.groups)},
+        {e: tuple(float(v) for v in e_per[i]) for i, e in enumerate(lay.engines)},
+        {g: float(e_dev[i]) for i, g in enumerate(lay.groups)},
+        {e: int(sum(x == e for x in t.engines)) for e in lay.engines},
+        {g: int(sum(x == g for x in zip(t.engines, t.gpus))) for g in lay.groups},
+        dict(t.proxies),
+        tuple(_bound_hits(res.x, lay, k)),
+    )
+
+
+def _bound_hits(x: Any, lay: _Layout, k: int) -> list[str]:
+    """The numbers that ended on a bound: a finding (the data want them further than the mechanism allows)."""
+    labels = [f"{e} {name}" for e in ["(mean)", *lay.engines] for name in NAMES]
+    labels += [f"{e}/{h} compute" for e, h in lay.groups]
+    out = []
+    for i, label in enumerate(labels):
+        v, lo, hi = x[i], lay.lo[i], lay.hi[i]
+        host = not label.endswith("compute")
+        near_lo = not host and v - lo <= 0.01 * (hi - lo)  # a host time of (about) none is a finding of none
+        if near_lo or hi - v <= 0.01 * (hi - lo):
+            shown = v if host else math.exp(v)
+            out.append(f"{label} at its {'lower' if near_lo else 'upper'} bound {shown:.4g}")
+    return out
+
+
+def _stderr(res: Any, n_data: int) -> list[float]:
+    """1 s.e. per parameter from the Jacobian at the solution, with the data residuals' own variance."""
+    data = res.fun[:n_data]
+    dof = max(1, n_data - min(n_data - 1, res.x.size // 2))
+    sigma2 = max(float(data @ data) / dof, DATA_SIGMA**2 / 4)
+    cov = np.linalg.pinv(res.jac.T @ res.jac) * sigma2
+    return [float(math.sqrt(max(cov[i, i], 0.0))) for i in range(res.x.size)]
+
+
+def log_residuals(fit: PooledFit, t: Tables) -> Any:
+    """log(measured / predicted) throughput of every run of `t` (positive: the run was faster than predicted)."""
+    return np.log(fit.predict(t)) - np.log(t.measured)
+
+
+def predict_exact(fit: PooledFit, o: Observation) -> float:
+    """The step time of one run through the cost model's front door with the fitted behaviour applied: what
+    `planner estimate` prints once the engine profiles carry this fit."""
+    from planner.fit.write_behaviour import engine_with_fit
+
+    engine = engine_with_fit(o.engine, fit)
+    return Coster(o.model, o.hardware, engine).step(o.plan).step_s
+
+
+def domain_of(obs: list[Observation] | tuple[Observation, ...], engine: str) -> dict[str, Any]:
+    """What the runs cover for one engine (engine.Domain's fields)."""
+    mine = [o for o in obs if o.engine.name == engine]
+    return {
+        "gpus": tuple(sorted({o.hardware.name for o in mine})),
+        "all_gpus": tuple(sorted({o.hardware.name for o in obs})),
+        "families": tuple(sorted({model_family(o.model) for o in mine})),
+        "precisions": tuple(sorted({o.plan.precision for o in mine})),
+        "max_gpus": max((o.gpus for o in mine), default=0),
+        "max_ep": max((o.plan.ep for o in mine if o.model.moe is not None), default=0),
+    }

@@ -1,0 +1,231 @@
+"""Invariants of the cost model as properties over the catalogs (issue 21 item 2), with hypothesis:
+
+- for the same plan, the throughput ratio of two GPUs lies within the ratios of their bounding resources (peak
+  FLOP/s times the measured GEMM and attention curves, HBM and link bandwidths, link latencies, and the host,
+  which is the same CPU on both), with the engine's pooled behaviour (a GPU's own fitted deviation is, by design,
+  that GPU's: it scales the ratio by itself);
+- MFU never exceeds the GPU's measured matmul ceiling;
+- more recompute never uses more memory and never makes a step faster;
+- a faster link never slows a step (tests/test_hardware_2026.py for one engine; here for every engine).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from test_hardware_2026 import _faster
+
+from planner.cost.behaviour import compute_factor, host_overhead_s
+from planner.cost.coster import Coster
+from planner.engine import Engine, plan_problems
+from planner.hardware import HardwareProfile
+from planner.io.catalog import list_hardware, load_engine, load_hardware, load_model
+from planner.plan import Plan
+
+GPUS = sorted(n for n in list_hardware() if n != "cpu")
+ENGINES = ("megatron", "torchtitan", "deepspeed", "llm-foundry", "megatron-deepspeed", "planner")
+MODELS = ("llama3-8b", "llama2-13b", "gpt3-175b", "mixtral-8x7b", "llama3-70b")
+SIZES = np.logspace(6, 14, 161)  # GEMM FLOPs and message bytes the ratios are taken over
+SEQS = np.logspace(7, 18, 45, base=2)  # attention query blocks, tokens
+
+
+def pooled(engine: Engine) -> Engine:
+    """The engine's pooled behaviour on every GPU: no GPU's own deviation."""
+    return engine.model_copy(update={"fitted": {}})
+
+
+def _curve(hw: HardwareProfile, precision: str) -> np.ndarray:
+    eff = hw.efficiency
+    return np.array([eff.matmul_efficiency(f, precision) for f in SIZES]) * hw.peak(precision)
+
+
+def _attention(hw: HardwareProfile) -> list[np.ndarray]:
+    out = []
+    for kernel in hw.efficiency.attention.values():
+        for backward in (False, True):
+            out.append(np.array([kernel.efficiency(s, backward=backward) for s in SEQS]) * hw.peak("bf16"))
+    return out
+
+
+def _links(hw: HardwareProfile) -> list[np.ndarray]:
+    ramp = np.array([hw.efficiency.bandwidth_fraction(b) for b in SIZES])
+    return [
+        ramp * hw.intra_node.bandwidth_bytes_per_s * hw.efficiency.intra_node,
+        ramp * hw.inter_node.bandwidth_bytes_per_s * hw.efficiency.inter_node,
+    ]
+
+
+def resource_ratios(a: HardwareProfile, b: HardwareProfile, precision: str) -> tuple[float, float]:
+    """The lowest and highest ratio b/a of the rates each part of a step is bound by."""
+    ratios = [1.0]  # the host: the same CPU on both
+    pairs = [(_curve(a, precision), _curve(b, precision)), (_curve(a, "bf16"), _curve(b, "bf16"))]
+    if len(a.efficiency.attention) == len(b.efficiency.attention):
+        pairs += list(zip(_attention(a), _attention(b)))
+    pairs += list(zip(_links(a), _links(b)))
+    for x, y in pairs:
+        ratios += list(y / x)
+    ratios.append(
+        b.gpu.hbm_bandwidth_bytes_per_s * b.efficiency.hbm / (a.gpu.hbm_bandwidth_bytes_per_s * a.efficiency.hbm)
+    )
+    for tier in ("intra_node", "inter_node"):
+        la, lb = getattr(a, tier).latency_s, getattr(b, tier).latency_s
+        if la and lb:
+            ratios.append(la / lb)
+    if a.efficiency.collective_base_s and b.efficiency.collective_base_s:
+        ratios.append(a.efficiency.collective_base_s / b.efficiency.collective_base_s)
+    return min(ratios), max(ratios)
+
+
+def _same_topology(a: HardwareProfile, b: HardwareProfile) -> bool:
+    return (a.gpus_per_node, a.nvlink_domain) == (b.gpus_per_node, b.nvlink_domain)
+
+
+def _plan(model: str, dp: int, tp: int, pp: int, zero: int, recompute: str, mb: int, precision: str) -> Plan:
+    spec = load_model(model)
+    ep = min(dp, 8) if spec.moe is not None else 1
+    m = 2 * pp
+    return Plan(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        sp=tp > 1,
+        zero=zero,
+        recompute=recompute,
+        micro_batch=mb,
+        global_batch=dp * mb * m,
+        seq_len=4096,
+        precision=precision,
+    )
+
+
+PLANS = {
+    "model": st.sampled_from(MODELS),
+    "dp": st.sampled_from([1, 2, 8, 32]),
+    "tp": st.sampled_from([1, 2, 8]),
+    "pp": st.sampled_from([1, 2, 4]),
+    "zero": st.sampled_from([0, 1, 2, 3]),
+    "recompute": st.sampled_from(["none", "selective", "full"]),
+    "mb": st.sampled_from([1, 2]),
+    "precision": st.sampled_from(["bf16", "fp8"]),
+}
+
+
+def _runs(engine: Engine, model: str, plan: Plan, hw: HardwareProfile) -> bool:
+    return not plan_problems(load_model(model), plan, engine, None, hw)
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=st.sampled_from(GPUS), b=st.sampled_from(GPUS), engine=st.sampled_from(ENGINES), **PLANS)
+def test_gpu_ratio_within_the_ratios_of_its_bounding_resources(a, b, engine, **plan_args):
+    ha, hb = load_hardware(a), load_hardware(b)
+    assume(_same_topology(ha, hb) and ha.supports(plan_args["precision"]) and hb.supports(plan_args["precision"]))
+    plan = _plan(**plan_args)
+    eng = pooled(load_engine(engine))
+    assume(_runs(eng, plan_args["model"], plan, ha) and _runs(eng, plan_args["model"], plan, hb))
+    spec = load_model(plan_args["model"])
+    ratio = Coster(spec, hb, eng).step(plan).tokens_per_s / Coster(spec, ha, eng).step(plan).tokens_per_s
+    lo, hi = resource_ratios(ha, hb, plan.precision)
+    assert lo * (1 - 1e-6) <= ratio <= hi * (1 + 1e-6), (a, b, engine, plan.summary(), ratio, lo, hi)
+
+
+def test_llama3_8b_torchtitan_h100_to_b200_within_bounding_resources_and_carries_the_engine():
+    """Issue 21's example: Llama 3 8B, 8 GPUs, FSDP (zero 3), selective recompute, seq 8192, torchtitan. The
+    shipped profile (no H100 SXM runs of torchtitan: its H100 runs were on 500 W HBM2e parts, their own profile)
+    predicts both GPUs with the pooled behaviour, so the ratio is the physics'; the B200 step carries
+    torchtitan's compute factor and host time, as the H100's does."""
+    spec, eng = load_model("llama3-8b"), load_engine("torchtitan")
+    plan = Plan(dp=8, zero=3, recompute="selective", micro_batch=1, global_batch=8, seq_len=8192)
+    h100, b200 = load_hardware("h100-sxm"), load_hardware("b200")
+    t_h, t_b = Coster(spec, h100, eng).step(plan), Coster(spec, b200, eng).step(plan)
+    ratio = t_b.tokens_per_s / t_h.tokens_per_s
+    lo, hi = resource_ratios(h100, b200, "bf16")
+    peak, hbm = 2250 / 989.4, 8000 / 3350
+    assert lo <= ratio <= hi <= max(peak, hbm) * 1.01, (ratio, lo, hi)
+    assert ratio < 2.39  # the issue's 3.68 was beyond every resource
+    assert eng.behaviour is not None and eng.behaviour.runs > 0
+    assert compute_factor(b200, eng) == eng.behaviour.compute.value == compute_factor(h100, eng) > 1
+    neutral = eng.model_copy(update={"fitted": {}, "behaviour": None})
+    t_n = Coster(spec, b200, neutral).step(plan)
+    assert t_b.compute_s == pytest.approx(eng.behaviour.compute.value * t_n.compute_s)
+    assert t_b.overhead_s == pytest.approx(host_overhead_s(b200, eng, plan, layers=spec.num_layers))
+    assert t_b.overhead_s == pytest.approx(t_h.overhead_s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(gpu=st.sampled_from(GPUS), engine=st.sampled_from(ENGINES), **PLANS)
+def test_mfu_never_exceeds_the_measured_matmul_ceiling(gpu, engine, **plan_args):
+    hw = load_hardware(gpu)
+    assume(hw.supports(plan_args["precision"]))
+    plan = _plan(**plan_args)
+    eng = load_engine(engine)
+    assume(_runs(eng, plan_args["model"], plan, hw))
+    t = Coster(load_model(plan_args["model"]), hw, eng).step(plan)
+    table = hw.efficiency.matmul_fp8 if plan.precision == "fp8" and hw.efficiency.matmul_fp8 else hw.efficiency.matmul
+    ceiling = max(p.efficiency for p in table)
+    assert t.mfu <= ceiling, (gpu, engine, plan.summary(), t.mfu, ceiling)
+
+
+LEVELS = ("none", "selective", "full")
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    gpu=st.sampled_from(["a100-80gb", "h100-sxm", "b200", "mi355x", "gb200-nvl72"]),
+    engine=st.sampled_from(ENGINES),
+    **PLANS,
+)
+def test_more_recompute_never_uses_more_memory_nor_makes_a_step_faster(gpu, engine, **plan_args):
+    hw, eng = load_hardware(gpu), load_engine(engine)
+    assume(hw.supports(plan_args["precision"]))
+    spec = load_model(plan_args["model"])
+    plans = [_plan(**{**plan_args, "recompute": r}) for r in LEVELS]
+    plans = [p for p in plans if p.recompute in eng.rules.recompute and _runs(eng, plan_args["model"], p, hw)]
+    assume(len(plans) >= 2)
+    coster = Coster(spec, hw, eng)
+    steps = [coster.step(p).step_s for p in plans]
+    peaks = [coster.memory(p).total_bytes for p in plans]
+    for i in range(1, len(plans)):
+        assert steps[i] >= steps[i - 1] * (1 - 1e-9), (engine, gpu, [p.recompute for p in plans], steps)
+        assert peaks[i] <= peaks[i - 1] * (1 + 1e-9), (engine, gpu, [p.recompute for p in plans], peaks)
+
+
+def test_recompute_on_mixtral_zero3_no_longer_hides_two_collectives_behind_one_backward():
+    """Issue 21's failing case: Mixtral 8x7B on 8 H100s, dp 4 tp 2 ZeRO-3, mb 1, gb 8, seq 1024, --engine planner
+    ran 0.549 s without recompute and 0.547 s with selective, because dp_comm hid the last micro-batch's backward
+    all-gather and the step's gradient reduction each behind all of that backward."""
+    spec, hw, eng = load_model("mixtral-8x7b"), load_hardware("h100-sxm"), load_engine("planner")
+    base = Plan(dp=4, tp=2, ep=1, sp=True, zero=3, micro_batch=1, global_batch=8, seq_len=1024)
+    coster = Coster(spec, hw, eng)
+    steps = {r: coster.step(base.model_copy(update={"recompute": r})).step_s for r in LEVELS}
+    assert steps["none"] <= steps["selective"] <= steps["full"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    gpu=st.sampled_from(["h100-sxm", "gb200-nvl72", "mi355x"]),
+    engine=st.sampled_from(ENGINES),
+    intra=st.floats(1.0, 8.0),
+    inter=st.floats(1.0, 8.0),
+    **PLANS,
+)
+def test_a_faster_link_never_slows_a_step_on_any_engine(gpu, engine, intra, inter, **plan_args):
+    hw, eng = load_hardware(gpu), load_engine(engine)
+    assume(hw.supports(plan_args["precision"]))
+    plan = _plan(**plan_args)
+    assume(_runs(eng, plan_args["model"], plan, hw))
+    spec = load_model(plan_args["model"])
+    base = Coster(spec, hw, eng).step(plan).step_s
+    fast = Coster(spec, _faster(hw, intra, inter), eng).step(plan).step_s
+    assert fast <= base * (1 + 1e-9)
+
+
+def test_resource_ratios_of_a_profile_with_itself_are_one():
+    hw = load_hardware("h100-sxm")
+    lo, hi = resource_ratios(hw, hw, "bf16")
+    assert lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
+    assert math.isclose(resource_ratios(hw, load_hardware("b200"), "bf16")[1], 8000 * 0.88 / (3350 * 0.9), rel_tol=0.01)
