@@ -70,7 +70,7 @@ class StepBounds:
         hit = self._layers.get(key)
         if hit is None:
             p = plan if plan.recompute == recompute else plan.model_copy(update={"recompute": recompute})
-            kinds = dict.fromkeys(self.model.layer_kinds)
+            kinds = self.model.kind_params
             hit = self._layers[key] = {k: layer_time(self.model, self.hw, p, self.engine, kind=k).total for k in kinds}
         return hit
 

@@ -176,7 +176,7 @@ def mix_pieces(mix: Mix, pieces: dict[LayerKind, Pieces]) -> Pieces:
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
     """Each layer kind's pieces (kind_pieces) for the plan's micro-batch shape and recompute level."""
-    return {kind: kind_pieces(model, plan, engine, kind) for kind in dict.fromkeys(model.layer_kinds)}
+    return {kind: kind_pieces(model, plan, engine, kind) for kind in model.kind_params}
 
 
 StateTerms = tuple[float, float, float, float]  # weights, gradients, optimizer, buffers beside the activations

@@ -60,8 +60,11 @@ class PeakMemory:
         self._act: dict[tuple, dict[LayerKind, Pieces]] = {}
         self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
-        self._kinds = tuple(dict.fromkeys(model.layer_kinds))
+        self._kinds = tuple(model.kind_params)
         self._last: tuple[Plan, list[RankLoad]] | None = None
+        self._mixed: dict[tuple[int, int], Pieces] = {}  # (id of a pieces dict, id of a mix) -> the rank's pieces
+        self._logits: dict[tuple, float] = {}  # the logits' shape -> bytes
+        self._levels: dict[tuple, tuple[list[dict[LayerKind, Pieces]], list[int]]] = {}
 
     def ranks(
         self, tp: int, pp: int, vpp: int, ep: int, etp: int | None = None, v_shape: bool = False
@@ -117,7 +120,10 @@ class PeakMemory:
         if last is not None and last[0] is p:
             return last[1]
         ranks = self.ranks(*RANK_PARAMS(p), plan_etp(p), plan_v_shape(p))
-        logits = logits_bytes(self.model, p, self.engine) if any(r.last for r in ranks) else 0.0
+        logits = 0.0
+        if any(r.last for r in ranks):
+            key = (p.micro_batch, p.seq_len, p.cp, p.tp, p.precision)
+            logits = self._logits.get(key) or self._logits.setdefault(key, logits_bytes(self.model, p, self.engine))
         loads = [RankLoad(r, in_flight_microbatches(p, r.rank), logits if r.last else 0.0) for r in ranks]
         self._last = (p, loads)
         return loads
@@ -150,14 +156,12 @@ class PeakMemory:
         since a plan's closest miss is all the search reports of it."""
         loads = self._loads(p)
         states = self._state(p, zero, [ld.shape for ld in loads])
-        seen: dict[tuple, float] = {}
+        pieces, same = self._level_pieces(p, recomputes)
+        known: list[float] = []
         out: dict[Recompute, float] = {}
-        for rc in recomputes:
-            pieces = self._activations(p, rc)
-            key = tuple(pieces.values())
-            b = seen.get(key)
-            if b is None:
-                b = seen[key] = self._peak(loads, states, pieces)[0]
+        for i, rc in enumerate(recomputes):
+            b = known[same[i]] if same[i] < i else self._peak(loads, states, pieces[i])[0]
+            known.append(b)
             out[rc] = b
         misses = [b for b in out.values() if b > self.capacity]
         if len(misses) > 1:
@@ -165,14 +169,31 @@ class PeakMemory:
             out = {rc: (b if b <= self.capacity or b == closest else math.inf) for rc, b in out.items()}
         return out
 
+    def _level_pieces(
+        self, p: Plan, recomputes: tuple[Recompute, ...]
+    ) -> tuple[list[dict[LayerKind, Pieces]], list[int]]:
+        """Each level's pieces and the first level with equal pieces (levels that keep the same activations
+        share one evaluation), cached by the activations' shape."""
+        key = (ACTIVATIONS(p), recomputes)
+        hit = self._levels.get(key)
+        if hit is None:
+            pieces = [self._activations(p, rc) for rc in recomputes]
+            hit = self._levels[key] = (pieces, [pieces.index(pc) for pc in pieces])
+        return hit
+
     def _peak(
         self, loads: list[RankLoad], states: list[StateTerms], pieces: dict[LayerKind, Pieces]
     ) -> tuple[float, int]:
         """(bytes, rank) of the most loaded of the ranks, by cost.memory's stage_total_bytes."""
         reserved = self.hw.reserved
         best, best_rank = -1.0, 0
+        mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
         for load, state in zip(loads, states):
-            keep, work = mix_pieces(load.shape.mix, pieces)
+            mix = load.shape.mix
+            rank_pieces = mixed.get((pid, id(mix)))
+            if rank_pieces is None:
+                rank_pieces = mixed[(pid, id(mix))] = mix_pieces(mix, pieces)
+            keep, work = rank_pieces
             total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits)
             if total > best:
                 best, best_rank = total, load.shape.rank

@@ -72,7 +72,7 @@ def layer_exposed_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: E
     """Each layer kind's exposed TP/CP/EP seconds per micro-batch: what of its communication a micro-batch slot
     cannot hide (it depends on tp, cp, ep, sp, the micro-batch, recompute and precision)."""
     out = {}
-    for kind in dict.fromkeys(model.layer_kinds):
+    for kind in model.kind_params:
         c = layer_comm(model, hw, plan, engine, kind=kind, layer=layer_time(model, hw, plan, engine, kind=kind))
         out[kind] = c.tp_exposed_s + c.cp_exposed_s + (c.ep_exposed_s if kind.ffn == "moe" else 0.0)
     return out
