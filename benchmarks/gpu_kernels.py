@@ -1,6 +1,7 @@
 """Kernel ceilings of one GPU, the physics a hardware profile's efficiency block states: fused causal attention
 (PyTorch SDPA, the FlashAttention-2 backend torchtitan and the planner's worker run) forward and backward by
-sequence length, and dense GEMMs in bf16 and fp8 (torch._scaled_mm, tensorwise scales) by size.
+sequence length, and dense GEMMs by size in bf16 and in fp8 (torch._scaled_mm) with tensorwise, rowwise and
+1x128/128x128 blockwise scales.
 
     python benchmarks/gpu_kernels.py [--out kernels.json]
 
@@ -59,18 +60,34 @@ def attention(seq: int, head_dim: int = 128, tokens: int = 32768) -> dict:
     }  # fmt: skip
 
 
-def gemm(n: int, fp8: bool) -> dict:
+def _fp8_scales(n: int, scaling: str):  # type: ignore[no-untyped-def]
+    """Scales for an n x n x n e4m3 GEMM: one per tensor, one per row of A and column of B (torchao's rowwise
+    recipe), or DeepSeek-V3's 1x128 tiles of A and 128x128 blocks of B (Transformer Engine's blockwise recipe);
+    the blockwise scales are column-major, as cuBLASLt's block-scaled GEMMs take them."""
+    import torch
+
+    if scaling == "tensorwise":
+        one = torch.tensor(1.0, device="cuda")
+        return one, one
+    if scaling == "rowwise":
+        return torch.ones(n, 1, device="cuda"), torch.ones(1, n, device="cuda")
+    return torch.ones(n // 128, n, device="cuda").t(), torch.ones(n // 128, n // 128, device="cuda").t()
+
+
+def gemm(n: int, scaling: str) -> dict:
+    """An n^3 GEMM in bf16 (scaling "bf16") or e4m3 with the named scaling."""
     import torch
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    if fp8:
+    if scaling != "bf16":
         fa, fb = a.to(torch.float8_e4m3fn), b.t().contiguous().t().to(torch.float8_e4m3fn)
-        one = torch.tensor(1.0, device="cuda")
-        ms = _time_ms(lambda: torch._scaled_mm(fa, fb, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        sa, sb = _fp8_scales(n, scaling)
+        ms = _time_ms(lambda: torch._scaled_mm(fa, fb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
     else:
         ms = _time_ms(lambda: a @ b)
-    return {"n": n, "precision": "fp8" if fp8 else "bf16", "flops": 2 * n**3, "tflops": 2 * n**3 / ms / 1e9}
+    precision = "bf16" if scaling == "bf16" else "fp8"
+    return {"n": n, "precision": precision, "scaling": scaling, "flops": 2 * n**3, "tflops": 2 * n**3 / ms / 1e9}
 
 
 def main() -> None:
@@ -84,15 +101,15 @@ def main() -> None:
         res["attention"].append(attention(s))
         r = res["attention"][-1]
         print(f"attention s={s}: fwd {r['forward_tflops']:.1f}, bwd {r['backward_tflops']:.1f} TFLOP/s", flush=True)
-    for fp8 in (False, True):
+    for scaling in ("bf16", "tensorwise", "rowwise", "blockwise"):
         for n in GEMMS:
             try:
-                res["gemm"].append(gemm(n, fp8))
-            except (RuntimeError, AttributeError) as e:  # no fp8 GEMM on this device or torch
-                print(f"gemm {n} fp8={fp8}: {e}")
+                res["gemm"].append(gemm(n, scaling))
+            except (RuntimeError, AttributeError, ValueError) as e:  # not on this device or torch
+                print(f"gemm {n} {scaling}: {str(e).splitlines()[0][:200]}")
                 break
             r = res["gemm"][-1]
-            print(f"gemm {r['precision']} n={n:6d}: {r['tflops']:7.1f} TFLOP/s", flush=True)
+            print(f"gemm {r['precision']} {scaling} n={n:6d}: {r['tflops']:7.1f} TFLOP/s", flush=True)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=2)
 
