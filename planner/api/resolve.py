@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
-from planner.engine.profile import GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
+from planner.engine.profile import GRAD_DTYPES, MOMENT_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
@@ -48,10 +48,29 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer": OPTIMIZERS,
     "selective_policy": SELECTIVE_POLICIES,
     "grad_dtype": GRAD_DTYPES,
+    "optimizer_moment_dtype": MOMENT_DTYPES,
 }
 
 
-ENGINE_SETTINGS = ("optimizer", "selective_policy", "attention", "tp_overlap", "compile", "grad_dtype")
+# The recipe memory and speed options (Engine.configured's names; engine/recipes.py says which engine offers which).
+RECIPE_SETTINGS = (
+    "recompute_modules",
+    "activation_offload",
+    "optimizer_offload",
+    "precision_aware_optimizer",
+    "optimizer_moment_dtype",
+    "fp8_param_gather",
+    "cuda_graphs",
+)
+ENGINE_SETTINGS = (
+    "optimizer",
+    "selective_policy",
+    "attention",
+    "tp_overlap",
+    "compile",
+    "grad_dtype",
+    *RECIPE_SETTINGS,
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +110,7 @@ def resolve_engine(
     engine = name if isinstance(name, Engine) else load_engine(name or (doc.engine if doc else None) or default)
     for source in ((doc.training if doc else {}), overrides):
         given = {k: v for k, v in source.items() if v is not None}
-        for k in ("optimizer", "selective_policy", "grad_dtype"):
+        for k in ("optimizer", "selective_policy", "grad_dtype", "optimizer_moment_dtype"):
             choice(k, given.get(k))
         engine = engine.configured(
             attention=given.get("attention"),
@@ -100,6 +119,7 @@ def resolve_engine(
             optimizer=given.get("optimizer"),
             selective_recompute=given.get("selective_policy"),
             grad_dtype=given.get("grad_dtype"),
+            **{k: given.get(k) for k in RECIPE_SETTINGS},
         )
     return engine
 
@@ -147,6 +167,7 @@ def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
         "tp_overlap": opts.get("tp_overlap"),
         "compile": opts.get("compile"),
         "grad_dtype": opts.get("grad_dtype"),
+        **{k: opts.get(k) for k in RECIPE_SETTINGS},
     }
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.api.resolve import engine_overrides
+from planner.api.resolve import RECIPE_SETTINGS, engine_overrides
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -63,13 +63,21 @@ ExplainOpt = Annotated[
     Optional[str], typer.Option("--explain", "--why", help="FIELD=VALUE, e.g. tp=16: why such plans lost")
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
+RecipeOptionsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--recipe-options",
+        help="also rank each engine with its memory options (precision-aware optimizer, recompute modules, fp8 "
+        "parameter gather, offload) as variants: ENGINE+pao, +modules, +gather, +offload",
+    ),
+]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
 # The options run_search takes by the same name (the rest are the command's own).
 SEARCH_FLAGS = (
     "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "zero", "recompute", "micro_batch", "micro_batches", "global_batch",
     "seq_len", "precision", "schedule", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp", "objective", "top",
     "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "optimizer", "selective_policy", "tp_overlap", "compile",
-    "grad_dtype",
+    "grad_dtype", "recipe_options", *RECIPE_SETTINGS,
 )  # fmt: skip
 
 
@@ -103,6 +111,7 @@ def search(
     plot: PlotOpt = None,
     explain: ExplainOpt = None,
     exhaustive: ExhaustiveOpt = False,
+    recipe_options: RecipeOptionsOpt = False,
     wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -155,14 +164,15 @@ def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dic
     b = result.best
     if b is None:
         raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")
+    engine = b.estimate.engine  # a --recipe-options variant is saved as its engine and the settings that make it
     write_plan_file(
         path,
         plan=b.plan,
         model=model_ref,
         hardware=result.hardware.name,
-        engine=b.estimate.engine.name,
+        engine=engine.variant_of or engine.name,
         gpus=gpus,
-        training={k: v for k, v in training.items() if v is not None},
+        training={k: v for k, v in {**training, **engine.variant_settings}.items() if v is not None},
         predicted={
             "tokens_per_s": float(b.time.tokens_per_s),
             "step_s": float(b.time.step_s),

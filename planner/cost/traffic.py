@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
 from planner.cost.params import plan_params
+from planner.cost.recipes import moe_recomputed
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -81,7 +82,8 @@ def layer_traffic(
     ep = 0.0
     if kind.ffn == "moe" and model.moe is not None and plan.ep > 1:
         a2a = tokens * model.hidden_size * model.moe.top_k * act_b / (plan.tp if plan.sp else 1)
-        ep = n_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
+        ep_pass = n_pass + (2 if moe_recomputed(engine.kernels, plan.recompute) else 0)  # `moe` module recompute
+        ep = ep_pass * (collective_s("all_to_all", a2a, plan.ep, group_link(hw, n=plan.ep, stride=plan.tp)) + co)
     return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a)
 
 
@@ -145,8 +147,8 @@ def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
         plan,
         chunk * per.gradients,
     )
-    ag = _dp_s("all_gather", params.dense * per.compute, params.expert * per.compute, hw, plan, chunk * per.compute)
+    ag = _dp_s("all_gather", params.dense * per.gather, params.expert * per.gather, hw, plan, chunk * per.gather)
     n, ne = dp_groups(plan)
     call = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
     co = call * ((n > 1) + (ne > 1 and params.expert > 0))
-    return DpTraffic(red, ag, co, params.total * per.gradients, params.total * per.compute)
+    return DpTraffic(red, ag, co, params.total * per.gradients, params.total * per.gather)
