@@ -1,6 +1,9 @@
 """Precision recipes: what each `--precision` value is, as the engines' quantization libraries define it.
 
-`fp32`, `bf16` and `fp16` run every GEMM in that format. Plain `fp8` is the engine's default fp8 recipe as the
+`fp32`, `bf16` and `fp16` run every GEMM in that format. A named recipe runs all three GEMMs of every linear layer of
+the transformer layers in its format — fprop, dgrad and wgrad (TE's default; Megatron's `--no-fp8-wgrad` and
+torchao's `rowwise_with_gw_hp`, which keep wgrad in bf16, are not recipes here) — and keeps attention, the
+embedding, the output layer and the MoE router in bf16. Plain `fp8` is the engine's default fp8 recipe as the
 planner has always modelled it: GEMMs at the fp8 peak, a cast of every GEMM input and weight, an fp8 weight cache
 where the engine keeps one; its terms were calibrated on the published fp8 runs and stay as they are. The named
 recipes below carry their own terms (cost/precision.py): which tensors they quantize and how (per tensor, per

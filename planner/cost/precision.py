@@ -133,8 +133,8 @@ def recipe_memory(
     torchao keeps none: it casts at each GEMM and frees the copy).
 
     - weight caches: every local quantized weight, in `copies` quantized copies, data and scales, reused across a
-      step's micro-batches (TE module/linear.py l.1958-2071); a stage that gathers weights unit by unit (FSDP)
-      holds the current and the prefetched unit's;
+      step's micro-batches (TE module/linear.py l.479: the workspace is refreshed at the first micro-batch only); a
+      stage that gathers weights unit by unit (FSDP) holds the current and the prefetched unit's;
     - fp8 parameter gather (Megatron --fp8-param-gather, zero 1): the quantized weight is the parameter (no 16-bit
       copy: the weights term loses 16-bit minus one quantized copy per quantized weight) and the other direction
       stays cached (the Hopper transpose, the columnwise block copy);
