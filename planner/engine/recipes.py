@@ -87,7 +87,11 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
         return out
     if hw is not None and hw.gpu.host_bandwidth_bytes_per_s is None and (m.activation_offload or m.optimizer_offload):
         out.append(
-            Rejected("offload without a host link", f"offload: {hw.name} states no gpu.host_bandwidth_bytes_per_s")
+            Rejected(
+                "offload without a host link",
+                f"activation_offload={m.activation_offload}, optimizer_offload={m.optimizer_offload}: {hw.name} states "
+                "no gpu.host_bandwidth_bytes_per_s, the host link offloading moves over",
+            )
         )
     if hw is not None and k.cuda_graphs and hw.gpu.architecture in (None, "cpu", "cdna3", "cdna4"):
         out.append(
