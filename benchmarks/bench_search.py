@@ -25,6 +25,10 @@ CASES = [
     ("mixtral-8x7b", 256, []),
     ("mixtral-8x22b", 256, []),
     ("gpt3-175b", 1024, ["--engine", "all"]),
+    # issue 20 items 4-5: a named precision recipe, and each engine's recipe options as variants
+    ("gpt3-175b", 1024, ["--precision", "fp8-current"]),
+    ("gpt3-175b", 1024, ["--recipe-options"]),
+    ("mixtral-8x7b", 256, ["--recipe-options"]),
 ]
 
 # Every catalog model at its usual scale (--catalog): the published run's GPU count where there is one, else a
@@ -52,6 +56,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--catalog", action="store_true", help="every catalog model at its usual scale instead")
     args = ap.parse_args()
+    from planner.engine.recipes import option_variants
     from planner.explore.pipeline import search_engines
     from planner.explore.space import Space, default_global_batch
     from planner.io.catalog import DEFAULT_ENGINE, list_engines, list_models, load_engine, load_hardware, load_model
@@ -62,7 +67,7 @@ def main() -> None:
         f"{'plans/s (wall)':>15}"
     )
     missing = set(list_models()) - set(USUAL_GPUS)
-    if missing:
+    if args.catalog and missing:
         raise SystemExit(f"no usual scale for {sorted(missing)}: add them to USUAL_GPUS")
     cases = [(m, g, []) for m, g in USUAL_GPUS.items()] if args.catalog else CASES
     for model, gpus, extra in cases:
@@ -74,9 +79,12 @@ def main() -> None:
         spec = load_model(model)
         given = "--global-batch" in extra
         gb = int(extra[extra.index("--global-batch") + 1]) if given else default_global_batch(spec.max_seq_len)
-        space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len)
+        precision = extra[extra.index("--precision") + 1] if "--precision" in extra else "bf16"
+        space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len, precision=precision)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         engines = [load_engine(e) for e in list_engines()] if "--engine" in extra else [load_engine(DEFAULT_ENGINE)]
+        if "--recipe-options" in extra:
+            engines = [v for e in engines for v in (e, *option_variants(e, spec, precision))]
         search_engines(spec, load_hardware(hw), space, engines)  # cold caches: first call in this process
         inproc = time.perf_counter() - t0
         med = statistics.median(walls)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from planner.errors import PlannerError
+from planner.precision import Architecture, gemm_format
 from planner.specs import Frozen, Precision
 
 # The precisions a GPU states a dense peak for: the plan precisions (specs.PRECISIONS) and fp4 (NVFP4 / MXFP4
@@ -64,6 +65,12 @@ MIN_PEAK_FLOPS, MAX_PEAK_FLOPS = 1e6, 1e17
 # hardware_profiles/: H100 SXM 1979 vs 989 TFLOP/s, MI300X 2615 vs 1307, B200 4.5 vs 2.25 PFLOP/s); 4x leaves
 # room for what comes next. A device without fp8 units leaves fp8 out, or (bench-hardware) states its fp16 figure.
 FP8_MAX_SPEEDUP = 4.0
+# No public NVFP4 GEMM size sweep exists: an fp4 GEMM of f FLOPs is read off the fp8 curve at f·FP4_TABLE_FLOPS,
+# the FLOPs of an fp8 GEMM as long at the fp8 peak (the profiles derive their fp8 curves from the bf16 one the same
+# way, "the same curve at twice the FLOPs"). 0.5 = the fp8/fp4 dense peak ratio of B200, GB200, MI350X and MI355X
+# (hardware_profiles/); on B300 and GB300 (1/2.9 and 1/3) the exact reading sits lower on the curve, so 0.5 is
+# optimistic there.
+FP4_TABLE_FLOPS = 0.5
 
 
 class GPUSpec(Frozen):
@@ -83,6 +90,19 @@ class GPUSpec(Frozen):
     )
     power_limit_w: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="the board power limit (TDP) the peak_flops hold at"
+    )
+    architecture: Architecture | None = Field(
+        None,
+        description="the GPU generation the quantization libraries check before running a recipe (NVIDIA compute "
+        "capability: ampere sm80, ada sm89, hopper sm90, blackwell sm100/103; AMD: cdna3 gfx942, cdna4 gfx950); "
+        "null: unknown, and no named precision recipe runs on it",
+    )
+    host_bandwidth_bytes_per_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="per-GPU bandwidth to host memory, each way (PCIe, or NVLink-C2C on Grace boards): what "
+        "activation and optimizer offload move over; null: unknown, and nothing is offloaded",
     )
     idle_power_w: float | None = Field(
         None,
@@ -214,7 +234,10 @@ class Efficiency(Frozen):
 
     def matmul_efficiency(self, flops: float, precision: str = "bf16") -> float:
         """Piecewise-linear in log(flops), clamped at both ends (Calculon-style table by op size)."""
-        pts = self.matmul_fp8 if (precision == "fp8" and self.matmul_fp8) else self.matmul
+        fmt = gemm_format(precision)
+        pts = self.matmul_fp8 if (fmt in ("fp8", "fp4") and self.matmul_fp8) else self.matmul
+        if fmt == "fp4":
+            flops *= FP4_TABLE_FLOPS  # the fp8 curve at the FLOPs of a GEMM as long at the fp8 rate
         if flops <= pts[0].flops:
             return pts[0].efficiency
         for lo, hi in itertools.pairwise(pts):
@@ -311,11 +334,13 @@ class HardwareProfile(Frozen):
         return self
 
     def supports(self, precision: str) -> bool:
-        """Whether the GPU has tensor cores (or, for fp32, units) for this precision."""
-        return precision in self.gpu.peak_flops
+        """Whether the GPU has tensor cores (or, for fp32, units) for this precision's GEMMs (a named recipe: for
+        its format, fp8 or fp4; engine/recipes.py checks the architecture)."""
+        return gemm_format(precision) in self.gpu.peak_flops
 
     def peak(self, precision: str) -> float:
-        return self.gpu.peak_flops[precision]  # type: ignore[index]
+        """The dense peak of this precision's GEMMs (a named recipe: of its format)."""
+        return self.gpu.peak_flops[gemm_format(precision)]  # type: ignore[index]
 
     def with_gpus_per_node(self, gpus_per_node: int) -> HardwareProfile:
         """The profile on nodes of another size (a runs file may state its own). A domain that was the node

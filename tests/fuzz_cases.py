@@ -801,6 +801,16 @@ OUT_PLOTS = ["plot.svg", "plot.png", "plot.pdf", "plot", "sub/p.svg", "@W/file/p
 OUT_PLOTS += [f"{LONG_NAME}.svg"]
 EXPLAIN = ["tp=2", "pp=2", "zero=3", "tp=abc", "tp=", "=2", "tp", "bogus=1", "tp=1e308", "tp=2=3", "precision=fp8"]
 FLAGS = ["--sp", "--no-sp", "--no-flash", "--tp-overlap", "--no-tp-overlap", "--compile", "--no-compile", "--json"]
+# The recipe options (issue 20 item 5): engine settings, so launch does not take them.
+RECIPE_FLAGS = ["--precision-aware-optimizer", "--no-precision-aware-optimizer", "--fp8-param-gather", "--cuda-graphs"]
+FRACTIONS = ["0", "0.5", "1", "1.5", "-0.1", "nan", "inf", "x"]
+RECIPE_OPTIONS: dict[str, list[str]] = {
+    "--recompute-modules": ["core_attn", "core_attn,moe_act", "layernorm,mla_up_proj,mlp", "moe", "bogus", ",", ""],
+    "--activation-offload": FRACTIONS,
+    "--optimizer-offload": FRACTIONS,
+    "--optimizer-moment-dtype": ["fp32", "bf16", "fp8"],
+    **{f: [] for f in RECIPE_FLAGS},
+}
 MODEL_ARGS = [*MODELS, *IN_PATHS, "@W/model.yaml", "@W/hf/config.json", "@W/hf", "@W/runs.yaml", "@W/hw.yaml"]
 HARDWARE_ARGS = [*HARDWARE, *IN_PATHS, "@W/hw.yaml", "@W/model.yaml"]
 ENGINE_ARGS = [*ENGINES, *IN_PATHS, "@W/eng.yaml", "@W/hw.yaml"]
@@ -814,7 +824,19 @@ PLAN_OPTIONS: dict[str, list[str]] = {
     "--micro-batch": INTS,
     "--global-batch": INTS,
     "--seq-len": [*INTS, "64", "8192", "67108864", "67108865"],
-    "--precision": ["fp32", "bf16", "fp16", "fp8", "fp4", "BF16"],
+    "--precision": [
+        "fp32",
+        "bf16",
+        "fp16",
+        "fp8",
+        "fp4",
+        "BF16",
+        "fp8-delayed",
+        "fp8-current",
+        "fp8-blockwise",
+        "mxfp8",
+        "nvfp4",
+    ],
     "--schedule": ["gpipe", "1f1b", "interleaved", "zb"],
     "--optimizer": ["adamw", "adam", "sgd", "lion"],
     "--selective-policy": ["op", "attention", "x"],
@@ -822,6 +844,7 @@ PLAN_OPTIONS: dict[str, list[str]] = {
     "--engine": ENGINE_ARGS,
     "--plan": PLAN_ARGS,
     **{f: [] for f in FLAGS},
+    **RECIPE_OPTIONS,
 }
 RISK_OPTIONS = {
     "--mtbf-hours": [*FLOATS, "0.001", "1e10"],
@@ -874,10 +897,15 @@ SEARCH_OPTIONS: dict[str, list[str]] = {
     "--why": EXPLAIN,
     "--exhaustive": [],
     "--wide": [],
+    "--recipe-options": [],
 }
 EMIT_TARGETS = ["torchrun", "slurm", "k8s", "megatron", "torchtitan", "deepspeed"]
 LAUNCH_OPTIONS: dict[str, list[str]] = {
-    **{k: v for k, v in PLAN_OPTIONS.items() if k not in ("--optimizer", "--selective-policy") and k not in FLAGS},
+    **{
+        k: v
+        for k, v in PLAN_OPTIONS.items()
+        if k not in ("--optimizer", "--selective-policy") and k not in FLAGS and k not in RECIPE_OPTIONS
+    },
     "--model": MODEL_ARGS,
     "--sp": [],
     "--no-sp": [],
@@ -1062,7 +1090,8 @@ def mutated_argv(draw: Callable[..., Any], spec: Spec) -> tuple[list[str], list[
         elif spec.options:  # add
             opt = draw(st.sampled_from(sorted(spec.options)))
             values = spec.options[opt]
-            it = [opt] if opt in FLAGS or (not values and opt.startswith("--")) else [opt, draw(option_value(values))]
+            flag = opt in FLAGS or opt in RECIPE_FLAGS
+            it = [opt] if flag or (not values and opt.startswith("--")) else [opt, draw(option_value(values))]
             items.insert(draw(st.integers(0, len(items))), it)
             touched += it
             notes.append(f"add {it!r:.80}")

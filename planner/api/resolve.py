@@ -17,7 +17,14 @@ from typing import Any
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
-from planner.engine.profile import DISPATCH_DTYPES, DISPATCHERS, GRAD_DTYPES, OPTIMIZERS, SELECTIVE_POLICIES
+from planner.engine.profile import (
+    DISPATCH_DTYPES,
+    DISPATCHERS,
+    GRAD_DTYPES,
+    MOMENT_DTYPES,
+    OPTIMIZERS,
+    SELECTIVE_POLICIES,
+)
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
@@ -51,9 +58,20 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "grad_dtype": GRAD_DTYPES,
     "moe_dispatcher": DISPATCHERS,
     "moe_dispatch_dtype": DISPATCH_DTYPES,
+    "optimizer_moment_dtype": MOMENT_DTYPES,
 }
 
 
+# The recipe memory and speed options (Engine.configured's names; engine/recipes.py says which engine offers which).
+RECIPE_SETTINGS = (
+    "recompute_modules",
+    "activation_offload",
+    "optimizer_offload",
+    "precision_aware_optimizer",
+    "optimizer_moment_dtype",
+    "fp8_param_gather",
+    "cuda_graphs",
+)
 # The engine's per-run settings by their command-line names, and Engine.configured's argument for each.
 ENGINE_SETTING_ARGS = {
     "optimizer": "optimizer",
@@ -66,6 +84,7 @@ ENGINE_SETTING_ARGS = {
     "ep_overlap": "ep_overlap",
     "moe_imbalance": "moe_imbalance",
     "moe_dispatch_dtype": "moe_dispatch_dtype",
+    **{k: k for k in RECIPE_SETTINGS},
 }
 ENGINE_SETTINGS = tuple(ENGINE_SETTING_ARGS)
 
@@ -109,6 +128,7 @@ def resolve_engine(
         given = {k: v for k, v in source.items() if v is not None}
         for k in ("optimizer", "selective_policy", "grad_dtype", "moe_dispatcher", "moe_dispatch_dtype"):
             choice(k, given.get(k))
+        choice("optimizer_moment_dtype", given.get("optimizer_moment_dtype"))
         imbalance = given.get("moe_imbalance")
         if imbalance is not None and not (isinstance(imbalance, (int, float)) and 1 <= imbalance <= 64):
             raise PlannerError(f"--moe-imbalance {imbalance!r}: give the busiest rank's load over the mean, 1 to 64")
@@ -158,12 +178,16 @@ def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
-    """`--engine` of search: one engine, a comma list, or 'all' (every catalog engine), each configured."""
+    """`--engine` of search: one engine, a comma list, or 'all' (every catalog engine a user can install: not an
+    in-house stack kept to check the model against its reports), each configured."""
     from planner.io.catalog import list_engines
 
     if arg is None or (arg.strip() != "all" and "," not in arg):
         return [resolve_engine(arg, overrides)]
-    names = list_engines() if arg.strip() == "all" else [n.strip() for n in arg.split(",") if n.strip()]
+    if arg.strip() == "all":
+        engines = [resolve_engine(n, overrides) for n in list_engines()]
+        return [e for e in engines if e.installable]
+    names = [n.strip() for n in arg.split(",") if n.strip()]
     if not names:
         raise PlannerError(f"--engine {arg!r}: give an engine name, a comma list of them, or 'all'")
     return [resolve_engine(n, overrides) for n in dict.fromkeys(names)]

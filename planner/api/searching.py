@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from planner.api.resolve import ENGINE_SETTINGS, choice, resolve_engine, resolve_engines
 from planner.engine import Engine
+from planner.engine.recipes import option_variants
 from planner.errors import PlannerError
 from planner.explore.pipeline import Checkpointing, search_engines
 from planner.explore.results import SearchResult
@@ -34,6 +35,7 @@ SEARCH_OPTIONS = (
     "mtbf_hours",
     "mtbf_per",
     "checkpoint_bandwidth",
+    "recipe_options",
     *ENGINE_SETTINGS,
 )
 
@@ -65,6 +67,8 @@ def run(
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     space = make_space(spec, gpus, o)
+    if o["recipe_options"]:  # each engine's memory options as variants ranked beside it (engine/recipes.py)
+        engines = [v for e in engines for v in (e, *option_variants(e, spec, space.precision))]
     result = search_engines(
         spec,
         hw,

@@ -31,6 +31,7 @@ from planner.cli.options import (
     finite,
     nonempty,
 )
+from planner.engine.recipes import emit_unexpressed
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
@@ -186,6 +187,11 @@ def launch(
     if emit is not None:
         if out is None:
             raise PlannerError("--emit needs --out DIR")
+        unexpressed = emit_unexpressed(r.plan, r.engine)  # named recipes and recipe options: not written yet
+        if unexpressed:
+            raise PlannerError(
+                f"--emit {emit}: the emitters do not write {unexpressed} yet; estimate it, or emit without it"
+            )
         path = emit_target(
             emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
             nproc=nproc, max_restarts=max_restarts, image=image, force=force,

@@ -81,7 +81,14 @@ GlobalBatchOpt = Annotated[
     Optional[int], typer.Option("--global-batch", min=1, max=MAX_BATCH, help="sequences per step")
 ]
 SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", min=1, max=MAX_SEQ_LEN, help="tokens per sequence")]
-PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help="fp32 | bf16 | fp16 | fp8")]
+PrecisionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--precision",
+        help="fp32 | bf16 | fp16 | fp8 (the engine's default fp8 recipe) | fp8-delayed | fp8-current | fp8-blockwise "
+        "| mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
+    ),
+]
 ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
 PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", callback=nonempty, help="a saved plan (search --save)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
@@ -139,6 +146,51 @@ MoeImbalanceOpt = Annotated[
 MoeDispatchDtypeOpt = Annotated[
     Optional[str],
     typer.Option("--moe-dispatch-dtype", help="bf16 | fp8: the dispatched tokens (default: the engine's)"),
+]
+# The recipe memory and speed options (engine settings; which engine offers which: its rules.options).
+RecomputeModulesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--recompute-modules",
+        help="what --recompute selective re-runs, comma list: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+        "shared_experts (Megatron's --recompute-modules; default core_attn)",
+    ),
+]
+ActivationOffloadOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--activation-offload",
+        callback=finite(0, 1),
+        help="share of the saved activations held in host memory, 0-1 (Megatron fine-grained offloading)",
+    ),
+]
+OptimizerOffloadOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--optimizer-offload",
+        callback=finite(0, 1),
+        help="share of the optimizer state kept and stepped on the CPU, 0-1 (needs --precision-aware-optimizer)",
+    ),
+]
+PrecisionAwareOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--precision-aware-optimizer/--no-precision-aware-optimizer",
+        help="Megatron's precision-aware optimizer: fp32 master as 16-bit remainders (default: the engine's)",
+    ),
+]
+MomentDtypeOpt = Annotated[
+    Optional[str], typer.Option("--optimizer-moment-dtype", help="fp32 | bf16: Adam moments' storage dtype")
+]
+Fp8ParamGatherOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--fp8-param-gather/--no-fp8-param-gather",
+        help="weights kept and all-gathered quantized, no 16-bit copy (a named recipe, zero 1)",
+    ),
+]
+CudaGraphsOpt = Annotated[
+    Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="capture each layer in a CUDA graph")
 ]
 CompileOpt = Annotated[
     Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile (default: the engine's)")
@@ -228,6 +280,10 @@ ENGINE_SETTINGS = (
     Opt("tp_overlap", TpOverlapOpt), Opt("compile", CompileOpt), Opt("grad_dtype", GradDtypeOpt),
     Opt("moe_dispatcher", MoeDispatcherOpt), Opt("ep_overlap", EpOverlapOpt), Opt("moe_imbalance", MoeImbalanceOpt),
     Opt("moe_dispatch_dtype", MoeDispatchDtypeOpt),
+    Opt("recompute_modules", RecomputeModulesOpt), Opt("activation_offload", ActivationOffloadOpt),
+    Opt("optimizer_offload", OptimizerOffloadOpt), Opt("precision_aware_optimizer", PrecisionAwareOpt),
+    Opt("optimizer_moment_dtype", MomentDtypeOpt), Opt("fp8_param_gather", Fp8ParamGatherOpt),
+    Opt("cuda_graphs", CudaGraphsOpt),
 )  # fmt: skip
 RUN = (
     Opt("tokens", TokensOpt), Opt("mtbf_hours", MtbfOpt), Opt("mtbf_per", MtbfPerOpt, "gpu"),

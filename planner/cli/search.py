@@ -63,6 +63,14 @@ ExplainOpt = Annotated[
     Optional[str], typer.Option("--explain", "--why", help="FIELD=VALUE, e.g. tp=16: why such plans lost")
 ]
 ExhaustiveOpt = Annotated[bool, typer.Option("--exhaustive", help="time every valid plan (no pruning)")]
+RecipeOptionsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--recipe-options",
+        help="also rank each engine with its memory options (precision-aware optimizer, recompute modules, fp8 "
+        "parameter gather, offload) as variants: ENGINE+pao, +modules, +gather, +offload",
+    ),
+]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]
 RiskOpt = Annotated[
     bool, typer.Option("--risk", help="rank by the low end of the 80% interval of throughput, not the prediction")
@@ -99,6 +107,7 @@ def search(
     plot: PlotOpt = None,
     explain: ExplainOpt = None,
     exhaustive: ExhaustiveOpt = False,
+    recipe_options: RecipeOptionsOpt = False,
     wide: WideOpt = False,
     risk: RiskOpt = False,
     as_json: JsonOpt = False,
@@ -153,14 +162,15 @@ def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dic
     b = result.best
     if b is None:
         raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")
+    engine = b.estimate.engine  # a --recipe-options variant is saved as its engine and the settings that make it
     write_plan_file(
         path,
         plan=b.plan,
         model=model_ref,
         hardware=result.hardware.name,
-        engine=b.estimate.engine.name,
+        engine=engine.variant_of or engine.name,
         gpus=gpus,
-        training={k: v for k, v in training.items() if v is not None},
+        training={k: v for k, v in {**training, **engine.variant_settings}.items() if v is not None},
         predicted={
             "tokens_per_s": float(b.time.tokens_per_s),
             "step_s": float(b.time.step_s),

@@ -26,6 +26,8 @@ from planner.layers import LayerKind
 from planner.specs import ModelSpec
 
 DEFAULT_KERNELS = Kernels()
+# Megatron's default --recompute-modules (transformer_config.py l.1940-1941): the attention core.
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 
 # What `--recompute selective` recomputes depends on the policy (the engine's kernels.selective_recompute):
 #   "attention": only the attention core (Korthikanti et al. 2022 section 5; Megatron's
@@ -44,6 +46,8 @@ class SavedTensor:
     needed: bool = True  # kept without recompute (False: only an op-policy checkpoint keeps it)
     op_keep: bool = False  # kept by the "op" selective policy
     backward_reads: bool = True  # some backward (or recompute) reads it; compiled graphs keep only these
+    modules: tuple[str, ...] = ()  # Megatron recompute modules that drop it (--recompute-modules; core_attn: region)
+    quantized: str = ""  # a linear's input, saved quantized by a TE recipe: "own" instead of it, "copy" beside it
 
 
 def layer_matmuls(model: ModelSpec, moe_layer: bool = False) -> tuple[str, ...]:
@@ -57,25 +61,34 @@ def op_policy_recomputed(model: ModelSpec) -> tuple[str, ...]:
     return layer_matmuls(model)[1::2]
 
 
-def _mlp_tensors(model: ModelSpec, ffn: int, a: int, copies: float, prefix: str, fused: bool) -> list[SavedTensor]:
+def _mlp_tensors(
+    model: ModelSpec, ffn: int, a: int, copies: float, prefix: str, fused: bool, modules: tuple[str, ...] = ()
+) -> list[SavedTensor]:
     """Per MLP: fc1 (gate) output, the up projection (gated MLPs), the fc2 input and, for the op
     policy only, the fc2 output. Fused SwiGLU keeps gate, up and their product (Megatron's
     bias_swiglu fusion): 3·f values per token; eager SwiGLU (silu, then a product) keeps the SiLU
-    output too: 4·f; GELU keeps its input and output: 2·f (Korthikanti)."""
+    output too: 4·f; GELU keeps its input and output: 2·f (Korthikanti). `modules`: the Megatron recompute
+    modules that drop this MLP's tensors (the fc2 input is the activation's output: moe_act drops the experts')."""
     h = model.hidden_size
-    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True)]
+    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True, modules=modules)]
     if model.mlp == "swiglu":
-        out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp"))
+        out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp", modules=modules))
         if not fused:
-            out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp"))
-    out.append(SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp"))
+            out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp", modules=modules))
+    act = (*modules, "moe_act") if prefix == "expert " else modules
+    out.append(
+        SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp", modules=act, quantized="own")
+    )
     # The fc2 (down-projection) output feeds only the residual add, whose backward reads nothing: eager per-op
     # SAC stores it because the policy names every other matmul, while a compiled layer's partitioner keeps only
     # what backward reads. torchtitan's Llama 3.1 8B H100 benchmarks (Dec 2024): compile lowers the per-op-SAC
     # peak by 5.4 GiB at 8 GPUs and 5.0 at 128, and not at all under full AC (calibration_runs.yaml).
     out.append(
-        SavedTensor(f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=True, backward_reads=False)
-    )
+        SavedTensor(
+            f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=True, backward_reads=False,
+            modules=modules,
+        )
+    )  # fmt: skip
     return out
 
 
@@ -97,15 +110,22 @@ def layer_tensors(
     fused = kernels.fused
     hybrid = model.layer_pattern is not None
     first = "mixer" if kind.mixer != "none" else "MLP"
+    # Megatron fuses a norm into the linear after it (TE LayerNormLinear) except before MLA's two down-projections
+    # and before an MoE layer's router and experts (gpt_layer_specs.py l.244-336): only those are `layernorm`'s.
+    router_in = hybrid and kind.ffn == "moe"  # a hybrid MoE layer's only norm feeds the router (kept 16-bit)
+    norm1 = ("layernorm",) if kind.mixer == "mla" or router_in else ("mlp",) if hybrid and kind.ffn == "dense" else ()
     t: list[SavedTensor] = [
         SavedTensor("norm1 input (layer input)", h * a, "seq", op_keep=True),
-        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", h * a, "seq"),
-    ]
+        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", h * a, "seq",
+                    modules=norm1, quantized="" if router_in else "own"),
+    ]  # fmt: skip
     mixer_head, mixer_tail = _mixer_tensors(model, kind, seq_len, a, kernels)
     t += mixer_head
     if not hybrid:
+        moe = kind.ffn == "moe"
         t.append(SavedTensor("norm2 input (residual)", h * a, "seq"))
-        t.append(SavedTensor("norm2 output (MLP input)", h * a, "seq"))
+        t.append(SavedTensor("norm2 output (MLP input)", h * a, "seq", modules=("layernorm",) if moe else ("mlp",),
+                             quantized="" if moe else "own"))  # fmt: skip
     t += mixer_tail
     if kernels.dropout:
         t.append(SavedTensor("attention dropout mask", h, "seq"))
@@ -136,15 +156,16 @@ def _mixer_tensors(
     if kind.mixer == "none":
         return [], []
     heads = model.num_attention_heads
+    out_q = "copy" if kernels.flash else "own"  # flash attention keeps its output O for its own backward
     if kind.mixer == "mla":
-        head = _mla_tensors(model, a)
+        head = _mla_tensors(model, a, out_q)
     else:
         q_dim, kv_dim = heads * model.head_size, model.kv_heads * model.head_size
         head = [
             SavedTensor("Q", q_dim * a, "tp", op_keep=True),
             SavedTensor("K", kv_dim * a, "tp"),
             SavedTensor("V", kv_dim * a, "tp", op_keep=True),
-            SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True),
+            SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True, quantized=out_q),
         ]
     if kernels.flash:
         # Flash attention keeps only the softmax log-sum-exp, fp32, one per head (Dao et al. 2022).
@@ -157,7 +178,7 @@ def _mixer_tensors(
     return head, [SavedTensor("attention scores (softmax, dropout)", per_key * heads * keys, "core")]
 
 
-def _mla_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
+def _mla_tensors(model: ModelSpec, a: int, out_q: str) -> list[SavedTensor]:
     """Multi-head latent attention as Megatron-Core runs it (multi_latent_attention.py): the replicated down-
     projections run on the rank's sequence shard and keep their outputs and norms ("seq": split by tp with SP);
     the up-projections give Q, K and V per head (split by tp), which `mla_up_proj` recompute drops (Megatron's
@@ -169,15 +190,15 @@ def _mla_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
     out = []
     if m.q_lora_rank is not None:
         out.append(SavedTensor("q down-projection output (q norm input)", m.q_lora_rank * a, "seq"))
-        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq"))
+        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq", quantized="own"))
     out += [
         SavedTensor("kv down-projection output (kv norm input, rope key)", (m.kv_lora_rank + m.qk_rope_head_dim) * a,
                     "seq"),
-        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq"),
-        SavedTensor("Q", heads * qk * a, "tp", op_keep=True),
-        SavedTensor("K", heads * qk * a, "tp"),
-        SavedTensor("V", heads * v * a, "tp", op_keep=True),
-        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True),
+        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq", quantized="own"),
+        SavedTensor("Q", heads * qk * a, "tp", op_keep=True, modules=("mla_up_proj",)),
+        SavedTensor("K", heads * qk * a, "tp", modules=("mla_up_proj",)),
+        SavedTensor("V", heads * v * a, "tp", op_keep=True, modules=("mla_up_proj",)),
+        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True, quantized=out_q),
     ]  # fmt: skip
     return out
 
@@ -197,7 +218,7 @@ def _mamba_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
         SavedTensor("mamba conv1d output (x, B, C)", (m.d_inner + bc) * a, "tp"),
         SavedTensor("mamba dt and dA cumsum (fp32)", 8 * m.num_heads, "tp"),
         SavedTensor("mamba scan output", m.d_inner * a, "tp"),
-        SavedTensor("mamba gated-norm output (out_proj input)", m.d_inner * a, "tp", op_keep=True),
+        SavedTensor("mamba gated-norm output (out_proj input)", m.d_inner * a, "tp", op_keep=True, quantized="own"),
     ]
 
 
@@ -205,18 +226,19 @@ def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool) -> list
     h = model.hidden_size
     if kind.ffn == "moe" and model.moe is not None:
         m = model.moe
-        t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True)]
+        t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True, modules=("moe",))]
         # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
         # With sequence parallelism the dispatcher gathers the rows of the etp ranks (Megatron alltoall: all-gather
         # over ETP after the all-to-all), so a rank keeps k·h per token of its ep group's etp shards.
-        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True))
-        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused)
+        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True, modules=("moe",),
+                             quantized="own"))  # fmt: skip
+        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused, ("moe",))
         if m.num_shared_experts:
             width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
-            t += _mlp_tensors(model, width, a, m.num_shared_experts, "shared expert ", fused)
+            t += _mlp_tensors(model, width, a, m.num_shared_experts, "shared expert ", fused, ("moe", "shared_experts"))
         return t
     if kind.ffn == "dense":
-        return _mlp_tensors(model, model.ffn_hidden_size, a, 1, "", fused)
+        return _mlp_tensors(model, model.ffn_hidden_size, a, 1, "", fused, ("mlp",))
     return []
 
 
@@ -233,12 +255,24 @@ def _extra_norm_tensors(model: ModelSpec, kind: LayerKind, a: int) -> list[Saved
     return out
 
 
-def _keeps(tensor: SavedTensor, recompute: str, policy: str, compiled: bool) -> bool:
+def _keeps(tensor: SavedTensor, recompute: str, policy: str, compiled: bool, modules: tuple[str, ...]) -> bool:
     if recompute == "none":
         return tensor.needed
     if policy == "op":
         return tensor.op_keep and (tensor.backward_reads or not compiled)
-    return tensor.needed and tensor.region != "core"
+    if tensor.region == "core":
+        return tensor.needed and "core_attn" not in modules
+    return tensor.needed and not any(m in modules for m in tensor.modules)
+
+
+def _saved_bytes(tensor: SavedTensor, act_bytes: int, saved_quant: float) -> float:
+    """A tensor's bytes per token as kept: a linear's input saved quantized (saved_quant bytes per element, a TE
+    recipe's columnwise copy) instead of its 16-bit self ("own"), or beside it ("copy": flash attention keeps
+    its output for its own backward)."""
+    if not saved_quant or not tensor.quantized:
+        return tensor.bytes_per_token
+    quant = tensor.bytes_per_token * saved_quant / act_bytes
+    return quant if tensor.quantized == "own" else tensor.bytes_per_token + quant
 
 
 @lru_cache(maxsize=65536)
@@ -255,9 +289,11 @@ def activation_bytes_per_token(
     moe_layer: bool = False,
     kind: LayerKind | None = None,
     etp: int | None = None,
+    saved_quant: float = 0.0,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
-    tensor-parallel degree, default tp)."""
+    tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
+    (cost.precision.saved_input_bytes; 0: none)."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
         return model.hidden_size * act_bytes / (tp if sp else 1)
@@ -265,13 +301,14 @@ def activation_bytes_per_token(
     tensors = layer_tensors(
         model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer, kind=kind
     )
+    modules = kernels.recompute_modules if kernels.recompute_modules is not None else DEFAULT_RECOMPUTE_MODULES
     for tensor in tensors:
-        if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile):
+        if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile, modules):
             if tensor.region == "expert_in":
                 split = (tp / (etp or tp)) if sp else 1
             else:
                 split = tp if (tensor.region != "seq" or sp) else 1
-            total += tensor.bytes_per_token / split
+            total += _saved_bytes(tensor, act_bytes, saved_quant) / split
     return total
 
 
@@ -289,6 +326,7 @@ def activation_bytes_per_layer(
     moe_layer: bool = False,
     kind: LayerKind | None = None,
     etp: int | None = None,
+    saved_quant: float = 0.0,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
@@ -304,6 +342,7 @@ def activation_bytes_per_layer(
         moe_layer=moe_layer,
         kind=kind,
         etp=etp,
+        saved_quant=saved_quant,
     )
     return tokens * per_token
 
@@ -322,6 +361,7 @@ def layer_workspace_bytes(
     moe_layer: bool = False,
     kind: LayerKind | None = None,
     etp: int | None = None,
+    saved_quant: float = 0.0,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -341,6 +381,7 @@ def layer_workspace_bytes(
         "moe_layer": moe_layer,
         "kind": kind,
         "etp": etp,
+        "saved_quant": saved_quant,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)

@@ -18,6 +18,7 @@ from planner.engine import Engine
 from planner.engine.split import Split
 from planner.hardware import Efficiency, HardwareProfile
 from planner.plan import Plan
+from planner.precision import head_precision
 from planner.specs import ModelSpec
 
 
@@ -132,11 +133,12 @@ def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`, times the engine's fitted factor."""
     shape = stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))[stage]
-    peak, bw = hw_rates(hw, plan.precision)
+    head = head_precision(plan.precision)  # the output layer stays 16-bit under a named recipe (precision.py)
+    peak, bw = hw_rates(hw, head)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     hf, hb = _head_time(
         model, hw.efficiency, peak, bw, first=shape.first, last=shape.last, tp=plan.tp, cp=plan.cp, sp=plan.sp,
-        b=plan.micro_batch, s=plan.seq_len, precision=plan.precision, vocab=vocab,
+        b=plan.micro_batch, s=plan.seq_len, precision=head, vocab=vocab,
         mtp=model.mtp_layers if shape.last else 0,
     )  # fmt: skip
     f = fitted_compute(hw, engine)

@@ -15,6 +15,7 @@ from planner.cost.uncertainty import Plausibility, Uncertainty, plausibility, un
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
+from planner.precision import gemm_format
 from planner.specs import ModelSpec
 
 
@@ -46,7 +47,8 @@ class Estimate:
 
     @property
     def plausibility(self) -> Plausibility:
-        return plausibility(self.time.mfu, self.hardware, self.plan.precision)
+        # a named recipe's MFU counts against its format's peak, so it meets that format's ceiling (precision.py)
+        return plausibility(self.time.mfu, self.hardware, gemm_format(self.plan.precision))
 
     @property
     def goodput_tokens_per_s(self) -> float:

@@ -144,6 +144,11 @@ def recompute_flops_per_token(model: ModelSpec, plan: Plan, engine: Engine) -> f
         return f.layers_flops
     if plan.recompute == "selective":
         if engine.kernels.selective_recompute == "attention":
+            modules = engine.kernels.recompute_modules
+            if modules is not None:  # Megatron's --recompute-modules (cost.recipes)
+                from planner.cost.recipes import modules_recompute_flops_per_token
+
+                return modules_recompute_flops_per_token(model, plan.seq_len, tuple(modules))
             return f.attention_core_flops
         return OP_SAC_GEMM_FRACTION * (f.layers_flops - f.attention_core_flops)
     return 0.0

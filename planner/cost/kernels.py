@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from planner.engine import Kernels
 from planner.hardware import Efficiency
+from planner.precision import activation_bytes
+from planner.specs import PRECISIONS
 
-# Bytes per activation element for memory-bound work and communication (fp8 keeps bf16 activations).
-ACT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+# Bytes per activation element for memory-bound work and communication (fp8 and the recipes keep 16-bit ones).
+ACT_BYTES: dict[str, int] = {p: activation_bytes(p) for p in PRECISIONS}
 # FlashAttention's backward recomputes QKᵀ and P: 5 GEMM-shaped products against 2 in the forward
 # (Dao et al. 2022, Sec. 3.1 / Algorithm 4; Dao 2023, the 2.5x of its TFLOP/s convention).
 FLASH_BACKWARD_FACTOR = 2.5

@@ -22,11 +22,14 @@ from planner.cost.kernels import (
     ssd_scan_s,
 )
 from planner.cost.moe import routed_load
-from planner.cost.params import kind_params_per_rank, plan_etp
+from planner.cost.params import plan_etp
+from planner.cost.precision import layer_casts
+from planner.cost.recipes import modules_recompute_s, selected_modules
 from planner.engine import Engine, Kernels
 from planner.hardware import Efficiency, HardwareProfile
 from planner.layers import LayerKind
 from planner.plan import Plan
+from planner.precision import is_low_precision
 from planner.specs import ModelSpec
 
 # Backward kernels per forward kernel, for efficiency.kernel_overhead_s: each GEMM has two backward GEMMs
@@ -211,20 +214,11 @@ def _memory_bytes(model: ModelSpec, kind: LayerKind, kernels: Kernels, g: Gemms,
     return t * per_token, t * softmax
 
 
-def _local_weights(model: ModelSpec, kind: LayerKind, *, tp: int, ep: int, etp: int) -> float:
-    """Parameters of one layer of this kind on one GPU: the layer's over tp, an MoE layer's own split (only the
-    rank's experts)."""
-    if kind.ffn != "moe":
-        return model.kind_params[kind].total / tp
-    dense, expert = kind_params_per_rank(model, kind, tp, ep, etp)
-    return dense + expert
-
-
 @spec_cache()
 def _layer_time(
     model: ModelSpec, eff: Efficiency, kernels: Kernels, gemm_peak: float, core_peak: float, hbm_bw: float, *,
     kind: LayerKind, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, s: int, precision: str, recompute: str,
-    load: float = 1.0, grouped: bool = False,
+    load: float = 1.0, grouped: bool = False, arch: str | None = None, weight_cache: bool = True,
 ) -> LayerTime:  # fmt: skip
     t = b * s / cp  # tokens each GPU runs through its GEMMs
     g = layer_gemms(model, kind, t=t, tp=tp, ep=ep, etp=etp, sp=sp, load=load, grouped=grouped)
@@ -235,19 +229,28 @@ def _layer_time(
     core_fwd, core_bwd = _core_s(model, kind, eff, kernels, core_peak, t=t, s=s, tp=tp, cp=cp)
     act_b = ACT_BYTES[precision]
     mem_bytes, softmax_bytes = _memory_bytes(model, kind, kernels, g, t=t, s=s, tp=tp, sp=sp, act_b=act_b)
-    if precision == "fp8":  # casts: read bf16, write fp8, per GEMM input and per local weight (torchao / TE)
-        mem_bytes += 3 * (t * sum(g.inputs) + _local_weights(model, kind, tp=tp, ep=ep, etp=etp))
-    mem_fwd = mem_bytes / hbm_bw
-    # Fixed cost per kernel (efficiency.kernel_overhead_s, 0 on GPUs), charged to the memory-bound share.
-    ko = eff.kernel_overhead_s
+    # Quantization casts of fp8 and the named recipes, NVFP4's Hadamard transform, the router kept bf16 (precision.py)
+    casts = layer_casts(model, kind, precision, input_elements=t * sum(g.inputs), tp=tp, ep=ep, etp=etp,
+                        architecture=arch, weight_cache=weight_cache, eff=eff, gemm_peak=gemm_peak,
+                        core_peak=core_peak, tokens=t)  # fmt: skip
+    gemm_fwd += casts.router_delta_s
+    mem_fwd = (mem_bytes + casts.hbm_bytes) / hbm_bw + casts.flops / core_peak
+    # Fixed cost per kernel (efficiency.kernel_overhead_s, 0 on GPUs), charged to the memory-bound share; CUDA graphs
+    # replay a layer's kernels with one launch (dropless MoE layers are captured only in part: charged in full).
+    ko = 0.0 if kernels.cuda_graphs and kind.ffn != "moe" else eff.kernel_overhead_s
     n_mem_ops = _mem_ops(model, kind, kernels, g.permute)
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
     if recompute == "full":
         rc = gemm_fwd + core_fwd + mem_fwd + k_fwd
     elif recompute == "selective" and kernels.selective_recompute == "attention":
-        attn = kind.mixer in ("attention", "mla")
+        attn = kind.mixer in ("attention", "mla") and "core_attn" in selected_modules(kernels)
         rc = (core_fwd + softmax_bytes / hbm_bw + ko * (1 + (0 if kernels.flash else 1))) if attn else 0.0
+        if kernels.recompute_modules is not None:  # Megatron's --recompute-modules beyond core_attn (recipes.py)
+            mixer = len(_mixer_gemms(model, kind, t, tp, sp)[0])
+            rc += modules_recompute_s(model, kind, selected_modules(kernels), flops=g.flops, mixer_gemms=mixer,
+                                      gemm_time=each, t=t, tp=tp, etp=etp, sp=sp, act_b=act_b, ffn_width=g.ffn_width,
+                                      hbm_bw=hbm_bw)  # fmt: skip
     elif recompute == "selective":
         rc = OP_SAC_GEMM_FRACTION * gemm_fwd + mem_fwd + ko * (OP_SAC_GEMM_FRACTION * len(g.flops) + n_mem_ops)
     else:
@@ -269,10 +272,11 @@ def layer_time(
     if kind is None:
         kind = LayerKind("mla" if model.is_mla else "attention", "moe" if moe else "dense", "global")
     peak, bw = hw_rates(hw, plan.precision)
-    core_peak = hw.peak("bf16") if plan.precision == "fp8" else peak
+    core_peak = hw.peak("bf16") if is_low_precision(plan.precision) else peak  # attention stays 16-bit
     return _layer_time(
         model, hw.efficiency, engine.kernels, peak, core_peak, bw, kind=kind, tp=plan.tp, cp=plan.cp, ep=plan.ep,
         etp=plan_etp(plan), sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision,
         recompute=plan.recompute, load=routed_load(model, engine) if kind.ffn == "moe" else 1.0,
-        grouped=engine.moe.grouped_gemm and kind.ffn == "moe",
+        grouped=engine.moe.grouped_gemm and kind.ffn == "moe", arch=hw.gpu.architecture,
+        weight_cache=engine.memory.fp8_weight_cache,
     )  # fmt: skip

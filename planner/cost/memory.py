@@ -14,6 +14,8 @@ from typing import Any
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
+from planner.cost.precision import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
+from planner.cost.recipes import gpu_optimizer_bytes, held_activations
 from planner.cost.stages import Mix, plan_layout, rank_mix
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
@@ -161,7 +163,14 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
     (activations.py)."""
     p, a, k = plan, act_bytes(plan.precision), engine.kernels
     kw: dict[str, Any] = {"micro_batch": p.micro_batch, "seq_len": p.seq_len, "tp": p.tp, "sp": p.sp, "cp": p.cp}
-    kw.update(recompute=p.recompute, act_bytes=a, kernels=k, kind=kind, etp=plan_etp(p))
+    kw.update(
+        recompute=p.recompute,
+        act_bytes=a,
+        kernels=k,
+        kind=kind,
+        etp=plan_etp(p),
+        saved_quant=saved_input_bytes(p.precision, engine),
+    )
     return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw)
 
 
@@ -183,18 +192,24 @@ StateTerms = tuple[float, float, float, float]  # weights, gradients, optimizer,
 
 
 def state_terms(
-    plan: Plan, params: RankParams, per: StateBytes, stage: ZeroStage, engine_memory: EngineMemory
+    plan: Plan,
+    params: RankParams,
+    per: StateBytes,
+    stage: ZeroStage,
+    engine_memory: EngineMemory,
+    recipe: RecipeMemory = NO_RECIPE_MEMORY,
 ) -> StateTerms:
     """What a pipeline rank holds whatever its activations: weights (with 16-bit copies held through the
-    step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states)
-    and the state buffers. Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
+    step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states; less
+    the share offloaded to the CPU) and the state buffers, with a named precision recipe's weights and copies
+    (cost.precision.recipe_memory). Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
     search asks about every stage with one plan), not on recompute."""
     s = sharded_states(params, per, plan, stage)
     return (
-        s.weights_bytes + s.gathered_weights_bytes,
+        s.weights_bytes + s.gathered_weights_bytes + recipe.weights_bytes,
         s.gradients_bytes + s.accumulated_grads_bytes,
-        s.optimizer_bytes,
-        state_buffer_bytes(plan, params, per, stage, engine_memory),
+        gpu_optimizer_bytes(s.optimizer_bytes, engine_memory),
+        state_buffer_bytes(plan, params, per, stage, engine_memory) + recipe.buffers_bytes,
     )
 
 
@@ -242,13 +257,17 @@ def _stage_memory(
     model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, rank: int, pieces: dict[LayerKind, Pieces]
 ) -> StageMemory:
     layout = plan_layout(model, plan, engine)
-    keep, work = mix_pieces(rank_mix(model, layout, rank), pieces)
+    mix = rank_mix(model, layout, rank)
+    keep, work = mix_pieces(mix, pieces)
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
     in_flight = in_flight_microbatches(plan, rank)
+    keep, work = held_activations(keep, work, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
     stage = engine.zero_stage(plan)
-    state = state_terms(plan, params, state_bytes_per_param(plan.precision, engine, stage), stage, engine.memory)
+    per = state_bytes_per_param(plan.precision, engine, stage)
+    recipe = recipe_memory(model, plan, engine, hw, stage, rank=rank, params=params)
+    state = state_terms(plan, params, per, stage, engine.memory, recipe)
     terms = stage_terms(
         state,
         hw.reserved,

@@ -15,7 +15,7 @@ from planner.cost.comm import collective_s, group_link
 from planner.cost.kernels import ACT_BYTES
 from planner.cost.params import plan_etp
 from planner.engine import Engine
-from planner.hardware import HardwareProfile
+from planner.hardware import Efficiency, HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -58,6 +58,11 @@ def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int) -> 
     return eff.collective_base_s + (n - 1) * hw.inter_node.latency_s + max(local, remote)
 
 
+def _wire_s(nbytes: float, bandwidth_bytes_per_s: float, eff: Efficiency) -> float:
+    """Seconds `nbytes` take on a link at the share of its bandwidth their size reaches (none: no time)."""
+    return 0.0 if nbytes <= 0 else nbytes / (bandwidth_bytes_per_s * eff.bandwidth_fraction(nbytes))
+
+
 def deepep_s(
     hw: HardwareProfile, *, token_bytes: float, top_k: int, n: int, stride: int, group_limit: int | None = None
 ) -> float:
@@ -79,8 +84,8 @@ def deepep_s(
     eff = hw.efficiency
     inter = token_bytes * remote_domains
     intra = token_bytes * top_k * (r - 1) / r
-    inter_s = inter / (hw.inter_node.bandwidth_bytes_per_s * eff.inter_node * eff.bandwidth_fraction(inter))
-    intra_s = intra / (hw.intra_node.bandwidth_bytes_per_s * eff.intra_node * eff.bandwidth_fraction(intra))
+    inter_s = _wire_s(inter, hw.inter_node.bandwidth_bytes_per_s * eff.inter_node, eff)
+    intra_s = _wire_s(intra, hw.intra_node.bandwidth_bytes_per_s * eff.intra_node, eff)  # 0 with one rank a domain
     return eff.collective_base_s + (domains - 1) * hw.inter_node.latency_s + max(inter_s, intra_s)
 
 
@@ -126,15 +131,17 @@ def dispatch_s(
 FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128
 
 
-def layer_ep_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, tokens: float) -> float:
-    """A MoE layer's dispatch and combine, forward and backward (and the forward pair again under full
-    recompute), for one micro-batch on one GPU: the forward dispatch in the engine's dispatch dtype, the rest in
-    the activations' (DeepSeek-V3 §3.3.3 combines in bf16)."""
+def layer_ep_s(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, tokens: float, recomputed: bool
+) -> float:
+    """A MoE layer's dispatch and combine, forward and backward (and the forward pair again when `recomputed`:
+    full recompute, or Megatron's `moe` recompute module), for one micro-batch on one GPU: the forward dispatch in
+    the engine's dispatch dtype, the rest in the activations' (DeepSeek-V3 §3.3.3 combines in bf16)."""
     if model.moe is None or plan.ep * plan_etp(plan) <= 1:
         return 0.0
     one = dispatch_s(model, hw, plan, engine, tokens=tokens)
     first = one
     if engine.moe.dispatch_dtype == "fp8":
         first = dispatch_s(model, hw, plan, engine, tokens=tokens, bytes_per_value=FP8_DISPATCH_BYTES)
-    passes = 3 + (2 if plan.recompute == "full" else 0)  # combine fwd, dispatch and combine bwd (+ the forward pair)
+    passes = 3 + (2 if recomputed else 0)  # combine fwd, dispatch and combine bwd (+ the forward pair)
     return first + passes * one

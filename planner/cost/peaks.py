@@ -21,6 +21,8 @@ from planner.cost.memory import (
     state_terms,
 )
 from planner.cost.params import RankParams, padded_vocab, plan_etp, rank_params
+from planner.cost.precision import recipe_memory
+from planner.cost.recipes import held_activations
 from planner.cost.stages import Mix, layer_layout, rank_mix
 from planner.cost.stages import v_shape as plan_v_shape
 from planner.cost.states import state_bytes_per_param
@@ -102,7 +104,13 @@ class PeakMemory:
         if hit is None:
             stage = self.engine.rules.stages(p.pp)[zero]  # state_terms reads the stage from here, not p.zero
             per = state_bytes_per_param(p.precision, self.engine, stage)
-            hit = self._states[key] = [state_terms(p, r.params, per, stage, self.engine.memory) for r in ranks]
+            hit = self._states[key] = [
+                state_terms(
+                    p, r.params, per, stage, self.engine.memory,
+                    recipe_memory(self.model, p, self.engine, self.hw, stage, rank=r.rank, params=r.params),
+                )
+                for r in ranks
+            ]  # fmt: skip
         return hit
 
     def _activations(self, p: Plan, recompute: str) -> dict[LayerKind, Pieces]:
@@ -193,7 +201,9 @@ class PeakMemory:
             rank_pieces = mixed.get((pid, id(mix)))
             if rank_pieces is None:
                 rank_pieces = mixed[(pid, id(mix))] = mix_pieces(mix, pieces)
-            keep, work = rank_pieces
+            keep, work = held_activations(
+                *rank_pieces, in_flight=load.in_flight, layers=sum(n for _k, n in mix), engine=self.engine
+            )
             total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits)
             if total > best:
                 best, best_rank = total, load.shape.rank

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from planner.cost.behaviour import host_overhead_s
 from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
+from planner.cost.offload import activation_offload_s, offloaded_optimizer_s
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import expert_dp, plan_params
+from planner.cost.precision import weight_cast_step_s
 from planner.cost.stages import v_shape
 from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
 from planner.cost.traffic import pp_microbatch_s
@@ -44,14 +46,21 @@ class CommBreakdown:
     ep_exposed_s: float
     pp_exposed_s: float
     dp_exposed_s: float
+    host_s: float = 0.0  # activation offload over the host link (cost.offload), when the engine offloads
+    host_exposed_s: float = 0.0
 
     @property
     def total_by_dim(self) -> dict[str, float]:
-        return {d: getattr(self, f"{d}_s") for d in DIMS}
+        return {d: getattr(self, f"{d}_s") for d in self._dims}
 
     @property
     def exposed_by_dim(self) -> dict[str, float]:
-        return {d: getattr(self, f"{d}_exposed_s") for d in DIMS}
+        return {d: getattr(self, f"{d}_exposed_s") for d in self._dims}
+
+    @property
+    def _dims(self) -> tuple[str, ...]:
+        """DIMS, and "host" when anything goes over the host link (the documents keep their keys otherwise)."""
+        return (*DIMS, "host") if self.host_s else DIMS
 
     @property
     def total(self) -> float:
@@ -63,9 +72,9 @@ class CommBreakdown:
 
     @property
     def pipelined_exposed_s(self) -> float:
-        """Exposed TP + CP + EP + PP of the step: paid inside the micro-batch slots, so the bubble
+        """Exposed TP + CP + EP + PP (+ host offload) of the step: paid inside the micro-batch slots, so the bubble
         stretches with it (DP is paid once, outside the pipeline)."""
-        return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s
+        return self.tp_exposed_s + self.cp_exposed_s + self.ep_exposed_s + self.pp_exposed_s + self.host_exposed_s
 
 
 def layer_exposed_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[LayerKind, float]:
@@ -112,6 +121,7 @@ def stage_comm(
     ]
     pp = pp_microbatch_s(model, hw, plan, engine)
     dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
+    host, host_exp = activation_offload_s(model, hw, plan, engine, compute)
     return CommBreakdown(
         stage=stage,
         tp_s=m * sum(n * c.tp_s for n, c in comms),
@@ -124,6 +134,8 @@ def stage_comm(
         ep_exposed_s=sum(m * n * c.ep_exposed_s for n, c in comms),
         pp_exposed_s=0.0 if plan.schedule == "dualpipev" else m * pp,  # DualPipe hides the PP sends too
         dp_exposed_s=dp_exp,
+        host_s=m * host,
+        host_exposed_s=m * host_exp,
     )
 
 
@@ -253,8 +265,14 @@ def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     if "optimizer" in zero.shards:
         dense /= plan.dp * plan.cp
         expert /= expert_dp(plan)
-    per_param = optimizer_step_bytes_per_param(state_bytes_per_param(plan.precision, engine, zero))
-    return (dense + expert) * per_param / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
+    per = state_bytes_per_param(plan.precision, engine, zero)
+    update = (
+        (dense + expert) * optimizer_step_bytes_per_param(per) / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
+    )
+    if engine.memory.optimizer_offload:  # a share stepped on the CPU (cost.offload)
+        update = offloaded_optimizer_s(update, hw, engine, local_params=dense + expert, grad_bytes=per.gradients,
+                                       param_bytes=per.weights)  # fmt: skip
+    return update + weight_cast_step_s(model, hw, plan, engine, rank=stage)  # a named recipe's weight casts
 
 
 def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> StepTime:

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cost.params import RankParams, expert_dp
+from planner.cost.precision import gather_bytes_per_param
 from planner.engine import Engine, ZeroStage
+from planner.engine import Memory as EngineMemory
 from planner.plan import Plan
 
 
@@ -28,6 +30,13 @@ class StateBytes:
     optimizer: float  # the fp32 master copy (when separate) plus the optimizer's moments
     master_copy: bool  # a separate fp32 master in the optimizer
     compute: float  # one 16-bit (or fp32) compute copy of a weight: what all-gathers and casts move
+    quantized_gather: float | None = None  # what the weight all-gather moves per parameter with fp8 param gather
+
+    @property
+    def gather(self) -> float:
+        """Bytes per parameter one weight all-gather moves: the compute copy, or the quantized weight with fp8
+        parameter gather (cost.precision.gather_bytes_per_param)."""
+        return self.compute if self.quantized_gather is None else self.quantized_gather
 
 
 def compute_bytes(precision: str) -> int:
@@ -49,7 +58,22 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
     wide = precision == "fp32"
     master = (not wide) if mem.master_copy is None else mem.master_copy
     grads = 4 if (wide or mem.grad_dtype == "fp32") else 2
-    return StateBytes(c, grads, 4 * (moments + (1 if master else 0)), master, c)
+    optimizer: float = 4 * (moments + (1 if master else 0))
+    if mem.precision_aware_optimizer:
+        optimizer = precision_aware_optimizer_bytes(precision, mem, moments=moments, master=master)
+    return StateBytes(c, grads, optimizer, master, c, gather_bytes_per_param(precision, engine))
+
+
+def precision_aware_optimizer_bytes(precision: str, mem: EngineMemory, *, moments: int, master: bool) -> float:
+    """Megatron's precision-aware optimizer (TE FusedAdam, --use-precision-aware-optimizer): the moments stored in
+    their dtype (--exp-avg-dtype, --exp-avg-sq-dtype; the kernel computes in fp32, arguments.py l.3667-3684), the
+    fp32 master kept as the 16-bit remainder beside bf16 weights (store_param_remainders, optimizer_config.py
+    l.192-195), which distrib_optimizer.py l.1007-1008 does with bf16 and no fp8 recipe but delayed scaling
+    (use_precision_aware_optimizer_no_fp8_or_ds_fp8, optimizer_config.py l.407-413). bf16 moments with remainders:
+    2 + 2 + 2 = 6 bytes per parameter against 12 (notes §3.4: 6 + 6/d with the distributed optimizer)."""
+    moment = 2 if mem.optimizer_moment_dtype == "bf16" else 4
+    remainders = precision in ("bf16", "fp8", "fp8-delayed")
+    return moments * moment + ((2 if remainders else 4) if master else 0)
 
 
 @dataclass(frozen=True)

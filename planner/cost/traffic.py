@@ -15,6 +15,7 @@ from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
 from planner.cost.moe import layer_ep_s
 from planner.cost.params import expert_dp, plan_etp, plan_params
+from planner.cost.recipes import moe_recomputed
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -85,8 +86,10 @@ def layer_traffic(
         cp_a2a = (2 + (1 if full else 0)) * pair + (4 + (2 if full else 0)) * co
     ep = 0.0
     if kind.ffn == "moe" and model.moe is not None and plan.ep * plan_etp(plan) > 1:
-        # dispatch and combine, forward and backward, and the forward again under full recompute
-        ep = layer_ep_s(model, hw, plan, engine, tokens=tokens) + (4 + (2 if full else 0)) * co
+        # dispatch and combine, forward and backward, and the forward pair again under full recompute or when
+        # selective recompute re-runs the `moe` module
+        again = full or moe_recomputed(engine.kernels, plan.recompute)
+        ep = layer_ep_s(model, hw, plan, engine, tokens=tokens, recomputed=again) + (4 + (2 if again else 0)) * co
     return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a)
 
 
@@ -150,8 +153,8 @@ def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
         plan,
         chunk * per.gradients,
     )
-    ag = _dp_s("all_gather", params.dense * per.compute, params.expert * per.compute, hw, plan, chunk * per.compute)
+    ag = _dp_s("all_gather", params.dense * per.gather, params.expert * per.gather, hw, plan, chunk * per.gather)
     n, ne = dp_groups(plan)
     call = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
     co = call * ((n > 1) + (ne > 1 and params.expert > 0))
-    return DpTraffic(red, ag, co, params.total * per.gradients, params.total * per.compute)
+    return DpTraffic(red, ag, co, params.total * per.gradients, params.total * per.gather)

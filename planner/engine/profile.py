@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from planner.engine.behaviour import Behaviour
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
+from planner.errors import PlannerError
 from planner.plan import RECOMPUTES, Plan, Recompute, Schedule
+from planner.precision import RECIPE_NAMES, Architecture
 from planner.specs import Frozen
 
 # The per-run settings' vocabularies (Engine.configured; plan files' training:, runs files' software:, flags).
@@ -30,6 +32,17 @@ Optimizer = Literal["adamw", "adam", "sgd"]
 GradDtype = Literal["param", "fp32"]
 Attention = Literal["flash", "softmax"]
 SelectivePolicy = Literal["op", "attention"]
+# Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
+RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
+MomentDtype = Literal["fp32", "bf16"]
+# The memory and speed options of issue 20 item 5 an engine may offer (Rules.options; cost/recipes.py).
+RecipeOption = Literal[
+    "recompute_modules", "activation_offload", "optimizer_offload", "precision_aware_optimizer", "fp8_param_gather",
+    "cuda_graphs",
+]  # fmt: skip
+RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
+MOMENT_DTYPES: tuple[MomentDtype, ...] = get_args(MomentDtype)
+RECIPE_OPTIONS: tuple[RecipeOption, ...] = get_args(RecipeOption)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
@@ -77,6 +90,16 @@ class Rules(Frozen):
         False, description="ep > 1 with tp > 1 needs sequence parallelism (Megatron's moe_layer.py raises without)"
     )
     fp8: bool = True
+    precision_recipes: dict[str, tuple[Architecture, ...]] = Field(
+        default_factory=dict,
+        description="the named precision recipes it runs (precision.py), each with the GPU architectures its "
+        "quantization library accepts; a recipe absent here, or a GPU of another architecture, is refused",
+    )
+    options: tuple[RecipeOption, ...] = Field(
+        (),
+        description="the memory and speed options it offers (recompute modules, activation and optimizer offload, "
+        "the precision-aware optimizer, fp8 parameter gather, CUDA graphs); the others are refused when set",
+    )
     recompute: tuple[Recompute, ...] = RECOMPUTES
     vocab_padding: int = Field(
         0,
@@ -102,6 +125,9 @@ class Rules(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> Rules:
+        unknown = sorted(set(self.precision_recipes) - set(RECIPE_NAMES))
+        if unknown:
+            raise ValueError(f"precision_recipes: {unknown} are not recipes; known: {list(RECIPE_NAMES)}")
         for table in (self.zero, self.zero_pp or {}):
             bad = [z for z in table if z not in ZERO_STATES]
             if bad:
@@ -139,6 +165,38 @@ class Memory(Frozen):
         "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one "
         "even in fp32",
     )
+    quantized_activations: bool = Field(
+        True,
+        description="a named fp8/fp4 recipe saves each linear's quantized input for its backward (Transformer "
+        "Engine); false: the 16-bit input is saved and cast again in backward (torchao Float8Linear)",
+    )
+    precision_aware_optimizer: bool = Field(
+        False,
+        description="Megatron's --use-precision-aware-optimizer (TE FusedAdam): the fp32 master kept as the "
+        "16-bit remainder beside the bf16 weights (store_param_remainders), moments in optimizer_moment_dtype",
+    )
+    optimizer_moment_dtype: MomentDtype = Field(
+        "fp32", description="dtype the Adam moments are stored in (--exp-avg-dtype/--exp-avg-sq-dtype)"
+    )
+    optimizer_offload: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of the optimizer state (fp32 master and moments) kept and updated on the CPU "
+        "(--optimizer-cpu-offload --optimizer-offload-fraction)",
+    )
+    activation_offload: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of the saved activations moved to host memory in forward and back before backward "
+        "(--fine-grained-activation-offloading --activation-offload-fraction)",
+    )
+    fp8_param_gather: bool = Field(
+        False,
+        description="weights kept quantized (no 16-bit copy) and all-gathered quantized (--fp8-param-gather, "
+        "--fp4-param-gather)",
+    )
 
 
 class Kernels(Frozen):
@@ -168,6 +226,16 @@ class Kernels(Frozen):
         description="what recompute=selective recomputes: 'attention' = only the attention core "
         "(Korthikanti et al. 2022, Megatron's core_attn); 'op' = per-op checkpointing that "
         "keeps the attention output and every other matmul output (torchtitan)",
+    )
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        None,
+        description="the modules recompute=selective re-runs under the 'attention' policy (Megatron's "
+        "--recompute-modules); null: core_attn, the policy's default",
+    )
+    cuda_graphs: bool = Field(
+        False,
+        description="each layer's kernels captured in CUDA graphs (Megatron --cuda-graph-impl): one launch "
+        "replays them, the graphs' private memory pool is held",
     )
 
     @property
@@ -302,6 +370,18 @@ class Engine(Frozen):
     fitted: dict[str, Fitted] = Field(default_factory=dict, description="by hardware profile name")
     behaviour: Behaviour | None = Field(None, description="what it does on any GPU (engine/behaviour.py)")
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
+    installable: bool = Field(
+        True,
+        description="a stack users can install and run; false for an in-house stack described from its reports "
+        "(hai-llm), kept to check the cost model against them: named it is used, `--engine all` leaves it out",
+    )
+    variant_of: str | None = Field(
+        None, description="a search variant of this engine (search --recipe-options): the profile it was made from"
+    )
+    variant_settings: dict[str, object] = Field(
+        default_factory=dict,
+        description="the per-run settings (SETTINGS) that make the variant, as a plan file keeps them",
+    )
 
     def zero_stage(self, plan: Plan) -> ZeroStage:
         """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""
@@ -311,44 +391,55 @@ class Engine(Frozen):
         """The fitted factors for a hardware profile, or for its calibration proxy (none fitted: neutral)."""
         return self.fitted.get(hardware) or (self.fitted.get(proxy) if proxy else None) or Fitted()
 
-    def configured(
-        self,
-        *,
-        attention: str | None = None,
-        tp_overlap: bool | None = None,
-        compile: bool | None = None,
-        optimizer: str | None = None,
-        selective_recompute: str | None = None,
-        grad_dtype: str | None = None,
-        moe_dispatcher: str | None = None,
-        ep_overlap: bool | None = None,
-        moe_imbalance: float | None = None,
-        moe_dispatch_dtype: str | None = None,
-    ) -> Engine:
-        """A copy with per-run choices overridden (None keeps the profile's default)."""
-        kernels = {
-            k: v
-            for k, v in (("attention", attention), ("selective_recompute", selective_recompute), ("compile", compile))
-            if v is not None
-        }
+    def configured(self, **settings: object) -> Engine:
+        """A copy with per-run choices overridden (None keeps the profile's default): SETTINGS' names, checked by
+        the blocks' own validation (one PlannerError naming the setting and what is valid)."""
+        unknown = sorted(set(settings) - set(SETTINGS))
+        if unknown:
+            raise PlannerError(f"unknown engine setting(s) {', '.join(unknown)}; valid: {', '.join(SETTINGS)}")
+        blocks: dict[str, dict[str, object]] = {}
+        for name, value in settings.items():
+            if value is not None:
+                block, field = SETTINGS[name]
+                blocks.setdefault(block, {})[field] = _listed(value) if name == "recompute_modules" else value
+        if not blocks:
+            return self
         update: dict[str, object] = {}
-        if kernels:
-            update["kernels"] = self.kernels.model_copy(update=kernels)
-        if tp_overlap is not None:
-            update["comm"] = self.comm.model_copy(update={"tp_overlap": tp_overlap})
-        memory = {k: v for k, v in (("optimizer", optimizer), ("grad_dtype", grad_dtype)) if v is not None}
-        if memory:
-            update["memory"] = self.memory.model_copy(update=memory)
-        moe = {
-            k: v
-            for k, v in (
-                ("dispatcher", moe_dispatcher),
-                ("ep_overlap", ep_overlap),
-                ("imbalance", moe_imbalance),
-                ("dispatch_dtype", moe_dispatch_dtype),
-            )
-            if v is not None
-        }
-        if moe:
-            update["moe"] = MoE.model_validate({**self.moe.model_dump(), **moe})  # validated: the imbalance's range
-        return self.model_copy(update=update) if update else self
+        for block, values in blocks.items():
+            current = getattr(self, block)
+            try:
+                update[block] = type(current).model_validate({**current.model_dump(), **values})
+            except ValidationError as e:
+                bad = "; ".join(
+                    f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in e.errors()
+                )
+                raise PlannerError(f"engine setting {bad}") from None
+        return self.model_copy(update=update)
+
+
+def _listed(value: object) -> object:
+    """A comma list given as text (the command line, a YAML string) as a tuple; anything else as it is."""
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(value, str) else value
+
+
+# The per-run settings Engine.configured takes (plan files' training:, runs files' software:, the command line's
+# engine settings), and the block and field each one sets.
+SETTINGS: dict[str, tuple[str, str]] = {
+    "attention": ("kernels", "attention"),
+    "selective_recompute": ("kernels", "selective_recompute"),
+    "compile": ("kernels", "compile"),
+    "tp_overlap": ("comm", "tp_overlap"),
+    "optimizer": ("memory", "optimizer"),
+    "grad_dtype": ("memory", "grad_dtype"),
+    "recompute_modules": ("kernels", "recompute_modules"),
+    "cuda_graphs": ("kernels", "cuda_graphs"),
+    "activation_offload": ("memory", "activation_offload"),
+    "optimizer_offload": ("memory", "optimizer_offload"),
+    "precision_aware_optimizer": ("memory", "precision_aware_optimizer"),
+    "optimizer_moment_dtype": ("memory", "optimizer_moment_dtype"),
+    "fp8_param_gather": ("memory", "fp8_param_gather"),
+    "moe_dispatcher": ("moe", "dispatcher"),
+    "ep_overlap": ("moe", "ep_overlap"),
+    "moe_imbalance": ("moe", "imbalance"),
+    "moe_dispatch_dtype": ("moe", "dispatch_dtype"),
+}

@@ -5,10 +5,12 @@ as one PlannerError (require_runs)."""
 from __future__ import annotations
 
 from planner.engine.profile import Engine
+from planner.engine.recipes import precision_problems, zero_recipe_problems
 from planner.engine.split import chunk_sizes
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected, check_plan
+from planner.precision import gemm_format
 from planner.specs import ModelSpec
 
 
@@ -24,8 +26,10 @@ def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Reject
 def plan_problems(
     model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None, hardware: HardwareProfile | None = None
 ) -> list[Rejected]:
-    """The model's divisibility rules (plan.check_plan), the hardware's precisions and the engine's rules."""
+    """The model's divisibility rules (plan.check_plan), the hardware's precisions, the engine's precision recipes
+    and options on this GPU (engine/recipes.py) and the engine's rules."""
     hw = hardware_problems(hardware, plan) if hardware is not None else []
+    hw += precision_problems(engine, None if hw else hardware, plan, model)
     return check_plan(model, plan, gpus) + hw + engine_problems(engine, model, plan)
 
 
@@ -34,11 +38,12 @@ def hardware_problems(hw: HardwareProfile, plan: Plan) -> list[Rejected]:
     if hw.supports(plan.precision):
         return []
     have = ", ".join(hw.gpu.peak_flops)
+    fmt = gemm_format(plan.precision)  # a named recipe's GEMM format (precision.py)
+    runs = "" if fmt == plan.precision else f" ({plan.precision} runs its GEMMs in {fmt})"
     return [
         Rejected(
             f"{hw.name} has no {plan.precision}",
-            f"precision={plan.precision}: {hw.name} ({hw.gpu.name}) has no {plan.precision} tensor cores; use one of "
-            f"{have}",
+            f"precision={plan.precision}: {hw.name} ({hw.gpu.name}) has no {fmt} tensor cores{runs}; use one of {have}",
         )
     ]
 
@@ -95,7 +100,7 @@ def zero_problems(
                     f"zero={z} ({impl.mechanism}) does not run with {degrees} in {name}; use zero in {others}",
                 )
             )
-    return out
+    return out + zero_recipe_problems(engine, p, z)
 
 
 def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:

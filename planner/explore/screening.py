@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from planner.cost.coster import Coster
 from planner.engine import structure_problems, zero_problems
+from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, hardware_problems
 from planner.explore.results import SearchResult
 from planner.explore.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
@@ -51,7 +52,12 @@ class Screening:
         self.near: list[tuple[float, int, Plan]] = []
         self._tick = itertools.count()
         self._zero_verdicts: dict[tuple, list[tuple[int, list[Rejected]]]] = {}  # per degrees
-        self._precision = hardware_problems(res.hardware, Plan(precision=res.space.precision))  # same for all
+        precision = Plan(
+            precision=res.space.precision
+        )  # the precision's and the engine options' rules: the same for all
+        self._precision = hardware_problems(res.hardware, precision) or precision_problems(
+            res.engine, res.hardware, precision, res.model
+        )
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> None:
         structures = self.res.structures

@@ -3,8 +3,10 @@ model, plan, hardware and engine it ran with, and what was measured. The one rea
 and `planner calibrate`.
 
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
-default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32);
-a null field keeps the engine's default. An unknown engine or value is an error for the whole file (exit 2),
+default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32),
+and the recipe options (`recompute_modules`, `activation_offload`, `optimizer_offload`, `precision_aware_optimizer`,
+`optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`: engine/profile.py SETTINGS); a null field keeps the
+engine's default. An unknown engine or value is an error for the whole file (exit 2),
 not a skipped run: it is a typo in the file, not a plan the engine refuses.
 
 A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out;
@@ -29,15 +31,18 @@ from planner.engine.profile import ATTENTIONS, GRAD_DTYPES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
-from planner.io.planfile import pydantic_message
+from planner.io.planfile import FRACTION_KEYS, LIST_KEYS, NUMBER_RANGES, check_recipe_setting, pydantic_message
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
+# The recipe memory and speed options a run may state (engine.Engine.configured's names; null: the engine's default).
+RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather",
+               "cuda_graphs"}  # fmt: skip
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap", "moe_imbalance",
-    "moe_dispatch_dtype",
+    "moe_dispatch_dtype", *RECIPE_KEYS,
 }  # fmt: skip
 
 
@@ -150,9 +155,15 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
     if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
         valid = ", ".join(GRAD_DTYPES)
         raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")
-    for key in ("tp_overlap", "compile"):
+    for key in ("tp_overlap", "compile", "precision_aware_optimizer", "fp8_param_gather", "cuda_graphs"):
         if sw.get(key) not in (None, True, False):
             raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
+    if sw.get("optimizer_moment_dtype") not in (None, "fp32", "bf16"):
+        raise PlannerError(
+            f"run {rid}: software.optimizer_moment_dtype {sw['optimizer_moment_dtype']!r} is not one of fp32, bf16"
+        )
+    for key in (*NUMBER_RANGES, *LIST_KEYS):
+        check_recipe_setting(f"run {rid}", f"software.{key}", key, sw.get(key))
     return sw
 
 
@@ -178,6 +189,7 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
         ep_overlap=sw.get("ep_overlap"),
         moe_imbalance=sw.get("moe_imbalance"),
         moe_dispatch_dtype=sw.get("moe_dispatch_dtype"),
+        **{k: sw.get(k) for k in RECIPE_KEYS},
     )
 
 

@@ -19,7 +19,9 @@ from planner.engine.profile import (
     DISPATCH_DTYPES,
     DISPATCHERS,
     GRAD_DTYPES,
+    MOMENT_DTYPES,
     OPTIMIZERS,
+    RECOMPUTE_MODULES,
     SELECTIVE_POLICIES,
 )
 from planner.errors import PlannerError
@@ -39,7 +41,16 @@ TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
     "moe_dispatcher": DISPATCHERS,
     "ep_overlap": None,
     "moe_dispatch_dtype": DISPATCH_DTYPES,
+    "precision_aware_optimizer": None,
+    "optimizer_moment_dtype": MOMENT_DTYPES,
+    "fp8_param_gather": None,
+    "cuda_graphs": None,
 }
+# The recipe options that take a share (0-1) or a list of modules (Engine.configured checks them again).
+FRACTION_KEYS = ("activation_offload", "optimizer_offload")
+# Settings that take a number in a range: the shares above, and the busiest expert-parallel rank's load over the mean.
+NUMBER_RANGES = {**dict.fromkeys(FRACTION_KEYS, (0.0, 1.0)), "moe_imbalance": (1.0, 64.0)}
+LIST_KEYS = {"recompute_modules": RECOMPUTE_MODULES}
 
 
 @dataclass(frozen=True)
@@ -80,13 +91,33 @@ def _training(path: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise PlannerError(f"{path}: training must be a mapping of {', '.join(TRAINING_KEYS)}, got {value!r}")
     for k, v in value.items():
+        if k in NUMBER_RANGES or k in LIST_KEYS:
+            check_recipe_setting(path, f"training.{k}", k, v)
+            continue
         if k not in TRAINING_KEYS:
-            raise PlannerError(f"{path}: unknown training setting {k!r}; valid: {', '.join(TRAINING_KEYS)}")
+            valid_keys = ", ".join((*TRAINING_KEYS, *NUMBER_RANGES, *LIST_KEYS))
+            raise PlannerError(f"{path}: unknown training setting {k!r}; valid: {valid_keys}")
         valid = TRAINING_KEYS[k]
         if (valid is None and not isinstance(v, bool)) or (valid is not None and v not in valid):
             allowed = "true or false" if valid is None else ", ".join(valid)
             raise PlannerError(f"{path}: training.{k}={v!r} is not valid; choose {allowed}")
     return dict(value)
+
+
+def check_recipe_setting(where: str, name: str, key: str, v: Any) -> None:
+    """A number in its range (NUMBER_RANGES: a share in [0, 1], moe_imbalance in [1, 64]) or a list of modules, as
+    a YAML list or a comma string (recompute_modules); null keeps the engine's default."""
+    if v is None:
+        return
+    if key in NUMBER_RANGES:
+        lo, hi = NUMBER_RANGES[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise PlannerError(f"{where}: {name}={v!r} is not valid; give a number from {lo:g} to {hi:g}")
+        return
+    items = [x.strip() for x in v.split(",")] if isinstance(v, str) else v
+    valid = LIST_KEYS[key]
+    if not isinstance(items, list) or not all(isinstance(x, str) and x in valid for x in items):
+        raise PlannerError(f"{where}: {name}={v!r} is not valid; give a list of {', '.join(valid)}")
 
 
 def read_plan_file(path: str) -> PlanFile:

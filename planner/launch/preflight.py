@@ -12,6 +12,7 @@ from planner.engine import Engine, plan_problems
 from planner.errors import PlannerError
 from planner.launch.machine import MAX_PROCS_PER_CORE, RAM_SHARE, Host, HostNeed, memory_fits, probe_host
 from planner.plan import Plan
+from planner.precision import is_low_precision
 from planner.specs import ModelSpec
 from planner.units import fmt_bytes
 
@@ -231,8 +232,8 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
     if plan.ep > 1 or model.moe is not None:
         out.append(f"{model.name}: mixture-of-experts models and ep={plan.ep} are not supported by the worker")
     out += architecture_limits(model)
-    if plan.precision == "fp8":
-        out.append("precision=fp8 needs torchao float8 training; rehearse with --precision bf16")
+    if is_low_precision(plan.precision):
+        out.append(f"precision={plan.precision} needs torchao float8 training; rehearse with --precision bf16")
     if plan.precision == "fp16" and env.device_type == "cpu":
         out.append("precision=fp16 on CPU: use bf16 (no loss scaler in the worker)")
     if plan.sp and plan.seq_len % (plan.cp * plan.tp):

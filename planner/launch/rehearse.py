@@ -30,6 +30,7 @@ from planner.engine.rules import zero_problems
 from planner.errors import PlannerError
 from planner.launch.preflight import architecture_limits
 from planner.plan import Plan
+from planner.precision import is_low_precision
 from planner.specs import ModelSpec
 
 AXES = ("dp", "tp", "pp", "vpp", "cp")
@@ -118,8 +119,8 @@ def _fit_processes(degrees: dict[str, int], plan: Plan, max_processes: int | Non
 
 
 def _precision(precision: str, device_type: str, notes: list[str]) -> str:
-    if precision == "fp8":
-        notes.append("precision fp8 -> bf16: the worker has no fp8 path yet (torchao float8)")
+    if is_low_precision(precision):
+        notes.append(f"precision {precision} -> bf16: the worker has no fp8 path yet (torchao float8)")
         return "bf16"
     if precision == "fp16" and device_type != "cuda":
         notes.append("precision fp16 -> bf16: the worker has no loss scaler for fp16 on CPU")

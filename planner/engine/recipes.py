@@ -1,0 +1,226 @@
+"""Which precision recipes and memory/speed options an engine runs, on which GPUs, with which plans: rejections
+(data, like rules.py), each naming the values and what would run.
+
+The support matrix is data: the engine profile lists the named recipes it runs and, for each, the GPU
+architectures its quantization library accepts (`rules.precision_recipes`, with the library's check cited in the
+YAML); the hardware profile states its architecture (`gpu.architecture`). The options an engine offers are
+`rules.options`; their constraints below are the engine's own, cited (Megatron-LM @d98e8a64).
+"""
+
+from __future__ import annotations
+
+from planner.engine.profile import Engine, RecipeOption
+from planner.hardware import HardwareProfile
+from planner.plan import Plan, Rejected
+from planner.precision import RECIPES
+from planner.specs import ModelSpec
+
+
+def used_options(engine: Engine) -> list[RecipeOption]:
+    """The options the engine's per-run settings turn on (each against the profile's default of off)."""
+    m, k = engine.memory, engine.kernels
+    used: list[RecipeOption] = []
+    if k.recompute_modules is not None and tuple(k.recompute_modules) != ("core_attn",):
+        used.append("recompute_modules")
+    if m.activation_offload > 0:
+        used.append("activation_offload")
+    if m.optimizer_offload > 0:
+        used.append("optimizer_offload")
+    if m.precision_aware_optimizer or m.optimizer_moment_dtype != "fp32":
+        used.append("precision_aware_optimizer")
+    if m.fp8_param_gather:
+        used.append("fp8_param_gather")
+    if k.cuda_graphs:
+        used.append("cuda_graphs")
+    return used
+
+
+def recipe_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan) -> list[Rejected]:
+    """A named recipe the engine does not run, or not on this GPU's architecture (plain fp8 keeps rules.fp8 and
+    the hardware's fp8 peak, as before)."""
+    r = RECIPES.get(plan.precision)
+    if r is None:
+        return []
+    name, offered = engine.name, engine.rules.precision_recipes
+    if r.name not in offered:
+        runs = ", ".join(offered) or "none of them"
+        return [
+            Rejected(
+                f"{name} has no {r.name}",
+                f"precision={r.name}: {name} has no {r.name} training recipe (its named recipes: {runs}); use bf16",
+            )
+        ]
+    arch = hw.gpu.architecture if hw is not None else None
+    if hw is None or arch in offered[r.name]:
+        return []
+    where = ", ".join(offered[r.name])
+    said = f"a {arch} GPU" if arch else "a GPU whose profile states no gpu.architecture"
+    return [
+        Rejected(
+            f"{r.name} not on {arch or 'this GPU'} in {name}",
+            f"precision={r.name}: {name} runs {r.name} on {where} GPUs only; {hw.name} is {said}" + _hint(r.name, arch),
+        )
+    ]
+
+
+def _hint(recipe: str, arch: str | None) -> str:
+    if recipe == "fp8-blockwise" and arch == "blackwell":
+        return " (Transformer Engine only emulates it there, through MXFP8: use mxfp8)"
+    if recipe in ("mxfp8", "nvfp4") and arch == "hopper":
+        return " (use fp8-blockwise or fp8-current on Hopper)"
+    return ""
+
+
+def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
+    """The options the engine's settings turn on that it does not offer, or that this GPU, model or recipe
+    cannot run (the engine's own checks)."""
+    name, m, k = engine.name, engine.memory, engine.kernels
+    out = [
+        Rejected(
+            f"{name} has no {o}",
+            f"{o}: {name} does not offer it (it offers {', '.join(engine.rules.options) or 'none'})",
+        )
+        for o in used_options(engine)
+        if o not in engine.rules.options
+    ]
+    if out:
+        return out
+    if hw is not None and hw.gpu.host_bandwidth_bytes_per_s is None and (m.activation_offload or m.optimizer_offload):
+        out.append(
+            Rejected(
+                "offload without a host link",
+                f"activation_offload={m.activation_offload}, optimizer_offload={m.optimizer_offload}: {hw.name} states "
+                "no gpu.host_bandwidth_bytes_per_s, the host link offloading moves over",
+            )
+        )
+    if hw is not None and k.cuda_graphs and hw.gpu.architecture in (None, "cpu", "cdna3", "cdna4"):
+        out.append(
+            Rejected(
+                "cuda graphs need an NVIDIA GPU",
+                f"cuda_graphs: {hw.name} is not a CUDA GPU the engine captures graphs on",
+            )
+        )
+    if m.optimizer_offload and not m.precision_aware_optimizer:
+        # arguments.py l.1884-1887: the hybrid device optimizer reuses the precision-aware optimizer's code path
+        out.append(
+            Rejected(
+                "optimizer offload needs the precision-aware optimizer",
+                "optimizer_offload needs precision_aware_optimizer (Megatron arguments.py l.1884)",
+            )
+        )
+    if m.precision_aware_optimizer and m.optimizer == "sgd":  # optimizer_config.py l.433-436: Adam only
+        detail = "precision_aware_optimizer runs Adam only (TE FusedAdam); optimizer=sgd"
+        out.append(Rejected("precision-aware optimizer needs adam", detail))
+    if m.optimizer_moment_dtype != "fp32" and not m.precision_aware_optimizer:
+        # arguments.py l.3667-3684: --exp-avg-dtype only with --use-precision-aware-optimizer
+        out.append(
+            Rejected(
+                "moment dtype needs the precision-aware optimizer",
+                f"optimizer_moment_dtype={m.optimizer_moment_dtype} needs precision_aware_optimizer (Megatron stores "
+                "moments in another dtype only with --use-precision-aware-optimizer, arguments.py l.3667-3684)",
+            )
+        )
+    out += _gather_problems(engine, plan)
+    out += _module_problems(engine, plan, model)
+    return out
+
+
+def _gather_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    m = engine.memory
+    if not m.fp8_param_gather:
+        return []
+    r = RECIPES.get(plan.precision)
+    if r is None:
+        return [
+            Rejected(
+                "fp8 param gather needs a named recipe",
+                f"fp8_param_gather: precision={plan.precision} has no quantized weights to gather; name a recipe "
+                "(fp8-delayed, fp8-current, fp8-blockwise, mxfp8, nvfp4)",
+            )
+        ]
+    if m.optimizer_offload and r.name != "fp8-delayed":  # arguments.py l.1888-1892
+        detail = f"optimizer_offload with fp8_param_gather needs precision=fp8-delayed, not {r.name}"
+        return [Rejected("optimizer offload with fp8 param gather needs delayed scaling", f"{detail} (Megatron)")]
+    return []
+
+
+def _module_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
+    modules = engine.kernels.recompute_modules or ()
+    out: list[Rejected] = []
+    if model is not None and "mla_up_proj" in modules and not model.is_mla:  # transformer_config.py l.1969-1973
+        detail = f"recompute module mla_up_proj needs multi-latent attention; {model.name} has none"
+        out.append(Rejected("mla_up_proj without MLA", detail))
+    if plan.precision == "fp8-delayed" and {"moe_act", "layernorm"} & set(modules):
+        # transformer_config.py l.2000-2006: output-discarding recompute of a quantized input needs current scaling
+        detail = "recompute modules moe_act and layernorm do not run with precision=fp8-delayed; use fp8-current"
+        out.append(Rejected("delayed scaling with moe_act/layernorm recompute", f"{detail} (Megatron)"))
+    return out
+
+
+def zero_recipe_problems(engine: Engine, plan: Plan, zero: int) -> list[Rejected]:
+    """The precision-aware optimizer runs with Megatron's distributed optimizer only (optimizer/__init__.py
+    l.1057-1060), zero 1 here, and so do the optimizer offload and bf16 moments that need it. fp8 parameter gather
+    needs a parameter all-gather (the distributed optimizer, or FSDP: arguments.py l.1095-1097); the planner models
+    it with the distributed optimizer, and refuses it with FSDP (zero 3) rather than approximate it."""
+    m, name = engine.memory, engine.name
+    if zero == 1:
+        return []
+    out: list[Rejected] = []
+    if m.precision_aware_optimizer:
+        detail = f"precision_aware_optimizer needs the distributed optimizer (zero 1) in {name}, not zero={zero}"
+        out.append(Rejected(f"{name}: precision-aware optimizer without zero 1", detail))
+    if m.fp8_param_gather:
+        why = "has no parameter all-gather" if zero == 0 else "(FSDP) is not modelled with it"
+        detail = f"fp8_param_gather needs the distributed optimizer (zero 1); zero={zero} {why}"
+        out.append(Rejected(f"{name}: fp8 param gather without zero 1", detail))
+    return out
+
+
+def emit_unexpressed(plan: Plan, engine: Engine) -> str:
+    """What of the plan's precision recipe and the engine's recipe options the emitters do not write (empty: all
+    is written): named here so that an emitted file never silently drops what the plan was priced with."""
+    parts = [f"precision={plan.precision}"] if plan.precision in RECIPES else []
+    used = used_options(engine)
+    return " and ".join([*parts, ", ".join(used)] if used else parts)
+
+
+def option_variants(engine: Engine, model: ModelSpec, precision: str) -> list[Engine]:
+    """The engine with its memory options, for `search --recipe-options`: a short ladder of settings current
+    Megatron-Bridge recipes combine (the DeepSeek-V3 H100 recipe: the precision-aware optimizer with bf16 moments,
+    recipes/deepseek/h100/deepseek_v3.py l.221-225), each variant adding memory savings to the one before, only
+    where the engine offers the option and the model or recipe can use it:
+    pao (precision-aware optimizer, bf16 moments); +modules (recompute of the output-discarding modules the model
+    has: layernorm, moe_act, mla_up_proj); +gather (fp8 parameter gather, a named recipe); +offload (the optimizer
+    state on the CPU, half the saved activations in host memory). The search ranks them with the base engine."""
+    offered = set(engine.rules.options)
+    if "precision_aware_optimizer" not in offered or engine.memory.optimizer == "sgd":
+        return []
+    ladder: list[tuple[str, dict[str, object]]] = [
+        ("pao", {"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16"})
+    ]
+    moe = model.moe is not None
+    modules = [
+        m for m, has in (("layernorm", model.is_mla or moe), ("moe_act", moe), ("mla_up_proj", model.is_mla)) if has
+    ]
+    if modules and "recompute_modules" in offered and precision != "fp8-delayed":
+        ladder.append(("modules", {"recompute_modules": ["core_attn", *modules]}))
+    if precision in RECIPES and "fp8_param_gather" in offered:
+        ladder.append(("gather", {"fp8_param_gather": True}))
+    if {"optimizer_offload", "activation_offload"} <= offered:
+        ladder.append(("offload", {"optimizer_offload": 1.0, "activation_offload": 0.5}))
+    out: list[Engine] = []
+    settings: dict[str, object] = {}
+    label = engine.name
+    for name, step in ladder:
+        settings, label = {**settings, **step}, f"{label}+{name}"
+        variant = engine.configured(**settings)
+        out.append(variant.model_copy(update={"name": label, "variant_of": engine.name, "variant_settings": settings}))
+    return out
+
+
+def precision_problems(
+    engine: Engine, hw: HardwareProfile | None, plan: Plan, model: ModelSpec | None = None
+) -> list[Rejected]:
+    """Everything about the plan's precision and the engine's options that depends neither on the degrees nor on
+    the micro-batch: the search checks it once."""
+    return recipe_problems(engine, hw, plan) + option_problems(engine, hw, plan, model)

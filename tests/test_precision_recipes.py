@@ -1,0 +1,240 @@
+"""Precision recipes (issue 20 item 4): each recipe's memory terms pinned to Transformer Engine's formulas on a
+hand-computed case, its GEMM rate and casts, what stays bf16, and the support matrix (engine x recipe x GPU)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_planner
+
+from planner.cost.activations import activation_bytes_per_token
+from planner.cost.compute import layer_time, stage_compute
+from planner.cost.memory import memory_report
+from planner.cost.params import plan_params
+from planner.cost.precision import (
+    DELAYED_SCALED_TENSORS_PER_GEMM,
+    cast_bytes_per_element,
+    layer_casts,
+    quantized_kind_params,
+    recipe_memory,
+    saved_input_bytes,
+)
+from planner.engine.recipes import recipe_problems
+from planner.engine.rules import hardware_problems, plan_problems
+from planner.hardware import HardwareProfile
+from planner.io.catalog import load_engine, load_hardware
+from planner.layers import LayerKind
+from planner.plan import Plan
+from planner.precision import RECIPES
+from planner.specs import ModelSpec
+
+# A GPT layer by hand: MHA (heads x head_dim = h), a GELU MLP of width f, no biases.
+H, F = 1024, 4096
+GPT = ModelSpec(
+    name="gpt-hand", num_layers=4, hidden_size=H, num_attention_heads=8, ffn_hidden_size=F, vocab_size=32000,
+    max_seq_len=2048, linear_bias=False, tied_embeddings=False,
+)  # fmt: skip
+Q_LAYER = 4 * H * H + 2 * H * F  # q, k, v, o and fc1, fc2: the weights a recipe quantizes
+DENSE = LayerKind("attention", "dense", "global")
+MEGATRON = load_engine("megatron")
+TITAN = load_engine("torchtitan")
+H100, B200 = load_hardware("h100-sxm"), load_hardware("b200")
+
+
+def _plan(precision: str, **kw: object) -> Plan:
+    return Plan(**{"dp": 1, "zero": 1, "global_batch": 1, "seq_len": 2048, "precision": precision, **kw})
+
+
+def _recipe_bytes(precision: str, hw: HardwareProfile, engine=MEGATRON, zero: int = 1):
+    plan = _plan(precision, zero=zero)
+    params = plan_params(GPT, plan, engine, 0)
+    return recipe_memory(GPT, plan, engine, hw, engine.zero_stage(plan), rank=0, params=params), params
+
+
+def test_quantized_weights_are_the_linear_weights():
+    assert quantized_kind_params(GPT, DENSE, tp=1, ep=1, etp=1) == Q_LAYER
+    assert quantized_kind_params(GPT, DENSE, tp=2, ep=1, etp=2) == Q_LAYER / 2
+
+
+@pytest.mark.parametrize(
+    ("precision", "hw", "per_weight"),
+    [
+        # per-tensor fp8: a rowwise and a transposed copy on Hopper (only TN fp8 GEMMs), one on Blackwell
+        # (TE pytorch/utils.py l.658-663 is_non_tn_fp8_gemm_supported)
+        ("fp8-delayed", H100, 2 * 1.0),
+        ("fp8-delayed", B200, 1 * 1.0),
+        ("fp8-current", H100, 2 * 1.0),
+        ("fp8-current", B200, 1 * 1.0),
+        # blockwise: rowwise and columnwise copies, fp32 scales per 128x128 weight block (float8_blockwise_tensor.py)
+        ("fp8-blockwise", H100, 2 * (1 + 4 / 16384)),
+        # MXFP8: both copies, an E8M0 byte per 32 (mxfp8_tensor.py l.139-176)
+        ("mxfp8", B200, 2 * (1 + 1 / 32)),
+        # NVFP4: half a byte each, an E4M3 byte per 16 (nvfp4_tensor.py l.273-307), both copies
+        ("nvfp4", B200, 2 * (0.5 + 1 / 16)),
+    ],
+)
+def test_weight_caches_per_recipe(precision, hw, per_weight):
+    mem, params = _recipe_bytes(precision, hw)
+    q = GPT.num_layers * Q_LAYER
+    history = DELAYED_SCALED_TENSORS_PER_GEMM * (1024 + 2) * 4 * params.num_gemms if precision == "fp8-delayed" else 0
+    assert mem.weights_bytes == 0
+    assert mem.buffers_bytes == pytest.approx(q * per_weight + history, rel=1e-12)
+
+
+def test_delayed_scaling_amax_history_is_te_default():
+    # TE DelayedScaling amax_history_len = 1024 (quantization.py l.143; Megatron-Bridge's delayed recipe l.229):
+    # 5 scaled tensors per GEMM x (1024 history + scale + scale_inv) x 4 bytes = 20,520 bytes per GEMM.
+    delayed, params = _recipe_bytes("fp8-delayed", B200)
+    current, _ = _recipe_bytes("fp8-current", B200)
+    assert delayed.buffers_bytes - current.buffers_bytes == pytest.approx(20_520 * params.num_gemms)
+
+
+def test_fp8_param_gather_drops_the_bf16_weights():
+    # --fp8-param-gather: the quantized weight is the parameter; MXFP8 keeps its columnwise copy cached.
+    engine = MEGATRON.configured(fp8_param_gather=True)
+    mem, _ = _recipe_bytes("mxfp8", B200, engine)
+    q, one = GPT.num_layers * Q_LAYER, 1 + 1 / 32
+    assert mem.weights_bytes == pytest.approx(-q * (2 - one))
+    assert mem.buffers_bytes == pytest.approx(q * one)
+    # per-tensor fp8 on Blackwell: one copy serves both directions, nothing else cached
+    mem, _ = _recipe_bytes("fp8-current", B200, engine)
+    assert (mem.weights_bytes, mem.buffers_bytes) == (pytest.approx(-q), 0.0)
+
+
+def test_torchao_keeps_no_quantized_copies():
+    # torchao Float8Linear casts at each GEMM and saves the bf16 input (float8_linear.py l.44-45)
+    mem, _ = _recipe_bytes("fp8-current", H100, TITAN, zero=3)
+    assert (mem.weights_bytes, mem.buffers_bytes) == (0.0, 0.0)
+    assert saved_input_bytes("fp8-current", TITAN) == 0.0
+
+
+def test_saved_inputs_quantized_by_hand():
+    # A TE linear saves its input's columnwise quantized copy (module/linear.py l.600-621): the two norm outputs and
+    # the fc2 input (h + h + f elements) drop from 2 bytes to q, and the out-projection keeps a q-byte copy beside
+    # the bf16 attention output flash attention keeps for itself.
+    kw = {
+        "seq_len": 2048,
+        "tp": 1,
+        "sp": False,
+        "cp": 1,
+        "recompute": "none",
+        "act_bytes": 2,
+        "kernels": MEGATRON.kernels,
+        "kind": DENSE,
+    }
+    bf16 = activation_bytes_per_token(GPT, **kw)
+    for precision in RECIPES:
+        q = saved_input_bytes(precision, MEGATRON)
+        got = activation_bytes_per_token(GPT, **kw, saved_quant=q)
+        assert got == pytest.approx(bf16 - (2 * H + F) * (2 - q) + H * q), precision
+    assert saved_input_bytes("fp8-delayed", MEGATRON) == 1.0
+    assert saved_input_bytes("nvfp4", MEGATRON) == 0.5 + 1 / 16
+    assert saved_input_bytes("fp8", MEGATRON) == 0.0  # plain fp8 keeps the calibrated bf16 activations
+
+
+def test_cast_bytes_per_element():
+    # read the bf16 tensor (twice with an amax pass), write each copy with its scales (quantizer.cpp)
+    r = RECIPES
+    assert cast_bytes_per_element(r["fp8-delayed"], "hopper", weight=False) == 2 + 2 * 1
+    assert cast_bytes_per_element(r["fp8-delayed"], "blackwell", weight=False) == 2 + 1
+    assert cast_bytes_per_element(r["fp8-current"], "hopper", weight=False) == 4 + 2 * 1  # the amax kernel first
+    assert cast_bytes_per_element(r["fp8-blockwise"], "hopper", weight=False) == 2 + 2 * (1 + 4 / 128)
+    assert cast_bytes_per_element(r["mxfp8"], "blackwell", weight=False) == 2 + 2 * (1 + 1 / 32)
+    assert cast_bytes_per_element(r["nvfp4"], "blackwell", weight=False) == 4 + 2 * (0.5 + 1 / 16)
+
+
+def test_nvfp4_adds_the_hadamard_transform_and_te_caches_weights():
+    args = {"input_elements": 1e6, "tp": 1, "ep": 1, "etp": 1, "architecture": "blackwell", "eff": B200.efficiency,
+                "gemm_peak": B200.peak("fp4"), "core_peak": B200.peak("bf16"), "tokens": 1000.0}  # fmt: skip
+    nv = layer_casts(GPT, DENSE, "nvfp4", weight_cache=True, **args)
+    mx = layer_casts(GPT, DENSE, "mxfp8", weight_cache=True, **args)
+    assert nv.flops == 32 * 1e6 and mx.flops == 0  # 16x16 Hadamard per 16 elements of the wgrad operands
+    assert nv.hbm_bytes == 1e6 * (4 + 2 * (0.5 + 1 / 16))  # weights cast once per step with a cache (TE)
+    per_gemm = layer_casts(GPT, DENSE, "mxfp8", weight_cache=False, **args)  # torchao: at each GEMM
+    assert per_gemm.hbm_bytes - mx.hbm_bytes == pytest.approx(Q_LAYER * (2 + 2 * (1 + 1 / 32)))
+
+
+def test_gemm_rates_and_what_stays_bf16():
+    plan = _plan("fp8-delayed", micro_batch=1)
+    lt = {p: layer_time(GPT, H100, plan.model_copy(update={"precision": p}), MEGATRON, kind=DENSE)
+          for p in ("bf16", "fp8", "fp8-delayed")}  # fmt: skip
+    assert lt["fp8-delayed"].gemm_forward_s == lt["fp8"].gemm_forward_s < lt["bf16"].gemm_forward_s
+    assert lt["fp8-delayed"].attention_core_forward_s == lt["bf16"].attention_core_forward_s  # attention in bf16
+    heads = {p: stage_compute(GPT, H100, plan.model_copy(update={"precision": p}), MEGATRON, 0).head_forward_s
+             for p in ("bf16", "fp8", "fp8-delayed")}  # fmt: skip
+    assert heads["fp8-delayed"] == heads["bf16"] > heads["fp8"]  # the output layer stays bf16 under a recipe
+    nv = layer_time(GPT, B200, plan.model_copy(update={"precision": "nvfp4"}), MEGATRON, kind=DENSE)
+    mx = layer_time(GPT, B200, plan.model_copy(update={"precision": "mxfp8"}), MEGATRON, kind=DENSE)
+    assert nv.gemm_forward_s < mx.gemm_forward_s  # the fp4 peak
+
+
+def test_router_stays_bf16():
+    moe = ModelSpec.model_validate(
+        {**GPT.model_dump(exclude_none=True), "name": "moe-hand", "moe": {"num_experts": 8, "top_k": 2,
+                                                                       "expert_ffn_hidden_size": F}}
+    )  # fmt: skip
+    kind = LayerKind("attention", "moe", "global")
+    args = {"input_elements": 0.0, "tp": 1, "ep": 1, "etp": 1, "architecture": "hopper", "weight_cache": True,
+            "eff": H100.efficiency, "gemm_peak": H100.peak("fp8"), "core_peak": H100.peak("bf16"),
+            "tokens": 2048.0}  # fmt: skip
+    assert layer_casts(moe, kind, "fp8-current", **args).router_delta_s > 0  # slower at bf16 than at fp8
+    assert layer_casts(moe, DENSE, "fp8-current", **args).router_delta_s == 0
+
+
+# ---- the support matrix ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("engine", "hw", "precision", "reason"),
+    [
+        ("megatron", "h100-sxm", "fp8-blockwise", None),
+        ("megatron", "b200", "fp8-blockwise", "fp8-blockwise not on blackwell in megatron"),
+        ("megatron", "h100-sxm", "mxfp8", "mxfp8 not on hopper in megatron"),
+        ("megatron", "b200", "mxfp8", None),
+        ("megatron", "gb300-nvl72", "nvfp4", None),
+        ("megatron", "mi355x", "mxfp8", "mxfp8 not on cdna4 in megatron"),
+        ("torchtitan", "mi355x", "mxfp8", None),
+        ("torchtitan", "b200", "nvfp4", "torchtitan has no nvfp4"),
+        ("torchtitan", "h100-sxm", "fp8-blockwise", "torchtitan has no fp8-blockwise"),
+        ("deepspeed", "h100-sxm", "fp8-current", "deepspeed has no fp8-current"),
+        ("llm-foundry", "h100-sxm", "fp8-delayed", None),
+        ("llm-foundry", "h100-sxm", "fp8-current", "llm-foundry has no fp8-current"),
+    ],
+)
+def test_support_matrix(engine, hw, precision, reason):
+    problems = recipe_problems(load_engine(engine), load_hardware(hw), _plan(precision))
+    assert [p.reason for p in problems] == ([reason] if reason else [])
+
+
+def test_a_gpu_without_fp4_has_no_nvfp4():
+    (p,) = hardware_problems(H100, _plan("nvfp4"))
+    assert "has no fp4 tensor cores (nvfp4 runs its GEMMs in fp4)" in p.detail
+
+
+def test_a_profile_without_architecture_runs_no_recipe():
+    hw = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"architecture": None})})
+    problems = plan_problems(GPT, _plan("fp8-current"), MEGATRON, None, hw)
+    assert any("states no gpu.architecture" in p.detail for p in problems)
+    assert plan_problems(GPT, _plan("fp8"), MEGATRON, None, hw) == []  # plain fp8 as before
+
+
+def test_cli_refuses_with_one_line():
+    code, out, err = run_planner("memory", "-m", "llama3-8b", "--gpus", "8", "--precision", "mxfp8")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "megatron runs mxfp8 on blackwell GPUs only; h100-sxm is a hopper GPU" in err
+    code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--precision", "fp4")
+    assert code == 2 and "fp8-blockwise" in err  # the valid values named
+
+
+def test_search_counts_unsupported_recipes():
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "64", "--precision", "mxfp8", "--json")
+    assert code == 0, err
+    import json
+
+    doc = json.loads(out)
+    assert doc["valid"] == 0 and doc["rejected"] == {"mxfp8 not on hopper in megatron": doc["evaluated"]}
+
+
+def test_recipe_memory_reaches_the_report():
+    plan = _plan("mxfp8", micro_batch=1, global_batch=8, dp=8)
+    bf16 = memory_report(GPT, B200, plan.model_copy(update={"precision": "bf16"}), MEGATRON).peak.breakdown
+    mx = memory_report(GPT, B200, plan, MEGATRON).peak.breakdown
+    assert mx.activations_bytes < bf16.activations_bytes  # quantized saved inputs
+    assert mx.buffers_bytes > bf16.buffers_bytes  # two MXFP8 copies of every weight

@@ -1,0 +1,334 @@
+"""Recipe memory and speed options (issue 20 item 5): what each recompute module drops and re-runs, offload,
+the precision-aware optimizer's bytes, bf16 gradient reduction, fp8 parameter gather, CUDA graphs; each option's
+direction (never more GPU memory, recompute never faster), the engines' own refusals, and the round trip of the
+settings through plan files, runs files and `search --save`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import yaml
+from helpers import run_planner
+
+from planner.api.resolve import resolve_engine
+from planner.cost.activations import activation_bytes_per_token
+from planner.cost.compute import layer_time
+from planner.cost.coster import Coster
+from planner.cost.memory import memory_report
+from planner.cost.recipes import CUDA_GRAPH_POOL_FRACTION
+from planner.cost.states import model_state_bytes
+from planner.cost.traffic import dp_traffic
+from planner.engine import plan_problems
+from planner.engine.profile import RECOMPUTE_MODULES
+from planner.errors import PlannerError
+from planner.fit.runs import run_engine
+from planner.io.catalog import load_engine, load_hardware, load_model
+from planner.io.planfile import read_plan_file, write_plan_file
+from planner.layers import LayerKind
+from planner.plan import Plan
+
+MEGATRON = load_engine("megatron")
+H100 = load_hardware("h100-sxm")
+DSV3 = load_model("deepseek-v3")
+LLAMA = load_model("llama3-8b")
+MLA_MOE = LayerKind("mla", "moe", "global")
+MLA_DENSE = LayerKind("mla", "dense", "global")
+
+
+def kept(model, kind, modules, **kw):
+    kernels = MEGATRON.configured(recompute_modules=list(modules)).kernels
+    args = {
+        "seq_len": 4096,
+        "tp": 1,
+        "sp": False,
+        "cp": 1,
+        "recompute": "selective",
+        "act_bytes": 2,
+        "kernels": kernels,
+        "kind": kind,
+    }
+    return activation_bytes_per_token(model, **{**args, **kw})
+
+
+# ---- recompute modules: what each drops, by hand ----------------------------------------------------------
+def test_mla_up_proj_drops_q_k_v():
+    # Q, K, V after the up-projections and RoPE: heads x (2 (d_h + d_h^R) + d_v) x 2 bytes (multi_latent_attention.py
+    # l.983-987): DeepSeek-V3 128 x (192 + 192 + 128) x 2 = 128 KiB per token and layer at tp 1
+    base = kept(DSV3, MLA_MOE, ["core_attn"])
+    assert base - kept(DSV3, MLA_MOE, ["core_attn", "mla_up_proj"]) == 128 * (192 + 192 + 128) * 2 == 131072
+
+
+def test_moe_act_drops_the_expert_activation_output():
+    # the SwiGLU output of the routed tokens, top_k x f x 2 bytes = 8 x 2048 x 2 = 32 KiB per token (experts.py
+    # l.1019-1027)
+    assert kept(DSV3, MLA_MOE, ["core_attn"]) - kept(DSV3, MLA_MOE, ["core_attn", "moe_act"]) == 8 * 2048 * 2
+
+
+def test_layernorm_drops_the_unfused_norm_outputs():
+    # MLA's input norm and the MoE layer's pre-MLP norm are separate TE norms (gpt_layer_specs.py l.244-313): 2 x h x 2
+    h = DSV3.hidden_size
+    assert kept(DSV3, MLA_MOE, ["core_attn"]) - kept(DSV3, MLA_MOE, ["core_attn", "layernorm"]) == 2 * h * 2
+    assert kept(DSV3, MLA_DENSE, ["core_attn"]) - kept(DSV3, MLA_DENSE, ["core_attn", "layernorm"]) == h * 2
+    dense = LayerKind("attention", "dense", "global")  # Llama: both norms fused into the linears, nothing to drop
+    assert kept(LLAMA, dense, ["layernorm"]) == kept(LLAMA, dense, ["core_attn"])
+
+
+def test_mlp_keeps_only_the_residual():
+    # standard checkpoint of the dense MLP, whose fused fc1 takes the norm's input: norm2 output, fc1 output, up
+    # projection and fc2 input go (2 x h + 3 x f) x 2 bytes
+    dense = LayerKind("attention", "dense", "global")
+    h, f = LLAMA.hidden_size, LLAMA.ffn_hidden_size
+    assert kept(LLAMA, dense, ["core_attn"]) - kept(LLAMA, dense, ["core_attn", "mlp"]) == (h + 3 * f) * 2
+
+
+@pytest.mark.parametrize(("model", "kind"), [(DSV3, MLA_MOE), (DSV3, MLA_DENSE), (LLAMA, None)])
+def test_a_module_never_raises_memory_nor_lowers_time(model, kind):
+    kind = kind or LayerKind("attention", "dense", "global")
+    plan = Plan(dp=8, global_batch=8, seq_len=4096, recompute="selective", precision="bf16")
+    for r in range(len(RECOMPUTE_MODULES)):
+        for base in itertools.combinations(RECOMPUTE_MODULES, r):
+            e0 = MEGATRON.configured(recompute_modules=list(base))
+            m0 = kept(model, kind, base)
+            t0 = layer_time(model, H100, plan, e0, kind=kind).recompute_s
+            for extra in set(RECOMPUTE_MODULES) - set(base):
+                e1 = MEGATRON.configured(recompute_modules=[*base, extra])
+                assert kept(model, kind, [*base, extra]) <= m0, (base, extra)
+                assert layer_time(model, H100, plan, e1, kind=kind).recompute_s >= t0, (base, extra)
+
+
+def test_modules_count_in_hfu():
+    plan = Plan(dp=8, global_batch=8, seq_len=8192, recompute="selective")
+    coster = Coster(LLAMA, H100, MEGATRON.configured(recompute_modules=["core_attn", "mlp"]))
+    base = Coster(LLAMA, H100, MEGATRON)
+    assert coster.step(plan).hardware_flops_per_step > base.step(plan).hardware_flops_per_step
+    assert coster.step(plan).recompute_s > base.step(plan).recompute_s
+
+
+def test_moe_recompute_runs_the_all_to_alls_again():
+    plan = Plan(dp=64, ep=8, pp=1, global_batch=64, seq_len=4096, recompute="selective", zero=1)
+    moe = Coster(DSV3, H100, MEGATRON.configured(recompute_modules=["core_attn", "moe"]))
+    assert moe.step(plan).comm_total_s["ep"] == pytest.approx(
+        Coster(DSV3, H100, MEGATRON).step(plan).comm_total_s["ep"] * 6 / 4
+    )
+
+
+def test_engine_refusals_for_modules():
+    bad = MEGATRON.configured(recompute_modules=["mla_up_proj"])
+    plan = Plan(dp=8, global_batch=8, seq_len=4096, recompute="selective")
+    assert "mla_up_proj without MLA" in [p.reason for p in plan_problems(LLAMA, plan, bad, 8, H100)]
+    delayed = MEGATRON.configured(recompute_modules=["core_attn", "layernorm"])
+    reasons = [
+        p.reason for p in plan_problems(LLAMA, plan.model_copy(update={"precision": "fp8-delayed"}), delayed, 8, H100)
+    ]
+    assert "delayed scaling with moe_act/layernorm recompute" in reasons
+    titan = load_engine("torchtitan").configured(recompute_modules=["mlp"])
+    assert "torchtitan has no recompute_modules" in [
+        p.reason for p in plan_problems(LLAMA, plan.model_copy(update={"zero": 3, "sp": False}), titan, 8, H100)
+    ]
+
+
+# ---- offload ---------------------------------------------------------------------------------------------------
+PLANS = [
+    Plan(dp=2, tp=8, pp=4, global_batch=64, seq_len=8192, zero=1),
+    Plan(dp=16, tp=2, pp=2, vpp=4, global_batch=128, seq_len=8192, zero=1, schedule="interleaved"),
+    Plan(dp=64, global_batch=64, seq_len=8192, zero=1),
+]
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_offload_never_raises_gpu_memory(plan):
+    model = load_model("llama3-70b")
+    hw = H100
+    pao = MEGATRON.configured(precision_aware_optimizer=True)
+    before = memory_report(model, hw, plan, pao).total_bytes
+    for f in (0.1, 0.5, 1.0):
+        for settings in ({"activation_offload": f}, {"optimizer_offload": f}):
+            after = memory_report(model, hw, plan, pao.configured(**settings)).total_bytes
+            assert after <= before, (settings, after, before)
+
+
+def test_optimizer_offload_keeps_the_rest_on_the_gpu():
+    plan = PLANS[0]
+    pao = MEGATRON.configured(precision_aware_optimizer=True)
+    full = memory_report(LLAMA, H100, plan, pao).peak.breakdown.optimizer_bytes
+    half = memory_report(LLAMA, H100, plan, pao.configured(optimizer_offload=0.25)).peak.breakdown.optimizer_bytes
+    assert half == pytest.approx(0.75 * full)
+    # Megatron: --optimizer-cpu-offload needs --use-precision-aware-optimizer (arguments.py l.1884)
+    problems = plan_problems(LLAMA, plan, MEGATRON.configured(optimizer_offload=0.5), 64, H100)
+    assert [p.reason for p in problems] == ["optimizer offload needs the precision-aware optimizer"]
+
+
+def test_activation_offload_time_shows_when_the_host_link_is_slow():
+    plan = Plan(dp=8, global_batch=8, seq_len=8192, zero=1, micro_batch=1)
+    engine = MEGATRON.configured(activation_offload=1.0)
+    slow = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"host_bandwidth_bytes_per_s": 1e9})})
+    fast = Coster(LLAMA, H100, engine).step(plan)
+    crawl = Coster(LLAMA, slow, engine).step(plan)
+    assert crawl.exposed_comm_s["host"] > fast.exposed_comm_s["host"] >= 0
+    assert crawl.step_s > fast.step_s
+    assert "host" not in Coster(LLAMA, H100, MEGATRON).step(plan).exposed_comm_s  # documents unchanged without it
+    cpu = load_hardware("cpu")
+    assert "offload without a host link" in [p.reason for p in plan_problems(LLAMA, plan, engine, 8, cpu)]
+
+
+# ---- optimizer state bytes ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("settings", "precision", "per_param"),
+    [
+        # dist_optimizer.md: 6 + 12/d; notes §3.4 (optimizer_config.py l.192-195, distrib_optimizer.py l.1007-1008)
+        ({}, "bf16", (2, 4, 12)),
+        ({"grad_dtype": "param"}, "bf16", (2, 2, 12)),  # --grad-reduce-in-bf16: 4 + 12/d
+        ({"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16"}, "bf16", (2, 4, 6)),  # 6 + 6/d
+        # Megatron-Bridge DeepSeek-V3 H100 recipe (recipes/deepseek/h100/deepseek_v3.py l.221-225): 4 + 6/d
+        (
+            {"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16", "grad_dtype": "param"},
+            "bf16",
+            (2, 2, 6),
+        ),
+        ({"precision_aware_optimizer": True}, "bf16", (2, 4, 10)),  # fp32 moments, remainders: 2 + 4 + 4
+        # no remainders under a recipe other than delayed scaling (use_precision_aware_optimizer_no_fp8_or_ds_fp8)
+        ({"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16"}, "fp8-current", (2, 4, 8)),
+        ({"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16"}, "fp8-delayed", (2, 4, 6)),
+    ],
+)
+def test_bytes_per_parameter_table(settings, precision, per_param):
+    d, n = 8, 1e9
+    s = model_state_bytes(params=n, dp=d, zero=1, engine=MEGATRON.configured(**settings), precision=precision)
+    w, g, o = per_param
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (w * n, g * n, pytest.approx(o * n / d))
+
+
+def test_bf16_gradient_reduction_halves_the_reduce():
+    plan = PLANS[2]
+    fp32 = dp_traffic(LLAMA, H100, plan, MEGATRON, stage=0)
+    bf16 = dp_traffic(LLAMA, H100, plan, MEGATRON.configured(grad_dtype="param"), stage=0)
+    assert bf16.reduce_bytes == pytest.approx(fp32.reduce_bytes / 2)
+    assert bf16.reduce_s < fp32.reduce_s
+
+
+def test_precision_aware_optimizer_needs_the_distributed_optimizer():
+    pao = MEGATRON.configured(precision_aware_optimizer=True)
+    plan = PLANS[2].model_copy(update={"zero": 0})
+    assert "megatron: precision-aware optimizer without zero 1" in [
+        p.reason for p in plan_problems(LLAMA, plan, pao, 64, H100)
+    ]
+    moments = MEGATRON.configured(optimizer_moment_dtype="bf16")
+    assert "moment dtype needs the precision-aware optimizer" in [
+        p.reason for p in plan_problems(LLAMA, PLANS[2], moments, 64, H100)
+    ]
+
+
+# ---- fp8 parameter gather ------------------------------------------------------------------------------------
+def test_fp8_param_gather_halves_the_all_gather_but_not_for_mxfp8():
+    gather = MEGATRON.configured(fp8_param_gather=True)
+    plan = PLANS[2].model_copy(update={"precision": "fp8-current"})
+    assert dp_traffic(LLAMA, H100, plan, gather, stage=0).gather_bytes == pytest.approx(
+        dp_traffic(LLAMA, H100, plan, MEGATRON, stage=0).gather_bytes / 2
+    )
+    b200, mx = load_hardware("b200"), plan.model_copy(update={"precision": "mxfp8"})
+    assert (
+        dp_traffic(LLAMA, b200, mx, gather, stage=0).gather_bytes
+        == dp_traffic(LLAMA, b200, mx, MEGATRON, stage=0).gather_bytes
+    )
+    less = memory_report(LLAMA, b200, mx, gather).total_bytes
+    assert less < memory_report(LLAMA, b200, mx, MEGATRON).total_bytes  # no bf16 weight copy
+
+
+@pytest.mark.parametrize(("zero", "precision", "reason"), [
+    (0, "fp8-current", "megatron: fp8 param gather without zero 1"),
+    (3, "fp8-current", "megatron: fp8 param gather without zero 1"),
+    (1, "bf16", "fp8 param gather needs a named recipe"),
+])  # fmt: skip
+def test_fp8_param_gather_refusals(zero, precision, reason):
+    plan = Plan(dp=8, global_batch=8, seq_len=8192, zero=zero, precision=precision)
+    problems = plan_problems(LLAMA, plan, MEGATRON.configured(fp8_param_gather=True), 8, H100)
+    assert reason in [p.reason for p in problems]
+
+
+# ---- CUDA graphs ---------------------------------------------------------------------------------------------
+def test_cuda_graphs_hold_a_pool_and_remove_launch_cost():
+    plan = Plan(dp=2, tp=8, pp=4, global_batch=64, seq_len=8192, zero=1)
+    graphs = MEGATRON.configured(cuda_graphs=True)
+    a = memory_report(LLAMA, H100, plan, MEGATRON).stages[0].breakdown  # stage 0: no logits
+    b = memory_report(LLAMA, H100, plan, graphs).stages[0].breakdown
+    assert b.buffers_bytes - a.buffers_bytes == pytest.approx(CUDA_GRAPH_POOL_FRACTION * a.activations_bytes)
+    # the shipped GPU profiles charge no host cost per kernel (fitted: launches hide behind GPU work) ...
+    assert Coster(LLAMA, H100, graphs).step(plan).step_s == Coster(LLAMA, H100, MEGATRON).step(plan).step_s
+    # ... a profile that states one (a host-bound box, bench-hardware) loses it to the graphs
+    eff = H100.efficiency.model_copy(update={"kernel_overhead_s": 2e-5})
+    host_bound = H100.model_copy(update={"efficiency": eff})
+    assert Coster(LLAMA, host_bound, graphs).step(plan).step_s < Coster(LLAMA, host_bound, MEGATRON).step(plan).step_s
+    assert "cuda graphs need an NVIDIA GPU" in [
+        p.reason for p in plan_problems(LLAMA, plan, graphs, 64, load_hardware("mi300x"))
+    ]
+
+
+# ---- the settings' round trips -----------------------------------------------------------------------------
+SETTINGS = {
+    "recompute_modules": ["core_attn", "layernorm", "moe_act"],
+    "activation_offload": 0.25,
+    "optimizer_offload": 0.5,
+    "precision_aware_optimizer": True,
+    "optimizer_moment_dtype": "bf16",
+    "fp8_param_gather": True,
+    "cuda_graphs": True,
+}
+
+
+def _check(engine):
+    m, k = engine.memory, engine.kernels
+    assert k.recompute_modules == ("core_attn", "layernorm", "moe_act") and k.cuda_graphs
+    assert (m.activation_offload, m.optimizer_offload) == (0.25, 0.5)
+    assert m.precision_aware_optimizer and m.optimizer_moment_dtype == "bf16" and m.fp8_param_gather
+
+
+def test_plan_file_round_trip(tmp_path):
+    path = str(tmp_path / "plan.yaml")
+    write_plan_file(path, plan=Plan(dp=8, global_batch=8), model="llama3-8b", hardware="h100-sxm", engine="megatron",
+                    gpus=8, training=SETTINGS)  # fmt: skip
+    doc = read_plan_file(path)
+    assert doc.training == SETTINGS
+    _check(resolve_engine(None, {}, doc))
+
+
+def test_runs_file_software_round_trip():
+    raw = {"id": "r", "software": {"engine": "megatron", **SETTINGS}}
+    _check(run_engine(raw))
+    for key, bad in (("activation_offload", 1.5), ("recompute_modules", ["attn"]), ("cuda_graphs", "yes")):
+        with pytest.raises(PlannerError, match=key):
+            run_engine({"id": "r", "software": {key: bad}})
+
+
+def test_plan_file_refuses_bad_settings(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({"plan": {"dp": 8}, "training": {"optimizer_offload": 2}}))
+    with pytest.raises(PlannerError, match=r"training\.optimizer_offload=2 is not valid"):
+        read_plan_file(str(path))
+
+
+def test_flags_reach_the_estimate_and_bad_ones_exit_2():
+    args = ["estimate", "-m", "llama3-8b", "--gpus", "8", "--zero", "1", "--json"]
+    code, out, err = run_planner(*args, "--precision-aware-optimizer", "--optimizer-moment-dtype", "bf16")
+    assert code == 0, err
+    code, base, err = run_planner(*args)
+    assert json.loads(out)["per_gpu_bytes"]["optimizer"] < json.loads(base)["per_gpu_bytes"]["optimizer"]
+    code, out, err = run_planner(*args[:-1], "--recompute-modules", "core_attn,bogus")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "bogus" in err
+    code, out, err = run_planner(*args[:-1], "--engine", "deepspeed", "--cuda-graphs")
+    assert code == 2 and "cuda_graphs: deepspeed does not offer it" in err
+
+
+def test_search_recipe_options_saves_the_variant(tmp_path):
+    path = tmp_path / "best.yaml"
+    code, out, err = run_planner("search", "-m", "deepseek-v3", "--gpus", "1024", "--hardware", "h800", "--seq-len",
+                                 "4096", "--recipe-options", "--save", str(path), "--json")  # fmt: skip
+    assert code == 0, err
+    engines = {p["engine"] for p in json.loads(out)["plans"]}
+    assert engines & {"megatron+pao", "megatron+pao+modules", "megatron+pao+modules+offload"}
+    saved = yaml.safe_load(path.read_text())
+    assert saved["engine"] == "megatron"  # the profile, and the variant's settings as its training block
+    code, out, err = run_planner("memory", "--plan", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["total_bytes"] == pytest.approx(saved["predicted"]["peak_memory_bytes"], abs=1)
