@@ -53,8 +53,9 @@ def main() -> None:
     ap.add_argument("--catalog", action="store_true", help="every catalog model at its usual scale instead")
     args = ap.parse_args()
     from planner.explore.pipeline import search_engines
-    from planner.explore.space import Space, default_global_batch
+    from planner.explore.space import Space
     from planner.io.catalog import DEFAULT_ENGINE, list_engines, list_models, load_engine, load_hardware, load_model
+    from planner.plan import default_global_batch, default_seq_len
 
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(
@@ -73,8 +74,9 @@ def main() -> None:
         hw = extra[extra.index("--hardware") + 1] if "--hardware" in extra else "h100-sxm"
         spec = load_model(model)
         given = "--global-batch" in extra
-        gb = int(extra[extra.index("--global-batch") + 1]) if given else default_global_batch(spec.max_seq_len)
-        space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len)
+        seq_len = default_seq_len(spec.max_seq_len)
+        gb = int(extra[extra.index("--global-batch") + 1]) if given else default_global_batch(seq_len)
+        space = Space(gpus=gpus, global_batch=gb, seq_len=seq_len)
         t0 = time.perf_counter()
         engines = [load_engine(e) for e in list_engines()] if "--engine" in extra else [load_engine(DEFAULT_ENGINE)]
         search_engines(spec, load_hardware(hw), space, engines)  # cold caches: first call in this process

@@ -28,6 +28,25 @@ SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 ZERO_STAGES = (0, 1, 2, 3)
 DEGREES = ("dp", "tp", "pp", "cp", "ep", "vpp")
 
+# The defaults a user gets from memory, estimate and search when they leave a value out, each written once.
+DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
+DEFAULT_SEQ_LEN_CAP = 8192  # the longest sequence trained by default: longer contexts are asked for by name
+
+
+def default_global_batch(seq_len: int, multiple_of: int = 1) -> int:
+    """About 4M tokens per step: the power of two of sequences nearest DEFAULT_BATCH_TOKENS / seq_len (GPT-3
+    175B trained with 3.2M-token batches, Brown et al. 2020 Table 2.1; Llama 2 with 4M, Touvron et al. 2023;
+    Llama 3 405B started at 4M, Dubey et al. 2024 section 3.4.1), rounded to a multiple of `multiple_of` (dp x
+    micro-batch of a single plan) where it is not one already."""
+    sequences = 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len)))
+    return max(1, round(sequences / multiple_of)) * multiple_of
+
+
+def default_seq_len(max_seq_len: int) -> int:
+    """The model's context, at most DEFAULT_SEQ_LEN_CAP tokens: a config.json's 131,072-token context would
+    otherwise plan context parallelism nobody asked for."""
+    return min(max_seq_len, DEFAULT_SEQ_LEN_CAP)
+
 
 class Plan(Frozen):
     """One way to run a training step: the `{PLAN}` document of DESIGN.md.
@@ -186,37 +205,50 @@ def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> li
     return out
 
 
-def derive_plan(gpus: int | None, **fields: object) -> Plan:
-    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default), and the global batch when
-    it is not given: enough micro-batches to fill the pipeline once (dp · micro_batch · pp, so m = pp).
+def derive_plan(gpus: int | None, *, batch_tokens: bool = False, sp_with_tp: bool = False, **fields: object) -> Plan:
+    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default), then what is not given:
+    - the global batch: about 4M tokens (`batch_tokens`, default_global_batch as a multiple of dp x micro-batch),
+      else enough micro-batches to fill the pipeline once (dp · micro_batch · pp, so m = pp: a launch rehearsal);
+    - sequence parallelism: on when tp > 1 where the engine runs it (`sp_with_tp`), else off.
 
     `fields` holds only what the user gave; a `None` counts as not given. Values are checked by Plan
     (types and ranges) before any arithmetic.
     """
     given = {k: v for k, v in fields.items() if v is not None}
-    probe = Plan.model_validate(given)
-    if gpus is not None:
-        missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
-        target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
-        if target is None:
-            if probe.gpus != gpus:
-                raise PlannerError(
-                    f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not --gpus {gpus}"
-                )
-        else:
-            others = 1
-            named = []
-            for d in ("dp", "tp", "pp", "cp"):
-                if d != target:
-                    others *= getattr(probe, d)
-                    named.append(f"{d}={getattr(probe, d)}")
-            if gpus % others:
-                raise PlannerError(
-                    f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
-                    f"derived; choose degrees whose product divides {gpus}"
-                )
-            given[target] = gpus // others
+    given.update(_derived_degree(gpus, given))
+    derived = Plan.model_validate({**given, "global_batch": 1})
+    if "sp" not in given and sp_with_tp:
+        given["sp"] = derived.tp > 1
     if "global_batch" not in given:
-        derived = Plan.model_validate({**given, "global_batch": 1})
-        given["global_batch"] = derived.dp * derived.micro_batch * derived.pp
+        if batch_tokens:
+            given["global_batch"] = default_global_batch(derived.seq_len, derived.dp * derived.micro_batch)
+        else:
+            given["global_batch"] = derived.dp * derived.micro_batch * derived.pp
     return Plan.model_validate(given)
+
+
+def _derived_degree(gpus: int | None, given: dict[str, object]) -> dict[str, int]:
+    """The degree left out of tp·pp·cp·dp = gpus (dp by default), or nothing when there is none to derive."""
+    probe = Plan.model_validate(given)
+    if gpus is None:
+        return {}
+    missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
+    target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
+    if target is None:
+        if probe.gpus != gpus:
+            raise PlannerError(
+                f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not --gpus {gpus}"
+            )
+        return {}
+    others = 1
+    named = []
+    for d in ("dp", "tp", "pp", "cp"):
+        if d != target:
+            others *= getattr(probe, d)
+            named.append(f"{d}={getattr(probe, d)}")
+    if gpus % others:
+        raise PlannerError(
+            f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
+            f"derived; choose degrees whose product divides {gpus}"
+        )
+    return {target: gpus // others}

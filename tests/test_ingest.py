@@ -347,7 +347,7 @@ def test_cli_table_and_runs_file_that_validate_reads(tmp_path):
     assert all(type(parse_run(r)).__name__ == "Run" for r in raws)
     rc, out, err = run_planner("validate", str(runs))
     assert rc == 0, err
-    assert "megatron_bridge_llama32_1b" in out
+    assert "megatron_bridge_" in out and "llama32_1b" in out  # a long id wraps at its underscores
 
 
 def test_cli_runs_file_needs_model_and_hardware(tmp_path):

@@ -92,7 +92,7 @@ def test_readme_has_the_commands_it_promises():
 
 @pytest.mark.timeout(600)
 def test_every_readme_command_runs(tmp_path):
-    env = {**os.environ, "COLUMNS": "120", "PYTHONIOENCODING": "utf-8"}
+    env = {**os.environ, "COLUMNS": "100", "PYTHONIOENCODING": "utf-8"}
     ran = 0
     for args, shown in commands():
         argv, codes = _argv(args)

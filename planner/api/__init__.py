@@ -66,7 +66,7 @@ def memory(
 ) -> MemoryDoc:
     """Per-GPU memory of one plan, per pipeline stage: `planner memory --json`."""
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
-    return memory_doc(r.model, r.hardware, r.plan, r.coster.memory(r.plan), r.engine)
+    return memory_doc(r.model, r.hardware, r.plan, r.coster.memory(r.plan), r.engine, r.defaulted)
 
 
 def run_estimate(
@@ -106,7 +106,7 @@ def estimate(
     est = run_estimate(
         r, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per, checkpoint_bandwidth=checkpoint_bandwidth
     )
-    return estimate_doc(est)
+    return estimate_doc(est, r.defaulted)
 
 
 def run_search(
@@ -118,8 +118,8 @@ def run_search(
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
     **options: Any,
-) -> tuple[SearchResult, bool]:
-    """(the search result, whether the global batch was the default) for `search` and the command line."""
+) -> SearchResult:
+    """The search result, with what the defaults gave, for `search` and the command line."""
     from planner.api.searching import run
 
     return run(
@@ -146,5 +146,4 @@ def search(
     `engine` is one engine, a list, or "all"; `options` are the search's (`top`, `objective`, `exhaustive`,
     `zero`, `recompute`, `micro_batches`, `schedule` as lists or comma strings, `max_tp`, ..., `mtbf_hours`)
     plus the plan fields to fix and the engine's per-run settings."""
-    result, default_batch = run_search(model, gpus=gpus, hardware=hardware, engine=engine, **options)
-    return search_doc(result, default_batch)
+    return search_doc(run_search(model, gpus=gpus, hardware=hardware, engine=engine, **options))

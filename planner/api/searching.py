@@ -11,10 +11,10 @@ from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.pipeline import Checkpointing, search_engines
 from planner.explore.results import SearchResult
-from planner.explore.space import DEFAULT_MAX_VPP, Space, choice_list, default_global_batch, int_list
+from planner.explore.space import DEFAULT_MAX_VPP, Space, choice_list, int_list
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES
+from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, default_global_batch, default_seq_len
 from planner.specs import ModelSpec, Precision
 
 DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
@@ -47,8 +47,8 @@ def run(
     progress: Callable[[int, int], None] | None,
     keep_rejections: bool,
     options: dict[str, Any],
-) -> tuple[SearchResult, bool]:
-    """(the result, whether the global batch was the default)."""
+) -> SearchResult:
+    """The search of the options, with what the defaults gave (`defaulted`)."""
     unknown = sorted(set(options) - set(SEARCH_OPTIONS))
     if unknown:
         raise PlannerError(f"unknown search option {', '.join(unknown)}; valid: {', '.join(SEARCH_OPTIONS)}")
@@ -77,7 +77,8 @@ def run(
         progress=progress,
         keep_rejections=keep_rejections,
     )
-    return result, o["global_batch"] is None
+    result.defaulted = frozenset(k for k in ("global_batch", "seq_len") if o[k] is None)
+    return result
 
 
 def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[str, Any]) -> list[Engine]:
@@ -90,7 +91,7 @@ def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[s
 
 def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
     """The search space of the options: fixed degrees, limits and the lists to search (checked here)."""
-    seq_len = o["seq_len"] or model.max_seq_len
+    seq_len = o["seq_len"] or default_seq_len(model.max_seq_len)
     mb = o["micro_batch"]
     return Space(
         gpus=gpus,

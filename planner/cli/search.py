@@ -119,7 +119,7 @@ def search(
         _check_plot(plot)
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        result, gb_default = run_search(
+        result = run_search(
             opts["model"],
             gpus=opts["gpus"],
             hardware=opts["hardware"],
@@ -139,9 +139,9 @@ def search(
 
         plot_search(result, plot)
     if as_json:
-        emit_json(search_doc(result, gb_default).as_json())
+        emit_json(search_doc(result).as_json())
         return
-    print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
+    print_result(out, result, save=save, plot=plot, wide=wide)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
 

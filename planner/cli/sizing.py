@@ -35,9 +35,11 @@ def memory(
     r = resolve_options(opts)
     report = memory_report(r.model, r.hardware, r.plan, r.engine)
     if as_json:
-        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine).as_json())
+        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine, defaulted=r.defaulted).as_json())
     else:
-        print_memory(out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine)
+        print_memory(
+            out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine, defaulted=r.defaulted
+        )
 
 
 @with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN)
@@ -62,8 +64,8 @@ def estimate(
 
         draw_timeline(est, timeline)
     if as_json:
-        emit_json(estimate_doc(est).as_json())
+        emit_json(estimate_doc(est, defaulted=r.defaulted).as_json())
     else:
-        print_estimate(out, est)
+        print_estimate(out, est, r.defaulted)
         if timeline:
             out.print(f"timeline written to {timeline}")

@@ -30,7 +30,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.cost.coster import Coster
@@ -75,6 +75,8 @@ def search(
 ) -> SearchResult:
     """candidates → checks → memory screen → (pruned) step-time estimates → ranking."""
     _check_arguments(space, objective, top, checkpointing)
+    if space.sp is None and engine.rules.sequence_parallel == "never":  # sp where the engine runs it (tp > 1)
+        space = replace(space, sp=False)
     t0 = time.perf_counter()
     res = SearchResult(model, hw, engine, space, objective, engines=[engine])
     coster = Coster(model, hw, engine)

@@ -70,6 +70,7 @@ class SearchResult:
     rejections: list[tuple[Plan, str, str, int]] = field(default_factory=list)  # (plan, reason, detail, plans)
     structures: list[Structure] = field(default_factory=list)
     engines: list[Engine] = field(default_factory=list)  # every engine searched (one unless --engine all/LIST)
+    defaulted: frozenset[str] = frozenset()  # the space's values the defaults gave (global_batch, seq_len)
 
     def considered(self, field_name: str, value: Any) -> bool:
         """Whether any candidate had field == value (else it was outside the search space)."""
@@ -111,6 +112,7 @@ def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> S
     out.top = ranked[:top]
     out.misses = sorted(out.misses, key=lambda m: m.over_bytes)[:3]
     out.engines = [res.engine for res in results]
+    out.defaulted = first.defaulted
     out.seconds = seconds
     return out
 

@@ -19,18 +19,10 @@ PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 OBJECTIVES = ("throughput", "memory", "goodput")
-DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
 LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
 DEFAULT_MAX_CP_LONG = 16
 DEFAULT_MAX_VPP = 4
 DEFAULT_MAX_MICRO_BATCH = 16
-
-
-def default_global_batch(seq_len: int) -> int:
-    """About 4M tokens per step: the power of two of sequences nearest DEFAULT_BATCH_TOKENS / seq_len (GPT-3
-    175B trained with 3.2M-token batches, Brown et al. 2020 Table 2.1; Llama 2 with 4M, Touvron et al. 2023;
-    Llama 3 405B started at 4M, Dubey et al. 2024 section 3.4.1)."""
-    return 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len)))
 
 
 # ---- the search space ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from planner.fit.calibrate import FitResult
 from planner.fit.validate import RunResult, Validation
+from planner.render.console import natural_width, rich_console, wrap_words
 
 METRIC_NAMES = {"tokens_per_s_per_gpu": "tokens/s per GPU", "peak_memory_bytes": "peak memory", "step_s": "step time"}
 
@@ -41,18 +42,35 @@ def validation_json(v: Validation) -> dict[str, Any]:
     }
 
 
-def print_validation(console: Console, result: Validation) -> None:
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run", "engine/hardware", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
-        table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
+VALIDATION_COLUMNS = (
+    "engine/hardware\n  run",
+    "tokens/s/GPU\npred",
+    "\nmeas",
+    "\nerr",
+    "peak GiB\npred",
+    "\nmeas",
+    "\nerr",
+)
+
+
+def _validation_table(result: Validation, id_width: int | None = None) -> Table:
+    """Predicted against measured, a row per run under a row naming its engine/hardware (whenever it changes):
+    the numbers are never cut; run ids wrap at their hyphens to `id_width`."""
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in VALIDATION_COLUMNS:
+        left = col.endswith("run")
+        table.add_column(col, justify="left" if left else "right", no_wrap=not left, overflow="fold")
+    group = None
     for r in result.runs:
         if r.skipped:
             continue
+        if r.group != group:
+            group = r.group
+            table.add_row(f"[bold]{escape(group)}[/]")
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
         band = f" ±{r.uncertainty.tokens_per_s_rel:.0%}" if r.uncertainty else ""
         table.add_row(
-            escape(r.id),
-            escape(r.group),
+            escape(wrap_words(r.id, id_width, indent="  ", breaks="-_")),
             f"{r.predicted['tokens_per_s_per_gpu']:,.1f}{band}" + ("" if r.plausible is not False else " ?"),
             f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
             _pct(r, "tokens_per_s_per_gpu"),
@@ -60,6 +78,15 @@ def print_validation(console: Console, result: Validation) -> None:
             f"{mm / 2**30:.1f}" if mm else "",
             _pct(r, "peak_memory_bytes"),
         )
+    return table
+
+
+def print_validation(console: Console, result: Validation) -> None:
+    table = _validation_table(result)
+    over = natural_width(console, table) - rich_console(console).width
+    if over > 0:
+        longest = max((len(r.id) for r in result.runs if not r.skipped), default=0)
+        table = _validation_table(result, id_width=max(16, longest - over))
     console.print(table)
     for r in result.runs:
         if r.skipped:
@@ -143,7 +170,8 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
         console.print(eng)
     runs_table = Table(title="step time error per run", title_justify="left", show_edge=False)
     for col in ("run", "engine/hardware", "before", "after"):
-        runs_table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
+        left = col in ("run", "engine/hardware")
+        runs_table.add_column(col, justify="left" if left else "right", no_wrap=not left, overflow="fold")
     for o, b, a in zip(result.observations, result.before_pct, result.after_pct):
         runs_table.add_row(escape(o.id), escape(o.group), f"{b:+.1f}%", f"{a:+.1f}%")
     console.print(runs_table)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.plan import Plan
+from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan
 from planner.render.console import escape
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
@@ -27,13 +27,35 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "█" * full + part
 
 
-def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine | None = None) -> str:
+def batch_text(global_batch: int, seq_len: int, model: ModelSpec, defaulted: frozenset[str] = frozenset()) -> str:
+    """ "global batch G x S tokens", saying which of the two the defaults gave and how (every command's header)."""
+    gb = f"{global_batch}"
+    if "global_batch" in defaulted:
+        gb += f" (default: about 4M tokens, here {fmt_count(global_batch * seq_len)}; --global-batch to change)"
+    seq = f"{seq_len} tokens"
+    if "seq_len" in defaulted:
+        context = (
+            "the model's context"
+            if seq_len >= model.max_seq_len
+            else f"at most {DEFAULT_SEQ_LEN_CAP} of the model's {model.max_seq_len}"
+        )
+        seq += f" (default: {context}; --seq-len to change)"
+    return f"global batch {gb} x {seq}"
+
+
+def plan_line(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine | None = None,
+    defaulted: frozenset[str] = frozenset(),
+) -> str:
     run_by = f" with {escape(engine.name)}" if engine is not None else ""
     return (
         f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
-        f"{run_by}: "
-        f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
-        f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)"
+        f"{run_by}: {plan.summary()}, {plan.precision}, {plan.schedule}, "
+        f"{batch_text(plan.global_batch, plan.seq_len, model, defaulted)}, {plan.num_microbatches} micro-batches "
+        "per step"
     )
 
 
@@ -103,8 +125,9 @@ def print_memory(
     *,
     per_stage: bool,
     engine: Engine | None = None,
+    defaulted: frozenset[str] = frozenset(),
 ) -> None:
-    console.print(plan_line(model, hw, plan, engine))
+    console.print(plan_line(model, hw, plan, engine, defaulted))
     console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
     if per_stage:
         console.print(stages_table(report))
@@ -121,13 +144,13 @@ def time_rows(t: Any) -> list[tuple[str, float]]:
     return [(name, s) for name, s in rows if s > 0 or name == "compute"]
 
 
-def print_estimate(console: Console, est: Any) -> None:
+def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = frozenset()) -> None:
     from rich.table import Table
 
     from planner.units import fmt_seconds
 
     t = est.time
-    console.print(plan_line(est.model, est.hardware, est.plan, est.engine))
+    console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
     table = Table(title=f"step time (bottleneck stage {t.stage})", title_justify="left", show_edge=False)
     table.add_column("term")
     table.add_column("seconds", justify="right")

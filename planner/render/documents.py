@@ -20,7 +20,16 @@ from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
-OPTIONAL = ("train", "checkpoint", "goodput", "goodput_tokens_per_s", "closest_misses")
+OPTIONAL = (
+    "train",
+    "checkpoint",
+    "goodput",
+    "goodput_tokens_per_s",
+    "closest_misses",
+    "active_params",
+    "global_batch_default",
+    "seq_len_default",
+)
 
 
 class Document(BaseModel):
@@ -54,6 +63,9 @@ class MemoryDoc(Document):
     fits: bool
     headroom_bytes: int
     params: int
+    active_params: int | None = None  # MoE models: the parameters one token passes through
+    global_batch_default: bool | None = None  # whether the defaults gave the global batch (about 4M tokens)
+    seq_len_default: bool | None = None  # whether the defaults gave the sequence length (the context, <= 8192)
     stages: list[StageDoc]
     notes: list[str]
 
@@ -158,6 +170,7 @@ class SearchDoc(Document):
     global_batch: int
     global_batch_default: bool
     seq_len: int
+    seq_len_default: bool
     objective: str
     plans: list[RankedDoc]
     closest_misses: list[MissDoc] | None = None
@@ -173,7 +186,16 @@ def _ints(b: MemoryBreakdown) -> dict[str, int]:
     return {k: round(v) for k, v in b.as_dict().items()}
 
 
-def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, engine: Engine) -> MemoryDoc:
+def memory_doc(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    report: MemoryReport,
+    engine: Engine,
+    defaulted: frozenset[str] | None = None,
+) -> MemoryDoc:
+    """The memory document; `defaulted` (memory and estimate of one plan) says which of the global batch and the
+    sequence length the defaults gave."""
     peak = report.peak
     return MemoryDoc(
         model=model.name,
@@ -187,6 +209,9 @@ def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memory
         fits=report.fits,
         headroom_bytes=round(report.headroom_bytes),
         params=model.num_params,
+        active_params=model.num_active_params if model.moe is not None else None,
+        global_batch_default=None if defaulted is None else "global_batch" in defaulted,
+        seq_len_default=None if defaulted is None else "seq_len" in defaulted,
         stages=[
             StageDoc(
                 stage=s.stage,
@@ -201,9 +226,9 @@ def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memory
     )
 
 
-def estimate_doc(est: Estimate) -> EstimateDoc:
+def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
     t = est.time
-    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine)
+    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
     train = checkpoint = None
     if est.train:
         tr = est.train
@@ -267,7 +292,7 @@ def miss_doc(m: Miss) -> MissDoc:
     )
 
 
-def search_doc(result: SearchResult, global_batch_default: bool = False) -> SearchDoc:
+def search_doc(result: SearchResult) -> SearchDoc:
     s = result.space
     return SearchDoc(
         evaluated=result.evaluated,
@@ -281,8 +306,9 @@ def search_doc(result: SearchResult, global_batch_default: bool = False) -> Sear
         engines=[e.name for e in result.engines],
         gpus=s.gpus,
         global_batch=s.global_batch,
-        global_batch_default=global_batch_default,
+        global_batch_default="global_batch" in result.defaulted,
         seq_len=s.seq_len,
+        seq_len_default="seq_len" in result.defaulted,
         objective=result.objective,
         plans=[ranked_doc(r) for r in result.top],
         closest_misses=[miss_doc(m) for m in result.misses] if result.misses else None,
