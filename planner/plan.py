@@ -149,60 +149,98 @@ def check_batch(plan: Plan) -> list[Rejected]:
 
 def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:
     """The rules on the degrees, schedule, sequence and precision, whatever the micro-batch (the search checks
-    them once per structure)."""
-    out: list[Rejected] = []
-
-    def bad(reason: str, detail: str) -> None:
-        out.append(Rejected(reason, detail))
-
+    them once per structure), in a fixed order: a plan is counted under its first."""
     p = plan
+    out: list[Rejected] = []
     if gpus is not None and p.gpus != gpus:
-        bad(
-            "degrees do not multiply to gpus",
-            f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}",
+        out.append(
+            Rejected(
+                "degrees do not multiply to gpus",
+                f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}",
+            )
         )
+    out += _tp_problems(model, p)
+    # How many chunks the layers can fill is the engine's split policy (engine/split.py): Megatron and
+    # torchtitan let the embedding and the loss fill a chunk of their own.
+    if p.seq_len % p.cp:
+        out.append(Rejected("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}"))
+    if p.seq_len > model.max_seq_len and model.position_embedding == "learned":
+        out.append(
+            Rejected(
+                "seq len beyond learned positions",
+                f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table",
+            )
+        )
+    if p.ep > 1:
+        out += _ep_problems(model, p)
+    if p.sp and p.tp == 1:
+        out.append(Rejected("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1"))
+    return out + _schedule_problems(p)
+
+
+def _tp_problems(model: ModelSpec, p: Plan) -> list[Rejected]:
+    """tp splits the attention heads (or replicates the kv heads) and every FFN width."""
+    out: list[Rejected] = []
     heads, kv = model.num_attention_heads, model.kv_heads
     if heads % p.tp:
-        bad("tp does not divide heads", f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})")
+        out.append(
+            Rejected(
+                "tp does not divide heads",
+                f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})",
+            )
+        )
     elif kv % p.tp and p.tp % kv:
-        bad(
-            "tp does not divide kv heads",
-            f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
+        out.append(
+            Rejected(
+                "tp does not divide kv heads",
+                f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
+            )
         )
     ffns = [model.ffn_hidden_size] + ([model.moe.expert_ffn_hidden_size] if model.moe else [])
     for ffn in ffns:
         if ffn % p.tp:
-            bad("tp does not divide ffn", f"tp={p.tp} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
-    # How many chunks the layers can fill is the engine's split policy (engine/split.py): Megatron and
-    # torchtitan let the embedding and the loss fill a chunk of their own.
-    if p.seq_len % p.cp:
-        bad("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}")
-    if p.seq_len > model.max_seq_len and model.position_embedding == "learned":
-        bad(
-            "seq len beyond learned positions",
-            f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table",
-        )
-    if p.ep > 1:
-        if model.moe is None:
-            bad("ep without experts", f"ep={p.ep} needs an MoE model; {model.name} has no experts")
-        elif model.moe.num_experts % p.ep:
-            bad(
+            out.append(
+                Rejected("tp does not divide ffn", f"tp={p.tp} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
+            )
+    return out
+
+
+def _ep_problems(model: ModelSpec, p: Plan) -> list[Rejected]:
+    """ep > 1 needs experts it divides, within dp·cp."""
+    out: list[Rejected] = []
+    if model.moe is None:
+        out.append(Rejected("ep without experts", f"ep={p.ep} needs an MoE model; {model.name} has no experts"))
+    elif model.moe.num_experts % p.ep:
+        out.append(
+            Rejected(
                 "ep does not divide experts",
                 f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})",
             )
-        if (p.dp * p.cp) % p.ep:
-            bad("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
-    if p.sp and p.tp == 1:
-        bad("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1")
+        )
+    if (p.dp * p.cp) % p.ep:
+        out.append(
+            Rejected("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
+        )
+    return out
+
+
+def _schedule_problems(p: Plan) -> list[Rejected]:
+    """vpp > 1 only interleaved, and interleaved only with pp > 1 and vpp > 1."""
     if p.schedule == "interleaved":
         if p.pp == 1 or p.vpp == 1:
-            bad(
-                "interleaved needs pp > 1 and vpp > 1",
-                f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
-            )
+            return [
+                Rejected(
+                    "interleaved needs pp > 1 and vpp > 1",
+                    f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
+                )
+            ]
     elif p.vpp > 1:
-        bad("vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}")
-    return out
+        return [
+            Rejected(
+                "vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}"
+            )
+        ]
+    return []
 
 
 def derive_plan(gpus: int | None, *, batch_tokens: bool = False, sp_with_tp: bool = False, **fields: object) -> Plan:

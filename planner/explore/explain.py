@@ -40,10 +40,10 @@ def explain(result: SearchResult, field_name: str, value: Any) -> tuple[int, Cou
     counts: Counter = Counter()
     details: dict[str, str] = {}
     total = 0
-    for p, reason, detail, n in result.rejections:
-        if getattr(p, field_name) == value:
-            counts[reason] += n
-            details.setdefault(reason, detail)
+    for r in result.rejections:
+        if getattr(r.plan, field_name) == value:
+            counts[r.reason] += r.plans
+            details.setdefault(r.reason, r.detail)
     total = sum(counts.values())
     valid_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
     return total, counts, details, valid_top

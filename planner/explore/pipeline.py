@@ -38,7 +38,7 @@ from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.misses import closest_misses
-from planner.explore.results import Ranked, SearchResult, merge_results, rank_key
+from planner.explore.results import Ranked, SearchResult, TimedPlan, merge_results, rank_key
 from planner.explore.screening import Fitting, Screening
 from planner.explore.space import (
     OBJECTIVES,
@@ -91,11 +91,10 @@ def search(
     screening = Screening(res, coster, exhaustive=exhaustive, keep_rejections=keep_rejections)
     with _cyclic_gc_paused():
         screening.run(progress)
-        fitting, near = screening.fitting, screening.near
-        chosen = _time(res, coster, fitting, top=top, exhaustive=exhaustive)
+        chosen = _time(res, coster, screening.fitting, top=top, exhaustive=exhaustive)
     res.top = _rank(res, coster, chosen, checkpointing)
-    if not fitting:
-        res.misses = closest_misses(model, coster, sorted(((-nb, p) for nb, _, p in near), key=lambda x: x[0]))
+    if not screening.fitting:
+        res.misses = closest_misses(model, coster, screening.overshoots())
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -148,7 +147,7 @@ def _time(
         t = coster.step(p)
         res.timed += 1
         if exhaustive:
-            res.all_timed.append((p, nbytes, t.tokens_per_s))
+            res.all_timed.append(TimedPlan(p, nbytes, t.tokens_per_s))
         if res.objective == "memory":
             heap.append((-nbytes, i, p, t))
         elif len(heap) < top:

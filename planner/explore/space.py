@@ -139,44 +139,54 @@ def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Stru
     for tp in tps:
         sps = [space.sp] if space.sp is not None else [tp > 1]
         for pp in pps:
+            scheds = _schedules(space, pp, model.num_layers)
             for cp in cps:
-                rest = tp * pp * cp
-                if space.dp is not None:
-                    dp = space.dp
-                    if rest * dp != g:
-                        continue
-                elif g % rest:
+                dp = _data_parallel(space, tp * pp * cp)
+                if dp is None:
                     continue
-                else:
-                    dp = g // rest
-                if model.moe is not None:
-                    eps = [
-                        e
-                        for e in divisors(model.moe.num_experts)
-                        if (dp * cp) % e == 0 and (space.max_ep is None or e <= space.max_ep)
-                    ]
-                    eps = [space.ep] if space.ep is not None else eps
-                else:
-                    eps = [space.ep] if space.ep is not None else [1]
-                scheds: list[tuple[Schedule, int]] = []
-                if space.schedules is None:
-                    if space.vpp is None or space.vpp == 1:
-                        scheds.append(("1f1b", 1))
-                    if pp > 1:
-                        vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
-                        scheds += [("interleaved", v) for v in vpps if v > 1 and pp * v <= model.num_layers]
-                else:
-                    for s in space.schedules:
-                        if s == "interleaved":
-                            vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
-                            scheds += [("interleaved", v) for v in vpps if pp * v <= model.num_layers or space.vpp]
-                        else:
-                            scheds.append((s, space.vpp or 1))
-                for ep in eps:
+                for ep in _expert_parallel(model, space, dp, cp):
                     for sp in sps:
                         for sched, v in scheds:
                             out.append(Structure(dp, tp, pp, cp, ep, v, sp, sched))
     return out
+
+
+def _data_parallel(space: Space, rest: int) -> int | None:
+    """dp for tp·pp·cp = `rest`: what is left of the GPUs (or the fixed dp), None when it does not add up."""
+    if space.dp is not None:
+        return space.dp if rest * space.dp == space.gpus else None
+    return None if space.gpus % rest else space.gpus // rest
+
+
+def _expert_parallel(model: ModelSpec, space: Space, dp: int, cp: int) -> list[int]:
+    """ep: the fixed one, else for an MoE model the divisors of the expert count that divide dp·cp (within
+    --max-ep), else 1."""
+    if space.ep is not None:
+        return [space.ep]
+    if model.moe is None:
+        return [1]
+    return [
+        e for e in divisors(model.moe.num_experts) if (dp * cp) % e == 0 and (space.max_ep is None or e <= space.max_ep)
+    ]
+
+
+def _schedules(space: Space, pp: int, num_layers: int) -> list[tuple[Schedule, int]]:
+    """(schedule, vpp) for pp: by default 1f1b, and interleaved with vpp 2..max_vpp where pp·vpp chunks can hold
+    the layers; or the schedules asked for."""
+    vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
+    scheds: list[tuple[Schedule, int]] = []
+    if space.schedules is None:
+        if space.vpp is None or space.vpp == 1:
+            scheds.append(("1f1b", 1))
+        if pp > 1:
+            scheds += [("interleaved", v) for v in vpps if v > 1 and pp * v <= num_layers]
+        return scheds
+    for s in space.schedules:
+        if s == "interleaved":
+            scheds += [("interleaved", v) for v in vpps if pp * v <= num_layers or space.vpp]
+        else:
+            scheds.append((s, space.vpp or 1))
+    return scheds
 
 
 def micro_batches(space: Space, dp: int) -> list[int]:

@@ -286,7 +286,8 @@ def miss_doc(m: Miss) -> MissDoc:
         total_bytes=int(m.bytes),
         over_bytes=int(m.over_bytes),
         variants=[
-            VariantDoc(change=what, plan=q.model_dump(), total_bytes=int(b), fits=ok) for what, q, b, ok in m.variants
+            VariantDoc(change=v.change, plan=v.plan.model_dump(), total_bytes=int(v.nbytes), fits=v.fits)
+            for v in m.variants
         ],
         gpus_needed=m.gpus_needed,
     )

@@ -166,9 +166,9 @@ def print_misses(console: Console, result: SearchResult) -> None:
         return
     for mi in result.misses:
         console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over")
-        for what, _q, b, ok in mi.variants:
-            verdict = "[green]fits[/]" if ok else "[red]still over[/]"
-            console.print(f"      with {what}: {_gib(b)} — {verdict}")
+        for v in mi.variants:
+            verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
+            console.print(f"      with {v.change}: {_gib(v.nbytes)} — {verdict}")
         if mi.gpus_needed is None:
             console.print("      more GPUs (dp up to x16384) would not make it fit: add tp/pp, or larger-memory GPUs")
 
