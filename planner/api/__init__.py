@@ -28,7 +28,8 @@ from planner.explore.results import SearchResult
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
-from planner.render.documents import EstimateDoc, MemoryDoc, SearchDoc, estimate_doc, memory_doc, search_doc
+from planner.render.documents import EstimateDoc, MemoryDoc, estimate_doc, memory_doc
+from planner.render.search_documents import SearchDoc, search_doc
 from planner.specs import ModelSpec
 
 __all__ = [

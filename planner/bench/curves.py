@@ -41,22 +41,32 @@ def _num(v: float) -> str:
 
 
 def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
-    cpu = res["device"] == "cpu"
+    """The hardware profile of what bench-hardware measured, every number commented with where it came from."""
     m = f"# measured by bench-hardware {stamp}"
-    peak, curve = res["peak_flops"], res["matmul_curve"]
-    ar = res["fits"]["all_reduce"]
-    what = "CPU figures (one process per rank, 1 thread each), not GPU figures" if cpu else res["device_name"]
+    lines = _header(res, name, stamp) + _gpu(res, stamp, m) + _network(res, stamp, m) + _efficiency(res, stamp, m)
+    return "\n".join(lines) + "\n"
+
+
+def _what(res: dict[str, Any]) -> str:
+    cpu = res["device"] == "cpu"
+    return "CPU figures (one process per rank, 1 thread each), not GPU figures" if cpu else res["device_name"]
+
+
+def _header(res: dict[str, Any], name: str, stamp: str) -> list[str]:
     lines = [
-        f"# Written by `planner bench-hardware` on {stamp} ({res['host']}). {what}.",
+        f"# Written by `planner bench-hardware` on {stamp} ({res['host']}). {_what(res)}.",
         "# peak_flops = the best GEMM rate measured per precision (NOT a datasheet peak); efficiency.matmul is the",
         f"# measured rate of each GEMM size relative to that peak ({res['curve_precision']} curve). Bandwidths are",
         "# achieved figures, so efficiency.hbm / intra_node / inter_node are 1.0.",
     ]
-    if cpu:
+    if res["device"] == "cpu":
         lines.append("# CPU FIGURES: measured on a CPU with gloo; do not read them as any GPU's numbers.")
-    lines += [
-        f"name: {name}",
-        f'description: "bench-hardware {stamp} on {res["host"]}: {what}"',
+    return [*lines, f"name: {name}", f'description: "bench-hardware {stamp} on {res["host"]}: {_what(res)}"']
+
+
+def _gpu(res: dict[str, Any], stamp: str, m: str) -> list[str]:
+    peak = res["peak_flops"]
+    lines = [
         "gpu:",
         f'  name: "{res["device_name"]}"',
         f"  hbm_bytes: {_num(res['hbm_bytes'])}   # {res['hbm_note']}, bench-hardware {stamp}",
@@ -68,10 +78,15 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
         lines.append(f"    {p}: {_num(peak[p])}   {m} (best GEMM rate)")
     lines.append(
         f"    fp8: {_num(peak['fp8'])}   # set to the fp16 figure measured by bench-hardware {stamp} (no FP8 GEMM here)"
-        if cpu
+        if res["device"] == "cpu"
         else f"    fp8: {_num(peak['fp8'])}   {m}"
     )
-    lines += [
+    return lines
+
+
+def _network(res: dict[str, Any], stamp: str, m: str) -> list[str]:
+    ar = res["fits"]["all_reduce"]
+    return [
         f"gpus_per_node: {res['gpus_per_node']}   # bench-hardware {stamp}: {res['gpus_per_node_note']}",
         "intra_node:   # all-reduce alpha-beta fit over "
         + f"{res['comm']['world_size']} {res['comm']['backend']} ranks",
@@ -80,12 +95,15 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
         "inter_node:   # one host: the same as intra_node (no inter-node link was measured)",
         f"  bandwidth_bytes_per_s: {_num(ar['bandwidth_bytes_per_s'])}   {m} (copy of intra_node)",
         f"  latency_s: {_num(ar['latency_s'])}   {m} (copy of intra_node)",
-        f"efficiency:   {m}",
-        "  matmul:",
     ]
-    for f, e in curve:
+
+
+def _efficiency(res: dict[str, Any], stamp: str, m: str) -> list[str]:
+    lines = [f"efficiency:   {m}", "  matmul:"]
+    for f, e in res["matmul_curve"]:
         lines.append(f"    - {{flops: {f:.3e}, efficiency: {e:.4f}}}   {m}")
-    lines += [
+    return [
+        *lines,
         f"  hbm: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
         f"  intra_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
         f"  inter_node: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
@@ -97,7 +115,6 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str) -> str:
         f"  allocator_fraction: 0.05   # assumed by bench-hardware {stamp}, not measured",
         f"checkpoint_write_bytes_per_s: {_num(res['checkpoint']['bytes_per_s'])}   {m} (write + fsync in TMPDIR)",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def write_atomic(path: Path, text: str) -> None:

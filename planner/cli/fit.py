@@ -41,30 +41,37 @@ def validate(
         print_validation(out, result)
 
 
+InputsArg = Annotated[list[str], typer.Argument(help="launch profile .json files and/or runs .yaml files")]
+FitHardwareOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--hardware",
+        help="a profile to fit (catalog name or YAML; repeat for several; default: every "
+        "catalog profile the runs files name)",
+    ),
+]
+FitOutOpt = Annotated[
+    str, typer.Option("-o", "--output", help="the calibrated profile (.yaml), or a directory for several")
+]
+EngineOutOpt = Annotated[
+    Optional[str],
+    typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
+]
+ParamsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--params",
+        help="comma list of parameters to fit (default: compute, overhead_s and every bounded hardware parameter)",
+    ),
+]
+
+
 def calibrate(
-    inputs: Annotated[list[str], typer.Argument(help="launch profile .json files and/or runs .yaml files")],
-    hardware: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--hardware",
-            help="a profile to fit (catalog name or YAML; repeat for several; default: every "
-            "catalog profile the runs files name)",
-        ),
-    ] = None,
-    output: Annotated[
-        str, typer.Option("-o", "--output", help="the calibrated profile (.yaml), or a directory for several")
-    ] = "",
-    engine_out: Annotated[
-        Optional[str],
-        typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
-    ] = None,
-    params: Annotated[
-        Optional[str],
-        typer.Option(
-            "--params",
-            help="comma list of parameters to fit (default: compute, overhead_s and every bounded hardware parameter)",
-        ),
-    ] = None,
+    inputs: InputsArg,
+    hardware: FitHardwareOpt = None,
+    output: FitOutOpt = "",
+    engine_out: EngineOutOpt = None,
+    params: ParamsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit hardware profiles (within their physical bounds) and per-engine factors to measured runs."""

@@ -145,12 +145,16 @@ def time_rows(t: Any) -> list[tuple[str, float]]:
 
 
 def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = frozenset()) -> None:
+    console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
+    console.print(time_table(est.time))
+    for line in estimate_lines(est):
+        console.print(line)
+
+
+def time_table(t: Any) -> Table:
+    """The step's terms in seconds, with their shares and bars."""
     from rich.table import Table
 
-    from planner.units import fmt_seconds
-
-    t = est.time
-    console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
     table = Table(title=f"step time (bottleneck stage {t.stage})", title_justify="left", show_edge=False)
     table.add_column("term")
     table.add_column("seconds", justify="right")
@@ -161,39 +165,44 @@ def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = froze
         table.add_row(name, f"{seconds:.4f}", f"{share:5.1%}", f"[magenta]{bar(share)}[/]")
     table.add_section()
     table.add_row("[bold]step[/]", f"[bold]{t.step_s:.4f}[/]", "", "")
-    console.print(table)
-    u = est.uncertainty
-    console.print(
+    return table
+
+
+def estimate_lines(est: Any) -> list[str]:
+    """Throughput and its trust, the memory summary, and the time to train and goodput when asked for."""
+    from planner.units import fmt_seconds
+
+    t, u, pl, mem = est.time, est.uncertainty, est.plausibility, est.memory
+    lines = [
         f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "
         f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}"
-    )
+    ]
     if not u.calibrated:
-        console.print(
+        lines.append(
             f"[yellow]wide error bars:[/] no calibration runs of {escape(est.engine.name)} "
             f"on {escape(est.hardware.name)}"
         )
-    pl = est.plausibility
     if not pl.ok:
-        console.print(
+        lines.append(
             f"[yellow]implausible:[/] predicted MFU {pl.mfu:.1%} is above the best published for this hardware, "
             f"{pl.mfu_ceiling:.1%} ({pl.source}); the prediction is likely optimistic"
         )
-    mem = est.memory
-    console.print(
+    lines.append(
         f"memory: {fmt_bytes(mem.total_bytes)} ±{u.peak_memory_rel:.0%} per GPU on stage {mem.peak.stage} "
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )
     if est.train:
         tr = est.train
-        console.print(
+        lines.append(
             f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
             f"{fmt_seconds(tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
         )
     if est.checkpoint:
         c = est.checkpoint
-        console.print(
+        lines.append(
             f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
             f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), expected loss "
             f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
         )
+    return lines

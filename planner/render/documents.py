@@ -1,6 +1,7 @@
 """The documents of DESIGN.md ("JSON contracts") as typed pydantic models: what `--json` prints and what the
-Python API (planner.api) returns, built from the cost model's results. Sizes are bytes, times seconds, rates
-per second. Fields may be added, never renamed or removed.
+Python API (planner.api) returns, built from the cost model's results: memory and estimate here, search's in
+search_documents.py. Sizes are bytes, times seconds, rates per second. Fields may be added, never renamed or
+removed.
 
 ``as_json()`` is the dict `--json` writes: the fields in declared order, with the optional sections
 (`train`, `checkpoint`, `goodput`, `closest_misses`) left out when a command did not compute them.
@@ -15,7 +16,6 @@ from pydantic import BaseModel, ConfigDict
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
-from planner.explore.results import Miss, Ranked, SearchResult
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -121,66 +121,6 @@ class EstimateDoc(MemoryDoc):
     checkpoint: CheckpointDoc | None = None
 
 
-class RankedDoc(Document):
-    """One plan of `planner search --json`."""
-
-    engine: str
-    plan: dict[str, Any]
-    memory: MemoryDoc
-    time: StepDoc
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float
-    uncertainty: dict[str, Any]
-    plausibility: dict[str, Any]
-    goodput: float | None = None
-    goodput_tokens_per_s: float | None = None
-
-
-class VariantDoc(Document):
-    change: str
-    plan: dict[str, Any]
-    total_bytes: int
-    fits: bool
-
-
-class MissDoc(Document):
-    plan: dict[str, Any]
-    total_bytes: int
-    over_bytes: int
-    variants: list[VariantDoc]
-    gpus_needed: int | None
-
-
-class SearchDoc(Document):
-    """`planner search --json`: the counts that add up, the ranked plans, and the closest misses."""
-
-    evaluated: int
-    valid: int
-    rejected: dict[str, int]
-    timed: int
-    pruned: dict[str, int]
-    seconds: float
-    model: str
-    hardware: str
-    engines: list[str]
-    gpus: int
-    global_batch: int
-    global_batch_default: bool
-    seq_len: int
-    seq_len_default: bool
-    objective: str
-    plans: list[RankedDoc]
-    closest_misses: list[MissDoc] | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        doc = super().as_json()
-        doc["plans"] = [p.as_json() for p in self.plans]
-        return doc
-
-
 # ---- builders ----------------------------------------------------------------------------------------
 def _ints(b: MemoryBreakdown) -> dict[str, int]:
     return {k: round(v) for k, v in b.as_dict().items()}
@@ -258,59 +198,4 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
         plausibility=est.plausibility.as_dict(),
         train=train,
         checkpoint=checkpoint,
-    )
-
-
-def ranked_doc(r: Ranked) -> RankedDoc:
-    e, t = r.estimate, r.time
-    return RankedDoc(
-        engine=e.engine.name,
-        plan={**e.plan.model_dump(), "engine": e.engine.name},
-        memory=memory_doc(e.model, e.hardware, e.plan, e.memory, e.engine),
-        time=StepDoc.model_validate(t.as_dict()),
-        tokens_per_s=t.tokens_per_s,
-        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
-        mfu=t.mfu,
-        hfu=t.hfu,
-        tflops_per_gpu=t.tflops_per_gpu,
-        uncertainty=e.uncertainty.as_dict(),
-        plausibility=e.plausibility.as_dict(),
-        goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
-        goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
-    )
-
-
-def miss_doc(m: Miss) -> MissDoc:
-    return MissDoc(
-        plan=m.plan.model_dump(),
-        total_bytes=int(m.bytes),
-        over_bytes=int(m.over_bytes),
-        variants=[
-            VariantDoc(change=v.change, plan=v.plan.model_dump(), total_bytes=int(v.nbytes), fits=v.fits)
-            for v in m.variants
-        ],
-        gpus_needed=m.gpus_needed,
-    )
-
-
-def search_doc(result: SearchResult) -> SearchDoc:
-    s = result.space
-    return SearchDoc(
-        evaluated=result.evaluated,
-        valid=result.valid,
-        rejected=dict(result.rejected),
-        timed=result.timed,
-        pruned=dict(result.pruned),
-        seconds=result.seconds,
-        model=result.model.name,
-        hardware=result.hardware.name,
-        engines=[e.name for e in result.engines],
-        gpus=s.gpus,
-        global_batch=s.global_batch,
-        global_batch_default="global_batch" in result.defaulted,
-        seq_len=s.seq_len,
-        seq_len_default="seq_len" in result.defaulted,
-        objective=result.objective,
-        plans=[ranked_doc(r) for r in result.top],
-        closest_misses=[miss_doc(m) for m in result.misses] if result.misses else None,
     )
