@@ -154,3 +154,23 @@ def test_long_rejection_reasons_wrap_under_their_reason():
     out = planner("search", "-m", "gpt3-175b", "--gpus", "1024").stdout.splitlines()
     split = next(i for i, line in enumerate(out) if "megatron cannot split the layers" in line)
     assert len(out[split]) <= 100 and out[split + 1].startswith(" " * 11) and out[split + 1].strip()
+
+
+# ---- shell completion ----------------------------------------------------------------------------------------
+def complete(words: str) -> list[str]:
+    """What bash completion offers for the command line `words` (the last word being typed)."""
+    env = {**os.environ, "_PLANNER_COMPLETE": "complete_bash", "COMP_WORDS": words}
+    env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    code = "import sys; sys.argv = ['planner']; from planner.cli import main; main()"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_shell_completion_of_commands_options_and_catalog_names():
+    assert "--install-completion" in planner("--help").stdout and "--show-completion" in planner("--help").stdout
+    assert complete("planner mem") == ["memory"]
+    assert {"--max-tp", "--max-pp"} <= set(complete("planner search --max"))
+    assert {"llama3-70b", "llama3-8b"} <= set(complete("planner search --model llama3"))
+    assert "h100-sxm" in complete("planner memory --hardware h1")
+    assert "torchtitan" in complete("planner estimate --engine ")

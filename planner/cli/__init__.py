@@ -56,7 +56,7 @@ def _version(value: bool) -> None:
 def build_app(only: str | None = None) -> typer.Typer:
     """The Typer app with every command, or with `only` that one (the others are not imported)."""
     application = typer.Typer(
-        add_completion=False,
+        add_completion=True,
         no_args_is_help=True,
         rich_markup_mode=None,
         pretty_exceptions_enable=False,
