@@ -24,6 +24,7 @@ from typing import Any
 from planner.api.resolve import Resolved, resolve_request
 from planner.cost.estimate import Estimate
 from planner.engine import Engine
+from planner.explore.pipeline import Checkpointing
 from planner.explore.results import SearchResult
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_engine, load_hardware, load_model
@@ -79,12 +80,13 @@ def run_estimate(
     checkpoint_bandwidth: float | None = None,
 ) -> Estimate:
     """The estimate of a resolved plan, with time to train and checkpointing when asked."""
+    ck = Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth)  # checked as the search checks it
     return r.coster.estimate(
         r.plan,
         tokens=tokens,
-        mtbf_hours=mtbf_hours,
-        mtbf_per=mtbf_per,
-        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth,
+        mtbf_hours=ck.mtbf_hours,
+        mtbf_per=ck.mtbf_per,
+        checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,
     )
 
 

@@ -11,10 +11,10 @@ from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.pipeline import Checkpointing, search_engines
 from planner.explore.results import SearchResult
-from planner.explore.space import DEFAULT_MAX_VPP, Space, choice_list, int_list
+from planner.explore.space import DEFAULT_MAX_VPP, Space, int_items, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, default_global_batch, default_seq_len
+from planner.plan import RECOMPUTES, ZERO_STAGES, default_global_batch, default_seq_len
 from planner.specs import ModelSpec, Precision
 
 DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
@@ -90,9 +90,10 @@ def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[s
 
 
 def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
-    """The search space of the options: fixed degrees, limits and the lists to search (checked here)."""
+    """The search space of the options: fixed degrees, limits and the lists to search (comma lists or
+    sequences; Space checks them)."""
     seq_len = o["seq_len"] or default_seq_len(model.max_seq_len)
-    mb = o["micro_batch"]
+    mb, mbs = o["micro_batch"], o["micro_batches"]
     return Space(
         gpus=gpus,
         global_batch=o["global_batch"] or default_global_batch(seq_len),
@@ -100,8 +101,8 @@ def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
         precision=cast(Precision, o["precision"] or "bf16"),
         **{d: o[d] for d in DEGREES if d != "max_vpp"},
         max_vpp=DEFAULT_MAX_VPP if o["max_vpp"] is None else o["max_vpp"],
-        zero=int_list("zero", o["zero"], low=min(ZERO_STAGES), high=max(ZERO_STAGES)) or ZERO_STAGES,
-        recompute=choice_list("recompute", o["recompute"], RECOMPUTES) or RECOMPUTES,
-        micro_batches=(mb,) if mb is not None else int_list("micro-batches", o["micro_batches"], low=1, high=MAX_BATCH),
-        schedules=choice_list("schedule", o["schedule"], SCHEDULES),
+        zero=ZERO_STAGES if o["zero"] is None else int_items("zero", o["zero"]),
+        recompute=RECOMPUTES if o["recompute"] is None else listed(o["recompute"]),
+        micro_batches=(mb,) if mb is not None else (None if mbs is None else int_items("micro-batches", mbs)),
+        schedules=None if o["schedule"] is None else listed(o["schedule"]),
     )

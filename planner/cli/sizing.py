@@ -17,7 +17,6 @@ from planner.cli.options import (
     JsonOpt,
     with_options,
 )
-from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
 
@@ -55,8 +54,6 @@ def estimate(
     from planner.render.breakdown import print_estimate
     from planner.render.documents import estimate_doc
 
-    if opts["mtbf_per"] not in ("gpu", "node"):
-        raise PlannerError(f"--mtbf-per {opts['mtbf_per']!r} is not valid; choose one of gpu, node")
     r = resolve_options(opts)
     est = run_estimate(r, **{k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth")})
     if timeline:

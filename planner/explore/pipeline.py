@@ -50,14 +50,20 @@ from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
+MTBF_PER = ("gpu", "node")  # what --mtbf-hours is the mean time between failures of
+
 
 @dataclass(frozen=True)
 class Checkpointing:
-    """What the goodput of the ranked plans is computed with (estimate's mtbf and checkpoint options)."""
+    """What goodput is computed with (the mtbf and checkpoint options of estimate and search), checked here."""
 
     mtbf_hours: float | None = None
     mtbf_per: str = "gpu"
     bandwidth_bytes_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mtbf_per not in MTBF_PER:
+            raise PlannerError(f"--mtbf-per {self.mtbf_per!r} is not valid; choose one of {', '.join(MTBF_PER)}")
 
 
 def search(
@@ -74,7 +80,7 @@ def search(
     keep_rejections: bool = False,
 ) -> SearchResult:
     """candidates → checks → memory screen → (pruned) step-time estimates → ranking."""
-    _check_arguments(space, objective, top, checkpointing)
+    _check_arguments(objective, top)
     if space.sp is None and engine.rules.sequence_parallel == "never":  # sp where the engine runs it (tp > 1)
         space = replace(space, sp=False)
     t0 = time.perf_counter()
@@ -113,14 +119,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _check_arguments(space: Space, objective: str, top: int, checkpointing: Checkpointing) -> None:
+def _check_arguments(objective: str, top: int) -> None:
+    """The search's own arguments (the space and the checkpointing check themselves when they are made)."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"--objective {objective!r} is not valid; choose one of {', '.join(OBJECTIVES)}")
     if top < 1:
         raise PlannerError(f"--top must be at least 1, got {top}")
-    if checkpointing.mtbf_per not in ("gpu", "node"):
-        raise PlannerError(f"--mtbf-per {checkpointing.mtbf_per!r} is not valid; choose gpu or node")
-    space.validate()
 
 
 def _time(

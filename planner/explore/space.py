@@ -6,14 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
 from planner.specs import ModelSpec, Precision
 
-T = TypeVar("T")
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
@@ -51,48 +50,47 @@ class Space:
     micro_batches: tuple[int, ...] | None = None  # None: powers of two up to 16 dividing global/dp
     schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
 
-    def validate(self) -> None:
-        """The lists' checks, the same as the command line's (int_list, choice_list)."""
+    def __post_init__(self) -> None:
+        """Every space is checked once, where it is made: the GPU count and the lists (ranges and vocabularies),
+        each failure one line naming the option."""
         if self.gpus < 1:
             raise PlannerError(f"--gpus must be at least 1, got {self.gpus}")
-        int_list("zero", self.zero, low=min(ZERO_STAGES), high=max(ZERO_STAGES))
-        choice_list("recompute", self.recompute, RECOMPUTES)
+        _check_ints("zero", self.zero, low=min(ZERO_STAGES), high=max(ZERO_STAGES))
+        _check_choices("recompute", self.recompute, RECOMPUTES)
         if self.schedules is not None:
-            choice_list("schedule", self.schedules, SCHEDULES)
+            _check_choices("schedule", self.schedules, SCHEDULES)
         if self.micro_batches is not None:
-            int_list("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
+            _check_ints("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
 
 
-def _listed(value: str | int | Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
-    """(the text to quote in a message, the items) of a comma list or a sequence."""
+def listed(value: str | int | Sequence[Any]) -> tuple[Any, ...]:
+    """The items of a comma list ("1, 3" -> ("1", "3")), an int or a sequence (parsing only: Space checks)."""
     if isinstance(value, str):
-        return value, tuple(x.strip() for x in value.split(",") if x.strip())
-    items = (value,) if isinstance(value, int) else tuple(value)
-    return ",".join(map(str, items)), items
+        return tuple(x.strip() for x in value.split(",") if x.strip())
+    return (value,) if isinstance(value, int) else tuple(value)
 
 
-def int_list(name: str, value: str | int | Sequence[int] | None, *, low: int, high: int) -> tuple[int, ...] | None:
-    """A comma list (or sequence) of integers in [low, high], or one line naming the option and the range."""
-    if value is None:
-        return None
-    text, items = _listed(value)
+def int_items(name: str, value: str | int | Sequence[int]) -> tuple[int, ...]:
+    """The integers of a comma list or a sequence, or one line naming the option (their range is Space's)."""
     try:
-        values = tuple(int(x) if isinstance(x, str) else x for x in items)
+        return tuple(int(x) if isinstance(x, str) else x for x in listed(value))
     except ValueError:
-        raise PlannerError(f"--{name} {text!r}: expected integers separated by commas, e.g. 1,2,4") from None
+        raise PlannerError(f"--{name} {_text(value)!r}: expected integers separated by commas, e.g. 1,2,4") from None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ",".join(map(str, listed(value)))
+
+
+def _check_ints(name: str, values: tuple[Any, ...], *, low: int, high: int) -> None:
     if not values or any(not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high for v in values):
-        raise PlannerError(f"--{name} {text!r}: each value must be an integer from {low} to {high}")
-    return values
+        raise PlannerError(f"--{name} {_text(values)!r}: each value must be an integer from {low} to {high}")
 
 
-def choice_list(flag: str, value: str | Sequence[str] | None, valid: tuple[T, ...]) -> tuple[T, ...] | None:
-    """A comma list (or sequence) of some of `valid`, or one line naming them."""
-    if value is None:
-        return None
-    text, words = _listed(value)
-    if not words or any(w not in valid for w in words):
-        raise PlannerError(f"--{flag} {text!r} is not valid; choose from {', '.join(map(str, valid))} (comma list)")
-    return tuple(cast(T, w) for w in words)
+def _check_choices(flag: str, values: tuple[Any, ...], valid: tuple[Any, ...]) -> None:
+    if not values or any(w not in valid for w in values):
+        choose = ", ".join(map(str, valid))
+        raise PlannerError(f"--{flag} {_text(values)!r} is not valid; choose from {choose} (comma list)")
 
 
 def _limited(values: Iterable[int], fixed: int | None, limit: int | None) -> list[int]:

@@ -59,21 +59,29 @@ def plan_line(
     )
 
 
-def memory_table(report: MemoryReport, title: str) -> Table:
+def share_table(title: str, unit: str, rows: list[tuple[str, str, float]], color: str, total: tuple[str, str]) -> Table:
+    """Terms with their values, shares and bars, then the total (memory per GPU and the step's time)."""
     from rich.table import Table
 
-    peak = report.peak
-    total = peak.total_bytes
     table = Table(title=title, title_justify="left", show_edge=False)
     table.add_column("term")
-    table.add_column("per GPU", justify="right")
+    table.add_column(unit, justify="right")
     table.add_column("share", justify="right")
     table.add_column("", no_wrap=True)
-    for term, value in peak.breakdown.as_dict().items():
-        share = value / total if total else 0.0
-        table.add_row(term, fmt_bytes(value), f"{share:5.1%}", f"[cyan]{bar(share)}[/]")
+    for name, value, share in rows:
+        table.add_row(name, value, f"{share:5.1%}", f"[{color}]{bar(share)}[/]")
     table.add_section()
-    table.add_row("[bold]total[/]", f"[bold]{fmt_bytes(total)}[/]", "", "")
+    table.add_row(f"[bold]{total[0]}[/]", f"[bold]{total[1]}[/]", "", "")
+    return table
+
+
+def memory_table(report: MemoryReport, title: str) -> Table:
+    total = report.peak.total_bytes
+    rows = [
+        (term, fmt_bytes(value), value / total if total else 0.0)
+        for term, value in report.peak.breakdown.as_dict().items()
+    ]
+    table = share_table(title, "per GPU", rows, "cyan", ("total", fmt_bytes(total)))
     table.add_row("capacity", fmt_bytes(report.capacity_bytes), "", f"[dim]{bar(total / report.capacity_bytes)}[/]")
     return table
 
@@ -153,19 +161,9 @@ def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = froze
 
 def time_table(t: Any) -> Table:
     """The step's terms in seconds, with their shares and bars."""
-    from rich.table import Table
-
-    table = Table(title=f"step time (bottleneck stage {t.stage})", title_justify="left", show_edge=False)
-    table.add_column("term")
-    table.add_column("seconds", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("", no_wrap=True)
-    for name, seconds in time_rows(t):
-        share = seconds / t.step_s if t.step_s else 0.0
-        table.add_row(name, f"{seconds:.4f}", f"{share:5.1%}", f"[magenta]{bar(share)}[/]")
-    table.add_section()
-    table.add_row("[bold]step[/]", f"[bold]{t.step_s:.4f}[/]", "", "")
-    return table
+    rows = [(name, f"{seconds:.4f}", seconds / t.step_s if t.step_s else 0.0) for name, seconds in time_rows(t)]
+    title = f"step time (bottleneck stage {t.stage})"
+    return share_table(title, "seconds", rows, "magenta", ("step", f"{t.step_s:.4f}"))
 
 
 def estimate_lines(est: Any) -> list[str]:

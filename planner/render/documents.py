@@ -166,6 +166,20 @@ def memory_doc(
     )
 
 
+def rates(est: Estimate) -> dict[str, Any]:
+    """Throughput, utilisation and their trust: the fields estimate's document and each searched plan share."""
+    t = est.time
+    return {
+        "tokens_per_s": t.tokens_per_s,
+        "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+        "tflops_per_gpu": t.tflops_per_gpu,
+        "mfu": t.mfu,
+        "hfu": t.hfu,
+        "uncertainty": est.uncertainty.as_dict(),
+        "plausibility": est.plausibility.as_dict(),
+    }
+
+
 def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
     t = est.time
     mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
@@ -188,14 +202,8 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
     return EstimateDoc(
         **dict(mem),
         time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
-        tokens_per_s=t.tokens_per_s,
-        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
-        tflops_per_gpu=t.tflops_per_gpu,
-        mfu=t.mfu,
-        hfu=t.hfu,
+        **rates(est),
         model_flops_per_step=t.model_flops_per_step,
-        uncertainty=est.uncertainty.as_dict(),
-        plausibility=est.plausibility.as_dict(),
         train=train,
         checkpoint=checkpoint,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.explore.results import Miss, Ranked, SearchResult
-from planner.render.documents import Document, MemoryDoc, StepDoc, memory_doc
+from planner.render.documents import Document, MemoryDoc, StepDoc, memory_doc, rates
 
 
 class RankedDoc(Document):
@@ -76,13 +76,7 @@ def ranked_doc(r: Ranked) -> RankedDoc:
         plan={**e.plan.model_dump(), "engine": e.engine.name},
         memory=memory_doc(e.model, e.hardware, e.plan, e.memory, e.engine),
         time=StepDoc.model_validate(t.as_dict()),
-        tokens_per_s=t.tokens_per_s,
-        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
-        mfu=t.mfu,
-        hfu=t.hfu,
-        tflops_per_gpu=t.tflops_per_gpu,
-        uncertainty=e.uncertainty.as_dict(),
-        plausibility=e.plausibility.as_dict(),
+        **rates(e),
         goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
         goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
     )
