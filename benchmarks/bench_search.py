@@ -1,9 +1,15 @@
 """Benchmark `planner search`: the whole CLI process (Python start-up included) and the library in-process.
 
     python benchmarks/bench_search.py [--runs N] [--catalog]
+    python benchmarks/bench_search.py --ab OTHER_CHECKOUT [--runs N]   # A/B, interleaved
 
-Headline cases (issue 11): one engine <= 0.5 s whole process for the catalog's models at their usual scale
-(mixtral-8x22b on 256 GPUs named), `--engine all` <= 1 s for gpt3-175b on 1024 GPUs, on a 2-core machine.
+Headline cases (issues 11 and 19): one engine <= 0.5 s whole process for the catalog's models at their usual
+scale (gpt3-175b on 1024 GPUs, mixtral-8x22b on 256 named), `--engine all` <= 1 s for gpt3-175b on 1024 GPUs and
+mixtral-8x7b on 256, on a 2-core machine.
+
+On a shared, loaded machine absolute times drift with the load: `--ab` runs this checkout and another one (a
+`git archive` of main, say) alternately, case by case, and prints the medians of both side by side, so the
+comparison sees the same load.
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ CASES = [
     ("mixtral-8x7b", 256, []),
     ("mixtral-8x22b", 256, []),
     ("gpt3-175b", 1024, ["--engine", "all"]),
+    ("mixtral-8x7b", 256, ["--engine", "all"]),
+    ("mixtral-8x7b", 256, ["--engine", "all", "--seq-len", "32768"]),  # issue 19's case before seq-len defaulted
 ]
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
 
 # Every catalog model at its usual scale (--catalog): the published run's GPU count where there is one, else a
 # count of the same order for the size. BLOOM 176B: 384 A100 (BigScience 2022); MT-NLG 530B: 2240 A100 (Smith et
@@ -40,18 +49,41 @@ USUAL_GPUS = {
 }  # fmt: skip
 
 
-def cli_run(model: str, gpus: int, extra: list[str]) -> tuple[float, dict]:
+def cli_run(model: str, gpus: int, extra: list[str], tree: str = HERE) -> tuple[float, dict]:
+    """Seconds of one whole `planner search --json` process of the checkout at `tree`, and its document."""
     cmd = [sys.executable, "-m", "planner", "search", "--model", model, "--gpus", str(gpus), "--json", *extra]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": tree}
+    t0 = time.perf_counter()  # run in the checkout: `python -m` puts the working directory first on sys.path
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=tree)
     return time.perf_counter() - t0, json.loads(proc.stdout)
+
+
+def ab(other: str, runs: int) -> None:
+    """Each case run alternately by this checkout and `other`, `runs` times each: medians and minima."""
+    print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}; A = {HERE}, B = {other}")
+    print(f"{'case':58} {'A med':>7} {'B med':>7} {'A/B':>6} {'A min':>7} {'B min':>7} {'A evaluated':>11}")
+    for model, gpus, extra in CASES:
+        a: list[float] = []
+        b: list[float] = []
+        doc: dict = {}
+        for _ in range(runs):
+            w, doc = cli_run(model, gpus, extra, HERE)
+            a.append(w)
+            b.append(cli_run(model, gpus, extra, other)[0])
+        name = f"{model} x {gpus} {' '.join(extra)}"
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(f"{name:58} {ma:6.3f}s {mb:6.3f}s {ma / mb:6.2f} {min(a):6.3f}s {min(b):6.3f}s {doc['evaluated']:>11}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--catalog", action="store_true", help="every catalog model at its usual scale instead")
+    ap.add_argument("--ab", metavar="CHECKOUT", help="compare with another checkout, runs interleaved")
     args = ap.parse_args()
+    if args.ab:
+        ab(args.ab, args.runs)
+        return
     from planner.explore.pipeline import search_engines
     from planner.explore.space import Space
     from planner.io.catalog import DEFAULT_ENGINE, list_engines, list_models, load_engine, load_hardware, load_model

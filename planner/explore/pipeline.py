@@ -30,7 +30,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from planner.cost.coster import Coster
@@ -40,30 +40,10 @@ from planner.errors import PlannerError
 from planner.explore.misses import closest_misses
 from planner.explore.results import Ranked, SearchResult, TimedPlan, merge_results, rank_key
 from planner.explore.screening import Fitting, Screening
-from planner.explore.space import (
-    OBJECTIVES,
-    PRUNED_BOUND,
-    Space,
-    structures,
-)
+from planner.explore.space import NO_FAILURES, OBJECTIVES, PRUNED_BOUND, Checkpointing, Space, structures
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
-
-MTBF_PER = ("gpu", "node")  # what --mtbf-hours is the mean time between failures of
-
-
-@dataclass(frozen=True)
-class Checkpointing:
-    """What goodput is computed with (the mtbf and checkpoint options of estimate and search), checked here."""
-
-    mtbf_hours: float | None = None
-    mtbf_per: str = "gpu"
-    bandwidth_bytes_per_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.mtbf_per not in MTBF_PER:
-            raise PlannerError(f"--mtbf-per {self.mtbf_per!r} is not valid; choose one of {', '.join(MTBF_PER)}")
 
 
 def search(
@@ -75,7 +55,7 @@ def search(
     objective: str = "throughput",
     top: int = 10,
     exhaustive: bool = False,
-    checkpointing: Checkpointing = Checkpointing(),
+    checkpointing: Checkpointing = NO_FAILURES,
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
 ) -> SearchResult:

@@ -1,5 +1,7 @@
-"""The search space: which degrees, schedules and micro-batches `planner search` enumerates, and the
-structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of search.py's pipeline)."""
+"""What the search is asked: the space (which degrees, schedules and micro-batches `planner search`
+enumerates), the objectives and what goodput is computed with (Checkpointing, which the estimate checks its
+options with too); and the structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of
+pipeline.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,25 @@ LONG_SEQ = 32768  # from this sequence length up, context parallelism is searche
 DEFAULT_MAX_CP_LONG = 16
 DEFAULT_MAX_VPP = 4
 DEFAULT_MAX_MICRO_BATCH = 16
+
+
+MTBF_PER = ("gpu", "node")  # what --mtbf-hours is the mean time between failures of
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """What goodput is computed with (the mtbf and checkpoint options of estimate and search), checked here."""
+
+    mtbf_hours: float | None = None
+    mtbf_per: str = "gpu"
+    bandwidth_bytes_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mtbf_per not in MTBF_PER:
+            raise PlannerError(f"--mtbf-per {self.mtbf_per!r} is not valid; choose one of {', '.join(MTBF_PER)}")
+
+
+NO_FAILURES = Checkpointing()  # goodput is not computed
 
 
 # ---- the search space ----------------------------------------------------------------------------------
