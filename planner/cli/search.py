@@ -110,10 +110,8 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
-    from planner.explore.explain import parse_explain
-
     opts = {**opts, **locals()}
-    explain_field = parse_explain(explain) if explain else None
+    explain_field = _explain_field(explain) if explain else None
     if plot:
         _check_plot(plot)
     result = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
@@ -133,6 +131,12 @@ def search(
     print_result(out, result, save=save, plot=plot, wide=wide)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
+
+
+def _explain_field(text: str) -> tuple[str, Any]:
+    from planner.explore.explain import parse_explain
+
+    return parse_explain(text)
 
 
 def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> SearchResult:

@@ -37,7 +37,6 @@ from planner.cost.coster import Coster
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.misses import closest_misses
 from planner.explore.results import Ranked, SearchResult, TimedPlan, merge_results, rank_key
 from planner.explore.screening import Fitting, Screening
 from planner.explore.space import NO_FAILURES, OBJECTIVES, PRUNED_BOUND, Checkpointing, Space, structures
@@ -80,6 +79,8 @@ def search(
         chosen = _time(res, coster, screening.fitting, top=top, exhaustive=exhaustive)
     res.top = _rank(res, coster, chosen, checkpointing)
     if not screening.fitting:
+        from planner.explore.misses import closest_misses  # only when nothing fits
+
         res.misses = closest_misses(model, coster, screening.overshoots())
     res.seconds = time.perf_counter() - t0
     return res

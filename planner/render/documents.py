@@ -33,7 +33,9 @@ OPTIONAL = (
 
 
 class Document(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a document's validator is built when one is first made, so a command builds only its own
+    # (about 25 ms of start-up for the fifteen classes)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON document: every field, except the optional sections that are absent."""
