@@ -46,9 +46,9 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
         if shape in seen:
             continue
         seen.add(shape)
-        variants, saver, saver_text = _changes(trial, p)
-        base = saver if (variants and variants[-1].change == saver_text) else p
-        more = _more_gpus(trial, base, p, saver, saver_text)
+        variants, saver = _changes(trial, p)
+        base = saver.plan if (variants and variants[-1].change == saver.change) else p
+        more = _more_gpus(trial, base, p, saver)
         if more is not None:
             variants.append(more)
         out.append(Miss(p, o.nbytes, coster.capacity_bytes, variants, more.plan.gpus if more else None))
@@ -57,9 +57,17 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
     return out
 
 
-def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], Plan, str]:
-    """The variants of `p` on the same GPUs: each higher ZeRO stage, full recompute, smaller micro-batches and
-    all of the savers at once; with that combined plan and its description."""
+@dataclass(frozen=True)
+class _Saver:
+    """Every memory saver at once: the highest ZeRO stage the engine runs, full recompute, micro-batch 1."""
+
+    change: str
+    plan: Plan
+
+
+def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
+    """The variants of `p` on the same GPUs (each higher ZeRO stage, full recompute, smaller micro-batches and
+    all of the savers at once), and the all-savers plan."""
     tries: list[tuple[str, Plan]] = []
     if p.zero < 3 and p.dp * p.cp > 1:  # ZeRO shards over dp·cp: nothing to gain at 1
         tries += [(f"zero {z}", p.model_copy(update={"zero": z})) for z in range(p.zero + 1, 4)]
@@ -76,10 +84,10 @@ def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], Plan, str]:
     if saver != p:
         tries.append((saver_text, saver))
     variants = [v for v in (trial.variant(what, q) for what, q in tries) if v is not None]
-    return variants, saver, saver_text
+    return variants, _Saver(saver_text, saver)
 
 
-def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: Plan, saver_text: str) -> Variant | None:
+def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: _Saver) -> Variant | None:
     """The fewest GPUs (dp doubled, the global batch grown to a whole micro-batch per rank where needed) at
     which `base` fits, or None within MAX_DP_DOUBLINGS."""
     for k in range(1, MAX_DP_DOUBLINGS + 1):
@@ -92,7 +100,7 @@ def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: Plan, saver_text: str)
         nbytes, _ = trial.coster.peak(q)
         if nbytes <= trial.coster.capacity_bytes:
             desc = f"{q.gpus} GPUs (dp {dp}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"
-            if base is saver and saver != p:
-                desc += " with " + saver_text
+            if base is saver.plan and saver.plan != p:
+                desc += " with " + saver.change
             return Variant(desc, q, nbytes, True)
     return None

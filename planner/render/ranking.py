@@ -174,7 +174,8 @@ def print_misses(console: Console, result: SearchResult) -> None:
 
 
 def print_explain(console: Console, result: SearchResult, field_name: str, value: Any) -> None:
-    total, counts, details, in_top = explain(result, field_name, value)
+    why = explain(result, field_name, value)
+    total, counts, details, in_top = why.rejected, why.by_reason, why.examples, why.in_top
     console.print(f"\nwhy not {field_name}={value}?")
     if not total and not in_top and not result.considered(field_name, value):
         console.print(
