@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,21 +59,32 @@ def cli_run(model: str, gpus: int, extra: list[str], tree: str = HERE) -> tuple[
     return time.perf_counter() - t0, json.loads(proc.stdout)
 
 
+def cpu_run(model: str, gpus: int, extra: list[str], tree: str) -> tuple[float, float, dict]:
+    """(wall seconds, CPU seconds of the process: user + system, its document): the CPU time moves less than the
+    wall time with the load of a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, doc = cli_run(model, gpus, extra, tree)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, doc
+
+
 def ab(other: str, runs: int) -> None:
-    """Each case run alternately by this checkout and `other`, `runs` times each: medians and minima."""
+    """Each case run alternately by this checkout (A) and `other` (B), `runs` times each: medians of the wall
+    and CPU seconds of the whole process."""
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}; A = {HERE}, B = {other}")
-    print(f"{'case':58} {'A med':>7} {'B med':>7} {'A/B':>6} {'A min':>7} {'B min':>7} {'A evaluated':>11}")
+    print(f"{'case':58} {'wall A':>7} {'wall B':>7} {'cpu A':>7} {'cpu B':>7} {'A/B':>5} {'A evaluated':>11}")
     for model, gpus, extra in CASES:
-        a: list[float] = []
-        b: list[float] = []
+        a: list[tuple[float, float]] = []
+        b: list[tuple[float, float]] = []
         doc: dict = {}
         for _ in range(runs):
-            w, doc = cli_run(model, gpus, extra, HERE)
-            a.append(w)
-            b.append(cli_run(model, gpus, extra, other)[0])
+            wall, cpu, doc = cpu_run(model, gpus, extra, HERE)
+            a.append((wall, cpu))
+            b.append(cpu_run(model, gpus, extra, other)[:2])
         name = f"{model} x {gpus} {' '.join(extra)}"
-        ma, mb = statistics.median(a), statistics.median(b)
-        print(f"{name:58} {ma:6.3f}s {mb:6.3f}s {ma / mb:6.2f} {min(a):6.3f}s {min(b):6.3f}s {doc['evaluated']:>11}")
+        wa, wb = (statistics.median(w for w, _ in x) for x in (a, b))
+        ca, cb = (statistics.median(c for _, c in x) for x in (a, b))
+        print(f"{name:58} {wa:6.3f}s {wb:6.3f}s {ca:6.3f}s {cb:6.3f}s {ca / cb:5.2f} {doc['evaluated']:>11}")
 
 
 def main() -> None:
