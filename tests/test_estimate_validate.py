@@ -31,6 +31,7 @@ def test_estimate_json_contract():
         "16",
         "--recompute",
         "full",
+        "--no-sp",  # the paper's setting: sequence parallelism came a year later (Korthikanti et al. 2022)
         "--global-batch",
         "1536",
         "--hardware",

@@ -7,7 +7,7 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -27,6 +27,9 @@ from planner.cli.options import (
 from planner.errors import PlannerError
 from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
+
+if TYPE_CHECKING:
+    from planner.explore.results import SearchResult
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
 RecomputeListOpt = Annotated[
@@ -113,32 +116,11 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
-    from planner.api import run_search
-    from planner.api.searching import SEARCH_OPTIONS
-    from planner.explore.explain import parse_explain
-    from planner.render.documents import search_doc
-    from planner.render.progress import DelayedProgress
-    from planner.render.ranking import print_explain, print_result
-
     opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
-    explain_field = parse_explain(explain) if explain else None
+    explain_field = _explain_field(explain) if explain else None
     if plot:
         _check_plot(plot)
-    progress = DelayedProgress(enabled=sys.stderr.isatty())
-    try:
-        result, gb_default = run_search(
-            opts["model"],
-            gpus=opts["gpus"],
-            hardware=opts["hardware"],
-            engine=opts["engine"],
-            progress=progress,
-            keep_rejections=explain_field is not None,
-            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in ("exhaustive", "attention")},
-            exhaustive=exhaustive or bool(plot),
-            attention="softmax" if opts["no_flash"] else None,
-        )
-    finally:
-        progress.close()
+    result = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
     if save:
         _save(save, result, model_ref=opts["model"], gpus=opts["gpus"], training=engine_overrides(opts))
     if plot:
@@ -146,19 +128,50 @@ def search(
 
         plot_search(result, plot)
     if as_json:
-        emit_json(search_doc(result, gb_default).as_json())
+        from planner.render.search_documents import search_doc
+
+        emit_json(search_doc(result).as_json())
         return
-    print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
+    from planner.render.ranking import print_explain, print_result
+
+    print_result(out, result, save=save, plot=plot, wide=wide)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
 
 
-def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dict[str, object]) -> None:
+def _explain_field(text: str) -> tuple[str, Any]:
+    from planner.explore.explain import parse_explain
+
+    return parse_explain(text)
+
+
+def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> SearchResult:
+    """The search of the command's options, with a progress bar on a terminal once it takes a while."""
+    from planner.api import run_search
+    from planner.api.searching import SEARCH_OPTIONS
+    from planner.render.progress import DelayedProgress
+
+    progress = DelayedProgress(enabled=sys.stderr.isatty())
+    try:
+        return run_search(
+            opts["model"],
+            gpus=opts["gpus"],
+            hardware=opts["hardware"],
+            engine=opts["engine"],
+            progress=progress,
+            keep_rejections=keep_rejections,
+            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in ("exhaustive", "attention")},
+            exhaustive=exhaustive,
+            attention="softmax" if opts["no_flash"] else None,
+        )
+    finally:
+        progress.close()
+
+
+def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, training: dict[str, object]) -> None:
     """Write the best plan, with the model, hardware, engine and per-run engine settings that priced it."""
-    from planner.explore.results import SearchResult
     from planner.io.planfile import write_plan_file
 
-    assert isinstance(result, SearchResult)
     b = result.best
     if b is None:
         raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")
