@@ -172,6 +172,8 @@ def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Stru
                         if s == "interleaved":
                             vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
                             scheds += [("interleaved", v) for v in vpps if pp * v <= model.num_layers or space.vpp]
+                        elif s == "dualpipev":  # its two chunks per rank in a V (plan.py)
+                            scheds.append((s, space.vpp or 2))
                         else:
                             scheds.append((s, space.vpp or 1))
                 for ep, etp in eps:
