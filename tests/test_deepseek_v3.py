@@ -21,6 +21,7 @@ from planner.cost.layer_time import layer_time
 from planner.cost.moe import comm_sm_slowdown_s
 from planner.cost.overlap import layer_comm
 from planner.cost.traffic import layer_traffic
+from planner.explore.space import Space, structures
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.layers import LayerKind
 from planner.plan import Plan
@@ -109,3 +110,11 @@ def test_search_ranks_the_published_shape_in_its_top_10():
     )  # fmt: skip
     shapes = [tuple(p.plan[k] for k in ("tp", "pp", "ep", "zero", "schedule")) for p in doc.plans]
     assert (1, 16, 64, 1, "dualpipev") in shapes
+
+
+def test_a_named_dualpipev_schedule_is_searched_with_its_two_chunks_per_rank():
+    """DualPipeV runs two chunks per rank (plan.py): the search builds it with vpp 2, not 1 (which every plan
+    check rejects)."""
+    space = Space(gpus=2048, global_batch=15360, seq_len=4096, pp=16, ep=64, tp=1, schedules=("dualpipev",))
+    sts = structures(DSV3, H800, space)
+    assert sts and {(s.schedule, s.vpp) for s in sts} == {("dualpipev", 2)}
