@@ -325,6 +325,14 @@ class MoE(Frozen):
         description="with a capacity factor, every expert gets exactly its capacity (Megatron "
         "--moe-pad-expert-input-to-capacity): the work of the factor, whatever the routing",
     )
+    comm_sms: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="SMs the dispatch and combine kernels hold while they run beside another micro-batch's compute "
+        "(DeepEP Buffer.num_sms, 20 by default; Megatron --moe-deepep-num-sms): compute runs on the others then "
+        "(cost/moe.py comm_sm_slowdown_s); 0: not charged",
+    )
 
 
 class Fitted(Frozen):

@@ -211,6 +211,8 @@ def _schedules(space: Space, pp: int, num_layers: int) -> list[tuple[Schedule, i
     for s in space.schedules:
         if s == "interleaved":
             scheds += [("interleaved", v) for v in vpps if pp * v <= num_layers or space.vpp]
+        elif s == "dualpipev":  # its two chunks per rank in a V (plan.py)
+            scheds.append((s, space.vpp or 2))
         else:
             scheds.append((s, space.vpp or 1))
     return scheds

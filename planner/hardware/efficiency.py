@@ -46,11 +46,27 @@ class AttentionKernel(Frozen):
         return top * seq / (seq + self.half_seq)
 
 
+def log_interpolate(pts: tuple[MatmulPoint, ...], flops: float) -> float:
+    """A table by GEMM size read at `flops`: piecewise-linear in log(flops), clamped at both ends."""
+    if flops <= pts[0].flops:
+        return pts[0].efficiency
+    for lo, hi in itertools.pairwise(pts):
+        if flops <= hi.flops:
+            t = (math.log(flops) - math.log(lo.flops)) / (math.log(hi.flops) - math.log(lo.flops))
+            return lo.efficiency + t * (hi.efficiency - lo.efficiency)
+    return pts[-1].efficiency
+
+
 class Efficiency(Frozen):
     """What the hardware achieves. `planner calibrate` rewrites only this block, within `bounds`."""
 
     matmul: tuple[MatmulPoint, ...] = Field(min_length=1, description="GEMM efficiency by size, log-interpolated")
     matmul_fp8: tuple[MatmulPoint, ...] | None = Field(None, description="FP8 GEMMs (default: the matmul table)")
+    fp8_blockwise: tuple[MatmulPoint, ...] | None = Field(
+        None,
+        description="fp8-blockwise GEMMs (1x128 / 128x128 fp32 block scales) as a fraction of the per-tensor fp8 "
+        "rate at the same FLOPs, log-interpolated: a measured ratio, not a fraction of peak (null: the fp8 rate)",
+    )
     attention: dict[str, AttentionKernel] = Field(
         default_factory=dict,
         description="fused attention kernels by class: flash2 (FlashAttention-2, PyTorch "
@@ -102,13 +118,10 @@ class Efficiency(Frozen):
         pts = self.matmul_fp8 if (fmt in ("fp8", "fp4") and self.matmul_fp8) else self.matmul
         if fmt == "fp4":
             flops *= FP4_TABLE_FLOPS  # the fp8 curve at the FLOPs of a GEMM as long at the fp8 rate
-        if flops <= pts[0].flops:
-            return pts[0].efficiency
-        for lo, hi in itertools.pairwise(pts):
-            if flops <= hi.flops:
-                t = (math.log(flops) - math.log(lo.flops)) / (math.log(hi.flops) - math.log(lo.flops))
-                return lo.efficiency + t * (hi.efficiency - lo.efficiency)
-        return pts[-1].efficiency
+        e = log_interpolate(pts, flops)
+        if precision == "fp8-blockwise" and self.fp8_blockwise:
+            e *= log_interpolate(self.fp8_blockwise, flops)  # the block scales' measured cost
+        return e
 
     def bandwidth_fraction(self, nbytes: float) -> float:
         """The share of the large-message bandwidth a collective of `nbytes` reaches (nccl-tests and torch
@@ -118,7 +131,7 @@ class Efficiency(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> Efficiency:
-        for table in (self.matmul, self.matmul_fp8 or ()):
+        for table in (self.matmul, self.matmul_fp8 or (), self.fp8_blockwise or ()):
             sizes = [p.flops for p in table]
             if sizes != sorted(sizes) or len(set(sizes)) != len(sizes):
                 raise ValueError(f"efficiency.matmul must be in strictly increasing flops, got {sizes}")

@@ -95,6 +95,12 @@ class GPUSpec(Frozen):
         allow_inf_nan=False,
         description="the board's power with its clocks up and no work (the floor of `clock_fraction`'s law)",
     )
+    sm_count: int | None = Field(
+        None,
+        gt=0,
+        description="streaming multiprocessors (compute units) the GEMMs spread over; what communication kernels "
+        "that hold SMs (DeepEP) take from compute (cost/moe.py `comm_sm_slowdown_s`); null: unknown, nothing taken",
+    )
 
     @field_validator("peak_flops", mode="before")
     @classmethod

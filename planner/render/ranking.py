@@ -152,6 +152,8 @@ def _print_best(console: Console, result: SearchResult) -> None:
 
 
 def _plan_text(p: Any) -> str:
+    if p.schedule == "dualpipev":  # its two chunks per rank are the V: the schedule's name says vpp 2
+        return p.summary().replace(f" vpp{p.vpp} ", " dualpipev ", 1)
     return p.summary() + (" gpipe" if p.schedule == "gpipe" else "")
 
 
