@@ -197,6 +197,15 @@ class Memory(Frozen):
         description="weights kept quantized (no 16-bit copy) and all-gathered quantized (--fp8-param-gather, "
         "--fp4-param-gather)",
     )
+    loss_fp32_copies: int = Field(
+        2,
+        ge=1,
+        le=2,
+        description="fp32 copies of the last stage's logits alive while the loss runs: 2 = an upcast and the "
+        "softmax kept for backward (PyTorch cross_entropy on .float() logits; Korthikanti et al. 2022 §4.3); "
+        "1 = the upcast exponentiated and normalised in place and kept as the softmax (Megatron's "
+        "VocabParallelCrossEntropy, megatron/core/tensor_parallel/cross_entropy.py calculate_logits_max)",
+    )
 
 
 class Kernels(Frozen):
