@@ -194,3 +194,27 @@ def test_calibrate_reads_logs_and_launch_profiles_with_the_hardware_they_name(tm
     code, out, err = run_planner("calibrate", *profiles, "--json")  # no --hardware: the profiles name theirs
     assert code == 0, err
     assert {m["name"] for m in json.loads(out)["moves"]} >= {"compute of planner on cpu"}
+
+
+def test_a_group_fit_starting_on_its_bounds_recovers_compute_and_overhead() -> None:
+    """An engine on a GPU it has no fitted entry for starts at compute 1 and 0 s of overhead, the overhead's
+    lower bound. Fitted to runs the cost model made with compute 1.1 and 0.15 s per step, calibrate must recover
+    both: started on the bound, the trust region stopped after a 1e-12 step and fitted nothing (the 14 H100
+    launch profiles of benchmarks/results/h100-2026-11-25 stayed at 35.5% median error)."""
+    from planner.engine import Fitted
+    from planner.fit.observations import Observation
+
+    model, hw = load_model("gpt3-1.3b"), load_hardware("h100-sxm")
+    engine = make_engine("planner")
+    truth = engine.model_copy(update={"fitted": {hw.name: Fitted(compute=1.1, overhead_s=0.15)}})
+    plans = [Plan(micro_batch=m, global_batch=g, seq_len=2048) for m, g in ((1, 2), (2, 8), (4, 16), (2, 32))]
+    obs = [
+        Observation(f"p{i}", model, p, hw, engine, predict_step_s(Observation(f"p{i}", model, p, hw, truth, 1.0, "x"),
+                    hw.efficiency), "x")
+        for i, p in enumerate(plans)
+    ]  # fmt: skip
+    res = fit(obs, hw, names=("compute", "overhead_s"))
+    (group,) = res.groups.values()
+    assert group.fitted.compute == pytest.approx(1.1, rel=0.02)
+    assert group.fitted.overhead_s == pytest.approx(0.15, rel=0.05)
+    assert res.median_after_pct < 1.0 < res.median_before_pct

@@ -43,6 +43,8 @@ CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart canno
 BOUND_HIT = 0.02  # a parameter within 2% of its range from a bound "pushes against" it
 JACOBIAN_STEP = 1e-3  # of a parameter's prior width: what identifiability is judged by is the local slope
 
+START_INSIDE = 0.01  # where the fit starts, as a share of each bounded parameter's range in from its bounds
+
 
 def _check(obs: list[Observation]) -> None:
     if not obs:
@@ -120,8 +122,11 @@ def fit(
         return np.concatenate([pred - measured, DATA_SIGMA * (x - x0[free]) / sigma[free]])
 
     width = np.maximum(hi[free] - lo[free], 1e-12)
+    # Start inside the box: from a start on a bound (an overhead's prior of 0 s is its lower bound) the trust
+    # region's first step is ~1e-12 and `ftol` stops it there, fitting nothing. The prior still pulls to x0.
+    start = np.clip(x0[free], lo[free] + START_INSIDE * width, hi[free] - START_INSIDE * width)
     res = least_squares(
-        residuals, x0[free], bounds=(lo[free], hi[free]), method="trf", x_scale=width / 10, max_nfev=budget
+        residuals, start, bounds=(lo[free], hi[free]), method="trf", x_scale=width / 10, max_nfev=budget
     )
     return _result(
         vec, obs, bases, tuple(names), full(res.x), x0, lo, hi, free, _stderr(res, len(obs), free.size), unidentified
