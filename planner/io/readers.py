@@ -49,6 +49,9 @@ class _FastLoader(getattr(yaml, "CSafeLoader", _Loader)):  # type: ignore[misc]
 
 
 MAX_YAML_BYTES = 64 << 20  # no catalog, plan or runs file comes near this
+# Flow-style nesting ([ and {) a user's YAML may have: the deepest shipped catalog or runs file nests 1. PyYAML recurses
+# per level and takes seconds to reach Python's recursion limit on a 5,000-deep document; refused before parsing.
+MAX_YAML_FLOW_DEPTH = 100
 
 
 def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
@@ -59,6 +62,8 @@ def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
     if len(text) > MAX_YAML_BYTES:
         where = display_path(path)
         raise PlannerError(f"{where}: {len(text)} bytes is too large for a YAML input (max {MAX_YAML_BYTES})")
+    if not shipped and _flow_depth(text) > MAX_YAML_FLOW_DEPTH:
+        raise PlannerError(f"{display_path(path)}: YAML nested too deeply (more than {MAX_YAML_FLOW_DEPTH} levels)")
     try:
         return yaml.load(text, Loader=_FastLoader if shipped else _Loader)
     except RecursionError:
@@ -68,6 +73,21 @@ def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
         where = f"{display_path(path)}:{mark.line + 1}:{mark.column + 1}" if mark else display_path(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise PlannerError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow collections ([ ] and { }), brackets in strings counted alike (an upper
+    bound, which is all the guard needs); cheap when the text has few brackets."""
+    if text.count("[") + text.count("{") <= MAX_YAML_FLOW_DEPTH:
+        return 0
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def load_json(path: str | Path, display: str | None = None) -> Any:
