@@ -17,6 +17,9 @@ FLOPS_QUICK = (1e6, 1e7, 1e8, 1e9, 1e10)
 FLOPS_GPU_FULL = (1e8, 3e8, 1e9, 3e9, 1e10, 3e10, 1e11, 3e11, 1e12, 3e12, 1e13)
 FLOPS_GPU_QUICK = (1e8, 1e9, 1e10, 1e11, 1e12, 1e13)
 PRECISIONS = ("fp32", "bf16", "fp16")
+# A precision's sweep ends before a size expected to take longer than this: an AVX2 CPU without bf16 units ran
+# bf16 at 0.3-2.4 GFLOP/s, 38 s for the 1e10-FLOP size, and bench-hardware --quick past its 6-minute test limit.
+SLOW_GEMM_S = 1.0
 
 
 def gemm_sizes(device: str, quick: bool) -> tuple[float, ...]:
@@ -59,9 +62,12 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
 
 
 def _best(fn: Callable[[], Any], timer: Callable, budget_s: float) -> float:
-    """Best of a few timed batches, the batch size chosen so the whole thing takes about budget_s."""
+    """Best of a few timed batches, the batch size chosen so the whole thing takes about budget_s; a call slower
+    than the budget is timed once."""
     fn()
     one = max(timer(fn, 1), 1e-7)
+    if one >= budget_s:
+        return one
     reps = max(1, min(1000, int(budget_s / 4 / one)))
     return min(timer(fn, reps) for _ in range(3))
 
@@ -76,7 +82,7 @@ def matmul_sweep(device: str, quick: bool, tick: Callable[[str], None]) -> list[
         sizes = gemm_sizes(device, quick)
         if prec == "fp16" and device == "cpu":
             sizes = (1e6, 1e8)  # often emulated on CPUs (slow): two points suffice for its peak
-        for f in sizes:
+        for i, f in enumerate(sizes):
             m, n, k = _shape(f, 64 if device == "cuda" else 8)
             a = torch.randn(m, k, device=device, dtype=dtypes[prec])
             b = torch.randn(k, n, device=device, dtype=dtypes[prec])
@@ -94,6 +100,8 @@ def matmul_sweep(device: str, quick: bool, tick: Callable[[str], None]) -> list[
                 }
             )
             tick(f"matmul {prec} {m}x{n}x{k}")
+            if i + 1 < len(sizes) and t * sizes[i + 1] / f > SLOW_GEMM_S:
+                break  # the next size would take longer than SLOW_GEMM_S (emulated bf16 on AVX2: 38 s at 1e10)
     return rows
 
 
