@@ -296,7 +296,7 @@ def activation_bytes_per_token(
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
-    (cost.precision.saved_input_bytes; 0: none)."""
+    (cost.quantization.saved_input_bytes; 0: none)."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
         return model.hidden_size * act_bytes / (tp if sp else 1)
