@@ -6,7 +6,7 @@ torchao's `rowwise_with_gw_hp`, which keep wgrad in bf16, are not recipes here) 
 embedding, the output layer and the MoE router in bf16. Plain `fp8` is the engine's default fp8 recipe as the
 planner has always modelled it: GEMMs at the fp8 peak, a cast of every GEMM input and weight, an fp8 weight cache
 where the engine keeps one; its terms were calibrated on the published fp8 runs and stay as they are. The named
-recipes below carry their own terms (cost/precision.py): which tensors they quantize and how (per tensor, per
+recipes below carry their own terms (cost/quantization.py): which tensors they quantize and how (per tensor, per
 block of 128, 32 or 16 elements), the scale tensors, the transposed copies, the amax passes, NVFP4's Hadamard
 transform. GPU architectures and engines that run each recipe are the engine profile's (`rules.precision_recipes`,
 engine/recipes.py), from the libraries' own support checks.
@@ -167,5 +167,6 @@ def head_precision(precision: str) -> str:
 
 def activation_bytes(precision: str) -> int:
     """Bytes per element of activations, their gradients and what memory-bound kernels move: fp32 keeps fp32,
-    every other precision keeps 16-bit activations (quantized copies are counted by the recipe, cost/precision.py)."""
+    every other precision keeps 16-bit activations (quantized copies are counted by the recipe,
+    cost/quantization.py)."""
     return 4 if precision == "fp32" else 2

@@ -10,7 +10,7 @@ from planner.cost.activations import activation_bytes_per_token
 from planner.cost.compute import layer_time, stage_compute
 from planner.cost.memory import memory_report
 from planner.cost.params import plan_params
-from planner.cost.precision import (
+from planner.cost.quantization import (
     DELAYED_SCALED_TENSORS_PER_GEMM,
     cast_bytes_per_element,
     layer_casts,

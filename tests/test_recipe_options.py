@@ -17,7 +17,7 @@ from planner.cost.activations import activation_bytes_per_token
 from planner.cost.compute import layer_time
 from planner.cost.coster import Coster
 from planner.cost.memory import memory_report
-from planner.cost.recipes import CUDA_GRAPH_POOL_FRACTION
+from planner.cost.recipe_options import CUDA_GRAPH_POOL_FRACTION
 from planner.cost.states import model_state_bytes
 from planner.cost.traffic import dp_traffic
 from planner.engine import plan_problems

@@ -16,11 +16,12 @@ from helpers import run_planner as run
 
 from planner.cost.coster import Coster
 from planner.cost.uncertainty import DISTANCES, model_family, uncertainty
-from planner.fit.behaviour import build_tables, fit_pooled, predict_exact
 from planner.fit.crossval import cross_validate
 from planner.fit.intervals import Z, spread
 from planner.fit.observations import load_observations
+from planner.fit.partial_pooling import fit_pooled, predict_exact
 from planner.fit.runs import run_year
+from planner.fit.step_tables import build_tables
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
 

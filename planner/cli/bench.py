@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from planner.errors import PlannerError
+
+if TYPE_CHECKING:
+    from planner.hardware import HardwareProfile
 
 Opt = typer.Option
 
@@ -49,6 +52,12 @@ def bench_hardware(
     if json_:
         typer.echo(json.dumps(res, indent=2))
         return
+    _print_summary(res, links)
+    typer.echo(f"wrote {out}")
+
+
+def _print_summary(res: dict, links: HardwareProfile | None) -> None:
+    """The measured peaks, copy bandwidth and collective fits, and where the link tiers came from."""
     p = res["peak_flops"]
     if res["device"] == "cpu":
         typer.echo("NOTE: these are CPU figures (one process per rank, 1 thread, gloo), not GPU figures.")
@@ -70,4 +79,3 @@ def bench_hardware(
             f"intra_node = inter_node = all-reduce fit ({ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, "
             f"{ar['latency_s'] * 1e6:.1f} us): one host, no inter-node link measured"
         )
-    typer.echo(f"wrote {out}")

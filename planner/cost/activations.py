@@ -10,17 +10,15 @@ Models", Table 2): for a GPT layer with dropout and no fused attention, per micr
     2·s·b·h                           full recompute (only the layer input is kept)
 
 Rather than hard-coding 34, the layer is listed tensor by tensor (section 4.1 of the paper walks
-through the same list) so GQA, SwiGLU, MoE, CP, flash attention and dropout come out of the same sum.
-Each tensor belongs to a region: "seq" tensors live outside the tensor-parallel region and are split
-by t only with sequence parallelism; "tp" tensors are split by t always; "core" tensors are the s×s
-attention scores (absent with flash attention).
+through the same list: cost/saved_tensors.py) so GQA, SwiGLU, MoE, CP, flash attention and dropout come out of the
+same sum; this module keeps what the recompute policy and the parallel split leave of each.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
+from planner.cost.saved_tensors import SavedTensor, default_kind, layer_tensors
 from planner.engine import Kernels
 from planner.layers import LayerKind
 from planner.specs import ModelSpec
@@ -35,225 +33,6 @@ DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 #   "op":        per-op selective checkpointing as torchtitan does it: keep the layer input, the
 #                attention output and the outputs of every other matmul (1st, 3rd, ...); recompute
 #                the rest (torchtitan, torchtitan/models/llama3/infra/parallelize.py `_save_list`).
-
-
-@dataclass(frozen=True)
-class SavedTensor:
-    name: str
-    bytes_per_token: float
-    region: str  # "seq": split by tp only with sp | "tp": split by tp | "core": the s×s scores | "expert_in": rows
-    # gathered over the expert tensor-parallel ranks (tp/etp of a rank's sequence shard with sp; all without)
-    needed: bool = True  # kept without recompute (False: only an op-policy checkpoint keeps it)
-    op_keep: bool = False  # kept by the "op" selective policy
-    backward_reads: bool = True  # some backward (or recompute) reads it; compiled graphs keep only these
-    modules: tuple[str, ...] = ()  # Megatron recompute modules that drop it (--recompute-modules; core_attn: region)
-    quantized: str = ""  # a linear's input, saved quantized by a TE recipe: "own" instead of it, "copy" beside it
-
-
-def layer_matmuls(model: ModelSpec, moe_layer: bool = False) -> tuple[str, ...]:
-    """The layer's GEMMs in forward order (separate Q, K, V projections as in Llama/torchtitan)."""
-    mlp = ("w1", "w3", "w2") if model.mlp == "swiglu" else ("fc1", "fc2")
-    return ("wq", "wk", "wv", "wo", *mlp)
-
-
-def op_policy_recomputed(model: ModelSpec) -> tuple[str, ...]:
-    """GEMMs the "op" selective policy runs again in backward: every second one."""
-    return layer_matmuls(model)[1::2]
-
-
-def _mlp_tensors(
-    model: ModelSpec, ffn: int, a: int, copies: float, prefix: str, fused: bool, modules: tuple[str, ...] = ()
-) -> list[SavedTensor]:
-    """Per MLP: fc1 (gate) output, the up projection (gated MLPs), the fc2 input and, for the op
-    policy only, the fc2 output. Fused SwiGLU keeps gate, up and their product (Megatron's
-    bias_swiglu fusion): 3·f values per token; eager SwiGLU (silu, then a product) keeps the SiLU
-    output too: 4·f; GELU keeps its input and output: 2·f (Korthikanti). `modules`: the Megatron recompute
-    modules that drop this MLP's tensors (the fc2 input is the activation's output: moe_act drops the experts')."""
-    h = model.hidden_size
-    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True, modules=modules)]
-    if model.mlp == "swiglu":
-        out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp", modules=modules))
-        if not fused:
-            out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp", modules=modules))
-    act = (*modules, "moe_act") if prefix == "expert " else modules
-    out.append(
-        SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp", modules=act, quantized="own")
-    )
-    # The fc2 (down-projection) output feeds only the residual add, whose backward reads nothing: eager per-op
-    # SAC stores it because the policy names every other matmul, while a compiled layer's partitioner keeps only
-    # what backward reads. torchtitan's Llama 3.1 8B H100 benchmarks (Dec 2024): compile lowers the per-op-SAC
-    # peak by 5.4 GiB at 8 GPUs and 5.0 at 128, and not at all under full AC (calibration_runs.yaml).
-    out.append(
-        SavedTensor(
-            f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=True, backward_reads=False,
-            modules=modules,
-        )
-    )  # fmt: skip
-    return out
-
-
-def layer_tensors(
-    model: ModelSpec,
-    *,
-    seq_len: int,
-    act_bytes: int,
-    kernels: Kernels,
-    moe_layer: bool = False,
-    kind: LayerKind | None = None,
-) -> list[SavedTensor]:
-    """Every tensor a layer of this kind saves for backward, bytes per token of the micro-batch (before any
-    split). `kind` defaults to the model's plain transformer layer, MoE when `moe_layer`. A transformer layer is
-    two pre-norm blocks (the mixer's, the FFN's); a hybrid layer (layer_pattern) one block, its mixer or its FFN
-    (Megatron-Core's hybrid stack, megatron/core/ssm/mamba_block.py)."""
-    kind = kind if kind is not None else default_kind(model, moe_layer)
-    h, a = model.hidden_size, act_bytes
-    fused = kernels.fused
-    hybrid = model.layer_pattern is not None
-    first = "mixer" if kind.mixer != "none" else "MLP"
-    # Megatron fuses a norm into the linear after it (TE LayerNormLinear) except before MLA's two down-projections
-    # and before an MoE layer's router and experts (gpt_layer_specs.py l.244-336): only those are `layernorm`'s.
-    router_in = hybrid and kind.ffn == "moe"  # a hybrid MoE layer's only norm feeds the router (kept 16-bit)
-    norm1 = ("layernorm",) if kind.mixer == "mla" or router_in else ("mlp",) if hybrid and kind.ffn == "dense" else ()
-    t: list[SavedTensor] = [
-        SavedTensor("norm1 input (layer input)", h * a, "seq", op_keep=True),
-        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", h * a, "seq",
-                    modules=norm1, quantized="" if router_in else "own"),
-    ]  # fmt: skip
-    mixer_head, mixer_tail = _mixer_tensors(model, kind, seq_len, a, kernels)
-    t += mixer_head
-    if not hybrid:
-        moe = kind.ffn == "moe"
-        t.append(SavedTensor("norm2 input (residual)", h * a, "seq"))
-        t.append(SavedTensor("norm2 output (MLP input)", h * a, "seq", modules=("layernorm",) if moe else ("mlp",),
-                             quantized="" if moe else "own"))  # fmt: skip
-    t += mixer_tail
-    if kernels.dropout:
-        t.append(SavedTensor("attention dropout mask", h, "seq"))
-        t.append(SavedTensor("MLP dropout mask", h, "seq"))
-    t += _ffn_tensors(model, kind, a, fused)
-    norms = 1 if hybrid else 2
-    if not fused and model.norm == "rmsnorm":
-        # Eager nn.RMSNorm (torch 2.13; torchtitan's models build it) computes in fp32 and keeps the fp32 input
-        # and the fp32 normalised value (4 + 4 bytes) where a fused kernel keeps the a-byte input: 8 − a more per
-        # norm. Measured with saved-tensor hooks in fp32 and bf16 (tests/launch/test_activation_count.py). An
-        # RMSNorm that casts back before the weight's mul (torchtitan's own of 2024, models/norms.py) keeps 4 + a.
-        t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms", norms * (8 - a) * h,
-                             "seq"))  # fmt: skip
-    return t + _extra_norm_tensors(model, kind, a)
-
-
-def default_kind(model: ModelSpec, moe_layer: bool) -> LayerKind:
-    """The model's plain transformer layer: its attention mixer (MLA or not), global, dense or MoE."""
-    return LayerKind("mla" if model.is_mla else "attention", "moe" if moe_layer else "dense", "global")
-
-
-def _mixer_tensors(
-    model: ModelSpec, kind: LayerKind, seq_len: int, a: int, kernels: Kernels
-) -> tuple[list[SavedTensor], list[SavedTensor]]:
-    """(the mixer's tensors, its attention-core state): the second part comes after the FFN block's norm tensors
-    in a transformer layer (the order the sum adds them in is kept from the first version of this model)."""
-    if kind.mixer == "mamba":
-        return _mamba_tensors(model, a), []
-    if kind.mixer == "none":
-        return [], []
-    heads = model.num_attention_heads
-    out_q = "copy" if kernels.flash else "own"  # flash attention keeps its output O for its own backward
-    if kind.mixer == "mla":
-        head = _mla_tensors(model, a, out_q)
-    else:
-        q_dim, kv_dim = heads * model.head_size, model.kv_heads * model.head_size
-        head = [
-            SavedTensor("Q", q_dim * a, "tp", op_keep=True),
-            SavedTensor("K", kv_dim * a, "tp"),
-            SavedTensor("V", kv_dim * a, "tp", op_keep=True),
-            SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True, quantized=out_q),
-        ]
-    if kernels.flash:
-        # Flash attention keeps only the softmax log-sum-exp, fp32, one per head (Dao et al. 2022).
-        return head, [SavedTensor("attention log-sum-exp", 4 * heads, "tp", op_keep=True)]
-    # softmax output 2·a·s, dropout mask a·s, dropout output 2·a·s = 5·a·s per token (Korthikanti 2022 section
-    # 4.1); without dropout the softmax output alone feeds attn×V. Each query attends to every key of its window
-    # (the whole sequence for global attention), also when context parallelism splits the queries.
-    per_key = 5 if kernels.dropout else 2
-    keys = seq_len if kind.window is None else min(kind.window, seq_len)
-    return head, [SavedTensor("attention scores (softmax, dropout)", per_key * heads * keys, "core")]
-
-
-def _mla_tensors(model: ModelSpec, a: int, out_q: str) -> list[SavedTensor]:
-    """Multi-head latent attention as Megatron-Core runs it (multi_latent_attention.py): the replicated down-
-    projections run on the rank's sequence shard and keep their outputs and norms ("seq": split by tp with SP);
-    the up-projections give Q, K and V per head (split by tp), which `mla_up_proj` recompute drops (Megatron's
-    recompute_modules)."""
-    m = model.attention
-    assert m is not None and m.kv_lora_rank is not None and m.qk_rope_head_dim is not None
-    assert m.v_head_dim is not None
-    heads, qk, v = model.num_attention_heads, model.head_size, m.v_head_dim
-    out = []
-    if m.q_lora_rank is not None:
-        out.append(SavedTensor("q down-projection output (q norm input)", m.q_lora_rank * a, "seq"))
-        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq", quantized="own"))
-    out += [
-        SavedTensor("kv down-projection output (kv norm input, rope key)", (m.kv_lora_rank + m.qk_rope_head_dim) * a,
-                    "seq"),
-        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq", quantized="own"),
-        SavedTensor("Q", heads * qk * a, "tp", op_keep=True, modules=("mla_up_proj",)),
-        SavedTensor("K", heads * qk * a, "tp", modules=("mla_up_proj",)),
-        SavedTensor("V", heads * v * a, "tp", op_keep=True, modules=("mla_up_proj",)),
-        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True, quantized=out_q),
-    ]  # fmt: skip
-    return out
-
-
-def _mamba_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
-    """A Mamba-2 mixer (mamba_ssm/modules/mamba2.py and its chunked-scan autograd function, which saves the scan
-    output, x, dt, dA cumsum, B, C and z): the in_proj output (z, x, B, C, dt), the conv1d output (x, B, C), dt
-    and its cumulative decay in fp32, the scan output and the gated norm's output (the out_proj input), all split
-    by tp with the heads."""
-    m = model.mamba
-    assert m is not None
-    bc = 2 * m.num_groups * m.state_size
-    return [
-        SavedTensor(
-            "mamba in_proj output (z, x, B, C, dt)", (2 * m.d_inner + bc + m.num_heads) * a, "tp", op_keep=True
-        ),
-        SavedTensor("mamba conv1d output (x, B, C)", (m.d_inner + bc) * a, "tp"),
-        SavedTensor("mamba dt and dA cumsum (fp32)", 8 * m.num_heads, "tp"),
-        SavedTensor("mamba scan output", m.d_inner * a, "tp"),
-        SavedTensor("mamba gated-norm output (out_proj input)", m.d_inner * a, "tp", op_keep=True, quantized="own"),
-    ]
-
-
-def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool) -> list[SavedTensor]:
-    h = model.hidden_size
-    if kind.ffn == "moe" and model.moe is not None:
-        m = model.moe
-        t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True, modules=("moe",))]
-        # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
-        # With sequence parallelism the dispatcher gathers the rows of the etp ranks (Megatron alltoall: all-gather
-        # over ETP after the all-to-all), so a rank keeps k·h per token of its ep group's etp shards.
-        t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True, modules=("moe",),
-                             quantized="own"))  # fmt: skip
-        t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused, ("moe",))
-        if m.num_shared_experts:
-            width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
-            t += _mlp_tensors(model, width, a, m.num_shared_experts, "shared expert ", fused, ("moe", "shared_experts"))
-        return t
-    if kind.ffn == "dense":
-        return _mlp_tensors(model, model.ffn_hidden_size, a, 1, "", fused, ("mlp",))
-    return []
-
-
-def _extra_norm_tensors(model: ModelSpec, kind: LayerKind, a: int) -> list[SavedTensor]:
-    """Gemma 2/3's post-attention and post-MLP norms keep their inputs; RMSNorm q/k norms keep Q and K before
-    the norm (Qwen3, Gemma 3)."""
-    h, out = model.hidden_size, []
-    if model.sandwich_norm:
-        out.append(SavedTensor("post-norm inputs (sandwich norms)", 2 * h * a, "seq"))
-    att = model.attention
-    if att is not None and att.qk_norm == "rmsnorm" and kind.mixer == "attention":
-        qk = (model.num_attention_heads + model.kv_heads) * model.head_size
-        out.append(SavedTensor("q and k norm inputs", qk * a, "tp"))
-    return out
 
 
 def _keeps(tensor: SavedTensor, recompute: str, policy: str, compiled: bool, modules: tuple[str, ...]) -> bool:
@@ -294,7 +73,7 @@ def activation_bytes_per_token(
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
-    (cost.precision.saved_input_bytes; 0: none)."""
+    (cost.quantization.saved_input_bytes; 0: none)."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
         return model.hidden_size * act_bytes / (tp if sp else 1)

@@ -145,8 +145,8 @@ def recompute_flops_per_token(model: ModelSpec, plan: Plan, engine: Engine) -> f
     if plan.recompute == "selective":
         if engine.kernels.selective_recompute == "attention":
             modules = engine.kernels.recompute_modules
-            if modules is not None:  # Megatron's --recompute-modules (cost.recipes)
-                from planner.cost.recipes import modules_recompute_flops_per_token
+            if modules is not None:  # Megatron's --recompute-modules (cost.recipe_options)
+                from planner.cost.recipe_options import modules_recompute_flops_per_token
 
                 return modules_recompute_flops_per_token(model, plan.seq_len, tuple(modules))
             return f.attention_core_flops

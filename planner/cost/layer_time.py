@@ -23,8 +23,8 @@ from planner.cost.kernels import (
 )
 from planner.cost.moe import routed_load
 from planner.cost.params import plan_etp
-from planner.cost.precision import layer_casts
-from planner.cost.recipes import modules_recompute_s, selected_modules
+from planner.cost.quantization import layer_casts
+from planner.cost.recipe_options import modules_recompute_s, selected_modules
 from planner.engine import Engine, Kernels
 from planner.hardware import Efficiency, HardwareProfile
 from planner.layers import LayerKind
@@ -229,7 +229,7 @@ def _layer_time(
     core_fwd, core_bwd = _core_s(model, kind, eff, kernels, core_peak, t=t, s=s, tp=tp, cp=cp)
     act_b = ACT_BYTES[precision]
     mem_bytes, softmax_bytes = _memory_bytes(model, kind, kernels, g, t=t, s=s, tp=tp, sp=sp, act_b=act_b)
-    # Quantization casts of fp8 and the named recipes, NVFP4's Hadamard transform, the router kept bf16 (precision.py)
+    # Casts of fp8 and the named recipes, NVFP4's Hadamard transform, the router kept bf16 (cost.quantization)
     casts = layer_casts(model, kind, precision, input_elements=t * sum(g.inputs), tp=tp, ep=ep, etp=etp,
                         architecture=arch, weight_cache=weight_cache, eff=eff, gemm_peak=gemm_peak,
                         core_peak=core_peak, tokens=t)  # fmt: skip
@@ -246,7 +246,7 @@ def _layer_time(
     elif recompute == "selective" and kernels.selective_recompute == "attention":
         attn = kind.mixer in ("attention", "mla") and "core_attn" in selected_modules(kernels)
         rc = (core_fwd + softmax_bytes / hbm_bw + ko * (1 + (0 if kernels.flash else 1))) if attn else 0.0
-        if kernels.recompute_modules is not None:  # Megatron's --recompute-modules beyond core_attn (recipes.py)
+        if kernels.recompute_modules is not None:  # Megatron's --recompute-modules beyond core_attn (recipe_options.py)
             mixer = len(_mixer_gemms(model, kind, t, tp, sp)[0])
             rc += modules_recompute_s(model, kind, selected_modules(kernels), flops=g.flops, mixer_gemms=mixer,
                                       gemm_time=each, t=t, tp=tp, etp=etp, sp=sp, act_b=act_b, ffn_width=g.ffn_width,

@@ -14,8 +14,8 @@ from typing import Any
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
-from planner.cost.precision import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
-from planner.cost.recipes import gpu_optimizer_bytes, held_activations
+from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
+from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations
 from planner.cost.stages import Mix, plan_layout, rank_mix
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
@@ -206,7 +206,7 @@ def state_terms(
     """What a pipeline rank holds whatever its activations: weights (with 16-bit copies held through the
     step), gradients (with unsharded ones accumulated across micro-batches), optimizer state (cost.states; less
     the share offloaded to the CPU) and the state buffers, with a named precision recipe's weights and copies
-    (cost.precision.recipe_memory). Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
+    (cost.quantization.recipe_memory). Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
     search asks about every stage with one plan), not on recompute."""
     s = sharded_states(params, per, plan, stage)
     return (

@@ -1,5 +1,5 @@
 """What offloading to host memory costs in time: the activations' trips over the host link each micro-batch, and
-the optimizer step of a CPU-held share (cost.recipes holds what stays on the GPU).
+the optimizer step of a CPU-held share (cost.recipe_options holds what stays on the GPU).
 
 Activation offload (Megatron --fine-grained-activation-offloading, docs/user-guide/features/
 fine_grained_activation_offloading.md): the offloaded share of what a rank's layers save goes to pinned host
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from planner.cost.compute import StageCompute
 from planner.cost.memory import activation_pieces, mix_pieces
-from planner.cost.recipes import CPU_ADAM_BYTES_PER_PARAM, HOST_OPTIMIZER_BYTES_PER_S
+from planner.cost.recipe_options import CPU_ADAM_BYTES_PER_PARAM, HOST_OPTIMIZER_BYTES_PER_S
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.plan import Plan

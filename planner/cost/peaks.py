@@ -21,8 +21,8 @@ from planner.cost.memory import (
     state_terms,
 )
 from planner.cost.params import RankParams, padded_vocab, plan_etp, rank_params
-from planner.cost.precision import recipe_memory
-from planner.cost.recipes import held_activations
+from planner.cost.quantization import recipe_memory
+from planner.cost.recipe_options import held_activations
 from planner.cost.stages import Mix, layer_layout, rank_mix
 from planner.cost.stages import v_shape as plan_v_shape
 from planner.cost.states import state_bytes_per_param

@@ -18,7 +18,7 @@ from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.offload import activation_offload_s, offloaded_optimizer_s
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import expert_dp, plan_params
-from planner.cost.precision import weight_cast_step_s
+from planner.cost.quantization import weight_cast_step_s
 from planner.cost.stages import v_shape
 from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
 from planner.cost.traffic import pp_microbatch_s

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cost.params import RankParams, expert_dp
-from planner.cost.precision import gather_bytes_per_param
+from planner.cost.quantization import gather_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.plan import Plan
@@ -35,7 +35,7 @@ class StateBytes:
     @property
     def gather(self) -> float:
         """Bytes per parameter one weight all-gather moves: the compute copy, or the quantized weight with fp8
-        parameter gather (cost.precision.gather_bytes_per_param)."""
+        parameter gather (cost.quantization.gather_bytes_per_param)."""
         return self.compute if self.quantized_gather is None else self.quantized_gather
 
 

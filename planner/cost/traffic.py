@@ -15,7 +15,7 @@ from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
 from planner.cost.moe import layer_ep_s
 from planner.cost.params import expert_dp, plan_etp, plan_params
-from planner.cost.recipes import moe_recomputed
+from planner.cost.recipe_options import moe_recomputed
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile

@@ -35,7 +35,7 @@ SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
 MomentDtype = Literal["fp32", "bf16"]
-# The memory and speed options of issue 20 item 5 an engine may offer (Rules.options; cost/recipes.py).
+# The memory and speed options of issue 20 item 5 an engine may offer (Rules.options; cost/recipe_options.py).
 RecipeOption = Literal[
     "recompute_modules", "activation_offload", "optimizer_offload", "precision_aware_optimizer", "fp8_param_gather",
     "cuda_graphs",

@@ -11,7 +11,6 @@ behaviour pooled across GPUs is `--behaviour`'s (fit/pooled.py).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from planner.fit.observations import (
     load_observations,
     observation_from_profile,
     observations_from_runs,
+    prepared_for_fit,
     step_stat,
 )
 from planner.fit.priors import (
@@ -39,27 +39,10 @@ from planner.fit.report import FitResult, GroupFit, Move, group_fits
 from planner.hardware import Efficiency, HardwareProfile
 from planner.specs import ModelSpec
 
-CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
 BOUND_HIT = 0.02  # a parameter within 2% of its range from a bound "pushes against" it
 JACOBIAN_STEP = 1e-3  # of a parameter's prior width: what identifiability is judged by is the local slope
 
 START_INSIDE = 0.01  # where the fit starts, as a share of each bounded parameter's range in from its bounds
-
-
-def _check(obs: list[Observation]) -> None:
-    if not obs:
-        raise PlannerError("calibrate needs at least one measured run")
-    seen: dict[tuple, Observation] = {}
-    for o in obs:
-        key = (o.model, o.plan, o.hardware.name, o.hardware.gpus_per_node, o.engine.model_dump_json())
-        other = seen.get(key)
-        if other and abs(o.measured_step_s / other.measured_step_s - 1) * 100 > CONTRADICTION_PCT:
-            raise PlannerError(
-                f"contradictory runs: {other.id} and {o.id} are the same model, plan and engine but measured "
-                f"{other.measured_step_s:.4g} s and {o.measured_step_s:.4g} s per step; drop one or check them "
-                "(calibrate does not average repeats)"
-            )
-        seen[key] = o
 
 
 # ---- the model -----------------------------------------------------------------------------------
@@ -89,24 +72,13 @@ def fit(
     from scipy.optimize import least_squares
 
     bases = base if isinstance(base, dict) else {base.name: base}
-    obs = _prepared(obs, bases, engine)
+    obs = prepared_for_fit(obs, bases, engine)
     names = names if names is not None else ENGINE_PARAMS
-    unknown = [n for n in names if n not in HARDWARE_BOUNDS and n not in ENGINE_PARAMS]
-    if unknown:
-        raise PlannerError(f"unknown parameter(s) {unknown}; valid: {', '.join([*HARDWARE_BOUNDS, *ENGINE_PARAMS])}")
+    _check_names(names)
     vec = ParameterVector(obs, bases, names)
     x0, lo, hi, sigma = (np.array(a, dtype=float) for a in (vec.x0, vec.lo, vec.hi, vec.sigma))
     measured = np.log([o.measured_step_s for o in obs])
-    labels = [vec.label(s) for s in vec.slots]
-    choice = choose(_jacobian(vec, x0, lo, hi, sigma, obs), vec.slots, labels, len(obs))
-    free = np.array(choice.chosen, dtype=int)
-    unidentified = tuple(f"{labels[i]}: {why}" for i, why in sorted(choice.reasons.items()))
-    if not free.size:
-        raise PlannerError(
-            f"nothing to fit: the {len(obs)} run(s) identify none of {', '.join(labels)} ("
-            + "; ".join(unidentified)
-            + "). Give runs that differ in what you want fitted"
-        )
+    free, unidentified = _identified(vec, obs, x0, lo, hi, sigma)
     budget = 60 * max(1, free.size)
     calls = itertools.count(1)
 
@@ -133,15 +105,30 @@ def fit(
     )
 
 
-def _prepared(obs: list[Observation], bases: dict[str, HardwareProfile], engine: Engine | None) -> list[Observation]:
-    if engine is not None:
-        obs = [dataclasses.replace(o, engine=engine) for o in obs]
-    missing = sorted({o.hardware.name for o in obs} - set(bases))
-    if missing:
-        raise PlannerError(f"observations of hardware {missing} but no profile to fit them with")
-    obs = [dataclasses.replace(o, hardware=_with_nodes(bases.get(o.hardware.name), o.hardware)) for o in obs]
-    _check(obs)
-    return obs
+def _check_names(names: tuple[str, ...]) -> None:
+    unknown = [n for n in names if n not in HARDWARE_BOUNDS and n not in ENGINE_PARAMS]
+    if unknown:
+        raise PlannerError(f"unknown parameter(s) {unknown}; valid: {', '.join([*HARDWARE_BOUNDS, *ENGINE_PARAMS])}")
+
+
+def _identified(
+    vec: ParameterVector, obs: list[Observation], x0: Any, lo: Any, hi: Any, sigma: Any
+) -> tuple[Any, tuple[str, ...]]:
+    """The slots the runs identify (indices into the vector, fit/identify.py), and why each other slot keeps its
+    prior; none identified is an error naming them all."""
+    import numpy as np
+
+    labels = [vec.label(s) for s in vec.slots]
+    choice = choose(_jacobian(vec, x0, lo, hi, sigma, obs), vec.slots, labels, len(obs))
+    free = np.array(choice.chosen, dtype=int)
+    unidentified = tuple(f"{labels[i]}: {why}" for i, why in sorted(choice.reasons.items()))
+    if not free.size:
+        raise PlannerError(
+            f"nothing to fit: the {len(obs)} run(s) identify none of {', '.join(labels)} ("
+            + "; ".join(unidentified)
+            + "). Give runs that differ in what you want fitted"
+        )
+    return free, unidentified
 
 
 def _jacobian(vec: ParameterVector, x0: Any, lo: Any, hi: Any, sigma: Any, obs: list[Observation]) -> Any:
@@ -217,15 +204,6 @@ def _bound(
     if value - lo < hi - value:
         return None if floor_is_none else f"lower bound {ends[0]:.4g}"
     return f"upper bound {ends[1]:.4g}"
-
-
-def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> HardwareProfile:
-    """The profile being fitted, with the run's own GPUs per node (runs files may state another node size)."""
-    if base is None:
-        return run_hw
-    if base.gpus_per_node != run_hw.gpus_per_node:
-        return base.with_gpus_per_node(run_hw.gpus_per_node)
-    return base
 
 
 def _stderr(res: Any, n_data: int, n_params: int) -> list[float]:

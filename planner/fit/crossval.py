@@ -1,6 +1,6 @@
 """Cross-validation: does the engine behaviour transfer to runs it was not fitted to (issue 21 item 3)?
 
-A split leaves one group of runs out, fits the engines' behaviour on the rest (fit/behaviour.py, the GPUs'
+A split leaves one group of runs out, fits the engines' behaviour on the rest (fit/partial_pooling.py, the GPUs'
 physics untouched) and predicts the group left out:
 
 - `family`: one publication's runs of one engine on one GPU (fit/runs.py run_family);
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from planner.cost.uncertainty import distances
 from planner.engine import Domain
-from planner.fit.behaviour import Tables, domain_of, fit_pooled, log_residuals
 from planner.fit.observations import Observation
+from planner.fit.partial_pooling import domain_of, fit_pooled, log_residuals
+from planner.fit.step_tables import Tables
 
 SPLITS: dict[str, Callable[[Observation], object]] = {
     "gpu": lambda o: o.hardware.name,

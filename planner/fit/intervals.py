@@ -28,7 +28,7 @@ LEVEL = 0.8
 PRIOR_WIDEN = {
     "gpu": 0.15,  # no run on the GPU: its kernel ceilings and links are the datasheet's and micro-benchmarks' only
     "engine_gpu": 0.10,  # the GPU has other engines' runs: only this engine's own deviation there is unknown
-    "engine": 0.25,  # the engines fitted differ by up to 30% in compute (fit/behaviour.py), an unseen one can too
+    "engine": 0.25,  # the engines fitted differ by up to 30% in compute (fit/partial_pooling.py), an unseen one can too
     "family": 0.10,  # a new architecture class: layers the runs did not time (MLA, windows, Mamba)
     "moe": 0.30,  # no MoE run times routing imbalance, all-to-all and grouped GEMMs at this expert parallelism
     "precision": 0.10,  # a precision recipe the engine's runs did not use (fp8 scaling, casts)

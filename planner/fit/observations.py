@@ -3,6 +3,7 @@ runs files (each run with the engine its software block names) and from `planner
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from planner.specs import ModelSpec
 
 # Statistics of a launch profile's timed steps that observation_from_profile can use as "the" step time.
 STEP_STATS = ("median", "p25", "min")
+CONTRADICTION_PCT = 15.0  # the same configuration measured this far apart cannot be fitted
 
 
 @dataclass(frozen=True)
@@ -167,3 +169,44 @@ def _log_entries(path: Path, hardware: HardwareProfile | None, model: ModelSpec 
 
     run = read_log(read_text(str(path)), source=str(path), model=model, hardware=hardware.name if hardware else None)
     return runs_entries([run])
+
+
+# ---- the runs a fit takes ------------------------------------------------------------------------
+def prepared_for_fit(
+    obs: list[Observation], bases: dict[str, HardwareProfile], engine: Engine | None
+) -> list[Observation]:
+    """The runs to fit: with `engine` if given (a launch worker fit), on the profile fitted for their hardware at
+    their own node size; contradictory repeats refused."""
+    if engine is not None:
+        obs = [dataclasses.replace(o, engine=engine) for o in obs]
+    missing = sorted({o.hardware.name for o in obs} - set(bases))
+    if missing:
+        raise PlannerError(f"observations of hardware {missing} but no profile to fit them with")
+    obs = [dataclasses.replace(o, hardware=_with_nodes(bases.get(o.hardware.name), o.hardware)) for o in obs]
+    _check_consistent(obs)
+    return obs
+
+
+def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> HardwareProfile:
+    """The profile being fitted, with the run's own GPUs per node (runs files may state another node size)."""
+    if base is None:
+        return run_hw
+    if base.gpus_per_node != run_hw.gpus_per_node:
+        return base.with_gpus_per_node(run_hw.gpus_per_node)
+    return base
+
+
+def _check_consistent(obs: list[Observation]) -> None:
+    if not obs:
+        raise PlannerError("calibrate needs at least one measured run")
+    seen: dict[tuple, Observation] = {}
+    for o in obs:
+        key = (o.model, o.plan, o.hardware.name, o.hardware.gpus_per_node, o.engine.model_dump_json())
+        other = seen.get(key)
+        if other and abs(o.measured_step_s / other.measured_step_s - 1) * 100 > CONTRADICTION_PCT:
+            raise PlannerError(
+                f"contradictory runs: {other.id} and {o.id} are the same model, plan and engine but measured "
+                f"{other.measured_step_s:.4g} s and {o.measured_step_s:.4g} s per step; drop one or check them "
+                "(calibrate does not average repeats)"
+            )
+        seen[key] = o

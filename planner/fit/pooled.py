@@ -1,6 +1,6 @@
-"""`planner calibrate --behaviour`: every engine's behaviour fitted across every GPU of the runs (fit/behaviour.py),
-cross-validated split by split (fit/crossval.py), with the interval model fitted to the held-out errors
-(fit/intervals.py) — what the shipped engine profiles are made of."""
+"""`planner calibrate --behaviour`: every engine's behaviour fitted across every GPU of the runs
+(fit/partial_pooling.py), cross-validated split by split (fit/crossval.py), with the interval model fitted to the
+held-out errors (fit/intervals.py) — what the shipped engine profiles are made of."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 
 from planner.cost.coster import Coster
 from planner.engine import Interval
-from planner.fit.behaviour import PooledFit, Tables, build_tables, fit_pooled, log_residuals
 from planner.fit.crossval import Fold, cross_validate
 from planner.fit.intervals import Coverage, interval_model
 from planner.fit.observations import Observation
+from planner.fit.partial_pooling import PooledFit, fit_pooled, log_residuals
+from planner.fit.step_tables import Tables, build_tables
 from planner.fit.write_behaviour import engine_behaviour, gpu_entries, opts_out, write_behaviour
 
 SPLITS = ("run", "gpu", "engine", "family", "year")

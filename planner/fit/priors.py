@@ -10,7 +10,7 @@ measured number only when they must (and the fit reports a parameter that ends o
 Group factors (engine.Fitted): the compute factor of engine e on GPU h is its current one (the GPU's own entry,
 else the engine's pooled behaviour: cost/behaviour.py) times exp(c_eh), c_eh ~ N(0, SIGMA_GROUP); the per-step
 overhead starts from the group's own and is pulled toward it with a width of OVERHEAD_PRIOR_S. The engines' pooled
-behaviour across GPUs is fitted by `planner calibrate --behaviour` (fit/behaviour.py), not here.
+behaviour across GPUs is fitted by `planner calibrate --behaviour` (fit/partial_pooling.py), not here.
 """
 
 from __future__ import annotations

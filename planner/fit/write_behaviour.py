@@ -1,4 +1,4 @@
-"""The engine profiles' `behaviour:` and `fitted:` blocks from a pooled fit (fit/behaviour.py): every parameter
+"""The engine profiles' `behaviour:` and `fitted:` blocks from a pooled fit (fit/partial_pooling.py): every parameter
 with its value, bounds, standard error, mechanism and source, the domain of the runs, the interval model, and
 each GPU's own compute factor (the pooled one times its shrunk deviation). Written atomically (io/files.py)."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 
 from planner.engine import Behaviour, Domain, Engine, Fitted, Interval, Parameter
-from planner.fit.behaviour import NAMES, PARAMETERS, PooledFit, domain_of
 from planner.fit.observations import Observation
+from planner.fit.partial_pooling import NAMES, PARAMETERS, PooledFit, domain_of
 from planner.io.files import write_text_atomic
 
 BLOCKS = ("behaviour:", "fitted:")

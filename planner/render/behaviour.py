@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from planner.fit.behaviour import NAMES
+from planner.fit.partial_pooling import NAMES
 from planner.fit.pooled import BehaviourCalibration
 
 UNITS = {"compute": "x", "host_step_s": "s", "host_microbatch_s": "s", "host_layer_s": "s"}

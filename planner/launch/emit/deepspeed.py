@@ -24,6 +24,24 @@ STAGE3_PREFETCH_ELEMENTS = 50_000_000
 STAGE3_PERSISTENCE_ELEMENTS = 100_000
 STAGE3_LIVE_ELEMENTS = 1_000_000_000
 GRADIENT_CLIPPING = 1.0  # the clipping every engine's recipes use (Megatron --clip-grad 1.0, torchtitan max_norm)
+# Which key carries each plan field (those DeepSpeed has no key for are kept under "planner").
+PLAN_FIELDS = {
+    "global_batch": "train_batch_size",
+    "micro_batch": "train_micro_batch_size_per_gpu",
+    "dp": "gradient_accumulation_steps = global_batch / (dp*micro_batch); dp implied by world size",
+    "zero": "zero_optimization.stage (+ its buckets and overlap_comm)",
+    "precision": "bf16.enabled / fp16.enabled",
+    "tp": "tensor_parallel.autotp_size",
+    "cp": "sequence_parallel_size (Ulysses)",
+    "recompute": "activation_checkpointing, pipeline.activation_checkpoint_interval",
+    "pp": "pipeline.stages",
+    "seq_len": "planner.plan.seq_len (set by the data loader)",
+    "vpp": "planner.plan.vpp (no DeepSpeed key)",
+    "schedule": "planner.plan.schedule (DeepSpeed pipelines run 1F1B)",
+    "sp": "planner.plan.sp (no key)",
+    "ep": "planner.plan.ep (MoE layer argument ep_size)",
+    "etp": "planner.plan.etp (DeepSpeed's expert tensor parallelism is tp: enable_expert_tensor_parallelism)",
+}
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
@@ -99,24 +117,7 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
         cfg["tensor_parallel"] = {"autotp_size": plan.tp}
     if plan.cp > 1:
         cfg["sequence_parallel_size"] = plan.cp
-    m = {
-        "global_batch": "train_batch_size",
-        "micro_batch": "train_micro_batch_size_per_gpu",
-        "dp": "gradient_accumulation_steps = global_batch / (dp*micro_batch); dp implied by world size",
-        "zero": "zero_optimization.stage (+ its buckets and overlap_comm)",
-        "precision": "bf16.enabled / fp16.enabled",
-        "tp": "tensor_parallel.autotp_size",
-        "cp": "sequence_parallel_size (Ulysses)",
-        "recompute": "activation_checkpointing, pipeline.activation_checkpoint_interval",
-        "pp": "pipeline.stages",
-        "seq_len": "planner.plan.seq_len (set by the data loader)",
-        "vpp": "planner.plan.vpp (no DeepSpeed key)",
-        "schedule": "planner.plan.schedule (DeepSpeed pipelines run 1F1B)",
-        "sp": "planner.plan.sp (no key)",
-        "ep": "planner.plan.ep (MoE layer argument ep_size)",
-        "etp": "planner.plan.etp (DeepSpeed's expert tensor parallelism is tp: enable_expert_tensor_parallelism)",
-    }
-    return cfg, m
+    return cfg, dict(PLAN_FIELDS)
 
 
 def deepspeed_file(model: ModelSpec, plan: Plan) -> str:

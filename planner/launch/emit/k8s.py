@@ -9,20 +9,8 @@ from planner.launch.command import RUN_ENV, WORKER_MODULE, RunConfig, worker_arg
 FILE_NAME = "pytorchjob.yaml"
 
 
-def k8s_manifest(
-    cfg: RunConfig,
-    *,
-    nnodes: int,
-    nproc_per_node: int,
-    max_restarts: int = 0,
-    image: str,
-    name: str = "planner-launch",
-) -> dict:
-    """A Kubeflow PyTorchJob: 1 Master + nnodes−1 Workers, one pod per node, nproc_per_node GPUs each.
-
-    The operator sets MASTER_ADDR/MASTER_PORT in every pod; torchrun rendezvouses there with c10d. `image`
-    must hold torch and planner (and any model or hardware YAML the command names, in its working directory).
-    """
+def _torchrun_command(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_restarts: int, name: str) -> list[str]:
+    """torchrun rendezvousing with c10d at the MASTER_ADDR:MASTER_PORT the operator sets in every pod."""
     command = [
         "torchrun",
         "--nnodes",
@@ -38,31 +26,50 @@ def k8s_manifest(
     ]
     if max_restarts:
         command += ["--max-restarts", str(max_restarts)]
-    command += ["-m", WORKER_MODULE, *worker_argv(cfg)]
+    return [*command, "-m", WORKER_MODULE, *worker_argv(cfg)]
+
+
+def _replica(count: int, *, image: str, command: list[str], env: list[dict], gpus: int) -> dict:
+    """A replica spec: `count` pods of one container with `gpus` GPUs. Master and Workers share the command and
+    environment lists (YAML writes them once, as an anchor and its alias)."""
+    return {
+        "replicas": count,
+        "restartPolicy": "OnFailure",
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "pytorch",
+                        "image": image,
+                        "command": command,
+                        "env": env,
+                        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                    }
+                ]
+            }
+        },
+    }
+
+
+def k8s_manifest(
+    cfg: RunConfig,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    max_restarts: int = 0,
+    image: str,
+    name: str = "planner-launch",
+) -> dict:
+    """A Kubeflow PyTorchJob: 1 Master + nnodes−1 Workers, one pod per node, nproc_per_node GPUs each.
+
+    The operator sets MASTER_ADDR/MASTER_PORT in every pod; torchrun rendezvouses there with c10d. `image`
+    must hold torch and planner (and any model or hardware YAML the command names, in its working directory).
+    """
+    command = _torchrun_command(cfg, nnodes=nnodes, nproc_per_node=nproc_per_node, max_restarts=max_restarts, name=name)
     env = [{"name": k, "value": v} for k, v in RUN_ENV.items()]
-
-    def replica(count: int) -> dict:
-        return {
-            "replicas": count,
-            "restartPolicy": "OnFailure",
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "pytorch",
-                            "image": image,
-                            "command": command,
-                            "env": env,
-                            "resources": {"limits": {"nvidia.com/gpu": nproc_per_node}},
-                        }
-                    ]
-                }
-            },
-        }
-
-    specs = {"Master": replica(1)}
+    specs = {"Master": _replica(1, image=image, command=command, env=env, gpus=nproc_per_node)}
     if nnodes > 1:
-        specs["Worker"] = replica(nnodes - 1)
+        specs["Worker"] = _replica(nnodes - 1, image=image, command=command, env=env, gpus=nproc_per_node)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",

@@ -79,8 +79,11 @@ def _zero_args(plan: Plan) -> tuple[list[str], str]:
     return a, "zero=1: --use-distributed-optimizer (+ --overlap-grad-reduce --overlap-param-gather); zero=0: DDP"
 
 
-def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
-    """Arguments for Megatron-LM's pretrain_gpt.py. dp is implied: world / (tp·pp·cp)."""
+PRECISION_FLAGS = {"fp32": [], "bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"]}
+
+
+def _parallel_args(plan: Plan) -> tuple[list[str], dict[str, str]]:
+    """The parallel degrees' flags, and which flag carries each (dp is implied: world / (tp·pp·cp))."""
     a = [
         "--tensor-model-parallel-size", str(plan.tp),
         "--pipeline-model-parallel-size", str(plan.pp),
@@ -100,6 +103,20 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         else "--expert-tensor-parallel-size",
         "dp": f"implied: world size {plan.gpus} / (tp*pp*cp)",
     }
+    return a, m
+
+
+def _recompute_args(plan: Plan) -> list[str]:
+    if plan.recompute == "selective":
+        return ["--recompute-granularity", "selective"]
+    if plan.recompute == "full":
+        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    return []
+
+
+def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
+    """Arguments for Megatron-LM's pretrain_gpt.py, and which flag carries each plan field."""
+    a, m = _parallel_args(plan)
     split, m["vpp"] = _split_args(model, plan)
     a += split
     m["schedule"] = (
@@ -111,11 +128,7 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         a.append("--sequence-parallel")
     m["sp"] = "--sequence-parallel"
     zero, m["zero"] = _zero_args(plan)
-    a += zero
-    if plan.recompute == "selective":
-        a += ["--recompute-granularity", "selective"]
-    elif plan.recompute == "full":
-        a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    a += zero + _recompute_args(plan)
     m["recompute"] = "--recompute-granularity"
     a += [
         "--micro-batch-size",
@@ -126,9 +139,7 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
         str(plan.seq_len),
     ]
     m.update(micro_batch="--micro-batch-size", global_batch="--global-batch-size", seq_len="--seq-length")
-    a += {"fp32": [], "bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"]}[
-        plan.precision
-    ]
+    a += PRECISION_FLAGS[plan.precision]
     m["precision"] = "--bf16 / --fp16 / --fp8-format hybrid (fp32: no flag)"
     a += model_args(model, seq_len=plan.seq_len)
     return a, m

@@ -37,6 +37,24 @@ MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Meg
     "fp16": "fp16_mixed",
     "fp8": "bf16_with_fp8_delayed_scaling_mixed",
 }
+# Which override carries each plan field.
+PLAN_FIELDS = {
+    "tp": "model.tensor_model_parallel_size",
+    "pp": "model.pipeline_model_parallel_size",
+    "vpp": "model.virtual_pipeline_model_parallel_size (+ the split flags)",
+    "cp": "model.context_parallel_size",
+    "ep": "model.expert_model_parallel_size",
+    "etp": "model.expert_tensor_parallel_size",
+    "sp": "model.sequence_parallel",
+    "dp": "implied: world size / (tp*pp*cp)",
+    "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3)",
+    "recompute": "model.recompute_granularity / method / num_layers / modules",
+    "micro_batch": "train.micro_batch_size",
+    "global_batch": "train.global_batch_size",
+    "seq_len": "model.seq_length, dataset.seq_length",
+    "precision": "mixed_precision",
+    "schedule": "1F1B, interleaved with model.virtual_pipeline_model_parallel_size",
+}
 
 
 def recipe(model: ModelSpec) -> str | None:
@@ -126,24 +144,7 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     }
     if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
         o["model.gradient_accumulation_fusion"] = False
-    m = {
-        "tp": "model.tensor_model_parallel_size",
-        "pp": "model.pipeline_model_parallel_size",
-        "vpp": "model.virtual_pipeline_model_parallel_size (+ the split flags)",
-        "cp": "model.context_parallel_size",
-        "ep": "model.expert_model_parallel_size",
-        "etp": "model.expert_tensor_parallel_size",
-        "sp": "model.sequence_parallel",
-        "dp": "implied: world size / (tp*pp*cp)",
-        "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3)",
-        "recompute": "model.recompute_granularity / method / num_layers / modules",
-        "micro_batch": "train.micro_batch_size",
-        "global_batch": "train.global_batch_size",
-        "seq_len": "model.seq_length, dataset.seq_length",
-        "precision": "mixed_precision",
-        "schedule": "1F1B, interleaved with model.virtual_pipeline_model_parallel_size",
-    }
-    return [f"{k}={_value(v)}" for k, v in o.items()], m
+    return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
 
 
 def bridge_file(model: ModelSpec, plan: Plan) -> str:

@@ -16,6 +16,8 @@ schedules are the same in both releases.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.engine.split import torchtitan_chunk_sizes
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -33,6 +35,24 @@ LLAMA3_FLAVORS = {
     "405B": (16384, 126, 128, 8, 53248, 128256),
 }
 LLAMA3_ROPE_THETA = 500000.0
+# Which configuration field carries each plan field.
+PLAN_FIELDS = {
+    "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
+    "zero": "parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
+    "tp": "parallelism.tensor_parallel_degree",
+    "sp": "parallelism.enable_sequence_parallel (torchtitan shards norms on the sequence with tp)",
+    "pp": "parallelism.pipeline_parallel_degree",
+    "schedule": "parallelism.pipeline_parallel_schedule",
+    "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
+    "cp": "parallelism.context_parallel_degree",
+    "ep": "parallelism.expert_parallel_degree",
+    "etp": "none: torchtitan 0.3 runs expert tensor parallelism 1 (it removed the option)",
+    "recompute": "activation_checkpoint (SelectiveAC.Config / FullAC.Config / None)",
+    "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
+    "global_batch": "training.global_batch_size",
+    "seq_len": "training.seq_len",
+    "precision": "training.mixed_precision_param (fp8: model_registry converters Float8LinearConverter)",
+}
 
 
 def flavor(model: ModelSpec) -> tuple[str, str] | None:
@@ -101,6 +121,21 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return release_problems(model, plan, RELEASE)
 
 
+@dataclass(frozen=True)
+class DataParallel:
+    """How the plan's data parallelism is spelled in torchtitan. ZeRO 0: replicate (DDP, dp_shard 1); 2: FSDP
+    without resharding after forward; 3: FSDP resharding."""
+
+    replicate: int  # data_parallel_replicate_degree
+    shard: int  # data_parallel_shard_degree
+    reshard: str  # fsdp_reshard_after_forward
+
+
+def data_parallel(plan: Plan) -> DataParallel:
+    replicate, shard = (plan.dp, 1) if plan.zero == 0 else (1, plan.dp)
+    return DataParallel(replicate, shard, {0: "default", 2: "never", 3: "always"}.get(plan.zero, "default"))
+
+
 def local_batch(plan: Plan) -> int:
     """training.local_batch_size: a data-parallel rank's sequences per gradient-accumulation step. Without
     pipelining that is the micro-batch (accumulation makes up the global batch); with it, the rank's whole step,
@@ -108,17 +143,34 @@ def local_batch(plan: Plan) -> int:
     return plan.global_batch // plan.dp if plan.pp > 1 else plan.micro_batch
 
 
+def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
+    """The ParallelismConfig of the configuration function."""
+    dp = data_parallel(plan)
+    lps = layers_per_stage(model, plan) if plan.pp > 1 else None
+    schedule = SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"
+    return [
+        "    config.parallelism = ParallelismConfig(",
+        f"        data_parallel_replicate_degree={dp.replicate},",
+        f"        data_parallel_shard_degree={dp.shard},",
+        f'        fsdp_reshard_after_forward="{dp.reshard}",',
+        f"        tensor_parallel_degree={plan.tp},",
+        "        enable_sequence_parallel=True,",
+        f"        pipeline_parallel_degree={plan.pp},",
+        f'        pipeline_parallel_schedule="{schedule}",',
+        f"        pipeline_parallel_microbatch_size={plan.micro_batch},",
+        *([f"        pipeline_parallel_layers_per_stage={lps},"] if lps and lps > 0 else []),
+        f"        context_parallel_degree={plan.cp},",
+        f"        expert_parallel_degree={plan.ep},",
+        "    )",
+    ]
+
+
 def torchtitan_config(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
-    """The configuration module. A template whose lines mirror the file it writes (so longer than 50 lines).
-    ZeRO 0: replicate (dp_shard 1); 2: FSDP without resharding after forward; 3: FSDP resharding."""
+    """The configuration module: a template whose lines mirror the file it writes."""
     name, flav = flavor(model) or ("llama3", "?")
-    replicate, shard = (plan.dp, 1) if plan.zero == 0 else (1, plan.dp)
-    reshard = {0: "default", 2: "never", 3: "always"}.get(plan.zero, "default")
     ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
     converters = "[Float8LinearConverter.Config(model_compile_enabled=False)]" if plan.precision == "fp8" else "None"
-    lps = layers_per_stage(model, plan) if plan.pp > 1 else None
-    schedule = SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"
     base = f"{name}_{flav.lower()}"
     lines = [
         f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
@@ -147,38 +199,9 @@ def torchtitan_config(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]
         '    config.training.mixed_precision_reduce = "float32"',
         "    # priced without CUDA graphs (torchtitan's default capture does not run with pipelining: trainer.py)",
         "    config.training.disable_cuda_graphs = True",
-        "    config.parallelism = ParallelismConfig(",
-        f"        data_parallel_replicate_degree={replicate},",
-        f"        data_parallel_shard_degree={shard},",
-        f'        fsdp_reshard_after_forward="{reshard}",',
-        f"        tensor_parallel_degree={plan.tp},",
-        "        enable_sequence_parallel=True,",
-        f"        pipeline_parallel_degree={plan.pp},",
-        f'        pipeline_parallel_schedule="{schedule}",',
-        f"        pipeline_parallel_microbatch_size={plan.micro_batch},",
-        *([f"        pipeline_parallel_layers_per_stage={lps},"] if lps and lps > 0 else []),
-        f"        context_parallel_degree={plan.cp},",
-        f"        expert_parallel_degree={plan.ep},",
-        "    )",
+        *_parallelism_lines(model, plan),
         f"    config.activation_checkpoint = {f'{ac_class}.Config()' if ac_class else None}",
         "    config.compile = CompileConfig(enable=False)  # the plan is priced eager (engine profile kernels.compile)",
         "    return config",
     ]
-    m = {
-        "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
-        "zero": "parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
-        "tp": "parallelism.tensor_parallel_degree",
-        "sp": "parallelism.enable_sequence_parallel (torchtitan shards norms on the sequence with tp)",
-        "pp": "parallelism.pipeline_parallel_degree",
-        "schedule": "parallelism.pipeline_parallel_schedule",
-        "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
-        "cp": "parallelism.context_parallel_degree",
-        "ep": "parallelism.expert_parallel_degree",
-        "etp": "none: torchtitan 0.3 runs expert tensor parallelism 1 (it removed the option)",
-        "recompute": "activation_checkpoint (SelectiveAC.Config / FullAC.Config / None)",
-        "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
-        "global_batch": "training.global_batch_size",
-        "seq_len": "training.seq_len",
-        "precision": "training.mixed_precision_param (fp8: model_registry converters Float8LinearConverter)",
-    }
-    return "\n".join(lines) + "\n", m
+    return "\n".join(lines) + "\n", dict(PLAN_FIELDS)

@@ -9,17 +9,62 @@ is matched to a flavor by its architecture, and refused when torchtitan has none
 
 from __future__ import annotations
 
-from planner.launch.emit.torchtitan import SCHEDULES, flavor, layers_per_stage, release_problems
+from planner.launch.emit.torchtitan import (
+    SCHEDULES,
+    data_parallel,
+    flavor,
+    layers_per_stage,
+    local_batch,
+    release_problems,
+)
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
 RELEASE = "v0.2.2"
+# Which key carries each plan field.
+PLAN_FIELDS = {
+    "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
+    "zero": "parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
+    "tp": "parallelism.tensor_parallel_degree",
+    "sp": "implied by tensor_parallel_degree (always on)",
+    "pp": "parallelism.pipeline_parallel_degree",
+    "schedule": "parallelism.pipeline_parallel_schedule",
+    "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
+    "cp": "parallelism.context_parallel_degree",
+    "ep": "parallelism.expert_parallel_degree",
+    "etp": "parallelism.expert_tensor_parallel_degree",
+    "recompute": "activation_checkpoint.mode",
+    "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
+    "global_batch": "training.global_batch_size",
+    "seq_len": "training.seq_len",
+    "precision": "training.mixed_precision_param (fp8: model.converters quantize.linear.float8)",
+}
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     """What a torchtitan v0.2.2 config cannot say for this plan (the same rules as 0.3.0's)."""
     return release_problems(model, plan, RELEASE)
+
+
+def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
+    """The [parallelism] section."""
+    dp = data_parallel(plan)
+    lps = layers_per_stage(model, plan) if plan.pp > 1 else None
+    return [
+        "[parallelism]",
+        f"data_parallel_replicate_degree = {dp.replicate}",
+        f"data_parallel_shard_degree = {dp.shard}",
+        f'fsdp_reshard_after_forward = "{dp.reshard}"',
+        f"tensor_parallel_degree = {plan.tp}",
+        f"pipeline_parallel_degree = {plan.pp}",
+        f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"}"',
+        f"pipeline_parallel_microbatch_size = {plan.micro_batch}",
+        *([f"pipeline_parallel_layers_per_stage = {lps}"] if lps and lps > 0 else []),
+        f"context_parallel_degree = {plan.cp}",
+        f"expert_parallel_degree = {plan.ep}",
+        f"expert_tensor_parallel_degree = {plan.tp if plan.etp is None else plan.etp}",
+    ]
 
 
 def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
@@ -28,10 +73,7 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
     Local batch: the micro-batch without pipelining (gradient accumulation makes up the global batch); with
     pipelining, every micro-batch of a data-parallel rank's step, split by pipeline_parallel_microbatch_size."""
     name, flav = flavor(model) or ("llama3", "?")
-    replicate, shard = (plan.dp, 1) if plan.zero == 0 else (1, plan.dp)
-    reshard = {0: "default", 2: "never", 3: "always"}.get(plan.zero, "default")
     ac = {"none": "none", "selective": "selective", "full": "full"}[plan.recompute]
-    local = plan.global_batch // plan.dp if plan.pp > 1 else plan.micro_batch
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
     converters = '["quantize.linear.float8"]' if plan.precision == "fp8" else "[]"
     lines = [
@@ -49,28 +91,13 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
         f"converters = {converters}",
         "",
         "[training]",
-        f"local_batch_size = {local}",
+        f"local_batch_size = {local_batch(plan)}",
         f"global_batch_size = {plan.global_batch}",
         f"seq_len = {plan.seq_len}",
         f'mixed_precision_param = "{dtype}"',
         'mixed_precision_reduce = "float32"',
         "",
-        "[parallelism]",
-        f"data_parallel_replicate_degree = {replicate}",
-        f"data_parallel_shard_degree = {shard}",
-        f'fsdp_reshard_after_forward = "{reshard}"',
-        f"tensor_parallel_degree = {plan.tp}",
-        f"pipeline_parallel_degree = {plan.pp}",
-        f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"}"',
-        f"pipeline_parallel_microbatch_size = {plan.micro_batch}",
-    ]
-    lps = layers_per_stage(model, plan) if plan.pp > 1 else None
-    if lps and lps > 0:
-        lines.append(f"pipeline_parallel_layers_per_stage = {lps}")
-    lines += [
-        f"context_parallel_degree = {plan.cp}",
-        f"expert_parallel_degree = {plan.ep}",
-        f"expert_tensor_parallel_degree = {plan.tp if plan.etp is None else plan.etp}",
+        *_parallelism_lines(model, plan),
         "",
         "[activation_checkpoint]",
         f'mode = "{ac}"',
@@ -78,21 +105,4 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
     ]
     if plan.precision == "fp8":
         lines += ["", "[quantize.linear.float8]", 'recipe_name = "tensorwise"']
-    m = {
-        "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
-        "zero": "parallelism.data_parallel_shard_degree + fsdp_reshard_after_forward",
-        "tp": "parallelism.tensor_parallel_degree",
-        "sp": "implied by tensor_parallel_degree (always on)",
-        "pp": "parallelism.pipeline_parallel_degree",
-        "schedule": "parallelism.pipeline_parallel_schedule",
-        "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
-        "cp": "parallelism.context_parallel_degree",
-        "ep": "parallelism.expert_parallel_degree",
-        "etp": "parallelism.expert_tensor_parallel_degree",
-        "recompute": "activation_checkpoint.mode",
-        "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
-        "global_batch": "training.global_batch_size",
-        "seq_len": "training.seq_len",
-        "precision": "training.mixed_precision_param (fp8: model.converters quantize.linear.float8)",
-    }
-    return "\n".join(lines) + "\n", m
+    return "\n".join(lines) + "\n", dict(PLAN_FIELDS)

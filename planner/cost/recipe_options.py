@@ -9,7 +9,7 @@
 - CUDA graphs (`kernels.cuda_graphs`): the per-kernel host cost gone (layer_time.py), a graph memory pool held.
 
 The precision-aware optimizer's bytes per parameter are cost.states' (the one home of state bytes); fp8 parameter
-gather is cost.precision's. Sources: Megatron-LM @d98e8a64 unless said.
+gather is cost.quantization's. Sources: Megatron-LM @d98e8a64 unless said.
 """
 
 from __future__ import annotations

@@ -1,0 +1,110 @@
+"""Each run's step time tabulated over a grid of compute factors, for the pooled fit (fit/partial_pooling.py).
+
+The cost model's step time is tabulated once per run over a grid of compute factors (it is piecewise
+linear in the factor: the overlap terms are max(0, comm − compute)); the host terms add exactly. A fit then
+costs milliseconds, so cross-validation can refit dozens of times (fit/crossval.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.cost.coster import Coster
+from planner.engine import Engine, Fitted
+from planner.fit.observations import Observation
+
+GRID = np.exp(np.linspace(math.log(0.4), math.log(3.2), 22))  # compute factors the step is tabulated at
+
+
+def neutral(engine: Engine) -> Engine:
+    """The engine with nothing fitted: its rules, kernels and comm only (the physics as the engine runs it)."""
+    return engine.model_copy(update={"fitted": {}, "behaviour": None})
+
+
+def with_factor(engine: Engine, gpu: str, compute: float) -> Engine:
+    return engine.model_copy(update={"fitted": {gpu: Fitted(compute=compute)}, "behaviour": None})
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The runs of a fit as arrays: step time (no host time) over GRID, micro-batches, layers on the bottleneck
+    rank, measured step, and which engine and GPU each ran on."""
+
+    obs: tuple[Observation, ...]
+    step: Any  # (n, len(GRID)) seconds
+    micro: Any  # (n,)
+    layers: Any  # (n,)
+    measured: Any  # (n,) seconds
+    engines: tuple[str, ...]
+    gpus: tuple[str, ...]
+    proxies: dict[str, str] = field(default_factory=dict)  # gpu -> its calibration proxy
+
+    def subset(self, keep: list[int]) -> Tables:
+        idx = np.array(keep, dtype=int)
+        return Tables(
+            tuple(self.obs[i] for i in keep),
+            self.step[idx],
+            self.micro[idx],
+            self.layers[idx],
+            self.measured[idx],
+            tuple(self.engines[i] for i in keep),
+            tuple(self.gpus[i] for i in keep),
+            self.proxies,
+        )
+
+
+_TABLE_CACHE: dict[tuple[str, str, str, str], tuple[list[float], int, int]] = {}
+
+
+def _row(o: Observation) -> tuple[list[float], int, int]:
+    key = (
+        f"{o.id}|{o.source}|{o.model.model_dump_json()}",
+        o.hardware.model_dump_json(),
+        o.plan.model_dump_json(),
+        o.engine.model_dump_json(include={"name", "rules", "memory", "kernels", "comm"}),
+    )
+    hit = _TABLE_CACHE.get(key)
+    if hit is None:
+        base = neutral(o.engine)
+        times = [Coster(o.model, o.hardware, with_factor(base, o.hardware.name, float(f))).step(o.plan) for f in GRID]
+        at_one = times[int(np.argmin(np.abs(GRID - 1.0)))]
+        hit = _TABLE_CACHE[key] = ([t.step_s for t in times], o.plan.num_microbatches, _layers(o, at_one.stage))
+    return hit
+
+
+def _layers(o: Observation, stage: int) -> int:
+    """Layers (every chunk) on the pipeline rank that sets the pace."""
+    from planner.cost.compute import stage_shapes
+    from planner.cost.stages import v_shape
+
+    shape = stage_shapes(o.model, o.plan.pp, o.plan.vpp, o.engine.rules.pipeline_split, v_shape(o.plan))[stage]
+    return sum(n for _kind, n in shape.mix)
+
+
+def build_tables(obs: list[Observation]) -> Tables:
+    """Each run's step time over the grid of compute factors (cached by run: cross-validation rebuilds none)."""
+    rows = [_row(o) for o in obs]
+    return Tables(
+        tuple(obs),
+        np.array([r[0] for r in rows], dtype=float),
+        np.array([r[1] for r in rows], dtype=float),
+        np.array([r[2] for r in rows], dtype=float),
+        np.array([o.measured_step_s for o in obs], dtype=float),
+        tuple(o.engine.name for o in obs),
+        tuple(o.hardware.name for o in obs),
+        {o.hardware.name: o.hardware.calibration_proxy for o in obs if o.hardware.calibration_proxy},
+    )
+
+
+def interpolate(step: Any, log_f: Any) -> Any:
+    """Each row's step time at its compute factor exp(log_f), linear in the factor between grid points."""
+    grid = GRID
+    f = np.exp(log_f)
+    i = np.clip(np.searchsorted(grid, f) - 1, 0, len(grid) - 2)
+    w = (f - grid[i]) / (grid[i + 1] - grid[i])
+    rows = np.arange(step.shape[0])
+    return step[rows, i] * (1 - w) + step[rows, i + 1] * w
