@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import engine_overrides
+from planner.cli.cluster_options import CLUSTER, hardware_on_cluster
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -92,6 +93,7 @@ def _check_plot(plot: str) -> None:
     replaced(PLAN_FIELDS, zero=ZeroListOpt, recompute=RecomputeListOpt, schedule=ScheduleListOpt),
     without(RUN, "tokens"),
     ENGINE_SETTINGS,
+    CLUSTER,
 )
 def search(
     opts: dict[str, Any],
@@ -129,7 +131,7 @@ def search(
         result, gb_default = run_search(
             opts["model"],
             gpus=opts["gpus"],
-            hardware=opts["hardware"],
+            hardware=hardware_on_cluster(opts),
             engine=opts["engine"],
             progress=progress,
             keep_rejections=explain_field is not None,

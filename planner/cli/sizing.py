@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import resolve_options
+from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -40,7 +41,7 @@ def memory(
         print_memory(out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine)
 
 
-@with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN)
+@with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN, CLUSTER_FILE)
 def estimate(
     opts: dict[str, Any],
     timeline: Annotated[
@@ -55,7 +56,7 @@ def estimate(
 
     if opts["mtbf_per"] not in ("gpu", "node"):
         raise PlannerError(f"--mtbf-per {opts['mtbf_per']!r} is not valid; choose one of gpu, node")
-    r = resolve_options(opts)
+    r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     est = run_estimate(r, **{k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth")})
     if timeline:
         from planner.render.timeline import draw_timeline

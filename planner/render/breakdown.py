@@ -114,6 +114,16 @@ def print_memory(
 
 
 # ---- estimate --------------------------------------------------------------------------------------
+def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
+    """One line naming the tp/cp/ep groups that leave the NVLink domain and the tier they are costed on."""
+    from planner.explore.placement import crossing_tiers
+
+    crossing = crossing_tiers(hw, plan)
+    if crossing:
+        groups = ", ".join(f"{dim} (on the {tier} tier)" for dim, tier in crossing.items())
+        console.print(f"[yellow]leaves the {hw.nvlink_domain}-GPU NVLink domain:[/] {escape(groups)}")
+
+
 def time_rows(t: Any) -> list[tuple[str, float]]:
     rows = [("compute", t.compute_s), ("recompute", t.recompute_s), ("pipeline bubble", t.bubble_s)]
     rows += [(f"exposed {dim} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]
@@ -139,6 +149,7 @@ def print_estimate(console: Console, est: Any) -> None:
     table.add_section()
     table.add_row("[bold]step[/]", f"[bold]{t.step_s:.4f}[/]", "", "")
     console.print(table)
+    crossing_line(console, est.hardware, est.plan)
     u = est.uncertainty
     console.print(
         f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
 from planner.explore.explain import explain
+from planner.explore.placement import crossing_tiers
 from planner.explore.results import SearchResult
 from planner.render.console import escape
 from planner.units import fmt_count, fmt_rate, fmt_seconds
@@ -101,7 +102,11 @@ def _table(result: SearchResult, *, wide: bool) -> Table:
         table.add_column("goodput", justify="right")
     for i, r in enumerate(result.top, 1):
         t, p, e = r.time, r.plan, r.estimate
-        terms = " ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t, 3 if wide else 2))
+        crossing = crossing_tiers(result.hardware, p)  # tp/cp/ep groups that leave the NVLink domain: their tier
+        terms = " ".join(
+            f"{k} {v / t.step_s:.0%}" + (f" ({crossing[k]})" if k in crossing else "")
+            for k, v in time_terms(t, 3 if wide else 2)
+        )
         row = [
             str(i),
             *([escape(e.engine.name)] if several else []),
