@@ -1,5 +1,6 @@
-"""The cluster options, declared once: `--cluster NAME|FILE` (the switch tiers beyond the NVLink domain) and
-`--allow-cross-node-tp`, shared by `search`, `estimate` and `scale` (cli/options.py `with_options`)."""
+"""The options of planning at cluster scale, declared once: `--cluster NAME|FILE` (the switch tiers beyond the NVLink
+domain), `--allow-cross-node-tp`, and the GPU-count range, `--global-batch auto` and advice of `search` (shared
+through cli/options.py `with_options`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.cli.options import Opt, nonempty
+from planner.specs import MAX_SEQ_LEN
 
 ClusterOpt = Annotated[
     Optional[str],
@@ -38,3 +40,37 @@ def hardware_on_cluster(opts: dict[str, Any]) -> Any:
     from planner.io.clusters import cluster_hardware
 
     return cluster_hardware(opts["cluster"], opts.get("hardware"))
+
+
+GpusRangeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--gpus",
+        callback=nonempty,
+        help="GPUs in all, or a range LO..HI (e.g. 1024..131072: the powers of two of whole nodes in it; the search "
+        "takes the most GPUs whose best plan keeps >= 90% of the best tokens/s per GPU)",
+    ),
+]
+GlobalBatchAutoOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--global-batch",
+        callback=nonempty,
+        help="sequences per step, or auto: the smallest doubling of the default batch (within --max-tokens-per-step) "
+        "whose best plan keeps >= 90% of the best tokens/s per GPU",
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens-per-step",
+        min=1,
+        max=MAX_SEQ_LEN << 31,
+        help="the largest global batch advice and --global-batch auto consider, in tokens (default 16,777,216: "
+        "Llama 3 405B's final batch)",
+    ),
+]
+NoAdviceOpt = Annotated[
+    bool, typer.Option("--no-advice", help="no advice on GPU count and batch (it runs a few more searches)")
+]
+ADVICE = (Opt("max_tokens_per_step", MaxTokensOpt), Opt("no_advice", NoAdviceOpt, False))

@@ -12,7 +12,13 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import engine_overrides
-from planner.cli.cluster_options import CLUSTER, hardware_on_cluster
+from planner.cli.cluster_options import (
+    ADVICE,
+    CLUSTER,
+    GlobalBatchAutoOpt,
+    GpusRangeOpt,
+    hardware_on_cluster,
+)
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -78,6 +84,9 @@ RiskOpt = Annotated[
 ]
 
 
+_PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below
+
+
 def _check_plot(plot: str) -> None:
     try:
         import matplotlib  # noqa: F401
@@ -89,11 +98,18 @@ def _check_plot(plot: str) -> None:
 
 @with_options(
     CATALOG,
-    replaced(WHAT, engine=EnginesOpt),
-    replaced(PLAN_FIELDS, zero=ZeroListOpt, recompute=RecomputeListOpt, schedule=ScheduleListOpt),
+    replaced(WHAT, engine=EnginesOpt, gpus=GpusRangeOpt),
+    replaced(
+        PLAN_FIELDS,
+        zero=ZeroListOpt,
+        recompute=RecomputeListOpt,
+        schedule=ScheduleListOpt,
+        global_batch=GlobalBatchAutoOpt,
+    ),
     without(RUN, "tokens"),
     ENGINE_SETTINGS,
     CLUSTER,
+    ADVICE,
 )
 def search(
     opts: dict[str, Any],
@@ -115,9 +131,10 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
-    from planner.api import run_search
+    from planner.api.advising import search_advised
     from planner.api.searching import SEARCH_OPTIONS
     from planner.explore.explain import parse_explain
+    from planner.render.advice import print_advice
     from planner.render.documents import search_doc
     from planner.render.progress import DelayedProgress
     from planner.render.ranking import print_explain, print_result
@@ -128,29 +145,34 @@ def search(
         _check_plot(plot)
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        result, gb_default = run_search(
+        advised = search_advised(
             opts["model"],
             gpus=opts["gpus"],
             hardware=hardware_on_cluster(opts),
             engine=opts["engine"],
+            global_batch=opts["global_batch"],
+            max_tokens_per_step=opts["max_tokens_per_step"],
+            advice=not opts["no_advice"],
             progress=progress,
             keep_rejections=explain_field is not None,
-            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in ("exhaustive", "attention")},
+            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in _PASSED_APART},
             exhaustive=exhaustive or bool(plot),
             attention="softmax" if opts["no_flash"] else None,
         )
     finally:
         progress.close()
+    result, gb_default = advised.result, advised.global_batch_default
     if save:
-        _save(save, result, model_ref=opts["model"], gpus=opts["gpus"], training=engine_overrides(opts))
+        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
 
         plot_search(result, plot)
     if as_json:
-        emit_json(search_doc(result, gb_default).as_json())
+        emit_json({**search_doc(result, gb_default).as_json(), "advice": [a.as_json() for a in advised.advice]})
         return
     print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
+    print_advice(out, advised.advice)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
 
