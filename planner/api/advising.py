@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.cluster.fabric import cluster_of
+from planner.cluster.failures import FailureRate, failure_rate
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import (
@@ -25,6 +27,7 @@ from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_BATCH, MAX_DEGREE
 from planner.specs import ModelSpec
+from planner.units import fmt_seconds
 
 
 @dataclass
@@ -87,6 +90,10 @@ def search_advised(
             return None
         return res.top[0].time.tokens_per_s / g if res.top else None
 
+    rate = None
+    if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
+        rate = failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
+        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
     probe = Probe(best_at)
     counts = gpu_range(count, node=hw.gpus_per_node) if isinstance(count, str) else [count]
     choice = {g: _batch_for(probe, g, batch, base=base_batch, seq_len=seq_len, bound=bound) for g in counts}
@@ -103,6 +110,7 @@ def search_advised(
     )
     out = Advised(result, batch is None)
     out.advice += _choices(probe, counts, choice, chosen, batch, seq_len)
+    out.advice += _checkpoints(result, rate)
     if advice and result.top and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
         out.advice += advise(
             probe, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
@@ -165,3 +173,22 @@ def _choices(
 def _idle_share(result: SearchResult) -> float:
     t = result.top[0].time
     return (t.bubble_s + sum(t.exposed_comm_s.values())) / t.step_s if t.step_s else 0.0
+
+
+def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]:
+    """The best plan's checkpoint interval (Young 1974 / Daly 2006) and goodput under the failure rate used."""
+    best = result.best
+    ck = best.estimate.checkpoint if best is not None else None
+    if best is None or ck is None:
+        return []
+    source = f" ({rate.source})" if rate is not None else " (--mtbf-hours)"
+    return [
+        Advice(
+            "checkpoint",
+            f"checkpoint every {fmt_seconds(ck.interval_s)} (Young/Daly; a write takes {fmt_seconds(ck.checkpoint_s)}):"
+            f" the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on average{source}; goodput "
+            f"{ck.goodput:.1%}",
+            best.plan.gpus,
+            best.plan.global_batch,
+        )
+    ]

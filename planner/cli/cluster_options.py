@@ -42,6 +42,17 @@ def hardware_on_cluster(opts: dict[str, Any]) -> Any:
     return cluster_hardware(opts["cluster"], opts.get("hardware"))
 
 
+def run_options(opts: dict[str, Any], hw: Any) -> dict[str, Any]:
+    """estimate's run options (tokens, failures, checkpoint bandwidth); on a cluster without --mtbf-hours, the
+    cluster's failure rate (planner/cluster/failures.py)."""
+    run = {k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth")}
+    if opts.get("cluster") and run["mtbf_hours"] is None:
+        from planner.cluster.failures import failure_rate
+
+        run.update(mtbf_hours=failure_rate(hw).gpu_mtbf_hours, mtbf_per="gpu")
+    return run
+
+
 GpusRangeOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import resolve_options
-from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster
+from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster, run_options
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -57,7 +57,7 @@ def estimate(
     if opts["mtbf_per"] not in ("gpu", "node"):
         raise PlannerError(f"--mtbf-per {opts['mtbf_per']!r} is not valid; choose one of gpu, node")
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
-    est = run_estimate(r, **{k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth")})
+    est = run_estimate(r, **run_options(opts, r.hardware))
     if timeline:
         from planner.render.timeline import draw_timeline
 
