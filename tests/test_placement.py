@@ -55,7 +55,7 @@ def test_ranking_and_estimate_name_the_tier_a_group_crosses():
     )
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith(("1 ", "2 "))]
-    assert rows and all("tp16" in r and "tp " in r and "(network)" in r for r in rows)
+    assert rows and all("tp16" in r and "tp " in r and "(net)" in r for r in rows)
     code, out, err = run("search", "-m", "llama3-70b", "--gpus", "256", "--tp", "16", "--json")
     assert code == 0, err
     doc = json.loads(out)

@@ -104,7 +104,7 @@ def _table(result: SearchResult, *, wide: bool) -> Table:
         t, p, e = r.time, r.plan, r.estimate
         crossing = crossing_tiers(result.hardware, p)  # tp/cp/ep groups that leave the NVLink domain: their tier
         terms = " ".join(
-            f"{k} {v / t.step_s:.0%}" + (f" ({crossing[k]})" if k in crossing else "")
+            f"{k} {v / t.step_s:.0%}" + (f" ({crossing[k].replace('network', 'net')})" if k in crossing else "")
             for k, v in time_terms(t, 3 if wide else 2)
         )
         row = [
