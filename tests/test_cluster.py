@@ -159,3 +159,20 @@ def test_cluster_sets_the_gpu_and_changes_the_ranking_cost():
 def test_a_profile_alone_has_no_cluster():
     assert cluster_of(load_hardware("h100-sxm")) is None
     assert cluster_of(make_hw()) is None
+
+
+def test_the_output_names_the_cluster_and_its_tiers():
+    args = ("-m", "llama3-8b", "--gpus", "512", "--cluster", "rail-fat-tree-2to1")
+    code, out, err = run("search", *args, "--top", "1")
+    assert code == 0, err
+    assert "cluster rail-fat-tree-2to1: nvlink 8 GPUs, leaf 256 GPUs 50 GB/s, spine 8192 GPUs 25 GB/s" in " ".join(
+        out.split()
+    )
+    code, out, err = run("search", *args, "--top", "1", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [t["name"] for t in doc["cluster"]["tiers"]] == ["leaf", "spine", "core"]
+    code, out, err = run("estimate", *args, "--tp", "8")
+    assert code == 0 and "cluster rail-fat-tree-2to1" in out
+    code, out, err = run("search", "-m", "llama3-8b", "--gpus", "512", "--top", "1", "--json")
+    assert "cluster" not in json.loads(out)

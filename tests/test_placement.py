@@ -64,3 +64,21 @@ def test_ranking_and_estimate_name_the_tier_a_group_crosses():
     code, out, err = run("estimate", "-m", "mixtral-8x7b", *plan, "--cluster", "dgx-superpod-h100")
     assert code == 0, err
     assert "leaves the 8-GPU NVLink domain: ep (on the leaf tier)" in out
+
+
+def test_the_issues_16k_search_keeps_tp_in_the_node_and_is_advised():
+    """Issue 23's second search: Llama 3 405B, 2,048 x 8k tokens on 16,384 H100s. Before, tp 16 across two nodes
+    with ZeRO-3 ranked first; now no ranked plan leaves the node, and the advice names the count the batch feeds."""
+    from planner.api.advising import search_advised
+
+    a = search_advised("llama3-405b", gpus=16384, hardware=None, engine=None, global_batch=2048, top=5)
+    assert a.result.top and all(r.plan.tp <= 8 for r in a.result.top)
+    assert a.result.rejected[TP_CROSSES] > 0
+    (fed,) = [x for x in a.advice if x.kind == "gpus"]
+    assert fed.global_batch == 2048 and 1024 <= fed.gpus < 16384
+
+
+def test_estimate_of_a_cross_node_tp_plan_says_so():
+    code, out, err = run("estimate", "-m", "llama3-70b", "--gpus", "64", "--tp", "16", "--global-batch", "64")
+    assert code == 0, err
+    assert "leaves the 8-GPU NVLink domain: tp (on the network tier)" in out

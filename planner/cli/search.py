@@ -133,8 +133,9 @@ def search(
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
     from planner.api.advising import search_advised
     from planner.api.searching import SEARCH_OPTIONS
+    from planner.cluster import cluster_of
     from planner.explore.explain import parse_explain
-    from planner.render.advice import print_advice
+    from planner.render.advice import print_advice, print_cluster
     from planner.render.documents import search_doc
     from planner.render.progress import DelayedProgress
     from planner.render.ranking import print_explain, print_result
@@ -169,9 +170,12 @@ def search(
 
         plot_search(result, plot)
     if as_json:
-        emit_json({**search_doc(result, gb_default).as_json(), "advice": [a.as_json() for a in advised.advice]})
+        doc = {**search_doc(result, gb_default).as_json(), "advice": [a.as_json() for a in advised.advice]}
+        cluster = cluster_of(result.hardware)
+        emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
         return
     print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
+    print_cluster(out, result.hardware)
     print_advice(out, advised.advice)
     if explain_field is not None:
         print_explain(out, result, *explain_field)

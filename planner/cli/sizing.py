@@ -65,6 +65,9 @@ def estimate(
     if as_json:
         emit_json(estimate_doc(est).as_json())
     else:
+        from planner.render.advice import print_cluster
+
         print_estimate(out, est)
+        print_cluster(out, est.hardware)
         if timeline:
             out.print(f"timeline written to {timeline}")
