@@ -105,3 +105,10 @@ def test_global_batch_auto_takes_the_smallest_batch_used_well():
     (chosen,) = [x for x in a.advice if x.kind == "chosen_global_batch"]
     assert chosen.global_batch == a.result.space.global_batch in (512, 1024, 2048)
     assert not a.global_batch_default
+
+
+def test_no_throughput_advice_for_a_ranking_by_memory():
+    """llama3-8b on 64 GPUs at 4M tokens is advised when ranked by throughput only if its best plan idles; ranked by
+    memory, whose first plan is the smallest and not the fastest, it never is."""
+    a = search_advised("llama3-8b", gpus=64, hardware=None, engine=None, objective="memory", top=1)
+    assert [x for x in a.advice if x.kind in ("gpus", "global_batch")] == []

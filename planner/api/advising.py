@@ -111,7 +111,9 @@ def search_advised(
     out = Advised(result, batch is None)
     out.advice += _choices(probe, counts, choice, chosen, batch, seq_len)
     out.advice += _checkpoints(result, rate)
-    if advice and result.top and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
+    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
+    wanted = advice and result.top and options.get("objective") != "memory"
+    if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
         out.advice += advise(
             probe, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
         )
