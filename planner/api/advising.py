@@ -71,17 +71,58 @@ def search_advised(
 
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
+    count, batch = _counts_and_batch(gpus, global_batch)
+    bound = max_tokens_per_step or DEFAULT_MAX_TOKENS_PER_STEP
+    seq_len = options.get("seq_len") or spec.max_seq_len
+    if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
+        raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
+    rate = _failures(hw, options)
+    if rate is not None:
+        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
+    probe = _probe(spec, hw, engine, options)
+    counts = gpu_range(count, node=hw.gpus_per_node) if isinstance(count, str) else [count]
+    base = default_global_batch(seq_len)
+    choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
+    chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)
+    b = choice[chosen]
+    result, _ = run_search(
+        spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
+        **{**options, "global_batch": b},
+    )  # fmt: skip
+    out = Advised(result, batch is None)
+    out.advice += _choices(probe, counts, choice, chosen, batch, seq_len) + _checkpoints(result, rate)
+    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
+    wanted = advice and result.top and options.get("objective") != "memory"
+    if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
+        out.advice += advise(
+            probe, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
+        )
+    return out
+
+
+def _counts_and_batch(gpus: int | str | None, global_batch: int | str | None) -> tuple[int | str, int | str | None]:
+    """--gpus (a count or a range) and --global-batch (a count, auto, or the default), checked."""
     count = parse_count("gpus", gpus, high=MAX_DEGREE)
     if count is None:
         raise PlannerError("no GPU count given: pass --gpus N (or a range LO..HI)")
     batch = parse_count("global-batch", global_batch, high=MAX_BATCH)
     if isinstance(batch, str) and batch != "auto":
         raise PlannerError(f"--global-batch {batch!r}: give a number of sequences or 'auto'")
-    bound = max_tokens_per_step or DEFAULT_MAX_TOKENS_PER_STEP
-    seq_len = options.get("seq_len") or spec.max_seq_len
-    base_batch = default_global_batch(seq_len)
-    if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
-        raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
+    return count, batch
+
+
+def _failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
+    """The failure rate to price with when none is given: on a cluster, or for the goodput objective."""
+    if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
+        return failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
+    return None
+
+
+def _probe(
+    spec: ModelSpec, hw: HardwareProfile, engine: str | Engine | list[str | Engine] | None, options: dict[str, Any]
+) -> Probe:
+    """best_at(gpus, batch): the top-1 search's tokens/s per GPU (None when nothing fits or no degrees do)."""
+    from planner.api import run_search
 
     def best_at(g: int, b: int) -> float | None:
         try:
@@ -90,34 +131,7 @@ def search_advised(
             return None
         return res.top[0].time.tokens_per_s / g if res.top else None
 
-    rate = None
-    if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
-        rate = failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
-        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
-    probe = Probe(best_at)
-    counts = gpu_range(count, node=hw.gpus_per_node) if isinstance(count, str) else [count]
-    choice = {g: _batch_for(probe, g, batch, base=base_batch, seq_len=seq_len, bound=bound) for g in counts}
-    chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)
-    b = choice[chosen]
-    result, _ = run_search(
-        spec,
-        gpus=chosen,
-        hardware=hw,
-        engine=engine,
-        progress=progress,
-        keep_rejections=keep_rejections,
-        **{**options, "global_batch": b},
-    )
-    out = Advised(result, batch is None)
-    out.advice += _choices(probe, counts, choice, chosen, batch, seq_len)
-    out.advice += _checkpoints(result, rate)
-    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
-    wanted = advice and result.top and options.get("objective") != "memory"
-    if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
-        out.advice += advise(
-            probe, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
-        )
-    return out
+    return Probe(best_at)
 
 
 def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
