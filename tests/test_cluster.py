@@ -19,7 +19,7 @@ from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.io.clusters import cluster_hardware, list_clusters, load_cluster
 from planner.plan import Plan
 
-SHIPPED = ("dgx-superpod-h100", "dgx-superpod-b200", "gb200-nvl72-superpod", "rail-fat-tree-2to1")
+SHIPPED = ("dgx-superpod-h100", "dgx-superpod-b200", "gb200-nvl72-superpod", "rail-fat-tree-2to1", "meta-llama3-24k")
 
 
 def _tier(name: str, gpus: int, gbs: float, lat_us: float) -> Tier:
@@ -138,7 +138,7 @@ def test_cluster_file_errors_are_one_line(tmp_path: Path):
     assert code == 2 and out == ""
     assert "bandwith_bytes_per_s: unknown field" in err and "Traceback" not in err
     code, _, err = run("search", "-m", "llama3-8b", "--gpus", "64", "--cluster", "no-such-pod")
-    assert code == 2 and "known: dgx-superpod-b200" in err
+    assert code == 2 and "known: dgx-superpod-b200, dgx-superpod-h100, gb200-nvl72-superpod, meta-llama3-24k" in err
     code, _, err = run("search", "-m", "llama3-8b", "--gpus", "32768", "--cluster", "dgx-superpod-h100")
     assert code == 2 and "more than cluster dgx-superpod-h100 holds (16384 GPUs)" in err
 
@@ -176,3 +176,13 @@ def test_the_output_names_the_cluster_and_its_tiers():
     assert code == 0 and "cluster rail-fat-tree-2to1" in out
     code, out, err = run("search", "-m", "llama3-8b", "--gpus", "512", "--top", "1", "--json")
     assert "cluster" not in json.loads(out)
+
+
+def test_llama3_cluster_is_the_papers():
+    """Dubey et al. 2024 §3.3.1: racks of 16 GPUs, pods of 3,072 at full bisection, 24K GPUs at 1:7 above the pod,
+    400 Gbps per GPU, Tectonic storage sustaining 2 TB/s."""
+    c = load_cluster("llama3-cluster")  # by its alias
+    assert [(t.name, t.gpus) for t in c.tiers] == [("rack", 16), ("pod", 3072), ("cluster", 24576)]
+    assert c.tiers[1].bandwidth_bytes_per_s == 50e9
+    assert c.tiers[2].bandwidth_bytes_per_s == pytest.approx(50e9 / 7, rel=1e-3)
+    assert c.checkpoint_write_bytes_per_s == 2e12

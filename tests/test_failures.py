@@ -58,3 +58,20 @@ def test_estimate_on_a_cluster_uses_its_rate():
     assert doc["checkpoint"]["system_mtbf_s"] == pytest.approx(LLAMA3_GPU_MTBF_HOURS * 3600 / 1024)
     code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "1024", "--tp", "1", "--global-batch", "1024")
     assert code == 0 and "failures:" not in out
+
+
+def test_cluster_storage_caps_the_checkpoint_write():
+    """On Llama 3's cluster 16,384 GPUs write at Tectonic's 2 TB/s, not the profile's 5 GB/s x 2,048 nodes; a
+    64-GPU job's 8 nodes write at their own 40 GB/s, below the cap."""
+    from planner.cluster.failures import checkpoint_bandwidth
+    from planner.cost.estimate import checkpoint_bytes
+
+    hw = cluster_hardware("meta-llama3-24k", None)
+    assert checkpoint_bandwidth(hw, 16384) == 2e12
+    assert checkpoint_bandwidth(hw, 64) == pytest.approx(8 * hw.checkpoint_write_bytes_per_s)
+    assert checkpoint_bandwidth(load_hardware("h100-sxm"), 16384) is None
+    a = search_advised("llama3-405b", gpus=16384, hardware=hw, engine=None, global_batch=2048, top=1)
+    best = a.result.best
+    ck = best.estimate.checkpoint
+    written = checkpoint_bytes(best.estimate.model, best.plan, best.estimate.engine)
+    assert ck.checkpoint_s == pytest.approx(written / 2e12)

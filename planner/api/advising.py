@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.cluster.fabric import cluster_of
-from planner.cluster.failures import FailureRate, failure_rate
+from planner.cluster.failures import FailureRate, checkpoint_bandwidth, failure_rate
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import (
@@ -87,7 +87,7 @@ def search_advised(
     b = choice[chosen]
     result, _ = run_search(
         spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
-        **{**options, "global_batch": b},
+        **_at(hw, chosen, options, b),
     )  # fmt: skip
     out = Advised(result, batch is None)
     out.advice += _choices(probe, counts, choice, chosen, batch, seq_len) + _checkpoints(result, rate)
@@ -118,6 +118,14 @@ def _failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | Non
     return None
 
 
+def _at(hw: HardwareProfile, gpus: int, options: dict[str, Any], global_batch: int) -> dict[str, Any]:
+    """The search options at one count: the batch, and the checkpoint bandwidth a cluster's storage allows."""
+    out = {**options, "global_batch": global_batch}
+    if out.get("checkpoint_bandwidth") is None:
+        out["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, gpus)
+    return out
+
+
 def _probe(
     spec: ModelSpec, hw: HardwareProfile, engine: str | Engine | list[str | Engine] | None, options: dict[str, Any]
 ) -> Probe:
@@ -126,7 +134,7 @@ def _probe(
 
     def best_at(g: int, b: int) -> float | None:
         try:
-            res, _ = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**options, "global_batch": b, "top": 1})
+            res, _ = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
         except PlannerError:
             return None
         return res.top[0].time.tokens_per_s / g if res.top else None

@@ -50,6 +50,10 @@ def run_options(opts: dict[str, Any], hw: Any) -> dict[str, Any]:
         from planner.cluster.failures import failure_rate
 
         run.update(mtbf_hours=failure_rate(hw).gpu_mtbf_hours, mtbf_per="gpu")
+    if opts.get("cluster") and run["checkpoint_bandwidth"] is None and opts.get("gpus"):
+        from planner.cluster.failures import checkpoint_bandwidth
+
+        run["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, opts["gpus"])
     return run
 
 

@@ -57,6 +57,13 @@ class Cluster(Frozen):
     hardware: str = Field(description="the GPU profile of its nodes (hardware_profiles/NAME)")
     tiers: tuple[Tier, ...] = Field(min_length=1)
     failures: Failures | None = None
+    checkpoint_write_bytes_per_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="sustained write bandwidth of the cluster's checkpoint storage, all of it; a job never writes "
+        "faster than this (nor than the GPU profile's per-node share times its nodes)",
+    )
     aliases: tuple[str, ...] = ()
 
     @property

@@ -31,3 +31,14 @@ def failure_rate(hw: HardwareProfile) -> FailureRate:
     if cluster is not None and cluster.failures is not None:
         return FailureRate(cluster.failures.gpu_mtbf_hours, cluster.failures.source)
     return FailureRate(LLAMA3_GPU_MTBF_HOURS, LLAMA3_SOURCE)
+
+
+def checkpoint_bandwidth(hw: HardwareProfile, gpus: int) -> float | None:
+    """What a job of `gpus` GPUs writes checkpoints at on a cluster that states its storage: the GPU profile's
+    per-node share times the job's nodes, capped by the cluster's storage (None: no cluster storage stated, the
+    per-node share alone, as cost/estimate.py has it)."""
+    cluster = cluster_of(hw)
+    if cluster is None or cluster.checkpoint_write_bytes_per_s is None:
+        return None
+    nodes = max(1, -(-gpus // hw.gpus_per_node))
+    return min(hw.checkpoint_write_bytes_per_s * nodes, cluster.checkpoint_write_bytes_per_s)
