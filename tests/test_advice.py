@@ -62,6 +62,9 @@ def test_no_advice_when_the_gpus_are_used_well():
 def test_range_and_batch_parsing():
     assert gpu_range("1024..131072", node=8) == [1 << k for k in range(10, 18)]
     assert gpu_range("100..300", node=4) == [100, 128, 256, 300]
+    assert gpu_range("1024..131072", node=8, domain=8) == [1 << k for k in range(10, 18)]
+    # NVL72 racks: whole racks doubled, and the ends
+    assert gpu_range("1000..10000", node=4, domain=72) == [1000, 1152, 2304, 4608, 9216, 10000]
     assert batches(512, seq_len=8192, max_tokens_per_step=1 << 24) == [512, 1024, 2048]
     for bad in ("8..4", "a..b", "0..8"):
         with pytest.raises(PlannerError, match="--gpus"):

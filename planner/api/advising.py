@@ -80,7 +80,7 @@ def search_advised(
     if rate is not None:
         options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
     probe = _probe(spec, hw, engine, options)
-    counts = gpu_range(count, node=hw.gpus_per_node) if isinstance(count, str) else [count]
+    counts = gpu_range(count, node=hw.gpus_per_node, domain=hw.nvlink_domain) if isinstance(count, str) else [count]
     base = default_global_batch(seq_len)
     choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
     chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)

@@ -72,12 +72,12 @@ class Scaling:
         }
 
 
-def gpu_counts(value: str | Sequence[int], *, node: int) -> list[int]:
+def gpu_counts(value: str | Sequence[int], *, node: int, domain: int | None = None) -> list[int]:
     """A comma list (1024,4096) or a range (1024..131072, the powers of two of whole nodes in it)."""
     if not isinstance(value, str):
         counts = list(value)
     elif ".." in value:
-        counts = gpu_range(value, node=node)
+        counts = gpu_range(value, node=node, domain=domain)
     else:
         try:
             counts = [int(x) for x in value.split(",") if x.strip()]
@@ -107,7 +107,7 @@ def scale(
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     points = []
-    for g in gpu_counts(gpus, node=hw.gpus_per_node):
+    for g in gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain):
         try:
             found = search_advised(
                 spec,

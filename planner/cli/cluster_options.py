@@ -62,8 +62,9 @@ GpusRangeOpt = Annotated[
     typer.Option(
         "--gpus",
         callback=nonempty,
-        help="GPUs in all, or a range LO..HI (e.g. 1024..131072: the powers of two of whole nodes in it; the search "
-        "takes the most GPUs whose best plan keeps >= 90% of the best tokens/s per GPU)",
+        help="GPUs in all, or a range LO..HI (e.g. 1024..131072: the powers of two of whole nodes in it, whole NVL72 "
+        "racks doubled on NVL72; the search takes the most GPUs whose best plan keeps >= 90% of the best tokens/s per "
+        "GPU)",
     ),
 ]
 GlobalBatchAutoOpt = Annotated[

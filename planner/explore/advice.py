@@ -139,8 +139,10 @@ def advise(
     return out
 
 
-def gpu_range(text: str, *, node: int) -> list[int]:
-    """`LO..HI`: the powers of two from LO to HI that hold whole nodes, with LO and HI themselves when they do."""
+def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
+    """`LO..HI`: the counts a reservation is made of, from LO to HI, with LO and HI themselves: powers of two, or
+    on NVLink domains that are not (72 on NVL72 racks) whole domains doubled (72, 144, 288, ...); only counts of
+    whole nodes."""
     lo_s, _, hi_s = text.partition("..")
     try:
         lo, hi = int(lo_s), int(hi_s)
@@ -148,7 +150,8 @@ def gpu_range(text: str, *, node: int) -> list[int]:
         raise PlannerError(f"--gpus {text!r}: give a count (1024) or a range LO..HI (1024..131072)") from None
     if not 1 <= lo < hi:
         raise PlannerError(f"--gpus {text!r}: a range needs 1 <= LO < HI")
-    counts = {1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi} | {lo, hi}
+    unit = domain if domain and domain & (domain - 1) else 1  # a power-of-two domain: plain powers of two
+    counts = {unit << k for k in range(hi.bit_length()) if lo <= unit << k <= hi} | {lo, hi}
     out = sorted(g for g in counts if g % node == 0)
     if not out:
         raise PlannerError(f"--gpus {text!r}: no count in the range holds whole nodes of {node} GPUs")
