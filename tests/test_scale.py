@@ -24,7 +24,7 @@ def test_counts_from_a_list_or_a_range():
 def test_each_count_gets_its_best_plan_and_the_run_it_makes():
     s = scale("llama3-70b", gpus=[8, 256, 1024, 4096], tokens=15e12, global_batch=1024, seq_len=8192)
     by = {p.gpus: p for p in s.points}
-    assert by[8].plan is None  # 70B does not fit on one node
+    assert by[8].plan is None and by[8].note == "nothing fits"  # 70B does not fit on one node
     for g in (256, 1024, 4096):
         p = by[g]
         assert p.plan is not None and p.plan.gpus == g and p.plan.global_batch == 1024
@@ -72,3 +72,12 @@ def test_plot_is_written(tmp_path):
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--plot", str(path))
     assert code == 0 and "plot written" in out, err
     assert path.read_text().lstrip().startswith("<?xml") and "days to train" in path.read_text()
+
+
+def test_counts_beyond_the_cluster_say_so():
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,32768", "--tokens", "1e12", "--cluster",
+                         "dgx-superpod-h100", "--json")  # fmt: skip
+    assert code == 0, err
+    points = {p["gpus"]: p for p in json.loads(out)["points"]}
+    assert points[64]["fits"] and points[64]["note"] is None
+    assert not points[32768]["fits"] and "more than cluster dgx-superpod-h100 holds" in points[32768]["note"]

@@ -36,6 +36,7 @@ class ScalePoint:
     step_s: float = 0.0
     train_s: float = 0.0
     gpu_hours: float = 0.0
+    note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -53,6 +54,7 @@ class ScalePoint:
             "step_s": self.step_s,
             "train_s": self.train_s,
             "gpu_hours": self.gpu_hours,
+            "note": self.note,
         }
 
 
@@ -119,12 +121,12 @@ def scale(
                 advice=False,
                 **{**options, "top": 1},
             )
-        except PlannerError:  # no degrees make up this count (a count the model's shape cannot use)
-            points.append(ScalePoint(g, None))
+        except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
+            points.append(ScalePoint(g, None, note=str(e)))
             continue
         best = found.result.best
         if best is None:
-            points.append(ScalePoint(g, None))
+            points.append(ScalePoint(g, None, note="nothing fits"))
             continue
         t = best.time
         run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)

@@ -28,7 +28,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
     best_per_gpu = max((p.tokens_per_s_per_gpu for p in s.points if p.plan is not None), default=0.0)
     for p in s.points:
         if p.plan is None:
-            table.add_row(str(p.gpus), "[red]nothing fits[/]", *[""] * 7)
+            table.add_row(str(p.gpus), f"[red]{escape(_short(p.note or 'nothing fits'))}[/]", *[""] * 7)
             continue
         share = p.tokens_per_s_per_gpu / best_per_gpu if best_per_gpu else 0.0
         table.add_row(
@@ -44,6 +44,10 @@ def print_scaling(console: Console, s: Scaling) -> None:
         )
     console.print(table)
     console.print("per GPU: tokens/s per GPU (share of the best count's)")
+
+
+def _short(note: str, width: int = 60) -> str:
+    return note if len(note) <= width else note[: width - 1] + "…"
 
 
 def plot_scaling(s: Scaling, path: str) -> None:
