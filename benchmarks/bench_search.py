@@ -1,10 +1,16 @@
 """Benchmark `planner search`: the whole CLI process (Python start-up included) and the library in-process.
 
     python benchmarks/bench_search.py [--runs N] [--catalog]
+    python benchmarks/bench_search.py --ab OTHER_CHECKOUT [--runs N]   # A/B, interleaved
 
-Headline cases (issue 11): one engine <= 0.5 s whole process for the catalog's models at their usual scale
-(mixtral-8x22b on 256 GPUs named), `--engine all` <= 1 s for gpt3-175b on 1024 GPUs, on a 2-core machine; issue 23:
-llama3-405b on 131,072 GPUs <= 0.5 s (the search; with advice, a few top-1 searches more).
+Headline cases (issues 11 and 19): one engine <= 0.5 s whole process for the catalog's models at their usual
+scale (gpt3-175b on 1024 GPUs, mixtral-8x22b on 256 named), `--engine all` <= 1 s for gpt3-175b on 1024 GPUs and
+mixtral-8x7b on 256, on a 2-core machine; issue 23: llama3-405b on 131,072 GPUs <= 0.5 s (the
+search; with advice, a few top-1 searches more).
+
+On a shared, loaded machine absolute times drift with the load: `--ab` runs this checkout and another one (a
+`git archive` of main, say) alternately, case by case, and prints the medians of both side by side, so the
+comparison sees the same load.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,12 +37,15 @@ CASES = [
     ("gpt3-175b", 1024, ["--precision", "fp8-current"]),
     ("gpt3-175b", 1024, ["--recipe-options"]),
     ("mixtral-8x7b", 256, ["--recipe-options"]),
+    ("mixtral-8x7b", 256, ["--engine", "all"]),
+    ("mixtral-8x7b", 256, ["--engine", "all", "--seq-len", "32768"]),  # issue 19's case before seq-len defaulted
     # issue 23 item 6: 131,072 GPUs, the search alone (<= 0.5 s), on a 2:1 fat tree, and with the advice its
     # mismatched default batch triggers (a few more top-1 searches: explore/advice.py)
     ("llama3-405b", 131072, ["--no-advice"]),
     ("llama3-405b", 131072, ["--cluster", "rail-fat-tree-2to1", "--no-advice"]),
     ("llama3-405b", 131072, []),
 ]
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
 
 # Every catalog model at its usual scale (--catalog): the published run's GPU count where there is one, else a
 # count of the same order for the size. BLOOM 176B: 384 A100 (BigScience 2022); MT-NLG 530B: 2240 A100 (Smith et
@@ -50,11 +60,57 @@ USUAL_GPUS = {
 }  # fmt: skip
 
 
-def cli_run(model: str, gpus: int, extra: list[str]) -> tuple[float, dict]:
+def cli_run(model: str, gpus: int, extra: list[str], tree: str = HERE) -> tuple[float, dict]:
+    """Seconds of one whole `planner search --json` process of the checkout at `tree`, and its document."""
     cmd = [sys.executable, "-m", "planner", "search", "--model", model, "--gpus", str(gpus), "--json", *extra]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": tree}
+    t0 = time.perf_counter()  # run in the checkout: `python -m` puts the working directory first on sys.path
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=tree)
     return time.perf_counter() - t0, json.loads(proc.stdout)
+
+
+def cpu_run(model: str, gpus: int, extra: list[str], tree: str) -> tuple[float, float, dict]:
+    """(wall seconds, CPU seconds of the process: user + system, its document): the CPU time moves less than the
+    wall time with the load of a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, doc = cli_run(model, gpus, extra, tree)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, doc
+
+
+def _older(extra: list[str]) -> list[str]:
+    """A case's flags without those of issue 23 (for a checkout before them: its search had no advice, no cluster)."""
+    out, skip = [], False
+    for x in extra:
+        if skip:
+            skip = False
+        elif x == "--cluster":
+            skip = True
+        elif x != "--no-advice":
+            out.append(x)
+    return out
+
+
+def ab(other: str, runs: int, gpus: int | None = None) -> None:
+    """Each case run alternately by this checkout (A) and `other` (B), `runs` times each: medians of the wall
+    and CPU seconds of the whole process. B runs a case without issue 23's flags when it does not know them."""
+    print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}; A = {HERE}, B = {other}")
+    print(f"{'case':58} {'wall A':>7} {'wall B':>7} {'cpu A':>7} {'cpu B':>7} {'A/B':>5} {'A evaluated':>11}")
+    for model, count, extra in [c for c in CASES if gpus is None or c[1] == gpus]:
+        a: list[tuple[float, float]] = []
+        b: list[tuple[float, float]] = []
+        doc: dict = {}
+        for _ in range(runs):
+            wall, cpu, doc = cpu_run(model, count, extra, HERE)
+            a.append((wall, cpu))
+            try:
+                b.append(cpu_run(model, count, extra, other)[:2])
+            except subprocess.CalledProcessError:
+                b.append(cpu_run(model, count, _older(extra), other)[:2])
+        name = f"{model} x {count} {' '.join(extra)}"
+        wa, wb = (statistics.median(w for w, _ in x) for x in (a, b))
+        ca, cb = (statistics.median(c for _, c in x) for x in (a, b))
+        print(f"{name:58} {wa:6.3f}s {wb:6.3f}s {ca:6.3f}s {cb:6.3f}s {ca / cb:5.2f} {doc['evaluated']:>11}")
 
 
 def main() -> None:
@@ -62,11 +118,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--catalog", action="store_true", help="every catalog model at its usual scale instead")
     ap.add_argument("--gpus", type=int, help="only the cases on this many GPUs")
+    ap.add_argument("--ab", metavar="CHECKOUT", help="compare with another checkout, runs interleaved")
     args = ap.parse_args()
+    if args.ab:
+        ab(args.ab, args.runs, args.gpus)
+        return
     from planner.engine.recipes import option_variants
     from planner.explore.pipeline import search_engines
-    from planner.explore.space import Space, default_global_batch
+    from planner.explore.space import Space
     from planner.io.catalog import DEFAULT_ENGINE, list_engines, list_models, load_engine, load_hardware, load_model
+    from planner.plan import default_global_batch, default_seq_len
 
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(
@@ -86,9 +147,10 @@ def main() -> None:
         hw = extra[extra.index("--hardware") + 1] if "--hardware" in extra else "h100-sxm"
         spec = load_model(model)
         given = "--global-batch" in extra
-        gb = int(extra[extra.index("--global-batch") + 1]) if given else default_global_batch(spec.max_seq_len)
+        seq_len = default_seq_len(spec.max_seq_len)
+        gb = int(extra[extra.index("--global-batch") + 1]) if given else default_global_batch(seq_len)
         precision = extra[extra.index("--precision") + 1] if "--precision" in extra else "bf16"
-        space = Space(gpus=gpus, global_batch=gb, seq_len=spec.max_seq_len, precision=precision)  # type: ignore[arg-type]
+        space = Space(gpus=gpus, global_batch=gb, seq_len=seq_len, precision=precision)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         engines = [load_engine(e) for e in list_engines()] if "--engine" in extra else [load_engine(DEFAULT_ENGINE)]
         if "--recipe-options" in extra:

@@ -28,6 +28,25 @@ SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 ZERO_STAGES = (0, 1, 2, 3)
 DEGREES = ("dp", "tp", "pp", "cp", "ep", "vpp")
 
+# The defaults a user gets from memory, estimate and search when they leave a value out, each written once.
+DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
+DEFAULT_SEQ_LEN_CAP = 8192  # the longest sequence trained by default: longer contexts are asked for by name
+
+
+def default_global_batch(seq_len: int, multiple_of: int = 1) -> int:
+    """About 4M tokens per step: the power of two of sequences nearest DEFAULT_BATCH_TOKENS / seq_len (GPT-3
+    175B trained with 3.2M-token batches, Brown et al. 2020 Table 2.1; Llama 2 with 4M, Touvron et al. 2023;
+    Llama 3 405B started at 4M, Dubey et al. 2024 section 3.4.1), rounded to a multiple of `multiple_of` (dp x
+    micro-batch of a single plan) where it is not one already."""
+    sequences = 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len)))
+    return max(1, round(sequences / multiple_of)) * multiple_of
+
+
+def default_seq_len(max_seq_len: int) -> int:
+    """The model's context, at most DEFAULT_SEQ_LEN_CAP tokens: a config.json's 131,072-token context would
+    otherwise plan context parallelism nobody asked for."""
+    return min(max_seq_len, DEFAULT_SEQ_LEN_CAP)
+
 
 class Plan(Frozen):
     """One way to run a training step: the `{PLAN}` document of DESIGN.md.
@@ -150,25 +169,54 @@ def check_batch(plan: Plan) -> list[Rejected]:
 
 def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:
     """The rules on the degrees, schedule, sequence and precision, whatever the micro-batch (the search checks
-    them once per structure)."""
-    out: list[Rejected] = []
-
-    def bad(reason: str, detail: str) -> None:
-        out.append(Rejected(reason, detail))
-
+    them once per structure), in a fixed order: a plan is counted under its first."""
     p = plan
+    out: list[Rejected] = []
     if gpus is not None and p.gpus != gpus:
-        bad(
-            "degrees do not multiply to gpus",
-            f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}",
+        out.append(
+            Rejected(
+                "degrees do not multiply to gpus",
+                f"tp={p.tp} x pp={p.pp} x cp={p.cp} x dp={p.dp} = {p.gpus}, not gpus={gpus}",
+            )
         )
+    out += _tp_problems(model, p)
+    # How many chunks the layers can fill is the engine's split policy (engine/split.py): Megatron and
+    # torchtitan let the embedding and the loss fill a chunk of their own.
+    if p.seq_len % p.cp:
+        out.append(Rejected("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}"))
+    if p.seq_len > model.max_seq_len and model.position_embedding == "learned":
+        out.append(
+            Rejected(
+                "seq len beyond learned positions",
+                f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table",
+            )
+        )
+    if p.ep > 1:
+        out += _ep_problems(model, p)
+    if p.etp is not None and p.etp != p.tp and model.moe is None:
+        out.append(Rejected("etp without experts", f"etp={p.etp} needs an MoE model; {model.name} has no experts"))
+    if p.sp and p.tp == 1:
+        out.append(Rejected("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1"))
+    return out + _schedule_problems(p)
+
+
+def _tp_problems(model: ModelSpec, p: Plan) -> list[Rejected]:
+    """tp splits the attention heads (or replicates the kv heads) and every FFN width."""
+    out: list[Rejected] = []
     heads, kv = model.num_attention_heads, model.kv_heads
     if heads % p.tp:
-        bad("tp does not divide heads", f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})")
+        out.append(
+            Rejected(
+                "tp does not divide heads",
+                f"tp={p.tp} must divide num_attention_heads={heads} (try tp in {_near(heads)})",
+            )
+        )
     elif kv % p.tp and p.tp % kv:
-        bad(
-            "tp does not divide kv heads",
-            f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
+        out.append(
+            Rejected(
+                "tp does not divide kv heads",
+                f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
+            )
         )
     etp = p.tp if p.etp is None else p.etp
     ffns = [(model.ffn_hidden_size, "tp", p.tp)]
@@ -176,85 +224,114 @@ def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> li
         ffns.append((model.moe.expert_ffn_hidden_size, "tp" if p.etp is None else "etp", etp))
     for ffn, name, degree in ffns:
         if ffn % degree:
-            bad(f"{name} does not divide ffn", f"{name}={degree} must divide ffn_hidden_size={ffn} (try {_near(ffn)})")
-    # How many chunks the layers can fill is the engine's split policy (engine/split.py): Megatron and
-    # torchtitan let the embedding and the loss fill a chunk of their own.
-    if p.seq_len % p.cp:
-        bad("cp does not divide seq len", f"cp={p.cp} must divide seq_len={p.seq_len}")
-    if p.seq_len > model.max_seq_len and model.position_embedding == "learned":
-        bad(
-            "seq len beyond learned positions",
-            f"seq_len={p.seq_len} exceeds max_seq_len={model.max_seq_len} of the learned position table",
-        )
-    if p.ep > 1:
-        if model.moe is None:
-            bad("ep without experts", f"ep={p.ep} needs an MoE model; {model.name} has no experts")
-        elif model.moe.num_experts % p.ep:
-            bad(
+            out.append(
+                Rejected(
+                    f"{name} does not divide ffn",
+                    f"{name}={degree} must divide ffn_hidden_size={ffn} (try {_near(ffn)})",
+                )
+            )
+    return out
+
+
+def _ep_problems(model: ModelSpec, p: Plan) -> list[Rejected]:
+    """ep > 1 needs experts it divides, within dp·cp (or, with its own etp, ep·etp within tp·cp·dp)."""
+    out: list[Rejected] = []
+    if model.moe is None:
+        out.append(Rejected("ep without experts", f"ep={p.ep} needs an MoE model; {model.name} has no experts"))
+    elif model.moe.num_experts % p.ep:
+        out.append(
+            Rejected(
                 "ep does not divide experts",
                 f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})",
             )
-        if p.etp is None or p.etp == p.tp:
-            if (p.dp * p.cp) % p.ep:
-                bad("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
-        elif (p.tp * p.cp * p.dp) % (p.ep * p.etp):
-            bad(
+        )
+    if p.etp is None or p.etp == p.tp:
+        if (p.dp * p.cp) % p.ep:
+            out.append(
+                Rejected("ep does not fit in dp x cp", f"ep={p.ep} must divide dp={p.dp} x cp={p.cp} = {p.dp * p.cp}")
+            )
+    elif (p.tp * p.cp * p.dp) % (p.ep * p.etp):
+        out.append(
+            Rejected(
                 "ep x etp does not fit in tp x cp x dp",
                 f"ep={p.ep} x etp={p.etp} must divide tp={p.tp} x cp={p.cp} x dp={p.dp} = {p.tp * p.cp * p.dp} "
                 "(Megatron's MoE parallel folding: EP x ETP x EDP = TP x CP x DP)",
             )
-    if p.etp is not None and p.etp != p.tp and model.moe is None:
-        bad("etp without experts", f"etp={p.etp} needs an MoE model; {model.name} has no experts")
-    if p.sp and p.tp == 1:
-        bad("sp needs tp > 1", "sp (sequence parallelism) needs tp > 1; set --no-sp or tp > 1")
-    if p.schedule == "dualpipev":
-        if p.pp < 2 or p.vpp != 2:
-            bad(
-                "dualpipev needs pp > 1 and vpp 2",
-                f"schedule=dualpipev runs two chunks per rank in a V over pp > 1 ranks, got pp={p.pp}, vpp={p.vpp}",
-            )
-    elif p.schedule == "interleaved":
-        if p.pp == 1 or p.vpp == 1:
-            bad(
-                "interleaved needs pp > 1 and vpp > 1",
-                f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
-            )
-    elif p.vpp > 1:
-        bad("vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}")
+        )
     return out
 
 
-def derive_plan(gpus: int | None, **fields: object) -> Plan:
-    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default), and the global batch when
-    it is not given: enough micro-batches to fill the pipeline once (dp · micro_batch · pp, so m = pp).
+def _schedule_problems(p: Plan) -> list[Rejected]:
+    """vpp > 1 only interleaved or DualPipeV (exactly 2), and those only with pp > 1."""
+    if p.schedule == "dualpipev":
+        if p.pp < 2 or p.vpp != 2:
+            return [
+                Rejected(
+                    "dualpipev needs pp > 1 and vpp 2",
+                    f"schedule=dualpipev runs two chunks per rank in a V over pp > 1 ranks, got pp={p.pp}, vpp={p.vpp}",
+                )
+            ]
+    elif p.schedule == "interleaved":
+        if p.pp == 1 or p.vpp == 1:
+            return [
+                Rejected(
+                    "interleaved needs pp > 1 and vpp > 1",
+                    f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
+                )
+            ]
+    elif p.vpp > 1:
+        return [
+            Rejected(
+                "vpp needs the interleaved schedule", f"vpp={p.vpp} > 1 needs schedule=interleaved, not {p.schedule}"
+            )
+        ]
+    return []
+
+
+def derive_plan(gpus: int | None, *, batch_tokens: bool = False, sp_with_tp: bool = False, **fields: object) -> Plan:
+    """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default), then what is not given:
+    - the global batch: about 4M tokens (`batch_tokens`, default_global_batch as a multiple of dp x micro-batch),
+      else enough micro-batches to fill the pipeline once (dp · micro_batch · pp, so m = pp: a launch rehearsal);
+    - sequence parallelism: on when tp > 1 where the engine runs it (`sp_with_tp`), else off.
 
     `fields` holds only what the user gave; a `None` counts as not given. Values are checked by Plan
     (types and ranges) before any arithmetic.
     """
     given = {k: v for k, v in fields.items() if v is not None}
-    probe = Plan.model_validate(given)
-    if gpus is not None:
-        missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
-        target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
-        if target is None:
-            if probe.gpus != gpus:
-                raise PlannerError(
-                    f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not --gpus {gpus}"
-                )
-        else:
-            others = 1
-            named = []
-            for d in ("dp", "tp", "pp", "cp"):
-                if d != target:
-                    others *= getattr(probe, d)
-                    named.append(f"{d}={getattr(probe, d)}")
-            if gpus % others:
-                raise PlannerError(
-                    f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
-                    f"derived; choose degrees whose product divides {gpus}"
-                )
-            given[target] = gpus // others
+    given.update(_derived_degree(gpus, given))
+    derived = Plan.model_validate({**given, "global_batch": 1})
+    if "sp" not in given and sp_with_tp:
+        given["sp"] = derived.tp > 1
     if "global_batch" not in given:
-        derived = Plan.model_validate({**given, "global_batch": 1})
-        given["global_batch"] = derived.dp * derived.micro_batch * derived.pp
+        if batch_tokens:
+            given["global_batch"] = default_global_batch(derived.seq_len, derived.dp * derived.micro_batch)
+        else:
+            given["global_batch"] = derived.dp * derived.micro_batch * derived.pp
     return Plan.model_validate(given)
+
+
+def _derived_degree(gpus: int | None, given: dict[str, object]) -> dict[str, int]:
+    """The degree left out of tp·pp·cp·dp = gpus (dp by default), or nothing when there is none to derive."""
+    probe = Plan.model_validate(given)
+    if gpus is None:
+        return {}
+    missing = [d for d in ("dp", "tp", "pp", "cp") if d not in given]
+    target = "dp" if "dp" in missing else (missing[0] if len(missing) == 1 else None)
+    if target is None:
+        if probe.gpus != gpus:
+            raise PlannerError(
+                f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not --gpus {gpus}"
+            )
+        return {}
+    others = 1
+    named = []
+    for d in ("dp", "tp", "pp", "cp"):
+        if d != target:
+            others *= getattr(probe, d)
+            named.append(f"{d}={getattr(probe, d)}")
+    if gpus % others:
+        raise PlannerError(
+            f"--gpus {gpus} is not divisible by {' x '.join(named)} = {others}, so {target} cannot be "
+            f"derived; choose degrees whose product divides {gpus}"
+        )
+    return {target: gpus // others}

@@ -41,17 +41,17 @@ def test_crossing_tiers_follow_the_rank_order():
 def test_search_never_ranks_tp_beyond_the_domain_unless_allowed():
     """Llama 3 70B on 256 H100s: no ranked plan has tp > 8 and the rejections count the rule; allowed, tp 16
     plans are valid and costed (slower than tp 8 on the same GPUs)."""
-    res, _ = run_search("llama3-70b", gpus=256, global_batch=256, seq_len=8192, top=50)
+    res = run_search("llama3-70b", gpus=256, global_batch=256, seq_len=8192, top=50)
     assert res.top and all(r.plan.tp <= 8 for r in res.top)
     assert res.rejected[TP_CROSSES] > 0
-    wide, _ = run_search("llama3-70b", gpus=256, global_batch=256, seq_len=8192, tp=16, allow_cross_node_tp=True)
+    wide = run_search("llama3-70b", gpus=256, global_batch=256, seq_len=8192, tp=16, allow_cross_node_tp=True)
     assert wide.top and TP_CROSSES not in wide.rejected
     assert wide.top[0].time.tokens_per_s < res.top[0].time.tokens_per_s
 
 
 def test_ranking_and_estimate_name_the_tier_a_group_crosses():
     code, out, err = run(
-        "search", "-m", "llama3-70b", "--gpus", "256", "--tp", "16", "--allow-cross-node-tp", "--top", "2"
+        "search", "-m", "llama3-70b", "--gpus", "256", "--tp", "16", "--allow-cross-node-tp", "--top", "2", "--wide"
     )
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith(("1 ", "2 "))]

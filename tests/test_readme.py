@@ -92,7 +92,7 @@ def test_readme_has_the_commands_it_promises():
 
 @pytest.mark.timeout(600)
 def test_every_readme_command_runs(tmp_path):
-    env = {**os.environ, "COLUMNS": "120", "PYTHONIOENCODING": "utf-8"}
+    env = {**os.environ, "COLUMNS": "100", "PYTHONIOENCODING": "utf-8"}
     ran = 0
     for args, shown in commands():
         argv, codes = _argv(args)
@@ -109,3 +109,15 @@ def test_every_readme_command_runs(tmp_path):
             assert _words(line) in printed, f"{what}: the README shows {line!r}, the command no longer prints it"
         ran += 1
     assert ran >= 15
+
+
+def test_the_python_example_runs(tmp_path):
+    """The README's ```python blocks, as a user would paste them into a fresh interpreter."""
+    blocks = [lines for lang, lines in _blocks(README.read_text()) if lang == "python"]
+    assert blocks, "the README has no Python example"
+    for lines in blocks:
+        proc = subprocess.run(
+            [sys.executable, "-c", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "tokens/s" in proc.stdout and "Traceback" not in proc.stderr

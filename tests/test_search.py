@@ -162,7 +162,7 @@ def test_nothing_fits_shows_closest_misses_with_fixes():
     assert not res.top and res.valid == 0 and res.misses
     first = res.misses[0]
     assert first.over_bytes > 0 and first.gpus_needed and first.gpus_needed > 8
-    assert any(ok for _, _, _, ok in first.variants)
+    assert any(v.fits for v in first.variants)
     assert all(a.over_bytes <= b.over_bytes for a, b in zip(res.misses, res.misses[1:]))
 
 
@@ -326,11 +326,12 @@ def test_structure_rules_count_before_micro_batch_rules_and_keeping_rejections_c
     kept = search(m, hw, space, make_engine("megatron"), top=3, keep_rejections=True)
     assert fast.rejected == kept.rejected and fast.evaluated == kept.evaluated
     # pp 16 x vpp 4 = 64 chunks cannot hold 96 layers in Megatron's split, whatever the micro-batch
-    split = [(p, reason) for p, reason, _d, _n in kept.rejections if p.pp == 16 and p.vpp == 4 and p.tp == 4]
+    split = [(r.plan, r.reason) for r in kept.rejections if r.plan.pp == 16 and r.plan.vpp == 4 and r.plan.tp == 4]
     assert split and {reason for _p, reason in split} >= {"megatron cannot split the layers"}
     firsts = {}
-    for p, reason, _d, _n in kept.rejections:
-        firsts.setdefault((p.pp, p.vpp, p.tp, p.dp, p.micro_batch, p.zero), reason)
+    for r in kept.rejections:
+        p = r.plan
+        firsts.setdefault((p.pp, p.vpp, p.tp, p.dp, p.micro_batch, p.zero), r.reason)
     assert all(r == "megatron cannot split the layers" for k, r in firsts.items() if k[:3] == (16, 4, 4))
 
 

@@ -18,18 +18,38 @@ Every function takes the model as a catalog name, a path (model YAML or Hugging 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.api.resolve import Resolved, resolve_request
-from planner.cost.estimate import Estimate
 from planner.engine import Engine
-from planner.explore.results import SearchResult
+from planner.explore.space import Checkpointing
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
-from planner.render.documents import EstimateDoc, MemoryDoc, SearchDoc, estimate_doc, memory_doc, search_doc
 from planner.specs import ModelSpec
+
+if TYPE_CHECKING:
+    from planner.cost.estimate import Estimate
+    from planner.explore.results import SearchResult
+    from planner.render.documents import EstimateDoc, MemoryDoc
+    from planner.render.search_documents import SearchDoc
+
+# The documents are loaded when first asked for: `planner memory` and `planner estimate` import this package
+# for its resolver, and print tables without them.
+_LAZY = {
+    "EstimateDoc": "planner.render.documents",
+    "MemoryDoc": "planner.render.documents",
+    "SearchDoc": "planner.render.search_documents",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'planner.api' has no attribute {name!r}")
+
 
 __all__ = [
     "Engine",
@@ -65,8 +85,10 @@ def memory(
     **settings: Any,
 ) -> MemoryDoc:
     """Per-GPU memory of one plan, per pipeline stage: `planner memory --json`."""
+    from planner.render.documents import memory_doc
+
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
-    return memory_doc(r.model, r.hardware, r.plan, r.coster.memory(r.plan), r.engine)
+    return memory_doc(r.model, r.hardware, r.plan, r.coster.memory(r.plan), r.engine, r.defaulted)
 
 
 def run_estimate(
@@ -78,12 +100,13 @@ def run_estimate(
     checkpoint_bandwidth: float | None = None,
 ) -> Estimate:
     """The estimate of a resolved plan, with time to train and checkpointing when asked."""
+    ck = Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth)  # checked as the search checks it
     return r.coster.estimate(
         r.plan,
         tokens=tokens,
-        mtbf_hours=mtbf_hours,
-        mtbf_per=mtbf_per,
-        checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth,
+        mtbf_hours=ck.mtbf_hours,
+        mtbf_per=ck.mtbf_per,
+        checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,
     )
 
 
@@ -102,11 +125,13 @@ def estimate(
 ) -> EstimateDoc:
     """Step time in terms, throughput, MFU/HFU, their error bars and the memory of one plan: `planner
     estimate --json`; with `tokens`, the time to train; with `mtbf_hours`, checkpoints and goodput."""
+    from planner.render.documents import estimate_doc
+
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
     est = run_estimate(
         r, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per, checkpoint_bandwidth=checkpoint_bandwidth
     )
-    return estimate_doc(est)
+    return estimate_doc(est, r.defaulted)
 
 
 def run_search(
@@ -118,8 +143,8 @@ def run_search(
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
     **options: Any,
-) -> tuple[SearchResult, bool]:
-    """(the search result, whether the global batch was the default) for `search` and the command line."""
+) -> SearchResult:
+    """The search result, with what the defaults gave, for `search` and the command line."""
     from planner.api.searching import run
 
     return run(
@@ -146,5 +171,6 @@ def search(
     `engine` is one engine, a list, or "all"; `options` are the search's (`top`, `objective`, `exhaustive`,
     `zero`, `recompute`, `micro_batches`, `schedule` as lists or comma strings, `max_tp`, ..., `mtbf_hours`)
     plus the plan fields to fix and the engine's per-run settings."""
-    result, default_batch = run_search(model, gpus=gpus, hardware=hardware, engine=engine, **options)
-    return search_doc(result, default_batch)
+    from planner.render.search_documents import search_doc
+
+    return search_doc(run_search(model, gpus=gpus, hardware=hardware, engine=engine, **options))

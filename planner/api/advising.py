@@ -22,10 +22,9 @@ from planner.explore.advice import (
     gpu_range,
 )
 from planner.explore.results import SearchResult
-from planner.explore.space import default_global_batch
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_BATCH, MAX_DEGREE
+from planner.plan import MAX_BATCH, MAX_DEGREE, default_global_batch, default_seq_len
 from planner.specs import ModelSpec
 from planner.units import fmt_seconds
 
@@ -73,7 +72,7 @@ def search_advised(
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     count, batch = _counts_and_batch(gpus, global_batch)
     bound = max_tokens_per_step or DEFAULT_MAX_TOKENS_PER_STEP
-    seq_len = options.get("seq_len") or spec.max_seq_len
+    seq_len = options.get("seq_len") or default_seq_len(spec.max_seq_len)
     if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
         raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
     rate = _failures(hw, options)
@@ -85,10 +84,12 @@ def search_advised(
     choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
     chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)
     b = choice[chosen]
-    result, _ = run_search(
+    result = run_search(
         spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
         **_at(hw, chosen, options, b),
     )  # fmt: skip
+    if batch is None:  # the batch was the default one, passed on by value: the header says so
+        result.defaulted = result.defaulted | {"global_batch"}
     out = Advised(result, batch is None)
     out.advice += _choices(probe, counts, choice, chosen, batch, seq_len) + _checkpoints(result, rate)
     # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
@@ -134,7 +135,7 @@ def _probe(
 
     def best_at(g: int, b: int) -> float | None:
         try:
-            res, _ = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
+            res = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
         except PlannerError:
             return None
         return res.top[0].time.tokens_per_s / g if res.top else None

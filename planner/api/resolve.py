@@ -1,11 +1,13 @@
 """The one plan resolver: model, hardware, engine and plan from options and/or a plan file, with the same
 defaults for every command (memory, estimate, search, launch).
 
-Defaults, in one place:
+Defaults (the values in planner/plan.py):
 - hardware: DEFAULT_HARDWARE; engine: DEFAULT_ENGINE (a plan file's own model, hardware and engine win over
   them, flags over the file);
-- seq_len: the model's max_seq_len;
-- global batch of a single plan: enough micro-batches to fill the pipeline once (dp · micro_batch · pp);
+- seq_len: the model's context, at most 8192 tokens (default_seq_len);
+- global batch of memory and estimate: about 4M tokens (default_global_batch, a multiple of dp x micro-batch);
+  of a launch: enough micro-batches to fill the pipeline once (dp · micro_batch · pp);
+- sequence parallelism of memory and estimate: on when tp > 1 and the engine runs it;
 - the degree left out of --gpus: dp.
 """
 
@@ -29,7 +31,7 @@ from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
-from planner.plan import RECOMPUTES, SCHEDULES, Plan
+from planner.plan import RECOMPUTES, SCHEDULES, Plan, default_seq_len
 from planner.specs import PRECISIONS, ModelSpec
 
 PLAN_FLAGS = (
@@ -99,6 +101,7 @@ class Resolved:
     plan: Plan
     model_ref: str  # what the user named the model by (catalog name or path)
     gpus: int | None
+    defaulted: frozenset[str] = frozenset()  # the plan fields the defaults gave (global_batch, seq_len)
 
     @cached_property
     def coster(self) -> Coster:
@@ -147,9 +150,12 @@ def resolve(
     overrides: dict[str, Any],
     check: bool = True,
     default_engine: str = DEFAULT_ENGINE,
+    user_defaults: bool = False,
 ) -> Resolved:
     """Model, hardware, engine and a plan from options and/or a plan file (flags win), checked against the
-    model's and the engine's rules unless `check` is off (launch's pre-flight reports them instead)."""
+    model's and the engine's rules unless `check` is off (launch's pre-flight reports them instead).
+    `user_defaults` (memory, estimate, the Python API): about 4M tokens per step and sequence parallelism where
+    the engine runs it, rather than a launch rehearsal's one pipeline's worth of micro-batches."""
     for k in ("recompute", "precision", "schedule"):
         choice(k, flags.get(k))
     doc = read_plan_file(plan_file) if plan_file else None
@@ -164,10 +170,20 @@ def resolve(
     hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
     eng = resolve_engine(engine, overrides, doc, default=default_engine)
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)
-    plan = build_plan(gpus=gpus, doc=doc, flags=flags, defaults={"seq_len": spec.max_seq_len})
+    plan = build_plan(
+        gpus=gpus,
+        doc=doc,
+        flags=flags,
+        defaults={"seq_len": default_seq_len(spec.max_seq_len)},
+        batch_tokens=user_defaults,
+        sp_with_tp=user_defaults and eng.rules.sequence_parallel != "never",
+    )
     if check:
         require_runs(spec, plan, eng, gpus, hw)
-    return Resolved(spec, hw, eng, plan, model_ref, gpus)
+    defaulted = frozenset(
+        k for k in ("global_batch", "seq_len") if flags.get(k) is None and not (doc and k in doc.plan)
+    )
+    return Resolved(spec, hw, eng, plan, model_ref, gpus, defaulted)
 
 
 def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
@@ -203,6 +219,7 @@ def resolve_options(opts: dict[str, Any]) -> Resolved:
         plan_file=opts["plan"],
         flags={k: opts[k] for k in PLAN_FLAGS},
         overrides=engine_overrides(opts),
+        user_defaults=True,
     )
 
 
@@ -235,4 +252,5 @@ def resolve_request(
         plan_file=plan if isinstance(plan, str) else None,
         flags=flags,
         overrides={k: settings.get(k) for k in ENGINE_SETTINGS},
+        user_defaults=True,
     )

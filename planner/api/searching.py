@@ -13,10 +13,10 @@ from planner.engine.recipes import option_variants
 from planner.errors import PlannerError
 from planner.explore.pipeline import Checkpointing, search_engines
 from planner.explore.results import SearchResult
-from planner.explore.space import DEFAULT_MAX_VPP, Space, choice_list, default_global_batch, int_list
+from planner.explore.space import DEFAULT_MAX_VPP, Space, int_items, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES
+from planner.plan import RECOMPUTES, ZERO_STAGES, default_global_batch, default_seq_len
 from planner.specs import ModelSpec, Precision
 
 DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
@@ -51,8 +51,8 @@ def run(
     progress: Callable[[int, int], None] | None,
     keep_rejections: bool,
     options: dict[str, Any],
-) -> tuple[SearchResult, bool]:
-    """(the result, whether the global batch was the default)."""
+) -> SearchResult:
+    """The search of the options, with what the defaults gave (`defaulted`)."""
     unknown = sorted(set(options) - set(SEARCH_OPTIONS))
     if unknown:
         raise PlannerError(f"unknown search option {', '.join(unknown)}; valid: {', '.join(SEARCH_OPTIONS)}")
@@ -84,7 +84,8 @@ def run(
         progress=progress,
         keep_rejections=keep_rejections,
     )
-    return result, o["global_batch"] is None
+    result.defaulted = frozenset(k for k in ("global_batch", "seq_len") if o[k] is None)
+    return result
 
 
 def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[str, Any]) -> list[Engine]:
@@ -96,9 +97,10 @@ def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[s
 
 
 def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
-    """The search space of the options: fixed degrees, limits and the lists to search (checked here)."""
-    seq_len = o["seq_len"] or model.max_seq_len
-    mb = o["micro_batch"]
+    """The search space of the options: fixed degrees, limits and the lists to search (comma lists or
+    sequences; Space checks them)."""
+    seq_len = o["seq_len"] or default_seq_len(model.max_seq_len)
+    mb, mbs = o["micro_batch"], o["micro_batches"]
     return Space(
         gpus=gpus,
         global_batch=o["global_batch"] or default_global_batch(seq_len),
@@ -106,9 +108,9 @@ def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
         precision=cast(Precision, o["precision"] or "bf16"),
         **{d: o[d] for d in DEGREES if d != "max_vpp"},
         max_vpp=DEFAULT_MAX_VPP if o["max_vpp"] is None else o["max_vpp"],
-        zero=int_list("zero", o["zero"], low=min(ZERO_STAGES), high=max(ZERO_STAGES)) or ZERO_STAGES,
-        recompute=choice_list("recompute", o["recompute"], RECOMPUTES) or RECOMPUTES,
-        micro_batches=(mb,) if mb is not None else int_list("micro-batches", o["micro_batches"], low=1, high=MAX_BATCH),
-        schedules=choice_list("schedule", o["schedule"], SCHEDULES),
+        zero=ZERO_STAGES if o["zero"] is None else int_items("zero", o["zero"]),
+        recompute=RECOMPUTES if o["recompute"] is None else listed(o["recompute"]),
+        micro_batches=(mb,) if mb is not None else (None if mbs is None else int_items("micro-batches", mbs)),
+        schedules=None if o["schedule"] is None else listed(o["schedule"]),
         allow_cross_node_tp=bool(o["allow_cross_node_tp"]),
     )

@@ -42,23 +42,33 @@ def _num(v: float) -> str:
 
 
 def profile_yaml(res: dict[str, Any], name: str, stamp: str, *, links: HardwareProfile | None = None) -> str:
-    """The profile YAML of a bench-hardware run; `links`: where the link tiers come from when no collective was
-    timed (one device)."""
-    cpu = res["device"] == "cpu"
+    """The hardware profile of what bench-hardware measured, every number commented with where it came from;
+    `links`: where the link tiers come from when no collective was timed (one device)."""
     m = f"# measured by bench-hardware {stamp}"
-    peak, curve = res["peak_flops"], res["matmul_curve"]
-    what = "CPU figures (one process per rank, 1 thread each), not GPU figures" if cpu else res["device_name"]
+    lines = _header(res, name, stamp) + _gpu(res, stamp, m) + _link_lines(res, stamp, links)
+    return "\n".join(lines + _efficiency(res, stamp, m, links)) + "\n"
+
+
+def _what(res: dict[str, Any]) -> str:
+    cpu = res["device"] == "cpu"
+    return "CPU figures (one process per rank, 1 thread each), not GPU figures" if cpu else res["device_name"]
+
+
+def _header(res: dict[str, Any], name: str, stamp: str) -> list[str]:
     lines = [
-        f"# Written by `planner bench-hardware` on {stamp} ({res['host']}). {what}.",
+        f"# Written by `planner bench-hardware` on {stamp} ({res['host']}). {_what(res)}.",
         "# peak_flops = the best GEMM rate measured per precision (NOT a datasheet peak); efficiency.matmul is the",
         f"# measured rate of each GEMM size relative to that peak ({res['curve_precision']} curve). Bandwidths are",
         "# achieved figures, so efficiency.hbm / intra_node / inter_node are 1.0.",
     ]
-    if cpu:
+    if res["device"] == "cpu":
         lines.append("# CPU FIGURES: measured on a CPU with gloo; do not read them as any GPU's numbers.")
-    lines += [
-        f"name: {name}",
-        f'description: "bench-hardware {stamp} on {res["host"]}: {what}"',
+    return [*lines, f"name: {name}", f'description: "bench-hardware {stamp} on {res["host"]}: {_what(res)}"']
+
+
+def _gpu(res: dict[str, Any], stamp: str, m: str) -> list[str]:
+    peak = res["peak_flops"]
+    lines = [
         "gpu:",
         f'  name: "{res["device_name"]}"',
         f"  hbm_bytes: {_num(res['hbm_bytes'])}   # {res['hbm_note']}, bench-hardware {stamp}",
@@ -73,18 +83,20 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str, *, links: HardwareP
         if res.get("matmul_fp8")
         else f"    fp8: {_num(peak['fp8'])}   # the fp16 figure measured by bench-hardware {stamp} (no FP8 GEMM here)"
     )
-    lines += [
-        *_link_lines(res, stamp, links),
-        f"efficiency:   {m}",
-        "  matmul:",
-    ]
-    for f, e in curve:
+    return lines
+
+
+def _efficiency(res: dict[str, Any], stamp: str, m: str, links: HardwareProfile | None) -> list[str]:
+    lines = [f"efficiency:   {m}", "  matmul:"]
+    for f, e in res["matmul_curve"]:
         lines.append(f"    - {{flops: {f:.3e}, efficiency: {e:.4f}}}   {m}")
     if res.get("matmul_fp8_curve"):
         lines.append("  matmul_fp8:")
         for f, e in res["matmul_fp8_curve"]:
             lines.append(f"    - {{flops: {f:.3e}, efficiency: {e:.4f}}}   {m} (e4m3, torch._scaled_mm)")
-    lines += [
+    cpu = res["device"] == "cpu"
+    return [
+        *lines,
         f"  hbm: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
         *_link_efficiency_lines(stamp, links),
         f"  step_overhead_s: 0.0   # bench-hardware {stamp}: not measured; `planner calibrate` fits it",
@@ -96,7 +108,6 @@ def profile_yaml(res: dict[str, Any], name: str, stamp: str, *, links: HardwareP
         f"  allocator_fraction: 0.05   # assumed by bench-hardware {stamp}, not measured",
         f"checkpoint_write_bytes_per_s: {_num(res['checkpoint']['bytes_per_s'])}   {m} (write + fsync in TMPDIR)",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def _link_lines(res: dict[str, Any], stamp: str, links: HardwareProfile | None) -> list[str]:

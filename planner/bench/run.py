@@ -72,26 +72,36 @@ def _comm(nproc: int, quick: bool, progress: Any, task: Any, timeout_s: float) -
 
 
 def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
+    """Every micro-benchmark of this machine, with what the profile derives from them (peaks, the GEMM curve,
+    the collectives' alpha-beta fits, memory per rank)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from planner.bench import measure
-    from planner.bench.curves import alpha_beta, curve_from
 
     torch.set_num_threads(1)  # one rank = one process with one thread, as `planner launch` runs it on CPU
     cuda = torch.cuda.is_available()
-    device = "cuda" if cuda else "cpu"
     device_name = (
         torch.cuda.get_device_name(0) if cuda else f"{platform.processor() or platform.machine()} CPU (1 thread)"
     )
     res: dict[str, Any] = {
-        "device": device,
+        "device": "cuda" if cuda else "cpu",
         "device_name": device_name,
         "host": socket.gethostname(),
         "torch": torch.__version__,
         "quick": quick,
     }
+    _measure(res, nproc, quick, console, cuda)
+    _derive(res)
+    res.update(_memory_and_ranks(nproc, cuda))
+    return res
+
+
+def _measure(res: dict[str, Any], nproc: int, quick: bool, console: Any, cuda: bool) -> None:
+    """The GEMM sweep, memory bandwidth, checkpoint write and collectives, with a progress bar each."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from planner.bench import measure
+
+    device = res["device"]
     n_mm = len(measure.gemm_sizes(device, quick)) * (4 if cuda else 2) + (0 if cuda else 2)
     with Progress(
         TextColumn("{task.description:<40}"),
@@ -117,6 +127,13 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
             res["comm"] = _comm(nproc, quick, progress, t_c, timeout_s=180 if quick else 540)
         else:
             res["comm"] = None  # one device: nothing to time collectives with
+
+
+def _derive(res: dict[str, Any]) -> None:
+    """Peaks (the best GEMM rate per precision; fp8 = fp16 where no fp8 GEMM was timed), the bf16 and fp8 GEMM
+    curves, the collectives' alpha-beta fits and the resident memory (worker RSS, or the CUDA context)."""
+    from planner.bench.curves import alpha_beta, curve_from
+
     peak = {
         p: max(r["achieved_flops_per_s"] for r in res["matmul"] if r["precision"] == p)
         for p in ("fp32", "bf16", "fp16")
@@ -130,16 +147,28 @@ def run_bench(nproc: int, quick: bool, console: Any) -> dict[str, Any]:
     comm = res["comm"]
     res["fits"] = {k: alpha_beta(comm["rows"], k, comm["world_size"]) for k in KINDS} if comm else {}
     res["rss_bytes"] = comm.get("worker_rss_after_init_bytes", 0.0) if comm else 0.0
-    if cuda:  # on a GPU the context lives in device memory, not in the host RSS
+    if res["device"] == "cuda":  # on a GPU the context lives in device memory, not in the host RSS
+        from planner.bench import measure
+
         res["rss_bytes"] = measure.cuda_context_bytes()
+
+
+def _memory_and_ranks(nproc: int, cuda: bool) -> dict[str, Any]:
+    """Device memory and devices per node; on a CPU, the physical memory shared by the ranks allowed here."""
     if cuda:
-        res["hbm_bytes"] = float(torch.cuda.get_device_properties(0).total_memory)
-        res["hbm_note"] = "device memory reported by torch.cuda"
-        res["gpus_per_node"], res["gpus_per_node_note"] = torch.cuda.device_count(), "CUDA devices seen"
-    else:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        ranks = max(nproc, os.cpu_count() or 1, 8)
-        res["hbm_bytes"] = float(total / ranks)
-        res["hbm_note"] = f"physical memory {total / 2**30:.1f} GiB shared by {ranks} ranks"
-        res["gpus_per_node"], res["gpus_per_node_note"] = ranks, "ranks (processes) allowed on this host"
-    return res
+        import torch
+
+        return {
+            "hbm_bytes": float(torch.cuda.get_device_properties(0).total_memory),
+            "hbm_note": "device memory reported by torch.cuda",
+            "gpus_per_node": torch.cuda.device_count(),
+            "gpus_per_node_note": "CUDA devices seen",
+        }
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    ranks = max(nproc, os.cpu_count() or 1, 8)
+    return {
+        "hbm_bytes": float(total / ranks),
+        "hbm_note": f"physical memory {total / 2**30:.1f} GiB shared by {ranks} ranks",
+        "gpus_per_node": ranks,
+        "gpus_per_node_note": "ranks (processes) allowed on this host",
+    }

@@ -19,7 +19,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer
 
 from planner.errors import PlannerError
-from planner.render.console import err, error_line, warning_line
+from planner.render.console import StdoutClosed, err, error_line, warning_line
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as click_exceptions
@@ -57,7 +57,7 @@ def _version(value: bool) -> None:
 def build_app(only: str | None = None) -> typer.Typer:
     """The Typer app with every command, or with `only` that one (the others are not imported)."""
     application = typer.Typer(
-        add_completion=False,
+        add_completion=True,
         no_args_is_help=True,
         rich_markup_mode=None,
         pretty_exceptions_enable=False,
@@ -120,8 +120,11 @@ def _aborted() -> NoReturn:
 def _run(app: typer.Typer, args: list[str]) -> None:
     try:
         rc = app(args=args, standalone_mode=False)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
         if isinstance(rc, int) and rc:
             sys.exit(rc)
+    except (StdoutClosed, BrokenPipeError):  # the reader stopped reading (`planner search ... | head -1`)
+        _stdout_closed()
     except PlannerError as e:
         error_line(str(e))
         sys.exit(2)
@@ -143,5 +146,12 @@ def _run(app: typer.Typer, args: list[str]) -> None:
         _aborted()
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except BrokenPipeError:
-        sys.exit(0)
+
+
+def _stdout_closed() -> NoReturn:
+    """Exit 0 when stdout's reader has gone; stdout now points at /dev/null, so Python's flush at exit has
+    nothing to complain about ("Exception ignored ... BrokenPipeError"; the recipe of the signal module's docs,
+    "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from planner.cli.options import JsonOpt
@@ -71,7 +73,13 @@ def hardware_show(name: str, as_json: JsonOpt = False) -> None:
 
 
 @engines_app.callback()
-def engines(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def engines(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="more columns: the attention kernel, the gradient dtype")
+    ] = False,
+) -> None:
     """List the engine catalog: what each training stack runs."""
     if ctx.invoked_subcommand:
         return
@@ -82,7 +90,7 @@ def engines(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(engines_json(profiles))
     else:
-        print_engines(out, profiles)
+        print_engines(out, profiles, wide=wide)
 
 
 @engines_app.command("show")

@@ -69,45 +69,54 @@ def param_names(params: str | None) -> tuple[str, ...] | None:
     return names
 
 
+InputsArg = Annotated[
+    list[str], typer.Argument(help="runs files (.yaml), launch profiles (.json) and training logs, alike")
+]
+FitHardwareOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--hardware",
+        help="fit only the runs of this profile (catalog name or YAML; repeat for several); also the GPU of "
+        "a log or launch profile that does not name one (default: the profiles the runs name)",
+    ),
+]
+FitOutOpt = Annotated[
+    Optional[str],
+    typer.Option("-o", "--output", help="write the hardware profile(s) here (.yaml, or a directory for several)"),
+]
+EngineOutOpt = Annotated[
+    Optional[str],
+    typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
+]
+ParamsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--params",
+        help="comma list to fit (default: compute,overhead_s of each engine and GPU of the runs; hardware "
+        "parameters such as matmul_scale only by name)",
+    ),
+]
+BehaviourOpt = Annotated[
+    bool,
+    typer.Option(
+        "--behaviour",
+        help="fit every engine's behaviour across all GPUs of the runs (partial pooling) and cross-validate "
+        "it, as the shipped engine profiles are made; writes them with --engine-out",
+    ),
+]
+LogModelOpt = Annotated[
+    Optional[str], typer.Option("--model", "-m", callback=nonempty, help="the model of a log that does not say")
+]
+
+
 def calibrate(
-    inputs: Annotated[
-        list[str], typer.Argument(help="runs files (.yaml), launch profiles (.json) and training logs, alike")
-    ],
-    hardware: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--hardware",
-            help="fit only the runs of this profile (catalog name or YAML; repeat for several); also the GPU of "
-            "a log or launch profile that does not name one (default: the profiles the runs name)",
-        ),
-    ] = None,
-    output: Annotated[
-        Optional[str],
-        typer.Option("-o", "--output", help="write the hardware profile(s) here (.yaml, or a directory for several)"),
-    ] = None,
-    engine_out: Annotated[
-        Optional[str],
-        typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
-    ] = None,
-    params: Annotated[
-        Optional[str],
-        typer.Option(
-            "--params",
-            help="comma list to fit (default: compute,overhead_s of each engine and GPU of the runs; hardware "
-            "parameters such as matmul_scale only by name)",
-        ),
-    ] = None,
-    behaviour: Annotated[
-        bool,
-        typer.Option(
-            "--behaviour",
-            help="fit every engine's behaviour across all GPUs of the runs (partial pooling) and cross-validate "
-            "it, as the shipped engine profiles are made; writes them with --engine-out",
-        ),
-    ] = False,
-    model: Annotated[
-        Optional[str], typer.Option("--model", "-m", callback=nonempty, help="the model of a log that does not say")
-    ] = None,
+    inputs: InputsArg,
+    hardware: FitHardwareOpt = None,
+    output: FitOutOpt = None,
+    engine_out: EngineOutOpt = None,
+    params: ParamsOpt = None,
+    behaviour: BehaviourOpt = False,
+    model: LogModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit what the runs can identify (each engine's compute and per-step overhead on their GPUs; hardware

@@ -35,33 +35,38 @@ def _hardware_name(arg: str) -> str:
     return arg if arg.endswith((".yaml", ".yml")) or "/" in arg else profile.name
 
 
+LogsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="training log files (Megatron-LM/NeMo/Megatron-Bridge, Megatron-DeepSpeed, DeepSpeed, torchtitan, "
+        "llm-foundry)"
+    ),
+]
+LogEngineOpt = Annotated[
+    str, typer.Option("--engine", help=f"auto | {' | '.join(ENGINES)} (default: detected from the text)")
+]
+RunsOutOpt = Annotated[
+    Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML) here")
+]
+LogModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--model", "-m", callback=nonempty, help="the model when the log does not state its shape"),
+]
+LogHardwareOpt = Annotated[
+    Optional[str], typer.Option("--hardware", callback=nonempty, help="the GPU profile the run used")
+]
+WarmupOpt = Annotated[int, typer.Option("--warmup", min=0, max=MAX_WARMUP, help="first iterations left out as warm-up")]
+
+
 def ingest(
-    logs: Annotated[
-        list[str],
-        typer.Argument(
-            help="training log files (Megatron-LM/NeMo/Megatron-Bridge, "
-            "Megatron-DeepSpeed, DeepSpeed, torchtitan, llm-foundry)"
-        ),
-    ],
-    engine: Annotated[
-        str, typer.Option("--engine", help=f"auto | {' | '.join(ENGINES)} (default: detected from the text)")
-    ] = "auto",
+    logs: LogsArg,
+    engine: LogEngineOpt = "auto",
     as_json: JsonOpt = False,
-    output: Annotated[
-        Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML) here")
-    ] = None,
-    model: Annotated[
-        Optional[str],
-        typer.Option("--model", "-m", callback=nonempty, help="the model when the log does not state its shape"),
-    ] = None,
-    hardware: Annotated[
-        Optional[str], typer.Option("--hardware", callback=nonempty, help="the GPU profile the run used")
-    ] = None,
+    output: RunsOutOpt = None,
+    model: LogModelOpt = None,
+    hardware: LogHardwareOpt = None,
     gpus: GpusOpt = None,
-    warmup: Annotated[
-        int,
-        typer.Option("--warmup", min=0, max=MAX_WARMUP, help="first iterations left out as warm-up"),
-    ] = DEFAULT_WARMUP,
+    warmup: WarmupOpt = DEFAULT_WARMUP,
 ) -> None:
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""

@@ -43,14 +43,35 @@ def nonempty(value: str | None) -> str | None:
     return value
 
 
+def catalog_names(kind: str) -> Callable[[str], list[str]]:
+    """Shell completion of a catalog name (`planner search --model lla<TAB>`): the entries of `kind` (models,
+    hardware, engines) that start with what was typed, from the catalogs' file names (nothing is parsed)."""
+
+    def complete(incomplete: str) -> list[str]:
+        from planner.io import catalog
+
+        listed = {"models": catalog.list_models, "hardware": catalog.list_hardware, "engines": catalog.list_engines}
+        return [n for n in listed[kind]() if n.lower().startswith(incomplete.lower())]
+
+    return complete
+
+
 ModelOpt = Annotated[
-    str, typer.Option("--model", "-m", callback=nonempty, help="catalog name, model YAML, or HF config.json")
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        callback=nonempty,
+        autocompletion=catalog_names("models"),
+        help="catalog name, model YAML, or HF config.json",
+    ),
 ]
 HardwareOpt = Annotated[
     Optional[str],
     typer.Option(
         "--hardware",
         callback=nonempty,
+        autocompletion=catalog_names("hardware"),
         help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)",
     ),
 ]
@@ -97,6 +118,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         callback=nonempty,
+        autocompletion=catalog_names("engines"),
         help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
         "default: megatron, or the --plan file's)",
     ),
@@ -200,6 +222,7 @@ EnginesOpt = Annotated[
     typer.Option(
         "--engine",
         callback=nonempty,
+        autocompletion=catalog_names("engines"),
         help="the training stack(s): a catalog name, a profile YAML, a comma list, or 'all' to rank plans "
         "across every engine (see `planner engines`; default: megatron)",
     ),

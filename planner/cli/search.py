@@ -7,7 +7,7 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -34,6 +34,10 @@ from planner.cli.options import (
 from planner.errors import PlannerError
 from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
+
+if TYPE_CHECKING:
+    from planner.api.advising import Advised
+    from planner.explore.results import SearchResult
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
 RecomputeListOpt = Annotated[
@@ -84,9 +88,6 @@ RiskOpt = Annotated[
 ]
 
 
-_PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below
-
-
 def _check_plot(plot: str) -> None:
     try:
         import matplotlib  # noqa: F401
@@ -131,22 +132,55 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
-    from planner.api.advising import search_advised
-    from planner.api.searching import SEARCH_OPTIONS
-    from planner.cluster import cluster_of
-    from planner.explore.explain import parse_explain
-    from planner.render.advice import print_advice, print_cluster
-    from planner.render.documents import search_doc
-    from planner.render.progress import DelayedProgress
-    from planner.render.ranking import print_explain, print_result
-
     opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
-    explain_field = parse_explain(explain) if explain else None
+    explain_field = _explain_field(explain) if explain else None
     if plot:
         _check_plot(plot)
+    advised = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
+    result = advised.result
+    if save:
+        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
+    if plot:
+        from planner.render.plot import plot_search
+
+        plot_search(result, plot)
+    if as_json:
+        from planner.cluster import cluster_of
+        from planner.render.search_documents import search_doc
+
+        doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
+        cluster = cluster_of(result.hardware)
+        emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
+        return
+    from planner.render.advice import print_advice, print_cluster
+    from planner.render.ranking import print_explain, print_result
+
+    print_result(out, result, save=save, plot=plot, wide=wide)
+    print_cluster(out, result.hardware)
+    print_advice(out, advised.advice)
+    if explain_field is not None:
+        print_explain(out, result, *explain_field)
+
+
+def _explain_field(text: str) -> tuple[str, Any]:
+    from planner.explore.explain import parse_explain
+
+    return parse_explain(text)
+
+
+_PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below
+
+
+def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> Advised:
+    """The search of the command's options (at the count of a range, the batch of auto) with its advice, and a
+    progress bar on a terminal once it takes a while."""
+    from planner.api.advising import search_advised
+    from planner.api.searching import SEARCH_OPTIONS
+    from planner.render.progress import DelayedProgress
+
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        advised = search_advised(
+        return search_advised(
             opts["model"],
             gpus=opts["gpus"],
             hardware=hardware_on_cluster(opts),
@@ -155,38 +189,19 @@ def search(
             max_tokens_per_step=opts["max_tokens_per_step"],
             advice=not opts["no_advice"],
             progress=progress,
-            keep_rejections=explain_field is not None,
+            keep_rejections=keep_rejections,
             **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in _PASSED_APART},
-            exhaustive=exhaustive or bool(plot),
+            exhaustive=exhaustive,
             attention="softmax" if opts["no_flash"] else None,
         )
     finally:
         progress.close()
-    result, gb_default = advised.result, advised.global_batch_default
-    if save:
-        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
-    if plot:
-        from planner.render.plot import plot_search
-
-        plot_search(result, plot)
-    if as_json:
-        doc = {**search_doc(result, gb_default).as_json(), "advice": [a.as_json() for a in advised.advice]}
-        cluster = cluster_of(result.hardware)
-        emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
-        return
-    print_result(out, result, global_batch_default=gb_default, save=save, plot=plot, wide=wide)
-    print_cluster(out, result.hardware)
-    print_advice(out, advised.advice)
-    if explain_field is not None:
-        print_explain(out, result, *explain_field)
 
 
-def _save(path: str, result: object, *, model_ref: str, gpus: int, training: dict[str, object]) -> None:
+def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, training: dict[str, object]) -> None:
     """Write the best plan, with the model, hardware, engine and per-run engine settings that priced it."""
-    from planner.explore.results import SearchResult
     from planner.io.planfile import write_plan_file
 
-    assert isinstance(result, SearchResult)
     b = result.best
     if b is None:
         raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")

@@ -18,7 +18,6 @@ from planner.cli.options import (
     JsonOpt,
     with_options,
 )
-from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
 
@@ -29,16 +28,18 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
-    from planner.cost.memory import memory_report
-    from planner.render.breakdown import print_memory
-    from planner.render.documents import memory_doc
-
     r = resolve_options(opts)
-    report = memory_report(r.model, r.hardware, r.plan, r.engine)
+    report = r.coster.memory(r.plan)
     if as_json:
-        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine).as_json())
+        from planner.render.documents import memory_doc
+
+        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine, defaulted=r.defaulted).as_json())
     else:
-        print_memory(out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine)
+        from planner.render.breakdown import print_memory
+
+        print_memory(
+            out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine, defaulted=r.defaulted
+        )
 
 
 @with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN, CLUSTER_FILE)
@@ -51,11 +52,7 @@ def estimate(
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
     from planner.api import run_estimate
-    from planner.render.breakdown import print_estimate
-    from planner.render.documents import estimate_doc
 
-    if opts["mtbf_per"] not in ("gpu", "node"):
-        raise PlannerError(f"--mtbf-per {opts['mtbf_per']!r} is not valid; choose one of gpu, node")
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     est = run_estimate(r, **run_options(opts, r.hardware))
     if timeline:
@@ -63,11 +60,14 @@ def estimate(
 
         draw_timeline(est, timeline)
     if as_json:
-        emit_json(estimate_doc(est).as_json())
+        from planner.render.documents import estimate_doc
+
+        emit_json(estimate_doc(est, defaulted=r.defaulted).as_json())
     else:
         from planner.render.advice import print_cluster
+        from planner.render.breakdown import print_estimate
 
-        print_estimate(out, est)
+        print_estimate(out, est, r.defaulted)
         print_cluster(out, est.hardware)
         if timeline:
             out.print(f"timeline written to {timeline}")

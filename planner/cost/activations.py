@@ -133,10 +133,13 @@ def layer_tensors(
     t += _ffn_tensors(model, kind, a, fused)
     norms = 1 if hybrid else 2
     if not fused and model.norm == "rmsnorm":
-        # Eager nn.RMSNorm (torch 2.13) computes in fp32 and keeps the fp32 input and the fp32 normalised
-        # value (4 + 4 bytes) where a fused kernel keeps the a-byte input: 8 − a more per norm, two norms.
-        # Measured with saved-tensor hooks (tests/launch/test_activation_count.py).
-        t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms", norms * (8 - a) * h,
+        # Eager RMSNorm (ATen's composite rms_norm; torchtitan's own RMSNorm of 2024, models/norms.py
+        # `self._norm(x.float()).type_as(x) * self.weight`) upcasts its input and keeps that fp32 copy (pow and
+        # the normalising mul read it) and the normalised value cast back to the a-byte dtype (the weight's mul
+        # reads it), where a fused kernel keeps the a-byte input: 4 + a in place of a, 4 bytes more per norm. In
+        # fp32 the upcast is the input itself and the normalised value is fp32 (a = 4: the same 4 more), as
+        # measured on CPU with saved-tensor hooks (tests/launch/test_activation_count.py).
+        t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms", norms * 4 * h,
                              "seq"))  # fmt: skip
     return t + _extra_norm_tensors(model, kind, a)
 

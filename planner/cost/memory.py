@@ -145,11 +145,15 @@ def act_bytes(precision: str) -> int:
 
 
 def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
-    """Output logits on the last stage, one micro-batch, over the engine's padded vocabulary: the logits in
-    the activation dtype plus two fp32 copies alive during the loss (the upcast and the softmax kept for
-    backward; Korthikanti 2022 section 4.3 counts the fp32 one as 4·s·b·v/t)."""
+    """Output logits on the last stage, one micro-batch, over the engine's padded vocabulary, at the loss: the
+    logits in the activation dtype plus the engine's fp32 copies (`memory.loss_fp32_copies`): the upcast and the
+    softmax kept for backward where the loss upcasts and then runs a softmax (Korthikanti 2022 section 4.3
+    counts the fp32 one as 4·s·b·v/t), one where the upcast becomes the softmax in place (Megatron's
+    VocabParallelCrossEntropy: `.float()`, then `sub_`, `exp(out=)`, `div_`, and that tensor saved). In fp32
+    the upcast is the logits themselves: no 16-bit tensor beside them."""
     tokens = plan.micro_batch * plan.seq_len / plan.cp
-    per_element = act_bytes(plan.precision) + 8
+    a = act_bytes(plan.precision)
+    per_element = (a if a < 4 else 0) + 4 * engine.memory.loss_fp32_copies
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     heads = 1 + model.mtp_layers  # each multi-token-prediction module computes its own logits and loss
     return tokens * vocab / plan.tp * per_element * heads

@@ -148,3 +148,19 @@ def layer_ep_s(
         first = dispatch_s(model, hw, plan, engine, tokens=tokens, bytes_per_value=FP8_DISPATCH_BYTES)
     passes = 3 + (2 if recomputed else 0)  # combine fwd, dispatch and combine bwd (+ the forward pair)
     return first + passes * one
+
+
+def comm_sm_slowdown_s(hw: HardwareProfile, engine: Engine, *, comm_s: float, compute_s: float) -> float:
+    """What the dispatch/combine kernels cost the compute they overlap: DeepEP's normal kernels hold s of the GPU's
+    S SMs while they run (deep_ep/buffer.py `Buffer.num_sms = 20`; DeepSeek-V3 §3.2.2 and §3.5.1: "we allocate 20
+    out of the 132 SMs available in the H800 GPU for this purpose, which will limit the computational
+    throughput"), and compute beside them runs on the other S − s. Compute of `compute_s` at the full rate
+    overlapping communication of `comm_s`: within the window it runs at (S − s)/S, so it takes
+    compute_s + comm_s·s/S, or compute_s·S/(S − s) when the window covers all of it — the lesser of the two
+    extras. GEMMs and attention scale with the SMs; the memory-bound share is charged alike (an upper bound for it).
+    Nothing when the engine holds no SMs for them or the GPU's SM count is unknown."""
+    s, sms = engine.moe.comm_sms, hw.gpu.sm_count
+    if s <= 0 or sms is None or comm_s <= 0 or compute_s <= 0:
+        return 0.0
+    s = min(s, sms - 1)
+    return min(comm_s * s / sms, compute_s * s / (sms - s))

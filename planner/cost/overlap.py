@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cost.compute import LayerTime, StageCompute
+from planner.cost.moe import comm_sm_slowdown_s
 from planner.cost.traffic import dp_traffic, layer_traffic
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -72,8 +73,9 @@ def layer_comm(
     # layer compute (Megatron's 1F1B all-to-all overlap, combined_1f1b.py, needs pp = 1 or the interleaved
     # schedule and no full recompute; DualPipe, DeepSeek-V3 §3.2.1): then only what exceeds that compute shows.
     ep_exp = tr.ep_s
-    if ep_hidden(plan, engine):
-        ep_exp = max(0.0, tr.ep_s - layer.forward_s - layer.backward_s)
+    if ep_hidden(plan, engine):  # the SMs its kernels hold slow the compute they hide behind (moe.py)
+        slow = comm_sm_slowdown_s(hw, engine, comm_s=tr.ep_s, compute_s=layer.forward_s + layer.backward_s)
+        ep_exp = max(0.0, tr.ep_s - layer.forward_s - layer.backward_s - slow) + slow
     return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, ep_exp)
 
 

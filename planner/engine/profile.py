@@ -197,6 +197,15 @@ class Memory(Frozen):
         description="weights kept quantized (no 16-bit copy) and all-gathered quantized (--fp8-param-gather, "
         "--fp4-param-gather)",
     )
+    loss_fp32_copies: int = Field(
+        2,
+        ge=1,
+        le=2,
+        description="fp32 copies of the last stage's logits alive while the loss runs: 2 = an upcast and the "
+        "softmax kept for backward (PyTorch cross_entropy on .float() logits; Korthikanti et al. 2022 §4.3); "
+        "1 = the upcast exponentiated and normalised in place and kept as the softmax (Megatron's "
+        "VocabParallelCrossEntropy, megatron/core/tensor_parallel/cross_entropy.py calculate_logits_max)",
+    )
 
 
 class Kernels(Frozen):
@@ -324,6 +333,14 @@ class MoE(Frozen):
         False,
         description="with a capacity factor, every expert gets exactly its capacity (Megatron "
         "--moe-pad-expert-input-to-capacity): the work of the factor, whatever the routing",
+    )
+    comm_sms: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="SMs the dispatch and combine kernels hold while they run beside another micro-batch's compute "
+        "(DeepEP Buffer.num_sms, 20 by default; Megatron --moe-deepep-num-sms): compute runs on the others then "
+        "(cost/moe.py comm_sm_slowdown_s); 0: not charged",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,16 +35,24 @@ def parse_explain(text: str) -> tuple[str, Any]:
     return k, val
 
 
-def explain(result: SearchResult, field_name: str, value: Any) -> tuple[int, Counter, dict[str, str], int]:
-    """(rejected plans with field == value, count per reason, an example detail per reason, valid plans
-    with it among those timed). Needs a search run with keep_rejections=True."""
+@dataclass(frozen=True)
+class Explanation:
+    """Why plans with field == value lost: the rejected ones by reason (with an example detail each), and how
+    many of the ranked plans have it."""
+
+    rejected: int
+    by_reason: Counter
+    examples: dict[str, str]
+    in_top: int
+
+
+def explain(result: SearchResult, field_name: str, value: Any) -> Explanation:
+    """Needs a search run with keep_rejections=True."""
     counts: Counter = Counter()
     details: dict[str, str] = {}
-    total = 0
-    for p, reason, detail, n in result.rejections:
-        if getattr(p, field_name) == value:
-            counts[reason] += n
-            details.setdefault(reason, detail)
-    total = sum(counts.values())
-    valid_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
-    return total, counts, details, valid_top
+    for r in result.rejections:
+        if getattr(r.plan, field_name) == value:
+            counts[r.reason] += r.plans
+            details.setdefault(r.reason, r.detail)
+    in_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
+    return Explanation(sum(counts.values()), counts, details, in_top)

@@ -3,70 +3,104 @@ engine runs, full recompute, a smaller micro-batch, more GPUs), each re-evaluate
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from planner.cost.coster import Coster
 from planner.engine import plan_problems
-from planner.explore.results import Miss
+from planner.explore.results import Miss, Variant
+from planner.explore.screening import Overshoot
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
+MAX_DP_DOUBLINGS = 14  # more GPUs are tried up to dp x 2^14 (16384 times as many)
 
-def closest_misses(model: ModelSpec, coster: Coster, near: list[tuple[float, Plan]], n: int = 3) -> list[Miss]:
+
+@dataclass(frozen=True)
+class _Trial:
+    """What the variants of one miss are tried with: the model, the cost model and the GPU's capacity."""
+
+    model: ModelSpec
+    coster: Coster
+
+    def runs(self, q: Plan) -> bool:
+        return not plan_problems(self.model, q, self.coster.engine)
+
+    def variant(self, change: str, q: Plan) -> Variant | None:
+        """`q`'s peak memory, or None when the engine does not run it."""
+        if not self.runs(q):
+            return None
+        nbytes, _ = self.coster.peak(q)
+        return Variant(change, q, nbytes, nbytes <= self.coster.capacity_bytes)
+
+
+def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], n: int = 3) -> list[Miss]:
     """The `n` plans with the smallest overshoot (distinct degrees), each re-evaluated with more GPUs,
     a higher ZeRO stage, full recompute and a smaller micro-batch."""
+    trial = _Trial(model, coster)
     out: list[Miss] = []
     seen: set[tuple] = set()
-    cap = coster.capacity_bytes
-    engine = coster.engine
-
-    def runs(q: Plan) -> bool:
-        return not plan_problems(model, q, engine)
-
-    for nbytes, p in near:
+    for o in near:
+        p = o.plan
         shape = (p.tp, p.pp, p.cp, p.vpp, p.ep, p.etp)
         if shape in seen:
             continue
         seen.add(shape)
-        variants: list[tuple[str, Plan, float, bool]] = []
-
-        def try_(what: str, q: Plan, variants: list[tuple[str, Plan, float, bool]] = variants) -> None:
-            if not runs(q):
-                return
-            b, _ = coster.peak(q)
-            variants.append((what, q, b, b <= cap))
-
-        if p.zero < 3 and p.dp * p.cp > 1:  # ZeRO shards over dp·cp: nothing to gain at 1
-            for z in range(p.zero + 1, 4):
-                try_(f"zero {z}", p.model_copy(update={"zero": z}))
-        if p.recompute != "full":
-            try_("recompute full", p.model_copy(update={"recompute": "full"}))
-        if p.micro_batch > 1:
-            try_(f"micro-batch {p.micro_batch // 2}", p.model_copy(update={"micro_batch": p.micro_batch // 2}))
-            if p.micro_batch > 2:
-                try_("micro-batch 1", p.model_copy(update={"micro_batch": 1}))
-        top_zero = max((z for z in engine.rules.zero if runs(p.model_copy(update={"zero": z}))), default=p.zero)
-        saver = p.model_copy(update={"zero": top_zero, "recompute": "full", "micro_batch": 1})
-        saver_text = f"zero {top_zero} + recompute full + micro-batch 1"
-        if saver != p:
-            try_(saver_text, saver)
-        gpus_needed = None
-        base = saver if (variants and variants[-1][0] == saver_text) else p
-        for k in range(1, 15):
-            f = 2**k
-            dp = base.dp * f
-            gb = max(base.global_batch, dp * base.micro_batch)
-            gb = -(-gb // (dp * base.micro_batch)) * dp * base.micro_batch
-            q = base.model_copy(update={"dp": dp, "global_batch": gb})
-            if not runs(q):
-                continue
-            b, _ = coster.peak(q)
-            if b <= cap:
-                gpus_needed = q.gpus
-                desc = f"{q.gpus} GPUs (dp {dp}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"
-                if base is saver and saver != p:
-                    desc += " with " + saver_text
-                variants.append((desc, q, b, True))
-                break
-        out.append(Miss(p, nbytes, cap, variants, gpus_needed))
+        variants, saver = _changes(trial, p)
+        base = saver.plan if (variants and variants[-1].change == saver.change) else p
+        more = _more_gpus(trial, base, p, saver)
+        if more is not None:
+            variants.append(more)
+        out.append(Miss(p, o.nbytes, coster.capacity_bytes, variants, more.plan.gpus if more else None))
         if len(out) >= n:
             break
     return out
+
+
+@dataclass(frozen=True)
+class _Saver:
+    """Every memory saver at once: the highest ZeRO stage the engine runs, full recompute, micro-batch 1."""
+
+    change: str
+    plan: Plan
+
+
+def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
+    """The variants of `p` on the same GPUs (each higher ZeRO stage, full recompute, smaller micro-batches and
+    all of the savers at once), and the all-savers plan."""
+    tries: list[tuple[str, Plan]] = []
+    if p.zero < 3 and p.dp * p.cp > 1:  # ZeRO shards over dp·cp: nothing to gain at 1
+        tries += [(f"zero {z}", p.model_copy(update={"zero": z})) for z in range(p.zero + 1, 4)]
+    if p.recompute != "full":
+        tries.append(("recompute full", p.model_copy(update={"recompute": "full"})))
+    if p.micro_batch > 1:
+        tries.append((f"micro-batch {p.micro_batch // 2}", p.model_copy(update={"micro_batch": p.micro_batch // 2})))
+        if p.micro_batch > 2:
+            tries.append(("micro-batch 1", p.model_copy(update={"micro_batch": 1})))
+    engine = trial.coster.engine
+    top_zero = max((z for z in engine.rules.zero if trial.runs(p.model_copy(update={"zero": z}))), default=p.zero)
+    saver = p.model_copy(update={"zero": top_zero, "recompute": "full", "micro_batch": 1})
+    saver_text = f"zero {top_zero} + recompute full + micro-batch 1"
+    if saver != p:
+        tries.append((saver_text, saver))
+    variants = [v for v in (trial.variant(what, q) for what, q in tries) if v is not None]
+    return variants, _Saver(saver_text, saver)
+
+
+def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: _Saver) -> Variant | None:
+    """The fewest GPUs (dp doubled, the global batch grown to a whole micro-batch per rank where needed) at
+    which `base` fits, or None within MAX_DP_DOUBLINGS."""
+    for k in range(1, MAX_DP_DOUBLINGS + 1):
+        dp = base.dp * 2**k
+        gb = max(base.global_batch, dp * base.micro_batch)
+        gb = -(-gb // (dp * base.micro_batch)) * dp * base.micro_batch
+        q = base.model_copy(update={"dp": dp, "global_batch": gb})
+        if not trial.runs(q):
+            continue
+        nbytes, _ = trial.coster.peak(q)
+        if nbytes <= trial.coster.capacity_bytes:
+            desc = f"{q.gpus} GPUs (dp {dp}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"
+            if base is saver.plan and saver.plan != p:
+                desc += " with " + saver.change
+            return Variant(desc, q, nbytes, True)
+    return None

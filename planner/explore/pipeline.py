@@ -30,34 +30,19 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from planner.cost.coster import Coster
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.misses import closest_misses
-from planner.explore.results import Ranked, SearchResult, merge_results, rank_key
+from planner.explore.results import Ranked, SearchResult, TimedPlan, merge_results, rank_key
 from planner.explore.screening import Fitting, Screening
-from planner.explore.space import (
-    OBJECTIVES,
-    PRUNED_BOUND,
-    Space,
-    structures,
-)
+from planner.explore.space import NO_FAILURES, OBJECTIVES, PRUNED_BOUND, Checkpointing, Space, structures
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
-
-
-@dataclass(frozen=True)
-class Checkpointing:
-    """What the goodput of the ranked plans is computed with (estimate's mtbf and checkpoint options)."""
-
-    mtbf_hours: float | None = None
-    mtbf_per: str = "gpu"
-    bandwidth_bytes_per_s: float | None = None
 
 
 def search(
@@ -69,12 +54,14 @@ def search(
     objective: str = "throughput",
     top: int = 10,
     exhaustive: bool = False,
-    checkpointing: Checkpointing = Checkpointing(),
+    checkpointing: Checkpointing = NO_FAILURES,
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
 ) -> SearchResult:
     """candidates → checks → memory screen → (pruned) step-time estimates → ranking."""
-    _check_arguments(space, objective, top, checkpointing)
+    _check_arguments(objective, top)
+    if space.sp is None and engine.rules.sequence_parallel == "never":  # sp where the engine runs it (tp > 1)
+        space = replace(space, sp=False)
     t0 = time.perf_counter()
     res = SearchResult(model, hw, engine, space, objective, engines=[engine])
     coster = Coster(model, hw, engine)
@@ -89,11 +76,12 @@ def search(
     screening = Screening(res, coster, exhaustive=exhaustive, keep_rejections=keep_rejections)
     with _cyclic_gc_paused():
         screening.run(progress)
-        fitting, near = screening.fitting, screening.near
-        chosen = _time(res, coster, fitting, top=top, exhaustive=exhaustive)
+        chosen = _time(res, coster, screening.fitting, top=top, exhaustive=exhaustive)
     res.top = _rank(res, coster, chosen, checkpointing)
-    if not fitting:
-        res.misses = closest_misses(model, coster, sorted(((-nb, p) for nb, _, p in near), key=lambda x: x[0]))
+    if not screening.fitting:
+        from planner.explore.misses import closest_misses  # only when nothing fits
+
+        res.misses = closest_misses(model, coster, screening.overshoots())
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -112,14 +100,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _check_arguments(space: Space, objective: str, top: int, checkpointing: Checkpointing) -> None:
+def _check_arguments(objective: str, top: int) -> None:
+    """The search's own arguments (the space and the checkpointing check themselves when they are made)."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"--objective {objective!r} is not valid; choose one of {', '.join(OBJECTIVES)}")
     if top < 1:
         raise PlannerError(f"--top must be at least 1, got {top}")
-    if checkpointing.mtbf_per not in ("gpu", "node"):
-        raise PlannerError(f"--mtbf-per {checkpointing.mtbf_per!r} is not valid; choose gpu or node")
-    space.validate()
 
 
 def _time(
@@ -146,7 +132,7 @@ def _time(
         t = coster.step(p)
         res.timed += 1
         if exhaustive:
-            res.all_timed.append((p, nbytes, t.tokens_per_s))
+            res.all_timed.append(TimedPlan(p, nbytes, t.tokens_per_s))
         if res.objective == "memory":
             heap.append((-nbytes, i, p, t))
         elif len(heap) < top:

@@ -36,6 +36,16 @@ class Ranked:
         return self.estimate.goodput_tokens_per_s
 
 
+@dataclass(frozen=True)
+class Variant:
+    """A change tried on a plan that does not fit, and its peak memory."""
+
+    change: str  # what changed, e.g. "zero 3", "recompute full", "256 GPUs (dp 64)"
+    plan: Plan
+    nbytes: float
+    fits: bool
+
+
 @dataclass
 class Miss:
     """A plan that passes the checks but not memory, and what was tried to make it fit."""
@@ -43,12 +53,31 @@ class Miss:
     plan: Plan
     bytes: float
     capacity: float
-    variants: list[tuple[str, Plan, float, bool]]  # (what changed, plan, bytes, fits)
+    variants: list[Variant]
     gpus_needed: int | None = None  # smallest GPU count (x2 steps, more dp) at which it fits
 
     @property
     def over_bytes(self) -> float:
         return self.bytes - self.capacity
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why `plans` candidates like `plan` were rejected (kept for --explain)."""
+
+    plan: Plan
+    reason: str
+    detail: str
+    plans: int
+
+
+@dataclass(frozen=True)
+class TimedPlan:
+    """A valid plan with its step time computed (kept for --plot: every one, with --exhaustive)."""
+
+    plan: Plan
+    nbytes: float
+    tokens_per_s: float
 
 
 @dataclass
@@ -65,11 +94,12 @@ class SearchResult:
     seconds: float = 0.0
     top: list[Ranked] = field(default_factory=list)
     misses: list[Miss] = field(default_factory=list)
-    all_timed: list[tuple[Plan, float, float]] = field(default_factory=list)  # (plan, bytes, tokens/s), exhaustive only
+    all_timed: list[TimedPlan] = field(default_factory=list)  # exhaustive only
     examples: dict[str, str] = field(default_factory=dict)  # reason -> one detail line
-    rejections: list[tuple[Plan, str, str, int]] = field(default_factory=list)  # (plan, reason, detail, plans)
+    rejections: list[Rejection] = field(default_factory=list)  # with keep_rejections only
     structures: list[Structure] = field(default_factory=list)
     engines: list[Engine] = field(default_factory=list)  # every engine searched (one unless --engine all/LIST)
+    defaulted: frozenset[str] = frozenset()  # the space's values the defaults gave (global_batch, seq_len)
 
     def considered(self, field_name: str, value: Any) -> bool:
         """Whether any candidate had field == value (else it was outside the search space)."""
@@ -111,6 +141,7 @@ def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> S
     out.top = ranked[:top]
     out.misses = sorted(out.misses, key=lambda m: m.over_bytes)[:3]
     out.engines = [res.engine for res in results]
+    out.defaulted = first.defaulted
     out.seconds = seconds
     return out
 

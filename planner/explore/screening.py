@@ -14,6 +14,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from planner.cost.coster import Coster
@@ -21,7 +22,7 @@ from planner.engine import structure_problems, zero_problems
 from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, hardware_problems
 from planner.explore.placement import placement_problems
-from planner.explore.results import SearchResult
+from planner.explore.results import Rejection, SearchResult
 from planner.explore.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
 from planner.plan import Plan, Recompute, Rejected, check_batch, check_structure
 
@@ -39,6 +40,14 @@ class Fitting(NamedTuple):
 
     def plan(self) -> Plan:
         return self.base.model_copy(update={"zero": self.zero, "recompute": self.recompute})
+
+
+@dataclass(frozen=True)
+class Overshoot:
+    """A plan that passes every rule but needs more memory than the GPU has."""
+
+    plan: Plan
+    nbytes: float
 
 
 class Screening:
@@ -153,11 +162,16 @@ class Screening:
             if self.keep or len(self.near) < NEAR_MISSES or -self.near[0][0] > nbytes:
                 p = base.model_copy(update={"zero": z, "recompute": rc})
                 if self.keep:
-                    res.rejections.append((p, NOT_FIT, f"{nbytes / 2**30:.1f} GiB > {capacity / 2**30:.1f} GiB", 1))
+                    over = f"{nbytes / 2**30:.1f} GiB > {capacity / 2**30:.1f} GiB"
+                    res.rejections.append(Rejection(p, NOT_FIT, over, 1))
                 if len(self.near) < NEAR_MISSES:
                     heapq.heappush(self.near, (-nbytes, next(self._tick), p))
                 else:
                     heapq.heapreplace(self.near, (-nbytes, next(self._tick), p))
+
+    def overshoots(self) -> list[Overshoot]:
+        """The closest misses kept, smallest overshoot first."""
+        return sorted((Overshoot(p, -negative) for negative, _, p in self.near), key=lambda o: o.nbytes)
 
     def _reject(self, plan: Plan, problems: list[Rejected], plans: int, *, zero: int | None = None) -> None:
         """Count `plans` rejected under the first reason; keep each reason with the plan (with this ZeRO stage)
@@ -168,4 +182,4 @@ class Screening:
         if self.keep:
             if zero is not None:
                 plan = plan.model_copy(update={"zero": zero})
-            self.res.rejections.extend((plan, pr.reason, pr.detail, plans) for pr in problems)
+            self.res.rejections.extend(Rejection(plan, pr.reason, pr.detail, plans) for pr in problems)

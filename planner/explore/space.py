@@ -1,36 +1,48 @@
-"""The search space: which degrees, schedules and micro-batches `planner search` enumerates, and the
-structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of search.py's pipeline)."""
+"""What the search is asked: the space (which degrees, schedules and micro-batches `planner search`
+enumerates), the objectives and what goodput is computed with (Checkpointing, which the estimate checks its
+options with too); and the structural candidates (dp, tp, pp, vpp, cp, ep, sp) for a GPU count (step 1 of
+pipeline.py)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
 from planner.specs import ModelSpec, Precision
 
-T = TypeVar("T")
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 OBJECTIVES = ("throughput", "memory", "goodput", "risk")  # risk: the 80% interval's low end (search --risk)
-DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
 LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
 DEFAULT_MAX_CP_LONG = 16
 DEFAULT_MAX_VPP = 4
 DEFAULT_MAX_MICRO_BATCH = 16
 
 
-def default_global_batch(seq_len: int) -> int:
-    """About 4M tokens per step: the power of two of sequences nearest DEFAULT_BATCH_TOKENS / seq_len (GPT-3
-    175B trained with 3.2M-token batches, Brown et al. 2020 Table 2.1; Llama 2 with 4M, Touvron et al. 2023;
-    Llama 3 405B started at 4M, Dubey et al. 2024 section 3.4.1)."""
-    return 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len)))
+MTBF_PER = ("gpu", "node")  # what --mtbf-hours is the mean time between failures of
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """What goodput is computed with (the mtbf and checkpoint options of estimate and search), checked here."""
+
+    mtbf_hours: float | None = None
+    mtbf_per: str = "gpu"
+    bandwidth_bytes_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mtbf_per not in MTBF_PER:
+            raise PlannerError(f"--mtbf-per {self.mtbf_per!r} is not valid; choose one of {', '.join(MTBF_PER)}")
+
+
+NO_FAILURES = Checkpointing()  # goodput is not computed
 
 
 # ---- the search space ----------------------------------------------------------------------------------
@@ -61,48 +73,47 @@ class Space:
     schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
     allow_cross_node_tp: bool = False  # tp wider than the NVLink domain (explore/placement.py)
 
-    def validate(self) -> None:
-        """The lists' checks, the same as the command line's (int_list, choice_list)."""
+    def __post_init__(self) -> None:
+        """Every space is checked once, where it is made: the GPU count and the lists (ranges and vocabularies),
+        each failure one line naming the option."""
         if self.gpus < 1:
             raise PlannerError(f"--gpus must be at least 1, got {self.gpus}")
-        int_list("zero", self.zero, low=min(ZERO_STAGES), high=max(ZERO_STAGES))
-        choice_list("recompute", self.recompute, RECOMPUTES)
+        _check_ints("zero", self.zero, low=min(ZERO_STAGES), high=max(ZERO_STAGES))
+        _check_choices("recompute", self.recompute, RECOMPUTES)
         if self.schedules is not None:
-            choice_list("schedule", self.schedules, SCHEDULES)
+            _check_choices("schedule", self.schedules, SCHEDULES)
         if self.micro_batches is not None:
-            int_list("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
+            _check_ints("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
 
 
-def _listed(value: str | int | Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
-    """(the text to quote in a message, the items) of a comma list or a sequence."""
+def listed(value: str | int | Sequence[Any]) -> tuple[Any, ...]:
+    """The items of a comma list ("1, 3" -> ("1", "3")), an int or a sequence (parsing only: Space checks)."""
     if isinstance(value, str):
-        return value, tuple(x.strip() for x in value.split(",") if x.strip())
-    items = (value,) if isinstance(value, int) else tuple(value)
-    return ",".join(map(str, items)), items
+        return tuple(x.strip() for x in value.split(",") if x.strip())
+    return (value,) if isinstance(value, int) else tuple(value)
 
 
-def int_list(name: str, value: str | int | Sequence[int] | None, *, low: int, high: int) -> tuple[int, ...] | None:
-    """A comma list (or sequence) of integers in [low, high], or one line naming the option and the range."""
-    if value is None:
-        return None
-    text, items = _listed(value)
+def int_items(name: str, value: str | int | Sequence[int]) -> tuple[int, ...]:
+    """The integers of a comma list or a sequence, or one line naming the option (their range is Space's)."""
     try:
-        values = tuple(int(x) if isinstance(x, str) else x for x in items)
+        return tuple(int(x) if isinstance(x, str) else x for x in listed(value))
     except ValueError:
-        raise PlannerError(f"--{name} {text!r}: expected integers separated by commas, e.g. 1,2,4") from None
+        raise PlannerError(f"--{name} {_text(value)!r}: expected integers separated by commas, e.g. 1,2,4") from None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ",".join(map(str, listed(value)))
+
+
+def _check_ints(name: str, values: tuple[Any, ...], *, low: int, high: int) -> None:
     if not values or any(not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high for v in values):
-        raise PlannerError(f"--{name} {text!r}: each value must be an integer from {low} to {high}")
-    return values
+        raise PlannerError(f"--{name} {_text(values)!r}: each value must be an integer from {low} to {high}")
 
 
-def choice_list(flag: str, value: str | Sequence[str] | None, valid: tuple[T, ...]) -> tuple[T, ...] | None:
-    """A comma list (or sequence) of some of `valid`, or one line naming them."""
-    if value is None:
-        return None
-    text, words = _listed(value)
-    if not words or any(w not in valid for w in words):
-        raise PlannerError(f"--{flag} {text!r} is not valid; choose from {', '.join(map(str, valid))} (comma list)")
-    return tuple(cast(T, w) for w in words)
+def _check_choices(flag: str, values: tuple[Any, ...], valid: tuple[Any, ...]) -> None:
+    if not values or any(w not in valid for w in values):
+        choose = ", ".join(map(str, valid))
+        raise PlannerError(f"--{flag} {_text(values)!r} is not valid; choose from {choose} (comma list)")
 
 
 def _limited(values: Iterable[int], fixed: int | None, limit: int | None) -> list[int]:
@@ -150,32 +161,12 @@ def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Stru
     for tp in tps:
         sps = [space.sp] if space.sp is not None else [tp > 1]
         for pp in pps:
+            scheds = _schedules(space, pp, model.num_layers)
             for cp in cps:
-                rest = tp * pp * cp
-                if space.dp is not None:
-                    dp = space.dp
-                    if rest * dp != g:
-                        continue
-                elif g % rest:
+                dp = _data_parallel(space, tp * pp * cp)
+                if dp is None:
                     continue
-                else:
-                    dp = g // rest
-                eps = _expert_layouts(model, space, dp=dp, tp=tp, cp=cp)
-                scheds: list[tuple[Schedule, int]] = []
-                if space.schedules is None:
-                    if space.vpp is None or space.vpp == 1:
-                        scheds.append(("1f1b", 1))
-                    if pp > 1:
-                        vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
-                        scheds += [("interleaved", v) for v in vpps if v > 1 and pp * v <= model.num_layers]
-                else:
-                    for s in space.schedules:
-                        if s == "interleaved":
-                            vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
-                            scheds += [("interleaved", v) for v in vpps if pp * v <= model.num_layers or space.vpp]
-                        else:
-                            scheds.append((s, space.vpp or 1))
-                for ep, etp in eps:
+                for ep, etp in _expert_layouts(model, space, dp=dp, tp=tp, cp=cp):
                     for sp in sps:
                         for sched, v in scheds:
                             out.append(Structure(dp, tp, pp, cp, ep, v, sp, sched, etp))
@@ -198,6 +189,34 @@ def _expert_layouts(model: ModelSpec, space: Space, *, dp: int, tp: int, cp: int
         eps = divisors(model.moe.num_experts)
         out += [(e, etp) for e in eps if room % e == 0 and (space.max_ep is None or e <= space.max_ep)]
     return out
+
+
+def _data_parallel(space: Space, rest: int) -> int | None:
+    """dp for tp·pp·cp = `rest`: what is left of the GPUs (or the fixed dp), None when it does not add up."""
+    if space.dp is not None:
+        return space.dp if rest * space.dp == space.gpus else None
+    return None if space.gpus % rest else space.gpus // rest
+
+
+def _schedules(space: Space, pp: int, num_layers: int) -> list[tuple[Schedule, int]]:
+    """(schedule, vpp) for pp: by default 1f1b, and interleaved with vpp 2..max_vpp where pp·vpp chunks can hold
+    the layers; or the schedules asked for."""
+    vpps = [space.vpp] if space.vpp is not None else range(2, space.max_vpp + 1)
+    scheds: list[tuple[Schedule, int]] = []
+    if space.schedules is None:
+        if space.vpp is None or space.vpp == 1:
+            scheds.append(("1f1b", 1))
+        if pp > 1:
+            scheds += [("interleaved", v) for v in vpps if v > 1 and pp * v <= num_layers]
+        return scheds
+    for s in space.schedules:
+        if s == "interleaved":
+            scheds += [("interleaved", v) for v in vpps if pp * v <= num_layers or space.vpp]
+        elif s == "dualpipev":  # its two chunks per rank in a V (plan.py)
+            scheds.append((s, space.vpp or 2))
+        else:
+            scheds.append((s, space.vpp or 1))
+    return scheds
 
 
 def micro_batches(space: Space, dp: int) -> list[int]:

@@ -155,9 +155,16 @@ def read_plan_file(path: str) -> PlanFile:
 
 
 def build_plan(
-    *, gpus: int | None, doc: PlanFile | None, flags: dict[str, Any], defaults: dict[str, Any] | None = None
+    *,
+    gpus: int | None,
+    doc: PlanFile | None,
+    flags: dict[str, Any],
+    defaults: dict[str, Any] | None = None,
+    batch_tokens: bool = False,
+    sp_with_tp: bool = False,
 ) -> Plan:
-    """The plan from defaults, then --plan FILE, then flags (flags win); derive_plan fills the rest."""
+    """The plan from defaults, then --plan FILE, then flags (flags win); derive_plan fills the rest (the global
+    batch and sequence parallelism as `batch_tokens` and `sp_with_tp` say)."""
     fields = dict(defaults or {})
     fields.update(doc.plan if doc else {})
     fields.update({k: v for k, v in flags.items() if v is not None})
@@ -165,7 +172,7 @@ def build_plan(
     if doc and gpus is not None and changed and flags.get("dp") is None:
         fields.pop("dp", None)  # a degree changed on the command line: derive dp again
     try:
-        return derive_plan(gpus, **fields)
+        return derive_plan(gpus, batch_tokens=batch_tokens, sp_with_tp=sp_with_tp, **fields)
     except ValidationError as e:
         raise PlannerError(pydantic_message(e, "plan")) from None
 

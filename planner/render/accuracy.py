@@ -11,6 +11,7 @@ from rich.table import Table
 
 from planner.fit.calibrate import FitResult
 from planner.fit.validate import RunResult, Validation
+from planner.render.console import natural_width, rich_console, wrap_words
 from planner.units import fmt_range
 
 METRIC_NAMES = {"tokens_per_s_per_gpu": "tokens/s per GPU", "peak_memory_bytes": "peak memory", "step_s": "step time"}
@@ -61,24 +62,37 @@ def _calibrated_run(r: RunResult) -> dict[str, Any]:
     }
 
 
-def print_validation(
-    console: Console, result: Validation, calibrated: Validation | None = None, folder: str | None = None
-) -> None:
-    if calibrated is not None:
-        _print_side_by_side(console, result, calibrated, folder or "calibrated")
-        return
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    table.caption = "tokens/s/GPU pred: the prediction and its 80% interval"
-    for col in ("run", "engine/hardware", "tokens/s/GPU pred", "meas", "err", "peak GiB pred", "meas", "err"):
-        table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
+VALIDATION_COLUMNS = (
+    "engine/hardware\n  run",
+    "tokens/s/GPU\npred",
+    "\nmeas",
+    "\nerr",
+    "peak GiB\npred",
+    "\nmeas",
+    "\nerr",
+)
+VALIDATION_CAPTION = "tokens/s/GPU pred: the prediction and its 80% interval"
+
+
+def _validation_table(result: Validation, id_width: int | None = None) -> Table:
+    """Predicted against measured, a row per run under a row naming its engine/hardware (whenever it changes):
+    the numbers are never cut; run ids wrap at their hyphens to `id_width`."""
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.caption = VALIDATION_CAPTION
+    for col in VALIDATION_COLUMNS:
+        left = col.endswith("run")
+        table.add_column(col, justify="left" if left else "right", no_wrap=not left, overflow="fold")
+    group = None
     for r in result.runs:
         if r.skipped:
             continue
+        if r.group != group:
+            group = r.group
+            table.add_row(f"[bold]{escape(group)}[/]")
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
         pred = r.predicted["tokens_per_s_per_gpu"]
         table.add_row(
-            escape(r.id),
-            escape(r.group),
+            escape(wrap_words(r.id, id_width, indent="  ", breaks="-_")),
             (f"{pred:,.0f}" if pred >= 1000 else f"{pred:,.1f}")
             + _per_gpu_range(r)
             + ("" if r.plausible is not False else " ?"),
@@ -88,6 +102,20 @@ def print_validation(
             f"{mm / 2**30:.1f}" if mm else "",
             _pct(r, "peak_memory_bytes"),
         )
+    return table
+
+
+def print_validation(
+    console: Console, result: Validation, calibrated: Validation | None = None, folder: str | None = None
+) -> None:
+    if calibrated is not None:
+        _print_side_by_side(console, result, calibrated, folder or "calibrated")
+        return
+    table = _validation_table(result)
+    over = natural_width(console, table) - rich_console(console).width
+    if over > 0:
+        longest = max((len(r.id) for r in result.runs if not r.skipped), default=0)
+        table = _validation_table(result, id_width=max(16, longest - over))
     console.print(table)
     _print_footer(console, result)
 
@@ -229,7 +257,8 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
         console.print(f"[yellow]not fitted:[/] {escape(line)}")
     runs_table = Table(title="step time error per run", title_justify="left", show_edge=False)
     for col in ("run", "engine/hardware", "before", "after"):
-        runs_table.add_column(col, justify="left" if col in ("run", "engine/hardware") else "right")
+        left = col in ("run", "engine/hardware")
+        runs_table.add_column(col, justify="left" if left else "right", no_wrap=not left, overflow="fold")
     for o, b, a in zip(result.observations, result.before_pct, result.after_pct):
         runs_table.add_row(escape(o.id), escape(o.group), f"{b:+.1f}%", f"{a:+.1f}%")
     console.print(runs_table)

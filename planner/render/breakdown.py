@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.plan import Plan
+from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan
 from planner.render.console import escape
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
@@ -27,31 +27,61 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "█" * full + part
 
 
-def plan_line(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine | None = None) -> str:
+def batch_text(global_batch: int, seq_len: int, model: ModelSpec, defaulted: frozenset[str] = frozenset()) -> str:
+    """ "global batch G x S tokens", saying which of the two the defaults gave and how (every command's header)."""
+    gb = f"{global_batch}"
+    if "global_batch" in defaulted:
+        gb += f" (default: about 4M tokens, here {fmt_count(global_batch * seq_len)}; --global-batch to change)"
+    seq = f"{seq_len} tokens"
+    if "seq_len" in defaulted:
+        context = (
+            "the model's context"
+            if seq_len >= model.max_seq_len
+            else f"at most {DEFAULT_SEQ_LEN_CAP} of the model's {model.max_seq_len}"
+        )
+        seq += f" (default: {context}; --seq-len to change)"
+    return f"global batch {gb} x {seq}"
+
+
+def plan_line(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine | None = None,
+    defaulted: frozenset[str] = frozenset(),
+) -> str:
     run_by = f" with {escape(engine.name)}" if engine is not None else ""
     return (
         f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
-        f"{run_by}: "
-        f"{plan.summary()}, {plan.precision}, {plan.schedule}, global batch {plan.global_batch} x "
-        f"{plan.seq_len} tokens ({plan.num_microbatches} micro-batches per step)"
+        f"{run_by}: {plan.summary()}, {plan.precision}, {plan.schedule}, "
+        f"{batch_text(plan.global_batch, plan.seq_len, model, defaulted)}, {plan.num_microbatches} micro-batches "
+        "per step"
     )
 
 
-def memory_table(report: MemoryReport, title: str) -> Table:
+def share_table(title: str, unit: str, rows: list[tuple[str, str, float]], color: str, total: tuple[str, str]) -> Table:
+    """Terms with their values, shares and bars, then the total (memory per GPU and the step's time)."""
     from rich.table import Table
 
-    peak = report.peak
-    total = peak.total_bytes
     table = Table(title=title, title_justify="left", show_edge=False)
     table.add_column("term")
-    table.add_column("per GPU", justify="right")
+    table.add_column(unit, justify="right")
     table.add_column("share", justify="right")
     table.add_column("", no_wrap=True)
-    for term, value in peak.breakdown.as_dict().items():
-        share = value / total if total else 0.0
-        table.add_row(term, fmt_bytes(value), f"{share:5.1%}", f"[cyan]{bar(share)}[/]")
+    for name, value, share in rows:
+        table.add_row(name, value, f"{share:5.1%}", f"[{color}]{bar(share)}[/]")
     table.add_section()
-    table.add_row("[bold]total[/]", f"[bold]{fmt_bytes(total)}[/]", "", "")
+    table.add_row(f"[bold]{total[0]}[/]", f"[bold]{total[1]}[/]", "", "")
+    return table
+
+
+def memory_table(report: MemoryReport, title: str) -> Table:
+    total = report.peak.total_bytes
+    rows = [
+        (term, fmt_bytes(value), value / total if total else 0.0)
+        for term, value in report.peak.breakdown.as_dict().items()
+    ]
+    table = share_table(title, "per GPU", rows, "cyan", ("total", fmt_bytes(total)))
     table.add_row("capacity", fmt_bytes(report.capacity_bytes), "", f"[dim]{bar(total / report.capacity_bytes)}[/]")
     return table
 
@@ -103,8 +133,9 @@ def print_memory(
     *,
     per_stage: bool,
     engine: Engine | None = None,
+    defaulted: frozenset[str] = frozenset(),
 ) -> None:
-    console.print(plan_line(model, hw, plan, engine))
+    console.print(plan_line(model, hw, plan, engine, defaulted))
     console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
     if per_stage:
         console.print(stages_table(report))
@@ -114,6 +145,21 @@ def print_memory(
 
 
 # ---- estimate --------------------------------------------------------------------------------------
+def time_rows(t: Any) -> list[tuple[str, float]]:
+    rows = [("compute", t.compute_s), ("recompute", t.recompute_s), ("pipeline bubble", t.bubble_s)]
+    rows += [(f"exposed {dim} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]
+    rows += [("optimizer step", t.optimizer_s), ("overhead", t.overhead_s)]
+    return [(name, s) for name, s in rows if s > 0 or name == "compute"]
+
+
+def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = frozenset()) -> None:
+    console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
+    console.print(time_table(est.time))
+    crossing_line(console, est.hardware, est.plan)
+    for line in estimate_lines(est):
+        console.print(line)
+
+
 def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
     """One line naming the tp/cp/ep groups that leave the NVLink domain and the tier they are costed on."""
     from planner.explore.placement import crossing_tiers
@@ -124,64 +170,48 @@ def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
         console.print(f"[yellow]leaves the {hw.nvlink_domain}-GPU NVLink domain:[/] {escape(groups)}")
 
 
-def time_rows(t: Any) -> list[tuple[str, float]]:
-    rows = [("compute", t.compute_s), ("recompute", t.recompute_s), ("pipeline bubble", t.bubble_s)]
-    rows += [(f"exposed {dim} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]
-    rows += [("optimizer step", t.optimizer_s), ("overhead", t.overhead_s)]
-    return [(name, s) for name, s in rows if s > 0 or name == "compute"]
+def time_table(t: Any) -> Table:
+    """The step's terms in seconds, with their shares and bars."""
+    rows = [(name, f"{seconds:.4f}", seconds / t.step_s if t.step_s else 0.0) for name, seconds in time_rows(t)]
+    title = f"step time (bottleneck stage {t.stage})"
+    return share_table(title, "seconds", rows, "magenta", ("step", f"{t.step_s:.4f}"))
 
 
-def print_estimate(console: Console, est: Any) -> None:
-    from rich.table import Table
-
+def estimate_lines(est: Any) -> list[str]:
+    """Throughput and its trust, the memory summary, and the time to train and goodput when asked for."""
     from planner.units import fmt_seconds
 
-    t = est.time
-    console.print(plan_line(est.model, est.hardware, est.plan, est.engine))
-    table = Table(title=f"step time (bottleneck stage {t.stage})", title_justify="left", show_edge=False)
-    table.add_column("term")
-    table.add_column("seconds", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("", no_wrap=True)
-    for name, seconds in time_rows(t):
-        share = seconds / t.step_s if t.step_s else 0.0
-        table.add_row(name, f"{seconds:.4f}", f"{share:5.1%}", f"[magenta]{bar(share)}[/]")
-    table.add_section()
-    table.add_row("[bold]step[/]", f"[bold]{t.step_s:.4f}[/]", "", "")
-    console.print(table)
-    crossing_line(console, est.hardware, est.plan)
-    u = est.uncertainty
-    console.print(
+    t, u, pl, mem = est.time, est.uncertainty, est.plausibility, est.memory
+    lines = [
         f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "
         f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}"
-    )
+    ]
     if not u.calibrated:
-        console.print(
+        lines.append(
             f"[yellow]wide error bars:[/] no calibration runs of {escape(est.engine.name)} "
             f"on {escape(est.hardware.name)}"
         )
-    pl = est.plausibility
     if not pl.ok:
-        console.print(
+        lines.append(
             f"[yellow]implausible:[/] predicted MFU {pl.mfu:.1%} is above the best published for this hardware, "
             f"{pl.mfu_ceiling:.1%} ({pl.source}); the prediction is likely optimistic"
         )
-    mem = est.memory
-    console.print(
+    lines.append(
         f"memory: {fmt_bytes(mem.total_bytes)} (80% {u.memory_text()}) per GPU on stage {mem.peak.stage} "
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )
     if est.train:
         tr = est.train
-        console.print(
+        lines.append(
             f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
             f"{fmt_seconds(tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
         )
     if est.checkpoint:
         c = est.checkpoint
-        console.print(
+        lines.append(
             f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
             f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), expected loss "
             f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
         )
+    return lines

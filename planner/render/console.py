@@ -5,11 +5,29 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+UNLIMITED_COLUMNS = 10_000
+PIPED_COLUMNS = 100  # the width of piped output when COLUMNS does not say (every table fits it)
+
+
+def piped_width(environ: Any = os.environ) -> int:
+    """The width of piped output: COLUMNS when it is a positive number, else PIPED_COLUMNS (a terminal's own
+    width is rich's to find, COLUMNS first)."""
+    columns = str(environ.get("COLUMNS", "")).strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_COLUMNS
+
+
+class StdoutClosed(Exception):
+    """stdout's reader has gone (`planner search ... | head -1`). Not an OSError: click would turn that into exit 1;
+    the CLI ends quietly with exit 0 instead."""
 
 
 class _Console:
@@ -20,11 +38,69 @@ class _Console:
         self._console: Console | None = None
 
     def __getattr__(self, name: str) -> Any:
+        return getattr(self._rich(), name)
+
+    def _rich(self) -> Console:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(**self._options)
-        return getattr(self._console, name)
+            class PipeConsole(Console):
+                def on_broken_pipe(self) -> None:
+                    """A reader that stops reading (`| head`) is no error: raise it for the CLI to end quietly with
+                    exit 0 (rich's own handler exits 1)."""
+                    self.quiet = True
+                    raise StdoutClosed
+
+            self._console = PipeConsole(**self._options)
+        return self._console
+
+
+def rich_console(console: Any) -> Console:
+    """The rich Console behind one of the consoles here (made now if it was not), or the Console given."""
+    return console._rich() if isinstance(console, _Console) else console
+
+
+def natural_width(console: Any, renderable: Any) -> int:
+    """The columns `renderable` takes when nothing limits it (a table with no cell wrapped or cut)."""
+    c = rich_console(console)
+    return int(c.measure(renderable, options=c.options.update_width(UNLIMITED_COLUMNS)).maximum)
+
+
+def print_unlimited(console: Any, renderable: Any) -> None:
+    """Print at the renderable's natural width when it is wider than the console (`--wide`): lines run past the
+    terminal's edge rather than cells being cut."""
+    c = rich_console(console)
+    saved = c._width  # rich's own setting: None means "the terminal's width"
+    c.width = max(c.width, natural_width(c, renderable))
+    try:
+        c.print(renderable, crop=False)
+    finally:
+        c._width = saved
+
+
+def print_hanging(console: Any, lead: str, markup: str) -> None:
+    """`lead` then `markup` wrapped to the console's width, each further line indented as far as `lead` (the
+    search's `  count  reason  (e.g. example)` lines: a long example wraps under its reason)."""
+    from rich.text import Text
+
+    c = rich_console(console)
+    body = Text.from_markup(markup)
+    for i, line in enumerate(body.wrap(c, max(20, c.width - len(lead)))):
+        line.rstrip()
+        c.print(Text(lead if i == 0 else " " * len(lead)) + line, soft_wrap=True)
+
+
+def wrap_words(text: str, width: int | None, *, indent: str = "", breaks: str = " ") -> str:
+    """`text` indented, in lines of at most `width` characters (indent included) broken after any of `breaks` (the
+    hyphens and underscores of a run id); a piece longer than a line stays whole. `width` None: one line."""
+    pieces = re.findall(f"[^{re.escape(breaks)}]*[{re.escape(breaks)}]|[^{re.escape(breaks)}]+$", text) or [text]
+    lines = [indent]
+    for piece in pieces:
+        if width is not None and len(lines[-1]) > len(indent) and len(lines[-1]) + len(piece.rstrip()) > width:
+            lines[-1] = lines[-1].rstrip()
+            lines.append(indent + "  ")
+        lines[-1] += piece
+    return "\n".join(lines)
 
 
 def escape(text: str) -> str:
@@ -34,8 +110,7 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-# Piped output is not squeezed to 80 columns: tables stay readable in logs and READMEs.
-out: Any = _Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+out: Any = _Console(highlight=False, width=None if sys.stdout.isatty() else piped_width())
 err: Any = _Console(stderr=True, highlight=False)
 
 
@@ -52,7 +127,10 @@ def finite_json(value: Any) -> Any:
 
 
 def emit_json(doc: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n")
+    try:
+        sys.stdout.write(json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n")
+    except BrokenPipeError:
+        raise StdoutClosed from None
 
 
 def warning_line(

@@ -1,6 +1,7 @@
 """The documents of DESIGN.md ("JSON contracts") as typed pydantic models: what `--json` prints and what the
-Python API (planner.api) returns, built from the cost model's results. Sizes are bytes, times seconds, rates
-per second. Fields may be added, never renamed or removed.
+Python API (planner.api) returns, built from the cost model's results: memory and estimate here, search's in
+search_documents.py. Sizes are bytes, times seconds, rates per second. Fields may be added, never renamed or
+removed.
 
 ``as_json()`` is the dict `--json` writes: the fields in declared order, with the optional sections
 (`train`, `checkpoint`, `goodput`, `closest_misses`) left out when a command did not compute them.
@@ -15,16 +16,26 @@ from pydantic import BaseModel, ConfigDict
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
-from planner.explore.results import Miss, Ranked, SearchResult
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
-OPTIONAL = ("train", "checkpoint", "goodput", "goodput_tokens_per_s", "closest_misses")
+OPTIONAL = (
+    "train",
+    "checkpoint",
+    "goodput",
+    "goodput_tokens_per_s",
+    "closest_misses",
+    "active_params",
+    "global_batch_default",
+    "seq_len_default",
+)
 
 
 class Document(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a document's validator is built when one is first made, so a command builds only its own
+    # (about 25 ms of start-up for the fifteen classes)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON document: every field, except the optional sections that are absent."""
@@ -54,6 +65,9 @@ class MemoryDoc(Document):
     fits: bool
     headroom_bytes: int
     params: int
+    active_params: int | None = None  # MoE models: the parameters one token passes through
+    global_batch_default: bool | None = None  # whether the defaults gave the global batch (about 4M tokens)
+    seq_len_default: bool | None = None  # whether the defaults gave the sequence length (the context, <= 8192)
     stages: list[StageDoc]
     notes: list[str]
 
@@ -109,71 +123,21 @@ class EstimateDoc(MemoryDoc):
     checkpoint: CheckpointDoc | None = None
 
 
-class RankedDoc(Document):
-    """One plan of `planner search --json`."""
-
-    engine: str
-    plan: dict[str, Any]
-    memory: MemoryDoc
-    time: StepDoc
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float
-    uncertainty: dict[str, Any]
-    plausibility: dict[str, Any]
-    goodput: float | None = None
-    goodput_tokens_per_s: float | None = None
-
-
-class VariantDoc(Document):
-    change: str
-    plan: dict[str, Any]
-    total_bytes: int
-    fits: bool
-
-
-class MissDoc(Document):
-    plan: dict[str, Any]
-    total_bytes: int
-    over_bytes: int
-    variants: list[VariantDoc]
-    gpus_needed: int | None
-
-
-class SearchDoc(Document):
-    """`planner search --json`: the counts that add up, the ranked plans, and the closest misses."""
-
-    evaluated: int
-    valid: int
-    rejected: dict[str, int]
-    timed: int
-    pruned: dict[str, int]
-    seconds: float
-    model: str
-    hardware: str
-    engines: list[str]
-    gpus: int
-    global_batch: int
-    global_batch_default: bool
-    seq_len: int
-    objective: str
-    plans: list[RankedDoc]
-    closest_misses: list[MissDoc] | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        doc = super().as_json()
-        doc["plans"] = [p.as_json() for p in self.plans]
-        return doc
-
-
 # ---- builders ----------------------------------------------------------------------------------------
 def _ints(b: MemoryBreakdown) -> dict[str, int]:
     return {k: round(v) for k, v in b.as_dict().items()}
 
 
-def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: MemoryReport, engine: Engine) -> MemoryDoc:
+def memory_doc(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    report: MemoryReport,
+    engine: Engine,
+    defaulted: frozenset[str] | None = None,
+) -> MemoryDoc:
+    """The memory document; `defaulted` (memory and estimate of one plan) says which of the global batch and the
+    sequence length the defaults gave."""
     peak = report.peak
     return MemoryDoc(
         model=model.name,
@@ -187,6 +151,9 @@ def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memory
         fits=report.fits,
         headroom_bytes=round(report.headroom_bytes),
         params=model.num_params,
+        active_params=model.num_active_params if model.moe is not None else None,
+        global_batch_default=None if defaulted is None else "global_batch" in defaulted,
+        seq_len_default=None if defaulted is None else "seq_len" in defaulted,
         stages=[
             StageDoc(
                 stage=s.stage,
@@ -201,9 +168,23 @@ def memory_doc(model: ModelSpec, hw: HardwareProfile, plan: Plan, report: Memory
     )
 
 
-def estimate_doc(est: Estimate) -> EstimateDoc:
+def rates(est: Estimate) -> dict[str, Any]:
+    """Throughput, utilisation and their trust: the fields estimate's document and each searched plan share."""
     t = est.time
-    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine)
+    return {
+        "tokens_per_s": t.tokens_per_s,
+        "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+        "tflops_per_gpu": t.tflops_per_gpu,
+        "mfu": t.mfu,
+        "hfu": t.hfu,
+        "uncertainty": est.uncertainty.as_dict(),
+        "plausibility": est.plausibility.as_dict(),
+    }
+
+
+def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
+    t = est.time
+    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
     train = checkpoint = None
     if est.train:
         tr = est.train
@@ -223,67 +204,8 @@ def estimate_doc(est: Estimate) -> EstimateDoc:
     return EstimateDoc(
         **dict(mem),
         time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
-        tokens_per_s=t.tokens_per_s,
-        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
-        tflops_per_gpu=t.tflops_per_gpu,
-        mfu=t.mfu,
-        hfu=t.hfu,
+        **rates(est),
         model_flops_per_step=t.model_flops_per_step,
-        uncertainty=est.uncertainty.as_dict(),
-        plausibility=est.plausibility.as_dict(),
         train=train,
         checkpoint=checkpoint,
-    )
-
-
-def ranked_doc(r: Ranked) -> RankedDoc:
-    e, t = r.estimate, r.time
-    return RankedDoc(
-        engine=e.engine.name,
-        plan={**e.plan.model_dump(), "engine": e.engine.name},
-        memory=memory_doc(e.model, e.hardware, e.plan, e.memory, e.engine),
-        time=StepDoc.model_validate(t.as_dict()),
-        tokens_per_s=t.tokens_per_s,
-        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
-        mfu=t.mfu,
-        hfu=t.hfu,
-        tflops_per_gpu=t.tflops_per_gpu,
-        uncertainty=e.uncertainty.as_dict(),
-        plausibility=e.plausibility.as_dict(),
-        goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
-        goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
-    )
-
-
-def miss_doc(m: Miss) -> MissDoc:
-    return MissDoc(
-        plan=m.plan.model_dump(),
-        total_bytes=int(m.bytes),
-        over_bytes=int(m.over_bytes),
-        variants=[
-            VariantDoc(change=what, plan=q.model_dump(), total_bytes=int(b), fits=ok) for what, q, b, ok in m.variants
-        ],
-        gpus_needed=m.gpus_needed,
-    )
-
-
-def search_doc(result: SearchResult, global_batch_default: bool = False) -> SearchDoc:
-    s = result.space
-    return SearchDoc(
-        evaluated=result.evaluated,
-        valid=result.valid,
-        rejected=dict(result.rejected),
-        timed=result.timed,
-        pruned=dict(result.pruned),
-        seconds=result.seconds,
-        model=result.model.name,
-        hardware=result.hardware.name,
-        engines=[e.name for e in result.engines],
-        gpus=s.gpus,
-        global_batch=s.global_batch,
-        global_batch_default=global_batch_default,
-        seq_len=s.seq_len,
-        objective=result.objective,
-        plans=[ranked_doc(r) for r in result.top],
-        closest_misses=[miss_doc(m) for m in result.misses] if result.misses else None,
     )

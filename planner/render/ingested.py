@@ -52,15 +52,16 @@ def _memory(m: dict[str, Any]) -> str:
 
 
 def print_runs(console: Console, runs: list[IngestedRun], written: str | None) -> None:
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run", "engine", "plan", "steps used / out", "step", "tokens/s/GPU", "peak memory"):
-        table.add_column(col, justify="left" if col in ("run", "engine", "plan") else "right", overflow="fold")
+    """One line per run (what was measured), then per run its plan, the steps used and what it assumed."""
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("run", "engine", "steps\nused / out", "\nstep", "tokens/s\nper GPU", "peak\nmemory"):
+        words = col in ("run", "engine", "peak\nmemory")  # numbers are never wrapped or cut
+        table.add_column(col, justify="left" if words else "right", no_wrap=not words, overflow="fold")
     for r in runs:
         m = r.measured
         table.add_row(
             escape(r.id),
             r.engine,
-            escape(plan_text(r.plan)),
             escape(_steps(r)),
             fmt_seconds(m["step_s"]) if m.get("step_s") else "",
             f"{m['tokens_per_s_per_gpu']:,.1f}" if m.get("tokens_per_s_per_gpu") else "",
@@ -68,10 +69,11 @@ def print_runs(console: Console, runs: list[IngestedRun], written: str | None) -
         )
     console.print(table)
     for r in runs:
+        console.print(f"{escape(r.id)}: plan {escape(plan_text(r.plan))}")
         console.print(f"[dim]{escape(r.id)}: {escape(_steps_note(r))}[/]")
         for line in r.derived:
             console.print(f"[dim]{escape(r.id)}: {escape(line)}[/]")
         for line in r.assumed:
             console.print(f"{escape(r.id)}: [yellow]assumed[/] {escape(line)}")
     if written:
-        console.print(f"wrote {len(runs)} run{'s' if len(runs) != 1 else ''} to {escape(written)}")
+        console.print(f"wrote {len(runs)} run{'s' if len(runs) != 1 else ''} to {escape(written)}", soft_wrap=True)

@@ -12,17 +12,28 @@ from rich.table import Table
 
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
+from planner.render.console import print_unlimited
 from planner.specs import ModelSpec
 from planner.units import fmt_count
 
 
 def _catalog_table(
-    columns: tuple[str, ...], left: tuple[str, ...], *, caption: str | None = None, min_width: bool = False
+    columns: tuple[str, ...],
+    left: tuple[str, ...],
+    *,
+    caption: str | None = None,
+    wrap: tuple[str, ...] = (),
 ) -> Table:
-    """The borderless listing table of `planner models`, `planner hardware` and `planner engines`."""
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, caption=caption)
+    """The borderless listing table of `planner models`, `planner hardware` and `planner engines`: numbers are never
+    cut; the `wrap` columns (names, descriptions) wrap when the table would not fit the console."""
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, caption=caption)
     for col in columns:
-        table.add_column(col, justify="left" if col in left else "right", min_width=len(col) if min_width else None)
+        table.add_column(
+            col,
+            justify="left" if col in left else "right",
+            no_wrap=col not in wrap,
+            overflow="fold",
+        )
     return table
 
 
@@ -45,6 +56,7 @@ def print_models(console: Console, specs: list[ModelSpec]) -> None:
     table = _catalog_table(
         ("name", "params", "layers", "hidden", "heads/kv", "ffn", "mlp", "vocab", "seq", "moe"),
         left=("name", "mlp", "moe"),
+        wrap=("moe",),
     )
     for s in specs:
         moe = f"{s.moe.num_experts}x top{s.moe.top_k}" if s.moe else ""
@@ -84,10 +96,9 @@ def print_model(console: Console, spec: ModelSpec) -> None:
 
 def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
     table = _catalog_table(
-        ("name", "memory", "bf16 TF", "fp8 TF", "HBM TB/s", "per node", "NVLink", "intra GB/s", "inter GB/s"),
+        ("name", "memory", "bf16\nTF", "fp8\nTF", "HBM\nTB/s", "per\nnode", "NVLink", "intra\nGB/s", "inter\nGB/s"),
         left=("name",),
         caption="TFLOP/s dense; NVLink: GPUs per NVLink domain (the intra tier); link figures per GPU, one direction",
-        min_width=True,
     )
     for p in profiles:
         g = p.gpu
@@ -113,21 +124,23 @@ def engines_json(engines: list[Engine]) -> dict[str, Any]:
     return {"engines": [e.model_dump() for e in engines]}
 
 
-def print_engines(console: Console, engines: list[Engine]) -> None:
-    table = _catalog_table(
-        ("name", "zero", "zero with pp", "schedules", "attention", "grads", "description"),
-        left=("name", "zero", "zero with pp", "schedules", "attention", "grads", "description"),
-    )
+def print_engines(console: Console, engines: list[Engine], *, wide: bool = False) -> None:
+    """One row per engine: the ZeRO stages it runs (with pipelining), its schedules and what it is; --wide adds the
+    attention kernel and the gradient dtype (`planner engines show NAME` has everything)."""
+    extra = ("attention", "grads") if wide else ()
+    cols = ("name", "zero (with pp)", "schedules", *extra, "description")
+    table = _catalog_table(cols, left=cols, wrap=("description",))
     for e in engines:
         r = e.rules
-        with_pp = tuple(r.stages(2))
+        with_pp = ",".join(map(str, sorted(r.stages(2)))) or "-"
         table.add_row(
             escape(e.name),
-            ",".join(map(str, sorted(r.zero))),
-            ",".join(map(str, sorted(with_pp))) or "-",
+            f"{','.join(map(str, sorted(r.zero)))} ({with_pp})",
             ",".join(r.schedules),
-            e.kernels.attention,
-            e.memory.grad_dtype,
+            *((e.kernels.attention, e.memory.grad_dtype) if wide else ()),
             escape(e.description),
         )
-    console.print(table)
+    if wide:
+        print_unlimited(console, table)
+    else:
+        console.print(table)

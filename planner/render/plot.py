@@ -18,7 +18,7 @@ def plot_search(result: Any, path: str) -> None:
         raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
     from planner.explore.results import pareto_front
 
-    pts = [(b / 2**30, tps / result.space.gpus) for _p, b, tps in result.all_timed]
+    pts = [(t.nbytes / 2**30, t.tokens_per_s / result.space.gpus) for t in result.all_timed]
     fig, ax = plt.subplots(figsize=(8, 5))
     if pts:
         ax.scatter(

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.schedule import StepTime
 from planner.explore.explain import explain
 from planner.explore.placement import crossing_tiers
-from planner.explore.results import SearchResult
-from planner.render.console import escape
+from planner.explore.results import Ranked, SearchResult
+from planner.render.breakdown import batch_text
+from planner.render.console import escape, natural_width, print_hanging, print_unlimited, rich_console
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
@@ -29,24 +30,14 @@ def _gib(b: float) -> str:
 
 
 def print_result(
-    console: Console,
-    result: SearchResult,
-    *,
-    global_batch_default: bool,
-    save: str | None = None,
-    plot: str | None = None,
-    wide: bool = False,
+    console: Console, result: SearchResult, *, save: str | None = None, plot: str | None = None, wide: bool = False
 ) -> None:
     s, m, hw = result.space, result.model, result.hardware
-    tokens = fmt_count(s.global_batch * s.seq_len)
-    gb = f"{s.global_batch}" + (
-        f" (default: about 4M tokens, here {tokens}; --global-batch to change)" if global_batch_default else ""
-    )
     engines = escape(", ".join(e.name for e in result.engines) or result.engine.name)
     console.print(
         f"[bold]{escape(m.name)}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{escape(hw.name)}[/] "
-        f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, global batch {gb} x {s.seq_len} tokens, "
-        f"{s.precision}, ranked by {result.objective}"
+        f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, "
+        f"{batch_text(s.global_batch, s.seq_len, m, result.defaulted)}, {s.precision}, ranked by {result.objective}"
     )
     pruned = ", ".join(f"{n} {why}" for why, n in result.pruned.items() if n)
     console.print(
@@ -58,13 +49,13 @@ def print_result(
     )
     for reason, n in result.rejected.most_common():
         example = result.examples.get(reason, "")
-        console.print(
-            f"  {n:>7}  {escape(reason)}" + (f"  [dim](e.g. {escape(example)})[/]" if example else ""), soft_wrap=True
+        print_hanging(
+            console, f"  {n:>7}  ", escape(reason) + (f"  [dim](e.g. {escape(example)})[/]" if example else "")
         )
     if not result.top:
         print_misses(console, result)
         return
-    console.print(_table(result, wide=wide))
+    _print_table(console, result, wide=wide)
     _print_best(console, result)
     if save:
         console.print(f"saved the best plan to {escape(save)} (use it with `planner estimate --plan {escape(save)}`)")
@@ -72,9 +63,26 @@ def print_result(
         console.print(f"plotted {len(result.all_timed)} valid plans to {escape(plot)}")
 
 
-def _table(result: SearchResult, *, wide: bool) -> Table:
-    """The ranked plans: at most 100 columns by default (--wide adds per-GPU throughput, a third time term and
-    goodput). tokens/s carries its error bar; MFU a '?' when above the best published for the hardware."""
+def _print_table(console: Console, result: SearchResult, *, wide: bool) -> None:
+    """The ranked plans within the console's width, no number cut: with the two largest time terms when they
+    fit, else without that column (--wide brings it back), and the plan and engine wrapped at spaces as a last
+    resort. --wide: every column, at the table's own width."""
+    if wide:
+        print_unlimited(console, _table(result, wide=True, terms=3))
+        return
+    table = _table(result, wide=False, terms=2)
+    if natural_width(console, table) > rich_console(console).width:
+        table = _table(result, wide=False, terms=0)
+    console.print(table)
+
+
+CAPTION = "interleaved when vpp is shown; {terms}? = MFU above the best published for this GPU"
+TERMS_CAPTION = "time goes to: largest shares of the step (tp/cp/ep/pp/dp = exposed communication); "
+
+
+def _table(result: SearchResult, *, wide: bool, terms: int) -> Table:
+    """The ranked plans (--wide adds per-GPU throughput, a third time term and goodput). tokens/s carries its
+    error bar; MFU a '?' when above the best published for the hardware; `terms` time terms (0: no column)."""
     from rich import box
     from rich.table import Table
 
@@ -89,40 +97,45 @@ def _table(result: SearchResult, *, wide: bool) -> Table:
         "tokens/s",
         *(["per GPU"] if wide else []),
         "MFU",
-        "time goes to",
+        *(["time goes to"] if terms else []),
     ]
-    table.caption = (
-        "interleaved when vpp is shown; time goes to: largest shares of the step (tp/cp/ep/pp/dp = exposed "
-        "communication); ? = MFU above the best published for this GPU"
-    )
+    table.caption = CAPTION.format(terms=TERMS_CAPTION if terms else "--wide: where the time goes; ")
     for c in cols:
-        table.add_column(c, justify="left" if c in ("plan", "engine", "time goes to") else "right", no_wrap=True)
+        wraps = c in ("plan", "engine")  # words, never a number: wrapped at spaces only when nothing else fits
+        left = c in ("plan", "engine", "time goes to")
+        table.add_column(c, justify="left" if left else "right", no_wrap=not wraps, overflow="fold")
     goodput = wide and any(r.estimate.checkpoint is not None for r in result.top)
     if goodput:
-        table.add_column("goodput", justify="right")
+        table.add_column("goodput", justify="right", no_wrap=True)
     for i, r in enumerate(result.top, 1):
-        t, p, e = r.time, r.plan, r.estimate
-        crossing = crossing_tiers(result.hardware, p)  # tp/cp/ep groups that leave the NVLink domain: their tier
-        terms = " ".join(
-            f"{k} {v / t.step_s:.0%}" + (f" ({crossing[k].replace('network', 'net')})" if k in crossing else "")
-            for k, v in time_terms(t, 3 if wide else 2)
-        )
-        row = [
-            str(i),
-            *([escape(e.engine.name)] if several else []),
-            _plan_text(p),
-            _gib(e.memory.total_bytes),
-            fmt_seconds(t.step_s),
-            f"{fmt_rate(t.tokens_per_s)} {e.uncertainty.tokens_text()}",
-            *([f"{t.tokens_per_s_per_gpu:,.0f}"] if wide else []),
-            f"{t.mfu:.0%}" + ("?" if not e.plausibility.ok else ""),
-            terms,
-        ]
-        if goodput:
-            ck = e.checkpoint
-            row.append(f"{ck.goodput:.1%}" if ck else "")
-        table.add_row(*row)
+        crossing = crossing_tiers(result.hardware, r.plan)  # tp/cp/ep groups that leave the NVLink domain: their tier
+        table.add_row(*_row(i, r, several=several, wide=wide, terms=terms, goodput=goodput, crossing=crossing))
     return table
+
+
+def _row(
+    i: int, r: Ranked, *, several: bool, wide: bool, terms: int, goodput: bool, crossing: dict[str, str]
+) -> list[str]:
+    t, p, e = r.time, r.plan, r.estimate
+    shares = " ".join(
+        f"{k} {v / t.step_s:.0%}" + (f" ({crossing[k].replace('network', 'net')})" if k in crossing else "")
+        for k, v in time_terms(t, terms)
+    )
+    row = [
+        str(i),
+        *([escape(e.engine.name)] if several else []),
+        _plan_text(p),
+        _gib(e.memory.total_bytes),
+        fmt_seconds(t.step_s),
+        f"{fmt_rate(t.tokens_per_s)} {e.uncertainty.tokens_text()}",
+        *([f"{t.tokens_per_s_per_gpu:,.0f}"] if wide else []),
+        f"{t.mfu:.0%}" + ("?" if not e.plausibility.ok else ""),
+        *([shares] if terms else []),
+    ]
+    if goodput:
+        ck = e.checkpoint
+        row.append(f"{ck.goodput:.1%}" if ck else "")
+    return row
 
 
 def _print_best(console: Console, result: SearchResult) -> None:
@@ -147,6 +160,8 @@ def _print_best(console: Console, result: SearchResult) -> None:
 
 
 def _plan_text(p: Any) -> str:
+    if p.schedule == "dualpipev":  # its two chunks per rank are the V: the schedule's name says vpp 2
+        return p.summary().replace(f" vpp{p.vpp} ", " dualpipev ", 1)
     return p.summary() + (" gpipe" if p.schedule == "gpipe" else "")
 
 
@@ -161,15 +176,16 @@ def print_misses(console: Console, result: SearchResult) -> None:
         return
     for mi in result.misses:
         console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over")
-        for what, _q, b, ok in mi.variants:
-            verdict = "[green]fits[/]" if ok else "[red]still over[/]"
-            console.print(f"      with {what}: {_gib(b)} — {verdict}")
+        for v in mi.variants:
+            verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
+            console.print(f"      with {v.change}: {_gib(v.nbytes)} — {verdict}")
         if mi.gpus_needed is None:
             console.print("      more GPUs (dp up to x16384) would not make it fit: add tp/pp, or larger-memory GPUs")
 
 
 def print_explain(console: Console, result: SearchResult, field_name: str, value: Any) -> None:
-    total, counts, details, in_top = explain(result, field_name, value)
+    why = explain(result, field_name, value)
+    total, counts, details, in_top = why.rejected, why.by_reason, why.examples, why.in_top
     console.print(f"\nwhy not {field_name}={value}?")
     if not total and not in_top and not result.considered(field_name, value):
         console.print(
@@ -181,6 +197,6 @@ def print_explain(console: Console, result: SearchResult, field_name: str, value
         console.print(f"  {in_top} of the top {len(result.top)} plans have {field_name}={value}")
     console.print(f"  {total} candidate plans with {field_name}={value} were rejected:")
     for reason, n in counts.most_common():
-        console.print(f"  {n:>7}  {escape(reason)}  [dim](e.g. {escape(details[reason])})[/]", soft_wrap=True)
+        print_hanging(console, f"  {n:>7}  ", f"{escape(reason)}  [dim](e.g. {escape(details[reason])})[/]")
     if not total and not in_top:
         console.print(f"  the valid ones were slower than the top {len(result.top)}")

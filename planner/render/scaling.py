@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from planner.errors import PlannerError
-from planner.render.console import escape
+from planner.render.console import escape, print_unlimited
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
             fmt_seconds(p.train_s),
             f"{p.gpu_hours:,.0f}",
         )
-    console.print(table)
+    print_unlimited(console, table)  # every number whole: lines may run past a narrow terminal, as search --wide
     console.print("per GPU: tokens/s per GPU (share of the best count's)")
 
 

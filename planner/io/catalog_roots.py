@@ -1,0 +1,132 @@
+"""Where the catalogs are: the shipped model_specs/, hardware_profiles/ and engine_profiles/, and the user's own
+(--catalog DIR, PLANNER_CATALOG_PATH, the user config folder), searched in that order; names are found
+case-insensitively and by their aliases (`H100` -> h100-sxm). Built from file names only: nothing is parsed."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from planner.errors import PlannerError
+from planner.io.files import read_text
+
+MODEL_DIR = "model_specs"
+HARDWARE_DIR = "hardware_profiles"
+ENGINE_DIR = "engine_profiles"
+
+
+def catalog_root() -> Path:
+    """The directory holding the shipped model_specs/, hardware_profiles/ and engine_profiles/: the top of a
+    source checkout (also under an editable install), or planner/catalog/ in an installed wheel (setup.py)."""
+    package = Path(__file__).resolve().parents[1]
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / HARDWARE_DIR).is_dir():
+        return checkout
+    return package / "catalog"
+
+
+# ---- where catalogs are found ----------------------------------------------------------------------
+CATALOG_ENV = "PLANNER_CATALOG_PATH"  # user catalog folders, separated like PATH
+_user_dirs: list[Path] = []  # --catalog DIR, in the order given
+
+
+def set_user_dirs(dirs: Sequence[str | Path]) -> None:
+    """The folders `--catalog DIR` names: searched before PLANNER_CATALOG_PATH, the user config folder and the
+    shipped catalogs. Each holds model_specs/, hardware_profiles/ and engine_profiles/ (any may be missing)."""
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise PlannerError(f"--catalog {str(d)!r} is not a directory (it should hold model_specs/, ...)")
+    _user_dirs[:] = [Path(d) for d in dirs]
+    _index.cache_clear()
+    _aliases.cache_clear()
+
+
+def user_config_dir() -> Path:
+    """$XDG_CONFIG_HOME/planner, else ~/.config/planner."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "planner"
+
+
+def catalog_roots() -> list[Path]:
+    """Every catalog root in search order: --catalog, PLANNER_CATALOG_PATH, the user config folder, shipped."""
+    env = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p.strip()]
+    return [*_user_dirs, *env, user_config_dir(), catalog_root()]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalog entry: its file, and the shipped file it shadows (None: it is the shipped one, or new)."""
+
+    name: str
+    path: Path
+    shadows: Path | None = None
+
+
+@cache
+def _index(kind_dir: str) -> dict[str, Entry]:
+    """Name (lower case) -> the entry the first root that has it gives; later roots' files of the same name are
+    shadowed. Built from file names only (no file is parsed)."""
+    out: dict[str, Entry] = {}
+    shipped = catalog_root()
+    for root in reversed(catalog_roots()):  # shipped first, each earlier root overrides
+        folder = root / kind_dir
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.yaml")):
+            key = path.stem.lower()
+            prev = out.get(key)
+            shadows = prev.path if (prev and prev.path.parent.parent == shipped) else (prev.shadows if prev else None)
+            out[key] = Entry(path.stem, path, shadows if root != shipped else None)
+    return out
+
+
+_ALIASES = re.compile(r"^aliases:\s*\[([^\]]*)\]", re.M)
+
+
+@cache
+def _aliases(kind_dir: str) -> dict[str, str]:
+    """alias (lower case) -> catalog name, from each file's one-line `aliases: [...]` (read as text: no parse)."""
+    out: dict[str, str] = {}
+    for key, entry in _index(kind_dir).items():
+        found = _ALIASES.search(read_text(entry.path))
+        for alias in found.group(1).split(",") if found else ():
+            alias = alias.strip().strip("'\"").lower()
+            if alias and alias not in _index(kind_dir):
+                out.setdefault(alias, key)
+    return out
+
+
+def lookup(kind_dir: str, name: str) -> Entry | None:
+    """A catalog entry by name, case-insensitively, or by one of its aliases (`H100` -> h100-sxm)."""
+    index, key = _index(kind_dir), name.strip().lower()
+    hit = index.get(key) or index.get(_aliases(kind_dir).get(key, ""))
+    if hit is not None and hit.shadows is not None:
+        warnings.warn(f"{hit.name}: {hit.path} shadows the shipped {hit.shadows}", stacklevel=3)
+    return hit
+
+
+def names(kind_dir: str) -> list[str]:
+    return sorted(e.name for e in _index(kind_dir).values())
+
+
+def list_models() -> list[str]:
+    return names(MODEL_DIR)
+
+
+def list_hardware() -> list[str]:
+    return names(HARDWARE_DIR)
+
+
+def list_engines() -> list[str]:
+    return names(ENGINE_DIR)
+
+
+def catalog_path(kind_dir: str, name: str) -> Path | None:
+    """The file a catalog name (or alias) resolves to."""
+    hit = lookup(kind_dir, name)
+    return hit.path if hit else None

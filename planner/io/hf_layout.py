@@ -1,0 +1,217 @@
+"""Where a Hugging Face `config.json` puts its layers (part of hf_config.py): the config read with its family's
+defaults as checked integers (`HfConfig`), Nemotron-H's hybrid Mamba-2 pattern, where the MoE layers are
+(DeepSeek's first_k_dense_replace / moe_layer_freq, Qwen's decoder_sparse_step / mlp_only_layers, Llama 4's
+interleave_moe_layer_step / moe_layers), and the attention of each layer (MLA, layer_types, sliding windows,
+chunked attention, sinks). Pure: a parsed mapping in, spec fields out."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.io import hf_families as fam
+
+
+class HfConfig:
+    """A config mapping with its family's defaults for absent keys, read as checked integers."""
+
+    def __init__(self, cfg: dict[str, Any], source: str) -> None:
+        self.family = str(cfg.get("model_type", "")).lower()
+        self.raw, self.source = cfg, source
+        self.cfg = {**fam.FAMILY_DEFAULTS.get(self.family, {}), **cfg}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.cfg.get(key, default)
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def integer(self, *keys: str) -> int | None:
+        """The first of `keys` that is present and not null, as an int; None if none is."""
+        for key in keys:
+            if self.cfg.get(key) is not None:
+                return self._as_int(key, self.cfg[key])
+        return None
+
+    def need(self, *keys: str) -> int:
+        value = self.integer(*keys)
+        if value is None:
+            alternatives = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
+            raise PlannerError(f"{self.source} lacks {keys[0]}{alternatives}")
+        return value
+
+    def ints(self, key: str) -> list[int] | None:
+        value = self.cfg.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise PlannerError(f"{self.source}: {key}={value!r} is not a list of integers")
+        return [self._as_int(key, v) for v in value]
+
+    def _as_int(self, key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PlannerError(f"{self.source}: {key}={value!r} is not an integer")
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            # json.dumps writes Infinity and NaN as the file did
+            raise PlannerError(f"{self.source}: {key}={json.dumps(value)} is not a finite integer")
+        return int(value)
+
+
+def hybrid_layers(c: HfConfig) -> tuple[str | None, dict[str, Any] | None]:
+    """Nemotron-H's layer letters (hybrid_override_pattern, or layers_block_type names) and its Mamba-2 mixer.
+    d_inner is mamba_num_heads · mamba_head_dim as NemotronHMamba2Mixer and Megatron's MambaMixer build it
+    (`expand` is not read)."""
+    if c.family != "nemotron_h":
+        return None, None
+    pattern = c.get("hybrid_override_pattern")
+    blocks = c.get("layers_block_type") or c.get("layer_types")
+    if pattern is None and isinstance(blocks, list):
+        unknown = sorted({b for b in blocks if b not in fam.BLOCK_TYPE_LETTERS}, key=str)
+        if unknown:
+            raise PlannerError(f"{c.source}: layers_block_type has {unknown}; known: {sorted(fam.BLOCK_TYPE_LETTERS)}")
+        pattern = "".join(fam.BLOCK_TYPE_LETTERS[b] for b in blocks)
+    if not isinstance(pattern, str) or not pattern:
+        raise PlannerError(f"{c.source}: nemotron_h config lacks hybrid_override_pattern (or layers_block_type)")
+    declared = c.integer("num_hidden_layers")
+    if declared is not None and declared != len(pattern):
+        raise PlannerError(
+            f"{c.source}: hybrid_override_pattern has {len(pattern)} layers but num_hidden_layers={declared}"
+        )
+    mamba = {
+        "num_heads": c.need("mamba_num_heads"),
+        "head_dim": c.need("mamba_head_dim"),
+        "state_size": c.need("ssm_state_size"),
+        "num_groups": c.need("n_groups", "mamba_n_groups"),
+        "conv_kernel": c.need("conv_kernel", "mamba_d_conv"),
+        "chunk_size": c.need("chunk_size", "mamba_chunk_size"),
+        "conv_bias": bool(c.get("use_conv_bias")),
+        "proj_bias": bool(c.get("mamba_proj_bias")),
+    }
+    return pattern, (mamba if "M" in pattern else None)
+
+
+def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, Any] | None:
+    experts = c.integer("num_local_experts", "num_experts", "n_routed_experts")
+    if not experts or (pattern is not None and "E" not in pattern):
+        return None
+    top_k = c.integer("num_experts_per_tok", "experts_per_token", "moe_topk")
+    if top_k is None:
+        raise PlannerError(f"{c.source} has {experts} experts but lacks num_experts_per_tok (the experts per token)")
+    moe: dict[str, Any] = {
+        "num_experts": experts,
+        "top_k": top_k,
+        "expert_ffn_hidden_size": c.integer("moe_intermediate_size") or c.need("intermediate_size"),
+    }
+    if c.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert of its own width
+        moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=c.integer("shared_expert_intermediate_size"))
+    elif c.has("n_shared_experts"):
+        moe["num_shared_experts"] = c.integer("n_shared_experts")
+        moe["shared_expert_ffn_hidden_size"] = c.integer("moe_shared_expert_intermediate_size")  # Nemotron-H
+    elif c.family in fam.SHARED_EXPERT_FAMILIES:
+        moe["num_shared_experts"] = fam.SHARED_EXPERT_FAMILIES[c.family]
+    # DeepSeek-V3's node-limited routing (modeling_deepseek.py MoEGate: n_group groups, topk_group of them per token)
+    groups, group_top_k = c.integer("n_group"), c.integer("topk_group")
+    if groups and group_top_k and group_top_k < groups:
+        moe.update(routing_groups=groups, group_top_k=group_top_k)
+    if pattern is None:
+        moe.update(_moe_layers(c, num_layers))
+    return {k: v for k, v in moe.items() if v is not None}
+
+
+def _moe_layers(c: HfConfig, n: int) -> dict[str, Any]:
+    """Where the MoE layers are, as layer_freq / first_k_dense when that says it, else as an explicit list."""
+    if c.has("first_k_dense_replace") or c.has("moe_layer_freq"):
+        # DeepSeek (modeling_deepseek.py): MoE where layer >= first_k_dense_replace and layer % moe_layer_freq == 0
+        k, freq = c.integer("first_k_dense_replace") or 0, c.integer("moe_layer_freq") or 1
+        layers = [i for i in range(n) if i >= k and i % freq == 0]
+    elif c.has("moe_layers") or c.has("interleave_moe_layer_step"):
+        # Llama 4 (Llama4TextConfig): moe_layers, else range(step - 1, layers, step)
+        step = c.integer("interleave_moe_layer_step") or 1
+        layers = c.ints("moe_layers") or list(range(step - 1, n, step))
+    elif c.has("decoder_sparse_step") or c.get("mlp_only_layers"):
+        # Qwen MoE (modeling_qwen3_moe.py): MoE where layer not in mlp_only_layers and (layer + 1) % step == 0
+        step, dense = c.integer("decoder_sparse_step") or 1, set(c.ints("mlp_only_layers") or [])
+        layers = [i for i in range(n) if i not in dense and (i + 1) % step == 0]
+    else:
+        return {}
+    return _placement(layers, n)
+
+
+def _placement(layers: list[int], n: int) -> dict[str, Any]:
+    """MoE layers as the spec says them most simply: all from first_k_dense on; every layer_freq-th; or a list."""
+    if layers and layers == list(range(layers[0], n)):
+        return {"first_k_dense": layers[0]}
+    for freq in range(2, n + 1):
+        if layers == [i for i in range(n) if (i + 1) % freq == 0]:
+            return {"layer_freq": freq}
+    return {"layers": tuple(layers)}
+
+
+def attention_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    if c.has("kv_lora_rank"):  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
+        out = {"kind": "mla", "q_lora_rank": c.integer("q_lora_rank"), "kv_lora_rank": c.integer("kv_lora_rank")}
+        out.update({k: c.need(k) for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")})
+    letters, window = _attention_kinds(c, num_layers)
+    if set(letters) != {"G"}:
+        out.update(pattern=_shortest_tiling(letters), window=window)
+    if c.family in fam.SINK_FAMILIES:
+        out["sinks"] = True
+    if c.family in fam.QK_RMSNORM_FAMILIES:
+        out["qk_norm"] = "rmsnorm"
+    elif c.family == "llama4_text" and c.get("use_qk_norm"):
+        out["qk_norm"] = "l2"  # Llama4TextL2Norm: no weights
+    return {k: v for k, v in out.items() if v is not None} or None
+
+
+def _attention_kinds(c: HfConfig, n: int) -> tuple[list[str], int | None]:
+    """One letter per layer (G global, S sliding, C chunked) and the window, from layer_types where the config
+    lists them, else by the family's rule (each the default of its transformers config class)."""
+    family, types, sliding = c.family, c.get("layer_types"), c.integer("sliding_window")
+    chunk = c.integer("attention_chunk_size")
+    if family == "nemotron_h":  # its layer_types are block types (_hybrid); attention layers are global
+        return ["G"] * n, None
+    if isinstance(types, list):
+        unknown = sorted({t for t in types if t not in fam.LAYER_TYPE_LETTERS}, key=str)
+        if unknown:
+            raise PlannerError(f"{c.source}: layer_types has {unknown}; known: {sorted(fam.LAYER_TYPE_LETTERS)}")
+        if len(types) != n:
+            raise PlannerError(f"{c.source}: layer_types has {len(types)} entries but the model has {n} layers")
+        letters = [fam.LAYER_TYPE_LETTERS[t] for t in types]
+    elif family == "gemma3_text":  # Gemma3TextConfig: global where (layer + 1) % sliding_window_pattern == 0
+        period = c.need("sliding_window_pattern")
+        letters = ["G" if (i + 1) % period == 0 else "S" for i in range(n)]
+    elif family in fam.ALTERNATING_FAMILIES:
+        letters = ["S" if (i + 1) % 2 else "G" for i in range(n)]
+    elif family == "llama4_text":  # chunked on RoPE layers, global on NoPE layers (Llama4TextConfig.layer_types)
+        interval = c.need("no_rope_layer_interval")
+        rope = c.ints("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+        if len(rope) < n:
+            raise PlannerError(f"{c.source}: no_rope_layers has {len(rope)} entries but the model has {n} layers")
+        letters = ["C" if (r and chunk) else "G" for r in rope[:n]]
+    elif family in fam.QWEN_FAMILIES:  # sliding only with use_sliding_window, from max_window_layers on
+        start = c.integer("max_window_layers") if family in ("qwen2", "qwen3") else 0
+        on = bool(c.get("use_sliding_window")) and sliding
+        letters = ["S" if on and i >= (start or 0) else "G" for i in range(n)]
+    elif sliding and family in fam.ALL_SLIDING_FAMILIES:
+        letters = ["S"] * n
+    elif sliding:
+        raise PlannerError(
+            f"{c.source}: sliding_window={sliding} without layer_types: which layers slide is family-specific and "
+            f"model_type {family!r} is not one the importer knows ({', '.join(sorted(fam.ALL_SLIDING_FAMILIES))})"
+        )
+    else:
+        letters = ["G"] * n
+    if {"S", "C"} <= set(letters):
+        raise PlannerError(f"{c.source}: both sliding and chunked layers; the spec has one window per model")
+    return letters, (sliding if "S" in letters else chunk if "C" in letters else None)
+
+
+def _shortest_tiling(letters: list[str]) -> str:
+    """The shortest unit that repeats to give the per-layer letters (Gemma 3: SSSSSG), else all of them."""
+    for period in range(1, min(len(letters), 64) + 1):
+        if all(x == letters[i % period] for i, x in enumerate(letters)):
+            return "".join(letters[:period])
+    return "".join(letters)

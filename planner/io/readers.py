@@ -1,0 +1,146 @@
+"""Reading what users and the catalogs write: YAML (SI numbers like `80.0e9` as floats; the shipped catalogs by
+libyaml) and JSON files, and pydantic validation errors as one line naming the file, the field and what would
+be valid. Pure (PyYAML, json, pydantic); every failure is one `PlannerError`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from planner.errors import PlannerError
+from planner.io.catalog_roots import catalog_root
+from planner.io.files import read_text
+
+
+# ---- YAML ----------------------------------------------------------------------------------------
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads `80.0e9` and `1e9` as floats.
+
+    PyYAML follows YAML 1.1, where a float needs a dot and a signed exponent, so `80.0e9` would be a string.
+    """
+
+
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _first in list("-+0123456789."):
+    _Loader.yaml_implicit_resolvers[_first] = [
+        (tag, rx) for tag, rx in _Loader.yaml_implicit_resolvers.get(_first, []) if tag != "tag:yaml.org,2002:float"
+    ]
+    _Loader.yaml_implicit_resolvers[_first].append(("tag:yaml.org,2002:float", _FLOAT))
+
+
+class _FastLoader(getattr(yaml, "CSafeLoader", _Loader)):  # type: ignore[misc]
+    """_Loader's rules on libyaml's C parser (about ten times faster), for the shipped catalog files only: the C
+    parser recurses without Python's recursion limit, so a user's file nested thousands deep could crash it."""
+
+    yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+
+
+MAX_YAML_BYTES = 64 << 20  # no catalog, plan or runs file comes near this
+
+
+def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
+    """Parse a YAML file (SI numbers like `80.0e9` as floats); errors become one-line `PlannerError`s.
+    `shipped`: one of the package's own catalog files, which may be parsed by libyaml."""
+    path = Path(path)
+    text = _read_text(path)
+    if len(text) > MAX_YAML_BYTES:
+        where = display_path(path)
+        raise PlannerError(f"{where}: {len(text)} bytes is too large for a YAML input (max {MAX_YAML_BYTES})")
+    try:
+        return yaml.load(text, Loader=_FastLoader if shipped else _Loader)
+    except RecursionError:
+        raise PlannerError(f"{display_path(path)}: YAML nested too deeply") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{display_path(path)}:{mark.line + 1}:{mark.column + 1}" if mark else display_path(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlannerError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def load_json(path: str | Path, display: str | None = None) -> Any:
+    """Parse a JSON file; errors become one-line `PlannerError`s naming `display` (default: the path)."""
+    path = Path(path)
+    source = display or display_path(path)
+    try:
+        return json.loads(read_text(path, display=source))
+    except RecursionError:
+        raise PlannerError(f"{source}: JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise PlannerError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+
+
+def _read_text(path: Path) -> str:
+    return read_text(path, display=display_path(path))
+
+
+def display_path(path: Path) -> str:
+    """A short form of a path for messages: relative to the catalog root or the working directory."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return str(path)
+    for base in (catalog_root(), Path.cwd()):
+        try:
+            return str(resolved.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
+
+
+# ---- pydantic errors as one line ----------------------------------------------------------------
+def _model_classes(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
+
+
+def _fields_at(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid field names of the pydantic model that `loc` (an error location, minus its last part) points into."""
+    cls: type[BaseModel] | None = root
+    for part in loc:
+        if cls is None or isinstance(part, int) or part not in cls.model_fields:
+            continue
+        found = _model_classes(cls.model_fields[part].annotation)
+        cls = found[0] if found else None
+    return list(cls.model_fields) if cls is not None else []
+
+
+def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
+    """`field.path: message; other: message` with the valid field names for an unknown key."""
+    parts = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        where = ".".join(str(p) for p in loc)
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field (valid fields: {', '.join(_fields_at(root, loc[:-1]))})"
+        elif err["type"] == "missing":
+            msg = "missing (required)"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] not in ("value_error", "assertion_error") and "input" in err:
+                msg += f", got {err['input']!r}"
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)
+
+
+def validated(cls: type[BaseModel], data: Any, source: str) -> Any:
+    """`data` as a `cls`, or one line naming `source`, the fields and what would be valid."""
+    if not isinstance(data, dict):
+        raise PlannerError(f"{source}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise PlannerError(f"{source}: {describe_validation_error(exc, cls)}") from None

@@ -1,0 +1,118 @@
+"""`planner search --json` as typed pydantic models (the search's part of DESIGN.md's JSON contracts, beside
+documents.py): the counts that add up, the ranked plans with their memory and time, the closest misses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.explore.results import Miss, Ranked, SearchResult
+from planner.render.documents import Document, MemoryDoc, StepDoc, memory_doc, rates
+
+
+class RankedDoc(Document):
+    """One plan of `planner search --json`."""
+
+    engine: str
+    plan: dict[str, Any]
+    memory: MemoryDoc
+    time: StepDoc
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float
+    uncertainty: dict[str, Any]
+    plausibility: dict[str, Any]
+    goodput: float | None = None
+    goodput_tokens_per_s: float | None = None
+
+
+class VariantDoc(Document):
+    change: str
+    plan: dict[str, Any]
+    total_bytes: int
+    fits: bool
+
+
+class MissDoc(Document):
+    plan: dict[str, Any]
+    total_bytes: int
+    over_bytes: int
+    variants: list[VariantDoc]
+    gpus_needed: int | None
+
+
+class SearchDoc(Document):
+    """`planner search --json`: the counts that add up, the ranked plans, and the closest misses."""
+
+    evaluated: int
+    valid: int
+    rejected: dict[str, int]
+    timed: int
+    pruned: dict[str, int]
+    seconds: float
+    model: str
+    hardware: str
+    engines: list[str]
+    gpus: int
+    global_batch: int
+    global_batch_default: bool
+    seq_len: int
+    seq_len_default: bool
+    objective: str
+    plans: list[RankedDoc]
+    closest_misses: list[MissDoc] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        doc = super().as_json()
+        doc["plans"] = [p.as_json() for p in self.plans]
+        return doc
+
+
+def ranked_doc(r: Ranked) -> RankedDoc:
+    e, t = r.estimate, r.time
+    return RankedDoc(
+        engine=e.engine.name,
+        plan={**e.plan.model_dump(), "engine": e.engine.name},
+        memory=memory_doc(e.model, e.hardware, e.plan, e.memory, e.engine),
+        time=StepDoc.model_validate(t.as_dict()),
+        **rates(e),
+        goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
+        goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
+    )
+
+
+def miss_doc(m: Miss) -> MissDoc:
+    return MissDoc(
+        plan=m.plan.model_dump(),
+        total_bytes=int(m.bytes),
+        over_bytes=int(m.over_bytes),
+        variants=[
+            VariantDoc(change=v.change, plan=v.plan.model_dump(), total_bytes=int(v.nbytes), fits=v.fits)
+            for v in m.variants
+        ],
+        gpus_needed=m.gpus_needed,
+    )
+
+
+def search_doc(result: SearchResult) -> SearchDoc:
+    s = result.space
+    return SearchDoc(
+        evaluated=result.evaluated,
+        valid=result.valid,
+        rejected=dict(result.rejected),
+        timed=result.timed,
+        pruned=dict(result.pruned),
+        seconds=result.seconds,
+        model=result.model.name,
+        hardware=result.hardware.name,
+        engines=[e.name for e in result.engines],
+        gpus=s.gpus,
+        global_batch=s.global_batch,
+        global_batch_default="global_batch" in result.defaulted,
+        seq_len=s.seq_len,
+        seq_len_default="seq_len" in result.defaulted,
+        objective=result.objective,
+        plans=[ranked_doc(r) for r in result.top],
+        closest_misses=[miss_doc(m) for m in result.misses] if result.misses else None,
+    )

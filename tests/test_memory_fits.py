@@ -1,0 +1,86 @@
+"""Memory that does not reject runs that ran (issue 21 item 5): the published runs of both runs files are predicted
+to fit their GPU, and the mechanisms that got them there hold on their own — Megatron's in-place vocab-parallel
+softmax, eager RMSNorm's one fp32 upcast, NeMo 24.07's optimizer state as its runs file states it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.cost.activations import activation_bytes_per_token
+from planner.cost.memory import logits_bytes, memory_report
+from planner.cost.params import padded_vocab
+from planner.cost.states import state_bytes_per_param
+from planner.fit.runs import Run, load_runs, parse_runs
+from planner.io.catalog import load_engine, load_model
+from planner.plan import Plan
+
+DATA = Path(__file__).parent / "data"
+RUNS_FILES = ("calibration_runs.yaml", "runs_2024_2026.yaml")
+# Predicted over capacity although they ran: Nemotron-4 340B (tp 8 pp 8 vpp 12, 103 layer passes in flight on
+# stage 0) and torchtitan's eager Llama 2 13B without recompute on A100 both land 7% over. What would close them is
+# not known from the sources (fp8 parameters or NeMo's allocator settings in the first; torch.compile, which its
+# config turns off, in the second), so the test pins how far over they are, not that they fit.
+MAX_MISSES = 2
+MAX_OVER = 0.08
+
+
+def _ran() -> list[Run]:
+    runs: list[Run] = []
+    for name in RUNS_FILES:
+        runs += [r for r in parse_runs(load_runs(DATA / name)) if isinstance(r, Run) and r.measured]
+    return runs
+
+
+def test_runs_that_ran_are_predicted_to_fit() -> None:
+    """Before issue 21 item 5, six runs that ran were predicted not to fit, the worst 29% over its GPU (NeMo 24.07
+    Nemotron-4 340B at 102.1 GiB of 79.2): at most MAX_MISSES now miss, by at most MAX_OVER."""
+    runs = _ran()
+    assert len(runs) >= 90
+    over = {}
+    for run in runs:
+        report = memory_report(run.model, run.hardware, run.plan, run.engine)
+        if not report.fits:
+            over[run.id] = report.total_bytes / report.capacity_bytes - 1
+    assert len(over) <= MAX_MISSES, over
+    assert all(o <= MAX_OVER for o in over.values()), over
+
+
+def test_megatron_loss_keeps_one_fp32_copy_of_the_logits() -> None:
+    """Megatron's vocab-parallel cross entropy turns its one fp32 upcast into the softmax in place: 2 + 4 bytes per
+    logit in bf16 (4 in fp32), where PyTorch's cross entropy on upcast logits holds 2 + 4 + 4."""
+    model = load_model("llama3-8b")
+    megatron, titan = load_engine("megatron"), load_engine("torchtitan")
+    plan = Plan(tp=2, dp=1, micro_batch=2, global_batch=2, seq_len=4096)
+    elements = 2 * 4096 * padded_vocab(model.vocab_size, 2, megatron.rules.vocab_padding) / 2
+    assert logits_bytes(model, plan, megatron) == pytest.approx(elements * 6)
+    fp32 = plan.model_copy(update={"precision": "fp32"})
+    assert logits_bytes(model, fp32, megatron) == pytest.approx(elements * 4)
+    elements_titan = 2 * 4096 * padded_vocab(model.vocab_size, 2, titan.rules.vocab_padding) / 2
+    assert logits_bytes(model, plan, titan) == pytest.approx(elements_titan * 10)
+
+
+@pytest.mark.parametrize("act_bytes", [2, 4])
+def test_eager_rmsnorm_keeps_one_fp32_upcast_per_norm(act_bytes: int) -> None:
+    """Eager RMSNorm keeps its fp32 upcast and the normalised value in the activation dtype: 4 bytes per element
+    more than a fused norm per norm, two norms a layer, in bf16 as in fp32 (was 8 - a: 6 in bf16)."""
+    model = load_model("llama3-8b")
+    titan = load_engine("torchtitan")
+    kw = {"seq_len": 4096, "tp": 1, "sp": False, "cp": 1, "recompute": "none", "act_bytes": act_bytes}
+    eager = activation_bytes_per_token(model, kernels=titan.kernels, **kw)
+    fused = activation_bytes_per_token(model, kernels=titan.kernels.model_copy(update={"elementwise": "fused"}), **kw)
+    silu = model.ffn_hidden_size * act_bytes  # eager SwiGLU's SiLU output, the other eager-only tensor
+    assert eager - fused - silu == pytest.approx(2 * 4 * model.hidden_size)
+
+
+def test_nemo_2407_runs_hold_remainders_and_bf16_gradients() -> None:
+    """NeMo 24.07's Apex DistributedFusedAdam keeps the fp32 master as 16-bit remainders beside fp32 moments (10
+    bytes of optimizer state per parameter, against Megatron's 12) and its performance configs reduce gradients in
+    bf16 (2 bytes, against 4): what the runs file's software block says for those runs."""
+    runs = [r for r in parse_runs(load_runs(DATA / "calibration_runs.yaml")) if r.id.startswith("nemo2407-")]
+    assert len(runs) == 11
+    for run in runs:
+        assert isinstance(run, Run)
+        per = state_bytes_per_param(run.plan.precision, run.engine, run.engine.zero_stage(run.plan))
+        assert (per.weights, per.gradients, per.optimizer) == (2, 2, 10)
