@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from planner.cost.cache import spec_cache
 from planner.cost.stages import Layout, plan_layout
 from planner.engine import Engine
 from planner.layers import LayerKind
@@ -118,22 +119,32 @@ def rank_params(
 ) -> RankParams:
     """Parameters held by one GPU of pipeline rank `rank` of the layout, with the embedding and output of
     `vocab` rows (the engine's padded vocabulary, padded_vocab; default the model's) and the MTP modules with
-    the loss; experts split over ep and etp (default tp)."""
-    etp = tp if etp is None else etp
+    the loss; experts split over ep and etp (default tp). Ranks that hold the same kinds of layers in the same
+    order, and the same ends, hold the same parameters: computed once (_held_params)."""
+    kinds = model.layer_kinds
+    held = tuple(kinds[layer] for layer in layout.rank_layers(rank))
+    ends = (layout.holds_embedding(rank), layout.holds_loss(rank))
+    return _held_params(model, held, ends, layout.pp, tp, ep, vocab, tp if etp is None else etp)
+
+
+@spec_cache()
+def _held_params(
+    model: ModelSpec, held: tuple[LayerKind, ...], ends: tuple[bool, bool], pp: int, tp: int, ep: int,
+    vocab: int | None, etp: int,
+) -> RankParams:  # fmt: skip
     dense = expert = largest = 0.0
     gemms = 0
-    kinds = model.layer_kinds
     per_kind: dict[LayerKind, tuple[float, float]] = {}  # each distinct kind counted once
-    for layer in layout.rank_layers(rank):
-        kind = kinds[layer]
+    for kind in held:
         d, e = per_kind.get(kind) or per_kind.setdefault(kind, kind_params_per_rank(model, kind, tp, ep, etp))
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
         gemms += kind_gemm_count(model, kind)
     edge = 0.0
-    if layout.holds_embedding(rank):
+    first, last = ends
+    if first:
         edge += embedding_params_per_rank(model, tp, vocab)
-    if layout.holds_loss(rank):
-        edge += output_params_per_rank(model, tp, layout.pp, vocab)
+    if last:
+        edge += output_params_per_rank(model, tp, pp, vocab)
         gemms += 1
         md, me = mtp_params_per_rank(model, tp, ep, etp)
         dense, expert = dense + md, expert + me
