@@ -11,6 +11,12 @@ Which tier a group uses follows from the rank order (Megatron's parallel_state.p
 ranks `stride` apart spans n·stride consecutive ranks, so it stays inside the smallest tier at least that
 large. Every collective is costed on that tier (cost/comm.py `group_link`, the one place that chooses a link):
 hierarchically, as NCCL and DeepEP run them, the slowest tier a group crosses sets its bandwidth.
+
+A bound, not a measurement, for rings: a ring laid out in rank order leaves each leaf group on one edge per
+channel, so when few groups cross an oversubscribed tier their rings may not fill its uplinks, and charging every
+step at the tier's share over-counts them (by up to the oversubscription). All-to-alls (expert parallelism) and
+NCCL's trees send a share of every rank's bytes across the tier, which the share describes. Where the tiers are
+not oversubscribed (the DGX SuperPODs) only the latency changes.
 """
 
 from __future__ import annotations
