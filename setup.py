@@ -4,7 +4,7 @@ planner/catalog/<kind>/*.yaml. planner.io.catalog reads whichever of the two it 
 
 from setuptools import find_packages, setup
 
-CATALOGS = ("model_specs", "hardware_profiles", "engine_profiles")
+CATALOGS = ("model_specs", "hardware_profiles", "engine_profiles", "cluster_profiles")
 
 setup(
     packages=find_packages(include=["planner*"]) + [f"planner.catalog.{kind}" for kind in CATALOGS],

@@ -5,7 +5,8 @@
 
 Headline cases (issues 11 and 19): one engine <= 0.5 s whole process for the catalog's models at their usual
 scale (gpt3-175b on 1024 GPUs, mixtral-8x22b on 256 named), `--engine all` <= 1 s for gpt3-175b on 1024 GPUs and
-mixtral-8x7b on 256, on a 2-core machine.
+mixtral-8x7b on 256, on a 2-core machine; issue 23: llama3-405b on 131,072 GPUs <= 0.5 s (the
+search; with advice, a few top-1 searches more).
 
 On a shared, loaded machine absolute times drift with the load: `--ab` runs this checkout and another one (a
 `git archive` of main, say) alternately, case by case, and prints the medians of both side by side, so the
@@ -38,6 +39,11 @@ CASES = [
     ("mixtral-8x7b", 256, ["--recipe-options"]),
     ("mixtral-8x7b", 256, ["--engine", "all"]),
     ("mixtral-8x7b", 256, ["--engine", "all", "--seq-len", "32768"]),  # issue 19's case before seq-len defaulted
+    # issue 23 item 6: 131,072 GPUs, the search alone (<= 0.5 s), on a 2:1 fat tree, and with the advice its
+    # mismatched default batch triggers (a few more top-1 searches: explore/advice.py)
+    ("llama3-405b", 131072, ["--no-advice"]),
+    ("llama3-405b", 131072, ["--cluster", "rail-fat-tree-2to1", "--no-advice"]),
+    ("llama3-405b", 131072, []),
 ]
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
 
@@ -72,20 +78,36 @@ def cpu_run(model: str, gpus: int, extra: list[str], tree: str) -> tuple[float, 
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, doc
 
 
-def ab(other: str, runs: int) -> None:
+def _older(extra: list[str]) -> list[str]:
+    """A case's flags without those of issue 23 (for a checkout before them: its search had no advice, no cluster)."""
+    out, skip = [], False
+    for x in extra:
+        if skip:
+            skip = False
+        elif x == "--cluster":
+            skip = True
+        elif x != "--no-advice":
+            out.append(x)
+    return out
+
+
+def ab(other: str, runs: int, gpus: int | None = None) -> None:
     """Each case run alternately by this checkout (A) and `other` (B), `runs` times each: medians of the wall
-    and CPU seconds of the whole process."""
+    and CPU seconds of the whole process. B runs a case without issue 23's flags when it does not know them."""
     print(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}; A = {HERE}, B = {other}")
     print(f"{'case':58} {'wall A':>7} {'wall B':>7} {'cpu A':>7} {'cpu B':>7} {'A/B':>5} {'A evaluated':>11}")
-    for model, gpus, extra in CASES:
+    for model, count, extra in [c for c in CASES if gpus is None or c[1] == gpus]:
         a: list[tuple[float, float]] = []
         b: list[tuple[float, float]] = []
         doc: dict = {}
         for _ in range(runs):
-            wall, cpu, doc = cpu_run(model, gpus, extra, HERE)
+            wall, cpu, doc = cpu_run(model, count, extra, HERE)
             a.append((wall, cpu))
-            b.append(cpu_run(model, gpus, extra, other)[:2])
-        name = f"{model} x {gpus} {' '.join(extra)}"
+            try:
+                b.append(cpu_run(model, count, extra, other)[:2])
+            except subprocess.CalledProcessError:
+                b.append(cpu_run(model, count, _older(extra), other)[:2])
+        name = f"{model} x {count} {' '.join(extra)}"
         wa, wb = (statistics.median(w for w, _ in x) for x in (a, b))
         ca, cb = (statistics.median(c for _, c in x) for x in (a, b))
         print(f"{name:58} {wa:6.3f}s {wb:6.3f}s {ca:6.3f}s {cb:6.3f}s {ca / cb:5.2f} {doc['evaluated']:>11}")
@@ -95,10 +117,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--catalog", action="store_true", help="every catalog model at its usual scale instead")
+    ap.add_argument("--gpus", type=int, help="only the cases on this many GPUs")
     ap.add_argument("--ab", metavar="CHECKOUT", help="compare with another checkout, runs interleaved")
     args = ap.parse_args()
     if args.ab:
-        ab(args.ab, args.runs)
+        ab(args.ab, args.runs, args.gpus)
         return
     from planner.engine.recipes import option_variants
     from planner.explore.pipeline import search_engines
@@ -115,6 +138,7 @@ def main() -> None:
     if args.catalog and missing:
         raise SystemExit(f"no usual scale for {sorted(missing)}: add them to USUAL_GPUS")
     cases = [(m, g, []) for m, g in USUAL_GPUS.items()] if args.catalog else CASES
+    cases = [c for c in cases if args.gpus is None or c[1] == args.gpus]
     for model, gpus, extra in cases:
         walls, doc = [], {}
         for _ in range(args.runs):
@@ -131,7 +155,15 @@ def main() -> None:
         engines = [load_engine(e) for e in list_engines()] if "--engine" in extra else [load_engine(DEFAULT_ENGINE)]
         if "--recipe-options" in extra:
             engines = [v for e in engines for v in (e, *option_variants(e, spec, precision))]
-        search_engines(spec, load_hardware(hw), space, engines)  # cold caches: first call in this process
+        if "--cluster" in extra or gpus >= 1 << 17:  # the cluster's tiers, and the advice, as the command runs them
+            from planner.api.advising import search_advised
+            from planner.io.clusters import cluster_hardware
+
+            cluster = extra[extra.index("--cluster") + 1] if "--cluster" in extra else None
+            hw_obj = cluster_hardware(cluster, None) if cluster else load_hardware(hw)
+            search_advised(spec, gpus=gpus, hardware=hw_obj, engine=None, advice="--no-advice" not in extra)
+        else:
+            search_engines(spec, load_hardware(hw), space, engines)  # cold caches: first call in this process
         inproc = time.perf_counter() - t0
         med = statistics.median(walls)
         name = f"{model} x {gpus} {' '.join(extra)}"

@@ -876,6 +876,15 @@ def plan_spec(cmd: str, *items: tuple[str, ...]) -> Spec:
     return Spec((cmd,), items, options)
 
 
+CLUSTER_ARGS = [
+    "dgx-superpod-h100",
+    "rail-fat-tree-2to1",
+    "gb200-nvl72-superpod",
+    "no-such-pod",
+    "@W/model.yaml",
+    *IN_PATHS,
+]
+GPU_RANGES = ["2..8", "8..2", "1..3", "a..b", "..", "8..", "2..2147483649"]
 SEARCH_OPTIONS: dict[str, list[str]] = {
     **PLAN_OPTIONS,
     "--model": MODEL_ARGS,
@@ -898,6 +907,28 @@ SEARCH_OPTIONS: dict[str, list[str]] = {
     "--exhaustive": [],
     "--wide": [],
     "--recipe-options": [],
+    # issue 23: clusters, placement, the GPU-count range, --global-batch auto and advice
+    "--cluster": CLUSTER_ARGS,
+    "--allow-cross-node-tp": [],
+    "--no-advice": [],
+    "--max-tokens-per-step": INTS,
+}
+SEARCH_OPTIONS["--gpus"] = [*INTS, *GPU_RANGES]
+SEARCH_OPTIONS["--global-batch"] = [*INTS, "auto", "AUTO", "most", " "]
+SCALE_OPTIONS: dict[str, list[str]] = {
+    "--model": MODEL_ARGS,
+    "-m": MODEL_ARGS,
+    "--gpus": ["2,4", "4", "2,,4", "0,2", "a", *GPU_RANGES],
+    "--tokens": FLOATS,
+    "--global-batch": ["8", "auto", "0", "x"],
+    "--max-tokens-per-step": INTS,
+    "--seq-len": ["64", "1", "67108865"],
+    "--engine": [*ENGINE_ARGS, "all"],
+    "--hardware": HARDWARE_ARGS,
+    "--cluster": CLUSTER_ARGS,
+    "--allow-cross-node-tp": [],
+    "--plot": OUT_PLOTS,
+    "--json": [],
 }
 EMIT_TARGETS = ["torchrun", "slurm", "k8s", "megatron", "torchtitan", "deepspeed"]
 LAUNCH_OPTIONS: dict[str, list[str]] = {
@@ -945,6 +976,7 @@ PLAN_COMMAND_SPECS = [
 ]
 SEARCH_SPECS = [
     Spec(("search",), (("-m", "tiny"), ("--gpus", "2"), ("--json",)), SEARCH_OPTIONS),
+    Spec(("scale",), (("-m", "tiny"), ("--gpus", "2,4"), ("--tokens", "1e9"), ("--json",)), SCALE_OPTIONS),
     Spec(("search",), (("-m", "llama3-8b"), ("--gpus", "8"), ("--top", "3"), ("--json",)), SEARCH_OPTIONS),
     Spec(("search",), (("-m", "tiny"), ("--gpus", "4"), ("--save", "best.yaml"), ("--top", "2")), SEARCH_OPTIONS),
     Spec(

@@ -11,6 +11,7 @@ import pytest
 import planner
 from planner.cost.coster import Coster
 from planner.explore.pipeline import search as explore_search
+from planner.explore.placement import TP_CROSSES, placement_problems
 from planner.explore.space import NOT_FIT, Space
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
@@ -64,5 +65,7 @@ def test_what_the_search_rejects_a_plan_given_by_hand_cannot_run_or_fit(model, g
     for r in sample:
         if r.reason == NOT_FIT:
             assert not coster.problems(r.plan, gpus) and not coster.memory(r.plan).fits, r
+        elif r.reason == TP_CROSSES:  # the search's placement (explore/placement.py): it runs, across nodes
+            assert placement_problems(hw, r.plan, allow_cross_node_tp=False), r
         else:
             assert r.reason in {p.reason for p in coster.problems(r.plan, gpus)}, r

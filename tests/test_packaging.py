@@ -16,7 +16,7 @@ from planner.io.catalog import catalog_root, list_engines, list_hardware, list_m
 REPO = Path(__file__).resolve().parents[1]
 
 
-CATALOGS = ("model_specs", "hardware_profiles", "engine_profiles")
+CATALOGS = ("model_specs", "hardware_profiles", "engine_profiles", "cluster_profiles")
 
 
 def test_catalogs_live_at_the_top_of_the_checkout():

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from planner.api.resolve import ENGINE_SETTINGS, choice, resolve_engine, resolve_engines
+from planner.cluster.fabric import check_fits
 from planner.engine import Engine
 from planner.engine.recipes import option_variants
 from planner.errors import PlannerError
@@ -36,6 +37,7 @@ SEARCH_OPTIONS = (
     "mtbf_per",
     "checkpoint_bandwidth",
     "recipe_options",
+    "allow_cross_node_tp",
     *ENGINE_SETTINGS,
 )
 
@@ -66,6 +68,7 @@ def run(
     engines = _engines(engine, overrides)
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
+    check_fits(hw, gpus)
     space = make_space(spec, gpus, o)
     if o["recipe_options"]:  # each engine's memory options as variants ranked beside it (engine/recipes.py)
         engines = [v for e in engines for v in (e, *option_variants(e, spec, space.precision))]
@@ -109,4 +112,5 @@ def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
         recompute=RECOMPUTES if o["recompute"] is None else listed(o["recompute"]),
         micro_batches=(mb,) if mb is not None else (None if mbs is None else int_items("micro-batches", mbs)),
         schedules=None if o["schedule"] is None else listed(o["schedule"]),
+        allow_cross_node_tp=bool(o["allow_cross_node_tp"]),
     )

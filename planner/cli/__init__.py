@@ -32,6 +32,7 @@ COMMANDS = {
     "memory": ("planner.cli.sizing", "memory"),
     "estimate": ("planner.cli.sizing", "estimate"),
     "search": ("planner.cli.search", "search"),
+    "scale": ("planner.cli.scale", "scale"),
     "launch": ("planner.cli.launch", "launch"),
     "validate": ("planner.cli.fit", "validate"),
     "calibrate": ("planner.cli.fit", "calibrate"),

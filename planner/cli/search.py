@@ -12,6 +12,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import engine_overrides
+from planner.cli.cluster_options import (
+    ADVICE,
+    CLUSTER,
+    GlobalBatchAutoOpt,
+    GpusRangeOpt,
+    hardware_on_cluster,
+)
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -29,6 +36,7 @@ from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
 
 if TYPE_CHECKING:
+    from planner.api.advising import Advised
     from planner.explore.results import SearchResult
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
@@ -91,10 +99,18 @@ def _check_plot(plot: str) -> None:
 
 @with_options(
     CATALOG,
-    replaced(WHAT, engine=EnginesOpt),
-    replaced(PLAN_FIELDS, zero=ZeroListOpt, recompute=RecomputeListOpt, schedule=ScheduleListOpt),
+    replaced(WHAT, engine=EnginesOpt, gpus=GpusRangeOpt),
+    replaced(
+        PLAN_FIELDS,
+        zero=ZeroListOpt,
+        recompute=RecomputeListOpt,
+        schedule=ScheduleListOpt,
+        global_batch=GlobalBatchAutoOpt,
+    ),
     without(RUN, "tokens"),
     ENGINE_SETTINGS,
+    CLUSTER,
+    ADVICE,
 )
 def search(
     opts: dict[str, Any],
@@ -120,21 +136,28 @@ def search(
     explain_field = _explain_field(explain) if explain else None
     if plot:
         _check_plot(plot)
-    result = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
+    advised = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
+    result = advised.result
     if save:
-        _save(save, result, model_ref=opts["model"], gpus=opts["gpus"], training=engine_overrides(opts))
+        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
 
         plot_search(result, plot)
     if as_json:
+        from planner.cluster import cluster_of
         from planner.render.search_documents import search_doc
 
-        emit_json(search_doc(result).as_json())
+        doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
+        cluster = cluster_of(result.hardware)
+        emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
         return
+    from planner.render.advice import print_advice, print_cluster
     from planner.render.ranking import print_explain, print_result
 
     print_result(out, result, save=save, plot=plot, wide=wide)
+    print_cluster(out, result.hardware)
+    print_advice(out, advised.advice)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
 
@@ -145,22 +168,29 @@ def _explain_field(text: str) -> tuple[str, Any]:
     return parse_explain(text)
 
 
-def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> SearchResult:
-    """The search of the command's options, with a progress bar on a terminal once it takes a while."""
-    from planner.api import run_search
+_PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below
+
+
+def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> Advised:
+    """The search of the command's options (at the count of a range, the batch of auto) with its advice, and a
+    progress bar on a terminal once it takes a while."""
+    from planner.api.advising import search_advised
     from planner.api.searching import SEARCH_OPTIONS
     from planner.render.progress import DelayedProgress
 
     progress = DelayedProgress(enabled=sys.stderr.isatty())
     try:
-        return run_search(
+        return search_advised(
             opts["model"],
             gpus=opts["gpus"],
-            hardware=opts["hardware"],
+            hardware=hardware_on_cluster(opts),
             engine=opts["engine"],
+            global_batch=opts["global_batch"],
+            max_tokens_per_step=opts["max_tokens_per_step"],
+            advice=not opts["no_advice"],
             progress=progress,
             keep_rejections=keep_rejections,
-            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in ("exhaustive", "attention")},
+            **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in _PASSED_APART},
             exhaustive=exhaustive,
             attention="softmax" if opts["no_flash"] else None,
         )

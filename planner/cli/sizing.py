@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import resolve_options
+from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster, run_options
 from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
@@ -41,7 +42,7 @@ def memory(
         )
 
 
-@with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN)
+@with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN, CLUSTER_FILE)
 def estimate(
     opts: dict[str, Any],
     timeline: Annotated[
@@ -52,8 +53,8 @@ def estimate(
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
     from planner.api import run_estimate
 
-    r = resolve_options(opts)
-    est = run_estimate(r, **{k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth")})
+    r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
+    est = run_estimate(r, **run_options(opts, r.hardware))
     if timeline:
         from planner.render.timeline import draw_timeline
 
@@ -63,8 +64,10 @@ def estimate(
 
         emit_json(estimate_doc(est, defaulted=r.defaulted).as_json())
     else:
+        from planner.render.advice import print_cluster
         from planner.render.breakdown import print_estimate
 
         print_estimate(out, est, r.defaulted)
+        print_cluster(out, est.hardware)
         if timeline:
             out.print(f"timeline written to {timeline}")

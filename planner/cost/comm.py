@@ -8,14 +8,17 @@ Rank order is Megatron's: tp innermost (stride 1), then cp
 (stride tp), then dp (stride tp·cp; ep carved out of dp·cp, stride tp), pp outermost (stride tp·cp·dp).
 A group of n ranks with stride k lies inside one NVLink domain iff n·k ≤ nvlink_domain (the node on HGX,
 the 72-GPU rack on NVL72); otherwise it crosses domains and runs at min(intra, its NICs' share) bandwidth with
-the inter-node latency (DESIGN.md, "Collectives"; `group_link`). What each parallel dimension sends is
-traffic.py; what of it overlaps compute, schedule.py.
+the inter-node latency (DESIGN.md, "Collectives"; `group_link`). Beyond the domain, the tier is the GPU profile's
+inter-node tier, or, on a cluster (`--cluster`, planner/cluster/fabric.py), the slowest switch tier the group's
+n·stride consecutive ranks cross: every collective of every dimension chooses its link here. What each parallel
+dimension sends is traffic.py; what of it overlaps compute, schedule.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cluster.fabric import NVLINK, network_tier
 from planner.hardware import HardwareProfile
 
 
@@ -28,6 +31,7 @@ class Link:
     intra_node: bool
     base_s: float = 0.0  # fixed cost per collective call (efficiency.collective_base_s)
     half_bytes: float = 0.0  # message size reaching half the bandwidth (efficiency.half_bandwidth_bytes)
+    tier: str = NVLINK  # the slowest tier the group crosses: nvlink, network (no cluster), or a cluster tier
 
     def ramp(self, message_bytes: float) -> float:
         """The share of the large-message bandwidth a message of this size reaches."""
@@ -54,6 +58,10 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     bandwidth, 4 and 8 × 49 GB/s (NVIDIA/nccl#1801, 400 Gb/s NICs).
     The other stride − 1 groups in the domain use its other NICs, so nothing is counted twice. k = 1 (a dp
     group over tp = 8 on HGX) gives the plain per-GPU share.
+
+    On a cluster the per-GPU share is that of the slowest switch tier the group crosses (`network_tier`): the
+    group spans n·stride consecutive ranks and stays inside the smallest tier that large; its ring (or NCCL's
+    hierarchical tree) runs all its NVLink-domain-crossing steps at that tier's share and latency.
     """
     eff = hw.efficiency
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
@@ -61,8 +69,9 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     if n * stride <= hw.nvlink_domain:
         return Link(intra_bw, hw.intra_node.latency_s, True, base, half)
     k = max(1, min(n, hw.nvlink_domain // stride))
-    inter_bw = hw.inter_node.bandwidth_bytes_per_s * eff.inter_node
-    return Link(min(intra_bw, k * inter_bw), hw.inter_node.latency_s, False, base, half)
+    tier, net = network_tier(hw, span=n * stride)
+    inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
+    return Link(min(intra_bw, k * inter_bw), net.latency_s, False, base, half, tier)
 
 
 def ring_steps(kind: str, n: int) -> tuple[float, float]:

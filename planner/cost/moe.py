@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from planner.cluster.fabric import network_tier
 from planner.cost.comm import collective_s, group_link
 from planner.cost.kernels import ACT_BYTES
 from planner.cost.params import plan_etp
@@ -50,12 +51,13 @@ def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int) -> 
     if r == n:
         return collective_s("all_to_all", nbytes, n, group_link(hw, n=n, stride=stride))
     eff = hw.efficiency
+    net = network_tier(hw, span=n * stride)[1]  # the NIC, or the slowest cluster tier the group crosses
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
-    inter_bw = hw.inter_node.bandwidth_bytes_per_s * eff.inter_node
+    inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
     ramp = eff.bandwidth_fraction(nbytes)
     local = nbytes * (r - 1) / n / (intra_bw * ramp)
     remote = nbytes * (n - r) / n / (inter_bw * ramp)
-    return eff.collective_base_s + (n - 1) * hw.inter_node.latency_s + max(local, remote)
+    return eff.collective_base_s + (n - 1) * net.latency_s + max(local, remote)
 
 
 def _wire_s(nbytes: float, bandwidth_bytes_per_s: float, eff: Efficiency) -> float:
@@ -84,9 +86,10 @@ def deepep_s(
     eff = hw.efficiency
     inter = token_bytes * remote_domains
     intra = token_bytes * top_k * (r - 1) / r
-    inter_s = _wire_s(inter, hw.inter_node.bandwidth_bytes_per_s * eff.inter_node, eff)
+    net = network_tier(hw, span=n * stride)[1]  # the NIC, or the slowest cluster tier the group crosses
+    inter_s = _wire_s(inter, net.bandwidth_bytes_per_s * eff.inter_node, eff)
     intra_s = _wire_s(intra, hw.intra_node.bandwidth_bytes_per_s * eff.intra_node, eff)  # 0 with one rank a domain
-    return eff.collective_base_s + (domains - 1) * hw.inter_node.latency_s + max(inter_s, intra_s)
+    return eff.collective_base_s + (domains - 1) * net.latency_s + max(inter_s, intra_s)
 
 
 def dispatch_s(

@@ -21,6 +21,7 @@ from planner.cost.coster import Coster
 from planner.engine import structure_problems, zero_problems
 from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, hardware_problems
+from planner.explore.placement import placement_problems
 from planner.explore.results import Rejection, SearchResult
 from planner.explore.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
 from planner.plan import Plan, Recompute, Rejected, check_batch, check_structure
@@ -90,7 +91,10 @@ class Screening:
         res.evaluated += per_mb * len(mbs)
         base = self._plan(st, mbs[0])
         static = (
-            check_structure(model, base, space.gpus) + self._precision + structure_problems(res.engine, model, base)
+            check_structure(model, base, space.gpus)
+            + self._precision
+            + structure_problems(res.engine, model, base)
+            + placement_problems(res.hardware, base, allow_cross_node_tp=space.allow_cross_node_tp)
         )
         if static and not self.keep:
             self._reject(base, static, per_mb * len(mbs))

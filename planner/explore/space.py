@@ -71,6 +71,7 @@ class Space:
     recompute: tuple[Recompute, ...] = RECOMPUTES
     micro_batches: tuple[int, ...] | None = None  # None: powers of two up to 16 dividing global/dp
     schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
+    allow_cross_node_tp: bool = False  # tp wider than the NVLink domain (explore/placement.py)
 
     def __post_init__(self) -> None:
         """Every space is checked once, where it is made: the GPU count and the lists (ranges and vocabularies),

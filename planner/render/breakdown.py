@@ -155,8 +155,19 @@ def time_rows(t: Any) -> list[tuple[str, float]]:
 def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = frozenset()) -> None:
     console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
     console.print(time_table(est.time))
+    crossing_line(console, est.hardware, est.plan)
     for line in estimate_lines(est):
         console.print(line)
+
+
+def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
+    """One line naming the tp/cp/ep groups that leave the NVLink domain and the tier they are costed on."""
+    from planner.explore.placement import crossing_tiers
+
+    crossing = crossing_tiers(hw, plan)
+    if crossing:
+        groups = ", ".join(f"{dim} (on the {tier} tier)" for dim, tier in crossing.items())
+        console.print(f"[yellow]leaves the {hw.nvlink_domain}-GPU NVLink domain:[/] {escape(groups)}")
 
 
 def time_table(t: Any) -> Table:

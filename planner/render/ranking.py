@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
 from planner.explore.explain import explain
+from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
 from planner.render.breakdown import batch_text
 from planner.render.console import escape, natural_width, print_hanging, print_unlimited, rich_console
@@ -107,12 +108,19 @@ def _table(result: SearchResult, *, wide: bool, terms: int) -> Table:
     if goodput:
         table.add_column("goodput", justify="right", no_wrap=True)
     for i, r in enumerate(result.top, 1):
-        table.add_row(*_row(i, r, several=several, wide=wide, terms=terms, goodput=goodput))
+        crossing = crossing_tiers(result.hardware, r.plan)  # tp/cp/ep groups that leave the NVLink domain: their tier
+        table.add_row(*_row(i, r, several=several, wide=wide, terms=terms, goodput=goodput, crossing=crossing))
     return table
 
 
-def _row(i: int, r: Ranked, *, several: bool, wide: bool, terms: int, goodput: bool) -> list[str]:
+def _row(
+    i: int, r: Ranked, *, several: bool, wide: bool, terms: int, goodput: bool, crossing: dict[str, str]
+) -> list[str]:
     t, p, e = r.time, r.plan, r.estimate
+    shares = " ".join(
+        f"{k} {v / t.step_s:.0%}" + (f" ({crossing[k].replace('network', 'net')})" if k in crossing else "")
+        for k, v in time_terms(t, terms)
+    )
     row = [
         str(i),
         *([escape(e.engine.name)] if several else []),
@@ -122,7 +130,7 @@ def _row(i: int, r: Ranked, *, several: bool, wide: bool, terms: int, goodput: b
         f"{fmt_rate(t.tokens_per_s)} {e.uncertainty.tokens_text()}",
         *([f"{t.tokens_per_s_per_gpu:,.0f}"] if wide else []),
         f"{t.mfu:.0%}" + ("?" if not e.plausibility.ok else ""),
-        *([" ".join(f"{k} {v / t.step_s:.0%}" for k, v in time_terms(t, terms))] if terms else []),
+        *([shares] if terms else []),
     ]
     if goodput:
         ck = e.checkpoint

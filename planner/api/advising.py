@@ -1,0 +1,219 @@
+"""`search` with a GPU-count range (`--gpus 1024..131072`), `--global-batch auto` and advice when the job and the
+cluster do not match (explore/advice.py decides; this module runs the searches it asks for)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.cluster.fabric import cluster_of
+from planner.cluster.failures import FailureRate, checkpoint_bandwidth, failure_rate
+from planner.engine import Engine
+from planner.errors import PlannerError
+from planner.explore.advice import (
+    DEFAULT_MAX_TOKENS_PER_STEP,
+    IDLE_SHARE,
+    WELL,
+    Advice,
+    Probe,
+    advise,
+    batches,
+    gpu_range,
+)
+from planner.explore.results import SearchResult
+from planner.hardware import HardwareProfile
+from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
+from planner.plan import MAX_BATCH, MAX_DEGREE, default_global_batch, default_seq_len
+from planner.specs import ModelSpec
+from planner.units import fmt_seconds
+
+
+@dataclass
+class Advised:
+    """The search at the chosen GPU count and batch, with the advice (empty when the plan uses the GPUs well)."""
+
+    result: SearchResult
+    global_batch_default: bool
+    advice: list[Advice] = field(default_factory=list)
+
+
+def parse_count(name: str, value: int | str | None, *, high: int) -> int | str | None:
+    """An int option that also takes a word or a range: the int checked, anything else passed on as text."""
+    if value is None or isinstance(value, int):
+        count = value
+    elif value.strip().isdigit():
+        count = int(value)
+    else:
+        return value.strip()
+    if count is not None and not 1 <= count <= high:
+        raise PlannerError(f"--{name} {count}: must be from 1 to {high}")
+    return count
+
+
+def search_advised(
+    model: str | ModelSpec,
+    *,
+    gpus: int | str,
+    hardware: str | HardwareProfile | None,
+    engine: str | Engine | list[str | Engine] | None,
+    global_batch: int | str | None = None,
+    max_tokens_per_step: int | None = None,
+    advice: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    keep_rejections: bool = False,
+    **options: Any,
+) -> Advised:
+    """The search `run_search` does, at the count of a `LO..HI` range and the batch `auto` choose (the largest
+    count, and the smallest batch, whose best plan reaches WELL of the best tokens/s per GPU), with advice."""
+    from planner.api import run_search
+
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
+    count, batch = _counts_and_batch(gpus, global_batch)
+    bound = max_tokens_per_step or DEFAULT_MAX_TOKENS_PER_STEP
+    seq_len = options.get("seq_len") or default_seq_len(spec.max_seq_len)
+    if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
+        raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
+    rate = _failures(hw, options)
+    if rate is not None:
+        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
+    probe = _probe(spec, hw, engine, options)
+    counts = gpu_range(count, node=hw.gpus_per_node, domain=hw.nvlink_domain) if isinstance(count, str) else [count]
+    base = default_global_batch(seq_len)
+    choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
+    chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)
+    b = choice[chosen]
+    result = run_search(
+        spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
+        **_at(hw, chosen, options, b),
+    )  # fmt: skip
+    if batch is None:  # the batch was the default one, passed on by value: the header says so
+        result.defaulted = result.defaulted | {"global_batch"}
+    out = Advised(result, batch is None)
+    out.advice += _choices(probe, counts, choice, chosen, batch, seq_len) + _checkpoints(result, rate)
+    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
+    wanted = advice and result.top and options.get("objective") != "memory"
+    if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
+        out.advice += advise(
+            probe, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
+        )
+    return out
+
+
+def _counts_and_batch(gpus: int | str | None, global_batch: int | str | None) -> tuple[int | str, int | str | None]:
+    """--gpus (a count or a range) and --global-batch (a count, auto, or the default), checked."""
+    count = parse_count("gpus", gpus, high=MAX_DEGREE)
+    if count is None:
+        raise PlannerError("no GPU count given: pass --gpus N (or a range LO..HI)")
+    batch = parse_count("global-batch", global_batch, high=MAX_BATCH)
+    if isinstance(batch, str) and batch != "auto":
+        raise PlannerError(f"--global-batch {batch!r}: give a number of sequences or 'auto'")
+    return count, batch
+
+
+def _failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
+    """The failure rate to price with when none is given: on a cluster, or for the goodput objective."""
+    if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
+        return failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
+    return None
+
+
+def _at(hw: HardwareProfile, gpus: int, options: dict[str, Any], global_batch: int) -> dict[str, Any]:
+    """The search options at one count: the batch, and the checkpoint bandwidth a cluster's storage allows."""
+    out = {**options, "global_batch": global_batch}
+    if out.get("checkpoint_bandwidth") is None:
+        out["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, gpus)
+    return out
+
+
+def _probe(
+    spec: ModelSpec, hw: HardwareProfile, engine: str | Engine | list[str | Engine] | None, options: dict[str, Any]
+) -> Probe:
+    """best_at(gpus, batch): the top-1 search's tokens/s per GPU (None when nothing fits or no degrees do)."""
+    from planner.api import run_search
+
+    def best_at(g: int, b: int) -> float | None:
+        try:
+            res = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
+        except PlannerError:
+            return None
+        return res.top[0].time.tokens_per_s / g if res.top else None
+
+    return Probe(best_at)
+
+
+def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
+    """The batch given, the default, or for `auto` the smallest of the doubled batches within the bound whose best
+    plan reaches WELL of the best among them."""
+    if isinstance(batch, int):
+        return batch
+    if batch is None:
+        return base
+    candidates = batches(base, seq_len=seq_len, max_tokens_per_step=bound)
+    rates = {b: probe(gpus, b) for b in candidates}
+    best = max((r for r in rates.values() if r), default=0.0)
+    return next((b for b in candidates if (rates[b] or 0.0) >= WELL * best), base) if best else base
+
+
+def _count_for(probe: Probe, choice: dict[int, int]) -> int:
+    rates = {g: probe(g, b) for g, b in choice.items()}
+    fitting = [g for g, r in rates.items() if r]
+    if not fitting:
+        raise PlannerError(f"nothing fits at any GPU count of the range {min(choice)}..{max(choice)}")
+    best = max(rates[g] or 0.0 for g in fitting)
+    return max(g for g in fitting if (rates[g] or 0.0) >= WELL * best)
+
+
+def _choices(
+    probe: Probe, counts: list[int], choice: dict[int, int], chosen: int, batch: int | str | None, seq_len: int
+) -> list[Advice]:
+    """What the range and `auto` chose, with the per-GPU throughput of each count tried."""
+    out = []
+    if len(counts) > 1:
+        tried = ", ".join(f"{g}: {r:,.0f}" if (r := probe(g, choice[g])) else f"{g}: -" for g in counts)
+        out.append(
+            Advice(
+                "chosen_gpus",
+                f"{chosen} GPUs, the most whose best plan reaches >= {WELL:.0%} of the best tokens/s per GPU "
+                f"in the range ({tried})",
+                chosen,
+                choice[chosen],
+            )
+        )
+    if batch == "auto":
+        b = choice[chosen]
+        out.append(
+            Advice(
+                "chosen_global_batch",
+                f"global batch {b} ({b * seq_len:,} tokens), the smallest whose best plan reaches >= "
+                f"{WELL:.0%} of the best tokens/s per GPU on {chosen} GPUs",
+                chosen,
+                b,
+            )
+        )
+    return out
+
+
+def _idle_share(result: SearchResult) -> float:
+    t = result.top[0].time
+    return (t.bubble_s + sum(t.exposed_comm_s.values())) / t.step_s if t.step_s else 0.0
+
+
+def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]:
+    """The best plan's checkpoint interval (Young 1974 / Daly 2006) and goodput under the failure rate used."""
+    best = result.best
+    ck = best.estimate.checkpoint if best is not None else None
+    if best is None or ck is None:
+        return []
+    source = f" ({rate.source})" if rate is not None else " (--mtbf-hours)"
+    return [
+        Advice(
+            "checkpoint",
+            f"checkpoint every {fmt_seconds(ck.interval_s)} (Young/Daly; a write takes {fmt_seconds(ck.checkpoint_s)}):"
+            f" the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on average{source}; goodput "
+            f"{ck.goodput:.1%}",
+            best.plan.gpus,
+            best.plan.global_batch,
+        )
+    ]

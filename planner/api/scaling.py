@@ -1,0 +1,137 @@
+"""`planner scale`: the best plan at each GPU count, and what it means for a run of a token budget (throughput, MFU,
+time to train, GPU-hours): the curve a team draws before it asks for a reservation.
+
+Each count is one search (api/advising.py `search_advised`, top 1, so `--global-batch auto` and a cluster work
+as in `search`); the time to train is cost/timing.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from planner.api.advising import search_advised
+from planner.cost.timing import time_to_train
+from planner.engine import Engine
+from planner.errors import PlannerError
+from planner.explore.advice import gpu_range
+from planner.hardware import HardwareProfile
+from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
+from planner.plan import MAX_DEGREE, Plan
+from planner.specs import ModelSpec
+
+MAX_COUNTS = 32  # one search each
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """The best plan at one GPU count (plan None: nothing fits there) and the run it makes."""
+
+    gpus: int
+    plan: Plan | None
+    engine: str | None = None
+    tokens_per_s: float = 0.0
+    mfu: float = 0.0
+    step_s: float = 0.0
+    train_s: float = 0.0
+    gpu_hours: float = 0.0
+    note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "gpus": self.gpus,
+            "fits": self.plan is not None,
+            "plan": self.plan.model_dump() if self.plan is not None else None,
+            "engine": self.engine,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "mfu": self.mfu,
+            "step_s": self.step_s,
+            "train_s": self.train_s,
+            "gpu_hours": self.gpu_hours,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Scaling:
+    model: str
+    hardware: str
+    tokens: float
+    points: tuple[ScalePoint, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "hardware": self.hardware,
+            "tokens": self.tokens,
+            "points": [p.as_json() for p in self.points],
+        }
+
+
+def gpu_counts(value: str | Sequence[int], *, node: int, domain: int | None = None) -> list[int]:
+    """A comma list (1024,4096) or a range (1024..131072, the powers of two of whole nodes in it)."""
+    if not isinstance(value, str):
+        counts = list(value)
+    elif ".." in value:
+        counts = gpu_range(value, node=node, domain=domain)
+    else:
+        try:
+            counts = [int(x) for x in value.split(",") if x.strip()]
+        except ValueError:
+            raise PlannerError(f"--gpus {value!r}: give counts separated by commas or a range LO..HI") from None
+    if not counts or any(not 1 <= g <= MAX_DEGREE for g in counts):
+        raise PlannerError(f"--gpus {value!r}: give counts from 1 to {MAX_DEGREE}")
+    if len(counts) > MAX_COUNTS:
+        raise PlannerError(f"--gpus {value!r}: {len(counts)} counts, at most {MAX_COUNTS} (one search each)")
+    return sorted(set(counts))
+
+
+def scale(
+    model: str | ModelSpec,
+    *,
+    gpus: str | Sequence[int],
+    tokens: float,
+    hardware: str | HardwareProfile | None = None,
+    engine: str | Engine | list[str | Engine] | None = None,
+    global_batch: int | str | None = None,
+    max_tokens_per_step: int | None = None,
+    **options: Any,
+) -> Scaling:
+    """The best plan (by throughput) at each GPU count, with its time to train `tokens` and GPU-hours."""
+    if not tokens or tokens <= 0:
+        raise PlannerError("scale needs a token budget: pass --tokens N (e.g. 15e12)")
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
+    points = []
+    for g in gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain):
+        try:
+            found = search_advised(
+                spec,
+                gpus=g,
+                hardware=hw,
+                engine=engine,
+                global_batch=global_batch,
+                max_tokens_per_step=max_tokens_per_step,
+                advice=False,
+                **{**options, "top": 1},
+            )
+        except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
+            points.append(ScalePoint(g, None, note=str(e)))
+            continue
+        best = found.result.best
+        if best is None:
+            points.append(ScalePoint(g, None, note="nothing fits"))
+            continue
+        t = best.time
+        run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
+        points.append(
+            ScalePoint(g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds,
+                       run.gpu_hours)
+        )  # fmt: skip
+    return Scaling(spec.name, hw.name, tokens, tuple(points))

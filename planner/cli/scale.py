@@ -1,0 +1,85 @@
+"""`planner scale`: for a model, a token budget and GPU counts, the best plan at each count with its throughput, MFU,
+time to train and GPU-hours; a table, --json, or a plot. Thin: parse, call planner.api.scaling.scale, render."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
+from planner.cli.options import (
+    CATALOG,
+    EnginesOpt,
+    HardwareOpt,
+    JsonOpt,
+    ModelOpt,
+    Opt,
+    PrecisionOpt,
+    SeqLenOpt,
+    TokensOpt,
+    with_options,
+)
+from planner.errors import PlannerError
+from planner.render.console import emit_json, out
+
+CountsOpt = Annotated[
+    str,
+    typer.Option(
+        "--gpus",
+        help="GPU counts: a comma list (1024,4096,16384) or a range LO..HI (the powers of two of whole nodes in it)",
+    ),
+]
+PlotOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--plot", help="FILE.svg|png|pdf: tokens/s, MFU, days and GPU-hours against GPUs (needs planner[plot])"
+    ),
+]
+SCALE = (
+    Opt("model", ModelOpt),
+    Opt("hardware", HardwareOpt),
+    Opt("engine", EnginesOpt),
+    Opt("tokens", TokensOpt),
+    Opt("global_batch", GlobalBatchAutoOpt),
+    Opt("max_tokens_per_step", MaxTokensOpt),
+    Opt("seq_len", SeqLenOpt),
+    Opt("precision", PrecisionOpt),
+)
+
+
+@with_options(CATALOG, SCALE, CLUSTER)
+def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: JsonOpt = False) -> None:
+    """The best plan at each GPU count: tokens/s, MFU, time to train and GPU-hours for --tokens."""
+    from planner.api.scaling import scale as run_scale
+
+    if plot:
+        from planner.cli.search import _check_plot
+
+        _check_plot(plot)
+    if opts["tokens"] is None:
+        raise PlannerError("scale needs a token budget: pass --tokens N (e.g. 15e12)")
+    result = run_scale(
+        opts["model"],
+        gpus=gpus,
+        tokens=opts["tokens"],
+        hardware=hardware_on_cluster(opts),
+        engine=opts["engine"],
+        global_batch=opts["global_batch"],
+        max_tokens_per_step=opts["max_tokens_per_step"],
+        seq_len=opts["seq_len"],
+        precision=opts["precision"],
+        allow_cross_node_tp=opts["allow_cross_node_tp"],
+    )
+    if plot:
+        from planner.render.scaling import plot_scaling
+
+        plot_scaling(result, plot)
+    if as_json:
+        emit_json(result.as_json())
+        return
+    from planner.render.scaling import print_scaling
+
+    print_scaling(out, result)
+    if plot:
+        out.print(f"plot written to {plot}")

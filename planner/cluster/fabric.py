@@ -1,0 +1,149 @@
+"""The network beyond the NVLink domain: a cluster's switch tiers (cluster_profiles/NAME.yaml), and which tier a
+group of ranks crosses.
+
+A GPU profile (hardware_profiles/) knows the GPU, its node and its NVLink domain, and one inter-node tier: the
+GPU's NIC. A cluster adds what lies beyond: the leaf (rail) switches, the spine, the core that joins pods, each
+with the bandwidth one GPU gets through it when every GPU sends at once (the NIC's share divided by the tier's
+oversubscription) and the latency of one ring step across it. Tiers nest: tier i joins `gpus` consecutive
+ranks, a whole number of tier i − 1's.
+
+Which tier a group uses follows from the rank order (Megatron's parallel_state.py, tp innermost): a group of n
+ranks `stride` apart spans n·stride consecutive ranks, so it stays inside the smallest tier at least that
+large. Every collective is costed on that tier (cost/comm.py `group_link`, the one place that chooses a link):
+hierarchically, as NCCL and DeepEP run them, the slowest tier a group crosses sets its bandwidth.
+
+A bound, not a measurement, for rings: a ring laid out in rank order leaves each leaf group on one edge per
+channel, so when few groups cross an oversubscribed tier their rings may not fill its uplinks, and charging every
+step at the tier's share over-counts them (by up to the oversubscription). All-to-alls (expert parallelism) and
+NCCL's trees send a share of every rank's bytes across the tier, which the share describes. Where the tiers are
+not oversubscribed (the DGX SuperPODs) only the latency changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from planner.errors import PlannerError
+from planner.hardware import HardwareProfile, LinkTier
+from planner.specs import Frozen
+
+NVLINK = "nvlink"  # the name of the tier inside one NVLink domain
+NETWORK = "network"  # the GPU profile's inter-node tier, when no cluster is given
+
+
+class Tier(Frozen):
+    """One switch tier beyond the NVLink domain, seen from one GPU."""
+
+    name: str = Field(min_length=1, description="leaf, rail, spine, core, pod, ...")
+    gpus: int = Field(gt=0, description="GPUs this tier joins: consecutive ranks reach each other through it")
+    bandwidth_bytes_per_s: float = Field(
+        gt=0,
+        allow_inf_nan=False,
+        description="per-GPU unidirectional bandwidth through this tier when every GPU sends at once: the NIC's "
+        "rate divided by the tier's oversubscription",
+    )
+    latency_s: float = Field(ge=0, allow_inf_nan=False, description="one ring step across this tier")
+    source: str = Field(min_length=1, description="where the numbers come from")
+
+
+class Failures(Frozen):
+    """How often a GPU of this cluster interrupts a synchronous job, with the measurement it comes from."""
+
+    gpu_mtbf_hours: float = Field(gt=0, allow_inf_nan=False, description="mean GPU-hours between interruptions")
+    source: str = Field(min_length=1)
+
+
+class Cluster(Frozen):
+    """cluster_profiles/NAME.yaml: the tiers beyond the NVLink domain, innermost first."""
+
+    name: str
+    description: str = ""
+    hardware: str = Field(description="the GPU profile of its nodes (hardware_profiles/NAME)")
+    tiers: tuple[Tier, ...] = Field(min_length=1)
+    failures: Failures | None = None
+    checkpoint_write_bytes_per_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="sustained write bandwidth of the cluster's checkpoint storage, all of it; a job never writes "
+        "faster than this (nor than the GPU profile's per-node share times its nodes)",
+    )
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        """The largest job the fabric holds: its outermost tier."""
+        return self.tiers[-1].gpus
+
+    @model_validator(mode="after")
+    def _check(self) -> Cluster:
+        for inner, outer in zip(self.tiers, self.tiers[1:], strict=False):
+            if outer.gpus <= inner.gpus or outer.gpus % inner.gpus:
+                raise ValueError(
+                    f"tier {outer.name!r} joins {outer.gpus} GPUs: it must be a multiple of tier {inner.name!r}'s "
+                    f"{inner.gpus} (tiers nest, innermost first)"
+                )
+            if outer.bandwidth_bytes_per_s > inner.bandwidth_bytes_per_s:
+                raise ValueError(
+                    f"tier {outer.name!r} gives {outer.bandwidth_bytes_per_s:g} B/s per GPU, more than tier "
+                    f"{inner.name!r} inside it ({inner.bandwidth_bytes_per_s:g}); traffic to it crosses both"
+                )
+            if outer.latency_s < inner.latency_s:
+                raise ValueError(
+                    f"tier {outer.name!r} latency {outer.latency_s:g} s is below tier {inner.name!r}'s "
+                    f"{inner.latency_s:g} s; crossing it passes through the inner tier's switches too"
+                )
+        return self
+
+
+class ClusterHardware(HardwareProfile):
+    """A GPU profile placed in a cluster: the same GPU, node and NVLink domain, with the cluster's tiers beyond
+    it (made by `on_cluster`; a hardware profile file never holds a cluster)."""
+
+    cluster: Cluster
+
+
+def on_cluster(hw: HardwareProfile, cluster: Cluster) -> ClusterHardware:
+    """The profile with the cluster's tiers; each tier must hold whole NVLink domains."""
+    domain = hw.nvlink_domain
+    inner = cluster.tiers[0]
+    if inner.gpus <= domain or any(t.gpus % domain for t in cluster.tiers):
+        raise PlannerError(
+            f"cluster {cluster.name}: its tiers ({', '.join(f'{t.name} {t.gpus}' for t in cluster.tiers)} GPUs) "
+            f"must be multiples of {hw.name}'s NVLink domain of {domain} GPUs, the first larger than it"
+        )
+    data: dict[str, Any] = {k: getattr(hw, k) for k in type(hw).model_fields if k != "cluster"}
+    return ClusterHardware(**data, cluster=cluster)
+
+
+def cluster_of(hw: HardwareProfile) -> Cluster | None:
+    return hw.cluster if isinstance(hw, ClusterHardware) else None
+
+
+def network_tier(hw: HardwareProfile, *, span: int) -> tuple[str, LinkTier]:
+    """(name, per-GPU bandwidth and latency) of the tier that joins `span` consecutive ranks beyond one NVLink
+    domain: the GPU profile's inter-node tier without a cluster, else the smallest cluster tier that holds
+    them. A span beyond the whole cluster is refused (the job does not fit on it)."""
+    cluster = cluster_of(hw)
+    if cluster is None:
+        return NETWORK, hw.inter_node
+    for t in cluster.tiers:
+        if span <= t.gpus:
+            return t.name, LinkTier(bandwidth_bytes_per_s=t.bandwidth_bytes_per_s, latency_s=t.latency_s)
+    raise PlannerError(f"{span} GPUs do not fit on cluster {cluster.name} ({cluster.gpus} GPUs); use at most that")
+
+
+def tier_name(hw: HardwareProfile, *, n: int, stride: int) -> str:
+    """The name of the slowest tier a group of n ranks `stride` apart crosses (`nvlink` inside one domain)."""
+    if n <= 1 or n * stride <= hw.nvlink_domain:
+        return NVLINK
+    return network_tier(hw, span=n * stride)[0]
+
+
+def check_fits(hw: HardwareProfile, gpus: int) -> None:
+    """A job larger than the cluster is refused with the cluster's size."""
+    cluster = cluster_of(hw)
+    if cluster is not None and gpus > cluster.gpus:
+        raise PlannerError(f"--gpus {gpus} is more than cluster {cluster.name} holds ({cluster.gpus} GPUs)")

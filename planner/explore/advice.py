@@ -1,0 +1,162 @@
+"""Advice when the job and the cluster do not match: how many GPUs this global batch uses well, and what global batch
+would use all the GPUs that well (issue 23 item 1).
+
+"Well" is a share of the best per-GPU throughput: WELL = 90% of the most tokens/s per GPU that the best plan reaches
+at any GPU count scanned with this batch. The scan halves the GPU count from the one asked, while per-GPU throughput
+still rises (a fixed batch on fewer GPUs gives each data-parallel rank more micro-batches, so less pipeline bubble and
+less exposed communication per token), down to at most SCAN_DEPTH halvings or until nothing fits. Then:
+
+- `gpus`: the largest count scanned at which the best plan reaches WELL of that best: the GPUs this batch feeds;
+- `global_batch`: doubling the batch from the one asked, the smallest at which the best plan on all the GPUs reaches
+  WELL of it, within `max_tokens_per_step` (Llama 3 405B ended pre-training at 16M tokens per step, Dubey et al.
+  2024 §3.4.1: the default bound).
+
+Each probe is one search (the caller's `best_at(gpus, global_batch)`: the best plan's tokens/s per GPU, None when
+nothing fits), memoised. The same rule chooses the count of a `--gpus LO..HI` range and the batch of
+`--global-batch auto`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from planner.errors import PlannerError
+
+WELL = 0.9  # a share of the best per-GPU throughput that counts as using the GPUs well
+SCAN_DEPTH = 6  # at most 64x fewer GPUs are scanned for the best per-GPU throughput
+DEFAULT_MAX_TOKENS_PER_STEP = 1 << 24  # 16.8M tokens: Llama 3 405B's final batch (Dubey et al. 2024 §3.4.1)
+IDLE_SHARE = 0.25  # a best plan idle (bubble + exposed communication) this much of its step is worth advising on
+
+BestAt = Callable[[int, int], float | None]  # (gpus, global batch) -> best tokens/s per GPU, None: nothing fits
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One piece of advice, with the numbers it rests on (the search JSON's `advice` entries)."""
+
+    kind: str  # "gpus" | "global_batch"
+    message: str
+    gpus: int | None
+    global_batch: int | None
+
+    def as_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "message": self.message, "gpus": self.gpus, "global_batch": self.global_batch}
+
+
+class Probe:
+    """best_at, memoised: each (gpus, batch) is searched once."""
+
+    def __init__(self, best_at: BestAt) -> None:
+        self._best_at, self._seen = best_at, dict[tuple[int, int], float | None]()
+
+    def __call__(self, gpus: int, global_batch: int) -> float | None:
+        key = (gpus, global_batch)
+        if key not in self._seen:
+            self._seen[key] = self._best_at(gpus, global_batch)
+        return self._seen[key]
+
+
+def best_count(probe: Probe, counts: Iterable[int], global_batch: int) -> tuple[int | None, float]:
+    """(the largest count whose best plan reaches WELL of the best per-GPU throughput among `counts`, that best)."""
+    rates = {g: probe(g, global_batch) for g in sorted(set(counts))}
+    fitting = {g: r for g, r in rates.items() if r}
+    if not fitting:
+        return None, 0.0
+    best = max(fitting.values())
+    return max(g for g, r in fitting.items() if r >= WELL * best), best
+
+
+def scan_counts(probe: Probe, *, gpus: int, global_batch: int, node: int) -> tuple[int | None, float]:
+    """Halve the count from `gpus` while per-GPU throughput rises (whole nodes, at most SCAN_DEPTH times):
+    (the largest count used WELL, the best per-GPU throughput seen)."""
+    counts, last = [gpus], probe(gpus, global_batch)
+    g = gpus
+    for _ in range(SCAN_DEPTH):
+        g //= 2
+        if g < node or g % node:
+            break
+        rate = probe(g, global_batch)
+        counts.append(g)
+        if rate is None or (last is not None and rate <= last):
+            break
+        last = rate
+    return best_count(probe, counts, global_batch)
+
+
+def batches(global_batch: int, *, seq_len: int, max_tokens_per_step: int) -> list[int]:
+    """global_batch doubled while a step stays within max_tokens_per_step (the first one always)."""
+    out, b = [global_batch], global_batch * 2
+    while b * seq_len <= max_tokens_per_step:
+        out.append(b)
+        b *= 2
+    return out
+
+
+def smallest_batch(probe: Probe, *, gpus: int, candidates: list[int], target: float) -> int | None:
+    """The smallest batch whose best plan on `gpus` reaches `target` tokens/s per GPU."""
+    for b in candidates:
+        rate = probe(gpus, b)
+        if rate is not None and rate >= target:
+            return b
+    return None
+
+
+def advise(
+    probe: Probe, *, gpus: int, global_batch: int, seq_len: int, node: int, max_tokens_per_step: int
+) -> list[Advice]:
+    """What to tell a user whose best plan on `gpus` GPUs with `global_batch` sequences wastes them."""
+    here = probe(gpus, global_batch)
+    if here is None:
+        return []
+    fed, best = scan_counts(probe, gpus=gpus, global_batch=global_batch, node=node)
+    if fed is None or here >= WELL * best:
+        return []
+    tokens = global_batch * seq_len
+    out = [
+        Advice(
+            "gpus",
+            f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
+            f"per-GPU throughput ({best:,.0f} tokens/s per GPU); on {gpus} GPUs each reaches {here:,.0f}, "
+            f"{here / best:.0%} of it",
+            fed,
+            global_batch,
+        )
+    ]
+    more = batches(global_batch, seq_len=seq_len, max_tokens_per_step=max_tokens_per_step)[1:]
+    b = smallest_batch(probe, gpus=gpus, candidates=more, target=WELL * best)
+    if b is not None:
+        message = (
+            f"global batch {b} ({_tokens(b * seq_len)} tokens) uses all {gpus} GPUs at >= {WELL:.0%} of "
+            f"{best:,.0f} tokens/s per GPU"
+        )
+    else:
+        message = (
+            f"no global batch up to {_tokens(max_tokens_per_step)} tokens per step (--max-tokens-per-step) uses "
+            f"{gpus} GPUs at >= {WELL:.0%} of {best:,.0f} tokens/s per GPU; use at most {fed} GPUs"
+        )
+    out.append(Advice("global_batch", message, gpus, b))
+    return out
+
+
+def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
+    """`LO..HI`: the counts a reservation is made of, from LO to HI, with LO and HI themselves: powers of two, or
+    on NVLink domains that are not (72 on NVL72 racks) whole domains doubled (72, 144, 288, ...); only counts of
+    whole nodes."""
+    lo_s, _, hi_s = text.partition("..")
+    try:
+        lo, hi = int(lo_s), int(hi_s)
+    except ValueError:
+        raise PlannerError(f"--gpus {text!r}: give a count (1024) or a range LO..HI (1024..131072)") from None
+    if not 1 <= lo < hi:
+        raise PlannerError(f"--gpus {text!r}: a range needs 1 <= LO < HI")
+    unit = domain if domain and domain & (domain - 1) else 1  # a power-of-two domain: plain powers of two
+    counts = {unit << k for k in range(hi.bit_length()) if lo <= unit << k <= hi} | {lo, hi}
+    out = sorted(g for g in counts if g % node == 0)
+    if not out:
+        raise PlannerError(f"--gpus {text!r}: no count in the range holds whole nodes of {node} GPUs")
+    return out
+
+
+def _tokens(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"

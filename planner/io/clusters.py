@@ -1,0 +1,54 @@
+"""Cluster descriptions (`--cluster NAME|FILE`): the shipped cluster_profiles/, user catalogs' cluster_profiles/,
+or a YAML file; each one validated once (planner/cluster/fabric.py `Cluster`, misspelt keys refused) and put
+around its GPU profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from planner.cluster.fabric import Cluster, ClusterHardware, on_cluster
+from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
+from planner.io.catalog import catalog_path, catalog_root, describe_validation_error, load_hardware, load_yaml
+
+CLUSTER_DIR = "cluster_profiles"
+
+
+def list_clusters() -> list[str]:
+    """The shipped cluster names."""
+    return sorted(p.stem for p in (catalog_root() / CLUSTER_DIR).glob("*.yaml"))
+
+
+def load_cluster(name_or_path: str | Path) -> Cluster:
+    """A cluster by catalog name or alias (`dgx-superpod-h100`) or a cluster YAML file."""
+    arg = str(name_or_path)
+    if isinstance(name_or_path, Path) or "/" in arg or arg.endswith((".yaml", ".yml")):
+        path, shipped = Path(arg), False
+    else:
+        found = catalog_path(CLUSTER_DIR, arg)
+        if found is None:
+            raise PlannerError(
+                f'unknown cluster "{arg}"; known: {", ".join(list_clusters())} (or give a path to a cluster .yaml)'
+            )
+        path, shipped = found, found.parent.parent == catalog_root()
+    if not path.is_file():
+        raise PlannerError(f"--cluster {arg!r}: no such file")
+    data = load_yaml(path, shipped=shipped)
+    if not isinstance(data, dict):
+        raise PlannerError(f"{arg}: expected a mapping of cluster fields, got {type(data).__name__}")
+    try:
+        return Cluster.model_validate(data)
+    except ValidationError as exc:
+        raise PlannerError(f"{arg}: {describe_validation_error(exc, Cluster)}") from None
+
+
+def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProfile | None) -> ClusterHardware:
+    """The GPU profile (the one given, else the cluster's own) placed on the cluster's tiers."""
+    c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+    if hardware is None:
+        hw = load_hardware(c.hardware)
+    else:
+        hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
+    return on_cluster(hw, c)

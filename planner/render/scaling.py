@@ -1,0 +1,84 @@
+"""`planner scale`: the table of the best plan per GPU count, and its plot (tokens/s and MFU against GPUs, the time to
+train against GPUs). matplotlib is the optional extra `plot`, imported only for --plot."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from planner.errors import PlannerError
+from planner.render.console import escape, print_unlimited
+from planner.units import fmt_count, fmt_rate, fmt_seconds
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from planner.api.scaling import Scaling
+
+
+def print_scaling(console: Console, s: Scaling) -> None:
+    from rich.table import Table
+
+    console.print(
+        f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/], {fmt_count(s.tokens)} tokens to train: "
+        "the best plan at each GPU count"
+    )
+    table = Table(show_edge=False, box=None, header_style="bold")
+    for col in ("GPUs", "plan", "batch", "tokens/s", "per GPU", "MFU", "step", "to train", "GPU-hours"):
+        table.add_column(col, justify="left" if col == "plan" else "right", no_wrap=True)
+    best_per_gpu = max((p.tokens_per_s_per_gpu for p in s.points if p.plan is not None), default=0.0)
+    for p in s.points:
+        if p.plan is None:
+            table.add_row(str(p.gpus), f"[red]{escape(_short(p.note or 'nothing fits'))}[/]", *[""] * 7)
+            continue
+        share = p.tokens_per_s_per_gpu / best_per_gpu if best_per_gpu else 0.0
+        table.add_row(
+            str(p.gpus),
+            escape(p.plan.summary()),
+            str(p.plan.global_batch),
+            fmt_rate(p.tokens_per_s),
+            f"{p.tokens_per_s_per_gpu:,.0f} ({share:.0%})",
+            f"{p.mfu:.1%}",
+            fmt_seconds(p.step_s),
+            fmt_seconds(p.train_s),
+            f"{p.gpu_hours:,.0f}",
+        )
+    print_unlimited(console, table)  # every number whole: lines may run past a narrow terminal, as search --wide
+    console.print("per GPU: tokens/s per GPU (share of the best count's)")
+
+
+def _short(note: str, width: int = 60) -> str:
+    return note if len(note) <= width else note[: width - 1] + "…"
+
+
+def plot_scaling(s: Scaling, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
+    from planner.render.plot import save_figure
+
+    pts = [p for p in s.points if p.plan is not None]
+    gpus = [p.gpus for p in pts]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    top.plot(gpus, [p.tokens_per_s for p in pts], "-o", color="tab:blue", label="tokens/s")
+    top.set_ylabel("tokens/s (best plan)")
+    mfu = top.twinx()
+    mfu.plot(gpus, [100 * p.mfu for p in pts], "--s", color="tab:orange", label="MFU")
+    mfu.set_ylabel("MFU (%)")
+    top.set_title(f"{s.model} on {s.hardware}: {fmt_count(s.tokens)} tokens")
+    top.grid(alpha=0.3)
+    bottom.plot(gpus, [p.train_s / 86400 for p in pts], "-o", color="tab:green", label="days to train")
+    bottom.set_ylabel("days to train")
+    hours = bottom.twinx()
+    hours.plot(gpus, [p.gpu_hours / 1e6 for p in pts], "--s", color="tab:red", label="GPU-hours")
+    hours.set_ylabel("GPU-hours (millions)")
+    bottom.set_xscale("log", base=2)
+    bottom.set_xlabel("GPUs")
+    bottom.grid(alpha=0.3)
+    for ax_pair in ((top, mfu), (bottom, hours)):
+        lines = [ln for ax in ax_pair for ln in ax.get_lines()]
+        ax_pair[0].legend(lines, [str(ln.get_label()) for ln in lines], fontsize=8, loc="upper left")
+    save_figure(fig, path)

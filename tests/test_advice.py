@@ -1,0 +1,117 @@
+"""Advice when the job and the cluster do not match (explore/advice.py, api/advising.py): the rule on a synthetic
+throughput curve, the GPU-count range and `--global-batch auto`, and the two searches of issue 23."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import run_planner as run
+
+from planner.api.advising import search_advised
+from planner.errors import PlannerError
+from planner.explore.advice import WELL, Probe, advise, batches, gpu_range, scan_counts
+
+
+def bubble_curve(gpus: int, batch: int) -> float | None:
+    """tokens/s per GPU of a pipeline whose bubble grows as each rank gets fewer sequences: 1000 · m / (m + 3)
+    with m = batch · 64 / gpus micro-batches per rank; nothing fits below 64 GPUs."""
+    if gpus < 64:
+        return None
+    m = batch * 64 / gpus
+    return 1000 * m / (m + 3)
+
+
+def test_scan_finds_the_largest_count_used_well():
+    calls: list[tuple[int, int]] = []
+
+    def counted(g: int, b: int) -> float | None:
+        calls.append((g, b))
+        return bubble_curve(g, b)
+
+    probe = Probe(counted)
+    fed, best = scan_counts(probe, gpus=8192, global_batch=256, node=8)
+    # rates: 8192 -> m=2: 400; 4096: 571; 2048: 727; 1024: 842; 512: 914; 256: 955; 128: 977 (6 halvings)
+    assert best == pytest.approx(1000 * 128 / 131)
+    assert fed == 512  # 914 >= 0.9 * 977 = 879; 1024's 842 is not
+    assert len(calls) == len(set(calls)) == 7
+    probe(8192, 256)
+    assert len(calls) == 7  # memoised
+
+
+def test_advise_names_the_count_and_the_batch():
+    probe = Probe(bubble_curve)
+    gpus_advice, batch_advice = advise(
+        probe, gpus=8192, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24
+    )
+    assert (gpus_advice.kind, gpus_advice.gpus, gpus_advice.global_batch) == ("gpus", 512, 256)
+    assert "feeds 512 GPUs" in gpus_advice.message and "41%" in gpus_advice.message  # 400 / 977
+    # 8192 GPUs need m / (m + 3) >= 0.9 * 977 / 1000: m >= 21.9 micro-batches, a batch of >= 2,800 sequences: 4096
+    assert (batch_advice.kind, batch_advice.gpus, batch_advice.global_batch) == ("global_batch", 8192, 4096)
+    assert bubble_curve(8192, 4096) >= WELL * bubble_curve(128, 256) > bubble_curve(8192, 2048)
+    # within 8M tokens per step (2048 sequences of 4096) no batch does
+    (_, bounded) = advise(probe, gpus=8192, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 23)
+    assert bounded.global_batch is None and "use at most 512 GPUs" in bounded.message
+
+
+def test_no_advice_when_the_gpus_are_used_well():
+    probe = Probe(bubble_curve)
+    assert advise(probe, gpus=128, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24) == []
+
+
+def test_range_and_batch_parsing():
+    assert gpu_range("1024..131072", node=8) == [1 << k for k in range(10, 18)]
+    assert gpu_range("100..300", node=4) == [100, 128, 256, 300]
+    assert gpu_range("1024..131072", node=8, domain=8) == [1 << k for k in range(10, 18)]
+    # NVL72 racks: whole racks doubled, and the ends
+    assert gpu_range("1000..10000", node=4, domain=72) == [1000, 1152, 2304, 4608, 9216, 10000]
+    assert batches(512, seq_len=8192, max_tokens_per_step=1 << 24) == [512, 1024, 2048]
+    for bad in ("8..4", "a..b", "0..8"):
+        with pytest.raises(PlannerError, match="--gpus"):
+            gpu_range(bad, node=8)
+    with pytest.raises(PlannerError, match="whole nodes of 72"):
+        gpu_range("8..64", node=72)
+
+
+def test_llama405_on_131072_gpus_is_told_how_many_gpus_its_batch_feeds():
+    """Issue 23's first search: 512 sequences of 8192 on 131,072 H100s. The advice names a count well below it,
+    and no batch within 16M tokens uses all of them."""
+    a = search_advised("llama3-405b", gpus=131072, hardware=None, engine=None, top=1)
+    kinds = {x.kind: x for x in a.advice}
+    assert set(kinds) == {"gpus", "global_batch"}
+    assert 1024 <= kinds["gpus"].gpus <= 8192 and kinds["gpus"].global_batch == 512
+    assert kinds["global_batch"].global_batch is None
+
+
+def test_range_chooses_the_count_and_the_cli_prints_and_emits_it():
+    code, out, err = run("search", "-m", "llama3-70b", "--gpus", "256..2048", "--global-batch", "256", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    chosen = [a for a in doc["advice"] if a["kind"] == "chosen_gpus"]
+    assert len(chosen) == 1 and chosen[0]["gpus"] in (256, 512, 1024, 2048)
+    assert (
+        doc["plans"][0]["plan"]["dp"]
+        * doc["plans"][0]["plan"]["tp"]
+        * doc["plans"][0]["plan"]["pp"]
+        * doc["plans"][0]["plan"]["cp"]
+        == chosen[0]["gpus"]
+    )
+    code, out, err = run("search", "-m", "llama3-70b", "--gpus", "256..2048", "--global-batch", "256", "--top", "1")
+    assert code == 0 and "chosen: " in out
+    for bad in (("--gpus", "0"), ("--gpus", "8..x"), ("--global-batch", "most")):
+        code, out, err = run("search", "-m", "llama3-8b", *(("--gpus", "64") if bad[0] != "--gpus" else ()), *bad)
+        assert code == 2 and out == "" and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_global_batch_auto_takes_the_smallest_batch_used_well():
+    a = search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=1)
+    (chosen,) = [x for x in a.advice if x.kind == "chosen_global_batch"]
+    assert chosen.global_batch == a.result.space.global_batch in (512, 1024, 2048)
+    assert not a.global_batch_default
+
+
+def test_no_throughput_advice_for_a_ranking_by_memory():
+    """llama3-8b on 64 GPUs at 4M tokens is advised when ranked by throughput only if its best plan idles; ranked by
+    memory, whose first plan is the smallest and not the fastest, it never is."""
+    a = search_advised("llama3-8b", gpus=64, hardware=None, engine=None, objective="memory", top=1)
+    assert [x for x in a.advice if x.kind in ("gpus", "global_batch")] == []

@@ -1,0 +1,77 @@
+"""Failures at scale (planner/cluster/failures.py): the cited per-GPU rate, the cluster's own, and the checkpoint
+interval the search recommends for its best plan (Young 1974 / Daly 2006, cost/timing.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import run_planner as run
+
+from planner.api.advising import search_advised
+from planner.cluster.failures import LLAMA3_GPU_MTBF_HOURS, failure_rate
+from planner.cost.timing import daly_interval_s
+from planner.io.catalog import load_hardware
+from planner.io.clusters import cluster_hardware
+
+
+def test_llama3_rate_is_the_published_count():
+    """419 unexpected interruptions in 54 days on 16,384 H100s (Dubey et al. 2024 §3.3.4): one per 50,677 GPU-hours,
+    about one every 3.1 hours on the whole cluster."""
+    assert pytest.approx(50677, abs=1) == LLAMA3_GPU_MTBF_HOURS
+    assert pytest.approx(54 * 24 / 419) == LLAMA3_GPU_MTBF_HOURS / 16384
+    rate = failure_rate(load_hardware("h100-sxm"))
+    assert rate.gpu_mtbf_hours == LLAMA3_GPU_MTBF_HOURS and "419" in rate.source
+    assert failure_rate(cluster_hardware("dgx-superpod-b200", None)).source.startswith("Llama 3 405B pre-training")
+
+
+def test_goodput_search_recommends_a_checkpoint_interval():
+    """--objective goodput without --mtbf-hours prices failures at the Llama 3 rate and says so; the interval is
+    Daly's for the plan's checkpoint write time and the system MTBF of its GPUs."""
+    a = search_advised("llama3-70b", gpus=2048, hardware=None, engine=None, objective="goodput", top=1)
+    (ck_advice,) = [x for x in a.advice if x.kind == "checkpoint"]
+    ck = a.result.best.estimate.checkpoint
+    assert ck is not None and "419 unexpected interruptions" in ck_advice.message
+    assert ck.mtbf_s == pytest.approx(LLAMA3_GPU_MTBF_HOURS * 3600 / 2048)
+    assert ck.interval_s == pytest.approx(daly_interval_s(checkpoint_s=ck.checkpoint_s, mtbf_s=ck.mtbf_s))
+    assert 0.9 < ck.goodput < 1.0
+    # without a failure rate a throughput search says nothing of checkpoints
+    plain = search_advised("llama3-70b", gpus=2048, hardware=None, engine=None, top=1)
+    assert all(x.kind != "checkpoint" for x in plain.advice)
+
+
+def test_more_gpus_fail_more_often_and_checkpoint_more_often():
+    small = search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, objective="goodput", top=1)
+    big = search_advised("llama3-70b", gpus=8192, hardware=None, engine=None, objective="goodput", top=1)
+    ck_small, ck_big = small.result.best.estimate.checkpoint, big.result.best.estimate.checkpoint
+    assert ck_big.mtbf_s == pytest.approx(ck_small.mtbf_s / 8)
+    assert ck_big.interval_s < ck_small.interval_s
+
+
+def test_estimate_on_a_cluster_uses_its_rate():
+    code, out, err = run(
+        "estimate", "-m", "llama3-8b", "--gpus", "1024", "--tp", "1", "--global-batch", "1024",
+        "--cluster", "dgx-superpod-h100", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["checkpoint"]["system_mtbf_s"] == pytest.approx(LLAMA3_GPU_MTBF_HOURS * 3600 / 1024)
+    code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "1024", "--tp", "1", "--global-batch", "1024")
+    assert code == 0 and "failures:" not in out
+
+
+def test_cluster_storage_caps_the_checkpoint_write():
+    """On Llama 3's cluster 16,384 GPUs write at Tectonic's 2 TB/s, not the profile's 5 GB/s x 2,048 nodes; a
+    64-GPU job's 8 nodes write at their own 40 GB/s, below the cap."""
+    from planner.cluster.failures import checkpoint_bandwidth
+    from planner.cost.estimate import checkpoint_bytes
+
+    hw = cluster_hardware("meta-llama3-24k", None)
+    assert checkpoint_bandwidth(hw, 16384) == 2e12
+    assert checkpoint_bandwidth(hw, 64) == pytest.approx(8 * hw.checkpoint_write_bytes_per_s)
+    assert checkpoint_bandwidth(load_hardware("h100-sxm"), 16384) is None
+    a = search_advised("llama3-405b", gpus=16384, hardware=hw, engine=None, global_batch=2048, top=1)
+    best = a.result.best
+    ck = best.estimate.checkpoint
+    written = checkpoint_bytes(best.estimate.model, best.plan, best.estimate.engine)
+    assert ck.checkpoint_s == pytest.approx(written / 2e12)

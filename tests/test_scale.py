@@ -1,0 +1,83 @@
+"""`planner scale` (api/scaling.py): the best plan per GPU count, its time to train and GPU-hours, table, JSON, plot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+from helpers import run_planner as run
+
+from planner.api.scaling import gpu_counts, scale
+from planner.errors import PlannerError
+
+
+def test_counts_from_a_list_or_a_range():
+    assert gpu_counts("4096,1024,1024", node=8) == [1024, 4096]
+    assert gpu_counts("1024..8192", node=8) == [1024, 2048, 4096, 8192]
+    for bad in ("", "a,b", "0,8", "1..2000000000"):
+        with pytest.raises(PlannerError, match="--gpus"):
+            gpu_counts(bad, node=8)
+
+
+def test_each_count_gets_its_best_plan_and_the_run_it_makes():
+    s = scale("llama3-70b", gpus=[8, 256, 1024, 4096], tokens=15e12, global_batch=1024, seq_len=8192)
+    by = {p.gpus: p for p in s.points}
+    assert by[8].plan is None and by[8].note == "nothing fits"  # 70B does not fit on one node
+    for g in (256, 1024, 4096):
+        p = by[g]
+        assert p.plan is not None and p.plan.gpus == g and p.plan.global_batch == 1024
+        steps = math.ceil(15e12 / (1024 * 8192))
+        assert p.train_s == pytest.approx(steps * p.step_s)
+        assert p.gpu_hours == pytest.approx(p.train_s * g / 3600)
+        assert p.tokens_per_s == pytest.approx(1024 * 8192 / p.step_s)
+    # a fixed batch on more GPUs: faster in all, never faster per GPU
+    assert by[256].tokens_per_s < by[1024].tokens_per_s < by[4096].tokens_per_s
+    assert by[256].tokens_per_s_per_gpu >= by[1024].tokens_per_s_per_gpu >= by[4096].tokens_per_s_per_gpu
+
+
+def test_scale_on_a_cluster_is_slower_beyond_an_oversubscribed_spine():
+    """At 16,384 GPUs the 2:1 fat tree's spine halves the dp share; inside one leaf nothing changes."""
+    args = ("scale", "-m", "llama3-70b", "--gpus", "256,16384", "--tokens", "15e12", "--global-batch", "2048", "--json")
+    code, out, err = run(*args, "--cluster", "rail-fat-tree-2to1")
+    assert code == 0, err
+    fat = {p["gpus"]: p for p in json.loads(out)["points"]}
+    code, out, err = run(*args, "--cluster", "dgx-superpod-h100")
+    assert code == 0, err
+    pod = {p["gpus"]: p for p in json.loads(out)["points"]}
+    assert fat[256]["tokens_per_s"] == pytest.approx(pod[256]["tokens_per_s"])
+    assert fat[16384]["tokens_per_s"] < pod[16384]["tokens_per_s"]
+
+
+def test_cli_table_json_and_errors(tmp_path):
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["model"] == "llama3-8b" and doc["tokens"] == 1e12
+    assert [p["gpus"] for p in doc["points"]] == [64, 128]
+    for key in ("fits", "plan", "engine", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "step_s", "train_s"):
+        assert key in doc["points"][0]
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12")
+    assert code == 0 and "GPU-hours" in out and "64" in out
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64")
+    assert code == 2 and "--tokens" in err and out == ""
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64..x", "--tokens", "1e12")
+    assert code == 2 and "--gpus" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs planner[plot]")
+def test_plot_is_written(tmp_path):
+    path = tmp_path / "scale.svg"
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--plot", str(path))
+    assert code == 0 and "plot written" in out, err
+    assert path.read_text().lstrip().startswith("<?xml") and "days to train" in path.read_text()
+
+
+def test_counts_beyond_the_cluster_say_so():
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,32768", "--tokens", "1e12", "--cluster",
+                         "dgx-superpod-h100", "--json")  # fmt: skip
+    assert code == 0, err
+    points = {p["gpus"]: p for p in json.loads(out)["points"]}
+    assert points[64]["fits"] and points[64]["note"] is None
+    assert not points[32768]["fits"] and "more than cluster dgx-superpod-h100 holds" in points[32768]["note"]
