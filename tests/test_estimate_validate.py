@@ -1,5 +1,6 @@
 """estimate / validate / calibrate: JSON contracts, accuracy bounds on the published runs, held-out proof."""
 
+import itertools
 import json
 
 import pytest
@@ -143,7 +144,9 @@ def test_calibrate_fits_what_the_runs_identify_and_refuses_contradictions(calibr
     megatron = sorted((o for o in obs if o.engine.name == "megatron"), key=lambda o: o.measured_step_s)
     two = fit([megatron[0], megatron[-1]], hw)  # the shortest and the longest step tell compute from a fixed cost
     assert {m.name for m in two.moves} == {"compute of megatron on h100-sxm", "overhead_s of megatron on h100-sxm"}
-    alike = fit(obs[:2], hw)  # two weak-scaling runs of about the same step move the two together
+    # two runs of about the same step (the adjacent pair of the closest steps) move the two together
+    pair = min(itertools.pairwise(megatron), key=lambda p: p[1].measured_step_s / p[0].measured_step_s)
+    alike = fit(list(pair), hw)
     assert any("together with compute" in u for u in alike.unidentified)
     alone = dataclasses.replace(obs[0], model=load_model("tiny"), plan=Plan(micro_batch=1, global_batch=1))
     with pytest.raises(PlannerError, match=r"nothing to fit.*no run is sensitive"):

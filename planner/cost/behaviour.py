@@ -32,9 +32,26 @@ def compute_factor(hw: HardwareProfile, engine: Engine) -> float:
     return engine.behaviour.compute.value if engine.behaviour is not None else 1.0
 
 
+def tp_overlap_exposed(engine: Engine) -> float:
+    """The share of the TP communication the engine's TP overlap could hide but leaves exposed (0 without a
+    fitted number: all that the GEMMs cover is hidden)."""
+    b = engine.behaviour
+    return b.tp_overlap_exposed.value if b is not None and b.tp_overlap_exposed is not None else 0.0
+
+
+def host_layers(engine: Engine, layers: int) -> int:
+    """Layers whose per-layer host time the GPU waits on: none when each layer's kernels are captured in a CUDA
+    graph and replayed with one launch (Megatron --cuda-graph-impl, megatron/core/transformer/cuda_graphs.py;
+    docs/user-guide/features/cuda_graph.md: the graph removes the host launch and Python cost of the kernels it
+    captures, the GPU work is unchanged)."""
+    return 0 if engine.kernels.cuda_graphs else layers
+
+
 def host_overhead_s(hw: HardwareProfile, engine: Engine, plan: Plan | None = None, *, layers: int = 0) -> float:
     """Host time per step the GPU waits on: per step, plus per micro-batch and per layer of each micro-batch on
-    the bottleneck pipeline rank (`layers`); without a plan, the per-step part only (a lower bound)."""
+    the bottleneck pipeline rank (`layers`; none under CUDA graphs, host_layers); without a plan, the per-step
+    part only (a lower bound)."""
+    layers = host_layers(engine, layers)
     own = gpu_factors(hw, engine)
     seconds = own.overhead_s if own is not None else 0.0
     b = engine.behaviour

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost.behaviour import tp_overlap_exposed
 from planner.cost.compute import LayerTime, StageCompute
 from planner.cost.moe import comm_sm_slowdown_s
 from planner.cost.traffic import dp_traffic, layer_traffic
@@ -48,11 +49,12 @@ def layer_comm(
     kind: LayerKind | None = None,
 ) -> LayerComm:
     """TP is exposed unless the engine overlaps it with the layer's GEMMs (Wang et al. 2022; torchtitan
-    async TP, Megatron --tp-comm-overlap). The CP ring hides behind the attention core, forward and
-    backward (Liu et al. 2023); only the excess shows. Host cost per collective call is always exposed."""
+    async TP, Megatron --tp-comm-overlap); then what the GEMMs cover is hidden but for the engine's exposed
+    share (tp_overlap_s). The CP ring hides behind the attention core, forward and backward (Liu et al. 2023);
+    only the excess shows. Host cost per collective call is always exposed."""
     tr = layer_traffic(model, hw, plan, engine, moe=moe, kind=kind)
     tp = tr.tp_passes * tr.tp_one_s
-    tp_exp = max(0.0, tp - layer.gemm_forward_s - layer.gemm_backward_s) if engine.comm.tp_overlap else tp
+    tp_exp = tp_overlap_s(tp, layer.gemm_forward_s + layer.gemm_backward_s, engine) if engine.comm.tp_overlap else tp
     co = tr.call_s
     if plan.tp > 1 and co:
         tp, tp_exp = tp + tr.tp_passes * co, tp_exp + tr.tp_passes * co
@@ -77,6 +79,19 @@ def layer_comm(
         slow = comm_sm_slowdown_s(hw, engine, comm_s=tr.ep_s, compute_s=layer.forward_s + layer.backward_s)
         ep_exp = max(0.0, tr.ep_s - layer.forward_s - layer.backward_s - slow) + slow
     return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, ep_exp)
+
+
+def tp_overlap_s(tp_s: float, gemm_s: float, engine: Engine) -> float:
+    """Exposed seconds of `tp_s` of TP communication overlapped with `gemm_s` of the layer's GEMMs: the GEMMs
+    can cover min(tp, gemm); of that the engine hides all but its exposed share s (engine behaviour
+    `tp_overlap_exposed`, fitted): tp − (1 − s)·min(tp, gemm). Why a share stays exposed: Transformer Engine's
+    userbuffers run the all-gathers as a ring exchange and the reduce-scatters in 4 pipelined splits whose first
+    and last chunk wait, and take 16 SMs from the GEMMs they hide behind (transformer_engine/pytorch/module/base.py
+    initialize_ub, `num_splits`, `num_sm`; Megatron-LM --tp-comm-overlap, arguments.py); torchtitan's async TP
+    decomposes each matmul over the TP ranks with symmetric-memory copies (torch/distributed/_symmetric_memory
+    fused_all_gather_matmul, fused_matmul_reduce_scatter), whose first shard is not overlapped (Wang et al. 2022)."""
+    hidden = (1.0 - tp_overlap_exposed(engine)) * min(tp_s, gemm_s)
+    return tp_s - hidden
 
 
 def dp_comm(

@@ -9,7 +9,12 @@ is a few named numbers, each bounded and explained by a mechanism with its sourc
   fraction of the measured ceiling): eager vs fused elementwise ops, kernel choice, launch gaps between kernels;
 - ``host_step_s``, ``host_microbatch_s``, ``host_layer_s``: host (CPU) time the GPU waits on, per step, per
   micro-batch and per layer of each micro-batch (data loading and logging; schedule and hook dispatch; the
-  Python of each layer's forward and backward) — a CPU cost that does not shrink on a faster GPU.
+  Python of each layer's forward and backward) — a CPU cost that does not shrink on a faster GPU. A plan whose
+  layers run as captured CUDA graphs (`kernels.cuda_graphs`) replays each layer with one launch: no per-layer
+  host time (cost/behaviour.py);
+- ``tp_overlap_exposed``: the share of the TP communication that the engine's TP overlap could hide behind the
+  layer's GEMMs but does not (Megatron --tp-comm-overlap through Transformer Engine userbuffers, torchtitan's async
+  TP): 0 hides all the GEMMs can cover, 1 hides nothing (cost/overlap.py `layer_comm`).
 
 `planner calibrate --behaviour` fits them across all GPUs at once with partial pooling: each GPU's own
 deviation of ``compute`` is shrunk toward none (a hierarchical prior), kept in the engine's ``fitted`` block
@@ -76,6 +81,9 @@ class Behaviour(Frozen):
     host_step_s: Parameter
     host_microbatch_s: Parameter
     host_layer_s: Parameter
+    tp_overlap_exposed: Parameter | None = Field(
+        None, description="share of the hideable TP communication left exposed under TP overlap (None: 0)"
+    )
     runs: int = Field(0, ge=0, description="runs of this engine behind the fit (0: the mean of the engines fitted)")
     source: str = Field("", description="what it was fitted to, and when")
     domain: Domain = Domain()

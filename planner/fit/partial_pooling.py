@@ -6,7 +6,10 @@ engine's host time (engine/behaviour.py):
 
     step = step_physics(f = exp(g_eh)) + host_step_e + m·(host_microbatch_e + L·host_layer_e)
 
-with m micro-batches per step and L layers on the bottleneck pipeline rank. Priors (Gelman & Hill 2007,
+with m micro-batches per step and L layers on the bottleneck pipeline rank (none when the layers run as CUDA
+graphs: cost/behaviour.py host_layers). A run that overlaps TP communication with the GEMMs adds the engine's
+exposed share s of what the overlap could hide: step_physics is tabulated with the overlap (s = 0) and without it
+(s = 1), and is linear in s between (cost/overlap.py tp_overlap_s). Priors (Gelman & Hill 2007,
 varying intercepts): a GPU's own deviation g_eh − b_e ~ N(0, SIGMA_GPU), shrunk toward none, so a GPU without
 runs gets the pooled b_e (every factor stays within the compute bounds, at least 1); each engine's four numbers
 ~ N(μ, τ) around the mean of the engines, which an engine without runs gets (leave-one-engine-out). Least
@@ -29,7 +32,7 @@ import numpy as np
 from planner.cost.coster import Coster
 from planner.cost.uncertainty import model_family
 from planner.fit.observations import Observation
-from planner.fit.step_tables import Tables, interpolate
+from planner.fit.step_tables import Tables, physics
 
 # (name, bounds, prior centre of the engines' mean, prior width of the mean, spread between engines τ,
 #  mechanism, source). compute is fitted in log units; its bounds are of the factor itself.
@@ -79,6 +82,22 @@ PARAMETERS: tuple[tuple[str, tuple[float, float], float, float, float, str, str]
         "PyTorch eager dispatch and CUDA launch latency (Ansel et al. 2024, PyTorch 2, Sec. 1); "
         "torch FSDP2 per-unit hooks",
     ),
+    (
+        "tp_overlap_exposed",
+        (0.0, 1.0),
+        0.5,
+        0.5,
+        0.3,
+        "share of the TP communication the GEMMs could cover that the engine's TP overlap leaves exposed: the "
+        "chunks of a decomposed collective that wait (the first all-gather shard, the last reduce-scatter split), "
+        "the SMs the communication kernels take from the GEMMs they hide behind, and synchronisation between the "
+        "chunks; identified by runs of the same plan with and without the overlap",
+        "Transformer Engine userbuffers (transformer_engine/pytorch/module/base.py initialize_ub: ring-exchange "
+        "all-gathers, 4 pipelined reduce-scatter splits, 16 SMs) under Megatron-LM --tp-comm-overlap; torchtitan "
+        "async TP (torch/distributed/_symmetric_memory fused_all_gather_matmul / fused_matmul_reduce_scatter; "
+        "torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md); Wang et al. 2022 (overlap by "
+        "decomposition)",
+    ),
 )
 NAMES = tuple(p[0] for p in PARAMETERS)
 SIGMA_GPU = 0.08  # prior width of a GPU's own log deviation of compute: GEMM ceilings move ~5-10% with software
@@ -90,7 +109,7 @@ class PooledFit:
     """What the fit found: each engine's four numbers (log compute, host seconds), the engines' mean, each
     (engine, GPU)'s log deviation, their standard errors, and the runs behind each."""
 
-    engine_params: dict[str, tuple[float, ...]]  # engine -> (log compute, host_step, host_mb, host_layer)
+    engine_params: dict[str, tuple[float, ...]]  # engine -> (log compute, host_step, host_mb, host_layer, tp exposed)
     mean_params: tuple[float, ...]
     deviations: dict[tuple[str, str], float]
     engine_stderr: dict[str, tuple[float, ...]]
@@ -111,7 +130,7 @@ class PooledFit:
         """Predicted step seconds of every run of `t`."""
         p = np.array([self.params(e) for e in t.engines])
         log_f = p[:, 0] + np.array([self.deviation(e, h) for e, h in zip(t.engines, t.gpus)])
-        return interpolate(t.step, log_f) + p[:, 1] + t.micro * (p[:, 2] + t.layers * p[:, 3])
+        return physics(t, log_f, p[:, 4]) + p[:, 1] + t.micro * (p[:, 2] + t.layers * p[:, 3])
 
 
 class _Layout:
@@ -153,7 +172,7 @@ class _Layout:
 def _residuals(x: Any, lay: _Layout, t: Tables, log_measured: Any) -> Any:
     mean, per, group = lay.split(x)
     p = per[lay.e_index]
-    pred = interpolate(t.step, group[lay.g_index]) + p[:, 1] + t.micro * (p[:, 2] + t.layers * p[:, 3])
+    pred = physics(t, group[lay.g_index], p[:, 4]) + p[:, 1] + t.micro * (p[:, 2] + t.layers * p[:, 3])
     data = np.log(np.maximum(pred, 1e-12)) - log_measured
     prior_mean = DATA_SIGMA * (mean - lay.centre) / lay.width
     prior_engine = (DATA_SIGMA * (per - mean) / lay.spread).ravel()

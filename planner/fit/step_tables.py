@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.cost.behaviour import host_layers
 from planner.cost.coster import Coster
 from planner.engine import Engine, Fitted
 from planner.fit.observations import Observation
@@ -32,10 +33,12 @@ def with_factor(engine: Engine, gpu: str, compute: float) -> Engine:
 @dataclass(frozen=True)
 class Tables:
     """The runs of a fit as arrays: step time (no host time) over GRID, micro-batches, layers on the bottleneck
-    rank, measured step, and which engine and GPU each ran on."""
+    rank, measured step, and which engine and GPU each ran on; `unhidden` is the step over GRID with the TP
+    overlap's hidden share all exposed (equal to `step` for a run without TP overlap)."""
 
     obs: tuple[Observation, ...]
     step: Any  # (n, len(GRID)) seconds
+    unhidden: Any  # (n, len(GRID)) seconds
     micro: Any  # (n,)
     layers: Any  # (n,)
     measured: Any  # (n,) seconds
@@ -48,6 +51,7 @@ class Tables:
         return Tables(
             tuple(self.obs[i] for i in keep),
             self.step[idx],
+            self.unhidden[idx],
             self.micro[idx],
             self.layers[idx],
             self.measured[idx],
@@ -57,10 +61,16 @@ class Tables:
         )
 
 
-_TABLE_CACHE: dict[tuple[str, str, str, str], tuple[list[float], int, int]] = {}
+_TABLE_CACHE: dict[tuple[str, str, str, str], tuple[list[float], list[float], int, int]] = {}
 
 
-def _row(o: Observation) -> tuple[list[float], int, int]:
+def _steps(o: Observation, engine: Engine) -> list[float]:
+    return [
+        Coster(o.model, o.hardware, with_factor(engine, o.hardware.name, float(f))).step(o.plan).step_s for f in GRID
+    ]
+
+
+def _row(o: Observation) -> tuple[list[float], list[float], int, int]:
     key = (
         f"{o.id}|{o.source}|{o.model.model_dump_json()}",
         o.hardware.model_dump_json(),
@@ -70,9 +80,12 @@ def _row(o: Observation) -> tuple[list[float], int, int]:
     hit = _TABLE_CACHE.get(key)
     if hit is None:
         base = neutral(o.engine)
-        times = [Coster(o.model, o.hardware, with_factor(base, o.hardware.name, float(f))).step(o.plan) for f in GRID]
-        at_one = times[int(np.argmin(np.abs(GRID - 1.0)))]
-        hit = _TABLE_CACHE[key] = ([t.step_s for t in times], o.plan.num_microbatches, _layers(o, at_one.stage))
+        steps = _steps(o, base)
+        overlapped = base.comm.tp_overlap and o.plan.tp > 1
+        unhidden = _steps(o, base.configured(tp_overlap=False)) if overlapped else steps
+        stage = Coster(o.model, o.hardware, with_factor(base, o.hardware.name, 1.0)).step(o.plan).stage
+        layers = host_layers(o.engine, _layers(o, stage))
+        hit = _TABLE_CACHE[key] = (steps, unhidden, o.plan.num_microbatches, layers)
     return hit
 
 
@@ -93,6 +106,7 @@ def build_tables(obs: list[Observation]) -> Tables:
         np.array([r[0] for r in rows], dtype=float),
         np.array([r[1] for r in rows], dtype=float),
         np.array([r[2] for r in rows], dtype=float),
+        np.array([r[3] for r in rows], dtype=float),
         np.array([o.measured_step_s for o in obs], dtype=float),
         tuple(o.engine.name for o in obs),
         tuple(o.hardware.name for o in obs),
@@ -108,3 +122,10 @@ def interpolate(step: Any, log_f: Any) -> Any:
     w = (f - grid[i]) / (grid[i + 1] - grid[i])
     rows = np.arange(step.shape[0])
     return step[rows, i] * (1 - w) + step[rows, i + 1] * w
+
+
+def physics(t: Tables, log_f: Any, exposed: Any) -> Any:
+    """Each run's step without host time, at its compute factor and its engine's TP-overlap exposed share (the
+    step is linear in the share between the tables with and without the overlap: cost/overlap.py tp_overlap_s)."""
+    hidden = interpolate(t.step, log_f)
+    return hidden + exposed * (interpolate(t.unhidden, log_f) - hidden)
