@@ -52,6 +52,12 @@ class RankLoad:
     logits: float
 
 
+# The ranks that can hold the peak, shared by the searches of one model (search --gpus ranges and the advice run
+# a search per GPU count and batch): by the model's identity, the engine's split and vocab padding, and the degrees.
+_RANK_SHAPES: dict[tuple, tuple[ModelSpec, list[RankShape]]] = {}
+MAX_SHARED_RANK_SHAPES = 4096
+
+
 class PeakMemory:
     """Peak per-GPU bytes of a plan, equal to ``memory_report(...).total_bytes``, from cached pieces on the
     pipeline ranks that can be the peak only."""
@@ -78,6 +84,12 @@ class PeakMemory:
         hit = self._ranks.get(key)
         if hit is not None:
             return hit
+        rules = self.engine.rules
+        shared = (id(self.model), rules.pipeline_split, rules.vocab_padding, key)  # other searches of this model
+        held = _RANK_SHAPES.get(shared)
+        if held is not None:
+            self._ranks[key] = held[1]
+            return held[1]
         layout = layer_layout(self.model.num_layers, pp, vpp, self.engine.rules.pipeline_split, v_shape)
         vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
@@ -95,6 +107,9 @@ class PeakMemory:
                 middle.append(sig)
             keep.append(RankShape(r, params, mix, last))
         self._ranks[key] = keep
+        if len(_RANK_SHAPES) >= MAX_SHARED_RANK_SHAPES:
+            _RANK_SHAPES.clear()
+        _RANK_SHAPES[shared] = (self.model, keep)  # the model kept alive: its id stays unique
         return keep
 
     def _state(self, p: Plan, zero: int, ranks: list[RankShape]) -> list[StateTerms]:
