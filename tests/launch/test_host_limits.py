@@ -149,3 +149,25 @@ def test_command_line_degrees_win_over_the_plan_file(capsys, box, best):
     assert code == 1 and "--gpus" not in out + err and "seq_len=8192 exceeds max_seq_len=64 of tiny" in out
     code, out, _ = _launch(capsys, "--plan", best, "--tp", "1", "--dry-run", "--json")  # the file's dp 128
     assert code == 1 and json.loads(out)["mesh"]["dp"] == 128
+
+
+def test_a_cpu_without_bf16_units_is_named_before_a_bf16_run(tmp_path) -> None:
+    """/proc/cpuinfo's flags say whether bf16 GEMMs run natively; without AVX512_BF16 or AMX the dry run says they
+    are emulated (measured ~15x slower than fp32 on an AVX2-only box) and that fp32 runs faster."""
+    from planner.launch.machine import cpu_bf16_units
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    assert cpu_bf16_units(info) is False
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    assert cpu_bf16_units(info) is True
+    assert cpu_bf16_units(tmp_path / "absent") is None
+    model, plan = load_model("tiny"), Plan(dp=2, micro_batch=1, global_batch=2)
+
+    def noted(units: bool | None, p: Plan) -> bool:
+        host = Host(cores=2, available_bytes=23.4 * GiB, bf16_units=units)
+        env = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu", host)
+        return any("no bf16 units" in n for n in preflight(model, p, WORKER, env, nproc_per_node=2, nnodes=1).notes)
+
+    assert noted(False, plan) and not noted(True, plan) and not noted(None, plan)
+    assert not noted(False, plan.model_copy(update={"precision": "fp32"}))
