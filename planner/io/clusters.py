@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from planner.cluster.fabric import Cluster, ClusterHardware, on_cluster
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.io.catalog import catalog_path, catalog_root, describe_validation_error, load_hardware, load_yaml
+from planner.io.catalog import catalog_path, catalog_root, load_hardware, load_yaml
+from planner.io.readers import validated
 
 CLUSTER_DIR = "cluster_profiles"
 
@@ -35,13 +34,7 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         path, shipped = found, found.parent.parent == catalog_root()
     if not path.is_file():
         raise PlannerError(f"--cluster {arg!r}: no such file")
-    data = load_yaml(path, shipped=shipped)
-    if not isinstance(data, dict):
-        raise PlannerError(f"{arg}: expected a mapping of cluster fields, got {type(data).__name__}")
-    try:
-        return Cluster.model_validate(data)
-    except ValidationError as exc:
-        raise PlannerError(f"{arg}: {describe_validation_error(exc, Cluster)}") from None
+    return validated(Cluster, load_yaml(path, shipped=shipped), arg)
 
 
 def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProfile | None) -> ClusterHardware:

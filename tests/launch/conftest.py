@@ -118,3 +118,16 @@ def reference(tiny_path, tmp_path_factory) -> dict[int, float]:
 def max_delta(losses: dict[int, float], reference: dict[int, float]) -> float:
     assert losses, "no losses recorded"
     return max(abs(v - reference[s]) for s, v in losses.items())
+
+
+def launch_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`planner launch ARGV` in this process: (exit code, stdout, stderr)."""
+    from planner.cli import main
+
+    try:
+        main(["launch", *argv])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err

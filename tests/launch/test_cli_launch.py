@@ -7,19 +7,9 @@ import json
 import pytest
 import yaml
 
-from planner.cli import main
 from planner.launch.machine import Host
 from planner.launch.preflight import Environment
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(["launch", *argv])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.launch.conftest import launch_cli as _run
 
 
 def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path, monkeypatch):

@@ -9,12 +9,12 @@ import json
 import pytest
 import yaml
 
-from planner.cli import main
 from planner.io.catalog import load_engine, load_model
 from planner.launch.machine import WORKER_RUNTIME_BYTES, Host, HostNeed
 from planner.launch.preflight import Environment, host_refusal, preflight
 from planner.plan import Plan
 from planner.units import GiB
+from tests.launch.conftest import launch_cli as _launch
 
 CPU_BOX = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu", Host(cores=2, available_bytes=23.4 * GiB))
 GPU_BOX = Environment("cuda", 4, "NVIDIA H100", (70e9,) * 4, "2.13.0", Host(cores=32, available_bytes=400 * GiB))
@@ -48,16 +48,6 @@ def box(monkeypatch):
 
     monkeypatch.setattr("planner.cli.launch.probe_environment", lambda: CPU_BOX)
     monkeypatch.setattr("planner.cli.launch.run_torchrun", refuse)
-
-
-def _launch(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(["launch", *argv])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_the_256_process_plan_is_refused_with_its_numbers(capsys, box, best, tmp_path):

@@ -13,7 +13,6 @@ import sys
 import pytest
 import yaml
 
-from planner.cli import main
 from planner.engine import plan_problems
 from planner.errors import PlannerError
 from planner.io.catalog import list_models, load_engine, load_model
@@ -21,6 +20,7 @@ from planner.launch.machine import Host
 from planner.launch.preflight import Environment, architecture_limits, worker_limits
 from planner.launch.rehearse import rehearse
 from planner.plan import Plan
+from tests.launch.conftest import launch_cli as _launch
 
 WORKER = load_engine("planner")
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
@@ -108,16 +108,6 @@ def test_every_dense_catalog_model_rehearses_every_shape(model):
         assert kept == {a for a in ("tp", "pp") if getattr(r.plan, a) > 1}, (plan, r.plan)
         assert (r.plan.zero, r.plan.recompute, r.plan.schedule) == (plan.zero, plan.recompute, plan.schedule)
         assert _runs_here(r) == [], (model, plan.summary())
-
-
-def _launch(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(["launch", *argv])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_dry_run_of_a_rehearsal_prints_what_changed(capsys, tmp_path, monkeypatch):
