@@ -50,6 +50,10 @@ class Probe:
     def __init__(self, best_at: BestAt) -> None:
         self._best_at, self._seen = best_at, dict[tuple[int, int], float | None]()
 
+    def know(self, gpus: int, global_batch: int, rate: float | None) -> None:
+        """What a search already found at (gpus, global_batch): not searched again."""
+        self._seen.setdefault((gpus, global_batch), rate)
+
     def __call__(self, gpus: int, global_batch: int) -> float | None:
         key = (gpus, global_batch)
         if key not in self._seen:
