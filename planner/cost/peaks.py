@@ -94,10 +94,17 @@ class PeakMemory:
         vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
         middle: list[tuple[float, ...]] = []  # kept middle ranks' signatures
+        held_seen: set[tuple[LayerKind, ...]] = set()  # middle ranks' layers: a repeat has an equal signature
+        kinds = self.model.layer_kinds
         for r in range(pp):
+            first, last = layout.holds_embedding(r), layout.holds_loss(r)
+            if not (first or last):
+                held = tuple(kinds[i] for i in layout.rank_layers(r))
+                if held in held_seen:
+                    continue
+                held_seen.add(held)
             params = rank_params(self.model, layout, tp=tp, ep=ep, rank=r, vocab=vocab, etp=etp)
             mix = rank_mix(self.model, layout, r)
-            first, last = layout.holds_embedding(r), layout.holds_loss(r)
             if not (first or last):
                 counts = dict(mix)
                 sig: tuple[float, ...] = (params.dense, params.expert, params.largest_unit, float(params.num_gemms))
@@ -174,22 +181,35 @@ class PeakMemory:
         return out
 
     def levels(self, p: Plan, zero: int, recomputes: tuple[Recompute, ...]) -> dict[Recompute, float]:
-        """The peak bytes of each recompute level with this ZeRO stage; levels whose activations are the same
-        share one evaluation. Of the levels that do not fit, only the closest keeps its bytes (the others: inf),
-        since a plan's closest miss is all the search reports of it."""
+        """The peak bytes of each recompute level (given from least to most recompute) with this ZeRO stage,
+        computing only what the search reads: the first level that fits, and the closest miss before it.
+
+        More recompute never keeps more (cost.activations; the invariant tests/test_search.py checks), so the
+        levels that fit are a suffix: the most recompute is tried first (it misses: nothing fits, and it is the
+        closest miss), then the least (it fits: the rest fit too), then the ones between, in order. Levels not
+        computed read 0.0 (fits) or inf (misses by more than the closest); levels whose activations are the
+        same share one evaluation."""
         loads = self._loads(p)
         states = self._state(p, zero, [ld.shape for ld in loads])
         pieces, same = self._level_pieces(p, recomputes)
-        known: list[float] = []
-        out: dict[Recompute, float] = {}
-        for i, rc in enumerate(recomputes):
-            b = known[same[i]] if same[i] < i else self._peak(loads, states, pieces[i])[0]
-            known.append(b)
-            out[rc] = b
-        misses = [b for b in out.values() if b > self.capacity]
-        if len(misses) > 1:
-            closest = min(misses)
-            out = {rc: (b if b <= self.capacity or b == closest else math.inf) for rc, b in out.items()}
+        known: dict[int, float] = {}
+
+        def peak(i: int) -> float:
+            j = same[i]
+            if j not in known:
+                known[j] = self._peak(loads, states, pieces[j])[0]
+            return known[j]
+
+        last = len(recomputes) - 1
+        first_fit = last + 1 if peak(last) > self.capacity else next(
+            (i for i in range(last) if peak(i) <= self.capacity), last
+        )  # fmt: skip
+        out = dict.fromkeys(recomputes, math.inf)
+        if first_fit <= last:
+            out.update(dict.fromkeys(recomputes[first_fit:], 0.0))
+            out[recomputes[first_fit]] = peak(first_fit)
+        if first_fit > 0:
+            out[recomputes[first_fit - 1]] = peak(first_fit - 1)
         return out
 
     def _level_pieces(
