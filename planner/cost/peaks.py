@@ -99,10 +99,10 @@ class PeakMemory:
         for r in range(pp):
             first, last = layout.holds_embedding(r), layout.holds_loss(r)
             if not (first or last):
-                held = tuple(kinds[i] for i in layout.rank_layers(r))
-                if held in held_seen:
+                layers = tuple(kinds[i] for i in layout.rank_layers(r))
+                if layers in held_seen:
                     continue
-                held_seen.add(held)
+                held_seen.add(layers)
             params = rank_params(self.model, layout, tp=tp, ep=ep, rank=r, vocab=vocab, etp=etp)
             mix = rank_mix(self.model, layout, r)
             if not (first or last):
