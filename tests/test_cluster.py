@@ -3,6 +3,7 @@ that every collective is costed on it (cost/comm.py group_link, cost/moe.py) whi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -74,9 +75,8 @@ def test_group_link_uses_the_crossed_tier():
     hw = on_cluster(base, TWO_TO_ONE)
     plain = group_link(base, n=16, stride=8)
     assert plain.tier == "network"
-    assert group_link(same, n=16, stride=8) == group_link(base, n=16, stride=8).__class__(
-        **{**plain.__dict__, "tier": "spine"}
-    )
+    flat = dataclasses.replace(group_link(same, n=16, stride=8), levels=())  # the ring's link, without the tiers
+    assert flat == dataclasses.replace(plain, tier="spine", levels=())
     leaf, spine = group_link(hw, n=8, stride=8), group_link(hw, n=16, stride=8)
     assert (leaf.tier, spine.tier) == ("leaf", "spine")
     assert leaf.bandwidth_bytes_per_s == pytest.approx(25e9 * 0.8)
@@ -98,7 +98,8 @@ def test_all_to_all_crosses_the_same_tier():
 
 def test_estimate_slower_only_where_groups_cross_the_spine():
     """Llama 3 8B: a plan inside one leaf costs the same with the 2:1 cluster as without (its leaf is the NIC);
-    at 2,048 GPUs the dp group crosses the spine at half the share and its exposed dp time grows."""
+    at 2,048 GPUs the dp group crosses the spine at half the share and its exposed dp time grows (by less than
+    the share halves: the hierarchical all-reduce sends only 1/128 of it across the spine, cost/comm.py)."""
     model, engine = load_model("llama3-8b"), load_engine("megatron")
     h100 = load_hardware("h100-sxm")
     fat = cluster_hardware("rail-fat-tree-2to1", None)
@@ -106,7 +107,7 @@ def test_estimate_slower_only_where_groups_cross_the_spine():
     assert step_time(model, fat, small, engine).step_s == pytest.approx(step_time(model, h100, small, engine).step_s)
     big = Plan(dp=1024, tp=2, global_batch=1024, seq_len=8192)
     plain, on_fat = step_time(model, h100, big, engine), step_time(model, fat, big, engine)
-    assert on_fat.exposed_comm_s["dp"] > 1.5 * plain.exposed_comm_s["dp"] > 0
+    assert 2 * plain.exposed_comm_s["dp"] > on_fat.exposed_comm_s["dp"] > 1.1 * plain.exposed_comm_s["dp"] > 0
     assert on_fat.compute_s == pytest.approx(plain.compute_s)
 
 

@@ -10,7 +10,7 @@ from helpers import run_planner as run
 
 from planner.api import run_search
 from planner.cluster import on_cluster
-from planner.explore.placement import TP_CROSSES, crossing_tiers, placement_problems
+from planner.explore.placement import PLACED, TP_CROSSES, crossing_tiers, placement_problems
 from planner.io.catalog import load_hardware
 from planner.io.clusters import load_cluster
 from planner.plan import Plan
@@ -28,13 +28,17 @@ def test_tp_wider_than_the_domain_is_a_rejection_with_the_values():
 
 
 def test_crossing_tiers_follow_the_rank_order():
-    """tp stride 1, cp stride tp, ep stride etp (= tp unless given); only groups beyond the domain are named."""
+    """tp stride 1, cp stride tp, ep stride etp (= tp unless given), dp·cp stride tp, pp stride tp·cp·dp; only
+    groups beyond the domain are named, and the placement groups (tp, cp, ep) alone when asked."""
     hw = on_cluster(load_hardware("h100-sxm"), load_cluster("rail-fat-tree-2to1"))
-    assert crossing_tiers(hw, Plan(tp=8, dp=4)) == {}
-    assert crossing_tiers(hw, Plan(tp=4, cp=4, dp=2)) == {"cp": "leaf"}  # 16 ranks
-    assert crossing_tiers(hw, Plan(tp=8, cp=1024, seq_len=131072)) == {"cp": "spine"}  # 8192 ranks
-    assert crossing_tiers(hw, Plan(tp=2, ep=8, dp=8)) == {"ep": "leaf"}
-    assert crossing_tiers(hw, Plan(tp=2, ep=8, etp=1, dp=8)) == {}
+    assert crossing_tiers(hw, Plan(tp=8, dp=4)) == {"dp": "leaf"}  # 32 ranks
+    assert crossing_tiers(hw, Plan(tp=8, dp=4), PLACED) == {}
+    assert crossing_tiers(hw, Plan(tp=2, dp=4)) == {}  # dp of 4 over tp 2: one domain
+    assert crossing_tiers(hw, Plan(tp=4, cp=4, dp=2)) == {"cp": "leaf", "dp": "leaf"}  # 16 and 32 ranks
+    assert crossing_tiers(hw, Plan(tp=8, cp=1024, seq_len=131072)) == {"cp": "spine", "dp": "spine"}  # 8192 ranks
+    assert crossing_tiers(hw, Plan(tp=2, ep=8, dp=8)) == {"ep": "leaf", "dp": "leaf"}
+    assert crossing_tiers(hw, Plan(tp=2, ep=8, etp=1, dp=8), PLACED) == {}
+    assert crossing_tiers(hw, Plan(tp=8, dp=32, pp=64)) == {"dp": "leaf", "pp": "core"}  # 256, 16384 ranks
     assert crossing_tiers(make_hw(), Plan(tp=16)) == {"tp": "network"}
 
 

@@ -9,14 +9,12 @@ ranks, a whole number of tier i − 1's.
 
 Which tier a group uses follows from the rank order (Megatron's parallel_state.py, tp innermost): a group of n
 ranks `stride` apart spans n·stride consecutive ranks, so it stays inside the smallest tier at least that
-large. Every collective is costed on that tier (cost/comm.py `group_link`, the one place that chooses a link):
-hierarchically, as NCCL and DeepEP run them, the slowest tier a group crosses sets its bandwidth.
-
-A bound, not a measurement, for rings: a ring laid out in rank order leaves each leaf group on one edge per
-channel, so when few groups cross an oversubscribed tier their rings may not fill its uplinks, and charging every
-step at the tier's share over-counts them (by up to the oversubscription). All-to-alls (expert parallelism) and
-NCCL's trees send a share of every rank's bytes across the tier, which the share describes. Where the tiers are
-not oversubscribed (the DGX SuperPODs) only the latency changes.
+large: the slowest it crosses (`network_tier`, `tier_name`). cost/comm.py `group_link` (the one place that chooses
+a link) charges a ring every step at that tier's share, and weighs it against the hierarchical collective over each
+tier in turn (`hierarchy`), where only the bytes that cross a tier pay its share: an oversubscribed spine slows
+the part of a reduction that crosses the spine, not the part that stays under a leaf. The MoE all-to-alls
+(cost/moe.py) send a share of every rank's bytes across the slowest tier, which the share describes. Where the tiers
+are not oversubscribed (the DGX SuperPODs) only the latency changes.
 """
 
 from __future__ import annotations

@@ -12,14 +12,40 @@ the inter-node latency (DESIGN.md, "Collectives"; `group_link`). Beyond the doma
 inter-node tier, or, on a cluster (`--cluster`, planner/cluster/fabric.py), the slowest switch tier the group's
 n·stride consecutive ranks cross: every collective of every dimension chooses its link here. What each parallel
 dimension sends is traffic.py; what of it overlaps compute, schedule.py.
+
+A reduce-scatter, all-gather or all-reduce whose group crosses tiers is also priced hierarchically
+(`hierarchical_s`), and the faster of the two is charged, as NCCL runs the algorithm of least predicted time
+(NVIDIA/nccl src/enqueue.cc, topoGetAlgoInfo: the argmin over ring, tree, NVLS, ... of tuning.cc's alpha-beta
+times). Hierarchical all-reduce (Jia et al. 2018, arXiv:1807.11205 §3.3; NCCL's tree: an NVLink chain inside the
+node, a tree between nodes): reduce-scatter inside each NVLink domain, then across each tier outward among the
+ranks holding the same shard, then all-gather back. A rank holding 1/b of the buffer that reduces with the
+w/b sub-groups under one unit of tier j sends (1/b − 1/w) of it across tier j at that tier's per-GPU share
+(its own NIC: rail-aligned, the same local rank in every domain), in w/b − 1 steps of that tier's latency.
+The shares over the tiers add up to the ring's (n − 1)/n, so the bytes are the ring's; what changes is that
+only the last share crosses the outer, oversubscribed tiers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cluster.fabric import NVLINK, network_tier
+from planner.cluster.fabric import NETWORK, NVLINK, cluster_of, network_tier, tier_name
+from planner.cost.cache import spec_cache
+from planner.cost.params import plan_etp
 from planner.hardware import HardwareProfile
+from planner.plan import Plan
+
+
+@dataclass(frozen=True)
+class Level:
+    """One tier of a hierarchical collective: each rank holds 1/`below` of the buffer when it reaches this tier,
+    and reduces (or gathers) with the ranks of the `within`/`below` sub-groups under one unit of the tier."""
+
+    below: int  # the group's ranks under one unit of the tier inside this one (1 for the NVLink domain)
+    within: int  # the group's ranks under one unit of this tier
+    bandwidth_bytes_per_s: float  # per GPU, achieved on large messages
+    latency_s: float  # per step across this tier
+    tier: str
 
 
 @dataclass(frozen=True)
@@ -32,6 +58,7 @@ class Link:
     base_s: float = 0.0  # fixed cost per collective call (efficiency.collective_base_s)
     half_bytes: float = 0.0  # message size reaching half the bandwidth (efficiency.half_bandwidth_bytes)
     tier: str = NVLINK  # the slowest tier the group crosses: nvlink, network (no cluster), or a cluster tier
+    levels: tuple[Level, ...] = ()  # the tiers a group crossing the NVLink domain reduces over, innermost first
 
     def ramp(self, message_bytes: float) -> float:
         """The share of the large-message bandwidth a message of this size reaches."""
@@ -39,6 +66,7 @@ class Link:
         return 1.0 if h <= 0 else message_bytes / (message_bytes + h)
 
 
+@spec_cache()
 def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     """NVLink tier iff the n ranks, `stride` apart, fit in one NVLink domain (n·stride ≤ nvlink_domain).
 
@@ -60,8 +88,9 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     group over tp = 8 on HGX) gives the plain per-GPU share.
 
     On a cluster the per-GPU share is that of the slowest switch tier the group crosses (`network_tier`): the
-    group spans n·stride consecutive ranks and stays inside the smallest tier that large; its ring (or NCCL's
-    hierarchical tree) runs all its NVLink-domain-crossing steps at that tier's share and latency.
+    group spans n·stride consecutive ranks and stays inside the smallest tier that large; its ring runs all its
+    NVLink-domain-crossing steps at that tier's share and latency. `levels` (`hierarchy`) are the tiers one by
+    one, for the hierarchical algorithm collective_s weighs against the ring.
     """
     eff = hw.efficiency
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
@@ -71,7 +100,52 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     k = max(1, min(n, hw.nvlink_domain // stride))
     tier, net = network_tier(hw, span=n * stride)
     inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
-    return Link(min(intra_bw, k * inter_bw), net.latency_s, False, base, half, tier)
+    levels = hierarchy(hw, n=n, stride=stride)
+    return Link(min(intra_bw, k * inter_bw), net.latency_s, False, base, half, tier, levels)
+
+
+def hierarchy(hw: HardwareProfile, *, n: int, stride: int) -> tuple[Level, ...]:
+    """The tiers a group of n ranks `stride` apart crosses, innermost first, with the group's ranks under one
+    unit of each (rank order: a unit of g consecutive ranks holds g // stride of them, at least 1): the NVLink
+    domain, then the GPU profile's inter-node tier (no cluster) or each cluster tier up to the one that holds all
+    n·stride ranks. Tiers that join no more of the group than the one inside them are left out."""
+    eff = hw.efficiency
+    intra = hw.intra_node
+    tiers = [(NVLINK, hw.nvlink_domain, intra.bandwidth_bytes_per_s * eff.intra_node, intra.latency_s)]
+    cluster = cluster_of(hw)
+    if cluster is None:
+        net = hw.inter_node
+        tiers.append((NETWORK, n * stride, net.bandwidth_bytes_per_s * eff.inter_node, net.latency_s))
+    else:
+        tiers += [(t.name, t.gpus, t.bandwidth_bytes_per_s * eff.inter_node, t.latency_s) for t in cluster.tiers]
+    levels: list[Level] = []
+    below = 1
+    for name, gpus, bandwidth, latency in tiers:
+        within = min(n, max(1, gpus // stride))
+        if within > below:
+            levels.append(Level(below, within, bandwidth, latency, name))
+            below = within
+        if below >= n:
+            break
+    return tuple(levels)
+
+
+def plan_groups(plan: Plan) -> dict[str, tuple[int, int]]:
+    """(ranks, stride) of each parallel group as traffic.py and moe.py price them: tp innermost; cp over tp; ep
+    over etp (the expert grid); dp the gradient reduction over dp·cp ranks, stride tp; pp outermost."""
+    return {
+        "tp": (plan.tp, 1),
+        "cp": (plan.cp, plan.tp),
+        "ep": (plan.ep, plan_etp(plan)),
+        "dp": (plan.dp * plan.cp, plan.tp),
+        "pp": (plan.pp, plan.tp * plan.cp * plan.dp),
+    }
+
+
+def group_tiers(hw: HardwareProfile, plan: Plan) -> dict[str, str | None]:
+    """The slowest tier each parallel group crosses: `nvlink` inside one NVLink domain, `network` (the GPU
+    profile's inter-node tier, no cluster) or the cluster tier's name beyond it; None for a group of one rank."""
+    return {dim: tier_name(hw, n=n, stride=s) if n > 1 else None for dim, (n, s) in plan_groups(plan).items()}
 
 
 def ring_steps(kind: str, n: int) -> tuple[float, float]:
@@ -90,15 +164,34 @@ def collective_bytes(kind: str, nbytes: float, n: int) -> float:
     return 0.0 if n <= 1 else ring_steps(kind, n)[1] * nbytes
 
 
+HIERARCHICAL = ("all_reduce", "reduce_scatter", "all_gather")  # what the tiers decompose (not p2p, all-to-all)
+
+
 def collective_s(kind: str, nbytes: float, n: int, link: Link, *, chunk_bytes: float | None = None) -> float:
     """Alpha–beta time of a collective on a buffer of `nbytes` (full size, before sharding), issued as calls of
     `chunk_bytes` each (default: one call): every call pays the base and ring latency, and the bandwidth is
-    the share its message size reaches."""
+    the share its message size reaches. A reduce-scatter, all-gather or all-reduce over a group that crosses
+    the NVLink domain costs the lesser of the ring and the hierarchical algorithm (`hierarchical_s`)."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     steps, frac = ring_steps(kind, n)
     chunk = nbytes if not chunk_bytes or chunk_bytes >= nbytes else chunk_bytes
     calls = max(1.0, nbytes / chunk)
-    return calls * (link.base_s + steps * link.latency_s) + frac * nbytes / (
+    ring = calls * (link.base_s + steps * link.latency_s) + frac * nbytes / (
         link.bandwidth_bytes_per_s * link.ramp(chunk)
     )
+    if kind not in HIERARCHICAL or not link.levels or link.levels[-1].within != n:
+        return ring
+    return min(ring, hierarchical_s(kind, nbytes, link, chunk_bytes=chunk))
+
+
+def hierarchical_s(kind: str, nbytes: float, link: Link, *, chunk_bytes: float) -> float:
+    """The hierarchical collective over `link.levels`: per tier, (1/below − 1/within) of the buffer at that
+    tier's per-GPU bandwidth and within/below − 1 steps of its latency, summed over the tiers (the phases run
+    one after another); an all-reduce is a reduce-scatter and an all-gather, twice each. Calls and the
+    bandwidth ramp as for the ring."""
+    passes = 2 if kind == "all_reduce" else 1
+    calls = max(1.0, nbytes / chunk_bytes)
+    steps_s = sum((lv.within / lv.below - 1) * lv.latency_s for lv in link.levels)
+    wire_s = sum((1 / lv.below - 1 / lv.within) * nbytes / lv.bandwidth_bytes_per_s for lv in link.levels)
+    return calls * (link.base_s + passes * steps_s) + passes * wire_s / link.ramp(chunk_bytes)

@@ -6,17 +6,19 @@ cost about ten times what they cost on NVLink (Narayanan et al. 2021 §3.3: "ten
 multi-GPU server"; Llama 3 405B ran tp 8 inside each 8-GPU server, Dubey et al. 2024 §3.3.2). The search
 rejects a tp group larger than the NVLink domain unless the user allows it (`--allow-cross-node-tp`); such a
 plan, or a context- or expert-parallel group that leaves the domain, is costed on the slower tier it crosses
-(cost/comm.py) and its ranking line names that tier (`crossing_tiers`).
+(cost/comm.py) and its ranking line names that tier (`crossing_tiers`), as it does for dp and pp groups.
 """
 
 from __future__ import annotations
 
 from planner.cluster.fabric import NVLINK, tier_name
-from planner.cost.params import plan_etp
+from planner.cost.comm import group_tiers
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 
 TP_CROSSES = "tp leaves the NVLink domain"
+GROUPS = ("tp", "cp", "ep", "dp", "pp")
+PLACED = ("tp", "cp", "ep")  # the groups engines keep inside the domain when they can
 
 
 def placement_problems(hw: HardwareProfile, plan: Plan, *, allow_cross_node_tp: bool) -> list[Rejected]:
@@ -33,17 +35,9 @@ def placement_problems(hw: HardwareProfile, plan: Plan, *, allow_cross_node_tp: 
     ]
 
 
-def crossing_tiers(hw: HardwareProfile, plan: Plan) -> dict[str, str]:
-    """The tier each of tp, cp and ep crosses when it leaves the NVLink domain (rank order tp, cp, ep over dp,
-    as cost/traffic.py and cost/moe.py price them): {dimension: tier name}; dimensions inside it are left out."""
-    groups = {
-        "tp": (plan.tp, 1),
-        "cp": (plan.cp, plan.tp),
-        "ep": (plan.ep, plan_etp(plan)),
-    }
-    out = {}
-    for dim, (n, stride) in groups.items():
-        name = tier_name(hw, n=n, stride=stride)
-        if name != NVLINK:
-            out[dim] = name
-    return out
+def crossing_tiers(hw: HardwareProfile, plan: Plan, groups: tuple[str, ...] = GROUPS) -> dict[str, str]:
+    """The tier each of `groups` (default all: tp, cp, ep, dp, pp) crosses when it leaves the NVLink domain, in
+    the rank order cost/comm.py prices them (`group_tiers`): {dimension: tier name}; groups inside the domain,
+    or of one rank, are left out."""
+    tiers = group_tiers(hw, plan)
+    return {dim: tier for dim in groups if (tier := tiers[dim]) is not None and tier != NVLINK}

@@ -162,9 +162,9 @@ def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = froze
 
 def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
     """One line naming the tp/cp/ep groups that leave the NVLink domain and the tier they are costed on."""
-    from planner.explore.placement import crossing_tiers
+    from planner.explore.placement import PLACED, crossing_tiers
 
-    crossing = crossing_tiers(hw, plan)
+    crossing = crossing_tiers(hw, plan, PLACED)
     if crossing:
         groups = ", ".join(f"{dim} (on the {tier} tier)" for dim, tier in crossing.items())
         console.print(f"[yellow]leaves the {hw.nvlink_domain}-GPU NVLink domain:[/] {escape(groups)}")

@@ -5,6 +5,11 @@ removed.
 
 ``as_json()`` is the dict `--json` writes: the fields in declared order, with the optional sections
 (`train`, `checkpoint`, `goodput`, `closest_misses`) left out when a command did not compute them.
+
+`tiers` (estimate, each searched plan): for each parallel group — tp, cp, ep, dp (the gradient reduction over
+dp·cp ranks), pp — the slowest tier its collectives cross in the rank order the cost model prices
+(cost/comm.py `group_tiers`): "nvlink" inside one NVLink domain, "network" beyond it without a cluster, else
+the cluster tier's name ("leaf", "spine", ...); null for a group of one rank.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.cost.comm import group_tiers
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
@@ -121,6 +127,7 @@ class EstimateDoc(MemoryDoc):
     plausibility: dict[str, Any]
     train: TrainDoc | None = None
     checkpoint: CheckpointDoc | None = None
+    tiers: dict[str, str | None]  # per parallel group, the slowest tier it crosses (`group_tiers`)
 
 
 # ---- builders ----------------------------------------------------------------------------------------
@@ -179,6 +186,7 @@ def rates(est: Estimate) -> dict[str, Any]:
         "hfu": t.hfu,
         "uncertainty": est.uncertainty.as_dict(),
         "plausibility": est.plausibility.as_dict(),
+        "tiers": group_tiers(est.hardware, est.plan),
     }
 
 

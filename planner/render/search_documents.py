@@ -25,6 +25,7 @@ class RankedDoc(Document):
     plausibility: dict[str, Any]
     goodput: float | None = None
     goodput_tokens_per_s: float | None = None
+    tiers: dict[str, str | None]  # per parallel group, the slowest tier it crosses (documents.py)
 
 
 class VariantDoc(Document):
