@@ -187,7 +187,7 @@ def _calibrate_behaviour(
 ) -> None:
     from planner.fit.observations import load_observations
     from planner.fit.pooled import calibrate_behaviour, write_engine_behaviours
-    from planner.render.behaviour import behaviour_json, print_behaviour
+    from planner.render.behaviour_fit import behaviour_json, print_behaviour
 
     if output or names:
         raise PlannerError(

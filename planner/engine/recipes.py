@@ -9,7 +9,8 @@ YAML); the hardware profile states its architecture (`gpu.architecture`). The op
 
 from __future__ import annotations
 
-from planner.engine.profile import Engine, RecipeOption
+from planner.engine.profile import Engine
+from planner.engine.settings import RecipeOption
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES

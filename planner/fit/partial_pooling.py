@@ -2,12 +2,12 @@
 partial pooling, on the GPUs' physics as the hardware profiles state it (never moved here).
 
 For engine e on GPU h a run's step time is the cost model's step with compute factor exp(g_eh), plus the
-engine's host time (engine/behaviour.py):
+engine's host time (engine/fitted.py):
 
     step = step_physics(f = exp(g_eh)) + host_step_e + m·(host_microbatch_e + L·host_layer_e)
 
 with m micro-batches per step and L layers on the bottleneck pipeline rank (none when the layers run as CUDA
-graphs: cost/behaviour.py host_layers). A run that overlaps TP communication with the GEMMs adds the engine's
+graphs: cost/fitted_factors.py host_layers). A run that overlaps TP communication with the GEMMs adds the engine's
 exposed share s of what the overlap could hide: step_physics is tabulated with the overlap (s = 0) and without it
 (s = 1), and is linear in s between (cost/overlap.py tp_overlap_s). Priors (Gelman & Hill 2007,
 varying intercepts): a GPU's own deviation g_eh − b_e ~ N(0, SIGMA_GPU), shrunk toward none, so a GPU without
@@ -123,7 +123,7 @@ class PooledFit:
         return self.engine_params.get(engine, self.mean_params)
 
     def deviation(self, engine: str, gpu: str) -> float:
-        """The GPU's own log deviation, else none: the pooled behaviour (cost/behaviour.py gpu_factors)."""
+        """The GPU's own log deviation, else none: the pooled behaviour (cost/fitted_factors.py gpu_factors)."""
         return self.deviations.get((engine, gpu), 0.0)
 
     def predict(self, t: Tables) -> Any:

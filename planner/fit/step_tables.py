@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.cost.behaviour import host_layers
 from planner.cost.coster import Coster
+from planner.cost.fitted_factors import host_layers
 from planner.engine import Engine, Fitted
 from planner.fit.observations import Observation
 
