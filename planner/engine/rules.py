@@ -9,7 +9,8 @@ from planner.engine.recipes import precision_problems, zero_recipe_problems
 from planner.engine.split import chunk_sizes
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.plan import Plan, Rejected, check_plan
+from planner.plan import Plan, Rejected
+from planner.plan_checks import check_plan
 from planner.precision import gemm_format
 from planner.specs import ModelSpec
 
@@ -26,8 +27,8 @@ def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Reject
 def plan_problems(
     model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None, hardware: HardwareProfile | None = None
 ) -> list[Rejected]:
-    """The model's divisibility rules (plan.check_plan), the hardware's precisions, the engine's precision recipes
-    and options on this GPU (engine/recipes.py) and the engine's rules."""
+    """The model's divisibility rules (plan_checks.check_plan), the hardware's precisions, the engine's precision
+    recipes and options on this GPU (engine/recipes.py) and the engine's rules."""
     hw = hardware_problems(hardware, plan) if hardware is not None else []
     hw += precision_problems(engine, None if hw else hardware, plan, model)
     return check_plan(model, plan, gpus) + hw + engine_problems(engine, model, plan)
