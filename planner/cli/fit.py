@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from planner.cli.options import JsonOpt, nonempty
+from planner.cli.callbacks import nonempty
+from planner.cli.options import JsonOpt
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 

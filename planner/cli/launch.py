@@ -13,6 +13,7 @@ import typer
 import yaml
 
 from planner.api.resolve import PLAN_FLAGS, Resolved, resolve
+from planner.cli.callbacks import finite, nonempty
 from planner.cli.options import (
     CpOpt,
     DpOpt,
@@ -28,8 +29,6 @@ from planner.cli.options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
-    finite,
-    nonempty,
 )
 from planner.engine.recipes import emit_unexpressed
 from planner.engine.rules import hardware_problems
