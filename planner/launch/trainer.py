@@ -27,8 +27,8 @@ from planner.launch.layout import MESH_DIMS, plan_layout
 from planner.launch.measured import ActivationCounter
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
-from planner.launch.preflight import cp_problems, uses_context_parallel
 from planner.launch.spec import shrink
+from planner.launch.worker_support import cp_problems, uses_context_parallel
 from planner.plan import Plan
 
 LR, WEIGHT_DECAY = 3e-3, 0.1
