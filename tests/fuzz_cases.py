@@ -116,7 +116,7 @@ def invoke(argv: Sequence[str], cwd: Path | None = None, limit_s: float = INVOCA
     root_before = _root_entries()
     launch_mod = None
     if "launch" in argv:
-        import planner.cli.launch as launch_mod  # torch loads only for launch cases
+        import planner.cli.launch_here as launch_mod  # torch loads only for launch cases; it starts the workers
 
         saved_run = launch_mod.run_torchrun
         launch_mod.run_torchrun = _refuse_launch

@@ -19,8 +19,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_hardware_2026 import _faster
 
-from planner.cost.behaviour import compute_factor, host_overhead_s
 from planner.cost.coster import Coster
+from planner.cost.fitted_factors import compute_factor, host_overhead_s
 from planner.engine import Engine, plan_problems
 from planner.hardware import HardwareProfile
 from planner.io.catalog import list_hardware, load_engine, load_hardware, load_model

@@ -18,7 +18,8 @@ from planner.cost.stages import plan_layout
 from planner.engine import plan_problems
 from planner.explore.space import Space, structures
 from planner.io.catalog import load_engine, load_hardware, load_model
-from planner.plan import Plan, check_plan
+from planner.plan import Plan
+from planner.plan_checks import check_plan
 
 MIXTRAL = load_model("mixtral-8x7b")
 H100 = load_hardware("h100-sxm")

@@ -21,7 +21,7 @@ from planner.cost.recipe_options import CUDA_GRAPH_POOL_FRACTION
 from planner.cost.states import model_state_bytes
 from planner.cost.traffic import dp_traffic
 from planner.engine import plan_problems
-from planner.engine.profile import RECOMPUTE_MODULES
+from planner.engine.settings import RECOMPUTE_MODULES
 from planner.errors import PlannerError
 from planner.fit.runs import run_engine
 from planner.io.catalog import load_engine, load_hardware, load_model

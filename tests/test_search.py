@@ -23,7 +23,8 @@ from planner.explore.pipeline import search
 from planner.explore.results import pareto_front
 from planner.explore.space import NOT_FIT, Space, micro_batches, structures
 from planner.io.catalog import load_hardware, load_model
-from planner.plan import Plan, check_plan, divisors
+from planner.plan import Plan, divisors
+from planner.plan_checks import check_plan
 
 GENERIC = make_engine()
 

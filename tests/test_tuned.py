@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.cost.behaviour import host_overhead_s
 from planner.cost.coster import Coster
+from planner.cost.fitted_factors import host_overhead_s
 from planner.cost.overlap import tp_overlap_s
 from planner.engine import Engine, Parameter
 from planner.fit.runs import Run, load_runs, parse_run

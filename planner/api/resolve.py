@@ -19,7 +19,7 @@ from typing import Any
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
-from planner.engine.profile import (
+from planner.engine.settings import (
     DISPATCH_DTYPES,
     DISPATCHERS,
     GRAD_DTYPES,

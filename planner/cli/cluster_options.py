@@ -8,7 +8,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.cli.options import Opt, nonempty
+from planner.cli.callbacks import nonempty
+from planner.cli.options import Opt
 from planner.specs import MAX_SEQ_LEN
 
 ClusterOpt = Annotated[

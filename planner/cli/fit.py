@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from planner.cli.options import JsonOpt, nonempty
+from planner.cli.callbacks import nonempty
+from planner.cli.options import JsonOpt
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
@@ -187,7 +188,7 @@ def _calibrate_behaviour(
 ) -> None:
     from planner.fit.observations import load_observations
     from planner.fit.pooled import calibrate_behaviour, write_engine_behaviours
-    from planner.render.behaviour import behaviour_json, print_behaviour
+    from planner.render.behaviour_fit import behaviour_json, print_behaviour
 
     if output or names:
         raise PlannerError(

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from planner.cli.options import GpusOpt, JsonOpt, nonempty
+from planner.cli.callbacks import nonempty
+from planner.cli.options import GpusOpt, JsonOpt
 from planner.errors import PlannerError
 from planner.io.logs import DEFAULT_WARMUP, ENGINES
 from planner.render.console import emit_json, out

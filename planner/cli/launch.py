@@ -3,16 +3,15 @@ or another engine. Thin: parse, resolve, call launch/ (runner, emit), render."""
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-import yaml
 
-from planner.api.resolve import PLAN_FLAGS, Resolved, resolve
+from planner.api.resolve import PLAN_FLAGS, resolve
+from planner.cli.callbacks import finite, nonempty
+from planner.cli.launch_here import run_here
 from planner.cli.options import (
     CpOpt,
     DpOpt,
@@ -28,36 +27,21 @@ from planner.cli.options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
-    finite,
-    nonempty,
 )
 from planner.engine.recipes import emit_unexpressed
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
-from planner.io.files import write_text_atomic
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import emit as emit_target
-from planner.launch.preflight import Environment, default_hardware, host_refusal, probe_environment
-from planner.launch.rehearse import Rehearsal, rehearsal_model_path, rehearse
-from planner.launch.runner import DryRun, comparison, dry_run, host_need, predicted, read_profile, run_torchrun
+from planner.launch.preflight import default_hardware, probe_environment
+from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
 from planner.plan import MAX_DEGREE
-from planner.specs import MAX_LAYERS, MAX_WIDTH, ModelSpec
+from planner.specs import MAX_LAYERS, MAX_WIDTH
 
 Opt = typer.Option
-
-
-def writable_or_raise(folder: Path, option: str) -> None:
-    """The folder exists (or can be made) and takes a file: checked before any worker starts."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".planner-write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise PlannerError(f"{option}: cannot write into {str(folder)!r} ({e.strerror or e})") from None
 
 
 def launch(
@@ -199,7 +183,7 @@ def launch(
         typer.echo(f"wrote {path}")
         return
     assert env is not None
-    _here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
+    run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_)  # fmt: skip
 
 
@@ -216,95 +200,3 @@ def world_from_flags(saved: PlanFile | None, flags: dict[str, Any]) -> int | Non
             return None  # missing or invalid: the plan's own validation names it
         world *= value
     return world
-
-
-def _here(
-    r: Resolved,
-    run: RunConfig,
-    rehearsal: ModelSpec,
-    env: Environment,
-    *,
-    reh: Rehearsal | None,
-    nnodes: int,
-    nproc: int | None,
-    max_restarts: int,
-    dry: bool,
-    force: bool,
-    as_json: bool,
-) -> None:
-    """Check the plan on this machine, then print the dry run, or run it and compare measured with predicted."""
-    if run.plan.gpus % nnodes:
-        raise PlannerError(f"plan gpus={run.plan.gpus} must be divisible by --nnodes {nnodes}")
-    per_node = nproc or run.plan.gpus // nnodes
-    model_ref = str(Path(run.model).resolve()) if (reh or Path(run.model).exists()) else run.model
-    cfg = replace(
-        run,
-        model=model_ref,
-        checkpoint_dir=str(Path(run.checkpoint_dir).resolve()) if run.checkpoint_dir else None,
-        profile_out=str(Path(run.profile_out).resolve()),
-    )
-    pred = predicted(rehearsal, r.hardware, cfg.plan, r.engine)
-    need = host_need(rehearsal, cfg.plan, r.engine, env, nproc_per_node=per_node)
-    report = dry_run(
-        cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
-        peak_bytes=pred["peak_bytes"], need=need,
-    )  # fmt: skip
-    if reh is not None:
-        report.rehearsal = reh.to_dict()
-        report.preflight.notes.append(f"the rehearsal's model is written to {cfg.model} when the run starts")
-    failures = report.preflight.failures(force=force)
-    if dry:
-        _print_dry_run(report, reh, as_json=as_json)
-        if failures:  # the documented exit code of a dry run that found a failing check
-            raise typer.Exit(1)
-        return
-    refusal = host_refusal(report.preflight, env, need)  # what protects this machine: --force does not lift it
-    if refusal:
-        raise PlannerError(refusal)
-    if failures:
-        raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
-    if nnodes > 1:
-        raise PlannerError("a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR")
-    _run(cfg, pred, reh, per_node=per_node, max_restarts=max_restarts, as_json=as_json)
-
-
-def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> None:
-    from planner.render.run_report import render_dry_run
-
-    if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
-        return
-    if reh is not None:
-        typer.echo("\n".join(reh.lines()))
-    typer.echo(render_dry_run(report))
-
-
-def _run(
-    cfg: RunConfig, pred: dict[str, Any], reh: Rehearsal | None, *, per_node: int, max_restarts: int, as_json: bool
-) -> None:
-    """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
-    from planner.render.run_report import print_comparison
-
-    writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
-    if cfg.checkpoint_dir:
-        writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir")
-    if reh is not None:
-        write_text_atomic(cfg.model, yaml.safe_dump(reh.model.model_dump(mode="json")), what="rehearsal model")
-        typer.echo("\n".join(reh.lines()), err=True)
-    typer.echo(
-        f"[launch] starting {per_node} worker process(es) with torchrun; start-up (imports, rendezvous, model "
-        "build) takes a few seconds before the first step line",
-        err=True,
-    )
-    rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts)
-    if rc != 0:
-        typer.echo(f"planner launch: the run failed (torchrun exit code {rc})", err=True)
-        raise typer.Exit(1)
-    if not Path(cfg.profile_out).is_file():
-        typer.echo(f"planner launch: the run wrote no profile to {cfg.profile_out}", err=True)
-        raise typer.Exit(1)
-    rows = comparison(read_profile(cfg.profile_out), pred)
-    if as_json:
-        typer.echo(json.dumps({"profile": cfg.profile_out, "comparison": rows}, indent=2))
-    else:
-        print_comparison(rows, cfg.profile_out)

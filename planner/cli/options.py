@@ -1,13 +1,13 @@
 """The command-line options, declared once (name, type, range, help) as typer Annotated types, and the groups of
 them that commands share (`with_options`): every command spells --tp, --micro-batch, ... the same way, with the
-same checks and help (DESIGN.md "Common options").
+same checks and help (DESIGN.md "Common options"). The engine settings' options are cli/engine_options.py, the
+callbacks that check a value cli/callbacks.py.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,45 +16,28 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
+from planner.cli.callbacks import catalog_names, finite, nonempty
+from planner.cli.engine_options import (
+    ActivationOffloadOpt,
+    CompileOpt,
+    CudaGraphsOpt,
+    EpOverlapOpt,
+    Fp8ParamGatherOpt,
+    GradDtypeOpt,
+    MoeDispatchDtypeOpt,
+    MoeDispatcherOpt,
+    MoeImbalanceOpt,
+    MomentDtypeOpt,
+    NoFlashOpt,
+    OptimizerOffloadOpt,
+    OptimizerOpt,
+    PrecisionAwareOpt,
+    RecomputeModulesOpt,
+    SelectivePolicyOpt,
+    TpOverlapOpt,
+)
 from planner.plan import MAX_BATCH, MAX_DEGREE
 from planner.specs import MAX_SEQ_LEN
-
-
-def finite(low: float, high: float, *, open_low: bool = False) -> Callable[[float | None], float | None]:
-    """A typer callback: the value is a finite number in [low, high] ((low, high] with open_low). click's
-    FloatRange lets nan through and accepts inf as the top of an open range."""
-
-    def check(value: float | None) -> float | None:
-        if value is None:
-            return None
-        below = value <= low if open_low else value < low
-        if not math.isfinite(value) or below or value > high:
-            side = "(" if open_low else "["
-            raise typer.BadParameter(f"{value!r} is not a finite number in {side}{low:g}, {high:g}]")
-        return value
-
-    return check
-
-
-def nonempty(value: str | None) -> str | None:
-    """A typer callback for names and paths: given, it must say something."""
-    if value is not None and not value.strip():
-        raise typer.BadParameter("is empty; give a name or a path")
-    return value
-
-
-def catalog_names(kind: str) -> Callable[[str], list[str]]:
-    """Shell completion of a catalog name (`planner search --model lla<TAB>`): the entries of `kind` (models,
-    hardware, engines) that start with what was typed, from the catalogs' file names (nothing is parsed)."""
-
-    def complete(incomplete: str) -> list[str]:
-        from planner.io import catalog
-
-        listed = {"models": catalog.list_models, "hardware": catalog.list_hardware, "engines": catalog.list_engines}
-        return [n for n in listed[kind]() if n.lower().startswith(incomplete.lower())]
-
-    return complete
-
 
 ModelOpt = Annotated[
     str,
@@ -122,100 +105,6 @@ EngineOpt = Annotated[
         help="the training stack that runs the plan: catalog name or profile YAML (see `planner engines`; "
         "default: megatron, or the --plan file's)",
     ),
-]
-OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd (default: the engine's)")]
-SelectivePolicyOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--selective-policy",
-        help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron) (default: the engine's)",
-    ),
-]
-NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]
-TpOverlapOpt = Annotated[
-    Optional[bool],
-    typer.Option("--tp-overlap/--no-tp-overlap", help="TP communication overlapped with GEMMs (default: the engine's)"),
-]
-GradDtypeOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--grad-dtype",
-        help="param (gradients reduced in the weights' dtype, as NeMo's performance recipes) | fp32 "
-        "(Megatron-LM's main grads) (default: the engine's)",
-    ),
-]
-MoeDispatcherOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--moe-dispatcher", help="alltoall | allgather | deepep: how MoE tokens are dispatched (default: the engine's)"
-    ),
-]
-EpOverlapOpt = Annotated[
-    Optional[bool],
-    typer.Option(
-        "--ep-overlap/--no-ep-overlap",
-        help="hide the MoE all-to-alls behind another micro-batch (Megatron's 1F1B A2A overlap; default: the engine's)",
-    ),
-]
-MoeImbalanceOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--moe-imbalance",
-        callback=finite(1, 64),
-        help="tokens the busiest expert-parallel rank gets over the mean (default: the engine's, 1.0 = balanced)",
-    ),
-]
-MoeDispatchDtypeOpt = Annotated[
-    Optional[str],
-    typer.Option("--moe-dispatch-dtype", help="bf16 | fp8: the dispatched tokens (default: the engine's)"),
-]
-# The recipe memory and speed options (engine settings; which engine offers which: its rules.options).
-RecomputeModulesOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--recompute-modules",
-        help="what --recompute selective re-runs, comma list: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
-        "shared_experts (Megatron's --recompute-modules; default core_attn)",
-    ),
-]
-ActivationOffloadOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--activation-offload",
-        callback=finite(0, 1),
-        help="share of the saved activations held in host memory, 0-1 (Megatron fine-grained offloading)",
-    ),
-]
-OptimizerOffloadOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--optimizer-offload",
-        callback=finite(0, 1),
-        help="share of the optimizer state kept and stepped on the CPU, 0-1 (needs --precision-aware-optimizer)",
-    ),
-]
-PrecisionAwareOpt = Annotated[
-    Optional[bool],
-    typer.Option(
-        "--precision-aware-optimizer/--no-precision-aware-optimizer",
-        help="Megatron's precision-aware optimizer: fp32 master as 16-bit remainders (default: the engine's)",
-    ),
-]
-MomentDtypeOpt = Annotated[
-    Optional[str], typer.Option("--optimizer-moment-dtype", help="fp32 | bf16: Adam moments' storage dtype")
-]
-Fp8ParamGatherOpt = Annotated[
-    Optional[bool],
-    typer.Option(
-        "--fp8-param-gather/--no-fp8-param-gather",
-        help="weights kept and all-gathered quantized, no 16-bit copy (a named recipe, zero 1)",
-    ),
-]
-CudaGraphsOpt = Annotated[
-    Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="capture each layer in a CUDA graph")
-]
-CompileOpt = Annotated[
-    Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile (default: the engine's)")
 ]
 EnginesOpt = Annotated[
     Optional[str],

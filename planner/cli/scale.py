@@ -72,13 +72,13 @@ def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: 
         allow_cross_node_tp=opts["allow_cross_node_tp"],
     )
     if plot:
-        from planner.render.scaling import plot_scaling
+        from planner.render.scaling_table import plot_scaling
 
         plot_scaling(result, plot)
     if as_json:
         emit_json(result.as_json())
         return
-    from planner.render.scaling import print_scaling
+    from planner.render.scaling_table import print_scaling
 
     print_scaling(out, result)
     if plot:

@@ -152,7 +152,7 @@ def search(
         cluster = cluster_of(result.hardware)
         emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
         return
-    from planner.render.advice import print_advice, print_cluster
+    from planner.render.advice_lines import print_advice, print_cluster
     from planner.render.ranking import print_explain, print_result
 
     print_result(out, result, save=save, plot=plot, wide=wide)

@@ -64,7 +64,7 @@ def estimate(
 
         emit_json(estimate_doc(est, defaulted=r.defaulted).as_json())
     else:
-        from planner.render.advice import print_cluster
+        from planner.render.advice_lines import print_cluster
         from planner.render.breakdown import print_estimate
 
         print_estimate(out, est, r.defaulted)

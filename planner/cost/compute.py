@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cost.behaviour import compute_factor
 from planner.cost.cache import spec_cache
+from planner.cost.fitted_factors import compute_factor
 from planner.cost.kernels import ACT_BYTES, gemm_s
 from planner.cost.layer_time import BACKWARD_KERNELS_PER_FORWARD, LayerTime, hw_rates, layer_time
 from planner.cost.params import padded_vocab
@@ -126,7 +126,7 @@ def stage_shapes(
 
 def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
     """The engine's compute factor on this hardware: what the stack's kernels lose or gain beyond the hardware's
-    measured curves; the GPU's own fitted factor, else the engine's pooled behaviour (cost.behaviour)."""
+    measured curves; the GPU's own fitted factor, else the engine's pooled behaviour (cost.fitted_factors)."""
     return compute_factor(hw, engine)
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cost.behaviour import tp_overlap_exposed
 from planner.cost.compute import LayerTime, StageCompute
+from planner.cost.fitted_factors import tp_overlap_exposed
 from planner.cost.moe import comm_sm_slowdown_s
 from planner.cost.traffic import dp_traffic, layer_traffic
 from planner.engine import Engine

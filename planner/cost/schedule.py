@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.behaviour import host_overhead_s
 from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
+from planner.cost.fitted_factors import host_overhead_s
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.offload import activation_offload_s, offloaded_optimizer_s
 from planner.cost.overlap import dp_comm, layer_comm
@@ -239,7 +239,7 @@ def pipeline_slots(plan: Plan) -> float:
 
 def step_overhead_s(hw: HardwareProfile, engine: Engine, plan: Plan | None = None, *, layers: int = 0) -> float:
     """Host time per step: the hardware's (host-bound CPU runs) plus the engine's per step, per micro-batch and
-    per layer of each micro-batch on the bottleneck rank (`layers`; cost.behaviour). Without a plan, the
+    per layer of each micro-batch on the bottleneck rank (`layers`; cost.fitted_factors). Without a plan, the
     per-step part only: a lower bound."""
     return hw.efficiency.step_overhead_s + host_overhead_s(hw, engine, plan, layers=layers)
 

@@ -67,23 +67,8 @@ def layer_traffic(
         "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1)
     )
     co = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
-    ring = 0.0
-    if plan.cp > 1 and kind.has_attention:
-        kv_loc = max(model.kv_heads / plan.tp, 1.0) * model.head_size
-        if kind.mixer == "mla" and model.attention is not None and model.attention.v_head_dim:
-            kv_loc = model.num_attention_heads / plan.tp * (model.head_size + model.attention.v_head_dim) / 2
-        block = tokens * 2 * kv_loc * act_b
-        ring = (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp))
-    cp_a2a = 0.0
-    if plan.cp > 1 and kind.mixer == "mamba" and model.mamba is not None:
-        # Megatron's Mamba context parallelism (megatron/core/ssm/mamba_context_parallel.py): an all-to-all turns
-        # [s/cp, features] into [s, features/cp] before the conv1d and the scan, and one turns it back after;
-        # backward mirrors both (and full recompute reruns the forward pair).
-        m = model.mamba
-        conv = (m.d_inner + 2 * m.num_groups * m.state_size + m.num_heads) / plan.tp
-        link = group_link(hw, n=plan.cp, stride=plan.tp)
-        pair = sum(collective_s("all_to_all", tokens * w * act_b, plan.cp, link) for w in (conv, m.d_inner / plan.tp))
-        cp_a2a = (2 + (1 if full else 0)) * pair + (4 + (2 if full else 0)) * co
+    ring = _cp_ring_s(model, hw, plan, kind, tokens=tokens, act_b=act_b)
+    cp_a2a = _mamba_cp_s(model, hw, plan, kind, tokens=tokens, act_b=act_b, full=full, co=co)
     ep = 0.0
     if kind.ffn == "moe" and model.moe is not None and plan.ep * plan_etp(plan) > 1:
         # dispatch and combine, forward and backward, and the forward pair again under full recompute or when
@@ -91,6 +76,35 @@ def layer_traffic(
         again = full or moe_recomputed(engine.kernels, plan.recompute)
         ep = layer_ep_s(model, hw, plan, engine, tokens=tokens, recomputed=again) + (4 + (2 if again else 0)) * co
     return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a)
+
+
+def _cp_ring_s(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, kind: LayerKind, *, tokens: float, act_b: float
+) -> float:
+    """One attention layer's CP ring exchange: the local K and V block passed cp − 1 times (Liu et al. 2023)."""
+    if plan.cp == 1 or not kind.has_attention:
+        return 0.0
+    kv_loc = max(model.kv_heads / plan.tp, 1.0) * model.head_size
+    if kind.mixer == "mla" and model.attention is not None and model.attention.v_head_dim:
+        kv_loc = model.num_attention_heads / plan.tp * (model.head_size + model.attention.v_head_dim) / 2
+    block = tokens * 2 * kv_loc * act_b
+    return (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp))
+
+
+def _mamba_cp_s(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, kind: LayerKind, *, tokens: float, act_b: float, full: bool,
+    co: float,
+) -> float:  # fmt: skip
+    """Megatron's Mamba context parallelism (megatron/core/ssm/mamba_context_parallel.py): an all-to-all turns
+    [s/cp, features] into [s, features/cp] before the conv1d and the scan, and one turns it back after; backward
+    mirrors both (and full recompute reruns the forward pair)."""
+    if plan.cp == 1 or kind.mixer != "mamba" or model.mamba is None:
+        return 0.0
+    m = model.mamba
+    conv = (m.d_inner + 2 * m.num_groups * m.state_size + m.num_heads) / plan.tp
+    link = group_link(hw, n=plan.cp, stride=plan.tp)
+    pair = sum(collective_s("all_to_all", tokens * w * act_b, plan.cp, link) for w in (conv, m.d_inner / plan.tp))
+    return (2 + (1 if full else 0)) * pair + (4 + (2 if full else 0)) * co
 
 
 def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> float:

@@ -1,7 +1,7 @@
 """How far to trust a prediction: an 80% prediction interval for throughput and for peak memory, and a
 plausibility flag when the predicted MFU beats the best published for the hardware.
 
-The interval comes from the engine's behaviour block (engine/behaviour.py `Interval`, written by `planner
+The interval comes from the engine's behaviour block (engine/fitted.py `Interval`, written by `planner
 calibrate --behaviour` from cross-validated residuals): log(measured / predicted) spreads by `base` inside the
 domain of the runs the engine was fitted to, and each named distance from that domain adds its own component in
 quadrature — a GPU without runs, an engine × GPU pair without runs, an engine without runs, a model family, MoE

@@ -1,8 +1,9 @@
-"""What a training stack does with a plan: the Engine (profile.py, loaded from engine_profiles/) and the
-rules that say which plans it runs (rules.py)."""
+"""What a training stack does with a plan: the Engine (profile.py, loaded from engine_profiles/; its memory,
+kernels, comm and MoE blocks execution.py, its per-run settings settings.py, what calibrate fitted fitted.py) and
+the rules that say which plans it runs (rules.py)."""
 
-from planner.engine.behaviour import Behaviour, Domain, Interval, Parameter
-from planner.engine.profile import Comm, Engine, Fitted, Kernels, Memory, Rules
+from planner.engine.fitted import Behaviour, Domain, Fitted, Interval, Parameter
+from planner.engine.profile import Comm, Engine, Kernels, Memory, Rules
 from planner.engine.rules import engine_problems, plan_problems, require_runs, structure_problems, zero_problems
 from planner.engine.zero import ZERO_STATES, ZeroStage
 

@@ -9,7 +9,8 @@ YAML); the hardware profile states its architecture (`gpu.architecture`). The op
 
 from __future__ import annotations
 
-from planner.engine.profile import Engine, RecipeOption
+from planner.engine.profile import Engine
+from planner.engine.settings import RecipeOption
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES
@@ -74,8 +75,20 @@ def _hint(recipe: str, arch: str | None) -> str:
 def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
     """The options the engine's settings turn on that it does not offer, or that this GPU, model or recipe
     cannot run (the engine's own checks)."""
-    name, m, k = engine.name, engine.memory, engine.kernels
-    out = [
+    out = _unoffered_problems(engine)
+    if out:
+        return out
+    out += _device_problems(engine, hw)
+    out += _optimizer_problems(engine)
+    out += _gather_problems(engine, plan)
+    out += _module_problems(engine, plan, model)
+    return out
+
+
+def _unoffered_problems(engine: Engine) -> list[Rejected]:
+    """The options the engine's settings turn on that its rules do not offer."""
+    name = engine.name
+    return [
         Rejected(
             f"{name} has no {o}",
             f"{o}: {name} does not offer it (it offers {', '.join(engine.rules.options) or 'none'})",
@@ -83,8 +96,12 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
         for o in used_options(engine)
         if o not in engine.rules.options
     ]
-    if out:
-        return out
+
+
+def _device_problems(engine: Engine, hw: HardwareProfile | None) -> list[Rejected]:
+    """Offloading needs a stated host link; CUDA graphs need an NVIDIA GPU."""
+    m, k = engine.memory, engine.kernels
+    out: list[Rejected] = []
     if hw is not None and hw.gpu.host_bandwidth_bytes_per_s is None and (m.activation_offload or m.optimizer_offload):
         out.append(
             Rejected(
@@ -100,6 +117,13 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
                 f"cuda_graphs: {hw.name} is not a CUDA GPU the engine captures graphs on",
             )
         )
+    return out
+
+
+def _optimizer_problems(engine: Engine) -> list[Rejected]:
+    """What the offloaded and precision-aware optimizer need (Megatron's arguments.py and optimizer_config.py)."""
+    m = engine.memory
+    out: list[Rejected] = []
     if m.optimizer_offload and not m.precision_aware_optimizer:
         # arguments.py l.1884-1887: the hybrid device optimizer reuses the precision-aware optimizer's code path
         out.append(
@@ -120,8 +144,6 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
                 "moments in another dtype only with --use-precision-aware-optimizer, arguments.py l.3667-3684)",
             )
         )
-    out += _gather_problems(engine, plan)
-    out += _module_problems(engine, plan, model)
     return out
 
 

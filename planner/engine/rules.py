@@ -9,7 +9,8 @@ from planner.engine.recipes import precision_problems, zero_recipe_problems
 from planner.engine.split import chunk_sizes
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.plan import Plan, Rejected, check_plan
+from planner.plan import Plan, Rejected
+from planner.plan_checks import check_plan
 from planner.precision import gemm_format
 from planner.specs import ModelSpec
 
@@ -26,8 +27,8 @@ def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Reject
 def plan_problems(
     model: ModelSpec, plan: Plan, engine: Engine, gpus: int | None = None, hardware: HardwareProfile | None = None
 ) -> list[Rejected]:
-    """The model's divisibility rules (plan.check_plan), the hardware's precisions, the engine's precision recipes
-    and options on this GPU (engine/recipes.py) and the engine's rules."""
+    """The model's divisibility rules (plan_checks.check_plan), the hardware's precisions, the engine's precision
+    recipes and options on this GPU (engine/recipes.py) and the engine's rules."""
     hw = hardware_problems(hardware, plan) if hardware is not None else []
     hw += precision_problems(engine, None if hw else hardware, plan, model)
     return check_plan(model, plan, gpus) + hw + engine_problems(engine, model, plan)
@@ -168,6 +169,16 @@ def batch_problems(engine: Engine, plan: Plan) -> list[Rejected]:
 
 def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     """Parallel dimensions, sequence parallelism, precisions and recompute levels the engine offers."""
+    return (
+        _degree_problems(engine, plan)
+        + _sequence_parallel_problems(engine, plan)
+        + _seq_len_problems(engine, plan)
+        + _offer_problems(engine, plan)
+    )
+
+
+def _degree_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """The parallel dimensions the engine offers, and the expert tensor-parallel degrees it runs."""
     r, p, name = engine.rules, plan, engine.name
     out: list[Rejected] = []
     for dim, offered in (
@@ -188,6 +199,13 @@ def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
         if not allowed:
             valid = {"tp_or_1": f"1 or tp={p.tp}", "tp": f"tp={p.tp}"}.get(r.expert_tensor_parallel, "")
             out.append(Rejected(f"{name}: etp", f"etp={p.etp}: {name} runs expert tensor parallelism only at {valid}"))
+    return out
+
+
+def _sequence_parallel_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """Sequence parallelism where the engine needs it (MoE under tp, always with tp) or has none."""
+    r, p, name = engine.rules, plan, engine.name
+    out: list[Rejected] = []
     if r.moe_tp_needs_sp and p.ep > 1 and p.tp > 1 and not p.sp:
         out.append(
             Rejected(
@@ -203,6 +221,13 @@ def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
         )
     if p.sp and r.sequence_parallel == "never":
         out.append(Rejected(f"{name} has no sp", f"{name} has no Megatron-style sequence parallelism; use --no-sp"))
+    return out
+
+
+def _seq_len_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """The sequence length the engine's context-parallel (and torchtitan's tp x cp) sharding divides by."""
+    r, p, name = engine.rules, plan, engine.name
+    out: list[Rejected] = []
     if r.seq_len_divisor == "2cp" and p.cp > 1 and p.seq_len % (2 * p.cp):
         out.append(
             Rejected(
@@ -218,6 +243,13 @@ def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
                 f"seq_len={p.seq_len} must divide by 2 x tp x cp = {2 * p.tp * p.cp} ({name})",
             )
         )
+    return out
+
+
+def _offer_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """The fp8 training path and the recompute levels the engine offers."""
+    r, p, name = engine.rules, plan, engine.name
+    out: list[Rejected] = []
     if p.precision == "fp8" and not r.fp8:
         out.append(Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16"))
     if p.recompute not in r.recompute:

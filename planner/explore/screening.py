@@ -24,7 +24,8 @@ from planner.engine.rules import batch_problems, hardware_problems
 from planner.explore.placement import placement_problems
 from planner.explore.results import Rejection, SearchResult
 from planner.explore.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
-from planner.plan import Plan, Recompute, Rejected, check_batch, check_structure
+from planner.plan import Plan, Recompute, Rejected
+from planner.plan_checks import check_batch, check_structure
 
 NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
 

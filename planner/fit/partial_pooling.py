@@ -2,12 +2,12 @@
 partial pooling, on the GPUs' physics as the hardware profiles state it (never moved here).
 
 For engine e on GPU h a run's step time is the cost model's step with compute factor exp(g_eh), plus the
-engine's host time (engine/behaviour.py):
+engine's host time (engine/fitted.py):
 
     step = step_physics(f = exp(g_eh)) + host_step_e + m·(host_microbatch_e + L·host_layer_e)
 
 with m micro-batches per step and L layers on the bottleneck pipeline rank (none when the layers run as CUDA
-graphs: cost/behaviour.py host_layers). A run that overlaps TP communication with the GEMMs adds the engine's
+graphs: cost/fitted_factors.py host_layers). A run that overlaps TP communication with the GEMMs adds the engine's
 exposed share s of what the overlap could hide: step_physics is tabulated with the overlap (s = 0) and without it
 (s = 1), and is linear in s between (cost/overlap.py tp_overlap_s). Priors (Gelman & Hill 2007,
 varying intercepts): a GPU's own deviation g_eh − b_e ~ N(0, SIGMA_GPU), shrunk toward none, so a GPU without
@@ -34,72 +34,90 @@ from planner.cost.uncertainty import model_family
 from planner.fit.observations import Observation
 from planner.fit.step_tables import Tables, physics
 
-# (name, bounds, prior centre of the engines' mean, prior width of the mean, spread between engines τ,
-#  mechanism, source). compute is fitted in log units; its bounds are of the factor itself.
-PARAMETERS: tuple[tuple[str, tuple[float, float], float, float, float, str, str], ...] = (
-    (
-        "compute",
-        (1.0, 2.5),
-        1.0,
-        0.5,
-        0.3,
-        "the engine's kernels' time over the GPU's measured GEMM, attention and memory-bound curves (1/x is their "
+
+@dataclass(frozen=True)
+class ParameterPrior:
+    """One number of an engine's behaviour as the fit treats it: what calibrate may move it within, its prior
+    (the centre and width of the engines' mean, and the spread τ between engines), and why it exists. compute is
+    fitted in log units; its bounds (and centre) are of the factor itself."""
+
+    name: str
+    bounds: tuple[float, float]
+    centre: float
+    width: float
+    spread: float
+    mechanism: str
+    source: str
+
+
+PARAMETERS: tuple[ParameterPrior, ...] = (
+    ParameterPrior(
+        name="compute",
+        bounds=(1.0, 2.5),
+        centre=1.0,
+        width=0.5,
+        spread=0.3,
+        mechanism="the engine's kernels' time over the GPU's measured GEMM, attention and memory-bound curves (1/x "
+        "is their "
         "efficiency as a fraction of the measured ceiling, at most 1: no stack runs above what the GPU was "
         "measured to reach): eager or fused elementwise ops, kernel choice (cuBLAS, cuDNN, Triton), launch gaps "
         "between kernels",
-        "hardware curves: the profile's sources (MAMF, FlashAttention papers); engine kernels: its profile's "
+        source="hardware curves: the profile's sources (MAMF, FlashAttention papers); engine kernels: its profile's "
         "`kernels:` block (Megatron/TE fused kernels, torchtitan eager PyTorch ops, llm-foundry FSDP1)",
     ),
-    (
-        "host_step_s",
-        (0.0, 2.0),
-        0.0,
-        1.0,
-        0.3,
-        "host time per optimizer step the GPUs wait on: data loading, logging and metric reductions, optimizer "
+    ParameterPrior(
+        name="host_step_s",
+        bounds=(0.0, 2.0),
+        centre=0.0,
+        width=1.0,
+        spread=0.3,
+        mechanism="host time per optimizer step the GPUs wait on: data loading, logging and metric reductions, "
+        "optimizer "
         "bookkeeping (grad-norm, clipping, scheduler) and the synchronisation that ends a step",
-        "Megatron-LM training.py train_step and its timers; torchtitan train.py train_step; Composer Trainer",
+        source="Megatron-LM training.py train_step and its timers; torchtitan train.py train_step; Composer Trainer",
     ),
-    (
-        "host_microbatch_s",
-        (0.0, 0.1),
-        0.0,
-        0.05,
-        0.02,
-        "host time per micro-batch: the schedule's dispatch, FSDP/DDP pre- and post-backward hooks and "
+    ParameterPrior(
+        name="host_microbatch_s",
+        bounds=(0.0, 0.1),
+        centre=0.0,
+        width=0.05,
+        spread=0.02,
+        mechanism="host time per micro-batch: the schedule's dispatch, FSDP/DDP pre- and post-backward hooks and "
         "gradient-accumulation bookkeeping, paid once per micro-batch",
-        "Megatron-LM core/pipeline_parallel/schedules.py; torch FSDP2 _fsdp_state.py hooks; DDP reducer",
+        source="Megatron-LM core/pipeline_parallel/schedules.py; torch FSDP2 _fsdp_state.py hooks; DDP reducer",
     ),
-    (
-        "host_layer_s",
-        (0.0, 0.005),
-        0.0,
-        0.002,
-        0.001,
-        "host time per layer of each micro-batch (forward and backward): Python dispatch of the layer's ops and "
+    ParameterPrior(
+        name="host_layer_s",
+        bounds=(0.0, 0.005),
+        centre=0.0,
+        width=0.002,
+        spread=0.001,
+        mechanism="host time per layer of each micro-batch (forward and backward): Python dispatch of the layer's "
+        "ops and "
         "modules and its FSDP unit's hooks when the GPU kernels are shorter than their launch (CUDA launch "
         "~5-10 us per kernel, eager PyTorch tens of kernels per layer)",
-        "PyTorch eager dispatch and CUDA launch latency (Ansel et al. 2024, PyTorch 2, Sec. 1); "
+        source="PyTorch eager dispatch and CUDA launch latency (Ansel et al. 2024, PyTorch 2, Sec. 1); "
         "torch FSDP2 per-unit hooks",
     ),
-    (
-        "tp_overlap_exposed",
-        (0.0, 1.0),
-        0.5,
-        0.5,
-        0.3,
-        "share of the TP communication the GEMMs could cover that the engine's TP overlap leaves exposed: the "
+    ParameterPrior(
+        name="tp_overlap_exposed",
+        bounds=(0.0, 1.0),
+        centre=0.5,
+        width=0.5,
+        spread=0.3,
+        mechanism="share of the TP communication the GEMMs could cover that the engine's TP overlap leaves exposed: "
+        "the "
         "chunks of a decomposed collective that wait (the first all-gather shard, the last reduce-scatter split), "
         "the SMs the communication kernels take from the GEMMs they hide behind, and synchronisation between the "
         "chunks; identified by runs of the same plan with and without the overlap",
-        "Transformer Engine userbuffers (transformer_engine/pytorch/module/base.py initialize_ub: ring-exchange "
+        source="Transformer Engine userbuffers (transformer_engine/pytorch/module/base.py initialize_ub: ring-exchange "
         "all-gathers, 4 pipelined reduce-scatter splits, 16 SMs) under Megatron-LM --tp-comm-overlap; torchtitan "
         "async TP (torch/distributed/_symmetric_memory fused_all_gather_matmul / fused_matmul_reduce_scatter; "
         "torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md); Wang et al. 2022 (overlap by "
         "decomposition)",
     ),
 )
-NAMES = tuple(p[0] for p in PARAMETERS)
+NAMES = tuple(p.name for p in PARAMETERS)
 SIGMA_GPU = 0.08  # prior width of a GPU's own log deviation of compute: GEMM ceilings move ~5-10% with software
 DATA_SIGMA = 0.1  # the log spread of one run's error the priors are weighed against
 
@@ -123,7 +141,7 @@ class PooledFit:
         return self.engine_params.get(engine, self.mean_params)
 
     def deviation(self, engine: str, gpu: str) -> float:
-        """The GPU's own log deviation, else none: the pooled behaviour (cost/behaviour.py gpu_factors)."""
+        """The GPU's own log deviation, else none: the pooled behaviour (cost/fitted_factors.py gpu_factors)."""
         return self.deviations.get((engine, gpu), 0.0)
 
     def predict(self, t: Tables) -> Any:
@@ -143,19 +161,20 @@ class _Layout:
         self.size = k * (1 + len(self.engines)) + len(self.groups)
         lo, hi = [], []
         for _ in range(1 + len(self.engines)):
-            for _name, (a, b), *_ in PARAMETERS:
-                lo.append(math.log(a) if _name == "compute" else a)
-                hi.append(math.log(b) if _name == "compute" else b)
-        compute = next(b for n, b, *_ in PARAMETERS if n == "compute")
+            for prior in PARAMETERS:
+                a, b = prior.bounds
+                lo.append(math.log(a) if prior.name == "compute" else a)
+                hi.append(math.log(b) if prior.name == "compute" else b)
+        compute = next(p.bounds for p in PARAMETERS if p.name == "compute")
         lo += [math.log(compute[0])] * len(self.groups)
         hi += [math.log(compute[1])] * len(self.groups)
         self.lo, self.hi = np.array(lo), np.array(hi)
         self.e_index = np.array([self.engines.index(e) for e in t.engines])
         self.g_index = np.array([self.groups.index(g) for g in zip(t.engines, t.gpus)])
         self.group_engine = np.array([self.engines.index(e) for e, _h in self.groups], dtype=int)
-        self.centre = np.array([0.0 if n == "compute" else c for n, _b, c, *_ in PARAMETERS])
-        self.width = np.array([w for _n, _b, _c, w, *_ in PARAMETERS])
-        self.spread = np.array([s for _n, _b, _c, _w, s, *_ in PARAMETERS])
+        self.centre = np.array([0.0 if p.name == "compute" else p.centre for p in PARAMETERS])
+        self.width = np.array([p.width for p in PARAMETERS])
+        self.spread = np.array([p.spread for p in PARAMETERS])
 
     def split(self, x: Any) -> tuple[Any, Any, Any]:
         k = len(NAMES)

@@ -8,7 +8,7 @@ of the same name. Each has a prior: the profile's value, with a width of half it
 measured number only when they must (and the fit reports a parameter that ends on a bound).
 
 Group factors (engine.Fitted): the compute factor of engine e on GPU h is its current one (the GPU's own entry,
-else the engine's pooled behaviour: cost/behaviour.py) times exp(c_eh), c_eh ~ N(0, SIGMA_GROUP); the per-step
+else the engine's pooled behaviour: cost/fitted_factors.py) times exp(c_eh), c_eh ~ N(0, SIGMA_GROUP); the per-step
 overhead starts from the group's own and is pulled toward it with a width of OVERHEAD_PRIOR_S. The engines' pooled
 behaviour across GPUs is fitted by `planner calibrate --behaviour` (fit/partial_pooling.py), not here.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner.cost.behaviour import compute_factor, gpu_factors
+from planner.cost.fitted_factors import compute_factor, gpu_factors
 from planner.engine import Engine, Fitted
 from planner.fit.observations import Observation
 from planner.hardware import AttentionKernel, Efficiency, HardwareProfile, MatmulPoint

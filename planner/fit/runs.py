@@ -5,7 +5,7 @@ and `planner calibrate`.
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
 default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32),
 and the recipe options (`recompute_modules`, `activation_offload`, `optimizer_offload`, `precision_aware_optimizer`,
-`optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`: engine/profile.py SETTINGS); a null field keeps the
+`optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`: engine/settings.py SETTINGS); a null field keeps the
 engine's default. An unknown engine or value is an error for the whole file (exit 2),
 not a skipped run: it is a typo in the file, not a plan the engine refuses.
 
@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.engine import Engine, plan_problems
-from planner.engine.profile import ATTENTIONS, GRAD_DTYPES
+from planner.engine.settings import ATTENTIONS, GRAD_DTYPES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.cost.behaviour import host_layers
 from planner.cost.coster import Coster
+from planner.cost.fitted_factors import host_layers
 from planner.engine import Engine, Fitted
 from planner.fit.observations import Observation
 
@@ -61,7 +61,18 @@ class Tables:
         )
 
 
-_TABLE_CACHE: dict[tuple[str, str, str, str], tuple[list[float], list[float], int, int]] = {}
+@dataclass(frozen=True)
+class StepRow:
+    """One run tabulated: its step (no host time) over GRID with the TP overlap as the engine runs it and with
+    the overlap's hidden share all exposed, its micro-batches, and the layers whose host time the GPU waits on."""
+
+    steps: list[float]  # seconds, one per GRID factor
+    unhidden: list[float]  # seconds, one per GRID factor
+    microbatches: int
+    layers: int
+
+
+_TABLE_CACHE: dict[tuple[str, str, str, str], StepRow] = {}  # by run, model, hardware, plan and engine (unfitted)
 
 
 def _steps(o: Observation, engine: Engine) -> list[float]:
@@ -70,7 +81,7 @@ def _steps(o: Observation, engine: Engine) -> list[float]:
     ]
 
 
-def _row(o: Observation) -> tuple[list[float], list[float], int, int]:
+def _row(o: Observation) -> StepRow:
     key = (
         f"{o.id}|{o.source}|{o.model.model_dump_json()}",
         o.hardware.model_dump_json(),
@@ -85,7 +96,7 @@ def _row(o: Observation) -> tuple[list[float], list[float], int, int]:
         unhidden = _steps(o, base.configured(tp_overlap=False)) if overlapped else steps
         stage = Coster(o.model, o.hardware, with_factor(base, o.hardware.name, 1.0)).step(o.plan).stage
         layers = host_layers(o.engine, _layers(o, stage))
-        hit = _TABLE_CACHE[key] = (steps, unhidden, o.plan.num_microbatches, layers)
+        hit = _TABLE_CACHE[key] = StepRow(steps, unhidden, o.plan.num_microbatches, layers)
     return hit
 
 
@@ -103,10 +114,10 @@ def build_tables(obs: list[Observation]) -> Tables:
     rows = [_row(o) for o in obs]
     return Tables(
         tuple(obs),
-        np.array([r[0] for r in rows], dtype=float),
-        np.array([r[1] for r in rows], dtype=float),
-        np.array([r[2] for r in rows], dtype=float),
-        np.array([r[3] for r in rows], dtype=float),
+        np.array([r.steps for r in rows], dtype=float),
+        np.array([r.unhidden for r in rows], dtype=float),
+        np.array([r.microbatches for r in rows], dtype=float),
+        np.array([r.layers for r in rows], dtype=float),
         np.array([o.measured_step_s for o in obs], dtype=float),
         tuple(o.engine.name for o in obs),
         tuple(o.hardware.name for o in obs),

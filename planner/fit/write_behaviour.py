@@ -30,16 +30,16 @@ def engine_behaviour(
     values, errors = fit.params(name), fit.engine_stderr.get(name)
     runs = fit.runs.get(name, 0)
     params = {}
-    for i, (pname, bounds, _c, _w, _s, mechanism, source) in enumerate(PARAMETERS):
-        v = values[i]
+    for i, prior in enumerate(PARAMETERS):
+        pname, bounds, v = prior.name, prior.bounds, values[i]
         value = math.exp(v) if pname == "compute" else v
         err = None if errors is None else (value * errors[i] if pname == "compute" else errors[i])
         params[pname] = Parameter(
             value=round(min(max(value, bounds[0]), bounds[1]), 6),
             bounds=bounds,
             stderr=None if err is None else round(err, 6),
-            mechanism=mechanism,
-            source=source,
+            mechanism=prior.mechanism,
+            source=prior.source,
         )
     what = f"{runs} runs on {', '.join(sorted({o.hardware.name for o in obs if o.engine.name == name}))}"
     if not runs:

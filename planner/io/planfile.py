@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from planner.engine.profile import (
+from planner.engine.settings import (
     ATTENTIONS,
     DISPATCH_DTYPES,
     DISPATCHERS,

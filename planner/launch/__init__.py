@@ -5,7 +5,7 @@ Pure modules (no torch import, so `planner memory` starts fast): ``layout`` (ran
 ``machine`` (this host's cores and memory, the launch limits), ``rehearse`` (a plan shrunk to fit this host),
 ``processes`` (no orphaned workers), ``emit`` (torchrun / Slurm / Kubernetes, Megatron-LM / torchtitan /
 DeepSpeed). Torch modules, imported only by the worker process: ``model``, ``parallelize``, ``checkpoint``,
-``profile``, ``worker``.
+``profile``, ``trainer``, ``worker``.
 """
 
 import os

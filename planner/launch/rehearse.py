@@ -28,7 +28,7 @@ from pathlib import Path
 from planner.engine import Engine
 from planner.engine.rules import zero_problems
 from planner.errors import PlannerError
-from planner.launch.preflight import architecture_limits
+from planner.launch.worker_support import architecture_limits
 from planner.plan import Plan
 from planner.precision import is_low_precision
 from planner.specs import ModelSpec

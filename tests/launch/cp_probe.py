@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
 from planner.launch.model import cross_entropy
-from planner.launch.worker import Trainer, synthetic_batch
+from planner.launch.trainer import Trainer, synthetic_batch
 
 
 class Lookup(torch.nn.Module):

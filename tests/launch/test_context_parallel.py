@@ -16,7 +16,8 @@ import pytest
 
 from planner.io.catalog import load_engine
 from planner.launch.layout import coordinates, layout
-from planner.launch.preflight import Environment, cp_problems, preflight, uses_context_parallel
+from planner.launch.preflight import Environment, preflight
+from planner.launch.worker_support import cp_problems, uses_context_parallel
 from planner.plan import Plan
 from tests.launch.conftest import COMMON, REPO, max_delta, torchrun
 

@@ -47,7 +47,7 @@ def box(monkeypatch):
         raise AssertionError("run_torchrun was reached: a refused plan started workers")
 
     monkeypatch.setattr("planner.cli.launch.probe_environment", lambda: CPU_BOX)
-    monkeypatch.setattr("planner.cli.launch.run_torchrun", refuse)
+    monkeypatch.setattr("planner.cli.launch_here.run_torchrun", refuse)
 
 
 def test_the_256_process_plan_is_refused_with_its_numbers(capsys, box, best, tmp_path):

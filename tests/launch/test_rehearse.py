@@ -17,8 +17,9 @@ from planner.engine import plan_problems
 from planner.errors import PlannerError
 from planner.io.catalog import list_models, load_engine, load_model
 from planner.launch.machine import Host
-from planner.launch.preflight import Environment, architecture_limits, worker_limits
+from planner.launch.preflight import Environment, worker_limits
 from planner.launch.rehearse import rehearse
+from planner.launch.worker_support import architecture_limits
 from planner.plan import Plan
 from tests.launch.conftest import launch_cli as _launch
 

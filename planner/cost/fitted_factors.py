@@ -1,4 +1,4 @@
-"""The engine's behaviour applied to a plan on a GPU (engine/behaviour.py): how much longer the engine's kernels
+"""The engine's behaviour applied to a plan on a GPU (engine/fitted.py): how much longer the engine's kernels
 take than the hardware's measured curves, and the host time the GPU waits on.
 
 Which numbers apply: a GPU with its own fitted entry (`engine.fitted[gpu]`) uses that entry's compute factor,

@@ -1,5 +1,5 @@
-"""What a training stack does on any GPU: its behaviour, fitted once across every GPU it ran on, and how far
-its predictions can be trusted there (issue 21).
+"""What `planner calibrate` fits for a training stack: its behaviour on any GPU, fitted once across every GPU it ran
+on, how far its predictions can be trusted there (issue 21), and each GPU's own deviation (``Fitted``).
 
 A prediction is the GPU's physics (the hardware profile: datasheet peaks and bandwidths, kernel ceilings from
 public micro-benchmarks, never fitted to end-to-end runs) run the way the engine runs it. What the engine adds
@@ -11,7 +11,7 @@ is a few named numbers, each bounded and explained by a mechanism with its sourc
   micro-batch and per layer of each micro-batch (data loading and logging; schedule and hook dispatch; the
   Python of each layer's forward and backward) — a CPU cost that does not shrink on a faster GPU. A plan whose
   layers run as captured CUDA graphs (`kernels.cuda_graphs`) replays each layer with one launch: no per-layer
-  host time (cost/behaviour.py);
+  host time (cost/fitted_factors.py);
 - ``tp_overlap_exposed``: the share of the TP communication that the engine's TP overlap could hide behind the
   layer's GEMMs but does not (Megatron --tp-comm-overlap through Transformer Engine userbuffers, torchtitan's async
   TP): 0 hides all the GEMMs can cover, 1 hides nothing (cost/overlap.py `layer_comm`).
@@ -88,3 +88,32 @@ class Behaviour(Frozen):
     source: str = Field("", description="what it was fitted to, and when")
     domain: Domain = Domain()
     interval: Interval | None = None
+
+
+class Fitted(Frozen):
+    """What `planner calibrate` fitted for this engine on one hardware profile, and how well it holds: the
+    engine's pooled behaviour (`behaviour`) with this GPU's own deviation, shrunk toward none. A GPU without an
+    entry (or its calibration proxy's) runs the pooled behaviour."""
+
+    compute: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="multiplies compute time on this GPU (replaces behaviour.compute): what the stack's "
+        "kernels lose or gain beyond the hardware's measured curves",
+    )
+    overhead_s: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="fixed time per step on this GPU, on top of the behaviour's host times (data loading, "
+        "logging, host synchronisation)",
+    )
+    tokens_per_s_rel: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="error-bar half-width of predicted throughput"
+    )
+    peak_memory_rel: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="error-bar half-width of predicted peak memory"
+    )
+    runs: int = Field(0, ge=0, description="runs the factors were fitted to")
+    source: str = Field("", description="what they were fitted to, and when")

@@ -1,0 +1,45 @@
+"""The typer callbacks every command's options share: a finite number in a range, a name or path that says
+something, and shell completion of catalog names."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import typer
+
+
+def finite(low: float, high: float, *, open_low: bool = False) -> Callable[[float | None], float | None]:
+    """A typer callback: the value is a finite number in [low, high] ((low, high] with open_low). click's
+    FloatRange lets nan through and accepts inf as the top of an open range."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        below = value <= low if open_low else value < low
+        if not math.isfinite(value) or below or value > high:
+            side = "(" if open_low else "["
+            raise typer.BadParameter(f"{value!r} is not a finite number in {side}{low:g}, {high:g}]")
+        return value
+
+    return check
+
+
+def nonempty(value: str | None) -> str | None:
+    """A typer callback for names and paths: given, it must say something."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty; give a name or a path")
+    return value
+
+
+def catalog_names(kind: str) -> Callable[[str], list[str]]:
+    """Shell completion of a catalog name (`planner search --model lla<TAB>`): the entries of `kind` (models,
+    hardware, engines) that start with what was typed, from the catalogs' file names (nothing is parsed)."""
+
+    def complete(incomplete: str) -> list[str]:
+        from planner.io import catalog
+
+        listed = {"models": catalog.list_models, "hardware": catalog.list_hardware, "engines": catalog.list_engines}
+        return [n for n in listed[kind]() if n.lower().startswith(incomplete.lower())]
+
+    return complete

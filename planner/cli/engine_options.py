@@ -1,0 +1,106 @@
+"""The engine settings on the command line, declared once (name, type, range, help): the per-run choices of the
+training stack (optimizer, attention kernel, overlap, MoE dispatch) and the recipe memory and speed options, which
+`Engine.configured` applies (engine/settings.py) and cli/options.py groups as ENGINE_SETTINGS."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from planner.cli.callbacks import finite
+
+OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd (default: the engine's)")]
+SelectivePolicyOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--selective-policy",
+        help="op (torchtitan per-op SAC) | attention (Korthikanti/Megatron) (default: the engine's)",
+    ),
+]
+NoFlashOpt = Annotated[bool, typer.Option("--no-flash", help="attention without a fused kernel (s x s scores kept)")]
+TpOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option("--tp-overlap/--no-tp-overlap", help="TP communication overlapped with GEMMs (default: the engine's)"),
+]
+GradDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--grad-dtype",
+        help="param (gradients reduced in the weights' dtype, as NeMo's performance recipes) | fp32 "
+        "(Megatron-LM's main grads) (default: the engine's)",
+    ),
+]
+MoeDispatcherOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--moe-dispatcher", help="alltoall | allgather | deepep: how MoE tokens are dispatched (default: the engine's)"
+    ),
+]
+EpOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--ep-overlap/--no-ep-overlap",
+        help="hide the MoE all-to-alls behind another micro-batch (Megatron's 1F1B A2A overlap; default: the engine's)",
+    ),
+]
+MoeImbalanceOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--moe-imbalance",
+        callback=finite(1, 64),
+        help="tokens the busiest expert-parallel rank gets over the mean (default: the engine's, 1.0 = balanced)",
+    ),
+]
+MoeDispatchDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option("--moe-dispatch-dtype", help="bf16 | fp8: the dispatched tokens (default: the engine's)"),
+]
+# The recipe memory and speed options (engine settings; which engine offers which: its rules.options).
+RecomputeModulesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--recompute-modules",
+        help="what --recompute selective re-runs, comma list: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+        "shared_experts (Megatron's --recompute-modules; default core_attn)",
+    ),
+]
+ActivationOffloadOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--activation-offload",
+        callback=finite(0, 1),
+        help="share of the saved activations held in host memory, 0-1 (Megatron fine-grained offloading)",
+    ),
+]
+OptimizerOffloadOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--optimizer-offload",
+        callback=finite(0, 1),
+        help="share of the optimizer state kept and stepped on the CPU, 0-1 (needs --precision-aware-optimizer)",
+    ),
+]
+PrecisionAwareOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--precision-aware-optimizer/--no-precision-aware-optimizer",
+        help="Megatron's precision-aware optimizer: fp32 master as 16-bit remainders (default: the engine's)",
+    ),
+]
+MomentDtypeOpt = Annotated[
+    Optional[str], typer.Option("--optimizer-moment-dtype", help="fp32 | bf16: Adam moments' storage dtype")
+]
+Fp8ParamGatherOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--fp8-param-gather/--no-fp8-param-gather",
+        help="weights kept and all-gathered quantized, no 16-bit copy (a named recipe, zero 1)",
+    ),
+]
+CudaGraphsOpt = Annotated[
+    Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="capture each layer in a CUDA graph")
+]
+CompileOpt = Annotated[
+    Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile (default: the engine's)")
+]

@@ -1,0 +1,223 @@
+"""How an engine runs a plan: what memory holds, which kernels compute the layer, which collectives run when and
+what overlaps, and how mixture-of-experts layers run (the `memory:`, `kernels:`, `comm:` and `moe:` blocks of
+engine_profiles/NAME.yaml, each field with the engine source it comes from)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from planner.engine.settings import (
+    Attention,
+    DispatchDtype,
+    Dispatcher,
+    GradDtype,
+    MomentDtype,
+    Optimizer,
+    RecomputeModule,
+    SelectivePolicy,
+)
+from planner.specs import Frozen
+
+
+class Memory(Frozen):
+    fp8_weight_cache: bool = Field(
+        True,
+        description="fp8 recipes keep an fp8 copy of every local weight across the micro-batches of a step "
+        "(Transformer Engine's is_first_microbatch); false: each GEMM casts its weight when it "
+        "runs (torchao Float8Linear dynamic scaling)",
+    )
+    optimizer: Optimizer = Field(
+        "adamw", description="adam(w): fp32 master + m + v = 12 B/param; sgd with momentum: master + m = 8"
+    )
+    grad_dtype: GradDtype = Field(
+        "param",
+        description="dtype gradients are accumulated and reduced in: 'param' = the weights' dtype, "
+        "'fp32' = Megatron's fp32 main grads, FSDP's fp32 reduce dtype. NeMo's performance recipes run "
+        "Megatron with 'param' (grad_sync_dtype: bf16 in NeMo-Framework-Launcher "
+        "conf/training/gpt3/*_performance.yaml; grad_reduce_in_fp32 off in NeMo 2 scripts/performance)",
+    )
+    master_copy: bool | None = Field(
+        None,
+        description="a separate fp32 copy of the weights in the optimizer; default: yes for 16-bit "
+        "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one "
+        "even in fp32",
+    )
+    quantized_activations: bool = Field(
+        True,
+        description="a named fp8/fp4 recipe saves each linear's quantized input for its backward (Transformer "
+        "Engine); false: the 16-bit input is saved and cast again in backward (torchao Float8Linear)",
+    )
+    precision_aware_optimizer: bool = Field(
+        False,
+        description="Megatron's --use-precision-aware-optimizer (TE FusedAdam): the fp32 master kept as the "
+        "16-bit remainder beside the bf16 weights (store_param_remainders), moments in optimizer_moment_dtype",
+    )
+    optimizer_moment_dtype: MomentDtype = Field(
+        "fp32", description="dtype the Adam moments are stored in (--exp-avg-dtype/--exp-avg-sq-dtype)"
+    )
+    optimizer_offload: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of the optimizer state (fp32 master and moments) kept and updated on the CPU "
+        "(--optimizer-cpu-offload --optimizer-offload-fraction)",
+    )
+    activation_offload: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of the saved activations moved to host memory in forward and back before backward "
+        "(--fine-grained-activation-offloading --activation-offload-fraction)",
+    )
+    fp8_param_gather: bool = Field(
+        False,
+        description="weights kept quantized (no 16-bit copy) and all-gathered quantized (--fp8-param-gather, "
+        "--fp4-param-gather)",
+    )
+    loss_fp32_copies: int = Field(
+        2,
+        ge=1,
+        le=2,
+        description="fp32 copies of the last stage's logits alive while the loss runs: 2 = an upcast and the "
+        "softmax kept for backward (PyTorch cross_entropy on .float() logits; Korthikanti et al. 2022 §4.3); "
+        "1 = the upcast exponentiated and normalised in place and kept as the softmax (Megatron's "
+        "VocabParallelCrossEntropy, megatron/core/tensor_parallel/cross_entropy.py calculate_logits_max)",
+    )
+
+
+class Kernels(Frozen):
+    """Which kernels compute the layer: they decide what activations are kept and how fast it runs."""
+
+    attention: Attention = Field(
+        "flash",
+        description="flash: a fused attention kernel, the s×s scores are never stored (Dao et al. "
+        "2022); softmax: 2021-22 Megatron's fused scale-mask-softmax that keeps them",
+    )
+    flash_kernel: Literal["flash2", "fused"] = Field(
+        "flash2",
+        description="which fused kernel `flash` is in this stack: flash2 (FlashAttention-2, "
+        "PyTorch SDPA) or fused (cuDNN / FlashAttention-3 through Transformer Engine); "
+        "the hardware profile says how fast each runs",
+    )
+    elementwise: Literal["fused", "eager"] = Field(
+        "fused",
+        description="fused: one kernel per norm, activation, rotary and bias-dropout-add (Megatron/TE, "
+        "Apex); eager: PyTorch ops, whose RMSNorm computes in fp32 over several passes and "
+        "keeps an fp32 copy, whose SwiGLU keeps the SiLU output, whose rotary runs in fp32",
+    )
+    compile: bool = Field(False, description="torch.compile: eager elementwise ops fused into a few kernels")
+    dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
+    selective_recompute: SelectivePolicy = Field(
+        "op",
+        description="what recompute=selective recomputes: 'attention' = only the attention core "
+        "(Korthikanti et al. 2022, Megatron's core_attn); 'op' = per-op checkpointing that "
+        "keeps the attention output and every other matmul output (torchtitan)",
+    )
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        None,
+        description="the modules recompute=selective re-runs under the 'attention' policy (Megatron's "
+        "--recompute-modules); null: core_attn, the policy's default",
+    )
+    cuda_graphs: bool = Field(
+        False,
+        description="each layer's kernels captured in CUDA graphs (Megatron --cuda-graph-impl): one launch "
+        "replays them, the graphs' private memory pool is held",
+    )
+
+    @property
+    def flash(self) -> bool:
+        return self.attention == "flash"
+
+    @property
+    def fused(self) -> bool:
+        """Elementwise work runs fused: by the stack's own kernels, or compiled."""
+        return self.elementwise == "fused" or self.compile
+
+
+class Comm(Frozen):
+    tp_overlap: bool = Field(
+        False,
+        description="TP communication overlapped with the GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)",
+    )
+    grad_overlap: bool = Field(
+        True,
+        description="gradient reduction overlapped with the backward, the last "
+        "bucket exposed (DDP, FSDP, Megatron --overlap-grad-reduce)",
+    )
+    param_gather_overlap: bool = Field(
+        False,
+        description="the all-gather of updated weights after the optimizer step hidden behind the next "
+        "forward (Megatron --overlap-param-gather)",
+    )
+    collective_launch_s: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="host-side cost of issuing one collective (framework dispatch, stream sync), exposed",
+    )
+    dp_bucket_params: float = Field(
+        4e7,
+        gt=0,
+        allow_inf_nan=False,
+        description="parameters per gradient-reduction call of a replicated or optimizer-sharded stage (Megatron "
+        "ddp bucket, DDP bucket_cap_mb, DeepSpeed reduce_bucket_size); FSDP-style stages reduce per unit",
+    )
+    dp_bucket_params_per_rank: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="the bucket grows with the data-parallel size: max(dp_bucket_params, this x dp·cp) (Megatron)",
+    )
+
+    def bucket_params(self, dp: int) -> float:
+        return max(self.dp_bucket_params, self.dp_bucket_params_per_rank * dp)
+
+
+class MoE(Frozen):
+    """How the engine runs mixture-of-experts layers (/work/notes/engine_research.md §2, with the engines' files)."""
+
+    dispatcher: Dispatcher = Field(
+        "alltoall",
+        description="token dispatch: alltoall (one copy per chosen expert, Megatron --moe-token-dispatcher-type "
+        "alltoall, torchtitan), allgather (the ETP·EP group gathers every token), deepep (each token once per "
+        "destination node, then NVLink forwarding: DeepEP, Megatron flex/deepep)",
+    )
+    grouped_gemm: bool = Field(
+        True,
+        description="the local experts run as one grouped GEMM (Megatron --moe-grouped-gemm, TE GroupedLinear; "
+        "torchtitan grouped_mm); false: one GEMM per expert",
+    )
+    ep_overlap: bool = Field(
+        False,
+        description="the dispatch/combine all-to-alls of one micro-batch run behind another micro-batch's layer "
+        "compute (Megatron --overlap-moe-expert-parallel-comm: 1F1B all-to-all overlap, with pp = 1 or "
+        "interleaved; combined_1f1b.py); false: exposed. The dualpipev schedule hides them whatever this says",
+    )
+    dispatch_dtype: DispatchDtype = Field(
+        "bf16",
+        description="the dtype tokens are dispatched in: bf16 (Megatron's alltoall and DeepEP paths, torchtitan) "
+        "or fp8 (DeepEP's fp8 dispatch, DeepSeek-V3 §3.3.3); the combine and backward stay bf16",
+    )
+    imbalance: float = Field(
+        1.0,
+        ge=1,
+        le=64,
+        allow_inf_nan=False,
+        description="tokens the busiest expert-parallel rank receives over the mean (no engine measures it; 1.0 is "
+        "the balanced routing of Megatron's forced-balance benchmark mode)",
+    )
+    pad_to_capacity: bool = Field(
+        False,
+        description="with a capacity factor, every expert gets exactly its capacity (Megatron "
+        "--moe-pad-expert-input-to-capacity): the work of the factor, whatever the routing",
+    )
+    comm_sms: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="SMs the dispatch and combine kernels hold while they run beside another micro-batch's compute "
+        "(DeepEP Buffer.num_sms, 20 by default; Megatron --moe-deepep-num-sms): compute runs on the others then "
+        "(cost/moe.py comm_sm_slowdown_s); 0: not charged",
+    )

@@ -1,0 +1,62 @@
+"""The per-run settings of an engine: their vocabularies, and the block and field of the profile each one sets.
+
+A runs file's `software` block, a plan file's `training:` and the command line's engine settings name them;
+``Engine.configured`` (profile.py) applies them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# The per-run settings' vocabularies (Engine.configured; plan files' training:, runs files' software:, flags).
+Optimizer = Literal["adamw", "adam", "sgd"]
+GradDtype = Literal["param", "fp32"]
+Attention = Literal["flash", "softmax"]
+SelectivePolicy = Literal["op", "attention"]
+# Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
+RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
+MomentDtype = Literal["fp32", "bf16"]
+# The memory and speed options of issue 20 item 5 an engine may offer (Rules.options; cost/recipe_options.py).
+RecipeOption = Literal[
+    "recompute_modules", "activation_offload", "optimizer_offload", "precision_aware_optimizer", "fp8_param_gather",
+    "cuda_graphs",
+]  # fmt: skip
+RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
+MOMENT_DTYPES: tuple[MomentDtype, ...] = get_args(MomentDtype)
+RECIPE_OPTIONS: tuple[RecipeOption, ...] = get_args(RecipeOption)
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
+ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
+SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
+Dispatcher = Literal["alltoall", "allgather", "deepep"]
+DispatchDtype = Literal["bf16", "fp8"]
+DISPATCHERS: tuple[Dispatcher, ...] = get_args(Dispatcher)
+DISPATCH_DTYPES: tuple[DispatchDtype, ...] = get_args(DispatchDtype)
+
+
+def listed(value: object) -> object:
+    """A comma list given as text (the command line, a YAML string) as a tuple; anything else as it is."""
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(value, str) else value
+
+
+# The per-run settings Engine.configured takes (plan files' training:, runs files' software:, the command line's
+# engine settings), and the block and field each one sets.
+SETTINGS: dict[str, tuple[str, str]] = {
+    "attention": ("kernels", "attention"),
+    "selective_recompute": ("kernels", "selective_recompute"),
+    "compile": ("kernels", "compile"),
+    "tp_overlap": ("comm", "tp_overlap"),
+    "optimizer": ("memory", "optimizer"),
+    "grad_dtype": ("memory", "grad_dtype"),
+    "recompute_modules": ("kernels", "recompute_modules"),
+    "cuda_graphs": ("kernels", "cuda_graphs"),
+    "activation_offload": ("memory", "activation_offload"),
+    "optimizer_offload": ("memory", "optimizer_offload"),
+    "precision_aware_optimizer": ("memory", "precision_aware_optimizer"),
+    "optimizer_moment_dtype": ("memory", "optimizer_moment_dtype"),
+    "fp8_param_gather": ("memory", "fp8_param_gather"),
+    "moe_dispatcher": ("moe", "dispatcher"),
+    "ep_overlap": ("moe", "ep_overlap"),
+    "moe_imbalance": ("moe", "imbalance"),
+    "moe_dispatch_dtype": ("moe", "dispatch_dtype"),
+}
