@@ -31,6 +31,7 @@ from planner.specs import Frozen
 Optimizer = Literal["adamw", "adam", "sgd"]
 GradDtype = Literal["param", "fp32"]
 Attention = Literal["flash", "softmax"]
+RMSNormImpl = Literal["torch", "cast"]
 SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
@@ -46,6 +47,7 @@ RECIPE_OPTIONS: tuple[RecipeOption, ...] = get_args(RecipeOption)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
+RMSNORMS: tuple[RMSNormImpl, ...] = get_args(RMSNormImpl)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 Dispatcher = Literal["alltoall", "allgather", "deepep"]
 DispatchDtype = Literal["bf16", "fp8"]
@@ -227,6 +229,14 @@ class Kernels(Frozen):
         description="fused: one kernel per norm, activation, rotary and bias-dropout-add (Megatron/TE, "
         "Apex); eager: PyTorch ops, whose RMSNorm computes in fp32 over several passes and "
         "keeps an fp32 copy, whose SwiGLU keeps the SiLU output, whose rotary runs in fp32",
+    )
+    rmsnorm: RMSNormImpl = Field(
+        "torch",
+        description="which eager RMSNorm the model builds (elementwise: eager, no compile): torch = nn.RMSNorm, fp32 "
+        "through the weight's multiply (keeps an fp32 input and an fp32 normalised value); cast = the Llama "
+        "reference RMSNorm, its normalised value cast back to the activation dtype before the weight's multiply "
+        "(keeps an fp32 input and a 16-bit normalised value: torchtitan's models/norms.py RMSNorm until 3b39d7a, "
+        "2025-03-19; HF LlamaRMSNorm)",
     )
     compile: bool = Field(False, description="torch.compile: eager elementwise ops fused into a few kernels")
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
@@ -445,9 +455,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "attention": ("kernels", "attention"),
     "selective_recompute": ("kernels", "selective_recompute"),
     "compile": ("kernels", "compile"),
+    "rmsnorm": ("kernels", "rmsnorm"),
     "tp_overlap": ("comm", "tp_overlap"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),
+    "master_copy": ("memory", "master_copy"),
     "recompute_modules": ("kernels", "recompute_modules"),
     "cuda_graphs": ("kernels", "cuda_graphs"),
     "activation_offload": ("memory", "activation_offload"),
