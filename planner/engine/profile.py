@@ -32,6 +32,7 @@ Optimizer = Literal["adamw", "adam", "sgd"]
 GradDtype = Literal["param", "fp32"]
 Attention = Literal["flash", "softmax"]
 RMSNormImpl = Literal["torch", "cast"]
+Zero3Gather = Literal["bucketed", "per_parameter_sync"]
 SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
@@ -48,6 +49,7 @@ OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
 RMSNORMS: tuple[RMSNormImpl, ...] = get_args(RMSNormImpl)
+ZERO3_GATHERS: tuple[Zero3Gather, ...] = get_args(Zero3Gather)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 Dispatcher = Literal["alltoall", "allgather", "deepep"]
 DispatchDtype = Literal["bf16", "fp8"]
@@ -302,6 +304,15 @@ class Comm(Frozen):
         description="the bucket grows with the data-parallel size: max(dp_bucket_params, this x dp·cp) (Megatron)",
     )
 
+    zero3_gather: Zero3Gather = Field(
+        "bucketed",
+        description="how a stage that gathers weights every micro-batch (ZeRO-3) gathers them: bucketed = a few "
+        "coalesced all-gathers per layer, prefetched behind compute (torch FSDP; DeepSpeed >= 0.6.0, PR #1453 "
+        "all_gather_coalesced); per_parameter_sync = one all-gather and one reduce-scatter per parameter tensor "
+        "over the whole group, after a device synchronize, none hidden (DeepSpeed 0.3.12-0.5.10 "
+        "partition_parameters.py _allgather_param; cost/zero3_gather.py)",
+    )
+
     def bucket_params(self, dp: int) -> float:
         return max(self.dp_bucket_params, self.dp_bucket_params_per_rank * dp)
 
@@ -457,6 +468,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "compile": ("kernels", "compile"),
     "rmsnorm": ("kernels", "rmsnorm"),
     "tp_overlap": ("comm", "tp_overlap"),
+    "zero3_gather": ("comm", "zero3_gather"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),
     "master_copy": ("memory", "master_copy"),
