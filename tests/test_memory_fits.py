@@ -18,15 +18,14 @@ from planner.plan import Plan
 
 DATA = Path(__file__).parent / "data"
 RUNS_FILES = ("calibration_runs.yaml", "runs_2024_2026.yaml")
-# Predicted over capacity although they ran: Nemotron-4 340B (tp 8 pp 8 vpp 12, 103 layer passes in flight on
-# stage 0) lands 7.6% over; torchtitan's eager Llama 2 13B without recompute on A100 15.6% over. What would close
-# the first is not known from the sources (fp8 parameters or NeMo's allocator settings). The second ran torchtitan's
-# 2024 RMSNorm (`self._norm(x.float()).type_as(x) * self.weight`, models/norms.py), which keeps its fp32 input and the
-# normalised value cast back (4 + a bytes), where the model charges eager torch nn.RMSNorm's fp32 input and fp32
-# normalised value (8 bytes, measured by tests/launch/test_activation_count.py): which RMSNorm an engine version
-# runs is not an engine setting yet. So the test pins how far over they are, not that they fit.
-MAX_MISSES = 2
-MAX_OVER = 0.16
+# Predicted over capacity although it ran: torchtitan's eager Llama 2 13B without recompute on A100 (Aug 2024),
+# 7.4% over with the RMSNorm torchtitan then built (software.rmsnorm: cast; it was 15.6% over with nn.RMSNorm's
+# fp32 copies). Its layers keep what the source's modules save (tests/launch/test_rmsnorm_impl.py counts them);
+# the activations alone, 73.7 GiB with the logits, leave no room for the states and buffers in 79.3, so what else
+# the run did (torch.compile, not stated) is not known from the source. Nemotron-4 340B (NeMo 24.07) fits since its
+# runs file states the bf16 optimizer state NeMo's nemotron_340b.yaml asks for (optim.dtype: bf16).
+MAX_MISSES = 1
+MAX_OVER = 0.08
 
 
 def _ran() -> list[Run]:
@@ -87,4 +86,19 @@ def test_nemo_2407_runs_hold_remainders_and_bf16_gradients() -> None:
     for run in runs:
         assert isinstance(run, Run)
         per = state_bytes_per_param(run.plan.precision, run.engine, run.engine.zero_stage(run.plan))
-        assert (per.weights, per.gradients, per.optimizer) == (2, 2, 10)
+        bf16_state = run.model.name == "nemotron4-340b"  # test_nemotron_340b_keeps_bf16_optimizer_state
+        assert (per.weights, per.gradients, per.optimizer) == (2, 2, 4 if bf16_state else 10)
+
+
+def test_nemotron_340b_keeps_bf16_optimizer_state() -> None:
+    """NeMo 24.07's nemotron_340b.yaml sets optim.dtype bf16, which NeMo's setup_optimization hands Apex
+    DistributedFusedAdam as the state dtype and, equal to the bf16 model dtype, runs without a master copy
+    (store_params False): 2 + 2 bytes of moments per parameter, sharded over dp. Before the runs file said so, the
+    run was predicted 7.6% over its GPU (85.2 GiB of 79.2); now it fits with the optimizer term 16 GiB smaller."""
+    run = next(r for r in _ran() if r.id == "nemo2407-nemotron-340b-fp8-h100")
+    report = memory_report(run.model, run.hardware, run.plan, run.engine)
+    stage0 = report.stages[0].breakdown
+    assert stage0.optimizer_bytes == pytest.approx(4 * stage0.weights_bytes / 2 / run.plan.dp)
+    assert report.fits
+    default = run.engine.configured(master_copy=True, optimizer_moment_dtype="fp32")
+    assert not memory_report(run.model, run.hardware, run.plan, default).fits

@@ -164,14 +164,19 @@ def collective_bytes(kind: str, nbytes: float, n: int) -> float:
     return 0.0 if n <= 1 else ring_steps(kind, n)[1] * nbytes
 
 
-HIERARCHICAL = ("all_reduce", "reduce_scatter", "all_gather")  # what the tiers decompose (not p2p, all-to-all)
+# What NCCL runs hierarchically across tiers: all-reduce, by its tree algorithm (an NVLink chain inside the node, a
+# double binary tree between nodes) when that is predicted faster than the ring. All-gather and reduce-scatter run
+# only as rings across nodes (NCCL's algorithm table in src/enqueue.cc offers them Ring, and CollNet/NVLS only on
+# switch-reduction hardware; PAT, from 2.23, only at one GPU per node), and p2p and all-to-all are not collectives
+# the tiers decompose.
+HIERARCHICAL = ("all_reduce",)
 
 
 def collective_s(kind: str, nbytes: float, n: int, link: Link, *, chunk_bytes: float | None = None) -> float:
     """Alpha–beta time of a collective on a buffer of `nbytes` (full size, before sharding), issued as calls of
     `chunk_bytes` each (default: one call): every call pays the base and ring latency, and the bandwidth is
-    the share its message size reaches. A reduce-scatter, all-gather or all-reduce over a group that crosses
-    the NVLink domain costs the lesser of the ring and the hierarchical algorithm (`hierarchical_s`)."""
+    the share its message size reaches. An all-reduce over a group that crosses the NVLink domain costs the
+    lesser of the ring and the hierarchical algorithm (`hierarchical_s`, HIERARCHICAL)."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     steps, frac = ring_steps(kind, n)

@@ -15,6 +15,7 @@ from planner.cost.compute import LayerTime, StageCompute
 from planner.cost.fitted_factors import tp_overlap_exposed
 from planner.cost.moe import comm_sm_slowdown_s
 from planner.cost.traffic import dp_traffic, layer_traffic
+from planner.cost.zero3_gather import per_parameter_dp_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
@@ -104,18 +105,23 @@ def dp_comm(
     overlap it (DeepSpeed's overlap_comm off) exposes all of it. Weights gathered layer by layer in every
     micro-batch (ZeRO-3/FSDP) are prefetched behind the previous layer; weights all-gathered once after the
     optimizer step are exposed, or hidden behind the first micro-batch's forward when the engine overlaps them
-    (Megatron --overlap-param-gather) (Rajbhandari et al. 2020, Sec. 7; Zhao et al. 2023, FSDP).
+    (Megatron --overlap-param-gather) (Rajbhandari et al. 2020, Sec. 7; Zhao et al. 2023, FSDP). An engine that
+    gathers per micro-batch one parameter at a time, synchronously (comm.zero3_gather, DeepSpeed < 0.6), hides none
+    of it (zero3_gather.py).
     """
     if plan.dp * plan.cp == 1:
         return 0.0, 0.0
-    tr = dp_traffic(model, hw, plan, engine, stage=stage)
     zero = engine.zero_stage(plan)
+    per_micro = zero.weight_gather in ("microbatch", "microbatch_forward")
+    if per_micro and engine.comm.zero3_gather == "per_parameter_sync":
+        return per_parameter_dp_s(model, hw, plan, engine, stage=stage)
+    tr = dp_traffic(model, hw, plan, engine, stage=stage)
     red, ag, co = tr.reduce_s, tr.gather_s, tr.call_s
     layers = max(1, compute.num_layers)
     units = layers + 1  # FSDP units: each layer and the root (embedding, output)
     bwd = compute.backward_s + compute.recompute_s
     m = plan.num_microbatches
-    if zero.weight_gather in ("microbatch", "microbatch_forward"):
+    if per_micro:
         fwd_exp = max(0.0, ag - compute.forward_s) + ag / layers
         back = ag if zero.weight_gather == "microbatch" else 0.0
         gathers = 2 if back else 1

@@ -113,13 +113,20 @@ def layer_tensors(
     t += _ffn_tensors(model, kind, a, fused)
     norms = 1 if hybrid else 2
     if not fused and model.norm == "rmsnorm":
-        # Eager nn.RMSNorm (torch 2.13; torchtitan's models build it) computes in fp32 and keeps the fp32 input
-        # and the fp32 normalised value (4 + 4 bytes) where a fused kernel keeps the a-byte input: 8 − a more per
-        # norm. Measured with saved-tensor hooks in fp32 and bf16 (tests/launch/test_activation_count.py). An
-        # RMSNorm that casts back before the weight's mul (torchtitan's own of 2024, models/norms.py) keeps 4 + a.
-        t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms", norms * (8 - a) * h,
-                             "seq"))  # fmt: skip
+        t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms",
+                             norms * eager_rmsnorm_extra_bytes(kernels.rmsnorm, a) * h, "seq"))  # fmt: skip
     return t + _extra_norm_tensors(model, kind, a)
+
+
+def eager_rmsnorm_extra_bytes(impl: str, a: int) -> float:
+    """Bytes per element an eager RMSNorm keeps beyond a fused one's a-byte input (kernels.rmsnorm).
+
+    torch: nn.RMSNorm (torch 2.13's composite rms_norm) upcasts and multiplies by the weight in fp32, keeping the
+    fp32 input and the fp32 normalised value (4 + 4 bytes, no a-byte input): 8 − a more. cast: the Llama reference
+    RMSNorm, `self._norm(x.float()).type_as(x) * self.weight` (torchtitan's models/norms.py until 3b39d7a), keeps
+    the fp32 input and the normalised value cast back (4 + a): 4 more. Both measured with saved-tensor hooks in fp32
+    and bf16 (tests/launch/test_activation_count.py)."""
+    return 8.0 - a if impl == "torch" else 4.0
 
 
 def default_kind(model: ModelSpec, moe_layer: bool) -> LayerKind:

@@ -16,7 +16,9 @@ from planner.engine.settings import (
     MomentDtype,
     Optimizer,
     RecomputeModule,
+    RMSNormImpl,
     SelectivePolicy,
+    Zero3Gather,
 )
 from planner.specs import Frozen
 
@@ -107,6 +109,14 @@ class Kernels(Frozen):
         "Apex); eager: PyTorch ops, whose RMSNorm computes in fp32 over several passes and "
         "keeps an fp32 copy, whose SwiGLU keeps the SiLU output, whose rotary runs in fp32",
     )
+    rmsnorm: RMSNormImpl = Field(
+        "torch",
+        description="which eager RMSNorm the model builds (elementwise: eager, no compile): torch = nn.RMSNorm, fp32 "
+        "through the weight's multiply (keeps an fp32 input and an fp32 normalised value); cast = the Llama "
+        "reference RMSNorm, its normalised value cast back to the activation dtype before the weight's multiply "
+        "(keeps an fp32 input and a 16-bit normalised value: torchtitan's models/norms.py RMSNorm until 3b39d7a, "
+        "2025-03-19; HF LlamaRMSNorm)",
+    )
     compile: bool = Field(False, description="torch.compile: eager elementwise ops fused into a few kernels")
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
     selective_recompute: SelectivePolicy = Field(
@@ -169,6 +179,15 @@ class Comm(Frozen):
         ge=0,
         allow_inf_nan=False,
         description="the bucket grows with the data-parallel size: max(dp_bucket_params, this x dp·cp) (Megatron)",
+    )
+
+    zero3_gather: Zero3Gather = Field(
+        "bucketed",
+        description="how a stage that gathers weights every micro-batch (ZeRO-3) gathers them: bucketed = a few "
+        "coalesced all-gathers per layer, prefetched behind compute (torch FSDP; DeepSpeed >= 0.6.0, PR #1453 "
+        "all_gather_coalesced); per_parameter_sync = one all-gather and one reduce-scatter per parameter tensor "
+        "over the whole group, after a device synchronize, none hidden (DeepSpeed 0.3.12-0.5.10 "
+        "partition_parameters.py _allgather_param; cost/zero3_gather.py)",
     )
 
     def bucket_params(self, dp: int) -> float:

@@ -12,6 +12,8 @@ from typing import Literal, get_args
 Optimizer = Literal["adamw", "adam", "sgd"]
 GradDtype = Literal["param", "fp32"]
 Attention = Literal["flash", "softmax"]
+RMSNormImpl = Literal["torch", "cast"]
+Zero3Gather = Literal["bucketed", "per_parameter_sync"]
 SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
@@ -27,6 +29,8 @@ RECIPE_OPTIONS: tuple[RecipeOption, ...] = get_args(RecipeOption)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
+RMSNORMS: tuple[RMSNormImpl, ...] = get_args(RMSNormImpl)
+ZERO3_GATHERS: tuple[Zero3Gather, ...] = get_args(Zero3Gather)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 Dispatcher = Literal["alltoall", "allgather", "deepep"]
 DispatchDtype = Literal["bf16", "fp8"]
@@ -45,9 +49,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "attention": ("kernels", "attention"),
     "selective_recompute": ("kernels", "selective_recompute"),
     "compile": ("kernels", "compile"),
+    "rmsnorm": ("kernels", "rmsnorm"),
     "tp_overlap": ("comm", "tp_overlap"),
+    "zero3_gather": ("comm", "zero3_gather"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),
+    "master_copy": ("memory", "master_copy"),
     "recompute_modules": ("kernels", "recompute_modules"),
     "cuda_graphs": ("kernels", "cuda_graphs"),
     "activation_offload": ("memory", "activation_offload"),

@@ -4,6 +4,9 @@ and `planner calibrate`.
 
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
 default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32),
+`rmsnorm` (torch | cast: which eager RMSNorm the engine version built, engine/execution.py Kernels), `master_copy`
+(bool: a separate fp32 master in the optimizer; null: yes for 16-bit precisions), `zero3_gather` (bucketed |
+per_parameter_sync: how the engine version gathers ZeRO-3 weights, engine/execution.py Comm),
 and the recipe options (`recompute_modules`, `activation_offload`, `optimizer_offload`, `precision_aware_optimizer`,
 `optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`: engine/settings.py SETTINGS); a null field keeps the
 engine's default. An unknown engine or value is an error for the whole file (exit 2),
@@ -27,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.engine import Engine, plan_problems
-from planner.engine.settings import ATTENTIONS, GRAD_DTYPES
+from planner.engine.settings import ATTENTIONS, GRAD_DTYPES, RMSNORMS, ZERO3_GATHERS
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
@@ -42,7 +45,7 @@ METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap", "moe_imbalance",
-    "moe_dispatch_dtype", *RECIPE_KEYS,
+    "moe_dispatch_dtype", "rmsnorm", "master_copy", "zero3_gather", *RECIPE_KEYS,
 }  # fmt: skip
 
 
@@ -155,9 +158,14 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
     if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
         valid = ", ".join(GRAD_DTYPES)
         raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")
-    for key in ("tp_overlap", "compile", "precision_aware_optimizer", "fp8_param_gather", "cuda_graphs"):
+    for key in ("tp_overlap", "compile", "master_copy", "precision_aware_optimizer", "fp8_param_gather", "cuda_graphs"):
         if sw.get(key) not in (None, True, False):
             raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
+    if sw.get("rmsnorm") not in (None, *RMSNORMS):
+        raise PlannerError(f"run {rid}: software.rmsnorm {sw['rmsnorm']!r} is not one of {', '.join(RMSNORMS)}")
+    if sw.get("zero3_gather") not in (None, *ZERO3_GATHERS):
+        valid = ", ".join(ZERO3_GATHERS)
+        raise PlannerError(f"run {rid}: software.zero3_gather {sw['zero3_gather']!r} is not one of {valid}")
     if sw.get("optimizer_moment_dtype") not in (None, "fp32", "bf16"):
         raise PlannerError(
             f"run {rid}: software.optimizer_moment_dtype {sw['optimizer_moment_dtype']!r} is not one of fp32, bf16"
@@ -184,6 +192,9 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
         attention=sw.get("attention"),
         tp_overlap=sw.get("tp_overlap"),
         compile=sw.get("compile"),
+        rmsnorm=sw.get("rmsnorm"),
+        master_copy=sw.get("master_copy"),
+        zero3_gather=sw.get("zero3_gather"),
         grad_dtype=sw.get("grad_dtype"),
         moe_dispatcher=sw.get("moe_dispatcher"),
         ep_overlap=sw.get("ep_overlap"),
