@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from planner.engine.behaviour import Behaviour
 from planner.engine.split import Split
@@ -272,6 +272,15 @@ class Comm(Frozen):
         description="the all-gather of updated weights after the optimizer step hidden behind the next "
         "forward (Megatron --overlap-param-gather)",
     )
+    p2p_overlap_schedules: tuple[Schedule, ...] = Field(
+        (),
+        description="the schedules under which the engine can overlap pipeline sends and receives",
+    )
+    p2p_overlap: bool = Field(
+        False,
+        description="pipeline sends and receives overlapped with the other direction's compute under "
+        "p2p_overlap_schedules (Megatron --overlap-p2p-communication; cost/pipeline_p2p.py)",
+    )
     collective_launch_s: float = Field(
         0.0,
         ge=0,
@@ -291,6 +300,13 @@ class Comm(Frozen):
         allow_inf_nan=False,
         description="the bucket grows with the data-parallel size: max(dp_bucket_params, this x dp·cp) (Megatron)",
     )
+
+    @field_validator("p2p_overlap")
+    @classmethod
+    def _p2p_overlap_needs_a_schedule(cls, on: bool, info: ValidationInfo) -> bool:
+        if on and not info.data.get("p2p_overlap_schedules"):
+            raise ValueError("the engine overlaps pipeline sends under no schedule (its p2p_overlap_schedules)")
+        return on
 
     def bucket_params(self, dp: int) -> float:
         return max(self.dp_bucket_params, self.dp_bucket_params_per_rank * dp)
@@ -446,6 +462,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "selective_recompute": ("kernels", "selective_recompute"),
     "compile": ("kernels", "compile"),
     "tp_overlap": ("comm", "tp_overlap"),
+    "p2p_overlap": ("comm", "p2p_overlap"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),
     "recompute_modules": ("kernels", "recompute_modules"),

@@ -3,11 +3,12 @@ model, plan, hardware and engine it ran with, and what was measured. The one rea
 and `planner calibrate`.
 
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
-default engine), `attention` (flash | softmax), `tp_overlap` and `compile` (bool), `grad_dtype` (param | fp32),
-and the recipe options (`recompute_modules`, `activation_offload`, `optimizer_offload`, `precision_aware_optimizer`,
-`optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`: engine/profile.py SETTINGS); a null field keeps the
-engine's default. An unknown engine or value is an error for the whole file (exit 2),
-not a skipped run: it is a typo in the file, not a plan the engine refuses.
+default engine), `attention` (flash | softmax), `tp_overlap`, `p2p_overlap` (pipeline sends overlapped with compute:
+Megatron's overlap_p2p_comm) and `compile` (bool), `grad_dtype` (param | fp32), and the recipe options
+(`recompute_modules`, `activation_offload`, `optimizer_offload`, `precision_aware_optimizer`, `optimizer_moment_dtype`,
+`fp8_param_gather`, `cuda_graphs`: engine/profile.py SETTINGS); a null field keeps the engine's default.
+An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it is a typo in the file,
+not a plan the engine refuses.
 
 A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out;
 without one it is read from the source: the first year 20YY written in it ("Narayanan et al. 2021", "Dec
@@ -41,8 +42,8 @@ RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimiz
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
-    "engine", "attention", "tp_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap", "moe_imbalance",
-    "moe_dispatch_dtype", *RECIPE_KEYS,
+    "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
+    "moe_imbalance", "moe_dispatch_dtype", *RECIPE_KEYS,
 }  # fmt: skip
 
 
@@ -155,7 +156,7 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
     if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
         valid = ", ".join(GRAD_DTYPES)
         raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")
-    for key in ("tp_overlap", "compile", "precision_aware_optimizer", "fp8_param_gather", "cuda_graphs"):
+    for key in ("tp_overlap", "p2p_overlap", "compile", "precision_aware_optimizer", "fp8_param_gather", "cuda_graphs"):
         if sw.get(key) not in (None, True, False):
             raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
     if sw.get("optimizer_moment_dtype") not in (None, "fp32", "bf16"):
@@ -183,6 +184,7 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
     return engine.configured(
         attention=sw.get("attention"),
         tp_overlap=sw.get("tp_overlap"),
+        p2p_overlap=sw.get("p2p_overlap"),
         compile=sw.get("compile"),
         grad_dtype=sw.get("grad_dtype"),
         moe_dispatcher=sw.get("moe_dispatcher"),
