@@ -1,11 +1,10 @@
 """Step time from the pipeline schedule: the micro-batch slot of the slowest stage, the bubble, exposed
 DP communication, the optimizer step and a fixed per-step overhead.
 
-slot t = forward + backward + recompute + exposed TP/CP/EP/PP of one micro-batch on the bottleneck
-pipeline rank (stages can be uneven: cost.stages; the first also runs the embedding, the last the
-logits and loss). GPipe and 1F1B take (m + p − 1)·t, the bubble being (p − 1)·t; interleaved with v
-chunks per rank shrinks the bubble to (p − 1)·t/v at the price of v× the p2p traffic (Narayanan et al.
-2021, Sec. 2.2, Eq. 1-2; Huang et al. 2019, GPipe).
+slot t = forward + backward + recompute + exposed TP/CP/EP/PP of one micro-batch on the bottleneck pipeline rank
+(uneven stages: cost.stages; the sends a schedule hides: cost.pipeline_p2p). GPipe and 1F1B take (m + p − 1)·t,
+the bubble (p − 1)·t; interleaved with v chunks per rank shrinks the bubble to (p − 1)·t/v at the price of v× the
+p2p traffic (Narayanan et al. 2021, Sec. 2.2, Eq. 1-2; Huang et al. 2019, GPipe).
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.offload import activation_offload_s, offloaded_optimizer_s
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.params import expert_dp, plan_params
+from planner.cost.pipeline_p2p import pp_comm
 from planner.cost.quantization import weight_cast_step_s
 from planner.cost.stages import v_shape
 from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
-from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
@@ -119,7 +118,7 @@ def stage_comm(
         (n, layer_comm(model, hw, plan, engine, kind=kind, layer=layer_time(model, hw, plan, engine, kind=kind)))
         for kind, n in compute.mix
     ]
-    pp = pp_microbatch_s(model, hw, plan, engine)
+    pp, pp_exp = pp_comm(model, hw, plan, engine, compute)
     dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
     host, host_exp = activation_offload_s(model, hw, plan, engine, compute)
     return CommBreakdown(
@@ -127,12 +126,12 @@ def stage_comm(
         tp_s=m * sum(n * c.tp_s for n, c in comms),
         cp_s=m * sum(n * c.cp_s for n, c in comms),
         ep_s=sum(m * n * c.ep_s for n, c in comms),
-        pp_s=m * pp,
+        pp_s=pp,
         dp_s=dp,
         tp_exposed_s=m * sum(n * c.tp_exposed_s for n, c in comms),
         cp_exposed_s=m * sum(n * c.cp_exposed_s for n, c in comms),
         ep_exposed_s=sum(m * n * c.ep_exposed_s for n, c in comms),
-        pp_exposed_s=0.0 if plan.schedule == "dualpipev" else m * pp,  # DualPipe hides the PP sends too
+        pp_exposed_s=pp_exp,
         dp_exposed_s=dp_exp,
         host_s=m * host,
         host_exposed_s=m * host_exp,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from planner.engine.settings import (
     Attention,
@@ -20,6 +20,7 @@ from planner.engine.settings import (
     SelectivePolicy,
     Zero3Gather,
 )
+from planner.plan import Schedule
 from planner.specs import Frozen
 
 
@@ -161,6 +162,15 @@ class Comm(Frozen):
         description="the all-gather of updated weights after the optimizer step hidden behind the next "
         "forward (Megatron --overlap-param-gather)",
     )
+    p2p_overlap_schedules: tuple[Schedule, ...] = Field(
+        (),
+        description="the schedules under which the engine can overlap pipeline sends and receives",
+    )
+    p2p_overlap: bool = Field(
+        False,
+        description="pipeline sends and receives overlapped with the other direction's compute under "
+        "p2p_overlap_schedules (Megatron --overlap-p2p-communication; cost/pipeline_p2p.py)",
+    )
     collective_launch_s: float = Field(
         0.0,
         ge=0,
@@ -189,6 +199,13 @@ class Comm(Frozen):
         "over the whole group, after a device synchronize, none hidden (DeepSpeed 0.3.12-0.5.10 "
         "partition_parameters.py _allgather_param; cost/zero3_gather.py)",
     )
+
+    @field_validator("p2p_overlap")
+    @classmethod
+    def _p2p_overlap_needs_a_schedule(cls, on: bool, info: ValidationInfo) -> bool:
+        if on and not info.data.get("p2p_overlap_schedules"):
+            raise ValueError("the engine overlaps pipeline sends under no schedule (its p2p_overlap_schedules)")
+        return on
 
     def bucket_params(self, dp: int) -> float:
         return max(self.dp_bucket_params, self.dp_bucket_params_per_rank * dp)

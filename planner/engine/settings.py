@@ -51,6 +51,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "compile": ("kernels", "compile"),
     "rmsnorm": ("kernels", "rmsnorm"),
     "tp_overlap": ("comm", "tp_overlap"),
+    "p2p_overlap": ("comm", "p2p_overlap"),
     "zero3_gather": ("comm", "zero3_gather"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),

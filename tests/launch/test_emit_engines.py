@@ -320,7 +320,7 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
         "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage",
         "num_layers_in_last_pipeline_stage", "seq_length", "recompute_granularity", "recompute_method",
         "recompute_num_layers", "recompute_modules", "hidden_dropout", "attention_dropout",
-        "gradient_accumulation_fusion",
+        "gradient_accumulation_fusion", "overlap_p2p_comm", "batch_p2p_comm",  # model_parallel_config.py l.385-392
     },
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather"},
     "optimizer": {"use_distributed_optimizer"},
@@ -367,6 +367,8 @@ def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("model and dataset sequence lengths differ")
     vpp = num("model.virtual_pipeline_model_parallel_size")
     m = gbs // (mbs * dp)
+    if o.get("model.overlap_p2p_comm") == "true" and (o.get("model.batch_p2p_comm") != "false" or vpp == 1):
+        out.append("overlap_p2p_comm needs batch_p2p_comm off and virtual stages")  # schedules.py l.1086, l.2181
     if vpp > 1 and (pp == 1 or m % pp):  # schedules.py l.1160-1180
         out.append("interleaving needs pp > 1 and micro-batches divisible by pp")
     if o["model.recompute_granularity"] == "full" and o.get("model.recompute_method") not in ("uniform", "block"):

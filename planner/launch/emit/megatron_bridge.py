@@ -99,6 +99,9 @@ def _value(v: object) -> str:
 def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
     """The pipeline split the cost model priced (engine/split.py megatron_split), as TransformerConfig fields."""
     out: dict[str, object] = {"model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None}
+    if plan.vpp > 1:  # sends overlapped as priced (engine comm.p2p_overlap): comm_overlap null leaves megatron-core's
+        # ModelParallelConfig default, off; Bridge's CommOverlapConfig sets the same pair with vpp > 1 (comm_overlap.py)
+        out |= {"model.overlap_p2p_comm": True, "model.batch_p2p_comm": False}
     split = megatron_split(model.num_layers, plan.pp, plan.vpp) if plan.pp > 1 else None
     if split is not None and split.method in ("account_embedding_loss", "account_loss"):
         out["model.account_for_embedding_in_pipeline_split"] = split.method == "account_embedding_loss"
