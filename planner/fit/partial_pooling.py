@@ -58,8 +58,7 @@ PARAMETERS: tuple[ParameterPrior, ...] = (
         width=0.5,
         spread=0.3,
         mechanism="the engine's kernels' time over the GPU's measured GEMM, attention and memory-bound curves (1/x "
-        "is their "
-        "efficiency as a fraction of the measured ceiling, at most 1: no stack runs above what the GPU was "
+        "is their efficiency as a fraction of the measured ceiling, at most 1: no stack runs above what the GPU was "
         "measured to reach): eager or fused elementwise ops, kernel choice (cuBLAS, cuDNN, Triton), launch gaps "
         "between kernels",
         source="hardware curves: the profile's sources (MAMF, FlashAttention papers); engine kernels: its profile's "
@@ -72,8 +71,7 @@ PARAMETERS: tuple[ParameterPrior, ...] = (
         width=1.0,
         spread=0.3,
         mechanism="host time per optimizer step the GPUs wait on: data loading, logging and metric reductions, "
-        "optimizer "
-        "bookkeeping (grad-norm, clipping, scheduler) and the synchronisation that ends a step",
+        "optimizer bookkeeping (grad-norm, clipping, scheduler) and the synchronisation that ends a step",
         source="Megatron-LM training.py train_step and its timers; torchtitan train.py train_step; Composer Trainer",
     ),
     ParameterPrior(
@@ -93,8 +91,7 @@ PARAMETERS: tuple[ParameterPrior, ...] = (
         width=0.002,
         spread=0.001,
         mechanism="host time per layer of each micro-batch (forward and backward): Python dispatch of the layer's "
-        "ops and "
-        "modules and its FSDP unit's hooks when the GPU kernels are shorter than their launch (CUDA launch "
+        "ops and modules and its FSDP unit's hooks when the GPU kernels are shorter than their launch (CUDA launch "
         "~5-10 us per kernel, eager PyTorch tens of kernels per layer)",
         source="PyTorch eager dispatch and CUDA launch latency (Ansel et al. 2024, PyTorch 2, Sec. 1); "
         "torch FSDP2 per-unit hooks",
@@ -106,8 +103,7 @@ PARAMETERS: tuple[ParameterPrior, ...] = (
         width=0.5,
         spread=0.3,
         mechanism="share of the TP communication the GEMMs could cover that the engine's TP overlap leaves exposed: "
-        "the "
-        "chunks of a decomposed collective that wait (the first all-gather shard, the last reduce-scatter split), "
+        "the chunks of a decomposed collective that wait (the first all-gather shard, the last reduce-scatter split), "
         "the SMs the communication kernels take from the GEMMs they hide behind, and synchronisation between the "
         "chunks; identified by runs of the same plan with and without the overlap",
         source="Transformer Engine userbuffers (transformer_engine/pytorch/module/base.py initialize_ub: ring-exchange "
