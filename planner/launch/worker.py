@@ -13,17 +13,44 @@ import json
 import os
 import sys
 import time
+import warnings
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, record
 
 from planner.launch import PARENT_PID_AT_START, checkpoint
 from planner.launch.measured import ActivationCounter, model_state_bytes, summarize
 from planner.launch.processes import arm_worker
 from planner.launch.trainer import CP_ROTATE_METHOD, Trainer
 from planner.plan import Plan
+
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # where torchrun tells a worker to write its error (ErrorHandler)
+
+
+class WholeErrorFile(ErrorHandler):
+    """torch elastic's error file, written whole or not at all. When a rank fails, torchrun terminates the others
+    and then reads every failed rank's error file (torch/distributed/elastic/multiprocessing/api.py
+    SubprocessContext._poll: close(), then _capture_process_failures); a surviving rank killed while its @record
+    handler writes leaves a truncated file, and torchrun itself dies on it (json.JSONDecodeError in
+    ProcessFailure.__post_init__) instead of restarting the workers. Written under a temporary name and renamed
+    (atomic on POSIX), the file torchrun reads is complete or absent."""
+
+    def record_exception(self, e: BaseException) -> None:
+        file = os.environ.get(ERROR_FILE_ENV)
+        if not file:
+            super().record_exception(e)
+            return
+        os.environ[ERROR_FILE_ENV] = tmp = f"{file}.{os.getpid()}.tmp"  # torch's own JSON, to a temporary name
+        try:
+            super().record_exception(e)
+            os.replace(tmp, file)
+        except OSError as err:
+            warnings.warn(f"Unable to write error to file. {type(err).__name__}: {err}", stacklevel=2)
+        finally:
+            os.environ[ERROR_FILE_ENV] = file
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,7 +95,7 @@ def _log_step(path: Path, record_: dict) -> None:
         f.write(json.dumps(record_) + "\n")
 
 
-@record
+@partial(record, error_handler=WholeErrorFile())
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))

@@ -20,6 +20,31 @@ def test_latest_marker_ignores_an_unfinished_save(tmp_path):
     assert latest_step(tmp_path) == 4
 
 
+def test_error_file_is_whole_or_absent(tmp_path, monkeypatch):
+    """A rank's error file for torchrun: complete JSON when written, and no file at all when the writer dies
+    before it finishes (here: the rename never happens), never the truncated file that crashes torchrun's agent."""
+    import json
+    import os
+
+    from planner.launch.worker import WholeErrorFile
+
+    target = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(target))
+    WholeErrorFile().record_exception(ValueError("rank 0 lost its peer"))
+    assert "rank 0 lost its peer" in json.loads(target.read_text())["message"]["message"]
+    assert [p.name for p in tmp_path.iterdir()] == ["error.json"]
+
+    target.unlink()
+
+    def dies(*_args):
+        raise OSError("killed before the rename")
+
+    monkeypatch.setattr(os, "replace", dies)
+    with pytest.warns(UserWarning, match="killed before the rename"):
+        WholeErrorFile().record_exception(ValueError("again"))
+    assert not target.exists()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_checkpoint_resume_into_another_layout(tiny_path, reference, tmp_path):
