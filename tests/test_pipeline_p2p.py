@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.cost.compute import StageCompute
-from planner.cost.pipeline_p2p import p2p_overlapped, pp_exposed_s, warmup_chunks
+from planner.cost.pipeline_p2p import first_rank_warmup, p2p_overlapped, pp_exposed_s
 from planner.cost.schedule import step_time
 from planner.errors import PlannerError
 from planner.fit.runs import run_engine
@@ -41,7 +41,7 @@ def test_hand_computed_exposure_of_a_small_interleaved_plan():
     against 8 · 0.8 = 6.4 s with every transfer waited on."""
     plan = Plan(pp=4, vpp=2, micro_batch=1, global_batch=8)
     assert plan.schedule == "interleaved" and plan.num_microbatches == 8
-    assert warmup_chunks(plan) == 10
+    assert first_rank_warmup(plan) == 10
     c = _compute(0.2, 0.4)
     assert pp_exposed_s(plan, MEGATRON, c, 0.8) == pytest.approx(4.6)
     off = MEGATRON.configured(p2p_overlap=False)
@@ -55,7 +55,7 @@ def test_hand_computed_exposure_of_a_small_interleaved_plan():
 def test_all_microbatches_in_warm_up_hide_nothing():
     """m·v ≤ W: Megatron runs every chunk in warm-up and cool-down (are_all_microbatches_in_warmup)."""
     plan = Plan(pp=4, vpp=2, micro_batch=1, global_batch=4)
-    assert warmup_chunks(plan) == 8 == plan.num_microbatches * plan.vpp
+    assert first_rank_warmup(plan) == 8 == plan.num_microbatches * plan.vpp
     assert pp_exposed_s(plan, MEGATRON, _compute(1.0, 2.0), 0.8) == pytest.approx(4 * 0.8)
 
 

@@ -13,16 +13,16 @@ inter-node tier, or, on a cluster (`--cluster`, planner/cluster/fabric.py), the 
 n·stride consecutive ranks cross: every collective of every dimension chooses its link here. What each parallel
 dimension sends is traffic.py; what of it overlaps compute, schedule.py.
 
-A reduce-scatter, all-gather or all-reduce whose group crosses tiers is also priced hierarchically
-(`hierarchical_s`), and the faster of the two is charged, as NCCL runs the algorithm of least predicted time
-(NVIDIA/nccl src/enqueue.cc, topoGetAlgoInfo: the argmin over ring, tree, NVLS, ... of tuning.cc's alpha-beta
-times). Hierarchical all-reduce (Jia et al. 2018, arXiv:1807.11205 §3.3; NCCL's tree: an NVLink chain inside the
-node, a tree between nodes): reduce-scatter inside each NVLink domain, then across each tier outward among the
-ranks holding the same shard, then all-gather back. A rank holding 1/b of the buffer that reduces with the
-w/b sub-groups under one unit of tier j sends (1/b − 1/w) of it across tier j at that tier's per-GPU share
-(its own NIC: rail-aligned, the same local rank in every domain), in w/b − 1 steps of that tier's latency.
-The shares over the tiers add up to the ring's (n − 1)/n, so the bytes are the ring's; what changes is that
-only the last share crosses the outer, oversubscribed tiers.
+An all-reduce whose group crosses tiers is also priced hierarchically (`hierarchical_s`; all-gather and
+reduce-scatter stay rings: HIERARCHICAL), and the faster of the two is charged, as NCCL runs the algorithm of least
+predicted time (NVIDIA/nccl src/enqueue.cc, topoGetAlgoInfo: the argmin over ring, tree, NVLS, ... of tuning.cc's
+alpha-beta times). Hierarchical all-reduce (Jia et al. 2018, arXiv:1807.11205 §3.3; NCCL's tree: an NVLink chain
+inside the node, a tree between nodes): reduce-scatter inside each NVLink domain, then across each tier outward
+among the ranks holding the same shard, then all-gather back. A rank holding 1/b of the buffer that reduces with the
+w/b sub-groups under one unit of tier j sends (1/b − 1/w) of it across tier j at that tier's per-GPU share (its own
+NIC: rail-aligned, the same local rank in every domain), in w/b − 1 steps of that tier's latency. The shares over
+the tiers add up to the ring's (n − 1)/n, so the bytes are the ring's; what changes is that only the last share
+crosses the outer, oversubscribed tiers.
 """
 
 from __future__ import annotations

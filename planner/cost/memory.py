@@ -16,7 +16,7 @@ from planner.cost.activations import activation_bytes_per_layer, layer_workspace
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
 from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations
-from planner.cost.stages import Mix, plan_layout, rank_mix
+from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
@@ -112,7 +112,7 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
         # (deepseek-ai/DualPipe README, schedule table): (2p + 1)/2 of the rank's two chunks, on every rank.
         return min(p + 0.5, float(m))
     if plan.schedule == "interleaved":
-        chunk_passes = 2 * (p - rank - 1) + (v - 1) * p + 1
+        chunk_passes = warmup_chunks(p, v, rank) + 1
         return min(chunk_passes, m * v) / v
     return float(min(p - rank, m))
 

@@ -24,6 +24,7 @@ charges every transfer as before.
 from __future__ import annotations
 
 from planner.cost.compute import StageCompute
+from planner.cost.stages import warmup_chunks
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -36,11 +37,9 @@ def p2p_overlapped(plan: Plan, engine: Engine) -> bool:
     return plan.pp > 1 and engine.comm.p2p_overlap and plan.schedule in engine.comm.p2p_overlap_schedules
 
 
-def warmup_chunks(plan: Plan) -> int:
-    """Forward chunks of the first pipeline rank's warm-up in Megatron's interleaved schedule
-    (schedules.py get_pp_rank_microbatches, microbatch_group_size_per_vp_stage = pp), at most m·v."""
-    p, v = plan.pp, plan.vpp
-    return min(2 * (p - 1) + (v - 1) * p, plan.num_microbatches * v)
+def first_rank_warmup(plan: Plan) -> int:
+    """Forward chunks of the first pipeline rank's warm-up (stages.warmup_chunks), at most m·v."""
+    return min(warmup_chunks(plan.pp, plan.vpp), plan.num_microbatches * plan.vpp)
 
 
 def pp_exposed_s(plan: Plan, engine: Engine, compute: StageCompute, pp_per_microbatch_s: float) -> float:
@@ -55,7 +54,7 @@ def pp_exposed_s(plan: Plan, engine: Engine, compute: StageCompute, pp_per_micro
     one_way_s = pp_per_microbatch_s / (2 * v)
     forward_s = compute.forward_s / v
     backward_s = (compute.backward_s + compute.recompute_s) / v
-    warm = warmup_chunks(plan)
+    warm = first_rank_warmup(plan)
     steady = m * v - warm
     excess_s = max(0.0, one_way_s - backward_s) + max(0.0, one_way_s - forward_s)
     return 2 * warm * one_way_s + steady * excess_s
@@ -69,4 +68,4 @@ def pp_comm(
     return plan.num_microbatches * per_microbatch_s, pp_exposed_s(plan, engine, compute, per_microbatch_s)
 
 
-__all__ = ["p2p_overlapped", "pp_comm", "pp_exposed_s", "warmup_chunks"]
+__all__ = ["first_rank_warmup", "p2p_overlapped", "pp_comm", "pp_exposed_s"]

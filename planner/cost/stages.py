@@ -136,6 +136,13 @@ def plan_layout(model: ModelSpec, plan: Plan, engine: Engine) -> Layout:
     return layer_layout(model.num_layers, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))
 
 
+def warmup_chunks(pp: int, vpp: int, rank: int = 0) -> int:
+    """Forward chunks pipeline rank `rank` runs before its first backward in Megatron's interleaved 1F1B:
+    2(p − rank − 1) + (v − 1)·p (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches,
+    microbatch_group_size_per_vp_stage = pp; Narayanan et al. 2021 §2.2), before the cap at m·v chunks."""
+    return 2 * (pp - rank - 1) + (vpp - 1) * pp
+
+
 def v_shape(plan: Plan) -> bool:
     """Whether the plan's chunks sit in a V (DualPipeV) rather than interleaved."""
     return plan.schedule == "dualpipev"
