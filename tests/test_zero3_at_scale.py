@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from planner.cost.estimate import estimate
-from planner.cost.zero3_gather import layer_tensors, rank_tensors
+from planner.cost.zero3_gather import layer_param_tensors, rank_param_tensors
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.fit.runs import Run, load_runs, parse_runs
@@ -65,8 +65,8 @@ def test_gpt3_layer_has_twelve_parameter_tensors() -> None:
     """Megatron's GPT layer: two LayerNorms (weight, bias), query_key_value, dense, dense_h_to_4h, dense_4h_to_h
     (weight, bias each): 12 tensors, so 96 layers plus the embeddings, final norm and tied output are 1157."""
     run = _runs()[384]
-    assert layer_tensors(run.model, run.model.layer_kinds[0]) == 12
-    assert rank_tensors(run.model, run.plan, run.engine, 0) == 96 * 12 + 2 + 3
+    assert layer_param_tensors(run.model, run.model.layer_kinds[0]) == 12
+    assert rank_param_tensors(run.model, run.plan, run.engine, 0) == 96 * 12 + 2 + 3
 
 
 def test_runs_file_refuses_an_unknown_gather() -> None:

@@ -29,7 +29,7 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
-def layer_tensors(model: ModelSpec, kind: LayerKind) -> int:
+def layer_param_tensors(model: ModelSpec, kind: LayerKind) -> int:
     """Parameter tensors of one layer as Megatron-LM's transformer layer builds them (megatron/model/transformer.py:
     ParallelAttention's fused query_key_value and dense, ParallelMLP's dense_h_to_4h, which holds SwiGLU's gate and
     up, and dense_4h_to_h; other mixers one tensor per weight matrix), each with its bias when the model has
@@ -44,13 +44,13 @@ def layer_tensors(model: ModelSpec, kind: LayerKind) -> int:
     return linears + norms + (2 if qk else 0)
 
 
-def rank_tensors(model: ModelSpec, plan: Plan, engine: Engine, stage: int) -> int:
+def rank_param_tensors(model: ModelSpec, plan: Plan, engine: Engine, stage: int) -> int:
     """Parameter tensors pipeline rank `stage` gathers in one pass: its layers', the word (and learned position)
     embedding on the first rank, and the final norm and the output layer (the embedding again when tied) on the
     last."""
     layout = plan_layout(model, plan, engine)
     kinds = model.layer_kinds
-    n = sum(layer_tensors(model, kinds[i]) for i in layout.rank_layers(stage))
+    n = sum(layer_param_tensors(model, kinds[i]) for i in layout.rank_layers(stage))
     if layout.holds_embedding(stage):
         n += 1 + (model.position_embedding == "learned")
     if layout.holds_loss(stage):
@@ -69,7 +69,7 @@ def per_parameter_dp_s(
     zero = engine.zero_stage(plan)
     params = plan_params(model, plan, engine, stage)
     per = state_bytes_per_param(plan.precision, engine, zero)
-    tensors = max(1, rank_tensors(model, plan, engine, stage))
+    tensors = max(1, rank_param_tensors(model, plan, engine, stage))
     n, ne = dp_groups(plan)
     links = (group_link(hw, n=n, stride=plan.tp), group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep))
     groups = ((params.dense, n, links[0]), (params.expert, ne, links[1]))
