@@ -31,15 +31,24 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from planner.cost.coster import Coster
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
+from planner.explore.fanout import fan_out, workers
 from planner.explore.results import Ranked, SearchResult, TimedPlan, merge_results, rank_key
 from planner.explore.screening import Fitting, Screening
-from planner.explore.space import NO_FAILURES, OBJECTIVES, PRUNED_BOUND, Checkpointing, Space, structures
+from planner.explore.space import (
+    NO_FAILURES,
+    OBJECTIVES,
+    PRUNED_BOUND,
+    Checkpointing,
+    Space,
+    Structure,
+    structures,
+)
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -167,21 +176,42 @@ def _rank(res: SearchResult, coster: Coster, chosen: list[tuple[Plan, StepTime]]
 
 
 def search_engines(
-    model: ModelSpec, hw: HardwareProfile, space: Space, engines: list[Engine], **kwargs: Any
+    model: ModelSpec, hw: HardwareProfile, space: Space, engines: list[Engine], jobs: int | None = None, **kwargs: Any
 ) -> SearchResult:
     """The search over several engines: each engine's plans as that engine runs them, ranked together ("which
     stack and which plan"). Counts add up over the engines (a candidate is evaluated once per engine); a
-    rejection reason that names no engine counts every engine's candidates."""
+    rejection reason that names no engine counts every engine's candidates. The engines are searched side by side
+    on up to `jobs` CPUs (explore/fanout.py; default: those this process may use)."""
     if len(engines) == 1:
         return search(model, hw, space, engines[0], **kwargs)
     t0 = time.perf_counter()
-    results: list[SearchResult] = []
-    for engine in engines:
-        try:
-            results.append(search(model, hw, space, engine, **kwargs))
-        except PlannerError:
-            if engine is engines[-1] and not results:
-                raise
-    if not results:  # pragma: no cover - the last engine raised above
-        raise PlannerError("no engine has candidate plans")
+    processes, progress = workers(len(engines), jobs), None
+    if processes > 1:  # side by side, the bar counts the engines searched, not one engine's structures
+        progress, kwargs["progress"] = kwargs.get("progress"), None
+    order = _heaviest_first(engines, structures(model, hw, space), space) if processes > 1 else range(len(engines))
+    done = fan_out(lambda i: search(model, hw, space, engines[i], **kwargs), list(order), processes, progress)
+    outcomes = [r for _i, r in sorted(zip(order, done), key=_first)]  # back in the engines' order
+    results = [r for r in outcomes if isinstance(r, SearchResult)]
+    if not results:  # every engine refused the space: the last one's reason, as a search in turn gives
+        raise cast(PlannerError, outcomes[-1])
     return merge_results(results, top=kwargs.get("top", 10), seconds=time.perf_counter() - t0)
+
+
+def _heaviest_first(engines: list[Engine], candidates: list[Structure], space: Space) -> list[int]:
+    """The engines' indices by the memory screens each is expected to run, most first, so that the longest search
+    starts first and the workers finish together: the structures whose degrees the engine offers, each with the
+    ZeRO stages it runs at that pipeline degree. Only the order the work is done in depends on it."""
+
+    def screens(engine: Engine) -> int:
+        r = engine.rules
+        return sum(
+            len(set(r.stages(st.pp)) & set(space.zero))
+            for st in candidates
+            if (st.tp == 1 or r.tensor_parallel)
+            and (st.pp == 1 or r.pipeline_parallel)
+            and (st.cp == 1 or r.context_parallel)
+            and (st.ep == 1 or r.expert_parallel)
+        )
+
+    work = [screens(e) for e in engines]
+    return sorted(range(len(engines)), key=lambda i: -work[i])
