@@ -70,6 +70,20 @@ class LayerKind:
     def has_attention(self) -> bool:
         return self.mixer in ("attention", "mla")
 
+    def __hash__(self) -> int:
+        """The fields' hash, kept on the record once computed: the search's caches look kinds up some 10^5 times
+        a search (dataclass's own __hash__ would rebuild the tuple each time)."""
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            h = hash((self.mixer, self.ffn, self.attention, self.window))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    def __getstate__(self) -> dict[str, object]:
+        """The fields only: a str's hash, hence the kept one, holds in this process only."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
 
 @dataclass(frozen=True)
 class LayerParams:
@@ -106,6 +120,7 @@ def layer_kinds(model: ModelSpec) -> tuple[LayerKind, ...]:
     window = attention.window if attention is not None else None
     attention_mixer: Mixer = "mla" if attention is not None and attention.kind == "mla" else "attention"
     out = []
+    interned: dict[LayerKind, LayerKind] = {}  # one record per kind: the search's lookups by kind hit by identity
     for i in range(model.num_layers):
         if model.layer_pattern is not None:
             mixer, ffn = PATTERN_LETTERS[model.layer_pattern[i]]
@@ -113,9 +128,10 @@ def layer_kinds(model: ModelSpec) -> tuple[LayerKind, ...]:
             mixer, ffn = attention_mixer, ("moe" if is_moe_index(model, i) else "dense")
         if mixer in ("attention", "mla"):
             kind = ATTENTION_LETTERS[pattern[i % len(pattern)]]
-            out.append(LayerKind(mixer, ffn, kind, None if kind == "global" else window))
+            layer = LayerKind(mixer, ffn, kind, None if kind == "global" else window)
         else:
-            out.append(LayerKind(mixer, ffn))
+            layer = LayerKind(mixer, ffn)
+        out.append(interned.setdefault(layer, layer))
     return tuple(out)
 
 
