@@ -16,8 +16,7 @@ same sum; this module keeps what the recompute policy and the parallel split lea
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from planner.cost.cache import spec_cache
 from planner.cost.saved_tensors import SavedTensor, default_kind, layer_tensors
 from planner.engine import Kernels
 from planner.layers import LayerKind
@@ -55,7 +54,7 @@ def _saved_bytes(tensor: SavedTensor, act_bytes: int, saved_quant: float) -> flo
     return quant if tensor.quantized == "own" else tensor.bytes_per_token + quant
 
 
-@lru_cache(maxsize=65536)
+@spec_cache(maxsize=65536)
 def activation_bytes_per_token(
     model: ModelSpec,
     *,

@@ -9,7 +9,6 @@ embedding and output projection by vocabulary; norms and MoE routers are replica
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from planner.cost.cache import spec_cache
 from planner.cost.stages import Layout, plan_layout
@@ -113,7 +112,7 @@ def output_params_per_rank(model: ModelSpec, tp: int, pp: int, vocab: int | None
     return out + model.norm_params
 
 
-@lru_cache(maxsize=4096)
+@spec_cache(maxsize=4096)
 def rank_params(
     model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int, vocab: int | None = None, etp: int | None = None
 ) -> RankParams:

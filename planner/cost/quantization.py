@@ -22,8 +22,8 @@ micro-batch; an fp8 copy of every local weight and a 2x1024 fp32 amax history pe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
+from planner.cost.cache import spec_cache
 from planner.cost.kernels import gemm_s
 from planner.cost.params import RankParams, kind_params_per_rank, plan_etp
 from planner.cost.stages import Layout, plan_layout
@@ -108,7 +108,7 @@ def layer_casts(
 
 
 # ---- memory --------------------------------------------------------------------------------------------
-@lru_cache(maxsize=4096)
+@spec_cache(maxsize=4096)
 def rank_quantized_params(model: ModelSpec, layout: Layout, *, tp: int, ep: int, etp: int, rank: int) -> float:
     """Quantized weights one GPU of pipeline rank `rank` holds: its layers' linear weights (and those of the
     multi-token-prediction modules' layers with the loss); the embedding, the output layer and norms stay 16-bit."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from planner.cost.cache import spec_cache
 from planner.engine.split import Split, chunk_sizes
 from planner.errors import PlannerError
 
@@ -117,7 +118,7 @@ def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: Split = "even", 
 Mix = tuple[tuple["LayerKind", int], ...]  # (layer kind, how many) in the order the kinds first appear
 
 
-@lru_cache(maxsize=8192)
+@spec_cache(maxsize=8192)
 def rank_mix(model: ModelSpec, layout: Layout, rank: int) -> Mix:
     """The kinds of layer pipeline rank `rank` holds, counted (layers.LayerKind): what its parameters, time and
     activations add up over. The multi-token-prediction modules (DeepSeek-V3) sit with the loss, on the last
