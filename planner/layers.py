@@ -74,7 +74,7 @@ class LayerKind:
         """The fields' hash, kept on the record once computed: the search's caches look kinds up some 10^5 times
         a search (dataclass's own __hash__ would rebuild the tuple each time)."""
         try:
-            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+            return self.__dict__["_hash"]
         except KeyError:
             h = hash((self.mixer, self.ffn, self.attention, self.window))
             object.__setattr__(self, "_hash", h)

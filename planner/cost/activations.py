@@ -16,6 +16,8 @@ same sum; this module keeps what the recompute policy and the parallel split lea
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner.cost.cache import spec_cache
 from planner.cost.saved_tensors import SavedTensor, default_kind, layer_tensors
 from planner.engine import Kernels
@@ -150,7 +152,7 @@ def layer_workspace_bytes(
     briefly (an estimate: two tensors of the widest per-rank activation).
     """
     tokens = micro_batch * seq_len / cp
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "seq_len": seq_len,
         "tp": tp,
         "sp": sp,
