@@ -1,3 +1,3 @@
-from planner.cli import main
+from planner.cli import entry
 
-main()
+entry()

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from planner.cli import QUICK_EXIT
 from planner.plan import DEFAULT_BATCH_TOKENS, default_global_batch, default_seq_len
 
 RUNS = os.path.join(os.path.dirname(__file__), "data", "calibration_runs.yaml")
@@ -117,6 +118,17 @@ def test_a_closed_pipe_ends_quietly_with_exit_0(args):
             timeout=120,
         )
         assert proc.stdout.strip() == "rc=0" and proc.stderr == "", (reader, proc.stdout, proc.stderr)
+
+
+def test_the_quick_exit_keeps_every_byte_and_the_exit_code():
+    """`planner search` ends without Python's teardown (cli.entry): what it wrote is flushed first, and the exit
+    code of bad input is still 2; a command that starts processes (launch) ends the usual way."""
+    proc = planner("search", "-m", "mixtral-8x7b", "--gpus", "64", "--top", "40", "--json")
+    assert proc.returncode == 0 and len(proc.stdout) > 64 * 1024, proc.stderr  # past a pipe's and a buffer's size
+    assert len(json.loads(proc.stdout)["plans"]) == 40
+    bad = planner("search", "-m", "no-such-model", "--gpus", "8")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown model")
+    assert "launch" not in QUICK_EXIT and {"memory", "estimate", "search"} <= QUICK_EXIT
 
 
 TABLES = [
