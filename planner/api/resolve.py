@@ -25,7 +25,9 @@ from planner.engine.settings import (
     GRAD_DTYPES,
     MOMENT_DTYPES,
     OPTIMIZERS,
+    RMSNORMS,
     SELECTIVE_POLICIES,
+    ZERO3_GATHERS,
 )
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
@@ -61,6 +63,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "moe_dispatcher": DISPATCHERS,
     "moe_dispatch_dtype": DISPATCH_DTYPES,
     "optimizer_moment_dtype": MOMENT_DTYPES,
+    "zero3_gather": ZERO3_GATHERS,
+    "rmsnorm": RMSNORMS,
 }
 
 
@@ -80,8 +84,12 @@ ENGINE_SETTING_ARGS = {
     "selective_policy": "selective_recompute",
     "attention": "attention",
     "tp_overlap": "tp_overlap",
+    "p2p_overlap": "p2p_overlap",
+    "zero3_gather": "zero3_gather",
     "compile": "compile",
+    "rmsnorm": "rmsnorm",
     "grad_dtype": "grad_dtype",
+    "master_copy": "master_copy",
     "moe_dispatcher": "moe_dispatcher",
     "ep_overlap": "ep_overlap",
     "moe_imbalance": "moe_imbalance",
@@ -129,7 +137,8 @@ def resolve_engine(
     engine = name if isinstance(name, Engine) else load_engine(name or (doc.engine if doc else None) or default)
     for source in ((doc.training if doc else {}), overrides):
         given = {k: v for k, v in source.items() if v is not None}
-        for k in ("optimizer", "selective_policy", "grad_dtype", "moe_dispatcher", "moe_dispatch_dtype"):
+        for k in ("optimizer", "selective_policy", "grad_dtype", "moe_dispatcher", "moe_dispatch_dtype", "zero3_gather",
+                  "rmsnorm"):  # fmt: skip
             choice(k, given.get(k))
         choice("optimizer_moment_dtype", given.get("optimizer_moment_dtype"))
         imbalance = given.get("moe_imbalance")

@@ -23,6 +23,38 @@ TpOverlapOpt = Annotated[
     Optional[bool],
     typer.Option("--tp-overlap/--no-tp-overlap", help="TP communication overlapped with GEMMs (default: the engine's)"),
 ]
+P2pOverlapOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--p2p-overlap/--no-p2p-overlap",
+        help="pipeline sends posted asynchronously under the interleaved schedule (Megatron's "
+        "--overlap-p2p-communication; default: the engine's)",
+    ),
+]
+Zero3GatherOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--zero3-gather",
+        help="bucketed | per_parameter_sync: how ZeRO-3 gathers weights (per_parameter_sync: DeepSpeed 0.3.12-0.5.10, "
+        "one all-gather per tensor after a device sync; default: the engine's)",
+    ),
+]
+RmsnormOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--rmsnorm",
+        help="torch | cast: the eager RMSNorm an engine version builds (torch: nn.RMSNorm, fp32 through the weight's "
+        "multiply; cast: casts back first, torchtitan before 2025-03 and HF Llama; default: the engine's)",
+    ),
+]
+MasterCopyOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--master-copy/--no-master-copy",
+        help="an fp32 master copy of the weights beside the optimizer moments (--no-master-copy: the optimizer "
+        "steps the weights in their own dtype, as NeMo's bf16 optimizer state; default: the engine's)",
+    ),
+]
 GradDtypeOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -24,6 +24,7 @@ from planner.cli.engine_options import (
     EpOverlapOpt,
     Fp8ParamGatherOpt,
     GradDtypeOpt,
+    MasterCopyOpt,
     MoeDispatchDtypeOpt,
     MoeDispatcherOpt,
     MoeImbalanceOpt,
@@ -31,10 +32,13 @@ from planner.cli.engine_options import (
     NoFlashOpt,
     OptimizerOffloadOpt,
     OptimizerOpt,
+    P2pOverlapOpt,
     PrecisionAwareOpt,
     RecomputeModulesOpt,
+    RmsnormOpt,
     SelectivePolicyOpt,
     TpOverlapOpt,
+    Zero3GatherOpt,
 )
 from planner.plan import MAX_BATCH, MAX_DEGREE
 from planner.specs import MAX_SEQ_LEN
@@ -189,7 +193,9 @@ PLAN_FIELDS = (
 PLAN_FILE = (Opt("plan", PlanFileOpt),)
 ENGINE_SETTINGS = (
     Opt("optimizer", OptimizerOpt), Opt("selective_policy", SelectivePolicyOpt), Opt("no_flash", NoFlashOpt, False),
-    Opt("tp_overlap", TpOverlapOpt), Opt("compile", CompileOpt), Opt("grad_dtype", GradDtypeOpt),
+    Opt("tp_overlap", TpOverlapOpt), Opt("p2p_overlap", P2pOverlapOpt), Opt("zero3_gather", Zero3GatherOpt),
+    Opt("compile", CompileOpt), Opt("rmsnorm", RmsnormOpt), Opt("grad_dtype", GradDtypeOpt),
+    Opt("master_copy", MasterCopyOpt),
     Opt("moe_dispatcher", MoeDispatcherOpt), Opt("ep_overlap", EpOverlapOpt), Opt("moe_imbalance", MoeImbalanceOpt),
     Opt("moe_dispatch_dtype", MoeDispatchDtypeOpt),
     Opt("recompute_modules", RecomputeModulesOpt), Opt("activation_offload", ActivationOffloadOpt),

@@ -22,7 +22,9 @@ from planner.engine.settings import (
     MOMENT_DTYPES,
     OPTIMIZERS,
     RECOMPUTE_MODULES,
+    RMSNORMS,
     SELECTIVE_POLICIES,
+    ZERO3_GATHERS,
 )
 from planner.errors import PlannerError
 from planner.io.files import write_text_atomic
@@ -36,8 +38,12 @@ TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
     "attention": ATTENTIONS,
     "selective_policy": SELECTIVE_POLICIES,
     "tp_overlap": None,
+    "p2p_overlap": None,
+    "zero3_gather": ZERO3_GATHERS,
     "compile": None,
+    "rmsnorm": RMSNORMS,
     "grad_dtype": GRAD_DTYPES,
+    "master_copy": None,
     "moe_dispatcher": DISPATCHERS,
     "ep_overlap": None,
     "moe_dispatch_dtype": DISPATCH_DTYPES,

@@ -1,0 +1,68 @@
+"""The engine settings a runs file's `software:` block could say and the command line could not: --p2p-overlap,
+--zero3-gather, --rmsnorm and --master-copy, on memory, estimate and search alike, each moving the term it names,
+remembered by a saved plan file, and refused by name when the value is not one of the setting's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import run_planner as run
+
+LLAMA70 = ("--model", "llama3-70b", "--gpus", "64", "--tp", "4", "--pp", "4", "--vpp", "2", "--schedule", "interleaved")
+ZERO3 = ("--model", "llama3-8b", "--gpus", "64", "--zero", "3", "--engine", "megatron-deepspeed")
+TITAN = ("--model", "llama3-8b", "--gpus", "8", "--engine", "torchtitan", "--recompute", "none")
+
+
+def _json(*args: str) -> dict:
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_p2p_overlap_hides_the_interleaved_pipeline_sends() -> None:
+    waiting = _json("estimate", *LLAMA70, "--no-p2p-overlap")["time"]["exposed_comm_s"]["pp"]
+    posted = _json("estimate", *LLAMA70, "--p2p-overlap")["time"]["exposed_comm_s"]["pp"]
+    assert posted < 0.2 * waiting
+
+
+def test_per_parameter_zero3_gathers_expose_their_latency() -> None:
+    synced = _json("estimate", *ZERO3, "--zero3-gather", "per_parameter_sync")["time"]
+    bucketed = _json("estimate", *ZERO3, "--zero3-gather", "bucketed")["time"]
+    assert synced["exposed_comm_s"]["dp"] > 10 * bucketed["exposed_comm_s"]["dp"] > 0
+    assert synced["step_s"] > bucketed["step_s"]
+
+
+def test_rmsnorm_and_master_copy_move_the_memory_terms_they_name() -> None:
+    torch_norm = _json("memory", *TITAN, "--rmsnorm", "torch")["per_gpu_bytes"]
+    cast_norm = _json("memory", *TITAN, "--rmsnorm", "cast")["per_gpu_bytes"]
+    assert torch_norm["activations"] > cast_norm["activations"]
+    assert torch_norm["weights"] == cast_norm["weights"]
+    kept = _json("memory", "--model", "llama3-8b", "--gpus", "8", "--zero", "1")["per_gpu_bytes"]
+    none = _json("memory", "--model", "llama3-8b", "--gpus", "8", "--zero", "1", "--no-master-copy")["per_gpu_bytes"]
+    assert none["optimizer"] < kept["optimizer"]
+    assert none["activations"] == kept["activations"]
+
+
+def test_a_saved_plan_remembers_the_settings(tmp_path: Path) -> None:
+    saved = tmp_path / "plan.yaml"
+    flags = ("--no-p2p-overlap", "--zero3-gather", "bucketed", "--rmsnorm", "cast", "--no-master-copy")
+    code, _out, err = run("search", "--model", "llama3-8b", "--gpus", "16", *flags, "--top", "1", "--save", str(saved))
+    assert code == 0, err
+    text = saved.read_text()
+    for line in ("p2p_overlap: false", "zero3_gather: bucketed", "rmsnorm: cast", "master_copy: false"):
+        assert line in text
+    from_file = _json("estimate", "--plan", str(saved))["per_gpu_bytes"]
+    overridden = _json("estimate", "--plan", str(saved), "--master-copy")["per_gpu_bytes"]  # the flag over the file
+    assert from_file["optimizer"] < overridden["optimizer"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "valid"),
+    [("--zero3-gather", "fast", "bucketed, per_parameter_sync"), ("--rmsnorm", "fused", "torch, cast")],
+)
+def test_a_value_outside_the_setting_is_one_line_and_exit_2(flag: str, value: str, valid: str) -> None:
+    code, out, err = run("estimate", "--model", "llama3-8b", "--gpus", "8", flag, value)
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: {flag} {value!r} is not valid; choose one of {valid}"
