@@ -19,16 +19,7 @@ from typing import Any
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
-from planner.engine.settings import (
-    DISPATCH_DTYPES,
-    DISPATCHERS,
-    GRAD_DTYPES,
-    MOMENT_DTYPES,
-    OPTIMIZERS,
-    RMSNORMS,
-    SELECTIVE_POLICIES,
-    ZERO3_GATHERS,
-)
+from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
@@ -57,14 +48,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "recompute": RECOMPUTES,
     "precision": PRECISIONS,
     "schedule": SCHEDULES,
-    "optimizer": OPTIMIZERS,
-    "selective_policy": SELECTIVE_POLICIES,
-    "grad_dtype": GRAD_DTYPES,
-    "moe_dispatcher": DISPATCHERS,
-    "moe_dispatch_dtype": DISPATCH_DTYPES,
-    "optimizer_moment_dtype": MOMENT_DTYPES,
-    "zero3_gather": ZERO3_GATHERS,
-    "rmsnorm": RMSNORMS,
+    **{k: words for k, words in SETTING_CHOICES.items() if words is not None},
 }
 
 
@@ -137,10 +121,9 @@ def resolve_engine(
     engine = name if isinstance(name, Engine) else load_engine(name or (doc.engine if doc else None) or default)
     for source in ((doc.training if doc else {}), overrides):
         given = {k: v for k, v in source.items() if v is not None}
-        for k in ("optimizer", "selective_policy", "grad_dtype", "moe_dispatcher", "moe_dispatch_dtype", "zero3_gather",
-                  "rmsnorm"):  # fmt: skip
-            choice(k, given.get(k))
-        choice("optimizer_moment_dtype", given.get("optimizer_moment_dtype"))
+        for k, words in SETTING_CHOICES.items():
+            if words is not None:
+                choice(k, given.get(k))
         imbalance = given.get("moe_imbalance")
         if imbalance is not None and not (isinstance(imbalance, (int, float)) and 1 <= imbalance <= 64):
             raise PlannerError(f"--moe-imbalance {imbalance!r}: give the busiest rank's load over the mean, 1 to 64")

@@ -38,6 +38,29 @@ DISPATCHERS: tuple[Dispatcher, ...] = get_args(Dispatcher)
 DISPATCH_DTYPES: tuple[DispatchDtype, ...] = get_args(DispatchDtype)
 
 
+# Each per-run setting that takes a word or a switch, by its command-line and plan-file name: its words (None: true
+# or false). The plan files' `training:` check and the command line's check read them here.
+SETTING_CHOICES: dict[str, tuple[str, ...] | None] = {
+    "optimizer": OPTIMIZERS,
+    "attention": ATTENTIONS,
+    "selective_policy": SELECTIVE_POLICIES,
+    "tp_overlap": None,
+    "p2p_overlap": None,
+    "zero3_gather": ZERO3_GATHERS,
+    "compile": None,
+    "rmsnorm": RMSNORMS,
+    "grad_dtype": GRAD_DTYPES,
+    "master_copy": None,
+    "moe_dispatcher": DISPATCHERS,
+    "ep_overlap": None,
+    "moe_dispatch_dtype": DISPATCH_DTYPES,
+    "precision_aware_optimizer": None,
+    "optimizer_moment_dtype": MOMENT_DTYPES,
+    "fp8_param_gather": None,
+    "cuda_graphs": None,
+}
+
+
 def listed(value: object) -> object:
     """A comma list given as text (the command line, a YAML string) as a tuple; anything else as it is."""
     return tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(value, str) else value

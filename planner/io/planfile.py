@@ -14,18 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from planner.engine.settings import (
-    ATTENTIONS,
-    DISPATCH_DTYPES,
-    DISPATCHERS,
-    GRAD_DTYPES,
-    MOMENT_DTYPES,
-    OPTIMIZERS,
-    RECOMPUTE_MODULES,
-    RMSNORMS,
-    SELECTIVE_POLICIES,
-    ZERO3_GATHERS,
-)
+from planner.engine.settings import RECOMPUTE_MODULES, SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.io.files import write_text_atomic
 from planner.plan import Plan, derive_plan
@@ -33,25 +22,7 @@ from planner.plan import Plan, derive_plan
 PLAN_FIELDS = tuple(Plan.model_fields)
 FILE_KEYS = ("plan", "model", "hardware", "engine", "gpus", "training", "predicted")
 # The engine's per-run settings a plan file keeps (Engine.configured): name -> allowed values (None: a bool).
-TRAINING_KEYS: dict[str, tuple[str, ...] | None] = {
-    "optimizer": OPTIMIZERS,
-    "attention": ATTENTIONS,
-    "selective_policy": SELECTIVE_POLICIES,
-    "tp_overlap": None,
-    "p2p_overlap": None,
-    "zero3_gather": ZERO3_GATHERS,
-    "compile": None,
-    "rmsnorm": RMSNORMS,
-    "grad_dtype": GRAD_DTYPES,
-    "master_copy": None,
-    "moe_dispatcher": DISPATCHERS,
-    "ep_overlap": None,
-    "moe_dispatch_dtype": DISPATCH_DTYPES,
-    "precision_aware_optimizer": None,
-    "optimizer_moment_dtype": MOMENT_DTYPES,
-    "fp8_param_gather": None,
-    "cuda_graphs": None,
-}
+TRAINING_KEYS = SETTING_CHOICES
 # The recipe options that take a share (0-1) or a list of modules (Engine.configured checks them again).
 FRACTION_KEYS = ("activation_offload", "optimizer_offload")
 # Settings that take a number in a range: the shares above, and the busiest expert-parallel rank's load over the mean.
