@@ -43,6 +43,20 @@ def test_an_error_that_is_not_the_users_is_raised() -> None:
         fan_out(_crash, [1, 2], processes=2)
 
 
+def _die_in_a_worker(n: int) -> int:
+    if os.getpid() != PARENT:
+        os._exit(1)  # as the kernel's OOM killer would leave it
+    return n + 1
+
+
+PARENT = os.getpid()
+
+
+@pytest.mark.skipif(not FORKS, reason="workers are forked on Linux only")
+def test_a_killed_worker_leaves_the_work_to_this_process() -> None:
+    assert fan_out(_die_in_a_worker, [1, 2, 3], processes=2) == [2, 3, 4]
+
+
 def test_progress_counts_the_items_finished() -> None:
     seen: list[tuple[int, int]] = []
     fan_out(_square_or_refuse, [1, 2, 4], processes=2 if FORKS else 1, progress=lambda d, t: seen.append((d, t)))

@@ -1,5 +1,5 @@
-"""Independent searches on the CPUs this process may use: `--engine all` searches each engine apart, and the
-advice searches each GPU count and batch apart, so they can run side by side.
+"""Independent searches on the CPUs this process may use: `--engine all` (an engine list, `--recipe-options`)
+searches each engine apart, so the engines can be searched side by side.
 
 The workers are forked: they start with the parent's modules, catalogs and caches already loaded (nothing is
 imported or validated again), get only an index, and send back the result. The results come back in the order
@@ -59,6 +59,7 @@ def fan_out(
         return [_guarded(fn, item) for item in items]
     import multiprocessing  # only when there is more than one worker to start
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     global _WORK
     _WORK = (fn, items)
@@ -69,6 +70,8 @@ def fan_out(
                 if progress is not None:
                     progress(done, len(items))
             return [f.result() for f in futures]
+    except BrokenProcessPool:  # a worker was killed (out of memory, a signal): the work again, in this process
+        return [_guarded(fn, item) for item in items]
     finally:
         _WORK = None
 
