@@ -120,3 +120,25 @@ def test_the_heaviest_engine_starts_first() -> None:
         "megatron",
         "llm-foundry",
     ]
+
+
+def _workers_here(_n: int) -> int:
+    return workers(8, jobs=8)
+
+
+@pytest.mark.skipif(not FORKS, reason="workers are forked on Linux only")
+def test_a_worker_runs_its_own_work_in_turn() -> None:
+    """No worker forks workers of its own (`planner scale --engine all`): the CPUs are the first workers'."""
+    assert fan_out(_workers_here, [1, 2], processes=2) == [1, 1]
+    assert workers(8, jobs=8) == 8
+
+
+def test_scale_side_by_side_is_scale_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.api.scaling import scale
+
+    args = {"gpus": "1024..16384", "tokens": 15e12, "global_batch": "auto"}
+    monkeypatch.setenv(JOBS_ENV, "2")
+    apart = scale("llama3-70b", **args).as_json()
+    monkeypatch.setenv(JOBS_ENV, "1")
+    assert apart == scale("llama3-70b", **args).as_json()
+    assert [p["gpus"] for p in apart["points"]] == [1024, 2048, 4096, 8192, 16384]

@@ -2,20 +2,21 @@
 time to train, GPU-hours): the curve a team draws before it asks for a reservation.
 
 Each count is one search (api/advising.py `search_advised`, top 1, so `--global-batch auto` and a cluster work
-as in `search`); the time to train is cost/timing.py's.
+as in `search`), the counts searched side by side (explore/fanout.py); the time to train is cost/timing.py's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from planner.api.advising import search_advised
 from planner.cost.timing import time_to_train
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
+from planner.explore.fanout import fan_out, workers
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_DEGREE, Plan
@@ -108,30 +109,22 @@ def scale(
         raise PlannerError("scale needs a token budget: pass --tokens N (e.g. 15e12)")
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
-    points = []
-    for g in gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain):
+    search_options = {"global_batch": global_batch, "max_tokens_per_step": max_tokens_per_step, **options, "top": 1}
+
+    def point(g: int) -> ScalePoint:
         try:
-            found = search_advised(
-                spec,
-                gpus=g,
-                hardware=hw,
-                engine=engine,
-                global_batch=global_batch,
-                max_tokens_per_step=max_tokens_per_step,
-                advice=False,
-                **{**options, "top": 1},
-            )
+            found = search_advised(spec, gpus=g, hardware=hw, engine=engine, advice=False, **search_options)
         except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
-            points.append(ScalePoint(g, None, note=str(e)))
-            continue
+            return ScalePoint(g, None, note=str(e))
         best = found.result.best
         if best is None:
-            points.append(ScalePoint(g, None, note="nothing fits"))
-            continue
+            return ScalePoint(g, None, note="nothing fits")
         t = best.time
         run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
-        points.append(
-            ScalePoint(g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds,
-                       run.gpu_hours)
-        )  # fmt: skip
+        return ScalePoint(
+            g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours
+        )
+
+    counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain)
+    points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
     return Scaling(spec.name, hw.name, tokens, tuple(points))

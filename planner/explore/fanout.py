@@ -1,5 +1,5 @@
 """Independent searches on the CPUs this process may use: `--engine all` (an engine list, `--recipe-options`)
-searches each engine apart, so the engines can be searched side by side.
+searches each engine apart and `planner scale` each GPU count, so they can run side by side.
 
 The workers are forked: they start with the parent's modules, catalogs and caches already loaded (nothing is
 imported or validated again), get only an index, and send back the result. The results come back in the order
@@ -26,11 +26,15 @@ JOBS_ENV = "PLANNER_JOBS"
 
 # What the forked workers run: set just before the pool forks them, read by index in the workers.
 _WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+_IN_WORKER = False  # a worker runs what it is given in turn: the CPUs are the parent's workers'
 
 
 def workers(tasks: int, jobs: int | None = None) -> int:
     """Processes to run `tasks` with: `jobs` when given, else PLANNER_JOBS when set, else the CPUs this process
-    may run on; never more than the tasks, and 1 (in this process) where workers are not forked."""
+    may run on; never more than the tasks, and 1 (in this process) where workers are not forked or in a worker
+    (`planner scale --engine all`: the counts side by side, each count's engines in turn)."""
+    if _IN_WORKER:
+        return 1
     if jobs is None:
         jobs = _jobs_env()
     if jobs is None:
@@ -78,7 +82,9 @@ def fan_out(
 
 def _run_index(i: int) -> Any:
     """In a worker: the i-th item of the work the parent set before forking."""
+    global _IN_WORKER
     assert _WORK is not None, "fan_out's work is set before its workers fork"
+    _IN_WORKER = True
     fn, items = _WORK
     return _guarded(fn, items[i])
 
