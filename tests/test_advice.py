@@ -115,3 +115,40 @@ def test_no_throughput_advice_for_a_ranking_by_memory():
     memory, whose first plan is the smallest and not the fastest, it never is."""
     a = search_advised("llama3-8b", gpus=64, hardware=None, engine=None, objective="memory", top=1)
     assert [x for x in a.advice if x.kind in ("gpus", "global_batch")] == []
+
+
+def _rate_or_refuse(gpus: int, batch: int) -> float:
+    if gpus == 3:
+        raise PlannerError("three GPUs make up no degrees")
+    return gpus * 10.0 + batch
+
+
+def test_prefetch_asks_each_pair_once_and_leaves_a_refusal_to_the_call() -> None:
+    """Probe.prefetch searches side by side what the calls would ask, each pair once; the calls then only read."""
+    asked: list[tuple[int, int]] = []
+
+    def best_at(g: int, b: int) -> float:
+        asked.append((g, b))
+        return _rate_or_refuse(g, b)
+
+    probe = Probe(best_at)
+    probe.know(8, 1, 5.0)
+    probe.prefetch([(8, 1), (16, 2), (16, 2), (3, 1)])
+    asked_before = len(asked)
+    assert probe(16, 2) == 162.0 and probe(8, 1) == 5.0
+    with pytest.raises(PlannerError, match="three GPUs"):
+        probe(3, 1)
+    assert len(asked) == asked_before + 1  # only the refused pair is searched again (in this process)
+
+
+def test_a_range_searched_side_by_side_chooses_what_one_in_turn_chooses(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = {"gpus": "1024..16384", "hardware": None, "engine": None, "global_batch": "auto"}
+    monkeypatch.setenv("PLANNER_JOBS", "2")
+    apart = search_advised("llama3-70b", **args)
+    monkeypatch.setenv("PLANNER_JOBS", "1")
+    in_turn = search_advised("llama3-70b", **args)
+    assert [a.as_json() for a in apart.advice] == [a.as_json() for a in in_turn.advice]
+    assert apart.result.space.gpus == in_turn.result.space.gpus
+    assert apart.result.space.global_batch == in_turn.result.space.global_batch
+    assert apart.result.best is not None and in_turn.result.best is not None
+    assert apart.result.best.plan == in_turn.result.best.plan

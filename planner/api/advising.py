@@ -81,6 +81,9 @@ def search_advised(
     probe = _probe(spec, hw, engine, options)
     counts = gpu_range(count, node=hw.gpus_per_node, domain=hw.nvlink_domain) if isinstance(count, str) else [count]
     base = default_global_batch(seq_len)
+    if len(counts) > 1 or batch == "auto":  # what the choice below asks, searched side by side first
+        tried = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
+        probe.prefetch((g, b) for g in counts for b in tried)
     choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
     chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)
     b = choice[chosen]
@@ -145,6 +148,15 @@ def _probe(
     return Probe(best_at)
 
 
+def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: int) -> list[int]:
+    """The batches `_batch_for` asks the probe about: the one given, the default, or for `auto` the doubled ones."""
+    if isinstance(batch, int):
+        return [batch]
+    if batch is None:
+        return [base]
+    return batches(base, seq_len=seq_len, max_tokens_per_step=bound)
+
+
 def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
     """The batch given, the default, or for `auto` the smallest of the doubled batches within the bound whose best
     plan reaches WELL of the best among them."""
@@ -152,7 +164,7 @@ def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, s
         return batch
     if batch is None:
         return base
-    candidates = batches(base, seq_len=seq_len, max_tokens_per_step=bound)
+    candidates = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
     rates = {b: probe(gpus, b) for b in candidates}
     best = max((r for r in rates.values() if r), default=0.0)
     return next((b for b in candidates if (rates[b] or 0.0) >= WELL * best), base) if best else base

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from planner.errors import PlannerError
+from planner.explore.fanout import fan_out, workers
 
 WELL = 0.9  # a share of the best per-GPU throughput that counts as using the GPUs well
 SCAN_DEPTH = 6  # at most 64x fewer GPUs are scanned for the best per-GPU throughput
@@ -53,6 +54,13 @@ class Probe:
     def know(self, gpus: int, global_batch: int, rate: float | None) -> None:
         """What a search already found at (gpus, global_batch): not searched again."""
         self._seen.setdefault((gpus, global_batch), rate)
+
+    def prefetch(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Search the (gpus, batch) pairs not known yet side by side (explore/fanout.py), each answer what a call
+        would give; a pair whose search refuses is left for the call to raise."""
+        todo = [pair for pair in dict.fromkeys(pairs) if pair not in self._seen]
+        rates = fan_out(lambda pair: self._best_at(*pair), todo, workers(len(todo)))
+        self._seen.update((pair, r) for pair, r in zip(todo, rates) if not isinstance(r, PlannerError))
 
     def __call__(self, gpus: int, global_batch: int) -> float | None:
         key = (gpus, global_batch)
