@@ -80,12 +80,7 @@ def search_advised(
         options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
     probe = _probe(spec, hw, engine, options)
     counts = gpu_range(count, node=hw.gpus_per_node, domain=hw.nvlink_domain) if isinstance(count, str) else [count]
-    base = default_global_batch(seq_len)
-    if len(counts) > 1 or batch == "auto":  # what the choice below asks, searched side by side first
-        tried = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
-        probe.prefetch((g, b) for g in counts for b in tried)
-    choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
-    chosen = counts[0] if len(counts) == 1 else _count_for(probe, choice)
+    choice, chosen = _choose(probe, counts, batch, seq_len=seq_len, bound=bound)
     b = choice[chosen]
     result = run_search(
         spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
@@ -146,6 +141,19 @@ def _probe(
         return res.top[0].time.tokens_per_s / g if res.top else None
 
     return Probe(best_at)
+
+
+def _choose(
+    probe: Probe, counts: list[int], batch: int | str | None, *, seq_len: int, bound: int
+) -> tuple[dict[int, int], int]:
+    """(the batch for each count, the count chosen): the pairs the choice asks about are searched side by side
+    first (Probe.prefetch), then read in turn."""
+    base = default_global_batch(seq_len)
+    if len(counts) > 1 or batch == "auto":
+        tried = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
+        probe.prefetch((g, b) for g in counts for b in tried)
+    choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
+    return choice, counts[0] if len(counts) == 1 else _count_for(probe, choice)
 
 
 def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: int) -> list[int]:
