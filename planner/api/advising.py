@@ -168,11 +168,9 @@ def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: i
 def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
     """The batch given, the default, or for `auto` the smallest of the doubled batches within the bound whose best
     plan reaches WELL of the best among them."""
-    if isinstance(batch, int):
-        return batch
-    if batch is None:
-        return base
     candidates = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
+    if batch != "auto":
+        return candidates[0]
     rates = {b: probe(gpus, b) for b in candidates}
     best = max((r for r in rates.values() if r), default=0.0)
     return next((b for b in candidates if (rates[b] or 0.0) >= WELL * best), base) if best else base
