@@ -123,19 +123,20 @@ def entry() -> None:
     plan and model one by one (about 80 ms of a 0.8 s search) for memory the OS takes back at once. Output is
     flushed first and the exit code kept; a command that starts processes or writes as it goes (launch, calibrate,
     ingest, bench-hardware) ends the usual way, as does `main` called from Python."""
-    quick = _command_of(sys.argv[1:]) in QUICK_EXIT
+    if _command_of(sys.argv[1:]) not in QUICK_EXIT:
+        main()
+        return
     try:
         main()
-        code: object = 0
+        code = 0
     except SystemExit as e:
-        code = 0 if e.code is None else e.code
-        if not (quick and isinstance(code, int)):
+        if not isinstance(e.code, int | None):  # a message to print: Python's own exit does that
             raise
-    if quick and isinstance(code, int):
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(BrokenPipeError, ValueError):  # the reader has gone (as main: exit quietly)
-                stream.flush()
-        os._exit(code)
+        code = e.code or 0
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, ValueError):  # the reader has gone (as main: exit quietly)
+            stream.flush()
+    os._exit(code)
 
 
 def _aborted() -> NoReturn:
