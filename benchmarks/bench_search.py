@@ -87,7 +87,7 @@ def floor_s(runs: int) -> float:
 def cli_run(model: str, gpus: int, extra: list[str], tree: str = HERE) -> tuple[float, dict]:
     """Seconds of one whole `planner search --json` process of the checkout at `tree`, and its document."""
     cmd = [sys.executable, "-m", "planner", "search", "--model", model, "--gpus", str(gpus), "--json", *extra]
-    env = {**os.environ, "PYTHONPATH": tree}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tree, os.environ.get("PYTHONPATH"))))}
     t0 = time.perf_counter()  # run in the checkout: `python -m` puts the working directory first on sys.path
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=tree)
     return time.perf_counter() - t0, json.loads(proc.stdout)
