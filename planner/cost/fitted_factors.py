@@ -9,9 +9,16 @@ behaviour block (written before it existed, or by hand) has only its fitted entr
 
 from __future__ import annotations
 
-from planner.engine import Engine, Fitted
+from planner.engine import Behaviour, Engine, Fitted
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
+
+
+def behaviour_on(hw: HardwareProfile, engine: Engine) -> Behaviour | None:
+    """The engine's pooled behaviour where it applies: on a GPU. It is fitted to GPU runs, whose host time is
+    what the GPU waits on; on a CPU the host is the device, and the cpu profile's own fitted costs
+    (`step_overhead_s`, `kernel_overhead_s`, `collective_overhead_s`, fitted to CPU launches) are its host time."""
+    return None if hw.gpu.architecture == "cpu" else engine.behaviour
 
 
 def gpu_factors(hw: HardwareProfile, engine: Engine) -> Fitted | None:
@@ -19,7 +26,7 @@ def gpu_factors(hw: HardwareProfile, engine: Engine) -> Fitted | None:
     proxy's (a sibling of the same architecture). With a behaviour block a GPU without its own entry runs the
     pooled behaviour: another GPU's deviation is that GPU's (issue 21), not its sibling's."""
     own = engine.fitted.get(hw.name)
-    if own is not None or engine.behaviour is not None:
+    if own is not None or behaviour_on(hw, engine) is not None:
         return own
     return engine.fitted.get(hw.calibration_proxy) if hw.calibration_proxy else None
 
@@ -29,7 +36,8 @@ def compute_factor(hw: HardwareProfile, engine: Engine) -> float:
     own = gpu_factors(hw, engine)
     if own is not None:
         return own.compute
-    return engine.behaviour.compute.value if engine.behaviour is not None else 1.0
+    b = behaviour_on(hw, engine)
+    return b.compute.value if b is not None else 1.0
 
 
 def tp_overlap_exposed(engine: Engine) -> float:
@@ -54,7 +62,7 @@ def host_overhead_s(hw: HardwareProfile, engine: Engine, plan: Plan | None = Non
     layers = host_layers(engine, layers)
     own = gpu_factors(hw, engine)
     seconds = own.overhead_s if own is not None else 0.0
-    b = engine.behaviour
+    b = behaviour_on(hw, engine)
     if b is None:
         return seconds
     seconds += b.host_step_s.value

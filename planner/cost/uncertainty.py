@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from planner.cost.fitted_factors import behaviour_on
 from planner.engine import Domain, Engine, Interval
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
@@ -147,7 +148,7 @@ def uncertainty(
 ) -> Uncertainty:
     """The 80% interval of a prediction for this engine on this hardware (absolute when the predicted
     tokens/s and peak bytes are given), widened for the plan's distances from the engine's runs."""
-    b = engine.behaviour
+    b = behaviour_on(hw, engine)
     if b is None or b.interval is None:
         return _legacy(engine, hw, tokens_per_s, peak_bytes)
     iv: Interval = b.interval

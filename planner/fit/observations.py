@@ -129,7 +129,8 @@ def observation_from_profile(
     if model is None:
         model = load_model(doc["model"])
     engine = load_engine(doc.get("engine") or "planner")
-    return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source)
+    family = f"{engine.name}/{hardware.name}/launch"  # as run_family names a publication's runs: these are launches
+    return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source, family=family)
 
 
 def load_observations(

@@ -81,9 +81,10 @@ def calibrate_behaviour(obs: list[Observation], *, splits: tuple[str, ...] = SPL
 
 def write_engine_behaviours(cal: BehaviourCalibration, out_dir: Path) -> list[Path]:
     """Every catalog engine (and every engine of the runs) with its behaviour and GPU entries: its own where it
-    had runs, the engines' mean (and no GPU entries) where it had none, none where its profile says
-    `behaviour: null` (the planner worker, whose CPU host costs are the cpu profile's)."""
-    from planner.io.catalog import engine_source_path, list_engines
+    had runs; where it had none, the behaviour its profile has from runs of its own fitted apart (the planner
+    worker's, from its launches: a fit on published runs does not erase it), else the engines' mean (and no GPU
+    entries); none where its profile says `behaviour: null`."""
+    from planner.io.catalog import engine_source_path, list_engines, load_engine
 
     obs = cal.observations
     engines = sorted(set(list_engines()) | {o.engine.name for o in obs})
@@ -94,8 +95,12 @@ def write_engine_behaviours(cal: BehaviourCalibration, out_dir: Path) -> list[Pa
         if not source.is_file():
             continue
         target = out_dir / f"{e}.yaml"
-        behaviour = None if opts_out(source) else engine_behaviour(cal.fit, e, obs, cal.interval)
-        write_behaviour(source, target, behaviour, gpu_entries(cal.fit, e, obs, rms))
+        own = load_engine(source)
+        if not cal.fit.runs.get(e) and own.behaviour is not None and own.behaviour.runs:
+            write_behaviour(source, target, own.behaviour, own.fitted)  # fitted apart, on runs of its own
+        else:
+            behaviour = None if opts_out(source) else engine_behaviour(cal.fit, e, obs, cal.interval)
+            write_behaviour(source, target, behaviour, gpu_entries(cal.fit, e, obs, rms))
         written.append(target)
     return written
 

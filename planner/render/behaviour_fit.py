@@ -132,7 +132,11 @@ def _print_cross_validation(console: Console, cal: BehaviourCalibration) -> None
     )
     for col in ("split", "left out", "runs", "median |err|", "signed", "in 80%"):
         table.add_column(col, justify="left" if col in ("split", "left out") else "right")
-    for split, doc in _folds(cal).items():
+    folds = _folds(cal)
+    unsplit = [split for split, doc in folds.items() if not doc["folds"]]
+    for split, doc in folds.items():
+        if not doc["folds"]:
+            continue
         shown = doc["folds"] if split != "run" else []
         for f in shown:
             table.add_row(
@@ -141,7 +145,7 @@ def _print_cross_validation(console: Console, cal: BehaviourCalibration) -> None
                 str(f["runs"]),
                 f"{f['median_abs_pct']:.1f}%",
                 f"{f['median_signed_pct']:+.1f}%",
-                f"{f['coverage']:.0%}",
+                _share(f["coverage"]),
             )
         total = sum(f["runs"] for f in doc["folds"])
         table.add_row(
@@ -150,7 +154,13 @@ def _print_cross_validation(console: Console, cal: BehaviourCalibration) -> None
             str(total),
             f"{doc['median_abs_pct']:.1f}%",
             "",
-            f"{doc['coverage']:.0%}",
+            _share(doc["coverage"]),
         )
         table.add_section()
     console.print(table)
+    if unsplit:
+        console.print(f"not cross-validated by {', '.join(unsplit)}: the runs have one of each, nothing to leave out")
+
+
+def _share(share: float | None) -> str:
+    return "–" if share is None else f"{share:.0%}"
