@@ -8,9 +8,9 @@ hardware profile (its physics: datasheet peaks and measured kernel ceilings, not
     python benchmarks/launch_transfer.py benchmarks/results/h100-2026-11-25/launch:h100-sxm \\
         benchmarks/results/h200-2026-11-26/launch:h200
 
-Prints each held-out launch's measured and predicted step with the shipped engine profile and with the fitted one,
-and the median |error| of both. Launch profiles hold their model, plan and median step (planner launch
---profile-out).
+Prints each held-out launch's measured and predicted step with the worker's profile stripped of its behaviour (the
+GPU's physics alone) and with the behaviour fitted on the other GPU, and the median |error| of both. Launch profiles
+hold their model, plan and median step (planner launch --profile-out).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ def fit(folder: Path, hardware: str, out: Path) -> Path:
     return out / "planner.yaml"
 
 
-def step_s(profile: dict, hardware: str, engine_path: str) -> float:
-    from planner.io.catalog import load_engine, load_hardware
+def step_s(profile: dict, hardware: str, engine) -> float:  # type: ignore[no-untyped-def]
+    from planner.io.catalog import load_hardware
     from planner.launch.runner import predicted
     from planner.plan import Plan
     from planner.specs import ModelSpec
 
     model, plan = ModelSpec(**profile["model"]), Plan(**profile["plan"])
-    return float(predicted(model, load_hardware(hardware), plan, load_engine(engine_path))["step_time_s"])
+    return float(predicted(model, load_hardware(hardware), plan, engine)["step_time_s"])
 
 
 def _err(measured: float, pred: float) -> float:
@@ -54,21 +54,24 @@ def main() -> None:
     args = ap.parse_args()
     fit_dir, fit_hw = args.fit.rsplit(":", 1)
     pred_dir, pred_hw = args.predict.rsplit(":", 1)
+    from planner.io.catalog import load_engine
+
+    bare = load_engine("planner").model_copy(update={"behaviour": None, "fitted": {}})
     with tempfile.TemporaryDirectory() as tmp:
-        fitted = fit(Path(fit_dir), fit_hw, Path(tmp))
+        fitted = load_engine(fit(Path(fit_dir), fit_hw, Path(tmp)))
         rows = []
         for path in sorted(Path(pred_dir).glob("*.json")):
             if path.name == "summary.json":
                 continue
             prof = json.loads(path.read_text())
             m = prof["median_step_s"]
-            rows.append((path.stem, m, step_s(prof, pred_hw, "planner"), step_s(prof, pred_hw, str(fitted))))
+            rows.append((path.stem, m, step_s(prof, pred_hw, bare), step_s(prof, pred_hw, fitted)))
     print(f"fitted on {fit_dir} ({fit_hw}); predicting {pred_dir} ({pred_hw})")
-    print(f"{'launch':16} {'measured ms':>11} {'shipped':>9} {'err':>7} {'fitted':>9} {'err':>7}")
-    for name, m, shipped, fit_s in rows:
-        print(f"{name:16} {m * 1e3:11.1f} {shipped * 1e3:9.1f} {_err(m, shipped):+6.1f}% {fit_s * 1e3:9.1f} "
+    print(f"{'launch':16} {'measured ms':>11} {'physics':>9} {'err':>7} {'fitted':>9} {'err':>7}")
+    for name, m, bare_s, fit_s in rows:
+        print(f"{name:16} {m * 1e3:11.1f} {bare_s * 1e3:9.1f} {_err(m, bare_s):+6.1f}% {fit_s * 1e3:9.1f} "
               f"{_err(m, fit_s):+6.1f}%")  # fmt: skip
-    for label, col in (("shipped", 2), ("fitted", 3)):
+    for label, col in (("physics alone (no behaviour)", 2), ("behaviour fitted on the other GPU", 3)):
         errs = [abs(_err(r[1], r[col])) for r in rows]
         print(f"{label}: median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}% over {len(rows)} launches")
 
