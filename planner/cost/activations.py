@@ -71,16 +71,18 @@ def activation_bytes_per_token(
     kind: LayerKind | None = None,
     etp: int | None = None,
     saved_quant: float = 0.0,
+    autocast: bool = False,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
-    (cost.quantization.saved_input_bytes; 0: none)."""
+    (cost.quantization.saved_input_bytes; 0: none); `autocast`: computed under torch.autocast from fp32 weights
+    (engine.ZeroStage.autocast: an fp32 residual stream)."""
     if recompute == "full":
-        # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP.
-        return model.hidden_size * act_bytes / (tp if sp else 1)
+        # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP; fp32 under autocast.
+        return model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
     total = 0.0
     tensors = layer_tensors(
-        model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer, kind=kind
+        model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer, kind=kind, autocast=autocast
     )
     modules = kernels.recompute_modules if kernels.recompute_modules is not None else DEFAULT_RECOMPUTE_MODULES
     for tensor in tensors:
@@ -108,6 +110,7 @@ def activation_bytes_per_layer(
     kind: LayerKind | None = None,
     etp: int | None = None,
     saved_quant: float = 0.0,
+    autocast: bool = False,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
@@ -124,6 +127,7 @@ def activation_bytes_per_layer(
         kind=kind,
         etp=etp,
         saved_quant=saved_quant,
+        autocast=autocast,
     )
     return tokens * per_token
 
@@ -143,6 +147,7 @@ def layer_workspace_bytes(
     kind: LayerKind | None = None,
     etp: int | None = None,
     saved_quant: float = 0.0,
+    autocast: bool = False,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -163,6 +168,7 @@ def layer_workspace_bytes(
         "kind": kind,
         "etp": etp,
         "saved_quant": saved_quant,
+        "autocast": autocast,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)

@@ -174,6 +174,7 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
         kind=kind,
         etp=plan_etp(p),
         saved_quant=saved_input_bytes(p.precision, engine),
+        autocast=engine.zero_stage(p).autocast and a < 4,
     )
     return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw)
 

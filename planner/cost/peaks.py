@@ -135,11 +135,13 @@ class PeakMemory:
             ]  # fmt: skip
         return hit
 
-    def _activations(self, p: Plan, recompute: str) -> dict[LayerKind, Pieces]:
-        key = (ACTIVATIONS(p), recompute)
+    def _activations(self, p: Plan, recompute: str, zero: int) -> dict[LayerKind, Pieces]:
+        autocast = self.engine.rules.stages(p.pp)[zero].autocast  # what of the ZeRO stage the activations read
+        key = (ACTIVATIONS(p), recompute, autocast)
         hit = self._act.get(key)
         if hit is None:
-            plan = p if p.recompute == recompute else p.model_copy(update={"recompute": recompute})
+            same = (p.recompute, p.zero) == (recompute, zero)
+            plan = p if same else p.model_copy(update={"recompute": recompute, "zero": zero})
             hit = self._act[key] = activation_pieces(self.model, plan, self.engine)
         return hit
 
@@ -177,7 +179,7 @@ class PeakMemory:
         for zero in zeros:
             states = self._state(p, zero, ranks)
             for recompute in recomputes:
-                out[(zero, recompute)] = self._peak(loads, states, self._activations(p, recompute))
+                out[(zero, recompute)] = self._peak(loads, states, self._activations(p, recompute, zero))
         return out
 
     def levels(self, p: Plan, zero: int, recomputes: tuple[Recompute, ...]) -> dict[Recompute, float]:
@@ -191,7 +193,7 @@ class PeakMemory:
         same share one evaluation."""
         loads = self._loads(p)
         states = self._state(p, zero, [ld.shape for ld in loads])
-        pieces, same = self._level_pieces(p, recomputes)
+        pieces, same = self._level_pieces(p, recomputes, zero)
         known: dict[int, float] = {}
 
         def peak(i: int) -> float:
@@ -213,14 +215,14 @@ class PeakMemory:
         return out
 
     def _level_pieces(
-        self, p: Plan, recomputes: tuple[Recompute, ...]
+        self, p: Plan, recomputes: tuple[Recompute, ...], zero: int
     ) -> tuple[list[dict[LayerKind, Pieces]], list[int]]:
         """Each level's pieces and the first level with equal pieces (levels that keep the same activations
         share one evaluation), cached by the activations' shape."""
-        key = (ACTIVATIONS(p), recomputes)
+        key = (ACTIVATIONS(p), recomputes, self.engine.rules.stages(p.pp)[zero].autocast)
         hit = self._levels.get(key)
         if hit is None:
-            pieces = [self._activations(p, rc) for rc in recomputes]
+            pieces = [self._activations(p, rc, zero) for rc in recomputes]
             hit = self._levels[key] = (pieces, [pieces.index(pc) for pc in pieces])
         return hit
 

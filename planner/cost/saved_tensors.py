@@ -80,13 +80,21 @@ def layer_tensors(
     kernels: Kernels,
     moe_layer: bool = False,
     kind: LayerKind | None = None,
+    autocast: bool = False,
 ) -> list[SavedTensor]:
     """Every tensor a layer of this kind saves for backward, bytes per token of the micro-batch (before any
     split). `kind` defaults to the model's plain transformer layer, MoE when `moe_layer`. A transformer layer is
     two pre-norm blocks (the mixer's, the FFN's); a hybrid layer (layer_pattern) one block, its mixer or its FFN
-    (Megatron-Core's hybrid stack, megatron/core/ssm/mamba_block.py)."""
+    (Megatron-Core's hybrid stack, megatron/core/ssm/mamba_block.py).
+
+    Under torch.autocast from fp32 weights (`autocast`) the residual stream is fp32: the norms keep fp32 inputs
+    and give fp32 outputs, and each linear reading a norm's output keeps its own 16-bit cast of it (autocast casts
+    per op): three for separate Q, K and V projections, two for a gated MLP's gate and up projections. Counted
+    with saved-tensor hooks on the worker's GPT-3 1.3B layer (benchmarks/saved_tensors.py): 40 bytes per token
+    and hidden unit, where the 16-bit layer keeps 32."""
     kind = kind if kind is not None else default_kind(model, moe_layer)
     h, a = model.hidden_size, act_bytes
+    r = 4 if autocast else a  # the residual stream's bytes per element
     fused = kernels.fused
     hybrid = model.layer_pattern is not None
     first = "mixer" if kind.mixer != "none" else "MLP"
@@ -94,18 +102,16 @@ def layer_tensors(
     # and before an MoE layer's router and experts (gpt_layer_specs.py l.244-336): only those are `layernorm`'s.
     router_in = hybrid and kind.ffn == "moe"  # a hybrid MoE layer's only norm feeds the router (kept 16-bit)
     norm1 = ("layernorm",) if kind.mixer == "mla" or router_in else ("mlp",) if hybrid and kind.ffn == "dense" else ()
+    qkv_casts = 3 if autocast and kind.mixer == "attention" else 1  # wq, wk, wv (layer_matmuls)
     t: list[SavedTensor] = [
-        SavedTensor("norm1 input (layer input)", h * a, "seq", op_keep=True),
-        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", h * a, "seq",
-                    modules=norm1, quantized="" if router_in else "own"),
+        SavedTensor("norm1 input (layer input)", h * r, "seq", op_keep=True),
+        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", qkv_casts * h * a,
+                    "seq", modules=norm1, quantized="" if router_in else "own"),
     ]  # fmt: skip
     mixer_head, mixer_tail = _mixer_tensors(model, kind, seq_len, a, kernels)
     t += mixer_head
     if not hybrid:
-        moe = kind.ffn == "moe"
-        t.append(SavedTensor("norm2 input (residual)", h * a, "seq"))
-        t.append(SavedTensor("norm2 output (MLP input)", h * a, "seq", modules=("layernorm",) if moe else ("mlp",),
-                             quantized="" if moe else "own"))  # fmt: skip
+        t += _norm2_tensors(model, kind, a, autocast)
     t += mixer_tail
     if kernels.dropout:
         t.append(SavedTensor("attention dropout mask", h, "seq"))
@@ -114,8 +120,20 @@ def layer_tensors(
     norms = 1 if hybrid else 2
     if not fused and model.norm == "rmsnorm":
         t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms",
-                             norms * eager_rmsnorm_extra_bytes(kernels.rmsnorm, a) * h, "seq"))  # fmt: skip
+                             norms * eager_rmsnorm_extra_bytes(kernels.rmsnorm, r) * h, "seq"))  # fmt: skip
     return t + _extra_norm_tensors(model, kind, a)
+
+
+def _norm2_tensors(model: ModelSpec, kind: LayerKind, a: int, autocast: bool) -> list[SavedTensor]:
+    """The FFN block's norm in a transformer layer: its input (the residual, fp32 under autocast) and its output,
+    once per linear that casts it under autocast (a gated MLP's w1 and w3, layer_matmuls)."""
+    h, moe = model.hidden_size, kind.ffn == "moe"
+    casts = 2 if autocast and model.mlp == "swiglu" and not moe else 1
+    return [
+        SavedTensor("norm2 input (residual)", h * (4 if autocast else a), "seq"),
+        SavedTensor("norm2 output (MLP input)", casts * h * a, "seq", modules=("layernorm",) if moe else ("mlp",),
+                    quantized="" if moe else "own"),
+    ]  # fmt: skip
 
 
 def eager_rmsnorm_extra_bytes(impl: str, a: int) -> float:

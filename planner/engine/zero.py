@@ -30,6 +30,12 @@ class ZeroStage(Frozen):
         "DDP under autocast): no separate master in the optimizer, and 16-bit weights exist "
         "only as gathered or cast copies (see gathered_weights)",
     )
+    autocast: bool = Field(
+        False,
+        description="the stage computes under torch.autocast from fp32 weights (PyTorch DDP; FSDP2 casts the "
+        "parameters itself): the residual stream stays fp32, so norms keep fp32 inputs, and each linear keeps its "
+        "own 16-bit cast of its input (separate Q, K and V projections: three copies of the norm output)",
+    )
     gathered_weights: Literal["none", "unit", "all"] = Field(
         "none",
         description="unsharded 16-bit weights alive at the peak besides the states: none, one unit "

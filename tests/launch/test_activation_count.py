@@ -68,3 +68,23 @@ def test_weights_and_their_casts_are_not_activations():
     with counter.track(), torch.autocast("cpu", dtype=torch.bfloat16):
         lin(x).sum().backward()
     assert counter.peak == 4 * 8 * 2  # the bf16 cast of x only, not the bf16 copy of the weight
+
+
+@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu"])
+def test_autocast_layer_activations_match_the_model(norm, mlp):
+    """The worker trains DDP plans with fp32 weights under torch.autocast (engine_profiles/planner.yaml zero 0
+    `autocast`): the residual stream stays fp32 and each linear keeps its own bf16 cast of its input. Counted on
+    one H200, a GPT-3 1.3B layer kept 41 bytes per token and hidden unit where the bf16 count said 32
+    (benchmarks/results/h200-2026-11-26/activations.json); here, on CPU, the count must match the model."""
+    spec = _spec(norm, mlp)
+    block = Block(spec)  # fp32 weights
+    x = torch.randn(B, S, H, requires_grad=True)  # the fp32 residual stream
+    counter = ActivationCounter([block])
+    with counter.track(), torch.autocast("cpu", dtype=torch.bfloat16):
+        block(x).sum().backward()
+    kernels = make_engine(elementwise="eager").kernels
+    predicted = activation_bytes_per_layer(spec, micro_batch=B, seq_len=S, act_bytes=2, kernels=kernels, autocast=True)
+    assert counter.peak == pytest.approx(predicted, rel=0.03)
+    bf16 = activation_bytes_per_layer(spec, micro_batch=B, seq_len=S, act_bytes=2, kernels=kernels)
+    assert bf16 < 0.95 * counter.peak  # the 16-bit count under-counts the autocast layer (by 9% or more here)
