@@ -66,3 +66,13 @@ def test_a_value_outside_the_setting_is_one_line_and_exit_2(flag: str, value: st
     code, out, err = run("estimate", "--model", "llama3-8b", "--gpus", "8", flag, value)
     assert code == 2 and out == ""
     assert err.strip() == f"error: {flag} {value!r} is not valid; choose one of {valid}"
+
+
+def test_a_compiled_loss_keeps_no_fp32_copy_of_the_logits() -> None:
+    """torchtitan compiles its cross entropy with the model since 2025-04 (components/loss.py); the two fp32
+    copies an eager `.float()` cross entropy keeps, 4 bytes each per token and vocabulary entry, are gone."""
+    eager = _json("memory", *TITAN, "--compile")["per_gpu_bytes"]
+    compiled = _json("memory", *TITAN, "--compile", "--compiled-loss")["per_gpu_bytes"]
+    tokens, vocab = 8192, 128256  # llama3-8b's default sequence, one sequence per micro-batch, its vocabulary
+    assert eager["activations"] - compiled["activations"] == pytest.approx(2 * 4 * tokens * vocab, rel=0.01)
+    assert eager["weights"] == compiled["weights"]

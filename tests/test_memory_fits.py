@@ -102,3 +102,18 @@ def test_nemotron_340b_keeps_bf16_optimizer_state() -> None:
     assert report.fits
     default = run.engine.configured(master_copy=True, optimizer_moment_dtype="fp32")
     assert not memory_report(run.model, run.hardware, run.plan, default).fits
+
+
+def test_torchtitans_compiled_loss_brings_the_h200_runs_within_5_percent() -> None:
+    """torchtitan's June 2025 H200 runs (e7c0cae, compile on) compile the cross entropy with the model
+    (components/loss.py build_cross_entropy_loss, since bbb1b61): no fp32 copy of the 128k-entry logits. Counted
+    with the eager loss's two copies they were predicted 36-37% over what they measured; the runs file says
+    compiled_loss and they are within 5% (issue 21 item 5's tolerance where a run states its memory)."""
+    runs = [r for r in _ran() if r.id.startswith("torchtitan-h200-llama31-8b") and "peak_memory_bytes" in r.measured]
+    assert len(runs) == 2
+    for run in runs:
+        assert run.engine.memory.compiled_loss
+        predicted = memory_report(run.model, run.hardware, run.plan, run.engine).total_bytes
+        assert predicted == pytest.approx(run.measured["peak_memory_bytes"], rel=0.05), run.id
+        eager = run.engine.model_copy(update={"memory": run.engine.memory.model_copy(update={"compiled_loss": False})})
+        assert memory_report(run.model, run.hardware, run.plan, eager).total_bytes > 1.3 * predicted

@@ -74,6 +74,7 @@ ENGINE_SETTING_ARGS = {
     "rmsnorm": "rmsnorm",
     "grad_dtype": "grad_dtype",
     "master_copy": "master_copy",
+    "compiled_loss": "compiled_loss",
     "moe_dispatcher": "moe_dispatcher",
     "ep_overlap": "ep_overlap",
     "moe_imbalance": "moe_imbalance",

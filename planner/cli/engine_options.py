@@ -55,6 +55,14 @@ MasterCopyOpt = Annotated[
         "steps the weights in their own dtype, as NeMo's bf16 optimizer state; default: the engine's)",
     ),
 ]
+CompiledLossOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--compiled-loss/--no-compiled-loss",
+        help="the cross entropy runs under torch.compile and keeps no fp32 copy of the logits (torchtitan with "
+        "--compile since 2025-04; default: the engine's)",
+    ),
+]
 GradDtypeOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -19,6 +19,7 @@ import typer
 from planner.cli.callbacks import catalog_names, finite, nonempty
 from planner.cli.engine_options import (
     ActivationOffloadOpt,
+    CompiledLossOpt,
     CompileOpt,
     CudaGraphsOpt,
     EpOverlapOpt,
@@ -195,7 +196,7 @@ ENGINE_SETTINGS = (
     Opt("optimizer", OptimizerOpt), Opt("selective_policy", SelectivePolicyOpt), Opt("no_flash", NoFlashOpt, False),
     Opt("tp_overlap", TpOverlapOpt), Opt("p2p_overlap", P2pOverlapOpt), Opt("zero3_gather", Zero3GatherOpt),
     Opt("compile", CompileOpt), Opt("rmsnorm", RmsnormOpt), Opt("grad_dtype", GradDtypeOpt),
-    Opt("master_copy", MasterCopyOpt),
+    Opt("master_copy", MasterCopyOpt), Opt("compiled_loss", CompiledLossOpt),
     Opt("moe_dispatcher", MoeDispatcherOpt), Opt("ep_overlap", EpOverlapOpt), Opt("moe_imbalance", MoeImbalanceOpt),
     Opt("moe_dispatch_dtype", MoeDispatchDtypeOpt),
     Opt("recompute_modules", RecomputeModulesOpt), Opt("activation_offload", ActivationOffloadOpt),

@@ -88,6 +88,13 @@ class Memory(Frozen):
         "1 = the upcast exponentiated and normalised in place and kept as the softmax (Megatron's "
         "VocabParallelCrossEntropy, megatron/core/tensor_parallel/cross_entropy.py calculate_logits_max)",
     )
+    compiled_loss: bool = Field(
+        False,
+        description="the cross entropy runs under torch.compile, which fuses the fp32 upcast, log-softmax and "
+        "gather into kernels that keep no fp32 copy of the logits (backward reads the 16-bit logits and one "
+        "log-sum-exp per token): torchtitan's build_cross_entropy_loss compiles it with the model since "
+        "bbb1b61 (2025-04-02, torchtitan/components/loss.py); before, train.py left it commented out",
+    )
 
 
 class Kernels(Frozen):

@@ -6,7 +6,8 @@ A run's `software` block names its training stack: `engine` (a profile in engine
 default engine), `attention` (flash | softmax), `tp_overlap`, `p2p_overlap` (pipeline sends overlapped with compute:
 Megatron's overlap_p2p_comm) and `compile` (bool), `grad_dtype` (param | fp32), `rmsnorm` (torch | cast: which eager
 RMSNorm the engine version built, engine/execution.py Kernels), `master_copy` (bool: a separate fp32 master in the
-optimizer; null: yes for 16-bit precisions), `zero3_gather` (bucketed | per_parameter_sync: how the engine version
+optimizer; null: yes for 16-bit precisions), `compiled_loss` (bool: the cross entropy under torch.compile, no fp32
+copy of the logits), `zero3_gather` (bucketed | per_parameter_sync: how the engine version
 gathers ZeRO-3 weights, engine/execution.py Comm), and the recipe options (`recompute_modules`, `activation_offload`,
 `optimizer_offload`, `precision_aware_optimizer`, `optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`:
 engine/settings.py SETTINGS); a null field keeps the engine's default. An unknown engine or value is an error for
@@ -45,7 +46,7 @@ METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
-    "moe_imbalance", "moe_dispatch_dtype", "rmsnorm", "master_copy", "zero3_gather", *RECIPE_KEYS,
+    "moe_imbalance", "moe_dispatch_dtype", "rmsnorm", "master_copy", "compiled_loss", "zero3_gather", *RECIPE_KEYS,
 }  # fmt: skip
 
 
@@ -158,7 +159,10 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
     if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
         valid = ", ".join(GRAD_DTYPES)
         raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")
-    bools = ("tp_overlap", "p2p_overlap", "compile", "master_copy", "precision_aware_optimizer", "fp8_param_gather")
+    bools = (
+        "tp_overlap", "p2p_overlap", "compile", "master_copy", "compiled_loss", "precision_aware_optimizer",
+        "fp8_param_gather",
+    )  # fmt: skip
     for key in (*bools, "cuda_graphs"):
         if sw.get(key) not in (None, True, False):
             raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
@@ -196,6 +200,7 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
         compile=sw.get("compile"),
         rmsnorm=sw.get("rmsnorm"),
         master_copy=sw.get("master_copy"),
+        compiled_loss=sw.get("compiled_loss"),
         zero3_gather=sw.get("zero3_gather"),
         grad_dtype=sw.get("grad_dtype"),
         moe_dispatcher=sw.get("moe_dispatcher"),
