@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+
+from gpu_kernels import time_ms  # the same timing: CUDA events, median of 20 after 5 warm-ups
 
 HOST_TOKENS = (1, 128)
 MEMORY_TOKENS = (1, 4096)
@@ -61,29 +62,12 @@ def _graphed(spec, layers, tokens):  # type: ignore[no-untyped-def]
     return list(torch.cuda.make_graphed_callables(tuple(layers), samples))
 
 
-def _time_ms(fn, warmup: int = 5, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
 def _host_row(model_name: str, count: int) -> dict:
     spec, layers = _layers(model_name, count)
     x = _sample(spec, HOST_TOKENS)
-    eager_ms = _time_ms(lambda: _step(layers, x))
+    eager_ms = time_ms(lambda: _step(layers, x))
     graphed = _graphed(spec, layers, HOST_TOKENS)
-    graph_ms = _time_ms(lambda: _step(graphed, x))
+    graph_ms = time_ms(lambda: _step(graphed, x))
     print(f"host {count} layers: eager {eager_ms:.3f} ms, graphed {graph_ms:.3f} ms", flush=True)
     return {"layers": count, "eager_ms": eager_ms, "graphed_ms": graph_ms}
 
@@ -133,8 +117,8 @@ def graph_pool(model_name: str, count: int = 4) -> dict:
     torch.cuda.empty_cache()
     pool = torch.cuda.memory_reserved() - reserved_base
     graph = _step_bytes(lambda: _step(graphed, x))
-    eager_ms = _time_ms(lambda: _step(layers, x))
-    graph_ms = _time_ms(lambda: _step(graphed, x))
+    eager_ms = time_ms(lambda: _step(layers, x))
+    graph_ms = time_ms(lambda: _step(graphed, x))
     need = pool + graph["step_peak"]
     out = {
         "tokens": list(MEMORY_TOKENS), "layers": count, "eager": eager, "graphed": graph,

@@ -20,7 +20,7 @@ SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 GEMMS = (1024, 2048, 4096, 8192, 16384)
 
 
-def _time_ms(fn, warmup: int = 5, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
+def time_ms(fn, warmup: int = 5, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
     import torch
 
     for _ in range(warmup):
@@ -48,9 +48,9 @@ def attention(seq: int, head_dim: int = 128, tokens: int = 32768) -> dict:
     grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     flops_fwd = 4 * batch * heads * seq * seq * head_dim / 2
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        fwd = _time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        fwd = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        both = _time_ms(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        both = time_ms(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                                     (q, k, v), grad))  # fmt: skip
         del out
     bwd = both - fwd
@@ -83,9 +83,9 @@ def gemm(n: int, scaling: str) -> dict:
     if scaling != "bf16":
         fa, fb = a.to(torch.float8_e4m3fn), b.t().contiguous().t().to(torch.float8_e4m3fn)
         sa, sb = _fp8_scales(n, scaling)
-        ms = _time_ms(lambda: torch._scaled_mm(fa, fb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+        ms = time_ms(lambda: torch._scaled_mm(fa, fb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
     else:
-        ms = _time_ms(lambda: a @ b)
+        ms = time_ms(lambda: a @ b)
     precision = "bf16" if scaling == "bf16" else "fp8"
     return {"n": n, "precision": precision, "scaling": scaling, "flops": 2 * n**3, "tflops": 2 * n**3 / ms / 1e9}
 
