@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.engine import Engine, plan_problems
-from planner.engine.settings import ATTENTIONS, GRAD_DTYPES, RMSNORMS, ZERO3_GATHERS
+from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
@@ -154,27 +154,14 @@ def _software(raw: dict[str, Any]) -> dict[str, Any]:
     unknown = set(sw) - SOFTWARE_KEYS
     if unknown:
         raise PlannerError(f"run {rid}: unknown software field(s) {sorted(unknown)}; valid: {sorted(SOFTWARE_KEYS)}")
-    if sw.get("attention") not in (None, *ATTENTIONS):
-        raise PlannerError(f"run {rid}: software.attention {sw['attention']!r} is not one of {', '.join(ATTENTIONS)}")
-    if sw.get("grad_dtype") not in (None, *GRAD_DTYPES):
-        valid = ", ".join(GRAD_DTYPES)
-        raise PlannerError(f"run {rid}: software.grad_dtype {sw['grad_dtype']!r} is not one of {valid}")
-    bools = (
-        "tp_overlap", "p2p_overlap", "compile", "master_copy", "compiled_loss", "precision_aware_optimizer",
-        "fp8_param_gather",
-    )  # fmt: skip
-    for key in (*bools, "cuda_graphs"):
-        if sw.get(key) not in (None, True, False):
-            raise PlannerError(f"run {rid}: software.{key} {sw[key]!r} must be true, false or null")
-    if sw.get("rmsnorm") not in (None, *RMSNORMS):
-        raise PlannerError(f"run {rid}: software.rmsnorm {sw['rmsnorm']!r} is not one of {', '.join(RMSNORMS)}")
-    if sw.get("zero3_gather") not in (None, *ZERO3_GATHERS):
-        valid = ", ".join(ZERO3_GATHERS)
-        raise PlannerError(f"run {rid}: software.zero3_gather {sw['zero3_gather']!r} is not one of {valid}")
-    if sw.get("optimizer_moment_dtype") not in (None, "fp32", "bf16"):
-        raise PlannerError(
-            f"run {rid}: software.optimizer_moment_dtype {sw['optimizer_moment_dtype']!r} is not one of fp32, bf16"
-        )
+    for key, words in SETTING_CHOICES.items():  # the settings' words, from their one home
+        value = sw.get(key)
+        if key not in SOFTWARE_KEYS or value is None:
+            continue
+        if words is None and value not in (True, False):
+            raise PlannerError(f"run {rid}: software.{key} {value!r} must be true, false or null")
+        if words is not None and value not in words:
+            raise PlannerError(f"run {rid}: software.{key} {value!r} is not one of {', '.join(words)}")
     for key in (*NUMBER_RANGES, *LIST_KEYS):
         check_recipe_setting(f"run {rid}", f"software.{key}", key, sw.get(key))
     return sw
@@ -193,22 +180,7 @@ def run_engine(raw: dict[str, Any], override: Engine | None = None) -> Engine:
                 f"known: {', '.join(list_engines())}"
             )
         engine = load_engine(name)
-    return engine.configured(
-        attention=sw.get("attention"),
-        tp_overlap=sw.get("tp_overlap"),
-        p2p_overlap=sw.get("p2p_overlap"),
-        compile=sw.get("compile"),
-        rmsnorm=sw.get("rmsnorm"),
-        master_copy=sw.get("master_copy"),
-        compiled_loss=sw.get("compiled_loss"),
-        zero3_gather=sw.get("zero3_gather"),
-        grad_dtype=sw.get("grad_dtype"),
-        moe_dispatcher=sw.get("moe_dispatcher"),
-        ep_overlap=sw.get("ep_overlap"),
-        moe_imbalance=sw.get("moe_imbalance"),
-        moe_dispatch_dtype=sw.get("moe_dispatch_dtype"),
-        **{k: sw.get(k) for k in RECIPE_KEYS},
-    )
+    return engine.configured(**{k: sw.get(k) for k in sorted(SOFTWARE_KEYS - {"engine"})})  # Engine.configured's names
 
 
 def run_hardware(raw: dict[str, Any], override: HardwareProfile | None = None) -> HardwareProfile:
