@@ -59,8 +59,37 @@ def test_megatron_loss_keeps_one_fp32_copy_of_the_logits() -> None:
     assert logits_bytes(model, plan, megatron) == pytest.approx(elements * 6)
     fp32 = plan.model_copy(update={"precision": "fp32"})
     assert logits_bytes(model, fp32, megatron) == pytest.approx(elements * 4)
-    elements_titan = 2 * 4096 * padded_vocab(model.vocab_size, 2, titan.rules.vocab_padding) / 2
-    assert logits_bytes(model, plan, titan) == pytest.approx(elements_titan * 10)
+    whole = plan.model_copy(update={"tp": 1})
+    elements_titan = 2 * 4096 * padded_vocab(model.vocab_size, 1, titan.rules.vocab_padding)
+    assert logits_bytes(model, whole, titan) == pytest.approx(elements_titan * 10)
+
+
+def test_torchtitans_loss_parallel_backward_holds_four_fp32_copies() -> None:
+    """With the vocabulary split over tp ranks torchtitan runs the loss vocab-parallel (DTensor's loss_parallel,
+    later its own _LossParallelCrossEntropy): backward holds the saved fp32 log-softmax, a zeros_like of it, its
+    exp and their sum, 16 bytes per local logit, with the 16-bit logits deleted before backward; compiled, none."""
+    model, titan = load_model("llama3-8b"), load_engine("torchtitan")
+    plan = Plan(tp=2, dp=1, micro_batch=2, global_batch=2, seq_len=4096)
+    elements = 2 * 4096 * padded_vocab(model.vocab_size, 2, titan.rules.vocab_padding) / 2
+    assert logits_bytes(model, plan, titan) == pytest.approx(elements * 16)
+    compiled = titan.configured(compiled_loss=True)
+    assert logits_bytes(model, plan, compiled) == pytest.approx(elements * 2)
+
+
+def test_torchtitans_tp8_70b_runs_within_5_percent_with_the_loss_parallel_backward() -> None:
+    """torchtitan's Dec 2024 Llama 3.1 70B runs on 256 H100s (FSDP 32 x TP 8, full AC, local batch 16 x 8192, loss
+    parallel, eager loss): with the eager loss's two fp32 copies they were predicted 19.7% and 14.6% under what
+    they measured; with the loss-parallel backward's four they are within 5%."""
+    runs = [r for r in _ran() if r.id.startswith("torchtitan-h100-t4-llama31-70b-256gpu-fsdp32-tp8")]
+    assert len(runs) == 2
+    for run in runs:
+        assert run.plan.tp == 8 and not run.engine.memory.compiled_loss
+        predicted = memory_report(run.model, run.hardware, run.plan, run.engine).total_bytes
+        assert predicted == pytest.approx(run.measured["peak_memory_bytes"], rel=0.05), run.id
+        no_split = run.engine.model_copy(
+            update={"memory": run.engine.memory.model_copy(update={"loss_parallel_fp32_copies": None})}
+        )
+        assert memory_report(run.model, run.hardware, run.plan, no_split).total_bytes < 0.86 * predicted
 
 
 @pytest.mark.parametrize("act_bytes", [2, 4])

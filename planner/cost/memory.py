@@ -150,11 +150,16 @@ def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     softmax kept for backward where the loss upcasts and then runs a softmax (Korthikanti 2022 section 4.3
     counts the fp32 one as 4·s·b·v/t), one where the upcast becomes the softmax in place (Megatron's
     VocabParallelCrossEntropy: `.float()`, then `sub_`, `exp(out=)`, `div_`, and that tensor saved). In fp32
-    the upcast is the logits themselves: no 16-bit tensor beside them. A compiled loss keeps no fp32 copy."""
+    the upcast is the logits themselves: no 16-bit tensor beside them. A compiled loss keeps no fp32 copy. Where
+    the vocabulary is split over tp > 1 ranks and the engine runs DTensor's loss_parallel, its backward holds
+    `memory.loss_parallel_fp32_copies` fp32 copies at once instead, and no 16-bit logits."""
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     a = act_bytes(plan.precision)
     copies = 0 if engine.memory.compiled_loss else engine.memory.loss_fp32_copies  # compiled: none (execution.py)
     per_element = (a if a < 4 else 0) + 4 * copies
+    split = engine.memory.loss_parallel_fp32_copies
+    if plan.tp > 1 and split is not None and copies:
+        per_element = 4 * split  # DTensor's loss_parallel backward, the 16-bit logits freed (execution.py)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     heads = 1 + model.mtp_layers  # each multi-token-prediction module computes its own logits and loss
     return tokens * vocab / plan.tp * per_element * heads

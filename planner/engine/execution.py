@@ -88,6 +88,16 @@ class Memory(Frozen):
         "1 = the upcast exponentiated and normalised in place and kept as the softmax (Megatron's "
         "VocabParallelCrossEntropy, megatron/core/tensor_parallel/cross_entropy.py calculate_logits_max)",
     )
+    loss_parallel_fp32_copies: int | None = Field(
+        None,
+        ge=1,
+        le=8,
+        description="fp32 logit-sized tensors alive at once when the vocabulary is split over tp > 1 ranks and the "
+        "loss runs under DTensor's loss_parallel, with the 16-bit logits already freed: its backward keeps the "
+        "saved log-softmax, a zeros_like for the targets' -1, exp of the log-softmax and their sum, 4 "
+        "(torch/distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward; torchtitan's train.py "
+        "deletes pred before backward); null: the loss keeps loss_fp32_copies whatever tp is",
+    )
     compiled_loss: bool = Field(
         False,
         description="the cross entropy runs under torch.compile, which fuses the fp32 upcast, log-softmax and "
