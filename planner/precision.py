@@ -138,6 +138,9 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 RECIPE_NAMES: tuple[str, ...] = tuple(RECIPES)
+# Per-tensor dynamic fp8 ("tensorwise"): the recipe torchao's float8 tensor parallelism gathers in fp8
+# (torchtitan apply_tp enable_float8_tensorwise_tp), and what plain fp8 is on torchtitan (its precision_recipes).
+TENSORWISE_FP8: tuple[str, ...] = ("fp8", "fp8-current")
 assert set(RECIPE_NAMES) | {"fp32", "bf16", "fp16", "fp8"} == set(PRECISIONS), "specs.Precision and RECIPES agree"
 
 

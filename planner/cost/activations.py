@@ -72,11 +72,13 @@ def activation_bytes_per_token(
     etp: int | None = None,
     saved_quant: float = 0.0,
     autocast: bool = False,
+    col_in_bytes: float = 0.0,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
     (cost.quantization.saved_input_bytes; 0: none); `autocast`: computed under torch.autocast from fp32 weights
-    (engine.ZeroStage.autocast: an fp32 residual stream)."""
+    (engine.ZeroStage.autocast: an fp32 residual stream); `col_in_bytes`: bytes per element of the column-parallel
+    inputs where tensor parallelism casts them before it gathers them (Kernels.tp_fp8_inputs; 0: as computed)."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP; fp32 under autocast.
         return model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
@@ -89,8 +91,13 @@ def activation_bytes_per_token(
         if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile, modules):
             if tensor.region == "expert_in":
                 split = (tp / (etp or tp)) if sp else 1
+            elif tensor.region == "col_in":
+                split = tp if sp and not kernels.tp_gathered_inputs else 1
             else:
                 split = tp if (tensor.region != "seq" or sp) else 1
+            if tensor.region == "col_in" and col_in_bytes and tp > 1:
+                total += tensor.bytes_per_token * col_in_bytes / act_bytes / split
+                continue
             total += _saved_bytes(tensor, act_bytes, saved_quant) / split
     return total
 
@@ -111,6 +118,7 @@ def activation_bytes_per_layer(
     etp: int | None = None,
     saved_quant: float = 0.0,
     autocast: bool = False,
+    col_in_bytes: float = 0.0,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
     tokens = micro_batch * seq_len / cp
@@ -128,6 +136,7 @@ def activation_bytes_per_layer(
         etp=etp,
         saved_quant=saved_quant,
         autocast=autocast,
+        col_in_bytes=col_in_bytes,
     )
     return tokens * per_token
 
@@ -148,6 +157,7 @@ def layer_workspace_bytes(
     etp: int | None = None,
     saved_quant: float = 0.0,
     autocast: bool = False,
+    col_in_bytes: float = 0.0,
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -169,6 +179,7 @@ def layer_workspace_bytes(
         "etp": etp,
         "saved_quant": saved_quant,
         "autocast": autocast,
+        "col_in_bytes": col_in_bytes,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)

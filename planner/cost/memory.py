@@ -23,6 +23,7 @@ from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
 from planner.layers import LayerKind
 from planner.plan import Plan
+from planner.precision import TENSORWISE_FP8
 from planner.specs import ModelSpec
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
@@ -180,6 +181,7 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
         kind=kind,
         etp=plan_etp(p),
         saved_quant=saved_input_bytes(p.precision, engine),
+        col_in_bytes=1.0 if k.tp_fp8_inputs and p.precision in TENSORWISE_FP8 else 0.0,
         autocast=engine.zero_stage(p).autocast and a < 4,
     )
     return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw)

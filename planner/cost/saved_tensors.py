@@ -4,8 +4,10 @@ block: the norms, the mixer's (attention, MLA, Mamba-2), the FFN's (dense or MoE
 leave of each.
 
 Each tensor belongs to a region: "seq" tensors live outside the tensor-parallel region and are split by t only
-with sequence parallelism; "tp" tensors are split by t always; "core" tensors are the s×s attention scores (absent
-with flash attention); "expert_in" rows are gathered over the expert tensor-parallel ranks.
+with sequence parallelism; "col_in" tensors are the norm outputs that column-parallel linears multiply, split by t
+with sequence parallelism unless the engine keeps them all-gathered (kernels.tp_gathered_inputs); "tp" tensors are
+split by t always; "core" tensors are the s×s attention scores (absent with flash attention); "expert_in" rows are
+gathered over the expert tensor-parallel ranks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from planner.specs import ModelSpec
 class SavedTensor:
     name: str
     bytes_per_token: float
-    region: str  # "seq": split by tp only with sp | "tp": split by tp | "core": the s×s scores | "expert_in": rows
+    region: str  # "seq": split by tp only with sp | "col_in": a column-parallel input, as "seq" unless kept
+    # gathered | "tp": split by tp | "core": the s×s scores | "expert_in": rows
     # gathered over the expert tensor-parallel ranks (tp/etp of a rank's sequence shard with sp; all without)
     needed: bool = True  # kept without recompute (False: only an op-policy checkpoint keeps it)
     op_keep: bool = False  # kept by the "op" selective policy
@@ -106,7 +109,7 @@ def layer_tensors(
     t: list[SavedTensor] = [
         SavedTensor("norm1 input (layer input)", h * r, "seq", op_keep=True),
         SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", qkv_casts * h * a,
-                    "seq", modules=norm1, quantized="" if router_in else "own"),
+                    "seq" if hybrid else "col_in", modules=norm1, quantized="" if router_in else "own"),
     ]  # fmt: skip
     mixer_head, mixer_tail = _mixer_tensors(model, kind, seq_len, a, kernels)
     t += mixer_head
@@ -131,7 +134,7 @@ def _norm2_tensors(model: ModelSpec, kind: LayerKind, a: int, autocast: bool) ->
     casts = 2 if autocast and model.mlp == "swiglu" and not moe else 1
     return [
         SavedTensor("norm2 input (residual)", h * (4 if autocast else a), "seq"),
-        SavedTensor("norm2 output (MLP input)", casts * h * a, "seq", modules=("layernorm",) if moe else ("mlp",),
+        SavedTensor("norm2 output (MLP input)", casts * h * a, "col_in", modules=("layernorm",) if moe else ("mlp",),
                     quantized="" if moe else "own"),
     ]  # fmt: skip
 

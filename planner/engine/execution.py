@@ -136,6 +136,22 @@ class Kernels(Frozen):
         "2025-03-19; HF LlamaRMSNorm)",
     )
     compile: bool = Field(False, description="torch.compile: eager elementwise ops fused into a few kernels")
+    tp_gathered_inputs: bool = Field(
+        False,
+        description="with sequence parallelism, each column-parallel linear keeps for its weight gradient the "
+        "all-gathered, whole-sequence input it multiplied: DTensor tensor parallelism, whose PrepareModuleInput "
+        "redistributes the norm's sequence shard to Replicate before ColwiseParallel (torchtitan's "
+        "models/*/infra/parallelize.py; the worker's launch/parallelize.py; counted on CPU by "
+        "tests/launch/test_tp_activations.py); false: it keeps its sequence shard and all-gathers it again in "
+        "backward (Korthikanti et al. 2022 section 4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication)",
+    )
+    tp_fp8_inputs: bool = Field(
+        False,
+        description="under a per-tensor fp8 recipe (plain fp8, fp8-current) with tp > 1, the column-parallel "
+        "linears' input is cast to fp8 before its all-gather and kept so (torchao's PrepareFloat8ModuleInput and "
+        "Float8ColwiseParallel, which torchtitan's apply_tp uses for tensorwise float8: "
+        "enable_float8_tensorwise_tp)",
+    )
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
     selective_recompute: SelectivePolicy = Field(
         "op",
