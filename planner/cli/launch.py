@@ -164,7 +164,7 @@ def launch(
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
     run = RunConfig(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
-        hardware=r.hardware.name, engine=engine or WORKER_ENGINE,
+        hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_),
         checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
         resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
     )  # fmt: skip
@@ -185,6 +185,16 @@ def launch(
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_)  # fmt: skip
+
+
+def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:
+    """The engine the worker is told to run as: the one the plan is checked and priced with (resolve's order: the
+    flag, the worker's for a rehearsal, the plan file's, the worker's)."""
+    if engine:
+        return engine
+    if rehearse_:
+        return WORKER_ENGINE
+    return (saved.engine if saved else None) or WORKER_ENGINE
 
 
 def world_from_flags(saved: PlanFile | None, flags: dict[str, Any]) -> int | None:

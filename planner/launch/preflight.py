@@ -158,7 +158,7 @@ def preflight(
         have = _version(env.torch_version)
         missing = [f"{name} needs >= {a}.{b}" for name, (a, b) in FEATURES.items() if have < (a, b)]
         pf.add("torch", not missing, f"torch {env.torch_version}" + (": " + "; ".join(missing) if missing else ""))
-    problems = [str(r) for r in plan_problems(model, plan, engine, world)] + worker_limits(model, plan, env)
+    problems = [str(r) for r in plan_problems(model, plan, engine, world)] + worker_limits(model, plan, env, engine)
     pf.add("divisibility and support", not problems, "; ".join(problems) or "all rules hold")
     if env.device_type == "cpu" and env.host is not None and env.host.bf16_units is False and plan.precision != "fp32":
         pf.notes.append(
@@ -221,9 +221,13 @@ def _device_memory(pf: Preflight, env: Environment, peak_bytes: float | None) ->
         pf.add("memory", True, f"predicted peak {peak_bytes / 2**30:.2f} GiB (CPU: not checked)")
 
 
-def worker_limits(model: ModelSpec, plan: Plan, env: Environment) -> list[str]:
-    """What the rehearsal worker cannot run, with the values involved."""
+def worker_limits(model: ModelSpec, plan: Plan, env: Environment, engine: Engine | None = None) -> list[str]:
+    """What the rehearsal worker cannot run, with the values involved, whatever engine the plan is priced on
+    (`engine`: its rules are checked beside these; what they already say is not said twice)."""
     out = []
+    if plan.tp > 1 and model.vocab_size % plan.tp and not (engine and engine.rules.vocab_divisible_by_tp):
+        # the worker splits the embedding and the output by vocabulary without padding it (launch/parallelize.py)
+        out.append(f"tp={plan.tp} must divide vocab_size={model.vocab_size}: the worker does not pad the vocabulary")
     out += cp_problems(plan, env.device_type)
     if plan.ep > 1 or model.moe is not None:
         out.append(f"{model.name}: mixture-of-experts models and ep={plan.ep} are not supported by the worker")

@@ -20,8 +20,11 @@ from planner.launch.emit.checks import (
     CLUSTER_TARGETS,
     ENGINE_TARGETS,
     TARGET_ENGINE,
+    changed_settings,
     cluster_problems,
+    device_kind,
     engine_problems_for,
+    unwritten_settings,
 )
 from planner.specs import ModelSpec
 
@@ -82,8 +85,14 @@ def emit(
 
     if kind not in CLUSTER_TARGETS + ENGINE_TARGETS:
         raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
+    settings: dict[str, object] = {}
     if kind in ENGINE_TARGETS:
-        problems = engine_problems_for(kind, model, cfg.plan, load_engine(TARGET_ENGINE[kind]))
+        target = load_engine(TARGET_ENGINE[kind])
+        settings = changed_settings(engine, target)
+        unwritten = unwritten_settings(kind, settings)
+        if unwritten:
+            raise PlannerError(f"--emit {kind}: {unwritten}")
+        problems = engine_problems_for(kind, model, cfg.plan, target)
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:
@@ -101,8 +110,9 @@ def emit(
         if kind in CLUSTER_TARGETS:
             cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
         return write_target(
-            kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image
-        )
+            kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
+            settings=settings, device=device_kind(hardware),
+        )  # fmt: skip
     except PlannerError:
         for path in copied:  # nothing half-written: the copies go with the file that failed
             path.unlink(missing_ok=True)
@@ -118,29 +128,33 @@ def target_text(
     per_node: int,
     max_restarts: int = 0,
     image: str | None = None,
+    settings: dict[str, object] | None = None,
+    device: str = "nvidia",
 ) -> tuple[str, str]:
-    """(file name, text) of one target."""
+    """(file name, text) of one target; `settings`: the per-run engine settings an engine target writes
+    (checks.WRITES); `device`: the cluster nodes' accelerators (checks.device_kind)."""
     if kind == "torchrun":
         return torchrun.FILE_NAME, torchrun.torchrun_script(
             cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts
         )
     if kind == "slurm":
         return slurm.FILE_NAME, slurm.slurm_script(
-            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts
+            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts, device=device
         )
     if kind == "k8s":
         manifest = k8s.k8s_manifest(
-            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts, image=image or "planner:latest"
-        )
+            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts, image=image or "planner:latest",
+            device=device,
+        )  # fmt: skip
         return k8s.FILE_NAME, yaml.safe_dump(manifest, sort_keys=False)
     if kind == "megatron":
-        return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan)
+        return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan, settings)
     if kind == "megatron-bridge":
         return megatron_bridge.FILE_NAME, megatron_bridge.bridge_file(model, cfg.plan)
     if kind == "torchtitan":
-        return torchtitan.FILE_NAME, torchtitan.torchtitan_config(model, cfg.plan)[0]
+        return torchtitan.FILE_NAME, torchtitan.torchtitan_config(model, cfg.plan, settings)[0]
     if kind == "torchtitan-v0.2":
-        return torchtitan_v02.FILE_NAME, torchtitan_v02.torchtitan_toml(model, cfg.plan)[0]
+        return torchtitan_v02.FILE_NAME, torchtitan_v02.torchtitan_toml(model, cfg.plan, settings)[0]
     if kind == "deepspeed":
         return deepspeed.FILE_NAME, deepspeed.deepspeed_file(model, cfg.plan)
     raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
@@ -156,8 +170,13 @@ def write_target(
     per_node: int,
     max_restarts: int = 0,
     image: str | None = None,
+    settings: dict[str, object] | None = None,
+    device: str = "nvidia",
 ) -> Path:
     """Write one target's file into `out` (created if needed), atomically; the path written."""
-    name, text = target_text(kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image)
+    name, text = target_text(
+        kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image,
+        settings=settings, device=device,
+    )  # fmt: skip
     mode = 0o755 if name.endswith((".sh", ".slurm")) else None
     return write_text_atomic(out / name, text, what=f"--emit {kind} file", mode=mode)

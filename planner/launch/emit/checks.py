@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from planner.cost.memory import memory_report
 from planner.engine import Engine, plan_problems
+from planner.engine.settings import SETTINGS
 from planner.hardware import HardwareProfile
 from planner.launch.preflight import Environment, worker_limits
 from planner.plan import Plan
@@ -27,6 +28,49 @@ TARGET_ENGINE = {
 }
 
 
+# The per-run engine settings (engine/settings.py) each engine target writes into its file. A setting the plan was
+# priced with that differs from the target engine's profile and is not written here is refused, never dropped.
+WRITES: dict[str, frozenset[str]] = {
+    "megatron": frozenset({"tp_overlap", "grad_dtype"}),  # --tp-comm-overlap, --grad-reduce-in-bf16
+    "megatron-bridge": frozenset(),
+    "torchtitan": frozenset({"compile", "compiled_loss", "tp_overlap"}),  # CompileConfig(enable, components, async TP)
+    "torchtitan-v0.2": frozenset({"compile", "compiled_loss", "tp_overlap"}),  # [compile], enable_async_tensor_parallel
+    "deepspeed": frozenset(),
+}
+
+
+def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
+    """The per-run settings whose value in `engine` (the profile as configured for the plan) differs from the
+    `target` engine's profile, by name; none when the plan was priced on another engine (its settings are that
+    engine's, not the target's)."""
+    if engine.name != target.name:
+        return {}
+
+    def value(e: Engine, name: str) -> object:
+        block, field = SETTINGS[name]
+        return getattr(getattr(e, block), field)
+
+    return {name: value(engine, name) for name in SETTINGS if value(engine, name) != value(target, name)}
+
+
+def unwritten_settings(target: str, settings: dict[str, object]) -> str:
+    """The settings the target's file cannot carry, said in one line (empty: it writes them all)."""
+    left = [f"{name}={value}" for name, value in settings.items() if name not in WRITES[target]]
+    if not left:
+        return ""
+    return (
+        f"the plan is priced with {', '.join(left)}, which the {target} file does not write "
+        f"(it writes {', '.join(sorted(WRITES[target])) or 'none of the engine settings'}); estimate it without them"
+    )
+
+
+def device_kind(hw: HardwareProfile) -> str:
+    """What a cluster node's scheduler calls the profile's accelerators: nvidia, amd (CDNA GPUs) or cpu (none)."""
+    if target_environment(hw).device_type == "cpu":
+        return "cpu"
+    return "amd" if hw.gpu.architecture in ("cdna3", "cdna4") else "nvidia"
+
+
 def target_environment(hw: HardwareProfile) -> Environment:
     """The devices a cluster target runs on: the hardware profile's GPUs (CPU for the cpu profile)."""
     if hw.name == "cpu" or hw.gpu.name.lower().startswith("cpu"):
@@ -40,7 +84,7 @@ def cluster_problems(
     """The pre-flight of `planner launch` that does not need this machine: rules, worker limits on the
     target's devices, memory against the profile (skipped with --force, as launch skips it)."""
     out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus, hw)]
-    out += worker_limits(model, plan, target_environment(hw))
+    out += worker_limits(model, plan, target_environment(hw), engine)
     if not out and not force:
         peak = memory_report(model, hw, plan, engine).total_bytes
         if peak > hw.gpu.hbm_bytes:

@@ -29,7 +29,11 @@ def _torchrun_command(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_r
     return [*command, "-m", WORKER_MODULE, *worker_argv(cfg)]
 
 
-def _replica(count: int, *, image: str, command: list[str], env: list[dict], gpus: int) -> dict:
+# The extended resource each device plugin offers (NVIDIA's k8s-device-plugin, AMD's k8s-device-plugin).
+GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+
+
+def _replica(count: int, *, image: str, command: list[str], env: list[dict], gpus: int, device: str) -> dict:
     """A replica spec: `count` pods of one container with `gpus` GPUs. Master and Workers share the command and
     environment lists (YAML writes them once, as an anchor and its alias)."""
     return {
@@ -43,7 +47,7 @@ def _replica(count: int, *, image: str, command: list[str], env: list[dict], gpu
                         "image": image,
                         "command": command,
                         "env": env,
-                        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                        "resources": {"limits": {GPU_RESOURCE[device]: gpus} if device in GPU_RESOURCE else {}},
                     }
                 ]
             }
@@ -59,6 +63,7 @@ def k8s_manifest(
     max_restarts: int = 0,
     image: str,
     name: str = "planner-launch",
+    device: str = "nvidia",
 ) -> dict:
     """A Kubeflow PyTorchJob: 1 Master + nnodes−1 Workers, one pod per node, nproc_per_node GPUs each.
 
@@ -67,9 +72,11 @@ def k8s_manifest(
     """
     command = _torchrun_command(cfg, nnodes=nnodes, nproc_per_node=nproc_per_node, max_restarts=max_restarts, name=name)
     env = [{"name": k, "value": v} for k, v in RUN_ENV.items()]
-    specs = {"Master": _replica(1, image=image, command=command, env=env, gpus=nproc_per_node)}
-    if nnodes > 1:
-        specs["Worker"] = _replica(nnodes - 1, image=image, command=command, env=env, gpus=nproc_per_node)
+    specs = {
+        role: _replica(count, image=image, command=command, env=env, gpus=nproc_per_node, device=device)
+        for role, count in (("Master", 1), ("Worker", nnodes - 1))
+        if count
+    }
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",

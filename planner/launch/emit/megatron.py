@@ -6,6 +6,8 @@ flags are here; the architecture's are in megatron_model.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from planner.engine.split import MegatronSplit, megatron_split
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.plan import Plan
@@ -114,7 +116,9 @@ def _recompute_args(plan: Plan) -> list[str]:
     return []
 
 
-def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
+def megatron_args(
+    model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """Arguments for Megatron-LM's pretrain_gpt.py, and which flag carries each plan field."""
     a, m = _parallel_args(plan)
     split, m["vpp"] = _split_args(model, plan)
@@ -142,7 +146,17 @@ def megatron_args(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, st
     a += PRECISION_FLAGS[plan.precision]
     m["precision"] = "--bf16 / --fp16 / --fp8-format hybrid (fp32: no flag)"
     a += model_args(model, seq_len=plan.seq_len)
-    return a, m
+    return a + setting_args(plan, settings or {}), m
+
+
+def setting_args(plan: Plan, settings: Mapping[str, object]) -> list[str]:
+    """The per-run settings the plan was priced with that differ from Megatron's defaults (checks.WRITES):
+    --tp-comm-overlap (arguments.py) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
+    (fp32 weights reduce in fp32 either way)."""
+    out = ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
+    if settings.get("grad_dtype") == "param" and plan.precision != "fp32":
+        out.append("--grad-reduce-in-bf16")
+    return out
 
 
 def _quote(arg: str) -> str:
@@ -160,8 +174,8 @@ def device_connections(plan: Plan) -> str | None:
     return "1" if (plan.tp > 1 or plan.cp > 1) else None
 
 
-def megatron_file(model: ModelSpec, plan: Plan) -> str:
-    args, m = megatron_args(model, plan)
+def megatron_file(model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None) -> str:
+    args, m = megatron_args(model, plan, settings)
     lines: list[str] = []
     for arg in args:  # one flag per line, with its value
         if arg.startswith("--") or not lines:

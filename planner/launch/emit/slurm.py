@@ -16,6 +16,7 @@ def slurm_script(
     max_restarts: int = 0,
     time: str = "01:00:00",
     job_name: str = "planner-launch",
+    device: str = "nvidia",
 ) -> str:
     argv = torchrun_argv(
         cfg,
@@ -31,7 +32,7 @@ def slurm_script(
         f"#SBATCH --job-name={job_name}",
         f"#SBATCH --nodes={nnodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={nproc_per_node}",
+        *([f"#SBATCH --gpus-per-node={nproc_per_node}"] if device != "cpu" else []),
         f"#SBATCH --time={time}",
         "#SBATCH --exclusive",
         *plan_comment(cfg),

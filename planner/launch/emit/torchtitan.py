@@ -16,6 +16,7 @@ schedules are the same in both releases.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from planner.engine.split import torchtitan_chunk_sizes
@@ -165,7 +166,19 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     ]
 
 
-def torchtitan_config(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
+def compile_line(settings: Mapping[str, object]) -> str:
+    """CompileConfig as the plan was priced: eager unless it says compile (the model) or compiled_loss (the loss),
+    with async TP where it says tp_overlap (torchtitan config/configs.py CompileConfig)."""
+    parts = [c for c, key in (("model", "compile"), ("loss", "compiled_loss")) if settings.get(key) is True]
+    if not parts:
+        return "    config.compile = CompileConfig(enable=False)  # the plan is priced eager (kernels.compile)"
+    async_tp = ", enable_async_tensor_parallel=True" if settings.get("tp_overlap") is True else ""
+    return f"    config.compile = CompileConfig(enable=True, components={parts!r}{async_tp})  # as the plan is priced"
+
+
+def torchtitan_config(
+    model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None
+) -> tuple[str, dict[str, str]]:
     """The configuration module: a template whose lines mirror the file it writes."""
     name, flav = flavor(model) or ("llama3", "?")
     ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
@@ -201,7 +214,7 @@ def torchtitan_config(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]
         "    config.training.disable_cuda_graphs = True",
         *_parallelism_lines(model, plan),
         f"    config.activation_checkpoint = {f'{ac_class}.Config()' if ac_class else None}",
-        "    config.compile = CompileConfig(enable=False)  # the plan is priced eager (engine profile kernels.compile)",
+        compile_line(settings or {}),
         "    return config",
     ]
     return "\n".join(lines) + "\n", dict(PLAN_FIELDS)

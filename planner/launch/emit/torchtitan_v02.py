@@ -9,6 +9,8 @@ is matched to a flavor by its architecture, and refused when torchtitan has none
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
     data_parallel,
@@ -47,6 +49,14 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return release_problems(model, plan, RELEASE)
 
 
+def _compile_lines(settings: Mapping[str, object]) -> list[str]:
+    """The [compile] section where the plan is priced compiled (the model, the loss: job_config.py Compile)."""
+    parts = [c for c, key in (("model", "compile"), ("loss", "compiled_loss")) if settings.get(key) is True]
+    if not parts:
+        return []
+    return ["[compile]", "enable = true", "components = [" + ", ".join(f'"{c}"' for c in parts) + "]", ""]
+
+
 def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     """The [parallelism] section."""
     dp = data_parallel(plan)
@@ -67,7 +77,9 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     ]
 
 
-def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
+def torchtitan_toml(
+    model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None
+) -> tuple[str, dict[str, str]]:
     """The job config. ZeRO 0: replicate (DDP, only as 1-D parallelism); 2: FSDP without resharding after
     forward; 3: FSDP resharding (with pipelining, torchtitan's FSDP keeps the stage gathered either way).
     Local batch: the micro-batch without pipelining (gradient accumulation makes up the global batch); with
@@ -98,7 +110,9 @@ def torchtitan_toml(model: ModelSpec, plan: Plan) -> tuple[str, dict[str, str]]:
         'mixed_precision_reduce = "float32"',
         "",
         *_parallelism_lines(model, plan),
+        *(["enable_async_tensor_parallel = true"] if (settings or {}).get("tp_overlap") is True else []),
         "",
+        *_compile_lines(settings or {}),
         "[activation_checkpoint]",
         f'mode = "{ac}"',
         'selective_ac_option = "op"',

@@ -1,0 +1,89 @@
+"""An emitted file carries the per-run engine settings the plan was priced with, or the emit is refused naming them
+(never a file that silently runs something else); cluster files ask for the accelerators the hardware profile has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.errors import PlannerError
+from planner.io.catalog import load_engine, load_hardware, load_model
+from planner.launch.command import RunConfig
+from planner.launch.emit import emit
+from planner.launch.emit.checks import WRITES, changed_settings
+from planner.plan import Plan
+
+MODEL = load_model("llama3-8b")
+PLAN = Plan(dp=4, tp=2, sp=True, zero=1, global_batch=64, seq_len=8192)
+FSDP = Plan(dp=8, zero=3, global_batch=64, seq_len=8192, recompute="selective")
+
+
+def _emit(kind: str, plan: Plan, engine_name: str, tmp_path: Path, hardware: str = "h100-sxm", **settings) -> Path:
+    engine = load_engine(engine_name).configured(**settings)
+    cfg = RunConfig(model="llama3-8b", plan=plan, hardware=hardware, engine=engine_name)
+    hw = load_hardware(hardware)
+    return emit(kind, cfg, MODEL, tmp_path, engine=engine, hardware=hw, hardware_ref=hardware, image="img", force=True)
+
+
+def test_megatron_writes_tp_overlap_and_bf16_gradient_reduction(tmp_path):
+    text = _emit("megatron", PLAN, "megatron", tmp_path, tp_overlap=True, grad_dtype="param").read_text()
+    assert "--tp-comm-overlap" in text and "--grad-reduce-in-bf16" in text
+    plain = _emit("megatron", PLAN, "megatron", tmp_path / "plain").read_text()
+    assert "--tp-comm-overlap" not in plain and "--grad-reduce-in-bf16" not in plain
+
+
+@pytest.mark.parametrize("kind", ["torchtitan", "torchtitan-v0.2"])
+def test_torchtitan_writes_what_it_compiles(tmp_path, kind):
+    text = _emit(kind, FSDP, "torchtitan", tmp_path, compile=True).read_text()
+    assert ("components=['model']" in text) if kind == "torchtitan" else ('components = ["model"]' in text)
+    eager = _emit(kind, FSDP, "torchtitan", tmp_path / "eager").read_text()
+    assert "enable=False" in eager if kind == "torchtitan" else "[compile]" not in eager
+
+
+@pytest.mark.parametrize(
+    ("kind", "engine", "setting"),
+    [("megatron", "megatron", {"optimizer": "sgd"}), ("torchtitan", "torchtitan", {"grad_dtype": "param"}),
+     ("deepspeed", "deepspeed", {"compile": True})],
+)  # fmt: skip
+def test_a_setting_the_file_cannot_carry_is_refused_and_nothing_is_written(tmp_path, kind, engine, setting):
+    plan = FSDP if kind != "megatron" else PLAN
+    with pytest.raises(PlannerError, match=f"priced with {next(iter(setting))}="):
+        _emit(kind, plan, engine, tmp_path / "out", **setting)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_only_settings_that_differ_from_the_targets_profile_count():
+    megatron = load_engine("megatron")
+    assert changed_settings(megatron, megatron) == {}
+    assert changed_settings(megatron.configured(tp_overlap=True), megatron) == {"tp_overlap": True}
+    assert changed_settings(load_engine("torchtitan").configured(compile=True), megatron) == {}  # another engine's
+    assert set(WRITES) == {"megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed"}
+
+
+def test_cluster_files_ask_for_the_profiles_accelerators(tmp_path):
+    plan = Plan(dp=8, zero=1, global_batch=64, seq_len=8192)
+    amd = yaml.safe_load(_emit("k8s", plan, "planner", tmp_path / "amd", hardware="mi325x").read_text())
+    limits = amd["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"amd.com/gpu": 8}
+    nvidia = _emit("slurm", plan, "planner", tmp_path / "nv").read_text()
+    assert "#SBATCH --gpus-per-node=8" in nvidia
+
+
+def test_launch_tells_the_worker_the_engine_it_checked_the_plan_with(tmp_path):
+    """A plan file priced on Megatron is checked with Megatron's rules, and the worker is told to run as Megatron
+    (its ZeRO stages as Megatron's); before, the checks read the file's engine and the worker was told its own."""
+    import json
+
+    from tests.helpers import run_planner
+
+    saved = tmp_path / "plan.yaml"
+    code, _out, err = run_planner(
+        "search", "--model", "llama3-8b", "--gpus", "8", "--engine", "megatron", "--save", str(saved)
+    )
+    assert code == 0, err
+    code, out, err = run_planner("launch", "--plan", str(saved), "--dry-run", "--json")
+    doc = json.loads(out)
+    command = doc["command"] if isinstance(doc["command"], str) else " ".join(doc["command"])
+    assert "--engine megatron" in command
