@@ -110,6 +110,17 @@ def test_global_batch_auto_takes_the_smallest_batch_used_well():
     assert not a.global_batch_default
 
 
+def test_global_batch_auto_stays_within_max_tokens_per_step():
+    """The doubling starts at the largest power of two within the bound; below one sequence, one line and exit 2."""
+    a = search_advised(
+        "llama3-8b", gpus=64, hardware=None, engine=None, global_batch="auto", max_tokens_per_step=1_000_000, top=1
+    )
+    assert a.result.space.global_batch * a.result.space.seq_len <= 1_000_000
+    code, out, err = run("search", "-m", "llama3-8b", "--gpus", "64", "--global-batch", "auto",
+                         "--max-tokens-per-step", "1000")  # fmt: skip
+    assert code == 2 and out == "" and "below one sequence" in err and len(err.strip().splitlines()) == 1
+
+
 def test_no_throughput_advice_for_a_ranking_by_memory():
     """llama3-8b on 64 GPUs at 4M tokens is advised when ranked by throughput only if its best plan idles; ranked by
     memory, whose first plan is the smallest and not the fastest, it never is."""

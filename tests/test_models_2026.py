@@ -259,6 +259,10 @@ REFUSALS = {
     "NaN where an integer is read": ({"num_key_value_heads": float("nan")}, "num_key_value_heads=NaN"),
     "fractional width": ({"intermediate_size": 12288.5}, "intermediate_size=12288.5"),
     "experts without top-k": ({"model_type": "newfamily", "num_local_experts": 8}, "num_experts_per_tok"),
+    "an expert count under another name": (
+        {"model_type": "ernie4_5_moe", "moe_num_experts": 64, "moe_k": 8},
+        "moe_num_experts=64",
+    ),
     "hybrid pattern length": (
         {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-", "num_hidden_layers": 4},
         "num_hidden_layers=4",

@@ -149,6 +149,13 @@ def _choose(
     """(the batch for each count, the count chosen): the pairs the choice asks about are searched side by side
     first (Probe.prefetch), then read in turn."""
     base = default_global_batch(seq_len)
+    if batch == "auto":  # the doubling starts within the bound: the default batch, or a power of two that fits
+        if bound < seq_len:
+            raise PlannerError(
+                f"--max-tokens-per-step {bound} is below one sequence of {seq_len} tokens: --global-batch auto has "
+                "no batch to choose"
+            )
+        base = min(base, 1 << ((bound // seq_len).bit_length() - 1))
     if len(counts) > 1 or batch == "auto":
         tried = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
         probe.prefetch((g, b) for g in counts for b in tried)

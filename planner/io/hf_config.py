@@ -127,6 +127,20 @@ def _refuse(c: HfConfig) -> None:
     for key, why in fam.UNREPRESENTED_KEYS.items():
         if c.raw.get(key) is not None:
             raise PlannerError(f"{src}: {key}={c.raw[key]!r}: {why} is not representable")
+    _refuse_unread_experts(c)
+
+
+def _refuse_unread_experts(c: HfConfig) -> None:
+    """An expert count under a name the import does not read (ERNIE 4.5's moe_num_experts) would import a MoE
+    model as dense, its experts left out: refused naming the key."""
+    if any(c.raw.get(k) for k in fam.EXPERT_COUNT_KEYS):
+        return
+    for key, value in c.raw.items():
+        if "expert" in key and isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            raise PlannerError(
+                f"{c.source}: {key}={value}: an expert count under a name the import does not read (it reads "
+                f"{', '.join(fam.EXPERT_COUNT_KEYS)}); imported as dense it would leave the experts out"
+            )
 
 
 def _position(family: str) -> str:

@@ -93,7 +93,7 @@ def hybrid_layers(c: HfConfig) -> tuple[str | None, dict[str, Any] | None]:
 
 
 def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, Any] | None:
-    experts = c.integer("num_local_experts", "num_experts", "n_routed_experts")
+    experts = c.integer(*fam.EXPERT_COUNT_KEYS)
     if not experts or (pattern is not None and "E" not in pattern):
         return None
     top_k = c.integer("num_experts_per_tok", "experts_per_token", "moe_topk")
