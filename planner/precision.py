@@ -155,6 +155,10 @@ def gemm_format(precision: str) -> str:
     return r.gemm if r is not None else precision
 
 
+# Bytes per element of a GEMM operand in each format (E2M1: half a byte; the block scales are the recipe's).
+GEMM_OPERAND_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
 def is_low_precision(precision: str) -> bool:
     """Plain fp8 or a named recipe: the layers' GEMMs run quantized, attention and the head stay 16-bit."""
     return precision == "fp8" or precision in RECIPES

@@ -98,7 +98,7 @@ def test_grouped_gemm_fills_tiles_and_beats_one_gemm_per_small_expert():
         update={"moe": MEGATRON.moe.model_copy(update={"grouped_gemm": False})})).step(plan).compute_s  # fmt: skip
     assert grouped < one_by_one
     g = layer_gemms(m, m.layer_kinds[0], t=4096, tp=1, ep=8, etp=1, sp=False, grouped=True)
-    assert len(g.grouped) == m.mlp_matrices and all(0 < u <= 1 for _f, u in g.grouped)
+    assert len(g.grouped) == m.mlp_matrices and all(0 < u <= 1 for _f, u, _w in g.grouped)
 
 
 def test_capacity_factor_caps_or_pads_the_expert_load():
@@ -141,3 +141,23 @@ def test_dualpipev_runs_two_chunks_in_a_v_with_a_third_of_the_bubble():
     t = Coster(m, load_hardware("h800"), e).step(plan)
     assert t.exposed_comm_s["pp"] == 0 and t.exposed_comm_s["ep"] < t.comm_total_s["ep"]
     assert "dualpipev" not in MEGATRON.rules.schedules
+
+
+def test_grouped_experts_with_few_tokens_each_wait_on_their_weights():
+    """Qwen3-235B-A22B on 256 B200s (tp 4, pp 16, etp 1): at ep 1 each of the 128 experts gets 64 tokens of a
+    4,096-token micro-batch (1,024 per tp rank x top-8 / 128), below the B200's ~280 bf16 FLOPs per byte, so the
+    grouped GEMM reads weights longer than it computes; ep 8 gives each expert 8x the tokens from 1/8 of the
+    weights. Before the weight floor, both steps had the same compute."""
+    from planner.cost.layer_time import grouped_weights_s
+
+    model, hw, megatron = load_model("qwen3-235b-a22b"), load_hardware("b200"), load_engine("megatron")
+    coster = Coster(model, hw, megatron)
+    base = {"tp": 4, "pp": 16, "vpp": 3, "etp": 1, "dp": 4, "global_batch": 512, "seq_len": 4096, "sp": True}
+    one, eight = (coster.step(Plan(**base, ep=ep)).compute_s for ep in (1, 8))
+    assert one > 1.15 * eight
+    m = model.moe
+    assert m is not None
+    weights = m.num_experts * model.hidden_size * m.expert_ffn_hidden_size  # one matrix of all experts, etp 1
+    bw = hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm
+    assert grouped_weights_s(weights, "bf16", bw) == pytest.approx(weights * 2 / bw)
+    assert grouped_weights_s(weights, "fp8-current", bw) == pytest.approx(weights / bw)

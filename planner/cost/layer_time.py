@@ -29,7 +29,7 @@ from planner.engine import Engine, Kernels
 from planner.hardware import Efficiency, HardwareProfile
 from planner.layers import LayerKind
 from planner.plan import Plan
-from planner.precision import is_low_precision
+from planner.precision import GEMM_OPERAND_BYTES, gemm_format, is_low_precision
 from planner.specs import ModelSpec
 
 # Backward kernels per forward kernel, for efficiency.kernel_overhead_s: each GEMM has two backward GEMMs
@@ -71,7 +71,8 @@ class Gemms:
     inputs: list[float]
     ffn_width: float
     permute: float
-    grouped: list[tuple[float, float]] = field(default_factory=list)  # (FLOPs, row-tile utilisation) each
+    # (FLOPs, row-tile utilisation, weight elements) of each grouped GEMM
+    grouped: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 # Rows per tile of the grouped GEMM kernels (CUTLASS / cuBLASLt grouped GEMMs tile M by 128; TE's GroupedLinear):
@@ -84,6 +85,13 @@ def grouped_utilisation(rows: float) -> float:
     if rows <= 0:
         return 1.0
     return rows / (GROUPED_TILE_ROWS * math.ceil(rows / GROUPED_TILE_ROWS))
+
+
+def grouped_weights_s(weight_elements: float, precision: str, hbm_bw: float) -> float:
+    """The floor of a grouped expert GEMM: reading every local expert's weights once from HBM (the roofline). With
+    few tokens per expert, fewer than the GPU's FLOPs per byte (about 300 on H100 and B200 in bf16), the GEMM waits
+    on memory, not on its tensor cores, whatever its total size."""
+    return weight_elements * GEMM_OPERAND_BYTES[gemm_format(precision)] / hbm_bw
 
 
 def _mixer_gemms(model: ModelSpec, kind: LayerKind, t: float, tp: int, sp: bool) -> tuple[list[float], list[float]]:
@@ -130,7 +138,7 @@ def layer_gemms(
     share of tile rows the experts fill; the shared experts over tp at their own width."""
     flops, inputs = _mixer_gemms(model, kind, t, tp, sp)
     h = model.hidden_size
-    groups: list[tuple[float, float]] = []
+    groups: list[tuple[float, float, float]] = []
     if kind.ffn == "moe" and model.moe is not None:
         m = model.moe
         ffn_loc = m.expert_ffn_hidden_size / etp
@@ -140,7 +148,7 @@ def layer_gemms(
         local = m.num_experts / ep
         if grouped:
             one = 2 * per_expert_tokens * h * ffn_loc
-            groups = [(one * local, grouped_utilisation(per_expert_tokens))] * model.mlp_matrices
+            groups = [(one * local, grouped_utilisation(per_expert_tokens), local * h * ffn_loc)] * model.mlp_matrices
         else:
             flops += [2 * per_expert_tokens * h * ffn_loc] * round(local * model.mlp_matrices)
         shared_loc = (m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size) / tp
@@ -224,8 +232,8 @@ def _layer_time(
     g = layer_gemms(model, kind, t=t, tp=tp, ep=ep, etp=etp, sp=sp, load=load, grouped=grouped)
     each = {f: gemm_s(f, gemm_peak, eff, precision) for f in set(g.flops)}  # an MoE layer repeats its experts'
     gemm_fwd = sum(each[f] for f in g.flops)
-    for f, util in g.grouped:
-        gemm_fwd += gemm_s(f, gemm_peak, eff, precision) / util
+    for f, util, weights in g.grouped:
+        gemm_fwd += max(gemm_s(f, gemm_peak, eff, precision) / util, grouped_weights_s(weights, precision, hbm_bw))
     core_fwd, core_bwd = _core_s(model, kind, eff, kernels, core_peak, t=t, s=s, tp=tp, cp=cp)
     act_b = ACT_BYTES[precision]
     mem_bytes, softmax_bytes = _memory_bytes(model, kind, kernels, g, t=t, s=s, tp=tp, sp=sp, act_b=act_b)

@@ -80,24 +80,11 @@ def emit(
     force: bool = False,
 ) -> Path:
     """Check the plan as the target would, then write the target's file. Engine targets are checked against
-    that engine's profile (the engine `engine` is ignored for them); cluster targets get the pre-flight."""
-    from planner.io.catalog import load_engine
-
+    that engine's profile (the engine `engine` is ignored for them, but for the per-run settings the plan was
+    priced with); cluster targets get the pre-flight."""
     if kind not in CLUSTER_TARGETS + ENGINE_TARGETS:
         raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
-    settings: dict[str, object] = {}
-    if kind in ENGINE_TARGETS:
-        target = load_engine(TARGET_ENGINE[kind])
-        settings = changed_settings(engine, target)
-        unwritten = unwritten_settings(kind, settings)
-        if unwritten:
-            raise PlannerError(f"--emit {kind}: {unwritten}")
-        problems = engine_problems_for(kind, model, cfg.plan, target)
-    else:
-        problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
-    if problems:
-        who = kind if kind in ENGINE_TARGETS else f"the planner worker it launches ({engine.name} engine)"
-        raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
+    settings = _checked(kind, cfg, model, engine, hardware, force=force)
     if kind == "k8s" and not image:
         raise PlannerError(
             "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
@@ -117,6 +104,28 @@ def emit(
         for path in copied:  # nothing half-written: the copies go with the file that failed
             path.unlink(missing_ok=True)
         raise
+
+
+def _checked(
+    kind: str, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
+) -> dict[str, object]:
+    """The per-run settings an engine target writes, once the target would accept the plan; else one line."""
+    from planner.io.catalog import load_engine
+
+    settings: dict[str, object] = {}
+    if kind in ENGINE_TARGETS:
+        target = load_engine(TARGET_ENGINE[kind])
+        settings = changed_settings(engine, target)
+        unwritten = unwritten_settings(kind, settings)
+        if unwritten:
+            raise PlannerError(f"--emit {kind}: {unwritten}")
+        problems = engine_problems_for(kind, model, cfg.plan, target)
+    else:
+        problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
+    if problems:
+        who = kind if kind in ENGINE_TARGETS else f"the planner worker it launches ({engine.name} engine)"
+        raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
+    return settings
 
 
 def target_text(
