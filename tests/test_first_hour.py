@@ -141,6 +141,7 @@ TABLES = [
     ("search", "-m", "mixtral-8x22b", "--gpus", "256", "--seq-len", "65536"),
     ("search", "-m", "llama3-405b", "--gpus", "8"),
     ("memory", "-m", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--per-stage"),
+    ("scale", "-m", "llama3-405b", "--gpus", "1024,16384", "--tokens", "15.6e12"),
 ]
 
 

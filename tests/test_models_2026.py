@@ -252,6 +252,7 @@ REFUSALS = {
     "other SSM layouts": ({"model_type": "jamba"}, "'jamba'"),
     "DeepSeek sparse attention": ({"index_topk": 2048}, "index_topk=2048"),
     "latent MoE": ({"moe_latent_size": 1024}, "moe_latent_size=1024"),
+    "cross-attention layers": ({"cross_attention_layers": [3, 8, 13]}, "cross_attention_layers=[3, 8, 13]"),
     "unknown layer type": ({"layer_types": ["full_attention"] * 35 + ["mystery"]}, "'mystery'"),
     "layer_types of the wrong length": ({"layer_types": ["full_attention"] * 3}, "3 entries"),
     "sliding window with no known rule": ({"model_type": "newfamily", "sliding_window": 4096}, "sliding_window=4096"),

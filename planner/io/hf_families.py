@@ -218,4 +218,5 @@ UNREPRESENTED_KEYS = {
     "index_topk": "DeepSeek sparse attention's indexer (its own heads and top-k selection)",
     "moe_latent_size": "MoE experts that work in a latent width other than hidden_size",
     "hc_mult": "hyper-connections (several residual streams)",
+    "cross_attention_layers": "cross-attention layers (Llama 3.2 Vision's text model attends to the image there)",
 }

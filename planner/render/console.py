@@ -78,6 +78,18 @@ def print_unlimited(console: Any, renderable: Any) -> None:
         c._width = saved
 
 
+def print_fitted(console: Any, renderable: Any) -> None:
+    """Print at the console's width, the cells that may wrap wrapped; where even the cells that may not (numbers)
+    need more, at the width they need: lines run past the terminal's edge rather than a number being cut."""
+    c = rich_console(console)
+    saved = c._width
+    c.width = max(c.width, int(c.measure(renderable, options=c.options.update_width(UNLIMITED_COLUMNS)).minimum))
+    try:
+        c.print(renderable, crop=False)
+    finally:
+        c._width = saved
+
+
 def print_hanging(console: Any, lead: str, markup: str) -> None:
     """`lead` then `markup` wrapped to the console's width, each further line indented as far as `lead` (the
     search's `  count  reason  (e.g. example)` lines: a long example wraps under its reason)."""

@@ -6,13 +6,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from planner.errors import PlannerError
-from planner.render.console import escape, print_unlimited
+from planner.render.console import escape, print_fitted
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from planner.api.scaling import Scaling
+
+
+PLAN_MIN = len("rc=selective")  # the plan column's narrowest: its longest word
 
 
 def print_scaling(console: Console, s: Scaling) -> None:
@@ -24,7 +27,13 @@ def print_scaling(console: Console, s: Scaling) -> None:
     )
     table = Table(show_edge=False, box=None, header_style="bold")
     for col in ("GPUs", "plan", "batch", "tokens/s", "per GPU", "MFU", "step", "to train", "GPU-hours"):
-        table.add_column(col, justify="left" if col == "plan" else "right", no_wrap=True)
+        # the plan wraps between its degrees to fit the terminal (100 columns piped); the numbers never do
+        table.add_column(
+            col,
+            justify="left" if col == "plan" else "right",
+            no_wrap=col != "plan",
+            min_width=PLAN_MIN if col == "plan" else None,
+        )
     best_per_gpu = max((p.tokens_per_s_per_gpu for p in s.points if p.plan is not None), default=0.0)
     for p in s.points:
         if p.plan is None:
@@ -42,7 +51,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
             fmt_seconds(p.train_s),
             f"{p.gpu_hours:,.0f}",
         )
-    print_unlimited(console, table)  # every number whole: lines may run past a narrow terminal, as search --wide
+    print_fitted(console, table)
     console.print("per GPU: tokens/s per GPU (share of the best count's)")
 
 
