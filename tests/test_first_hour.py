@@ -187,3 +187,11 @@ def test_shell_completion_of_commands_options_and_catalog_names():
     assert {"llama3-70b", "llama3-8b"} <= set(complete("planner search --model llama3"))
     assert "h100-sxm" in complete("planner memory --hardware h1")
     assert "torchtitan" in complete("planner estimate --engine ")
+
+
+def test_a_sequence_beyond_the_models_context_is_said_in_the_header():
+    """Context extension is planned with a --seq-len past the model's context: the header says it is one."""
+    proc = planner("estimate", "-m", "mixtral-8x7b", "--gpus", "64", "--seq-len", "65536")
+    assert "beyond mixtral-8x7b's 32768-token context" in " ".join(proc.stdout.split())
+    within = planner("estimate", "-m", "mixtral-8x7b", "--gpus", "64", "--seq-len", "32768")
+    assert "-token context" not in within.stdout

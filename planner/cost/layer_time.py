@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from planner.cost.cache import spec_cache
-from planner.cost.flops import OP_SAC_GEMM_FRACTION
+from planner.cost.flops import OP_SAC_GEMM_FRACTION, causal_share
 from planner.cost.kernels import (
     ACT_BYTES,
     MEMORY_BACKWARD_FACTOR,
@@ -181,7 +181,7 @@ def _core_s(
         return 0.0, 0.0
     hd, heads_loc = model.head_size, model.num_attention_heads / tp
     keys = float(s if kind.window is None else min(kind.window, s))
-    causal = 1.0 - keys / (2 * s) if kind.attention == "sliding" else 0.5
+    causal = causal_share(kind, s)
     a = model.attention
     v_loc = heads_loc * a.v_head_dim if kind.mixer == "mla" and a is not None and a.v_head_dim else None
     window = None if kind.window is None else keys

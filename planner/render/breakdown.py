@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -40,7 +41,14 @@ def batch_text(global_batch: int, seq_len: int, model: ModelSpec, defaulted: fro
             else f"at most {DEFAULT_SEQ_LEN_CAP} of the model's {model.max_seq_len}"
         )
         seq += f" (default: {context}; --seq-len to change)"
+    elif seq_len > model.max_seq_len:  # context extension is planned this way; the user should know it is one
+        seq += f" (beyond {model.name}'s {model.max_seq_len}-token context)"
     return f"global batch {gb} x {seq}"
+
+
+def _at_ceiling_length(est: Any) -> str:
+    """What the MFU set against the ceiling is, where it is not the MFU printed (sequences past the ceilings')."""
+    return " (attention counted as at 8,192 tokens)" if est.plan.seq_len > CEILING_SEQ_LEN else ""
 
 
 def plan_line(
@@ -54,8 +62,8 @@ def plan_line(
     return (
         f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
         f"{run_by}: {plan.summary()}, {plan.precision}, {plan.schedule}, "
-        f"{batch_text(plan.global_batch, plan.seq_len, model, defaulted)}, {plan.num_microbatches} micro-batches "
-        "per step"
+        f"{batch_text(plan.global_batch, plan.seq_len, model, defaulted)}, {plan.num_microbatches} "
+        f"micro-batch{'es' if plan.num_microbatches != 1 else ''} per step"
     )
 
 
@@ -193,7 +201,8 @@ def estimate_lines(est: Any) -> list[str]:
         )
     if not pl.ok:
         lines.append(
-            f"[yellow]implausible:[/] predicted MFU {pl.mfu:.1%} is above the best published for this hardware, "
+            f"[yellow]implausible:[/] predicted MFU {pl.mfu:.1%}{_at_ceiling_length(est)} is above the best "
+            "published for this hardware, "
             f"{pl.mfu_ceiling:.1%} ({pl.source}); the prediction is likely optimistic"
         )
     lines.append(
