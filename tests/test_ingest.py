@@ -385,3 +385,21 @@ def test_gigabytes_of_composer_memory_are_decimal():
     r = read_log(text, source="composer", warmup=0)
     assert r.measured["peak_memory_bytes"] == round(51.328 * GB)  # memory_monitor.py: bytes / 1.0e9
     assert r.measured["step_s"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("key", "was", "now", "needle"),
+    [
+        ("world_size", "32", "64", "world size 64, but dp 1 x tp 4 x pp 8 x cp 1 = 32"),
+        ("micro_batch_size", "1", "3", "global batch 4 is not a multiple of micro-batch 3 x dp 1"),
+    ],
+)
+def test_a_log_that_contradicts_itself_is_refused(key, was, now, needle):
+    """A world size its degrees do not make, or a global batch its ranks' micro-batches cannot: one line naming
+    both, rather than tokens/s per GPU off by the factor between them."""
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{key} ."))
+    assert line.endswith(f" {was}")
+    with pytest.raises(PlannerError) as info:
+        read_log(text.replace(line, line[: -len(was)] + now), source="edited")
+    assert needle in str(info.value) and "contradicts itself" in str(info.value)

@@ -187,10 +187,31 @@ def read_log(
     return _assemble(facts, source=source, warmup=warmup, model=model, hardware=hardware, gpus=gpus)
 
 
+def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
+    """What the log says twice, differently: its world size against its degrees, its global batch against its
+    data-parallel ranks' micro-batches."""
+    out = []
+    degrees = {k: plan.get(k) for k in ("dp", "tp", "pp", "cp")}
+    if gpus and all(isinstance(v, int) for v in degrees.values()):
+        product = 1
+        for v in degrees.values():
+            product *= int(v or 1)
+        if product != gpus:
+            named = " x ".join(f"{k} {v}" for k, v in degrees.items())
+            out.append(f"world size {gpus}, but {named} = {product}")
+    gb, mb, dp = plan.get("global_batch"), plan.get("micro_batch"), plan.get("dp")
+    if gb and mb and dp and gb % (mb * dp):
+        out.append(f"global batch {gb} is not a multiple of micro-batch {mb} x dp {dp}")
+    return out
+
+
 def _assemble(facts: LogFacts, *, source: str, warmup: int, model: Any, hardware: Any, gpus: Any) -> IngestedRun:
     rid = run_id(source)
     plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
     n_gpus, gpu_notes = _gpus(facts, plan, gpus)
+    contradictions = _contradictions(plan, n_gpus)
+    if contradictions:
+        raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
     sel, select_notes = _select(facts, warmup)
     measured, derived = _measured(sel, facts, plan, n_gpus)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
