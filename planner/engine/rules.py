@@ -269,5 +269,8 @@ def _split_rule(split: str) -> str:
             "divisible by pp·vpp, or uneven first/last stages of whole vpp multiples"
         )
     if split == "torchtitan":
-        return "torchtitan needs at most num_layers + 2 stages"
+        return (
+            "torchtitan needs at most num_layers + 2 stages, and beyond two per rank a count that one "
+            "pipeline_parallel_layers_per_stage gives"
+        )
     return "every chunk needs a transformer layer: pp·vpp at most num_layers"

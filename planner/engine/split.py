@@ -80,14 +80,24 @@ def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None
     return None if split is None else list(split.sizes)
 
 
+def torchtitan_layers_per_stage(num_layers: int, stages: int) -> int | None:
+    """pipeline_parallel_layers_per_stage that makes torchtitan cut exactly `stages` stages: it builds
+    ceil((L + 2) / per) of them (pipeline_parallel.py _get_pipeline_metadata); None when no value does."""
+    effective = num_layers + 2
+    per = -(-effective // stages)
+    return per if -(-effective // per) == stages else None
+
+
 def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
     """torchtitan's split: the embedding and the norm + output each weigh one layer; L + 2 effective layers
     go over the pp·vpp stages, the first (L + 2) mod stages of them one more; the first stage then builds
     one transformer layer fewer, the last one fewer (torchtitan v0.2.2 distributed/pipeline_parallel.py,
-    generate_llm_fqn_per_model_part). None when there are more stages than effective layers."""
+    generate_llm_fqn_per_model_part). None when there are more stages than effective layers, or when a count of
+    stages other than its default (one per rank, two for interleaved schedules) is one that no
+    pipeline_parallel_layers_per_stage gives (torchtitan_layers_per_stage)."""
     stages = pp * vpp
     effective = num_layers + 2
-    if stages > effective:
+    if stages > effective or (vpp > 2 and torchtitan_layers_per_stage(num_layers, stages) is None):
         return None
     base, extra = divmod(effective, stages)
     sizes = [base + 1] * extra + [base] * (stages - extra)

@@ -87,3 +87,17 @@ def test_launch_tells_the_worker_the_engine_it_checked_the_plan_with(tmp_path):
     doc = json.loads(out)
     command = doc["command"] if isinstance(doc["command"], str) else " ".join(doc["command"])
     assert "--engine megatron" in command
+
+
+def test_every_torchtitan_plan_the_search_ranks_emits(tmp_path):
+    """torchtitan builds its default stage count (one per rank, two interleaved) or the count one
+    pipeline_parallel_layers_per_stage gives: Llama 3 8B's 34 effective layers cannot make 16 stages (vpp 4 over pp 4),
+    so the search no longer ranks that plan first only for --emit torchtitan to refuse it."""
+    from planner.api import run_search
+    from planner.engine.split import torchtitan_chunk_sizes
+
+    assert torchtitan_chunk_sizes(32, 4, 4) is None and torchtitan_chunk_sizes(32, 4, 3) is not None
+    result = run_search("llama3-8b", gpus=32, engine="torchtitan", pp=4, schedule="interleaved", top=10)
+    assert result.top
+    for i, ranked in enumerate(result.top):
+        _emit("torchtitan", ranked.plan, "torchtitan", tmp_path / str(i))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from planner.engine.split import torchtitan_chunk_sizes
+from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -80,13 +80,11 @@ def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
     """pipeline_parallel_layers_per_stage giving exactly pp·vpp stages (None: the default stage count does:
     one per rank for 1F1B/GPipe, two for Interleaved1F1B; pipeline_parallel.py _get_pipeline_metadata); -1 when
     no value gives pp·vpp stages."""
-    stages = plan.pp * plan.vpp
     default = 2 if plan.schedule == "interleaved" else 1
     if plan.vpp == default:
         return None
-    effective = model.num_layers + 2  # the embedding and the output each weigh one layer (first/last_stage_less_layers)
-    per = -(-effective // stages)
-    return per if -(-effective // per) == stages else -1
+    per = torchtitan_layers_per_stage(model.num_layers, plan.pp * plan.vpp)
+    return -1 if per is None else per
 
 
 def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
