@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 
 def planner(*args: str, cwd=None):
@@ -32,3 +33,25 @@ def test_saved_plan_drives_memory_estimate_and_launch(tmp_path):
 def test_launch_without_model_or_plan_is_one_line():
     code, out, err = planner("launch", "--dp", "2", "--dry-run")
     assert code == 2 and out == "" and "no model given" in err and "Traceback" not in err
+
+
+def test_calibrate_says_which_runs_it_leaves_out_and_leaves_no_folder_when_it_fails(tmp_path):
+    """A run the engine's rules refuse is left out of the fit with a warning naming it (it was dropped unseen), and
+    a calibration that fails removes the --engine-out folder it made."""
+    import yaml
+    from helpers import run_planner
+
+    runs = yaml.safe_load((Path(__file__).parent / "data" / "calibration_runs.yaml").read_text())
+    good = next(r for r in runs if r["software"]["engine"] == "megatron" and r["measured"].get("step_s"))
+    bad = {**good, "id": "bad-tp", "plan": {**good["plan"], "tp": 7}}
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump([good, bad]))
+    code, _out, err = run_planner("calibrate", str(path), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "run 'bad-tp' is left out of the fit" in " ".join(err.split())
+    alone = tmp_path / "bad.yaml"
+    alone.write_text(yaml.safe_dump([bad]))
+    code, _out, err = run_planner(
+        "calibrate", str(alone), "-o", str(tmp_path / "o2"), "--engine-out", str(tmp_path / "e")
+    )
+    assert code == 2 and not (tmp_path / "e").exists()

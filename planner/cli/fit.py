@@ -128,14 +128,22 @@ def calibrate(
     names = param_names(params)
     profiles = [load_hardware(h) for h in hardware] if hardware else None
     spec = load_model(model) if model else None
+    created = bool(engine_out) and not Path(str(engine_out)).exists()
     if engine_out:  # checked before anything is written: a failure leaves no profile behind
         make_dir(engine_out, what="--engine-out folder")
-    if behaviour:
-        _calibrate_behaviour(inputs, profiles, spec, output=output, names=names, engine_out=engine_out, as_json=as_json)
-        return
-    _calibrate_runs(
-        inputs, profiles, spec, hardware or [], names=names, output=output, engine_out=engine_out, as_json=as_json
-    )
+    try:
+        if behaviour:
+            _calibrate_behaviour(
+                inputs, profiles, spec, output=output, names=names, engine_out=engine_out, as_json=as_json
+            )
+            return
+        _calibrate_runs(
+            inputs, profiles, spec, hardware or [], names=names, output=output, engine_out=engine_out, as_json=as_json
+        )
+    except PlannerError:
+        if created and engine_out and not any(Path(engine_out).iterdir()):
+            Path(engine_out).rmdir()  # nor the folder this command made for it
+        raise
 
 
 def _calibrate_runs(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,10 +76,12 @@ def observations_from_runs(
         raws = [r for r in raws if r.get("hardware") in (hardware.name, None)]
     out = []
     for run in parse_runs(raws, hardware=hardware):
-        if isinstance(run, Run):
-            o = observation_from_run(run, source)
-            if o is not None:
-                out.append(o)
+        if not isinstance(run, Run):  # said, never dropped unseen (validate lists it as not evaluated)
+            warnings.warn(f"{source}: run {run.id!r} is left out of the fit: {run.reason}", stacklevel=2)
+            continue
+        o = observation_from_run(run, source)
+        if o is not None:
+            out.append(o)
     return out
 
 
