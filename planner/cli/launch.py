@@ -152,6 +152,7 @@ def launch(
         overrides={},
         check=False,
         default_engine=WORKER_ENGINE,
+        user_defaults=emit is not None,  # an emitted job trains for real: the ~4M-token batch, not a rehearsal's
     )
     reh = None
     if rehearse_:
@@ -181,6 +182,11 @@ def launch(
             nproc=nproc, max_restarts=max_restarts, image=image, force=force,
         )  # fmt: skip
         typer.echo(f"wrote {path}")
+        if "global_batch" in r.defaulted:
+            typer.echo(
+                f"global batch {r.plan.global_batch} x {r.plan.seq_len} tokens: the default, about 4M tokens a step "
+                "(--global-batch to change)"
+            )
         return
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,

@@ -101,3 +101,16 @@ def test_every_torchtitan_plan_the_search_ranks_emits(tmp_path):
     assert result.top
     for i, ranked in enumerate(result.top):
         _emit("torchtitan", ranked.plan, "torchtitan", tmp_path / str(i))
+
+
+def test_an_emitted_job_without_a_batch_gets_the_default_4m_tokens(tmp_path):
+    """A rehearsal runs one pipeline's worth of micro-batches; an emitted job trains for real: the same ~4M-token
+    default batch as every other command, said on the terminal (it was dp x micro-batch: 8 sequences)."""
+    from tests.helpers import run_planner
+
+    code, out, err = run_planner(
+        "launch", "--model", "llama3-8b", "--dp", "8", "--zero", "1", "--emit", "megatron", "--out", str(tmp_path)
+    )
+    assert code == 0, err
+    assert "--global-batch-size 512" in (tmp_path / "megatron_args.sh").read_text()
+    assert "the default, about 4M tokens" in out
