@@ -195,3 +195,11 @@ def test_a_sequence_beyond_the_models_context_is_said_in_the_header():
     assert "beyond mixtral-8x7b's 32768-token context" in " ".join(proc.stdout.split())
     within = planner("estimate", "-m", "mixtral-8x7b", "--gpus", "64", "--seq-len", "32768")
     assert "-token context" not in within.stdout
+
+
+def test_a_search_where_no_candidate_is_valid_does_not_blame_memory():
+    """100 GPUs for Llama 3.1 8B: every candidate breaks a divisibility rule before its memory is counted, so the
+    answer is not 'no plan fits in 184 GiB' (an 8B model fits one GB200 many times over)."""
+    proc = planner("search", "-m", "llama3.1-8b", "--gpus", "100", "--hardware", "gb200-nvl72")
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0 and "no plan is valid on 100 GPUs" in text and "no plan fits" not in text

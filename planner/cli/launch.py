@@ -34,6 +34,7 @@ from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
+from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
 from planner.launch.emit import emit as emit_target
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
@@ -114,7 +115,7 @@ def launch(
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
     resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
-    emit: Annotated[Optional[str], Opt(help="torchrun | slurm | k8s | megatron | torchtitan | deepspeed")] = None,
+    emit: Annotated[Optional[str], Opt(help=" | ".join(CLUSTER_TARGETS + ENGINE_TARGETS))] = None,
     out: Annotated[Optional[Path], Opt(help="directory for --emit files")] = None,
     image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
     profile_out: Annotated[Path, Opt(help="profile JSON path")] = Path("planner-launch-profile.json"),

@@ -170,10 +170,13 @@ def fmt_bytes_short(b: float) -> str:
 
 
 def print_misses(console: Console, result: SearchResult) -> None:
-    console.print(f"[red]no plan fits[/] in {_gib(result.hardware.gpu.hbm_bytes)} per GPU. Closest misses:")
-    if not result.misses:
-        console.print("  (no plan passed the structural checks; see the reasons above)")
+    if not result.misses:  # memory never came into it: the count, the batch or the model's shape ruled them out
+        console.print(
+            f"[red]no plan is valid[/] on {result.space.gpus} GPUs: every candidate broke a rule above before its "
+            "memory was counted (a power-of-two GPU count, or another --global-batch, gives more to try)"
+        )
         return
+    console.print(f"[red]no plan fits[/] in {_gib(result.hardware.gpu.hbm_bytes)} per GPU. Closest misses:")
     for mi in result.misses:
         console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over")
         for v in mi.variants:
