@@ -161,3 +161,14 @@ def test_grouped_experts_with_few_tokens_each_wait_on_their_weights():
     bw = hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm
     assert grouped_weights_s(weights, "bf16", bw) == pytest.approx(weights * 2 / bw)
     assert grouped_weights_s(weights, "fp8-current", bw) == pytest.approx(weights / bw)
+
+
+def test_a_moe_miss_is_told_the_gpus_that_fit_it_with_ep_grown_beside_dp():
+    """Kimi-K2 on 64 H100s fits nowhere; with more GPUs EP (carved from dp) spreads the 384 experts' weights, so
+    each closest miss fits at some count. Grown by dp alone, the misses were told more GPUs would not help."""
+    from planner.api import run_search
+
+    result = run_search("kimi-k2", gpus=64, top=3)
+    assert not result.top and result.misses
+    assert all(m.gpus_needed is not None for m in result.misses)
+    assert any(v.plan.ep > m.plan.ep for m in result.misses for v in m.variants if v.fits)

@@ -88,19 +88,28 @@ def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
 
 
 def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: _Saver) -> Variant | None:
-    """The fewest GPUs (dp doubled, the global batch grown to a whole micro-batch per rank where needed) at
-    which `base` fits, or None within MAX_DP_DOUBLINGS."""
+    """The fewest GPUs (dp doubled, the global batch grown to a whole micro-batch per rank where needed; for a
+    mixture-of-experts model ep doubled with it as far as the experts go, since EP is carved from dp and spreads
+    the experts' weights) at which `base` fits, or None within MAX_DP_DOUBLINGS."""
+    experts = trial.model.moe.num_experts if trial.model.moe is not None else 1
+    ep_max = base.ep
+    while ep_max * 2 <= experts and experts % (ep_max * 2) == 0:
+        ep_max *= 2
     for k in range(1, MAX_DP_DOUBLINGS + 1):
         dp = base.dp * 2**k
         gb = max(base.global_batch, dp * base.micro_batch)
         gb = -(-gb // (dp * base.micro_batch)) * dp * base.micro_batch
-        q = base.model_copy(update={"dp": dp, "global_batch": gb})
-        if not trial.runs(q):
-            continue
-        nbytes, _ = trial.coster.peak(q)
-        if nbytes <= trial.coster.capacity_bytes:
-            desc = f"{q.gpus} GPUs (dp {dp}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"
-            if base is saver.plan and saver.plan != p:
-                desc += " with " + saver.change
-            return Variant(desc, q, nbytes, True)
+        grown = [base.model_copy(update={"dp": dp, "global_batch": gb})]
+        if ep_max > base.ep:
+            grown.insert(0, grown[0].model_copy(update={"ep": min(base.ep * 2**k, ep_max)}))
+        for q in grown:
+            if not trial.runs(q):
+                continue
+            nbytes, _ = trial.coster.peak(q)
+            if nbytes <= trial.coster.capacity_bytes:
+                ep = f", ep {q.ep}" if q.ep != base.ep else ""
+                desc = f"{q.gpus} GPUs (dp {dp}{ep}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"
+                if base is saver.plan and saver.plan != p:
+                    desc += " with " + saver.change
+                return Variant(desc, q, nbytes, True)
     return None

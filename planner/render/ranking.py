@@ -183,7 +183,10 @@ def print_misses(console: Console, result: SearchResult) -> None:
             verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
             console.print(f"      with {v.change}: {_gib(v.nbytes)} — {verdict}")
         if mi.gpus_needed is None:
-            console.print("      more GPUs (dp up to x16384) would not make it fit: add tp/pp, or larger-memory GPUs")
+            grow = "dp and ep" if result.model.moe is not None else "dp"
+            console.print(
+                f"      more GPUs ({grow} up to x16384) would not make it fit: add tp/pp, or larger-memory GPUs"
+            )
 
 
 def print_explain(console: Console, result: SearchResult, field_name: str, value: Any) -> None:
