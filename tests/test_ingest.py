@@ -403,3 +403,24 @@ def test_a_log_that_contradicts_itself_is_refused(key, was, now, needle):
     with pytest.raises(PlannerError) as info:
         read_log(text.replace(line, line[: -len(was)] + now), source="edited")
     assert needle in str(info.value) and "contradicts itself" in str(info.value)
+
+
+def test_megatron_argument_dump_states_its_fp8_recipe_and_memory_settings():
+    """--fp8-recipe tensorwise is fp8-current (plain fp8 is Megatron's default, delayed), and the settings a dump
+    states that change what the run holds and does go into the run's software block: fp8 parameter gather,
+    bf16 gradient reduction, P2P overlap, the precision-aware optimizer with bf16 moments, recompute modules."""
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    fp16 = next(ln for ln in text.splitlines() if ln.strip().startswith("fp16 ."))
+    extra = {
+        "fp8": "hybrid", "fp8_recipe": "tensorwise", "fp8_param_gather": "True", "grad_reduce_in_bf16": "True",
+        "overlap_p2p_comm": "True", "use_precision_aware_optimizer": "True", "exp_avg_dtype": "torch.bfloat16",
+    }  # fmt: skip
+    lines = [fp16.replace("True", "False")] + [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in extra.items()]
+    r = read_log(text.replace(fp16, "\n".join(lines)), source="fp8-dump")
+    assert r.plan["precision"] == "fp8-current"
+    assert r.software == {
+        "engine": "megatron", "attention": "softmax", "p2p_overlap": True, "grad_dtype": "param",
+        "fp8_param_gather": True, "precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16",
+    } | {k: v for k, v in r.software.items() if k == "tp_overlap"}  # fmt: skip
+    delayed = read_log(text.replace(fp16, "\n".join(lines[:2])), source="default-recipe")
+    assert delayed.plan["precision"] == "fp8"

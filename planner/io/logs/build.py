@@ -43,7 +43,11 @@ EXPECTED = {
     "deepspeed": "DeepSpeed 'SamplesPerSec=' or 'steps: N loss: ... iter time (s)'",
     "llm-foundry": "Composer '[batch=N/M]:' blocks with 'Train throughput/...'",
 }
-SOFTWARE_KEYS = ("attention", "tp_overlap", "compile")
+# The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
+LOG_SOFTWARE_KEYS = (
+    "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
+    "optimizer_moment_dtype", "recompute_modules",
+)  # fmt: skip
 
 
 def detect(text: str) -> str | None:
@@ -227,7 +231,9 @@ def _assemble(facts: LogFacts, *, source: str, warmup: int, model: Any, hardware
             "throughput lines do not say which, so they are kept"
         )
     software = {"engine": facts.engine}
-    software.update({k: v for k, v in facts.config.get("software", {}).items() if k in SOFTWARE_KEYS and v is not None})
+    software.update(
+        {k: v for k, v in facts.config.get("software", {}).items() if k in LOG_SOFTWARE_KEYS and v is not None}
+    )
     return IngestedRun(
         id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,
         assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *derived], model=spec,

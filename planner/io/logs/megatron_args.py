@@ -65,9 +65,17 @@ def _recompute(a: _Args) -> str | None:
     return "none" if a.present else None
 
 
+# Megatron's --fp8-recipe (arguments.py: delayed, the default, tensorwise, mxfp8, blockwise) as the planner's
+# precisions; delayed is plain fp8, the recipe the planner's fp8 terms were calibrated on (precision.py).
+FP8_RECIPES = {"delayed": "fp8", "tensorwise": "fp8-current", "mxfp8": "mxfp8", "blockwise": "fp8-blockwise"}
+
+
 def _precision(a: _Args, deepspeed: dict[str, Any]) -> str | None:
+    if a.get("fp4") and a.get("fp4_recipe", "fp4-recipe") in ("nvfp4", None):
+        return "nvfp4"
     if a.get("fp8"):
-        return "fp8"
+        recipe = a.get("fp8_recipe")
+        return FP8_RECIPES.get(str(recipe), "fp8") if recipe is not None else "fp8"
     if a.get("bf16") or deepspeed.get("bf16"):
         return "bf16"
     if a.get("fp16") or deepspeed.get("fp16"):
@@ -151,7 +159,22 @@ def _software(a: _Args) -> dict[str, Any]:
         attention = "flash"
     elif a.present and not a.has("use_flash_attn"):
         attention = "softmax"  # the dump predates flash attention in Megatron: its fused softmax keeps s^2 scores
-    return {"attention": attention, "tp_overlap": a.get("tp_comm_overlap")}
+    modules = a.get("recompute_modules")
+    return {
+        "attention": attention,
+        "tp_overlap": a.get("tp_comm_overlap"),
+        "p2p_overlap": a.get("overlap_p2p_comm"),
+        "grad_dtype": "param" if a.get("grad_reduce_in_bf16") else None,
+        "fp8_param_gather": a.get("fp8_param_gather") or None,
+        "precision_aware_optimizer": a.get("use_precision_aware_optimizer") or None,
+        "optimizer_moment_dtype": "bf16" if "bfloat16" in str(a.get("exp_avg_dtype") or "") else None,
+        "recompute_modules": _listed(modules) if a.get("recompute_granularity") == "selective" and modules else None,
+    }
+
+
+def _listed(value: Any) -> list[str]:
+    """A printed Python list of names (['core_attn', 'mlp']) as the names."""
+    return [v.strip(" '\"") for v in str(value).strip("[]").split(",") if v.strip(" '\"")]
 
 
 def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[str, Any]:
