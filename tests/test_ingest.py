@@ -424,3 +424,29 @@ def test_megatron_argument_dump_states_its_fp8_recipe_and_memory_settings():
     } | {k: v for k, v in r.software.items() if k == "tp_overlap"}  # fmt: skip
     delayed = read_log(text.replace(fp16, "\n".join(lines[:2])), source="default-recipe")
     assert delayed.plan["precision"] == "fp8"
+
+
+def _titan_lines(seconds_per_line: int) -> str:
+    """A torchtitan log (synthetic: the format of torchtitan_pr1287_profiler_gc.log) of 8 GPUs, local batch 2 x 8192,
+    logging every 10 steps at 6,100 tokens/s per GPU (2.69 s a step), its lines `seconds_per_line` apart."""
+    head = (
+        "[rank0]:[titan] 2025-06-20 10:00:09,123 - root - INFO - Training starts at step 1, with local batch size 2, "
+        "global batch size 16, sequence length 8192, total steps 80 (warmup 20)"
+    )
+    steps = [
+        f"[rank0]:[titan] 2025-06-20 10:{(k * seconds_per_line) // 60:02d}:{(k * seconds_per_line) % 60:02d},123 - root"
+        f" - INFO - step: {10 * k:>2}  loss: 9.0000  memory: 62.48GiB(65.77%)  tps: 6,100  tflops: 380.0  mfu: 38.40%"
+        for k in range(1, 9)
+    ]
+    return "\n".join([head, *steps]) + "\n"
+
+
+def test_a_step_time_is_taken_from_the_throughput_when_the_timestamps_hold_more_than_steps():
+    """Lines 27 s apart for 10 steps agree with 6,100 tokens/s (2.69 s a step): the timestamps' finer figure is
+    kept. Lines 60 s apart (evaluation or checkpoints between them) do not: the printed throughput's step is taken,
+    and the run says what the timestamps gave."""
+    agree = read_log(_titan_lines(27), source="agree", gpus=8, warmup=0)
+    assert agree.measured["step_s"] == pytest.approx(2.7)
+    apart = read_log(_titan_lines(60), source="apart", gpus=8, warmup=0)
+    assert apart.measured["step_s"] == pytest.approx(16 * 8192 / (6100 * 8))
+    assert any("timestamps give 6 s a step" in d for d in apart.derived)

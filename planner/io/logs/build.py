@@ -43,6 +43,9 @@ EXPECTED = {
     "deepspeed": "DeepSpeed 'SamplesPerSec=' or 'steps: N loss: ... iter time (s)'",
     "llm-foundry": "Composer '[batch=N/M]:' blocks with 'Train throughput/...'",
 }
+# The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
+# rounds tokens/s to an integer: far less than this) before the throughput's is taken.
+STAMP_RATE_TOLERANCE = 0.1
 # The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
 LOG_SOFTWARE_KEYS = (
     "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
@@ -72,12 +75,18 @@ def _derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: 
     if gb and any(s.samples_per_s for s in used):
         value = median(gb / s.samples_per_s for s in used if s.samples_per_s)
         return value, f"step_s = global batch {gb} / samples per second (median over the steps used)"
-    value = timestamp_step_s(facts.steps, used)
-    if value is not None:
-        return value, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
+    stamped = timestamp_step_s(facts.steps, used)
+    rate = None
     if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
-        value = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
-        return value, f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
+        rate = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
+    by_rate = f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
+    if stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE:
+        # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's
+        return rate, f"{by_rate}; the lines' timestamps give {stamped:.3g} s a step, which is not what it printed"
+    if stamped is not None:
+        return stamped, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
+    if rate is not None:
+        return rate, by_rate
     if any(s.batches_per_s for s in used):
         value = median(1 / s.batches_per_s for s in used if s.batches_per_s)
         return value, "step_s = 1 / batches per second (median over the steps used)"
