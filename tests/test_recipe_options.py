@@ -332,3 +332,12 @@ def test_search_recipe_options_saves_the_variant(tmp_path):
     code, out, err = run_planner("memory", "--plan", str(path), "--json")
     assert code == 0, err
     assert json.loads(out)["total_bytes"] == pytest.approx(saved["predicted"]["peak_memory_bytes"], abs=1)
+
+
+def test_recompute_modules_without_selective_recompute_are_said_to_change_nothing():
+    args = ("estimate", "-m", "deepseek-v3", "--gpus", "2048", "--hardware", "h800", "--engine", "hai-llm",
+            "--pp", "16", "--ep", "64", "--recompute-modules", "layernorm")  # fmt: skip
+    code, _out, err = run_planner(*args, "--recompute", "none")
+    assert code == 0 and "--recompute-modules applies to --recompute selective" in " ".join(err.split())
+    code, _out, err = run_planner(*args, "--recompute", "selective")
+    assert code == 0 and "--recompute-modules applies" not in err

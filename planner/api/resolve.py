@@ -13,6 +13,7 @@ Defaults (the values in planner/plan.py):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -176,6 +177,11 @@ def resolve(
     defaulted = frozenset(
         k for k in ("global_batch", "seq_len") if flags.get(k) is None and not (doc and k in doc.plan)
     )
+    if eng.kernels.recompute_modules is not None and plan.recompute != "selective":
+        warnings.warn(  # Megatron's --recompute-modules choose what --recompute-granularity selective re-runs
+            f"--recompute-modules applies to --recompute selective; with recompute={plan.recompute} it changes nothing",
+            stacklevel=2,
+        )
     return Resolved(spec, hw, eng, plan, model_ref, gpus, defaulted)
 
 
