@@ -450,3 +450,12 @@ def test_a_step_time_is_taken_from_the_throughput_when_the_timestamps_hold_more_
     apart = read_log(_titan_lines(60), source="apart", gpus=8, warmup=0)
     assert apart.measured["step_s"] == pytest.approx(16 * 8192 / (6100 * 8))
     assert any("timestamps give 6 s a step" in d for d in apart.derived)
+
+
+def test_torchtitan_zero_stage_is_an_assumption_the_run_states():
+    """torchtitan prints no fsdp_reshard_after_forward: ZeRO 2 under pipelining (3 without) is its default's choice,
+    and an emitted plan may have set 'always' (ZeRO 3): the run says it assumed the default."""
+    mesh = "[rank0]:[titan] 2025-06-20 10:00:01,123 - root - INFO - Building 1-D device mesh with ['dp_shard'], [8]\n"
+    r = read_log(mesh + _titan_lines(27), source="fsdp", gpus=8, warmup=0)
+    assert r.plan["zero"] == 3
+    assert any(a.startswith("zero: 3") and "fsdp_reshard_after_forward" in a for a in r.assumed)

@@ -139,6 +139,11 @@ def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
         notes.append("precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)")
     if plan["micro_batch"] is not None and not mesh:
         notes.append("micro_batch: torchtitan's local batch size (no device-mesh line says if pipelining splits it)")
+    if plan["zero"] in (2, 3):  # the log prints no fsdp_reshard_after_forward: the default's choice is assumed
+        notes.append(
+            f"zero: {plan['zero']}, FSDP with torchtitan's default fsdp_reshard_after_forward (reshards unless "
+            "pipelining); the log does not print the setting"
+        )
     return notes
 
 
