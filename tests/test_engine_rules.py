@@ -483,3 +483,19 @@ def test_even_split_puts_fewer_layers_at_the_ends():
     # Every chunk needs a transformer layer: tiny's 4 layers do not go over 8 DeepSpeed stages.
     r = only(plan_problems(model("tiny"), Plan(pp=8, global_batch=8), engine("deepspeed")), "cannot split the layers")
     assert "num_layers=4" in r.detail and "pp=8" in r.detail
+
+
+def test_megatron_lays_out_what_its_even_and_uneven_splits_cannot():
+    """DeepSeek-V3's 61 layers on pp 8 x vpp 4 (Megatron-Bridge's recipe): no even, account-for or first/last split
+    holds, and --pipeline-model-parallel-layout does: the embedding and the loss weigh a layer each, 63 over 32
+    stages, 'Et|(tt|)*30mL' with its MTP layer. More stages than layers + 2 stay refused."""
+    from planner.engine.split import megatron_split
+    from planner.launch.emit.megatron import layout_text
+
+    split = megatron_split(61, 8, 4)
+    assert split is not None and split.method == "layout"
+    assert split.sizes == (1, *[2] * 30, 0)
+    assert layout_text(split, mtp_layers=1) == "Et|" + "tt|" * 30 + "mL"
+    assert megatron_split(96, 16, 8) is None
+    assert megatron_split(96, 16, 4).method == "layout"  # 98 over 64 stages
+    assert megatron_split(126, 8, 2).method == "account_embedding_loss"  # the older options first

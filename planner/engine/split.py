@@ -29,7 +29,7 @@ class MegatronSplit:
     """How Megatron-LM splits the layers, and with which options (what the megatron emitter writes)."""
 
     sizes: tuple[int, ...]  # transformer layers per chunk, model order
-    method: Literal["even", "account_embedding_loss", "account_loss", "first_last"]
+    method: Literal["even", "account_embedding_loss", "account_loss", "first_last", "layout"]
     first: int = 0  # first_last: transformer layers on the first and the last pipeline rank
     last: int = 0
 
@@ -46,6 +46,10 @@ def megatron_split(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
     3. --decoder-first/last-pipeline-num-layers: the middle ranks m layers each (m divisible by vpp), the
        first and last ranks the rest, each > 0, divisible by vpp, and at most m (transformer_config.py
        __post_init__); the smallest such m.
+    4. --pipeline-model-parallel-layout (Megatron-Core 0.13+, transformer/pipeline_parallel_layer_layout.py): the
+       layers of each of the pp·vpp stages named one by one, any count per stage, so any split; the embedding
+       and the loss weigh one layer each, the L + 2 spread as evenly as they go (balanced_sizes), as
+       Megatron-Bridge's DeepSeek-V3 recipe lays out its 61 layers on pp 8 x vpp 4: "Et|(tt|)*30mL".
     """
     chunks = pp * vpp
     if num_layers % chunks == 0:
@@ -58,8 +62,17 @@ def megatron_split(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
                 sizes[0] -= first_less
                 sizes[-1] -= 1
                 return MegatronSplit(tuple(sizes), method)  # type: ignore[arg-type]
-    if pp < 2:
-        return None
+    uneven = _first_last(num_layers, pp, vpp) if pp > 1 else None
+    if uneven is not None:
+        return uneven
+    if pp > 1 and chunks <= num_layers + 2:
+        return MegatronSplit(tuple(balanced_sizes(num_layers, chunks)), "layout")
+    return None
+
+
+def _first_last(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
+    """Option 3 of megatron_split: --decoder-first/last-pipeline-num-layers, the smallest middle count m."""
+    chunks = pp * vpp
     m = -(-num_layers // pp)
     m += -m % vpp
     while m <= num_layers:
@@ -88,6 +101,17 @@ def torchtitan_layers_per_stage(num_layers: int, stages: int) -> int | None:
     return per if -(-effective // per) == stages else None
 
 
+def balanced_sizes(num_layers: int, stages: int) -> list[int]:
+    """Transformer layers per stage when the embedding and the loss (norm + output) each weigh one layer: the L + 2
+    spread over the stages, the first (L + 2) mod stages one more, then one fewer on the first stage and the last
+    (torchtitan's generate_llm_fqn_per_model_part; a Megatron layout balanced the same way). Needs stages <= L + 2."""
+    base, extra = divmod(num_layers + 2, stages)
+    sizes = [base + 1] * extra + [base] * (stages - extra)
+    sizes[0] -= 1
+    sizes[-1] -= 1
+    return sizes
+
+
 def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
     """torchtitan's split: the embedding and the norm + output each weigh one layer; L + 2 effective layers
     go over the pp·vpp stages, the first (L + 2) mod stages of them one more; the first stage then builds
@@ -96,14 +120,9 @@ def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | No
     stages other than its default (one per rank, two for interleaved schedules) is one that no
     pipeline_parallel_layers_per_stage gives (torchtitan_layers_per_stage)."""
     stages = pp * vpp
-    effective = num_layers + 2
-    if stages > effective or (vpp > 2 and torchtitan_layers_per_stage(num_layers, stages) is None):
+    if stages > num_layers + 2 or (vpp > 2 and torchtitan_layers_per_stage(num_layers, stages) is None):
         return None
-    base, extra = divmod(effective, stages)
-    sizes = [base + 1] * extra + [base] * (stages - extra)
-    sizes[0] -= 1
-    sizes[-1] -= 1
-    return sizes
+    return balanced_sizes(num_layers, stages)
 
 
 def chunk_sizes(num_layers: int, pp: int, vpp: int, split: Split = "even") -> list[int] | None:

@@ -32,6 +32,8 @@ def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
         return [], "pp=1: no pipeline split"
     split = megatron_split(model.num_layers, plan.pp, plan.vpp)
     assert split is not None  # the engine's rules refuse a plan Megatron cannot split
+    if split.method == "layout":  # the layout names every stage; vpp follows from it (arguments.py)
+        return ["--pipeline-model-parallel-layout", layout_text(split, model.mtp_layers)], _describe(split)
     vpp = ["--num-virtual-stages-per-pipeline-rank", str(plan.vpp)] if plan.vpp > 1 else []
     if split.method == "even":
         if plan.vpp > 1:
@@ -39,6 +41,16 @@ def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
             return ["--num-layers-per-virtual-pipeline-stage", str(per)], f"even: {per} layers per virtual stage"
         return [], f"even: {model.num_layers // plan.pp} layers per stage"
     return vpp + _uneven_flags(split), _describe(split)
+
+
+def layout_text(split: MegatronSplit, mtp_layers: int = 0) -> str:
+    """--pipeline-model-parallel-layout for the split: the stages in model order separated by '|', E the embedding
+    on the first, t a transformer layer, m each multi-token-prediction layer and L the loss on the last
+    (docs: 'Custom Pipeline Model Parallel Layout'; Megatron-Bridge's DeepSeek-V3 recipe 'Et|(tt|)*30mL')."""
+    stages = ["t" * n for n in split.sizes]
+    stages[0] = "E" + stages[0]
+    stages[-1] += "m" * mtp_layers + "L"
+    return "|".join(stages)
 
 
 def _uneven_flags(split: MegatronSplit) -> list[str]:

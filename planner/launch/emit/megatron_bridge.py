@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 
 from planner.engine.split import megatron_split
-from planner.launch.emit.megatron import expert_tp
+from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -103,7 +103,10 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
         # ModelParallelConfig default, off; Bridge's CommOverlapConfig sets the same pair with vpp > 1 (comm_overlap.py)
         out |= {"model.overlap_p2p_comm": True, "model.batch_p2p_comm": False}
     split = megatron_split(model.num_layers, plan.pp, plan.vpp) if plan.pp > 1 else None
-    if split is not None and split.method in ("account_embedding_loss", "account_loss"):
+    if split is not None and split.method == "layout":  # it names the stages, the virtual ones too
+        out["model.virtual_pipeline_model_parallel_size"] = None
+        out["model.pipeline_model_parallel_layout"] = layout_text(split, model.mtp_layers)
+    elif split is not None and split.method in ("account_embedding_loss", "account_loss"):
         out["model.account_for_embedding_in_pipeline_split"] = split.method == "account_embedding_loss"
         out["model.account_for_loss_in_pipeline_split"] = True
     elif split is not None and split.method != "even":
