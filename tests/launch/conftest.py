@@ -102,6 +102,25 @@ def torchrun(
     return Run(proc.returncode, output, json.loads(profile.read_text()) if profile.exists() else None, steps)
 
 
+def run_probe(script: str, out: Path, *, nproc: int = 2, timeout_s: float = 100) -> None:
+    """torchrun --standalone a probe script of this folder with `out` as its argument; fail past timeout_s
+    (the whole process group killed) or on a non-zero exit, with the output's tail."""
+    argv = [
+        str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc-per-node", str(nproc),
+        str(Path(__file__).with_name(script)), str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"{script} exceeded {timeout_s:g} s")
+    assert proc.returncode == 0, output[-3000:]
+
+
 @pytest.fixture(scope="session")
 def reference(tiny_path, tmp_path_factory) -> dict[int, float]:
     """Per-step losses of the 1-process run, computed once per session."""

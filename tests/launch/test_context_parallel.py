@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ from planner.launch.layout import coordinates, layout
 from planner.launch.preflight import Environment, preflight
 from planner.launch.worker_support import cp_problems, uses_context_parallel
 from planner.plan import Plan
-from tests.launch.conftest import COMMON, REPO, max_delta, torchrun
+from tests.launch.conftest import COMMON, REPO, max_delta, run_probe, torchrun
 
 CPU = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu")
 WORKER = load_engine("planner")
@@ -215,27 +214,7 @@ def test_model_positions_default_to_arange(tiny, pos_emb):
 def test_worker_cp_step_shards_sequence_and_averages_over_cp(tmp_path):
     """The worker's own CP micro-step on gloo, with an attention-free model (no CPU ring attention):
     head-tail load-balanced slices, matching tokens and positions, and cp-mean loss/grads = full ones."""
-    import os
-    import signal
-
-    argv = [
-        str(Path(sys.executable).with_name("torchrun")),
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        str(Path(__file__).with_name("cp_probe.py")),
-        str(tmp_path),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = proc.communicate(timeout=100)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("cp_probe exceeded 100 s")
-    assert proc.returncode == 0, output[-3000:]
+    run_probe("cp_probe.py", tmp_path)
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["positions"][0] == [*range(0, 8), *range(24, 32)]  # chunks 0 and 3 of 4
     assert r1["positions"][0] == list(range(8, 24))  # chunks 1 and 2

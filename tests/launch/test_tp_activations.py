@@ -6,18 +6,13 @@ TP plan does; Megatron keeps the sequence shard and gathers it again in backward
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from helpers import make_engine
 
 from planner.cost.activations import activation_bytes_per_layer
-from tests.launch.conftest import REPO
+from tests.launch.conftest import run_probe
 from tests.launch.tp_probe import B, S, spec
 
 TP = 2
@@ -26,20 +21,7 @@ TP = 2
 @pytest.fixture(scope="module")
 def counted(tmp_path_factory) -> dict[bool, int]:
     out = tmp_path_factory.mktemp("tp_probe")
-    argv = [
-        str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc-per-node", str(TP),
-        str(Path(__file__).with_name("tp_probe.py")), str(out),
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    proc = subprocess.Popen(
-        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = proc.communicate(timeout=100)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("tp_probe exceeded 100 s")
-    assert proc.returncode == 0, output[-3000:]
+    run_probe("tp_probe.py", out, nproc=TP)
     return {sp: json.loads((out / f"tp{int(sp)}.json").read_text())["saved_bytes"] for sp in (False, True)}
 
 
