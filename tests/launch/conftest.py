@@ -87,6 +87,15 @@ def torchrun(
         "--profile-out",
         str(profile),
     ]
+    returncode, output = _run_group(argv, timeout_s, extra_env)
+    log = profile.with_name(profile.name + ".steps.jsonl")
+    steps = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return Run(returncode, output, json.loads(profile.read_text()) if profile.exists() else None, steps)
+
+
+def _run_group(argv: list[str], timeout_s: float, extra_env: dict | None = None) -> tuple[int, str]:
+    """Run torchrun in its own process group, one thread per worker; kill the whole group past timeout_s and fail
+    with the output's tail. (exit code, output)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(extra_env or {})}
     proc = subprocess.Popen(
         argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -96,10 +105,8 @@ def torchrun(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        pytest.fail(f"torchrun exceeded {timeout_s} s:\n{output[-4000:]}")
-    log = profile.with_name(profile.name + ".steps.jsonl")
-    steps = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return Run(proc.returncode, output, json.loads(profile.read_text()) if profile.exists() else None, steps)
+        pytest.fail(f"torchrun exceeded {timeout_s:g} s:\n{output[-4000:]}")
+    return proc.returncode, output
 
 
 def run_probe(script: str, out: Path, *, nproc: int = 2, timeout_s: float = 100) -> None:
@@ -109,16 +116,8 @@ def run_probe(script: str, out: Path, *, nproc: int = 2, timeout_s: float = 100)
         str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc-per-node", str(nproc),
         str(Path(__file__).with_name(script)), str(out),
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    proc = subprocess.Popen(
-        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"{script} exceeded {timeout_s:g} s")
-    assert proc.returncode == 0, output[-3000:]
+    returncode, output = _run_group(argv, timeout_s)
+    assert returncode == 0, output[-3000:]
 
 
 @pytest.fixture(scope="session")
