@@ -248,3 +248,16 @@ def test_a_long_context_plan_is_not_implausible_for_the_attention_its_kernels_sk
     short = coster.estimate(Plan(dp=8, global_batch=64, seq_len=8192))
     assert short.plausibility.mfu == short.time.mfu
     assert 0.85 < executed_share(model, 8192) < 0.95 and executed_share(model, 1 << 17) < 0.6
+
+
+def test_validate_names_a_launch_profile_for_what_it_is(tmp_path):
+    """`planner launch --profile-out` writes a JSON profile, which calibrate fits to; validate reads runs files and
+    says so in one line, rather than 'expected a YAML list ... got dict'."""
+    import json
+
+    from helpers import run_planner
+
+    profile = tmp_path / "launch.json"
+    profile.write_text(json.dumps({"median_step_s": 0.5, "plan": {"dp": 1}}))
+    code, out, err = run_planner("validate", str(profile))
+    assert code == 2 and out == "" and "a launch profile, not a runs file" in err and len(err.strip().splitlines()) == 1

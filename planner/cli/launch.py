@@ -48,7 +48,8 @@ Opt = typer.Option
 
 def launch(
     model: Annotated[
-        Optional[str], Opt(callback=nonempty, help="catalog name or model YAML path (default: the --plan file's)")
+        Optional[str],
+        Opt("--model", "-m", callback=nonempty, help="catalog name or model YAML path (default: the --plan file's)"),
     ] = None,
     hardware: Annotated[
         Optional[str],

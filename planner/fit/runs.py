@@ -92,6 +92,11 @@ def load_runs(path: str | Path) -> list[dict[str, Any]]:
     if not Path(path).is_file():
         raise PlannerError(f"runs file {str(path)!r} does not exist")
     doc = load_yaml(path)
+    if isinstance(doc, dict) and "median_step_s" in doc:  # what `planner launch --profile-out` writes
+        raise PlannerError(
+            f"{path}: a launch profile, not a runs file: `planner calibrate` fits to launch profiles; "
+            "`planner validate` reads runs files (calibration_runs.yaml's schema)"
+        )
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise PlannerError(
             f"{path}: expected a YAML list of runs (see calibration_runs.yaml), got {type(doc).__name__}"

@@ -109,7 +109,7 @@ def test_an_emitted_job_without_a_batch_gets_the_default_4m_tokens(tmp_path):
     from tests.helpers import run_planner
 
     code, out, err = run_planner(
-        "launch", "--model", "llama3-8b", "--dp", "8", "--zero", "1", "--emit", "megatron", "--out", str(tmp_path)
+        "launch", "-m", "llama3-8b", "--dp", "8", "--zero", "1", "--emit", "megatron", "--out", str(tmp_path)
     )
     assert code == 0, err
     assert "--global-batch-size 512" in (tmp_path / "megatron_args.sh").read_text()
