@@ -55,3 +55,12 @@ def test_calibrate_says_which_runs_it_leaves_out_and_leaves_no_folder_when_it_fa
         "calibrate", str(alone), "-o", str(tmp_path / "o2"), "--engine-out", str(tmp_path / "e")
     )
     assert code == 2 and not (tmp_path / "e").exists()
+
+
+def test_search_save_with_nothing_fitting_shows_the_closest_misses_first(tmp_path):
+    """--save has nothing to write when nothing fits (exit 2, no file), but the closest misses and what would make
+    them fit are printed before that line: they are what the user needs next."""
+    target = tmp_path / "best.yaml"
+    code, out, err = planner("search", "-m", "kimi-k2", "--gpus", "64", "--save", str(target))
+    assert code == 2 and not target.exists()
+    assert "Closest misses" in out and "no plan to --save" in err

@@ -138,7 +138,7 @@ def search(
         _check_plot(plot)
     advised = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
     result = advised.result
-    if save:
+    if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
         _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
@@ -160,6 +160,8 @@ def search(
     print_advice(out, advised.advice)
     if explain_field is not None:
         print_explain(out, result, *explain_field)
+    if save and result.best is None:
+        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
 
 
 def _explain_field(text: str) -> tuple[str, Any]:
