@@ -64,3 +64,13 @@ def test_search_save_with_nothing_fitting_shows_the_closest_misses_first(tmp_pat
     code, out, err = planner("search", "-m", "kimi-k2", "--gpus", "64", "--save", str(target))
     assert code == 2 and not target.exists()
     assert "Closest misses" in out and "no plan to --save" in err
+
+
+def test_a_saved_plan_names_the_hardware_and_engine_it_was_searched_on(tmp_path):
+    target = tmp_path / "best.yaml"
+    code, _out, err = planner(
+        "search", "-m", "llama3-8b", "--gpus", "16", "--engine", "torchtitan", "--save", str(target)
+    )
+    assert code == 0, err
+    first = target.read_text().splitlines()[0]
+    assert first.startswith("# planner search --model llama3-8b --gpus 16 --hardware h100-sxm --engine torchtitan:")

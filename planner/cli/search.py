@@ -222,6 +222,7 @@ def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, trainin
             "mfu": float(b.time.mfu),
             "peak_memory_bytes": int(b.estimate.memory.total_bytes),
         },
-        header=f"planner search --model {model_ref} --gpus {gpus}: best of {result.valid} valid plans "
-        f"by {result.objective}",
+        header=f"planner search --model {model_ref} --gpus {gpus} --hardware {result.hardware.name} --engine "
+        f"{engine.variant_of or engine.name}: best of {result.valid} valid plans by {result.objective} (the "
+        "engine's per-run settings under training:)",
     )
