@@ -55,9 +55,10 @@ class Estimate:
         # a named recipe's MFU counts against its format's peak, so it meets that format's ceiling (precision.py).
         # The ceilings are MFU at sequences of up to CEILING_SEQ_LEN, which count the whole s×s attention: beyond,
         # the masked half the kernels skip is taken out of the MFU set against them (as it was at that length).
-        s = self.plan.seq_len
-        longer = executed_share(self.model, s) / executed_share(self.model, min(s, CEILING_SEQ_LEN))
-        return plausibility(self.time.mfu * longer, self.hardware, gemm_format(self.plan.precision))
+        s, mfu = self.plan.seq_len, self.time.mfu
+        if s > CEILING_SEQ_LEN:
+            mfu *= executed_share(self.model, s) / executed_share(self.model, CEILING_SEQ_LEN)
+        return plausibility(mfu, self.hardware, gemm_format(self.plan.precision))
 
     @property
     def goodput_tokens_per_s(self) -> float:

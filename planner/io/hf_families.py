@@ -204,9 +204,9 @@ ENCODER_DECODER_FAMILIES = {
 }
 # SSM / hybrid families other than Nemotron-H's hybrid_override_pattern (Mamba-1, parallel attention + SSM, ...).
 OTHER_SSM_FAMILIES = {"mamba", "mamba2", "falcon_mamba", "jamba", "falcon_h1", "zamba", "zamba2", "bamba", "plamo2"}
-# Keys that mean linear-attention (Gated DeltaNet / KDA) layers: Qwen3-Next, Qwen3.5, Kimi-Linear.
 # The names transformers configs give the routed-expert count (Mixtral/GPT-OSS, Qwen-MoE/OLMoE, DeepSeek/Kimi).
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# Keys that mean linear-attention (Gated DeltaNet / KDA) layers: Qwen3-Next, Qwen3.5, Kimi-Linear.
 LINEAR_ATTENTION_KEYS = (
     "linear_num_value_heads",
     "linear_key_head_dim",

@@ -48,7 +48,7 @@ def batch_text(global_batch: int, seq_len: int, model: ModelSpec, defaulted: fro
 
 def _at_ceiling_length(est: Any) -> str:
     """What the MFU set against the ceiling is, where it is not the MFU printed (sequences past the ceilings')."""
-    return " (attention counted as at 8,192 tokens)" if est.plan.seq_len > CEILING_SEQ_LEN else ""
+    return f" (attention counted as at {CEILING_SEQ_LEN:,} tokens)" if est.plan.seq_len > CEILING_SEQ_LEN else ""
 
 
 def plan_line(

@@ -70,20 +70,22 @@ def print_unlimited(console: Any, renderable: Any) -> None:
     """Print at the renderable's natural width when it is wider than the console (`--wide`): lines run past the
     terminal's edge rather than cells being cut."""
     c = rich_console(console)
-    saved = c._width  # rich's own setting: None means "the terminal's width"
-    c.width = max(c.width, natural_width(c, renderable))
-    try:
-        c.print(renderable, crop=False)
-    finally:
-        c._width = saved
+    _print_at_least(c, renderable, natural_width(c, renderable))
 
 
 def print_fitted(console: Any, renderable: Any) -> None:
     """Print at the console's width, the cells that may wrap wrapped; where even the cells that may not (numbers)
     need more, at the width they need: lines run past the terminal's edge rather than a number being cut."""
     c = rich_console(console)
-    saved = c._width
-    c.width = max(c.width, int(c.measure(renderable, options=c.options.update_width(UNLIMITED_COLUMNS)).minimum))
+    _print_at_least(
+        c, renderable, int(c.measure(renderable, options=c.options.update_width(UNLIMITED_COLUMNS)).minimum)
+    )
+
+
+def _print_at_least(c: Any, renderable: Any, width: int) -> None:
+    """Print at the console's width, or at `width` where that is wider; the console's setting restored after."""
+    saved = c._width  # rich's own setting: None means "the terminal's width"
+    c.width = max(c.width, width)
     try:
         c.print(renderable, crop=False)
     finally:

@@ -3,6 +3,7 @@ parser, keeps the steady state, derives what the log does not print, and fills t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -204,11 +205,9 @@ def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
     """What the log says twice, differently: its world size against its degrees, its global batch against its
     data-parallel ranks' micro-batches."""
     out = []
-    degrees = {k: plan.get(k) for k in ("dp", "tp", "pp", "cp")}
-    if gpus and all(isinstance(v, int) for v in degrees.values()):
-        product = 1
-        for v in degrees.values():
-            product *= int(v or 1)
+    degrees = {k: v for k in ("dp", "tp", "pp", "cp") if isinstance(v := plan.get(k), int)}
+    if gpus and len(degrees) == 4:
+        product = math.prod(degrees.values())
         if product != gpus:
             named = " x ".join(f"{k} {v}" for k, v in degrees.items())
             out.append(f"world size {gpus}, but {named} = {product}")

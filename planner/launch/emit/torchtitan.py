@@ -164,10 +164,16 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     ]
 
 
+def compile_components(settings: Mapping[str, object]) -> list[str]:
+    """What torchtitan compiles as the plan was priced: the model where it says compile, the loss where it says
+    compiled_loss (both releases' compile components)."""
+    return [c for c, key in (("model", "compile"), ("loss", "compiled_loss")) if settings.get(key) is True]
+
+
 def compile_line(settings: Mapping[str, object]) -> str:
-    """CompileConfig as the plan was priced: eager unless it says compile (the model) or compiled_loss (the loss),
-    with async TP where it says tp_overlap (torchtitan config/configs.py CompileConfig)."""
-    parts = [c for c, key in (("model", "compile"), ("loss", "compiled_loss")) if settings.get(key) is True]
+    """CompileConfig as the plan was priced: eager unless it compiles something (compile_components), with async
+    TP where it says tp_overlap (torchtitan config/configs.py CompileConfig)."""
+    parts = compile_components(settings)
     if not parts:
         return "    config.compile = CompileConfig(enable=False)  # the plan is priced eager (kernels.compile)"
     async_tp = ", enable_async_tensor_parallel=True" if settings.get("tp_overlap") is True else ""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
+    compile_components,
     data_parallel,
     flavor,
     layers_per_stage,
@@ -51,7 +52,7 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
 
 def _compile_lines(settings: Mapping[str, object]) -> list[str]:
     """The [compile] section where the plan is priced compiled (the model, the loss: job_config.py Compile)."""
-    parts = [c for c, key in (("model", "compile"), ("loss", "compiled_loss")) if settings.get(key) is True]
+    parts = compile_components(settings)
     if not parts:
         return []
     return ["[compile]", "enable = true", "components = [" + ", ".join(f'"{c}"' for c in parts) + "]", ""]
