@@ -184,6 +184,21 @@ def test_engine_files_are_written(tmp_path, kind, name):
         subprocess.run(["bash", "-n", str(path)], check=True)
 
 
+@pytest.mark.parametrize("kind", ["megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2"])
+def test_engine_files_say_how_to_run_on_the_plans_nodes(tmp_path, kind):
+    """An engine's run line starts the plan's processes: one node's GPUs each (torchtitan's run_train.sh takes
+    NGPU per node), torchrun with c10d rendezvous on every node of a multi-node plan; never NGPU = all GPUs."""
+    one = write_target(kind, CFG, GQA, tmp_path / "one", nnodes=1, per_node=8).read_text()
+    many = write_target(kind, CFG, GQA, tmp_path / "many", nnodes=4, per_node=2).read_text()
+    if kind.startswith("torchtitan"):
+        assert "NGPU=8 " in one and "NGPU" not in many
+    else:
+        assert "torchrun --standalone --nnodes 1 --nproc-per-node 8 " in one
+    assert "--nnodes 4 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:" in many
+    assert "--nproc-per-node 2 " in many
+    assert "each of the 4 nodes" in many or "on each node" in many
+
+
 def test_megatron_says_the_whole_model():
     """Issue 22: the architecture's every number reaches pretrain_gpt.py, not Megatron's defaults."""
     args, _ = megatron_args(GQA, PLAN)

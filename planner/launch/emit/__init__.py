@@ -90,7 +90,7 @@ def emit(
             "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
             "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
         )
-    nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc) if kind in CLUSTER_TARGETS else (1, 1)
+    nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
     make_dir(out, what="--out folder")
     copied: list[Path] = []
     try:
@@ -156,14 +156,15 @@ def target_text(
             device=device,
         )  # fmt: skip
         return k8s.FILE_NAME, yaml.safe_dump(manifest, sort_keys=False)
+    nodes = {"nodes": nnodes, "per_node": per_node}
     if kind == "megatron":
-        return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan, settings)
+        return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan, settings, **nodes)
     if kind == "megatron-bridge":
-        return megatron_bridge.FILE_NAME, megatron_bridge.bridge_file(model, cfg.plan)
+        return megatron_bridge.FILE_NAME, megatron_bridge.bridge_file(model, cfg.plan, **nodes)
     if kind == "torchtitan":
-        return torchtitan.FILE_NAME, torchtitan.torchtitan_config(model, cfg.plan, settings)[0]
+        return torchtitan.FILE_NAME, torchtitan.torchtitan_config(model, cfg.plan, settings, **nodes)[0]
     if kind == "torchtitan-v0.2":
-        return torchtitan_v02.FILE_NAME, torchtitan_v02.torchtitan_toml(model, cfg.plan, settings)[0]
+        return torchtitan_v02.FILE_NAME, torchtitan_v02.torchtitan_toml(model, cfg.plan, settings, **nodes)[0]
     if kind == "deepspeed":
         return deepspeed.FILE_NAME, deepspeed.deepspeed_file(model, cfg.plan)
     raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")

@@ -6,7 +6,7 @@ import json
 
 from planner.cost.stages import Layout
 from planner.errors import PlannerError
-from planner.launch.command import RunConfig
+from planner.launch.command import RDZV_PORT, RunConfig
 
 
 def plan_comment(cfg: RunConfig) -> list[str]:
@@ -15,6 +15,18 @@ def plan_comment(cfg: RunConfig) -> list[str]:
         f"# plan (all fields): {json.dumps(cfg.plan.model_dump())}",
         f"# model: {cfg.model}",
     ]
+
+
+def engine_torchrun(nodes: int, per_node: int, program: str) -> str:
+    """The torchrun line that starts an engine's own trainer (`program`: its module or script and arguments) on
+    `nodes` nodes of `per_node` GPUs, run on each node; rendezvous as the cluster targets' (command.py
+    torchrun_argv) and torchtitan's multinode_trainer.slurm do it: c10d at one node's address."""
+    if nodes == 1:
+        return f"torchrun --standalone --nnodes 1 --nproc-per-node {per_node} {program}"
+    return (
+        f"torchrun --nnodes {nodes} --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:{RDZV_PORT} --rdzv-id planner "
+        f"--nproc-per-node {per_node} {program}"
+    )
 
 
 def layers_per_chunk(layout: Layout, target: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from planner.engine.split import MegatronSplit, megatron_split
+from planner.launch.emit.common import engine_torchrun
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -186,7 +187,16 @@ def device_connections(plan: Plan) -> str | None:
     return "1" if (plan.tp > 1 or plan.cp > 1) else None
 
 
-def megatron_file(model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None) -> str:
+def megatron_file(
+    model: ModelSpec,
+    plan: Plan,
+    settings: Mapping[str, object] | None = None,
+    *,
+    nodes: int = 1,
+    per_node: int | None = None,
+) -> str:
+    """The arguments as a bash array, and the torchrun line that runs pretrain_gpt.py with them on `nodes` nodes
+    of `per_node` GPUs (default: the plan's GPUs on one node)."""
     args, m = megatron_args(model, plan, settings)
     lines: list[str] = []
     for arg in args:  # one flag per line, with its value
@@ -195,6 +205,8 @@ def megatron_file(model: ModelSpec, plan: Plan, settings: Mapping[str, object] |
         else:
             lines[-1] += f" {_quote(arg)}"
     body = "\n  ".join(lines)
+    program = 'pretrain_gpt.py "${MEGATRON_ARGS[@]}"'
+    run = "from Megatron-LM's folder" if nodes == 1 else "on each node, MASTER_ADDR set to one node's address"
     conn = device_connections(plan)
     env = (
         f"export CUDA_DEVICE_MAX_CONNECTIONS={conn}  # required by Megatron with tp/cp > 1 (H100 and earlier)\n"
@@ -208,6 +220,7 @@ def megatron_file(model: ModelSpec, plan: Plan, settings: Mapping[str, object] |
         f"# pipeline split: {m['vpp']}\n"
         + "".join(line + "\n" for line in model_notes(model))
         + "# The NullTokenizer stands for your tokenizer (same vocabulary size); add the data (or --mock-data) and\n"
-        '# optimizer arguments of your run; then: torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" ...\n'
+        f"# optimizer arguments of your run; then, {run}:\n"
+        f"#   {engine_torchrun(nodes, per_node or plan.gpus // nodes, program)} ...\n"
         f"{env}MEGATRON_ARGS=(\n  {body}\n)\n"
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 
 from planner.engine.split import megatron_split
+from planner.launch.emit.common import engine_torchrun
 from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -153,14 +154,19 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
 
 
-def bridge_file(model: ModelSpec, plan: Plan) -> str:
+def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int | None = None) -> str:
+    """The overrides as a bash array, and the torchrun line that runs the recipe with them on `nodes` nodes of
+    `per_node` GPUs (default: the plan's GPUs on one node)."""
     overrides, _ = bridge_overrides(model, plan)
     name = recipe(model)
     body = "\n  ".join(shlex.quote(x) for x in overrides)
+    program = f"scripts/training/run_recipe.py --recipe {name} --mode pretrain"
+    where = "" if nodes == 1 else f" on each of the {nodes} nodes, MASTER_ADDR set to one node's address"
     return (
         f"# Megatron-Bridge recipe overrides; plan: {plan.summary()}; model {model.name} = recipe {name}\n"
-        "# Run with Megatron-Bridge's recipe runner (it applies KEY=VALUE overrides to the recipe's ConfigContainer):\n"
-        f"#   torchrun --nproc-per-node ... scripts/training/run_recipe.py --recipe {name} --mode pretrain \\\n"
+        "# Run with Megatron-Bridge's recipe runner (it applies KEY=VALUE overrides to the recipe's ConfigContainer)"
+        f"{where}:\n"
+        f"#   {engine_torchrun(nodes, per_node or plan.gpus // nodes, program)} \\\n"
         '#     --dataset mock "${BRIDGE_OVERRIDES[@]}"\n'
         "# (or scripts/training/train.sh ... --recipe RECIPE KEY=VALUE...; the data set replaces --dataset mock)\n"
         f"RECIPE={name}\n"

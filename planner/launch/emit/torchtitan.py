@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
+from planner.launch.emit.common import engine_torchrun
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -180,10 +181,35 @@ def compile_line(settings: Mapping[str, object]) -> str:
     return f"    config.compile = CompileConfig(enable=True, components={parts!r}{async_tp})  # as the plan is priced"
 
 
+def run_lines(plan: Plan, nodes: int, per_node: int | None) -> list[str]:
+    """How to run the configuration: run_train.sh on one node (its NGPU is the node's GPUs), else the torchrun
+    line torchtitan's multinode_trainer.slurm runs on every node (torchtitan/run_train.sh, multinode_trainer.slurm)."""
+    program = f"-m torchtitan.train --module {MODULE} --config {CONFIG_FN}"
+    if nodes == 1:
+        return [
+            "Run it with this folder on PYTHONPATH, from a torchtitan checkout:",
+            "",
+            f"    PYTHONPATH=$PWD:$PYTHONPATH NGPU={per_node or plan.gpus} MODULE={MODULE} CONFIG={CONFIG_FN} "
+            "./run_train.sh",
+        ]
+    return [
+        f"Run it on each of the {nodes} nodes of {per_node} GPUs, with this folder on PYTHONPATH, from a torchtitan",
+        "checkout, MASTER_ADDR set to one node's address (multinode_trainer.slurm runs this line under srun):",
+        "",
+        f"    PYTHONPATH=$PWD:$PYTHONPATH {engine_torchrun(nodes, per_node or plan.gpus // nodes, program)}",
+    ]
+
+
 def torchtitan_config(
-    model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None
+    model: ModelSpec,
+    plan: Plan,
+    settings: Mapping[str, object] | None = None,
+    *,
+    nodes: int = 1,
+    per_node: int | None = None,
 ) -> tuple[str, dict[str, str]]:
-    """The configuration module: a template whose lines mirror the file it writes."""
+    """The configuration module: a template whose lines mirror the file it writes; how to run it on `nodes`
+    nodes of `per_node` GPUs (default: the plan's GPUs on one node)."""
     name, flav = flavor(model) or ("llama3", "?")
     ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
@@ -191,11 +217,8 @@ def torchtitan_config(
     base = f"{name}_{flav.lower()}"
     lines = [
         f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
-        "`planner launch --emit torchtitan`. Run it with this folder on PYTHONPATH, from a torchtitan checkout:",
-        "",
-        f"    PYTHONPATH=$PWD:$PYTHONPATH NGPU={plan.gpus} MODULE={MODULE} CONFIG={CONFIG_FN} ./run_train.sh",
-        "",
-        f"or on many nodes: torchrun --nnodes ... -m torchtitan.train --module {MODULE} --config {CONFIG_FN}",
+        "`planner launch --emit torchtitan`.",
+        *run_lines(plan, nodes, per_node),
         '"""',
         "",
         *(["from torchtitan.components.quantization import Float8LinearConverter"] if plan.precision == "fp8" else []),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from planner.launch.emit.common import engine_torchrun
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
     compile_components,
@@ -78,8 +79,22 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     ]
 
 
+def run_comment(plan: Plan, nodes: int, per_node: int | None) -> str:
+    """How to run the job config: run_train.sh on one node, else torchrun on every node (as torchtitan.py's)."""
+    if nodes == 1:
+        return f"# run: NGPU={per_node or plan.gpus} CONFIG_FILE=torchtitan.toml ./run_train.sh"
+    program = "-m torchtitan.train --job.config_file torchtitan.toml"
+    line = engine_torchrun(nodes, per_node or plan.gpus // nodes, program)
+    return f"# run on each of the {nodes} nodes, MASTER_ADDR set to one node's address:\n# {line}"
+
+
 def torchtitan_toml(
-    model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None
+    model: ModelSpec,
+    plan: Plan,
+    settings: Mapping[str, object] | None = None,
+    *,
+    nodes: int = 1,
+    per_node: int | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The job config. ZeRO 0: replicate (DDP, only as 1-D parallelism); 2: FSDP without resharding after
     forward; 3: FSDP resharding (with pipelining, torchtitan's FSDP keeps the stage gathered either way).
@@ -91,8 +106,8 @@ def torchtitan_toml(
     converters = '["quantize.linear.float8"]' if plan.precision == "fp8" else "[]"
     lines = [
         f"# torchtitan {RELEASE} job config written by `planner launch --emit torchtitan-v0.2`",
-        f"# plan: {plan.summary()}; run: NGPU={plan.gpus} CONFIG_FILE=torchtitan.toml ./run_train.sh (multi-node: "
-        "torchrun --nnodes ... -m torchtitan.train --job.config_file torchtitan.toml)",
+        f"# plan: {plan.summary()}",
+        run_comment(plan, nodes, per_node),
         "[job]",
         f'description = "planner plan {plan.summary()}"',
         "",
