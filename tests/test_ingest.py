@@ -351,6 +351,20 @@ def test_cli_table_and_runs_file_that_validate_reads(tmp_path):
     assert all(piece in out for piece in ("megatron_", "bridge_", "llama32_1b"))
 
 
+def test_validate_reads_a_log_as_ingest_does():
+    """A log given to validate is read as ingest reads it (as calibrate does), not parsed as YAML; what the log
+    lacks is named with the option or the ingest step that supplies it, in one line, exit 2."""
+    log = str(LOGS / "megatron_lm_gpt2_tp4_pp8.log")
+    rc, out, err = run_planner("validate", log, "--hardware", "h100-sxm", "--json")
+    assert rc == 0, err
+    (run,) = json.loads(out)["runs"]
+    assert run["id"] == "megatron_lm_gpt2_tp4_pp8" and run["predicted"]["tokens_per_s_per_gpu"] > 0
+    rc, _, err = run_planner("validate", log)
+    assert rc == 2 and err.count("\n") == 1 and "give --hardware" in err and "YAML" not in err
+    rc, _, err = run_planner("validate", str(LOGS / "megatron_bridge_llama32_1b.log"), "--hardware", "h100-sxm")
+    assert rc == 2 and "does not state dp" in err and "planner ingest" in err and "--gpus N" in err
+
+
 def test_cli_runs_file_needs_model_and_hardware(tmp_path):
     runs = tmp_path / "runs.yaml"
     rc, _, err = run_planner("ingest", str(LOGS / "torchtitan_pr3393_grad_norm.log"), "-o", str(runs))

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def validate(
-    runs: Annotated[str, typer.Argument(help="runs file (the calibration_runs.yaml schema)")],
+    runs: Annotated[
+        str, typer.Argument(help="runs file (the calibration_runs.yaml schema) or a training log (as ingest reads it)")
+    ],
     hardware: Annotated[
         Optional[str], typer.Option("--hardware", callback=nonempty, help="use this profile for every run")
     ] = None,
@@ -37,18 +39,19 @@ def validate(
             help="a folder `planner calibrate -o DIR --engine-out DIR` wrote: each run also against its profiles",
         ),
     ] = None,
+    model: LogModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs measured throughput and peak memory for a file of real runs, each run with its own engine
-    (with --calibrated DIR: the shipped and the calibrated profiles side by side)."""
-    from planner.fit.runs import load_runs
+    (with --calibrated DIR: the shipped and the calibrated profiles side by side), or for a training log."""
+    from planner.fit.observations import runs_of
     from planner.fit.validate import calibrated_profiles, validate_runs
-    from planner.io.catalog import load_engine, load_hardware
+    from planner.io.catalog import load_engine, load_hardware, load_model
     from planner.render.accuracy import print_validation, validation_json
 
     override = load_hardware(hardware) if hardware else None
     eng = load_engine(engine) if engine else None
-    raws = load_runs(runs)
+    raws = runs_of(Path(runs), override, load_model(model) if model else None)
     result = validate_runs(raws, hardware=override, engine=eng)
     other = validate_runs(raws, profiles=calibrated_profiles(calibrated)) if calibrated else None
     if as_json:

@@ -150,11 +150,17 @@ def load_observations(
         if p.suffix == ".json":
             doc = load_json(p, path)
             obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
-        elif p.suffix in (".yaml", ".yml"):
-            obs += observations_from_runs(load_runs(p), hardware, path)
         else:
-            obs += observations_from_runs(_log_entries(p, hardware, model), hardware, path)
+            obs += observations_from_runs(runs_of(p, hardware, model), hardware, path)
     return obs
+
+
+def runs_of(path: Path, hardware: HardwareProfile | None, model: ModelSpec | None) -> list[dict[str, Any]]:
+    """The runs-file entries of a runs file (.yaml) or of a training log (anything else but a launch profile's
+    .json: read as `planner ingest` reads it, `hardware` and `model` where the log does not say)."""
+    if path.suffix in (".yaml", ".yml", ".json"):
+        return load_runs(path)
+    return _log_entries(path, hardware, model)
 
 
 def _profile_hardware(doc: dict[str, Any], path: str) -> HardwareProfile:
@@ -172,7 +178,14 @@ def _log_entries(path: Path, hardware: HardwareProfile | None, model: ModelSpec 
     from planner.io.logs import read_log, runs_entries
 
     run = read_log(read_text(str(path)), source=str(path), model=model, hardware=hardware.name if hardware else None)
-    return runs_entries([run])
+    entries = runs_entries([run], purpose="to use its measurements")
+    unstated = [k for e in entries for k, v in e["plan"].items() if v is None]
+    if unstated:  # what ingest's options fill (--gpus derives dp): a runs file it writes can be read here
+        raise PlannerError(
+            f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; write a runs file with "
+            f"`planner ingest {path} --gpus N -o runs.yaml` (the GPUs in all derive dp) and give that"
+        )
+    return entries
 
 
 # ---- the runs a fit takes ------------------------------------------------------------------------

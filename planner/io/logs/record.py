@@ -100,16 +100,18 @@ def unique_ids(runs: list[IngestedRun]) -> list[IngestedRun]:
     return out
 
 
-def runs_entries(runs: list[IngestedRun]) -> list[dict[str, Any]]:
+WRITE_PURPOSE = "to write a runs file (--json and the table show what was read)"
+
+
+def runs_entries(runs: list[IngestedRun], *, purpose: str = WRITE_PURPOSE) -> list[dict[str, Any]]:
     """Runs-file entries for runs that name their model and hardware; PlannerError naming what the first run
-    lacks and which option fills it otherwise (a runs file with such a run cannot be read back)."""
+    lacks and which option fills it otherwise (a runs file with such a run cannot be read back), and what for."""
     for r in runs:
         lacks = [k for k in ("model", "hardware") if getattr(r, k) is None]
         if lacks:
             options = " and ".join(f"--{k}" for k in lacks)
             raise PlannerError(
-                f"run {r.id!r} ({r.source}): the log does not say its {' or '.join(lacks)}; give {options} "
-                "to write a runs file (--json and the table show what was read)"
+                f"run {r.id!r} ({r.source}): the log does not say its {' or '.join(lacks)}; give {options} " + purpose
             )
     return [r.as_entry() for r in unique_ids(runs)]
 
