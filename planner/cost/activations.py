@@ -78,7 +78,10 @@ def activation_bytes_per_token(
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
     (cost.quantization.saved_input_bytes; 0: none); `autocast`: computed under torch.autocast from fp32 weights
     (engine.ZeroStage.autocast: an fp32 residual stream); `col_in_bytes`: bytes per element of the column-parallel
-    inputs where tensor parallelism casts them before it gathers them (Kernels.tp_fp8_inputs; 0: as computed)."""
+    inputs where tensor parallelism casts them before it gathers them (Kernels.tp_fp8_inputs; 0: as computed),
+    those of quantized linears only: an MoE block's input is gathered in 16 bits for its router and experts
+    (torchtitan v0.2.2 models/llama4/infra/parallelize.py apply_moe_ep_tp: "moe" gets PrepareModuleInputOutput to
+    Replicate, not PrepareFloat8ModuleInput)."""
     if recompute == "full":
         # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP; fp32 under autocast.
         return model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
@@ -95,7 +98,7 @@ def activation_bytes_per_token(
                 split = tp if sp and not kernels.tp_gathered_inputs else 1
             else:
                 split = tp if (tensor.region != "seq" or sp) else 1
-            if tensor.region == "col_in" and col_in_bytes and tp > 1:
+            if tensor.region == "col_in" and col_in_bytes and tp > 1 and tensor.quantized:  # an MoE input: 16-bit
                 total += tensor.bytes_per_token * col_in_bytes / act_bytes / split
                 continue
             total += _saved_bytes(tensor, act_bytes, saved_quant) / split

@@ -60,3 +60,21 @@ def test_tensorwise_fp8_tp_keeps_the_gathered_inputs_in_fp8():
     assert keep16 - keep == pytest.approx(2 * plan.seq_len * model.hidden_size * (2 - 1))
     bf16 = plan.model_copy(update={"precision": "bf16"})
     assert kind_pieces(model, bf16, titan, kind) == kind_pieces(model, bf16, wide, kind)
+
+
+def test_tensorwise_fp8_tp_leaves_an_moe_blocks_gathered_input_in_16_bits():
+    """The MoE block's input is gathered to Replicate in bf16 for its router and experts (torchtitan's
+    apply_moe_ep_tp: PrepareModuleInputOutput, no float8 layout): only the attention block's gathered input,
+    ahead of Float8ColwiseParallel wq/wk/wv, is kept in fp8."""
+    from planner.cost.memory import kind_pieces
+    from planner.io.catalog import load_engine, load_model
+    from planner.layers import LayerKind
+    from planner.plan import Plan
+
+    model, titan = load_model("mixtral-8x7b"), load_engine("torchtitan")
+    kind = LayerKind("attention", "moe", "global")
+    plan = Plan(tp=4, dp=1, sp=True, micro_batch=1, global_batch=1, seq_len=4096, precision="fp8")
+    keep, _work = kind_pieces(model, plan, titan, kind)
+    wide = titan.model_copy(update={"kernels": titan.kernels.model_copy(update={"tp_fp8_inputs": False})})
+    keep16, _ = kind_pieces(model, plan, wide, kind)
+    assert keep16 - keep == pytest.approx(plan.seq_len * model.hidden_size * (2 - 1))  # norm1's output alone
