@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import run_planner
 
 from planner.errors import PlannerError
@@ -363,6 +364,34 @@ def test_validate_reads_a_log_as_ingest_does():
     assert rc == 2 and err.count("\n") == 1 and "give --hardware" in err and "YAML" not in err
     rc, _, err = run_planner("validate", str(LOGS / "megatron_bridge_llama32_1b.log"), "--hardware", "h100-sxm")
     assert rc == 2 and "does not state dp" in err and "planner ingest" in err and "--gpus N" in err
+
+
+def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
+    """A torchtitan log prints no plan: the plan file the run was launched from (search --save) gives its fields,
+    model, hardware and GPUs, so the runs file is written and validate reads it; what the log does state wins."""
+    saved = tmp_path / "plan.yaml"
+    rc, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan", "--save", str(saved))
+    assert rc == 0, err
+    runs = tmp_path / "runs.yaml"
+    log = str(LOGS / "torchtitan_pr3393_grad_norm.log")
+    rc, out, err = run_planner("ingest", log, "--plan", str(saved), "-o", str(runs))
+    assert rc == 0, err
+    (raw,) = load_runs(runs)
+    plan = yaml.safe_load(saved.read_text())
+    assert {k: raw["plan"][k] for k in ("dp", "tp", "zero", "seq_len")} == {
+        k: plan["plan"][k] for k in ("dp", "tp", "zero", "seq_len")
+    }
+    assert (raw["model"]["name"], raw["hardware"], raw["gpus"]) == ("llama3-8b", "h100-sxm", 8)
+    assert any("from --plan" in a for a in raw["assumed"])
+    assert run_planner("validate", str(runs))[0] == 0
+    bare = tmp_path / "bare.yaml"  # a mapping of plan fields; the Megatron log states tp 4 and pp 8 itself
+    bare.write_text("tp: 2\nrecompute: full\n")
+    rc, out, err = run_planner(
+        "ingest", str(LOGS / "megatron_lm_gpt2_tp4_pp8.log"), "--plan", str(bare), "--json", "--hardware", "h100-sxm"
+    )
+    assert rc == 0, err
+    (run,) = json.loads(out)["runs"]
+    assert run["plan"]["tp"] == 4 and any("--plan's tp 2 not used" in a for a in run["assumed"])
 
 
 def test_cli_runs_file_needs_model_and_hardware(tmp_path):

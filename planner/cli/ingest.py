@@ -56,6 +56,15 @@ LogModelOpt = Annotated[
 LogHardwareOpt = Annotated[
     Optional[str], typer.Option("--hardware", callback=nonempty, help="the GPU profile the run used")
 ]
+LogPlanOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--plan",
+        callback=nonempty,
+        help="the plan the run used (a `search --save` file or a YAML mapping of plan fields): what the log does "
+        "not state, and the file's model, hardware and gpus where their options are not given",
+    ),
+]
 WarmupOpt = Annotated[int, typer.Option("--warmup", min=0, max=MAX_WARMUP, help="first iterations left out as warm-up")]
 
 
@@ -67,19 +76,31 @@ def ingest(
     model: LogModelOpt = None,
     hardware: LogHardwareOpt = None,
     gpus: GpusOpt = None,
+    plan: LogPlanOpt = None,
     warmup: WarmupOpt = DEFAULT_WARMUP,
 ) -> None:
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""
     from planner.io.catalog import load_model
     from planner.io.logs import read_log, runs_yaml, unique_ids
+    from planner.io.planfile import read_plan_file
 
     if engine not in ("auto", *ENGINES):
         raise PlannerError(f"--engine {engine!r} is not one of auto, {', '.join(ENGINES)}")
+    saved = read_plan_file(plan) if plan else None
+    model = model or (saved.model if saved else None)
+    hardware = hardware or (saved.hardware if saved else None)
+    gpus = gpus or (saved.gpus if saved else None)
     spec = load_model(model) if model else None
     hw = _hardware_name(hardware) if hardware else None
+    given = saved.plan if saved else None
     runs = unique_ids(
-        [read_log(_read(p), engine=engine, source=p, warmup=warmup, model=spec, hardware=hw, gpus=gpus) for p in logs]
+        [
+            read_log(
+                _read(p), engine=engine, source=p, warmup=warmup, model=spec, hardware=hw, gpus=gpus, given_plan=given
+            )
+            for p in logs
+        ]
     )
     if output:
         from planner.io.files import write_text_atomic

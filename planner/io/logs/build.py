@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -187,8 +187,10 @@ def read_log(
     model: ModelSpec | None = None,
     hardware: str | None = None,
     gpus: int | None = None,
+    given_plan: Mapping[str, Any] | None = None,
 ) -> IngestedRun:
-    """The run a training log describes. PlannerError when the text is no known log or prints no step."""
+    """The run a training log describes. PlannerError when the text is no known log or prints no step.
+    `given_plan`: plan fields (a plan file's, `ingest --plan`) for what the log does not state."""
     family = detect(text) if engine == "auto" else engine
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
@@ -198,7 +200,9 @@ def read_log(
         facts.engine = engine
     if not facts.steps:
         raise PlannerError(f"{source}: no step time or throughput in it (expected {EXPECTED[facts.engine]})")
-    return _assemble(facts, source=source, warmup=warmup, model=model, hardware=hardware, gpus=gpus)
+    return _assemble(
+        facts, source=source, warmup=warmup, model=model, hardware=hardware, gpus=gpus, given_plan=given_plan
+    )
 
 
 def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
@@ -217,9 +221,33 @@ def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
     return out
 
 
-def _assemble(facts: LogFacts, *, source: str, warmup: int, model: Any, hardware: Any, gpus: Any) -> IngestedRun:
+def _fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str]:
+    """The plan fields the log leaves unstated, from `given` (--plan), in place; notes naming what was filled and
+    what `given` says otherwise than the log (the log wins: it is what ran). An expert tensor-parallel degree
+    the log's fields do not carry is taken when given."""
+    if not given:
+        return []
+    filled, differ = [], []
+    for k, v in given.items():
+        if v is None or (k not in plan and k != "etp"):
+            continue
+        if plan.get(k) is None:
+            plan[k] = v
+            filled.append(k)
+        elif plan[k] != v:
+            differ.append(f"{k} {v}")
+    notes = [f"plan: {', '.join(filled)} from --plan (the log does not state them)"] if filled else []
+    if differ:
+        notes.append(f"--plan's {', '.join(differ)} not used: the log says otherwise")
+    return notes
+
+
+def _assemble(
+    facts: LogFacts, *, source: str, warmup: int, model: Any, hardware: Any, gpus: Any, given_plan: Any
+) -> IngestedRun:
     rid = run_id(source)
     plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
+    plan_notes = _fill_plan(plan, given_plan)
     n_gpus, gpu_notes = _gpus(facts, plan, gpus)
     contradictions = _contradictions(plan, n_gpus)
     if contradictions:
@@ -228,7 +256,7 @@ def _assemble(facts: LogFacts, *, source: str, warmup: int, model: Any, hardware
     measured, derived = _measured(sel, facts, plan, n_gpus)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
-    assumed = [*model_notes, *gpu_notes, *facts.config.get("assumed", [])]
+    assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]
     if hardware is None:
         assumed.append("hardware: not in the log; give --hardware")
     if unknown:
