@@ -181,9 +181,10 @@ def _log_entries(path: Path, hardware: HardwareProfile | None, model: ModelSpec 
     entries = runs_entries([run], purpose="to use its measurements")
     unstated = [k for e in entries for k, v in e["plan"].items() if v is None]
     if unstated:  # what ingest's options fill (--gpus derives dp): a runs file it writes can be read here
+        fill = "--gpus N" if unstated == ["dp"] else "--plan PLAN.yaml"  # the GPUs in all derive dp
         raise PlannerError(
             f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; write a runs file with "
-            f"`planner ingest {path} --gpus N -o runs.yaml` (the GPUs in all derive dp) and give that"
+            f"`planner ingest {path} {fill} -o runs.yaml` (the plan the run used) and give that"
         )
     return entries
 
