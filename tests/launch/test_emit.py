@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -309,3 +310,22 @@ def test_hf_config_brings_rope_theta_and_norm_eps(tmp_path):
         path.write_text(json.dumps(base | extra))
         m = load_model(str(path))
         assert (m.rope_theta, m.norm_eps) == want
+
+
+@pytest.mark.parametrize(
+    "nnodes,nproc,says",
+    [
+        (3, None, "--nnodes 3 does not divide the plan's 16 GPUs; give one of 1, 2, 4, 8, 16"),
+        (None, 3, "--nproc 3 does not divide the plan's 16 GPUs"),
+        (2, 4, "--nnodes 2 x --nproc 4 = 8 processes, but the plan needs 16"),
+    ],
+)
+def test_node_split_names_the_flag_the_user_gave(nnodes, nproc, says):
+    """A node count that does not divide the plan is named as given, not as a derived --nproc the user never
+    typed; the valid counts are listed."""
+    from planner.io.catalog import load_hardware
+    from planner.launch.emit import cluster_nodes
+
+    with pytest.raises(PlannerError, match="^" + re.escape(says)):
+        cluster_nodes(16, load_hardware("h100-sxm"), nnodes, nproc)
+    assert cluster_nodes(16, load_hardware("h100-sxm"), None, None) == (2, 8)

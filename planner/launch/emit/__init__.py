@@ -34,21 +34,33 @@ __all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target
 def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> tuple[int, int]:
     """(nodes, processes per node) of a cluster target: as given, else whole nodes of the hardware profile's
     GPUs per node (a 1024-GPU plan on 8-GPU nodes is 128 nodes of 8, never one node of 1024)."""
+    _check_node_split(gpus, hw, nnodes, nproc)
     if nnodes is None:
         per = nproc or min(gpus, hw.gpus_per_node)
         nnodes = -(-gpus // per)
     per_node = nproc or gpus // nnodes
-    if nnodes < 1 or per_node < 1 or nnodes * per_node != gpus:
-        raise PlannerError(
-            f"--nnodes {nnodes} x --nproc {per_node} = {nnodes * per_node} processes, but the plan needs gpus={gpus}; "
-            f"give --nnodes dividing {gpus} (default: whole {hw.name} nodes of {hw.gpus_per_node})"
-        )
     if per_node > hw.gpus_per_node and hw.name != "cpu":
         raise PlannerError(
             f"{per_node} processes per node, but a {hw.name} node has {hw.gpus_per_node} GPUs; use --nnodes "
             f"{-(-gpus // hw.gpus_per_node)} or more"
         )
     return nnodes, per_node
+
+
+def _check_node_split(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> None:
+    """--nnodes and --nproc as given make the plan's processes: each divides them, both multiply to them."""
+    divisors = [d for d in range(1, min(gpus, 64) + 1) if gpus % d == 0]
+    shown = ", ".join(map(str, divisors)) + (", ..." if gpus > 64 else "")
+    default = f"default: whole {hw.name} nodes of {hw.gpus_per_node}"
+    if nnodes is not None and nproc is not None and nnodes * nproc != gpus:
+        raise PlannerError(
+            f"--nnodes {nnodes} x --nproc {nproc} = {nnodes * nproc} processes, but the plan needs {gpus}"
+        )
+    for flag, value in (("--nnodes", nnodes), ("--nproc", nproc)):
+        if value is not None and gpus % value:
+            raise PlannerError(
+                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {shown} ({default})"
+            )
 
 
 def _portable(ref: str, out: Path, copied: list[Path]) -> str:
