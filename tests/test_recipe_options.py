@@ -123,6 +123,16 @@ def test_engine_refusals_for_modules():
         p.reason for p in plan_problems(LLAMA, plan.model_copy(update={"precision": "fp8-delayed"}), delayed, 8, H100)
     ]
     assert "delayed scaling with moe_act/layernorm recompute" in reasons
+    act = MEGATRON.configured(recompute_modules=["core_attn", "moe_act"])  # moe_act runs in grouped-GEMM experts
+    assert "moe_act without grouped-GEMM experts" in [p.reason for p in plan_problems(LLAMA, plan, act, 8, H100)]
+    ep = Plan(dp=64, ep=8, global_batch=64, seq_len=4096, recompute="selective", zero=1)
+    assert "moe_act without grouped-GEMM experts" not in [p.reason for p in plan_problems(DSV3, ep, act, 64, H100)]
+    overlap = MEGATRON.configured(recompute_modules=["core_attn", "moe"], ep_overlap=True)
+    assert "moe recompute with the all-to-all overlap" in [p.reason for p in plan_problems(DSV3, ep, overlap, 64, H100)]
+    alone = MEGATRON.configured(recompute_modules=["core_attn", "moe"])
+    assert "moe recompute with the all-to-all overlap" not in [
+        p.reason for p in plan_problems(DSV3, ep, alone, 64, H100)
+    ]
     titan = load_engine("torchtitan").configured(recompute_modules=["mlp"])
     assert "torchtitan has no recompute_modules" in [
         p.reason for p in plan_problems(LLAMA, plan.model_copy(update={"zero": 3, "sp": False}), titan, 8, H100)
