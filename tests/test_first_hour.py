@@ -203,3 +203,13 @@ def test_a_search_where_no_candidate_is_valid_does_not_blame_memory():
     proc = planner("search", "-m", "llama3.1-8b", "--gpus", "97", "--hardware", "gb200-nvl72")
     text = " ".join(proc.stdout.split())
     assert proc.returncode == 0 and "no plan is valid on 97 GPUs" in text and "no plan fits" not in text
+    assert "power-of-two GPU count" in text
+
+
+def test_a_search_one_setting_rules_out_names_that_setting():
+    """A recompute module no candidate can take (moe_act on a dense model): the answer names the rule, not a GPU
+    count or a batch to try."""
+    proc = planner("search", "-m", "llama3-8b", "--gpus", "8", "--recompute-modules", "moe_act")
+    text = " ".join(proc.stdout.split())
+    assert "every candidate broke one rule, moe_act without grouped-GEMM experts" in text
+    assert "power-of-two" not in text

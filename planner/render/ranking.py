@@ -171,6 +171,13 @@ def fmt_bytes_short(b: float) -> str:
 
 def print_misses(console: Console, result: SearchResult) -> None:
     if not result.misses:  # memory never came into it: the count, the batch or the model's shape ruled them out
+        reasons = [r for r, n in result.rejected.items() if n]
+        if len(reasons) == 1 and result.pruned.total() == 0:  # a setting no candidate can meet: say which
+            console.print(
+                f"[red]no plan is valid[/] on {result.space.gpus} GPUs: every candidate broke one rule, "
+                f"{escape(reasons[0])}: change what it names"
+            )
+            return
         console.print(
             f"[red]no plan is valid[/] on {result.space.gpus} GPUs: every candidate broke a rule above before its "
             "memory was counted (a power-of-two GPU count, or another --global-batch, gives more to try)"
