@@ -203,7 +203,7 @@ def test_a_search_where_no_candidate_is_valid_does_not_blame_memory():
     proc = planner("search", "-m", "llama3.1-8b", "--gpus", "97", "--hardware", "gb200-nvl72")
     text = " ".join(proc.stdout.split())
     assert proc.returncode == 0 and "no plan is valid on 97 GPUs" in text and "no plan fits" not in text
-    assert "power-of-two GPU count" in text
+    assert "one rule, global batch not divisible by dp x micro-batch" in text
 
 
 def test_a_search_one_setting_rules_out_names_that_setting():
