@@ -121,6 +121,11 @@ def advise(
     here = probe(gpus, global_batch)
     if here is None:
         return []
+    more = batches(global_batch, seq_len=seq_len, max_tokens_per_step=max_tokens_per_step)[1:]
+    # the scan's first probe and the batch advice's first, side by side: the second is spent only when the scan
+    # finds nothing to advise, and then on a CPU that would have waited
+    half = [(gpus // 2, global_batch)] if gpus // 2 >= node and (gpus // 2) % node == 0 else []
+    probe.prefetch(half + [(gpus, b) for b in more[:1]])
     fed, best = scan_counts(probe, gpus=gpus, global_batch=global_batch, node=node)
     if fed is None or here >= WELL * best:
         return []
@@ -135,7 +140,6 @@ def advise(
             global_batch,
         )
     ]
-    more = batches(global_batch, seq_len=seq_len, max_tokens_per_step=max_tokens_per_step)[1:]
     b = smallest_batch(probe, gpus=gpus, candidates=more, target=WELL * best)
     if b is not None:
         message = (
