@@ -124,8 +124,10 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-out: Any = _Console(highlight=False, width=None if sys.stdout.isatty() else piped_width())
-err: Any = _Console(stderr=True, highlight=False)
+# No emoji codes: a model, run or file name with ":name:" in it prints as written (and rich's emoji table, about
+# 3 ms to import, is never loaded).
+out: Any = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else piped_width())
+err: Any = _Console(stderr=True, highlight=False, emoji=False)
 
 
 def finite_json(value: Any) -> Any:
