@@ -98,7 +98,7 @@ def print_hanging(console: Any, lead: str, markup: str) -> None:
     from rich.text import Text
 
     c = rich_console(console)
-    body = Text.from_markup(markup)
+    body = Text.from_markup(markup, emoji=False)
     for i, line in enumerate(body.wrap(c, max(20, c.width - len(lead)))):
         line.rstrip()
         c.print(Text(lead if i == 0 else " " * len(lead)) + line, soft_wrap=True)
