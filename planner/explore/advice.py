@@ -122,10 +122,12 @@ def advise(
     if here is None:
         return []
     more = batches(global_batch, seq_len=seq_len, max_tokens_per_step=max_tokens_per_step)[1:]
-    # the scan's first probe and the batch advice's first, side by side: the second is spent only when the scan
-    # finds nothing to advise, and then on a CPU that would have waited
-    half = [(gpus // 2, global_batch)] if gpus // 2 >= node and (gpus // 2) % node == 0 else []
-    probe.prefetch(half + [(gpus, b) for b in more[:1]])
+    # the scan's first probes and the batch advice's first, side by side (as many halvings as CPUs beyond the one
+    # the batch probe takes): a probe is spent needlessly only where the scan stops early or finds nothing to
+    # advise, and then on a CPU that would have waited
+    halvings = [gpus >> k for k in range(1, max(2, workers(SCAN_DEPTH + 1)))]
+    scan = [(g, global_batch) for g in halvings if g >= node and g % node == 0]
+    probe.prefetch(scan + [(gpus, b) for b in more[:1]])
     fed, best = scan_counts(probe, gpus=gpus, global_batch=global_batch, node=node)
     if fed is None or here >= WELL * best:
         return []
