@@ -392,6 +392,10 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     assert rc == 0, err
     (run,) = json.loads(out)["runs"]
     assert run["plan"]["tp"] == 4 and any("--plan's tp 2 not used" in a for a in run["assumed"])
+    bare.write_text("tp: two\n")  # each field checked as a plan checks it, before anything is read or written
+    rc, _, err = run_planner("ingest", log, "--plan", str(bare), "-o", str(tmp_path / "bad.yaml"))
+    assert rc == 2 and "plan.tp: Input should be a valid integer (got 'two')" in err
+    assert not (tmp_path / "bad.yaml").exists()
 
 
 def test_cli_runs_file_needs_model_and_hardware(tmp_path):

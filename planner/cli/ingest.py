@@ -83,7 +83,7 @@ def ingest(
     with the plan, model and precision the log states, and what had to be assumed."""
     from planner.io.catalog import load_model
     from planner.io.logs import read_log, runs_yaml, unique_ids
-    from planner.io.planfile import read_plan_file
+    from planner.io.planfile import checked_fields, read_plan_file
 
     if engine not in ("auto", *ENGINES):
         raise PlannerError(f"--engine {engine!r} is not one of auto, {', '.join(ENGINES)}")
@@ -93,7 +93,7 @@ def ingest(
     gpus = gpus or (saved.gpus if saved else None)
     spec = load_model(model) if model else None
     hw = _hardware_name(hardware) if hardware else None
-    given = saved.plan if saved else None
+    given = checked_fields(plan, saved.plan) if plan and saved else None
     runs = unique_ids(
         [
             read_log(

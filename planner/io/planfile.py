@@ -131,6 +131,24 @@ def read_plan_file(path: str) -> PlanFile:
     )
 
 
+def checked_fields(path: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A plan file's fields, each checked as Plan checks it, for a use that takes them one by one (ingest --plan
+    fills what a log leaves unstated: no field there depends on another); one line naming the first bad one."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter
+
+    out = {}
+    for name, value in fields.items():
+        info = Plan.model_fields[name]
+        kind: Any = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        try:
+            out[name] = TypeAdapter(kind).validate_python(value, strict=True)
+        except ValidationError as e:
+            raise PlannerError(f"{path}: plan.{name}: {e.errors()[0]['msg']} (got {value!r})") from None
+    return out
+
+
 def build_plan(
     *,
     gpus: int | None,
