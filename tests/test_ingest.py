@@ -370,7 +370,9 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     """A torchtitan log prints no plan: the plan file the run was launched from (search --save) gives its fields,
     model, hardware and GPUs, so the runs file is written and validate reads it; what the log does state wins."""
     saved = tmp_path / "plan.yaml"
-    rc, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan", "--save", str(saved))
+    rc, _, err = run_planner(
+        "search", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan", "--tp-overlap", "--save", str(saved)
+    )
     assert rc == 0, err
     runs = tmp_path / "runs.yaml"
     log = str(LOGS / "torchtitan_pr3393_grad_norm.log")
@@ -383,6 +385,7 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     }
     assert (raw["model"]["name"], raw["hardware"], raw["gpus"]) == ("llama3-8b", "h100-sxm", 8)
     assert any("from --plan" in a for a in raw["assumed"])
+    assert raw["software"] == {"engine": "torchtitan", "tp_overlap": True}  # the file's training settings
     assert run_planner("validate", str(runs))[0] == 0
     bare = tmp_path / "bare.yaml"  # a mapping of plan fields; the Megatron log states tp 4 and pp 8 itself
     bare.write_text("tp: 2\nrecompute: full\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -81,6 +81,7 @@ def ingest(
 ) -> None:
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""
+    from planner.fit.runs import SOFTWARE_KEYS
     from planner.io.catalog import load_model
     from planner.io.logs import read_log, runs_yaml, unique_ids
     from planner.io.planfile import checked_fields, read_plan_file
@@ -94,14 +95,16 @@ def ingest(
     spec = load_model(model) if model else None
     hw = _hardware_name(hardware) if hardware else None
     given = checked_fields(plan, saved.plan) if plan and saved else None
-    runs = unique_ids(
-        [
-            read_log(
-                _read(p), engine=engine, source=p, warmup=warmup, model=spec, hardware=hw, gpus=gpus, given_plan=given
-            )
-            for p in logs
-        ]
-    )
+    # the plan file's engine settings that a runs file's software block holds (the same names, fit/runs.py)
+    settings = {k: v for k, v in saved.training.items() if k in SOFTWARE_KEYS} if saved else None
+    known: dict[str, Any] = {
+        "model": spec,
+        "hardware": hw,
+        "gpus": gpus,
+        "given_plan": given,
+        "given_software": settings,
+    }
+    runs = unique_ids([read_log(_read(p), engine=engine, source=p, warmup=warmup, **known) for p in logs])
     if output:
         from planner.io.files import write_text_atomic
 

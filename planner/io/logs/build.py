@@ -188,9 +188,11 @@ def read_log(
     hardware: str | None = None,
     gpus: int | None = None,
     given_plan: Mapping[str, Any] | None = None,
+    given_software: Mapping[str, Any] | None = None,
 ) -> IngestedRun:
     """The run a training log describes. PlannerError when the text is no known log or prints no step.
-    `given_plan`: plan fields (a plan file's, `ingest --plan`) for what the log does not state."""
+    `given_plan`, `given_software`: plan fields and runs-file software settings (a plan file's, `ingest --plan`)
+    for what the log does not state."""
     family = detect(text) if engine == "auto" else engine
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
@@ -201,8 +203,9 @@ def read_log(
     if not facts.steps:
         raise PlannerError(f"{source}: no step time or throughput in it (expected {EXPECTED[facts.engine]})")
     return _assemble(
-        facts, source=source, warmup=warmup, model=model, hardware=hardware, gpus=gpus, given_plan=given_plan
-    )
+        facts, source=source, warmup=warmup, model=model, hardware=hardware, gpus=gpus, given_plan=given_plan,
+        given_software=given_software,
+    )  # fmt: skip
 
 
 def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
@@ -242,8 +245,25 @@ def _fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[st
     return notes
 
 
+def _software(facts: LogFacts, given: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """The run's software block: the engine, the settings the log states, and `given` (a plan file's training
+    settings) for the ones it does not; a note naming those taken from `given`."""
+    logged = {k: v for k, v in facts.config.get("software", {}).items() if k in LOG_SOFTWARE_KEYS and v is not None}
+    taken = {k: v for k, v in (given or {}).items() if k not in logged and k != "engine" and v is not None}
+    notes = [f"software: {', '.join(taken)} from --plan's training settings"] if taken else []
+    return {"engine": facts.engine, **taken, **logged}, notes
+
+
 def _assemble(
-    facts: LogFacts, *, source: str, warmup: int, model: Any, hardware: Any, gpus: Any, given_plan: Any
+    facts: LogFacts,
+    *,
+    source: str,
+    warmup: int,
+    model: Any,
+    hardware: Any,
+    gpus: Any,
+    given_plan: Any,
+    given_software: Any,
 ) -> IngestedRun:
     rid = run_id(source)
     plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
@@ -266,10 +286,8 @@ def _assemble(
             f"DeepSpeed skipped {facts.config['overflow_skipped']} steps (loss-scale overflow); its "
             "throughput lines do not say which, so they are kept"
         )
-    software = {"engine": facts.engine}
-    software.update(
-        {k: v for k, v in facts.config.get("software", {}).items() if k in LOG_SOFTWARE_KEYS and v is not None}
-    )
+    software, software_notes = _software(facts, given_software)
+    assumed += software_notes
     return IngestedRun(
         id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,
         assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *derived], model=spec,
