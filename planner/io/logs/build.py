@@ -267,8 +267,11 @@ def _assemble(
 ) -> IngestedRun:
     rid = run_id(source)
     plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
-    plan_notes = _fill_plan(plan, given_plan)
-    n_gpus, gpu_notes = _gpus(facts, plan, gpus)
+    given = dict(given_plan or {})
+    given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
+    plan_notes = _fill_plan(plan, given)
+    n_gpus, gpu_notes = _gpus(facts, plan, gpus)  # dp from the log's world size first, then from --plan
+    plan_notes += _fill_plan(plan, given_dp)
     contradictions = _contradictions(plan, n_gpus)
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
