@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
+from planner.io.logs.given import fill_plan, log_software
 from planner.io.logs.log_text import (
     ANSI,
     DEFAULT_WARMUP,
@@ -47,11 +48,6 @@ EXPECTED = {
 # The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
 # rounds tokens/s to an integer: far less than this) before the throughput's is taken.
 STAMP_RATE_TOLERANCE = 0.1
-# The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
-LOG_SOFTWARE_KEYS = (
-    "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
-    "optimizer_moment_dtype", "recompute_modules",
-)  # fmt: skip
 
 
 def detect(text: str) -> str | None:
@@ -224,36 +220,6 @@ def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
     return out
 
 
-def _fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str]:
-    """The plan fields the log leaves unstated, from `given` (--plan), in place; notes naming what was filled and
-    what `given` says otherwise than the log (the log wins: it is what ran). An expert tensor-parallel degree
-    the log's fields do not carry is taken when given."""
-    if not given:
-        return []
-    filled, differ = [], []
-    for k, v in given.items():
-        if v is None or (k not in plan and k != "etp"):
-            continue
-        if plan.get(k) is None:
-            plan[k] = v
-            filled.append(k)
-        elif plan[k] != v:
-            differ.append(f"{k} {v}")
-    notes = [f"plan: {', '.join(filled)} from --plan (the log does not state them)"] if filled else []
-    if differ:
-        notes.append(f"--plan's {', '.join(differ)} not used: the log says otherwise")
-    return notes
-
-
-def _software(facts: LogFacts, given: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
-    """The run's software block: the engine, the settings the log states, and `given` (a plan file's training
-    settings) for the ones it does not; a note naming those taken from `given`."""
-    logged = {k: v for k, v in facts.config.get("software", {}).items() if k in LOG_SOFTWARE_KEYS and v is not None}
-    taken = {k: v for k, v in (given or {}).items() if k not in logged and k != "engine" and v is not None}
-    notes = [f"software: {', '.join(taken)} from --plan's training settings"] if taken else []
-    return {"engine": facts.engine, **taken, **logged}, notes
-
-
 def _assemble(
     facts: LogFacts,
     *,
@@ -269,9 +235,9 @@ def _assemble(
     plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
     given = dict(given_plan or {})
     given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
-    plan_notes = _fill_plan(plan, given)
+    plan_notes = fill_plan(plan, given)
     n_gpus, gpu_notes = _gpus(facts, plan, gpus)  # dp from the log's world size first, then from --plan
-    plan_notes += _fill_plan(plan, given_dp)
+    plan_notes += fill_plan(plan, given_dp)
     contradictions = _contradictions(plan, n_gpus)
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
@@ -289,7 +255,7 @@ def _assemble(
             f"DeepSpeed skipped {facts.config['overflow_skipped']} steps (loss-scale overflow); its "
             "throughput lines do not say which, so they are kept"
         )
-    software, software_notes = _software(facts, given_software)
+    software, software_notes = log_software(facts.engine, facts.config.get("software", {}), given_software)
     assumed += software_notes
     return IngestedRun(
         id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,

@@ -1,0 +1,45 @@
+"""What a log leaves unstated, from what the user gives (`ingest --plan`: a plan file's fields and its engine
+settings), and the software settings a log's configuration states. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
+LOG_SOFTWARE_KEYS = (
+    "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
+    "optimizer_moment_dtype", "recompute_modules",
+)  # fmt: skip
+
+
+def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str]:
+    """The plan fields the log leaves unstated, from `given` (--plan), in place; notes naming what was filled and
+    what `given` says otherwise than the log (the log wins: it is what ran). An expert tensor-parallel degree
+    the log's fields do not carry is taken when given."""
+    if not given:
+        return []
+    filled, differ = [], []
+    for k, v in given.items():
+        if v is None or (k not in plan and k != "etp"):
+            continue
+        if plan.get(k) is None:
+            plan[k] = v
+            filled.append(k)
+        elif plan[k] != v:
+            differ.append(f"{k} {v}")
+    notes = [f"plan: {', '.join(filled)} from --plan (the log does not state them)"] if filled else []
+    if differ:
+        notes.append(f"--plan's {', '.join(differ)} not used: the log says otherwise")
+    return notes
+
+
+def log_software(
+    engine: str, stated: Mapping[str, Any], given: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The run's software block: the engine, the settings the log states (`stated`, those a runs file holds), and
+    `given` (a plan file's training settings) for the ones it does not; a note naming those taken from `given`."""
+    logged = {k: v for k, v in stated.items() if k in LOG_SOFTWARE_KEYS and v is not None}
+    taken = {k: v for k, v in (given or {}).items() if k not in logged and k != "engine" and v is not None}
+    notes = [f"software: {', '.join(taken)} from --plan's training settings"] if taken else []
+    return {"engine": engine, **taken, **logged}, notes
