@@ -329,3 +329,14 @@ def test_node_split_names_the_flag_the_user_gave(nnodes, nproc, says):
     with pytest.raises(PlannerError, match="^" + re.escape(says)):
         cluster_nodes(16, load_hardware("h100-sxm"), nnodes, nproc)
     assert cluster_nodes(16, load_hardware("h100-sxm"), None, None) == (2, 8)
+
+
+def test_node_split_refuses_a_default_layout_that_drops_gpus():
+    """9 GPUs on 8-GPU nodes: the default (2 nodes) would start 8 processes; refused, with the counts that work."""
+    from planner.io.catalog import load_hardware
+    from planner.launch.emit import cluster_nodes
+
+    h100 = load_hardware("h100-sxm")
+    with pytest.raises(PlannerError, match="9 GPUs do not split evenly .* give --nnodes, one of 1, 3, 9"):
+        cluster_nodes(9, h100, None, None)
+    assert cluster_nodes(9, h100, 3, None) == (3, 3)

@@ -39,6 +39,11 @@ def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int
         per = nproc or min(gpus, hw.gpus_per_node)
         nnodes = -(-gpus // per)
     per_node = nproc or gpus // nnodes
+    if nnodes * per_node != gpus:  # the default layout: whole nodes that do not make the plan's count
+        raise PlannerError(
+            f"the plan's {gpus} GPUs do not split evenly over nodes of up to {hw.gpus_per_node} {hw.name} GPUs; "
+            f"give --nnodes, one of {_divisors(gpus)}"
+        )
     if per_node > hw.gpus_per_node and hw.name != "cpu":
         raise PlannerError(
             f"{per_node} processes per node, but a {hw.name} node has {hw.gpus_per_node} GPUs; use --nnodes "
@@ -49,8 +54,6 @@ def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int
 
 def _check_node_split(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> None:
     """--nnodes and --nproc as given make the plan's processes: each divides them, both multiply to them."""
-    divisors = [d for d in range(1, min(gpus, 64) + 1) if gpus % d == 0]
-    shown = ", ".join(map(str, divisors)) + (", ..." if gpus > 64 else "")
     default = f"default: whole {hw.name} nodes of {hw.gpus_per_node}"
     if nnodes is not None and nproc is not None and nnodes * nproc != gpus:
         raise PlannerError(
@@ -59,8 +62,14 @@ def _check_node_split(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc:
     for flag, value in (("--nnodes", nnodes), ("--nproc", nproc)):
         if value is not None and gpus % value:
             raise PlannerError(
-                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {shown} ({default})"
+                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {_divisors(gpus)} ({default})"
             )
+
+
+def _divisors(gpus: int) -> str:
+    """The node (or per-node) counts that divide the plan's GPUs, the first up to 64 of them."""
+    shown = ", ".join(str(d) for d in range(1, min(gpus, 64) + 1) if gpus % d == 0)
+    return shown + (", ..." if gpus > 64 else "")
 
 
 def _portable(ref: str, out: Path, copied: list[Path]) -> str:
