@@ -7,6 +7,7 @@ import json
 from planner.cost.stages import Layout
 from planner.errors import PlannerError
 from planner.launch.command import RDZV_PORT, RunConfig
+from planner.plan import Plan
 
 
 def plan_comment(cfg: RunConfig) -> list[str]:
@@ -15,6 +16,11 @@ def plan_comment(cfg: RunConfig) -> list[str]:
         f"# plan (all fields): {json.dumps(cfg.plan.model_dump())}",
         f"# model: {cfg.model}",
     ]
+
+
+def node_gpus(plan: Plan, nodes: int, per_node: int | None) -> int:
+    """GPUs per node of an engine target's run line: as given, else the plan's spread over `nodes`."""
+    return per_node or plan.gpus // nodes
 
 
 def engine_torchrun(nodes: int, per_node: int, program: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from planner.engine.split import MegatronSplit, megatron_split
-from planner.launch.emit.common import engine_torchrun
+from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -221,6 +221,6 @@ def megatron_file(
         + "".join(line + "\n" for line in model_notes(model))
         + "# The NullTokenizer stands for your tokenizer (same vocabulary size); add the data (or --mock-data) and\n"
         f"# optimizer arguments of your run; then, {run}:\n"
-        f"#   {engine_torchrun(nodes, per_node or plan.gpus // nodes, program)} ...\n"
+        f"#   {engine_torchrun(nodes, node_gpus(plan, nodes, per_node), program)} ...\n"
         f"{env}MEGATRON_ARGS=(\n  {body}\n)\n"
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 
 from planner.engine.split import megatron_split
-from planner.launch.emit.common import engine_torchrun
+from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -166,7 +166,7 @@ def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int |
         f"# Megatron-Bridge recipe overrides; plan: {plan.summary()}; model {model.name} = recipe {name}\n"
         "# Run with Megatron-Bridge's recipe runner (it applies KEY=VALUE overrides to the recipe's ConfigContainer)"
         f"{where}:\n"
-        f"#   {engine_torchrun(nodes, per_node or plan.gpus // nodes, program)} \\\n"
+        f"#   {engine_torchrun(nodes, node_gpus(plan, nodes, per_node), program)} \\\n"
         '#     --dataset mock "${BRIDGE_OVERRIDES[@]}"\n'
         "# (or scripts/training/train.sh ... --recipe RECIPE KEY=VALUE...; the data set replaces --dataset mock)\n"
         f"RECIPE={name}\n"

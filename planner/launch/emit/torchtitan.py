@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
-from planner.launch.emit.common import engine_torchrun
+from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -185,18 +185,18 @@ def run_lines(plan: Plan, nodes: int, per_node: int | None) -> list[str]:
     """How to run the configuration: run_train.sh on one node (its NGPU is the node's GPUs), else the torchrun
     line torchtitan's multinode_trainer.slurm runs on every node (torchtitan/run_train.sh, multinode_trainer.slurm)."""
     program = f"-m torchtitan.train --module {MODULE} --config {CONFIG_FN}"
+    per = node_gpus(plan, nodes, per_node)
     if nodes == 1:
         return [
             "Run it with this folder on PYTHONPATH, from a torchtitan checkout:",
             "",
-            f"    PYTHONPATH=$PWD:$PYTHONPATH NGPU={per_node or plan.gpus} MODULE={MODULE} CONFIG={CONFIG_FN} "
-            "./run_train.sh",
+            f"    PYTHONPATH=$PWD:$PYTHONPATH NGPU={per} MODULE={MODULE} CONFIG={CONFIG_FN} ./run_train.sh",
         ]
     return [
-        f"Run it on each of the {nodes} nodes of {per_node} GPUs, with this folder on PYTHONPATH, from a torchtitan",
+        f"Run it on each of the {nodes} nodes of {per} GPUs, with this folder on PYTHONPATH, from a torchtitan",
         "checkout, MASTER_ADDR set to one node's address (multinode_trainer.slurm runs this line under srun):",
         "",
-        f"    PYTHONPATH=$PWD:$PYTHONPATH {engine_torchrun(nodes, per_node or plan.gpus // nodes, program)}",
+        f"    PYTHONPATH=$PWD:$PYTHONPATH {engine_torchrun(nodes, per, program)}",
     ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.launch.emit.common import engine_torchrun
+from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
     compile_components,
@@ -81,10 +81,10 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
 
 def run_comment(plan: Plan, nodes: int, per_node: int | None) -> str:
     """How to run the job config: run_train.sh on one node, else torchrun on every node (as torchtitan.py's)."""
+    per = node_gpus(plan, nodes, per_node)
     if nodes == 1:
-        return f"# run: NGPU={per_node or plan.gpus} CONFIG_FILE=torchtitan.toml ./run_train.sh"
-    program = "-m torchtitan.train --job.config_file torchtitan.toml"
-    line = engine_torchrun(nodes, per_node or plan.gpus // nodes, program)
+        return f"# run: NGPU={per} CONFIG_FILE=torchtitan.toml ./run_train.sh"
+    line = engine_torchrun(nodes, per, "-m torchtitan.train --job.config_file torchtitan.toml")
     return f"# run on each of the {nodes} nodes, MASTER_ADDR set to one node's address:\n# {line}"
 
 
