@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -97,14 +98,8 @@ def ingest(
     given = checked_fields(plan, saved.plan) if plan and saved else None
     # the plan file's engine settings that a runs file's software block holds (the same names, fit/runs.py)
     settings = {k: v for k, v in saved.training.items() if k in SOFTWARE_KEYS} if saved else None
-    known: dict[str, Any] = {
-        "model": spec,
-        "hardware": hw,
-        "gpus": gpus,
-        "given_plan": given,
-        "given_software": settings,
-    }
-    runs = unique_ids([read_log(_read(p), engine=engine, source=p, warmup=warmup, **known) for p in logs])
+    read = partial(read_log, engine=engine, warmup=warmup, model=spec, hardware=hw, gpus=gpus)
+    runs = unique_ids([read(_read(p), source=p, given_plan=given, given_software=settings) for p in logs])
     if output:
         from planner.io.files import write_text_atomic
 

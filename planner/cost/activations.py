@@ -96,11 +96,11 @@ def activation_bytes_per_token(
                 split = (tp / (etp or tp)) if sp else 1
             elif tensor.region == "col_in":
                 split = tp if sp and not kernels.tp_gathered_inputs else 1
+                if col_in_bytes and tp > 1 and tensor.quantized:  # cast before the gather (an MoE input: 16-bit)
+                    total += tensor.bytes_per_token * col_in_bytes / act_bytes / split
+                    continue
             else:
                 split = tp if (tensor.region != "seq" or sp) else 1
-            if tensor.region == "col_in" and col_in_bytes and tp > 1 and tensor.quantized:  # an MoE input: 16-bit
-                total += tensor.bytes_per_token * col_in_bytes / act_bytes / split
-                continue
             total += _saved_bytes(tensor, act_bytes, saved_quant) / split
     return total
 
