@@ -337,6 +337,6 @@ def test_node_split_refuses_a_default_layout_that_drops_gpus():
     from planner.launch.emit import cluster_nodes
 
     h100 = load_hardware("h100-sxm")
-    with pytest.raises(PlannerError, match="9 GPUs do not split evenly .* give --nnodes, one of 1, 3, 9"):
+    with pytest.raises(PlannerError, match=r"9 GPUs do not split evenly .* give --nnodes, one of 1, 3, 9"):
         cluster_nodes(9, h100, None, None)
     assert cluster_nodes(9, h100, 3, None) == (3, 3)
