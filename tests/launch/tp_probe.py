@@ -53,6 +53,7 @@ def main() -> None:
         saved = _saved_bytes(tp, sp)
         if dist.get_rank() == 0:
             (out / f"tp{int(sp)}.json").write_text(json.dumps({"saved_bytes": saved, "tp": tp, "sp": sp}))
+    dist.barrier()  # no rank tears gloo down while another still has collectives in flight (as cp_probe.py)
     dist.destroy_process_group()
 
 
