@@ -33,7 +33,9 @@ from torch.distributed.tensor.parallel import (
 )
 
 from planner.engine import ZeroStage
+from planner.launch.float8 import convert_to_float8
 from planner.launch.model import GPT, Block
+from planner.launch.worker_support import FP8
 
 ZERO_BUBBLE = ("interleaved_zb", "zbv", "dualpipev")
 
@@ -90,7 +92,7 @@ def apply_tp(model: GPT, mesh: DeviceMesh, *, sp: bool) -> None:
 # 1st, 3rd, 5th ... matmul output of each layer, recompute the other matmuls and the elementwise ops. This is
 # torchtitan's per-op rule (torchtitan/distributed/activation_checkpoint.py, `_op_sac_save_list` and its
 # "every second mm" counter), the one cost.activations prices.
-_MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+_MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten._scaled_mm.default}
 _ATTENTION = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
     torch.ops.aten._scaled_dot_product_efficient_attention.default,
@@ -128,7 +130,8 @@ def apply_ac(model: GPT, *, mode: str) -> None:
 
 
 def mp_dtype(precision: str) -> torch.dtype | None:
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    """The 16-bit dtype the plan computes in; fp8 plans run their other ops in bf16 (launch/float8.py)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.bfloat16 if precision in FP8 else None)
 
 
 def apply_fsdp(model: GPT, mesh: DeviceMesh, *, reshard: bool, precision: str) -> None:
@@ -172,12 +175,14 @@ def parallelize(
     dp_mesh: DeviceMesh | None = None,
     materialize: Callable[[nn.Module], None] | None = None,
 ) -> nn.Module:
-    """TP → AC → FSDP → materialize → DDP on one model (or one pipeline stage). Returns the module to train.
+    """fp8 → TP → AC → FSDP → materialize → DDP on one model (or one pipeline stage). Returns the module to train.
 
     dp_mesh: the gradient-averaging mesh from ``data_parallel_mesh`` (default ``mesh["dp"]``).
     materialize: called once the parameters are sharded, for a model built on the meta device (allocate
     and fill this rank's shards); DDP wraps after it, since DDP broadcasts real weights.
     """
+    if plan.precision in FP8:
+        convert_to_float8(model)
     if plan.tp > 1:
         apply_tp(model, mesh["tp"], sp=plan.sp)
     apply_ac(model, mode=plan.recompute)

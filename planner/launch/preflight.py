@@ -19,9 +19,8 @@ from planner.launch.machine import (
     memory_fits,
     probe_host,
 )
-from planner.launch.worker_support import architecture_limits, cp_problems
+from planner.launch.worker_support import architecture_limits, cp_problems, fp8_problems
 from planner.plan import Plan
-from planner.precision import is_low_precision
 from planner.specs import ModelSpec
 from planner.units import fmt_bytes
 
@@ -43,6 +42,7 @@ class Environment:
     free_bytes: tuple[float, ...] = ()  # per device; empty on CPU
     torch_version: str | None = None
     host: Host | None = None  # this machine's cores and memory; None: not this machine (--emit's targets)
+    capability: tuple[int, int] | None = None  # the first GPU's CUDA compute capability; None on CPU
 
     def max_processes(self) -> int | None:
         """The most worker processes a local run may start here (machine.py): one per GPU, or
@@ -88,7 +88,8 @@ def probe_environment() -> Environment:
     if torch.cuda.is_available():
         n = torch.cuda.device_count()
         free = tuple(float(torch.cuda.mem_get_info(i)[0]) for i in range(n))
-        return Environment("cuda", n, torch.cuda.get_device_name(0), free, torch.__version__, host)
+        capability = torch.cuda.get_device_capability(0)
+        return Environment("cuda", n, torch.cuda.get_device_name(0), free, torch.__version__, host, capability)
     return Environment("cpu", 0, platform.processor() or platform.machine() or "cpu", (), torch.__version__, host)
 
 
@@ -232,8 +233,7 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment, engine: Engine
     if plan.ep > 1 or model.moe is not None:
         out.append(f"{model.name}: mixture-of-experts models and ep={plan.ep} are not supported by the worker")
     out += architecture_limits(model)
-    if is_low_precision(plan.precision):
-        out.append(f"precision={plan.precision} needs torchao float8 training; rehearse with --precision bf16")
+    out += fp8_problems(model, plan, env.device_type, env.capability)
     if plan.precision == "fp16" and env.device_type == "cpu":
         out.append("precision=fp16 on CPU: use bf16 (no loss scaler in the worker)")
     if plan.sp and plan.seq_len % (plan.cp * plan.tp):

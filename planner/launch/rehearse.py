@@ -11,8 +11,8 @@ What cannot run here is decided, not approximated silently:
   stand-in would rehearse a different model;
 - cp > 1 on CPU is dropped with a note: torch has no ring attention for the CPU SDPA kernel
   (torch_cpu_notes.md row 11), and the other axes still run as the plan has them;
-- fp8 (no fp8 path in the worker) and fp16 on CPU (no loss scaler) run in bf16, with a note: the
-  rehearsal checks the layout, not the number format;
+- fp8 recipes (the worker runs fp8 only at the plan's own shapes, launch/float8.py) and fp16 on CPU (no loss
+  scaler) run in bf16, with a note: the rehearsal checks the layout, not the number format;
 - when the axes at 2 need more processes than this machine allows (machine.py), dp goes first, then cp,
   pp and tp, each with a note; a plan left with none of its parallel axes is refused;
 - dp goes to 1, with a note, where the worker's ZeRO stage cannot combine data parallelism with the
@@ -120,7 +120,10 @@ def _fit_processes(degrees: dict[str, int], plan: Plan, max_processes: int | Non
 
 def _precision(precision: str, device_type: str, notes: list[str]) -> str:
     if is_low_precision(precision):
-        notes.append(f"precision {precision} -> bf16: the worker has no fp8 path yet (torchao float8)")
+        notes.append(
+            f"precision {precision} -> bf16: the rehearsal checks the layout, not the number format (the worker's "
+            "fp8 runs on the plan's own shapes: launch it without --rehearse on a GPU of compute capability 8.9+)"
+        )
         return "bf16"
     if precision == "fp16" and device_type != "cuda":
         notes.append("precision fp16 -> bf16: the worker has no loss scaler for fp16 on CPU")

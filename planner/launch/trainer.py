@@ -28,7 +28,7 @@ from planner.launch.measured import ActivationCounter
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
 from planner.launch.spec import shrink
-from planner.launch.worker_support import cp_problems, uses_context_parallel
+from planner.launch.worker_support import cp_problems, fp8_problems, uses_context_parallel
 from planner.plan import Plan
 
 LR, WEIGHT_DECAY = 3e-3, 0.1
@@ -58,6 +58,9 @@ class Trainer:
         # Refuse before any process group exists: cp > 1 on CPU raises here with the reason.
         self.cp_active = uses_context_parallel(p.cp, self.device.type)
         if self.cp_active and (problems := cp_problems(p, self.device.type)):
+            raise ValueError("; ".join(problems))
+        capability = torch.cuda.get_device_capability(self.device) if cuda else None
+        if problems := fp8_problems(self.spec, p, self.device.type, capability):
             raise ValueError("; ".join(problems))
         if cuda:
             torch.cuda.set_device(self.device)
