@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from planner.cost.activations import activation_bytes_per_layer
 from planner.cost.memory import in_flight_microbatches, memory_report
 from planner.cost.states import model_state_bytes
-from planner.io.catalog import load_hardware, load_model
+from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -273,3 +273,21 @@ def test_stage_total_bytes_is_the_sum_of_the_terms_bit_for_bit(state, layers, in
     )
     total = MemoryBreakdown(*terms).total_bytes
     assert stage_total_bytes(state, reserved, in_flight, kept, ws, logits) == total
+
+
+def test_fp8_linears_that_cast_their_own_weights_leave_no_autocast_copy():
+    """The planner worker (DDP under autocast) caches a bf16 cast of each weight; its fp8 linears cast their own
+    weights at each GEMM, so the layers' linear weights lose that copy (measured on an H200: 3.01 GiB for 8 Llama 2 7B
+    layers, benchmarks/results/h200-2026-11-26-fp8). Megatron keeps no autocast copy either way."""
+    model, hw = load_model("llama2-7b"), load_hardware("h200")
+    planner = load_engine("planner")
+    plan = Plan(global_batch=8, micro_batch=2, seq_len=2048)
+    linear = model.num_layers * (4 * model.hidden_size**2 + 3 * model.hidden_size * model.ffn_hidden_size)
+
+    def weights(precision: str, engine) -> float:
+        return memory_report(
+            model, hw, plan.model_copy(update={"precision": precision}), engine
+        ).peak.breakdown.weights_bytes
+
+    assert weights("bf16", planner) - weights("fp8-current", planner) == pytest.approx(2 * linear, rel=1e-9)
+    assert weights("bf16", MEGATRON) == weights("fp8", MEGATRON)

@@ -31,9 +31,10 @@ from planner.engine import Engine, ZeroStage
 from planner.hardware import Efficiency, HardwareProfile
 from planner.layers import LayerKind
 from planner.plan import Plan
-from planner.precision import RECIPES, Recipe
+from planner.precision import RECIPES, Recipe, is_low_precision
 from planner.specs import ModelSpec
 
+AUTOCAST_CAST_BYTES = 2.0  # torch.autocast's cached cast of an fp32 weight: bf16 or fp16
 HADAMARD_FLOPS_PER_ELEMENT = 2.0 * 16  # a 16x16 matrix per 16 elements (TE NVFP4 RHT, recipe l.516-519)
 # Delayed scaling keeps, per TE module GEMM, fp8 metadata for 3 forward tensors (input, weight, output) and 2
 # backward ones (output gradient, input gradient): an amax history and a scale and its inverse each (TE
@@ -152,7 +153,9 @@ def recipe_memory(
     - delayed scaling: each GEMM's amax histories and scales (DELAYED_SCALED_TENSORS_PER_GEMM x (history + 2) fp32).
     """
     r = RECIPES.get(plan.precision)
-    if r is None or not engine.memory.fp8_weight_cache:
+    if not engine.memory.fp8_weight_cache:
+        return _uncached_under_autocast(model, plan, engine, stage, rank=rank)
+    if r is None:
         return RecipeMemory()
     layout = plan_layout(model, plan, engine)
     q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
@@ -164,6 +167,24 @@ def recipe_memory(
         return RecipeMemory(-q * (2.0 - one), q * (copies - 1) * one + history)
     cached = q if stage.gathered_weights != "unit" else 2 * params.largest_unit * q / max(params.total, 1.0)
     return RecipeMemory(0.0, cached * copies * one + history)
+
+
+def _uncached_under_autocast(
+    model: ModelSpec, plan: Plan, engine: Engine, stage: ZeroStage, *, rank: int
+) -> RecipeMemory:
+    """Under torch.autocast from fp32 weights, autocast caches the 16-bit cast of every weight a GEMM reads
+    (cost/states.py counts them all); a quantized linear that casts its own weight when its GEMM runs (torchao's
+    Float8Linear, the worker's launch/float8.py) does not go through autocast's linear, so its weights have no cached
+    copy. Measured on an H200: the worker's fp8 plans peaked 3.01 GiB under the same plans in bf16 for 8 Llama 2 7B
+    layers (1.62B linear weights x 2 bytes = 3.02 GiB) and 2.25 GiB for GPT-3 1.3B's 24 (2.26 GiB)
+    (benchmarks/results/h200-2026-11-26-fp8)."""
+    if not (is_low_precision(plan.precision) and stage.autocast and stage.gathered_weights == "all"):
+        return RecipeMemory()
+    if "weights" in stage.shards:
+        return RecipeMemory()
+    layout = plan_layout(model, plan, engine)
+    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
+    return RecipeMemory(-q * AUTOCAST_CAST_BYTES, 0.0)
 
 
 def saved_input_bytes(precision: str, engine: Engine) -> float:
