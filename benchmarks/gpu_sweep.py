@@ -6,8 +6,8 @@ Each case is one `planner launch` process (torchrun, NCCL, bf16 autocast, eager 
 profile JSON into --out; `planner calibrate runs/h200/*.json --hardware h200 -o fitted.yaml` fits the
 profile to them. The table compares the median timed step with `planner estimate` and
 torch.cuda.max_memory_allocated with the predicted tensor bytes (everything but the allocator reserve).
-It needs a CUDA device and torch. Written for the H100/H200 loop of issue 5 (item 5) and checked on CPU
-with the tiny model only: no GPU was lent to the session that wrote it, so no figure from it is reported yet.
+It needs a CUDA device and torch. Its figures: benchmarks/results/h100-2026-11-25, h200-2026-11-26 and
+h200-2026-11-26-fp8 (the `-fp8` cases: the worker's fp8 linears against the same plans in bf16).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-SEQ = ["--seq-len", "2048", "--precision", "bf16"]
+DEFAULTS = {"--seq-len": "2048", "--precision": "bf16"}  # unless a case's flags say otherwise
 # name: (model, extra flags). gpt3-1.3b is the fitting set; the llama-shaped rehearsals (SwiGLU, RMSNorm,
 # RoPE, untied 32k vocab) and gpt3-2.7b check that a fit on one model carries to another.
 CASES: dict[str, tuple[str, list[str]]] = {
@@ -43,6 +43,59 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "llama2-7b",
         ["--layers", "8", "--micro-batch", "8", "--global-batch", "8", "--recompute", "full"],
     ),
+    # Llama 3 8B (GQA, 128k vocabulary) at 8k tokens, and fp8: the worker's per-tensor dynamic fp8 linears
+    # (launch/float8.py) against the same plans in bf16 on the same GPU.
+    "l3x8-s8k": ("llama3-8b", ["--layers", "8", "--seq-len", "8192", "--micro-batch", "1", "--global-batch", "4"]),
+    "l3x8-s8k-fp8": (
+        "llama3-8b",
+        [
+            "--layers",
+            "8",
+            "--seq-len",
+            "8192",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            "4",
+            "--precision",
+            "fp8-current",
+        ],
+    ),
+    "g13-mb4-fp8": ("gpt3-1.3b", ["--micro-batch", "4", "--global-batch", "8", "--precision", "fp8-current"]),
+    "l7x8-mb2-fp8": (
+        "llama2-7b",
+        ["--layers", "8", "--micro-batch", "2", "--global-batch", "8", "--precision", "fp8-current"],
+    ),
+    "l7x8-mb4-sel-fp8": (
+        "llama2-7b",
+        [
+            "--layers",
+            "8",
+            "--micro-batch",
+            "4",
+            "--global-batch",
+            "8",
+            "--recompute",
+            "selective",
+            "--precision",
+            "fp8-current",
+        ],
+    ),
+    "l7x8-mb8-full-fp8": (
+        "llama2-7b",
+        [
+            "--layers",
+            "8",
+            "--micro-batch",
+            "8",
+            "--global-batch",
+            "8",
+            "--recompute",
+            "full",
+            "--precision",
+            "fp8-current",
+        ],
+    ),
 }
 
 
@@ -58,7 +111,7 @@ def run_case(name: str, hardware: str, out: Path, steps: int, warmup: int, timeo
         model,
         "--hardware",
         hardware,
-        *SEQ,
+        *[x for flag, value in DEFAULTS.items() if flag not in flags for x in (flag, value)],
         *flags,
         "--steps",
         str(steps),
