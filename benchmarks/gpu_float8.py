@@ -15,28 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
+
+from gpu_kernels import time_ms  # the same timing: CUDA events, median of 20 after 5 warm-ups
 
 # (tokens, in, out): attention projections, the SwiGLU up/gate and the down projection of Llama 2 7B
 SHAPES = [(t, i, o) for t in (4096, 16384) for i, o in ((4096, 4096), (4096, 11008), (11008, 4096))]
-
-
-def time_ms(fn, warmup: int = 5, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def measure(tokens: int, d_in: int, d_out: int) -> dict:
