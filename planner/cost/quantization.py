@@ -156,7 +156,7 @@ def recipe_memory(
     if not engine.memory.fp8_weight_cache:
         return _uncached_under_autocast(model, plan, engine, stage, rank=rank)
     if r is None:
-        return RecipeMemory()
+        return NO_RECIPE_MEMORY
     layout = plan_layout(model, plan, engine)
     q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
     copies = r.copies(hw.gpu.architecture)
@@ -179,9 +179,9 @@ def _uncached_under_autocast(
     layers (1.62B linear weights x 2 bytes = 3.02 GiB) and 2.25 GiB for GPT-3 1.3B's 24 (2.26 GiB)
     (benchmarks/results/h200-2026-11-26-fp8)."""
     if not (is_low_precision(plan.precision) and stage.autocast and stage.gathered_weights == "all"):
-        return RecipeMemory()
+        return NO_RECIPE_MEMORY
     if "weights" in stage.shards:
-        return RecipeMemory()
+        return NO_RECIPE_MEMORY
     layout = plan_layout(model, plan, engine)
     q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
     return RecipeMemory(-q * AUTOCAST_CAST_BYTES, 0.0)

@@ -29,7 +29,7 @@ AMAX_EPS = 1e-12  # the smallest amax scaled from: an all-zero tensor casts to z
 
 
 def _quantize(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    amax = t.detach().abs().amax().float().clamp(min=AMAX_EPS)
+    amax = t.abs().amax().float().clamp(min=AMAX_EPS)  # t is detached: quantize() hands it over so
     scale = torch.finfo(dtype).max / amax
     fp8 = (t.float() * scale).clamp(-torch.finfo(dtype).max, torch.finfo(dtype).max).to(dtype)
     return fp8, scale.reciprocal()

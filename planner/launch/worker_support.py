@@ -5,12 +5,12 @@ worker (trainer.py) refuses the same plans again when it starts."""
 from __future__ import annotations
 
 from planner.plan import Plan
-from planner.precision import is_low_precision
+from planner.precision import TENSORWISE_FP8, is_low_precision
 from planner.specs import ModelSpec
 
 # The precisions the worker runs in fp8: per-tensor dynamic scaling (launch/float8.py), which plain fp8 is on the
-# worker, as on torchtitan (precision.py TENSORWISE_FP8).
-FP8 = ("fp8", "fp8-current")
+# worker, as on torchtitan.
+FP8 = TENSORWISE_FP8
 FP8_CAPABILITY = (8, 9)  # fp8 tensor cores: Ada (8.9), Hopper (9.0), Blackwell (10.x); torch._scaled_mm checks it
 FP8_DIM_MULTIPLE = 16  # cuBLASLt fp8 GEMMs need every dimension a multiple of 16 (launch/float8.py)
 
