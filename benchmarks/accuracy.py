@@ -11,8 +11,8 @@ markdown tables. Takes about ten seconds on two cores (the tests run a reduced s
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -73,7 +73,9 @@ def _held_out(paths: list[Path]) -> None:
 
 
 def main() -> None:
-    paths = [Path(p) for p in sys.argv[1:]] or DEFAULT_RUNS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="*", type=Path, help="runs files (default: the two in tests/data)")
+    paths = ap.parse_args().runs or DEFAULT_RUNS
     _in_sample(paths)
     _held_out(paths)
 
