@@ -419,7 +419,7 @@ def test_deepspeed_does_not_offer(name, fields, reason, named):
     and only whole-layer activation checkpointing (deepspeed/runtime/activation_checkpointing/checkpointing.py;
     PipelineModule activation_checkpoint_interval, pipe/module.py)."""
     plan = Plan(global_batch=2, **fields)
-    r = only(structure_problems(engine("deepspeed"), model(name), plan), reason)
+    r = only(engine_problems(engine("deepspeed"), model(name), plan), reason)
     assert named in r.detail
 
 

@@ -16,6 +16,7 @@ from planner.cost.params import expert_dp, plan_params
 from planner.cost.schedule import bubble_fraction
 from planner.cost.stages import plan_layout
 from planner.engine import plan_problems
+from planner.explore.pipeline import search
 from planner.explore.space import Space, structures
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
@@ -172,3 +173,69 @@ def test_a_moe_miss_is_told_the_gpus_that_fit_it_with_ep_grown_beside_dp():
     assert not result.top and result.misses
     assert all(m.gpus_needed is not None for m in result.misses)
     assert any(v.plan.ep > m.plan.ep for m in result.misses for v in m.variants if v.fits)
+
+
+def _reasons(model, plan, engine, gpus):
+    return {r.reason for r in plan_problems(model, plan, engine, gpus, H100)}
+
+
+def test_megatrons_all_to_all_overlap_runs_only_where_megatron_runs_it():
+    """Megatron refuses --overlap-moe-expert-parallel-comm without expert parallelism, with pp > 1 but no virtual
+    stages, with full recompute, with the allgather dispatcher and with fp32 weights (transformer_config.py
+    l.3008-3037 @d98e8a64): each is refused by name, and a plan that meets them all runs."""
+    overlap = MEGATRON.configured(ep_overlap=True)
+    runs = Plan(dp=8, pp=2, vpp=2, ep=8, tp=2, sp=True, recompute="selective", global_batch=64, seq_len=4096)
+    assert not plan_problems(MIXTRAL, runs, overlap, 32, H100)
+    cases = {
+        "megatron: all-to-all overlap without ep": (runs.model_copy(update={"ep": 1}), overlap),
+        "megatron: all-to-all overlap needs virtual stages": (
+            runs.model_copy(update={"vpp": 1, "schedule": "1f1b"}),
+            overlap,
+        ),
+        "megatron: full recompute with the all-to-all overlap": (
+            runs.model_copy(update={"recompute": "full"}),
+            overlap,
+        ),
+        "all-to-all overlap needs the alltoall dispatcher": (runs, overlap.configured(moe_dispatcher="allgather")),
+        "all-to-all overlap needs 16-bit weights": (runs.model_copy(update={"precision": "fp32"}), overlap),
+    }
+    for reason, (plan, engine) in cases.items():
+        assert reason in _reasons(MIXTRAL, plan, engine, 32), reason
+        assert reason not in _reasons(MIXTRAL, plan, MEGATRON, 32), reason  # without the overlap it runs
+
+
+def test_an_engine_without_an_all_to_all_overlap_refuses_it_and_dualpipe_keeps_its_own():
+    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096)
+    titan = load_engine("torchtitan")
+    assert "torchtitan has no all-to-all overlap" in _reasons(MIXTRAL, plan, titan.configured(ep_overlap=True), 8)
+    assert not plan_problems(MIXTRAL, plan, titan, 8, H100)
+    hai = load_engine("hai-llm")  # DualPipe hides the all-to-alls: moe.ep_overlap on, none of Megatron's conditions
+    assert hai.moe.ep_overlap and hai.rules.ep_overlap == "dualpipe"
+    assert not plan_problems(MIXTRAL, plan.model_copy(update={"recompute": "full"}), hai, 8, H100)
+
+
+def test_the_search_with_the_overlap_ranks_only_plans_megatron_runs_and_counts_the_rest():
+    """Full recompute is refused per level (not per structure): the search ranks plans with the other levels and
+    counts each refused one under its reason; every count still adds up."""
+    space = Space(gpus=64, global_batch=256, seq_len=4096)
+    res = search(MIXTRAL, H100, space, MEGATRON.configured(ep_overlap=True), top=20)
+    assert res.top and all(
+        r.plan.ep > 1 and r.plan.recompute != "full" and (r.plan.pp == 1 or r.plan.schedule == "interleaved")
+        for r in res.top
+    )
+    assert res.rejected["megatron: full recompute with the all-to-all overlap"] > 0
+    assert res.rejected["megatron: all-to-all overlap without ep"] > 0
+    assert res.evaluated == search(MIXTRAL, H100, space, MEGATRON, top=1).evaluated
+    assert res.evaluated == res.valid + sum(res.rejected.values())
+    for r in res.top:
+        assert not plan_problems(MIXTRAL, r.plan, res.engine, 64, H100)
+
+
+def test_a_recompute_level_the_engine_lacks_refuses_that_level_only():
+    """deepspeed checkpoints whole layers only: a search over selective and full ranks full plans and counts
+    the selective ones under that rule (it used to refuse every plan of the structure under it)."""
+    llama = load_model("llama3-8b")
+    space = Space(gpus=8, global_batch=64, seq_len=8192, recompute=("selective", "full"))
+    res = search(llama, H100, space, load_engine("deepspeed"), top=5)
+    assert res.top and {r.plan.recompute for r in res.top} == {"full"}
+    assert 0 < res.rejected["deepspeed has no recompute selective"] <= res.evaluated // 2

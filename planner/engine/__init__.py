@@ -4,7 +4,14 @@ the rules that say which plans it runs (rules.py)."""
 
 from planner.engine.fitted import Behaviour, Domain, Fitted, Interval, Parameter
 from planner.engine.profile import Comm, Engine, Kernels, Memory, Rules
-from planner.engine.rules import engine_problems, plan_problems, require_runs, structure_problems, zero_problems
+from planner.engine.rules import (
+    engine_problems,
+    plan_problems,
+    recompute_problems,
+    require_runs,
+    structure_problems,
+    zero_problems,
+)
 from planner.engine.zero import ZERO_STATES, ZeroStage
 
 __all__ = [
@@ -22,6 +29,7 @@ __all__ = [
     "ZeroStage",
     "engine_problems",
     "plan_problems",
+    "recompute_problems",
     "require_runs",
     "structure_problems",
     "zero_problems",

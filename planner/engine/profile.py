@@ -66,6 +66,13 @@ class Rules(Frozen):
     moe_tp_needs_sp: bool = Field(
         False, description="ep > 1 with tp > 1 needs sequence parallelism (Megatron's moe_layer.py raises without)"
     )
+    ep_overlap: Literal["none", "combined_1f1b", "dualpipe"] = Field(
+        "none",
+        description="how the engine can hide the MoE dispatch/combine all-to-alls behind compute (moe.ep_overlap "
+        "turns it on): combined_1f1b = Megatron's --overlap-moe-expert-parallel-comm, one micro-batch's "
+        "all-to-all behind another's compute, with Megatron's conditions on the plan (engine/rules.py); "
+        "dualpipe = the DualPipe schedule's paired chunks; none = it cannot, and moe.ep_overlap is refused",
+    )
     fp8: bool = True
     precision_recipes: dict[str, tuple[Architecture, ...]] = Field(
         default_factory=dict,

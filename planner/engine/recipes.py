@@ -9,6 +9,7 @@ YAML); the hardware profile states its architecture (`gpu.architecture`). The op
 
 from __future__ import annotations
 
+from planner.engine.ep_overlap import overlap_option_problems
 from planner.engine.profile import Engine
 from planner.engine.settings import RecipeOption
 from planner.hardware import HardwareProfile
@@ -82,6 +83,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model)
+    out += overlap_option_problems(engine, plan, model)
     return out
 
 
@@ -176,10 +178,6 @@ def _module_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> lis
         # transformer_config.py l.1964-1967: moe_act recompute runs inside the grouped-GEMM experts only
         why = f"{model.name} has no MoE layers" if model.moe is None else "the engine's moe.grouped_gemm is off"
         out.append(Rejected("moe_act without grouped-GEMM experts", f"recompute module moe_act: {why} (Megatron)"))
-    if "moe" in modules and engine.moe.ep_overlap and plan.ep > 1 and plan.schedule != "dualpipev":
-        # transformer_config.py l.3030-3032: the 1F1B all-to-all overlap cannot run inside a recomputed MoE layer
-        detail = "recompute module moe with ep_overlap (--overlap-moe-expert-parallel-comm); drop one of them"
-        out.append(Rejected("moe recompute with the all-to-all overlap", f"{detail} (Megatron)"))
     if plan.precision == "fp8-delayed" and {"moe_act", "layernorm"} & set(modules):
         # transformer_config.py l.2000-2006: output-discarding recompute of a quantized input needs current scaling
         detail = "recompute modules moe_act and layernorm do not run with precision=fp8-delayed; use fp8-current"

@@ -4,6 +4,7 @@ as one PlannerError (require_runs)."""
 
 from __future__ import annotations
 
+from planner.engine.ep_overlap import overlap_recompute_problems, overlap_structure_problems
 from planner.engine.profile import Engine
 from planner.engine.recipes import precision_problems, zero_recipe_problems
 from planner.engine.split import chunk_sizes
@@ -19,6 +20,7 @@ def engine_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Reject
     """Every rule of the engine the plan breaks (empty: the engine runs it)."""
     return (
         structure_problems(engine, model, plan)
+        + recompute_problems(engine, plan.recompute)
         + batch_problems(engine, plan)
         + zero_problems(engine, plan, model=model)
     )
@@ -105,10 +107,10 @@ def zero_problems(
 
 
 def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
-    """The engine's rules that depend on neither the ZeRO stage nor the micro-batch: dimensions, schedules, layer,
-    vocabulary and kv-head splits (the search checks them once per structure)."""
+    """The engine's rules that depend on neither the ZeRO stage, the recompute level nor the micro-batch:
+    dimensions, schedules, layer, vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
-    out = _dimension_problems(engine, plan)
+    out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan)
     if p.pp > 1 and p.schedule not in r.schedules:
         out.append(
             Rejected(
@@ -247,19 +249,25 @@ def _seq_len_problems(engine: Engine, plan: Plan) -> list[Rejected]:
 
 
 def _offer_problems(engine: Engine, plan: Plan) -> list[Rejected]:
-    """The fp8 training path and the recompute levels the engine offers."""
-    r, p, name = engine.rules, plan, engine.name
-    out: list[Rejected] = []
-    if p.precision == "fp8" and not r.fp8:
-        out.append(Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16"))
-    if p.recompute not in r.recompute:
-        out.append(
+    """The fp8 training path the engine offers."""
+    if plan.precision == "fp8" and not engine.rules.fp8:
+        name = engine.name
+        return [Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16")]
+    return []
+
+
+def recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
+    """A recompute level the engine does not offer, or does not run with its settings (Megatron's all-to-all
+    overlap refuses full recompute). They depend on the level alone, so the search checks each level once."""
+    r, name = engine.rules, engine.name
+    if recompute not in r.recompute:
+        return [
             Rejected(
-                f"{name} has no recompute {p.recompute}",
-                f"recompute={p.recompute} is not offered by {name}; use one of {', '.join(r.recompute)}",
+                f"{name} has no recompute {recompute}",
+                f"recompute={recompute} is not offered by {name}; use one of {', '.join(r.recompute)}",
             )
-        )
-    return out
+        ]
+    return overlap_recompute_problems(engine, recompute)
 
 
 def _split_rule(split: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from planner.cost.coster import Coster
-from planner.engine import structure_problems, zero_problems
+from planner.engine import recompute_problems, structure_problems, zero_problems
 from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, hardware_problems
 from planner.explore.placement import placement_problems
@@ -58,7 +58,11 @@ class Screening:
         self.res, self.coster = res, coster
         self.exhaustive, self.keep = exhaustive, keep_rejections
         self.zeros = res.space.zero
-        self.recs: tuple[Recompute, ...] = tuple(r for r in RECOMPUTES if r in res.space.recompute)
+        levels = [(r, recompute_problems(res.engine, r)) for r in RECOMPUTES if r in res.space.recompute]
+        self.levels = len(levels)  # searched, with those the engine refuses (counted under their reason)
+        self.recs: tuple[Recompute, ...] = tuple(r for r, problems in levels if not problems)
+        self.refused_levels = [(r, problems) for r, problems in levels if problems]
+        self._first_level = (self.recs or tuple(r for r, _ in levels))[0]  # the level structure plans are built with
         self.fitting: list[Fitting] = []
         self.near: list[tuple[float, int, Plan]] = []
         self._tick = itertools.count()
@@ -88,7 +92,7 @@ class Screening:
         without building their plans (unless every rejection is kept, for --explain)."""
         res, space, model = self.res, self.res.space, self.res.model
         mbs = micro_batches(space, st.dp)
-        per_mb = len(self.zeros) * len(self.recs)
+        per_mb = len(self.zeros) * self.levels
         res.evaluated += per_mb * len(mbs)
         base = self._plan(st, mbs[0])
         static = (
@@ -105,14 +109,17 @@ class Screening:
             problems = static + check_batch(p) + batch_problems(res.engine, p)
             if problems:
                 self._reject(p, problems, per_mb)
-            else:
+                continue
+            for rc, refused in self.refused_levels:
+                self._reject(p.model_copy(update={"recompute": rc}) if self.keep else p, refused, len(self.zeros))
+            if self.recs:
                 self.candidate(st, p)
 
     def _plan(self, st: Structure, mb: int) -> Plan:
         space = self.res.space
         return Plan(
             dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, etp=st.etp, sp=st.sp, zero=self.zeros[0],
-            recompute=self.recs[0], micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
+            recompute=self._first_level, micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
             precision=space.precision, schedule=st.schedule,
         )  # fmt: skip
 

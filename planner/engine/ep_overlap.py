@@ -1,0 +1,66 @@
+"""The MoE all-to-all overlap (moe.ep_overlap) as each engine runs it (rules.ep_overlap): where it has none, the
+setting is refused; DualPipe (hai-llm) hides the all-to-alls in its schedule with no further condition; Megatron's
+--overlap-moe-expert-parallel-comm (combined_1f1b.py) runs only where TransformerConfig's checks pass
+(megatron/core/transformer/transformer_config.py l.3002-3046 @d98e8a64), each refused here by name. What the
+overlap hides is priced in cost/overlap.py ep_hidden."""
+
+from __future__ import annotations
+
+from planner.engine.profile import Engine
+from planner.plan import Plan, Rejected
+from planner.specs import ModelSpec
+
+
+def _megatrons(engine: Engine) -> bool:
+    return engine.moe.ep_overlap and engine.rules.ep_overlap == "combined_1f1b"
+
+
+def overlap_structure_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """The all-to-all overlap where the engine has none, and the degrees Megatron's runs it with: expert
+    parallelism, and virtual stages when pipelined (transformer_config.py l.3008-3015 @d98e8a64)."""
+    r, p, name = engine.rules, plan, engine.name
+    if not engine.moe.ep_overlap:
+        return []
+    if r.ep_overlap == "none":
+        detail = f"ep_overlap: {name} does not overlap the MoE all-to-alls with compute; use --no-ep-overlap"
+        return [Rejected(f"{name} has no all-to-all overlap", detail)]
+    if r.ep_overlap != "combined_1f1b":
+        return []
+    out: list[Rejected] = []
+    if p.ep == 1:
+        detail = f"ep_overlap (--overlap-moe-expert-parallel-comm) needs expert parallelism, ep={p.ep}; use ep > 1"
+        out.append(Rejected(f"{name}: all-to-all overlap without ep", f"{detail} or --no-ep-overlap"))
+    if p.pp > 1 and p.schedule != "interleaved":
+        detail = f"ep_overlap with pp={p.pp} needs virtual stages (schedule=interleaved), not schedule={p.schedule}"
+        out.append(Rejected(f"{name}: all-to-all overlap needs virtual stages", f"{detail} ({name})"))
+    return out
+
+
+def overlap_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
+    """Megatron's overlap refuses full recompute (l.3021-3023)."""
+    if recompute != "full" or not _megatrons(engine):
+        return []
+    detail = "recompute=full with ep_overlap (--overlap-moe-expert-parallel-comm); use selective or --no-ep-overlap"
+    return [Rejected(f"{engine.name}: full recompute with the all-to-all overlap", f"{detail} ({engine.name})")]
+
+
+def overlap_option_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
+    """What Megatron's all-to-all overlap (--overlap-moe-expert-parallel-comm) runs with besides the degrees
+    (engine/rules.py checks those): the alltoall or flex (DeepEP) dispatcher, 16-bit weights, no recomputed MoE
+    layer, at most one MTP layer (transformer_config.py l.3016-3046 @d98e8a64)."""
+    if not _megatrons(engine):
+        return []
+    out: list[Rejected] = []
+    if engine.moe.dispatcher not in ("alltoall", "deepep"):
+        detail = f"ep_overlap needs the alltoall or deepep (flex) dispatcher, not {engine.moe.dispatcher}"
+        out.append(Rejected("all-to-all overlap needs the alltoall dispatcher", f"{detail} (Megatron)"))
+    if "moe" in (engine.kernels.recompute_modules or ()):  # the overlap cannot run inside a recomputed MoE layer
+        detail = "recompute module moe with ep_overlap (--overlap-moe-expert-parallel-comm); drop one of them"
+        out.append(Rejected("moe recompute with the all-to-all overlap", f"{detail} (Megatron)"))
+    if plan.precision == "fp32":
+        detail = "ep_overlap runs with bf16 or fp16 weights (fp8 recipes included), not precision=fp32"
+        out.append(Rejected("all-to-all overlap needs 16-bit weights", f"{detail} (Megatron)"))
+    if model is not None and model.mtp_layers > 1:
+        detail = f"ep_overlap runs with at most one MTP layer; {model.name} has mtp_layers={model.mtp_layers}"
+        out.append(Rejected("all-to-all overlap with several MTP layers", f"{detail} (Megatron)"))
+    return out
