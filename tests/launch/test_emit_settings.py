@@ -34,6 +34,23 @@ def test_megatron_writes_tp_overlap_and_bf16_gradient_reduction(tmp_path):
     assert "--tp-comm-overlap" not in plain and "--grad-reduce-in-bf16" not in plain
 
 
+def test_megatron_writes_the_all_to_all_overlap_and_refuses_it_where_megatron_would(tmp_path):
+    """--overlap-moe-expert-parallel-comm is written when the plan was priced with it; a plan Megatron refuses
+    it for (full recompute: transformer_config.py l.3021-3023) is refused before anything is written."""
+    mixtral, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
+    overlap = load_engine("megatron").configured(ep_overlap=True)
+    plan = Plan(dp=8, ep=8, zero=1, global_batch=64, seq_len=4096, recompute="selective")
+
+    def emit_moe(p: Plan, out: Path) -> Path:
+        cfg = RunConfig(model="mixtral-8x7b", plan=p, hardware="h100-sxm", engine="megatron")
+        return emit("megatron", cfg, mixtral, out, engine=overlap, hardware=hw, hardware_ref="h100-sxm", force=True)
+
+    assert "--overlap-moe-expert-parallel-comm" in emit_moe(plan, tmp_path / "ok").read_text()
+    with pytest.raises(PlannerError, match=r"megatron would refuse this plan: recompute=full with ep_overlap"):
+        emit_moe(plan.model_copy(update={"recompute": "full"}), tmp_path / "full")
+    assert not (tmp_path / "full").exists() or not any((tmp_path / "full").iterdir())
+
+
 @pytest.mark.parametrize("kind", ["torchtitan", "torchtitan-v0.2"])
 def test_torchtitan_writes_what_it_compiles(tmp_path, kind):
     text = _emit(kind, FSDP, "torchtitan", tmp_path, compile=True).read_text()

@@ -140,7 +140,8 @@ def _checked(
         unwritten = unwritten_settings(kind, settings)
         if unwritten:
             raise PlannerError(f"--emit {kind}: {unwritten}")
-        problems = engine_problems_for(kind, model, cfg.plan, target)
+        # the target's rules with the settings its file carries (Megatron's all-to-all overlap has its own)
+        problems = engine_problems_for(kind, model, cfg.plan, target.configured(**settings) if settings else target)
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:

@@ -164,9 +164,12 @@ def megatron_args(
 
 def setting_args(plan: Plan, settings: Mapping[str, object]) -> list[str]:
     """The per-run settings the plan was priced with that differ from Megatron's defaults (checks.WRITES):
-    --tp-comm-overlap (arguments.py) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
+    --tp-comm-overlap (arguments.py), --overlap-moe-expert-parallel-comm (TransformerConfig
+    overlap_moe_expert_parallel_comm) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
     (fp32 weights reduce in fp32 either way)."""
     out = ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
+    if settings.get("ep_overlap") is True:
+        out.append("--overlap-moe-expert-parallel-comm")
     if settings.get("grad_dtype") == "param" and plan.precision != "fp32":
         out.append("--grad-reduce-in-bf16")
     return out
