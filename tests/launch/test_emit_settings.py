@@ -45,7 +45,8 @@ def test_megatron_writes_the_all_to_all_overlap_and_refuses_it_where_megatron_wo
         cfg = RunConfig(model="mixtral-8x7b", plan=p, hardware="h100-sxm", engine="megatron")
         return emit("megatron", cfg, mixtral, out, engine=overlap, hardware=hw, hardware_ref="h100-sxm", force=True)
 
-    assert "--overlap-moe-expert-parallel-comm" in emit_moe(plan, tmp_path / "ok").read_text()
+    text = emit_moe(plan, tmp_path / "ok").read_text()
+    assert "--overlap-moe-expert-parallel-comm" in text and "--moe-token-dispatcher-type alltoall" in text
     with pytest.raises(PlannerError, match=r"megatron would refuse this plan: recompute=full with ep_overlap"):
         emit_moe(plan.model_copy(update={"recompute": "full"}), tmp_path / "full")
     assert not (tmp_path / "full").exists() or not any((tmp_path / "full").iterdir())
@@ -131,3 +132,20 @@ def test_an_emitted_job_without_a_batch_gets_the_default_4m_tokens(tmp_path):
     assert code == 0, err
     assert "--global-batch-size 512" in (tmp_path / "megatron_args.sh").read_text()
     assert "the default, about 4M tokens" in out
+
+
+@pytest.mark.parametrize(
+    ("dispatcher", "flags"),
+    [("allgather", "--moe-token-dispatcher-type allgather"),
+     ("deepep", "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep")],
+)  # fmt: skip
+def test_megatron_writes_the_dispatcher_the_plan_was_priced_with(tmp_path, dispatcher, flags):
+    """TransformerConfig moe_token_dispatcher_type and, for DeepEP, the flex dispatcher's backend; the alltoall
+    default is written once, never beside another."""
+    mixtral, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
+    engine = load_engine("megatron").configured(moe_dispatcher=dispatcher)
+    cfg = RunConfig(model="mixtral-8x7b", plan=Plan(dp=8, ep=8, zero=1, global_batch=64, seq_len=4096),
+                    hardware="h100-sxm", engine="megatron")  # fmt: skip
+    text = emit("megatron", cfg, mixtral, tmp_path, engine=engine, hardware=hw, hardware_ref="h100-sxm", force=True)
+    written = " ".join(text.read_text().split())
+    assert flags in written and written.count("--moe-token-dispatcher-type") == 1

@@ -31,8 +31,8 @@ TARGET_ENGINE = {
 # The per-run engine settings (engine/settings.py) each engine target writes into its file. A setting the plan was
 # priced with that differs from the target engine's profile and is not written here is refused, never dropped.
 WRITES: dict[str, frozenset[str]] = {
-    "megatron": frozenset({"tp_overlap", "grad_dtype", "ep_overlap"}),  # --tp-comm-overlap, --grad-reduce-in-bf16,
-    # --overlap-moe-expert-parallel-comm
+    # --tp-comm-overlap, --grad-reduce-in-bf16, --overlap-moe-expert-parallel-comm, --moe-token-dispatcher-type
+    "megatron": frozenset({"tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher"}),
     "megatron-bridge": frozenset(),
     "torchtitan": frozenset({"compile", "compiled_loss", "tp_overlap"}),  # CompileConfig(enable, components, async TP)
     "torchtitan-v0.2": frozenset({"compile", "compiled_loss", "tp_overlap"}),  # [compile], enable_async_tensor_parallel

@@ -158,7 +158,7 @@ def megatron_args(
     m.update(micro_batch="--micro-batch-size", global_batch="--global-batch-size", seq_len="--seq-length")
     a += PRECISION_FLAGS[plan.precision]
     m["precision"] = "--bf16 / --fp16 / --fp8-format hybrid (fp32: no flag)"
-    a += model_args(model, seq_len=plan.seq_len)
+    a += model_args(model, seq_len=plan.seq_len, dispatcher=str((settings or {}).get("moe_dispatcher", "alltoall")))
     return a + setting_args(plan, settings or {}), m
 
 

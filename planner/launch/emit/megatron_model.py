@@ -41,7 +41,7 @@ def model_notes(model: ModelSpec) -> list[str]:
     return []
 
 
-def model_args(model: ModelSpec, *, seq_len: int) -> list[str]:
+def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") -> list[str]:
     """The architecture: sizes, attention, position embedding, norm, MLP, embeddings, vocabulary, MoE."""
     a = [
         "--num-layers", str(model.num_layers),
@@ -75,13 +75,22 @@ def model_args(model: ModelSpec, *, seq_len: int) -> list[str]:
     # padded to a multiple of 128 x tp (build_tokenizer.py vocab_size_with_padding), as the cost model pads.
     a += ["--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size)]
     a += ["--make-vocab-size-divisible-by", str(VOCAB_DIVISIBLE_BY)]
-    return a + moe_args(model)
+    return a + moe_args(model, dispatcher)
 
 
-def moe_args(model: ModelSpec) -> list[str]:
+# The planner's dispatchers (engine moe.dispatcher) as Megatron's flags: TransformerConfig moe_token_dispatcher_type
+# (allgather, alltoall, flex) and, for DeepEP, the flex dispatcher's backend (moe_flex_dispatcher_backend).
+DISPATCHER_ARGS = {
+    "alltoall": ["--moe-token-dispatcher-type", "alltoall"],
+    "allgather": ["--moe-token-dispatcher-type", "allgather"],
+    "deepep": ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"],
+}
+
+
+def moe_args(model: ModelSpec, dispatcher: str = "alltoall") -> list[str]:
     """Routed (and shared) experts: token-choice top-k with an auxiliary load-balancing loss, grouped GEMM and the
-    all-to-all dispatcher (what the cost model prices for expert parallelism); dropless unless the spec gives a
-    capacity factor."""
+    dispatcher the plan was priced with (alltoall unless the engine settings say otherwise); dropless unless the
+    spec gives a capacity factor."""
     m = model.moe
     if m is None:
         return []
@@ -92,7 +101,7 @@ def moe_args(model: ModelSpec) -> list[str]:
         "--moe-router-load-balancing-type", "aux_loss",
         "--moe-aux-loss-coeff", f"{MOE_AUX_LOSS_COEFF:g}",
         "--moe-grouped-gemm",
-        "--moe-token-dispatcher-type", "alltoall",
+        *DISPATCHER_ARGS[dispatcher],
     ]  # fmt: skip
     if m.num_shared_experts:
         a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * m.expert_ffn_hidden_size)]
