@@ -509,3 +509,51 @@ def test_torchtitan_zero_stage_is_an_assumption_the_run_states():
     r = read_log(mesh + _titan_lines(27), source="fsdp", gpus=8, warmup=0)
     assert r.plan["zero"] == 3
     assert any(a.startswith("zero: 3") and "fsdp_reshard_after_forward" in a for a in r.assumed)
+
+
+def _dump_with(extra: dict[str, str]) -> str:
+    """The GPT-2 argument dump with `extra` arguments printed as Megatron prints them."""
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    fp16 = next(ln for ln in text.splitlines() if ln.strip().startswith("fp16 ."))
+    lines = [fp16] + [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in extra.items()]
+    return text.replace(fp16, "\n".join(lines))
+
+
+MOE_ARGS = {"num_experts": "8", "moe_router_topk": "2", "expert_model_parallel_size": "2"}
+
+
+def test_megatron_argument_dump_states_its_moe_dispatch_offloads_and_cuda_graphs():
+    """What changes a MoE run's time and memory goes into its software block, so calibration sees it: the DeepEP
+    flex dispatcher, the all-to-all overlap, the host-memory shares of optimizer state and activations
+    (--activation-offload-fraction defaults to 1.0), per-layer CUDA graphs (TransformerConfig, OptimizerConfig)."""
+    extra = {
+        **MOE_ARGS, "moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "deepep",
+        "overlap_moe_expert_parallel_comm": "True", "optimizer_cpu_offload": "True",
+        "optimizer_offload_fraction": "0.5", "fine_grained_activation_offloading": "True",
+        "cuda_graph_impl": "transformer_engine",
+    }  # fmt: skip
+    r = read_log(_dump_with(extra), source="moe-dump")
+    assert r.plan["ep"] == 2
+    stated = {k: r.software[k] for k in ("moe_dispatcher", "ep_overlap", "optimizer_offload", "activation_offload")}
+    assert stated == {
+        "moe_dispatcher": "deepep",
+        "ep_overlap": True,
+        "optimizer_offload": 0.5,
+        "activation_offload": 1.0,
+    }
+    assert r.software["cuda_graphs"] is True
+
+
+def test_what_the_planner_does_not_price_is_left_unstated_not_read_as_something_else():
+    """A flex dispatcher on HybridEP, a whole-iteration CUDA graph, offloading switched off with a fraction set,
+    and a dispatcher named in a dense model's dump: none of them become software settings."""
+    hybrid = {
+        **MOE_ARGS, "moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep",
+        "cuda_graph_impl": "full_iteration", "optimizer_cpu_offload": "False", "optimizer_offload_fraction": "0.5",
+    }  # fmt: skip
+    r = read_log(_dump_with(hybrid), source="hybridep-dump")
+    assert not {"moe_dispatcher", "cuda_graphs", "optimizer_offload", "ep_overlap"} & set(r.software)
+    dense = read_log(_dump_with({"moe_token_dispatcher_type": "alltoall"}), source="dense-dump")
+    assert "moe_dispatcher" not in dense.software
+    allgather = read_log(_dump_with({**MOE_ARGS, "moe_token_dispatcher_type": "allgather"}), source="ag-dump")
+    assert allgather.software["moe_dispatcher"] == "allgather"

@@ -9,7 +9,8 @@ from typing import Any
 # The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
 LOG_SOFTWARE_KEYS = (
     "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
-    "optimizer_moment_dtype", "recompute_modules",
+    "optimizer_moment_dtype", "recompute_modules", "moe_dispatcher", "ep_overlap", "optimizer_offload",
+    "activation_offload", "cuda_graphs",
 )  # fmt: skip
 
 

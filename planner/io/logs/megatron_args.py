@@ -169,7 +169,53 @@ def _software(a: _Args) -> dict[str, Any]:
         "precision_aware_optimizer": a.get("use_precision_aware_optimizer") or None,
         "optimizer_moment_dtype": "bf16" if "bfloat16" in str(a.get("exp_avg_dtype") or "") else None,
         "recompute_modules": _listed(modules) if a.get("recompute_granularity") == "selective" and modules else None,
+        **_moe_software(a),
+        **_offload_software(a),
+        "cuda_graphs": _cuda_graphs(a),
     }
+
+
+# Megatron's --moe-token-dispatcher-type (and the flex dispatcher's backend) as the planner's dispatchers
+# (TransformerConfig moe_token_dispatcher_type, moe_flex_dispatcher_backend, moe_enable_deepep).
+DISPATCHERS = {"alltoall": "alltoall", "allgather": "allgather"}
+
+
+def _moe_software(a: _Args) -> dict[str, Any]:
+    """The MoE dispatcher and the all-to-all overlap (--overlap-moe-expert-parallel-comm) the run used; a flex
+    dispatcher on a backend other than DeepEP (hybridep, ncclep) is not one the planner prices, and is left
+    unstated rather than read as another."""
+    kind = str(a.get("moe_token_dispatcher_type") or "")
+    dispatcher = DISPATCHERS.get(kind)
+    if kind == "flex" and (a.get("moe_enable_deepep") or str(a.get("moe_flex_dispatcher_backend")) == "deepep"):
+        dispatcher = "deepep"
+    return {
+        "moe_dispatcher": dispatcher if a.get("num_moe_experts", "num_experts") else None,
+        "ep_overlap": True if a.get("overlap_moe_expert_parallel_comm") else None,
+    }
+
+
+def _offload_software(a: _Args) -> dict[str, Any]:
+    """The shares of optimizer state and activations held in host memory (--optimizer-cpu-offload with
+    --optimizer-offload-fraction, OptimizerConfig; --fine-grained-activation-offloading with
+    --activation-offload-fraction, default 1.0, TransformerConfig)."""
+    optimizer = a.get("optimizer_offload_fraction") if a.get("optimizer_cpu_offload") else None
+    activations = a.get("activation_offload_fraction") if a.get("fine_grained_activation_offloading") else None
+    if a.get("fine_grained_activation_offloading") and activations is None:
+        activations = 1.0
+    return {
+        "optimizer_offload": float(optimizer) if optimizer else None,
+        "activation_offload": float(activations) if activations else None,
+    }
+
+
+def _cuda_graphs(a: _Args) -> bool | None:
+    """Per-layer CUDA graphs (--cuda-graph-impl local or transformer_engine; the older --enable-cuda-graph and
+    --external-cuda-graph). A whole-iteration graph (full_iteration) is not the per-layer capture the planner
+    prices, so it is left unstated."""
+    impl = str(a.get("cuda_graph_impl") or "none")
+    if impl in ("local", "transformer_engine") or a.get("enable_cuda_graph") or a.get("external_cuda_graph"):
+        return True
+    return None
 
 
 def _listed(value: Any) -> list[str]:
