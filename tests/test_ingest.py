@@ -23,6 +23,7 @@ from planner.io.logs.log_text import Step, steady
 from planner.units import GB, GiB, MiB
 
 LOGS = Path(__file__).parent / "data" / "logs"
+DATA = Path(__file__).parent / "data"
 
 
 def ingest(name: str, **options: object):
@@ -352,7 +353,7 @@ def test_cli_table_and_runs_file_that_validate_reads(tmp_path):
     assert all(piece in out for piece in ("megatron_", "bridge_", "llama32_1b"))
 
 
-def test_validate_reads_a_log_as_ingest_does():
+def test_validate_reads_a_log_as_ingest_does(tmp_path):
     """A log given to validate is read as ingest reads it (as calibrate does), not parsed as YAML; what the log
     lacks is named with the option or the ingest step that supplies it, in one line, exit 2."""
     log = str(LOGS / "megatron_lm_gpt2_tp4_pp8.log")
@@ -362,8 +363,17 @@ def test_validate_reads_a_log_as_ingest_does():
     assert run["id"] == "megatron_lm_gpt2_tp4_pp8" and run["predicted"]["tokens_per_s_per_gpu"] > 0
     rc, _, err = run_planner("validate", log)
     assert rc == 2 and err.count("\n") == 1 and "give --hardware" in err and "YAML" not in err
-    rc, _, err = run_planner("validate", str(LOGS / "megatron_bridge_llama32_1b.log"), "--hardware", "h100-sxm")
-    assert rc == 2 and "does not state dp" in err and "planner ingest" in err and "--gpus N" in err
+    bridge = str(LOGS / "megatron_bridge_llama32_1b.log")
+    rc, _, err = run_planner("validate", bridge, "--hardware", "h100-sxm")
+    assert rc == 2 and "does not state dp" in err and "give --gpus N" in err
+    runs = tmp_path / "bridge.yaml"
+    assert run_planner("ingest", bridge, "--hardware", "h100-sxm", "--gpus", "8", "-o", str(runs))[0] == 0
+    rc, out, err = run_planner("validate", bridge, "--hardware", "h100-sxm", "--gpus", "8", "--json")
+    assert rc == 0, err
+    via_ingest = json.loads(run_planner("validate", str(runs), "--json")[1])["runs"]
+    assert json.loads(out)["runs"] == via_ingest  # the log read as ingest reads it with the same --gpus
+    rc, _, err = run_planner("validate", str(DATA / "calibration_runs.yaml"), "--gpus", "8")
+    assert rc == 2 and "is a runs file" in err
 
 
 def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
@@ -387,6 +397,9 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     assert any("from --plan" in a for a in raw["assumed"])
     assert raw["software"] == {"engine": "torchtitan", "tp_overlap": True}  # the file's training settings
     assert run_planner("validate", str(runs))[0] == 0
+    rc, out, err = run_planner("validate", log, "--plan", str(saved), "--json")  # the log itself, with the plan
+    assert rc == 0, err
+    assert json.loads(out)["runs"] == json.loads(run_planner("validate", str(runs), "--json")[1])["runs"]
     bare = tmp_path / "bare.yaml"  # a mapping of plan fields; the Megatron log states tp 4 and pp 8 itself
     bare.write_text("tp: 2\nrecompute: full\n")
     rc, out, err = run_planner(

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from planner.cli.callbacks import nonempty
-from planner.cli.options import JsonOpt
+from planner.cli.ingest import LogPlanOpt
+from planner.cli.options import GpusOpt, JsonOpt
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
@@ -40,18 +41,27 @@ def validate(
         ),
     ] = None,
     model: LogModelOpt = None,
+    gpus: GpusOpt = None,
+    plan: LogPlanOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs measured throughput and peak memory for a file of real runs, each run with its own engine
-    (with --calibrated DIR: the shipped and the calibrated profiles side by side), or for a training log."""
+    (with --calibrated DIR: the shipped and the calibrated profiles side by side), or for a training log (with
+    what it does not state from --model, --hardware, --gpus and --plan, as ingest takes them)."""
+    from planner.cli.ingest import log_givens
     from planner.fit.observations import runs_of
     from planner.fit.validate import calibrated_profiles, validate_runs
     from planner.io.catalog import load_engine, load_hardware, load_model
     from planner.render.accuracy import print_validation, validation_json
 
-    override = load_hardware(hardware) if hardware else None
+    if (gpus or plan) and Path(runs).suffix in (".yaml", ".yml", ".json"):
+        raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {runs} is a runs file")
+    given = log_givens(model, hardware, gpus, plan)
+    override = load_hardware(given.hardware) if given.hardware else None
     eng = load_engine(engine) if engine else None
-    raws = runs_of(Path(runs), override, load_model(model) if model else None)
+    spec = load_model(given.model) if given.model else None
+    options = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
+    raws = runs_of(Path(runs), override, spec, **options)
     result = validate_runs(raws, hardware=override, engine=eng)
     other = validate_runs(raws, profiles=calibrated_profiles(calibrated)) if calibrated else None
     if as_json:

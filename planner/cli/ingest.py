@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -69,6 +70,32 @@ LogPlanOpt = Annotated[
 WarmupOpt = Annotated[int, typer.Option("--warmup", min=0, max=MAX_WARMUP, help="first iterations left out as warm-up")]
 
 
+@dataclass(frozen=True)
+class LogGivens:
+    """What the user gives for a log (ingest's and validate's --model, --hardware, --gpus, --plan): the options,
+    or the plan file's where an option is not given, and the file's plan fields and engine settings."""
+
+    model: str | None
+    hardware: str | None
+    gpus: int | None
+    plan: dict[str, Any] | None
+    software: dict[str, Any] | None
+
+
+def log_givens(model: str | None, hardware: str | None, gpus: int | None, plan: str | None) -> LogGivens:
+    from planner.fit.runs import SOFTWARE_KEYS
+    from planner.io.planfile import checked_fields, read_plan_file
+
+    if not plan:
+        return LogGivens(model, hardware, gpus, None, None)
+    saved = read_plan_file(plan)
+    # the plan file's engine settings that a runs file's software block holds (the same names, fit/runs.py)
+    settings = {k: v for k, v in saved.training.items() if k in SOFTWARE_KEYS}
+    return LogGivens(
+        model or saved.model, hardware or saved.hardware, gpus or saved.gpus, checked_fields(plan, saved.plan), settings
+    )
+
+
 def ingest(
     logs: LogsArg,
     engine: LogEngineOpt = "auto",
@@ -82,24 +109,16 @@ def ingest(
 ) -> None:
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""
-    from planner.fit.runs import SOFTWARE_KEYS
     from planner.io.catalog import load_model
     from planner.io.logs import read_log, runs_yaml, unique_ids
-    from planner.io.planfile import checked_fields, read_plan_file
 
     if engine not in ("auto", *ENGINES):
         raise PlannerError(f"--engine {engine!r} is not one of auto, {', '.join(ENGINES)}")
-    saved = read_plan_file(plan) if plan else None
-    model = model or (saved.model if saved else None)
-    hardware = hardware or (saved.hardware if saved else None)
-    gpus = gpus or (saved.gpus if saved else None)
-    spec = load_model(model) if model else None
-    hw = _hardware_name(hardware) if hardware else None
-    given = checked_fields(plan, saved.plan) if plan and saved else None
-    # the plan file's engine settings that a runs file's software block holds (the same names, fit/runs.py)
-    settings = {k: v for k, v in saved.training.items() if k in SOFTWARE_KEYS} if saved else None
-    read = partial(read_log, engine=engine, warmup=warmup, model=spec, hardware=hw, gpus=gpus)
-    runs = unique_ids([read(_read(p), source=p, given_plan=given, given_software=settings) for p in logs])
+    given = log_givens(model, hardware, gpus, plan)
+    spec = load_model(given.model) if given.model else None
+    hw = _hardware_name(given.hardware) if given.hardware else None
+    read = partial(read_log, engine=engine, warmup=warmup, model=spec, hardware=hw, gpus=given.gpus)
+    runs = unique_ids([read(_read(p), source=p, given_plan=given.plan, given_software=given.software) for p in logs])
     if output:
         from planner.io.files import write_text_atomic
 

@@ -155,12 +155,15 @@ def load_observations(
     return obs
 
 
-def runs_of(path: Path, hardware: HardwareProfile | None, model: ModelSpec | None) -> list[dict[str, Any]]:
+def runs_of(
+    path: Path, hardware: HardwareProfile | None, model: ModelSpec | None, **given: Any
+) -> list[dict[str, Any]]:
     """The runs-file entries of a runs file (.yaml) or of a training log (anything else but a launch profile's
-    .json: read as `planner ingest` reads it, `hardware` and `model` where the log does not say)."""
+    .json: read as `planner ingest` reads it, `hardware`, `model` and `given` (read_log's gpus, given_plan and
+    given_software: ingest's --gpus and --plan) where the log does not say)."""
     if path.suffix in (".yaml", ".yml", ".json"):
         return load_runs(path)
-    return _log_entries(path, hardware, model)
+    return _log_entries(path, hardware, model, given)
 
 
 def _profile_hardware(doc: dict[str, Any], path: str) -> HardwareProfile:
@@ -172,19 +175,22 @@ def _profile_hardware(doc: dict[str, Any], path: str) -> HardwareProfile:
     return load_hardware(name)
 
 
-def _log_entries(path: Path, hardware: HardwareProfile | None, model: ModelSpec | None) -> list[dict[str, Any]]:
+def _log_entries(
+    path: Path, hardware: HardwareProfile | None, model: ModelSpec | None, given: dict[str, Any]
+) -> list[dict[str, Any]]:
     """A training log as runs-file entries (planner.io.logs, what `planner ingest` writes)."""
     from planner.io.files import read_text
     from planner.io.logs import read_log, runs_entries
 
-    run = read_log(read_text(str(path)), source=str(path), model=model, hardware=hardware.name if hardware else None)
+    hw = hardware.name if hardware else None
+    run = read_log(read_text(str(path)), source=str(path), model=model, hardware=hw, **given)
     entries = runs_entries([run], purpose="to use its measurements")
     unstated = [k for e in entries for k, v in e["plan"].items() if v is None]
-    if unstated:  # what ingest's options fill (--gpus derives dp): a runs file it writes can be read here
-        fill = "--gpus N" if unstated == ["dp"] else "--plan PLAN.yaml"  # the GPUs in all derive dp
+    if unstated:  # what --gpus (the GPUs in all derive dp) and --plan fill, here as in ingest
+        fill = "--gpus N" if unstated == ["dp"] else "--plan PLAN.yaml"
         raise PlannerError(
-            f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; write a runs file with "
-            f"`planner ingest {path} {fill} -o runs.yaml` (the plan the run used) and give that"
+            f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; give {fill} (the plan the run "
+            "used)"
         )
     return entries
 
