@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from planner.engine.architectures import ModelFeature
 from planner.engine.execution import Comm, Kernels, Memory, MoE
 from planner.engine.fitted import Behaviour, Fitted
 from planner.engine.settings import SETTINGS, RecipeOption, listed
@@ -72,6 +73,13 @@ class Rules(Frozen):
         "turns it on): combined_1f1b = Megatron's --overlap-moe-expert-parallel-comm, one micro-batch's "
         "all-to-all behind another's compute, with Megatron's conditions on the plan (engine/rules.py); "
         "dualpipe = the DualPipe schedule's paired chunks; none = it cannot, and moe.ep_overlap is refused",
+    )
+    model_features: tuple[ModelFeature, ...] | None = Field(
+        None,
+        description="the model features beyond a plain GPT/Llama transformer the engine implements (MoE, MLA, "
+        "Mamba-2 hybrids, sliding-window and chunked attention, sinks, q/k norms, sandwich norms, MTP, no position "
+        "embedding: engine/architectures.py); a model with another is refused; null: any (the engine trains the "
+        "PyTorch or Hugging Face module it is handed)",
     )
     fp8: bool = True
     precision_recipes: dict[str, tuple[Architecture, ...]] = Field(

@@ -9,6 +9,7 @@ YAML); the hardware profile states its architecture (`gpu.architecture`). The op
 
 from __future__ import annotations
 
+from planner.engine.architectures import architecture_problems
 from planner.engine.ep_overlap import overlap_option_problems
 from planner.engine.profile import Engine
 from planner.engine.settings import RecipeOption
@@ -249,6 +250,7 @@ def option_variants(engine: Engine, model: ModelSpec, precision: str) -> list[En
 def precision_problems(
     engine: Engine, hw: HardwareProfile | None, plan: Plan, model: ModelSpec | None = None
 ) -> list[Rejected]:
-    """Everything about the plan's precision and the engine's options that depends neither on the degrees nor on
-    the micro-batch: the search checks it once."""
-    return recipe_problems(engine, hw, plan) + option_problems(engine, hw, plan, model)
+    """Everything about the model's architecture, the plan's precision and the engine's options that depends
+    neither on the degrees nor on the micro-batch: the search checks it once."""
+    arch = architecture_problems(engine.name, engine.rules.model_features, model) if model is not None else []
+    return arch + recipe_problems(engine, hw, plan) + option_problems(engine, hw, plan, model)

@@ -4,6 +4,7 @@ worker (trainer.py) refuses the same plans again when it starts."""
 
 from __future__ import annotations
 
+from planner.engine.architectures import FEATURE_NAMES, model_features
 from planner.plan import Plan
 from planner.precision import TENSORWISE_FP8, is_low_precision
 from planner.specs import ModelSpec
@@ -17,20 +18,12 @@ FP8_DIM_MULTIPLE = 16  # cuBLASLt fp8 GEMMs need every dimension a multiple of 1
 
 def architecture_limits(model: ModelSpec) -> list[str]:
     """What of the model the worker's GPT (launch/model.py: pre-norm attention and MLP blocks, GQA, RoPE or learned
-    positions, GELU or SwiGLU) cannot build, by name: it would train a different model."""
-    kinds = {k.mixer for k in model.layer_kinds} | {k.attention for k in model.layer_kinds if k.attention}
-    a = model.attention
-    missing = [
-        ("multi-head latent attention", "mla" in kinds),
-        ("Mamba-2 / hybrid layer patterns", model.layer_pattern is not None),
-        ("sliding-window or chunked attention", bool(kinds & {"sliding", "chunked"})),
-        ("attention sinks", a is not None and a.sinks),
-        ("q/k norms", a is not None and a.qk_norm != "none"),
-        ("sandwich norms", model.sandwich_norm),
-        ("multi-token prediction", model.mtp_layers > 0),
-        ("position_embedding none", model.position_embedding == "none"),
+    positions, GELU or SwiGLU) cannot build, by name: it would train a different model. Mixture-of-experts layers
+    are refused with the plan's ep (preflight.worker_limits); the planner engine's rules list the same features
+    (engine_profiles/planner.yaml model_features: none)."""
+    return [
+        f"{model.name}: the launch worker has no {FEATURE_NAMES[f]} yet" for f in model_features(model) if f != "moe"
     ]
-    return [f"{model.name}: the launch worker has no {what} yet" for what, has in missing if has]
 
 
 def cp_problems(plan: Plan, device_type: str) -> list[str]:

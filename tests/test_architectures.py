@@ -1,0 +1,65 @@
+"""Which model architectures each engine trains (engine/architectures.py, rules.model_features): a model with a
+feature the engine does not implement is refused by name, in single-plan commands and in the search."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.engine import plan_problems
+from planner.engine.architectures import architecture_problems, model_features
+from planner.explore.pipeline import search, search_engines
+from planner.explore.space import Space
+from planner.io.catalog import list_engines, list_models, load_engine, load_hardware, load_model
+from planner.launch.worker_support import architecture_limits
+from planner.plan import Plan
+
+H100 = load_hardware("h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("model", "feature"),
+    [("nemotron-h-8b", "mamba"), ("gemma3-27b", "sandwich_norm"), ("deepseek-v3", "mtp")],
+)
+def test_torchtitan_refuses_what_its_models_do_not_have(model, feature):
+    """torchtitan v0.2.2's models (llama3, llama4, deepseek_v3, qwen3, gpt_oss) have no Mamba-2 layers, no Gemma
+    sandwich norms and no multi-token prediction."""
+    spec, titan = load_model(model), load_engine("torchtitan")
+    assert feature in model_features(spec)
+    (problem,) = architecture_problems(titan.name, titan.rules.model_features, spec)
+    assert problem.reason.startswith("torchtitan has no") and model in problem.detail
+    assert problem in plan_problems(spec, Plan(dp=8, global_batch=8, seq_len=4096), titan, 8, H100)
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-20b", "qwen3-30b-a3b", "llama4-scout", "kimi-k2", "llama3-8b"])
+def test_torchtitan_runs_its_own_architectures(model):
+    titan = load_engine("torchtitan")
+    assert not architecture_problems(titan.name, titan.rules.model_features, load_model(model))
+
+
+def test_the_planner_engine_refuses_exactly_what_the_launch_worker_cannot_build():
+    """engine_profiles/planner.yaml (the search's view of the worker) and launch/worker_support.py (the worker's
+    pre-flight) agree on every catalog model: the worker's limits plus its missing MoE."""
+    engine = load_engine("planner")
+    for name in list_models():
+        spec = load_model(name)
+        refused = bool(architecture_problems(engine.name, engine.rules.model_features, spec))
+        assert refused == bool(architecture_limits(spec) or spec.moe is not None), name
+
+
+def test_megatron_and_the_engines_that_take_any_module_refuse_no_catalog_model():
+    for engine in ("megatron", "deepspeed", "llm-foundry"):
+        e = load_engine(engine)
+        assert e.rules.model_features is None
+        assert all(not architecture_problems(e.name, None, load_model(m)) for m in list_models())
+
+
+def test_the_search_counts_every_candidate_of_an_engine_that_cannot_train_the_model():
+    spec = load_model("nemotron-h-8b")
+    space = Space(gpus=8, global_batch=64, seq_len=4096)
+    res = search(spec, H100, space, load_engine("torchtitan"))
+    assert not res.top and res.rejected == {"torchtitan has no Mamba-2 / hybrid layer patterns": res.evaluated}
+    engines = [load_engine(e) for e in list_engines()]
+    both = search_engines(load_model("gpt-oss-20b"), H100, space, engines, jobs=1)
+    ranked = {r.estimate.engine.name for r in both.top}
+    assert ranked and ranked <= {"megatron", "torchtitan", "deepspeed", "llm-foundry"}
+    assert both.rejected["planner has no mixture-of-experts layers"] > 0
