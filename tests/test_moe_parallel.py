@@ -117,8 +117,9 @@ def test_overlap_hides_the_all_to_all_behind_another_micro_batch():
     exposed = Coster(MIXTRAL, H100, MEGATRON).step(plan).exposed_comm_s["ep"]
     hidden = Coster(MIXTRAL, H100, MEGATRON.configured(ep_overlap=True)).step(plan).exposed_comm_s["ep"]
     assert exposed > 0 and hidden < exposed
-    fp8 = Coster(MIXTRAL, H100, MEGATRON.configured(moe_dispatch_dtype="fp8")).step(plan).comm_total_s["ep"]
-    assert fp8 < Coster(MIXTRAL, H100, MEGATRON).step(plan).comm_total_s["ep"]
+    hai = load_engine("hai-llm")  # DeepEP's fp8 dispatch (DeepSeek-V3 section 3.3.3); Megatron dispatches in bf16
+    fp8 = Coster(MIXTRAL, H100, hai).step(plan).comm_total_s["ep"]
+    assert fp8 < Coster(MIXTRAL, H100, hai.configured(moe_dispatch_dtype="bf16")).step(plan).comm_total_s["ep"]
 
 
 def test_the_search_tries_etp_1_where_the_engine_runs_it():
@@ -239,3 +240,16 @@ def test_a_recompute_level_the_engine_lacks_refuses_that_level_only():
     res = search(llama, H100, space, load_engine("deepspeed"), top=5)
     assert res.top and {r.plan.recompute for r in res.top} == {"full"}
     assert 0 < res.rejected["deepspeed has no recompute selective"] <= res.evaluated // 2
+
+
+def test_each_engine_dispatches_with_its_own_dispatchers_and_dtypes():
+    """torchtitan v0.2.2 has all_to_all_single and DeepEP, no allgather dispatcher; Megatron dispatches in bf16
+    only (no fp8 on its DeepEP path, fused_a2a.py); DeepSeek's stack dispatches in fp8."""
+    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096)
+    titan = load_engine("torchtitan")
+    assert not plan_problems(MIXTRAL, plan, titan.configured(moe_dispatcher="deepep"), 8, H100)
+    assert "torchtitan has no allgather dispatcher" in _reasons(
+        MIXTRAL, plan, titan.configured(moe_dispatcher="allgather"), 8
+    )
+    assert "megatron has no fp8 dispatch" in _reasons(MIXTRAL, plan, MEGATRON.configured(moe_dispatch_dtype="fp8"), 8)
+    assert load_engine("hai-llm").moe.dispatch_dtype == "fp8"

@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 from planner.engine.architectures import ModelFeature
 from planner.engine.execution import Comm, Kernels, Memory, MoE
 from planner.engine.fitted import Behaviour, Fitted
-from planner.engine.settings import SETTINGS, RecipeOption, listed
+from planner.engine.settings import SETTINGS, DispatchDtype, Dispatcher, RecipeOption, listed
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
 from planner.errors import PlannerError
@@ -66,6 +66,12 @@ class Rules(Frozen):
     )
     moe_tp_needs_sp: bool = Field(
         False, description="ep > 1 with tp > 1 needs sequence parallelism (Megatron's moe_layer.py raises without)"
+    )
+    moe_dispatchers: tuple[Dispatcher, ...] = Field(
+        ("alltoall",), description="the MoE token dispatchers it has (moe.dispatcher must be one)"
+    )
+    moe_dispatch_dtypes: tuple[DispatchDtype, ...] = Field(
+        ("bf16",), description="the dtypes it dispatches MoE tokens in (moe.dispatch_dtype must be one)"
     )
     ep_overlap: Literal["none", "combined_1f1b", "dualpipe"] = Field(
         "none",

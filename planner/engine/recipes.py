@@ -10,7 +10,7 @@ YAML); the hardware profile states its architecture (`gpu.architecture`). The op
 from __future__ import annotations
 
 from planner.engine.architectures import architecture_problems
-from planner.engine.ep_overlap import overlap_option_problems
+from planner.engine.moe_rules import dispatch_problems, overlap_option_problems
 from planner.engine.profile import Engine
 from planner.engine.settings import RecipeOption
 from planner.hardware import HardwareProfile
@@ -84,7 +84,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model)
-    out += overlap_option_problems(engine, plan, model)
+    out += dispatch_problems(engine) + overlap_option_problems(engine, plan, model)
     return out
 
 

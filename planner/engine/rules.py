@@ -4,7 +4,7 @@ as one PlannerError (require_runs)."""
 
 from __future__ import annotations
 
-from planner.engine.ep_overlap import overlap_recompute_problems, overlap_structure_problems
+from planner.engine.moe_rules import overlap_recompute_problems, overlap_structure_problems
 from planner.engine.profile import Engine
 from planner.engine.recipes import precision_problems, zero_recipe_problems
 from planner.engine.split import chunk_sizes

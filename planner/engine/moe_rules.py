@@ -1,8 +1,10 @@
-"""The MoE all-to-all overlap (moe.ep_overlap) as each engine runs it (rules.ep_overlap): where it has none, the
+"""The MoE dispatch as each engine runs it: which dispatchers and dispatch dtypes it has (rules.moe_dispatchers,
+rules.moe_dispatch_dtypes), and the all-to-all overlap (moe.ep_overlap, rules.ep_overlap): where it has none, the
 setting is refused; DualPipe (hai-llm) hides the all-to-alls in its schedule with no further condition; Megatron's
 --overlap-moe-expert-parallel-comm (combined_1f1b.py) runs only where TransformerConfig's checks pass
 (megatron/core/transformer/transformer_config.py l.3002-3046 @d98e8a64), each refused here by name. What the
-overlap hides is priced in cost/overlap.py ep_hidden."""
+overlap hides is priced in cost/overlap.py ep_hidden.
+"""
 
 from __future__ import annotations
 
@@ -42,6 +44,21 @@ def overlap_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]
         return []
     detail = "recompute=full with ep_overlap (--overlap-moe-expert-parallel-comm); use selective or --no-ep-overlap"
     return [Rejected(f"{engine.name}: full recompute with the all-to-all overlap", f"{detail} ({engine.name})")]
+
+
+def dispatch_problems(engine: Engine) -> list[Rejected]:
+    """A dispatcher or dispatch dtype the engine's settings name that it does not run."""
+    r, m, name = engine.rules, engine.moe, engine.name
+    out: list[Rejected] = []
+    if m.dispatcher not in r.moe_dispatchers:
+        runs = ", ".join(r.moe_dispatchers)
+        detail = f"moe_dispatcher={m.dispatcher}: {name} dispatches MoE tokens with {runs} only"
+        out.append(Rejected(f"{name} has no {m.dispatcher} dispatcher", detail))
+    if m.dispatch_dtype not in r.moe_dispatch_dtypes:
+        runs = ", ".join(r.moe_dispatch_dtypes)
+        detail = f"moe_dispatch_dtype={m.dispatch_dtype}: {name} dispatches MoE tokens in {runs} only"
+        out.append(Rejected(f"{name} has no {m.dispatch_dtype} dispatch", detail))
+    return out
 
 
 def overlap_option_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
