@@ -499,3 +499,17 @@ def test_megatron_lays_out_what_its_even_and_uneven_splits_cannot():
     assert megatron_split(96, 16, 8) is None
     assert megatron_split(96, 16, 4).method == "layout"  # 98 over 64 stages
     assert megatron_split(126, 8, 2).method == "account_embedding_loss"  # the older options first
+
+
+@pytest.mark.parametrize(
+    ("name", "setting", "has"),
+    [("megatron-deepspeed", "tp_overlap", False), ("megatron", "compile", False), ("megatron", "tp_overlap", True),
+     ("torchtitan", "compiled_loss", True), ("deepspeed", "compile", True), ("llm-foundry", "compiled_loss", False)],
+)  # fmt: skip
+def test_an_on_off_setting_the_engine_lacks_is_refused(name, setting, has):
+    """Megatron-DeepSpeed has no TP communication overlap and Megatron no torch.compile (rules.switches): turned
+    on, they used to be priced (Megatron-DeepSpeed 12% faster with an overlap it cannot run)."""
+    plan = Plan(tp=2, sp=True, dp=4, zero=1, global_batch=8, seq_len=4096)
+    configured = engine(name).configured(**{setting: True})
+    reason = f"{name} has no {setting}"
+    assert (reason in reasons(plan_problems(model("llama3-8b"), plan, configured, 8))) is not has

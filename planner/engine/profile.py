@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 from planner.engine.architectures import ModelFeature
 from planner.engine.execution import Comm, Kernels, Memory, MoE
 from planner.engine.fitted import Behaviour, Fitted
-from planner.engine.settings import SETTINGS, DispatchDtype, Dispatcher, RecipeOption, listed
+from planner.engine.settings import SETTINGS, DispatchDtype, Dispatcher, RecipeOption, Switch, listed
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
 from planner.errors import PlannerError
@@ -66,6 +66,11 @@ class Rules(Frozen):
     )
     moe_tp_needs_sp: bool = Field(
         False, description="ep > 1 with tp > 1 needs sequence parallelism (Megatron's moe_layer.py raises without)"
+    )
+    switches: tuple[Switch, ...] = Field(
+        (),
+        description="the on/off settings it has (tp_overlap: TP communication overlap; compile: torch.compile of "
+        "the model; compiled_loss: of the loss); one turned on that it lacks is refused",
     )
     moe_dispatchers: tuple[Dispatcher, ...] = Field(
         ("alltoall",), description="the MoE token dispatchers it has (moe.dispatcher must be one)"

@@ -80,6 +80,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out = _unoffered_problems(engine)
     if out:
         return out
+    out += _switch_problems(engine)
     out += _device_problems(engine, hw)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
@@ -98,6 +99,21 @@ def _unoffered_problems(engine: Engine) -> list[Rejected]:
         )
         for o in used_options(engine)
         if o not in engine.rules.options
+    ]
+
+
+def _switch_problems(engine: Engine) -> list[Rejected]:
+    """An on/off setting turned on that the engine does not have (rules.switches)."""
+    on = {
+        "tp_overlap": engine.comm.tp_overlap,
+        "compile": engine.kernels.compile,
+        "compiled_loss": engine.memory.compiled_loss,
+    }
+    has, name = engine.rules.switches, engine.name
+    return [
+        Rejected(f"{name} has no {s}", f"{s}: {name} has no such setting (it has {', '.join(has) or 'none'})")
+        for s, value in on.items()
+        if value and s not in has
     ]
 
 

@@ -32,6 +32,10 @@ ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
 RMSNORMS: tuple[RMSNormImpl, ...] = get_args(RMSNormImpl)
 ZERO3_GATHERS: tuple[Zero3Gather, ...] = get_args(Zero3Gather)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
+# The on/off engine settings an engine may lack (Rules.switches): TP communication overlap, torch.compile of the
+# model, and of its loss.
+Switch = Literal["tp_overlap", "compile", "compiled_loss"]
+SWITCHES: tuple[Switch, ...] = get_args(Switch)
 Dispatcher = Literal["alltoall", "allgather", "deepep"]
 DispatchDtype = Literal["bf16", "fp8"]
 DISPATCHERS: tuple[Dispatcher, ...] = get_args(Dispatcher)
