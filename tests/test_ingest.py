@@ -570,3 +570,14 @@ def test_what_the_planner_does_not_price_is_left_unstated_not_read_as_something_
     assert "moe_dispatcher" not in dense.software
     allgather = read_log(_dump_with({**MOE_ARGS, "moe_token_dispatcher_type": "allgather"}), source="ag-dump")
     assert allgather.software["moe_dispatcher"] == "allgather"
+
+
+def test_every_setting_a_log_can_state_is_one_a_runs_file_holds():
+    """What the log readers put in a run's software block (given.LOG_SOFTWARE_KEYS) is written into runs files and
+    read back by parse_run: each must be a runs-file software key (fit/runs.py SOFTWARE_KEYS)."""
+    from planner.fit.runs import SOFTWARE_KEYS
+    from planner.io.logs.given import LOG_SOFTWARE_KEYS
+
+    assert set(LOG_SOFTWARE_KEYS) <= SOFTWARE_KEYS
+    dump = read_log(_dump_with({**MOE_ARGS, "moe_token_dispatcher_type": "alltoall"}), source="keys")
+    assert set(dump.software) - {"engine"} <= set(LOG_SOFTWARE_KEYS)
