@@ -253,3 +253,18 @@ def test_each_engine_dispatches_with_its_own_dispatchers_and_dtypes():
     )
     assert "megatron has no fp8 dispatch" in _reasons(MIXTRAL, plan, MEGATRON.configured(moe_dispatch_dtype="fp8"), 8)
     assert load_engine("hai-llm").moe.dispatch_dtype == "fp8"
+
+
+def test_token_dropping_runs_where_the_engine_drops_tokens():
+    """A capacity factor is priced as token dropping only where the engine drops: Megatron with its alltoall or
+    allgather dispatcher (its DeepEP path refuses the padding, transformer_config.py l.1754-1761); torchtitan and
+    DeepSeek's stack route dropless (the model's capacity_factor must then be null)."""
+    dropping = MIXTRAL.model_copy(update={"moe": MIXTRAL.moe.model_copy(update={"capacity_factor": 1.25})})
+    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096)
+    assert not plan_problems(dropping, plan, MEGATRON, 8, H100)
+    deepep = MEGATRON.configured(moe_dispatcher="deepep")
+    assert "megatron has no token dropping with deepep" in _reasons(dropping, plan, deepep, 8)
+    assert not plan_problems(MIXTRAL, plan, deepep, 8, H100)  # dropless
+    for name in ("torchtitan", "hai-llm"):
+        engine = load_engine(name)
+        assert any(r.startswith(f"{name} has no token dropping") for r in _reasons(dropping, plan, engine, 8))

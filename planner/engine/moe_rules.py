@@ -46,10 +46,20 @@ def overlap_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]
     return [Rejected(f"{engine.name}: full recompute with the all-to-all overlap", f"{detail} ({engine.name})")]
 
 
-def dispatch_problems(engine: Engine) -> list[Rejected]:
-    """A dispatcher or dispatch dtype the engine's settings name that it does not run."""
+def dispatch_problems(engine: Engine, model: ModelSpec | None = None) -> list[Rejected]:
+    """A dispatcher or dispatch dtype the engine's settings name that it does not run, and token dropping at the
+    model's capacity factor where the engine routes dropless only, or not with this dispatcher."""
     r, m, name = engine.rules, engine.moe, engine.name
     out: list[Rejected] = []
+    capacity = model.moe.capacity_factor if model is not None and model.moe is not None else None
+    if capacity is not None and m.dispatcher not in r.moe_capacity_dispatchers:
+        why = (
+            f"{name} routes dropless only"
+            if not r.moe_capacity_dispatchers
+            else f"{name} drops tokens with the {', '.join(r.moe_capacity_dispatchers)} dispatcher only"
+        )
+        detail = f"{model.name if model else ''} sets moe.capacity_factor={capacity:g}; {why}"
+        out.append(Rejected(f"{name} has no token dropping with {m.dispatcher}", f"{detail} (capacity_factor: null)"))
     if m.dispatcher not in r.moe_dispatchers:
         runs = ", ".join(r.moe_dispatchers)
         detail = f"moe_dispatcher={m.dispatcher}: {name} dispatches MoE tokens with {runs} only"

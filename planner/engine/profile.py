@@ -78,6 +78,11 @@ class Rules(Frozen):
     moe_dispatch_dtypes: tuple[DispatchDtype, ...] = Field(
         ("bf16",), description="the dtypes it dispatches MoE tokens in (moe.dispatch_dtype must be one)"
     )
+    moe_capacity_dispatchers: tuple[Dispatcher, ...] = Field(
+        ("alltoall",),
+        description="the dispatchers with which it drops tokens at the model's capacity factor "
+        "(moe.capacity_factor); empty: it routes dropless only",
+    )
     ep_overlap: Literal["none", "combined_1f1b", "dualpipe"] = Field(
         "none",
         description="how the engine can hide the MoE dispatch/combine all-to-alls behind compute (moe.ep_overlap "

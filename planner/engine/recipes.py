@@ -85,7 +85,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model)
-    out += dispatch_problems(engine) + overlap_option_problems(engine, plan, model)
+    out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
     return out
 
 
