@@ -13,7 +13,8 @@ from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
 
 
-def _megatrons(engine: Engine) -> bool:
+def _megatron_overlap(engine: Engine) -> bool:
+    """The overlap is on, and it is Megatron's combined 1F1B, with Megatron's conditions."""
     return engine.moe.ep_overlap and engine.rules.ep_overlap == "combined_1f1b"
 
 
@@ -40,7 +41,7 @@ def overlap_structure_problems(engine: Engine, plan: Plan) -> list[Rejected]:
 
 def overlap_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
     """Megatron's overlap refuses full recompute (l.3021-3023)."""
-    if recompute != "full" or not _megatrons(engine):
+    if recompute != "full" or not _megatron_overlap(engine):
         return []
     detail = "recompute=full with ep_overlap (--overlap-moe-expert-parallel-comm); use selective or --no-ep-overlap"
     return [Rejected(f"{engine.name}: full recompute with the all-to-all overlap", f"{detail} ({engine.name})")]
@@ -52,14 +53,14 @@ def dispatch_problems(engine: Engine, model: ModelSpec | None = None) -> list[Re
     r, m, name = engine.rules, engine.moe, engine.name
     out: list[Rejected] = []
     capacity = model.moe.capacity_factor if model is not None and model.moe is not None else None
-    if capacity is not None and m.dispatcher not in r.moe_capacity_dispatchers:
+    if model is not None and capacity is not None and m.dispatcher not in r.moe_capacity_dispatchers:
         why = (
             f"{name} routes dropless only"
             if not r.moe_capacity_dispatchers
             else f"{name} drops tokens with the {', '.join(r.moe_capacity_dispatchers)} dispatcher only"
         )
-        detail = f"{model.name if model else ''} sets moe.capacity_factor={capacity:g}; {why}"
-        out.append(Rejected(f"{name} has no token dropping with {m.dispatcher}", f"{detail} (capacity_factor: null)"))
+        detail = f"{model.name} sets moe.capacity_factor={capacity:g}; {why} (capacity_factor: null)"
+        out.append(Rejected(f"{name} has no token dropping with {m.dispatcher}", detail))
     if m.dispatcher not in r.moe_dispatchers:
         runs = ", ".join(r.moe_dispatchers)
         detail = f"moe_dispatcher={m.dispatcher}: {name} dispatches MoE tokens with {runs} only"
@@ -75,7 +76,7 @@ def overlap_option_problems(engine: Engine, plan: Plan, model: ModelSpec | None)
     """What Megatron's all-to-all overlap (--overlap-moe-expert-parallel-comm) runs with besides the degrees
     (engine/rules.py checks those): the alltoall or flex (DeepEP) dispatcher, 16-bit weights, no recomputed MoE
     layer, at most one MTP layer (transformer_config.py l.3016-3046 @d98e8a64)."""
-    if not _megatrons(engine):
+    if not _megatron_overlap(engine):
         return []
     out: list[Rejected] = []
     if engine.moe.dispatcher not in ("alltoall", "deepep"):
