@@ -43,60 +43,12 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "llama2-7b",
         ["--layers", "8", "--micro-batch", "8", "--global-batch", "8", "--recompute", "full"],
     ),
-    # Llama 3 8B (GQA, 128k vocabulary) at 8k tokens, and fp8: the worker's per-tensor dynamic fp8 linears
-    # (launch/float8.py) against the same plans in bf16 on the same GPU.
+    # Llama 3 8B (GQA, 128k vocabulary) at 8k tokens.
     "l3x8-s8k": ("llama3-8b", ["--layers", "8", "--seq-len", "8192", "--micro-batch", "1", "--global-batch", "4"]),
-    "l3x8-s8k-fp8": (
-        "llama3-8b",
-        [
-            "--layers",
-            "8",
-            "--seq-len",
-            "8192",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "4",
-            "--precision",
-            "fp8-current",
-        ],
-    ),
-    "g13-mb4-fp8": ("gpt3-1.3b", ["--micro-batch", "4", "--global-batch", "8", "--precision", "fp8-current"]),
-    "l7x8-mb2-fp8": (
-        "llama2-7b",
-        ["--layers", "8", "--micro-batch", "2", "--global-batch", "8", "--precision", "fp8-current"],
-    ),
-    "l7x8-mb4-sel-fp8": (
-        "llama2-7b",
-        [
-            "--layers",
-            "8",
-            "--micro-batch",
-            "4",
-            "--global-batch",
-            "8",
-            "--recompute",
-            "selective",
-            "--precision",
-            "fp8-current",
-        ],
-    ),
-    "l7x8-mb8-full-fp8": (
-        "llama2-7b",
-        [
-            "--layers",
-            "8",
-            "--micro-batch",
-            "8",
-            "--global-batch",
-            "8",
-            "--recompute",
-            "full",
-            "--precision",
-            "fp8-current",
-        ],
-    ),
 }
+# fp8: the worker's per-tensor dynamic fp8 linears (launch/float8.py) against the same plans in bf16 on the same GPU.
+FP8_OF = ("l3x8-s8k", "g13-mb4", "l7x8-mb2", "l7x8-mb4-sel", "l7x8-mb8-full")
+CASES.update({f"{name}-fp8": (CASES[name][0], [*CASES[name][1], "--precision", "fp8-current"]) for name in FP8_OF})
 
 
 def run_case(name: str, hardware: str, out: Path, steps: int, warmup: int, timeout_s: float) -> dict:
