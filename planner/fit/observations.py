@@ -190,7 +190,8 @@ def _log_entries(
         fill = "--gpus N" if unstated == ["dp"] else "--plan PLAN.yaml"
         raise PlannerError(
             f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; give {fill} (the plan the run "
-            "used)"
+            f"used) to validate, or write a runs file with `planner ingest {path} {fill} -o runs.yaml` and calibrate "
+            "on that"
         )
     return entries
 
