@@ -178,9 +178,8 @@ def _uncached_under_autocast(
     copy. Measured on an H200: the worker's fp8 plans peaked 3.01 GiB under the same plans in bf16 for 8 Llama 2 7B
     layers (1.62B linear weights x 2 bytes = 3.02 GiB) and 2.25 GiB for GPT-3 1.3B's 24 (2.26 GiB)
     (benchmarks/results/h200-2026-11-26-fp8)."""
-    if not (is_low_precision(plan.precision) and stage.autocast and stage.gathered_weights == "all"):
-        return NO_RECIPE_MEMORY
-    if "weights" in stage.shards:
+    kept_whole = stage.gathered_weights == "all" and "weights" not in stage.shards  # zero 0-2: autocast's cache
+    if not (is_low_precision(plan.precision) and stage.autocast and kept_whole):
         return NO_RECIPE_MEMORY
     layout = plan_layout(model, plan, engine)
     q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
