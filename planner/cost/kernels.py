@@ -11,9 +11,11 @@ for eager PyTorch (several passes, fp32 intermediates).
 
 from __future__ import annotations
 
+import math
+
 from planner.engine import Kernels
 from planner.hardware import Efficiency
-from planner.precision import activation_bytes
+from planner.precision import GEMM_OPERAND_BYTES, activation_bytes, gemm_format
 from planner.specs import PRECISIONS
 
 # Bytes per activation element for memory-bound work and communication (fp8 and the recipes keep 16-bit ones).
@@ -34,6 +36,37 @@ EAGER_ROPE_BYTES = 16.0
 
 def gemm_s(flops: float, peak: float, eff: Efficiency, precision: str) -> float:
     return flops / (peak * eff.matmul_efficiency(flops, precision)) if flops > 0 else 0.0
+
+
+# Rows per tile of the grouped GEMM kernels (CUTLASS / cuBLASLt grouped GEMMs tile M by 128; TE's GroupedLinear):
+# an expert with fewer rows leaves the rest of its last tile idle.
+GROUPED_TILE_ROWS = 128
+
+
+def grouped_utilisation(rows: float) -> float:
+    """The share of the tiles' rows an expert's tokens fill: rows / (tile · ceil(rows / tile))."""
+    if rows <= 0:
+        return 1.0
+    return rows / (GROUPED_TILE_ROWS * math.ceil(rows / GROUPED_TILE_ROWS))
+
+
+def grouped_weights_s(weight_elements: float, precision: str, hbm_bw: float) -> float:
+    """Reading every local expert's weights once from HBM. With few tokens per expert, fewer than the GPU's FLOPs
+    per byte (about 300 on H100 and B200 in bf16), this is most of a grouped expert GEMM's time, whatever its total
+    size."""
+    return weight_elements * GEMM_OPERAND_BYTES[gemm_format(precision)] / hbm_bw
+
+
+def grouped_gemm_s(
+    flops: float, util: float, weight_elements: float, *, peak: float, eff: Efficiency, precision: str, hbm_bw: float
+) -> float:  # fmt: skip
+    """One grouped expert GEMM: its tiles' FLOPs (the experts' rows padded to whole tiles, at the efficiency of
+    that size) plus one read of the local experts' weights; the sum, not the larger of the two. Measured on one
+    H200 (benchmarks/gpu_grouped.py; benchmarks/results/h200-2026-11-26-casts/grouped.json: torch._grouped_mm
+    forward at the expert shapes of DeepSeek-V3, Qwen3-30B-A3B, Mixtral 8x7B and GPT-OSS 120B, 16 to 4,096 rows
+    per expert): the sum is within 8% of the 30 times at the median and 27% at worst; the larger of the two was
+    29% and 100% off, twice too fast at 64-128 rows, where the time stays at about twice the weights' read."""
+    return gemm_s(flops / util, peak, eff, precision) + grouped_weights_s(weight_elements, precision, hbm_bw)
 
 
 def attention_core_s(

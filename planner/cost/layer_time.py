@@ -8,7 +8,6 @@ the plan's precision (fp8: the FP8 curve), attention and memory-bound work as bf
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from planner.cost.cache import spec_cache
@@ -19,6 +18,8 @@ from planner.cost.kernels import (
     attention_core_s,
     elementwise_bytes_per_token,
     gemm_s,
+    grouped_gemm_s,
+    grouped_utilisation,
     ssd_scan_s,
 )
 from planner.cost.moe import routed_load
@@ -29,7 +30,7 @@ from planner.engine import Engine, Kernels
 from planner.hardware import Efficiency, HardwareProfile
 from planner.layers import LayerKind
 from planner.plan import Plan
-from planner.precision import GEMM_OPERAND_BYTES, gemm_format, is_low_precision
+from planner.precision import is_low_precision
 from planner.specs import ModelSpec
 
 # Backward kernels per forward kernel, for efficiency.kernel_overhead_s: each GEMM has two backward GEMMs
@@ -73,25 +74,6 @@ class Gemms:
     permute: float
     # (FLOPs, row-tile utilisation, weight elements) of each grouped GEMM
     grouped: list[tuple[float, float, float]] = field(default_factory=list)
-
-
-# Rows per tile of the grouped GEMM kernels (CUTLASS / cuBLASLt grouped GEMMs tile M by 128; TE's GroupedLinear):
-# an expert with fewer rows leaves the rest of its last tile idle.
-GROUPED_TILE_ROWS = 128
-
-
-def grouped_utilisation(rows: float) -> float:
-    """The share of the tiles' rows an expert's tokens fill: rows / (tile · ceil(rows / tile))."""
-    if rows <= 0:
-        return 1.0
-    return rows / (GROUPED_TILE_ROWS * math.ceil(rows / GROUPED_TILE_ROWS))
-
-
-def grouped_weights_s(weight_elements: float, precision: str, hbm_bw: float) -> float:
-    """The floor of a grouped expert GEMM: reading every local expert's weights once from HBM (the roofline). With
-    few tokens per expert, fewer than the GPU's FLOPs per byte (about 300 on H100 and B200 in bf16), the GEMM waits
-    on memory, not on its tensor cores, whatever its total size."""
-    return weight_elements * GEMM_OPERAND_BYTES[gemm_format(precision)] / hbm_bw
 
 
 def _mixer_gemms(model: ModelSpec, kind: LayerKind, t: float, tp: int, sp: bool) -> tuple[list[float], list[float]]:
@@ -233,7 +215,7 @@ def _layer_time(
     each = {f: gemm_s(f, gemm_peak, eff, precision) for f in set(g.flops)}  # an MoE layer repeats its experts'
     gemm_fwd = sum(each[f] for f in g.flops)
     for f, util, weights in g.grouped:
-        gemm_fwd += max(gemm_s(f, gemm_peak, eff, precision) / util, grouped_weights_s(weights, precision, hbm_bw))
+        gemm_fwd += grouped_gemm_s(f, util, weights, peak=gemm_peak, eff=eff, precision=precision, hbm_bw=hbm_bw)
     core_fwd, core_bwd = _core_s(model, kind, eff, kernels, core_peak, t=t, s=s, tp=tp, cp=cp)
     act_b = ACT_BYTES[precision]
     mem_bytes, softmax_bytes = _memory_bytes(model, kind, kernels, g, t=t, s=s, tp=tp, sp=sp, act_b=act_b)
