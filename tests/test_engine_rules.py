@@ -513,3 +513,33 @@ def test_an_on_off_setting_the_engine_lacks_is_refused(name, setting, has):
     configured = engine(name).configured(**{setting: True})
     reason = f"{name} has no {setting}"
     assert (reason in reasons(plan_problems(model("llama3-8b"), plan, configured, 8))) is not has
+
+
+@pytest.mark.parametrize(
+    ("name", "setting", "value", "runs"),
+    [("torchtitan", "optimizer", "sgd", False), ("torchtitan", "optimizer", "adam", True),
+     ("megatron", "optimizer", "sgd", True), ("torchtitan", "selective_recompute", "attention", False),
+     ("megatron", "selective_recompute", "op", False), ("torchtitan", "attention", "softmax", False),
+     ("megatron", "attention", "softmax", True), ("torchtitan", "grad_dtype", "param", False),
+     ("megatron", "zero3_gather", "per_parameter_sync", False),
+     ("deepspeed", "zero3_gather", "per_parameter_sync", True), ("planner", "rmsnorm", "cast", False),
+     ("deepspeed", "optimizer", "sgd", True)],
+)  # fmt: skip
+def test_a_setting_word_the_engine_does_not_run_is_refused(name, setting, value, runs):
+    """rules.setting_words: torchtitan builds only Adam and AdamW, runs its per-op selective policy, fused attention
+    and fp32 reductions; the planner worker builds AdamW whatever a run says. Before, each was priced as asked."""
+    plan = Plan(dp=8, zero=3, global_batch=8, seq_len=4096, recompute="selective")
+    configured = engine(name).configured(**{setting: value})
+    refused = f"{name} has no {setting} {value}" in reasons(plan_problems(model("llama3-8b"), plan, configured, 8))
+    assert refused is not runs
+
+
+def test_every_profile_runs_its_own_setting_words():
+    """A profile's own value of each listed setting is among the words it lists (else it refuses itself)."""
+    from planner.engine.settings import SETTINGS
+
+    for name in list_engines():
+        e = engine(name)
+        for setting, words in e.rules.setting_words.items():
+            block, field = SETTINGS[setting]
+            assert getattr(getattr(e, block), field) in words, (name, setting)

@@ -22,7 +22,16 @@ from pydantic import Field, ValidationError, model_validator
 from planner.engine.architectures import ModelFeature
 from planner.engine.execution import Comm, Kernels, Memory, MoE
 from planner.engine.fitted import Behaviour, Fitted
-from planner.engine.settings import SETTINGS, DispatchDtype, Dispatcher, RecipeOption, Switch, listed
+from planner.engine.settings import (
+    SETTINGS,
+    WORD_CHOICES,
+    DispatchDtype,
+    Dispatcher,
+    RecipeOption,
+    Switch,
+    WordSetting,
+    listed,
+)
 from planner.engine.split import Split
 from planner.engine.zero import ZERO_STATES, ZeroStage
 from planner.errors import PlannerError
@@ -71,6 +80,12 @@ class Rules(Frozen):
         (),
         description="the on/off settings it has (tp_overlap: TP communication overlap; compile: torch.compile of "
         "the model; compiled_loss: of the loss); one turned on that it lacks is refused",
+    )
+    setting_words: dict[WordSetting, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="for the per-run settings that take a word (optimizer, attention, selective_recompute, "
+        "zero3_gather, rmsnorm, grad_dtype), the words the engine runs; a run that sets another is refused; a "
+        "setting not listed: any the planner models",
     )
     moe_dispatchers: tuple[Dispatcher, ...] = Field(
         ("alltoall",), description="the MoE token dispatchers it has (moe.dispatcher must be one)"
@@ -136,6 +151,10 @@ class Rules(Frozen):
         unknown = sorted(set(self.precision_recipes) - set(RECIPE_NAMES))
         if unknown:
             raise ValueError(f"precision_recipes: {unknown} are not recipes; known: {list(RECIPE_NAMES)}")
+        for setting, words in self.setting_words.items():
+            known = WORD_CHOICES[setting]
+            if not set(words) <= set(known):
+                raise ValueError(f"setting_words.{setting}: {sorted(set(words) - set(known))} not in {list(known)}")
         for table in (self.zero, self.zero_pp or {}):
             bad = [z for z in table if z not in ZERO_STATES]
             if bad:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from planner.engine.architectures import architecture_problems
 from planner.engine.moe_rules import dispatch_problems, overlap_option_problems
 from planner.engine.profile import Engine
-from planner.engine.settings import RecipeOption
+from planner.engine.settings import SETTINGS, RecipeOption
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES
@@ -80,7 +80,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out = _unoffered_problems(engine)
     if out:
         return out
-    out += _switch_problems(engine)
+    out += _switch_problems(engine) + _word_problems(engine)
     out += _device_problems(engine, hw)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
@@ -115,6 +115,23 @@ def _switch_problems(engine: Engine) -> list[Rejected]:
         for s, value in on.items()
         if value and s not in has
     ]
+
+
+# The command-line flags of the word settings whose flag is not the setting's own name.
+_WORD_FLAGS = {"selective_recompute": "--selective-policy", "attention": "--no-flash"}
+
+
+def _word_problems(engine: Engine) -> list[Rejected]:
+    """A setting's word that the engine does not run (rules.setting_words)."""
+    out: list[Rejected] = []
+    for setting, words in engine.rules.setting_words.items():
+        block, field = SETTINGS[setting]
+        value = getattr(getattr(engine, block), field)
+        if value not in words:
+            flag = f" ({_WORD_FLAGS[setting]})" if setting in _WORD_FLAGS else ""
+            detail = f"{setting}={value}{flag}: {engine.name} runs {' or '.join(words)}"
+            out.append(Rejected(f"{engine.name} has no {setting} {value}", detail))
+    return out
 
 
 def _device_problems(engine: Engine, hw: HardwareProfile | None) -> list[Rejected]:

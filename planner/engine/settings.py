@@ -36,6 +36,17 @@ SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 # model, and of its loss.
 Switch = Literal["tp_overlap", "compile", "compiled_loss"]
 SWITCHES: tuple[Switch, ...] = get_args(Switch)
+# The per-run settings that take a word an engine may not run (Rules.setting_words), by their SETTINGS names, with
+# the words the planner models for each.
+WordSetting = Literal["optimizer", "attention", "selective_recompute", "zero3_gather", "rmsnorm", "grad_dtype"]
+WORD_CHOICES: dict[str, tuple[str, ...]] = {
+    "optimizer": OPTIMIZERS,
+    "attention": ATTENTIONS,
+    "selective_recompute": SELECTIVE_POLICIES,
+    "zero3_gather": ZERO3_GATHERS,
+    "rmsnorm": RMSNORMS,
+    "grad_dtype": GRAD_DTYPES,
+}
 Dispatcher = Literal["alltoall", "allgather", "deepep"]
 DispatchDtype = Literal["bf16", "fp8"]
 DISPATCHERS: tuple[Dispatcher, ...] = get_args(Dispatcher)
