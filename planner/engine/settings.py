@@ -39,7 +39,7 @@ SWITCHES: tuple[Switch, ...] = get_args(Switch)
 # The per-run settings that take a word an engine may not run (Rules.setting_words), by their SETTINGS names, with
 # the words the planner models for each.
 WordSetting = Literal["optimizer", "attention", "selective_recompute", "zero3_gather", "rmsnorm", "grad_dtype"]
-WORD_CHOICES: dict[str, tuple[str, ...]] = {
+WORD_CHOICES: dict[WordSetting, tuple[str, ...]] = {
     "optimizer": OPTIMIZERS,
     "attention": ATTENTIONS,
     "selective_recompute": SELECTIVE_POLICIES,

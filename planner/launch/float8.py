@@ -36,8 +36,8 @@ def _quantize(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.
 
 
 # Distinct graphs the compiled cast may hold: one per (shape, input dtype, format). A Llama layer's linears cast
-# about a dozen (three kinds of operand, four shapes of weight); torch._dynamo's default of 8 was reached on one
-# model's linears and the rest fell back, silently, to the eager cast.
+# about ten (four shapes of weight, two of input, three of output gradient); torch._dynamo's default of 8 was
+# reached on one model's linears and the rest fell back, silently, to the eager cast.
 CAST_GRAPHS = 64
 
 
