@@ -276,6 +276,28 @@ def test_bridge_overrides_map_every_plan_field():
     assert z3["dist.use_torch_fsdp2"] == "true" and z3["ddp.use_distributed_optimizer"] == "false"
 
 
+def test_bridge_runs_the_qwen3_moe_recipes_as_priced():
+    """Qwen3-30B-A3B, from the catalog or from its config.json, is the Qwen3 MoE recipe's model; the recipe's own
+    DeepEP dispatch, expert TP 1, precision-aware optimizer and CUDA graphs are set back to what the megatron
+    profile prices. DeepSeek-V3, and a Qwen3 with other experts, are refused by name (no recipe builds them)."""
+    from planner.launch.emit.megatron_bridge import format_problems, recipe
+
+    plan = Plan(dp=4, tp=2, sp=True, ep=8, zero=1, global_batch=64, seq_len=4096)
+    from pathlib import Path
+
+    imported = load_model(Path(__file__).resolve().parents[1] / "data/hf_configs/qwen3_30b_a3b.json")
+    assert recipe(load_model("qwen3-30b-a3b")) == recipe(imported) == "qwen3_30b_a3b_pretrain_config"
+    o = dict(x.split("=", 1) for x in bridge_overrides(imported, plan)[0])
+    assert (o["model.moe_token_dispatcher_type"], o["model.moe_flex_dispatcher_backend"]) == ("alltoall", "null")
+    assert o["model.expert_tensor_parallel_size"] == "2" and o["model.expert_model_parallel_size"] == "8"
+    assert o["optimizer.use_precision_aware_optimizer"] == "false" and o["model.cuda_graph_impl"] == "none"
+    assert o["model.account_for_embedding_in_pipeline_split"] == "false"
+    assert recipe(load_model("qwen3-235b-a22b")) == "qwen3_235b_a22b_pretrain_config"
+    other = imported.model_copy(update={"moe": imported.moe.model_copy(update={"num_experts": 64})})
+    for model in (load_model("deepseek-v3"), other):
+        assert recipe(model) is None and "no recipe building the architecture" in format_problems(model, plan)[0]
+
+
 def test_deepspeed_zero_settings_are_the_priced_ones():
     """The buckets and overlap the cost model priced (engine_profiles/deepspeed.yaml), written out."""
     from planner.io.catalog import load_engine

@@ -114,6 +114,22 @@ PLANS = [
     ),
     ("llama3-8b", {"dp": 8, "zero": 2, "global_batch": 64, "seq_len": 8192, "recompute": "full"}),
     ("llama3-70b", {"dp": 8, "pp": 8, "zero": 1, "global_batch": 256, "seq_len": 4096, "recompute": "full"}),
+    ("qwen3-30b-a3b", {"dp": 16, "ep": 16, "zero": 1, "global_batch": 64, "seq_len": 4096}),
+    (
+        "qwen3-235b-a22b",
+        {
+            "dp": 2,
+            "tp": 4,
+            "sp": True,
+            "pp": 16,
+            "cp": 2,
+            "ep": 4,
+            "etp": 1,
+            "zero": 1,
+            "global_batch": 256,
+            "seq_len": 4096,
+        },
+    ),
 ]
 TARGETS = ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
 
@@ -321,9 +337,12 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
         "num_layers_in_last_pipeline_stage", "seq_length", "recompute_granularity", "recompute_method",
         "recompute_num_layers", "recompute_modules", "hidden_dropout", "attention_dropout",
         "gradient_accumulation_fusion", "overlap_p2p_comm", "batch_p2p_comm",  # model_parallel_config.py l.385-392
+        "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_shared_expert_overlap", "moe_grouped_gemm",
+        "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",  # transformer_config.py l.717-921
+        "overlap_moe_expert_parallel_comm", "cuda_graph_impl",  # model_parallel_config.py l.343; l.1075
     },
-    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather"},
-    "optimizer": {"use_distributed_optimizer"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
+    "optimizer": {"use_distributed_optimizer", "use_precision_aware_optimizer"},  # optimizer_config.py l.187
     "dist": {"use_torch_fsdp2"},
     "train": {"global_batch_size", "micro_batch_size"},
     "dataset": {"seq_length"},
@@ -379,6 +398,22 @@ def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("vocabulary size")
     if "RECIPE=" not in text or "--recipe" not in text:
         out.append("no recipe named")
+    layout = o.get("model.pipeline_model_parallel_layout", "null") != "null"
+    split_flags = ("model.account_for_embedding_in_pipeline_split", "model.account_for_loss_in_pipeline_split")
+    if any(k not in o for k in split_flags):  # a recipe's own would stay (the Qwen3-235B-A22B recipe sets both)
+        out.append("pipeline split flags left to the recipe")
+    if layout and any(o.get(k) == "true" for k in split_flags):  # transformer_config.py l.2241-2258
+        out.append("a pipeline layout with the split flags")
+    if model.moe is not None:
+        if (
+            o.get("model.moe_token_dispatcher_type") != "alltoall"
+            or o.get("model.moe_flex_dispatcher_backend") != "null"
+        ):
+            out.append("dispatcher left to the recipe (DeepEP / HybridEP), not the all-to-all the plan is priced with")
+        if o.get("model.expert_tensor_parallel_size") != str(plan.etp or plan.tp):
+            out.append("expert tensor parallelism left to the recipe")
+        if o.get("optimizer.use_precision_aware_optimizer") != "false" or o.get("model.cuda_graph_impl") != "none":
+            out.append("the recipe's precision-aware optimizer or CUDA graphs left on")
     return out
 
 

@@ -8,7 +8,10 @@ struct mode, so a key the container lacks is an error). The keys are the ConfigC
 provider (a megatron-core TransformerConfig), `ddp.*` DistributedDataParallelConfig, `optimizer.*` OptimizerConfig,
 `train.*`, `dataset.*`, `tokenizer.*`, `dist.*` (training/config.py), `mixed_precision` a registered recipe name
 (training/mixed_precision.py). The recipes (recipes/llama/llama3.py, llama2.py, gpt/gpt3_175b.py, the same names in
-0.3.1, 0.6.2 and main) fix the architecture; a model none of them builds is refused.
+0.3.1, 0.6.2 and main; recipes/qwen/qwen3_moe.py at main) fix the architecture; a model none of them builds is
+refused. Where a recipe's own settings differ from what the plan is priced with (the Qwen3 MoE recipes dispatch
+through DeepEP or HybridEP, capture CUDA graphs, keep bf16 moments and reduce gradients in bf16), the overrides set
+them back to the engine profile's.
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ RECIPES = {
     "llama2_7b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 32, 11008, 10000.0),
     "gpt3_175b_pretrain_config": ("gelu", "layernorm", "learned", True, 96, 12288, 96, 96, 49152, None),
 }
+# MoE recipe -> the catalog model whose architecture it builds: recipes/qwen/qwen3_moe.py names these the
+# qwen3_*_h100_bf16 recipes of recipes/qwen/h100/qwen3_moe.py, which build AutoBridge.from_hf_pretrained(
+# "Qwen/Qwen3-30B-A3B") and ("Qwen/Qwen3-235B-A22B"); model_specs/ holds those config.json files' architectures.
+MOE_RECIPES = {
+    "qwen3_30b_a3b_pretrain_config": "qwen3-30b-a3b",
+    "qwen3_235b_a22b_pretrain_config": "qwen3-235b-a22b",
+}
+# What a model's name, aliases, declared totals, context and norm epsilon say is not its architecture.
+NOT_ARCHITECTURE = {"name", "aliases", "params", "max_seq_len", "norm_eps"}
 MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Megatron's default recipe, delayed
     "fp32": "null",
     "bf16": "bf16_mixed",
@@ -73,15 +85,25 @@ def recipe(model: ModelSpec) -> str | None:
         model.rope_theta if model.position_embedding == "rope" else None,
     )
     if model.moe is not None:
-        return None
+        return _moe_recipe(model)
     return next((name for name, dims in RECIPES.items() if dims == shape), None)
+
+
+def _moe_recipe(model: ModelSpec) -> str | None:
+    """The MoE recipe whose model has this architecture, field for field."""
+    from planner.io.catalog import load_model
+
+    arch = model.model_dump(exclude=NOT_ARCHITECTURE)
+    built = {r: load_model(name).model_dump(exclude=NOT_ARCHITECTURE) for r, name in MOE_RECIPES.items()}
+    return next((r for r, a in built.items() if a == arch), None)
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     if recipe(model) is None:
         return [
             f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
-            f"{', '.join(RECIPES)}; a RoPE model must give its rope_theta): emit megatron for its full arguments"
+            f"{', '.join([*RECIPES, *MOE_RECIPES])}; a RoPE model must give its rope_theta): emit megatron for its "
+            "full arguments"
         ]
     return []
 
@@ -100,6 +122,14 @@ def _value(v: object) -> str:
 def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
     """The pipeline split the cost model priced (engine/split.py megatron_split), as TransformerConfig fields."""
     out: dict[str, object] = {"model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None}
+    # every split field stated: a recipe's own (the Qwen3-235B-A22B recipe accounts for the embedding and the loss)
+    # would change the split, or conflict with a layout (transformer_config.py l.2229-2258)
+    out |= {
+        "model.account_for_embedding_in_pipeline_split": False,
+        "model.account_for_loss_in_pipeline_split": False,
+        "model.num_layers_in_first_pipeline_stage": None,
+        "model.num_layers_in_last_pipeline_stage": None,
+    }
     if plan.vpp > 1:  # sends overlapped as priced (engine comm.p2p_overlap): comm_overlap null leaves megatron-core's
         # ModelParallelConfig default, off; Bridge's CommOverlapConfig sets the same pair with vpp > 1 (comm_overlap.py)
         out |= {"model.overlap_p2p_comm": True, "model.batch_p2p_comm": False}
@@ -126,8 +156,8 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
         "model.sequence_parallel": plan.sp,
         "model.pipeline_model_parallel_layout": None,
     }
-    if expert_tp(plan) is not None:
-        o["model.expert_tensor_parallel_size"] = expert_tp(plan)
+    if expert_tp(plan) is not None or model.moe is not None:  # the MoE recipes set their own (1): stated always
+        o["model.expert_tensor_parallel_size"] = expert_tp(plan) or plan.tp
     o |= _split(model, plan)
     o |= {
         "model.seq_length": plan.seq_len,
@@ -151,7 +181,31 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     }
     if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
         o["model.gradient_accumulation_fusion"] = False
+    if model.moe is not None:
+        o |= _moe_overrides(model)
     return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
+
+
+def _moe_overrides(model: ModelSpec) -> dict[str, object]:
+    """The MoE recipes' own settings set back to the megatron engine profile's, which the plan is priced with:
+    the all-to-all dispatcher (the recipes pass DeepEP or HybridEP to apply_flex_dispatcher_backend), no EP or
+    shared-expert overlap, grouped-GEMM experts, the model's capacity factor, no CUDA graphs, fp32 moments and fp32
+    gradient reduction (the 16-GPU Qwen3-30B-A3B recipe turns on the precision-aware optimizer and bf16 reduction).
+    The fields: megatron-core transformer_config.py (moe_* l.850-921, cuda_graph_impl l.1075),
+    model_parallel_config.py l.343, optimizer_config.py l.187, DistributedDataParallelConfig."""
+    capacity = model.moe.capacity_factor if model.moe is not None else None
+    return {
+        "model.moe_token_dispatcher_type": "alltoall",
+        "model.moe_flex_dispatcher_backend": None,
+        "model.overlap_moe_expert_parallel_comm": False,
+        "model.moe_shared_expert_overlap": False,
+        "model.moe_grouped_gemm": True,
+        "model.moe_expert_capacity_factor": capacity,
+        "model.moe_pad_expert_input_to_capacity": capacity is not None,
+        "model.cuda_graph_impl": "none",
+        "optimizer.use_precision_aware_optimizer": False,
+        "ddp.grad_reduce_in_fp32": True,
+    }
 
 
 def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int | None = None) -> str:
