@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from gpu_kernels import time_ms  # the same timing: CUDA events, median of 20 after 5 warm-ups
@@ -33,16 +34,21 @@ ROWS = (16, 64, 128, 256, 512, 1024, 2048, 4096)
 MAX_TOKENS = 1 << 17  # skip a case whose input would pass 131,072 tokens
 
 
-def predicted_s(hidden: int, ffn: int, experts: int, rows: int, hardware: str) -> float:
+def cases() -> list[tuple[str, int]]:
+    """(shape, tokens per expert) of every case measured."""
+    return [(name, r) for name, (_, _, experts) in SHAPES.items() for r in ROWS if r * experts <= MAX_TOKENS]
+
+
+def predicted_s(hidden: int, ffn: int, experts: int, rows: int, hardware: str, precision: str = "bf16") -> float:
     from planner.cost.kernels import grouped_gemm_s, grouped_utilisation
     from planner.cost.layer_time import hw_rates
     from planner.io.catalog import load_hardware
 
     hw = load_hardware(hardware)
-    peak, hbm_bw = hw_rates(hw, "bf16")
+    peak, hbm_bw = hw_rates(hw, precision)
     flops, weights = 2.0 * rows * experts * hidden * ffn, experts * hidden * ffn
     util = grouped_utilisation(rows)
-    return grouped_gemm_s(flops, util, weights, peak=peak, eff=hw.efficiency, precision="bf16", hbm_bw=hbm_bw)
+    return grouped_gemm_s(flops, util, weights, peak=peak, eff=hw.efficiency, precision=precision, hbm_bw=hbm_bw)
 
 
 def measure(name: str, rows: int, hardware: str) -> dict:
@@ -76,27 +82,37 @@ def measure(name: str, rows: int, hardware: str) -> dict:
     }  # fmt: skip
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def sweep(
+    measure_fn: Callable[[str, int, str], dict], *, measured: str, columns: str, titles: tuple[str, ...],
+    default_out: str, skip: tuple[type[Exception], ...] = (),
+) -> None:  # fmt: skip
+    """The command line of a grouped-GEMM benchmark: every case measured and printed (shape, rows, then `columns`
+    formatted with the row and `err`, the `measured` time over the planner's `pred_<measured>`, under `titles`), the
+    rows written to --out; a case that raises one of `skip` is printed as failed and left out."""
+    ap = argparse.ArgumentParser()
     ap.add_argument("--hardware", default="h200")
-    ap.add_argument("--out", type=Path, default=Path("grouped.json"))
+    ap.add_argument("--out", type=Path, default=Path(default_out))
     args = ap.parse_args()
     import torch
 
-    print(f"{'shape':20} {'rows':>5} {'fwd ms':>8} {'pred':>8} {'err':>7} {'TFLOP/s':>8} {'dense':>8} {'bwd/fwd':>7}")
+    print(f"{'shape':20} {'rows':>5} " + " ".join(f"{t:>8}" for t in titles))
     rows = []
-    for name, (_, _, experts) in SHAPES.items():
-        for r in (r for r in ROWS if r * experts <= MAX_TOKENS):
-            row = measure(name, r, args.hardware)
-            rows.append(row)
-            err = (row["forward_ms"] - row["pred_forward_ms"]) / row["pred_forward_ms"] * 100
-            print(
-                f"{name:20} {r:5d} {row['forward_ms']:8.3f} {row['pred_forward_ms']:8.3f} {err:+6.1f}%"
-                f" {row['forward_tflops']:8.1f} {row['dense_tflops']:8.1f} {row['backward_over_forward']:7.2f}",
-                flush=True,
-            )
+    for name, r in cases():
+        try:
+            row = measure_fn(name, r, args.hardware)
+        except skip as e:  # a kernel this torch lacks: say so and go on
+            print(f"{name:20} {r:5d} failed: {str(e).splitlines()[0][:200]}", flush=True)
+            continue
+        rows.append(row)
+        err = (row[measured] - row[f"pred_{measured}"]) / row[f"pred_{measured}"] * 100
+        print(f"{name:20} {r:5d} " + columns.format(err=err, **row), flush=True)
     args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(0), "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    sweep(
+        measure, measured="forward_ms", default_out="grouped.json",
+        titles=("fwd ms", "pred", "err", "TFLOP/s", "dense", "bwd/fwd"),
+        columns="{forward_ms:8.3f} {pred_forward_ms:8.3f} {err:+6.1f}% {forward_tflops:8.1f} {dense_tflops:8.1f}"
+        " {backward_over_forward:7.2f}",
+    )  # fmt: skip

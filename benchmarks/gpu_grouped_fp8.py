@@ -11,24 +11,8 @@ for the grouped kernel); median of 20 timed runs after 5 warm-ups, CUDA events, 
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
-from gpu_grouped import MAX_TOKENS, ROWS, SHAPES
+from gpu_grouped import SHAPES, predicted_s, sweep
 from gpu_kernels import time_ms  # the same timing: CUDA events, median of 20 after 5 warm-ups
-
-
-def predicted_s(hidden: int, ffn: int, experts: int, rows: int, hardware: str, precision: str) -> float:
-    from planner.cost.kernels import grouped_gemm_s, grouped_utilisation
-    from planner.cost.layer_time import hw_rates
-    from planner.io.catalog import load_hardware
-
-    hw = load_hardware(hardware)
-    peak, hbm_bw = hw_rates(hw, precision)
-    flops, weights = 2.0 * rows * experts * hidden * ffn, experts * hidden * ffn
-    util = grouped_utilisation(rows)
-    return grouped_gemm_s(flops, util, weights, peak=peak, eff=hw.efficiency, precision=precision, hbm_bw=hbm_bw)
 
 
 def measure(name: str, rows: int, hardware: str) -> dict:
@@ -65,31 +49,9 @@ def measure(name: str, rows: int, hardware: str) -> dict:
     }  # fmt: skip
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hardware", default="h200")
-    ap.add_argument("--out", type=Path, default=Path("grouped_fp8.json"))
-    args = ap.parse_args()
-    import torch
-
-    print(f"{'shape':20} {'rows':>5} {'fp8 ms':>8} {'pred':>8} {'err':>7} {'bf16 ms':>8} {'TFLOP/s':>8} {'rel':>6}")
-    rows = []
-    for name, (_, _, experts) in SHAPES.items():
-        for r in (r for r in ROWS if r * experts <= MAX_TOKENS):
-            try:
-                row = measure(name, r, args.hardware)
-            except (RuntimeError, TypeError) as e:  # a kernel this torch lacks: say so and go on
-                print(f"{name:20} {r:5d} failed: {str(e).splitlines()[0][:200]}", flush=True)
-                continue
-            rows.append(row)
-            err = (row["fp8_ms"] - row["pred_fp8_ms"]) / row["pred_fp8_ms"] * 100
-            print(
-                f"{name:20} {r:5d} {row['fp8_ms']:8.3f} {row['pred_fp8_ms']:8.3f} {err:+6.1f}%"
-                f" {row['bf16_ms']:8.3f} {row['fp8_tflops']:8.1f} {row['rel_error']:6.3f}",
-                flush=True,
-            )
-    args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(0), "rows": rows}, indent=2) + "\n")
-
-
 if __name__ == "__main__":
-    main()
+    sweep(
+        measure, measured="fp8_ms", default_out="grouped_fp8.json", skip=(RuntimeError, TypeError),
+        titles=("fp8 ms", "pred", "err", "bf16 ms", "TFLOP/s", "rel"),
+        columns="{fp8_ms:8.3f} {pred_fp8_ms:8.3f} {err:+6.1f}% {bf16_ms:8.3f} {fp8_tflops:8.1f} {rel_error:6.3f}",
+    )  # fmt: skip

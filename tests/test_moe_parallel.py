@@ -168,9 +168,9 @@ def test_grouped_experts_with_few_tokens_each_wait_on_their_weights():
 
 def test_grouped_gemm_charge_meets_the_h200_measurements():
     """cost/kernels.py grouped_gemm_s against torch._grouped_mm forwards measured on one H200 (30 shapes of four
-    MoE models, 16 to 4,096 rows per expert; benchmarks/results/h200-2026-11-26-casts/grouped.json): within 10%
-    at the median and 30% at worst. The larger of tile FLOPs and weight read, the charge before, was 29% off at the
-    median and twice too fast at 64-128 rows per expert."""
+    MoE models, 16 to 4,096 rows per expert; benchmarks/results/h200-2026-11-26-casts/grouped.json, and a second run
+    on a fresh machine, grouped-rerun.json): within 10% at the median and 30% at worst in each. The larger of tile
+    FLOPs and weight read, the charge before, was 29% off at the median and twice too fast at 64-128 rows."""
     import json
     import statistics
     from pathlib import Path
@@ -178,17 +178,18 @@ def test_grouped_gemm_charge_meets_the_h200_measurements():
     from planner.cost.kernels import grouped_gemm_s
     from planner.cost.layer_time import hw_rates
 
-    measured = Path(__file__).resolve().parents[1] / "benchmarks/results/h200-2026-11-26-casts/grouped.json"
+    results = Path(__file__).resolve().parents[1] / "benchmarks/results/h200-2026-11-26-casts"
     hw = load_hardware("h200")
     peak, bw = hw_rates(hw, "bf16")
-    errors = []
-    for r in json.loads(measured.read_text())["rows"]:
-        rows, experts, h, f = r["rows_per_expert"], r["experts"], r["hidden"], r["ffn"]
-        pred = grouped_gemm_s(2.0 * rows * experts * h * f, grouped_utilisation(rows), experts * h * f,
-                              peak=peak, eff=hw.efficiency, precision="bf16", hbm_bw=bw)  # fmt: skip
-        errors.append(abs(r["forward_ms"] / 1e3 / pred - 1))
-    assert len(errors) == 30
-    assert statistics.median(errors) < 0.10 and max(errors) < 0.30, sorted(errors)[-3:]
+    for run in ("grouped.json", "grouped-rerun.json"):
+        errors = []
+        for r in json.loads((results / run).read_text())["rows"]:
+            rows, experts, h, f = r["rows_per_expert"], r["experts"], r["hidden"], r["ffn"]
+            pred = grouped_gemm_s(2.0 * rows * experts * h * f, grouped_utilisation(rows), experts * h * f,
+                                  peak=peak, eff=hw.efficiency, precision="bf16", hbm_bw=bw)  # fmt: skip
+            errors.append(abs(r["forward_ms"] / 1e3 / pred - 1))
+        assert len(errors) == 30
+        assert statistics.median(errors) < 0.10 and max(errors) < 0.30, (run, sorted(errors)[-3:])
 
 
 def test_fewer_tokens_per_expert_never_cost_a_grouped_gemm_more():
