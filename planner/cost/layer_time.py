@@ -23,7 +23,7 @@ from planner.cost.kernels import (
     ssd_scan_s,
 )
 from planner.cost.moe import routed_load
-from planner.cost.params import plan_etp
+from planner.cost.params import kind_gemm_count, plan_etp
 from planner.cost.quantization import layer_casts
 from planner.cost.recipe_options import modules_recompute_s, selected_modules
 from planner.engine import Engine, Kernels
@@ -36,6 +36,9 @@ from planner.specs import ModelSpec
 # Backward kernels per forward kernel, for efficiency.kernel_overhead_s: each GEMM has two backward GEMMs
 # and each elementwise op about two backward ops (the 3× FLOPs convention). An estimate, not counted.
 BACKWARD_KERNELS_PER_FORWARD = 2.0
+# Quantization calls per linear layer where each cast is its own call (launch/float8.py _Float8Matmul): the input
+# and the weight in the forward; the output gradient, the weight and the input again in the backward.
+CAST_CALLS_FORWARD, CAST_CALLS_BACKWARD = 2, 3
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,10 @@ def _layer_time(
     n_mem_ops = _mem_ops(model, kind, kernels, g.permute)
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
+    # casts made one call each (engine kernels.cast_host_s): their host time, the GPU waiting on it
+    linears = kind_gemm_count(model, kind) if kernels.cast_host_s and is_low_precision(precision) else 0
+    k_fwd += CAST_CALLS_FORWARD * linears * kernels.cast_host_s
+    mem_bwd += CAST_CALLS_BACKWARD * linears * kernels.cast_host_s
     if recompute == "full":
         rc = gemm_fwd + core_fwd + mem_fwd + k_fwd
     elif recompute == "selective" and kernels.selective_recompute == "attention":

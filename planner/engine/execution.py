@@ -169,6 +169,12 @@ class Kernels(Frozen):
         description="each layer's kernels captured in CUDA graphs (Megatron --cuda-graph-impl): one launch "
         "replays them, the graphs' private memory pool is held",
     )
+    cast_host_s: float = Field(
+        0.0, ge=0.0, le=1e-3,
+        description="host time of each quantization call a low-precision linear makes on its own, the GPU waiting "
+        "on it: two per linear in the forward (input, weight), three in the backward (output gradient, weight, "
+        "input); 0: the casts are fused into the compiled model or the GEMMs (Transformer Engine, torchao compiled)",
+    )  # fmt: skip
 
     @property
     def flash(self) -> bool:
