@@ -279,7 +279,8 @@ def test_bridge_overrides_map_every_plan_field():
 def test_bridge_runs_the_qwen3_moe_recipes_as_priced():
     """Qwen3-30B-A3B, from the catalog or from its config.json, is the Qwen3 MoE recipe's model; the recipe's own
     DeepEP dispatch, expert TP 1, precision-aware optimizer and CUDA graphs are set back to what the megatron
-    profile prices. DeepSeek-V3, and a Qwen3 with other experts, are refused by name (no recipe builds them)."""
+    profile prices. DeepSeek-V3, a Qwen3 with other experts, and Llama 3 8B with q/k norms are refused by name (no
+    recipe builds them; the last matched the Llama recipe by its shape before)."""
     from planner.launch.emit.megatron_bridge import format_problems, recipe
 
     plan = Plan(dp=4, tp=2, sp=True, ep=8, zero=1, global_batch=64, seq_len=4096)
@@ -293,9 +294,15 @@ def test_bridge_runs_the_qwen3_moe_recipes_as_priced():
     assert o["optimizer.use_precision_aware_optimizer"] == "false" and o["model.cuda_graph_impl"] == "none"
     assert o["model.account_for_embedding_in_pipeline_split"] == "false"
     assert recipe(load_model("qwen3-235b-a22b")) == "qwen3_235b_a22b_pretrain_config"
+    assert recipe(load_model("qwen3-8b")) == "qwen3_8b_pretrain_config"  # its q/k norms: no Llama shape
     other = imported.model_copy(update={"moe": imported.moe.model_copy(update={"num_experts": 64})})
-    for model in (load_model("deepseek-v3"), other):
+    llama = load_model("llama3-8b")
+    qk_llama = llama.model_copy(update={"attention": load_model("qwen3-8b").attention})
+    assert recipe(llama) == "llama3_8b_pretrain_config"
+    for model in (load_model("deepseek-v3"), other, qk_llama):
         assert recipe(model) is None and "no recipe building the architecture" in format_problems(model, plan)[0]
+    dense = dict(x.split("=", 1) for x in bridge_overrides(llama, plan)[0])
+    assert dense["optimizer.use_precision_aware_optimizer"] == "false" and "model.moe_grouped_gemm" not in dense
 
 
 def test_deepspeed_zero_settings_are_the_priced_ones():

@@ -114,6 +114,7 @@ PLANS = [
     ),
     ("llama3-8b", {"dp": 8, "zero": 2, "global_batch": 64, "seq_len": 8192, "recompute": "full"}),
     ("llama3-70b", {"dp": 8, "pp": 8, "zero": 1, "global_batch": 256, "seq_len": 4096, "recompute": "full"}),
+    ("qwen3-8b", {"dp": 4, "tp": 2, "sp": True, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     ("qwen3-30b-a3b", {"dp": 16, "ep": 16, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     (
         "qwen3-235b-a22b",

@@ -8,10 +8,10 @@ struct mode, so a key the container lacks is an error). The keys are the ConfigC
 provider (a megatron-core TransformerConfig), `ddp.*` DistributedDataParallelConfig, `optimizer.*` OptimizerConfig,
 `train.*`, `dataset.*`, `tokenizer.*`, `dist.*` (training/config.py), `mixed_precision` a registered recipe name
 (training/mixed_precision.py). The recipes (recipes/llama/llama3.py, llama2.py, gpt/gpt3_175b.py, the same names in
-0.3.1, 0.6.2 and main; recipes/qwen/qwen3_moe.py at main) fix the architecture; a model none of them builds is
-refused. Where a recipe's own settings differ from what the plan is priced with (the Qwen3 MoE recipes dispatch
-through DeepEP or HybridEP, capture CUDA graphs, keep bf16 moments and reduce gradients in bf16), the overrides set
-them back to the engine profile's.
+0.3.1, 0.6.2 and main; recipes/qwen/qwen3.py and qwen3_moe.py at main) fix the architecture; a model none of them
+builds is refused. Where a recipe's own settings differ from what the plan is priced with (the Qwen3 MoE recipes
+dispatch through DeepEP or HybridEP; some recipes capture CUDA graphs, keep bf16 moments and reduce gradients in
+bf16), the overrides set them back to the engine profile's.
 """
 
 from __future__ import annotations
@@ -35,10 +35,13 @@ RECIPES = {
     "llama2_7b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 32, 11008, 10000.0),
     "gpt3_175b_pretrain_config": ("gelu", "layernorm", "learned", True, 96, 12288, 96, 96, 49152, None),
 }
-# MoE recipe -> the catalog model whose architecture it builds: recipes/qwen/qwen3_moe.py names these the
-# qwen3_*_h100_bf16 recipes of recipes/qwen/h100/qwen3_moe.py, which build AutoBridge.from_hf_pretrained(
-# "Qwen/Qwen3-30B-A3B") and ("Qwen/Qwen3-235B-A22B"); model_specs/ holds those config.json files' architectures.
-MOE_RECIPES = {
+# Recipe -> the catalog model whose architecture it builds: recipes/qwen/qwen3.py and qwen3_moe.py name these
+# the qwen3_*_h100_bf16 recipes of recipes/qwen/h100/, which build AutoBridge.from_hf_pretrained("Qwen/Qwen3-8B"),
+# ("Qwen/Qwen3-32B"), ("Qwen/Qwen3-30B-A3B") and ("Qwen/Qwen3-235B-A22B"); model_specs/ holds those config.json
+# files' architectures (q/k norms, explicit head_dim, the experts), which the shapes above do not name.
+CATALOG_RECIPES = {
+    "qwen3_8b_pretrain_config": "qwen3-8b",
+    "qwen3_32b_pretrain_config": "qwen3-32b",
     "qwen3_30b_a3b_pretrain_config": "qwen3-30b-a3b",
     "qwen3_235b_a22b_pretrain_config": "qwen3-235b-a22b",
 }
@@ -71,7 +74,8 @@ PLAN_FIELDS = {
 
 
 def recipe(model: ModelSpec) -> str | None:
-    """The Bridge recipe that builds this architecture, or None."""
+    """The Bridge recipe that builds this architecture, or None: a plain GPT/Llama transformer by its shape (the
+    RECIPES tuples), anything else field for field against CATALOG_RECIPES."""
     shape = (
         model.mlp,
         model.norm,
@@ -84,17 +88,18 @@ def recipe(model: ModelSpec) -> str | None:
         model.ffn_hidden_size,
         model.rope_theta if model.position_embedding == "rope" else None,
     )
-    if model.moe is not None:
-        return _moe_recipe(model)
-    return next((name for name, dims in RECIPES.items() if dims == shape), None)
+    plain = model.moe is None and model.attention is None and model.head_dim is None and model.mamba is None
+    plain = plain and model.layer_pattern is None and model.mtp_layers == 0 and not model.sandwich_norm
+    by_shape = next((name for name, dims in RECIPES.items() if dims == shape), None) if plain else None
+    return by_shape or _catalog_recipe(model)
 
 
-def _moe_recipe(model: ModelSpec) -> str | None:
-    """The MoE recipe whose model has this architecture, field for field."""
+def _catalog_recipe(model: ModelSpec) -> str | None:
+    """The recipe whose catalog model has this architecture, field for field."""
     from planner.io.catalog import load_model
 
     arch = model.model_dump(exclude=NOT_ARCHITECTURE)
-    built = {r: load_model(name).model_dump(exclude=NOT_ARCHITECTURE) for r, name in MOE_RECIPES.items()}
+    built = {r: load_model(name).model_dump(exclude=NOT_ARCHITECTURE) for r, name in CATALOG_RECIPES.items()}
     return next((r for r, a in built.items() if a == arch), None)
 
 
@@ -102,7 +107,7 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     if recipe(model) is None:
         return [
             f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
-            f"{', '.join([*RECIPES, *MOE_RECIPES])}; a RoPE model must give its rope_theta): emit megatron for its "
+            f"{', '.join([*RECIPES, *CATALOG_RECIPES])}; a RoPE model must give its rope_theta): emit megatron for its "
             "full arguments"
         ]
     return []
@@ -181,18 +186,25 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     }
     if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
         o["model.gradient_accumulation_fusion"] = False
-    if model.moe is not None:
-        o |= _moe_overrides(model)
+    o |= RECIPE_SETTINGS | (_moe_overrides(model) if model.moe is not None else {})
     return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
 
 
+# The recipes' own settings set back to the megatron engine profile's, which the plan is priced with: no CUDA
+# graphs (the 16-GPU Qwen3-30B-A3B recipe captures some), fp32 moments and fp32 gradient reduction (the 16-GPU
+# Qwen3-8B and Qwen3-30B-A3B recipes turn on the precision-aware optimizer and bf16 reduction).
+# transformer_config.py cuda_graph_impl l.1075, optimizer_config.py l.187, DistributedDataParallelConfig.
+RECIPE_SETTINGS: dict[str, object] = {
+    "model.cuda_graph_impl": "none",
+    "optimizer.use_precision_aware_optimizer": False,
+    "ddp.grad_reduce_in_fp32": True,
+}
+
+
 def _moe_overrides(model: ModelSpec) -> dict[str, object]:
-    """The MoE recipes' own settings set back to the megatron engine profile's, which the plan is priced with:
-    the all-to-all dispatcher (the recipes pass DeepEP or HybridEP to apply_flex_dispatcher_backend), no EP or
-    shared-expert overlap, grouped-GEMM experts, the model's capacity factor, no CUDA graphs, fp32 moments and fp32
-    gradient reduction (the 16-GPU Qwen3-30B-A3B recipe turns on the precision-aware optimizer and bf16 reduction).
-    The fields: megatron-core transformer_config.py (moe_* l.850-921, cuda_graph_impl l.1075),
-    model_parallel_config.py l.343, optimizer_config.py l.187, DistributedDataParallelConfig."""
+    """The MoE recipes' own MoE settings set back to the megatron profile's: the all-to-all dispatcher (the recipes
+    pass DeepEP or HybridEP to apply_flex_dispatcher_backend), no EP or shared-expert overlap, grouped-GEMM
+    experts, the model's capacity factor (transformer_config.py moe_* l.717-921, model_parallel_config.py l.343)."""
     capacity = model.moe.capacity_factor if model.moe is not None else None
     return {
         "model.moe_token_dispatcher_type": "alltoall",
@@ -202,9 +214,6 @@ def _moe_overrides(model: ModelSpec) -> dict[str, object]:
         "model.moe_grouped_gemm": True,
         "model.moe_expert_capacity_factor": capacity,
         "model.moe_pad_expert_input_to_capacity": capacity is not None,
-        "model.cuda_graph_impl": "none",
-        "optimizer.use_precision_aware_optimizer": False,
-        "ddp.grad_reduce_in_fp32": True,
     }
 
 
