@@ -204,6 +204,11 @@ class Engine(Frozen):
         """The fitted factors for a hardware profile, or for its calibration proxy (none fitted: neutral)."""
         return self.fitted.get(hardware) or (self.fitted.get(proxy) if proxy else None) or Fitted()
 
+    def setting(self, name: str) -> object:
+        """The value of one per-run setting (SETTINGS' name) in this profile."""
+        block, field = SETTINGS[name]
+        return getattr(getattr(self, block), field)
+
     def configured(self, **settings: object) -> Engine:
         """A copy with per-run choices overridden (None keeps the profile's default): SETTINGS' names, checked by
         the blocks' own validation (one PlannerError naming the setting and what is valid)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from planner.engine.architectures import architecture_problems
 from planner.engine.moe_rules import dispatch_problems, overlap_option_problems
 from planner.engine.profile import Engine
-from planner.engine.settings import SETTINGS, RecipeOption
+from planner.engine.settings import SWITCHES, RecipeOption
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES
@@ -104,16 +104,11 @@ def _unoffered_problems(engine: Engine) -> list[Rejected]:
 
 def _switch_problems(engine: Engine) -> list[Rejected]:
     """An on/off setting turned on that the engine does not have (rules.switches)."""
-    on = {
-        "tp_overlap": engine.comm.tp_overlap,
-        "compile": engine.kernels.compile,
-        "compiled_loss": engine.memory.compiled_loss,
-    }
     has, name = engine.rules.switches, engine.name
     return [
         Rejected(f"{name} has no {s}", f"{s}: {name} has no such setting (it has {', '.join(has) or 'none'})")
-        for s, value in on.items()
-        if value and s not in has
+        for s in SWITCHES
+        if engine.setting(s) and s not in has
     ]
 
 
@@ -125,8 +120,7 @@ def _word_problems(engine: Engine) -> list[Rejected]:
     """A setting's word that the engine does not run (rules.setting_words)."""
     out: list[Rejected] = []
     for setting, words in engine.rules.setting_words.items():
-        block, field = SETTINGS[setting]
-        value = getattr(getattr(engine, block), field)
+        value = engine.setting(setting)
         if value not in words:
             flag = f" ({_WORD_FLAGS[setting]})" if setting in _WORD_FLAGS else ""
             detail = f"{setting}={value}{flag}: {engine.name} runs {' or '.join(words)}"

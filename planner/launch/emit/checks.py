@@ -47,11 +47,7 @@ def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
     if engine.name != target.name:
         return {}
 
-    def value(e: Engine, name: str) -> object:
-        block, field = SETTINGS[name]
-        return getattr(getattr(e, block), field)
-
-    return {name: value(engine, name) for name in SETTINGS if value(engine, name) != value(target, name)}
+    return {name: engine.setting(name) for name in SETTINGS if engine.setting(name) != target.setting(name)}
 
 
 def unwritten_settings(target: str, settings: dict[str, object]) -> str:

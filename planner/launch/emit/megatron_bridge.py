@@ -21,6 +21,7 @@ import shlex
 from planner.engine.split import megatron_split
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron import expert_tp, layout_text
+from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -186,32 +187,35 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     }
     if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
         o["model.gradient_accumulation_fusion"] = False
-    o |= RECIPE_SETTINGS | (_moe_overrides(model) if model.moe is not None else {})
+    o |= _profile_settings(model)
     return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
 
 
-# The recipes' own settings set back to the megatron engine profile's, which the plan is priced with: no CUDA
-# graphs (the 16-GPU Qwen3-30B-A3B recipe captures some), fp32 moments and fp32 gradient reduction (the 16-GPU
-# Qwen3-8B and Qwen3-30B-A3B recipes turn on the precision-aware optimizer and bf16 reduction).
-# transformer_config.py cuda_graph_impl l.1075, optimizer_config.py l.187, DistributedDataParallelConfig.
-RECIPE_SETTINGS: dict[str, object] = {
-    "model.cuda_graph_impl": "none",
-    "optimizer.use_precision_aware_optimizer": False,
-    "ddp.grad_reduce_in_fp32": True,
-}
+def _profile_settings(model: ModelSpec) -> dict[str, object]:
+    """The recipes' own settings set back to the target engine profile's (checks.TARGET_ENGINE), which the plan is
+    priced with and the file cannot change (checks.WRITES): the 16-GPU Qwen3 recipes turn on the precision-aware
+    optimizer and bf16 gradient reduction, the 30B-A3B one CUDA graphs, and the MoE recipes pass DeepEP or HybridEP
+    to apply_flex_dispatcher_backend. The fields: transformer_config.py (moe_* l.717-921, cuda_graph_impl l.1075),
+    model_parallel_config.py l.343, optimizer_config.py l.187, DistributedDataParallelConfig."""
+    from planner.io.catalog import load_engine
+    from planner.launch.emit.checks import TARGET_ENGINE
 
-
-def _moe_overrides(model: ModelSpec) -> dict[str, object]:
-    """The MoE recipes' own MoE settings set back to the megatron profile's: the all-to-all dispatcher (the recipes
-    pass DeepEP or HybridEP to apply_flex_dispatcher_backend), no EP or shared-expert overlap, grouped-GEMM
-    experts, the model's capacity factor (transformer_config.py moe_* l.717-921, model_parallel_config.py l.343)."""
-    capacity = model.moe.capacity_factor if model.moe is not None else None
-    return {
-        "model.moe_token_dispatcher_type": "alltoall",
-        "model.moe_flex_dispatcher_backend": None,
-        "model.overlap_moe_expert_parallel_comm": False,
-        "model.moe_shared_expert_overlap": False,
-        "model.moe_grouped_gemm": True,
+    e = load_engine(TARGET_ENGINE["megatron-bridge"])
+    out: dict[str, object] = {
+        "model.cuda_graph_impl": "transformer_engine" if e.kernels.cuda_graphs else "none",  # the recipes' impl
+        "optimizer.use_precision_aware_optimizer": e.memory.precision_aware_optimizer,
+        "ddp.grad_reduce_in_fp32": e.memory.grad_dtype == "fp32",
+    }
+    if model.moe is None:
+        return out
+    kind, backend = DISPATCHER_CONFIG[e.moe.dispatcher]
+    capacity = model.moe.capacity_factor
+    return out | {
+        "model.moe_token_dispatcher_type": kind,
+        "model.moe_flex_dispatcher_backend": backend,
+        "model.overlap_moe_expert_parallel_comm": e.moe.ep_overlap,
+        "model.moe_shared_expert_overlap": False,  # megatron-core's default, which the planner prices
+        "model.moe_grouped_gemm": e.moe.grouped_gemm,
         "model.moe_expert_capacity_factor": capacity,
         "model.moe_pad_expert_input_to_capacity": capacity is not None,
     }

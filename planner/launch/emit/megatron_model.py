@@ -78,13 +78,19 @@ def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") 
     return a + moe_args(model, dispatcher)
 
 
-# The planner's dispatchers (engine moe.dispatcher) as Megatron's flags: TransformerConfig moe_token_dispatcher_type
+# The planner's dispatchers (engine moe.dispatcher) as Megatron's: TransformerConfig moe_token_dispatcher_type
 # (allgather, alltoall, flex) and, for DeepEP, the flex dispatcher's backend (moe_flex_dispatcher_backend).
-DISPATCHER_ARGS = {
-    "alltoall": ["--moe-token-dispatcher-type", "alltoall"],
-    "allgather": ["--moe-token-dispatcher-type", "allgather"],
-    "deepep": ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"],
+DISPATCHER_CONFIG: dict[str, tuple[str, str | None]] = {
+    "alltoall": ("alltoall", None),
+    "allgather": ("allgather", None),
+    "deepep": ("flex", "deepep"),
 }
+
+
+def dispatcher_args(dispatcher: str) -> list[str]:
+    """DISPATCHER_CONFIG as Megatron-LM's flags."""
+    kind, backend = DISPATCHER_CONFIG[dispatcher]
+    return ["--moe-token-dispatcher-type", kind] + (["--moe-flex-dispatcher-backend", backend] if backend else [])
 
 
 def moe_args(model: ModelSpec, dispatcher: str = "alltoall") -> list[str]:
@@ -101,7 +107,7 @@ def moe_args(model: ModelSpec, dispatcher: str = "alltoall") -> list[str]:
         "--moe-router-load-balancing-type", "aux_loss",
         "--moe-aux-loss-coeff", f"{MOE_AUX_LOSS_COEFF:g}",
         "--moe-grouped-gemm",
-        *DISPATCHER_ARGS[dispatcher],
+        *dispatcher_args(dispatcher),
     ]  # fmt: skip
     if m.num_shared_experts:
         a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * m.expert_ffn_hidden_size)]
