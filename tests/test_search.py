@@ -385,3 +385,35 @@ def test_the_cli_thaws_only_what_it_froze(capsys):
     finally:
         gc.unfreeze()
     assert capsys.readouterr().out.count('"plans"') == 2
+
+
+def _summary(res) -> tuple:
+    return (
+        [(r.plan, r.time.step_s, r.estimate.memory.total_bytes) for r in res.top],
+        res.evaluated, res.timed, dict(res.rejected), dict(res.pruned),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "n"), [("llama3-70b", 32), ("mixtral-8x7b", 16)])
+def test_searches_sharing_one_front_door_give_what_fresh_ones_give(model, n, monkeypatch):
+    """One process's searches of the same model, hardware and engine share one Coster (cost/coster.py
+    shared_coster: the advice's probes, `planner scale`); its caches are keyed by projections of the plan, so a
+    search at another count, batch, sequence length or precision after others gives what it gives alone."""
+    import planner.cost.coster as coster_module
+    import planner.explore.pipeline as pipeline_module
+
+    m, hw = load_model(model), load_hardware("h100-sxm")
+    spaces = [
+        Space(gpus=n, global_batch=256, seq_len=4096),
+        Space(gpus=n, global_batch=512, seq_len=8192),
+        Space(gpus=n, global_batch=128, seq_len=2048, precision="fp8"),
+        Space(gpus=2 * n, global_batch=256, seq_len=4096),
+        Space(gpus=n, global_batch=n, seq_len=4096),
+    ]
+    coster_module._SHARED.clear()
+    shared = [_summary(search(m, hw, s, GENERIC, top=3)) for s in spaces]
+    assert len(coster_module._SHARED) == 1
+    monkeypatch.setattr(pipeline_module, "shared_coster", Coster)  # a fresh front door for each search
+    fresh = [_summary(search(m, hw, s, GENERIC, top=3)) for s in spaces]
+    assert shared == fresh
+    assert all(s[0] for s in fresh)  # each search ranked plans: the comparison is not of empty results

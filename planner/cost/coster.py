@@ -94,3 +94,22 @@ class Coster:
     def tight_bound_s(self, plan: Plan) -> float:
         """A tighter lower bound of the step time (bounds.StepBounds.tight_s)."""
         return self._bounds.tight_s(plan)
+
+
+# The front doors of one process's searches, by the identity of the (model, hardware, engine) they price: the
+# advice's probes, `planner scale` and `--gpus` ranges search one model at other GPU counts and batches, and a
+# Coster's caches are keyed by projections of the plan that hold every field a piece reads (keys.py), so what one
+# search computed serves the next (forked workers inherit it). Each entry holds its objects: their ids stay unique.
+_SHARED: dict[tuple[int, int, int], Coster] = {}
+MAX_SHARED = 64
+
+
+def shared_coster(model: ModelSpec, hw: HardwareProfile, engine: Engine) -> Coster:
+    """The Coster of earlier searches of these very objects in this process, or a new one."""
+    key = (id(model), id(hw), id(engine))
+    hit = _SHARED.get(key)
+    if hit is None:
+        if len(_SHARED) >= MAX_SHARED:
+            _SHARED.clear()
+        hit = _SHARED[key] = Coster(model, hw, engine)
+    return hit

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
-from planner.cost.coster import Coster
+from planner.cost.coster import Coster, shared_coster
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
 from planner.errors import PlannerError
@@ -73,7 +73,7 @@ def search(
         space = replace(space, sp=False)
     t0 = time.perf_counter()
     res = SearchResult(model, hw, engine, space, objective, engines=[engine])
-    coster = Coster(model, hw, engine)
+    coster = shared_coster(model, hw, engine)
     res.structures = structures(model, hw, space)
     if not res.structures:
         fixed = [f"{d}={getattr(space, d)}" for d in ("tp", "pp", "cp", "dp") if getattr(space, d) is not None]
