@@ -22,7 +22,8 @@ def bubble_curve(gpus: int, batch: int) -> float | None:
     return 1000 * m / (m + 3)
 
 
-def test_scan_finds_the_largest_count_used_well():
+def test_scan_finds_the_largest_count_used_well(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNER_JOBS", "1")  # in this process, so that each search is seen here (side by side below)
     calls: list[tuple[int, int]] = []
 
     def counted(g: int, b: int) -> float | None:
@@ -132,6 +133,21 @@ def _rate_or_refuse(gpus: int, batch: int) -> float:
     if gpus == 3:
         raise PlannerError("three GPUs make up no degrees")
     return gpus * 10.0 + batch
+
+
+@pytest.mark.timeout(60)
+def test_the_scan_side_by_side_finds_what_it_finds_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan and the batch search search the probes they may read next side by side (Probe.prefetch_ahead),
+    as many as there are workers: the advice is the one the probes read in turn give."""
+    found = {}
+    for jobs in ("1", "2"):
+        monkeypatch.setenv("PLANNER_JOBS", jobs)
+        probe = Probe(bubble_curve)
+        found[jobs] = (
+            scan_counts(probe, gpus=8192, global_batch=256, node=8),
+            advise(probe, gpus=8192, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24),
+        )
+    assert found["1"] == found["2"] and found["1"][0][0] == 512 and len(found["1"][1]) == 2
 
 
 def test_prefetch_asks_each_pair_once_and_leaves_a_refusal_to_the_call() -> None:

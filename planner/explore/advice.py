@@ -62,6 +62,12 @@ class Probe:
         rates = fan_out(lambda pair: self._best_at(*pair), todo, workers(len(todo)))
         self._seen.update((pair, r) for pair, r in zip(todo, rates) if not isinstance(r, PlannerError))
 
+    def prefetch_ahead(self, pairs: list[tuple[int, int]]) -> None:
+        """Where the first pair is not known yet: it and the pairs after it, as many as there are CPUs, side by
+        side (a scan reads them in turn and may stop early; the CPUs would have waited)."""
+        if pairs and pairs[0] not in self._seen:
+            self.prefetch(pairs[: workers(len(pairs))])
+
     def __call__(self, gpus: int, global_batch: int) -> float | None:
         key = (gpus, global_batch)
         if key not in self._seen:
@@ -83,11 +89,10 @@ def scan_counts(probe: Probe, *, gpus: int, global_batch: int, node: int) -> tup
     """Halve the count from `gpus` while per-GPU throughput rises (whole nodes, at most SCAN_DEPTH times):
     (the largest count used WELL, the best per-GPU throughput seen)."""
     counts, last = [gpus], probe(gpus, global_batch)
-    g = gpus
-    for _ in range(SCAN_DEPTH):
-        g //= 2
-        if g < node or g % node:
-            break
+    halvings = [gpus >> k for k in range(1, SCAN_DEPTH + 1)]
+    halvings = halvings[: next((i for i, g in enumerate(halvings) if g < node or g % node), len(halvings))]
+    for i, g in enumerate(halvings):
+        probe.prefetch_ahead([(h, global_batch) for h in halvings[i:]])
         rate = probe(g, global_batch)
         counts.append(g)
         if rate is None or (last is not None and rate <= last):
@@ -107,7 +112,8 @@ def batches(global_batch: int, *, seq_len: int, max_tokens_per_step: int) -> lis
 
 def smallest_batch(probe: Probe, *, gpus: int, candidates: list[int], target: float) -> int | None:
     """The smallest batch whose best plan on `gpus` reaches `target` tokens/s per GPU."""
-    for b in candidates:
+    for i, b in enumerate(candidates):
+        probe.prefetch_ahead([(gpus, c) for c in candidates[i:]])
         rate = probe(gpus, b)
         if rate is not None and rate >= target:
             return b
