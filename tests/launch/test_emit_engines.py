@@ -116,6 +116,11 @@ PLANS = [
     ("llama3-70b", {"dp": 8, "pp": 8, "zero": 1, "global_batch": 256, "seq_len": 4096, "recompute": "full"}),
     ("qwen3-8b", {"dp": 4, "tp": 2, "sp": True, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     ("qwen3-30b-a3b", {"dp": 16, "ep": 16, "zero": 1, "global_batch": 64, "seq_len": 4096}),
+    # MLA, MTP and group-limited routing; sliding windows and sinks; a hybrid Mamba model Megatron's
+    # pretrain_gpt.py cannot build (refused)
+    ("deepseek-v3", {"dp": 64, "pp": 16, "ep": 64, "zero": 1, "global_batch": 1024, "seq_len": 4096}),
+    ("gpt-oss-120b", {"dp": 8, "ep": 8, "zero": 1, "global_batch": 64, "seq_len": 4096}),
+    ("nemotron-h-56b", {"dp": 8, "tp": 8, "sp": True, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     (
         "qwen3-235b-a22b",
         {
@@ -167,6 +172,34 @@ def _megatron_args(text: str) -> tuple[dict[str, str | bool], dict[str, str]]:
             nxt = words[i + 1] if i + 1 < len(words) else ""
             args[w] = nxt if nxt and not nxt.startswith("--") else True
     return args, env
+
+
+def _architecture_violations(a: dict[str, str | bool], model: ModelSpec) -> list[str]:
+    """Megatron builds the model the spec describes (transformer_config.py @d98e8a64 fields; what it cannot build
+    is refused before a file is written)."""
+    out, spec = [], model.attention
+    if model.layer_pattern is not None or (spec is not None and "C" in spec.pattern) or model.sandwich_norm:
+        out.append("an architecture pretrain_gpt.py cannot build was written")
+    if model.is_mla:
+        assert spec is not None
+        want = {"--kv-lora-rank": spec.kv_lora_rank, "--qk-head-dim": spec.qk_nope_head_dim,
+                "--qk-pos-emb-head-dim": spec.qk_rope_head_dim, "--v-head-dim": spec.v_head_dim,
+                "--q-lora-rank": spec.q_lora_rank}  # fmt: skip
+        if "--multi-latent-attention" not in a or any(str(v) != a.get(k, "None") for k, v in want.items()):
+            out.append("MLA built as multi-head attention, or with other ranks or widths")
+        if "--group-query-attention" in a:  # arguments.py l.1973-1974
+            out.append("group-query attention with MLA")
+    if int(a.get("--mtp-num-layers", 0)) != model.mtp_layers:
+        out.append("multi-token-prediction layers dropped or added")
+    qk = {"none": None, "rmsnorm": "--qk-layernorm", "l2": "--qk-l2-norm"}[spec.qk_norm if spec else "none"]
+    if any(f in a for f in ("--qk-layernorm", "--qk-l2-norm") if f != qk) or (qk is not None and qk not in a):
+        out.append("q/k norms dropped or of another kind")
+    if (a.get("--softmax-type") == "learnable") != bool(spec and spec.sinks):
+        out.append("attention sinks dropped or added")
+    sliding = [k.attention == "sliding" for k in model.layer_kinds if k.has_attention]
+    if any(sliding) != ("--window-size" in a):
+        out.append("sliding windows dropped or added")
+    return out
 
 
 def megatron_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
@@ -233,6 +266,7 @@ def megatron_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     m = num("--global-batch-size") // (num("--micro-batch-size") * dp)
     if vpp > 1 and (m < pp or m % pp):  # schedules.py l.1160-1180
         out.append("interleaving needs micro-batches >= pp and divisible by pp")
+    out += _architecture_violations(a, model)
     if num("--max-position-embeddings") < num("--seq-length"):
         out.append("max position embeddings below seq length")
     if a.get("--recompute-granularity") == "full" and a.get("--recompute-method") not in ("uniform", "block"):
@@ -265,7 +299,7 @@ def megatron_model_violations(a: dict[str, str | bool], model: ModelSpec) -> lis
     if groups != model.kv_heads or ("--num-query-groups" in a) != ("--group-query-attention" in a):
         out.append("query groups")  # arguments.py: --num-query-groups is read with --group-query-attention
     kv_channels = int(a.get("--kv-channels", model.hidden_size // model.num_attention_heads))
-    if kv_channels != model.head_size:  # arguments.py: kv_channels = hidden / heads unless given
+    if kv_channels != model.head_size and not model.is_mla:  # arguments.py: hidden / heads unless given (MLA: its own)
         out.append("--kv-channels")
     if a.get("--tokenizer-type") != "NullTokenizer" or int(a.get("--vocab-size", 0)) != model.vocab_size:
         out.append("vocabulary")  # null_tokenizer.py: exactly --vocab-size tokens
@@ -466,6 +500,14 @@ def test_issue_cases():
         ("torchtitan", "gpt3-175b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "no model",
         ("torchtitan", "mixtral-8x7b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "no model",
         ("megatron", "mixtral-8x7b", (("dp", 8), ("ep", 8), ("zero", 1), ("global_batch", 64))): "--num-experts 8",
+        # 2026 architectures, once written as plain multi-head GPT layers: now built, or refused by name
+        ("megatron", "deepseek-v3", (("dp", 8), ("zero", 1), ("global_batch", 64))): "--kv-lora-rank 512",
+        ("megatron", "kimi-k2", (("dp", 8), ("zero", 1), ("global_batch", 64))): "--multi-latent-attention",
+        ("megatron", "gpt-oss-20b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "--window-size 127,0",
+        ("megatron", "qwen3-8b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "--qk-layernorm",
+        ("megatron", "nemotron-h-8b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "hybrid layer pattern",
+        ("megatron", "llama4-scout", (("dp", 8), ("zero", 1), ("global_batch", 64))): "no chunked attention",
+        ("megatron", "gemma3-27b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "sandwich_norm",
         (
             "megatron",
             "llama3-405b",

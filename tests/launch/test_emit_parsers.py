@@ -101,7 +101,7 @@ MEGATRON_LM_ONLY = {
     "--ckpt-format", "--micro-batch-size", "--global-batch-size", "--seq-length", "--max-position-embeddings",
     "--position-embedding-type", "--rotary-base", "--swiglu", "--untie-embeddings-and-output-weights",
     "--group-query-attention", "--tokenizer-type", "--vocab-size", "--make-vocab-size-divisible-by",
-    "--num-experts", "--moe-aux-loss-coeff",
+    "--num-experts", "--moe-aux-loss-coeff", "--window-size", "--window-attn-skip-freq",
 }  # fmt: skip
 
 
@@ -140,8 +140,10 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
     path, plan = _emitted(tmp_path, "megatron", case)
     model = load_model(PLANS[case][0])
     args, _ = _megatron_args(path.read_text())
-    hints = typing.get_type_hints(tc.TransformerConfig)
-    flags = _flag_fields(tc.TransformerConfig)
+    # arguments.py core_transformer_config_from_args: MLA's fields are MLATransformerConfig's
+    config_class = tc.MLATransformerConfig if "--multi-latent-attention" in args else tc.TransformerConfig
+    hints = typing.get_type_hints(config_class)
+    flags = _flag_fields(config_class) | _flag_fields(tc.TransformerConfig)  # the flags are TransformerConfig's
     kw: dict[str, object] = {}
     for flag, value in args.items():
         if flag in MEGATRON_LM_ONLY:
@@ -158,6 +160,10 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
     if "--num-experts" in args:
         kw["num_moe_experts"] = int(args["--num-experts"])
         kw["moe_aux_loss_coeff"] = float(args["--moe-aux-loss-coeff"])
+    if "--window-size" in args:  # arguments.py tuple_type and moe_freq_type
+        kw["window_size"] = tuple(int(x) for x in str(args["--window-size"]).split(","))
+        if "--window-attn-skip-freq" in args:
+            kw["window_attn_skip_freq"] = json.loads(str(args["--window-attn-skip-freq"]))
     if plan.precision in ("bf16", "fp8"):
         kw["params_dtype"] = torch.bfloat16
     if plan.pp > 1:
@@ -168,13 +174,20 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
         kw["num_layers_in_first_pipeline_stage"] = int(args["--decoder-first-pipeline-num-layers"])
         kw["num_layers_in_last_pipeline_stage"] = int(args["--decoder-last-pipeline-num-layers"])
     kw.pop("fp8", None)  # the fp8 recipe needs Transformer Engine, not installable on CPU
-    cfg = tc.TransformerConfig(**kw)  # __post_init__: every cross-field rule of megatron-core
+    cfg = config_class(**kw)  # __post_init__: every cross-field rule of megatron-core
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads) == (
         model.num_layers,
         model.hidden_size,
         model.num_attention_heads,
     )
-    assert (cfg.num_query_groups or cfg.num_attention_heads, cfg.kv_channels) == (model.kv_heads, model.head_size)
+    if model.is_mla:
+        a = model.attention
+        assert (cfg.kv_lora_rank, cfg.qk_head_dim + cfg.qk_pos_emb_head_dim, cfg.v_head_dim) == (
+            a.kv_lora_rank, model.head_size, a.v_head_dim
+        )  # fmt: skip
+    else:
+        assert (cfg.num_query_groups or cfg.num_attention_heads, cfg.kv_channels) == (model.kv_heads, model.head_size)
+    assert cfg.mtp_num_layers == (model.mtp_layers or None)
     assert cfg.gated_linear_unit == (model.mlp == "swiglu") and cfg.add_bias_linear == model.has_bias
     assert cfg.layernorm_epsilon == (model.norm_eps or 1e-5) and cfg.hidden_dropout == cfg.attention_dropout == 0.0
     assert (cfg.tensor_model_parallel_size, cfg.sequence_parallel) == (plan.tp, plan.sp)

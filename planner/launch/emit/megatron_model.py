@@ -20,7 +20,7 @@ MOE_AUX_LOSS_COEFF = 1e-2
 
 
 def model_problems(model: ModelSpec) -> list[str]:
-    """What Megatron's arguments cannot say for this model."""
+    """What Megatron's arguments cannot say for this model: never written approximately."""
     out = []
     if model.position_embedding == "rope":
         if model.rope_theta is None:
@@ -31,18 +31,58 @@ def model_problems(model: ModelSpec) -> list[str]:
             )
         elif model.rope_theta != int(model.rope_theta):
             out.append(f"rope_theta={model.rope_theta}: Megatron's --rotary-base takes an integer (arguments.py)")
+    if model.layer_pattern is not None:
+        out.append(
+            f"model {model.name} has a hybrid layer pattern ({model.layer_pattern[:12]}...: Mamba, attention-only or "
+            "MLP-only layers); pretrain_gpt.py builds every layer as attention + MLP, and Megatron's hybrid "
+            "models (pretrain_mamba.py, --hybrid-override-pattern) are not written by this emitter"
+        )
+    a = model.attention
+    if a is not None and "C" in a.pattern:
+        out.append(
+            f"model {model.name} has chunked attention layers (attention.pattern {a.pattern!r}); Megatron's "
+            "arguments offer sliding windows (--window-size) but no chunked attention"
+        )
+    if a is not None and a.qk_norm == "rmsnorm" and model.norm != "rmsnorm":
+        out.append(
+            f"model {model.name} norms q and k with RMSNorm but its layers with {model.norm}; Megatron's "
+            "--qk-layernorm applies the layers' --normalization to q and k"
+        )
+    if model.mtp_layers and model.position_embedding == "learned":
+        out.append(
+            f"model {model.name} has multi-token prediction with learned position embeddings; Megatron runs MTP with "
+            "rope or none only (arguments.py MTP validation)"
+        )
+    if model.sandwich_norm:
+        out.append(
+            f"model {model.name} has norms after attention and MLP too (sandwich_norm); Megatron's arguments have "
+            "no flag for them (transformer_config.py)"
+        )
     return out
 
 
 def model_notes(model: ModelSpec) -> list[str]:
     """Comment lines for what the spec does not state and Megatron's default fills in."""
+    out = []
     if model.norm_eps is None:
-        return [f"# model spec gives no norm_eps: Megatron's default --norm-epsilon {NORM_EPSILON_DEFAULT:g} applies"]
-    return []
+        out.append(
+            f"# model spec gives no norm_eps: Megatron's default --norm-epsilon {NORM_EPSILON_DEFAULT:g} applies"
+        )
+    if model.is_mla:
+        out.append(
+            "# MLA takes YaRN RoPE in Megatron; at its default --rotary-scaling-factor 1.0 that is plain RoPE with "
+            "--rotary-base, as the spec states (set the scaling of a long-context run yourself)"
+        )
+    if model.moe is not None:
+        out.append(
+            "# the router's score function, expert bias and top-k scaling are not in the model spec: Megatron's "
+            "defaults (softmax, no bias, no scaling) apply unless you set --moe-router-score-function and its kin"
+        )
+    return out
 
 
 def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") -> list[str]:
-    """The architecture: sizes, attention, position embedding, norm, MLP, embeddings, vocabulary, MoE."""
+    """The architecture: sizes, attention, position embedding, norm, MLP, embeddings, vocabulary, MTP, MoE."""
     a = [
         "--num-layers", str(model.num_layers),
         "--hidden-size", str(model.hidden_size),
@@ -50,16 +90,11 @@ def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") 
         "--ffn-hidden-size", str(model.ffn_hidden_size),  # with --swiglu: the width of each gated matrix
         "--max-position-embeddings", str(max(model.max_seq_len, seq_len)),
     ]  # fmt: skip
-    if model.kv_heads < model.num_attention_heads:
-        a += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
-    if model.head_size != model.hidden_size // model.num_attention_heads:  # arguments.py: kv_channels = h / heads
-        a += ["--kv-channels", str(model.head_size)]
-    if getattr(model, "qk_layernorm", False):  # transformer_config.py qk_layernorm (a spec field to come)
-        a.append("--qk-layernorm")
+    a += attention_args(model)
     if model.position_embedding == "rope":
         a += ["--position-embedding-type", "rope", "--rotary-base", str(int(model.rope_theta or ROTARY_BASE_DEFAULT))]
     else:
-        a += ["--position-embedding-type", "learned_absolute"]
+        a += ["--position-embedding-type", "learned_absolute" if model.position_embedding == "learned" else "none"]
     a += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
     if model.norm_eps is not None:
         a += ["--norm-epsilon", f"{model.norm_eps:g}"]
@@ -75,7 +110,40 @@ def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") 
     # padded to a multiple of 128 x tp (build_tokenizer.py vocab_size_with_padding), as the cost model pads.
     a += ["--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size)]
     a += ["--make-vocab-size-divisible-by", str(VOCAB_DIVISIBLE_BY)]
+    if model.mtp_layers:  # TransformerConfig mtp_num_layers: the MTP block, on the last pipeline stage
+        a += ["--mtp-num-layers", str(model.mtp_layers)]
     return a + moe_args(model, dispatcher)
+
+
+def attention_args(model: ModelSpec) -> list[str]:
+    """Heads and their widths (GQA, or MLA's ranks and widths: _add_mla_args and MLATransformerConfig), q/k norms,
+    sliding windows (--window-size as (window - 1, 0) and --window-attn-skip-freq with 1 for a windowed layer, as
+    Megatron-Bridge's gpt_oss_bridge.py sets them) and attention sinks (softmax_type learnable, the same file)."""
+    spec, a = model.attention, []
+    if model.is_mla:
+        assert spec is not None
+        a.append("--multi-latent-attention")
+        if spec.q_lora_rank is not None:  # None: Megatron's default, a full-rank query projection
+            a += ["--q-lora-rank", str(spec.q_lora_rank)]
+        a += ["--kv-lora-rank", str(spec.kv_lora_rank), "--qk-head-dim", str(spec.qk_nope_head_dim)]
+        a += ["--qk-pos-emb-head-dim", str(spec.qk_rope_head_dim), "--v-head-dim", str(spec.v_head_dim)]
+    else:
+        if model.kv_heads < model.num_attention_heads:
+            a += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+        if model.head_size != model.hidden_size // model.num_attention_heads:  # arguments.py: kv_channels = h/heads
+            a += ["--kv-channels", str(model.head_size)]
+    if spec is None:
+        return a
+    if spec.qk_norm != "none":
+        a.append("--qk-layernorm" if spec.qk_norm == "rmsnorm" else "--qk-l2-norm")
+    windowed = [k.attention == "sliding" for k in model.layer_kinds if k.has_attention]
+    if any(windowed) and spec.window is not None:
+        a += ["--window-size", f"{spec.window - 1},0"]
+        if not all(windowed):
+            a += ["--window-attn-skip-freq", "[" + ",".join("1" if w else "0" for w in windowed) + "]"]
+    if spec.sinks:
+        a += ["--softmax-type", "learnable"]
+    return a
 
 
 # The planner's dispatchers (engine moe.dispatcher) as Megatron's: TransformerConfig moe_token_dispatcher_type
@@ -109,12 +177,17 @@ def moe_args(model: ModelSpec, dispatcher: str = "alltoall") -> list[str]:
         "--moe-grouped-gemm",
         *dispatcher_args(dispatcher),
     ]  # fmt: skip
-    if m.num_shared_experts:
-        a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * m.expert_ffn_hidden_size)]
+    if m.num_shared_experts:  # the shared experts as one MLP of their summed width (TransformerConfig)
+        width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
+        a += ["--moe-shared-expert-intermediate-size", str(m.num_shared_experts * width)]
+    if m.routing_groups is not None:  # group-limited routing (TransformerConfig moe_router_num_groups)
+        a += ["--moe-router-num-groups", str(m.routing_groups)]
+        if m.group_top_k is not None:
+            a += ["--moe-router-group-topk", str(m.group_top_k)]
     pattern = [1 if model.is_moe_layer(i) else 0 for i in range(model.num_layers)]
     if 0 in pattern:  # an explicit list: Megatron's integer form puts the first MoE layer at 0, the spec's at k-1
         a += ["--moe-layer-freq", "[" + ",".join(map(str, pattern)) + "]"]
-    capacity = getattr(m, "capacity_factor", None)  # a spec field to come; None = dropless
+    capacity = m.capacity_factor  # None: dropless
     if capacity is not None:
         a += ["--moe-expert-capacity-factor", f"{capacity:g}", "--moe-pad-expert-input-to-capacity"]
     return a
