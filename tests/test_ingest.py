@@ -18,8 +18,10 @@ from helpers import run_planner
 
 from planner.errors import PlannerError
 from planner.fit.runs import load_runs, parse_run
+from planner.io.catalog import load_model
 from planner.io.logs import DEFAULT_WARMUP, detect, read_log
 from planner.io.logs.log_text import Step, steady
+from planner.specs import ModelSpec
 from planner.units import GB, GiB, MiB
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -581,3 +583,71 @@ def test_every_setting_a_log_can_state_is_one_a_runs_file_holds():
     assert set(LOG_SOFTWARE_KEYS) <= SOFTWARE_KEYS
     dump = read_log(_dump_with({**MOE_ARGS, "moe_token_dispatcher_type": "alltoall"}), source="keys")
     assert set(dump.software) - {"engine"} <= set(LOG_SOFTWARE_KEYS)
+
+
+def _layers_of_dump() -> int:
+    return read_log(_dump_with({}), source="plain").model["num_layers"]
+
+
+def test_an_argument_dump_of_a_deepseek_style_model_reads_its_mla_mtp_and_moe_layers():
+    """MLA (MLATransformerConfig's ranks and widths), MTP, the MoE layer list (arguments.py moe_freq_type: 1 for an
+    expert layer) and group-limited routing, as transformer_config.py names them @d98e8a64. Before, the dump was
+    read as plain multi-head attention with every layer MoE."""
+    n = _layers_of_dump()
+    freq = "[" + ", ".join(["0"] * 3 + ["1"] * (n - 3)) + "]"
+    extra = {
+        **MOE_ARGS, "multi_latent_attention": "True", "q_lora_rank": "1536", "kv_lora_rank": "512",
+        "qk_head_dim": "128", "qk_pos_emb_head_dim": "64", "v_head_dim": "128", "mtp_num_layers": "1",
+        "moe_layer_freq": freq, "moe_router_num_groups": "4", "moe_router_group_topk": "2",
+        "normalization": "RMSNorm", "kv_channels": "128",
+    }  # fmt: skip
+    r = read_log(_dump_with(extra), source="mla-dump")
+    assert r.model is not None
+    spec = ModelSpec(**r.model)
+    a = spec.attention
+    assert spec.is_mla and (a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim) == (
+        1536, 512, 128, 64, 128
+    )  # fmt: skip
+    assert spec.head_dim is None and spec.head_size == 192 and spec.mtp_layers == 1
+    assert spec.num_moe_layers == n - 3 and not spec.is_moe_layer(2) and spec.is_moe_layer(3)
+    assert (spec.moe.routing_groups, spec.moe.group_top_k) == (4, 2)
+
+
+def test_an_argument_dump_reads_sliding_windows_sinks_and_qk_norms():
+    """window_size (127, 0) is a 128-token window; window_attn_skip_freq 2 makes every second layer global
+    (utils.py is_layer_window_attention, 1-based); softmax_type learnable is a sink per head; qk_layernorm on an
+    RMSNorm model is the spec's rmsnorm q/k norm."""
+    extra = {
+        "window_size": "(127, 0)", "window_attn_skip_freq": "2", "softmax_type": "learnable", "qk_layernorm": "True",
+        "normalization": "RMSNorm",
+    }  # fmt: skip
+    r = read_log(_dump_with(extra), source="swa-dump")
+    a = ModelSpec(**r.model).attention
+    n = _layers_of_dump()
+    assert a.window == 128 and a.pattern == "SG" * (n // 2) and a.sinks and a.qk_norm == "rmsnorm"
+    everywhere = read_log(_dump_with({"window_size": "(4095, 0)"}), source="all-swa")
+    assert everywhere.model["attention"]["pattern"] == "S" * n
+    full = read_log(_dump_with({"window_size": "(-1, -1)"}), source="no-window")  # infinite: full attention
+    assert "attention" not in full.model
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"hybrid_override_pattern": "M-M*"}, "a hybrid layer pattern"),
+        ({"softmax_type": "off-by-one"}, "softmax_type off-by-one"),
+        ({"qk_layernorm": "True"}, "q/k LayerNorm"),
+        ({"no_rope_freq": "4"}, "layers without RoPE"),
+        ({"multi_latent_attention": "True", "kv_lora_rank": "512"}, "multi-latent attention without its"),
+        ({"position_embedding_type": "relative"}, "position_embedding_type relative"),
+    ],
+)
+def test_an_architecture_a_spec_cannot_hold_is_named_not_read_as_another_model(extra, named):
+    """The dump's model is left out, and the run says why, rather than priced as the plain layers it would read as;
+    a --model given stands in for it, and the run says so too."""
+    r = read_log(_dump_with(extra), source="odd-dump")
+    assert r.model is None
+    assert any(named in note and "cannot represent" in note for note in r.assumed), r.assumed
+    given = read_log(_dump_with(extra), source="odd-dump", model=load_model("gpt3-1.3b"))
+    assert given.model is not None and given.model["num_layers"] == 24
+    assert any("--model gpt3-1.3b stands in for it" in note for note in given.assumed), given.assumed

@@ -150,10 +150,18 @@ def _model(facts: LogFacts, option: ModelSpec | None, seq_len: int | None, rid: 
         if seq_len and model.get("max_seq_len") != seq_len:
             model["max_seq_len"] = seq_len
             notes.append(f"model.max_seq_len: {seq_len}, the sequence length the run trains at")
-    if model is None:
+    unrepresented = config.get("model_unrepresented")
+    if unrepresented:  # said whether or not --model stands in for it
+        notes.append(
+            f"model: the log's model has {', '.join(unrepresented)}, which a model spec cannot represent: not read "
+            "as another model" + (f"; --model {option.name} stands in for it" if option is not None else "")
+        )
+    if model is None and not unrepresented:
         lacking = config.get("model_missing")
         detail = f" (its configuration lacks {', '.join(lacking)})" if lacking else ""
         notes.append(f"model: the log does not state the model's shape{detail}; give --model")
+    elif model is None and option is None:
+        notes.append("model: give --model with a spec to price the run with")
     return model, notes
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.io.logs.megatron_arch import architecture, literal
+
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
 SECTIONS = ("", "model.", "train.", "dataset.", "ddp.", "mixed_precision.", "optimizer.")
 
@@ -111,17 +113,31 @@ def _moe(a: _Args, ffn: int | None) -> dict[str, Any] | None:
         return None
     expert_ffn = a.get("moe_ffn_hidden_size") or ffn
     shared = a.get("moe_shared_expert_intermediate_size")
-    freq = a.get("moe_layer_freq")
-    return {
+    freq = literal(a.get("moe_layer_freq"))
+    moe = {
         "num_experts": experts,
         "top_k": a.get("moe_router_topk") or 2,
         "expert_ffn_hidden_size": expert_ffn,
         "num_shared_experts": shared // expert_ffn if shared and expert_ffn else 0,
-        "layer_freq": freq if isinstance(freq, int) else 1,
+        "routing_groups": a.get("moe_router_num_groups"),
+        "group_top_k": a.get("moe_router_group_topk"),
     }
+    if shared and expert_ffn and shared % expert_ffn:  # one shared expert of its own width
+        moe |= {"num_shared_experts": 1, "shared_expert_ffn_hidden_size": shared}
+    if isinstance(freq, list):  # arguments.py moe_freq_type: 1 for an expert layer
+        moe["layers"] = tuple(i for i, f in enumerate(freq) if f)
+    else:  # an int N: every N-th layer from the first (transformer_config.py moe_layer_freq)
+        moe["layer_freq"] = freq if isinstance(freq, int) and freq > 0 else 1
+    return {k: v for k, v in moe.items() if v is not None}
 
 
-def _model(a: _Args, seq_len: int | None) -> dict[str, Any]:
+# Megatron's --position-embedding-type as the spec's (YaRN and M-RoPE rotate as RoPE does; learned_absolute and
+# an unstated type are learned)
+POSITIONS = {"rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}
+
+
+def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
+    """(ModelSpec fields, what the arguments state that a spec cannot represent)."""
     heads = a.get("num_attention_heads")
     hidden = a.get("hidden_size")
     groups = a.get("num_query_groups") if a.get("group_query_attention") or a.has("model.num_query_groups") else None
@@ -142,15 +158,19 @@ def _model(a: _Args, seq_len: int | None) -> dict[str, Any]:
         "vocab_size": a.get("logged_padded_vocab", "padded_vocab_size", "vocab_size"),
         "max_seq_len": seq_len,
         "tied_embeddings": bool(share) if share is not None else not untie,
-        "position_embedding": "rope" if a.get("position_embedding_type") == "rope" else "learned",
+        "position_embedding": POSITIONS.get(a.get("position_embedding_type"), "learned"),
         "norm": "rmsnorm" if norm.lower() == "rmsnorm" else "layernorm",
         "moe": _moe(a, ffn),
     }
-    if kv_channels and hidden and heads and kv_channels * heads != hidden:
+    if kv_channels and hidden and heads and kv_channels * heads != hidden and not a.get("multi_latent_attention"):
         model["head_dim"] = kv_channels
     if a.has("add_bias_linear"):
         model["linear_bias"] = bool(a.get("add_bias_linear"))
-    return model
+    more, problems = architecture(a, layers=model["num_layers"], rmsnorm=model["norm"] == "rmsnorm")
+    kind = a.get("position_embedding_type")
+    if kind is not None and kind not in POSITIONS and kind != "learned_absolute":
+        problems.append(f"position_embedding_type {kind}")
+    return model | more, problems
 
 
 def _software(a: _Args) -> dict[str, Any]:
@@ -228,7 +248,7 @@ def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[
     (ModelSpec fields) and the fields it lacks, software, and where it was read from."""
     a = _Args(raw)
     plan = _plan(a, deepspeed)
-    model = _model(a, plan["seq_len"])
+    model, unrepresented = _model(a, plan["seq_len"])
     missing = [k for k in MODEL_REQUIRED if model.get(k) is None]
     source = "Megatron-Bridge configuration" if any(k.startswith("model.") for k in raw) else "argument dump"
     gpus = a.get("world_size")
@@ -242,8 +262,9 @@ def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[
         "plan": plan,
         "gpus": gpus,
         "assumed": ramp if logged and given and logged != given else [],
-        "model": model if not missing else None,
+        "model": model if not (missing or unrepresented) else None,
         "model_missing": missing if a.present else [],
+        "model_unrepresented": unrepresented if a.present else [],
         "software": _software(a),
         "read_from": source if a.present else None,
     }
