@@ -222,6 +222,21 @@ def test_torchtitan_model_arguments_and_features_from_set_up_lines():
         read_log(text, source="setup-only")
 
 
+def test_torchtitan_reads_only_llama_model_args_as_a_llama():
+    """A DeepSeek-V3 (or Qwen3) ModelArgs line holds MLA, experts or q/k norms a Llama reading drops: its model is
+    not read, and the run says so."""
+    from planner.io.logs.torchtitan_log import read_torchtitan
+
+    text = (LOGS / "torchtitan_pr1625_setup_only.log").read_text()
+    line = next(ln for ln in text.splitlines() if "Building llama3 8B with TransformerModelArgs" in ln)
+    other = line.replace("llama3 8B with TransformerModelArgs", "deepseek_v3 16B with DeepSeekV3ModelArgs")
+    config = read_torchtitan(text.replace(line, other)).config
+    assert config["model"] is None
+    assert any("deepseek_v3 16B's DeepSeekV3ModelArgs is not read" in note for note in config["assumed"])
+    qwen = line.replace("llama3 8B", "qwen3 8B")  # the same args class, another family
+    assert read_torchtitan(text.replace(line, qwen)).config["model"] is None
+
+
 def test_torchtitan_every_rank_logging_takes_the_slowest():
     r = ingest("torchtitan_pr2389_all_ranks.log", warmup=0)
     assert r.steps_used == 2  # eight lines, two steps

@@ -35,7 +35,10 @@ START = re.compile(
 SIZE = re.compile(r"Model (.+?) size: ([\d,]+) total parameters")
 # "Building llama3 8B with TransformerModelArgs(... dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
 # vocab_size=128256, multiple_of=1024, ffn_dim_multiplier=1.3, ... max_seq_len=8192, ...)".
-MODEL_ARGS = re.compile(r"Building (.+?) with \w*ModelArgs\((.*)\)")
+MODEL_ARGS = re.compile(r"Building (.+?) with (\w*ModelArgs)\((.*)\)")
+# The ModelArgs read as a Llama's (models/llama3 TransformerModelArgs, and the llama2 and llama3 labels); other
+# models' args (DeepSeek-V3's MLA and MoE, Qwen3's q/k norms, Llama 4's experts) hold what _llama_model would drop.
+LLAMA_ARGS = ("TransformerModelArgs", "ModelArgs")
 ARG = re.compile(r"(\w+)=([\w.\-]+)")
 # "Applied selective activation checkpointing to the model" (torchtitan/distributed/activation_checkpoint.py),
 # "Compiling each TransformerBlock with torch.compile" (torchtitan/distributed/compile.py), "Float8 training
@@ -151,7 +154,7 @@ def read_torchtitan(text: str) -> LogFacts:
     rows = list(clean_lines(text))
     facts = LogFacts(engine="torchtitan", time_basis="tps")
     mesh: dict[str, int] = {}
-    model, label = None, None
+    model, label, unread = None, None, None
     for number_, rank, line in rows:
         if m := METRICS.search(line):
             step, memory = _step(number_, rank, line, m)
@@ -162,11 +165,14 @@ def read_torchtitan(text: str) -> LogFacts:
         elif s := SIZE.search(line):
             label = s.group(1)
         elif a := MODEL_ARGS.search(line):
-            model = _llama_model(a.group(1), dict(ARG.findall(a.group(2))))
+            if a.group(2) in LLAMA_ARGS and a.group(1).lower().startswith("llama"):
+                model = _llama_model(a.group(1), dict(ARG.findall(a.group(3))))
+            else:
+                unread = f"model: {a.group(1)}'s {a.group(2)} is not read (only Llama's are); give --model"
     clean = "\n".join(line for _, _, line in rows)
     start = START.search(clean)
     plan = _plan(mesh, start, clean)
-    notes = _assumed(plan, mesh)
+    notes = _assumed(plan, mesh) + ([unread] if unread else [])
     if model is not None:
         model["max_seq_len"] = plan["seq_len"] or model.pop("model_max_seq_len", None)
         if not plan["seq_len"] and model["max_seq_len"]:
