@@ -137,17 +137,28 @@ def _rate_or_refuse(gpus: int, batch: int) -> float:
 
 @pytest.mark.timeout(60)
 def test_the_scan_side_by_side_finds_what_it_finds_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scan and the batch search search the probes they may read next side by side (Probe.prefetch_ahead),
-    as many as there are workers: the advice is the one the probes read in turn give."""
-    found = {}
-    for jobs in ("1", "2"):
+    """Where a search takes SIDE_BY_SIDE_S or more, the scan and the batch search search the probes they may read
+    next side by side (Probe.prefetch_ahead), as many as there are workers: the advice is the one the probes read
+    in turn give. Faster searches run in turn (here: every search is counted in this process)."""
+    found, here = {}, {}
+    for jobs, seconds in (("1", 1.0), ("2", 1.0), ("2", 0.001)):
         monkeypatch.setenv("PLANNER_JOBS", jobs)
-        probe = Probe(bubble_curve)
-        found[jobs] = (
+        calls: list[tuple[int, int]] = []
+
+        def counted(g: int, b: int, calls: list[tuple[int, int]] = calls) -> float | None:
+            calls.append((g, b))
+            return bubble_curve(g, b)
+
+        probe = Probe(counted)
+        probe.know(8192, 256, bubble_curve(8192, 256), seconds)  # the search the advice is about, and its time
+        found[jobs, seconds] = (
             scan_counts(probe, gpus=8192, global_batch=256, node=8),
             advise(probe, gpus=8192, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24),
         )
-    assert found["1"] == found["2"] and found["1"][0][0] == 512 and len(found["1"][1]) == 2
+        here[jobs, seconds] = len(calls)
+    assert found["1", 1.0] == found["2", 1.0] == found["2", 0.001]
+    assert found["1", 1.0][0][0] == 512 and len(found["1", 1.0][1]) == 2
+    assert here["2", 1.0] < here["1", 1.0] == here["2", 0.001]  # side by side: searched in workers, not here
 
 
 def test_prefetch_asks_each_pair_once_and_leaves_a_refusal_to_the_call() -> None:

@@ -87,7 +87,7 @@ def search_advised(
         **_at(hw, chosen, options, b),
     )  # fmt: skip
     # the probes search with the same options (top 1): this search's first plan is theirs at (chosen, b)
-    probe.know(chosen, b, result.top[0].time.tokens_per_s / chosen if result.top else None)
+    probe.know(chosen, b, result.top[0].time.tokens_per_s / chosen if result.top else None, result.seconds)
     if batch is None:  # the batch was the default one, passed on by value: the header says so
         result.defaulted = result.defaulted | {"global_batch"}
     out = Advised(result, batch is None)

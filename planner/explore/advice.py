@@ -18,6 +18,7 @@ nothing fits), memoised. The same rule chooses the count of a `--gpus LO..HI` ra
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -45,15 +46,24 @@ class Advice:
         return {"kind": self.kind, "message": self.message, "gpus": self.gpus, "global_batch": self.global_batch}
 
 
+# A search worth a worker of its own when the scan reads ahead (Probe.prefetch_ahead): forking one costs 10-30 ms,
+# and a forked search starts without the caches this process's searches have built since the fork (cost/coster.py
+# shared_coster), so searches of a few tens of milliseconds (a dense model's) run faster in turn.
+SIDE_BY_SIDE_S = 0.1
+
+
 class Probe:
     """best_at, memoised: each (gpus, batch) is searched once."""
 
     def __init__(self, best_at: BestAt) -> None:
         self._best_at, self._seen = best_at, dict[tuple[int, int], float | None]()
+        self._last_s: float | None = None  # how long the last search in this process took
 
-    def know(self, gpus: int, global_batch: int, rate: float | None) -> None:
-        """What a search already found at (gpus, global_batch): not searched again."""
+    def know(self, gpus: int, global_batch: int, rate: float | None, seconds: float | None = None) -> None:
+        """What a search already found at (gpus, global_batch), in `seconds`: not searched again."""
         self._seen.setdefault((gpus, global_batch), rate)
+        if seconds is not None:
+            self._last_s = seconds
 
     def prefetch(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Search the (gpus, batch) pairs not known yet side by side (explore/fanout.py), each answer what a call
@@ -63,15 +73,19 @@ class Probe:
         self._seen.update((pair, r) for pair, r in zip(todo, rates) if not isinstance(r, PlannerError))
 
     def prefetch_ahead(self, pairs: list[tuple[int, int]]) -> None:
-        """Where the first pair is not known yet: it and the pairs after it, as many as there are CPUs, side by
-        side (a scan reads them in turn and may stop early; the CPUs would have waited)."""
-        if pairs and pairs[0] not in self._seen:
+        """Where the first pair is not known yet and searches take SIDE_BY_SIDE_S or more: it and the pairs after
+        it, as many as there are CPUs, side by side (a scan reads them in turn and may stop early; the CPUs would
+        have waited)."""
+        worth = self._last_s is not None and self._last_s >= SIDE_BY_SIDE_S
+        if pairs and pairs[0] not in self._seen and worth:
             self.prefetch(pairs[: workers(len(pairs))])
 
     def __call__(self, gpus: int, global_batch: int) -> float | None:
         key = (gpus, global_batch)
         if key not in self._seen:
+            start = time.perf_counter()
             self._seen[key] = self._best_at(gpus, global_batch)
+            self._last_s = time.perf_counter() - start
         return self._seen[key]
 
 
