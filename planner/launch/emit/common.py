@@ -1,13 +1,36 @@
-"""What several targets share: the plan as comments, and the layers of each chunk."""
+"""What several targets share: the plan as comments, the layers of each chunk, and which of an engine's own
+models a catalog model is."""
 
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 from planner.cost.stages import Layout
 from planner.errors import PlannerError
 from planner.launch.command import RDZV_PORT, RunConfig
 from planner.plan import Plan
+from planner.specs import ModelSpec
+
+K = TypeVar("K")
+# What a model's name, aliases, declared totals, context and norm epsilon say is not its architecture.
+NOT_ARCHITECTURE = {"name", "aliases", "params", "max_seq_len", "norm_eps"}
+
+
+def plain_transformer(model: ModelSpec) -> bool:
+    """A GPT/Llama transformer that its sizes describe whole: no experts, attention variants (q/k norms, windows,
+    sinks, MLA), explicit head width, Mamba layers, MTP or sandwich norms. An engine's model of the same sizes
+    builds it; anything more is matched field for field (catalog_match)."""
+    plain = model.moe is None and model.attention is None and model.head_dim is None and model.mamba is None
+    return plain and model.layer_pattern is None and model.mtp_layers == 0 and not model.sandwich_norm
+
+
+def catalog_match(model: ModelSpec, built: dict[K, str]) -> K | None:
+    """The key whose catalog model (`built`: key -> catalog name) has this architecture, field for field."""
+    from planner.io.catalog import load_model
+
+    arch = model.model_dump(exclude=NOT_ARCHITECTURE)
+    return next((k for k, name in built.items() if load_model(name).model_dump(exclude=NOT_ARCHITECTURE) == arch), None)
 
 
 def plan_comment(cfg: RunConfig) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 
 from planner.engine.split import megatron_split
-from planner.launch.emit.common import engine_torchrun, node_gpus
+from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
 from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
 from planner.plan import Plan
@@ -46,8 +46,6 @@ CATALOG_RECIPES = {
     "qwen3_30b_a3b_pretrain_config": "qwen3-30b-a3b",
     "qwen3_235b_a22b_pretrain_config": "qwen3-235b-a22b",
 }
-# What a model's name, aliases, declared totals, context and norm epsilon say is not its architecture.
-NOT_ARCHITECTURE = {"name", "aliases", "params", "max_seq_len", "norm_eps"}
 MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Megatron's default recipe, delayed
     "fp32": "null",
     "bf16": "bf16_mixed",
@@ -89,19 +87,10 @@ def recipe(model: ModelSpec) -> str | None:
         model.ffn_hidden_size,
         model.rope_theta if model.position_embedding == "rope" else None,
     )
-    plain = model.moe is None and model.attention is None and model.head_dim is None and model.mamba is None
-    plain = plain and model.layer_pattern is None and model.mtp_layers == 0 and not model.sandwich_norm
-    by_shape = next((name for name, dims in RECIPES.items() if dims == shape), None) if plain else None
-    return by_shape or _catalog_recipe(model)
-
-
-def _catalog_recipe(model: ModelSpec) -> str | None:
-    """The recipe whose catalog model has this architecture, field for field."""
-    from planner.io.catalog import load_model
-
-    arch = model.model_dump(exclude=NOT_ARCHITECTURE)
-    built = {r: load_model(name).model_dump(exclude=NOT_ARCHITECTURE) for r, name in CATALOG_RECIPES.items()}
-    return next((r for r, a in built.items() if a == arch), None)
+    by_shape = (
+        next((name for name, dims in RECIPES.items() if dims == shape), None) if plain_transformer(model) else None
+    )
+    return by_shape or catalog_match(model, CATALOG_RECIPES)
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
