@@ -119,6 +119,9 @@ PLANS = [
     # MLA, MTP and group-limited routing; sliding windows and sinks; a hybrid Mamba model Megatron's
     # pretrain_gpt.py cannot build (refused)
     ("deepseek-v3", {"dp": 64, "pp": 16, "ep": 64, "zero": 1, "global_batch": 1024, "seq_len": 4096}),
+    # torchtitan 0.3.0's own Qwen3 recipes (models/qwen3/config_registry.py)
+    ("qwen3-32b", {"dp": 4, "tp": 4, "sp": True, "pp": 2, "zero": 3, "global_batch": 64, "seq_len": 4096}),
+    ("qwen3-30b-a3b", {"dp": 8, "ep": 8, "etp": 1, "zero": 3, "global_batch": 64, "seq_len": 4096}),
     ("gpt-oss-120b", {"dp": 8, "ep": 8, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     ("nemotron-h-56b", {"dp": 8, "tp": 8, "sp": True, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     (
@@ -497,8 +500,14 @@ def test_issue_cases():
         ),
         ("megatron-bridge", "mixtral-8x7b", (("dp", 8), ("ep", 8), ("zero", 1), ("global_batch", 64))): "no recipe",
         ("megatron", "bloom-176b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "gives no rope_theta",
-        ("torchtitan", "gpt3-175b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "no model",
-        ("torchtitan", "mixtral-8x7b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "no model",
+        ("torchtitan", "gpt3-175b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "is none of them",
+        ("torchtitan", "mixtral-8x7b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "is none of them",
+        ("torchtitan", "qwen3-32b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "config = qwen3_32b()",
+        ("torchtitan", "qwen3-30b-a3b", (("dp", 8), ("ep", 8), ("etp", 1), ("zero", 3), ("global_batch", 64))): (
+            'model_registry("30B-A3B"'
+        ),
+        ("torchtitan", "qwen3-8b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "qwen3 32B, qwen3 30B-A3B",
+        ("torchtitan-v0.2", "qwen3-32b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "llama3 405B (RoPE theta",
         ("megatron", "mixtral-8x7b", (("dp", 8), ("ep", 8), ("zero", 1), ("global_batch", 64))): "--num-experts 8",
         # 2026 architectures, once written as plain multi-head GPT layers: now built, or refused by name
         ("megatron", "deepseek-v3", (("dp", 8), ("zero", 1), ("global_batch", 64))): "--kv-lora-rank 512",

@@ -66,6 +66,9 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
     tp, pp, cp = (par.get(f"{n}_parallel_degree", 1) for n in ("tensor", "pipeline", "context"))
     if rep * shard * cp * tp * pp != plan.gpus:  # parallel_dims.py _validate
         out.append("dp_replicate*dp_shard*cp*tp*pp != world size")
+    ep = par.get("expert_parallel_degree", 1)
+    if (shard * cp * tp) % ep:  # parallel_dims.py: efsdp = dp_shard * cp * tp // ep
+        out.append("ep does not divide dp_shard*cp*tp")
     if tr["seq_len"] % (tp * 2 * cp):  # parallel_dims.py seq_len_divisor
         out.append("seq_len not divisible by tp*2*cp")
     local, gbs = tr["local_batch_size"], tr["global_batch_size"]
@@ -97,6 +100,30 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
 
 
 # ---- torchtitan 0.3.0 -------------------------------------------------------------------------------------
+# The flavors the release's models build, by their sizes (dim, layers, heads, kv heads, FFN or expert width,
+# experts, top-k, vocab): models/llama3/__init__.py llama3_configs, models/qwen3/__init__.py qwen3_configs.
+FLAVORS_0_3 = {
+    "llama3": {
+        "8B": (4096, 32, 32, 8, 14336, 0, 0, 128256),
+        "70B": (8192, 80, 64, 8, 28672, 0, 0, 128256),
+        "405B": (16384, 126, 128, 8, 53248, 0, 0, 128256),
+    },
+    "qwen3": {
+        "8B": (4096, 36, 32, 8, 12288, 0, 0, 151936),
+        "32B": (5120, 64, 64, 8, 25600, 0, 0, 151936),
+        "30B-A3B": (2048, 48, 32, 4, 768, 128, 8, 151936),
+    },
+}
+
+
+def _sizes(model: ModelSpec) -> tuple[int, ...]:
+    moe = model.moe
+    width = moe.expert_ffn_hidden_size if moe else model.ffn_hidden_size
+    experts = (moe.num_experts, moe.top_k) if moe else (0, 0)
+    return (model.hidden_size, model.num_layers, model.num_attention_heads, model.kv_heads, width, *experts,
+            model.vocab_size)  # fmt: skip
+
+
 def read_config_module(text: str) -> dict:
     """What the emitted 0.3.0 module sets, read with `ast`: model_registry's flavor and converters, the training
     fields assigned, ParallelismConfig's keywords, the activation checkpointing and compile configs."""
@@ -131,15 +158,22 @@ def torchtitan_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     }  # fmt: skip
     out += [f"unknown ParallelismConfig field {k}" for k in par if k not in fields]
     out += [f"unknown TrainingConfig field {k}" for k in tr if k not in TRAINING_FIELDS_0_3]
-    if doc.get("flavor") not in {"debugmodel", "1B", "3B", "8B", "70B", "405B"}:  # llama3_configs
-        out.append(f"flavor {doc.get('flavor')!r} is not a torchtitan llama3 flavor")
-    base = f"torchtitan.models.llama3.config_registry.llama3_{str(doc.get('flavor')).lower()}"
+    family = next((m.split(".")[2] for m in doc["imports"] if m.endswith(".model_registry")), None)
+    flavor = str(doc.get("flavor"))
+    if flavor not in FLAVORS_0_3.get(str(family), {}):
+        out.append(f"flavor {flavor!r} is not a torchtitan {family} flavor")
+    elif FLAVORS_0_3[str(family)][flavor] != _sizes(model):
+        out.append(f"{family} {flavor} is not {model.name}'s architecture")
+    base = f"torchtitan.models.{family}.config_registry.{family}_{flavor.lower().replace('-', '_').replace('.', '_')}"
     if base not in doc["imports"]:
         out.append(f"the recipe {base} is not imported")
     rep, shard = par.get("data_parallel_replicate_degree", 1), par.get("data_parallel_shard_degree", -1)
     tp, pp, cp = (par.get(f"{n}_parallel_degree", 1) for n in ("tensor", "pipeline", "context"))
     if rep * shard * cp * tp * pp != plan.gpus:  # parallel_dims.py _validate
         out.append("dp_replicate*dp_shard*cp*tp*pp != world size")
+    ep = par.get("expert_parallel_degree", 1)
+    if (shard * cp * tp) % ep:  # parallel_dims.py: efsdp = dp_shard * cp * tp // ep
+        out.append("ep does not divide dp_shard*cp*tp")
     divisor = (tp if par.get("enable_sequence_parallel", True) else 1) * (2 * cp if cp > 1 else 1)
     if tr["seq_len"] % divisor:  # trainer.py: "Training sequence length ... must be divisible by"
         out.append(f"seq_len not divisible by {divisor}")

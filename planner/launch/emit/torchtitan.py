@@ -8,8 +8,9 @@ the model (torchtitan/models/llama3/config_registry.py llama3_8b / llama3_70b / 
 plan decides set explicitly: torchtitan/config/configs.py ParallelismConfig and TrainingConfig,
 distributed/activation_checkpoint.py (SelectiveAC / FullAC / None), components/quantization/float8.py.
 
-The model must be one of torchtitan's: a catalog model is matched to a flavor by its architecture and refused when
-torchtitan has none (GPT-3, Mixtral). These rules are shared with the v0.2.2 TOML (torchtitan_v02.py): the pipeline
+The model must be one of torchtitan's: a catalog model is matched to a flavor by its architecture (Llama 3 by its
+sizes; Qwen3 32B and 30B-A3B field for field, from models/qwen3/config_registry.py) and refused otherwise. These
+rules are shared with the v0.2.2 TOML (torchtitan_v02.py), which writes the Llama 3 flavors only: the pipeline
 split (distributed/pipeline_parallel.py _get_pipeline_metadata, _generate_llm_fqn_per_model_part) and the
 schedules are the same in both releases.
 """
@@ -19,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from planner.cost.params import plan_etp
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
-from planner.launch.emit.common import engine_torchrun, node_gpus
+from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -37,6 +39,15 @@ LLAMA3_FLAVORS = {
     "405B": (16384, 126, 128, 8, 53248, 128256),
 }
 LLAMA3_ROPE_THETA = 500000.0
+# Catalog models torchtitan 0.3.0 builds and has a recipe for (models/qwen3/config_registry.py qwen3_32b and
+# qwen3_30b_a3b, training model_registry("32B") and ("30B-A3B") of models/qwen3/__init__.py: q/k RMSNorm, head
+# width 128, RoPE theta 1e6, untied embeddings, the 30B-A3B's 128 experts of width 768, top 8), matched field for
+# field. Its qwen3 8B and 235B-A22B flavors have no recipe there, and its deepseek_v3, gpt_oss and kimi_k2_7
+# models are not written by this emitter yet. (model, flavor, the recipe function) -> catalog name.
+CATALOG_FLAVORS = {
+    ("qwen3", "32B", "qwen3_32b"): "qwen3-32b",
+    ("qwen3", "30B-A3B", "qwen3_30b_a3b"): "qwen3-30b-a3b",
+}
 # Which configuration field carries each plan field.
 PLAN_FIELDS = {
     "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
@@ -57,9 +68,13 @@ PLAN_FIELDS = {
 }
 
 
-def flavor(model: ModelSpec) -> tuple[str, str] | None:
-    """(name, flavor) of the torchtitan model with this architecture, or None."""
-    if model.moe is not None or model.mlp != "swiglu" or model.norm != "rmsnorm" or model.tied_embeddings:
+def flavor(model: ModelSpec, release: str = RELEASE) -> tuple[str, str, str] | None:
+    """(model, flavor, the recipe function of its config_registry.py) of the torchtitan model with this
+    architecture, or None: Llama 3 by its sizes (a plain transformer: emit/common.py), in this release also the
+    catalog models of CATALOG_FLAVORS field for field."""
+    if release == RELEASE and (match := catalog_match(model, CATALOG_FLAVORS)):
+        return match
+    if not plain_transformer(model) or model.mlp != "swiglu" or model.norm != "rmsnorm" or model.tied_embeddings:
         return None
     if model.position_embedding != "rope" or model.rope_theta not in (None, LLAMA3_ROPE_THETA):
         return None
@@ -73,7 +88,7 @@ def flavor(model: ModelSpec) -> tuple[str, str] | None:
     )
     for name, dims in LLAMA3_FLAVORS.items():
         if shape == dims:
-            return "llama3", name
+            return "llama3", name, f"llama3_{name.lower()}"
     return None
 
 
@@ -91,12 +106,18 @@ def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
 def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
     """What a torchtitan configuration of this release cannot say for this plan."""
     out = []
-    if flavor(model) is None:
-        flavors = ", ".join(f"llama3 {f}" for f in LLAMA3_FLAVORS)
+    if flavor(model, release) is None:
+        written = [f"llama3 {f}" for f in LLAMA3_FLAVORS] + [
+            f"{m} {f}" for m, f, _ in (CATALOG_FLAVORS if release == RELEASE else {})
+        ]
         out.append(
-            f"torchtitan {release} has no model with the architecture of {model.name} (its dense models with a "
-            f"pipeline split are {flavors}, RoPE theta {LLAMA3_ROPE_THETA:g}; GPT-3 and Mixtral have none): emit "
-            "megatron or deepspeed instead"
+            f"the planner writes torchtitan {release} configurations for {', '.join(written)} (RoPE theta "
+            f"{LLAMA3_ROPE_THETA:g} for llama3), and {model.name} is none of them: emit megatron or deepspeed instead"
+        )
+    elif model.moe is not None and plan_etp(plan) != 1:
+        out.append(
+            f"etp={plan_etp(plan)}: torchtitan {release} runs its experts without tensor parallelism (expert "
+            "tensor parallel degree 1); give --etp 1"
         )
     if plan.precision == "fp16":
         out.append("precision=fp16: torchtitan trains in bfloat16 or float32 (training.mixed_precision_param)")
@@ -210,11 +231,10 @@ def torchtitan_config(
 ) -> tuple[str, dict[str, str]]:
     """The configuration module: a template whose lines mirror the file it writes; how to run it on `nodes`
     nodes of `per_node` GPUs (default: the plan's GPUs on one node)."""
-    name, flav = flavor(model) or ("llama3", "?")
+    name, flav, base = flavor(model) or ("llama3", "?", "?")
     ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
     converters = "[Float8LinearConverter.Config(model_compile_enabled=False)]" if plan.precision == "fp8" else "None"
-    base = f"{name}_{flav.lower()}"
     lines = [
         f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
         "`planner launch --emit torchtitan`.",

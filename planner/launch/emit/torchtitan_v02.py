@@ -100,7 +100,7 @@ def torchtitan_toml(
     forward; 3: FSDP resharding (with pipelining, torchtitan's FSDP keeps the stage gathered either way).
     Local batch: the micro-batch without pipelining (gradient accumulation makes up the global batch); with
     pipelining, every micro-batch of a data-parallel rank's step, split by pipeline_parallel_microbatch_size."""
-    name, flav = flavor(model) or ("llama3", "?")
+    name, flav, _recipe = flavor(model, RELEASE) or ("llama3", "?", "?")
     ac = {"none": "none", "selective": "selective", "full": "full"}[plan.recompute]
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
     converters = '["quantize.linear.float8"]' if plan.precision == "fp8" else "[]"
