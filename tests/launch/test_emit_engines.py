@@ -122,6 +122,7 @@ PLANS = [
     # torchtitan 0.3.0's own Qwen3 recipes (models/qwen3/config_registry.py)
     ("qwen3-32b", {"dp": 4, "tp": 4, "sp": True, "pp": 2, "zero": 3, "global_batch": 64, "seq_len": 4096}),
     ("qwen3-30b-a3b", {"dp": 8, "ep": 8, "etp": 1, "zero": 3, "global_batch": 64, "seq_len": 4096}),
+    ("gpt-oss-20b", {"dp": 8, "ep": 4, "etp": 1, "zero": 3, "global_batch": 64, "seq_len": 4096}),
     ("gpt-oss-120b", {"dp": 8, "ep": 8, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     ("nemotron-h-56b", {"dp": 8, "tp": 8, "sp": True, "zero": 1, "global_batch": 64, "seq_len": 4096}),
     (

@@ -113,6 +113,10 @@ FLAVORS_0_3 = {
         "32B": (5120, 64, 64, 8, 25600, 0, 0, 151936),
         "30B-A3B": (2048, 48, 32, 4, 768, 128, 8, 151936),
     },
+    "gpt_oss": {  # models/gpt_oss/__init__.py gptoss_configs
+        "20b": (2880, 24, 64, 8, 2880, 32, 4, 201088),
+        "120b": (2880, 36, 64, 8, 2880, 128, 4, 201088),
+    },
 }
 
 
@@ -158,7 +162,7 @@ def torchtitan_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     }  # fmt: skip
     out += [f"unknown ParallelismConfig field {k}" for k in par if k not in fields]
     out += [f"unknown TrainingConfig field {k}" for k in tr if k not in TRAINING_FIELDS_0_3]
-    family = next((m.split(".")[2] for m in doc["imports"] if m.endswith(".model_registry")), None)
+    family = next((m.split(".")[2] for m in doc["imports"] if m.endswith(".model_registry")), None)  # llama3 ...
     flavor = str(doc.get("flavor"))
     if flavor not in FLAVORS_0_3.get(str(family), {}):
         out.append(f"flavor {flavor!r} is not a torchtitan {family} flavor")

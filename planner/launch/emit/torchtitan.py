@@ -9,7 +9,8 @@ plan decides set explicitly: torchtitan/config/configs.py ParallelismConfig and 
 distributed/activation_checkpoint.py (SelectiveAC / FullAC / None), components/quantization/float8.py.
 
 The model must be one of torchtitan's: a catalog model is matched to a flavor by its architecture (Llama 3 by its
-sizes; Qwen3 32B and 30B-A3B field for field, from models/qwen3/config_registry.py) and refused otherwise. These
+sizes; Qwen3 32B and 30B-A3B and GPT-OSS 20B and 120B field for field, from their config_registry.py) and refused
+otherwise. These
 rules are shared with the v0.2.2 TOML (torchtitan_v02.py), which writes the Llama 3 flavors only: the pipeline
 split (distributed/pipeline_parallel.py _get_pipeline_metadata, _generate_llm_fqn_per_model_part) and the
 schedules are the same in both releases.
@@ -39,14 +40,20 @@ LLAMA3_FLAVORS = {
     "405B": (16384, 126, 128, 8, 53248, 128256),
 }
 LLAMA3_ROPE_THETA = 500000.0
-# Catalog models torchtitan 0.3.0 builds and has a recipe for (models/qwen3/config_registry.py qwen3_32b and
-# qwen3_30b_a3b, training model_registry("32B") and ("30B-A3B") of models/qwen3/__init__.py: q/k RMSNorm, head
-# width 128, RoPE theta 1e6, untied embeddings, the 30B-A3B's 128 experts of width 768, top 8), matched field for
-# field. Its qwen3 8B and 235B-A22B flavors have no recipe there, and its deepseek_v3, gpt_oss and kimi_k2_7
-# models are not written by this emitter yet. (model, flavor, the recipe function) -> catalog name.
+# Catalog models torchtitan 0.3.0 builds and has a recipe for, matched field for field. (model, flavor, the recipe
+# function) -> catalog name.
+# - models/qwen3/config_registry.py qwen3_32b and qwen3_30b_a3b, training model_registry("32B") and ("30B-A3B") of
+#   models/qwen3/__init__.py: q/k RMSNorm, head width 128, RoPE theta 1e6, untied embeddings, the 30B-A3B's 128
+#   experts of width 768, top 8. Its 8B and 235B-A22B flavors have no recipe there.
+# - models/gpt_oss/config_registry.py gpt_oss_20b and gpt_oss_120b (model_registry("20b") and ("120b")): 64 heads of
+#   64, 8 kv heads, a learned sink per head, a 128-token window on the even layers, 32 or 128 experts of width 2880,
+#   top 4, biases, RoPE theta 150000 (with YaRN scaling the spec does not price).
+# Its deepseek_v3 (no MTP) and kimi_k2_7 models are not written by this emitter yet.
 CATALOG_FLAVORS = {
     ("qwen3", "32B", "qwen3_32b"): "qwen3-32b",
     ("qwen3", "30B-A3B", "qwen3_30b_a3b"): "qwen3-30b-a3b",
+    ("gpt_oss", "20b", "gpt_oss_20b"): "gpt-oss-20b",
+    ("gpt_oss", "120b", "gpt_oss_120b"): "gpt-oss-120b",
 }
 # Which configuration field carries each plan field.
 PLAN_FIELDS = {
