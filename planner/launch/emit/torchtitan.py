@@ -10,10 +10,9 @@ distributed/activation_checkpoint.py (SelectiveAC / FullAC / None), components/q
 
 The model must be one of torchtitan's: a catalog model is matched to a flavor by its architecture (Llama 3 by its
 sizes; Qwen3 32B and 30B-A3B and GPT-OSS 20B and 120B field for field, from their config_registry.py) and refused
-otherwise. These
-rules are shared with the v0.2.2 TOML (torchtitan_v02.py), which writes the Llama 3 flavors only: the pipeline
-split (distributed/pipeline_parallel.py _get_pipeline_metadata, _generate_llm_fqn_per_model_part) and the
-schedules are the same in both releases.
+otherwise. These rules are shared with the v0.2.2 TOML (torchtitan_v02.py), which writes the Llama 3 flavors only:
+the pipeline split (distributed/pipeline_parallel.py _get_pipeline_metadata, _generate_llm_fqn_per_model_part) and
+the schedules are the same in both releases.
 """
 
 from __future__ import annotations
