@@ -16,7 +16,7 @@ def shrink(model: ModelSpec, *, layers: int | None, hidden: int | None, tp: int 
     """
     update: dict[str, object] = {"params": None}
     if layers is not None:
-        update["num_layers"] = layers
+        update |= {"num_layers": layers, **_fewer_layers(model, layers)}
     if hidden is not None:
         heads = model.num_attention_heads
         if hidden % heads:
@@ -33,3 +33,28 @@ def shrink(model: ModelSpec, *, layers: int | None, hidden: int | None, tp: int 
         raise PlannerError(f"cannot shrink {model.name}: {pydantic_message(exc, 'model')}") from None
     except ValueError as exc:
         raise PlannerError(f"cannot shrink {model.name}: {exc}") from None
+
+
+def _fewer_layers(model: ModelSpec, layers: int) -> dict[str, object]:
+    """What else the first `layers` layers change: a hybrid or attention pattern's first letters, and the MoE
+    layers among them; refused by name when none of the MoE layers would be left (the model would be dense)."""
+    update: dict[str, object] = {}
+    if model.layer_pattern is not None:
+        update["layer_pattern"] = model.layer_pattern[:layers]
+    a = model.attention
+    if a is not None and len(a.pattern) > 1 and layers % len(a.pattern):  # the first layers' windows, one each
+        update["attention"] = a.model_copy(
+            update={"pattern": "".join(a.pattern[i % len(a.pattern)] for i in range(layers))}
+        )
+    moe = model.moe
+    if moe is not None and model.layer_pattern is None:
+        kept = [i for i in range(min(layers, model.num_layers)) if model.is_moe_layer(i)]
+        if not kept:
+            first = next(i for i in range(model.num_layers) if model.is_moe_layer(i))
+            raise PlannerError(
+                f"--layers {layers} keeps none of {model.name}'s MoE layers (the first is layer {first + 1}): give "
+                f"--layers {first + 1} or more"
+            )
+        if moe.layers is not None:
+            update["moe"] = moe.model_copy(update={"layers": tuple(kept)})
+    return update

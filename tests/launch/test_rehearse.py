@@ -164,3 +164,19 @@ def test_an_architecture_the_worker_cannot_build_is_refused_by_name(model):
         rehearse(
             spec, Plan(dp=8, global_batch=16, seq_len=1024), load_engine("planner"), device_type="cpu", max_processes=4
         )
+
+
+def test_fewer_layers_keep_the_first_layers_patterns_and_moe_layers():
+    """--layers N keeps the first N layers as the model has them: a hybrid pattern's first N letters, the attention
+    pattern's windows layer by layer, the MoE layers among them; a model left with no MoE layer is refused by
+    name with the count that keeps one (DeepSeek-V3's first three layers are dense)."""
+    from planner.launch.spec import shrink
+
+    nemotron = load_model("nemotron-h-8b")
+    assert shrink(nemotron, layers=4, hidden=None).layer_pattern == nemotron.layer_pattern[:4]
+    scout = shrink(load_model("llama4-scout"), layers=2, hidden=None)
+    assert scout.attention.pattern == "CC" and scout.num_moe_layers == 2
+    assert shrink(load_model("gpt-oss-20b"), layers=3, hidden=None).attention.pattern == "SGS"
+    assert shrink(load_model("deepseek-v3"), layers=5, hidden=None).num_moe_layers == 2
+    with pytest.raises(PlannerError, match=r"--layers 2 keeps none of deepseek-v3's MoE layers .*--layers 4 or more"):
+        shrink(load_model("deepseek-v3"), layers=2, hidden=None)
