@@ -342,3 +342,37 @@ def test_sub_specs_default_to_a_plain_transformer():
         None,
         None,
     )
+
+
+def test_glm_moe_imports_as_a_gated_mlp_with_its_family_defaults():
+    """GLM-4.7's config.json (the copy names no hidden_act) takes Glm4MoeConfig's defaults: a gated SiLU MLP of three
+    matrices, so 355B total and 32B activated as the GLM-4.5 report (arXiv:2508.06471) counts the same architecture
+    (92 layers, 160 experts of width 1536, 3 dense; THUDM/slime scripts/models/glm4.5-355B-A32B.sh gives the same
+    sizes): 1% total, 3% active without the input embedding (the report does not say how it counts). Read as a
+    two-matrix MLP, the file was 240B."""
+    glm = _import("glm4.7")
+    assert glm.mlp == "swiglu" and glm.num_moe_layers == 89
+    assert glm.num_params == pytest.approx(355e9, rel=0.01)
+    assert _active(glm, with_embedding=False) == pytest.approx(32e9, rel=0.03)
+    flagged = {**json.loads((CONFIGS / "glm4.7.json").read_text()), "use_qk_norm": True, "hidden_act": "silu"}
+    assert _spec_of(flagged).attention.qk_norm == "rmsnorm"  # Glm4MoeAttention's q_norm / k_norm
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"model_type": "somefamily", "use_qk_norm": True, "hidden_act": "silu"}, "use_qk_norm in model_type"),
+        ({"model_type": "somefamily"}, "no hidden_act, and model_type 'somefamily'"),
+    ],
+)
+def test_a_family_default_the_planner_does_not_know_is_refused_by_name(change, named):
+    """An unknown family's q/k-norm flag (RMSNorm or L2 is the family's) and its absent activation (two or three
+    MLP matrices) are asked for, not guessed."""
+    with pytest.raises(PlannerError, match=named):
+        _spec_of({**json.loads((CONFIGS / "glm4.7.json").read_text()), **change})
+
+
+def _spec_of(cfg: dict[str, Any]) -> ModelSpec:
+    from planner.io.hf_config import hf_fields
+
+    return ModelSpec(**hf_fields(cfg, CONFIGS / "glm4.7.json", "test-config"))

@@ -30,6 +30,8 @@ from planner.io import hf_families as fam
 from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, moe_fields
 from planner.specs import MAX_LAYERS
 
+ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_act", "activation_function")  # the MLP's activation, first found
+
 
 def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     c = HfConfig(_language_model(cfg, source), source)
@@ -40,7 +42,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     num_layers = len(pattern) if pattern else c.need("num_hidden_layers", "n_layer")
     if not 0 < num_layers <= MAX_LAYERS:  # before anything loops over the layers
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
-    act = str(c.get("mlp_hidden_act") or c.get("hidden_act") or c.get("activation_function") or "gelu").lower()
+    act = str(next((c.get(k) for k in ACTIVATION_KEYS if c.get(k)), "gelu")).lower()
     gated = family in fam.GATED_FAMILIES or act in ("silu", "swish", "swiglu")
     if family == "gpt2":  # GPT2Config: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
@@ -123,6 +125,18 @@ def _refuse(c: HfConfig) -> None:
     if family in fam.OTHER_SSM_FAMILIES:
         raise PlannerError(
             f"{src}: model_type {family!r} has SSM layers in a layout other than nemotron_h's hybrid_override_pattern"
+        )
+    if c.get("use_qk_norm") and family not in fam.QK_NORM_FLAG_FAMILIES:
+        raise PlannerError(
+            f"{src}: use_qk_norm in model_type {family!r}: which q/k norm it means (RMSNorm as GLM-4.5's, L2 as "
+            "Llama 4's) is the family's, and the planner does not know this family's"
+        )
+    if not any(c.raw.get(k) for k in ACTIVATION_KEYS) and family not in fam.GATED_FAMILIES | set(
+        fam.LEARNED_POSITION_FAMILIES
+    ) | {k for k, d in fam.FAMILY_DEFAULTS.items() if "hidden_act" in d} | {"nemotron_h"}:
+        raise PlannerError(
+            f"{src}: no hidden_act, and model_type {family!r}'s default is not one the planner knows: add hidden_act "
+            "(silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"
         )
     for key, why in fam.UNREPRESENTED_KEYS.items():
         if c.raw.get(key) is not None:

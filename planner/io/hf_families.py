@@ -31,7 +31,17 @@ _DEEPSEEK_V3: dict[str, Any] = {  # transformers/models/deepseek_v3/configuratio
     "tie_word_embeddings": False,
     "attention_bias": False,
 }
+# transformers/models/glm4_moe/configuration_glm4_moe.py, Glm4MoeConfig (GLM-4.5, GLM-4.5-Air)
+_GLM4_MOE: dict[str, Any] = {
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "use_qk_norm": False,
+    "n_group": 1,
+    "topk_group": 1,
+}
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "glm4_moe": _GLM4_MOE,
     "deepseek_v3": _DEEPSEEK_V3,
     "kimi_k2": _DEEPSEEK_V3,  # Kimi-K2's config.json maps AutoConfig to configuration_deepseek.DeepseekV3Config
     # transformers/models/qwen3_moe/configuration_qwen3_moe.py, Qwen3MoeConfig
@@ -150,6 +160,7 @@ GATED_FAMILIES = {
     "granite",
     "cohere",
     "internlm2",
+    "glm4_moe",
 }
 # Families with a learned absolute position table; nemotron_h has none at all; everything else is taken as RoPE.
 LEARNED_POSITION_FAMILIES = {"gpt2", "opt", "gpt_bigcode", "gpt_neo", "biogpt"}
@@ -161,6 +172,10 @@ RMSNORM_FAMILIES = {"nemotron_h"}  # RMSNorm although the config names only laye
 SHARED_EXPERT_FAMILIES = {"llama4_text": 1}
 # Learned RMSNorm q/k norms over head_dim (Qwen3Attention / Gemma3Attention q_norm, k_norm).
 QK_RMSNORM_FAMILIES = {"qwen3", "qwen3_moe", "gemma3_text"}
+# What `use_qk_norm: true` means, per family: Glm4MoeAttention's q_norm/k_norm are RMSNorms over head_dim
+# (modeling_glm4_moe.py), Llama 4's an L2 norm without weights (Llama4TextL2Norm). Elsewhere it is refused: the
+# kind is the family's.
+QK_NORM_FLAG_FAMILIES = {"glm4_moe": "rmsnorm", "llama4_text": "l2"}
 # Norms after attention and after the MLP as well as before (Gemma2/Gemma3DecoderLayer: four per layer).
 SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3_text"}
 # Learned attention sinks, one logit per head (GptOssAttention.sinks).

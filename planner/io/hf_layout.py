@@ -161,8 +161,8 @@ def attention_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
         out["sinks"] = True
     if c.family in fam.QK_RMSNORM_FAMILIES:
         out["qk_norm"] = "rmsnorm"
-    elif c.family == "llama4_text" and c.get("use_qk_norm"):
-        out["qk_norm"] = "l2"  # Llama4TextL2Norm: no weights
+    elif c.get("use_qk_norm"):  # the family's kind (hf_config.py refuses a family without one)
+        out["qk_norm"] = fam.QK_NORM_FLAG_FAMILIES[c.family]
     return {k: v for k, v in out.items() if v is not None} or None
 
 
