@@ -362,7 +362,7 @@ def test_glm_moe_imports_as_a_gated_mlp_with_its_family_defaults():
     ("change", "named"),
     [
         ({"model_type": "somefamily", "use_qk_norm": True, "hidden_act": "silu"}, "use_qk_norm in model_type"),
-        ({"model_type": "somefamily"}, "no hidden_act, and model_type 'somefamily'"),
+        ({"model_type": "somefamily"}, "does not know the default of model_type 'somefamily'"),
     ],
 )
 def test_a_family_default_the_planner_does_not_know_is_refused_by_name(change, named):

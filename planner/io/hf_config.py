@@ -135,8 +135,8 @@ def _refuse(c: HfConfig) -> None:
         fam.LEARNED_POSITION_FAMILIES
     ) | {k for k, d in fam.FAMILY_DEFAULTS.items() if "hidden_act" in d} | {"nemotron_h"}:
         raise PlannerError(
-            f"{src}: no hidden_act, and model_type {family!r}'s default is not one the planner knows: add hidden_act "
-            "(silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"
+            f"{src}: no hidden_act, and the planner does not know the default of model_type {family!r}: add "
+            "hidden_act (silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"
         )
     for key, why in fam.UNREPRESENTED_KEYS.items():
         if c.raw.get(key) is not None:
