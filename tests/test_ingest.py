@@ -393,6 +393,23 @@ def test_validate_reads_a_log_as_ingest_does(tmp_path):
     assert rc == 2 and "is a runs file" in err
 
 
+def test_calibrate_takes_what_a_log_does_not_state_as_validate_does():
+    """calibrate reads a log with --gpus and --plan as ingest and validate do: the Bridge log that states no dp is
+    fitted with --gpus 8, as validate reads it; without, the one line names the option; a runs file states its
+    plan and refuses them."""
+    bridge = str(LOGS / "megatron_bridge_llama32_1b.log")
+    rc, _, err = run_planner("calibrate", bridge, "--hardware", "h100-sxm")
+    assert rc == 2 and "does not state dp; give --gpus N" in err
+    rc, out, err = run_planner("calibrate", bridge, "--hardware", "h100-sxm", "--gpus", "8", "--json")
+    assert rc == 0, err
+    (fitted,) = json.loads(out)["runs"]
+    rc, out, err = run_planner("validate", bridge, "--hardware", "h100-sxm", "--gpus", "8", "--json")
+    (validated,) = json.loads(out)["runs"]
+    assert fitted["id"] == validated["id"] == "megatron_bridge_llama32_1b"
+    rc, _, err = run_planner("calibrate", str(DATA / "calibration_runs.yaml"), "--plan", bridge)
+    assert rc == 2 and "is a runs file" in err
+
+
 def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     """A torchtitan log prints no plan: the plan file the run was launched from (search --save) gives its fields,
     model, hardware and GPUs, so the runs file is written and validate reads it; what the log does state wins."""

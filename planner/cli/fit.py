@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -131,38 +131,58 @@ def calibrate(
     params: ParamsOpt = None,
     behaviour: BehaviourOpt = False,
     model: LogModelOpt = None,
+    gpus: GpusOpt = None,
+    plan: LogPlanOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit what the runs can identify (each engine's compute and per-step overhead on their GPUs; hardware
-    parameters by name) and report every move, what stayed and why, and each run's error before and after."""
+    parameters by name) and report every move, what stayed and why, and each run's error before and after.
+    Training logs are read as ingest reads them, with what they do not state from --model, --hardware, --gpus
+    and --plan."""
+    from planner.cli.ingest import log_givens
     from planner.io.catalog import load_hardware, load_model
     from planner.io.files import make_dir
 
     names = param_names(params)
+    if gpus or plan:
+        _logs_only(inputs)
+    one = hardware[0] if hardware and len(hardware) == 1 else None
+    given = log_givens(model, one, gpus, plan)
+    hardware = hardware or ([given.hardware] if given.hardware else None)
     profiles = [load_hardware(h) for h in hardware] if hardware else None
-    spec = load_model(model) if model else None
+    spec = load_model(given.model) if given.model else None
+    fill = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
     created = bool(engine_out) and not Path(str(engine_out)).exists()
     if engine_out:  # checked before anything is written: a failure leaves no profile behind
         make_dir(engine_out, what="--engine-out folder")
     try:
         if behaviour:
             _calibrate_behaviour(
-                inputs, profiles, spec, output=output, names=names, engine_out=engine_out, as_json=as_json
+                inputs, profiles, spec, fill, output=output, names=names, engine_out=engine_out, as_json=as_json
             )
             return
         _calibrate_runs(
-            inputs, profiles, spec, hardware or [], names=names, output=output, engine_out=engine_out, as_json=as_json
-        )
+            inputs, profiles, spec, fill, hardware or [], names=names, output=output, engine_out=engine_out,
+            as_json=as_json,
+        )  # fmt: skip
     except PlannerError:
         if created and engine_out and not any(Path(engine_out).iterdir()):
             Path(engine_out).rmdir()  # nor the folder this command made for it
         raise
 
 
+def _logs_only(inputs: list[str]) -> None:
+    """--gpus and --plan fill what a training log leaves unstated; a runs file or launch profile states it."""
+    stated = [p for p in inputs if Path(p).suffix in (".yaml", ".yml", ".json")]
+    if stated:
+        raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {stated[0]} is a runs file")
+
+
 def _calibrate_runs(
     inputs: list[str],
     profiles: list[HardwareProfile] | None,
     spec: ModelSpec | None,
+    fill: dict[str, Any],
     args: list[str],
     *,
     names: tuple[str, ...] | None,
@@ -178,7 +198,7 @@ def _calibrate_runs(
 
     progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
     try:
-        result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec)
+        result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec, given=fill)
     finally:
         progress.close()
     bases = list(result.bases.values())
@@ -201,6 +221,7 @@ def _calibrate_behaviour(
     inputs: list[str],
     profiles: list[HardwareProfile] | None,
     spec: ModelSpec | None,
+    fill: dict[str, Any],
     *,
     output: str | None,
     names: tuple[str, ...] | None,
@@ -217,7 +238,7 @@ def _calibrate_behaviour(
             "leave out -o and --params"
         )
     single = profiles[0] if profiles and len(profiles) == 1 else None
-    obs = load_observations(inputs, single, model=spec)
+    obs = load_observations(inputs, single, model=spec, given=fill)
     if profiles:
         wanted = {p.name for p in profiles}
         obs = [o for o in obs if o.hardware.name in wanted]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from planner.cost.coster import Coster
@@ -228,11 +228,12 @@ def calibrate_paths(
     stat: str = "median",
     progress: Callable[[int, int], None] | None = None,
     model: ModelSpec | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> FitResult:
     """The CLI's entry: the runs of runs files, launch profiles and logs, fitted on the hardware they name (or on
-    the given profiles: only their runs)."""
+    the given profiles: only their runs); `model` and `given` fill what a log does not state (load_observations)."""
     single = hardware[0] if hardware and len(hardware) == 1 else None
-    obs = load_observations(paths, single, stat=stat, model=model)
+    obs = load_observations(paths, single, stat=stat, model=model, given=given)
     if hardware:
         wanted = {h.name for h in hardware}
         obs = [o for o in obs if o.hardware.name in wanted]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,11 +138,17 @@ def observation_from_profile(
 
 
 def load_observations(
-    paths: list[str], hardware: HardwareProfile | None, *, stat: str = "median", model: ModelSpec | None = None
+    paths: list[str],
+    hardware: HardwareProfile | None,
+    *,
+    stat: str = "median",
+    model: ModelSpec | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> list[Observation]:
     """Runs files (.yaml), launch profiles (.json) and training logs (anything else, read as `planner ingest`
     reads them); `hardware` None: each run on the profile it names (a launch profile names the one it ran on; a
-    log that does not say needs `hardware`, a log that does not state its model `model`)."""
+    log that does not say needs `hardware`, a log that does not state its model `model`, and `given` the rest
+    ingest's --gpus and --plan give: read_log's gpus, given_plan and given_software)."""
     obs: list[Observation] = []
     for path in paths:
         p = Path(path)
@@ -151,7 +158,7 @@ def load_observations(
             doc = load_json(p, path)
             obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
         else:
-            obs += observations_from_runs(runs_of(p, hardware, model), hardware, path)
+            obs += observations_from_runs(runs_of(p, hardware, model, **(given or {})), hardware, path)
     return obs
 
 
@@ -190,8 +197,7 @@ def _log_entries(
         fill = "--gpus N" if unstated == ["dp"] else "--plan PLAN.yaml"
         raise PlannerError(
             f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; give {fill} (the plan the run "
-            f"used) to validate, or write a runs file with `planner ingest {path} {fill} -o runs.yaml` and calibrate "
-            "on that"
+            f"used), or write a runs file with `planner ingest {path} {fill} -o runs.yaml`"
         )
     return entries
 
