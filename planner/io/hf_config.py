@@ -131,9 +131,7 @@ def _refuse(c: HfConfig) -> None:
             f"{src}: use_qk_norm in model_type {family!r}: which q/k norm it means (RMSNorm as GLM-4.5's, L2 as "
             "Llama 4's) is the family's, and the planner does not know this family's"
         )
-    if not any(c.raw.get(k) for k in ACTIVATION_KEYS) and family not in fam.GATED_FAMILIES | set(
-        fam.LEARNED_POSITION_FAMILIES
-    ) | {k for k, d in fam.FAMILY_DEFAULTS.items() if "hidden_act" in d} | {"nemotron_h"}:
+    if not any(c.get(k) for k in ACTIVATION_KEYS) and family not in fam.KNOWN_ACTIVATION_FAMILIES:
         raise PlannerError(
             f"{src}: no hidden_act, and the planner does not know the default of model_type {family!r}: add "
             "hidden_act (silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"

@@ -164,6 +164,9 @@ GATED_FAMILIES = {
 }
 # Families with a learned absolute position table; nemotron_h has none at all; everything else is taken as RoPE.
 LEARNED_POSITION_FAMILIES = {"gpt2", "opt", "gpt_bigcode", "gpt_neo", "biogpt"}
+# Families whose MLP the importer knows without an activation key (gated whatever it says, or the two-matrix GELU of
+# the learned-position GPTs, or Nemotron-H's relu²); elsewhere an absent one is asked for (FAMILY_DEFAULTS may give it).
+KNOWN_ACTIVATION_FAMILIES = GATED_FAMILIES | LEARNED_POSITION_FAMILIES | {"nemotron_h"}
 NO_POSITION_FAMILIES = {"nemotron_h"}  # Nemotron-H's attention layers carry no position encoding (the paper, 2.1)
 UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo2"}
 RMSNORM_FAMILIES = {"nemotron_h"}  # RMSNorm although the config names only layer_norm_epsilon (modeling_nemotron_h)
