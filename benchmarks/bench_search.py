@@ -65,12 +65,18 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this check
 # count of the same order for the size. BLOOM 176B: 384 A100 (BigScience 2022); MT-NLG 530B: 2240 A100 (Smith et
 # al. 2022); Megatron 1T: 3072 A100 (Narayanan et al. 2021, Table 1); GPT-3 175B: 1024 (ibid.); Llama 3 405B:
 # 16384 H100 (Dubey et al. 2024); Mixtral: 256 (issue 11). OPT-175B ran on 992 A100 (Zhang et al. 2022), where no
-# plan takes a power-of-two global batch (992 = 31 x 32): it is timed on 1024.
+# plan takes a power-of-two global batch (992 = 31 x 32): it is timed on 1024. DeepSeek-V3: 2048 H800 (DeepSeek-V3
+# technical report, section 3.1); Llama 3.1 as Llama 3. The other 2026 models' reports give no GPU count: a count of
+# the same order for the total size (Kimi-K2 as DeepSeek-V3).
 USUAL_GPUS = {
     "tiny": 8, "gpt3-125m": 8, "gpt3-350m": 16, "gpt3-760m": 32, "gpt3-1.3b": 32, "gpt2-1.5b": 32,
     "gpt3-2.7b": 64, "gpt3-6.7b": 64, "llama2-7b": 64, "llama3-8b": 64, "gpt3-13b": 128, "llama2-13b": 128,
     "llama2-70b": 1024, "llama3-70b": 1024, "gpt3-175b": 1024, "opt-175b": 1024, "bloom-176b": 384,
     "mixtral-8x7b": 256, "mixtral-8x22b": 256, "llama3-405b": 16384, "mt-nlg-530b": 2240, "megatron-1t": 3072,
+    "llama3.1-8b": 64, "llama3.1-70b": 1024, "llama3.1-405b": 16384, "qwen3-8b": 64, "gpt-oss-20b": 64,
+    "qwen3-30b-a3b": 128, "gemma3-27b": 256, "qwen3-32b": 256, "nemotron-h-8b": 64, "nemotron-h-56b": 1024,
+    "gpt-oss-120b": 256, "llama4-scout": 256, "qwen3-235b-a22b": 1024, "llama4-maverick": 1024,
+    "deepseek-v3": 2048, "kimi-k2": 2048,
 }  # fmt: skip
 
 
