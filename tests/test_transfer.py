@@ -160,6 +160,26 @@ def test_search_risk_ranks_by_the_low_end_of_the_interval():
     assert len(lows) > 2 and lows == sorted(lows, reverse=True)
 
 
+def test_risk_ranks_only_plans_whose_memory_interval_fits():
+    # Mixtral 8x7B on 256 H100s: the top plan by prediction holds about 79 of 79.2 GiB, and its interval (widened for
+    # MoE beyond the runs) passes the capacity: the search says so, and --risk ranks only plans whose interval fits.
+    args = ("search", "--model", "mixtral-8x7b", "--gpus", "256", "--no-advice")
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    top, capacity = doc["plans"][0], doc["plans"][0]["memory"]["capacity_bytes"]
+    assert top["uncertainty"]["peak_memory_interval"][1] > capacity
+    code, text, err = run(*args)
+    assert code == 0 and "may not fit: the 80% interval of its memory" in text, err
+    code, out, err = run(*args, "--risk", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["plans"]) == 10 and doc["pruned"].get("may not fit by the 80% interval of memory, with --risk")
+    assert all(p["uncertainty"]["peak_memory_interval"][1] <= capacity for p in doc["plans"])
+    code, text, err = run(*args, "--risk")
+    assert code == 0 and "may not fit:" not in text.split("best:")[1], err
+
+
 def test_runs_2024_2026_name_a_year_and_no_held_out_source():
     runs = yaml.safe_load((DATA / "runs_2024_2026.yaml").read_text())
     reference = {r["id"] for r in yaml.safe_load((DATA / "calibration_runs.yaml").read_text())}

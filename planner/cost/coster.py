@@ -15,6 +15,7 @@ from planner.cost.estimate import Estimate, estimate
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.peaks import PeakMemory
 from planner.cost.schedule import StepTime, step_time
+from planner.cost.uncertainty import uncertainty
 from planner.engine import Engine, plan_problems, require_runs
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Recompute, Rejected
@@ -70,6 +71,12 @@ class Coster:
             checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth_bytes_per_s,
             time=time,
         )
+
+    def memory_high_bytes(self, plan: Plan, peak_bytes: float) -> float:
+        """The high end of the 80% interval of a plan's peak memory predicted at `peak_bytes` (cost.uncertainty:
+        widened for the plan's distances from the engine's runs); `--risk` ranks only plans where it fits."""
+        u = uncertainty(self.engine, self.hw, model=self.model, plan=plan, peak_bytes=peak_bytes)
+        return u.peak_memory_interval[1] if u.peak_memory_interval else peak_bytes * (1 + u.peak_memory_rel)
 
     # ---- many plans: what the search screens and prunes with ------------------------------------------
     def peak(self, plan: Plan) -> tuple[float, int]:

@@ -44,6 +44,7 @@ from planner.explore.space import (
     NO_FAILURES,
     OBJECTIVES,
     PRUNED_BOUND,
+    PRUNED_RISK,
     Checkpointing,
     Space,
     Structure,
@@ -135,6 +136,9 @@ def _time(
             res.pruned[PRUNED_BOUND] += len(ordered) - n
             break
         p, nbytes = f.plan(), f.nbytes
+        if res.objective == "risk" and coster.memory_high_bytes(p, nbytes) > coster.capacity_bytes:
+            res.pruned[PRUNED_RISK] += 1  # may not fit: --risk ranks only plans sure to
+            continue
         if not exhaustive and len(heap) >= top and coster.tight_bound_s(p) >= -heap[0][0]:
             res.pruned[PRUNED_BOUND] += 1
             continue

@@ -19,6 +19,7 @@ NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
+PRUNED_RISK = "may not fit by the 80% interval of memory, with --risk"
 OBJECTIVES = ("throughput", "memory", "goodput", "risk")  # risk: the 80% interval's low end (search --risk)
 LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
 DEFAULT_MAX_CP_LONG = 16

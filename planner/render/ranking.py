@@ -151,12 +151,25 @@ def _print_best(console: Console, result: SearchResult) -> None:
             f"[yellow]wide error bars:[/] no calibration runs of {escape(e.engine.name)} "
             f"on {escape(result.hardware.name)}"
         )
+    _print_memory_risk(console, result, e)
     pl = e.plausibility
     if not pl.ok:
         console.print(
             f"[yellow]the top plan is implausible:[/] its predicted MFU {pl.mfu:.1%} is above the best published "
             f"for this hardware, {pl.mfu_ceiling:.1%} ({pl.source}); treat its rank with suspicion"
         )
+
+
+def _print_memory_risk(console: Console, result: SearchResult, e: Any) -> None:
+    """Where the top plan's 80% interval of memory passes the GPU's capacity, say so: it may not fit."""
+    interval = e.uncertainty.peak_memory_interval
+    if interval is None or interval[1] <= e.memory.capacity_bytes:
+        return
+    hint = "" if result.objective == "risk" else "; --risk ranks only plans whose interval fits"
+    console.print(
+        f"[yellow]may not fit:[/] the 80% interval of its memory, {e.uncertainty.memory_text()}, passes the "
+        f"{_gib(e.memory.capacity_bytes)} per GPU{hint}"
+    )
 
 
 def _plan_text(p: Any) -> str:
