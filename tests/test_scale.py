@@ -81,3 +81,19 @@ def test_counts_beyond_the_cluster_say_so():
     points = {p["gpus"]: p for p in json.loads(out)["points"]}
     assert points[64]["fits"] and points[64]["note"] is None
     assert not points[32768]["fits"] and "more than cluster dgx-superpod-h100 holds" in points[32768]["note"]
+
+
+def test_the_table_says_which_engine_each_count_runs():
+    # --engine all: Llama 3 405B's best plan on 1,024 H100s runs on Megatron, on 16,384 on another engine; one engine
+    # throughout is named once in the header instead
+    args = ("scale", "-m", "llama3-405b", "--gpus", "1024,16384", "--tokens", "15e12")
+    code, out, err = run(*args, "--engine", "all", "--json")
+    assert code == 0, err
+    engines = [p["engine"] for p in json.loads(out)["points"]]
+    assert len(set(engines)) == 2
+    code, out, err = run(*args, "--engine", "all")
+    assert code == 0 and " engine " in out.splitlines()[1], err
+    rows = [line.split() for line in out.splitlines()[2:] if line.strip()[:1].isdigit()]
+    assert [r[1] for r in rows] == engines
+    code, out, err = run(*args)
+    assert code == 0 and out.startswith("llama3-405b on h100-sxm with megatron,") and " engine " not in out, err

@@ -26,7 +26,8 @@ from planner.errors import PlannerError
 from planner.explore.fanout import fan_out, workers
 
 WELL = 0.9  # a share of the best per-GPU throughput that counts as using the GPUs well
-SCAN_DEPTH = 6  # at most 64x fewer GPUs are scanned for the best per-GPU throughput
+SCAN_DEPTH = 8  # at most 256x fewer GPUs are scanned for the best per-GPU throughput
+SCAN_PATIENCE = 2  # halvings in a row that beat no count before them end the scan
 DEFAULT_MAX_TOKENS_PER_STEP = 1 << 24  # 16.8M tokens: Llama 3 405B's final batch (Dubey et al. 2024 §3.4.1)
 IDLE_SHARE = 0.25  # a best plan idle (bubble + exposed communication) this much of its step is worth advising on
 
@@ -100,18 +101,24 @@ def best_count(probe: Probe, counts: Iterable[int], global_batch: int) -> tuple[
 
 
 def scan_counts(probe: Probe, *, gpus: int, global_batch: int, node: int) -> tuple[int | None, float]:
-    """Halve the count from `gpus` while per-GPU throughput rises (whole nodes, at most SCAN_DEPTH times):
-    (the largest count used WELL, the best per-GPU throughput seen)."""
-    counts, last = [gpus], probe(gpus, global_batch)
+    """Halve the count from `gpus` while per-GPU throughput may still rise (whole nodes, at most SCAN_DEPTH
+    times), stopping after SCAN_PATIENCE halvings in a row that beat no count before them, or at a count where
+    nothing fits: (the largest count used WELL, the best per-GPU throughput seen). The rate can stall and then
+    rise (a plan shape that halving one more time makes possible, a group that comes back inside a tier)."""
+    counts, best = [gpus], probe(gpus, global_batch)
     halvings = [gpus >> k for k in range(1, SCAN_DEPTH + 1)]
     halvings = halvings[: next((i for i, g in enumerate(halvings) if g < node or g % node), len(halvings))]
+    stalled = 0
     for i, g in enumerate(halvings):
         probe.prefetch_ahead([(h, global_batch) for h in halvings[i:]])
         rate = probe(g, global_batch)
         counts.append(g)
-        if rate is None or (last is not None and rate <= last):
+        if rate is None:
             break
-        last = rate
+        stalled = 0 if best is None or rate > best else stalled + 1
+        best = rate if best is None else max(best, rate)
+        if stalled >= SCAN_PATIENCE:
+            break
     return best_count(probe, counts, global_batch)
 
 
@@ -156,7 +163,7 @@ def advise(
         Advice(
             "gpus",
             f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
-            f"per-GPU throughput ({best:,.0f} tokens/s per GPU); on {gpus} GPUs each reaches {here:,.0f}, "
+            f"per-GPU throughput ({best:,.0f} tokens/s per GPU); on {gpus} GPUs each reaches {here:,.0f} tokens/s, "
             f"{here / best:.0%} of it",
             fed,
             global_batch,

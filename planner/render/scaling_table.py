@@ -21,27 +21,33 @@ PLAN_MIN = len("rc=selective")  # the plan column's narrowest: its longest word
 def print_scaling(console: Console, s: Scaling) -> None:
     from rich.table import Table
 
+    engines = list(dict.fromkeys(p.engine for p in s.points if p.plan is not None and p.engine))
+    several = len(engines) > 1  # the best plan's engine differs between counts: a column says which
     console.print(
-        f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/], {fmt_count(s.tokens)} tokens to train: "
-        "the best plan at each GPU count"
+        f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/]"
+        + (f" with {escape(engines[0])}" if len(engines) == 1 else "")
+        + f", {fmt_count(s.tokens)} tokens to train: the best plan at each GPU count"
     )
     table = Table(show_edge=False, box=None, header_style="bold")
-    for col in ("GPUs", "plan", "batch", "tokens/s", "per GPU", "MFU", "step", "to train", "GPU-hours"):
+    columns = ("GPUs", *(("engine",) if several else ()), "plan", "batch", "tokens/s", "per GPU", "MFU", "step")
+    for col in (*columns, "to train", "GPU-hours"):
         # the plan wraps between its degrees to fit the terminal (100 columns piped); the numbers never do
         table.add_column(
             col,
-            justify="left" if col == "plan" else "right",
+            justify="left" if col in ("plan", "engine") else "right",
             no_wrap=col != "plan",
             min_width=PLAN_MIN if col == "plan" else None,
         )
     best_per_gpu = max((p.tokens_per_s_per_gpu for p in s.points if p.plan is not None), default=0.0)
     for p in s.points:
         if p.plan is None:
-            table.add_row(str(p.gpus), f"[red]{escape(_short(p.note or 'nothing fits'))}[/]", *[""] * 7)
+            blank = [""] if several else []
+            table.add_row(str(p.gpus), *blank, f"[red]{escape(_short(p.note or 'nothing fits'))}[/]", *[""] * 7)
             continue
         share = p.tokens_per_s_per_gpu / best_per_gpu if best_per_gpu else 0.0
         table.add_row(
             str(p.gpus),
+            *([escape(p.engine or "")] if several else []),
             escape(p.plan.summary()),
             str(p.plan.global_batch),
             fmt_rate(p.tokens_per_s),
