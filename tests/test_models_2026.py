@@ -10,6 +10,7 @@ off: each row says which.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -376,3 +377,38 @@ def _spec_of(cfg: dict[str, Any]) -> ModelSpec:
     from planner.io.hf_config import hf_fields
 
     return ModelSpec(**hf_fields(cfg, CONFIGS / "glm4.7.json", "test-config"))
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"hybrid_override_pattern": "M-" * 46}, "hybrid_override_pattern in model_type 'glm4_moe'"),
+        ({"attention_chunk_size": 8192}, "attention_chunk_size in model_type 'glm4_moe'"),
+        ({"hidden_act": "weirdact"}, "hidden_act='weirdact' is no activation"),
+    ],
+)
+def test_a_key_only_another_family_reads_or_an_unknown_activation_is_refused(change, named):
+    """Read outside the family whose rule defines it, a hybrid pattern or a chunk size would be dropped (a Mamba
+    stack imported as attention); an activation transformers cannot build is no model to price."""
+    with pytest.raises(PlannerError, match=re.escape(named)):
+        _spec_of({**json.loads((CONFIGS / "glm4.7.json").read_text()), **change})
+
+
+def test_an_unknown_family_imports_from_its_keys_with_a_warning(tmp_path):
+    cfg = {**json.loads((CONFIGS / "llama3.1_8b.json").read_text()), "model_type": "foobar"}
+    with pytest.warns(UserWarning, match="model_type 'foobar' is not a family the importer has rules for"):
+        spec = _spec_of(cfg)
+    assert spec.num_params == pytest.approx(8.03e9, rel=0.01)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run_planner("memory", "-m", str(path), "--gpus", "8", "--json")
+    assert code == 0 and "model_type 'foobar'" in err and json.loads(out)["params"] > 8e9
+    path.write_text(json.dumps({**cfg, "num_hidden_layers": 0}))
+    code, out, err = run_planner("memory", "-m", str(path), "--gpus", "8")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "foobar" not in err  # the error alone, no warning
+
+
+def test_the_file_s_own_expert_count_beats_its_family_default():
+    """GPT-OSS's family default names num_local_experts (128); a file that says num_experts: 32 has 32."""
+    cfg = {k: v for k, v in json.loads((CONFIGS / "gpt_oss_120b.json").read_text()).items() if k != "num_local_experts"}
+    assert _spec_of({**cfg, "num_experts": 32}).moe.num_experts == 32

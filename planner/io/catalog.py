@@ -9,6 +9,7 @@ single line names the file, the offending value and what would be valid. The dec
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -169,4 +170,9 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     cfg = load_json(path, source)
     if not isinstance(cfg, dict):
         raise PlannerError(f"{source}: expected a JSON object of config fields, got {type(cfg).__name__}")
-    return validated(ModelSpec, hf_fields(cfg, path, source), source)
+    with warnings.catch_warnings(record=True) as caught:  # said once the model imports: never before an error
+        warnings.simplefilter("always")
+        spec = validated(ModelSpec, hf_fields(cfg, path, source), source)
+    for w in caught:
+        warnings.warn(str(w.message), w.category, stacklevel=2)
+    return spec

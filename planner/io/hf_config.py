@@ -136,10 +136,27 @@ def _refuse(c: HfConfig) -> None:
             f"{src}: no hidden_act, and the planner does not know the default of model_type {family!r}: add "
             "hidden_act (silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"
         )
+    act = next((c.get(k) for k in ACTIVATION_KEYS if c.get(k)), None)
+    if act is not None and str(act).lower() not in fam.ACTIVATION_NAMES:
+        raise PlannerError(
+            f"{src}: hidden_act={act!r} is no activation transformers builds by name; known: "
+            f"{', '.join(sorted(fam.ACTIVATION_NAMES))}"
+        )
+    for key, owner in fam.FAMILY_ONLY_KEYS.items():
+        if c.raw.get(key) is not None and family != owner:
+            raise PlannerError(
+                f"{src}: {key} in model_type {family!r}: the importer reads it only as {owner}'s rule defines it"
+            )
     for key, why in fam.UNREPRESENTED_KEYS.items():
         if c.raw.get(key) is not None:
             raise PlannerError(f"{src}: {key}={c.raw[key]!r}: {why} is not representable")
     _refuse_unread_experts(c)
+    if family not in fam.KNOWN_FAMILIES:
+        warnings.warn(
+            f"{src}: model_type {family!r} is not a family the importer has rules for: read from its keys as a "
+            "decoder of attention and MLP layers; check its params against the published total",
+            stacklevel=3,
+        )
 
 
 def _refuse_unread_experts(c: HfConfig) -> None:

@@ -232,6 +232,19 @@ LINEAR_ATTENTION_KEYS = (
     "linear_attn_config",
 )
 # Keys of parts the spec has no field for, with why.
+# Every model_type the importer has a rule for: another family is read from its keys alone, with a warning.
+KNOWN_FAMILIES = (
+    set(FAMILY_DEFAULTS) | KNOWN_ACTIVATION_FAMILIES | ALL_SLIDING_FAMILIES | ALTERNATING_FAMILIES | QWEN_FAMILIES
+)
+# The MLP activations transformers builds by name (src/transformers/activations.py ACT2CLS), and swiglu, which
+# custom configs write for a gated SiLU; any other name is no activation the importer can price.
+ACTIVATION_NAMES = {
+    "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate", "laplace",
+    "leaky_relu", "linear", "mish", "quick_gelu", "relu", "relu2", "relu6", "sigmoid", "silu", "swish", "tanh",
+    "prelu", "xielu", "swiglu", "geglu",
+}  # fmt: skip
+# Keys a family's own rule reads: elsewhere they would be dropped, so they are refused outside these families.
+FAMILY_ONLY_KEYS = {"hybrid_override_pattern": "nemotron_h", "attention_chunk_size": "llama4_text"}
 UNREPRESENTED_KEYS = {
     "index_topk": "DeepSeek sparse attention's indexer (its own heads and top-k selection)",
     "moe_latent_size": "MoE experts that work in a latent width other than hidden_size",

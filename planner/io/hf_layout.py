@@ -29,10 +29,13 @@ class HfConfig:
         return self.cfg.get(key) is not None
 
     def integer(self, *keys: str) -> int | None:
-        """The first of `keys` that is present and not null, as an int; None if none is."""
-        for key in keys:
-            if self.cfg.get(key) is not None:
-                return self._as_int(key, self.cfg[key])
+        """The first of `keys` the file itself gives (not null), else the first its family's defaults give, as an
+        int; None if none is: a file that names the expert count `num_experts` is not overridden by its family's
+        default `num_local_experts`."""
+        for source in (self.raw, self.cfg):
+            for key in keys:
+                if source.get(key) is not None:
+                    return self._as_int(key, source[key])
         return None
 
     def need(self, *keys: str) -> int:
