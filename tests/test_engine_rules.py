@@ -1,10 +1,8 @@
 """One small, hand-checked test per engine rule (planner/engine/rules.py, planner/engine/split.py).
 
-Each docstring cites the engine source the rule comes from. Line numbers and commits are those of the fact
-sheets in /work/notes: Megatron-LM @d98e8a64 (megatron.md), torchtitan v0.2.2 @73a0e69 and torch
-pipelining (torchtitan.md), DeepSpeed v0.16.4 @38327e0, Composer @6405188 and llm-foundry @8c8dd48
-(deepspeed_foundry.md). Every rejection is also checked for naming the offending value in its detail, so a
-user sees what to change.
+Each docstring cites the engine source the rule comes from, at these commits: Megatron-LM @d98e8a64, torchtitan
+v0.2.2 @73a0e69 and torch pipelining, DeepSpeed v0.16.4 @38327e0, Composer @6405188 and llm-foundry @8c8dd48. Every
+rejection is also checked for naming the offending value in its detail, so a user sees what to change.
 """
 
 from __future__ import annotations

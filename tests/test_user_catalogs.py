@@ -78,6 +78,19 @@ def test_catalog_option_must_be_a_folder(tmp_path):
         catalog.set_user_catalogs([tmp_path / "nope"])
 
 
+def test_catalog_option_must_be_a_folder_in_the_environment_too(monkeypatch, tmp_path):
+    monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "nope"))
+    catalog.set_user_catalogs([])  # clears the index: the roots are read again
+    with pytest.raises(PlannerError, match=f"{catalog.CATALOG_ENV} names .*nope.*is not a directory"):
+        load_model("tiny")
+
+
+def test_engine_all_is_case_insensitive_as_names_are():
+    from planner.api.resolve import resolve_engines
+
+    assert [e.name for e in resolve_engines("ALL", {})] == [e.name for e in resolve_engines("all", {})]
+
+
 def test_cli_reads_the_environment_catalog(tmp_path):
     _user_gpu(tmp_path / "mine", "my-gpu", 100e9)
     import os

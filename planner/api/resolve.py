@@ -197,9 +197,10 @@ def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
     in-house stack kept to check the model against its reports), each configured."""
     from planner.io.catalog import list_engines
 
-    if arg is None or (arg.strip() != "all" and "," not in arg):
+    every = arg is not None and arg.strip().lower() == "all"  # names are case-insensitive: so is 'all'
+    if arg is None or (not every and "," not in arg):
         return [resolve_engine(arg, overrides)]
-    if arg.strip() == "all":
+    if every:
         engines = [resolve_engine(n, overrides) for n in list_engines()]
         return [e for e in engines if e.installable]
     names = [n.strip() for n in arg.split(",") if n.strip()]

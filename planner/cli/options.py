@@ -41,7 +41,7 @@ from planner.cli.engine_options import (
     TpOverlapOpt,
     Zero3GatherOpt,
 )
-from planner.plan import MAX_BATCH, MAX_DEGREE
+from planner.plan import MAX_BATCH, MAX_DEGREE, SCHEDULES
 from planner.specs import MAX_SEQ_LEN
 
 ModelOpt = Annotated[
@@ -98,7 +98,7 @@ PrecisionOpt = Annotated[
         "| mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
     ),
 ]
-ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help="gpipe | 1f1b | interleaved")]
+ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help=" | ".join(SCHEDULES))]
 PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", callback=nonempty, help="a saved plan (search --save)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 EngineOpt = Annotated[

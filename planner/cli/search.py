@@ -32,6 +32,7 @@ from planner.cli.options import (
     without,
 )
 from planner.errors import PlannerError
+from planner.explore.space import OBJECTIVES
 from planner.plan import MAX_DEGREE
 from planner.render.console import emit_json, out
 
@@ -45,7 +46,9 @@ RecomputeListOpt = Annotated[
 ]
 ScheduleListOpt = Annotated[
     Optional[str],
-    typer.Option("--schedule", help="schedules to search, comma list: 1f1b,interleaved (gpipe only when named)"),
+    typer.Option(
+        "--schedule", help="schedules to search, comma list: 1f1b,interleaved (gpipe and dualpipev only when named)"
+    ),
 ]
 MicroBatchesOpt = Annotated[
     Optional[str],
@@ -63,7 +66,7 @@ MaxCpOpt = Annotated[
 ]
 MaxEpOpt = Annotated[Optional[int], typer.Option("--max-ep", min=1, max=MAX_DEGREE, help="largest ep (MoE models)")]
 MaxVppOpt = Annotated[int, typer.Option("--max-vpp", min=1, max=64, help="largest vpp for the interleaved schedule")]
-ObjectiveOpt = Annotated[str, typer.Option("--objective", help="throughput | memory | goodput")]
+ObjectiveOpt = Annotated[str, typer.Option("--objective", help=" | ".join(OBJECTIVES) + " (risk: as --risk)")]
 TopOpt = Annotated[int, typer.Option("--top", min=1, max=10_000, help="how many plans to show")]
 SaveOpt = Annotated[Optional[str], typer.Option("--save", help="write the best plan to FILE.yaml")]
 PlotOpt = Annotated[

@@ -1,7 +1,6 @@
 """Mixture-of-experts layers as the engines run them: how many tokens the busiest expert-parallel rank's experts
 process, and what dispatching them and combining the results costs on the links the expert-parallel group
-crosses (notes in /work/notes/engine_research.md §1-2, from Megatron-Core's moe/token_dispatcher.py,
-parallel_state.py and DeepEP).
+crosses (from Megatron-Core's moe/token_dispatcher.py, parallel_state.py and DeepEP).
 
 Rank order of the expert grid (Megatron parallel_state.py, order tp-cp-ep-dp-pp): etp innermost, then ep, so an
 expert-parallel group is ep ranks etp apart, and the token-dispatch group ep·etp contiguous ranks.

@@ -251,7 +251,8 @@ class Comm(Frozen):
 
 
 class MoE(Frozen):
-    """How the engine runs mixture-of-experts layers (/work/notes/engine_research.md §2, with the engines' files)."""
+    """How the engine runs mixture-of-experts layers (from the engines' files: Megatron-Core's moe/, torchtitan's
+    and DeepSpeed's MoE layers)."""
 
     dispatcher: Dispatcher = Field(
         "alltoall",

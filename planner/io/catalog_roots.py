@@ -55,6 +55,11 @@ def user_config_dir() -> Path:
 def catalog_roots() -> list[Path]:
     """Every catalog root in search order: --catalog, PLANNER_CATALOG_PATH, the user config folder, shipped."""
     env = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p.strip()]
+    for d in env:  # as --catalog: a folder named and not there is a mistake to say, not one to skip
+        if not d.is_dir():
+            raise PlannerError(
+                f"{CATALOG_ENV} names {str(d)!r}, which is not a directory (it should hold model_specs/, ...)"
+            )
     return [*_user_dirs, *env, user_config_dir(), catalog_root()]
 
 
