@@ -106,3 +106,24 @@ def test_cli_reads_the_environment_catalog(tmp_path):
             os.environ[catalog.CATALOG_ENV] = env_before
     assert rc == 0, err
     assert '"hardware": "my-gpu"' in out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("models",), ("models", "show"), ("hardware",), ("hardware", "show"), ("engines",), ("engines", "show"),
+     ("validate",), ("calibrate",), ("ingest",), ("launch",), ("memory",), ("estimate",), ("search",), ("scale",)],
+)  # fmt: skip
+def test_every_command_that_reads_a_catalog_takes_catalog(command):
+    rc, out, err = run_planner(*command, "--help")
+    assert rc == 0 and "--catalog" in out, err
+
+
+def test_a_listing_shows_a_model_of_a_catalog_option(tmp_path):
+    folder = tmp_path / "mine" / "model_specs"
+    folder.mkdir(parents=True)
+    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text()
+    (folder / "my-tiny.yaml").write_text(text.replace("name: tiny", "name: my-tiny"))
+    rc, out, err = run_planner("models", "--catalog", str(tmp_path / "mine"), "--json")
+    assert rc == 0 and '"my-tiny"' in out, err
+    rc, out, err = run_planner("models", "show", "My-Tiny", "--catalog", str(tmp_path / "mine"))
+    assert rc == 0 and "my-tiny" in out, err

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.options import JsonOpt
+from planner.cli.options import CatalogOpt, JsonOpt
 from planner.render.console import emit_json, out
 
 models_app = typer.Typer(help="The model catalog (model_specs/).", invoke_without_command=True)
@@ -17,7 +17,7 @@ engines_app = typer.Typer(
 
 
 @models_app.callback()
-def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def models(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """List the model catalog."""
     if ctx.invoked_subcommand:
         return
@@ -32,7 +32,7 @@ def models(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @models_app.command("show")
-def models_show(name: str, as_json: JsonOpt = False) -> None:
+def models_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """Print one model spec and its derived parameter counts."""
     from planner.io.catalog import load_model
     from planner.render.listings import model_doc, print_model
@@ -45,7 +45,7 @@ def models_show(name: str, as_json: JsonOpt = False) -> None:
 
 
 @hardware_app.callback()
-def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def hardware(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """List the hardware catalog."""
     if ctx.invoked_subcommand:
         return
@@ -60,7 +60,7 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @hardware_app.command("show")
-def hardware_show(name: str, as_json: JsonOpt = False) -> None:
+def hardware_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """Print one hardware profile."""
     from planner.io.catalog import load_hardware
     from planner.render.listings import print_document
@@ -79,6 +79,7 @@ def engines(
     wide: Annotated[
         bool, typer.Option("--wide", help="more columns: the attention kernel, the gradient dtype")
     ] = False,
+    catalog: CatalogOpt = None,
 ) -> None:
     """List the engine catalog: what each training stack runs."""
     if ctx.invoked_subcommand:
@@ -94,7 +95,7 @@ def engines(
 
 
 @engines_app.command("show")
-def engines_show(name: str, as_json: JsonOpt = False) -> None:
+def engines_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """Print one engine profile."""
     from planner.io.catalog import load_engine
     from planner.render.listings import print_document

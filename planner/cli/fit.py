@@ -10,7 +10,7 @@ import typer
 
 from planner.cli.callbacks import nonempty
 from planner.cli.ingest import LogPlanOpt
-from planner.cli.options import GpusOpt, JsonOpt
+from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
 
@@ -44,6 +44,7 @@ def validate(
     gpus: GpusOpt = None,
     plan: LogPlanOpt = None,
     as_json: JsonOpt = False,
+    catalog: CatalogOpt = None,
 ) -> None:
     """Predicted vs measured throughput and peak memory for a file of real runs, each run with its own engine
     (with --calibrated DIR: the shipped and the calibrated profiles side by side), or for a training log (with
@@ -134,6 +135,7 @@ def calibrate(
     gpus: GpusOpt = None,
     plan: LogPlanOpt = None,
     as_json: JsonOpt = False,
+    catalog: CatalogOpt = None,
 ) -> None:
     """Fit what the runs can identify (each engine's compute and per-step overhead on their GPUs; hardware
     parameters by name) and report every move, what stayed and why, and each run's error before and after.

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.cli.callbacks import nonempty
-from planner.cli.options import GpusOpt, JsonOpt
+from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
 from planner.errors import PlannerError
 from planner.io.logs import DEFAULT_WARMUP, ENGINES
 from planner.render.console import emit_json, out
@@ -106,6 +106,7 @@ def ingest(
     gpus: GpusOpt = None,
     plan: LogPlanOpt = None,
     warmup: WarmupOpt = DEFAULT_WARMUP,
+    catalog: CatalogOpt = None,
 ) -> None:
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""

@@ -13,6 +13,7 @@ from planner.api.resolve import PLAN_FLAGS, resolve
 from planner.cli.callbacks import finite, nonempty
 from planner.cli.launch_here import run_here
 from planner.cli.options import (
+    CatalogOpt,
     CpOpt,
     DpOpt,
     EpOpt,
@@ -130,6 +131,7 @@ def launch(
         ),
     ] = 120.0,
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
+    catalog: CatalogOpt = None,
 ) -> None:
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
     if warmup >= steps:
