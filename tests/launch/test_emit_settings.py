@@ -11,8 +11,9 @@ import yaml
 from planner.errors import PlannerError
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.launch.command import RunConfig
-from planner.launch.emit import emit
-from planner.launch.emit.checks import WRITES, changed_settings
+from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS, emit
+from planner.launch.emit.checks import changed_settings
+from planner.launch.emit.targets import target
 from planner.plan import Plan
 
 MODEL = load_model("llama3-8b")
@@ -77,7 +78,11 @@ def test_only_settings_that_differ_from_the_targets_profile_count():
     assert changed_settings(megatron, megatron) == {}
     assert changed_settings(megatron.configured(tp_overlap=True), megatron) == {"tp_overlap": True}
     assert changed_settings(load_engine("torchtitan").configured(compile=True), megatron) == {}  # another engine's
-    assert set(WRITES) == {"megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed"}
+    assert ENGINE_TARGETS == ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
+    assert CLUSTER_TARGETS == ("torchrun", "slurm", "k8s")
+    found = [target(k) for k in ENGINE_TARGETS + CLUSTER_TARGETS]
+    assert all(t is not None and t.is_engine == (t.name in ENGINE_TARGETS) for t in found)
+    assert target("megatron").writes >= {"tp_overlap", "moe_dispatcher"} and not target("deepspeed").writes
 
 
 def test_cluster_files_ask_for_the_profiles_accelerators(tmp_path):

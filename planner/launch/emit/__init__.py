@@ -1,32 +1,40 @@
 """The plan written for a cluster launcher or another training engine (pure: no torch), one module per
-target. Cluster targets run this project's worker under torchrun on many nodes (torchrun, slurm, k8s);
-engine targets write the configuration that engine reads (megatron, megatron-bridge, torchtitan for 0.3.0,
-torchtitan-v0.2, deepspeed)."""
+target, each registering itself (targets.py) when imported here. Cluster targets run this project's worker under
+torchrun on many nodes (torchrun, slurm, k8s); engine targets write the configuration that engine reads (megatron,
+megatron-bridge, torchtitan for 0.3.0, torchtitan-v0.2, deepspeed)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-import yaml
-
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.files import make_dir, read_text, write_text_atomic
 from planner.launch.command import RunConfig
-from planner.launch.emit import deepspeed, k8s, megatron, megatron_bridge, slurm, torchrun, torchtitan, torchtitan_v02
+from planner.launch.emit import (  # noqa: F401  each target registers itself on import
+    deepspeed,
+    k8s,
+    megatron,
+    megatron_bridge,
+    slurm,
+    torchrun,
+    torchtitan,
+    torchtitan_v02,
+)
 from planner.launch.emit.checks import (
-    CLUSTER_TARGETS,
-    ENGINE_TARGETS,
-    TARGET_ENGINE,
     changed_settings,
     cluster_problems,
     device_kind,
     engine_problems_for,
     unwritten_settings,
 )
+from planner.launch.emit.targets import Layout, Target, target, target_names
 from planner.specs import ModelSpec
+
+CLUSTER_TARGETS = target_names(engine=False)
+ENGINE_TARGETS = target_names(engine=True)
 
 __all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target_text", "write_target"]
 
@@ -103,9 +111,8 @@ def emit(
     """Check the plan as the target would, then write the target's file. Engine targets are checked against
     that engine's profile (the engine `engine` is ignored for them, but for the per-run settings the plan was
     priced with); cluster targets get the pre-flight."""
-    if kind not in CLUSTER_TARGETS + ENGINE_TARGETS:
-        raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
-    settings = _checked(kind, cfg, model, engine, hardware, force=force)
+    chosen = _target(kind)
+    settings = _checked(chosen, cfg, model, engine, hardware, force=force)
     if kind == "k8s" and not image:
         raise PlannerError(
             "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
@@ -115,7 +122,7 @@ def emit(
     make_dir(out, what="--out folder")
     copied: list[Path] = []
     try:
-        if kind in CLUSTER_TARGETS:
+        if not chosen.is_engine:
             cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
         return write_target(
             kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
@@ -127,25 +134,34 @@ def emit(
         raise
 
 
+def _target(kind: str) -> Target:
+    found = target(kind)
+    if found is None:
+        raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
+    return found
+
+
 def _checked(
-    kind: str, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
+    chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
 ) -> dict[str, object]:
     """The per-run settings an engine target writes, once the target would accept the plan; else one line."""
     from planner.io.catalog import load_engine
 
     settings: dict[str, object] = {}
-    if kind in ENGINE_TARGETS:
-        target = load_engine(TARGET_ENGINE[kind])
-        settings = changed_settings(engine, target)
-        unwritten = unwritten_settings(kind, settings)
+    kind = chosen.name
+    if chosen.engine is not None:
+        runs_on = load_engine(chosen.engine)
+        settings = changed_settings(engine, runs_on)
+        unwritten = unwritten_settings(chosen, settings)
         if unwritten:
             raise PlannerError(f"--emit {kind}: {unwritten}")
         # the target's rules with the settings its file carries (Megatron's all-to-all overlap has its own)
-        problems = engine_problems_for(kind, model, cfg.plan, target.configured(**settings) if settings else target)
+        configured = runs_on.configured(**settings) if settings else runs_on
+        problems = engine_problems_for(chosen, model, cfg.plan, configured)
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:
-        who = kind if kind in ENGINE_TARGETS else f"the planner worker it launches ({engine.name} engine)"
+        who = kind if chosen.is_engine else f"the planner worker it launches ({engine.name} engine)"
         raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
     return settings
 
@@ -162,34 +178,11 @@ def target_text(
     settings: dict[str, object] | None = None,
     device: str = "nvidia",
 ) -> tuple[str, str]:
-    """(file name, text) of one target; `settings`: the per-run engine settings an engine target writes
-    (checks.WRITES); `device`: the cluster nodes' accelerators (checks.device_kind)."""
-    if kind == "torchrun":
-        return torchrun.FILE_NAME, torchrun.torchrun_script(
-            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts
-        )
-    if kind == "slurm":
-        return slurm.FILE_NAME, slurm.slurm_script(
-            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts, device=device
-        )
-    if kind == "k8s":
-        manifest = k8s.k8s_manifest(
-            cfg, nnodes=nnodes, nproc_per_node=per_node, max_restarts=max_restarts, image=image or "planner:latest",
-            device=device,
-        )  # fmt: skip
-        return k8s.FILE_NAME, yaml.safe_dump(manifest, sort_keys=False)
-    nodes = {"nodes": nnodes, "per_node": per_node}
-    if kind == "megatron":
-        return megatron.FILE_NAME, megatron.megatron_file(model, cfg.plan, settings, **nodes)
-    if kind == "megatron-bridge":
-        return megatron_bridge.FILE_NAME, megatron_bridge.bridge_file(model, cfg.plan, **nodes)
-    if kind == "torchtitan":
-        return torchtitan.FILE_NAME, torchtitan.torchtitan_config(model, cfg.plan, settings, **nodes)[0]
-    if kind == "torchtitan-v0.2":
-        return torchtitan_v02.FILE_NAME, torchtitan_v02.torchtitan_toml(model, cfg.plan, settings, **nodes)[0]
-    if kind == "deepspeed":
-        return deepspeed.FILE_NAME, deepspeed.deepspeed_file(model, cfg.plan)
-    raise PlannerError(f"--emit {kind}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
+    """(file name, text) of one target; `settings`: the per-run engine settings an engine target writes (its
+    Target.writes); `device`: the cluster nodes' accelerators (checks.device_kind)."""
+    chosen = _target(kind)
+    layout = Layout(cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device)
+    return chosen.file_name, chosen.render(layout)
 
 
 def write_target(

@@ -12,32 +12,10 @@ from planner.cost.memory import memory_report
 from planner.engine import Engine, plan_problems
 from planner.engine.settings import SETTINGS
 from planner.hardware import HardwareProfile
+from planner.launch.emit.targets import Target
 from planner.launch.preflight import Environment, worker_limits
 from planner.plan import Plan
 from planner.specs import ModelSpec
-
-CLUSTER_TARGETS = ("torchrun", "slurm", "k8s")
-ENGINE_TARGETS = ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
-# The engine profile whose rules each target's runs follow (Megatron-Bridge runs Megatron-Core).
-TARGET_ENGINE = {
-    "megatron": "megatron",
-    "megatron-bridge": "megatron",
-    "torchtitan": "torchtitan",
-    "torchtitan-v0.2": "torchtitan",
-    "deepspeed": "deepspeed",
-}
-
-
-# The per-run engine settings (engine/settings.py) each engine target writes into its file. A setting the plan was
-# priced with that differs from the target engine's profile and is not written here is refused, never dropped.
-WRITES: dict[str, frozenset[str]] = {
-    # --tp-comm-overlap, --grad-reduce-in-bf16, --overlap-moe-expert-parallel-comm, --moe-token-dispatcher-type
-    "megatron": frozenset({"tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher"}),
-    "megatron-bridge": frozenset(),
-    "torchtitan": frozenset({"compile", "compiled_loss", "tp_overlap"}),  # CompileConfig(enable, components, async TP)
-    "torchtitan-v0.2": frozenset({"compile", "compiled_loss", "tp_overlap"}),  # [compile], enable_async_tensor_parallel
-    "deepspeed": frozenset(),
-}
 
 
 def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
@@ -50,14 +28,15 @@ def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
     return {name: engine.setting(name) for name in SETTINGS if engine.setting(name) != target.setting(name)}
 
 
-def unwritten_settings(target: str, settings: dict[str, object]) -> str:
-    """The settings the target's file cannot carry, said in one line (empty: it writes them all)."""
-    left = [f"{name}={value}" for name, value in settings.items() if name not in WRITES[target]]
+def unwritten_settings(target: Target, settings: dict[str, object]) -> str:
+    """The per-run engine settings (engine/settings.py) the plan was priced with that the target's file cannot
+    carry, said in one line (empty: it writes them all): refused, never dropped."""
+    left = [f"{name}={value}" for name, value in settings.items() if name not in target.writes]
     if not left:
         return ""
     return (
-        f"the plan is priced with {', '.join(left)}, which the {target} file does not write "
-        f"(it writes {', '.join(sorted(WRITES[target])) or 'none of the engine settings'}); estimate it without them"
+        f"the plan is priced with {', '.join(left)}, which the {target.name} file does not write "
+        f"(it writes {', '.join(sorted(target.writes)) or 'none of the engine settings'}); estimate it without them"
     )
 
 
@@ -92,16 +71,7 @@ def cluster_problems(
     return out
 
 
-def engine_problems_for(target: str, model: ModelSpec, plan: Plan, engine: Engine) -> list[str]:
+def engine_problems_for(target: Target, model: ModelSpec, plan: Plan, engine: Engine) -> list[str]:
     """The target engine's rules, then what its configuration format cannot express."""
-    from planner.launch.emit import deepspeed, megatron, megatron_bridge, torchtitan, torchtitan_v02
-
     out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus)]
-    module = {
-        "megatron": megatron,
-        "megatron-bridge": megatron_bridge,
-        "torchtitan": torchtitan,
-        "torchtitan-v0.2": torchtitan_v02,
-        "deepspeed": deepspeed,
-    }[target]
-    return out + module.format_problems(model, plan)
+    return out + (target.format_problems(model, plan) if target.format_problems else [])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from planner.launch.emit.targets import Target, register
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -122,3 +123,15 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
 
 def deepspeed_file(model: ModelSpec, plan: Plan) -> str:
     return json.dumps(deepspeed_config(model, plan)[0], indent=2) + "\n"
+
+
+register(
+    Target(
+        "deepspeed",
+        7,
+        FILE_NAME,
+        lambda o: deepspeed_file(o.model, o.cfg.plan),
+        engine="deepspeed",
+        format_problems=format_problems,
+    )
+)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from planner.launch.command import RUN_ENV, WORKER_MODULE, RunConfig, worker_argv
+from planner.launch.emit.targets import Layout, Target, register
 
 FILE_NAME = "pytorchjob.yaml"
 
@@ -86,3 +87,16 @@ def k8s_manifest(
         },
         "spec": {"nprocPerNode": str(nproc_per_node), "pytorchReplicaSpecs": specs},
     }
+
+
+def _manifest_text(o: Layout) -> str:
+    import yaml
+
+    manifest = k8s_manifest(
+        o.cfg, nnodes=o.nodes, nproc_per_node=o.per_node, max_restarts=o.max_restarts,
+        image=o.image or "planner:latest", device=o.device,
+    )  # fmt: skip
+    return yaml.safe_dump(manifest, sort_keys=False)
+
+
+register(Target("k8s", 2, FILE_NAME, _manifest_text))

@@ -11,10 +11,14 @@ from collections.abc import Mapping
 from planner.engine.split import MegatronSplit, megatron_split
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
+from planner.launch.emit.targets import Target, register
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
+# The per-run settings the file writes: --tp-comm-overlap, --grad-reduce-in-bf16, --overlap-moe-expert-parallel-comm,
+# --moe-token-dispatcher-type
+WRITES = frozenset({"tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher"})
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
@@ -163,7 +167,7 @@ def megatron_args(
 
 
 def setting_args(plan: Plan, settings: Mapping[str, object]) -> list[str]:
-    """The per-run settings the plan was priced with that differ from Megatron's defaults (checks.WRITES):
+    """The per-run settings the plan was priced with that differ from Megatron's defaults (WRITES):
     --tp-comm-overlap (arguments.py), --overlap-moe-expert-parallel-comm (TransformerConfig
     overlap_moe_expert_parallel_comm) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
     (fp32 weights reduce in fp32 either way)."""
@@ -227,3 +231,16 @@ def megatron_file(
         f"#   {engine_torchrun(nodes, node_gpus(plan, nodes, per_node), program)} ...\n"
         f"{env}MEGATRON_ARGS=(\n  {body}\n)\n"
     )
+
+
+register(
+    Target(
+        "megatron",
+        3,
+        FILE_NAME,
+        lambda o: megatron_file(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node),
+        engine="megatron",
+        writes=WRITES,
+        format_problems=format_problems,
+    )
+)

@@ -22,10 +22,12 @@ from planner.engine.split import megatron_split
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
 from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
+from planner.launch.emit.targets import Target, register
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_bridge.sh"
+ENGINE = "megatron"  # the engine profile whose rules its runs follow: Megatron-Bridge runs Megatron-Core
 # recipe -> (mlp, norm, position, tied, layers, hidden, heads, kv heads, ffn, rope theta) of the model it builds:
 # the Hugging Face config.json the llama recipes load (AutoBridge.from_hf_pretrained) or the GPTModelProvider the
 # GPT-3 recipe spells out (recipes/gpt/h100/gpt3_175b.py).
@@ -181,15 +183,15 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
 
 
 def _profile_settings(model: ModelSpec) -> dict[str, object]:
-    """The recipes' own settings set back to the target engine profile's (checks.TARGET_ENGINE), which the plan is
-    priced with and the file cannot change (checks.WRITES): the 16-GPU Qwen3 recipes turn on the precision-aware
-    optimizer and bf16 gradient reduction, the 30B-A3B one CUDA graphs, and the MoE recipes pass DeepEP or HybridEP
-    to apply_flex_dispatcher_backend. The fields: transformer_config.py (moe_* l.717-921, cuda_graph_impl l.1075),
-    model_parallel_config.py l.343, optimizer_config.py l.187, DistributedDataParallelConfig."""
+    """The recipes' own settings set back to the target engine profile's (ENGINE), which the plan is priced
+    with and the file cannot change (it writes none of the engine settings): the 16-GPU Qwen3 recipes turn on
+    the precision-aware optimizer and bf16 gradient reduction, the 30B-A3B one CUDA graphs, and the MoE recipes
+    pass DeepEP or HybridEP to apply_flex_dispatcher_backend. The fields: transformer_config.py (moe_*
+    l.717-921, cuda_graph_impl l.1075), model_parallel_config.py l.343, optimizer_config.py l.187,
+    DistributedDataParallelConfig."""
     from planner.io.catalog import load_engine
-    from planner.launch.emit.checks import TARGET_ENGINE
 
-    e = load_engine(TARGET_ENGINE["megatron-bridge"])
+    e = load_engine(ENGINE)
     out: dict[str, object] = {
         "model.cuda_graph_impl": "transformer_engine" if e.kernels.cuda_graphs else "none",  # the recipes' impl
         "optimizer.use_precision_aware_optimizer": e.memory.precision_aware_optimizer,
@@ -228,3 +230,15 @@ def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int |
         f"RECIPE={name}\n"
         f"BRIDGE_OVERRIDES=(\n  {body}\n)\n"
     )
+
+
+register(
+    Target(
+        "megatron-bridge",
+        4,
+        FILE_NAME,
+        lambda o: bridge_file(o.model, o.cfg.plan, nodes=o.nodes, per_node=o.per_node),
+        engine=ENGINE,
+        format_problems=format_problems,
+    )
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from planner.launch.command import RDZV_PORT, RUN_ENV, RunConfig, shell_join, torchrun_argv
 from planner.launch.emit.common import plan_comment
+from planner.launch.emit.targets import Target, register
 
 FILE_NAME = "launch.slurm"
 
@@ -48,3 +49,15 @@ def slurm_script(
         "",
     ]
     return "\n".join(lines)
+
+
+register(
+    Target(
+        "slurm",
+        1,
+        FILE_NAME,
+        lambda o: slurm_script(
+            o.cfg, nnodes=o.nodes, nproc_per_node=o.per_node, max_restarts=o.max_restarts, device=o.device
+        ),
+    )
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from planner.launch.command import RDZV_PORT, RUN_ENV, RunConfig, shell_join, torchrun_argv
 from planner.launch.emit.common import plan_comment
+from planner.launch.emit.targets import Target, register
 
 FILE_NAME = "torchrun.sh"
 
@@ -27,3 +28,13 @@ def torchrun_script(cfg: RunConfig, *, nnodes: int, nproc_per_node: int, max_res
     ]
     lines += [f"export {k}={v}" for k, v in RUN_ENV.items()]
     return "\n".join([*lines, shell_join(argv), ""])
+
+
+register(
+    Target(
+        "torchrun",
+        0,
+        FILE_NAME,
+        lambda o: torchrun_script(o.cfg, nnodes=o.nodes, nproc_per_node=o.per_node, max_restarts=o.max_restarts),
+    )
+)

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from planner.cost.params import plan_etp
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
+from planner.launch.emit.targets import Target, register
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan_plan.py"
+WRITES = frozenset({"compile", "compiled_loss", "tp_overlap"})  # CompileConfig(enable, components, async TP)
 MODULE = "torchtitan_plan"  # --module: the file's name on PYTHONPATH
 CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Config
 RELEASE = "0.3.0"
@@ -271,3 +273,16 @@ def torchtitan_config(
         "    return config",
     ]
     return "\n".join(lines) + "\n", dict(PLAN_FIELDS)
+
+
+register(
+    Target(
+        "torchtitan",
+        5,
+        FILE_NAME,
+        lambda o: torchtitan_config(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
+        engine="torchtitan",
+        writes=WRITES,
+        format_problems=format_problems,
+    )
+)

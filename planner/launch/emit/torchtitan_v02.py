@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from planner.launch.emit.common import engine_torchrun, node_gpus
+from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
     compile_components,
@@ -25,6 +26,7 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
+WRITES = frozenset({"compile", "compiled_loss", "tp_overlap"})  # [compile], enable_async_tensor_parallel
 RELEASE = "v0.2.2"
 # Which key carries each plan field.
 PLAN_FIELDS = {
@@ -136,3 +138,16 @@ def torchtitan_toml(
     if plan.precision == "fp8":
         lines += ["", "[quantize.linear.float8]", 'recipe_name = "tensorwise"']
     return "\n".join(lines) + "\n", dict(PLAN_FIELDS)
+
+
+register(
+    Target(
+        "torchtitan-v0.2",
+        6,
+        FILE_NAME,
+        lambda o: torchtitan_toml(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
+        engine="torchtitan",
+        writes=WRITES,
+        format_problems=format_problems,
+    )
+)
