@@ -68,7 +68,7 @@ class Space:
     max_cp: int | None = None
     max_ep: int | None = None
     max_vpp: int = DEFAULT_MAX_VPP
-    zero: tuple[int, ...] = (0, 1, 2, 3)
+    zero: tuple[int, ...] = ZERO_STAGES
     recompute: tuple[Recompute, ...] = RECOMPUTES
     micro_batches: tuple[int, ...] | None = None  # None: powers of two up to 16 dividing global/dp
     schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
