@@ -238,3 +238,12 @@ def test_recipe_memory_reaches_the_report():
     mx = memory_report(GPT, B200, plan, MEGATRON).peak.breakdown
     assert mx.activations_bytes < bf16.activations_bytes  # quantized saved inputs
     assert mx.buffers_bytes > bf16.buffers_bytes  # two MXFP8 copies of every weight
+
+
+def test_a_recipe_refused_on_a_gpu_names_what_that_engine_runs_there():
+    """torchtitan has no fp8-blockwise recipe: refusing mxfp8 on Hopper, it points to the one it runs there."""
+    code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan",
+                                 "--precision", "mxfp8")  # fmt: skip
+    assert code == 2 and err.strip().endswith("on hopper it runs fp8-current"), err
+    code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--precision", "mxfp8")
+    assert code == 2 and "fp8-blockwise" in err.split("on hopper it runs")[1], err

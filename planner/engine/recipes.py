@@ -9,6 +9,8 @@ YAML); the hardware profile states its architecture (`gpu.architecture`). The op
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from planner.engine.architectures import architecture_problems
 from planner.engine.moe_rules import dispatch_problems, overlap_option_problems
 from planner.engine.profile import Engine
@@ -61,17 +63,23 @@ def recipe_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan) -> l
     return [
         Rejected(
             f"{r.name} not on {arch or 'this GPU'} in {name}",
-            f"precision={r.name}: {name} runs {r.name} on {where} GPUs only; {hw.name} is {said}" + _hint(r.name, arch),
+            f"precision={r.name}: {name} runs {r.name} on {where} GPUs only; {hw.name} is {said}"
+            + _hint(r.name, arch, offered),
         )
     ]
 
 
-def _hint(recipe: str, arch: str | None) -> str:
-    if recipe == "fp8-blockwise" and arch == "blackwell":
-        return " (Transformer Engine only emulates it there, through MXFP8: use mxfp8)"
-    if recipe in ("mxfp8", "nvfp4") and arch == "hopper":
-        return " (use fp8-blockwise or fp8-current on Hopper)"
-    return ""
+def _hint(recipe: str, arch: str | None, offered: Mapping[str, tuple[str, ...]]) -> str:
+    """What to use instead: the recipes this engine runs on this architecture."""
+    here = [name for name, archs in offered.items() if arch in archs]
+    why = (
+        " (Transformer Engine only emulates it there, through MXFP8)"
+        if (recipe, arch) == ("fp8-blockwise", "blackwell")
+        else ""
+    )
+    if not here:
+        return why + "; use bf16"
+    return f"{why}; on {arch} it runs {', '.join(here)}"
 
 
 def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
