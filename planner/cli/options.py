@@ -71,7 +71,13 @@ PpOpt = Annotated[Optional[int], typer.Option("--pp", min=1, max=MAX_DEGREE, hel
 DpOpt = Annotated[Optional[int], typer.Option("--dp", min=1, max=MAX_DEGREE, help="data-parallel degree")]
 CpOpt = Annotated[Optional[int], typer.Option("--cp", min=1, max=MAX_DEGREE, help="context-parallel degree")]
 EpOpt = Annotated[
-    Optional[int], typer.Option("--ep", min=1, max=MAX_DEGREE, help="expert-parallel degree (within dp x cp)")
+    Optional[int],
+    typer.Option(
+        "--ep",
+        min=1,
+        max=MAX_DEGREE,
+        help="expert-parallel degree (ep x etp within tp x cp x dp, as Megatron folds it)",
+    ),
 ]
 EtpOpt = Annotated[
     Optional[int],
