@@ -80,6 +80,8 @@ def test_range_and_batch_parsing():
             gpu_range(bad, node=8)
     with pytest.raises(PlannerError, match="whole nodes of 72"):
         gpu_range("8..64", node=72)
+    with pytest.raises(PlannerError, match="only 1000 in the range holds whole nodes of 8 GPUs; give --gpus 1000"):
+        gpu_range("1000..1020", node=8)
 
 
 def test_llama405_on_131072_gpus_is_told_how_many_gpus_its_batch_feeds():

@@ -200,6 +200,11 @@ def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
     out = sorted(g for g in counts if g % node == 0)
     if not out:
         raise PlannerError(f"--gpus {text!r}: no count in the range holds whole nodes of {node} GPUs")
+    if len(out) == 1:  # nothing to choose among: said, not searched as a plain count
+        raise PlannerError(
+            f"--gpus {text!r}: only {out[0]} in the range holds whole nodes of {node} GPUs; give --gpus {out[0]}, "
+            "or a range with more counts"
+        )
     return out
 
 
