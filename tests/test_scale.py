@@ -92,8 +92,19 @@ def test_the_table_says_which_engine_each_count_runs():
     engines = [p["engine"] for p in json.loads(out)["points"]]
     assert len(set(engines)) == 2
     code, out, err = run(*args, "--engine", "all")
-    assert code == 0 and " engine " in out.splitlines()[1], err
-    rows = [line.split() for line in out.splitlines()[2:] if line.strip()[:1].isdigit()]
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["GPUs"])  # the columns, below the header
+    assert code == 0 and " engine " in lines[at], err
+    rows = [line.split() for line in lines[at + 1 :] if line.strip()[:1].isdigit()]
     assert [r[1] for r in rows] == engines
     code, out, err = run(*args)
     assert code == 0 and out.startswith("llama3-405b on h100-sxm with megatron,") and " engine " not in out, err
+
+
+def test_the_header_states_the_batch_as_every_command_does():
+    args = ("scale", "-m", "llama3-8b", "--gpus", "8,16", "--tokens", "1e12")
+    code, out, err = run(*args)
+    assert code == 0 and "global batch 512 (default: about 4M tokens" in " ".join(out.split("GPUs")[0].split()), err
+    code, out, err = run(*args, "--global-batch", "256")
+    header = out.split("GPUs")[0]
+    assert code == 0 and "global batch 256 x 8192 tokens" in " ".join(header.split()) and "about 4M" not in header

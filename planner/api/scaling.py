@@ -38,6 +38,7 @@ class ScalePoint:
     train_s: float = 0.0
     gpu_hours: float = 0.0
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
+    defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -65,6 +66,7 @@ class Scaling:
     hardware: str
     tokens: float
     points: tuple[ScalePoint, ...]
+    batch: str | None = None  # "global batch G x S tokens (default: ...)" where every count runs the same batch
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -122,9 +124,21 @@ def scale(
         t = best.time
         run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
         return ScalePoint(
-            g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours
-        )
+            g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
+            defaulted=found.result.defaulted,
+        )  # fmt: skip
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain)
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
-    return Scaling(spec.name, hw.name, tokens, tuple(points))
+    return Scaling(spec.name, hw.name, tokens, tuple(points), _batch(spec, points))
+
+
+def _batch(spec: ModelSpec, points: list[ScalePoint]) -> str | None:
+    """The header's batch, as every command states it, where every count's best plan runs the same one."""
+    from planner.render.breakdown import batch_text
+
+    shapes = {(p.plan.global_batch, p.plan.seq_len) for p in points if p.plan is not None}
+    if len(shapes) != 1:
+        return None
+    (global_batch, seq_len), first = shapes.pop(), next(p for p in points if p.plan is not None)
+    return batch_text(global_batch, seq_len, spec, first.defaulted)

@@ -26,6 +26,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
     console.print(
         f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/]"
         + (f" with {escape(engines[0])}" if len(engines) == 1 else "")
+        + (f", {s.batch}" if s.batch else "")
         + f", {fmt_count(s.tokens)} tokens to train: the best plan at each GPU count"
     )
     table = Table(show_edge=False, box=None, header_style="bold")
