@@ -4,7 +4,7 @@ something, and shell completion of catalog names."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import typer
 
@@ -30,6 +30,18 @@ def nonempty(value: str | None) -> str | None:
     if value is not None and not value.strip():
         raise typer.BadParameter("is empty; give a name or a path")
     return value
+
+
+def words(values: Sequence[str]) -> Callable[[str], list[str]]:
+    """Shell completion of a vocabulary (`--precision fp8-<TAB>`, `--schedule`, `--recompute`, `--emit`): the values
+    that start with what was typed (a comma list completes its last item)."""
+
+    def complete(incomplete: str) -> list[str]:
+        head, _, last = incomplete.rpartition(",")
+        prefix = f"{head}," if head else ""
+        return [prefix + v for v in values if v.lower().startswith(last.lower())]
+
+    return complete
 
 
 def catalog_names(kind: str) -> Callable[[str], list[str]]:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import PLAN_FLAGS, resolve
-from planner.cli.callbacks import finite, nonempty
+from planner.cli.callbacks import finite, nonempty, words
 from planner.cli.launch_here import run_here
 from planner.cli.options import (
     CatalogOpt,
@@ -119,7 +119,10 @@ def launch(
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
     resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
-    emit: Annotated[Optional[str], Opt(help=" | ".join(CLUSTER_TARGETS + ENGINE_TARGETS))] = None,
+    emit: Annotated[
+        Optional[str],
+        Opt(help=" | ".join(CLUSTER_TARGETS + ENGINE_TARGETS), autocompletion=words(CLUSTER_TARGETS + ENGINE_TARGETS)),
+    ] = None,
     out: Annotated[Optional[Path], Opt(help="directory for --emit files")] = None,
     image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
     profile_out: Annotated[Path, Opt(help="profile JSON path")] = Path("planner-launch-profile.json"),

@@ -12,11 +12,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from inspect import Parameter
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar, get_args
 
 import typer
 
-from planner.cli.callbacks import catalog_names, finite, nonempty
+from planner.cli.callbacks import catalog_names, finite, nonempty, words
 from planner.cli.engine_options import (
     ActivationOffloadOpt,
     CompiledLossOpt,
@@ -41,8 +41,8 @@ from planner.cli.engine_options import (
     TpOverlapOpt,
     Zero3GatherOpt,
 )
-from planner.plan import MAX_BATCH, MAX_DEGREE, SCHEDULES
-from planner.specs import MAX_SEQ_LEN
+from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
+from planner.specs import MAX_SEQ_LEN, Precision
 
 ModelOpt = Annotated[
     str,
@@ -88,7 +88,9 @@ EtpOpt = Annotated[
 VppOpt = Annotated[Optional[int], typer.Option("--vpp", min=1, max=MAX_DEGREE, help="virtual pipeline stages per rank")]
 SpOpt = Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Megatron sequence parallelism")]
 ZeroOpt = Annotated[Optional[int], typer.Option("--zero", min=0, max=3, help="ZeRO/FSDP stage 0-3")]
-RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full")]
+RecomputeOpt = Annotated[
+    Optional[str], typer.Option("--recompute", help=" | ".join(RECOMPUTES), autocompletion=words(RECOMPUTES))
+]
 MicroBatchOpt = Annotated[
     Optional[int], typer.Option("--micro-batch", min=1, max=MAX_BATCH, help="sequences per micro-batch")
 ]
@@ -100,11 +102,14 @@ PrecisionOpt = Annotated[
     Optional[str],
     typer.Option(
         "--precision",
+        autocompletion=words(get_args(Precision)),
         help="fp32 | bf16 | fp16 | fp8 (the engine's default fp8 recipe) | fp8-delayed | fp8-current | fp8-blockwise "
         "| mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
     ),
 ]
-ScheduleOpt = Annotated[Optional[str], typer.Option("--schedule", help=" | ".join(SCHEDULES))]
+ScheduleOpt = Annotated[
+    Optional[str], typer.Option("--schedule", help=" | ".join(SCHEDULES), autocompletion=words(SCHEDULES))
+]
 PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", callback=nonempty, help="a saved plan (search --save)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 EngineOpt = Annotated[

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import engine_overrides
+from planner.cli.callbacks import words
 from planner.cli.cluster_options import (
     ADVICE,
     CLUSTER,
@@ -33,7 +34,7 @@ from planner.cli.options import (
 )
 from planner.errors import PlannerError
 from planner.explore.space import OBJECTIVES
-from planner.plan import MAX_DEGREE
+from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, out
 
 if TYPE_CHECKING:
@@ -42,12 +43,19 @@ if TYPE_CHECKING:
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
 RecomputeListOpt = Annotated[
-    Optional[str], typer.Option("--recompute", help="recompute levels to search, comma list: none,selective,full")
+    Optional[str],
+    typer.Option(
+        "--recompute",
+        help="recompute levels to search, comma list: none,selective,full",
+        autocompletion=words(RECOMPUTES),
+    ),
 ]
 ScheduleListOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--schedule", help="schedules to search, comma list: 1f1b,interleaved (gpipe and dualpipev only when named)"
+        "--schedule",
+        help="schedules to search, comma list: 1f1b,interleaved (gpipe and dualpipev only when named)",
+        autocompletion=words(SCHEDULES),
     ),
 ]
 MicroBatchesOpt = Annotated[
@@ -66,7 +74,10 @@ MaxCpOpt = Annotated[
 ]
 MaxEpOpt = Annotated[Optional[int], typer.Option("--max-ep", min=1, max=MAX_DEGREE, help="largest ep (MoE models)")]
 MaxVppOpt = Annotated[int, typer.Option("--max-vpp", min=1, max=64, help="largest vpp for the interleaved schedule")]
-ObjectiveOpt = Annotated[str, typer.Option("--objective", help=" | ".join(OBJECTIVES) + " (risk: as --risk)")]
+ObjectiveOpt = Annotated[
+    str,
+    typer.Option("--objective", help=" | ".join(OBJECTIVES) + " (risk: as --risk)", autocompletion=words(OBJECTIVES)),
+]
 TopOpt = Annotated[int, typer.Option("--top", min=1, max=10_000, help="how many plans to show")]
 SaveOpt = Annotated[Optional[str], typer.Option("--save", help="write the best plan to FILE.yaml")]
 PlotOpt = Annotated[
