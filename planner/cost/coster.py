@@ -13,8 +13,10 @@ from __future__ import annotations
 from planner.cost.bounds import StepBounds
 from planner.cost.estimate import Estimate, estimate
 from planner.cost.memory import MemoryReport, memory_report
+from planner.cost.params import plan_params
 from planner.cost.peaks import PeakMemory
 from planner.cost.schedule import StepTime, step_time
+from planner.cost.states import sharded_states, state_bytes_per_param
 from planner.cost.uncertainty import uncertainty
 from planner.engine import Engine, plan_problems, require_runs
 from planner.hardware import HardwareProfile
@@ -43,6 +45,16 @@ class Coster:
     def memory(self, plan: Plan) -> MemoryReport:
         """Per-GPU memory of every pipeline stage (cost.memory)."""
         return memory_report(self.model, self.hw, plan, self.engine)
+
+    def persistent_bytes(self, plan: Plan) -> float:
+        """Weights, gradients and optimizer state that outlive the step on the most loaded pipeline rank (no
+        gathered copies, no accumulation buffers; cost.states): what a run's tensor count sees after a step."""
+        stage = self.engine.zero_stage(plan)
+        per = state_bytes_per_param(plan.precision, self.engine, stage)
+        return max(
+            sharded_states(plan_params(self.model, plan, self.engine, r), per, plan, stage).persistent_bytes
+            for r in range(plan.pp)
+        )
 
     def step(self, plan: Plan) -> StepTime:
         """One optimizer step on the bottleneck GPU, in terms (cost.schedule)."""

@@ -43,14 +43,10 @@ def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
 def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """Weights, gradients and optimizer state that outlive the step on the most loaded rank (no gathered
     copies, no accumulation buffers): what the worker's tensor count sees after a step."""
-    from planner.cost.params import plan_params
-    from planner.cost.states import sharded_states, state_bytes_per_param
+    from planner.cost.coster import Coster
+    from planner.io.catalog import load_hardware
 
-    stage = engine.zero_stage(plan)
-    per = state_bytes_per_param(plan.precision, engine, stage)
-    return max(
-        sharded_states(plan_params(model, plan, engine, r), per, plan, stage).persistent_bytes for r in range(plan.pp)
-    )
+    return Coster(model, load_hardware("cpu"), engine).persistent_bytes(plan)  # no term depends on the hardware
 
 
 def host_need(model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *, nproc_per_node: int) -> HostNeed:
@@ -59,10 +55,10 @@ def host_need(model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *,
     measured one). On GPUs the tensors are the devices' (the memory check); the host holds the runtimes."""
     if env.device_type == "cuda":
         return HostNeed(nproc_per_node, 0.0)
-    from planner.cost.memory import memory_report
+    from planner.cost.coster import Coster
     from planner.io.catalog import load_hardware
 
-    stages = memory_report(model, load_hardware("cpu"), plan, engine).stages
+    stages = Coster(model, load_hardware("cpu"), engine).memory(plan).stages
     return HostNeed(nproc_per_node, max(s.breakdown.total_bytes - s.breakdown.reserved_bytes for s in stages))
 
 

@@ -8,7 +8,7 @@ rules, what the worker runs on the target's devices, and the predicted peak memo
 
 from __future__ import annotations
 
-from planner.cost.memory import memory_report
+from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
 from planner.engine.settings import SETTINGS
 from planner.hardware import HardwareProfile
@@ -59,10 +59,11 @@ def cluster_problems(
 ) -> list[str]:
     """The pre-flight of `planner launch` that does not need this machine: rules, worker limits on the
     target's devices, memory against the profile (skipped with --force, as launch skips it)."""
-    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus, hw)]
+    coster = Coster(model, hw, engine)
+    out = [str(r) for r in coster.problems(plan, plan.gpus)]
     out += worker_limits(model, plan, target_environment(hw), engine)
     if not out and not force:
-        peak = memory_report(model, hw, plan, engine).total_bytes
+        peak = coster.memory(plan).total_bytes
         if peak > hw.gpu.hbm_bytes:
             out.append(
                 f"memory: predicted peak {peak / 2**30:.1f} GiB per GPU exceeds the {hw.gpu.hbm_bytes / 2**30:.1f} "
