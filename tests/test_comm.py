@@ -18,7 +18,7 @@ from planner.specs import ModelSpec
 
 
 def comm_times(model, hw, plan, engine):
-    return bottleneck_stage(model, hw, plan, engine)[2]
+    return bottleneck_stage(model, hw, plan, engine).comm
 
 
 GPT = ModelSpec(

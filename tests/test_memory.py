@@ -259,7 +259,7 @@ def test_software_grad_dtype_of_a_run_reaches_the_engine():
 def test_stage_total_bytes_is_the_sum_of_the_terms_bit_for_bit(state, layers, in_flight, per_layer, ws, logits):
     kept = per_layer * layers
     """The search's screen adds the six terms without building them; it must be the same float as the report's."""
-    from planner.cost.memory import MemoryBreakdown, stage_terms, stage_total_bytes
+    from planner.cost.memory import stage_terms, stage_total_bytes
     from planner.io.catalog import load_hardware
 
     reserved = load_hardware("h100-sxm").reserved
@@ -271,7 +271,7 @@ def test_stage_total_bytes_is_the_sum_of_the_terms_bit_for_bit(state, layers, in
         workspace_bytes=ws,
         logits=logits,
     )
-    total = MemoryBreakdown(*terms).total_bytes
+    total = terms.total_bytes
     assert stage_total_bytes(state, reserved, in_flight, kept, ws, logits) == total
 
 

@@ -234,8 +234,8 @@ def stage_terms(
     kept_bytes: float,
     workspace_bytes: float,
     logits: float,
-) -> tuple[float, float, float, float, float, float]:
-    """The six terms of one pipeline rank's memory, in the order of TERMS: the one formula behind both
+) -> MemoryBreakdown:
+    """The six terms of one pipeline rank's memory: the one formula behind both
     memory_report and the search's memory screen. Activations: what the rank's layers keep per micro-batch
     (mix_pieces) times the micro-batches in flight, plus the logits on the last stage; buffers: the state
     buffers plus one layer's backward working set; reserved: the profile's fixed context and
@@ -245,7 +245,7 @@ def stage_terms(
     buffers = workspace_bytes + state_buffers
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
-    return w, g, o, activations, buffers, held
+    return MemoryBreakdown(w, g, o, activations, buffers, held)
 
 
 def stage_total_bytes(
@@ -256,7 +256,7 @@ def stage_total_bytes(
     workspace_bytes: float,
     logits: float,
 ) -> float:
-    """``MemoryBreakdown(*stage_terms(...)).total_bytes`` with the same additions in the same order (so the
+    """``stage_terms(...).total_bytes`` with the same additions in the same order (so the
     same float, bit for bit), without building the terms: the search screens tens of thousands of plans
     with it."""
     w, g, o, state_buffers = state
@@ -289,7 +289,7 @@ def _stage_memory(
         workspace_bytes=work,
         logits=logits_bytes(model, plan, engine) if last else 0.0,
     )
-    return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, MemoryBreakdown(*terms))
+    return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, terms)
 
 
 def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> MemoryReport:

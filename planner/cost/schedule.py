@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
 from planner.cost.fitted_factors import host_overhead_s
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
-from planner.cost.offload import activation_offload_s, offloaded_optimizer_s
+from planner.cost.offload import activation_offload_s
+from planner.cost.optimizer_step import optimizer_step_s
 from planner.cost.overlap import dp_comm, layer_comm
-from planner.cost.params import expert_dp, plan_params
 from planner.cost.pipeline_p2p import pp_comm
-from planner.cost.quantization import weight_cast_step_s
 from planner.cost.stages import v_shape
-from planner.cost.states import optimizer_step_bytes_per_param, state_bytes_per_param
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
@@ -138,9 +136,16 @@ def stage_comm(
     )
 
 
-def bottleneck_stage(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
-) -> tuple[int, StageCompute, CommBreakdown]:
+@dataclass(frozen=True)
+class Bottleneck:
+    """The pipeline rank with the longest micro-batch slot, its compute and its communication."""
+
+    rank: int
+    compute: StageCompute
+    comm: CommBreakdown
+
+
+def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> Bottleneck:
     """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
     best = None
     seen: set[StageShape] = set()
@@ -154,7 +159,7 @@ def bottleneck_stage(
         if best is None or slot > best[0]:
             best = (slot, r, c, k)
     assert best is not None
-    return best[1], best[2], best[3]
+    return Bottleneck(best[1], best[2], best[3])
 
 
 @dataclass(frozen=True)
@@ -254,29 +259,10 @@ def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) 
     return (pp - 1) / (v * num_microbatches)
 
 
-def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int) -> float:
-    """Memory-bound optimizer update of the local shard (cost.states.optimizer_step_bytes_per_param) at
-    HBM bandwidth × efficiency.hbm. ZeRO ≥ 1 shards the update over dp·cp (dp·cp/ep for experts;
-    Rajbhandari et al. 2020)."""
-    params = plan_params(model, plan, engine, stage)
-    zero = engine.zero_stage(plan)
-    dense, expert = params.dense, params.expert
-    if "optimizer" in zero.shards:
-        dense /= plan.dp * plan.cp
-        expert /= expert_dp(plan)
-    per = state_bytes_per_param(plan.precision, engine, zero)
-    update = (
-        (dense + expert) * optimizer_step_bytes_per_param(per) / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
-    )
-    if engine.memory.optimizer_offload:  # a share stepped on the CPU (cost.offload)
-        update = offloaded_optimizer_s(update, hw, engine, local_params=dense + expert, grad_bytes=per.gradients,
-                                       param_bytes=per.weights)  # fmt: skip
-    return update + weight_cast_step_s(model, hw, plan, engine, rank=stage)  # a named recipe's weight casts
-
-
 def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> StepTime:
     """Time of one optimizer step and the throughput it gives (a pure function; cheap enough for search)."""
-    stage, c, k = bottleneck_stage(model, hw, plan, engine)
+    b = bottleneck_stage(model, hw, plan, engine)
+    stage, c, k = b.rank, b.compute, b.comm
     m = plan.num_microbatches
     slot = c.total + k.pipelined_exposed_s / m
     bubble = bubble_fraction(pp=plan.pp, vpp=plan.vpp, num_microbatches=m, schedule=plan.schedule) * m * slot

@@ -15,7 +15,6 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from planner.cost.coster import Coster
 from planner.engine import recompute_problems, structure_problems, zero_problems
@@ -30,7 +29,8 @@ from planner.plan_checks import check_batch, check_structure
 NEAR_MISSES = 64  # overshooting plans kept for "closest misses"
 
 
-class Fitting(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Fitting:
     """A plan that fits, as its structure plan and the ZeRO stage and recompute level it runs with (the Plan
     itself is built only for the few that are timed)."""
 
