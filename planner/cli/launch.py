@@ -19,7 +19,9 @@ from planner.cli.options import (
     EpOpt,
     EtpOpt,
     GlobalBatchOpt,
+    MaybeModelOpt,
     MicroBatchOpt,
+    PlanFileOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeOpt,
@@ -48,10 +50,7 @@ Opt = typer.Option
 
 
 def launch(
-    model: Annotated[
-        Optional[str],
-        Opt("--model", "-m", callback=nonempty, help="catalog name or model YAML path (default: the --plan file's)"),
-    ] = None,
+    model: MaybeModelOpt = None,
     hardware: Annotated[
         Optional[str],
         Opt(
@@ -66,9 +65,7 @@ def launch(
             help="engine profile the worker runs and is priced with (default: planner, this project's worker)",
         ),
     ] = None,
-    plan: Annotated[
-        Optional[str], Opt("--plan", callback=nonempty, help="YAML mapping of Plan fields; flags override it")
-    ] = None,
+    plan: PlanFileOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None,

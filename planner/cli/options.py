@@ -44,16 +44,15 @@ from planner.cli.engine_options import (
 from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.specs import MAX_SEQ_LEN, Precision
 
-ModelOpt = Annotated[
-    str,
-    typer.Option(
-        "--model",
-        "-m",
-        callback=nonempty,
-        autocompletion=catalog_names("models"),
-        help="catalog name, model YAML, or HF config.json",
-    ),
-]
+_MODEL = typer.Option(
+    "--model",
+    "-m",
+    callback=nonempty,
+    autocompletion=catalog_names("models"),
+    help="catalog name, model YAML, or HF config.json (default: the --plan file's)",
+)
+ModelOpt = Annotated[str, _MODEL]
+MaybeModelOpt = Annotated[Optional[str], _MODEL]  # launch: the --plan file may name it
 HardwareOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -110,7 +109,14 @@ PrecisionOpt = Annotated[
 ScheduleOpt = Annotated[
     Optional[str], typer.Option("--schedule", help=" | ".join(SCHEDULES), autocompletion=words(SCHEDULES))
 ]
-PlanFileOpt = Annotated[Optional[str], typer.Option("--plan", callback=nonempty, help="a saved plan (search --save)")]
+PlanFileOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--plan",
+        callback=nonempty,
+        help="a saved plan (search --save) or a YAML mapping of plan fields; flags override it",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 EngineOpt = Annotated[
     Optional[str],
