@@ -127,3 +127,14 @@ def test_a_listing_shows_a_model_of_a_catalog_option(tmp_path):
     assert rc == 0 and '"my-tiny"' in out, err
     rc, out, err = run_planner("models", "show", "My-Tiny", "--catalog", str(tmp_path / "mine"))
     assert rc == 0 and "my-tiny" in out, err
+
+
+def test_a_user_entry_named_as_a_shipped_alias_says_so(tmp_path):
+    _user_gpu(tmp_path / "mine", "h100", 100e9)  # `h100` is an alias of the shipped h100-sxm
+    catalog.set_user_catalogs([tmp_path / "mine"])
+    with pytest.warns(UserWarning, match="takes 'h100', an alias of the shipped h100-sxm"):
+        hw = load_hardware("H100")
+    assert hw.name == "h100" and hw.gpu.hbm_bytes == 100e9
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_hardware("h100-sxm").name == "h100-sxm"  # the shipped entry by its own name: nothing to say

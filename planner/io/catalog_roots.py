@@ -44,6 +44,7 @@ def set_user_dirs(dirs: Sequence[str | Path]) -> None:
     _user_dirs[:] = [Path(d) for d in dirs]
     _index.cache_clear()
     _aliases.cache_clear()
+    _alias_owners.cache_clear()
 
 
 def user_config_dir() -> Path:
@@ -94,24 +95,36 @@ _ALIASES = re.compile(r"^aliases:\s*\[([^\]]*)\]", re.M)
 
 
 @cache
-def _aliases(kind_dir: str) -> dict[str, str]:
-    """alias (lower case) -> catalog name, from each file's one-line `aliases: [...]` (read as text: no parse)."""
+def _alias_owners(kind_dir: str) -> dict[str, str]:
+    """alias (lower case) -> the catalog name whose file lists it in its one-line `aliases: [...]` (read as text:
+    no parse), the first such file's."""
     out: dict[str, str] = {}
     for key, entry in _index(kind_dir).items():
         found = _ALIASES.search(read_text(entry.path))
         for alias in found.group(1).split(",") if found else ():
             alias = alias.strip().strip("'\"").lower()
-            if alias and alias not in _index(kind_dir):
+            if alias:
                 out.setdefault(alias, key)
     return out
 
 
+@cache
+def _aliases(kind_dir: str) -> dict[str, str]:
+    """The aliases a name looks up: those no entry has as its own name."""
+    return {a: key for a, key in _alias_owners(kind_dir).items() if a not in _index(kind_dir)}
+
+
 def lookup(kind_dir: str, name: str) -> Entry | None:
-    """A catalog entry by name, case-insensitively, or by one of its aliases (`H100` -> h100-sxm)."""
+    """A catalog entry by name, case-insensitively, or by one of its aliases (`H100` -> h100-sxm). A user's entry
+    that shadows a shipped one, by its name or by a shipped entry's alias, is said."""
     index, key = _index(kind_dir), name.strip().lower()
     hit = index.get(key) or index.get(_aliases(kind_dir).get(key, ""))
     if hit is not None and hit.shadows is not None:
         warnings.warn(f"{hit.name}: {hit.path} shadows the shipped {hit.shadows}", stacklevel=3)
+    owner, shipped = _alias_owners(kind_dir).get(key), catalog_root()
+    mine = hit is not None and hit.path.parent.parent != shipped
+    if hit is not None and mine and owner and owner != key and index[owner].path.parent.parent == shipped:
+        warnings.warn(f"{hit.name}: {hit.path} takes {key!r}, an alias of the shipped {owner}", stacklevel=3)
     return hit
 
 
