@@ -154,3 +154,34 @@ def test_megatron_writes_the_dispatcher_the_plan_was_priced_with(tmp_path, dispa
     text = emit("megatron", cfg, mixtral, tmp_path, engine=engine, hardware=hw, hardware_ref="h100-sxm", force=True)
     written = " ".join(text.read_text().split())
     assert flags in written and written.count("--moe-token-dispatcher-type") == 1
+
+
+@pytest.mark.parametrize(
+    ("precision", "hardware", "flags"),
+    [
+        ("fp8-delayed", "h100-sxm", "--fp8-format hybrid --fp8-recipe delayed"),
+        ("fp8-current", "h100-sxm", "--fp8-format hybrid --fp8-recipe tensorwise"),
+        ("fp8-blockwise", "h100-sxm", "--fp8-format e4m3 --fp8-recipe blockwise"),
+        ("mxfp8", "b200", "--fp8-format hybrid --fp8-recipe mxfp8"),
+        ("nvfp4", "b200", "--fp4-format e2m1 --fp4-recipe nvfp4"),
+    ],
+)
+def test_megatron_writes_each_named_precision_recipe(tmp_path, precision, hardware, flags):
+    from tests.helpers import run_planner
+
+    """Megatron-Core's fp8_recipe / fp4 arguments (transformer_config.py @d98e8a64); other targets refuse them."""
+    code, _out, err = run_planner("launch", "-m", "llama3-8b", "--dp", "8", "--hardware", hardware, "--precision",
+                                 precision, "--emit", "megatron", "--out", str(tmp_path / "m"))  # fmt: skip
+    assert code == 0, err
+    assert flags in " ".join((tmp_path / "m" / "megatron_args.sh").read_text().replace("\\\n", " ").split())
+    code, _out, err = run_planner("launch", "-m", "llama3-8b", "--dp", "8", "--hardware", hardware, "--precision",
+                                 precision, "--emit", "deepspeed", "--out", str(tmp_path / "d"))  # fmt: skip
+    assert code == 2 and f"does not write precision={precision}" in err and not (tmp_path / "d").exists()
+
+
+def test_megatron_refuses_a_recipe_the_gpu_does_not_run(tmp_path):
+    from tests.helpers import run_planner
+
+    code, _out, err = run_planner("launch", "-m", "llama3-8b", "--dp", "8", "--hardware", "h100-sxm", "--precision",
+                                 "mxfp8", "--emit", "megatron", "--out", str(tmp_path / "m"))  # fmt: skip
+    assert code == 2 and "mxfp8 on blackwell GPUs only" in err and not (tmp_path / "m").exists()

@@ -157,7 +157,7 @@ def _checked(
             raise PlannerError(f"--emit {kind}: {unwritten}")
         # the target's rules with the settings its file carries (Megatron's all-to-all overlap has its own)
         configured = runs_on.configured(**settings) if settings else runs_on
-        problems = engine_problems_for(chosen, model, cfg.plan, configured)
+        problems = engine_problems_for(chosen, model, cfg.plan, configured, hardware)
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:

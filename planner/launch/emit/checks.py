@@ -72,7 +72,10 @@ def cluster_problems(
     return out
 
 
-def engine_problems_for(target: Target, model: ModelSpec, plan: Plan, engine: Engine) -> list[str]:
-    """The target engine's rules, then what its configuration format cannot express."""
-    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus)]
+def engine_problems_for(
+    target: Target, model: ModelSpec, plan: Plan, engine: Engine, hw: HardwareProfile | None = None
+) -> list[str]:
+    """The target engine's rules on this hardware (a precision recipe only some GPUs run), then what its
+    configuration format cannot express."""
+    out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus, hw)]
     return out + (target.format_problems(model, plan) if target.format_problems else [])

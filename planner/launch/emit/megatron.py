@@ -98,7 +98,22 @@ def _zero_args(plan: Plan) -> tuple[list[str], str]:
     return a, "zero=1: --use-distributed-optimizer (+ --overlap-grad-reduce --overlap-param-gather); zero=0: DDP"
 
 
-PRECISION_FLAGS = {"fp32": [], "bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"]}
+# Megatron-Core @d98e8a64 transformer_config.py: fp8 (--fp8-format e4m3 | hybrid), fp8_recipe (tensorwise, delayed,
+# mxfp8, blockwise; default delayed), fp4 (--fp4-format e2m1) with fp4_recipe nvfp4; fp8_utils.py builds TE's
+# DelayedScaling, Float8CurrentScaling, Float8BlockScaling and MXFP8BlockScaling with that format. Plain fp8 is the
+# default (delayed) recipe; blockwise takes e4m3 on every tensor, as DeepSeek-V3 trained it (technical report 3.3).
+FP8 = ["--bf16", "--fp8-format", "hybrid"]
+PRECISION_FLAGS = {
+    "fp32": [],
+    "bf16": ["--bf16"],
+    "fp16": ["--fp16"],
+    "fp8": FP8,
+    "fp8-delayed": [*FP8, "--fp8-recipe", "delayed"],
+    "fp8-current": [*FP8, "--fp8-recipe", "tensorwise"],
+    "fp8-blockwise": ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
+    "mxfp8": [*FP8, "--fp8-recipe", "mxfp8"],
+    "nvfp4": ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"],
+}
 
 
 def _parallel_args(plan: Plan) -> tuple[list[str], dict[str, str]]:
@@ -161,7 +176,7 @@ def megatron_args(
     ]
     m.update(micro_batch="--micro-batch-size", global_batch="--global-batch-size", seq_len="--seq-length")
     a += PRECISION_FLAGS[plan.precision]
-    m["precision"] = "--bf16 / --fp16 / --fp8-format hybrid (fp32: no flag)"
+    m["precision"] = "--bf16 / --fp16 / --fp8-format with --fp8-recipe / --fp4-format (fp32: no flag)"
     a += model_args(model, seq_len=plan.seq_len, dispatcher=str((settings or {}).get("moe_dispatcher", "alltoall")))
     return a + setting_args(plan, settings or {}), m
 
@@ -242,5 +257,6 @@ register(
         engine="megatron",
         writes=WRITES,
         format_problems=format_problems,
+        precisions=frozenset(PRECISION_FLAGS) - {"fp32", "bf16", "fp16", "fp8"},
     )
 )

@@ -40,6 +40,7 @@ class Target:
     engine: str | None = None
     writes: frozenset[str] = frozenset()
     format_problems: Callable[[ModelSpec, Plan], list[str]] | None = None
+    precisions: frozenset[str] = frozenset()  # the named precision recipes (precision.RECIPES) its file writes
 
     @property
     def is_engine(self) -> bool:
