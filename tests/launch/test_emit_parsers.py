@@ -191,3 +191,20 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
     assert cfg.gated_linear_unit == (model.mlp == "swiglu") and cfg.add_bias_linear == model.has_bias
     assert cfg.layernorm_epsilon == (model.norm_eps or 1e-5) and cfg.hidden_dropout == cfg.attention_dropout == 0.0
     assert (cfg.tensor_model_parallel_size, cfg.sequence_parallel) == (plan.tp, plan.sp)
+
+
+def test_megatron_core_takes_each_named_precision_recipe():
+    """Every flag and value --emit megatron writes for a named recipe is a TransformerConfig field and one of its
+    Literal choices (--fp8-format, --fp8-recipe, --fp4-format, --fp4-recipe)."""
+    tc = pytest.importorskip("megatron.core.transformer.transformer_config", reason="pip install -e '.[engines]'")
+    from planner.launch.emit.megatron import PRECISION_FLAGS
+
+    hints, flags = typing.get_type_hints(tc.TransformerConfig), _flag_fields(tc.TransformerConfig)
+    for precision in ("fp8-delayed", "fp8-current", "fp8-blockwise", "mxfp8", "nvfp4"):
+        bare, *words = PRECISION_FLAGS[precision]
+        assert bare == "--bf16" and "--bf16" in flags  # training in bf16 around the recipe's GEMMs
+        for flag, value in zip(words[::2], words[1::2], strict=True):
+            assert flag in flags, (precision, flag)
+            choices = [a for a in typing.get_args(hints[flags[flag][0]]) if a is not type(None)]
+            literal = typing.get_args(choices[0]) if choices else ()
+            assert value in literal, (precision, flag, value, literal)
