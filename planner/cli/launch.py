@@ -32,7 +32,6 @@ from planner.cli.options import (
     VppOpt,
     ZeroOpt,
 )
-from planner.engine.recipes import emit_unexpressed
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
@@ -40,7 +39,6 @@ from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
 from planner.launch.emit import emit as emit_target
-from planner.launch.emit.targets import target as emit_target_of
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
@@ -179,12 +177,6 @@ def launch(
     if emit is not None:
         if out is None:
             raise PlannerError("--emit needs --out DIR")
-        chosen = emit_target_of(emit)
-        unexpressed = emit_unexpressed(r.plan, r.engine, chosen.precisions if chosen else frozenset())
-        if unexpressed:
-            raise PlannerError(
-                f"--emit {emit}: the {emit} file does not write {unexpressed} yet; estimate it, or emit without it"
-            )
         path = emit_target(
             emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
             nproc=nproc, max_restarts=max_restarts, image=image, force=force,

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from planner.engine import Engine
+from planner.engine.recipes import emit_unexpressed
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.files import make_dir, read_text, write_text_atomic
@@ -149,6 +150,11 @@ def _checked(
 
     settings: dict[str, object] = {}
     kind = chosen.name
+    unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions)  # named recipes, recipe options
+    if unexpressed:
+        raise PlannerError(
+            f"--emit {kind}: the {kind} file does not write {unexpressed} yet; estimate it, or emit without it"
+        )
     if chosen.engine is not None:
         runs_on = load_engine(chosen.engine)
         settings = changed_settings(engine, runs_on)
