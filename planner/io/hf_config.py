@@ -42,7 +42,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     num_layers = len(pattern) if pattern else c.need("num_hidden_layers", "n_layer")
     if not 0 < num_layers <= MAX_LAYERS:  # before anything loops over the layers
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
-    act = str(next((c.get(k) for k in ACTIVATION_KEYS if c.get(k)), "gelu")).lower()
+    act = _activation(c) or "gelu"
     gated = family in fam.GATED_FAMILIES or act in ("silu", "swish", "swiglu")
     if family == "gpt2":  # GPT2Config: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
@@ -107,6 +107,12 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return {**inherited, **text}
 
 
+def _activation(c: HfConfig) -> str | None:
+    """The MLP's activation, lower case: the first of ACTIVATION_KEYS the config (or its family's defaults) gives."""
+    found = next((c.get(k) for k in ACTIVATION_KEYS if c.get(k)), None)
+    return None if found is None else str(found).lower()
+
+
 def _refuse(c: HfConfig) -> None:
     """One line naming what the spec cannot represent, and why."""
     family, src, types = c.family, c.source, c.get("layer_types") or []
@@ -131,13 +137,13 @@ def _refuse(c: HfConfig) -> None:
             f"{src}: use_qk_norm in model_type {family!r}: which q/k norm it means (RMSNorm as GLM-4.5's, L2 as "
             "Llama 4's) is the family's, and the planner does not know this family's"
         )
-    if not any(c.get(k) for k in ACTIVATION_KEYS) and family not in fam.KNOWN_ACTIVATION_FAMILIES:
+    act = _activation(c)
+    if act is None and family not in fam.KNOWN_ACTIVATION_FAMILIES:
         raise PlannerError(
             f"{src}: no hidden_act, and the planner does not know the default of model_type {family!r}: add "
             "hidden_act (silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"
         )
-    act = next((c.get(k) for k in ACTIVATION_KEYS if c.get(k)), None)
-    if act is not None and str(act).lower() not in fam.ACTIVATION_NAMES:
+    if act is not None and act not in fam.ACTIVATION_NAMES:
         raise PlannerError(
             f"{src}: hidden_act={act!r} is no activation transformers builds by name; known: "
             f"{', '.join(sorted(fam.ACTIVATION_NAMES))}"

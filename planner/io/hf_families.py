@@ -231,7 +231,6 @@ LINEAR_ATTENTION_KEYS = (
     "full_attention_interval",
     "linear_attn_config",
 )
-# Keys of parts the spec has no field for, with why.
 # Every model_type the importer has a rule for: another family is read from its keys alone, with a warning.
 KNOWN_FAMILIES = (
     set(FAMILY_DEFAULTS) | KNOWN_ACTIVATION_FAMILIES | ALL_SLIDING_FAMILIES | ALTERNATING_FAMILIES | QWEN_FAMILIES
@@ -245,6 +244,7 @@ ACTIVATION_NAMES = {
 }  # fmt: skip
 # Keys a family's own rule reads: elsewhere they would be dropped, so they are refused outside these families.
 FAMILY_ONLY_KEYS = {"hybrid_override_pattern": "nemotron_h", "attention_chunk_size": "llama4_text"}
+# Keys of parts the spec has no field for, with why.
 UNREPRESENTED_KEYS = {
     "index_topk": "DeepSeek sparse attention's indexer (its own heads and top-k selection)",
     "moe_latent_size": "MoE experts that work in a latent width other than hidden_size",
