@@ -15,6 +15,7 @@ from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
+    WRITES,  # the same settings: [compile] and enable_async_tensor_parallel here
     compile_components,
     data_parallel,
     flavor,
@@ -26,7 +27,6 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
-WRITES = frozenset({"compile", "compiled_loss", "tp_overlap"})  # [compile], enable_async_tensor_parallel
 RELEASE = "v0.2.2"
 # Which key carries each plan field.
 PLAN_FIELDS = {
