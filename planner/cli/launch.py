@@ -9,10 +9,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.api.resolve import PLAN_FLAGS, resolve
+from planner.api.resolve import PLAN_FLAGS, engine_overrides, resolve
 from planner.cli.callbacks import finite, nonempty, words
 from planner.cli.launch_here import run_here
 from planner.cli.options import (
+    ENGINE_SETTINGS,
     CatalogOpt,
     CpOpt,
     DpOpt,
@@ -31,14 +32,17 @@ from planner.cli.options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
+    with_options,
 )
+from planner.engine import Engine
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
-from planner.io.catalog import DEFAULT_HARDWARE
+from planner.io.catalog import DEFAULT_HARDWARE, load_engine
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
 from planner.launch.emit import emit as emit_target
+from planner.launch.emit.checks import changed_settings
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
@@ -48,7 +52,9 @@ from planner.specs import MAX_LAYERS, MAX_WIDTH
 Opt = typer.Option
 
 
+@with_options(ENGINE_SETTINGS, after="schedule")
 def launch(
+    opts: dict[str, Any],
     model: MaybeModelOpt = None,
     hardware: Annotated[
         Optional[str],
@@ -154,11 +160,13 @@ def launch(
         gpus=world_from_flags(saved, flags),
         plan_file=plan,
         flags=flags,
-        overrides={},
+        overrides=engine_overrides(opts),  # the engine settings the plan is priced with (and --emit writes)
         check=False,
         default_engine=WORKER_ENGINE,
         user_defaults=emit is not None,  # an emitted job trains for real: the ~4M-token batch, not a rehearsal's
     )
+    if emit is None:
+        _runs_as_priced(r.engine)
     reh = None
     if rehearse_:
         assert env is not None
@@ -191,6 +199,18 @@ def launch(
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_)  # fmt: skip
+
+
+def _runs_as_priced(engine: Engine) -> None:
+    """A run here trains with the engine profile as the worker loads it by name: per-run settings (flags or the
+    plan file's `training:`) would be priced but not run, so they are refused rather than dropped."""
+    changed = changed_settings(engine, load_engine(engine.name))
+    if changed:
+        given = ", ".join(f"{k}={v}" for k, v in changed.items())
+        raise PlannerError(
+            f"the plan is priced with {given}, which the worker does not run (it runs the {engine.name} profile's "
+            "own settings); write them for an engine with --emit, or launch without them"
+        )
 
 
 def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:

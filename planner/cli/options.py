@@ -240,18 +240,21 @@ def without(group: tuple[Opt, ...], *names: str) -> tuple[Opt, ...]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def with_options(*groups: tuple[Opt, ...]) -> Callable[[F], F]:
+def with_options(*groups: tuple[Opt, ...], after: str | None = None) -> Callable[[F], F]:
     """A command whose first parameter, `opts: dict[str, Any]`, receives the shared options of `groups` by name;
     its other parameters are its own options. typer sees one signature: the shared options, declared once here
-    (name, type, range, help), then the command's own."""
+    (name, type, range, help), then the command's own (or, with `after`, the command's own up to that parameter,
+    the shared ones, then the rest: the order --help lists them in)."""
 
     def deco(fn: F) -> F:
         shared = [o for g in groups for o in g]
         names = [o.name for o in shared]
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
         kw = Parameter.KEYWORD_ONLY
-        params = [Parameter(o.name, kw, default=o.default, annotation=o.annotation) for o in shared]
-        params += [p.replace(kind=kw) for p in own]
+        mine = [p.replace(kind=kw) for p in own]
+        cut = next(i + 1 for i, p in enumerate(own) if p.name == after) if after else 0
+        params = [*mine[:cut], *(Parameter(o.name, kw, default=o.default, annotation=o.annotation) for o in shared)]
+        params += mine[cut:]
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:

@@ -240,12 +240,14 @@ def zero_recipe_problems(engine: Engine, plan: Plan, zero: int) -> list[Rejected
     return out
 
 
-def emit_unexpressed(plan: Plan, engine: Engine, precisions: frozenset[str] = frozenset()) -> str:
+def emit_unexpressed(
+    plan: Plan, engine: Engine, precisions: frozenset[str] = frozenset(), writes: frozenset[str] = frozenset()
+) -> str:
     """What of the plan's precision recipe and the engine's recipe options the emitter does not write (empty: all
-    is written; `precisions`: the named recipes its file writes): named here so that an emitted file never
-    silently drops what the plan was priced with."""
+    is written; `precisions`: the named recipes its file writes, `writes`: the per-run settings it writes): named
+    here so that an emitted file never silently drops what the plan was priced with."""
     parts = [f"precision={plan.precision}"] if plan.precision in RECIPES and plan.precision not in precisions else []
-    used = used_options(engine)
+    used = [o for o in used_options(engine) if o not in writes]
     return " and ".join([*parts, ", ".join(used)] if used else parts)
 
 

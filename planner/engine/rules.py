@@ -267,7 +267,16 @@ def recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
                 f"recompute={recompute} is not offered by {name}; use one of {', '.join(r.recompute)}",
             )
         ]
-    return overlap_recompute_problems(engine, recompute)
+    return overlap_recompute_problems(engine, recompute) + _graph_recompute_problems(engine, recompute)
+
+
+def _graph_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
+    """Per-layer CUDA graphs run with selective recompute or none: Megatron-Core captures full recompute only in a
+    whole-iteration graph (transformer_config.py l.2852-2856 @d98e8a64), which the planner does not price."""
+    if not engine.kernels.cuda_graphs or recompute != "full":
+        return []
+    detail = f"cuda_graphs with recompute=full: {engine.name} captures per-layer graphs without full recompute only"
+    return [Rejected("cuda graphs with full recompute", detail)]
 
 
 def _split_rule(split: str) -> str:

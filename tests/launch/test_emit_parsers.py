@@ -197,7 +197,7 @@ def test_megatron_core_takes_each_named_precision_recipe():
     """Every flag and value --emit megatron writes for a named recipe is a TransformerConfig field and one of its
     Literal choices (--fp8-format, --fp8-recipe, --fp4-format, --fp4-recipe)."""
     tc = pytest.importorskip("megatron.core.transformer.transformer_config", reason="pip install -e '.[engines]'")
-    from planner.launch.emit.megatron import PRECISION_FLAGS
+    from planner.launch.emit.megatron_settings import PRECISION_FLAGS
 
     hints, flags = typing.get_type_hints(tc.TransformerConfig), _flag_fields(tc.TransformerConfig)
     for precision in ("fp8-delayed", "fp8-current", "fp8-blockwise", "mxfp8", "nvfp4"):
@@ -208,3 +208,57 @@ def test_megatron_core_takes_each_named_precision_recipe():
             choices = [a for a in typing.get_args(hints[flags[flag][0]]) if a is not type(None)]
             literal = typing.get_args(choices[0]) if choices else ()
             assert value in literal, (precision, flag, value, literal)
+
+
+# The recipe options' flags that are Megatron-LM arguments setting OptimizerConfig fields (arguments.py l.2918-2923,
+# l.3667-3684), and the field each sets.
+OPTIMIZER_FLAGS = {
+    "--use-precision-aware-optimizer": "use_precision_aware_optimizer", "--exp-avg-dtype": "exp_avg_dtype",
+    "--exp-avg-sq-dtype": "exp_avg_sq_dtype", "--optimizer-cpu-offload": "optimizer_cpu_offload",
+    "--optimizer-offload-fraction": "optimizer_offload_fraction",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_name", ["llama3-8b", "mixtral-8x7b"])
+def test_megatron_core_takes_the_recipe_options(model_name):
+    """The recipe options --emit megatron writes build megatron-core 0.16.1's TransformerConfig (recompute modules,
+    CUDA graphs and their scope, through __post_init__'s checks) and name OptimizerConfig fields."""
+    tc = pytest.importorskip("megatron.core.transformer.transformer_config", reason="pip install -e '.[engines]'")
+    from megatron.core.optimizer import OptimizerConfig
+
+    from planner.launch.emit.megatron import recompute_args
+    from planner.launch.emit.megatron_settings import recipe_option_args
+
+    model = load_model(model_name)
+    plan = Plan(dp=8, ep=8 if model.moe else 1, zero=1, global_batch=64, recompute="selective", precision="bf16")
+    settings = {"recompute_modules": ["core_attn", "layernorm"], "precision_aware_optimizer": True,
+                "optimizer_moment_dtype": "bf16", "optimizer_offload": 0.5, "cuda_graphs": True}  # fmt: skip
+    words = recompute_args(plan, settings) + recipe_option_args(model, plan, settings)
+    flags: dict[str, list[str]] = {}
+    for w in words:
+        if w.startswith("--"):
+            flags[w] = []
+        else:
+            flags[next(reversed(flags))].append(w)
+    optimizer = {f.name for f in dataclasses.fields(OptimizerConfig)}
+    assert {OPTIMIZER_FLAGS[f] for f in flags if f in OPTIMIZER_FLAGS} <= optimizer
+    assert flags["--exp-avg-dtype"] == ["bf16"]  # arguments.py choices fp32, fp16, bf16, fp8
+    fields = _flag_fields(tc.TransformerConfig)
+    kw: dict[str, object] = {
+        "num_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "attention_dropout": 0.0,
+        "hidden_dropout": 0.0,
+    }  # as the file writes them
+    if model.moe is not None:
+        kw |= {"num_moe_experts": 8, "moe_grouped_gemm": True}
+    for flag, values in flags.items():
+        if flag in OPTIMIZER_FLAGS:
+            continue
+        name = fields[flag][0]
+        kw[name] = values if name in ("recompute_modules", "cuda_graph_scope") else values[0]
+    cfg = tc.TransformerConfig(**kw)  # __post_init__: recompute modules and CUDA-graph scope rules
+    assert cfg.recompute_granularity == "selective" and list(cfg.recompute_modules) == ["core_attn", "layernorm"]
+    assert cfg.cuda_graph_impl == "transformer_engine"
+    assert [str(getattr(s, "name", s)) for s in (cfg.cuda_graph_scope or [])] == (["attn"] if model.moe else [])

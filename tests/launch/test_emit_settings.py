@@ -185,3 +185,87 @@ def test_megatron_refuses_a_recipe_the_gpu_does_not_run(tmp_path):
     code, _out, err = run_planner("launch", "-m", "llama3-8b", "--dp", "8", "--hardware", "h100-sxm", "--precision",
                                  "mxfp8", "--emit", "megatron", "--out", str(tmp_path / "m"))  # fmt: skip
     assert code == 2 and "mxfp8 on blackwell GPUs only" in err and not (tmp_path / "m").exists()
+
+
+def _flat(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_megatron_writes_the_recipe_options_it_was_priced_with(tmp_path):
+    """Megatron-LM's flags for the recipe options (arguments.py and TransformerConfig @d98e8a64): recompute modules,
+    the precision-aware optimizer with bf16 moments, optimizer CPU offload and CUDA graphs; a plan without them
+    writes none of these flags."""
+    options = {"recompute_modules": ["core_attn", "layernorm"], "precision_aware_optimizer": True,
+               "optimizer_moment_dtype": "bf16", "optimizer_offload": 0.5, "cuda_graphs": True}  # fmt: skip
+    plan = PLAN.model_copy(update={"recompute": "selective"})
+    text = _flat(_emit("megatron", plan, "megatron", tmp_path, **options))
+    for flags in (
+        "--recompute-granularity selective --recompute-modules core_attn layernorm",
+        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16",
+        "--optimizer-cpu-offload --optimizer-offload-fraction 0.5",
+        "--cuda-graph-impl transformer_engine",
+    ):
+        assert flags in text, flags  # fmt: skip
+    assert "--cuda-graph-scope" not in text  # a dense layer is captured whole
+    plain = _flat(_emit("megatron", plan, "megatron", tmp_path / "plain"))
+    for flag in (
+        "--recompute-modules",
+        "--use-precision-aware-optimizer",
+        "--exp-avg-dtype",
+        "--optimizer-cpu-offload",
+        "--cuda-graph-impl",
+        "--fp8-param-gather",
+    ):
+        assert flag not in plain, flag  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("precision", "hardware", "flags"),
+    [
+        ("fp8-current", "h100-sxm", "--fp8-param-gather"),
+        ("mxfp8", "b200", "--fp8-param-gather --reuse-grad-buf-for-mxfp8-param-ag"),
+        ("nvfp4", "b200", "--fp4-param-gather"),
+    ],
+)
+def test_megatron_gathers_parameters_in_the_recipe_format(tmp_path, precision, hardware, flags):
+    plan = PLAN.model_copy(update={"precision": precision})
+    text = _flat(_emit("megatron", plan, "megatron", tmp_path, hardware=hardware, fp8_param_gather=True))
+    assert flags in text and text.count("--fp8-param-gather") + text.count("--fp4-param-gather") == 1
+
+
+def test_megatron_graphs_the_attention_of_dropless_moe_layers(tmp_path):
+    """A dropless MoE layer cannot be captured whole: the scope is attn, plus the dense layers' MLPs where the
+    model has dense layers (transformer_config.py l.2831-2842)."""
+    mixtral, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
+    engine = load_engine("megatron").configured(cuda_graphs=True)
+    cfg = RunConfig(model="mixtral-8x7b", plan=Plan(dp=8, ep=8, zero=1, global_batch=64, seq_len=4096),
+                    hardware="h100-sxm", engine="megatron")  # fmt: skip
+    path = emit("megatron", cfg, mixtral, tmp_path, engine=engine, hardware=hw, hardware_ref="h100-sxm", force=True)
+    text = _flat(path)
+    assert "--cuda-graph-impl transformer_engine --cuda-graph-scope attn" in text and "attn mlp" not in text
+    from planner.launch.emit.megatron_settings import recipe_option_args
+
+    dsv3 = load_model("deepseek-v3")  # three dense layers first
+    args = recipe_option_args(dsv3, Plan(dp=8, ep=8, zero=1, global_batch=64), {"cuda_graphs": True})
+    assert args == ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "attn", "mlp"]
+
+
+def test_activation_offload_is_refused_by_every_target(tmp_path):
+    """Megatron offloads the inputs of named modules, a share of offload groups; the planner prices a share of all
+    saved bytes: the emit is refused by name rather than written approximately."""
+    for kind in ("megatron", "megatron-bridge"):
+        with pytest.raises(PlannerError, match=r"does not write activation_offload"):
+            _emit(kind, PLAN, "megatron", tmp_path / kind, activation_offload=0.5)
+        assert not (tmp_path / kind).exists() or not any((tmp_path / kind).iterdir())
+
+
+def test_launch_takes_the_engine_settings_for_an_emit_and_refuses_them_for_a_run_here(tmp_path):
+    from tests.helpers import run_planner
+
+    common = ("launch", "-m", "llama3-8b", "--dp", "8", "--zero", "1", "--hardware", "h100-sxm", "--engine",
+              "megatron", "--precision-aware-optimizer", "--optimizer-moment-dtype", "bf16")  # fmt: skip
+    code, _out, err = run_planner(*common, "--emit", "megatron", "--out", str(tmp_path / "m"))
+    assert code == 0, err
+    assert "--use-precision-aware-optimizer --exp-avg-dtype bf16" in _flat(tmp_path / "m" / "megatron_args.sh")
+    code, _out, err = run_planner(*common, "--dry-run")
+    assert code == 2 and "priced with precision_aware_optimizer=True" in err and "the worker does not run" in err

@@ -150,7 +150,7 @@ def _checked(
 
     settings: dict[str, object] = {}
     kind = chosen.name
-    unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions)  # named recipes, recipe options
+    unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions, chosen.writes)  # recipes, options
     if unexpressed:
         raise PlannerError(
             f"--emit {kind}: the {kind} file does not write {unexpressed} yet; estimate it, or emit without it"

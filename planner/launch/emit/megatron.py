@@ -1,7 +1,8 @@
 """Megatron-LM arguments for pretrain_gpt.py (pure), as megatron/training/arguments.py validate_args accepts
 them (NVIDIA/Megatron-LM main @d98e8a64; Megatron-Core 0.12+: --num-virtual-stages-per-pipeline-rank, the
 uneven-pipeline and account-for flags, --use-torch-fsdp2). The parallel, batch, recompute, overlap and precision
-flags are here; the architecture's are in megatron_model.py.
+flags are here; the architecture's are in megatron_model.py, the precision recipes' and the per-run settings' in
+megatron_settings.py.
 """
 
 from __future__ import annotations
@@ -11,14 +12,21 @@ from collections.abc import Mapping
 from planner.engine.split import MegatronSplit, megatron_split
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
+from planner.launch.emit.megatron_settings import PRECISION_FLAGS, setting_args
 from planner.launch.emit.targets import Target, register
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
-# The per-run settings the file writes: --tp-comm-overlap, --grad-reduce-in-bf16, --overlap-moe-expert-parallel-comm,
-# --moe-token-dispatcher-type
-WRITES = frozenset({"tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher"})
+# The per-run settings the file writes (setting_args, recipe_option_args): --tp-comm-overlap, --grad-reduce-in-bf16,
+# --overlap-moe-expert-parallel-comm, --moe-token-dispatcher-type, and the recipe options Megatron names as the
+# planner prices them. Activation offload is not among them: Megatron offloads the inputs of named modules, a share
+# of offload groups (--offload-modules, --activation-offload-fraction), not the share of all saved bytes it is
+# priced as.
+WRITES = frozenset({
+    "tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher", "recompute_modules", "optimizer_offload",
+    "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs",
+})  # fmt: skip
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
@@ -98,24 +106,6 @@ def _zero_args(plan: Plan) -> tuple[list[str], str]:
     return a, "zero=1: --use-distributed-optimizer (+ --overlap-grad-reduce --overlap-param-gather); zero=0: DDP"
 
 
-# Megatron-Core @d98e8a64 transformer_config.py: fp8 (--fp8-format e4m3 | hybrid), fp8_recipe (tensorwise, delayed,
-# mxfp8, blockwise; default delayed), fp4 (--fp4-format e2m1) with fp4_recipe nvfp4; fp8_utils.py builds TE's
-# DelayedScaling, Float8CurrentScaling, Float8BlockScaling and MXFP8BlockScaling with that format. Plain fp8 is the
-# default (delayed) recipe; blockwise takes e4m3 on every tensor, as DeepSeek-V3 trained it (technical report 3.3).
-FP8 = ["--bf16", "--fp8-format", "hybrid"]
-PRECISION_FLAGS = {
-    "fp32": [],
-    "bf16": ["--bf16"],
-    "fp16": ["--fp16"],
-    "fp8": FP8,
-    "fp8-delayed": [*FP8, "--fp8-recipe", "delayed"],
-    "fp8-current": [*FP8, "--fp8-recipe", "tensorwise"],
-    "fp8-blockwise": ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
-    "mxfp8": [*FP8, "--fp8-recipe", "mxfp8"],
-    "nvfp4": ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"],
-}
-
-
 def _parallel_args(plan: Plan) -> tuple[list[str], dict[str, str]]:
     """The parallel degrees' flags, and which flag carries each (dp is implied: world / (tp·pp·cp))."""
     a = [
@@ -140,9 +130,13 @@ def _parallel_args(plan: Plan) -> tuple[list[str], dict[str, str]]:
     return a, m
 
 
-def _recompute_args(plan: Plan) -> list[str]:
+def recompute_args(plan: Plan, settings: Mapping[str, object]) -> list[str]:
+    """The recompute level, and under selective recompute the modules it re-runs where the plan names them
+    (TransformerConfig recompute_modules; Megatron's default is core_attn)."""
     if plan.recompute == "selective":
-        return ["--recompute-granularity", "selective"]
+        modules = settings.get("recompute_modules")
+        named = ["--recompute-modules", *map(str, modules)] if isinstance(modules, (list, tuple)) else []
+        return ["--recompute-granularity", "selective", *named]
     if plan.recompute == "full":
         return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     return []
@@ -164,7 +158,7 @@ def megatron_args(
         a.append("--sequence-parallel")
     m["sp"] = "--sequence-parallel"
     zero, m["zero"] = _zero_args(plan)
-    a += zero + _recompute_args(plan)
+    a += zero + recompute_args(plan, settings or {})
     m["recompute"] = "--recompute-granularity"
     a += [
         "--micro-batch-size",
@@ -178,20 +172,7 @@ def megatron_args(
     a += PRECISION_FLAGS[plan.precision]
     m["precision"] = "--bf16 / --fp16 / --fp8-format with --fp8-recipe / --fp4-format (fp32: no flag)"
     a += model_args(model, seq_len=plan.seq_len, dispatcher=str((settings or {}).get("moe_dispatcher", "alltoall")))
-    return a + setting_args(plan, settings or {}), m
-
-
-def setting_args(plan: Plan, settings: Mapping[str, object]) -> list[str]:
-    """The per-run settings the plan was priced with that differ from Megatron's defaults (WRITES):
-    --tp-comm-overlap (arguments.py), --overlap-moe-expert-parallel-comm (TransformerConfig
-    overlap_moe_expert_parallel_comm) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
-    (fp32 weights reduce in fp32 either way)."""
-    out = ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
-    if settings.get("ep_overlap") is True:
-        out.append("--overlap-moe-expert-parallel-comm")
-    if settings.get("grad_dtype") == "param" and plan.precision != "fp32":
-        out.append("--grad-reduce-in-bf16")
-    return out
+    return a + setting_args(model, plan, settings or {}), m
 
 
 def _quote(arg: str) -> str:

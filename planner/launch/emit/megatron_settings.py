@@ -1,0 +1,81 @@
+"""Megatron-LM's flags for the plan's precision recipe and the per-run engine settings it was priced with (pure;
+megatron.py writes them with the parallel and batch flags): NVIDIA/Megatron-LM main @d98e8a64 arguments.py and
+megatron-core's TransformerConfig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+# Megatron-Core @d98e8a64 transformer_config.py: fp8 (--fp8-format e4m3 | hybrid), fp8_recipe (tensorwise, delayed,
+# mxfp8, blockwise; default delayed), fp4 (--fp4-format e2m1) with fp4_recipe nvfp4; fp8_utils.py builds TE's
+# DelayedScaling, Float8CurrentScaling, Float8BlockScaling and MXFP8BlockScaling with that format. Plain fp8 is the
+# default (delayed) recipe; blockwise takes e4m3 on every tensor, as DeepSeek-V3 trained it (technical report 3.3).
+FP8 = ["--bf16", "--fp8-format", "hybrid"]
+PRECISION_FLAGS = {
+    "fp32": [],
+    "bf16": ["--bf16"],
+    "fp16": ["--fp16"],
+    "fp8": FP8,
+    "fp8-delayed": [*FP8, "--fp8-recipe", "delayed"],
+    "fp8-current": [*FP8, "--fp8-recipe", "tensorwise"],
+    "fp8-blockwise": ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
+    "mxfp8": [*FP8, "--fp8-recipe", "mxfp8"],
+    "nvfp4": ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"],
+}
+
+
+def setting_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
+    """The per-run settings the plan was priced with that differ from Megatron's defaults (WRITES):
+    --tp-comm-overlap (arguments.py), --overlap-moe-expert-parallel-comm (TransformerConfig
+    overlap_moe_expert_parallel_comm) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
+    (fp32 weights reduce in fp32 either way)."""
+    out = ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
+    if settings.get("ep_overlap") is True:
+        out.append("--overlap-moe-expert-parallel-comm")
+    if settings.get("grad_dtype") == "param" and plan.precision != "fp32":
+        out.append("--grad-reduce-in-bf16")
+    return out + recipe_option_args(model, plan, settings)
+
+
+def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
+    """The recipe options the plan was priced with (cost/recipe_options.py) but recompute modules (recompute_args),
+    as Megatron-LM @d98e8a64 names them: the precision-aware
+    optimizer and its moment dtypes (arguments.py l.3667-3684; store_param_remainders is OptimizerConfig's
+    default); --optimizer-cpu-offload with --optimizer-offload-fraction (l.2918-2923); --fp8-param-gather, or
+    --fp4-param-gather for NVFP4 (l.2012-2017), with MXFP8's gather staged in the gradient buffer
+    (--reuse-grad-buf-for-mxfp8-param-ag, as cost/quantization.py prices it); per-layer CUDA graphs through
+    Transformer Engine (--cuda-graph-impl transformer_engine, TransformerConfig cuda_graph_impl)."""
+    out: list[str] = []
+    if settings.get("precision_aware_optimizer") is True:
+        out.append("--use-precision-aware-optimizer")
+    moments = settings.get("optimizer_moment_dtype")
+    if isinstance(moments, str):  # the planner's words are Megatron's choices (fp32, bf16)
+        out += ["--exp-avg-dtype", moments, "--exp-avg-sq-dtype", moments]
+    offload = settings.get("optimizer_offload")
+    if isinstance(offload, (int, float)) and offload > 0:
+        out += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", f"{offload:g}"]
+    if settings.get("fp8_param_gather") is True:
+        out.append("--fp4-param-gather" if plan.precision == "nvfp4" else "--fp8-param-gather")
+        if plan.precision == "mxfp8":
+            out.append("--reuse-grad-buf-for-mxfp8-param-ag")
+    if settings.get("cuda_graphs") is True:
+        out += ["--cuda-graph-impl", "transformer_engine", *_graph_scope(model)]
+    return out
+
+
+def _graph_scope(model: ModelSpec) -> list[str]:
+    """Which part of each layer a graph captures. A dense model's whole layer (Megatron's default scope). A
+    dropless MoE layer cannot be captured whole (its expert shapes change each step: transformer_config.py
+    l.2838-2842 allows the moe scope only with padded capacity), so its attention is captured, and the dense layers'
+    MLPs where the model has some (the mlp scope is refused in an all-MoE model, l.2831-2836). The planner prices
+    MoE layers' kernels as launched one by one (cost/layer_time.py), so their attention graphs are a gain it does
+    not count. --cuda-graph-scope is megatron-core 0.16's name; later Megatron-LM reads it as --cuda-graph-modules
+    (arguments.py l.634-640)."""
+    if model.moe is None:
+        return []
+    dense = any(not model.is_moe_layer(i) for i in range(model.num_layers))
+    return ["--cuda-graph-scope", "attn", *(["mlp"] if dense else [])]
