@@ -801,7 +801,7 @@ OUT_PLOTS = ["plot.svg", "plot.png", "plot.pdf", "plot", "sub/p.svg", "@W/file/p
 OUT_PLOTS += [f"{LONG_NAME}.svg"]
 EXPLAIN = ["tp=2", "pp=2", "zero=3", "tp=abc", "tp=", "=2", "tp", "bogus=1", "tp=1e308", "tp=2=3", "precision=fp8"]
 FLAGS = ["--sp", "--no-sp", "--no-flash", "--tp-overlap", "--no-tp-overlap", "--compile", "--no-compile", "--json"]
-# The recipe options (issue 20 item 5): engine settings, so launch does not take them.
+# The recipe options (issue 20 item 5): engine settings, which launch takes for --emit (a run here refuses them).
 RECIPE_FLAGS = ["--precision-aware-optimizer", "--no-precision-aware-optimizer", "--fp8-param-gather", "--cuda-graphs"]
 FRACTIONS = ["0", "0.5", "1", "1.5", "-0.1", "nan", "inf", "x"]
 RECIPE_OPTIONS: dict[str, list[str]] = {
@@ -932,11 +932,7 @@ SCALE_OPTIONS: dict[str, list[str]] = {
 }
 EMIT_TARGETS = ["torchrun", "slurm", "k8s", "megatron", "torchtitan", "deepspeed"]
 LAUNCH_OPTIONS: dict[str, list[str]] = {
-    **{
-        k: v
-        for k, v in PLAN_OPTIONS.items()
-        if k not in ("--optimizer", "--selective-policy") and k not in FLAGS and k not in RECIPE_OPTIONS
-    },
+    **{k: v for k, v in PLAN_OPTIONS.items() if k not in ("--json",)},
     "--model": MODEL_ARGS,
     "--sp": [],
     "--no-sp": [],

@@ -351,3 +351,22 @@ def test_recompute_modules_without_selective_recompute_are_said_to_change_nothin
     assert code == 0 and "--recompute-modules applies to --recompute selective" in " ".join(err.split())
     code, _out, err = run_planner(*args, "--recompute", "selective")
     assert code == 0 and "--recompute-modules applies" not in err
+
+
+def test_recipe_options_add_a_speed_ladder_where_the_engine_runs_it():
+    """`--recipe-options` ranks bf16 gradient reduction, then CUDA graphs, beside the memory ladder: graphs only for a
+    model with layers priced as graphed (not MoE layers), bf16 reduction only where the engine runs it."""
+    from planner.engine.recipe_variants import option_variants
+
+    megatron = load_engine("megatron")
+    names = {e.name: e for e in option_variants(megatron, load_model("llama3-8b"), "bf16")}
+    assert {"megatron+bf16grad", "megatron+bf16grad+graphs"} <= set(names)
+    graphs = names["megatron+bf16grad+graphs"]
+    assert graphs.kernels.cuda_graphs and graphs.memory.grad_dtype == "param"
+    assert graphs.variant_settings == {"grad_dtype": "param", "cuda_graphs": True}
+    assert not names["megatron+bf16grad"].kernels.cuda_graphs and not names["megatron+pao"].kernels.cuda_graphs
+    mixtral = {e.name for e in option_variants(megatron, load_model("mixtral-8x7b"), "bf16")}
+    assert "megatron+bf16grad" in mixtral and not any("graphs" in n for n in mixtral)
+    assert any("graphs" in e.name for e in option_variants(megatron, load_model("deepseek-v3"), "bf16"))  # dense 0-2
+    hai = {e.name for e in option_variants(load_engine("hai-llm"), load_model("deepseek-v3"), "bf16")}
+    assert not any("bf16grad" in n or "graphs" in n for n in hai)  # hai-llm: fp32 gradients, no graphs

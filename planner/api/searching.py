@@ -9,7 +9,7 @@ from typing import Any, cast
 from planner.api.resolve import ENGINE_SETTINGS, choice, resolve_engine, resolve_engines
 from planner.cluster.fabric import check_fits
 from planner.engine import Engine
-from planner.engine.recipes import option_variants
+from planner.engine.recipe_variants import option_variants
 from planner.errors import PlannerError
 from planner.explore.pipeline import Checkpointing, search_engines
 from planner.explore.results import SearchResult

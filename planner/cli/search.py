@@ -93,7 +93,8 @@ RecipeOptionsOpt = Annotated[
     typer.Option(
         "--recipe-options",
         help="also rank each engine with its memory options (precision-aware optimizer, recompute modules, fp8 "
-        "parameter gather, offload) as variants: ENGINE+pao, +modules, +gather, +offload",
+        "parameter gather, offload) as variants: ENGINE+pao, +modules, +gather, +offload; and its speed options: "
+        "ENGINE+bf16grad (bf16 gradient reduction), +graphs (CUDA graphs)",
     ),
 ]
 WideOpt = Annotated[bool, typer.Option("--wide", help="more columns: per-GPU throughput, goodput, a third time term")]

@@ -251,40 +251,6 @@ def emit_unexpressed(
     return " and ".join([*parts, ", ".join(used)] if used else parts)
 
 
-def option_variants(engine: Engine, model: ModelSpec, precision: str) -> list[Engine]:
-    """The engine with its memory options, for `search --recipe-options`: a short ladder of settings current
-    Megatron-Bridge recipes combine (the DeepSeek-V3 H100 recipe: the precision-aware optimizer with bf16 moments,
-    recipes/deepseek/h100/deepseek_v3.py l.221-225), each variant adding memory savings to the one before, only
-    where the engine offers the option and the model or recipe can use it:
-    pao (precision-aware optimizer, bf16 moments); +modules (recompute of the output-discarding modules the model
-    has: layernorm, moe_act, mla_up_proj); +gather (fp8 parameter gather, a named recipe); +offload (the optimizer
-    state on the CPU, half the saved activations in host memory). The search ranks them with the base engine."""
-    offered = set(engine.rules.options)
-    if "precision_aware_optimizer" not in offered or engine.memory.optimizer == "sgd":
-        return []
-    ladder: list[tuple[str, dict[str, object]]] = [
-        ("pao", {"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16"})
-    ]
-    moe = model.moe is not None
-    modules = [
-        m for m, has in (("layernorm", model.is_mla or moe), ("moe_act", moe), ("mla_up_proj", model.is_mla)) if has
-    ]
-    if modules and "recompute_modules" in offered and precision != "fp8-delayed":
-        ladder.append(("modules", {"recompute_modules": ["core_attn", *modules]}))
-    if precision in RECIPES and "fp8_param_gather" in offered:
-        ladder.append(("gather", {"fp8_param_gather": True}))
-    if {"optimizer_offload", "activation_offload"} <= offered:
-        ladder.append(("offload", {"optimizer_offload": 1.0, "activation_offload": 0.5}))
-    out: list[Engine] = []
-    settings: dict[str, object] = {}
-    label = engine.name
-    for name, step in ladder:
-        settings, label = {**settings, **step}, f"{label}+{name}"
-        variant = engine.configured(**settings)
-        out.append(variant.model_copy(update={"name": label, "variant_of": engine.name, "variant_settings": settings}))
-    return out
-
-
 def precision_problems(
     engine: Engine, hw: HardwareProfile | None, plan: Plan, model: ModelSpec | None = None
 ) -> list[Rejected]:

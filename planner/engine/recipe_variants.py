@@ -1,0 +1,68 @@
+"""The variants `search --recipe-options` ranks beside each engine: the engine with the memory and speed options
+current recipes combine, where it offers them (engine/recipes.py checks what each variant may run with).
+"""
+
+from __future__ import annotations
+
+from planner.engine.profile import Engine
+from planner.precision import RECIPES
+from planner.specs import ModelSpec
+
+
+def option_variants(engine: Engine, model: ModelSpec, precision: str) -> list[Engine]:
+    """The engine with its memory and speed options, for `search --recipe-options`: a short ladder of settings current
+    Megatron-Bridge recipes combine (the DeepSeek-V3 H100 recipe: the precision-aware optimizer with bf16 moments,
+    recipes/deepseek/h100/deepseek_v3.py l.221-225), each variant adding memory savings to the one before, only
+    where the engine offers the option and the model or recipe can use it:
+    pao (precision-aware optimizer, bf16 moments); +modules (recompute of the output-discarding modules the model
+    has: layernorm, moe_act, mla_up_proj); +gather (fp8 parameter gather, a named recipe); +offload (the optimizer
+    state on the CPU, half the saved activations in host memory). Then the speed options, a second ladder from the
+    engine itself (speed_ladder). The search ranks them with the base engine."""
+    return _climbed(engine, _memory_ladder(engine, model, precision)) + _climbed(engine, speed_ladder(engine, model))
+
+
+Ladder = list[tuple[str, dict[str, object]]]  # (the variant's name suffix, the settings it adds to the one before)
+
+
+def speed_ladder(engine: Engine, model: ModelSpec) -> Ladder:
+    """The options current recipes turn on for speed, where the engine runs them: bf16 gradient reduction (half the
+    reduce-scatter bytes and gradient buffer; --grad-reduce-in-bf16, as the 16-GPU Qwen3 Megatron-Bridge recipes
+    set it), then per-layer CUDA graphs (the per-kernel host cost gone for the layers the planner prices as graphed:
+    not MoE layers, cost/layer_time.py, so a model of MoE layers only gains nothing and is not searched with them)."""
+    ladder: Ladder = []
+    if engine.memory.grad_dtype == "fp32" and "param" in engine.rules.setting_words.get("grad_dtype", ()):
+        ladder.append(("bf16grad", {"grad_dtype": "param"}))
+    dense = model.moe is None or any(not model.is_moe_layer(i) for i in range(model.num_layers))
+    if "cuda_graphs" in engine.rules.options and not engine.kernels.cuda_graphs and dense:
+        ladder.append(("graphs", {"cuda_graphs": True}))
+    return ladder
+
+
+def _memory_ladder(engine: Engine, model: ModelSpec, precision: str) -> Ladder:
+    offered = set(engine.rules.options)
+    if "precision_aware_optimizer" not in offered or engine.memory.optimizer == "sgd":
+        return []
+    ladder: Ladder = [("pao", {"precision_aware_optimizer": True, "optimizer_moment_dtype": "bf16"})]
+    moe = model.moe is not None
+    modules = [
+        m for m, has in (("layernorm", model.is_mla or moe), ("moe_act", moe), ("mla_up_proj", model.is_mla)) if has
+    ]
+    if modules and "recompute_modules" in offered and precision != "fp8-delayed":
+        ladder.append(("modules", {"recompute_modules": ["core_attn", *modules]}))
+    if precision in RECIPES and "fp8_param_gather" in offered:
+        ladder.append(("gather", {"fp8_param_gather": True}))
+    if {"optimizer_offload", "activation_offload"} <= offered:
+        ladder.append(("offload", {"optimizer_offload": 1.0, "activation_offload": 0.5}))
+    return ladder
+
+
+def _climbed(engine: Engine, ladder: Ladder) -> list[Engine]:
+    """One variant per step of the ladder, each with the settings of the steps before it."""
+    out: list[Engine] = []
+    settings: dict[str, object] = {}
+    label = engine.name
+    for name, step in ladder:
+        settings, label = {**settings, **step}, f"{label}+{name}"
+        variant = engine.configured(**settings)
+        out.append(variant.model_copy(update={"name": label, "variant_of": engine.name, "variant_settings": settings}))
+    return out
