@@ -37,12 +37,12 @@ from planner.cli.options import (
 from planner.engine import Engine
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
-from planner.io.catalog import DEFAULT_HARDWARE, load_engine
+from planner.io.catalog import DEFAULT_HARDWARE
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
 from planner.launch.emit import emit as emit_target
-from planner.launch.emit.checks import changed_settings
+from planner.launch.emit.checks import given_settings, said
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
@@ -204,12 +204,11 @@ def launch(
 def _runs_as_priced(engine: Engine) -> None:
     """A run here trains with the engine profile as the worker loads it by name: per-run settings (flags or the
     plan file's `training:`) would be priced but not run, so they are refused rather than dropped."""
-    changed = changed_settings(engine, load_engine(engine.name))
-    if changed:
-        given = ", ".join(f"{k}={v}" for k, v in changed.items())
+    given = given_settings(engine)
+    if given:
         raise PlannerError(
-            f"the plan is priced with {given}, which the worker does not run (it runs the {engine.name} profile's "
-            "own settings); write them for an engine with --emit, or launch without them"
+            f"the plan is priced with {said(given)}, which the worker does not run (it runs the {engine.name} "
+            "profile's own settings); write them for an engine with --emit, or launch without them"
         )
 
 

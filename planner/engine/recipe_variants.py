@@ -25,15 +25,17 @@ Ladder = list[tuple[str, dict[str, object]]]  # (the variant's name suffix, the 
 
 
 def speed_ladder(engine: Engine, model: ModelSpec) -> Ladder:
-    """The options current recipes turn on for speed, where the engine runs them: bf16 gradient reduction (half the
-    reduce-scatter bytes and gradient buffer; --grad-reduce-in-bf16, as the 16-GPU Qwen3 Megatron-Bridge recipes
-    set it), then per-layer CUDA graphs (the per-kernel host cost gone for the layers the planner prices as graphed:
-    not MoE layers, cost/layer_time.py, so a model of MoE layers only gains nothing and is not searched with them)."""
+    """The options current recipes turn on for speed, where the engine runs them and the planner prices a gain:
+    bf16 gradient reduction (half the reduce-scatter bytes and gradient buffer; --grad-reduce-in-bf16, as the
+    16-GPU Qwen3 Megatron-Bridge recipes set it). CUDA graphs remove the per-kernel and per-layer host cost
+    (cost/layer_time.py), which the engine's fitted host costs may put at zero (megatron's host_layer_s on GPUs):
+    then they only add their memory pool, and are not searched."""
     ladder: Ladder = []
     if engine.memory.grad_dtype == "fp32" and "param" in engine.rules.setting_words.get("grad_dtype", ()):
         ladder.append(("bf16grad", {"grad_dtype": "param"}))
+    gain = engine.behaviour is not None and engine.behaviour.host_layer_s.value > 0  # kernels' own: 0 on GPUs
     dense = model.moe is None or any(not model.is_moe_layer(i) for i in range(model.num_layers))
-    if "cuda_graphs" in engine.rules.options and not engine.kernels.cuda_graphs and dense:
+    if "cuda_graphs" in engine.rules.options and not engine.kernels.cuda_graphs and dense and gain:
         ladder.append(("graphs", {"cuda_graphs": True}))
     return ladder
 

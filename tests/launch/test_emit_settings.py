@@ -269,3 +269,38 @@ def test_launch_takes_the_engine_settings_for_an_emit_and_refuses_them_for_a_run
     assert "--use-precision-aware-optimizer --exp-avg-dtype bf16" in _flat(tmp_path / "m" / "megatron_args.sh")
     code, _out, err = run_planner(*common, "--dry-run")
     assert code == 2 and "priced with precision_aware_optimizer=True" in err and "the worker does not run" in err
+
+
+def test_emit_refuses_settings_priced_on_another_engine_or_for_the_worker(tmp_path):
+    """A plan priced with per-run settings on one engine is not written as another engine's file, nor as a cluster
+    file whose worker runs its profile's own settings: exit 2 naming them, nothing written."""
+    from tests.helpers import run_planner
+
+    common = ("launch", "-m", "llama3-8b", "--dp", "8", "--zero", "1", "--hardware", "h100-sxm")
+    cases = [
+        (("--engine", "torchtitan", "--grad-dtype", "param", "--emit", "megatron"), "priced on torchtitan"),
+        (("--engine", "megatron", "--grad-dtype", "param", "--emit", "torchrun"), "the worker it launches"),
+        (("--engine", "megatron", "--optimizer", "sgd", "--emit", "slurm"), "optimizer=sgd"),
+    ]
+    for i, (args, words) in enumerate(cases):
+        out = tmp_path / str(i)
+        code, _out, err = run_planner(*common, *args, "--out", str(out))
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
+        assert not out.exists() or not any(out.iterdir())
+
+
+def test_megatron_graphs_attention_alone_with_the_all_to_all_overlap():
+    """transformer_config.py asserts no mlp or moe graph scope with overlap_moe_expert_parallel_comm."""
+    from planner.launch.emit.megatron_settings import recipe_option_args
+
+    dsv3, plan = load_model("deepseek-v3"), Plan(dp=8, ep=8, zero=1, global_batch=64)
+    args = recipe_option_args(dsv3, plan, {"cuda_graphs": True, "ep_overlap": True})
+    assert args == ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "attn"]
+
+
+def test_selective_recompute_of_no_module_is_written_as_no_recompute():
+    from planner.launch.emit.megatron import recompute_args
+
+    plan = Plan(dp=8, recompute="selective")
+    assert recompute_args(plan, {"recompute_modules": []}) == []
+    assert recompute_args(plan, {}) == ["--recompute-granularity", "selective"]

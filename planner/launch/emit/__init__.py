@@ -29,6 +29,8 @@ from planner.launch.emit.checks import (
     cluster_problems,
     device_kind,
     engine_problems_for,
+    given_settings,
+    said,
     unwritten_settings,
 )
 from planner.launch.emit.targets import Layout, Target, target, target_names
@@ -154,6 +156,17 @@ def _checked(
     if unexpressed:
         raise PlannerError(
             f"--emit {kind}: the {kind} file does not write {unexpressed} yet; estimate it, or emit without it"
+        )
+    given = given_settings(engine)
+    if given and chosen.engine is None:  # the worker runs its engine profile's own settings
+        raise PlannerError(
+            f"--emit {kind}: the plan is priced with {said(given)}, which the worker it launches does not run; "
+            "emit it for an engine (megatron, torchtitan, ...), or without them"
+        )
+    if given and chosen.engine not in (None, engine.name):
+        raise PlannerError(
+            f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "
+            f"{chosen.engine}'s settings: price it with --engine {chosen.engine}"
         )
     if chosen.engine is not None:
         runs_on = load_engine(chosen.engine)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
 from planner.engine.settings import SETTINGS
+from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.launch.emit.targets import Target
 from planner.launch.preflight import Environment, worker_limits
@@ -26,6 +27,23 @@ def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
         return {}
 
     return {name: engine.setting(name) for name in SETTINGS if engine.setting(name) != target.setting(name)}
+
+
+def given_settings(engine: Engine) -> dict[str, object]:
+    """The per-run settings the plan was priced with that differ from the engine's own profile (flags, a plan
+    file's `training:`); none where the profile cannot be loaded by name (an engine file given by path)."""
+    from planner.io.catalog import load_engine
+
+    try:
+        profile = load_engine(engine.name)
+    except PlannerError:
+        return {}
+    return changed_settings(engine, profile)
+
+
+def said(settings: dict[str, object]) -> str:
+    """'grad_dtype=param, recompute_modules=core_attn,layernorm'."""
+    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())
 
 
 def unwritten_settings(target: Target, settings: dict[str, object]) -> str:

@@ -135,6 +135,8 @@ def recompute_args(plan: Plan, settings: Mapping[str, object]) -> list[str]:
     (TransformerConfig recompute_modules; Megatron's default is core_attn)."""
     if plan.recompute == "selective":
         modules = settings.get("recompute_modules")
+        if isinstance(modules, (list, tuple)) and not modules:  # re-runs nothing: no recompute, which Megatron
+            return []  # says by no flag (--recompute-modules takes one module or more)
         named = ["--recompute-modules", *map(str, modules)] if isinstance(modules, (list, tuple)) else []
         return ["--recompute-granularity", "selective", *named]
     if plan.recompute == "full":

@@ -63,19 +63,25 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
         if plan.precision == "mxfp8":
             out.append("--reuse-grad-buf-for-mxfp8-param-ag")
     if settings.get("cuda_graphs") is True:
-        out += ["--cuda-graph-impl", "transformer_engine", *_graph_scope(model)]
+        out += [
+            "--cuda-graph-impl",
+            "transformer_engine",
+            *_graph_scope(model, ep_overlap=settings.get("ep_overlap") is True),
+        ]
     return out
 
 
-def _graph_scope(model: ModelSpec) -> list[str]:
+def _graph_scope(model: ModelSpec, *, ep_overlap: bool = False) -> list[str]:
     """Which part of each layer a graph captures. A dense model's whole layer (Megatron's default scope). A
     dropless MoE layer cannot be captured whole (its expert shapes change each step: transformer_config.py
     l.2838-2842 allows the moe scope only with padded capacity), so its attention is captured, and the dense layers'
     MLPs where the model has some (the mlp scope is refused in an all-MoE model, l.2831-2836). The planner prices
     MoE layers' kernels as launched one by one (cost/layer_time.py), so their attention graphs are a gain it does
     not count. --cuda-graph-scope is megatron-core 0.16's name; later Megatron-LM reads it as --cuda-graph-modules
-    (arguments.py l.634-640)."""
+    (arguments.py l.634-640). With the all-to-all overlap the scope holds attention alone (transformer_config.py
+    asserts no mlp or moe scope with overlap_moe_expert_parallel_comm): the dense layers' MLPs then launch their
+    kernels one by one, a host cost the megatron profile prices at zero on GPUs (host_layer_s fitted to 0)."""
     if model.moe is None:
         return []
-    dense = any(not model.is_moe_layer(i) for i in range(model.num_layers))
+    dense = not ep_overlap and any(not model.is_moe_layer(i) for i in range(model.num_layers))
     return ["--cuda-graph-scope", "attn", *(["mlp"] if dense else [])]
