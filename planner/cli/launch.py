@@ -34,7 +34,6 @@ from planner.cli.options import (
     ZeroOpt,
     with_options,
 )
-from planner.engine import Engine
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
@@ -42,7 +41,7 @@ from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
 from planner.launch.emit import emit as emit_target
-from planner.launch.emit.checks import given_settings, said
+from planner.launch.emit.checks import unrun_settings
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
@@ -165,8 +164,8 @@ def launch(
         default_engine=WORKER_ENGINE,
         user_defaults=emit is not None,  # an emitted job trains for real: the ~4M-token batch, not a rehearsal's
     )
-    if emit is None:
-        _runs_as_priced(r.engine)
+    if emit is None and (unrun := unrun_settings(r.engine)):  # the worker runs its profile's own settings
+        raise PlannerError(unrun)
     reh = None
     if rehearse_:
         assert env is not None
@@ -199,17 +198,6 @@ def launch(
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_)  # fmt: skip
-
-
-def _runs_as_priced(engine: Engine) -> None:
-    """A run here trains with the engine profile as the worker loads it by name: per-run settings (flags or the
-    plan file's `training:`) would be priced but not run, so they are refused rather than dropped."""
-    given = given_settings(engine)
-    if given:
-        raise PlannerError(
-            f"the plan is priced with {said(given)}, which the worker does not run (it runs the {engine.name} "
-            "profile's own settings); write them for an engine with --emit, or launch without them"
-        )
 
 
 def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:

@@ -34,7 +34,7 @@ def speed_ladder(engine: Engine, model: ModelSpec) -> Ladder:
     if engine.memory.grad_dtype == "fp32" and "param" in engine.rules.setting_words.get("grad_dtype", ()):
         ladder.append(("bf16grad", {"grad_dtype": "param"}))
     gain = engine.behaviour is not None and engine.behaviour.host_layer_s.value > 0  # kernels' own: 0 on GPUs
-    dense = model.moe is None or any(not model.is_moe_layer(i) for i in range(model.num_layers))
+    dense = model.num_moe_layers < model.num_layers  # a layer priced as graphed (not MoE)
     if "cuda_graphs" in engine.rules.options and not engine.kernels.cuda_graphs and dense and gain:
         ladder.append(("graphs", {"cuda_graphs": True}))
     return ladder

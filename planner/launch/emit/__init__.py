@@ -31,6 +31,7 @@ from planner.launch.emit.checks import (
     engine_problems_for,
     given_settings,
     said,
+    unrun_settings,
     unwritten_settings,
 )
 from planner.launch.emit.targets import Layout, Target, target, target_names
@@ -157,12 +158,10 @@ def _checked(
         raise PlannerError(
             f"--emit {kind}: the {kind} file does not write {unexpressed} yet; estimate it, or emit without it"
         )
+    unrun = unrun_settings(engine) if chosen.engine is None else ""
+    if unrun:  # a cluster file launches the worker
+        raise PlannerError(f"--emit {kind}: {unrun}")
     given = given_settings(engine)
-    if given and chosen.engine is None:  # the worker runs its engine profile's own settings
-        raise PlannerError(
-            f"--emit {kind}: the plan is priced with {said(given)}, which the worker it launches does not run; "
-            "emit it for an engine (megatron, torchtitan, ...), or without them"
-        )
     if given and chosen.engine not in (None, engine.name):
         raise PlannerError(
             f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "

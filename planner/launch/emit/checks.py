@@ -41,6 +41,19 @@ def given_settings(engine: Engine) -> dict[str, object]:
     return changed_settings(engine, profile)
 
 
+def unrun_settings(engine: Engine) -> str:
+    """The per-run settings the plan was priced with that this project's worker does not run (it loads its engine
+    profile by name and runs the profile's own settings), said in one line (empty: none): a run here and a
+    cluster file refuse them rather than drop them."""
+    given = given_settings(engine)
+    if not given:
+        return ""
+    return (
+        f"the plan is priced with {said(given)}, which the worker does not run (the worker it launches runs the "
+        f"{engine.name} profile's own settings); write them for an engine with --emit, or launch without them"
+    )
+
+
 def said(settings: dict[str, object]) -> str:
     """'grad_dtype=param, recompute_modules=core_attn,layernorm'."""
     return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())

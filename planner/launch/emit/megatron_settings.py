@@ -43,12 +43,12 @@ def setting_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -
 
 def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
     """The recipe options the plan was priced with (cost/recipe_options.py) but recompute modules (recompute_args),
-    as Megatron-LM @d98e8a64 names them: the precision-aware
-    optimizer and its moment dtypes (arguments.py l.3667-3684; store_param_remainders is OptimizerConfig's
-    default); --optimizer-cpu-offload with --optimizer-offload-fraction (l.2918-2923); --fp8-param-gather, or
-    --fp4-param-gather for NVFP4 (l.2012-2017), with MXFP8's gather staged in the gradient buffer
-    (--reuse-grad-buf-for-mxfp8-param-ag, as cost/quantization.py prices it); per-layer CUDA graphs through
-    Transformer Engine (--cuda-graph-impl transformer_engine, TransformerConfig cuda_graph_impl)."""
+    as Megatron-LM @d98e8a64 names them: the precision-aware optimizer and its moment dtypes (arguments.py
+    l.3667-3684; store_param_remainders is OptimizerConfig's default); --optimizer-cpu-offload with
+    --optimizer-offload-fraction (l.2918-2923); --fp8-param-gather, or --fp4-param-gather for NVFP4 (l.2012-2017),
+    with MXFP8's gather staged in the gradient buffer (--reuse-grad-buf-for-mxfp8-param-ag, as
+    cost/quantization.py prices it); per-layer CUDA graphs through Transformer Engine (--cuda-graph-impl
+    transformer_engine, TransformerConfig cuda_graph_impl)."""
     out: list[str] = []
     if settings.get("precision_aware_optimizer") is True:
         out.append("--use-precision-aware-optimizer")
@@ -83,5 +83,5 @@ def _graph_scope(model: ModelSpec, *, ep_overlap: bool = False) -> list[str]:
     kernels one by one, a host cost the megatron profile prices at zero on GPUs (host_layer_s fitted to 0)."""
     if model.moe is None:
         return []
-    dense = not ep_overlap and any(not model.is_moe_layer(i) for i in range(model.num_layers))
+    dense = not ep_overlap and model.num_moe_layers < model.num_layers
     return ["--cuda-graph-scope", "attn", *(["mlp"] if dense else [])]
