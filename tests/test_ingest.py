@@ -577,7 +577,7 @@ def test_megatron_argument_dump_states_its_moe_dispatch_offloads_and_cuda_graphs
         **MOE_ARGS, "moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "deepep",
         "overlap_moe_expert_parallel_comm": "True", "optimizer_cpu_offload": "True",
         "optimizer_offload_fraction": "0.5", "fine_grained_activation_offloading": "True",
-        "cuda_graph_impl": "transformer_engine",
+        "offload_modules": "['core_attn', 'attn_proj', 'expert_fc1']", "cuda_graph_impl": "transformer_engine",
     }  # fmt: skip
     r = read_log(_dump_with(extra), source="moe-dump")
     assert r.plan["ep"] == 2
@@ -589,6 +589,9 @@ def test_megatron_argument_dump_states_its_moe_dispatch_offloads_and_cuda_graphs
         "activation_offload": 1.0,
     }
     assert r.software["cuda_graphs"] is True
+    assert r.software["offload_modules"] == ["core_attn", "attn_proj", "expert_fc1"]
+    fused = read_log(_dump_with({**extra, "offload_modules": "['fused_group_mlp']"}), source="fused-dump")
+    assert fused.software.get("offload_modules") is None  # a group the planner does not model: unstated, not another
 
 
 def test_what_the_planner_does_not_price_is_left_unstated_not_read_as_something_else():

@@ -183,6 +183,87 @@ def test_activation_offload_time_shows_when_the_host_link_is_slow():
     assert "offload without a host link" in [p.reason for p in plan_problems(LLAMA, plan, engine, 8, cpu)]
 
 
+def _offloaded(model, plan, engine):
+    """The peak rank's memory terms (activations: what its layers keep; the transit is in the buffers term)."""
+    return memory_report(model, H100, plan, engine).peak.breakdown
+
+
+def _group_bytes(model, kind, recompute, names):
+    """Bytes per token one layer keeps in the tensors the groups `names` hold (their offload tags within names)."""
+    from planner.cost.saved_tensors import layer_tensors
+
+    everything = activation_bytes_per_token(model, seq_len=8192, tp=1, sp=False, cp=1, recompute=recompute,
+                                            act_bytes=2, kernels=MEGATRON.kernels, kind=kind)  # fmt: skip
+    tensors = layer_tensors(model, seq_len=8192, act_bytes=2, kernels=MEGATRON.kernels, kind=kind)
+    held = sum(t.bytes_per_token for t in tensors if t.offload and set(t.offload) <= set(names) and t.needed)
+    return everything, held
+
+
+def test_activation_offload_moves_only_what_the_named_modules_groups_hold():
+    """Megatron offloads what autograd saves inside each named module's group (docs/user-guide/features/
+    fine_grained_activation_offloading.md): a dense Llama layer's input, norm output, Q, K, V, the attention output
+    and its statistics; never the dense MLP's tensors. The attention output leaves only with core_attn and attn_proj
+    both (the output projection keeps it too)."""
+    dense = LayerKind("attention", "dense", "global")
+    everything, moved = _group_bytes(LLAMA, dense, "none", ("qkv_linear", "core_attn", "attn_proj"))
+    h, q, kv = LLAMA.hidden_size, LLAMA.num_attention_heads * LLAMA.head_size, LLAMA.kv_heads * LLAMA.head_size
+    assert moved == 2 * h + 2 * h + 2 * q + 2 * 2 * kv + 2 * q + 4 * LLAMA.num_attention_heads
+    assert 0.2 < moved / everything < 0.3  # the MLP's tensors, most of the layer's, stay
+    _all, core_only = _group_bytes(LLAMA, dense, "none", ("core_attn",))
+    assert core_only == 2 * q + 2 * 2 * kv + 4 * LLAMA.num_attention_heads  # not the attention output
+    plan = Plan(dp=8, global_batch=64, seq_len=8192, zero=1, micro_batch=1)
+    base = _offloaded(LLAMA, plan, MEGATRON).activations_bytes
+    both = _offloaded(LLAMA, plan, MEGATRON.configured(offload_modules=["core_attn", "attn_proj"]))
+    core = _offloaded(LLAMA, plan, MEGATRON.configured(offload_modules=["core_attn", "qkv_linear"]))
+    tokens, layers = 8192, LLAMA.num_layers
+    assert base - both.activations_bytes == pytest.approx(tokens * layers * (core_only + 2 * q))
+    assert base - core.activations_bytes == pytest.approx(tokens * layers * (core_only + 4 * h))
+
+
+def test_moe_offload_moves_the_expert_groups_and_a_share_of_the_groups():
+    """An MoE layer adds its pre-MLP norm's input (mlp_norm), the experts' permuted input (expert_fc1) and their fc1
+    output (moe_act); --activation-offload F moves the share F of what the groups hold (the first F of them)."""
+    mixtral = load_model("mixtral-8x7b")
+    moe = LayerKind("attention", "moe", "global")
+    names = ("expert_fc1", "moe_act", "mlp_norm")
+    _everything, moved = _group_bytes(mixtral, moe, "none", names)
+    m, h = mixtral.moe, mixtral.hidden_size
+    assert moved == 2 * h + m.top_k * h * 2 + 2 * m.top_k * m.expert_ffn_hidden_size * 2
+    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096, zero=1, micro_batch=1)
+    base = _offloaded(mixtral, plan, MEGATRON).activations_bytes
+    full = base - _offloaded(mixtral, plan, MEGATRON.configured(offload_modules=list(names))).activations_bytes
+    half = _offloaded(mixtral, plan, MEGATRON.configured(offload_modules=list(names), activation_offload=0.5))
+    assert full == pytest.approx(4096 * mixtral.num_layers * moved)
+    assert half.activations_bytes == pytest.approx(base - full / 2)
+
+
+def test_offload_modules_alone_offload_every_group_and_nothing_under_full_recompute():
+    """--offload-modules without --activation-offload offloads all their groups (Megatron's default fraction, 1.0);
+    under full recompute the checkpointed layer input is in no group, so offloading moves nothing."""
+    assert MEGATRON.configured(offload_modules="core_attn,attn_proj").memory.activation_offload == 1.0
+    assert MEGATRON.configured(offload_modules="core_attn", activation_offload=0.25).memory.activation_offload == 0.25
+    plan = Plan(dp=8, global_batch=64, seq_len=8192, zero=1, recompute="full")
+    full = _offloaded(LLAMA, plan, MEGATRON.configured(activation_offload=1.0))
+    assert full == _offloaded(LLAMA, plan, MEGATRON)
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ({"offload_modules": ["attn_proj"]}, "attn_proj offload without core_attn"),
+        ({"offload_modules": ["core_attn", "mlp_norm"], "cuda_graphs": True}, "norm offload with cuda graphs"),
+        ({"offload_modules": ["expert_fc1"], "recompute_modules": ["moe"]}, "expert offload inside moe recompute"),
+    ],
+)
+def test_megatron_refuses_the_offload_modules_it_refuses(settings, reason):
+    """transformer_config.py l.2127-2175 (attn_proj needs core_attn; no expert offload inside a recomputed MoE
+    layer) and the CUDA-graph constraints of the fine-grained offloading guide (no norm groups)."""
+    mixtral = load_model("mixtral-8x7b")
+    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096, zero=1, recompute="selective")
+    problems = plan_problems(mixtral, plan, MEGATRON.configured(**settings), 8, H100)
+    assert reason in [p.reason for p in problems]
+
+
 # ---- optimizer state bytes ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("settings", "precision", "per_param"),

@@ -57,6 +57,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 RECIPE_SETTINGS = (
     "recompute_modules",
     "activation_offload",
+    "offload_modules",
     "optimizer_offload",
     "precision_aware_optimizer",
     "optimizer_moment_dtype",

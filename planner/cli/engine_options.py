@@ -110,7 +110,16 @@ ActivationOffloadOpt = Annotated[
     typer.Option(
         "--activation-offload",
         callback=finite(0, 1),
-        help="share of the saved activations held in host memory, 0-1 (Megatron fine-grained offloading)",
+        help="share of the offload groups of --offload-modules held in host memory, 0-1, the first in forward "
+        "order (Megatron's fine-grained offloading, --activation-offload-fraction)",
+    ),
+]
+OffloadModulesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--offload-modules",
+        help="whose saved inputs --activation-offload moves, comma list: attn_norm, qkv_linear, core_attn, attn_proj, "
+        "mlp_norm, expert_fc1, moe_act (Megatron's --offload-modules; default: all the model has; alone: all groups)",
     ),
 ]
 OptimizerOffloadOpt = Annotated[

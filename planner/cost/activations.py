@@ -36,7 +36,12 @@ DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 #                the rest (torchtitan, torchtitan/models/llama3/infra/parallelize.py `_save_list`).
 
 
-def _keeps(tensor: SavedTensor, recompute: str, policy: str, compiled: bool, modules: tuple[str, ...]) -> bool:
+def _keeps(
+    tensor: SavedTensor, recompute: str, policy: str, compiled: bool, modules: tuple[str, ...], offloaded: tuple | None
+) -> bool:
+    """Whether the layer keeps the tensor (of those the groups of the `offloaded` modules hold, when given)."""
+    if offloaded is not None and not (tensor.offload and set(tensor.offload) <= set(offloaded)):
+        return False
     if recompute == "none":
         return tensor.needed
     if policy == "op":
@@ -73,6 +78,7 @@ def activation_bytes_per_token(
     saved_quant: float = 0.0,
     autocast: bool = False,
     col_in_bytes: float = 0.0,
+    offloaded: tuple[str, ...] | None = None,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
@@ -81,17 +87,17 @@ def activation_bytes_per_token(
     inputs where tensor parallelism casts them before it gathers them (Kernels.tp_fp8_inputs; 0: as computed),
     those of quantized linears only: an MoE block's input is gathered in 16 bits for its router and experts
     (torchtitan v0.2.2 models/llama4/infra/parallelize.py apply_moe_ep_tp: "moe" gets PrepareModuleInputOutput to
-    Replicate, not PrepareFloat8ModuleInput)."""
-    if recompute == "full":
-        # Only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP; fp32 under autocast.
-        return model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
+    Replicate, not PrepareFloat8ModuleInput). `offloaded`: only what these Megatron modules' offload groups hold
+    (saved_tensors.py); under full recompute the checkpointed layer input is in no group."""
+    if recompute == "full":  # only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP
+        return 0.0 if offloaded is not None else model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
     total = 0.0
     tensors = layer_tensors(
         model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer, kind=kind, autocast=autocast
     )
     modules = kernels.recompute_modules if kernels.recompute_modules is not None else DEFAULT_RECOMPUTE_MODULES
     for tensor in tensors:
-        if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile, modules):
+        if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile, modules, offloaded):
             if tensor.region == "expert_in":
                 split = (tp / (etp or tp)) if sp else 1
             elif tensor.region == "col_in":
@@ -122,8 +128,10 @@ def activation_bytes_per_layer(
     saved_quant: float = 0.0,
     autocast: bool = False,
     col_in_bytes: float = 0.0,
+    offloaded: tuple[str, ...] | None = None,
 ) -> float:
-    """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised)."""
+    """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised); with
+    `offloaded`, those that offloading these modules moves (activation_bytes_per_token)."""
     tokens = micro_batch * seq_len / cp
     per_token = activation_bytes_per_token(
         model,
@@ -140,6 +148,7 @@ def activation_bytes_per_layer(
         saved_quant=saved_quant,
         autocast=autocast,
         col_in_bytes=col_in_bytes,
+        offloaded=offloaded,
     )
     return tokens * per_token
 

@@ -15,7 +15,7 @@ from typing import Any
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
-from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations
+from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations, offload_modules
 from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
@@ -166,12 +166,14 @@ def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     return tokens * vocab / plan.tp * per_element * heads
 
 
-Pieces = tuple[float, float]  # (bytes the layers keep per micro-batch, the backward working set) of one rank
+# (bytes the layers keep per micro-batch, the backward working set, the kept bytes activation offload may move) of
+# one rank
+Pieces = tuple[float, float, float]
 
 
 def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -> Pieces:
-    """(bytes one layer of this kind keeps per micro-batch, the working set of its backward) on one rank
-    (activations.py)."""
+    """(bytes one layer of this kind keeps per micro-batch, the working set of its backward, the kept bytes in the
+    offload groups of the engine's offload modules: 0 without activation offload) on one rank (activations.py)."""
     p, a, k = plan, act_bytes(plan.precision), engine.kernels
     kw: dict[str, Any] = {"micro_batch": p.micro_batch, "seq_len": p.seq_len, "tp": p.tp, "sp": p.sp, "cp": p.cp}
     kw.update(
@@ -184,16 +186,19 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
         col_in_bytes=1.0 if k.tp_fp8_inputs and p.precision in TENSORWISE_FP8 else 0.0,
         autocast=engine.zero_stage(p).autocast and a < 4,
     )
-    return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw)
+    moved = offload_modules(engine)
+    offloadable = activation_bytes_per_layer(model, **kw, offloaded=moved) if moved else 0.0
+    return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw), offloadable
 
 
 def mix_pieces(mix: Mix, pieces: dict[LayerKind, Pieces]) -> Pieces:
-    """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds)."""
-    keep, work = 0.0, 0.0
+    """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds, the kept bytes
+    activation offload may move)."""
+    keep, work, offloadable = 0.0, 0.0, 0.0
     for kind, n in mix:
-        k, w = pieces[kind]
-        keep, work = keep + k * n, max(work, w)
-    return keep, work
+        k, w, o = pieces[kind]
+        keep, work, offloadable = keep + k * n, max(work, w), offloadable + o * n
+    return keep, work, offloadable
 
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
@@ -271,12 +276,14 @@ def _stage_memory(
 ) -> StageMemory:
     layout = plan_layout(model, plan, engine)
     mix = rank_mix(model, layout, rank)
-    keep, work = mix_pieces(mix, pieces)
+    keep, work, offloadable = mix_pieces(mix, pieces)
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
     in_flight = in_flight_microbatches(plan, rank)
-    keep, work = held_activations(keep, work, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
+    keep, work = held_activations(
+        keep, work, offloadable, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine
+    )
     stage = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, stage)
     recipe = recipe_memory(model, plan, engine, hw, stage, rank=rank, params=params)

@@ -2,8 +2,8 @@
 the optimizer step of a CPU-held share (cost.recipe_options holds what stays on the GPU).
 
 Activation offload (Megatron --fine-grained-activation-offloading, docs/user-guide/features/
-fine_grained_activation_offloading.md): the offloaded share of what a rank's layers save goes to pinned host
-memory by async D2H on a side stream during the forward and comes back by H2D before the backward; a transfer
+fine_grained_activation_offloading.md): the offloaded share of the offload groups a rank's layers save goes to pinned
+host memory by async D2H on a side stream during the forward and comes back by H2D before the backward; a transfer
 hides behind the compute it runs beside, and only its excess shows (the "host" row of the exposed communication).
 
 Optimizer offload (--optimizer-cpu-offload --optimizer-offload-fraction, optimizer/cpu_offloading/README.md):
@@ -31,8 +31,8 @@ def activation_offload_s(
     f, bw = engine.memory.activation_offload, hw.gpu.host_bandwidth_bytes_per_s
     if not f or not bw:
         return 0.0, 0.0
-    keep, _work = mix_pieces(compute.mix, activation_pieces(model, plan, engine))
-    one_way = f * keep / bw
+    _keep, _work, offloadable = mix_pieces(compute.mix, activation_pieces(model, plan, engine))
+    one_way = f * offloadable / bw
     exposed = max(0.0, one_way - compute.forward_s) + max(0.0, one_way - compute.backward_s - compute.recompute_s)
     return 2 * one_way, exposed
 

@@ -4,7 +4,8 @@
 - recompute of named modules (`kernels.recompute_modules`, Megatron --recompute-modules; what each drops is tagged
   on the saved tensors in activations.py, what each re-runs is `modules_recompute_s` and its FLOPs
   `modules_recompute_flops_per_token`);
-- activation offload (`memory.activation_offload`): a share of the saved activations held in host memory;
+- activation offload (`memory.activation_offload`, `memory.offload_modules`): a share of the offload groups of the
+  named modules held in host memory (what each group holds is tagged on the saved tensors in saved_tensors.py);
 - optimizer CPU offload (`memory.optimizer_offload`): a share of the optimizer state kept and updated on the CPU;
 - CUDA graphs (`kernels.cuda_graphs`): the per-kernel host cost gone (layer_time.py), a graph memory pool held.
 
@@ -14,8 +15,10 @@ gather is cost.quantization's. Sources: Megatron-LM @d98e8a64 unless said.
 
 from __future__ import annotations
 
+from planner.cost.saved_tensors import layer_tensors
 from planner.engine import Engine, Kernels
 from planner.engine import Memory as EngineMemory
+from planner.engine.settings import OFFLOAD_MODULES
 from planner.layers import LayerKind
 from planner.specs import ModelSpec
 
@@ -24,6 +27,7 @@ DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)  # transformer_config.py l.194
 # stream as the forward goes and brings them back one group ahead of the backward (docs/user-guide/features/
 # fine_grained_activation_offloading.md): about one layer's offloaded share is in flight each way. An estimate.
 OFFLOAD_LAYERS_IN_FLIGHT = 2
+GRAPH_CROSSING_MODULES = ("attn_norm", "mlp_norm")  # not offloadable under CUDA graphs (the same document)
 # CUDA graphs' private memory pool: static inputs, outputs and the captured intermediates of each graphed layer.
 # Neither Megatron-LM nor Transformer Engine gives a formula (cuda_graphs.py logs the captured memory at capture,
 # l.625-705); NVIDIA's NeMo CUDA-graph notes state "cudagraphs increases the memory usage of activations by ~20%
@@ -42,21 +46,52 @@ CPU_ADAM_BYTES_PER_PARAM = 30.0
 HOST_OPTIMIZER_BYTES_PER_S = 38e9
 
 
+def offload_modules(engine: Engine) -> tuple[str, ...]:
+    """The modules whose groups activation offload moves (none without it): those named, else the default."""
+    m = engine.memory
+    if not m.activation_offload:
+        return ()
+    return tuple(m.offload_modules) if m.offload_modules is not None else default_offload_modules(engine.kernels)
+
+
+def default_offload_modules(kernels: Kernels) -> tuple[str, ...]:
+    """Every module Megatron offers (settings.OFFLOAD_MODULES; those a model's layers lack hold nothing), less the
+    norms under CUDA graphs, whose groups cross the graphs' boundaries (docs/user-guide/features/
+    fine_grained_activation_offloading.md, "CUDA Graph Integration")."""
+    return tuple(x for x in OFFLOAD_MODULES if not (kernels.cuda_graphs and x in GRAPH_CROSSING_MODULES))
+
+
+def offload_groups(model: ModelSpec) -> frozenset[str]:
+    """The Megatron offload modules whose groups hold some tensor of the model's layers (saved_tensors.py)."""
+    kernels = Kernels()
+    return frozenset(
+        m
+        for kind in model.kind_params
+        for t in layer_tensors(model, seq_len=model.max_seq_len, act_bytes=2, kernels=kernels, kind=kind)
+        for m in t.offload
+    )
+
+
 def selected_modules(kernels: Kernels) -> tuple[str, ...]:
     """The modules recompute=selective re-runs under the 'attention' policy (Megatron's default: core_attn)."""
     return tuple(kernels.recompute_modules) if kernels.recompute_modules is not None else DEFAULT_MODULES
 
 
 # ---- memory --------------------------------------------------------------------------------------------
-def held_activations(keep: float, work: float, *, in_flight: float, layers: int, engine: Engine) -> tuple[float, float]:
+def held_activations(
+    keep: float, work: float, offloadable: float, *, in_flight: float, layers: int, engine: Engine
+) -> tuple[float, float]:
     """(bytes the rank's layers keep on the GPU per micro-batch, the working set) with activation offload and the
-    CUDA graph pool: offload keeps (1 − f) of what the layers save, plus OFFLOAD_LAYERS_IN_FLIGHT layers' offloaded
-    share of one micro-batch in transit (never more than it offloads: offload never raises GPU memory); the graph
-    pool adds CUDA_GRAPH_POOL_FRACTION of the activations held."""
+    CUDA graph pool: offload moves the share f of the offload groups of what the layers keep (`offloadable`, the
+    bytes in the groups of the offloaded modules: the first f of the groups in forward order, as much of the bytes
+    as the layers are alike), plus OFFLOAD_LAYERS_IN_FLIGHT layers' moved share of one micro-batch in transit
+    (never more than it moves: offload never raises GPU memory); the graph pool adds CUDA_GRAPH_POOL_FRACTION of the
+    activations held."""
     f = engine.memory.activation_offload
     if f:
-        work += f * keep * min(OFFLOAD_LAYERS_IN_FLIGHT / max(layers, 1), in_flight)
-        keep *= 1.0 - f
+        moved = f * offloadable
+        work += moved * min(OFFLOAD_LAYERS_IN_FLIGHT / max(layers, 1), in_flight)
+        keep -= moved
     if engine.kernels.cuda_graphs:
         work += CUDA_GRAPH_POOL_FRACTION * keep * in_flight
     return keep, work

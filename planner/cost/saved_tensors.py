@@ -8,6 +8,13 @@ with sequence parallelism; "col_in" tensors are the norm outputs that column-par
 with sequence parallelism unless the engine keeps them all-gathered (kernels.tp_gathered_inputs); "tp" tensors are
 split by t always; "core" tensors are the s×s attention scores (absent with flash attention); "expert_in" rows are
 gathered over the expert tensor-parallel ranks.
+
+Each tensor also names the Megatron offload groups that must all be offloaded for it to leave the GPU
+(--offload-modules; a group holds what autograd saves inside a module: megatron/core @d98e8a64 attention.py
+l.1386-1626, multi_latent_attention.py l.343-463, transformer_layer.py l.709-819, moe/experts.py l.928-941). A norm
+TE fuses into the next linear is an IdentityOp, its input that linear's (qkv_linear); MLA's input norm and an MoE
+layer's pre-MLP norm are modules (attn_norm, mlp_norm). The attention output is kept by the core and the output
+projection both. No group holds the dense MLP's, the shared experts', the expert fc2 input or the router's tensors.
 """
 
 from __future__ import annotations
@@ -31,6 +38,11 @@ class SavedTensor:
     backward_reads: bool = True  # some backward (or recompute) reads it; compiled graphs keep only these
     modules: tuple[str, ...] = ()  # Megatron recompute modules that drop it (--recompute-modules; core_attn: region)
     quantized: str = ""  # a linear's input, saved quantized by a TE recipe: "own" instead of it, "copy" beside it
+    offload: tuple[str, ...] = ()  # Megatron offload modules (--offload-modules) that must all be offloaded to free it
+
+
+CORE = ("core_attn",)  # what the attention core saves: Q, K, V, the softmax statistics or scores
+OUT = ("core_attn", "attn_proj")  # the attention output: the core's output and the output projection's input
 
 
 def layer_matmuls(model: ModelSpec, moe_layer: bool = False) -> tuple[str, ...]:
@@ -53,11 +65,14 @@ def _mlp_tensors(
     output too: 4·f; GELU keeps its input and output: 2·f (Korthikanti). `modules`: the Megatron recompute
     modules that drop this MLP's tensors (the fc2 input is the activation's output: moe_act drops the experts')."""
     h = model.hidden_size
-    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True, modules=modules)]
+    act_in = ("moe_act",) if prefix == "expert " else ()  # the experts' fc1 output is their activation's input
+    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True, modules=modules, offload=act_in)]
     if model.mlp == "swiglu":
-        out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp", modules=modules))
+        out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp", modules=modules,
+                               offload=act_in))  # fmt: skip
         if not fused:
-            out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp", modules=modules))
+            out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp", modules=modules,
+                                   offload=act_in))  # fmt: skip
     act = (*modules, "moe_act") if prefix == "expert " else modules
     out.append(
         SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp", modules=act, quantized="own")
@@ -100,17 +115,12 @@ def layer_tensors(
     r = 4 if autocast else a  # the residual stream's bytes per element
     fused = kernels.fused
     hybrid = model.layer_pattern is not None
-    first = "mixer" if kind.mixer != "none" else "MLP"
     # Megatron fuses a norm into the linear after it (TE LayerNormLinear) except before MLA's two down-projections
     # and before an MoE layer's router and experts (gpt_layer_specs.py l.244-336): only those are `layernorm`'s.
     router_in = hybrid and kind.ffn == "moe"  # a hybrid MoE layer's only norm feeds the router (kept 16-bit)
     norm1 = ("layernorm",) if kind.mixer == "mla" or router_in else ("mlp",) if hybrid and kind.ffn == "dense" else ()
     qkv_casts = 3 if autocast and kind.mixer == "attention" else 1  # wq, wk, wv (layer_matmuls)
-    t: list[SavedTensor] = [
-        SavedTensor("norm1 input (layer input)", h * r, "seq", op_keep=True),
-        SavedTensor(f"norm1 output ({'QKV' if kind.mixer == 'attention' else first} input)", qkv_casts * h * a,
-                    "seq" if hybrid else "col_in", modules=norm1, quantized="" if router_in else "own"),
-    ]  # fmt: skip
+    t = _norm1_tensors(model, kind, h * r, qkv_casts * h * a, norm1=norm1, router_in=router_in)
     mixer_head, mixer_tail = _mixer_tensors(model, kind, seq_len, a, kernels)
     t += mixer_head
     if not hybrid:
@@ -127,13 +137,29 @@ def layer_tensors(
     return t + _extra_norm_tensors(model, kind, a)
 
 
+def _norm1_tensors(
+    model: ModelSpec, kind: LayerKind, in_bytes: float, out_bytes: float, *, norm1: tuple[str, ...], router_in: bool
+) -> list[SavedTensor]:
+    """The first block's norm: its input (the layer input) and its output, the mixer's (or a hybrid FFN's) input;
+    in an attention layer both are held by the QKV group (MLA's input norm is a module of its own: attn_norm)."""
+    hybrid = model.layer_pattern is not None
+    attends = not hybrid and kind.mixer in ("attention", "mla")
+    input_group = ("attn_norm",) if kind.mixer == "mla" else ("qkv_linear",)
+    first = "QKV" if kind.mixer == "attention" else "mixer" if kind.mixer != "none" else "MLP"
+    return [
+        SavedTensor("norm1 input (layer input)", in_bytes, "seq", op_keep=True, offload=input_group if attends else ()),
+        SavedTensor(f"norm1 output ({first} input)", out_bytes, "seq" if hybrid else "col_in", modules=norm1,
+                    quantized="" if router_in else "own", offload=("qkv_linear",) if attends else ()),
+    ]  # fmt: skip
+
+
 def _norm2_tensors(model: ModelSpec, kind: LayerKind, a: int, autocast: bool) -> list[SavedTensor]:
     """The FFN block's norm in a transformer layer: its input (the residual, fp32 under autocast) and its output,
     once per linear that casts it under autocast (a gated MLP's w1 and w3, layer_matmuls)."""
     h, moe = model.hidden_size, kind.ffn == "moe"
     casts = 2 if autocast and model.mlp == "swiglu" and not moe else 1
     return [
-        SavedTensor("norm2 input (residual)", h * (4 if autocast else a), "seq"),
+        SavedTensor("norm2 input (residual)", h * (4 if autocast else a), "seq", offload=("mlp_norm",) if moe else ()),
         SavedTensor("norm2 output (MLP input)", casts * h * a, "col_in", modules=("layernorm",) if moe else ("mlp",),
                     quantized="" if moe else "own"),
     ]  # fmt: skip
@@ -171,20 +197,21 @@ def _mixer_tensors(
     else:
         q_dim, kv_dim = heads * model.head_size, model.kv_heads * model.head_size
         head = [
-            SavedTensor("Q", q_dim * a, "tp", op_keep=True),
-            SavedTensor("K", kv_dim * a, "tp"),
-            SavedTensor("V", kv_dim * a, "tp", op_keep=True),
-            SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True, quantized=out_q),
-        ]
+            SavedTensor("Q", q_dim * a, "tp", op_keep=True, offload=CORE),
+            SavedTensor("K", kv_dim * a, "tp", offload=CORE),
+            SavedTensor("V", kv_dim * a, "tp", op_keep=True, offload=CORE),
+            SavedTensor("attention output (out-proj input)", q_dim * a, "tp", op_keep=True, quantized=out_q,
+                        offload=OUT),
+        ]  # fmt: skip
     if kernels.flash:
         # Flash attention keeps only the softmax log-sum-exp, fp32, one per head (Dao et al. 2022).
-        return head, [SavedTensor("attention log-sum-exp", 4 * heads, "tp", op_keep=True)]
+        return head, [SavedTensor("attention log-sum-exp", 4 * heads, "tp", op_keep=True, offload=CORE)]
     # softmax output 2·a·s, dropout mask a·s, dropout output 2·a·s = 5·a·s per token (Korthikanti 2022 section
     # 4.1); without dropout the softmax output alone feeds attn×V. Each query attends to every key of its window
     # (the whole sequence for global attention), also when context parallelism splits the queries.
     per_key = 5 if kernels.dropout else 2
     keys = seq_len if kind.window is None else min(kind.window, seq_len)
-    return head, [SavedTensor("attention scores (softmax, dropout)", per_key * heads * keys, "core")]
+    return head, [SavedTensor("attention scores (softmax, dropout)", per_key * heads * keys, "core", offload=CORE)]
 
 
 def _mla_tensors(model: ModelSpec, a: int, out_q: str) -> list[SavedTensor]:
@@ -197,17 +224,22 @@ def _mla_tensors(model: ModelSpec, a: int, out_q: str) -> list[SavedTensor]:
     assert m.v_head_dim is not None
     heads, qk, v = model.num_attention_heads, model.head_size, m.v_head_dim
     out = []
+    qkv = ("qkv_linear",)  # the down- and up-projections run in get_query_key_value_tensors, one group
     if m.q_lora_rank is not None:
-        out.append(SavedTensor("q down-projection output (q norm input)", m.q_lora_rank * a, "seq"))
-        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq", quantized="own"))
+        out.append(SavedTensor("q down-projection output (q norm input)", m.q_lora_rank * a, "seq", offload=qkv))
+        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq", quantized="own",
+                               offload=qkv))  # fmt: skip
+    up = ("mla_up_proj",)
     out += [
         SavedTensor("kv down-projection output (kv norm input, rope key)", (m.kv_lora_rank + m.qk_rope_head_dim) * a,
-                    "seq"),
-        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq", quantized="own"),
-        SavedTensor("Q", heads * qk * a, "tp", op_keep=True, modules=("mla_up_proj",)),
-        SavedTensor("K", heads * qk * a, "tp", modules=("mla_up_proj",)),
-        SavedTensor("V", heads * v * a, "tp", op_keep=True, modules=("mla_up_proj",)),
-        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True, quantized=out_q),
+                    "seq", offload=qkv),
+        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq", quantized="own",
+                    offload=qkv),
+        SavedTensor("Q", heads * qk * a, "tp", op_keep=True, modules=up, offload=CORE),
+        SavedTensor("K", heads * qk * a, "tp", modules=up, offload=CORE),
+        SavedTensor("V", heads * v * a, "tp", op_keep=True, modules=up, offload=CORE),
+        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True, quantized=out_q,
+                    offload=OUT),
     ]  # fmt: skip
     return out
 
@@ -240,7 +272,7 @@ def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool) -> list
         # With sequence parallelism the dispatcher gathers the rows of the etp ranks (Megatron alltoall: all-gather
         # over ETP after the all-to-all), so a rank keeps k·h per token of its ep group's etp shards.
         t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True, modules=("moe",),
-                             quantized="own"))  # fmt: skip
+                             quantized="own", offload=("expert_fc1",)))  # fmt: skip
         t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused, ("moe",))
         if m.num_shared_experts:
             width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
@@ -260,5 +292,5 @@ def _extra_norm_tensors(model: ModelSpec, kind: LayerKind, a: int) -> list[Saved
     att = model.attention
     if att is not None and att.qk_norm == "rmsnorm" and kind.mixer == "attention":
         qk = (model.num_attention_heads + model.kv_heads) * model.head_size
-        out.append(SavedTensor("q and k norm inputs", qk * a, "tp"))
+        out.append(SavedTensor("q and k norm inputs", qk * a, "tp", offload=("qkv_linear",)))
     return out

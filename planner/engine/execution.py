@@ -14,6 +14,7 @@ from planner.engine.settings import (
     Dispatcher,
     GradDtype,
     MomentDtype,
+    OffloadModule,
     Optimizer,
     RecomputeModule,
     RMSNormImpl,
@@ -61,18 +62,17 @@ class Memory(Frozen):
         "fp32", description="dtype the Adam moments are stored in (--exp-avg-dtype/--exp-avg-sq-dtype)"
     )
     optimizer_offload: float = Field(
-        0.0,
-        ge=0,
-        le=1,
+        0.0, ge=0, le=1,
         description="share of the optimizer state (fp32 master and moments) kept and updated on the CPU "
         "(--optimizer-cpu-offload --optimizer-offload-fraction)",
-    )
+    )  # fmt: skip
     activation_offload: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="share of the saved activations moved to host memory in forward and back before backward "
+        0.0, ge=0, le=1,
+        description="share of the offload groups of offload_modules (the first in forward order) held in host memory "
         "(--fine-grained-activation-offloading --activation-offload-fraction)",
+    )  # fmt: skip
+    offload_modules: tuple[OffloadModule, ...] | None = Field(
+        None, description="whose saved tensors activation offload moves (--offload-modules); null: all of Megatron's"
     )
     fp8_param_gather: bool = Field(
         False,

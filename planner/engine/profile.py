@@ -23,6 +23,7 @@ from planner.engine.architectures import ModelFeature
 from planner.engine.execution import Comm, Kernels, Memory, MoE
 from planner.engine.fitted import Behaviour, Fitted
 from planner.engine.settings import (
+    LIST_SETTINGS,
     SETTINGS,
     WORD_CHOICES,
     DispatchDtype,
@@ -219,7 +220,13 @@ class Engine(Frozen):
         for name, value in settings.items():
             if value is not None:
                 block, field = SETTINGS[name]
-                blocks.setdefault(block, {})[field] = listed(value) if name == "recompute_modules" else value
+                blocks.setdefault(block, {})[field] = listed(value) if name in LIST_SETTINGS else value
+        if (
+            settings.get("offload_modules")
+            and settings.get("activation_offload") is None
+            and not self.memory.activation_offload
+        ):
+            blocks["memory"]["activation_offload"] = 1.0  # Megatron's --activation-offload-fraction default
         if not blocks:
             return self
         update: dict[str, object] = {}

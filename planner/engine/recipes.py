@@ -92,7 +92,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _device_problems(engine, hw)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
-    out += _module_problems(engine, plan, model)
+    out += _module_problems(engine, plan, model) + _offload_problems(engine)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
     return out
 
@@ -218,6 +218,25 @@ def _module_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> lis
         # transformer_config.py l.2000-2006: output-discarding recompute of a quantized input needs current scaling
         detail = "recompute modules moe_act and layernorm do not run with precision=fp8-delayed; use fp8-current"
         out.append(Rejected("delayed scaling with moe_act/layernorm recompute", f"{detail} (Megatron)"))
+    return out
+
+
+def _offload_problems(engine: Engine) -> list[Rejected]:
+    """Offload modules Megatron-Core refuses together (transformer_config.py l.2127-2175 @d98e8a64, and the CUDA-graph
+    constraints of docs/user-guide/features/fine_grained_activation_offloading.md)."""
+    named = set(engine.memory.offload_modules or ())
+    out: list[Rejected] = []
+    if "attn_proj" in named and "core_attn" not in named:  # its input is the core's output, which core_attn saves
+        detail = "offload module attn_proj needs core_attn too (its input is the attention core's output) (Megatron)"
+        out.append(Rejected("attn_proj offload without core_attn", detail))
+    norms = sorted(named & {"attn_norm", "mlp_norm"})
+    if engine.kernels.cuda_graphs and norms:
+        detail = f"offload modules {', '.join(norms)} cross CUDA graph boundaries; drop them or cuda_graphs (Megatron)"
+        out.append(Rejected("norm offload with cuda graphs", detail))
+    inside = sorted(named & {"expert_fc1", "moe_act"})
+    if inside and "moe" in (engine.kernels.recompute_modules or ()):
+        detail = f"offload modules {', '.join(inside)} run inside the recomputed MoE layer (recompute module moe)"
+        out.append(Rejected("expert offload inside moe recompute", f"{detail} (Megatron)"))
     return out
 
 

@@ -17,6 +17,10 @@ Zero3Gather = Literal["bucketed", "per_parameter_sync"]
 SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
+# Megatron's --offload-modules (transformer_config.py l.1328-1342): the modules whose saved inputs fine-grained
+# activation offloading moves to host memory (fused_group_mlp and gdp_qkv, for TE's op fuser and GatedDeltaProduct,
+# are not modelled).
+OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]
 MomentDtype = Literal["fp32", "bf16"]
 # The memory and speed options of issue 20 item 5 an engine may offer (Rules.options; cost/recipe_options.py).
 RecipeOption = Literal[
@@ -24,6 +28,9 @@ RecipeOption = Literal[
     "cuda_graphs",
 ]  # fmt: skip
 RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
+OFFLOAD_MODULES: tuple[OffloadModule, ...] = get_args(OffloadModule)
+# The settings that take a list of words (a comma string on the command line or in YAML), with their words.
+LIST_SETTINGS: dict[str, tuple[str, ...]] = {"recompute_modules": RECOMPUTE_MODULES, "offload_modules": OFFLOAD_MODULES}
 MOMENT_DTYPES: tuple[MomentDtype, ...] = get_args(MomentDtype)
 RECIPE_OPTIONS: tuple[RecipeOption, ...] = get_args(RecipeOption)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
@@ -99,6 +106,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "recompute_modules": ("kernels", "recompute_modules"),
     "cuda_graphs": ("kernels", "cuda_graphs"),
     "activation_offload": ("memory", "activation_offload"),
+    "offload_modules": ("memory", "offload_modules"),
     "optimizer_offload": ("memory", "optimizer_offload"),
     "precision_aware_optimizer": ("memory", "precision_aware_optimizer"),
     "optimizer_moment_dtype": ("memory", "optimizer_moment_dtype"),

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from planner.engine.settings import RECOMPUTE_MODULES, SETTING_CHOICES
+from planner.engine.settings import LIST_SETTINGS, SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.io.files import write_text_atomic
 from planner.plan import Plan, derive_plan
@@ -27,7 +27,7 @@ TRAINING_KEYS = SETTING_CHOICES
 FRACTION_KEYS = ("activation_offload", "optimizer_offload")
 # Settings that take a number in a range: the shares above, and the busiest expert-parallel rank's load over the mean.
 NUMBER_RANGES = {**dict.fromkeys(FRACTION_KEYS, (0.0, 1.0)), "moe_imbalance": (1.0, 64.0)}
-LIST_KEYS = {"recompute_modules": RECOMPUTE_MODULES}
+LIST_KEYS = LIST_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _training(path: str, value: Any) -> dict[str, Any]:
 
 def check_recipe_setting(where: str, name: str, key: str, v: Any) -> None:
     """A number in its range (NUMBER_RANGES: a share in [0, 1], moe_imbalance in [1, 64]) or a list of modules, as
-    a YAML list or a comma string (recompute_modules); null keeps the engine's default."""
+    a YAML list or a comma string (recompute_modules, offload_modules); null keeps the engine's default."""
     if v is None:
         return
     if key in NUMBER_RANGES:

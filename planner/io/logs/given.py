@@ -10,7 +10,7 @@ from typing import Any
 LOG_SOFTWARE_KEYS = (
     "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
     "optimizer_moment_dtype", "recompute_modules", "moe_dispatcher", "ep_overlap", "optimizer_offload",
-    "activation_offload", "cuda_graphs",
+    "activation_offload", "offload_modules", "cuda_graphs",
 )  # fmt: skip
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.engine.settings import OFFLOAD_MODULES
 from planner.io.logs.megatron_arch import architecture, literal
 
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
@@ -216,15 +217,19 @@ def _moe_software(a: _Args) -> dict[str, Any]:
 
 def _offload_software(a: _Args) -> dict[str, Any]:
     """The shares of optimizer state and activations held in host memory (--optimizer-cpu-offload with
-    --optimizer-offload-fraction, OptimizerConfig; --fine-grained-activation-offloading with
-    --activation-offload-fraction, default 1.0, TransformerConfig)."""
+    --optimizer-offload-fraction, OptimizerConfig; --fine-grained-activation-offloading with --offload-modules and
+    --activation-offload-fraction, default 1.0, TransformerConfig). Modules the planner does not model
+    (fused_group_mlp, gdp_qkv) leave the module list unstated, rather than read as others."""
     optimizer = a.get("optimizer_offload_fraction") if a.get("optimizer_cpu_offload") else None
-    activations = a.get("activation_offload_fraction") if a.get("fine_grained_activation_offloading") else None
-    if a.get("fine_grained_activation_offloading") and activations is None:
+    fine_grained = a.get("fine_grained_activation_offloading")
+    activations = a.get("activation_offload_fraction") if fine_grained else None
+    if fine_grained and activations is None:
         activations = 1.0
+    modules = _listed(a.get("offload_modules")) if fine_grained and a.get("offload_modules") else None
     return {
         "optimizer_offload": float(optimizer) if optimizer else None,
         "activation_offload": float(activations) if activations else None,
+        "offload_modules": modules if modules and set(modules) <= set(OFFLOAD_MODULES) else None,
     }
 
 
