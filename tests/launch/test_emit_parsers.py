@@ -232,7 +232,8 @@ def test_megatron_core_takes_the_recipe_options(model_name):
     model = load_model(model_name)
     plan = Plan(dp=8, ep=8 if model.moe else 1, zero=1, global_batch=64, recompute="selective", precision="bf16")
     settings = {"recompute_modules": ["core_attn", "layernorm"], "precision_aware_optimizer": True,
-                "optimizer_moment_dtype": "bf16", "optimizer_offload": 0.5, "cuda_graphs": True}  # fmt: skip
+                "optimizer_moment_dtype": "bf16", "optimizer_offload": 0.5, "cuda_graphs": True,
+                "activation_offload": 1.0}  # fmt: skip
     words = recompute_args(plan, settings) + recipe_option_args(model, plan, settings)
     flags: dict[str, list[str]] = {}
     for w in words:
@@ -256,9 +257,12 @@ def test_megatron_core_takes_the_recipe_options(model_name):
     for flag, values in flags.items():
         if flag in OPTIMIZER_FLAGS:
             continue
-        name = fields[flag][0]
-        kw[name] = values if name in ("recompute_modules", "cuda_graph_scope") else values[0]
+        name, bare = fields[flag]
+        lists = ("recompute_modules", "cuda_graph_scope", "offload_modules")
+        kw[name] = values if name in lists else values[0] if values else bare
     cfg = tc.TransformerConfig(**kw)  # __post_init__: recompute modules and CUDA-graph scope rules
     assert cfg.recompute_granularity == "selective" and list(cfg.recompute_modules) == ["core_attn", "layernorm"]
     assert cfg.cuda_graph_impl == "transformer_engine"
     assert [str(getattr(s, "name", s)) for s in (cfg.cuda_graph_scope or [])] == (["attn"] if model.moe else [])
+    offloaded = ["qkv_linear", "core_attn", "attn_proj", *(["expert_fc1", "moe_act"] if model.moe else [])]
+    assert cfg.fine_grained_activation_offloading and list(cfg.offload_modules) == offloaded  # no norms under graphs

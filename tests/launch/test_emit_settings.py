@@ -250,13 +250,31 @@ def test_megatron_graphs_the_attention_of_dropless_moe_layers(tmp_path):
     assert args == ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "attn", "mlp"]
 
 
-def test_activation_offload_is_refused_by_every_target(tmp_path):
-    """Megatron offloads the inputs of named modules, a share of offload groups; the planner prices a share of all
-    saved bytes: the emit is refused by name rather than written approximately."""
-    for kind in ("megatron", "megatron-bridge"):
-        with pytest.raises(PlannerError, match=r"does not write activation_offload"):
-            _emit(kind, PLAN, "megatron", tmp_path / kind, activation_offload=0.5)
-        assert not (tmp_path / kind).exists() or not any((tmp_path / kind).iterdir())
+def test_megatron_writes_fine_grained_activation_offloading(tmp_path):
+    """Activation offload is written as priced: the modules named, else the default ones whose groups hold something
+    in the model (a dense Llama has no attn_norm, mlp_norm or expert groups), the share of their groups where it is
+    not all, and the environment Transformer Engine 2.10+ needs; the bridge's file refuses it by name."""
+    text = _flat(_emit("megatron", PLAN, "megatron", tmp_path / "all", activation_offload=0.5))
+    assert "--fine-grained-activation-offloading --offload-modules qkv_linear core_attn attn_proj " in text
+    assert "--activation-offload-fraction 0.5" in text and "export NVTE_CPU_OFFLOAD_V1=1" in text
+    named = _flat(_emit("megatron", PLAN, "megatron", tmp_path / "named", offload_modules=["core_attn", "attn_proj"]))
+    assert "--offload-modules core_attn attn_proj )" in named and "--activation-offload-fraction" not in named
+    plain = _flat(_emit("megatron", PLAN, "megatron", tmp_path / "plain"))
+    assert "offload" not in plain and "NVTE_CPU_OFFLOAD_V1" not in plain
+    with pytest.raises(PlannerError, match=r"does not write activation_offload"):
+        _emit("megatron-bridge", PLAN, "megatron", tmp_path / "bridge", activation_offload=0.5)
+    assert not (tmp_path / "bridge").exists() or not any((tmp_path / "bridge").iterdir())
+
+
+def test_megatron_writes_each_moe_offload_group_and_leaves_the_norms_out_under_cuda_graphs():
+    from planner.launch.emit.megatron_settings import activation_offload_args
+
+    mixtral = load_model("mixtral-8x7b")
+    args = activation_offload_args(mixtral, {"activation_offload": 1.0})
+    assert args == ["--fine-grained-activation-offloading", "--offload-modules", "qkv_linear", "core_attn",
+                    "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]  # fmt: skip
+    graphed = activation_offload_args(load_model("deepseek-v3"), {"activation_offload": 1.0, "cuda_graphs": True})
+    assert "attn_norm" not in graphed and "mlp_norm" not in graphed and "expert_fc1" in graphed
 
 
 def test_launch_takes_the_engine_settings_for_an_emit_and_refuses_them_for_a_run_here(tmp_path):

@@ -20,12 +20,11 @@ from planner.specs import ModelSpec
 FILE_NAME = "megatron_args.sh"
 # The per-run settings the file writes (setting_args, recipe_option_args): --tp-comm-overlap, --grad-reduce-in-bf16,
 # --overlap-moe-expert-parallel-comm, --moe-token-dispatcher-type, and the recipe options Megatron names as the
-# planner prices them. Activation offload is not among them: Megatron offloads the inputs of named modules, a share
-# of offload groups (--offload-modules, --activation-offload-fraction), not the share of all saved bytes it is
-# priced as.
+# planner prices them, fine-grained activation offloading among them (a share of the offload groups of named modules).
 WRITES = frozenset({
     "tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher", "recompute_modules", "optimizer_offload",
-    "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs",
+    "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs", "activation_offload",
+    "offload_modules",
 })  # fmt: skip
 
 
@@ -220,6 +219,8 @@ def megatron_file(
         if plan.zero == 3
         else ""
     )
+    if "--fine-grained-activation-offloading" in args:  # arguments.py l.1938-1940: TE 2.10+ offloads weights without
+        env += "export NVTE_CPU_OFFLOAD_V1=1  # fine-grained activation offloading with Transformer Engine 2.10+\n"
     return (
         f"# Megatron-LM arguments for pretrain_gpt.py; plan: {plan.summary()}\n"
         f"# pipeline split: {m['vpp']}\n"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from planner.cost.recipe_options import default_offload_modules, offload_groups
+from planner.engine import Kernels
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -58,6 +60,7 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
     offload = settings.get("optimizer_offload")
     if isinstance(offload, (int, float)) and offload > 0:
         out += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", f"{offload:g}"]
+    out += activation_offload_args(model, settings)
     if settings.get("fp8_param_gather") is True:
         out.append("--fp4-param-gather" if plan.precision == "nvfp4" else "--fp8-param-gather")
         if plan.precision == "mxfp8":
@@ -69,6 +72,23 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
             *_graph_scope(model, ep_overlap=settings.get("ep_overlap") is True),
         ]
     return out
+
+
+def activation_offload_args(model: ModelSpec, settings: Mapping[str, object]) -> list[str]:
+    """Fine-grained activation offloading as priced (cost/recipe_options.py): the modules named, else the default
+    ones whose groups hold something in this model, and the share of their groups where it is not all
+    (TransformerConfig fine_grained_activation_offloading, offload_modules, activation_offload_fraction)."""
+    share = settings.get("activation_offload")
+    if not isinstance(share, (int, float)) or share <= 0:
+        return []
+    named = settings.get("offload_modules")
+    if isinstance(named, (list, tuple)):
+        modules = [str(m) for m in named]
+    else:
+        graphed = Kernels(cuda_graphs=settings.get("cuda_graphs") is True)
+        modules = [m for m in default_offload_modules(graphed) if m in offload_groups(model)]
+    fraction = ["--activation-offload-fraction", f"{share:g}"] if share < 1 else []
+    return ["--fine-grained-activation-offloading", "--offload-modules", *modules, *fraction]
 
 
 def _graph_scope(model: ModelSpec, *, ep_overlap: bool = False) -> list[str]:
