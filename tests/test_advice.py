@@ -210,3 +210,20 @@ def test_a_range_searched_side_by_side_chooses_what_one_in_turn_chooses(monkeypa
     assert apart.result.space.global_batch == in_turn.result.space.global_batch
     assert apart.result.best is not None and in_turn.result.best is not None
     assert apart.result.best.plan == in_turn.result.best.plan
+
+
+def test_the_read_ahead_fills_spare_cpus_with_the_pairs_a_later_step_reads_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With two workers the scan reads ahead the count it needs and one more pair: a batch the advice will read
+    (speculate) before a deeper halving the scan may never reach; pairs already known are not searched again."""
+    monkeypatch.setenv("PLANNER_JOBS", "2")
+    probe = Probe(lambda g, b: float(g + b))
+    probe.know(1024, 64, 1.0, 1.0)  # a slow search: worth reading ahead
+    asked: list[list[tuple[int, int]]] = []
+    monkeypatch.setattr(Probe, "prefetch", lambda self, pairs: asked.append(list(pairs)))
+    probe.speculate([(1024, 128), (1024, 256)])
+    probe.prefetch_ahead([(512, 64), (256, 64), (128, 64)])
+    probe.know(1024, 128, 2.0)
+    probe.prefetch_ahead([(256, 64), (128, 64)])
+    assert asked == [[(512, 64), (1024, 128)], [(256, 64), (1024, 256)]]

@@ -59,6 +59,11 @@ class Probe:
     def __init__(self, best_at: BestAt) -> None:
         self._best_at, self._seen = best_at, dict[tuple[int, int], float | None]()
         self._last_s: float | None = None  # how long the last search in this process took
+        self._later: list[tuple[int, int]] = []  # pairs a later step will likely read (speculate)
+
+    def speculate(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Pairs a later step will likely read, in its order: the read-ahead fills spare CPUs with them first."""
+        self._later = list(pairs)
 
     def know(self, gpus: int, global_batch: int, rate: float | None, seconds: float | None = None) -> None:
         """What a search already found at (gpus, global_batch), in `seconds`: not searched again."""
@@ -74,12 +79,13 @@ class Probe:
         self._seen.update((pair, r) for pair, r in zip(todo, rates) if not isinstance(r, PlannerError))
 
     def prefetch_ahead(self, pairs: list[tuple[int, int]]) -> None:
-        """Where the first pair is not known yet and searches take SIDE_BY_SIDE_S or more: it and the pairs after
-        it, as many as there are CPUs, side by side (a scan reads them in turn and may stop early; the CPUs would
-        have waited)."""
+        """Where the first pair is not known yet and searches take SIDE_BY_SIDE_S or more: it, the pairs a later
+        step will likely read (speculate), then the pairs after it, as many as there are CPUs, side by side (a scan
+        reads them in turn and may stop early; the CPUs would have waited)."""
         worth = self._last_s is not None and self._last_s >= SIDE_BY_SIDE_S
         if pairs and pairs[0] not in self._seen and worth:
-            self.prefetch(pairs[: workers(len(pairs))])
+            ahead = list(dict.fromkeys([pairs[0], *(p for p in self._later if p not in self._seen), *pairs[1:]]))
+            self.prefetch(ahead[: workers(len(ahead))])
 
     def __call__(self, gpus: int, global_batch: int) -> float | None:
         key = (gpus, global_batch)
@@ -155,6 +161,7 @@ def advise(
     halvings = [gpus >> k for k in range(1, max(2, workers(SCAN_DEPTH + 1)))]
     scan = [(g, global_batch) for g in halvings if g >= node and g % node == 0]
     probe.prefetch(scan + [(gpus, b) for b in more[:1]])
+    probe.speculate((gpus, b) for b in more)  # the batch advice reads these if the scan finds the GPUs underfed
     fed, best = scan_counts(probe, gpus=gpus, global_batch=global_batch, node=node)
     if fed is None or here >= WELL * best:
         return []
