@@ -247,3 +247,42 @@ def test_a_recipe_refused_on_a_gpu_names_what_that_engine_runs_there():
     assert code == 2 and err.strip().endswith("on hopper it runs fp8-current"), err
     code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--precision", "mxfp8")
     assert code == 2 and "fp8-blockwise" in err.split("on hopper it runs")[1], err
+
+
+# ---- search over several precisions -------------------------------------------------------------------------
+def test_search_ranks_several_precisions_together_as_each_alone_would():
+    """`search --precision bf16,fp8-current,nvfp4`: each precision searched as alone, the counts added, the plans
+    ranked together, each plan with its own precision; a recipe the GPU lacks is counted, not raised."""
+    import json
+
+    alone = {}
+    for p in ("bf16", "fp8-current", "nvfp4"):
+        code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "16", "--precision", p, "--json")
+        assert code == 0, err
+        alone[p] = json.loads(out)
+    code, out, err = run_planner(
+        "search", "-m", "llama3-8b", "--gpus", "16", "--precision", "bf16,fp8-current,nvfp4", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["precisions"] == ["bf16", "fp8-current", "nvfp4"] and alone["bf16"]["precisions"] == ["bf16"]
+    for key in ("evaluated", "valid", "timed"):
+        assert doc[key] == sum(a[key] for a in alone.values())
+    assert alone["nvfp4"]["valid"] == 0 and doc["rejected"]["h100-sxm has no nvfp4"] == alone["nvfp4"]["evaluated"]
+    best = max((a["plans"][0] for a in alone.values() if a["plans"]), key=lambda r: r["tokens_per_s"])
+    assert doc["plans"][0]["tokens_per_s"] == best["tokens_per_s"]
+    assert doc["plans"][0]["plan"]["precision"] == best["plan"]["precision"] == "fp8-current"
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "16", "--precision", "bf16,fp8-current")
+    assert code == 0, err
+    squeezed = "".join(out.split())  # the console wraps where it likes
+    assert "bf16,fp8-current,rankedby" in squeezed
+    assert squeezed.count("fp8-current") == 1 + 10 + 1  # the header, each of the ten plans, the best plan's line
+
+
+@pytest.mark.parametrize("value", ["bf16,fp9", ",", "bf16,fp8,"])
+def test_a_precision_list_with_a_bad_word_is_one_line(value):
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "16", "--precision", value)
+    if value == "bf16,fp8,":  # a trailing comma is no word: the two precisions
+        assert code == 0, err
+        return
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--precision" in err

@@ -3,6 +3,7 @@ from options (names or objects, comma lists or sequences), then the search pipel
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -11,8 +12,9 @@ from planner.cluster.fabric import check_fits
 from planner.engine import Engine
 from planner.engine.recipe_variants import option_variants
 from planner.errors import PlannerError
+from planner.explore.fanout import fan_out, workers
 from planner.explore.pipeline import Checkpointing, search_engines
-from planner.explore.results import SearchResult
+from planner.explore.results import SearchResult, merge_results
 from planner.explore.space import DEFAULT_MAX_VPP, Space, int_items, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
@@ -61,7 +63,7 @@ def run(
     if gpus is None:
         raise PlannerError("no GPU count given: pass --gpus N")
     o = {k: options.get(k) for k in SEARCH_OPTIONS}
-    choice("precision", o["precision"])
+    _precisions(o["precision"])  # checked before anything is loaded
     if o["micro_batch"] is not None and o["micro_batches"] is not None:
         raise PlannerError("give --micro-batch B or --micro-batches LIST, not both")
     overrides = {k: o[k] for k in ENGINE_SETTINGS}
@@ -69,23 +71,60 @@ def run(
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     check_fits(hw, gpus)
-    space = make_space(spec, gpus, o)
-    if o["recipe_options"]:  # each engine's memory options as variants ranked beside it (engine/recipes.py)
-        engines = [v for e in engines for v in (e, *option_variants(e, spec, space.precision))]
-    result = search_engines(
-        spec,
-        hw,
-        space,
-        engines,
-        objective=o["objective"] or "throughput",
-        top=10 if o["top"] is None else o["top"],
-        exhaustive=bool(o["exhaustive"]),
-        checkpointing=Checkpointing(o["mtbf_hours"], o["mtbf_per"] or "gpu", o["checkpoint_bandwidth"]),
-        progress=progress,
-        keep_rejections=keep_rejections,
-    )
+    result = _searched(spec, hw, gpus, engines, o, _precisions(o["precision"]), progress, keep_rejections)
     result.defaulted = frozenset(k for k in ("global_batch", "seq_len") if o[k] is None)
     return result
+
+
+def _searched(
+    spec: ModelSpec, hw: HardwareProfile, gpus: int, engines: list[Engine], o: dict[str, Any],
+    precisions: list[str | None], progress: Callable[[int, int], None] | None, keep_rejections: bool,
+) -> SearchResult:  # fmt: skip
+    """Each precision's search (the engines and, with recipe_options, their variants), side by side where there
+    are several, ranked together as the engines are."""
+    kwargs: dict[str, Any] = {
+        "objective": o["objective"] or "throughput",
+        "top": 10 if o["top"] is None else o["top"],
+        "exhaustive": bool(o["exhaustive"]),
+        "checkpointing": Checkpointing(o["mtbf_hours"], o["mtbf_per"] or "gpu", o["checkpoint_bandwidth"]),
+        "keep_rejections": keep_rejections,
+    }
+
+    def at(precision: str | None) -> SearchResult:
+        space = make_space(spec, gpus, {**o, "precision": precision})
+        searched = engines
+        if o["recipe_options"]:  # each engine's memory options as variants ranked beside it (engine/recipes.py)
+            searched = [v for e in engines for v in (e, *option_variants(e, spec, space.precision))]
+        return search_engines(spec, hw, space, searched, progress=progress if len(precisions) == 1 else None, **kwargs)
+
+    if len(precisions) == 1:
+        return at(precisions[0])
+    start = time.perf_counter()
+    done = fan_out(at, precisions, workers(len(precisions)))
+    found = [r for r in done if isinstance(r, SearchResult)]
+    if not found:
+        raise cast(PlannerError, done[-1])
+    return merge_precisions(found, kwargs["top"], time.perf_counter() - start)
+
+
+def _precisions(value: str | list[str] | tuple[str, ...] | None) -> list[str | None]:
+    """The precisions to search (a comma list or a sequence), each checked; [None]: the default, bf16."""
+    if value is None:
+        return [None]
+    items: list[str | None] = list(dict.fromkeys(listed(value)))
+    if not items:
+        raise PlannerError("--precision: give a precision or a comma list of them, e.g. bf16,fp8-current")
+    for item in items:
+        choice("precision", item)
+    return items
+
+
+def merge_precisions(results: list[SearchResult], top: int, seconds: float) -> SearchResult:
+    """The searches of several precisions as one (explore/results.py merge_results), saying which were searched."""
+    merged = merge_results(results, top=top, seconds=seconds)
+    merged.precisions = tuple(r.space.precision for r in results)
+    merged.engines = list({e.name: e for r in results for e in r.engines}.values())
+    return merged
 
 
 def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[str, Any]) -> list[Engine]:

@@ -7,7 +7,7 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
 
 import typer
 
@@ -36,6 +36,7 @@ from planner.errors import PlannerError
 from planner.explore.space import OBJECTIVES
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, out
+from planner.specs import Precision
 
 if TYPE_CHECKING:
     from planner.api.advising import Advised
@@ -56,6 +57,15 @@ ScheduleListOpt = Annotated[
         "--schedule",
         help="schedules to search, comma list: 1f1b,interleaved (gpipe and dualpipev only when named)",
         autocompletion=words(SCHEDULES),
+    ),
+]
+PrecisionListOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--precision",
+        help="precisions to search, comma list, ranked together: fp32 | bf16 | fp16 | fp8 (the engine's default fp8 "
+        "recipe) | fp8-delayed | fp8-current | fp8-blockwise | mxfp8 | nvfp4 (default bf16)",
+        autocompletion=words(get_args(Precision)),
     ),
 ]
 MicroBatchesOpt = Annotated[
@@ -120,6 +130,7 @@ def _check_plot(plot: str) -> None:
         zero=ZeroListOpt,
         recompute=RecomputeListOpt,
         schedule=ScheduleListOpt,
+        precision=PrecisionListOpt,
         global_batch=GlobalBatchAutoOpt,
     ),
     without(RUN, "tokens"),

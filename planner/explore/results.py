@@ -100,6 +100,7 @@ class SearchResult:
     structures: list[Structure] = field(default_factory=list)
     engines: list[Engine] = field(default_factory=list)  # every engine searched (one unless --engine all/LIST)
     defaulted: frozenset[str] = frozenset()  # the space's values the defaults gave (global_batch, seq_len)
+    precisions: tuple[str, ...] = ()  # the precisions searched when several were (search --precision A,B)
 
     def considered(self, field_name: str, value: Any) -> bool:
         """Whether any candidate had field == value (else it was outside the search space)."""

@@ -37,7 +37,8 @@ def print_result(
     console.print(
         f"[bold]{escape(m.name)}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{escape(hw.name)}[/] "
         f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, "
-        f"{batch_text(s.global_batch, s.seq_len, m, result.defaulted)}, {s.precision}, ranked by {result.objective}"
+        f"{batch_text(s.global_batch, s.seq_len, m, result.defaulted)}, {', '.join(result.precisions) or s.precision}, "
+        f"ranked by {result.objective}"
     )
     pruned = ", ".join(f"{n} {why}" for why, n in result.pruned.items() if n)
     console.print(
@@ -109,7 +110,10 @@ def _table(result: SearchResult, *, wide: bool, terms: int) -> Table:
         table.add_column("goodput", justify="right", no_wrap=True)
     for i, r in enumerate(result.top, 1):
         crossing = crossing_tiers(result.hardware, r.plan)  # tp/cp/ep groups that leave the NVLink domain: their tier
-        table.add_row(*_row(i, r, several=several, wide=wide, terms=terms, goodput=goodput, crossing=crossing))
+        row = _row(i, r, several=several, wide=wide, terms=terms, goodput=goodput, crossing=crossing)
+        if len(result.precisions) > 1:  # several precisions searched: each plan says its own
+            row[cols.index("plan")] += f" {r.plan.precision}"
+        table.add_row(*row)
     return table
 
 
@@ -142,7 +146,8 @@ def _print_best(console: Console, result: SearchResult) -> None:
     best = result.top[0]
     e = best.estimate
     console.print(
-        f"best: {best.plan.summary()} {best.plan.schedule} on {e.engine.name} — {best.time.tokens_per_s:,.0f} "
+        f"best: {best.plan.summary()} {best.plan.schedule}{f' {best.plan.precision}' if result.precisions else ''} "
+        f"on {e.engine.name} — {best.time.tokens_per_s:,.0f} "
         f"tokens/s {e.uncertainty.describe()}, MFU {best.time.mfu:.1%}, {_gib(e.memory.total_bytes)} of "
         f"{_gib(e.memory.capacity_bytes)} per GPU"
     )

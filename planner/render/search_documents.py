@@ -61,6 +61,7 @@ class SearchDoc(Document):
     seq_len: int
     seq_len_default: bool
     objective: str
+    precisions: list[str]
     plans: list[RankedDoc]
     closest_misses: list[MissDoc] | None = None
 
@@ -114,6 +115,7 @@ def search_doc(result: SearchResult) -> SearchDoc:
         seq_len=s.seq_len,
         seq_len_default="seq_len" in result.defaulted,
         objective=result.objective,
+        precisions=list(result.precisions) or [s.precision],
         plans=[ranked_doc(r) for r in result.top],
         closest_misses=[miss_doc(m) for m in result.misses] if result.misses else None,
     )
