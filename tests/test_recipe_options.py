@@ -425,6 +425,22 @@ def test_search_recipe_options_saves_the_variant(tmp_path):
     assert json.loads(out)["total_bytes"] == pytest.approx(saved["predicted"]["peak_memory_bytes"], abs=1)
 
 
+def test_a_variant_saved_at_another_recompute_level_leaves_its_modules_out(tmp_path):
+    """A +modules variant's best plan at recompute none re-runs no module: its plan file does not name them (which
+    `launch --plan` would warn change nothing), and the plan is priced the same from the file."""
+    path = tmp_path / "best.yaml"
+    code, out, err = run_planner("search", "-m", "mixtral-8x22b", "--gpus", "64", "--recipe-options", "--recompute",
+                                 "none", "--no-advice", "--top", "1", "--save", str(path), "--json")  # fmt: skip
+    assert code == 0, err
+    best = json.loads(out)["plans"][0]
+    assert "+modules" in best["engine"] and best["plan"]["recompute"] == "none"
+    saved = yaml.safe_load(path.read_text())
+    assert "recompute_modules" not in saved["training"] and saved["training"]["activation_offload"] == 0.5
+    code, out, err = run_planner("estimate", "--plan", str(path), "--json")
+    assert code == 0 and "change nothing" not in err and "applies to" not in err
+    assert json.loads(out)["tokens_per_s"] == pytest.approx(best["tokens_per_s"])
+
+
 def test_recompute_modules_without_selective_recompute_are_said_to_change_nothing():
     args = ("estimate", "-m", "deepseek-v3", "--gpus", "2048", "--hardware", "h800", "--engine", "hai-llm",
             "--pp", "16", "--ep", "64", "--recompute-modules", "layernorm")  # fmt: skip

@@ -234,6 +234,9 @@ def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, trainin
     if b is None:
         raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")
     engine = b.estimate.engine  # a --recipe-options variant is saved as its engine and the settings that make it
+    variant = dict(engine.variant_settings)
+    if b.plan.recompute != "selective":  # the variant's modules re-run nothing at another level: not saved
+        variant.pop("recompute_modules", None)
     write_plan_file(
         path,
         plan=b.plan,
@@ -241,7 +244,7 @@ def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, trainin
         hardware=result.hardware.name,
         engine=engine.variant_of or engine.name,
         gpus=gpus,
-        training={k: v for k, v in {**training, **engine.variant_settings}.items() if v is not None},
+        training={k: v for k, v in {**training, **variant}.items() if v is not None},
         predicted={
             "tokens_per_s": float(b.time.tokens_per_s),
             "step_s": float(b.time.step_s),
