@@ -35,6 +35,18 @@ def test_megatron_writes_tp_overlap_and_bf16_gradient_reduction(tmp_path):
     assert "--tp-comm-overlap" not in plain and "--grad-reduce-in-bf16" not in plain
 
 
+def test_megatron_writes_the_gradient_dtype_the_plan_was_priced_with_for_each_weight_dtype(tmp_path):
+    """Megatron accumulates bf16 weights' gradients in fp32 unless --grad-reduce-in-bf16, and fp16 weights' in fp16
+    unless --accumulate-allreduce-grads-in-fp32 (arguments.py l.1195-1217); the profile prices fp32 gradients."""
+    fp16 = PLAN.model_copy(update={"precision": "fp16"})
+    text = _flat(_emit("megatron", fp16, "megatron", tmp_path / "fp16"))
+    assert "--fp16" in text and "--accumulate-allreduce-grads-in-fp32" in text and "--grad-reduce-in-bf16" not in text
+    same = _flat(_emit("megatron", fp16, "megatron", tmp_path / "fp16p", grad_dtype="param"))
+    assert "--accumulate-allreduce-grads-in-fp32" not in same and "--grad-reduce-in-bf16" not in same
+    bf16 = _flat(_emit("megatron", PLAN, "megatron", tmp_path / "bf16"))
+    assert "--accumulate-allreduce-grads-in-fp32" not in bf16 and "--grad-reduce-in-bf16" not in bf16
+
+
 def test_megatron_writes_the_all_to_all_overlap_and_refuses_it_where_megatron_would(tmp_path):
     """--overlap-moe-expert-parallel-comm is written when the plan was priced with it; a plan Megatron refuses
     it for (full recompute: transformer_config.py l.3021-3023) is refused before anything is written."""

@@ -33,12 +33,16 @@ PRECISION_FLAGS = {
 def setting_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
     """The per-run settings the plan was priced with that differ from Megatron's defaults (WRITES):
     --tp-comm-overlap (arguments.py), --overlap-moe-expert-parallel-comm (TransformerConfig
-    overlap_moe_expert_parallel_comm) and, for gradients reduced in 16-bit weights' dtype, --grad-reduce-in-bf16
-    (fp32 weights reduce in fp32 either way)."""
+    overlap_moe_expert_parallel_comm) and the gradients' dtype: bf16 weights accumulate and reduce in fp32 unless
+    --grad-reduce-in-bf16, fp16 weights in fp16 unless --accumulate-allreduce-grads-in-fp32 (arguments.py
+    l.1195-1217), fp32 weights in fp32 either way; the profile's default is fp32 gradients."""
     out = ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
     if settings.get("ep_overlap") is True:
         out.append("--overlap-moe-expert-parallel-comm")
-    if settings.get("grad_dtype") == "param" and plan.precision != "fp32":
+    param_dtype = settings.get("grad_dtype") == "param"
+    if plan.precision == "fp16" and not param_dtype:
+        out.append("--accumulate-allreduce-grads-in-fp32")
+    elif param_dtype and plan.precision not in ("fp32", "fp16"):
         out.append("--grad-reduce-in-bf16")
     return out + recipe_option_args(model, plan, settings)
 
