@@ -471,3 +471,15 @@ def test_recipe_options_add_a_speed_ladder_where_the_engine_runs_it():
     assert "megatron+bf16grad" in mixtral and not any("graphs" in n for n in mixtral)  # MoE layers only
     hai = {e.name for e in option_variants(load_engine("hai-llm"), load_model("deepseek-v3"), "bf16")}
     assert not any("bf16grad" in n or "graphs" in n for n in hai)  # hai-llm: fp32 gradients, no graphs
+
+
+def test_optimizer_offload_with_fp8_param_gather_needs_delayed_scaling_as_megatron_asserts():
+    """arguments.py l.1888-1892: with --fp8-param-gather the CPU-offloaded optimizer needs --fp8-recipe delayed; the
+    assert names --fp8-param-gather only, so NVFP4's --fp4-param-gather is not refused by it."""
+    b200 = load_hardware("b200")
+    engine = MEGATRON.configured(precision_aware_optimizer=True, optimizer_offload=0.5, fp8_param_gather=True)
+    reason = "optimizer offload with fp8 param gather needs delayed scaling"
+    for precision, refused in (("fp8-current", True), ("mxfp8", True), ("fp8-delayed", False), ("nvfp4", False)):
+        plan = Plan(dp=8, global_batch=64, seq_len=4096, zero=1, precision=precision)
+        reasons = [p.reason for p in plan_problems(LLAMA, plan, engine, 8, b200)]
+        assert (reason in reasons) == refused, (precision, reasons)

@@ -198,7 +198,8 @@ def _gather_problems(engine: Engine, plan: Plan) -> list[Rejected]:
                 "(fp8-delayed, fp8-current, fp8-blockwise, mxfp8, nvfp4)",
             )
         ]
-    if m.optimizer_offload and r.name != "fp8-delayed":  # arguments.py l.1888-1892
+    # arguments.py l.1888-1892 asserts on --fp8-param-gather only: NVFP4 gathers with --fp4-param-gather
+    if m.optimizer_offload and r.name not in ("fp8-delayed", "nvfp4"):
         detail = f"optimizer_offload with fp8_param_gather needs precision=fp8-delayed, not {r.name}"
         return [Rejected("optimizer offload with fp8 param gather needs delayed scaling", f"{detail} (Megatron)")]
     return []
