@@ -483,3 +483,13 @@ def test_optimizer_offload_with_fp8_param_gather_needs_delayed_scaling_as_megatr
         plan = Plan(dp=8, global_batch=64, seq_len=4096, zero=1, precision=precision)
         reasons = [p.reason for p in plan_problems(LLAMA, plan, engine, 8, b200)]
         assert (reason in reasons) == refused, (precision, reasons)
+
+
+def test_a_module_named_twice_is_one_module():
+    """--recompute-modules mlp,mlp re-runs the MLP once and is written once (a list as given, the same)."""
+    engine = MEGATRON.configured(recompute_modules="mlp,core_attn,mlp", offload_modules=["core_attn", "core_attn"])
+    assert engine.kernels.recompute_modules == ("mlp", "core_attn") and engine.memory.offload_modules == ("core_attn",)
+    from planner.launch.emit.megatron import recompute_args
+
+    plan = Plan(dp=8, global_batch=64, seq_len=4096, zero=1, recompute="selective")
+    assert recompute_args(plan, {"recompute_modules": engine.kernels.recompute_modules})[-2:] == ["mlp", "core_attn"]

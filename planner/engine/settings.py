@@ -85,8 +85,13 @@ SETTING_CHOICES: dict[str, tuple[str, ...] | None] = {
 
 
 def listed(value: object) -> object:
-    """A comma list given as text (the command line, a YAML string) as a tuple; anything else as it is."""
-    return tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(value, str) else value
+    """A comma list given as text (the command line, a YAML string) as a tuple, each word once; a list or tuple
+    each item once; anything else as it is."""
+    if isinstance(value, str):
+        return tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(dict.fromkeys(value))
+    return value  # the block's validation names what is wrong with it
 
 
 # The per-run settings Engine.configured takes (plan files' training:, runs files' software:, the command line's
