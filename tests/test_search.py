@@ -271,6 +271,17 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, args):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_ranking_by_memory_finds_the_least_memory_plan_the_exhaustive_search_finds():
+    """More recompute is slower but smaller: ranking by memory keeps every recompute level that fits, not only the
+    least (which the throughput ranking times alone)."""
+    model, hw = load_model("llama3-8b"), load_hardware("h100-sxm")
+    space = Space(gpus=8, global_batch=64, seq_len=8192)
+    quick = search(model, hw, space, GENERIC, objective="memory", top=1)
+    full = search(model, hw, space, GENERIC, objective="memory", top=1, exhaustive=True)
+    assert quick.top[0].estimate.memory.total_bytes == full.top[0].estimate.memory.total_bytes
+    assert quick.top[0].plan.recompute == "full"
+
+
 def test_cli_plot_needs_matplotlib_or_draws(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "p.svg"

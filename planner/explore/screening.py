@@ -57,6 +57,9 @@ class Screening:
     def __init__(self, res: SearchResult, coster: Coster, *, exhaustive: bool, keep_rejections: bool) -> None:
         self.res, self.coster = res, coster
         self.exhaustive, self.keep = exhaustive, keep_rejections
+        # every recompute level that fits is kept, with its bytes: exhaustively, or to rank by memory (more
+        # recompute is slower but smaller, so the least memory is not the least recompute that fits)
+        self.every_level = exhaustive or res.objective == "memory"
         self.zeros = res.space.zero
         levels = [(r, recompute_problems(res.engine, r)) for r in RECOMPUTES if r in res.space.recompute]
         self.levels = len(levels)  # searched, with those the engine refuses (counted under their reason)
@@ -126,7 +129,7 @@ class Screening:
     def candidate(self, st: Structure, base: Plan) -> None:
         """One structure and micro-batch that pass the rules, with every ZeRO stage and recompute level."""
         runnable = self._runnable_zeros(st, base)
-        peaks = self.coster.peaks(base, tuple(runnable), self.recs) if (self.exhaustive or self.keep) else None
+        peaks = self.coster.peaks(base, tuple(runnable), self.recs) if (self.every_level or self.keep) else None
         for z in runnable:
             verdicts: dict[Recompute, float] = (
                 {rc: peaks[(z, rc)][0] for rc in self.recs}
@@ -158,7 +161,7 @@ class Screening:
         for rc in self.recs:
             nbytes = verdicts[rc]
             if nbytes <= capacity:
-                if found and not self.exhaustive:
+                if found and not self.every_level:
                     res.pruned[PRUNED_RECOMPUTE] += 1
                 else:
                     self.fitting.append(Fitting(base, z, rc, nbytes))
