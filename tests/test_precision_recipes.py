@@ -286,3 +286,19 @@ def test_a_precision_list_with_a_bad_word_is_one_line(value):
         assert code == 0, err
         return
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--precision" in err
+
+
+def test_explain_says_a_precision_that_was_not_searched_is_outside_the_space():
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "16", "--precision", "bf16,fp8-current",
+                                 "--explain", "precision=mxfp8")  # fmt: skip
+    assert code == 0, err
+    words = " ".join(out.split())
+    assert "no candidate had precision=mxfp8: it is outside the search space" in words
+    assert "--precision mxfp8, or add it to the comma list" in words and "--max-precision" not in words
+
+
+@pytest.mark.parametrize("value", ["foo", "bf16,fp8"])
+def test_scale_takes_one_precision_checked_before_any_search(value):
+    code, out, err = run_planner("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--precision",
+                                 value)  # fmt: skip
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and repr(value) in err

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from planner.api.advising import search_advised
+from planner.api.resolve import choice
 from planner.cost.timing import time_to_train
 from planner.engine import Engine
 from planner.errors import PlannerError
@@ -109,6 +110,7 @@ def scale(
     """The best plan (by throughput) at each GPU count, with its time to train `tokens` and GPU-hours."""
     if not tokens or tokens <= 0:
         raise PlannerError("scale needs a token budget: pass --tokens N (e.g. 15e12)")
+    choice("precision", options.get("precision"))  # one precision for the whole curve, checked before any search
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     search_options = {"global_batch": global_batch, "max_tokens_per_step": max_tokens_per_step, **options, "top": 1}

@@ -110,6 +110,8 @@ class SearchResult:
             return value in self.space.zero
         if field_name == "recompute":
             return value in self.space.recompute
+        if field_name == "precision":
+            return value in (self.precisions or (self.space.precision,))
         return True
 
     @property
