@@ -493,3 +493,79 @@ def test_a_module_named_twice_is_one_module():
 
     plan = Plan(dp=8, global_batch=64, seq_len=4096, zero=1, recompute="selective")
     assert recompute_args(plan, {"recompute_modules": engine.kernels.recompute_modules})[-2:] == ["mlp", "core_attn"]
+
+
+# ---- offload: what the audit of the twelfth session found ----------------------------------------------------
+def test_expert_offload_inside_a_recomputed_moe_layer_is_refused_only_where_megatron_refuses_it():
+    """transformer_config.py l.2165-2175 asserts against offloading the experts' groups while recomputing the whole
+    MoE layer, under selective recompute only; the default module set leaves those groups out there instead."""
+    mixtral = load_model("mixtral-8x7b")
+    named = MEGATRON.configured(offload_modules=["expert_fc1"], recompute_modules=["moe"])
+    reason = "expert offload inside moe recompute"
+    for recompute, refused in (("selective", True), ("none", False), ("full", False)):
+        plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096, zero=1, recompute=recompute)
+        assert (reason in [p.reason for p in plan_problems(mixtral, plan, named, 8, H100)]) == refused, recompute
+    default = MEGATRON.configured(activation_offload=1.0, recompute_modules=["moe"])
+    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096, zero=1, recompute="selective")
+    assert reason not in [p.reason for p in plan_problems(mixtral, plan, default, 8, H100)]
+    from planner.cost.recipe_options import offload_modules
+
+    assert not {"expert_fc1", "moe_act"} & set(offload_modules(default, "selective"))
+    assert {"expert_fc1", "moe_act"} <= set(offload_modules(default, "none"))
+
+
+def test_an_empty_offload_module_list_is_one_line():
+    code, out, err = run_planner("memory", "-m", "mixtral-8x7b", "--gpus", "8", "--ep", "8", "--activation-offload",
+                                 "0.5", "--offload-modules", "")  # fmt: skip
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "offload_modules" in err
+
+
+def test_offloaded_expert_inputs_are_kept_in_16_bits_under_fp8_but_mxfp8_and_nvfp4():
+    """Megatron makes the experts' fc1 keep its original 16-bit input when expert_fc1 is offloaded under an fp8
+    recipe other than MXFP8 and NVFP4 (moe/experts.py l.276-284): offloading moves the bf16 bytes (it keeps them
+    quantized without offload); MXFP8 keeps and moves the quantized copy."""
+    from planner.cost.memory import kind_pieces
+
+    mixtral = load_model("mixtral-8x7b")
+    kind = next(iter(mixtral.kind_params))
+    off = MEGATRON.configured(offload_modules=["expert_fc1"])
+
+    def pieces(precision, engine):
+        plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096, zero=1, precision=precision)
+        return kind_pieces(mixtral, plan, engine, kind)
+
+    _k, _w, bf16_moved = pieces("bf16", off)
+    fp8_plain, _w, _none = pieces("fp8-current", MEGATRON)
+    fp8_keep, _w, fp8_moved = pieces("fp8-current", off)
+    _k, _w, mx_moved = pieces("mxfp8", off)
+    assert bf16_moved > 0 and fp8_moved == pytest.approx(bf16_moved) and mx_moved < bf16_moved
+    assert fp8_keep - fp8_plain == pytest.approx(bf16_moved / 2)  # the input kept in 16 bits, not 8, to offload it
+
+
+def test_a_hybrid_stack_offloads_its_attention_layers_qkv_group_and_its_moe_layers_norm():
+    """Megatron's hybrid stack fuses the attention layers' norm into the QKV linear (hybrid_layer_specs.py
+    attention_layer) and gives its MoE layers a pre-MLP norm module (moe_layer): their groups hold them."""
+    from planner.cost.saved_tensors import layer_tensors
+
+    hybrid = load_model("nemotron-h-56b")
+    attention = next(k for k in hybrid.kind_params if k.mixer == "attention")
+    tensors = layer_tensors(hybrid, seq_len=8192, act_bytes=2, kernels=MEGATRON.kernels, kind=attention)
+    assert [t.offload for t in tensors[:2]] == [("qkv_linear",), ("qkv_linear",)]
+    plan = Plan(tp=8, global_batch=8, seq_len=8192, zero=1)
+    base = memory_report(hybrid, H100, plan, MEGATRON).peak.breakdown.activations_bytes
+    off = memory_report(hybrid, H100, plan, MEGATRON.configured(offload_modules=["qkv_linear"]))
+    assert off.peak.breakdown.activations_bytes < base
+    moe = LayerKind("none", "moe", "global")
+    qwen = load_model("qwen3-30b-a3b").model_copy(update={"layer_pattern": "E" * 48})
+    first = layer_tensors(qwen, seq_len=4096, act_bytes=2, kernels=MEGATRON.kernels, kind=moe)[0]
+    assert first.offload == ("mlp_norm",)
+
+
+def test_offload_that_moves_nothing_is_said():
+    args = ("estimate", "-m", "llama3-8b", "--gpus", "8", "--engine", "megatron")
+    code, _out, err = run_planner(*args, "--offload-modules", "expert_fc1,core_attn")
+    assert code == 0 and "--offload-modules expert_fc1: no tensor of llama3-8b" in " ".join(err.split())
+    code, _out, err = run_planner(*args, "--activation-offload", "1", "--recompute", "full")
+    assert code == 0 and "activation offload moves nothing with recompute=full" in " ".join(err.split())
+    code, _out, err = run_planner(*args, "--activation-offload", "1", "--recompute", "none")
+    assert code == 0 and "moves nothing" not in err and "no tensor" not in err

@@ -79,6 +79,7 @@ def activation_bytes_per_token(
     autocast: bool = False,
     col_in_bytes: float = 0.0,
     offloaded: tuple[str, ...] | None = None,
+    original: tuple[str, ...] = (),
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
@@ -88,7 +89,8 @@ def activation_bytes_per_token(
     those of quantized linears only: an MoE block's input is gathered in 16 bits for its router and experts
     (torchtitan v0.2.2 models/llama4/infra/parallelize.py apply_moe_ep_tp: "moe" gets PrepareModuleInputOutput to
     Replicate, not PrepareFloat8ModuleInput). `offloaded`: only what these Megatron modules' offload groups hold
-    (saved_tensors.py); under full recompute the checkpointed layer input is in no group."""
+    (saved_tensors.py); under full recompute the checkpointed layer input is in no group. `original`: the offload
+    groups whose linear keeps its 16-bit input, not a quantized copy (memory.kind_pieces says which)."""
     if recompute == "full":  # only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP
         return 0.0 if offloaded is not None else model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
     total = 0.0
@@ -96,19 +98,30 @@ def activation_bytes_per_token(
         model, seq_len=seq_len, act_bytes=act_bytes, kernels=kernels, moe_layer=moe_layer, kind=kind, autocast=autocast
     )
     modules = kernels.recompute_modules if kernels.recompute_modules is not None else DEFAULT_RECOMPUTE_MODULES
+    quant = (act_bytes, saved_quant, col_in_bytes, original)
     for tensor in tensors:
         if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile, modules, offloaded):
-            if tensor.region == "expert_in":
-                split = (tp / (etp or tp)) if sp else 1
-            elif tensor.region == "col_in":
-                split = tp if sp and not kernels.tp_gathered_inputs else 1
-                if col_in_bytes and tp > 1 and tensor.quantized:  # cast before the gather (an MoE input: 16-bit)
-                    total += tensor.bytes_per_token * col_in_bytes / act_bytes / split
-                    continue
-            else:
-                split = tp if (tensor.region != "seq" or sp) else 1
-            total += _saved_bytes(tensor, act_bytes, saved_quant) / split
+            total += _kept_bytes(tensor, tp=tp, sp=sp, etp=etp, kernels=kernels, quant=quant)
     return total
+
+
+def _kept_bytes(
+    tensor: SavedTensor, *, tp: int, sp: bool, etp: int | None, kernels: Kernels, quant: tuple[int, float, float, tuple]
+) -> float:
+    """One kept tensor's bytes per token on a rank: its region's split, in the dtype it is kept in (`quant`:
+    act_bytes, saved_quant, col_in_bytes and the offload groups whose linear keeps its original input)."""
+    act_bytes, saved_quant, col_in_bytes, original = quant
+    if tensor.region == "expert_in":
+        split = (tp / (etp or tp)) if sp else 1
+    elif tensor.region == "col_in":
+        split = tp if sp and not kernels.tp_gathered_inputs else 1
+        if col_in_bytes and tp > 1 and tensor.quantized:  # cast before the gather (an MoE input: 16-bit)
+            return tensor.bytes_per_token * col_in_bytes / act_bytes / split
+    else:
+        split = tp if (tensor.region != "seq" or sp) else 1
+    if tensor.offload and set(tensor.offload) <= set(original):  # the linear keeps its 16-bit input to offload it
+        return tensor.bytes_per_token / split
+    return _saved_bytes(tensor, act_bytes, saved_quant) / split
 
 
 def activation_bytes_per_layer(
@@ -129,6 +142,7 @@ def activation_bytes_per_layer(
     autocast: bool = False,
     col_in_bytes: float = 0.0,
     offloaded: tuple[str, ...] | None = None,
+    original: tuple[str, ...] = (),
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised); with
     `offloaded`, those that offloading these modules moves (activation_bytes_per_token)."""
@@ -149,6 +163,7 @@ def activation_bytes_per_layer(
         autocast=autocast,
         col_in_bytes=col_in_bytes,
         offloaded=offloaded,
+        original=original,
     )
     return tokens * per_token
 
@@ -170,6 +185,7 @@ def layer_workspace_bytes(
     saved_quant: float = 0.0,
     autocast: bool = False,
     col_in_bytes: float = 0.0,
+    original: tuple[str, ...] = (),
 ) -> float:
     """Transient memory of one layer's backward on top of what is kept.
 
@@ -192,6 +208,7 @@ def layer_workspace_bytes(
         "saved_quant": saved_quant,
         "autocast": autocast,
         "col_in_bytes": col_in_bytes,
+        "original": original,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)

@@ -15,7 +15,7 @@ from typing import Any
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
-from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations, offload_modules
+from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations, offload_modules, original_inputs
 from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
@@ -186,7 +186,8 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
         col_in_bytes=1.0 if k.tp_fp8_inputs and p.precision in TENSORWISE_FP8 else 0.0,
         autocast=engine.zero_stage(p).autocast and a < 4,
     )
-    moved = offload_modules(engine)
+    moved = offload_modules(engine, p.recompute)
+    kw["original"] = original_inputs(moved, p.precision) if kw["saved_quant"] else ()
     offloadable = activation_bytes_per_layer(model, **kw, offloaded=moved) if moved else 0.0
     return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw), offloadable
 

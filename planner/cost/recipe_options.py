@@ -28,6 +28,7 @@ DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)  # transformer_config.py l.194
 # fine_grained_activation_offloading.md): about one layer's offloaded share is in flight each way. An estimate.
 OFFLOAD_LAYERS_IN_FLIGHT = 2
 GRAPH_CROSSING_MODULES = ("attn_norm", "mlp_norm")  # not offloadable under CUDA graphs (the same document)
+EXPERT_GROUPS = ("expert_fc1", "moe_act")  # inside an MoE layer's experts
 # CUDA graphs' private memory pool: static inputs, outputs and the captured intermediates of each graphed layer.
 # Neither Megatron-LM nor Transformer Engine gives a formula (cuda_graphs.py logs the captured memory at capture,
 # l.625-705); NVIDIA's NeMo CUDA-graph notes state "cudagraphs increases the memory usage of activations by ~20%
@@ -46,19 +47,34 @@ CPU_ADAM_BYTES_PER_PARAM = 30.0
 HOST_OPTIMIZER_BYTES_PER_S = 38e9
 
 
-def offload_modules(engine: Engine) -> tuple[str, ...]:
+def offload_modules(engine: Engine, recompute: str) -> tuple[str, ...]:
     """The modules whose groups activation offload moves (none without it): those named, else the default."""
     m = engine.memory
     if not m.activation_offload:
         return ()
-    return tuple(m.offload_modules) if m.offload_modules is not None else default_offload_modules(engine.kernels)
+    named = m.offload_modules
+    return tuple(named) if named is not None else default_offload_modules(engine.kernels, recompute)
 
 
-def default_offload_modules(kernels: Kernels) -> tuple[str, ...]:
+def default_offload_modules(kernels: Kernels, recompute: str) -> tuple[str, ...]:
     """Every module Megatron offers (settings.OFFLOAD_MODULES; those a model's layers lack hold nothing), less the
     norms under CUDA graphs, whose groups cross the graphs' boundaries (docs/user-guide/features/
-    fine_grained_activation_offloading.md, "CUDA Graph Integration")."""
-    return tuple(x for x in OFFLOAD_MODULES if not (kernels.cuda_graphs and x in GRAPH_CROSSING_MODULES))
+    fine_grained_activation_offloading.md, "CUDA Graph Integration"), and the experts' groups inside a recomputed
+    MoE layer, which Megatron refuses (transformer_config.py l.2165-2175) and which would hold nothing."""
+    moe = recompute == "selective" and "moe" in (kernels.recompute_modules or ())
+    return tuple(
+        x
+        for x in OFFLOAD_MODULES
+        if not (kernels.cuda_graphs and x in GRAPH_CROSSING_MODULES) and not (moe and x in EXPERT_GROUPS)
+    )
+
+
+def original_inputs(offloaded: tuple[str, ...], precision: str) -> tuple[str, ...]:
+    """The offload groups whose linear keeps its 16-bit input rather than a quantized copy: the experts' fc1 when its
+    input is offloaded under an fp8 recipe but MXFP8's and NVFP4's (moe/experts.py l.276-284,
+    set_save_original_input)."""
+    keeps = "expert_fc1" in offloaded and precision not in ("mxfp8", "nvfp4")
+    return ("expert_fc1",) if keeps else ()
 
 
 def offload_groups(model: ModelSpec) -> frozenset[str]:

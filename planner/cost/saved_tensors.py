@@ -11,10 +11,9 @@ gathered over the expert tensor-parallel ranks.
 
 Each tensor also names the Megatron offload groups that must all be offloaded for it to leave the GPU
 (--offload-modules; a group holds what autograd saves inside a module: megatron/core @d98e8a64 attention.py
-l.1386-1626, multi_latent_attention.py l.343-463, transformer_layer.py l.709-819, moe/experts.py l.928-941). A norm
-TE fuses into the next linear is an IdentityOp, its input that linear's (qkv_linear); MLA's input norm and an MoE
-layer's pre-MLP norm are modules (attn_norm, mlp_norm). The attention output is kept by the core and the output
-projection both. No group holds the dense MLP's, the shared experts', the expert fc2 input or the router's tensors.
+l.1386-1626, multi_latent_attention.py l.343-463, transformer_layer.py l.709-819, moe/experts.py l.928-941). The
+attention output is kept by the core and the output projection both. No group holds the dense MLP's, the shared
+experts', the expert fc2 input or the router's tensors.
 """
 
 from __future__ import annotations
@@ -140,17 +139,22 @@ def layer_tensors(
 def _norm1_tensors(
     model: ModelSpec, kind: LayerKind, in_bytes: float, out_bytes: float, *, norm1: tuple[str, ...], router_in: bool
 ) -> list[SavedTensor]:
-    """The first block's norm: its input (the layer input) and its output, the mixer's (or a hybrid FFN's) input;
-    in an attention layer both are held by the QKV group (MLA's input norm is a module of its own: attn_norm)."""
+    """The first block's norm: its input (the layer input) and output. An attention layer's is fused into its QKV
+    linear, whose group holds both (hybrid_layer_specs.py too); MLA's is a module (attn_norm) before the QKV group; a
+    hybrid MoE layer's is its pre-MLP norm (mlp_norm), its output kept by the router, in no group."""
     hybrid = model.layer_pattern is not None
-    attends = not hybrid and kind.mixer in ("attention", "mla")
-    input_group = ("attn_norm",) if kind.mixer == "mla" else ("qkv_linear",)
+    moe_norm = ("mlp_norm", "") if hybrid and kind.ffn == "moe" else ("", "")
+    groups = {"attention": ("qkv_linear", "qkv_linear"), "mla": ("attn_norm", "qkv_linear")}.get(kind.mixer, moe_norm)
     first = "QKV" if kind.mixer == "attention" else "mixer" if kind.mixer != "none" else "MLP"
     return [
-        SavedTensor("norm1 input (layer input)", in_bytes, "seq", op_keep=True, offload=input_group if attends else ()),
+        SavedTensor("norm1 input (layer input)", in_bytes, "seq", op_keep=True, offload=_group(groups[0])),
         SavedTensor(f"norm1 output ({first} input)", out_bytes, "seq" if hybrid else "col_in", modules=norm1,
-                    quantized="" if router_in else "own", offload=("qkv_linear",) if attends else ()),
+                    quantized="" if router_in else "own", offload=_group(groups[1])),
     ]  # fmt: skip
+
+
+def _group(name: str) -> tuple[str, ...]:  # an offload group by name ("": none)
+    return (name,) if name else ()
 
 
 def _norm2_tensors(model: ModelSpec, kind: LayerKind, a: int, autocast: bool) -> list[SavedTensor]:

@@ -72,7 +72,7 @@ class Memory(Frozen):
         "(--fine-grained-activation-offloading --activation-offload-fraction)",
     )  # fmt: skip
     offload_modules: tuple[OffloadModule, ...] | None = Field(
-        None, description="whose saved tensors activation offload moves (--offload-modules); null: all of Megatron's"
+        None, min_length=1, description="whose saved tensors activation offload moves (--offload-modules); null: all"
     )
     fp8_param_gather: bool = Field(
         False,

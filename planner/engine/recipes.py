@@ -92,7 +92,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _device_problems(engine, hw)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
-    out += _module_problems(engine, plan, model) + _offload_problems(engine)
+    out += _module_problems(engine, plan, model) + _offload_problems(engine, plan)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
     return out
 
@@ -222,9 +222,10 @@ def _module_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> lis
     return out
 
 
-def _offload_problems(engine: Engine) -> list[Rejected]:
+def _offload_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     """Offload modules Megatron-Core refuses together (transformer_config.py l.2127-2175 @d98e8a64, and the CUDA-graph
-    constraints of docs/user-guide/features/fine_grained_activation_offloading.md)."""
+    constraints of docs/user-guide/features/fine_grained_activation_offloading.md); the default set leaves them out
+    (cost/recipe_options.py default_offload_modules)."""
     named = set(engine.memory.offload_modules or ())
     out: list[Rejected] = []
     if "attn_proj" in named and "core_attn" not in named:  # its input is the core's output, which core_attn saves
@@ -235,8 +236,11 @@ def _offload_problems(engine: Engine) -> list[Rejected]:
         detail = f"offload modules {', '.join(norms)} cross CUDA graph boundaries; drop them or cuda_graphs (Megatron)"
         out.append(Rejected("norm offload with cuda graphs", detail))
     inside = sorted(named & {"expert_fc1", "moe_act"})
-    if inside and "moe" in (engine.kernels.recompute_modules or ()):
-        detail = f"offload modules {', '.join(inside)} run inside the recomputed MoE layer (recompute module moe)"
+    if inside and plan.recompute == "selective" and "moe" in (engine.kernels.recompute_modules or ()):
+        detail = (
+            f"offload modules {', '.join(inside)} run inside the recomputed MoE layer (recompute module moe); drop "
+            "them from --offload-modules or moe from --recompute-modules"
+        )
         out.append(Rejected("expert offload inside moe recompute", f"{detail} (Megatron)"))
     return out
 

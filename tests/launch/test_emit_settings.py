@@ -282,11 +282,16 @@ def test_megatron_writes_each_moe_offload_group_and_leaves_the_norms_out_under_c
     from planner.launch.emit.megatron_settings import activation_offload_args
 
     mixtral = load_model("mixtral-8x7b")
-    args = activation_offload_args(mixtral, {"activation_offload": 1.0})
+    plan = Plan(dp=8, ep=8, zero=1, global_batch=64, recompute="selective")
+    args = activation_offload_args(mixtral, plan, {"activation_offload": 1.0})
     assert args == ["--fine-grained-activation-offloading", "--offload-modules", "qkv_linear", "core_attn",
                     "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]  # fmt: skip
-    graphed = activation_offload_args(load_model("deepseek-v3"), {"activation_offload": 1.0, "cuda_graphs": True})
+    dsv3 = load_model("deepseek-v3")
+    graphed = activation_offload_args(dsv3, plan, {"activation_offload": 1.0, "cuda_graphs": True})
     assert "attn_norm" not in graphed and "mlp_norm" not in graphed and "expert_fc1" in graphed
+    # a recomputed MoE layer: Megatron refuses its experts' groups (transformer_config.py l.2165-2175)
+    moe = activation_offload_args(dsv3, plan, {"activation_offload": 1.0, "recompute_modules": ["moe"]})
+    assert "expert_fc1" not in moe and "moe_act" not in moe and "attn_norm" in moe
 
 
 def test_launch_takes_the_engine_settings_for_an_emit_and_refuses_them_for_a_run_here(tmp_path):

@@ -64,7 +64,7 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
     offload = settings.get("optimizer_offload")
     if isinstance(offload, (int, float)) and offload > 0:
         out += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", f"{offload:g}"]
-    out += activation_offload_args(model, settings)
+    out += activation_offload_args(model, plan, settings)
     if settings.get("fp8_param_gather") is True:
         out.append("--fp4-param-gather" if plan.precision == "nvfp4" else "--fp8-param-gather")
         if plan.precision == "mxfp8":
@@ -78,7 +78,7 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
     return out
 
 
-def activation_offload_args(model: ModelSpec, settings: Mapping[str, object]) -> list[str]:
+def activation_offload_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
     """Fine-grained activation offloading as priced (cost/recipe_options.py): the modules named, else the default
     ones whose groups hold something in this model, and the share of their groups where it is not all
     (TransformerConfig fine_grained_activation_offloading, offload_modules, activation_offload_fraction)."""
@@ -89,8 +89,12 @@ def activation_offload_args(model: ModelSpec, settings: Mapping[str, object]) ->
     if isinstance(named, (list, tuple)):
         modules = [str(m) for m in named]
     else:
-        graphed = Kernels(cuda_graphs=settings.get("cuda_graphs") is True)
-        modules = [m for m in default_offload_modules(graphed) if m in offload_groups(model)]
+        recomputed = settings.get("recompute_modules")
+        kernels = Kernels(
+            cuda_graphs=settings.get("cuda_graphs") is True,
+            recompute_modules=tuple(recomputed) if isinstance(recomputed, (list, tuple)) else None,
+        )
+        modules = [m for m in default_offload_modules(kernels, plan.recompute) if m in offload_groups(model)]
     fraction = ["--activation-offload-fraction", f"{share:g}"] if share < 1 else []
     return ["--fine-grained-activation-offloading", "--offload-modules", *modules, *fraction]
 
