@@ -52,7 +52,8 @@ def recipe_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan) -> l
         return [
             Rejected(
                 f"{name} has no {r.name}",
-                f"precision={r.name}: {name} has no {r.name} training recipe (its named recipes: {runs}); use bf16",
+                f"precision={r.name}: {name} has no {r.name} training recipe (its named recipes: {runs}); use "
+                + ("one of them or bf16" if offered else "bf16"),
             )
         ]
     arch = hw.gpu.architecture if hw is not None else None
