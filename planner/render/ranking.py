@@ -101,6 +101,8 @@ def _table(result: SearchResult, *, wide: bool, terms: int) -> Table:
         *(["time goes to"] if terms else []),
     ]
     table.caption = CAPTION.format(terms=TERMS_CAPTION if terms else "--wide: where the time goes; ")
+    if len(result.precisions) > 1:  # an fp8 plan's MFU is of the fp8 peak: rows of two precisions do not compare
+        table.caption += "; MFU is of each plan's own precision's peak: compare tokens/s across precisions"
     for c in cols:
         wraps = c in ("plan", "engine")  # words, never a number: wrapped at spaces only when nothing else fits
         left = c in ("plan", "engine", "time goes to")
