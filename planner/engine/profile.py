@@ -240,3 +240,12 @@ class Engine(Frozen):
                 )
                 raise PlannerError(f"engine setting {bad}") from None
         return self.model_copy(update=update)
+
+
+def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
+    """The per-run settings whose value in `engine` (the profile as configured for the plan) differs from the
+    `target` engine's profile, by name; none when the plan was priced on another engine (its settings are that
+    engine's, not the target's)."""
+    if engine.name != target.name:
+        return {}
+    return {name: engine.setting(name) for name in SETTINGS if engine.setting(name) != target.setting(name)}

@@ -121,3 +121,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "moe_imbalance": ("moe", "imbalance"),
     "moe_dispatch_dtype": ("moe", "dispatch_dtype"),
 }
+
+
+def said(settings: dict[str, object]) -> str:
+    """'grad_dtype=param, recompute_modules=core_attn,layernorm'."""
+    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())

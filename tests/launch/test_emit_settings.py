@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner.engine.profile import changed_settings
 from planner.errors import PlannerError
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.launch.command import RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS, emit
-from planner.launch.emit.checks import changed_settings
 from planner.launch.emit.targets import target
 from planner.plan import Plan
 

@@ -9,9 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from planner.engine import Engine
+from planner.engine.profile import changed_settings
 from planner.engine.recipes import emit_unexpressed
+from planner.engine.settings import said
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
+from planner.io.catalog import given_settings
 from planner.io.files import make_dir, read_text, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.emit import (  # noqa: F401  each target registers itself on import
@@ -25,12 +28,9 @@ from planner.launch.emit import (  # noqa: F401  each target registers itself on
     torchtitan_v02,
 )
 from planner.launch.emit.checks import (
-    changed_settings,
     cluster_problems,
     device_kind,
     engine_problems_for,
-    given_settings,
-    said,
     unrun_settings,
     unwritten_settings,
 )

@@ -10,35 +10,13 @@ from __future__ import annotations
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
-from planner.engine.settings import SETTINGS
-from planner.errors import PlannerError
+from planner.engine.settings import said
 from planner.hardware import HardwareProfile
+from planner.io.catalog import given_settings
 from planner.launch.emit.targets import Target
 from planner.launch.preflight import Environment, worker_limits
 from planner.plan import Plan
 from planner.specs import ModelSpec
-
-
-def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
-    """The per-run settings whose value in `engine` (the profile as configured for the plan) differs from the
-    `target` engine's profile, by name; none when the plan was priced on another engine (its settings are that
-    engine's, not the target's)."""
-    if engine.name != target.name:
-        return {}
-
-    return {name: engine.setting(name) for name in SETTINGS if engine.setting(name) != target.setting(name)}
-
-
-def given_settings(engine: Engine) -> dict[str, object]:
-    """The per-run settings the plan was priced with that differ from the engine's own profile (flags, a plan
-    file's `training:`); none where the profile cannot be loaded by name (an engine file given by path)."""
-    from planner.io.catalog import load_engine
-
-    try:
-        profile = load_engine(engine.name)
-    except PlannerError:
-        return {}
-    return changed_settings(engine, profile)
 
 
 def unrun_settings(engine: Engine) -> str:
@@ -52,11 +30,6 @@ def unrun_settings(engine: Engine) -> str:
         f"the plan is priced with {said(given)}, which the worker does not run (the worker it launches runs the "
         f"{engine.name} profile's own settings); write them for an engine with --emit, or launch without them"
     )
-
-
-def said(settings: dict[str, object]) -> str:
-    """'grad_dtype=param, recompute_modules=core_attn,layernorm'."""
-    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())
 
 
 def unwritten_settings(target: Target, settings: dict[str, object]) -> str:
