@@ -569,3 +569,18 @@ def test_offload_that_moves_nothing_is_said():
     assert code == 0 and "activation offload moves nothing with recompute=full" in " ".join(err.split())
     code, _out, err = run_planner(*args, "--activation-offload", "1", "--recompute", "none")
     assert code == 0 and "moves nothing" not in err and "no tensor" not in err
+
+
+def test_memory_and_estimate_state_the_settings_they_priced():
+    """The per-run settings that differ from the engine's profile are what the numbers assume: the header names
+    them and --json carries them (`settings`; empty for the profile's own)."""
+    args = ("-m", "mixtral-8x7b", "--gpus", "8", "--ep", "8", "--zero", "1", "--engine", "megatron")
+    given = ("--activation-offload", "0.5", "--offload-modules", "core_attn,attn_proj")
+    code, out, err = run_planner("memory", *args, *given)
+    assert code == 0, err
+    assert "with megatron (activation_offload=0.5, offload_modules=core_attn,attn_proj)" in " ".join(out.split())
+    code, out, err = run_planner("estimate", *args, *given, "--json")
+    assert code == 0, err
+    assert json.loads(out)["settings"] == {"activation_offload": 0.5, "offload_modules": ["core_attn", "attn_proj"]}
+    code, out, err = run_planner("estimate", *args, "--json")
+    assert code == 0 and json.loads(out)["settings"] == {}

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
+from planner.engine.settings import said
 from planner.hardware import HardwareProfile
+from planner.io.catalog import given_settings
 from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan
 from planner.render.console import escape
 from planner.specs import ModelSpec
@@ -59,6 +61,9 @@ def plan_line(
     defaulted: frozenset[str] = frozenset(),
 ) -> str:
     run_by = f" with {escape(engine.name)}" if engine is not None else ""
+    given = given_settings(engine) if engine is not None else {}
+    if given:  # the per-run settings that differ from the profile's: what the numbers assume
+        run_by += f" ({escape(said(given))})"
     return (
         f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
         f"{run_by}: {plan.summary()}, {plan.precision}, {plan.schedule}, "

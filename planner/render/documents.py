@@ -23,6 +23,7 @@ from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
+from planner.io.catalog import given_settings
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -76,6 +77,7 @@ class MemoryDoc(Document):
     seq_len_default: bool | None = None  # whether the defaults gave the sequence length (the context, <= 8192)
     stages: list[StageDoc]
     notes: list[str]
+    settings: dict[str, Any] = {}  # the engine's per-run settings that differ from its profile: what was priced
 
 
 class StepDoc(Document):
@@ -172,6 +174,7 @@ def memory_doc(
             for s in report.stages
         ],
         notes=list(report.notes),
+        settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine).items()},
     )
 
 
