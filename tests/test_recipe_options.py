@@ -584,3 +584,13 @@ def test_memory_and_estimate_state_the_settings_they_priced():
     assert json.loads(out)["settings"] == {"activation_offload": 0.5, "offload_modules": ["core_attn", "attn_proj"]}
     code, out, err = run_planner("estimate", *args, "--json")
     assert code == 0 and json.loads(out)["settings"] == {}
+
+
+def test_each_searched_variants_plan_carries_the_settings_that_make_it():
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--recipe-options", "--no-advice",
+                                 "--json", "--top", "40")  # fmt: skip
+    assert code == 0, err
+    seen = {p["engine"]: p["memory"]["settings"] for p in json.loads(out)["plans"]}
+    assert seen.get("megatron") == {} and seen.get("megatron+bf16grad") == {"grad_dtype": "param"}
+    pao = seen.get("megatron+pao") or seen.get("megatron+pao+offload")
+    assert pao is not None and pao["precision_aware_optimizer"] is True

@@ -244,8 +244,8 @@ class Engine(Frozen):
 
 def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:
     """The per-run settings whose value in `engine` (the profile as configured for the plan) differs from the
-    `target` engine's profile, by name; none when the plan was priced on another engine (its settings are that
-    engine's, not the target's)."""
-    if engine.name != target.name:
+    `target` engine's profile, by name (a --recipe-options variant against the profile it was made from); none when
+    the plan was priced on another engine (its settings are that engine's, not the target's)."""
+    if (engine.variant_of or engine.name) != target.name:
         return {}
     return {name: engine.setting(name) for name in SETTINGS if engine.setting(name) != target.setting(name)}

@@ -181,9 +181,10 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
 
 def given_settings(engine: Engine) -> dict[str, object]:
     """The per-run settings the plan was priced with that differ from the engine's own profile (flags, a plan
-    file's `training:`); none where the profile cannot be loaded by name (an engine file given by path)."""
+    file's `training:`, a --recipe-options variant's); none where the profile cannot be loaded by name (an engine
+    file given by path)."""
     try:
-        profile = load_engine(engine.name)
+        profile = load_engine(engine.variant_of or engine.name)
     except PlannerError:
         return {}
     return changed_settings(engine, profile)
