@@ -302,3 +302,10 @@ def test_scale_takes_one_precision_checked_before_any_search(value):
     code, out, err = run_planner("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--precision",
                                  value)  # fmt: skip
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and repr(value) in err
+
+
+def test_the_closest_misses_of_several_precisions_name_theirs():
+    code, out, err = run_planner("search", "-m", "llama3-405b", "--gpus", "16", "--precision", "bf16,fp8")
+    assert code == 0, err
+    misses = [line for line in out.splitlines() if "needed," in line]
+    assert misses and all(line.split(":")[0].split()[-1] in ("bf16", "fp8") for line in misses)

@@ -205,7 +205,10 @@ def print_misses(console: Console, result: SearchResult) -> None:
         return
     console.print(f"[red]no plan fits[/] in {_gib(result.hardware.gpu.hbm_bytes)} per GPU. Closest misses:")
     for mi in result.misses:
-        console.print(f"  {mi.plan.summary()} {mi.plan.schedule}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over")
+        precision = f" {mi.plan.precision}" if result.precisions else ""
+        console.print(
+            f"  {mi.plan.summary()} {mi.plan.schedule}{precision}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over"
+        )
         for v in mi.variants:
             verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
             console.print(f"      with {v.change}: {_gib(v.nbytes)} — {verdict}")
