@@ -594,3 +594,15 @@ def test_each_searched_variants_plan_carries_the_settings_that_make_it():
     assert seen.get("megatron") == {} and seen.get("megatron+bf16grad") == {"grad_dtype": "param"}
     pao = seen.get("megatron+pao") or seen.get("megatron+pao+offload")
     assert pao is not None and pao["precision_aware_optimizer"] is True
+
+
+def test_a_recomputed_attention_core_offloads_nothing_of_its_group():
+    """Megatron skips the core_attn offload group when the attention core is checkpointed (attention.py,
+    multi_latent_attention.py: checkpoint_core_attention): under selective recompute of core_attn it moves nothing."""
+    plan = Plan(dp=8, global_batch=64, seq_len=8192, zero=1, recompute="selective")
+    base = _offloaded(LLAMA, plan, MEGATRON).activations_bytes
+    core = _offloaded(LLAMA, plan, MEGATRON.configured(offload_modules=["core_attn"])).activations_bytes
+    assert core == base
+    none = plan.model_copy(update={"recompute": "none"})
+    moved = _offloaded(LLAMA, none, MEGATRON.configured(offload_modules=["core_attn"])).activations_bytes
+    assert moved < _offloaded(LLAMA, none, MEGATRON).activations_bytes

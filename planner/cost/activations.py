@@ -42,6 +42,9 @@ def _keeps(
     """Whether the layer keeps the tensor (of those the groups of the `offloaded` modules hold, when given)."""
     if offloaded is not None and not (tensor.offload and set(tensor.offload) <= set(offloaded)):
         return False
+    core = offloaded is not None and "core_attn" in tensor.offload and "core_attn" in modules
+    if core and recompute == "selective" and policy == "attention":
+        return False  # a checkpointed attention core skips its offload group (attention.py, multi_latent_attention.py)
     if recompute == "none":
         return tensor.needed
     if policy == "op":
