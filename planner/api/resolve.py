@@ -194,8 +194,9 @@ def _changing_nothing(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
         )
     if eng.memory.activation_offload and plan.recompute == "full":
         out.append("activation offload moves nothing with recompute=full: the layer inputs it keeps are in no group")
-    idle = [m for m in eng.memory.offload_modules or () if m not in offload_groups(spec)]
-    if eng.memory.activation_offload and idle:
+    named = eng.memory.offload_modules if eng.memory.activation_offload else None
+    idle = [m for m in named if m not in offload_groups(spec)] if named else []
+    if idle:
         out.append(f"--offload-modules {','.join(idle)}: no tensor of {spec.name}'s layers is in their groups")
     return out
 

@@ -63,7 +63,7 @@ def run(
     if gpus is None:
         raise PlannerError("no GPU count given: pass --gpus N")
     o = {k: options.get(k) for k in SEARCH_OPTIONS}
-    _precisions(o["precision"])  # checked before anything is loaded
+    precisions = _precisions(o["precision"])  # checked before anything is loaded
     if o["micro_batch"] is not None and o["micro_batches"] is not None:
         raise PlannerError("give --micro-batch B or --micro-batches LIST, not both")
     overrides = {k: o[k] for k in ENGINE_SETTINGS}
@@ -71,7 +71,7 @@ def run(
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     check_fits(hw, gpus)
-    result = _searched(spec, hw, gpus, engines, o, _precisions(o["precision"]), progress, keep_rejections)
+    result = _searched(spec, hw, gpus, engines, o, precisions, progress, keep_rejections)
     result.defaulted = frozenset(k for k in ("global_batch", "seq_len") if o[k] is None)
     return result
 

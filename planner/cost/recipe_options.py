@@ -18,7 +18,7 @@ from __future__ import annotations
 from planner.cost.saved_tensors import layer_tensors
 from planner.engine import Engine, Kernels
 from planner.engine import Memory as EngineMemory
-from planner.engine.settings import OFFLOAD_MODULES
+from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, OFFLOAD_MODULES
 from planner.layers import LayerKind
 from planner.specs import ModelSpec
 
@@ -27,8 +27,6 @@ DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)  # transformer_config.py l.194
 # stream as the forward goes and brings them back one group ahead of the backward (docs/user-guide/features/
 # fine_grained_activation_offloading.md): about one layer's offloaded share is in flight each way. An estimate.
 OFFLOAD_LAYERS_IN_FLIGHT = 2
-GRAPH_CROSSING_MODULES = ("attn_norm", "mlp_norm")  # not offloadable under CUDA graphs (the same document)
-EXPERT_GROUPS = ("expert_fc1", "moe_act")  # inside an MoE layer's experts
 # CUDA graphs' private memory pool: static inputs, outputs and the captured intermediates of each graphed layer.
 # Neither Megatron-LM nor Transformer Engine gives a formula (cuda_graphs.py logs the captured memory at capture,
 # l.625-705); NVIDIA's NeMo CUDA-graph notes state "cudagraphs increases the memory usage of activations by ~20%

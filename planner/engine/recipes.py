@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from planner.engine.architectures import architecture_problems
 from planner.engine.moe_rules import dispatch_problems, overlap_option_problems
 from planner.engine.profile import Engine
-from planner.engine.settings import SWITCHES, RecipeOption
+from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, SWITCHES, RecipeOption
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES
@@ -232,11 +232,11 @@ def _offload_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     if "attn_proj" in named and "core_attn" not in named:  # its input is the core's output, which core_attn saves
         detail = "offload module attn_proj needs core_attn too (its input is the attention core's output) (Megatron)"
         out.append(Rejected("attn_proj offload without core_attn", detail))
-    norms = sorted(named & {"attn_norm", "mlp_norm"})
+    norms = sorted(named & set(GRAPH_CROSSING_MODULES))
     if engine.kernels.cuda_graphs and norms:
         detail = f"offload modules {', '.join(norms)} cross CUDA graph boundaries; drop them or cuda_graphs (Megatron)"
         out.append(Rejected("norm offload with cuda graphs", detail))
-    inside = sorted(named & {"expert_fc1", "moe_act"})
+    inside = sorted(named & set(EXPERT_GROUPS))
     if inside and plan.recompute == "selective" and "moe" in (engine.kernels.recompute_modules or ()):
         detail = (
             f"offload modules {', '.join(inside)} run inside the recomputed MoE layer (recompute module moe); drop "

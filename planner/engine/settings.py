@@ -29,6 +29,10 @@ RecipeOption = Literal[
 ]  # fmt: skip
 RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
 OFFLOAD_MODULES: tuple[OffloadModule, ...] = get_args(OffloadModule)
+# The norms' groups cross CUDA graphs' boundaries (docs/user-guide/features/fine_grained_activation_offloading.md);
+# the experts' groups run inside a recomputed MoE layer (transformer_config.py l.2165-2175).
+GRAPH_CROSSING_MODULES: tuple[OffloadModule, ...] = ("attn_norm", "mlp_norm")
+EXPERT_GROUPS: tuple[OffloadModule, ...] = ("expert_fc1", "moe_act")
 # The settings that take a list of words (a comma string on the command line or in YAML), with their words.
 LIST_SETTINGS: dict[str, tuple[str, ...]] = {"recompute_modules": RECOMPUTE_MODULES, "offload_modules": OFFLOAD_MODULES}
 MOMENT_DTYPES: tuple[MomentDtype, ...] = get_args(MomentDtype)
