@@ -249,7 +249,7 @@ def test_software_grad_dtype_of_a_run_reaches_the_engine():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.tuples(*[st.floats(0, 1e12, allow_nan=False)] * 4),
+    st.tuples(*[st.floats(0, 1e12, allow_nan=False)] * 5),
     st.integers(0, 200),
     st.floats(0, 64, allow_nan=False),
     st.floats(0, 1e10, allow_nan=False),
@@ -259,10 +259,11 @@ def test_software_grad_dtype_of_a_run_reaches_the_engine():
 def test_stage_total_bytes_is_the_sum_of_the_terms_bit_for_bit(state, layers, in_flight, per_layer, ws, logits):
     kept = per_layer * layers
     """The search's screen adds the six terms without building them; it must be the same float as the report's."""
-    from planner.cost.memory import stage_terms, stage_total_bytes
+    from planner.cost.memory import StateTerms, stage_terms, stage_total_bytes
     from planner.io.catalog import load_hardware
 
     reserved = load_hardware("h100-sxm").reserved
+    state = StateTerms(*state)
     terms = stage_terms(
         state,
         reserved,
@@ -291,3 +292,28 @@ def test_fp8_linears_that_cast_their_own_weights_leave_no_autocast_copy():
 
     assert weights("bf16", planner) - weights("fp8-current", planner) == pytest.approx(2 * linear, rel=1e-9)
     assert weights("bf16", MEGATRON) == weights("fp8", MEGATRON)
+
+
+def test_the_optimizer_step_upcasts_16_bit_gradients_once_the_activations_are_freed():
+    """Megatron's mixed-precision optimizer gives its fp32 master params fp32 gradients at the step
+    (`main_grad.float()`, optimizer.py l.1092-1100; the distributed optimizer for its shard, distrib_optimizer.py
+    l.2782-2792): with fp16 gradients and full recompute over a deep pipeline, that copy outweighs the activations and
+    sets the peak (the Megatron-LM GPT-2 log of tests/data/logs measures 22.1 GB allocated; priced 17.8 GB without
+    it). fp32 gradients are read as they are (`.float()` is the tensor itself), and so are 16-bit ones by the
+    precision-aware optimizer (`decoupled_grad`)."""
+    model, hw = load_model("gpt3-175b"), load_hardware("h100-sxm")
+    plan = Plan(tp=8, pp=8, dp=1, micro_batch=1, global_batch=8, seq_len=2048, precision="fp16", recompute="full")
+    megatron = load_engine("megatron")
+    fp16_grads = megatron.configured(grad_dtype="param")
+    report = memory_report(model, hw, plan, fp16_grads)
+    peak = report.peak
+    local_params = peak.breakdown.weights_bytes / 2
+    assert peak.step_bytes == pytest.approx(4 * local_params)
+    assert any("the peak is at the optimizer step" in n for n in report.notes)
+    # no state buffers at dp 1: what buffers hold is the step's copies less the activations they outlive
+    assert peak.breakdown.buffers_bytes == pytest.approx(peak.step_bytes - peak.breakdown.activations_bytes)
+    assert memory_report(model, hw, plan, megatron).peak.step_bytes == 0  # fp32 gradients: no copy
+    aware = fp16_grads.configured(precision_aware_optimizer=True)
+    assert memory_report(model, hw, plan.model_copy(update={"precision": "bf16"}), aware).peak.step_bytes == 0
+    sharded = memory_report(model, hw, plan.model_copy(update={"dp": 8, "global_batch": 64, "zero": 1}), fp16_grads)
+    assert sharded.peak.step_bytes == 0 and not any("optimizer step" in n for n in sharded.notes)

@@ -10,7 +10,7 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
@@ -68,6 +68,7 @@ class StageMemory:
     last: bool
     in_flight_microbatches: float
     breakdown: MemoryBreakdown
+    step_bytes: float = 0.0  # the optimizer step's transient, when it outweighs the activations (in buffers)
 
     @property
     def total_bytes(self) -> float:
@@ -207,7 +208,14 @@ def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[Laye
     return {kind: kind_pieces(model, plan, engine, kind) for kind in model.kind_params}
 
 
-StateTerms = tuple[float, float, float, float]  # weights, gradients, optimizer, buffers beside the activations
+class StateTerms(NamedTuple):
+    """What a pipeline rank holds whatever its activations, and what its optimizer step adds once they are freed."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    buffers_bytes: float  # beside the activations
+    step_bytes: float = 0.0  # transient at the optimizer step (the fp32 gradient copies, ModelStates.step_upcast_bytes)
 
 
 def state_terms(
@@ -224,11 +232,12 @@ def state_terms(
     (cost.quantization.recipe_memory). Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
     search asks about every stage with one plan), not on recompute."""
     s = sharded_states(params, per, plan, stage)
-    return (
+    return StateTerms(
         s.weights_bytes + s.gathered_weights_bytes + recipe.weights_bytes,
         s.gradients_bytes + s.accumulated_grads_bytes,
         gpu_optimizer_bytes(s.optimizer_bytes, engine_memory),
         state_buffer_bytes(plan, params, per, stage, engine_memory) + recipe.buffers_bytes,
+        gpu_optimizer_bytes(s.step_upcast_bytes, engine_memory),
     )
 
 
@@ -244,11 +253,12 @@ def stage_terms(
     """The six terms of one pipeline rank's memory: the one formula behind both
     memory_report and the search's memory screen. Activations: what the rank's layers keep per micro-batch
     (mix_pieces) times the micro-batches in flight, plus the logits on the last stage; buffers: the state
-    buffers plus one layer's backward working set; reserved: the profile's fixed context and
-    communication workspace plus allocator fragmentation on everything else."""
-    w, g, o, state_buffers = state
+    buffers plus one layer's backward working set, and what the optimizer step's transient holds beyond the
+    activations and working set it outlives (the peak is the larger of the two phases); reserved: the profile's
+    fixed context and communication workspace plus allocator fragmentation on everything else."""
+    w, g, o, state_buffers, step = state
     activations = kept_bytes * in_flight + logits
-    buffers = workspace_bytes + state_buffers
+    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes))
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     return MemoryBreakdown(w, g, o, activations, buffers, held)
@@ -265,8 +275,10 @@ def stage_total_bytes(
     """``stage_terms(...).total_bytes`` with the same additions in the same order (so the
     same float, bit for bit), without building the terms: the search screens tens of thousands of plans
     with it."""
-    w, g, o, state_buffers = state
-    tensors = w + g + o + (kept_bytes * in_flight + logits) + (workspace_bytes + state_buffers)
+    w, g, o, state_buffers, step = state
+    activations = kept_bytes * in_flight + logits
+    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes))
+    tensors = w + g + o + activations + buffers
     return tensors + (
         reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     )
@@ -297,7 +309,8 @@ def _stage_memory(
         workspace_bytes=work,
         logits=logits_bytes(model, plan, engine) if last else 0.0,
     )
-    return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, terms)
+    at_step = state.step_bytes if state.step_bytes > terms.activations_bytes + work else 0.0
+    return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, terms, at_step)
 
 
 def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> MemoryReport:
@@ -310,5 +323,11 @@ def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
         notes.append(
             f"tp={plan.tp} > num_kv_heads={model.kv_heads}: each kv head is replicated on "
             f"{plan.tp // model.kv_heads} ranks"
+        )
+    peak = max(stages, key=lambda s: s.total_bytes)
+    if peak.step_bytes:
+        notes.append(
+            f"the peak is at the optimizer step: its fp32 copies of the 16-bit gradients "
+            f"({peak.step_bytes / 2**30:.2f} GiB, in buffers) outweigh the activations it follows"
         )
     return MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes, notes=tuple(notes))

@@ -31,6 +31,7 @@ class StateBytes:
     master_copy: bool  # a separate fp32 master in the optimizer
     compute: float  # one 16-bit (or fp32) compute copy of a weight: what all-gathers and casts move
     quantized_gather: float | None = None  # what the weight all-gather moves per parameter with fp8 param gather
+    step_upcast: float = 0.0  # fp32 copies of 16-bit gradients the optimizer step makes, per parameter it updates
 
     @property
     def gather(self) -> float:
@@ -61,7 +62,12 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
     optimizer: float = 4 * (moments + (1 if master else 0))
     if mem.precision_aware_optimizer:
         optimizer = precision_aware_optimizer_bytes(precision, mem, moments=moments, master=master)
-    return StateBytes(c, grads, optimizer, master, c, gather_bytes_per_param(precision, engine))
+    # A master-copy optimizer reads fp32 gradients: at the step it upcasts 16-bit ones of the parameters it updates
+    # (Megatron `_copy_model_grads_to_main_grads`, `main_grad.float()`: optimizer.py l.1092-1100, distrib_optimizer.py
+    # l.2782-2792 for its shard @d98e8a64; DeepSpeed ZeRO's fp32 gradient partition), but for the precision-aware
+    # optimizer, which reads them as they are (`decoupled_grad`).
+    upcast = 4.0 if master and grads < 4 and not mem.precision_aware_optimizer else 0.0
+    return StateBytes(c, grads, optimizer, master, c, gather_bytes_per_param(precision, engine), upcast)
 
 
 def precision_aware_optimizer_bytes(precision: str, mem: EngineMemory, *, moments: int, master: bool) -> float:
@@ -85,6 +91,7 @@ class ModelStates:
     optimizer_bytes: float
     gathered_weights_bytes: float = 0.0  # 16-bit copies of every weight held through the step
     accumulated_grads_bytes: float = 0.0  # unsharded gradients accumulated across micro-batches
+    step_upcast_bytes: float = 0.0  # fp32 gradient copies the optimizer step makes (StateBytes.step_upcast)
 
     @property
     def persistent_bytes(self) -> float:
@@ -119,6 +126,7 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
         per.optimizer * held("optimizer"),
         gathered,
         accumulated,
+        per.step_upcast * held("optimizer"),
     )
 
 
