@@ -185,7 +185,7 @@ def _software(a: _Args) -> dict[str, Any]:
         "attention": attention,
         "tp_overlap": a.get("tp_comm_overlap"),
         "p2p_overlap": a.get("overlap_p2p_comm"),
-        "grad_dtype": "param" if a.get("grad_reduce_in_bf16") else None,
+        "grad_dtype": _grad_dtype(a),
         "fp8_param_gather": a.get("fp8_param_gather") or None,
         "precision_aware_optimizer": a.get("use_precision_aware_optimizer") or None,
         "optimizer_moment_dtype": "bf16" if "bfloat16" in str(a.get("exp_avg_dtype") or "") else None,
@@ -194,6 +194,16 @@ def _software(a: _Args) -> dict[str, Any]:
         **_offload_software(a),
         "cuda_graphs": _cuda_graphs(a),
     }
+
+
+def _grad_dtype(a: _Args) -> str | None:
+    """16-bit gradients where the run reduces them so: --grad-reduce-in-bf16, or a dump whose final
+    accumulate_allreduce_grads_in_fp32 is False (fp16 and fp32 runs keep gradients in the parameters' dtype; bf16
+    turns it on unless --grad-reduce-in-bf16, arguments.py l.1195-1217 @d98e8a64). A dump that does not print it
+    leaves the engine's default."""
+    if a.get("grad_reduce_in_bf16") or a.get("accumulate_allreduce_grads_in_fp32") is False:
+        return "param"
+    return None
 
 
 # Megatron's --moe-token-dispatcher-type (and the flex dispatcher's backend) as the planner's dispatchers
