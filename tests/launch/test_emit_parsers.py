@@ -263,6 +263,7 @@ def test_megatron_core_takes_the_recipe_options(model_name):
     cfg = tc.TransformerConfig(**kw)  # __post_init__: recompute modules and CUDA-graph scope rules
     assert cfg.recompute_granularity == "selective" and list(cfg.recompute_modules) == ["core_attn", "layernorm"]
     assert cfg.cuda_graph_impl == "transformer_engine"
-    assert [str(getattr(s, "name", s)) for s in (cfg.cuda_graph_scope or [])] == (["attn"] if model.moe else [])
+    scope = [str(getattr(s, "name", s)) for s in (cfg.cuda_graph_scope or [])]
+    assert scope == (["attn", "moe_router"] if model.moe else [])  # the offload guide's scope for MoE layers
     offloaded = ["qkv_linear", "core_attn", "attn_proj", *(["expert_fc1", "moe_act"] if model.moe else [])]
     assert cfg.fine_grained_activation_offloading and list(cfg.offload_modules) == offloaded  # no norms under graphs

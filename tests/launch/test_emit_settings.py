@@ -333,6 +333,20 @@ def test_megatron_graphs_attention_alone_with_the_all_to_all_overlap():
     assert args == ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "attn"]
 
 
+def test_megatron_graphs_the_router_of_moe_layers_whose_activations_it_offloads():
+    """Megatron's offloading guide asks graphed MoE layers to capture attn and moe_router (fine_grained_activation_
+    offloading.md, CUDA Graph Integration); without offload, and in a dense model (captured whole), it is not
+    written."""
+    from planner.launch.emit.megatron_settings import recipe_option_args
+
+    dsv3, plan = load_model("deepseek-v3"), Plan(dp=8, ep=8, zero=1, global_batch=64)
+    args = recipe_option_args(dsv3, plan, {"cuda_graphs": True, "activation_offload": 1.0})
+    assert args[args.index("--cuda-graph-scope") :] == ["--cuda-graph-scope", "attn", "moe_router", "mlp"]
+    assert "moe_router" not in recipe_option_args(dsv3, plan, {"cuda_graphs": True})
+    dense = recipe_option_args(load_model("llama3-8b"), plan, {"cuda_graphs": True, "activation_offload": 1.0})
+    assert "--cuda-graph-scope" not in dense
+
+
 def test_selective_recompute_of_no_module_is_written_as_no_recompute():
     from planner.launch.emit.megatron import recompute_args
 

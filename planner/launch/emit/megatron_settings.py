@@ -73,7 +73,11 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
         out += [
             "--cuda-graph-impl",
             "transformer_engine",
-            *_graph_scope(model, ep_overlap=settings.get("ep_overlap") is True),
+            *_graph_scope(
+                model,
+                ep_overlap=settings.get("ep_overlap") is True,
+                offload=bool(activation_offload_args(model, plan, settings)),
+            ),
         ]
     return out
 
@@ -99,7 +103,7 @@ def activation_offload_args(model: ModelSpec, plan: Plan, settings: Mapping[str,
     return ["--fine-grained-activation-offloading", "--offload-modules", *modules, *fraction]
 
 
-def _graph_scope(model: ModelSpec, *, ep_overlap: bool = False) -> list[str]:
+def _graph_scope(model: ModelSpec, *, ep_overlap: bool = False, offload: bool = False) -> list[str]:
     """Which part of each layer a graph captures. A dense model's whole layer (Megatron's default scope). A
     dropless MoE layer cannot be captured whole (its expert shapes change each step: transformer_config.py
     l.2838-2842 allows the moe scope only with padded capacity), so its attention is captured, and the dense layers'
@@ -108,8 +112,11 @@ def _graph_scope(model: ModelSpec, *, ep_overlap: bool = False) -> list[str]:
     not count. --cuda-graph-scope is megatron-core 0.16's name; later Megatron-LM reads it as --cuda-graph-modules
     (arguments.py l.634-640). With the all-to-all overlap the scope holds attention alone (transformer_config.py
     asserts no mlp or moe scope with overlap_moe_expert_parallel_comm): the dense layers' MLPs then launch their
-    kernels one by one, a host cost the megatron profile prices at zero on GPUs (host_layer_s fitted to 0)."""
+    kernels one by one, a host cost the megatron profile prices at zero on GPUs (host_layer_s fitted to 0). With
+    fine-grained activation offloading the scope also holds the router (`moe_router`), as Megatron's offloading
+    guide asks of graphed MoE layers (docs/user-guide/features/fine_grained_activation_offloading.md, "CUDA Graph
+    Integration", @d98e8a64)."""
     if model.moe is None:
         return []
     dense = not ep_overlap and model.num_moe_layers < model.num_layers
-    return ["--cuda-graph-scope", "attn", *(["mlp"] if dense else [])]
+    return ["--cuda-graph-scope", "attn", *(["moe_router"] if offload else []), *(["mlp"] if dense else [])]
