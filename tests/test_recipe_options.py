@@ -532,7 +532,8 @@ def test_offloaded_expert_inputs_are_kept_in_16_bits_under_fp8_but_mxfp8_and_nvf
 
     def pieces(precision, engine):
         plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096, zero=1, precision=precision)
-        return kind_pieces(mixtral, plan, engine, kind)
+        keep, work, groups = kind_pieces(mixtral, plan, engine, kind)
+        return keep, work, sum(groups)  # the whole share moves: one entry, the group's bytes
 
     _k, _w, bf16_moved = pieces("bf16", off)
     fp8_plain, _w, _none = pieces("fp8-current", MEGATRON)
@@ -606,3 +607,30 @@ def test_a_recomputed_attention_core_offloads_nothing_of_its_group():
     none = plan.model_copy(update={"recompute": "none"})
     moved = _offloaded(LLAMA, none, MEGATRON.configured(offload_modules=["core_attn"])).activations_bytes
     assert moved < _offloaded(LLAMA, none, MEGATRON).activations_bytes
+
+
+def test_the_offload_fraction_counts_groups_in_forward_order_in_each_chunk():
+    """Megatron offloads the first n - int(n(1 - F)) of each chunk's n eligible groups in forward order and keeps
+    the later ones (fine_grained_activation_offload.py l.650-669; the guide: the fraction 'does not mean offload 50%
+    of the activation bytes'). Per chunk, so a rank's virtual stages each keep their own tail."""
+    from planner.cost.recipe_options import offloaded_bytes
+
+    layer = (1.0, 2.0, 3.0)  # three groups in forward order
+    assert offloaded_bytes([(layer, 4)], 2, 0.5) == 2 * 6  # 2 layers a chunk: 6 groups, the first 3 (one layer)
+    assert offloaded_bytes([(layer, 4)], 2, 0.6) == 2 * (6 + 1)  # 6 - int(2.4) = 4 groups: a layer and one more
+    assert offloaded_bytes([(layer, 4)], 1, 0.5) == 6 + 6  # one chunk of 12 groups: the first 6
+    assert offloaded_bytes([(layer, 4)], 4, 1.0) == 24 and offloaded_bytes([(layer, 4)], 4, 0.0) == 0
+    assert offloaded_bytes([((), 2), (layer, 2)], 2, 0.5) == 6  # layers without groups count no groups
+    # Mixtral over pp 4 x vpp 8: one layer a chunk, seven groups, the first four (the attention's) go at F = 0.5
+    mixtral = load_model("mixtral-8x7b")
+    plan = Plan(dp=2, pp=4, vpp=8, ep=2, global_batch=64, seq_len=4096, zero=1, micro_batch=1)
+    base = memory_report(mixtral, H100, plan, MEGATRON).stages[0].breakdown.activations_bytes
+    half = MEGATRON.configured(activation_offload=0.5)
+    attention_only = MEGATRON.configured(offload_modules=["attn_norm", "qkv_linear", "core_attn", "attn_proj"])
+    everything = MEGATRON.configured(activation_offload=1.0)
+
+    def moved(engine):
+        return base - memory_report(mixtral, H100, plan, engine).stages[0].breakdown.activations_bytes
+
+    assert moved(half) == pytest.approx(moved(attention_only))
+    assert moved(half) < 0.3 * moved(everything)  # not half of the bytes: the experts' groups stay

@@ -15,7 +15,15 @@ from typing import Any, NamedTuple
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
-from planner.cost.recipe_options import gpu_optimizer_bytes, held_activations, offload_modules, original_inputs
+from planner.cost.recipe_options import (
+    Groups,
+    gpu_optimizer_bytes,
+    held_activations,
+    offload_group_bytes,
+    offload_modules,
+    offloaded_bytes,
+    original_inputs,
+)
 from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
@@ -167,14 +175,14 @@ def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     return tokens * vocab / plan.tp * per_element * heads
 
 
-# (bytes the layers keep per micro-batch, the backward working set, the kept bytes activation offload may move) of
-# one rank
-Pieces = tuple[float, float, float]
+# (bytes a layer keeps per micro-batch, its backward working set, its offload groups' bytes in forward order)
+Pieces = tuple[float, float, Groups]
 
 
 def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -> Pieces:
-    """(bytes one layer of this kind keeps per micro-batch, the working set of its backward, the kept bytes in the
-    offload groups of the engine's offload modules: 0 without activation offload) on one rank (activations.py)."""
+    """(bytes one layer of this kind keeps per micro-batch, the working set of its backward, the bytes each of its
+    eligible offload groups frees, in forward order: none without activation offload) on one rank
+    (activations.py, recipe_options.offload_group_bytes)."""
     p, a, k = plan, act_bytes(plan.precision), engine.kernels
     kw: dict[str, Any] = {"micro_batch": p.micro_batch, "seq_len": p.seq_len, "tp": p.tp, "sp": p.sp, "cp": p.cp}
     kw.update(
@@ -189,18 +197,26 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
     )
     moved = offload_modules(engine, p.recompute)
     kw["original"] = original_inputs(moved, p.precision) if kw["saved_quant"] else ()
-    offloadable = activation_bytes_per_layer(model, **kw, offloaded=moved) if moved else 0.0
-    return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw), offloadable
+    share = engine.memory.activation_offload
+
+    def moved_by(modules: tuple[str, ...]) -> float:
+        return activation_bytes_per_layer(model, **kw, offloaded=modules)
+
+    groups = offload_group_bytes(moved_by, moved, share) if moved else ()
+    return activation_bytes_per_layer(model, **kw), layer_workspace_bytes(model, **kw), groups
 
 
-def mix_pieces(mix: Mix, pieces: dict[LayerKind, Pieces]) -> Pieces:
+def mix_pieces(
+    mix: Mix, pieces: dict[LayerKind, Pieces], *, chunks: int = 1, share: float = 0.0
+) -> tuple[float, float, float]:
     """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds, the kept bytes
-    activation offload may move)."""
-    keep, work, offloadable = 0.0, 0.0, 0.0
+    activation offload moves at `share` over the rank's `chunks` model chunks: recipe_options.offloaded_bytes)."""
+    keep, work = 0.0, 0.0
     for kind, n in mix:
-        k, w, o = pieces[kind]
-        keep, work, offloadable = keep + k * n, max(work, w), offloadable + o * n
-    return keep, work, offloadable
+        k, w, _g = pieces[kind]
+        keep, work = keep + k * n, max(work, w)
+    moved = offloaded_bytes(((pieces[kind][2], n) for kind, n in mix), chunks, share) if share else 0.0
+    return keep, work, moved
 
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
@@ -289,14 +305,12 @@ def _stage_memory(
 ) -> StageMemory:
     layout = plan_layout(model, plan, engine)
     mix = rank_mix(model, layout, rank)
-    keep, work, offloadable = mix_pieces(mix, pieces)
+    keep, work, moved = mix_pieces(mix, pieces, chunks=layout.vpp, share=engine.memory.activation_offload)
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
     in_flight = in_flight_microbatches(plan, rank)
-    keep, work = held_activations(
-        keep, work, offloadable, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine
-    )
+    keep, work = held_activations(keep, work, moved, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
     stage = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, stage)
     recipe = recipe_memory(model, plan, engine, hw, stage, rank=rank, params=params)

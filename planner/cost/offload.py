@@ -17,6 +17,7 @@ from __future__ import annotations
 from planner.cost.compute import StageCompute
 from planner.cost.memory import activation_pieces, mix_pieces
 from planner.cost.recipe_options import CPU_ADAM_BYTES_PER_PARAM, HOST_OPTIMIZER_BYTES_PER_S
+from planner.cost.stages import plan_layout
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
@@ -31,8 +32,9 @@ def activation_offload_s(
     f, bw = engine.memory.activation_offload, hw.gpu.host_bandwidth_bytes_per_s
     if not f or not bw:
         return 0.0, 0.0
-    _keep, _work, offloadable = mix_pieces(compute.mix, activation_pieces(model, plan, engine))
-    one_way = f * offloadable / bw
+    chunks = plan_layout(model, plan, engine).vpp
+    _keep, _work, moved = mix_pieces(compute.mix, activation_pieces(model, plan, engine), chunks=chunks, share=f)
+    one_way = moved / bw
     exposed = max(0.0, one_way - compute.forward_s) + max(0.0, one_way - compute.backward_s - compute.recompute_s)
     return 2 * one_way, exposed
 

@@ -41,6 +41,7 @@ class RankShape:
     params: RankParams
     mix: Mix
     last: bool
+    chunks: int = 1  # model chunks (virtual stages) of the rank: what activation offload counts its groups over
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class PeakMemory:
         self.capacity = hw.gpu.hbm_bytes
         self._kinds = tuple(model.kind_params)
         self._last: tuple[Plan, list[RankLoad]] | None = None
-        self._mixed: dict[tuple[int, int], Pieces] = {}  # (id of a pieces dict, id of a mix) -> the rank's pieces
+        self._mixed: dict[tuple[int, int, int], tuple[float, float, float]] = {}  # (ids of pieces and mix, chunks)
         self._logits: dict[tuple, float] = {}  # the logits' shape -> bytes
         self._levels: dict[tuple, tuple[list[dict[LayerKind, Pieces]], list[int]]] = {}
 
@@ -112,7 +113,7 @@ class PeakMemory:
                 if sig in middle or any(all(a >= b for a, b in zip(m, sig)) for m in middle):
                     continue
                 middle.append(sig)
-            keep.append(RankShape(r, params, mix, last))
+            keep.append(RankShape(r, params, mix, last, layout.vpp))
         self._ranks[key] = keep
         if len(_RANK_SHAPES) >= MAX_SHARED_RANK_SHAPES:
             _RANK_SHAPES.clear()
@@ -233,11 +234,12 @@ class PeakMemory:
         reserved = self.hw.reserved
         best, best_rank = -1.0, 0
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
+        share = self.engine.memory.activation_offload
         for load, state in zip(loads, states):
-            mix = load.shape.mix
-            rank_pieces = mixed.get((pid, id(mix)))
+            mix, chunks = load.shape.mix, load.shape.chunks
+            rank_pieces = mixed.get((pid, id(mix), chunks))
             if rank_pieces is None:
-                rank_pieces = mixed[(pid, id(mix))] = mix_pieces(mix, pieces)
+                rank_pieces = mixed[(pid, id(mix), chunks)] = mix_pieces(mix, pieces, chunks=chunks, share=share)
             keep, work = held_activations(
                 *rank_pieces, in_flight=load.in_flight, layers=sum(n for _k, n in mix), engine=self.engine
             )

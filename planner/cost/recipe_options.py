@@ -15,6 +15,8 @@ gather is cost.quantization's. Sources: Megatron-LM @d98e8a64 unless said.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from planner.cost.saved_tensors import layer_tensors
 from planner.engine import Engine, Kernels
 from planner.engine import Memory as EngineMemory
@@ -92,18 +94,80 @@ def selected_modules(kernels: Kernels) -> tuple[str, ...]:
 
 
 # ---- memory --------------------------------------------------------------------------------------------
+Groups = tuple[float, ...]  # one layer's eligible offload groups, in forward order: the bytes each frees
+
+
+def offload_group_bytes(moved_by: Callable[[tuple[str, ...]], float], modules: tuple[str, ...], share: float) -> Groups:
+    """One layer's eligible offload groups of `modules` in forward order (settings.OFFLOAD_MODULES is Megatron's
+    forward order), each as the bytes it frees beyond the groups before it (`moved_by`: the bytes offloading a set of
+    modules frees; a tensor a later group also holds leaves with the later one). A group that frees nothing is not
+    eligible: Megatron counts the groups that hold bytes (fine_grained_activation_offload.py l.650-656). Where the
+    whole share moves, one entry: the total."""
+    order = tuple(m for m in OFFLOAD_MODULES if m in modules)
+    if share >= 1.0:
+        total = moved_by(order)
+        return (total,) if total > 0 else ()
+    out: list[float] = []
+    before = 0.0
+    for i in range(1, len(order) + 1):
+        now = moved_by(order[:i])
+        if now > before:
+            out.append(now - before)
+        before = max(before, now)
+    return tuple(out)
+
+
+def offloaded_bytes(runs: Iterable[tuple[Groups, int]], chunks: int, share: float) -> float:
+    """Bytes one micro-batch's activation offload moves off a pipeline rank whose layers are `runs` ((one layer's
+    groups, how many such layers), in the order the kinds first appear) over its `chunks` model chunks. In each
+    chunk's forward, Megatron offloads the first n − int(n(1 − share)) of its n eligible groups and keeps the later
+    ones (fine_grained_activation_offload.py l.650-669 @d98e8a64: the fraction counts groups, not bytes). The
+    rank's layers are taken as split evenly over its chunks in that order; the last-group margin and the minimum
+    tensor size Megatron also keeps back are not modelled."""
+    runs = [(g, n) for g, n in runs if n]
+    if not share:
+        return 0.0
+    if share >= 1.0:
+        return sum(sum(g) * n for g, n in runs)
+    layers = sum(n for _g, n in runs)
+    left = [n for _g, n in runs]
+    moved, i = 0.0, 0
+    for c in range(chunks):
+        size = layers // chunks + (1 if c < layers % chunks else 0)
+        chunk: list[tuple[Groups, int]] = []
+        while size and i < len(runs):
+            take = min(left[i], size)
+            chunk.append((runs[i][0], take))
+            size, left[i] = size - take, left[i] - take
+            i += left[i] == 0
+        moved += _first_groups_bytes(chunk, share)
+    return moved
+
+
+def _first_groups_bytes(chunk: list[tuple[Groups, int]], share: float) -> float:
+    """The bytes of the first n − int(n(1 − share)) of a chunk's n groups, layer after layer."""
+    n = sum(len(g) * m for g, m in chunk)
+    k = n - int(n * (1 - share))
+    moved = 0.0
+    for g, m in chunk:
+        if not g:
+            continue
+        whole = min(m, k // len(g))
+        moved += whole * sum(g)
+        k -= whole * len(g)
+        if whole < m:
+            return moved + sum(g[:k])
+    return moved
+
+
 def held_activations(
-    keep: float, work: float, offloadable: float, *, in_flight: float, layers: int, engine: Engine
+    keep: float, work: float, moved: float, *, in_flight: float, layers: int, engine: Engine
 ) -> tuple[float, float]:
     """(bytes the rank's layers keep on the GPU per micro-batch, the working set) with activation offload and the
-    CUDA graph pool: offload moves the share f of the offload groups of what the layers keep (`offloadable`, the
-    bytes in the groups of the offloaded modules: the first f of the groups in forward order, as much of the bytes
-    as the layers are alike), plus OFFLOAD_LAYERS_IN_FLIGHT layers' moved share of one micro-batch in transit
-    (never more than it moves: offload never raises GPU memory); the graph pool adds CUDA_GRAPH_POOL_FRACTION of the
-    activations held."""
-    f = engine.memory.activation_offload
-    if f:
-        moved = f * offloadable
+    CUDA graph pool: offload moves `moved` of what the layers keep (offloaded_bytes), plus OFFLOAD_LAYERS_IN_FLIGHT
+    layers' moved share of one micro-batch in transit (never more than it moves: offload never raises GPU memory);
+    the graph pool adds CUDA_GRAPH_POOL_FRACTION of the activations held."""
+    if moved:
         work += moved * min(OFFLOAD_LAYERS_IN_FLIGHT / max(layers, 1), in_flight)
         keep -= moved
     if engine.kernels.cuda_graphs:
