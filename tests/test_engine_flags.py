@@ -76,3 +76,26 @@ def test_a_compiled_loss_keeps_no_fp32_copy_of_the_logits() -> None:
     tokens, vocab = 8192, 128256  # llama3-8b's default sequence, one sequence per micro-batch, its vocabulary
     assert eager["activations"] - compiled["activations"] == pytest.approx(2 * 4 * tokens * vocab, rel=0.01)
     assert eager["weights"] == compiled["weights"]
+
+
+def test_an_engine_file_is_the_baseline_of_the_settings_a_run_gives(tmp_path: Path) -> None:
+    """Engine.configured records the profile's own values, so an engine given by path says and carries the settings
+    its run adds: a renamed copy shows them and is refused by another engine's file rather than written without
+    them; a copy under the engine's name shows none of its file's own values as per-run, and writes them."""
+    text = (Path(__file__).parents[1] / "engine_profiles" / "megatron.yaml").read_text()
+    assert "\nname: megatron\n" in text and "\n  cuda_graphs: false " in text
+    renamed = tmp_path / "mytron.yaml"
+    renamed.write_text(text.replace("\nname: megatron\n", "\nname: mytron\n"))
+    common = ("-m", "llama3-8b", "--dp", "8", "--zero", "1", "--hardware", "h100-sxm")
+    assert _json("memory", *common, "--engine", str(renamed), "--cuda-graphs")["settings"] == {"cuda_graphs": True}
+    out = tmp_path / "renamed"
+    code, _out, err = run("launch", *common, "--engine", str(renamed), "--cuda-graphs", "--emit", "megatron",
+                          "--out", str(out))  # fmt: skip
+    assert code == 2 and "priced on mytron with cuda_graphs=True" in err and not out.exists()
+    same = tmp_path / "megatron.yaml"
+    same.write_text(text.replace("\n  cuda_graphs: false ", "\n  cuda_graphs: true  "))
+    assert _json("memory", *common, "--engine", str(same))["settings"] == {}
+    out = tmp_path / "same"
+    code, _out, err = run("launch", *common, "--engine", str(same), "--emit", "megatron", "--out", str(out))
+    assert code == 0, err
+    assert "--cuda-graph-impl transformer_engine" in (out / "megatron_args.sh").read_text()

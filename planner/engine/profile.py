@@ -196,6 +196,12 @@ class Engine(Frozen):
         default_factory=dict,
         description="the per-run settings (SETTINGS) that make the variant, as a plan file keeps them",
     )
+    profile_settings: dict[str, object] | None = Field(
+        None,
+        exclude=True,
+        description="the per-run settings of the profile as it was loaded, before `configured` changed any (what "
+        "given_settings compares with: a profile read from a file is its own baseline); None: never configured",
+    )
 
     def zero_stage(self, plan: Plan) -> ZeroStage:
         """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""
@@ -209,6 +215,10 @@ class Engine(Frozen):
         """The value of one per-run setting (SETTINGS' name) in this profile."""
         block, field = SETTINGS[name]
         return getattr(getattr(self, block), field)
+
+    def settings(self) -> dict[str, object]:
+        """Every per-run setting's value in this profile, by SETTINGS' name."""
+        return {name: self.setting(name) for name in SETTINGS}
 
     def configured(self, **settings: object) -> Engine:
         """A copy with per-run choices overridden (None keeps the profile's default): SETTINGS' names, checked by
@@ -229,7 +239,8 @@ class Engine(Frozen):
             blocks["memory"]["activation_offload"] = 1.0  # Megatron's --activation-offload-fraction default
         if not blocks:
             return self
-        update: dict[str, object] = {}
+        base = self.profile_settings
+        update: dict[str, object] = {"profile_settings": base if base is not None else self.settings()}
         for block, values in blocks.items():
             current = getattr(self, block)
             try:
@@ -240,6 +251,16 @@ class Engine(Frozen):
                 )
                 raise PlannerError(f"engine setting {bad}") from None
         return self.model_copy(update=update)
+
+
+def given_settings(engine: Engine) -> dict[str, object]:
+    """The per-run settings the plan was priced with that differ from the engine's profile as it was loaded (flags,
+    a plan file's `training:`, a --recipe-options variant's), whether the profile came from the catalog or a file:
+    `configured` records the profile's own values."""
+    base = engine.profile_settings
+    if base is None:
+        return {}
+    return {name: value for name, value in engine.settings().items() if value != base[name]}
 
 
 def changed_settings(engine: Engine, target: Engine) -> dict[str, object]:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from planner.engine import Engine
-from planner.engine.profile import changed_settings
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog_roots import (
@@ -177,14 +176,3 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     for w in caught:
         warnings.warn(str(w.message), w.category, stacklevel=2)
     return spec
-
-
-def given_settings(engine: Engine) -> dict[str, object]:
-    """The per-run settings the plan was priced with that differ from the engine's own profile (flags, a plan
-    file's `training:`, a --recipe-options variant's); none where the profile cannot be loaded by name (an engine
-    file given by path)."""
-    try:
-        profile = load_engine(engine.variant_of or engine.name)
-    except PlannerError:
-        return {}
-    return changed_settings(engine, profile)

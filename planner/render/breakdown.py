@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
+from planner.engine.profile import given_settings
 from planner.engine.settings import said
 from planner.hardware import HardwareProfile
-from planner.io.catalog import given_settings
 from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan
 from planner.render.console import escape
 from planner.specs import ModelSpec

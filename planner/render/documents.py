@@ -22,8 +22,8 @@ from planner.cost.comm import group_tiers
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
+from planner.engine.profile import given_settings
 from planner.hardware import HardwareProfile
-from planner.io.catalog import given_settings
 from planner.plan import Plan
 from planner.specs import ModelSpec
 

@@ -9,12 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from planner.engine import Engine
-from planner.engine.profile import changed_settings
+from planner.engine.profile import changed_settings, given_settings
 from planner.engine.recipes import emit_unexpressed
 from planner.engine.settings import said
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.io.catalog import given_settings
 from planner.io.files import make_dir, read_text, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.emit import (  # noqa: F401  each target registers itself on import
