@@ -71,6 +71,8 @@ def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> li
         )
     if p.ep > 1:
         out += _ep_problems(model, p)
+    elif model.moe is not None:
+        out += _folding_problems(p)  # etp folds with ep = 1 too
     if p.etp is not None and p.etp != p.tp and model.moe is None:
         out.append(Rejected("etp without experts", f"etp={p.etp} needs an MoE model; {model.name} has no experts"))
     if p.sp and p.tp == 1:
@@ -123,6 +125,12 @@ def _ep_problems(model: ModelSpec, p: Plan) -> list[Rejected]:
                 f"ep={p.ep} must divide num_experts={model.moe.num_experts} (try {_near(model.moe.num_experts)})",
             )
         )
+    return out + _folding_problems(p)
+
+
+def _folding_problems(p: Plan) -> list[Rejected]:
+    """The expert layers fold ep x etp x EDP onto the tp x cp x dp ranks (with etp = tp: ep into dp x cp)."""
+    out: list[Rejected] = []
     if p.etp is None or p.etp == p.tp:
         if (p.dp * p.cp) % p.ep:
             out.append(

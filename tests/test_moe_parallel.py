@@ -38,6 +38,9 @@ def test_etp_folds_ep_onto_the_tensor_parallel_ranks():
     assert expert_dp(Plan(dp=8, tp=2, ep=4, sp=True, global_batch=8)) == 2  # dp·cp/ep with etp = tp
     too_wide = Plan(dp=2, tp=2, ep=8, etp=1, sp=True, global_batch=8)
     assert "ep x etp does not fit in tp x cp x dp" in {r.reason for r in check_plan(MIXTRAL, too_wide)}
+    # ep 1 folds too: an etp that does not divide the ranks leaves a fractional EDP Megatron refuses (audit)
+    lone = Plan(dp=4, tp=2, ep=1, etp=3, sp=True, global_batch=8)
+    assert "ep x etp does not fit in tp x cp x dp" in {r.reason for r in check_plan(MIXTRAL, lone)}
 
 
 def test_expert_parameters_split_over_ep_and_etp_and_states_shard_over_edp():
