@@ -215,6 +215,15 @@ def test_validate_shows_the_runs_against_shipped_and_calibrated_profiles(tmp_pat
     assert code == 0 and "shipped" in out and "calibrated" in out
     code, _, err = run("validate", str(mine), "--calibrated", str(tmp_path / "nothing"))
     assert code == 2 and "--calibrated" in err
+    # --hardware holds for both columns: the calibrated one on the folder's profile of that name, else the given one
+    # (the folder fitted h100-sxm only, so on a100-80gb the two columns agree; before, the calibrated column ran each
+    # run on its own h100-sxm and looked like a fix of the a100's error)
+    code, out, err = run("validate", str(mine), "--hardware", "a100-80gb", "--calibrated", str(out_dir), "--json")
+    assert code == 0, err
+    for r in json.loads(out)["runs"]:
+        assert r["group"] == r["calibrated"]["group"] == "megatron/a100-80gb"
+        shipped, fitted = r["predicted"]["tokens_per_s_per_gpu"], r["calibrated"]["predicted"]["tokens_per_s_per_gpu"]
+        assert fitted == pytest.approx(shipped)
 
 
 def test_the_acceptance_plan_is_faster_on_b200_by_less_than_its_bounding_resources():

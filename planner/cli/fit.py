@@ -64,7 +64,11 @@ def validate(
     options = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
     raws = runs_of(Path(runs), override, spec, **options)
     result = validate_runs(raws, hardware=override, engine=eng)
-    other = validate_runs(raws, profiles=calibrated_profiles(calibrated)) if calibrated else None
+    other = (
+        validate_runs(raws, hardware=override, engine=eng, profiles=calibrated_profiles(calibrated))
+        if calibrated
+        else None
+    )
     if as_json:
         emit_json(validation_json(result, other))
     else:

@@ -128,14 +128,16 @@ def validate_runs(
     engine: Engine | None = None,
     profiles: Profiles | None = None,
 ) -> Validation:
-    """Every run predicted (with `profiles`: on the calibrated hardware and engine profiles of the same names
-    where the folder has them, the shipped ones elsewhere)."""
+    """Every run predicted on `hardware` and `engine` where given, else its own (with `profiles`: on the calibrated
+    profiles of those names where the folder has them, the shipped or given ones elsewhere)."""
     out = []
     for raw in runs:
         hw, eng = hardware, engine
         if profiles is not None:
-            hw = profiles.hardware.get(str(raw.get("hardware")))
             sw = raw.get("software") if isinstance(raw.get("software"), dict) else {}
-            eng = profiles.engines.get(str((sw or {}).get("engine") or DEFAULT_ENGINE))
+            hw_name = hardware.name if hardware is not None else str(raw.get("hardware"))
+            eng_name = engine.name if engine is not None else str((sw or {}).get("engine") or DEFAULT_ENGINE)
+            hw = profiles.hardware.get(hw_name) or hardware
+            eng = profiles.engines.get(eng_name) or engine
         out.append(predict_run(parse_run(raw, hardware=hw, engine=eng)))
     return Validation(tuple(out))
