@@ -81,6 +81,15 @@ def test_counts_beyond_the_cluster_say_so():
     points = {p["gpus"]: p for p in json.loads(out)["points"]}
     assert points[64]["fits"] and points[64]["note"] is None
     assert not points[32768]["fits"] and "more than cluster dgx-superpod-h100 holds" in points[32768]["note"]
+    # no figures for a count that cannot run: null, not 0.0 (a script taking the least train_s would pick it)
+    for key in ("tokens_per_s", "tokens_per_s_per_gpu", "mfu", "step_s", "train_s", "gpu_hours"):
+        assert points[32768][key] is None and points[64][key] > 0
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,32768", "--tokens", "1e12", "--cluster",
+                         "dgx-superpod-h100", "--precision", "fp8")  # fmt: skip
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "32768 GPUs: --gpus 32768 is more than cluster dgx-superpod-h100 holds (16384 GPUs)" in said  # uncut
+    assert ", fp8, " in out.split("tokens to train")[0]  # the header names the curve's precision
 
 
 def test_the_table_says_which_engine_each_count_runs():

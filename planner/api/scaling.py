@@ -46,17 +46,23 @@ class ScalePoint:
         return self.tokens_per_s / self.gpus
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "gpus": self.gpus,
-            "fits": self.plan is not None,
-            "plan": self.plan.model_dump() if self.plan is not None else None,
-            "engine": self.engine,
+        """The point; its figures are null where there is no plan (a script taking the least train_s must not
+        pick a count that cannot run)."""
+        ran = self.plan is not None
+        figures = {
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "mfu": self.mfu,
             "step_s": self.step_s,
             "train_s": self.train_s,
             "gpu_hours": self.gpu_hours,
+        }
+        return {
+            "gpus": self.gpus,
+            "fits": ran,
+            "plan": self.plan.model_dump() if self.plan is not None else None,
+            "engine": self.engine,
+            **{k: v if ran else None for k, v in figures.items()},
             "note": self.note,
         }
 

@@ -23,10 +23,12 @@ def print_scaling(console: Console, s: Scaling) -> None:
 
     engines = list(dict.fromkeys(p.engine for p in s.points if p.plan is not None and p.engine))
     several = len(engines) > 1  # the best plan's engine differs between counts: a column says which
+    precision = next((p.plan.precision for p in s.points if p.plan is not None), None)  # one for the curve
     console.print(
         f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/]"
         + (f" with {escape(engines[0])}" if len(engines) == 1 else "")
         + (f", {s.batch}" if s.batch else "")
+        + (f", {precision}" if precision else "")
         + f", {fmt_count(s.tokens)} tokens to train: the best plan at each GPU count"
     )
     table = Table(show_edge=False, box=None, header_style="bold")
@@ -60,6 +62,9 @@ def print_scaling(console: Console, s: Scaling) -> None:
         )
     print_fitted(console, table)
     console.print("per GPU: tokens/s per GPU (share of the best count's)")
+    for p in s.points:  # the whole reason where the row cut it
+        if p.plan is None and p.note and _short(p.note) != p.note:
+            console.print(f"{p.gpus} GPUs: {escape(p.note)}")
 
 
 def _short(note: str, width: int = 60) -> str:
