@@ -570,6 +570,25 @@ def test_offload_that_moves_nothing_is_said():
     assert code == 0 and "activation offload moves nothing with recompute=full" in " ".join(err.split())
     code, _out, err = run_planner(*args, "--activation-offload", "1", "--recompute", "none")
     assert code == 0 and "moves nothing" not in err and "no tensor" not in err
+    # selective recompute re-runs core_attn (Megatron's default module): its checkpointed group moves nothing
+    code, _out, err = run_planner(*args, "--recompute", "selective", "--offload-modules", "core_attn")
+    said = " ".join(err.split())
+    assert code == 0 and "activation offload moves nothing with recompute=selective" in said, err
+    code, _out, err = run_planner(*args, "--activation-offload", "0", "--offload-modules", "core_attn")
+    assert code == 0 and "with --activation-offload 0: nothing is offloaded" in " ".join(err.split())
+
+
+def test_recompute_modules_a_model_lacks_are_said():
+    """A module none of the model's layers has re-runs nothing and frees nothing (Megatron's mlp recompute on an
+    all-MoE stack; layernorm where Transformer Engine fuses the norms into the linears): said, not silent. The
+    attention core under flash frees little but re-runs the core: a choice, not said."""
+    args = ("estimate", "-m", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--engine", "megatron", "--recompute",
+            "selective")  # fmt: skip
+    code, _out, err = run_planner(*args, "--recompute-modules", "mlp,core_attn")
+    said = " ".join(err.split())
+    assert code == 0 and "--recompute-modules mlp: no layer of qwen3-30b-a3b keeps what it re-runs" in said, err
+    code, _out, err = run_planner(*args, "--recompute-modules", "moe_act,core_attn")
+    assert code == 0 and "--recompute-modules" not in err, err
 
 
 def test_memory_and_estimate_state_the_settings_they_priced():

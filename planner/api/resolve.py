@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from planner.api.idle import changing_nothing
 from planner.cost.coster import Coster
-from planner.cost.recipe_options import offload_groups
 from planner.engine import Engine, require_runs
 from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
@@ -179,26 +179,9 @@ def resolve(
     defaulted = frozenset(
         k for k in ("global_batch", "seq_len") if flags.get(k) is None and not (doc and k in doc.plan)
     )
-    for said in _changing_nothing(spec, plan, eng):
+    for said in changing_nothing(spec, plan, eng):
         warnings.warn(said, stacklevel=2)
     return Resolved(spec, hw, eng, plan, model_ref, gpus, defaulted)
-
-
-def _changing_nothing(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
-    """The recipe settings given that change nothing for this model and plan, each said in one line."""
-    out = []
-    if eng.kernels.recompute_modules is not None and plan.recompute != "selective":
-        # Megatron's --recompute-modules choose what --recompute-granularity selective re-runs
-        out.append(
-            f"--recompute-modules applies to --recompute selective; with recompute={plan.recompute} it changes nothing"
-        )
-    if eng.memory.activation_offload and plan.recompute == "full":
-        out.append("activation offload moves nothing with recompute=full: the layer inputs it keeps are in no group")
-    named = eng.memory.offload_modules if eng.memory.activation_offload else None
-    idle = [m for m in named if m not in offload_groups(spec)] if named else []
-    if idle:
-        out.append(f"--offload-modules {','.join(idle)}: no tensor of {spec.name}'s layers is in their groups")
-    return out
 
 
 def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:
