@@ -170,6 +170,12 @@ def collective_bytes(kind: str, nbytes: float, n: int) -> float:
 # switch-reduction hardware; PAT, from 2.23, only at one GPU per node), and p2p and all-to-all are not collectives
 # the tiers decompose.
 HIERARCHICAL = ("all_reduce",)
+# The profiles' half_bandwidth_bytes come from all-reduce sweeps on 8 GPUs (nccl-tests, torch all_reduce_bench),
+# keyed by the buffer: a ring step there moves a buffer's 1/8, so a point-to-point send of X bytes sits where an
+# all-reduce of 8X does (Hockney: the all-reduce's half point is n·alpha·B, one send's alpha·B). Measured sends
+# ramp sooner still: nccl-tests sendrecv_perf over 400 Gb/s CX-7 reaches half its peak near 1 MiB, 82% at 4 MiB
+# (an estimate kept conservative: 2.5 MB here).
+RAMP_RING_RANKS = 8
 
 
 def collective_s(kind: str, nbytes: float, n: int, link: Link, *, chunk_bytes: float | None = None) -> float:
@@ -182,8 +188,9 @@ def collective_s(kind: str, nbytes: float, n: int, link: Link, *, chunk_bytes: f
     steps, frac = ring_steps(kind, n)
     chunk = nbytes if not chunk_bytes or chunk_bytes >= nbytes else chunk_bytes
     calls = max(1.0, nbytes / chunk)
+    message = chunk * RAMP_RING_RANKS if kind == "p2p" else chunk  # what the profile's ramp is keyed by
     ring = calls * (link.base_s + steps * link.latency_s) + frac * nbytes / (
-        link.bandwidth_bytes_per_s * link.ramp(chunk)
+        link.bandwidth_bytes_per_s * link.ramp(message)
     )
     if kind not in HIERARCHICAL or not link.levels or link.levels[-1].within != n:
         return ring
