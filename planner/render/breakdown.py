@@ -215,6 +215,12 @@ def estimate_lines(est: Any) -> list[str]:
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )
+    hi = u.peak_memory_interval[1] if u.peak_memory_interval is not None else 0.0
+    if mem.fits and hi > mem.capacity_bytes:  # what search flags the same plan with
+        lines.append(
+            f"[yellow]may not fit:[/] the 80% interval of its memory reaches {fmt_bytes(hi)}, past the "
+            f"{fmt_bytes(mem.capacity_bytes)} per GPU"
+        )
     if est.train:
         tr = est.train
         lines.append(
