@@ -173,6 +173,11 @@ def test_nothing_fits_shows_closest_misses_with_fixes():
     assert first.over_bytes > 0 and first.gpus_needed and first.gpus_needed > 8
     assert any(v.fits for v in first.variants)
     assert all(a.over_bytes <= b.over_bytes for a, b in zip(res.misses, res.misses[1:]))
+    # at dp 1 ZeRO shards nothing: no same-GPU variant raises the stage (ZeRO-3 would add FSDP's fp32 parameters)
+    for miss in res.misses:
+        if miss.plan.dp * miss.plan.cp == 1:
+            same_gpus = [v for v in miss.variants if v.plan.gpus == miss.plan.gpus]
+            assert all(v.plan.zero == miss.plan.zero for v in same_gpus), [v.change for v in same_gpus]
 
 
 def test_pareto_front():

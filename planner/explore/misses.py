@@ -47,7 +47,7 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
             continue
         seen.add(shape)
         variants, saver = _changes(trial, p)
-        base = saver.plan if (variants and variants[-1].change == saver.change) else p
+        base = saver.plan if saver.plan != p and trial.runs(saver.plan) else p  # grown with every saver on
         more = _more_gpus(trial, base, p, saver)
         if more is not None:
             variants.append(more)
@@ -81,8 +81,12 @@ def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
     top_zero = max((z for z in engine.rules.zero if trial.runs(p.model_copy(update={"zero": z}))), default=p.zero)
     saver = p.model_copy(update={"zero": top_zero, "recompute": "full", "micro_batch": 1})
     saver_text = f"zero {top_zero} + recompute full + micro-batch 1"
-    if saver != p:
-        tries.append((saver_text, saver))
+    shown, shown_text = saver, saver_text
+    if p.dp * p.cp == 1:  # ZeRO shards nothing over one rank (ZeRO-3 adds FSDP's fp32 parameters): kept for growth
+        shown = p.model_copy(update={"recompute": "full", "micro_batch": 1})
+        shown_text = "recompute full + micro-batch 1"
+    if shown != p and all(q != shown for _what, q in tries):
+        tries.append((shown_text, shown))
     variants = [v for v in (trial.variant(what, q) for what, q in tries) if v is not None]
     return variants, _Saver(saver_text, saver)
 
