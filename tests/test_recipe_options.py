@@ -653,3 +653,18 @@ def test_the_offload_fraction_counts_groups_in_forward_order_in_each_chunk():
 
     assert moved(half) == pytest.approx(moved(attention_only))
     assert moved(half) < 0.3 * moved(everything)  # not half of the bytes: the experts' groups stay
+
+
+def test_a_ranked_variant_estimates_as_ranked_by_its_name():
+    """A --recipe-options plan names its variant (megatron+pao): estimate takes the name, rebuilt from its base for
+    the model and precision, and gives the ranked figures (the Python API round trip, audit); a name that is no
+    variant is one line naming those there are."""
+    from planner.api import estimate, search
+
+    found = search("qwen3-30b-a3b", gpus=8, hardware="h100-sxm", recipe_options=True)
+    variant = next(p for p in found.plans if "+" in p.engine)
+    again = estimate("qwen3-30b-a3b", gpus=8, hardware="h100-sxm", engine=variant.engine, plan=variant.plan)
+    assert again.tokens_per_s == pytest.approx(variant.tokens_per_s)
+    assert again.settings == variant.memory.settings != {}
+    code, out, err = run_planner("estimate", "-m", "qwen3-30b-a3b", "--gpus", "8", "--engine", "megatron+foo")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "megatron+pao" in err, err

@@ -21,6 +21,7 @@ from typing import Any
 from planner.api.idle import changing_nothing
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
+from planner.engine.recipe_variants import variant_named
 from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
@@ -135,6 +136,17 @@ def resolve_engine(
     return engine
 
 
+def _variant(engine: str | Engine | None, spec: ModelSpec, flags: dict[str, Any], doc: PlanFile | None) -> Any:
+    """A --recipe-options variant's name (megatron+pao), as a search ranks it, rebuilt from its base engine for the
+    model and precision; any other engine as given."""
+    name = engine if isinstance(engine, str) else None
+    if name is None or "+" not in name:
+        return engine
+    base = load_engine(name.split("+", 1)[0])
+    precision = flags.get("precision") or (doc.plan.get("precision") if doc else None) or "bf16"
+    return variant_named(base, name, spec, str(precision))
+
+
 def resolve(
     *,
     model: str | ModelSpec | None,
@@ -164,7 +176,7 @@ def resolve(
     model_ref = spec.name if isinstance(given, ModelSpec) else given
     hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
     hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
-    eng = resolve_engine(engine, overrides, doc, default=default_engine)
+    eng = resolve_engine(_variant(engine, spec, flags, doc), overrides, doc, default=default_engine)
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(
         gpus=gpus,

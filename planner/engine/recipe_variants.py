@@ -5,6 +5,7 @@ current recipes combine, where it offers them (engine/recipes.py checks what eac
 from __future__ import annotations
 
 from planner.engine.profile import Engine
+from planner.errors import PlannerError
 from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
@@ -68,3 +69,17 @@ def _climbed(engine: Engine, ladder: Ladder) -> list[Engine]:
         variant = engine.configured(**settings)
         out.append(variant.model_copy(update={"name": label, "variant_of": engine.name, "variant_settings": settings}))
     return out
+
+
+def variant_named(base: Engine, name: str, model: ModelSpec, precision: str) -> Engine:
+    """The `search --recipe-options` variant a ranked plan names (megatron+pao+offload), rebuilt for the model and
+    precision it was searched with: a search's plan estimates as ranked."""
+    variants = option_variants(base, model, precision)
+    for v in variants:
+        if v.name == name:
+            return v
+    names = ", ".join(v.name for v in variants) or "none"
+    raise PlannerError(
+        f"engine {name!r}: {base.name} has no such --recipe-options variant for {model.name} at {precision} "
+        f"(its variants: {names})"
+    )
