@@ -668,3 +668,18 @@ def test_a_ranked_variant_estimates_as_ranked_by_its_name():
     assert again.settings == variant.memory.settings != {}
     code, out, err = run_planner("estimate", "-m", "qwen3-30b-a3b", "--gpus", "8", "--engine", "megatron+foo")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "megatron+pao" in err, err
+
+
+def test_a_reason_the_variants_share_is_one_line_of_the_table():
+    """'megatron has no zero 2' and each variant's same reason are one line, counted together (--json keeps each)."""
+    args = ("search", "-m", "qwen3-30b-a3b", "--gpus", "64", "--hardware", "b200", "--recipe-options", "--no-advice")
+    code, out, err = run_planner(*args, "--json")
+    assert code == 0, err
+    rejected = json.loads(out)["rejected"]
+    no_zero2 = {k: n for k, n in rejected.items() if k.endswith("has no zero 2")}
+    assert len(no_zero2) == 5 and "megatron+pao has no zero 2" in no_zero2
+    code, out, err = run_planner(*args)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert f"{sum(no_zero2.values())} megatron (and 4 variants) has no zero 2" in text
+    assert "megatron+pao has no zero 2" not in text

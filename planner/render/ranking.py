@@ -25,6 +25,36 @@ def time_terms(t: StepTime, n: int = 3) -> list[tuple[str, float]]:
     return sorted(((k, v) for k, v in terms.items() if v > 0.005 * t.step_s), key=lambda kv: -kv[1])[:n]
 
 
+def merged_rejections(result: SearchResult) -> list[tuple[str, int, str]]:
+    """(reason, count, example) of the rejections, most first, where a --recipe-options variant's reason that its
+    base engine's or another variant's says with only the name changed is one line: 'megatron (and 4 variants) has
+    no zero 2' for five (--json keeps each)."""
+    base_of = {e.name: e.variant_of for e in result.engines if e.variant_of}
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for reason, n in result.rejected.most_common():
+        name = next((v for v in sorted(base_of, key=len, reverse=True) if reason.startswith(v)), None)
+        key = base_of[name] + reason[len(name) :] if name else reason
+        groups.setdefault(key, []).append((reason, n))
+    out = []
+    for key, members in groups.items():
+        first, n = members[0][0], sum(m for _r, m in members)
+        reason = first if len(members) == 1 else _several(key, [r for r, _m in members], base_of)
+        out.append((reason, n, result.examples.get(first, "")))
+    return sorted(out, key=lambda t: -t[1])
+
+
+def _several(key: str, reasons: list[str], base_of: dict[str, str]) -> str:
+    """The shared reason said once, naming the base engine and how many of its variants share it."""
+    base = next(iter(set(base_of.values())))
+    for b in set(base_of.values()):
+        if key.startswith(b):
+            base = b
+    variants = sum(1 for r in reasons if any(r.startswith(v) for v in base_of))
+    with_base = len(reasons) > variants
+    label = f"{base} (and {variants} variants)" if with_base else f"{variants} variants of {base}"
+    return label + key[len(base) :]
+
+
 def _gib(b: float) -> str:
     return f"{b / 2**30:.1f} GiB"
 
@@ -48,8 +78,7 @@ def print_result(
         + f"), "
         f"[red]{sum(result.rejected.values())} rejected[/]"
     )
-    for reason, n in result.rejected.most_common():
-        example = result.examples.get(reason, "")
+    for reason, n, example in merged_rejections(result):
         print_hanging(
             console, f"  {n:>7}  ", escape(reason) + (f"  [dim](e.g. {escape(example)})[/]" if example else "")
         )
