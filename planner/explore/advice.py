@@ -147,6 +147,18 @@ def smallest_batch(probe: Probe, *, gpus: int, candidates: list[int], target: fl
     return None
 
 
+def most_fed(probe: Probe, *, gpus: int, batch: int, node: int, target: float) -> int | None:
+    """The most GPUs (halvings of `gpus`, whole nodes) whose best plan with `batch` reaches `target` per GPU."""
+    halvings = [gpus >> k for k in range(1, SCAN_DEPTH + 1)]
+    halvings = halvings[: next((i for i, g in enumerate(halvings) if g < node or g % node), len(halvings))]
+    for i, g in enumerate(halvings):
+        probe.prefetch_ahead([(h, batch) for h in halvings[i:]])
+        rate = probe(g, batch)
+        if rate is not None and rate >= target:
+            return g
+    return None
+
+
 def advise(
     probe: Probe, *, gpus: int, global_batch: int, seq_len: int, node: int, max_tokens_per_step: int
 ) -> list[Advice]:
@@ -183,9 +195,12 @@ def advise(
             f"{best:,.0f} tokens/s per GPU"
         )
     else:
+        big = more[-1] if more else global_batch
+        most = most_fed(probe, gpus=gpus, batch=big, node=node, target=WELL * best) if big != global_batch else None
+        at_most = f"{most} GPUs, with global batch {big}" if most and most > fed else f"{fed} GPUs"
         message = (
             f"no global batch up to {_tokens(max_tokens_per_step)} tokens per step (--max-tokens-per-step) uses "
-            f"{gpus} GPUs at >= {WELL:.0%} of {best:,.0f} tokens/s per GPU; use at most {fed} GPUs"
+            f"{gpus} GPUs at >= {WELL:.0%} of {best:,.0f} tokens/s per GPU; use at most {at_most}"
         )
     out.append(Advice("global_batch", message, gpus, b))
     return out
