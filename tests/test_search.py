@@ -232,6 +232,20 @@ def test_cli_table_save_round_trip(capsys, tmp_path):
     assert json.loads(out)["plan"] == saved["plan"]
 
 
+def test_explain_says_a_degree_that_cannot_make_up_the_gpus_and_is_in_the_json(capsys):
+    args = ("search", "--model", "llama3-8b", "--gpus", "16", "--no-advice")
+    code, out, err = cli(capsys, *args, "--explain", "pp=3")
+    said = " ".join(out.split())
+    assert code == 0 and "pp=3 cannot make up 16 GPUs" in said and "--pp 3" not in said, err
+    code, out, err = cli(capsys, *args, "--max-pp", "2", "--explain", "pp=8")
+    assert code == 0 and "raise --max-pp" in " ".join(out.split()), err  # divides: the space's bound keeps it out
+    code, out, err = cli(capsys, *args, "--explain", "tp=16", "--json")
+    assert code == 0, err
+    why = json.loads(out)["explain"]
+    assert (why["field"], why["value"], why["outside_search_space"]) == ("tp", 16, None)
+    assert why["rejected"] == sum(why["by_reason"].values()) > 0
+
+
 def test_cli_nothing_fits(capsys):
     code, out, err = cli(capsys, "search", "--model", "llama3-405b", "--gpus", "8")
     assert code == 0, err

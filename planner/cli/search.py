@@ -175,6 +175,10 @@ def search(
         from planner.render.search_documents import search_doc
 
         doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
+        if explain_field is not None:
+            from planner.explore.explain import explain as why_not
+
+            doc["explain"] = why_not(result, *explain_field).as_json(*explain_field)
         cluster = cluster_of(result.hardware)
         emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
         return

@@ -44,6 +44,18 @@ class Explanation:
     by_reason: Counter
     examples: dict[str, str]
     in_top: int
+    outside: str | None = None  # why no candidate had it (outside the search space), and the fix
+
+    def as_json(self, field_name: str, value: Any) -> dict[str, Any]:
+        return {
+            "field": field_name,
+            "value": value,
+            "rejected": self.rejected,
+            "by_reason": dict(self.by_reason.most_common()),
+            "examples": self.examples,
+            "in_top": self.in_top,
+            "outside_search_space": self.outside,
+        }
 
 
 def explain(result: SearchResult, field_name: str, value: Any) -> Explanation:
@@ -55,4 +67,21 @@ def explain(result: SearchResult, field_name: str, value: Any) -> Explanation:
             counts[r.reason] += r.plans
             details.setdefault(r.reason, r.detail)
     in_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
-    return Explanation(sum(counts.values()), counts, details, in_top)
+    total = sum(counts.values())
+    outside = None if total or in_top or result.considered(field_name, value) else _outside(result, field_name, value)
+    return Explanation(total, counts, details, in_top, outside)
+
+
+def _outside(result: SearchResult, field_name: str, value: Any) -> str:
+    """Why no candidate had field == value, and what would give one: a degree that does not divide the GPUs cannot
+    make them up at all; otherwise the option that widens the space."""
+    gpus = result.space.gpus
+    if field_name in ("dp", "tp", "pp", "cp", "ep") and isinstance(value, int) and gpus % value:
+        return (
+            f"{field_name}={value} cannot make up {gpus} GPUs: the parallel degrees multiply to the GPU count "
+            f"(give a {field_name} that divides {gpus}, or a GPU count that {value} divides)"
+        )
+    flag = f"--{field_name.replace('_', '-')}"
+    limit = f", or raise --max-{field_name}" if field_name in ("tp", "pp", "cp", "ep", "vpp") else ""
+    listed = ", or add it to the comma list" if field_name in ("zero", "recompute", "precision", "schedule") else ""
+    return f"it is outside the search space (fix it with {flag} {value}{listed}{limit})"

@@ -252,14 +252,8 @@ def print_explain(console: Console, result: SearchResult, field_name: str, value
     why = explain(result, field_name, value)
     total, counts, details, in_top = why.rejected, why.by_reason, why.examples, why.in_top
     console.print(f"\nwhy not {field_name}={value}?")
-    if not total and not in_top and not result.considered(field_name, value):
-        flag = f"--{field_name.replace('_', '-')}"
-        limit = f", or raise --max-{field_name}" if field_name in ("tp", "pp", "cp", "ep", "vpp") else ""
-        listed = ", or add it to the comma list" if field_name in ("zero", "recompute", "precision", "schedule") else ""
-        console.print(
-            f"  no candidate had {field_name}={value}: it is outside the search space "
-            f"(fix it with {flag} {value}{listed}{limit})"
-        )
+    if why.outside is not None:
+        console.print(f"  no candidate had {field_name}={value}: {escape(why.outside)}")
         return
     if in_top:
         console.print(f"  {in_top} of the top {len(result.top)} plans have {field_name}={value}")
