@@ -229,3 +229,19 @@ def test_the_read_ahead_fills_spare_cpus_with_the_pairs_a_later_step_reads_first
     probe.know(1024, 128, 2.0)
     probe.prefetch_ahead([(256, 64), (128, 64)])
     assert asked == [[(512, 64), (1024, 128)], [(256, 64), (1024, 256)]]
+
+
+def test_the_advice_of_several_precisions_probes_the_best_plans_and_says_so():
+    """Each probe is a search: over several precisions (or --recipe-options variants, or engines) the advice
+    probes only the best plan's engine and precision, and says so (the product made it 20-60 s, audit)."""
+    code, out, err = run("search", "-m", "llama3-70b", "--gpus", "8192", "--precision", "bf16,fp8", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    best = doc["plans"][0]
+    assert doc["advice"], "70B on 8192 GPUs with 4M tokens a step leaves them idle: advice expected"
+    for a in doc["advice"]:
+        assert a["message"].endswith(
+            f"(the counts and batches probed with {best['engine']}, {best['plan']['precision']} only)"
+        )
+    code, out, err = run("search", "-m", "llama3-70b", "--gpus", "8192", "--json")
+    assert code == 0 and all("probed with" not in a["message"] for a in json.loads(out)["advice"]), err

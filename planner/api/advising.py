@@ -4,7 +4,7 @@ cluster do not match (explore/advice.py decides; this module runs the searches i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.cluster.fabric import cluster_of
@@ -95,9 +95,15 @@ def search_advised(
     # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
     wanted = advice and result.top and options.get("objective") != "memory"
     if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
-        out.advice += advise(
-            probe, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
+        narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
+        said = advise(
+            narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
         )
+        if narrowed is not probe and result.top:  # say what the probes searched
+            top = result.top[0]
+            only = f" (the counts and batches probed with {top.estimate.engine.name}, {top.plan.precision} only)"
+            said = [replace(a, message=a.message + only) for a in said]
+        out.advice += said
     return out
 
 
@@ -141,6 +147,22 @@ def _probe(
         return res.top[0].time.tokens_per_s / g if res.top else None
 
     return Probe(best_at)
+
+
+def _narrowed(
+    spec: ModelSpec, hw: HardwareProfile, options: dict[str, Any], result: SearchResult, probe: Probe, g: int, b: int
+) -> Probe:
+    """The advice's probe: where the search ranked several engines, --recipe-options variants or precisions, the
+    probes search only the best plan's engine and precision (each probe is a search; the product of variants and
+    precisions made the advice 20-60 s on the largest MoE models). Else the probe the choices used."""
+    several = len(result.engines) > 1 or len(result.precisions) > 1
+    best = result.top[0] if result.top else None
+    if not several or best is None:
+        return probe
+    narrow = {**options, "precision": best.plan.precision, "recipe_options": False}
+    out = _probe(spec, hw, best.estimate.engine, narrow)
+    out.know(g, b, best.time.tokens_per_s / g, result.seconds)
+    return out
 
 
 def _choose(
