@@ -478,6 +478,34 @@ def test_cli_unknown_engine():
     assert rc == 2 and "--engine 'jax' is not one of auto, megatron" in err
 
 
+@pytest.mark.parametrize(
+    ("name", "family"), [("nemo", "megatron"), ("MEGATRON", "megatron"), ("Composer", "llm-foundry")]
+)
+def test_cli_engine_takes_catalog_aliases_in_any_case(name, family):
+    """--engine resolves names as every --engine does (catalog aliases, case-insensitive, README "Your own
+    catalog"): `nemo` is megatron, `Composer` llm-foundry; a catalog engine that is no log family is refused."""
+    log = LOGS / ("composer_rocm_mpt30b_16gpu.log" if family == "llm-foundry" else "nemo2_resiliency_demo.log")
+    rc, out, err = run_planner("ingest", str(log), "--engine", name, "--json")
+    assert rc == 0, err
+    assert json.loads(out)["runs"][0]["engine"] == family
+    rc, _, err = run_planner("ingest", str(log), "--engine", "hai-llm")
+    assert rc == 2 and "--engine 'hai-llm' is not one of auto" in err
+
+
+@pytest.mark.parametrize("name", ["runs.json", "runs", "runs.txt"])
+def test_cli_runs_file_must_be_named_as_validate_and_calibrate_read_it(tmp_path, name):
+    """A runs file written as runs.json was YAML that calibrate then read as a launch profile (a .json) and failed
+    on: a name validate and calibrate do not read as a runs file is refused in one line, before anything is read."""
+    target = tmp_path / name
+    args = ("ingest", str(LOGS / "megatron_lm_gpt2_tp4_pp8.log"), "--hardware", "v100-32gb", "-o", str(target))
+    rc, out, err = run_planner(*args)
+    assert rc == 2 and out == "" and not target.exists()
+    assert len(err.strip().splitlines()) == 1 and "must end in .yaml or .yml" in err and "Traceback" not in err
+    rc, _, err = run_planner(*args[:-1], str(tmp_path / "RUNS.YML"))
+    assert rc == 0, err
+    assert load_runs(tmp_path / "RUNS.YML")[0]["plan"]["tp"] == 4
+
+
 def test_gigabytes_of_composer_memory_are_decimal():
     text = "[batch=20/40]:\n\t Train throughput/batches_per_sec: 0.5000\n\t Train memory/peak_reserved_mem: 51.3280\n"
     r = read_log(text, source="composer", warmup=0)

@@ -46,11 +46,18 @@ LogsArg = Annotated[
     ),
 ]
 LogEngineOpt = Annotated[
-    str, typer.Option("--engine", help=f"auto | {' | '.join(ENGINES)} (default: detected from the text)")
+    str,
+    typer.Option(
+        "--engine",
+        help=f"auto | {' | '.join(ENGINES)} or a catalog alias of one, any case (default: detected from the text)",
+    ),
 ]
 RunsOutOpt = Annotated[
-    Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML) here")
+    Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML, .yaml) here")
 ]
+# validate and calibrate tell a runs file by its suffix (fit/observations.py runs_of, load_observations): .yaml or
+# .yml; a .json is a launch profile to calibrate, anything else a training log.
+RUNS_SUFFIXES = (".yaml", ".yml")
 LogModelOpt = Annotated[
     Optional[str],
     typer.Option("--model", "-m", callback=nonempty, help="the model when the log does not state its shape"),
@@ -80,6 +87,30 @@ class LogGivens:
     gpus: int | None
     plan: dict[str, Any] | None
     software: dict[str, Any] | None
+
+
+def log_engine(name: str) -> str:
+    """--engine as a log family: auto, or an engine's catalog name or alias in any case (`nemo`, `MEGATRON` are
+    megatron), resolved as every --engine is (io/catalog_roots.py lookup); one line naming the families otherwise."""
+    from planner.io.catalog_roots import ENGINE_DIR, lookup
+
+    if name.strip().lower() == "auto":
+        return "auto"
+    hit = lookup(ENGINE_DIR, name)
+    family = hit.name.lower() if hit else name
+    if family not in ENGINES:
+        raise PlannerError(f"--engine {name!r} is not one of auto, {', '.join(ENGINES)} (or their aliases)")
+    return family
+
+
+def runs_output(path: str) -> str:
+    """The -o path, if its suffix is one validate and calibrate read back as a runs file."""
+    if Path(path).suffix.lower() not in RUNS_SUFFIXES:
+        raise PlannerError(
+            f"-o {path}: a runs file is YAML and must end in .yaml or .yml (validate and calibrate read a .json as "
+            "a launch profile and other names as training logs); use --json for JSON"
+        )
+    return path
 
 
 def log_givens(model: str | None, hardware: str | None, gpus: int | None, plan: str | None) -> LogGivens:
@@ -113,8 +144,9 @@ def ingest(
     from planner.io.catalog import load_model
     from planner.io.logs import read_log, runs_yaml, unique_ids
 
-    if engine not in ("auto", *ENGINES):
-        raise PlannerError(f"--engine {engine!r} is not one of auto, {', '.join(ENGINES)}")
+    engine = log_engine(engine)
+    if output:
+        runs_output(output)
     given = log_givens(model, hardware, gpus, plan)
     spec = load_model(given.model) if given.model else None
     hw = _hardware_name(given.hardware) if given.hardware else None
