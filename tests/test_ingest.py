@@ -307,7 +307,7 @@ def test_ansi_codes_and_crlf_do_not_change_what_is_read():
 def test_ranks_interleaved_by_launcher_prefix():
     lines = (LOGS / "torchtitan_pr3393_grad_norm.log").read_text().splitlines()
     other = [line.replace("[rank0]", "[rank1]").replace("tps: 7,", "tps: 6,") for line in lines]
-    text = "\n".join(x for pair in zip(lines, other) for x in pair)
+    text = "\n".join(x for pair in zip(lines, other) for x in pair) + "\n"
     r = read_log(text, source="two-ranks", warmup=0)
     assert r.steps_used == 8
     assert r.measured["tokens_per_s_per_gpu"] == statistics.median(
@@ -318,7 +318,7 @@ def test_ranks_interleaved_by_launcher_prefix():
 @pytest.mark.parametrize("prefix", ["0: ", "[default3]:", "[rank12]:", "stdout: ", "worker-0: "])
 def test_launcher_prefixes(prefix):
     line = (LOGS / "megatron_lm_issue756_mixtral.log").read_text().splitlines()[0]
-    r = read_log(prefix + line, source="prefixed", warmup=0)
+    r = read_log(prefix + line + "\n", source="prefixed", warmup=0)
     assert r.iterations == (43, 43) and r.measured["step_s"] == pytest.approx(5.4449)
 
 
@@ -715,3 +715,68 @@ def test_an_architecture_a_spec_cannot_hold_is_named_not_read_as_another_model(e
     given = read_log(_dump_with(extra), source="odd-dump", model=load_model("gpt3-1.3b"))
     assert given.model is not None and given.model["num_layers"] == 24
     assert any("--model gpt3-1.3b stands in for it" in note for note in given.assumed), given.assumed
+
+
+# --- synthetic logs (the formats of the excerpts above, built here) ----------------------------------------------
+
+
+def _megatron_line(iteration: int, ms: float, batch: int = 32) -> str:
+    """One Megatron-LM iteration line as training_log prints it (megatron/training/training.py l.3598 @d98e8a64)."""
+    return (
+        f" [2025-06-20 10:00:00] iteration {iteration:8d}/     500 | consumed samples: {iteration * batch:12d} |"
+        f" elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.000000E-04 | global batch size: {batch:5d} |"
+        " lm loss: 9.000000E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+
+
+def _megatron_log(
+    times_ms: list[float], batches: list[int] | None = None, *, args: dict[str, str] | None = None
+) -> str:
+    """A Megatron-LM log (synthetic): an argument dump of `args`, then one iteration line per entry of `times_ms`."""
+    dump = ["------------------------ arguments ------------------------"]
+    dump += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted((args or {}).items())]
+    dump.append("-------------------- end of arguments ---------------------")
+    lines = [_megatron_line(i + 1, ms, (batches or [32] * len(times_ms))[i]) for i, ms in enumerate(times_ms)]
+    return "\n".join([*(dump if args else []), *lines]) + "\n"
+
+
+def _cut_off_cases() -> dict[str, tuple[str, str, dict[str, object]]]:
+    """Per log family: (complete lines, the next step's line cut off mid-way with no newline, read_log options)."""
+    titan_cut = (
+        "[rank0]:[titan] 2025-06-20 10:04:03,123 - root - INFO - step: 90  loss: 9.0000  memory: 62.48GiB(65.77%)"
+        "  tps: 7,3"
+    )
+    speed = "[2025-06-20 10:00:{0:02d},000] [INFO] [timer.py:264:stop] epoch=0/micro_step={0}/global_step={0}, "
+    ds = "\n".join(speed.format(k) + "RunningAvgSamplesPerSec=8.0, CurrSamplesPerSec=8.0" for k in range(1, 9))
+    composer = "".join(f"[batch={k}/100]:\n\t Train throughput/batches_per_sec: 0.5000\n" for k in range(1, 9))
+    return {
+        "megatron": (
+            _megatron_log([550.0] * 8),
+            _megatron_line(9, 5500.0)[: _megatron_line(9, 5500.0).index("(ms): 55") + 8],
+            {},
+        ),
+        "torchtitan": (_titan_lines(27), titan_cut, {"gpus": 8}),
+        "deepspeed": (ds + "\n", speed.format(9) + "RunningAvgSamplesPerSec=8.0, CurrSamplesPerSec=0.8", {}),
+        "llm-foundry": (composer, "[batch=9/100]:\n\t Train throughput/batches_per_sec: 0.2", {}),
+    }
+
+
+@pytest.mark.parametrize("family", ["megatron", "torchtitan", "deepspeed", "llm-foundry"])
+def test_a_last_line_cut_off_mid_way_is_not_read_as_a_step(family):
+    """A log still being written ends in a line with no newline, its number cut ("(ms): 55" of 5500, "tps: 7,3" of
+    7,300): every family's reader leaves that step out and counts it, rather than reading a 10x step."""
+    complete, cut, options = _cut_off_cases()[family]
+    before = read_log(complete, source=family, **options)  # type: ignore[arg-type]
+    after = read_log(complete + cut, source=family, **options)  # type: ignore[arg-type]
+    assert after.engine == family
+    assert after.steps_left_out == before.steps_left_out | {"incomplete last line": 1}
+    assert (after.steps_used, after.iterations, after.measured) == (
+        before.steps_used,
+        before.iterations,
+        before.measured,
+    )
+    finished = read_log(complete + cut + "\n", source=family, **options)  # type: ignore[arg-type]
+    assert finished.steps_used == before.steps_used + 1  # the same line, ended, is a step (the test sees one)
+    assert "incomplete last line" not in finished.steps_left_out
+    with pytest.raises(PlannerError, match="its one step line is its last, cut off"):
+        read_log(cut, source=family, **options)  # type: ignore[arg-type]

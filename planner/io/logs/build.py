@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from planner.io.logs.log_text import (
     mark_events,
     median,
     merge_ranks,
+    read_complete,
     steady,
     timestamp_step_s,
 )
@@ -118,14 +120,16 @@ def _measured(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int |
 def _select(facts: LogFacts, warmup: int) -> tuple[Selection, list[str]]:
     steps = mark_events(facts.steps, facts.events)
     notes = []
+    cut = {"incomplete last line": facts.cut_off} if facts.cut_off else {}
     if facts.config.get("cumulative"):
         last = merge_ranks(steps)[-1]
         notes.append(
             "DeepSpeed's SamplesPerSec is a running average since its start_step=2 (deepspeed/utils/"
             "timer.py): the last one is used, and --warmup does not apply"
         )
-        return Selection([last], {}), notes
+        return Selection([last], cut), notes
     sel = steady(steps, warmup=warmup)
+    sel = replace(sel, left_out=sel.left_out | cut)
     if sel.warmup_fallback:
         notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
     if len(merge_ranks(steps)) < len(steps):
@@ -201,9 +205,11 @@ def read_log(
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
         raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")
-    facts = READERS[family](text)
+    facts = read_complete(READERS[family], text)
     if engine != "auto":
         facts.engine = engine
+    if not facts.steps and facts.cut_off:
+        raise PlannerError(f"{source}: its one step line is its last, cut off with no line end (still being written?)")
     if not facts.steps:
         raise PlannerError(f"{source}: no step time or throughput in it (expected {EXPECTED[facts.engine]})")
     return _assemble(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -84,6 +84,7 @@ class LogFacts:
     events: list[tuple[int, str]] = field(default_factory=list)
     time_basis: str = ""  # how a step line states its time, e.g. "elapsed time per iteration (ms)"
     notes: list[str] = field(default_factory=list)
+    cut_off: int = 0  # steps left out because the log's last line was still being written
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,22 @@ def clean_lines(text: str) -> Iterator[tuple[int, int | None, str]]:
             rank = int(m.group(1) or m.group(2))
             line = line[m.end() :]
         yield number, rank, line
+
+
+def read_complete(read: Callable[[str], LogFacts], text: str) -> LogFacts:
+    """What `read` finds in the text's complete lines. A log still being written ends in a line cut off mid-way
+    (no newline: "... elapsed time per iteration (ms): 55", "tps: 7,3"), whose numbers are not the step's; the step
+    that line would change (its own, or the block it ends, for Composer's multi-line blocks) is left out, and
+    counted in `cut_off`. Read twice only when the text lacks a final line end."""
+    end = max(text.rfind("\n"), text.rfind("\r")) + 1
+    if end == len(text) or not text[end:].strip():
+        return read(text)
+    facts, whole = read(text[:end]), read(text)
+    if whole.steps != facts.steps:  # the cut line is (or ends) a step
+        last = whole.steps[-1]
+        facts.steps = [s for s in facts.steps if (s.step, s.rank) != (last.step, last.rank)]
+        facts.cut_off = 1
+    return facts
 
 
 def number(text: str) -> float:
