@@ -780,3 +780,41 @@ def test_a_last_line_cut_off_mid_way_is_not_read_as_a_step(family):
     assert "incomplete last line" not in finished.steps_left_out
     with pytest.raises(PlannerError, match="its one step line is its last, cut off"):
         read_log(cut, source=family, **options)  # type: ignore[arg-type]
+
+
+# A Megatron-LM argument dump's plan (synthetic): 8 GPUs of data parallelism, micro-batch 1, final global batch 32.
+PLAN_ARGS = {
+    "tensor_model_parallel_size": "1", "pipeline_model_parallel_size": "1", "data_parallel_size": "8",
+    "world_size": "8", "micro_batch_size": "1", "global_batch_size": "32", "seq_length": "1024",
+    "rampup_batch_size": "['8', '8', '96']", "bf16": "True",
+}  # fmt: skip
+RAMP = [8, 8, 16, 16, 24, 24] + [32] * 6  # --rampup-batch-size 8 8 96: 8 more sequences every 96 samples
+
+
+def test_a_batch_ramp_up_is_left_out_of_the_step_time():
+    """The arguments print the final batch (32); the first iterations of a --rampup-batch-size run log smaller ones,
+    and take shorter steps. Priced at 32 they made tokens/s 2-4x too high: those lines are left out, and said."""
+    times = [140.0 * b / 8 for b in RAMP[:6]] + [550.0] * 6
+    r = read_log(_megatron_log(times, RAMP, args=PLAN_ARGS), source="ramp")
+    assert r.steps_left_out == {"ramp-up": 6}
+    assert (r.steps_used, r.iterations) == (6, (7, 12))
+    assert r.measured["step_s"] == pytest.approx(0.55)
+    assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(32 * 1024 / (0.55 * 8))
+    assert any(a.startswith("ramp-up: 6 step lines") and "final 32" in a for a in r.assumed), r.assumed
+    bare = read_log(_megatron_log(times, RAMP), source="no-dump", gpus=8)  # no dump: the last logged batch is final
+    assert bare.plan["global_batch"] == 32 and bare.steps_left_out == {"ramp-up": 6}
+
+
+def test_a_line_averaging_over_a_batch_change_is_part_of_the_ramp_up():
+    """A line prints the batch of its last iteration and averages the time since the previous line: the first line
+    at the final batch still covers iterations at the smaller one, unless it covers only its own."""
+    every_2 = [Step(step=2 * k, line=k, step_s=1.0, global_batch=b) for k, b in enumerate([8, 16, 32, 32, 32], 1)]
+    sel = steady(every_2, warmup=0, global_batch=32)
+    assert [s.step for s in sel.used] == [8, 10] and sel.left_out == {"ramp-up": 3}
+    every_1 = [Step(step=k, line=k, step_s=1.0, global_batch=b) for k, b in enumerate([8, 16, 32, 32], 1)]
+    assert [s.step for s in steady(every_1, warmup=0, global_batch=32).used] == [3, 4]
+
+
+def test_a_log_that_never_reaches_its_final_batch_is_refused():
+    with pytest.raises(PlannerError, match="every step line ran at a global batch other than the run's 32"):
+        read_log(_megatron_log([140.0] * 6, [8] * 6, args=PLAN_ARGS), source="ramp-only")

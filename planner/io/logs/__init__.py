@@ -1,6 +1,6 @@
 """Training logs read as runs: Megatron-LM / NeMo / Megatron-Bridge, Megatron-DeepSpeed, DeepSpeed, torchtitan
-and llm-foundry (Composer). One module per family, the shared cleaning and steady state in common.py, and
-`read_log` (build.py), the one front door `planner ingest` and `calibrate` call."""
+and llm-foundry (Composer). One module per family, the shared cleaning in log_text.py, the steady state in
+step_times.py, and `read_log` (build.py), the one front door `planner ingest` and `calibrate` call."""
 
 from planner.io.logs.build import ENGINES, detect, read_log
 from planner.io.logs.log_text import DEFAULT_WARMUP

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,20 +14,10 @@ from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.given import fill_plan, log_software
-from planner.io.logs.log_text import (
-    ANSI,
-    DEFAULT_WARMUP,
-    LogFacts,
-    Selection,
-    mark_events,
-    median,
-    merge_ranks,
-    read_complete,
-    steady,
-    timestamp_step_s,
-)
+from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, read_complete
 from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
+from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
 from planner.specs import ModelSpec
 
@@ -47,9 +36,6 @@ EXPECTED = {
     "deepspeed": "DeepSpeed 'SamplesPerSec=' or 'steps: N loss: ... iter time (s)'",
     "llm-foundry": "Composer '[batch=N/M]:' blocks with 'Train throughput/...'",
 }
-# The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
-# rounds tokens/s to an integer: far less than this) before the throughput's is taken.
-STAMP_RATE_TOLERANCE = 0.1
 
 
 def detect(text: str) -> str | None:
@@ -64,77 +50,6 @@ def detect(text: str) -> str | None:
     if THROUGHPUT.search(text) or PIPE.search(text):
         return "deepspeed"
     return None
-
-
-def _derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[Any, str]:
-    """The step time when the lines print none, from the most precise source the log has: samples/s (printed
-    to full precision) and the batch; the lines' timestamps (ms); tokens/s per GPU (torchtitan rounds it to
-    an integer) with batch, sequence and GPUs; batches/s (Composer prints 4 decimals)."""
-    gb, seq, used = plan.get("global_batch"), plan.get("seq_len"), sel.used
-    if gb and any(s.samples_per_s for s in used):
-        value = median(gb / s.samples_per_s for s in used if s.samples_per_s)
-        return value, f"step_s = global batch {gb} / samples per second (median over the steps used)"
-    stamped = timestamp_step_s(facts.steps, used)
-    rate = None
-    if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
-        rate = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
-    by_rate = f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
-    if stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE:
-        # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's
-        return rate, f"{by_rate}; the lines' timestamps give {stamped:.3g} s a step, which is not what it printed"
-    if stamped is not None:
-        return stamped, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
-    if rate is not None:
-        return rate, by_rate
-    if any(s.batches_per_s for s in used):
-        value = median(1 / s.batches_per_s for s in used if s.batches_per_s)
-        return value, "step_s = 1 / batches per second (median over the steps used)"
-    return None, "step_s: the log prints no step time, and neither a batch to divide its throughput by nor timestamps"
-
-
-def _measured(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[dict, list[str]]:
-    derived: list[str] = []
-    step_s = median(s.step_s for s in sel.used)
-    if step_s is None:
-        step_s, how = _derive_step_s(sel, facts, plan, gpus)
-        derived.append(how)
-    tokens = median(s.tokens_per_s_per_gpu for s in sel.used)
-    gb, seq = plan.get("global_batch"), plan.get("seq_len")
-    if tokens is None and step_s and gb and seq and gpus:
-        tokens = gb * seq / (step_s * gpus)
-        derived.append(f"tokens_per_s_per_gpu = global batch {gb} x seq_len {seq} / (step_s x {gpus} GPUs)")
-    peak = max(facts.memory, key=lambda m: m.peak_bytes, default=None)
-    measured = {
-        "step_s": step_s,
-        "tokens_per_s_per_gpu": tokens,
-        "peak_memory_bytes": round(peak.peak_bytes) if peak else None,
-        "peak_memory_kind": peak.kind if peak else None,
-        "mfu": median(s.mfu for s in sel.used),
-        "tflops_per_gpu": median(s.tflops_per_gpu for s in sel.used),
-    }
-    if peak and peak.allocated_bytes:
-        measured["peak_allocated_bytes"] = round(max(m.allocated_bytes or 0 for m in facts.memory))
-    return measured, derived
-
-
-def _select(facts: LogFacts, warmup: int) -> tuple[Selection, list[str]]:
-    steps = mark_events(facts.steps, facts.events)
-    notes = []
-    cut = {"incomplete last line": facts.cut_off} if facts.cut_off else {}
-    if facts.config.get("cumulative"):
-        last = merge_ranks(steps)[-1]
-        notes.append(
-            "DeepSpeed's SamplesPerSec is a running average since its start_step=2 (deepspeed/utils/"
-            "timer.py): the last one is used, and --warmup does not apply"
-        )
-        return Selection([last], cut), notes
-    sel = steady(steps, warmup=warmup)
-    sel = replace(sel, left_out=sel.left_out | cut)
-    if sel.warmup_fallback:
-        notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
-    if len(merge_ranks(steps)) < len(steps):
-        notes.append("several lines per step (ranks): each step's slowest time and lowest throughput are used")
-    return sel, notes
 
 
 def _model(facts: LogFacts, option: ModelSpec | None, seq_len: int | None, rid: str) -> tuple[Any, list[str]]:
@@ -255,8 +170,13 @@ def _assemble(
     contradictions = _contradictions(plan, n_gpus)
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
-    sel, select_notes = _select(facts, warmup)
-    measured, derived = _measured(sel, facts, plan, n_gpus)
+    sel, select_notes = steady_steps(facts, warmup, plan.get("global_batch"))
+    if not sel.used and sel.left_out.get("ramp-up"):
+        raise PlannerError(
+            f"{source}: every step line ran at a global batch other than the run's {plan['global_batch']} (its "
+            "ramp-up does not end in the log): no step to time at the batch the run is planned with"
+        )
+    measured, derived = step_measurements(sel, facts, plan, n_gpus)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
     assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]

@@ -61,6 +61,7 @@ class Step:
     skipped: int = 0
     time_s: float | None = None
     after: str | None = None
+    global_batch: int | None = None  # the batch the line says the step ran at (Megatron, NeMo print it)
 
 
 @dataclass(frozen=True)
@@ -194,20 +195,38 @@ def merge_ranks(steps: list[Step]) -> list[Step]:
     return [_merge(groups[k]) for k in sorted(groups)]
 
 
-def steady(steps: list[Step], *, warmup: int) -> Selection:
+def ramping(steps: list[Step], global_batch: int | None) -> set[int]:
+    """The step numbers of lines that ran (some of) their iterations at a batch other than the run's final one
+    (a --rampup-batch-size ramp-up): the line's own batch differs, or the previous line's did and this one covers
+    more iterations than its own (Megatron prints the batch of the line's last iteration, training.py
+    training_log l.3598 @d98e8a64, and averages the time over the iterations since the previous line)."""
+    out, previous, before = set(), None, None
+    for s in steps:
+        if global_batch is not None and s.global_batch is not None:
+            off = s.global_batch != global_batch
+            if off or (before is not None and before != global_batch and s.step - (previous or 0) > 1):
+                out.add(s.step)
+            before = s.global_batch
+        previous = s.step
+    return out
+
+
+def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None) -> Selection:
     """The steady-state steps: a line is left out when the iterations it covers (since the previous line)
-    reach into the first `warmup` iterations the log shows, when it counts skipped iterations, or when a
-    checkpoint save or an evaluation came before it. With nothing left, the warm-up is kept (and said)."""
+    reach into the first `warmup` iterations the log shows, when it counts skipped iterations, when it ran at a
+    batch other than `global_batch` (a ramp-up), or when a checkpoint save or an evaluation came before it. With
+    nothing left, the warm-up is kept (and said)."""
     merged = merge_ranks(steps)
     if not merged:
         return Selection([], {})
     gap = merged[1].step - merged[0].step if len(merged) > 1 else merged[0].step
     start = max(merged[0].step - gap, 0)
-    left_out = {"warm-up": 0, "skipped": 0, "checkpoint": 0, "evaluation": 0}
+    left_out = {"warm-up": 0, "skipped": 0, "ramp-up": 0, "checkpoint": 0, "evaluation": 0}
+    ramp = ramping(merged, global_batch)
     used, rest = [], []
     previous = start
     for s in merged:
-        reason = "skipped" if s.skipped else s.after
+        reason = "skipped" if s.skipped else "ramp-up" if s.step in ramp else s.after
         if reason:
             left_out[reason] += 1
         elif previous < start + warmup:

@@ -269,14 +269,10 @@ def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[
     gpus = a.get("world_size")
     if gpus is None and a.present and plan["dp"] and plan["tp"] and plan["pp"] and plan["cp"]:
         gpus = plan["dp"] * plan["tp"] * plan["pp"] * plan["cp"]
-    logged, given = a.get("logged_global_batch"), a.get("global_batch_size")
-    ramp = [
-        f"global_batch: {given}, the arguments' final batch; the first iterations logged {logged} (a batch ramp-up?)"
-    ]
     return {
         "plan": plan,
         "gpus": gpus,
-        "assumed": ramp if logged and given and logged != given else [],
+        "assumed": [],
         "model": model if not (missing or unrepresented) else None,
         "model_missing": missing if a.present else [],
         "model_unrepresented": unrepresented if a.present else [],

@@ -73,6 +73,7 @@ def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> t
         tflops_per_gpu=number(tflops) if tflops else None,
         skipped=int(number(f.get("number of skipped iterations", "0"))),
         time_s=timestamp_s(line),
+        global_batch=int(number(f["global batch size"])) if "global batch size" in f else None,
     )
     return step, f
 
@@ -82,7 +83,9 @@ def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
     if not t or not s:
         return None
     # global_step counts from 0: the line of global_step N closes iteration N + 1.
-    return Step(step=int(float(s.group(1))) + 1, line=number_, rank=rank, step_s=float(t.group(1)))
+    b = NEMO_BATCH.search(line)
+    batch = int(float(b.group(1))) if b else None
+    return Step(step=int(float(s.group(1))) + 1, line=number_, rank=rank, step_s=float(t.group(1)), global_batch=batch)
 
 
 def _memory(line: str, rank: int | None) -> list[Memory]:
@@ -138,14 +141,14 @@ def read_megatron(text: str) -> LogFacts:
         elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
             facts.steps.append(nemo)
             facts.time_basis = "train_step_timing in s"
-            if b := NEMO_BATCH.search(line):
-                args.setdefault("logged_global_batch", b.group(1))
+            if nemo.global_batch:  # the last logged batch: the run's after any ramp-up
+                args["logged_global_batch"] = str(nemo.global_batch)
         elif m := ITERATION.search(line):
             step, seen = _iteration(number_, rank, line, m)
             facts.steps.append(step)
             facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
-            if "global batch size" in seen:
-                args.setdefault("logged_global_batch", seen["global batch size"])
+            if step.global_batch:
+                args["logged_global_batch"] = str(step.global_batch)
         elif p := PADDED_VOCAB.search(line):
             args["logged_padded_vocab"] = p.group(3)
         facts.memory.extend(_memory(line, rank))

@@ -1,0 +1,92 @@
+"""The steady state of a read log and what it measured: the steps the median is taken over (warm-up, skipped
+iterations, a batch ramp-up, events and a cut-off last line left out), the step time (printed, or derived from
+what the log does print), tokens/s per GPU and the peak memory."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from planner.io.logs.log_text import LogFacts, Selection, mark_events, median, merge_ranks, steady, timestamp_step_s
+
+# The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
+# rounds tokens/s to an integer: far less than this) before the throughput's is taken.
+STAMP_RATE_TOLERANCE = 0.1
+
+
+def derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[Any, str]:
+    """The step time when the lines print none, from the most precise source the log has: samples/s (printed
+    to full precision) and the batch; the lines' timestamps (ms); tokens/s per GPU (torchtitan rounds it to
+    an integer) with batch, sequence and GPUs; batches/s (Composer prints 4 decimals)."""
+    gb, seq, used = plan.get("global_batch"), plan.get("seq_len"), sel.used
+    if gb and any(s.samples_per_s for s in used):
+        value = median(gb / s.samples_per_s for s in used if s.samples_per_s)
+        return value, f"step_s = global batch {gb} / samples per second (median over the steps used)"
+    stamped = timestamp_step_s(facts.steps, used)
+    rate = None
+    if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
+        rate = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
+    by_rate = f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
+    if stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE:
+        # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's
+        return rate, f"{by_rate}; the lines' timestamps give {stamped:.3g} s a step, which is not what it printed"
+    if stamped is not None:
+        return stamped, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
+    if rate is not None:
+        return rate, by_rate
+    if any(s.batches_per_s for s in used):
+        value = median(1 / s.batches_per_s for s in used if s.batches_per_s)
+        return value, "step_s = 1 / batches per second (median over the steps used)"
+    return None, "step_s: the log prints no step time, and neither a batch to divide its throughput by nor timestamps"
+
+
+def step_measurements(
+    sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None
+) -> tuple[dict, list[str]]:
+    derived: list[str] = []
+    step_s = median(s.step_s for s in sel.used)
+    if step_s is None:
+        step_s, how = derive_step_s(sel, facts, plan, gpus)
+        derived.append(how)
+    tokens = median(s.tokens_per_s_per_gpu for s in sel.used)
+    gb, seq = plan.get("global_batch"), plan.get("seq_len")
+    if tokens is None and step_s and gb and seq and gpus:
+        tokens = gb * seq / (step_s * gpus)
+        derived.append(f"tokens_per_s_per_gpu = global batch {gb} x seq_len {seq} / (step_s x {gpus} GPUs)")
+    peak = max(facts.memory, key=lambda m: m.peak_bytes, default=None)
+    measured = {
+        "step_s": step_s,
+        "tokens_per_s_per_gpu": tokens,
+        "peak_memory_bytes": round(peak.peak_bytes) if peak else None,
+        "peak_memory_kind": peak.kind if peak else None,
+        "mfu": median(s.mfu for s in sel.used),
+        "tflops_per_gpu": median(s.tflops_per_gpu for s in sel.used),
+    }
+    if peak and peak.allocated_bytes:
+        measured["peak_allocated_bytes"] = round(max(m.allocated_bytes or 0 for m in facts.memory))
+    return measured, derived
+
+
+def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tuple[Selection, list[str]]:
+    steps = mark_events(facts.steps, facts.events)
+    notes = []
+    cut = {"incomplete last line": facts.cut_off} if facts.cut_off else {}
+    if facts.config.get("cumulative"):
+        last = merge_ranks(steps)[-1]
+        notes.append(
+            "DeepSpeed's SamplesPerSec is a running average since its start_step=2 (deepspeed/utils/"
+            "timer.py): the last one is used, and --warmup does not apply"
+        )
+        return Selection([last], cut), notes
+    sel = steady(steps, warmup=warmup, global_batch=global_batch)
+    sel = replace(sel, left_out=sel.left_out | cut)
+    if sel.left_out.get("ramp-up"):
+        notes.append(
+            f"ramp-up: {sel.left_out['ramp-up']} step lines ran (some of) their iterations at a global batch other "
+            f"than the run's final {global_batch} (--rampup-batch-size): left out, the step time is at {global_batch}"
+        )
+    if sel.warmup_fallback:
+        notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
+    if len(merge_ranks(steps)) < len(steps):
+        notes.append("several lines per step (ranks): each step's slowest time and lowest throughput are used")
+    return sel, notes
