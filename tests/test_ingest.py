@@ -730,13 +730,14 @@ def _megatron_line(iteration: int, ms: float, batch: int = 32) -> str:
 
 
 def _megatron_log(
-    times_ms: list[float], batches: list[int] | None = None, *, args: dict[str, str] | None = None
+    times_ms: list[float], batches: list[int] | None = None, *, args: dict[str, str] | None = None, first: int = 1
 ) -> str:
-    """A Megatron-LM log (synthetic): an argument dump of `args`, then one iteration line per entry of `times_ms`."""
+    """A Megatron-LM log (synthetic): an argument dump of `args`, then one iteration line per entry of `times_ms`,
+    from iteration `first`."""
     dump = ["------------------------ arguments ------------------------"]
     dump += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted((args or {}).items())]
     dump.append("-------------------- end of arguments ---------------------")
-    lines = [_megatron_line(i + 1, ms, (batches or [32] * len(times_ms))[i]) for i, ms in enumerate(times_ms)]
+    lines = [_megatron_line(first + i, ms, (batches or [32] * len(times_ms))[i]) for i, ms in enumerate(times_ms)]
     return "\n".join([*(dump if args else []), *lines]) + "\n"
 
 
@@ -818,3 +819,36 @@ def test_a_line_averaging_over_a_batch_change_is_part_of_the_ramp_up():
 def test_a_log_that_never_reaches_its_final_batch_is_refused():
     with pytest.raises(PlannerError, match="every step line ran at a global batch other than the run's 32"):
         read_log(_megatron_log([140.0] * 6, [8] * 6, args=PLAN_ARGS), source="ramp-only")
+
+
+@pytest.mark.parametrize(
+    ("key", "now", "named"),
+    [("tensor_model_parallel_size", "2", "tp 1, then 2"), ("global_batch_size", "64", "global_batch 32, then 64")],
+)
+def test_two_runs_appended_to_one_log_that_disagree_are_refused(tmp_path, key, now, named):
+    """A requeued job appends a second argument dump; one that states another plan used to replace the first, and
+    run 1's timings were priced with run 2's plan. The log contradicts itself: one line naming the value, exit 2."""
+    second = PLAN_ARGS | {key: now, "data_parallel_size": "4" if key.startswith("tensor") else "8"}
+    text = _megatron_log([550.0] * 10, args=PLAN_ARGS) + _megatron_log([550.0] * 10, args=second, first=6)
+    with pytest.raises(PlannerError, match="contradicts itself: its argument dumps disagree") as info:
+        read_log(text, source="requeued")
+    assert named in str(info.value)
+    log, runs = tmp_path / "requeued.log", tmp_path / "runs.yaml"
+    log.write_text(text)
+    rc, out, err = run_planner("ingest", str(log), "--hardware", "h100-sxm", "--model", "gpt3-1.3b", "-o", str(runs))
+    assert rc == 2 and out == "" and not runs.exists()
+    assert len(err.strip().splitlines()) == 1 and named in err and "Traceback" not in err
+
+
+def test_two_runs_of_the_same_arguments_each_leave_out_their_warm_up():
+    """A restart with the same arguments repeats iterations 6-10 after its own warm-up (slow: CUDA graphs, NCCL
+    set-up, a checkpoint load). They are not several ranks' lines for one step: each run's warm-up is left out, the
+    steady steps of both are pooled, and the run says so."""
+    restarted = [2000.0] * 3 + [550.0] * 7
+    text = _megatron_log([550.0] * 10, args=PLAN_ARGS) + _megatron_log(restarted, args=PLAN_ARGS, first=6)
+    r = read_log(text, source="restarted")
+    assert r.steps_left_out == {"warm-up": 6}
+    assert r.steps_used == 14 and r.iterations == (4, 15)
+    assert r.measured["step_s"] == pytest.approx(0.55)
+    assert not any("several lines per step" in a for a in r.assumed)
+    assert any(a.startswith("the log holds 2 runs with the same arguments") for a in r.assumed), r.assumed

@@ -167,7 +167,7 @@ def _assemble(
     plan_notes = fill_plan(plan, given)
     n_gpus, gpu_notes = _gpus(facts, plan, gpus)  # dp from the log's world size first, then from --plan
     plan_notes += fill_plan(plan, given_dp)
-    contradictions = _contradictions(plan, n_gpus)
+    contradictions = [*facts.config.get("conflicts", []), *_contradictions(plan, n_gpus)]
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
     sel, select_notes = steady_steps(facts, warmup, plan.get("global_batch"))

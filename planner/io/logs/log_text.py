@@ -62,6 +62,7 @@ class Step:
     time_s: float | None = None
     after: str | None = None
     global_batch: int | None = None  # the batch the line says the step ran at (Megatron, NeMo print it)
+    run: int = 0  # which of the runs appended to one log (a requeued job) the line is from, in order
 
 
 @dataclass(frozen=True)
@@ -188,10 +189,10 @@ def _merge(group: list[Step]) -> Step:
 
 
 def merge_ranks(steps: list[Step]) -> list[Step]:
-    """One step per step number, in step order."""
-    groups: dict[int, list[Step]] = {}
+    """One step per step number of each run, in run and step order."""
+    groups: dict[tuple[int, int], list[Step]] = {}
     for s in steps:
-        groups.setdefault(s.step, []).append(s)
+        groups.setdefault((s.run, s.step), []).append(s)
     return [_merge(groups[k]) for k in sorted(groups)]
 
 
@@ -213,17 +214,30 @@ def ramping(steps: list[Step], global_batch: int | None) -> set[int]:
 
 def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None) -> Selection:
     """The steady-state steps: a line is left out when the iterations it covers (since the previous line)
-    reach into the first `warmup` iterations the log shows, when it counts skipped iterations, when it ran at a
-    batch other than `global_batch` (a ramp-up), or when a checkpoint save or an evaluation came before it. With
-    nothing left, the warm-up is kept (and said)."""
+    reach into the first `warmup` iterations its run shows, when it counts skipped iterations, when it ran at a
+    batch other than `global_batch` (a ramp-up), or when a checkpoint save or an evaluation came before it. Each
+    run appended to the log (a restart) has its own warm-up; their steps are pooled. With nothing left, the
+    warm-up is kept (and said)."""
     merged = merge_ranks(steps)
-    if not merged:
-        return Selection([], {})
+    left_out = {"warm-up": 0, "skipped": 0, "ramp-up": 0, "checkpoint": 0, "evaluation": 0}
+    used: list[Step] = []
+    rest: list[Step] = []
+    for run in sorted({s.run for s in merged}):
+        _sort_run([s for s in merged if s.run == run], warmup, global_batch, used, rest, left_out)
+    counts = {k: v for k, v in left_out.items() if v}
+    if used or not rest:
+        return Selection(used, counts)
+    counts.pop("warm-up", None)
+    return Selection(rest, counts, warmup_fallback=True)
+
+
+def _sort_run(
+    merged: list[Step], warmup: int, global_batch: int | None, used: list[Step], rest: list[Step], left_out: dict
+) -> None:
+    """One run's steps into `used`, `rest` (the warm-up) or a count of `left_out` by reason."""
     gap = merged[1].step - merged[0].step if len(merged) > 1 else merged[0].step
     start = max(merged[0].step - gap, 0)
-    left_out = {"warm-up": 0, "skipped": 0, "ramp-up": 0, "checkpoint": 0, "evaluation": 0}
     ramp = ramping(merged, global_batch)
-    used, rest = [], []
     previous = start
     for s in merged:
         reason = "skipped" if s.skipped else "ramp-up" if s.step in ramp else s.after
@@ -235,11 +249,6 @@ def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None) -
         else:
             used.append(s)
         previous = s.step
-    counts = {k: v for k, v in left_out.items() if v}
-    if used or not rest:
-        return Selection(used, counts)
-    counts.pop("warm-up", None)
-    return Selection(rest, counts, warmup_fallback=True)
 
 
 def median(values: Iterable[float | None]) -> float | None:
@@ -251,10 +260,11 @@ def timestamp_step_s(steps: list[Step], used: list[Step]) -> float | None:
     """From the lines' timestamps: (time since the previous step line) / (steps since it), for each used step
     (so an interval never spans a step that was left out), and the median of those."""
     merged = merge_ranks(steps)
-    wanted = {s.step for s in used}
+    wanted = {(s.run, s.step) for s in used}
     per_step = [
         (b.time_s - a.time_s) / (b.step - a.step)
         for a, b in itertools.pairwise(merged)
-        if b.step in wanted and a.time_s is not None and b.time_s is not None and b.time_s > a.time_s
-    ]
+        if (b.run, b.step) in wanted and a.run == b.run and b.step > a.step
+        and a.time_s is not None and b.time_s is not None and b.time_s > a.time_s
+    ]  # fmt: skip
     return statistics.median(per_step) if per_step else None

@@ -3,7 +3,10 @@ argument dump (or Megatron-Bridge's printed configuration) and, for Megatron-Dee
 
 from __future__ import annotations
 
+import bisect
 import re
+from dataclasses import replace
+from typing import Any
 
 from planner.io.logs.deepspeed_log import deepspeed_config
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
@@ -127,31 +130,62 @@ def read_megatron(text: str) -> LogFacts:
     rows = list(clean_lines(text))
     lines = [line for _, _, line in rows]
     facts = LogFacts(engine="megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron")
-    args: dict[str, str] = {}
+    dumps: list[tuple[int, dict[str, str]]] = []  # (line, arguments) of each dump: a requeued job prints another
+    logged: dict[str, str] = {}  # what step and set-up lines state
     in_args = False
     for i, (number_, rank, line) in enumerate(rows):
         if ARGS_START.match(line):
             in_args = True
+            dumps.append((number_, {}))
         elif ARGS_END.match(line):
             in_args = False
         elif in_args and (a := ARG_LINE.match(line)):
-            args[a.group(1)] = a.group(2)
+            dumps[-1][1][a.group(1)] = a.group(2)
         elif BRIDGE_START.match(line):
-            args.update(_bridge_yaml(lines, i))
+            dumps.append((number_, _bridge_yaml(lines, i)))
         elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
             facts.steps.append(nemo)
             facts.time_basis = "train_step_timing in s"
             if nemo.global_batch:  # the last logged batch: the run's after any ramp-up
-                args["logged_global_batch"] = str(nemo.global_batch)
+                logged["logged_global_batch"] = str(nemo.global_batch)
         elif m := ITERATION.search(line):
             step, seen = _iteration(number_, rank, line, m)
             facts.steps.append(step)
             facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
             if step.global_batch:
-                args["logged_global_batch"] = str(step.global_batch)
+                logged["logged_global_batch"] = str(step.global_batch)
         elif p := PADDED_VOCAB.search(line):
-            args["logged_padded_vocab"] = p.group(3)
+            logged["logged_padded_vocab"] = p.group(3)
         facts.memory.extend(_memory(line, rank))
     facts.events = events_in(rows)
-    facts.config = config_from_args(args, deepspeed=deepspeed_config(rows))
+    deepspeed = deepspeed_config(rows)
+    configs = [config_from_args(args | logged, deepspeed=deepspeed) for _, args in dumps or [(0, {})]]
+    facts.config = configs[0] | {"conflicts": _disagreement(configs)}
+    if len(dumps) > 1:  # the steps after each dump are that run's
+        starts = [line for line, _ in dumps]
+        facts.steps = [replace(s, run=max(bisect.bisect(starts, s.line) - 1, 0)) for s in facts.steps]
     return facts
+
+
+def _disagreement(configs: list[dict[str, Any]]) -> list[str]:
+    """What a later argument dump (a job requeued into the same log) states otherwise than the first, in what the
+    run is read as (its plan, GPUs, model and software): "tp 4, then 2"."""
+
+    def flat(config: dict[str, Any]) -> dict[str, Any]:
+        out = {"gpus": config.get("gpus")}
+        for part in ("plan", "model", "software"):
+            out |= config.get(part) or {}
+        return out
+
+    first = flat(configs[0])
+    for later in configs[1:]:
+        other = flat(later)
+        differ = [
+            f"{k} {first.get(k)}, then {other.get(k)}" for k in {**first, **other} if first.get(k) != other.get(k)
+        ]
+        if differ:
+            return [
+                f"its argument dumps disagree (a job requeued into the same log?): {'; '.join(differ)}; read each "
+                "run's part of the log apart"
+            ]
+    return []

@@ -87,6 +87,12 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
         )
     if sel.warmup_fallback:
         notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
+    runs = len({s.run for s in steps})
+    if runs > 1:
+        notes.append(
+            f"the log holds {runs} runs with the same arguments (a job restarted into it): each run's warm-up is left "
+            "out, and their steps are pooled"
+        )
     if len(merge_ranks(steps)) < len(steps):
         notes.append("several lines per step (ranks): each step's slowest time and lowest throughput are used")
     return sel, notes
