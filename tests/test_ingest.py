@@ -19,8 +19,9 @@ from helpers import run_planner
 from planner.errors import PlannerError
 from planner.fit.runs import load_runs, parse_run
 from planner.io.catalog import load_model
-from planner.io.logs import DEFAULT_WARMUP, detect, read_log
+from planner.io.logs import DEFAULT_WARMUP, detect, read_log, runs_entries
 from planner.io.logs.log_text import Step, steady
+from planner.plan import Plan
 from planner.specs import ModelSpec
 from planner.units import GB, GiB, MiB
 
@@ -704,6 +705,7 @@ def test_an_argument_dump_reads_sliding_windows_sinks_and_qk_norms():
         ({"no_rope_freq": "4"}, "layers without RoPE"),
         ({"multi_latent_attention": "True", "kv_lora_rank": "512"}, "multi-latent attention without its"),
         ({"position_embedding_type": "relative"}, "position_embedding_type relative"),
+        ({"squared_relu": "True"}, "a squared-ReLU MLP"),  # read as gelu before
     ],
 )
 def test_an_architecture_a_spec_cannot_hold_is_named_not_read_as_another_model(extra, named):
@@ -852,3 +854,86 @@ def test_two_runs_of_the_same_arguments_each_leave_out_their_warm_up():
     assert r.measured["step_s"] == pytest.approx(0.55)
     assert not any("several lines per step" in a for a in r.assumed)
     assert any(a.startswith("the log holds 2 runs with the same arguments") for a in r.assumed), r.assumed
+
+
+@pytest.mark.parametrize(
+    ("backend", "attention"),
+    [("unfused", "softmax"), ("local", "softmax"), ("fused", "flash"), ("flash", "flash"), ("auto", "flash")],
+)
+def test_the_attention_backend_a_dump_names_is_the_kernel_it_prices(backend, attention):
+    """--attention-backend unfused (TE's unfused attention) and local (Megatron-Core's own) keep the s x s scores:
+    softmax; flash, fused (cuDNN) and auto are memory-efficient (enums.py AttnBackend). Any backend read as flash
+    before."""
+    r = read_log(_dump_with({"attention_backend": f"AttnBackend.{backend}"}), source="backend")
+    assert r.software["attention"] == attention
+    number = {"flash": 1, "fused": 2, "unfused": 3, "local": 4, "auto": 5}[backend]  # Megatron-Bridge: the value
+    bridge = (LOGS / "megatron_bridge_llama32_1b.log").read_text()
+    assert "  attention_backend:\n    _args_:\n    - 5\n" in bridge
+    bridge = bridge.replace("    _args_:\n    - 5\n", f"    _args_:\n    - {number}\n", 1)
+    assert read_log(bridge, source="bridge", gpus=8).software["attention"] == attention
+
+
+def test_a_partial_block_recompute_is_left_unstated_and_said():
+    """recompute_method block recomputes the first recompute_num_layers layers of each pipeline chunk
+    (megatron/core/recompute.py): 2 of the GPT-2 dump's 6 per stage is no plan's recompute (it read as full); 6 of
+    6 is full."""
+    block = {"recompute_granularity": "full", "recompute_method": "block"}
+    partial = read_log(_dump_with(block | {"recompute_num_layers": "2"}), source="block-2")
+    assert partial.plan["recompute"] is None
+    assert any("recomputes 2 of each pipeline chunk's 6 layers" in a for a in partial.assumed), partial.assumed
+    every = read_log(_dump_with(block | {"recompute_num_layers": "6"}), source="block-6")
+    assert every.plan["recompute"] == "full" and not any(a.startswith("recompute:") for a in every.assumed)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "zero"), [("no_shard", 0), ("optim", 1), ("optim_grads", 2), ("optim_grads_params", 3), (None, 3)]
+)
+def test_megatron_fsdp_sharding_strategy_is_its_zero_stage(strategy, zero):
+    """--data-parallel-sharding-strategy (arguments.py, default optim_grads_params) as ZeRO stages: every Megatron
+    FSDP run read as ZeRO 3 before."""
+    extra = {"use_megatron_fsdp": "True"} | ({"data_parallel_sharding_strategy": strategy} if strategy else {})
+    assert read_log(_dump_with(extra), source="fsdp").plan["zero"] == zero
+
+
+@pytest.mark.parametrize(
+    ("extra", "precision", "said"),
+    [
+        ({"fp8": "hybrid", "fp8_recipe": "custom"}, None, "fp8_recipe custom is not a recipe"),  # was plain fp8
+        ({"fp4": "e2m1"}, "nvfp4", None),  # fp4_recipe's default, nvfp4 (transformer_config.py)
+        ({"fp4": "e2m1", "fp4_recipe": "nvfp4"}, "nvfp4", None),
+        ({"fp4": "e2m1", "fp4_recipe": "custom"}, None, "fp4_recipe custom is not a recipe"),  # was fp16
+    ],
+)
+def test_an_fp8_or_fp4_recipe_the_planner_does_not_price_is_stated_not_guessed(extra, precision, said):
+    r = read_log(_dump_with(extra), source="recipe")
+    assert r.plan["precision"] == precision
+    assert any(said in a for a in r.assumed) if said else not any("_recipe" in a for a in r.assumed)
+
+
+def test_expert_tensor_parallelism_and_the_capacity_factor_are_read(tmp_path):
+    """expert_tensor_parallel_size is the plan's etp (tp where a dump does not say, arguments.py) and
+    moe_expert_capacity_factor the model's (None or < 0: dropless): both were ignored, the run read as etp = tp and
+    dropless. Padding to capacity, which a runs file cannot state, is said."""
+    extra = MOE_ARGS | {"expert_tensor_parallel_size": "1", "moe_expert_capacity_factor": "1.25"}
+    r = read_log(_dump_with(extra | {"moe_pad_expert_input_to_capacity": "True"}), source="etp", hardware="h100-sxm")
+    assert (r.plan["tp"], r.plan["etp"]) == (4, 1)
+    assert r.model["moe"]["capacity_factor"] == 1.25
+    assert any("moe_pad_expert_input_to_capacity" in a for a in r.assumed)
+    assert Plan(**runs_entries([r])[0]["plan"]).etp == 1  # the runs file carries it into the plan
+    dropless = read_log(_dump_with(extra | {"moe_expert_capacity_factor": "-1.0"}), source="dropless")
+    assert "capacity_factor" not in dropless.model["moe"]
+    dense = read_log(_dump_with({"expert_tensor_parallel_size": "1"}), source="dense")
+    assert "etp" not in dense.plan
+
+
+def test_an_uneven_pipeline_split_is_said_not_modelled():
+    """--decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout put other layer counts on some
+    stages; the planner splits by its own rule (48 layers on 8 stages: 6 each), so the run says so."""
+    r = read_log(
+        _dump_with({"decoder_first_pipeline_num_layers": "4", "decoder_last_pipeline_num_layers": "4"}), source="pp"
+    )
+    note = next(a for a in r.assumed if a.startswith("pipeline split:"))
+    assert "decoder_first_pipeline_num_layers 4" in note and "[6, 6, 6, 6, 6, 6, 6, 6]" in note
+    layout = read_log(_dump_with({"pipeline_model_parallel_layout": "Et*6|(t*6|)*6t*6L"}), source="layout")
+    assert any("pipeline_model_parallel_layout" in a for a in layout.assumed)
+    assert not any(a.startswith("pipeline split:") for a in read_log(_dump_with({}), source="even").assumed)

@@ -161,7 +161,8 @@ def _assemble(
     given_software: Any,
 ) -> IngestedRun:
     rid = run_id(source)
-    plan = {k: facts.config.get("plan", {}).get(k) for k in PLAN_FIELDS}
+    stated = facts.config.get("plan", {})
+    plan = {k: stated.get(k) for k in PLAN_FIELDS} | ({"etp": stated["etp"]} if stated.get("etp") else {})
     given = dict(given_plan or {})
     given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
     plan_notes = fill_plan(plan, given)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.engine.settings import OFFLOAD_MODULES
 from planner.io.logs.megatron_arch import architecture, literal
+from planner.io.logs.megatron_layers import chunk_layers, split_notes
+from planner.io.logs.megatron_software import software
 
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
 SECTIONS = ("", "model.", "train.", "dataset.", "ddp.", "mixed_precision.", "optimizer.")
@@ -49,18 +50,40 @@ class _Args:
         return any(section + name in self.values for section in SECTIONS)
 
 
-def _zero(a: _Args, deepspeed: dict[str, Any]) -> int | None:
+# --data-parallel-sharding-strategy of Megatron FSDP as ZeRO stages (arguments.py l.3190 @d98e8a64: no_shard, optim,
+# optim_grads, optim_grads_params, the default; DistributedDataParallelConfig in Megatron-Bridge).
+FSDP_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def _zero(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> int | None:
     if deepspeed.get("zero") is not None:
         return int(deepspeed["zero"])
-    if a.get("use_torch_fsdp2") or a.get("use_megatron_fsdp"):
-        return 3  # Megatron FSDP shards weights, gradients and optimizer (optim_grads_params)
+    if a.get("use_megatron_fsdp"):
+        strategy = str(a.get("data_parallel_sharding_strategy") or "optim_grads_params")
+        if strategy not in FSDP_STRATEGIES:
+            notes.append(f"zero: Megatron FSDP's data_parallel_sharding_strategy {strategy} is not a ZeRO stage")
+        return FSDP_STRATEGIES.get(strategy)
+    if a.get("use_torch_fsdp2"):
+        return 3  # FSDP2's fully_shard: weights, gradients and optimizer (arguments.py --use-torch-fsdp2)
     if a.get("use_distributed_optimizer"):
         return 1
     return 0 if a.present else None
 
 
-def _recompute(a: _Args) -> str | None:
+def _recompute(a: _Args, chunk_layers: int | None, notes: list[str]) -> str | None:
+    """Full, selective or none. --recompute-method block recomputes only the first recompute_num_layers layers of
+    each pipeline chunk (megatron/core/recompute.py l.167 @d98e8a64): full where that is all of them, else a
+    partial recompute no plan represents, left unstated (and said) rather than priced as full or none."""
     granularity = a.get("recompute_granularity")
+    if granularity == "full" and a.get("recompute_method") == "block":
+        k = a.get("recompute_num_layers")
+        if not isinstance(k, int) or chunk_layers is None or k < chunk_layers:
+            notes.append(
+                f"recompute: the run recomputes {k} of each pipeline chunk's {chunk_layers or '?'} layers "
+                f"(recompute_method block, recompute_num_layers {k}), a partial recompute a plan cannot represent: "
+                "left unstated"
+            )
+            return None
     if granularity in ("full", "selective"):
         return str(granularity)
     if a.get("checkpoint_activations"):  # Megatron-LM before 2022
@@ -68,17 +91,21 @@ def _recompute(a: _Args) -> str | None:
     return "none" if a.present else None
 
 
-# Megatron's --fp8-recipe (arguments.py: delayed, the default, tensorwise, mxfp8, blockwise) as the planner's
-# precisions; delayed is plain fp8, the recipe the planner's fp8 terms were calibrated on (precision.py).
+# Megatron's --fp8-recipe (TransformerConfig fp8_recipe, transformer_config.py l.594 @d98e8a64: delayed, the default,
+# tensorwise, mxfp8, blockwise, custom) as the planner's precisions; delayed is plain fp8, the recipe the planner's
+# fp8 terms were calibrated on (precision.py). custom (a quantizer factory) is none of them.
 FP8_RECIPES = {"delayed": "fp8", "tensorwise": "fp8-current", "mxfp8": "mxfp8", "blockwise": "fp8-blockwise"}
+# --fp4-format with fp4_recipe (l.679: nvfp4, the default, or custom).
+FP4_RECIPES = {"nvfp4": "nvfp4"}
 
 
-def _precision(a: _Args, deepspeed: dict[str, Any]) -> str | None:
-    if a.get("fp4") and a.get("fp4_recipe", "fp4-recipe") in ("nvfp4", None):
-        return "nvfp4"
-    if a.get("fp8"):
-        recipe = a.get("fp8_recipe")
-        return FP8_RECIPES.get(str(recipe), "fp8") if recipe is not None else "fp8"
+def _precision(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> str | None:
+    for flag, recipes, default in (("fp4", FP4_RECIPES, "nvfp4"), ("fp8", FP8_RECIPES, "delayed")):
+        if a.get(flag):
+            recipe = str(a.get(f"{flag}_recipe") or default)
+            if recipe not in recipes:
+                notes.append(f"precision: {flag}_recipe {recipe} is not a recipe the planner prices: left unstated")
+            return recipes.get(recipe)
     if a.get("bf16") or deepspeed.get("bf16"):
         return "bf16"
     if a.get("fp16") or deepspeed.get("fp16"):
@@ -86,26 +113,31 @@ def _precision(a: _Args, deepspeed: dict[str, Any]) -> str | None:
     return "fp32" if a.present else None
 
 
-def _plan(a: _Args, deepspeed: dict[str, Any]) -> dict[str, Any]:
+def _plan(a: _Args, deepspeed: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     default = 1 if a.present else None  # a dump without the field: the Megatron version predates it
     vpp = a.get("virtual_pipeline_model_parallel_size") or default
+    pp = a.get("pipeline_model_parallel_size")
+    notes = split_notes(a, pp=pp or 1, vpp=vpp or 1)
     plan = {
         "tp": a.get("tensor_model_parallel_size"),
-        "pp": a.get("pipeline_model_parallel_size"),
+        "pp": pp,
         "cp": a.get("context_parallel_size") or default,
         "ep": a.get("expert_model_parallel_size") or default,
         "vpp": vpp,
         "dp": a.get("data_parallel_size"),
         "sp": a.get("sequence_parallel") if a.has("sequence_parallel") else (False if a.present else None),
-        "zero": _zero(a, deepspeed),
-        "recompute": _recompute(a),
+        "zero": _zero(a, deepspeed, notes),
+        "recompute": _recompute(a, chunk_layers(a, pp=pp or 1, vpp=vpp or 1), notes),
         "micro_batch": a.get("micro_batch_size") or deepspeed.get("micro_batch"),
         "global_batch": a.get("global_batch_size") or a.get("logged_global_batch") or deepspeed.get("global_batch"),
         "seq_len": a.get("sequence_length", "seq_length"),
-        "precision": _precision(a, deepspeed),
+        "precision": _precision(a, deepspeed, notes),
         "schedule": None if vpp is None else ("interleaved" if vpp > 1 else "1f1b"),
     }
-    return plan
+    etp = a.get("expert_tensor_parallel_size")  # arguments.py l.587: tp where not given
+    if etp is not None and a.get("num_experts", "num_moe_experts"):
+        plan["etp"] = etp
+    return plan, notes
 
 
 def _moe(a: _Args, ffn: int | None) -> dict[str, Any] | None:
@@ -115,6 +147,7 @@ def _moe(a: _Args, ffn: int | None) -> dict[str, Any] | None:
     expert_ffn = a.get("moe_ffn_hidden_size") or ffn
     shared = a.get("moe_shared_expert_intermediate_size")
     freq = literal(a.get("moe_layer_freq"))
+    capacity = a.get("moe_expert_capacity_factor")
     moe = {
         "num_experts": experts,
         "top_k": a.get("moe_router_topk") or 2,
@@ -122,6 +155,8 @@ def _moe(a: _Args, ffn: int | None) -> dict[str, Any] | None:
         "num_shared_experts": shared // expert_ffn if shared and expert_ffn else 0,
         "routing_groups": a.get("moe_router_num_groups"),
         "group_top_k": a.get("moe_router_group_topk"),
+        # None or < 0: dropless (transformer_config.py l.917, l.1837 @d98e8a64)
+        "capacity_factor": capacity if isinstance(capacity, (int, float)) and capacity > 0 else None,
     }
     if shared and expert_ffn and shared % expert_ffn:  # one shared expert of its own width
         moe |= {"num_shared_experts": 1, "shared_expert_ffn_hidden_size": shared}
@@ -130,6 +165,15 @@ def _moe(a: _Args, ffn: int | None) -> dict[str, Any] | None:
     else:  # an int N: every N-th layer from the first (transformer_config.py moe_layer_freq)
         moe["layer_freq"] = freq if isinstance(freq, int) and freq > 0 else 1
     return {k: v for k, v in moe.items() if v is not None}
+
+
+def _padding(a: _Args) -> list[str]:
+    """--moe-pad-expert-input-to-capacity pads every expert to its capacity (moe_utils.py): a runs file has no word
+    for it, so the engine profile's moe.pad_to_capacity prices it, and the run says so."""
+    if a.get("moe_pad_expert_input_to_capacity") and a.get("moe_expert_capacity_factor"):
+        return ["moe: experts padded to capacity (moe_pad_expert_input_to_capacity): priced as the engine's "
+                "moe.pad_to_capacity says (a runs file cannot state it)"]  # fmt: skip
+    return []
 
 
 # Megatron's --position-embedding-type as the spec's (YaRN and M-RoPE rotate as RoPE does; learned_absolute and
@@ -171,98 +215,16 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
     kind = a.get("position_embedding_type")
     if kind is not None and kind not in POSITIONS and kind != "learned_absolute":
         problems.append(f"position_embedding_type {kind}")
+    if a.get("squared_relu") or activation.endswith("squared_relu"):  # argument_utils.py l.320 @d98e8a64
+        problems.append("a squared-ReLU MLP (squared_relu; a spec's MLP is gelu or swiglu)")
     return model | more, problems
-
-
-def _software(a: _Args) -> dict[str, Any]:
-    attention = None
-    if a.get("use_flash_attn") or a.has("attention_backend"):
-        attention = "flash"
-    elif a.present and not a.has("use_flash_attn"):
-        attention = "softmax"  # the dump predates flash attention in Megatron: its fused softmax keeps s^2 scores
-    modules = a.get("recompute_modules")
-    return {
-        "attention": attention,
-        "tp_overlap": a.get("tp_comm_overlap"),
-        "p2p_overlap": a.get("overlap_p2p_comm"),
-        "grad_dtype": _grad_dtype(a),
-        "fp8_param_gather": a.get("fp8_param_gather") or None,
-        "precision_aware_optimizer": a.get("use_precision_aware_optimizer") or None,
-        "optimizer_moment_dtype": "bf16" if "bfloat16" in str(a.get("exp_avg_dtype") or "") else None,
-        "recompute_modules": _listed(modules) if a.get("recompute_granularity") == "selective" and modules else None,
-        **_moe_software(a),
-        **_offload_software(a),
-        "cuda_graphs": _cuda_graphs(a),
-    }
-
-
-def _grad_dtype(a: _Args) -> str | None:
-    """16-bit gradients where the run reduces them so: --grad-reduce-in-bf16, or a dump whose final
-    accumulate_allreduce_grads_in_fp32 is False (fp16 and fp32 runs keep gradients in the parameters' dtype; bf16
-    turns it on unless --grad-reduce-in-bf16, arguments.py l.1195-1217 @d98e8a64). A dump that does not print it
-    leaves the engine's default."""
-    if a.get("grad_reduce_in_bf16") or a.get("accumulate_allreduce_grads_in_fp32") is False:
-        return "param"
-    return None
-
-
-# Megatron's --moe-token-dispatcher-type (and the flex dispatcher's backend) as the planner's dispatchers
-# (TransformerConfig moe_token_dispatcher_type, moe_flex_dispatcher_backend, moe_enable_deepep).
-DISPATCHERS = {"alltoall": "alltoall", "allgather": "allgather"}
-
-
-def _moe_software(a: _Args) -> dict[str, Any]:
-    """The MoE dispatcher and the all-to-all overlap (--overlap-moe-expert-parallel-comm) the run used; a flex
-    dispatcher on a backend other than DeepEP (hybridep, ncclep) is not one the planner prices, and is left
-    unstated rather than read as another."""
-    kind = str(a.get("moe_token_dispatcher_type") or "")
-    dispatcher = DISPATCHERS.get(kind)
-    if kind == "flex" and (a.get("moe_enable_deepep") or str(a.get("moe_flex_dispatcher_backend")) == "deepep"):
-        dispatcher = "deepep"
-    return {
-        "moe_dispatcher": dispatcher if a.get("num_moe_experts", "num_experts") else None,
-        "ep_overlap": True if a.get("overlap_moe_expert_parallel_comm") else None,
-    }
-
-
-def _offload_software(a: _Args) -> dict[str, Any]:
-    """The shares of optimizer state and activations held in host memory (--optimizer-cpu-offload with
-    --optimizer-offload-fraction, OptimizerConfig; --fine-grained-activation-offloading with --offload-modules and
-    --activation-offload-fraction, default 1.0, TransformerConfig). Modules the planner does not model
-    (fused_group_mlp, gdp_qkv) leave the module list unstated, rather than read as others."""
-    optimizer = a.get("optimizer_offload_fraction") if a.get("optimizer_cpu_offload") else None
-    fine_grained = a.get("fine_grained_activation_offloading")
-    activations = a.get("activation_offload_fraction") if fine_grained else None
-    if fine_grained and activations is None:
-        activations = 1.0
-    modules = _listed(a.get("offload_modules")) if fine_grained and a.get("offload_modules") else None
-    return {
-        "optimizer_offload": float(optimizer) if optimizer else None,
-        "activation_offload": float(activations) if activations else None,
-        "offload_modules": modules if modules and set(modules) <= set(OFFLOAD_MODULES) else None,
-    }
-
-
-def _cuda_graphs(a: _Args) -> bool | None:
-    """Per-layer CUDA graphs (--cuda-graph-impl local or transformer_engine; the older --enable-cuda-graph and
-    --external-cuda-graph). A whole-iteration graph (full_iteration) is not the per-layer capture the planner
-    prices, so it is left unstated."""
-    impl = str(a.get("cuda_graph_impl") or "none")
-    if impl in ("local", "transformer_engine") or a.get("enable_cuda_graph") or a.get("external_cuda_graph"):
-        return True
-    return None
-
-
-def _listed(value: Any) -> list[str]:
-    """A printed Python list of names (['core_attn', 'mlp']) as the names."""
-    return [v.strip(" '\"") for v in str(value).strip("[]").split(",") if v.strip(" '\"")]
 
 
 def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[str, Any]:
     """The normalised configuration: plan (PLAN fields, None where the log does not say), gpus, model
     (ModelSpec fields) and the fields it lacks, software, and where it was read from."""
     a = _Args(raw)
-    plan = _plan(a, deepspeed)
+    plan, notes = _plan(a, deepspeed)
     model, unrepresented = _model(a, plan["seq_len"])
     missing = [k for k in MODEL_REQUIRED if model.get(k) is None]
     source = "Megatron-Bridge configuration" if any(k.startswith("model.") for k in raw) else "argument dump"
@@ -272,10 +234,10 @@ def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[
     return {
         "plan": plan,
         "gpus": gpus,
-        "assumed": [],
+        "assumed": notes + _padding(a),
         "model": model if not (missing or unrepresented) else None,
         "model_missing": missing if a.present else [],
         "model_unrepresented": unrepresented if a.present else [],
-        "software": _software(a),
+        "software": software(a),
         "read_from": source if a.present else None,
     }

@@ -107,21 +107,25 @@ def _bridge_yaml(lines: list[str], start: int) -> dict[str, str]:
     """The keys of Megatron-Bridge's printed configuration down to three levels, as "section.key" (and
     "section.key.sub", e.g. model.activation_func._target_) -> value."""
     out: dict[str, str] = {}
-    path = ["", ""]
+    path = ["", "", ""]
     for line in lines[start + 1 :]:
         m = YAML_LINE.match(line)
         if not m and not line.startswith(("  ", "- ")):
             break
-        if not m:
+        if not m:  # an enum's value: "  attention_backend:" / "    _args_:" / "    - 5" (the first item kept)
+            if line.startswith("    - ") and path[2]:
+                out.setdefault(".".join(path), line[6:].strip())
             continue
         indent, key, value = len(m.group(1)), m.group(2), m.group(3)
         if indent == 0:
-            path = [key, ""]
+            path = [key, "", ""]
         elif indent == 2:
-            path[1] = key
+            path[1:] = [key, ""]
             out[f"{path[0]}.{key}"] = value  # empty for a nested value: the field is there
-        elif indent == 4 and value:
-            out[f"{path[0]}.{path[1]}.{key}"] = value
+        elif indent == 4:
+            path[2] = key
+            if value:
+                out[f"{path[0]}.{path[1]}.{key}"] = value
     return out
 
 

@@ -1,0 +1,43 @@
+"""How a Megatron argument dump lays the transformer layers on pipeline chunks, as far as the planner can price it:
+the most layers a chunk builds (for a block recompute's share) and what the planner does not model of an uneven
+split. Field names are Megatron's `args` (megatron/training/arguments.py @d98e8a64)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from planner.engine.split import megatron_split
+
+# The arguments that set an uneven split (arguments.py l.3095-3105 @d98e8a64; transformer_config.py
+# __post_init__, transformer/pipeline_parallel_layer_layout.py): the first and last pipeline ranks' layer counts,
+# or every stage's layers named one by one.
+UNEVEN = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "pipeline_model_parallel_layout")
+
+
+class Args(Protocol):
+    def get(self, name: str, *aliases: str) -> Any: ...
+
+
+def chunk_layers(a: Args, *, pp: int, vpp: int) -> int | None:
+    """The transformer layers each pipeline chunk builds when they split evenly (the largest share where they do
+    not divide); None when the dump sets an uneven split or states no layer count."""
+    layers = a.get("num_layers")
+    if not isinstance(layers, int) or any(a.get(k) is not None for k in UNEVEN):
+        return None
+    return -(-layers // (pp * vpp))
+
+
+def split_notes(a: Args, *, pp: int, vpp: int) -> list[str]:
+    """What the run's uneven pipeline split is, where it is not the one the planner prices for its layer count
+    (engine/split.py megatron_split: even where the layers divide, else first/last ranks or a balanced layout)."""
+    stated = {k: a.get(k) for k in UNEVEN if a.get(k) is not None}
+    if not stated:
+        return []
+    layers = a.get("num_layers")
+    split = megatron_split(layers, pp, vpp) if isinstance(layers, int) else None
+    first_last = (stated.get(UNEVEN[0]), stated.get(UNEVEN[1]))
+    if split and split.method == "first_last" and (split.first, split.last) == first_last and UNEVEN[2] not in stated:
+        return []
+    planned = f"{list(split.sizes)} layers per chunk" if split else "no split it can price"
+    said = ", ".join(f"{k} {v}" for k, v in stated.items())
+    return [f"pipeline split: the run sets {said}, which is not modelled; the planner prices {planned} instead"]
