@@ -99,12 +99,15 @@ def search_advised(
         said = advise(
             narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
         )
-        if narrowed is not probe and result.top:  # say what the probes searched
-            top = result.top[0]
-            only = f" (the counts and batches probed with {top.estimate.engine.name}, {top.plan.precision} only)"
-            said = [replace(a, message=a.message + only) for a in said]
-        out.advice += said
+        out.advice += said if narrowed is probe else _probed_with(said, result)
     return out
+
+
+def _probed_with(said: list[Advice], result: SearchResult) -> list[Advice]:
+    """The advice, saying which engine and precision its probes searched (_narrowed)."""
+    top = result.top[0]
+    only = f" (the counts and batches probed with {top.estimate.engine.name}, {top.plan.precision} only)"
+    return [replace(a, message=a.message + only) for a in said]
 
 
 def _counts_and_batch(gpus: int | str | None, global_batch: int | str | None) -> tuple[int | str, int | str | None]:
