@@ -444,6 +444,18 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     assert rc == 0, err
     (run,) = json.loads(out)["runs"]
     assert run["plan"]["tp"] == 4 and any("--plan's tp 2 not used" in a for a in run["assumed"])
+    # a hand-written plan of the degrees alone: one pipeline stage implies vpp 1 and 1f1b, one TP rank no sp
+    bare.write_text("dp: 8\ntp: 1\npp: 1\ncp: 1\nep: 1\nzero: 3\nrecompute: selective\nmicro_batch: 1\n"
+                    "global_batch: 8\nseq_len: 8192\nprecision: bf16\n")  # fmt: skip
+    rc, out, err = run_planner("ingest", log, "--plan", str(bare), "--json", "-m", "llama3-8b", "--hardware",
+                               "h100-sxm", "--gpus", "8")  # fmt: skip
+    assert rc == 0, err
+    (run,) = json.loads(out)["runs"]
+    assert (run["plan"]["vpp"], run["plan"]["schedule"], run["plan"]["sp"]) == (1, "1f1b", False)
+    assert any("implied" in a for a in run["assumed"])
+    rc, out, err = run_planner("validate", log, "--plan", str(bare), "-m", "llama3-8b", "--hardware", "h100-sxm",
+                               "--gpus", "8", "--json")  # fmt: skip
+    assert rc == 0 and json.loads(out)["runs"][0]["predicted"]["tokens_per_s_per_gpu"] > 0, err
     bare.write_text("tp: two\n")  # each field checked as a plan checks it, before anything is read or written
     rc, _, err = run_planner("ingest", log, "--plan", str(bare), "-o", str(tmp_path / "bad.yaml"))
     assert rc == 2 and "plan.tp: Input should be a valid integer (got 'two')" in err

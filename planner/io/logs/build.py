@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
-from planner.io.logs.given import fill_plan, log_software
+from planner.io.logs.given import fill_plan, implied, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, read_complete
 from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
@@ -168,6 +168,7 @@ def _assemble(
     plan_notes = fill_plan(plan, given)
     n_gpus, gpu_notes = _gpus(facts, plan, gpus)  # dp from the log's world size first, then from --plan
     plan_notes += fill_plan(plan, given_dp)
+    plan_notes += implied(plan)
     contradictions = [*facts.config.get("conflicts", []), *_contradictions(plan, n_gpus)]
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")

@@ -35,6 +35,22 @@ def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str
     return notes
 
 
+def implied(plan: dict[str, Any]) -> list[str]:
+    """The plan fields another field decides, filled where unstated, in place; a note naming them: one pipeline
+    stage has no virtual stages and no schedule to choose (vpp 1, 1f1b); one tensor-parallel rank has no sequence
+    parallelism (sp needs tp > 1)."""
+    filled = []
+    if plan.get("pp") == 1:
+        for k, v in (("vpp", 1), ("schedule", "1f1b")):
+            if plan.get(k) is None:
+                plan[k] = v
+                filled.append(f"{k} {v} (pp 1)")
+    if plan.get("tp") == 1 and plan.get("sp") is None:
+        plan["sp"] = False
+        filled.append("sp false (tp 1)")
+    return [f"plan: {', '.join(filled)}: implied"] if filled else []
+
+
 def log_software(
     engine: str, stated: Mapping[str, Any], given: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], list[str]]:
