@@ -99,3 +99,12 @@ def test_an_engine_file_is_the_baseline_of_the_settings_a_run_gives(tmp_path: Pa
     code, _out, err = run("launch", *common, "--engine", str(same), "--emit", "megatron", "--out", str(out))
     assert code == 0, err
     assert "--cuda-graph-impl transformer_engine" in (out / "megatron_args.sh").read_text()
+
+
+def test_the_search_header_names_the_settings_it_priced() -> None:
+    """As memory and estimate do: 'with megatron (grad_dtype=param)'; a profile's own settings are not listed."""
+    args = ("search", "-m", "llama3-8b", "--gpus", "8", "--no-advice", "--top", "1")
+    code, out, err = run(*args, "--grad-dtype", "param")
+    assert code == 0 and "with megatron (grad_dtype=param)," in " ".join(out.split()), err
+    code, out, err = run(*args)
+    assert code == 0 and "with megatron," in " ".join(out.split()), err

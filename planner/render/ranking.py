@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
+from planner.engine.profile import given_settings
+from planner.engine.settings import said
 from planner.explore.explain import explain
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
@@ -23,6 +25,13 @@ def time_terms(t: StepTime, n: int = 3) -> list[tuple[str, float]]:
     terms = {"compute": t.compute_s, "recompute": t.recompute_s, "bubble": t.bubble_s, "optimizer": t.optimizer_s}
     terms.update({f"{d}": v for d, v in t.exposed_comm_s.items()})
     return sorted(((k, v) for k, v in terms.items() if v > 0.005 * t.step_s), key=lambda kv: -kv[1])[:n]
+
+
+def _named(engine: Any) -> str:
+    """An engine as the header names it: with the per-run settings it was priced with, but for a --recipe-options
+    variant, whose name says its own (memory and estimate say them the same way, render/breakdown.py)."""
+    given = {} if engine.variant_of else given_settings(engine)
+    return engine.name + (f" ({said(given)})" if given else "")
 
 
 def merged_rejections(result: SearchResult) -> list[tuple[str, int, str]]:
@@ -63,7 +72,7 @@ def print_result(
     console: Console, result: SearchResult, *, save: str | None = None, plot: str | None = None, wide: bool = False
 ) -> None:
     s, m, hw = result.space, result.model, result.hardware
-    engines = escape(", ".join(e.name for e in result.engines) or result.engine.name)
+    engines = escape(", ".join(_named(e) for e in (result.engines or [result.engine])))
     console.print(
         f"[bold]{escape(m.name)}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{escape(hw.name)}[/] "
         f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, "
