@@ -112,8 +112,7 @@ def scan_counts(probe: Probe, *, gpus: int, global_batch: int, node: int) -> tup
     nothing fits: (the largest count used WELL, the best per-GPU throughput seen). The rate can stall and then
     rise (a plan shape that halving one more time makes possible, a group that comes back inside a tier)."""
     counts, best = [gpus], probe(gpus, global_batch)
-    halvings = [gpus >> k for k in range(1, SCAN_DEPTH + 1)]
-    halvings = halvings[: next((i for i, g in enumerate(halvings) if g < node or g % node), len(halvings))]
+    halvings = node_halvings(gpus, node)
     stalled = 0
     for i, g in enumerate(halvings):
         probe.prefetch_ahead([(h, global_batch) for h in halvings[i:]])
@@ -137,26 +136,32 @@ def batches(global_batch: int, *, seq_len: int, max_tokens_per_step: int) -> lis
     return out
 
 
+def node_halvings(gpus: int, node: int) -> list[int]:
+    """`gpus` halved at most SCAN_DEPTH times, while the count is whole nodes."""
+    halvings = [gpus >> k for k in range(1, SCAN_DEPTH + 1)]
+    return halvings[: next((i for i, g in enumerate(halvings) if g < node or g % node), len(halvings))]
+
+
+def first_reaching(probe: Probe, pairs: list[tuple[int, int]], target: float) -> tuple[int, int] | None:
+    """The first (gpus, batch) of `pairs` whose best plan reaches `target` tokens/s per GPU (the rest read ahead)."""
+    for i, (g, b) in enumerate(pairs):
+        probe.prefetch_ahead(pairs[i:])
+        rate = probe(g, b)
+        if rate is not None and rate >= target:
+            return g, b
+    return None
+
+
 def smallest_batch(probe: Probe, *, gpus: int, candidates: list[int], target: float) -> int | None:
     """The smallest batch whose best plan on `gpus` reaches `target` tokens/s per GPU."""
-    for i, b in enumerate(candidates):
-        probe.prefetch_ahead([(gpus, c) for c in candidates[i:]])
-        rate = probe(gpus, b)
-        if rate is not None and rate >= target:
-            return b
-    return None
+    hit = first_reaching(probe, [(gpus, c) for c in candidates], target)
+    return hit[1] if hit else None
 
 
 def most_fed(probe: Probe, *, gpus: int, batch: int, node: int, target: float) -> int | None:
     """The most GPUs (halvings of `gpus`, whole nodes) whose best plan with `batch` reaches `target` per GPU."""
-    halvings = [gpus >> k for k in range(1, SCAN_DEPTH + 1)]
-    halvings = halvings[: next((i for i, g in enumerate(halvings) if g < node or g % node), len(halvings))]
-    for i, g in enumerate(halvings):
-        probe.prefetch_ahead([(h, batch) for h in halvings[i:]])
-        rate = probe(g, batch)
-        if rate is not None and rate >= target:
-            return g
-    return None
+    hit = first_reaching(probe, [(h, batch) for h in node_halvings(gpus, node)], target)
+    return hit[0] if hit else None
 
 
 def advise(
