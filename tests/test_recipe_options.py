@@ -635,11 +635,19 @@ def test_the_offload_fraction_counts_groups_in_forward_order_in_each_chunk():
     from planner.cost.recipe_options import offloaded_bytes
 
     layer = (1.0, 2.0, 3.0)  # three groups in forward order
-    assert offloaded_bytes([(layer, 4)], 2, 0.5) == 2 * 6  # 2 layers a chunk: 6 groups, the first 3 (one layer)
-    assert offloaded_bytes([(layer, 4)], 2, 0.6) == 2 * (6 + 1)  # 6 - int(2.4) = 4 groups: a layer and one more
-    assert offloaded_bytes([(layer, 4)], 1, 0.5) == 6 + 6  # one chunk of 12 groups: the first 6
-    assert offloaded_bytes([(layer, 4)], 4, 1.0) == 24 and offloaded_bytes([(layer, 4)], 4, 0.0) == 0
-    assert offloaded_bytes([((), 2), (layer, 2)], 2, 0.5) == 6  # layers without groups count no groups
+    assert offloaded_bytes([(layer, 4)], (2, 2), 0.5) == 2 * 6  # 2 layers a chunk: 6 groups, the first 3 (a layer)
+    assert offloaded_bytes([(layer, 4)], (2, 2), 0.6) == 2 * (6 + 1)  # 6 - int(2.4) = 4 groups: a layer and one
+    assert offloaded_bytes([(layer, 4)], (4,), 0.5) == 6 + 6  # one chunk of 12 groups: the first 6
+    assert offloaded_bytes([(layer, 4)], (1,) * 4, 1.0) == 24 and offloaded_bytes([(layer, 4)], (4,), 0.0) == 0
+    assert offloaded_bytes([((), 2), (layer, 2)], (2, 2), 0.5) == 6  # layers without groups count no groups
+    # the rank's own chunk sizes, in model order (DeepSeek-V3's first rank over pp 4 x vpp 2: 7 then 8 layers, the
+    # three dense ones first): the dense layers' one group and four MoE layers in the first chunk, eight in the next
+    dense, moe = (5.0,), (1.0, 2.0, 3.0)
+    first = 3 * 5.0 + 6 + (1 + 2)  # 15 groups, the first 15 - int(7.5) = 8: three dense, then five MoE groups
+    second = 6 * 4  # 24 groups, the first 12: four layers
+    assert offloaded_bytes([(dense, 3), (moe, 12)], (7, 8), 0.5) == first + second
+    runs = [(dense, 3), (moe, 12)]
+    assert offloaded_bytes(runs, (7, 8), 0.4) == 40 and offloaded_bytes(runs, (8, 7), 0.4) == 42  # the rank's sizes
     # Mixtral over pp 4 x vpp 8: one layer a chunk, seven groups, the first four (the attention's) go at F = 0.5
     mixtral = load_model("mixtral-8x7b")
     plan = Plan(dp=2, pp=4, vpp=8, ep=2, global_batch=64, seq_len=4096, zero=1, micro_batch=1)

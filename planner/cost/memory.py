@@ -207,15 +207,16 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
 
 
 def mix_pieces(
-    mix: Mix, pieces: dict[LayerKind, Pieces], *, chunks: int = 1, share: float = 0.0
+    mix: Mix, pieces: dict[LayerKind, Pieces], *, chunk_sizes: tuple[int, ...] = (), share: float = 0.0
 ) -> tuple[float, float, float]:
     """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds, the kept bytes
-    activation offload moves at `share` over the rank's `chunks` model chunks: recipe_options.offloaded_bytes)."""
+    activation offload moves at `share` over the rank's model chunks of `chunk_sizes` layers:
+    recipe_options.offloaded_bytes)."""
     keep, work = 0.0, 0.0
     for kind, n in mix:
         k, w, _g = pieces[kind]
         keep, work = keep + k * n, max(work, w)
-    moved = offloaded_bytes(((pieces[kind][2], n) for kind, n in mix), chunks, share) if share else 0.0
+    moved = offloaded_bytes(((pieces[kind][2], n) for kind, n in mix), chunk_sizes, share) if share else 0.0
     return keep, work, moved
 
 
@@ -305,7 +306,8 @@ def _stage_memory(
 ) -> StageMemory:
     layout = plan_layout(model, plan, engine)
     mix = rank_mix(model, layout, rank)
-    keep, work, moved = mix_pieces(mix, pieces, chunks=layout.vpp, share=engine.memory.activation_offload)
+    sizes = layout.chunk_sizes(rank)
+    keep, work, moved = mix_pieces(mix, pieces, chunk_sizes=sizes, share=engine.memory.activation_offload)
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)

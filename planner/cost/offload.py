@@ -25,15 +25,15 @@ from planner.specs import ModelSpec
 
 
 def activation_offload_s(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, compute: StageCompute
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, compute: StageCompute, *, stage: int
 ) -> tuple[float, float]:
     """(transfer seconds, exposed seconds) of one micro-batch's activation offload on a pipeline rank: the
     offloaded bytes down during the forward and up during the backward, each hidden behind that pass."""
     f, bw = engine.memory.activation_offload, hw.gpu.host_bandwidth_bytes_per_s
     if not f or not bw:
         return 0.0, 0.0
-    chunks = plan_layout(model, plan, engine).vpp
-    _keep, _work, moved = mix_pieces(compute.mix, activation_pieces(model, plan, engine), chunks=chunks, share=f)
+    sizes = plan_layout(model, plan, engine).chunk_sizes(stage)
+    _keep, _work, moved = mix_pieces(compute.mix, activation_pieces(model, plan, engine), chunk_sizes=sizes, share=f)
     one_way = moved / bw
     exposed = max(0.0, one_way - compute.forward_s) + max(0.0, one_way - compute.backward_s - compute.recompute_s)
     return 2 * one_way, exposed

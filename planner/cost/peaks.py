@@ -41,7 +41,7 @@ class RankShape:
     params: RankParams
     mix: Mix
     last: bool
-    chunks: int = 1  # model chunks (virtual stages) of the rank: what activation offload counts its groups over
+    chunk_sizes: tuple[int, ...] = ()  # the layers of each of its chunks: what activation offload counts groups over
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class PeakMemory:
         self.capacity = hw.gpu.hbm_bytes
         self._kinds = tuple(model.kind_params)
         self._last: tuple[Plan, list[RankLoad]] | None = None
-        self._mixed: dict[tuple[int, int, int], tuple[float, float, float]] = {}  # (ids of pieces and mix, chunks)
+        self._mixed: dict[tuple[int, int, tuple[int, ...]], tuple[float, float, float]] = {}  # ids, chunk sizes
         self._logits: dict[tuple, float] = {}  # the logits' shape -> bytes
         self._levels: dict[tuple, tuple[list[dict[LayerKind, Pieces]], list[int]]] = {}
 
@@ -95,12 +95,12 @@ class PeakMemory:
         vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
         middle: list[tuple[float, ...]] = []  # kept middle ranks' signatures
-        held_seen: set[tuple[LayerKind, ...]] = set()  # middle ranks' layers: a repeat has an equal signature
+        held_seen: set[tuple] = set()  # middle ranks' layers and chunks: a repeat has an equal signature
         kinds = self.model.layer_kinds
         for r in range(pp):
             first, last = layout.holds_embedding(r), layout.holds_loss(r)
             if not (first or last):
-                layers = tuple(kinds[i] for i in layout.rank_layers(r))
+                layers = (tuple(kinds[i] for i in layout.rank_layers(r)), layout.chunk_sizes(r))
                 if layers in held_seen:
                     continue
                 held_seen.add(layers)
@@ -110,10 +110,11 @@ class PeakMemory:
                 counts = dict(mix)
                 sig: tuple[float, ...] = (params.dense, params.expert, params.largest_unit, float(params.num_gemms))
                 sig += tuple(float(counts.get(k, 0)) for k in self._kinds)
+                sig += tuple(float(n) for n in layout.chunk_sizes(r))  # offload counts its groups by chunk
                 if sig in middle or any(all(a >= b for a, b in zip(m, sig)) for m in middle):
                     continue
                 middle.append(sig)
-            keep.append(RankShape(r, params, mix, last, layout.vpp))
+            keep.append(RankShape(r, params, mix, last, layout.chunk_sizes(r)))
         self._ranks[key] = keep
         if len(_RANK_SHAPES) >= MAX_SHARED_RANK_SHAPES:
             _RANK_SHAPES.clear()
@@ -236,10 +237,10 @@ class PeakMemory:
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
         share = self.engine.memory.activation_offload
         for load, state in zip(loads, states):
-            mix, chunks = load.shape.mix, load.shape.chunks
-            rank_pieces = mixed.get((pid, id(mix), chunks))
+            mix, sizes = load.shape.mix, load.shape.chunk_sizes
+            rank_pieces = mixed.get((pid, id(mix), sizes))
             if rank_pieces is None:
-                rank_pieces = mixed[(pid, id(mix), chunks)] = mix_pieces(mix, pieces, chunks=chunks, share=share)
+                rank_pieces = mixed[(pid, id(mix), sizes)] = mix_pieces(mix, pieces, chunk_sizes=sizes, share=share)
             keep, work = held_activations(
                 *rank_pieces, in_flight=load.in_flight, layers=sum(n for _k, n in mix), engine=self.engine
             )

@@ -117,25 +117,27 @@ def offload_group_bytes(moved_by: Callable[[tuple[str, ...]], float], modules: t
     return tuple(out)
 
 
-def offloaded_bytes(runs: Iterable[tuple[Groups, int]], chunks: int, share: float) -> float:
+def offloaded_bytes(runs: Iterable[tuple[Groups, int]], chunk_sizes: tuple[int, ...], share: float) -> float:
     """Bytes one micro-batch's activation offload moves off a pipeline rank whose layers are `runs` ((one layer's
-    groups, how many such layers), in the order the kinds first appear) over its `chunks` model chunks. In each
-    chunk's forward, Megatron offloads the first n − int(n(1 − share)) of its n eligible groups and keeps the later
-    ones (fine_grained_activation_offload.py l.650-669 @d98e8a64: the fraction counts groups, not bytes). The
-    rank's layers are taken as split evenly over its chunks in that order; the last-group margin and the minimum
-    tensor size Megatron also keeps back are not modelled."""
+    groups, how many such layers), in the order the kinds first appear) over its model chunks of `chunk_sizes`
+    layers, in model order (what the layers beyond them, the multi-token-prediction modules, join: the last). In
+    each chunk's forward, Megatron offloads the first n − int(n(1 − share)) of its n eligible groups and keeps the
+    later ones (fine_grained_activation_offload.py l.650-669 @d98e8a64: the fraction counts groups, not bytes).
+    The kinds are laid out in the order they first appear: exact where each kind's layers are one block (a uniform
+    stack, DeepSeek-V3's dense layers first), an approximation where kinds alternate. The last-group margin and the
+    minimum tensor size Megatron also keeps back are not modelled."""
     runs = [(g, n) for g, n in runs if n]
     if not share:
         return 0.0
     if share >= 1.0:
         return sum(sum(g) * n for g, n in runs)
-    layers = sum(n for _g, n in runs)
+    sizes = list(chunk_sizes) or [0]
+    sizes[-1] += sum(n for _g, n in runs) - sum(sizes)
     left = [n for _g, n in runs]
     moved, i = 0.0, 0
-    for c in range(chunks):
-        size = layers // chunks + (1 if c < layers % chunks else 0)
+    for size in sizes:
         chunk: list[tuple[Groups, int]] = []
-        while size and i < len(runs):
+        while size > 0 and i < len(runs):
             take = min(left[i], size)
             chunk.append((runs[i][0], take))
             size, left[i] = size - take, left[i] - take

@@ -118,7 +118,7 @@ def stage_comm(
     ]
     pp, pp_exp = pp_comm(model, hw, plan, engine, compute)
     dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
-    host, host_exp = activation_offload_s(model, hw, plan, engine, compute)
+    host, host_exp = activation_offload_s(model, hw, plan, engine, compute, stage=stage)
     return CommBreakdown(
         stage=stage,
         tp_s=m * sum(n * c.tp_s for n, c in comms),

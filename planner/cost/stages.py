@@ -76,6 +76,10 @@ class Layout:
         """Global indices of every transformer layer pipeline rank `rank` holds."""
         return tuple(i for c in self.rank_chunks(rank) for i in c.layers)
 
+    def chunk_sizes(self, rank: int) -> tuple[int, ...]:
+        """The layers of each chunk pipeline rank `rank` runs, in model order."""
+        return tuple(c.num_layers for c in self.rank_chunks(rank))
+
     def num_rank_layers(self, rank: int) -> int:
         return sum(c.num_layers for c in self.rank_chunks(rank))
 
