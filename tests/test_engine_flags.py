@@ -92,6 +92,14 @@ def test_an_engine_file_is_the_baseline_of_the_settings_a_run_gives(tmp_path: Pa
     code, _out, err = run("launch", *common, "--engine", str(renamed), "--cuda-graphs", "--emit", "megatron",
                           "--out", str(out))  # fmt: skip
     assert code == 2 and "priced on mytron with cuda_graphs=True" in err and not out.exists()
+    out = tmp_path / "renamed-plain"  # a renamed copy with the engine's own settings: its file writes them all
+    code, _out, err = run("launch", *common, "--engine", str(renamed), "--emit", "megatron", "--out", str(out))
+    assert code == 0, err
+    own = tmp_path / "mytron-bf16grad.yaml"  # a renamed copy whose file sets one: priced so, refused, not dropped
+    own.write_text(renamed.read_text().replace("\n  grad_dtype: fp32 ", "\n  grad_dtype: param"))
+    out = tmp_path / "renamed-own"
+    code, _out, err = run("launch", *common, "--engine", str(own), "--emit", "megatron", "--out", str(out))
+    assert code == 2 and "priced on mytron with grad_dtype=param" in err and not out.exists(), err
     same = tmp_path / "megatron.yaml"
     same.write_text(text.replace("\n  cuda_graphs: false ", "\n  cuda_graphs: true  "))
     assert _json("memory", *common, "--engine", str(same))["settings"] == {}

@@ -144,6 +144,22 @@ def _target(kind: str) -> Target:
     return found
 
 
+def _file_settings(engine: Engine, target: str | None) -> dict[str, object]:
+    """The settings of an engine read from a file under a name no catalog engine has, where they differ from the
+    target engine's profile: a renamed copy's own values, priced, which the target's file would not write (a
+    catalog engine's own values are another engine's, as --emit for another engine means)."""
+    from planner.io.catalog import load_engine
+
+    if target is None or target == engine.name:
+        return {}
+    try:
+        load_engine(engine.variant_of or engine.name)
+        return {}
+    except PlannerError:
+        runs_on = load_engine(target)
+    return {name: value for name, value in engine.settings().items() if value != runs_on.setting(name)}
+
+
 def _checked(
     chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
 ) -> dict[str, object]:
@@ -160,7 +176,7 @@ def _checked(
     unrun = unrun_settings(engine) if chosen.engine is None else ""
     if unrun:  # a cluster file launches the worker
         raise PlannerError(f"--emit {kind}: {unrun}")
-    given = given_settings(engine)
+    given = given_settings(engine) or _file_settings(engine, chosen.engine)
     if given and chosen.engine not in (None, engine.name):
         raise PlannerError(
             f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "
