@@ -517,6 +517,8 @@ def test_cli_runs_file_must_be_named_as_validate_and_calibrate_read_it(tmp_path,
     rc, _, err = run_planner(*args[:-1], str(tmp_path / "RUNS.YML"))
     assert rc == 0, err
     assert load_runs(tmp_path / "RUNS.YML")[0]["plan"]["tp"] == 4
+    rc, out, err = run_planner("validate", str(tmp_path / "RUNS.YML"), "--json")  # read back as a runs file
+    assert rc == 0 and json.loads(out)["runs"][0]["id"] == "megatron_lm_gpt2_tp4_pp8", err
 
 
 def test_gigabytes_of_composer_memory_are_decimal():
@@ -866,6 +868,14 @@ def test_two_runs_of_the_same_arguments_each_leave_out_their_warm_up():
     assert r.measured["step_s"] == pytest.approx(0.55)
     assert not any("several lines per step" in a for a in r.assumed)
     assert any(a.startswith("the log holds 2 runs with the same arguments") for a in r.assumed), r.assumed
+    # the restarted run's last line cut off mid-way: only that line goes, not the first run's line of the same
+    # iteration (audit)
+    short = _megatron_log([550.0] * 10, args=PLAN_ARGS) + _megatron_log([2000.0] * 3 + [550.0] * 2, args=PLAN_ARGS,
+                                                                       first=6)  # fmt: skip
+    whole = read_log(short, source="restarted")  # run 2 ends at iteration 10, which run 1 also logged
+    cut = short.rstrip("\n").rsplit("elapsed time per iteration (ms):", 1)[0] + "elapsed time per iteration (ms): 5"
+    r = read_log(cut, source="restarted")
+    assert r.steps_used == whole.steps_used - 1 and r.steps_left_out.get("incomplete last line") == 1
 
 
 @pytest.mark.parametrize(

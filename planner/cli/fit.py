@@ -55,7 +55,7 @@ def validate(
     from planner.io.catalog import load_engine, load_hardware, load_model
     from planner.render.accuracy import print_validation, validation_json
 
-    if (gpus or plan) and Path(runs).suffix in (".yaml", ".yml", ".json"):
+    if (gpus or plan) and Path(runs).suffix.lower() in (".yaml", ".yml", ".json"):
         raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {runs} is a runs file")
     given = log_givens(model, hardware, gpus, plan)
     override = load_hardware(given.hardware) if given.hardware else None
@@ -179,7 +179,7 @@ def calibrate(
 
 def _logs_only(inputs: list[str]) -> None:
     """--gpus and --plan fill what a training log leaves unstated; a runs file or launch profile states it."""
-    stated = [p for p in inputs if Path(p).suffix in (".yaml", ".yml", ".json")]
+    stated = [p for p in inputs if Path(p).suffix.lower() in (".yaml", ".yml", ".json")]
     if stated:
         raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {stated[0]} is a runs file")
 

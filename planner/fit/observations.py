@@ -154,7 +154,7 @@ def load_observations(
         p = Path(path)
         if not p.is_file():
             raise PlannerError(f"{path}: no such file")
-        if p.suffix == ".json":
+        if p.suffix.lower() == ".json":
             doc = load_json(p, path)
             obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
         else:
@@ -168,7 +168,7 @@ def runs_of(
     """The runs-file entries of a runs file (.yaml) or of a training log (anything else but a launch profile's
     .json: read as `planner ingest` reads it, `hardware`, `model` and `given` (read_log's gpus, given_plan and
     given_software: ingest's --gpus and --plan) where the log does not say)."""
-    if path.suffix in (".yaml", ".yml", ".json"):
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):  # as ingest -o names them, any case
         return load_runs(path)
     return _log_entries(path, hardware, model, given)
 

@@ -233,7 +233,7 @@ def runs_hardware(paths: list[str]) -> list[str]:
     """The catalog hardware profiles the runs files name, in order of first appearance."""
     names: list[str] = []
     for path in paths:
-        if Path(path).suffix == ".json":
+        if Path(path).suffix.lower() == ".json":
             continue
         for raw in load_runs(path):
             hw = str(raw.get("hardware"))

@@ -122,7 +122,7 @@ def read_complete(read: Callable[[str], LogFacts], text: str) -> LogFacts:
     facts, whole = read(text[:end]), read(text)
     if whole.steps != facts.steps:  # the cut line is (or ends) a step
         last = whole.steps[-1]
-        facts.steps = [s for s in facts.steps if (s.step, s.rank) != (last.step, last.rank)]
+        facts.steps = [s for s in facts.steps if (s.run, s.step, s.rank) != (last.run, last.step, last.rank)]
         facts.cut_off = 1
     return facts
 
