@@ -256,11 +256,14 @@ def zero_recipe_problems(engine: Engine, plan: Plan, zero: int) -> list[Rejected
         return []
     out: list[Rejected] = []
     if m.precision_aware_optimizer:
-        detail = f"precision_aware_optimizer needs the distributed optimizer (zero 1) in {name}, not zero={zero}"
+        detail = (
+            f"precision_aware_optimizer needs the distributed optimizer (zero 1) in {name}, not zero={zero}; "
+            "give --zero 1"
+        )
         out.append(Rejected(f"{name}: precision-aware optimizer without zero 1", detail))
     if m.fp8_param_gather:
         why = "has no parameter all-gather" if zero == 0 else "(FSDP) is not modelled with it"
-        detail = f"fp8_param_gather needs the distributed optimizer (zero 1); zero={zero} {why}"
+        detail = f"fp8_param_gather needs the distributed optimizer (zero 1); zero={zero} {why}; give --zero 1"
         out.append(Rejected(f"{name}: fp8 param gather without zero 1", detail))
     return out
 
