@@ -185,6 +185,9 @@ def test_risk_ranks_only_plans_whose_memory_interval_fits():
     code, text, err = run("estimate", "--model", "mixtral-8x7b", "--gpus", "256", *flags)
     said = " ".join(text.split())
     assert code == 0 and "fits:" in said and "may not fit: the 80% interval of its memory reaches" in said, err
+    code, out, err = run("estimate", "--model", "mixtral-8x7b", "--gpus", "256", *flags, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["fits"] and doc["may_not_fit"], err  # the JSON says what the text says
 
 
 def test_runs_2024_2026_name_a_year_and_no_held_out_source():

@@ -126,6 +126,7 @@ class EstimateDoc(MemoryDoc):
     hfu: float
     model_flops_per_step: float
     uncertainty: dict[str, Any]
+    may_not_fit: bool = False  # fits, but the 80% interval of its memory passes the GPU (as the text says)
     plausibility: dict[str, Any]
     train: TrainDoc | None = None
     checkpoint: CheckpointDoc | None = None
@@ -194,7 +195,7 @@ def rates(est: Estimate) -> dict[str, Any]:
 
 
 def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
-    t = est.time
+    t, interval = est.time, est.uncertainty.peak_memory_interval
     mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
     train = checkpoint = None
     if est.train:
@@ -217,6 +218,7 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
         time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
         **rates(est),
         model_flops_per_step=t.model_flops_per_step,
+        may_not_fit=bool(interval and est.memory.fits and interval[1] > est.memory.capacity_bytes),
         train=train,
         checkpoint=checkpoint,
     )
