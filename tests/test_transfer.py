@@ -242,3 +242,12 @@ def test_the_acceptance_plan_is_faster_on_b200_by_less_than_its_bounding_resourc
     h = Coster(spec, load_hardware("h100-sxm"), eng).step(plan)
     b = Coster(spec, load_hardware("b200"), eng).step(plan)
     assert 2.0 <= b.tokens_per_s / h.tokens_per_s <= 8000 / 3350
+
+
+def test_calibrate_refuses_one_output_file_for_several_gpus_before_fitting(tmp_path):
+    """-o FILE.yaml holds one profile: runs naming three GPUs are refused in one line before the fit runs (it took
+    about 8 s to refuse after it, audit), nothing written."""
+    target = tmp_path / "one.yaml"
+    code, out, err = run("calibrate", str(DATA / "calibration_runs.yaml"), "-o", str(target))
+    assert code == 2 and out == "" and not target.exists()
+    assert len(err.strip().splitlines()) == 1 and "name 3 hardware profiles" in err and "give a directory" in err

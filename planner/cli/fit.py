@@ -202,6 +202,7 @@ def _calibrate_runs(
     from planner.render.accuracy import calibration_json, print_calibration
     from planner.render.progress import DelayedProgress
 
+    _one_file_for_one_gpu(inputs, profiles, output)
     progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
     try:
         result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec, given=fill)
@@ -221,6 +222,22 @@ def _calibrate_runs(
         emit_json(calibration_json(result, outputs, [str(p) for p in written]))
     else:
         print_calibration(out, result, outputs, [str(p) for p in written])
+
+
+def _one_file_for_one_gpu(inputs: list[str], profiles: list[HardwareProfile] | None, output: str | None) -> None:
+    """-o FILE.yaml holds one fitted profile: refused before the fit where the runs files name several GPUs (the
+    fit takes seconds; hardware_output would refuse it after)."""
+    from planner.fit.runs import runs_hardware
+
+    if not output or profiles or Path(output).suffix not in (".yaml", ".yml"):
+        return
+    stated = [p for p in inputs if Path(p).suffix.lower() in (".yaml", ".yml")]
+    named = runs_hardware(stated) if stated else []
+    if len(named) > 1:
+        raise PlannerError(
+            f"-o {output}: the runs name {len(named)} hardware profiles ({', '.join(named)}); give a directory, or "
+            "--hardware to fit one"
+        )
 
 
 def _calibrate_behaviour(
