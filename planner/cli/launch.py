@@ -134,6 +134,14 @@ def launch(
             help="collective timeout in seconds (a hung rank fails, not hangs)",
         ),
     ] = 120.0,
+    wall_s: Annotated[
+        Optional[float],
+        Opt(
+            callback=finite(0, 30 * 86400, open_low=True),
+            help="stop the run after this many seconds (default: start-up plus 3x the predicted steps; a run "
+            "predicted over an hour needs it given)",
+        ),
+    ] = None,
     json_: Annotated[bool, Opt("--json", help="machine-readable output")] = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -197,7 +205,7 @@ def launch(
         return
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
-          dry=dry_run_, force=force, as_json=json_)  # fmt: skip
+          dry=dry_run_, force=force, as_json=json_, wall_s=wall_s)  # fmt: skip
 
 
 def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:

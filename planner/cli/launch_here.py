@@ -16,7 +16,7 @@ from planner.api.resolve import Resolved
 from planner.errors import PlannerError
 from planner.io.files import write_text_atomic
 from planner.launch.command import RunConfig
-from planner.launch.preflight import Environment, host_refusal
+from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
 from planner.launch.runner import DryRun, comparison, dry_run, host_need, predicted, read_profile, run_torchrun
 from planner.specs import ModelSpec
@@ -46,6 +46,7 @@ def run_here(
     dry: bool,
     force: bool,
     as_json: bool,
+    wall_s: float | None = None,
 ) -> None:
     """Check the plan on this machine, then print the dry run, or run it and compare measured with predicted."""
     if run.plan.gpus % nnodes:
@@ -67,6 +68,11 @@ def run_here(
     if reh is not None:
         report.rehearsal = reh.to_dict()
         report.preflight.notes.append(f"the rehearsal's model is written to {cfg.model} when the run starts")
+    report.preflight.add(
+        "nodes", nnodes == 1, "one node" if nnodes == 1 else
+        f"--nnodes {nnodes}: a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR",
+    )  # fmt: skip
+    wall = run_time_check(report.preflight, pred["step_time_s"], steps=cfg.steps, restarts=max_restarts, given=wall_s)
     failures = report.preflight.failures(force=force)
     if dry:
         _print_dry_run(report, reh, as_json=as_json)
@@ -78,9 +84,7 @@ def run_here(
         raise PlannerError(refusal)
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
-    if nnodes > 1:
-        raise PlannerError("a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR")
-    _run(cfg, pred, reh, per_node=per_node, max_restarts=max_restarts, as_json=as_json)
+    _run(cfg, pred, reh, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall)
 
 
 def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> None:
@@ -95,7 +99,14 @@ def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> N
 
 
 def _run(
-    cfg: RunConfig, pred: dict[str, Any], reh: Rehearsal | None, *, per_node: int, max_restarts: int, as_json: bool
+    cfg: RunConfig,
+    pred: dict[str, Any],
+    reh: Rehearsal | None,
+    *,
+    per_node: int,
+    max_restarts: int,
+    as_json: bool,
+    wall_s: float,
 ) -> None:
     """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
     from planner.render.run_report import print_comparison
@@ -108,10 +119,10 @@ def _run(
         typer.echo("\n".join(reh.lines()), err=True)
     typer.echo(
         f"[launch] starting {per_node} worker process(es) with torchrun; start-up (imports, rendezvous, model "
-        "build) takes a few seconds before the first step line",
+        f"build) takes a few seconds before the first step line; stopped after {wall_s:g} s (--wall-s)",
         err=True,
     )
-    rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts)
+    rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, wall_timeout_s=wall_s)
     if rc != 0:
         typer.echo(f"planner launch: the run failed (torchrun exit code {rc})", err=True)
         raise typer.Exit(1)

@@ -22,7 +22,7 @@ from planner.launch.machine import (
 from planner.launch.worker_support import architecture_limits, cp_problems, fp8_problems
 from planner.plan import Plan
 from planner.specs import ModelSpec
-from planner.units import fmt_bytes
+from planner.units import fmt_bytes, fmt_seconds
 
 # Public APIs the worker uses and the torch release that made each public.
 FEATURES = {
@@ -222,6 +222,30 @@ def _device_memory(pf: Preflight, env: Environment, peak_bytes: float | None) ->
         pf.add("memory", True, f"predicted peak {peak_bytes / 2**30:.2f} GiB (CPU: not checked)")
 
 
+# A run here stops after its wall limit (torch_cpu_notes.md: a restarted group can hang whatever the collective
+# timeout; wrap every torchrun in a wall-clock limit): start-up (imports, rendezvous, model build) plus WALL_SLACK
+# times the predicted steps (the prediction's error on a host it was not calibrated on, checkpoints, restarts).
+WALL_STARTUP_S = 300.0
+WALL_SLACK = 3.0
+# A run predicted to take longer than this is not started unless its wall limit is given (--wall-s): a mistyped batch
+# should not hold a machine for days.
+MAX_UNASKED_RUN_S = 3600.0
+
+
+def run_time_check(pf: Preflight, step_s: float | None, *, steps: int, restarts: int, given: float | None) -> float:
+    """Add the run-time check (a run predicted over MAX_UNASKED_RUN_S needs --wall-s) and return the wall limit."""
+    run_s = (step_s or 0.0) * steps * (1 + restarts)
+    wall = given if given is not None else WALL_STARTUP_S + WALL_SLACK * run_s
+    said = (
+        f"{steps} steps x {fmt_seconds(step_s or 0.0)} predicted = {fmt_seconds(run_s)}; stopped after "
+        f"{wall:.0f} s (--wall-s)"
+    )
+    ok = given is not None or run_s <= MAX_UNASKED_RUN_S
+    pf.add("run time", ok, said if ok else f"{said}: over {fmt_seconds(MAX_UNASKED_RUN_S)}; give --wall-s to allow "
+           "it, or fewer --steps or a smaller --global-batch")  # fmt: skip
+    return wall
+
+
 def worker_limits(model: ModelSpec, plan: Plan, env: Environment, engine: Engine | None = None) -> list[str]:
     """What the rehearsal worker cannot run, with the values involved, whatever engine the plan is priced on
     (`engine`: its rules are checked beside these; what they already say is not said twice)."""
@@ -243,6 +267,23 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment, engine: Engine
         out.append(
             f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x micro_batch={plan.micro_batch}"
         )
+    out += schedule_limits(plan)
     if plan.seq_len > model.max_seq_len:
         out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name} (--seq-len)")
     return out
+
+
+def schedule_limits(plan: Plan) -> list[str]:
+    """What torch's pipelining schedules (the worker's) refuse (torch/distributed/pipelining/schedules.py, 2.13):
+    1F1B needs at least one micro-batch per stage; interleaved 1F1B a micro-batch count that is a multiple of its
+    rounds (max(1, m // pp))."""
+    m, p = plan.num_microbatches, plan.pp
+    if p == 1 or plan.global_batch % (plan.dp * plan.micro_batch):
+        return []
+    if plan.schedule == "1f1b" and m < p:
+        return [f"schedule=1f1b needs at least pp={p} micro-batches per step, not {m} (torch's Schedule1F1B): raise "
+                "--global-batch, or --schedule gpipe"]  # fmt: skip
+    rounds = max(1, m // p)
+    if plan.schedule == "interleaved" and m % rounds:
+        return [f"schedule=interleaved needs a micro-batch count that is a multiple of its {rounds} rounds, not {m}"]
+    return []

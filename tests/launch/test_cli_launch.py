@@ -127,3 +127,24 @@ def test_cluster_targets_take_whole_nodes_of_the_profile(capsys, tmp_path):
 def test_emit_needs_out(capsys, tiny_path):
     code, _, err = _run(capsys, "--model", tiny_path, "--seq-len", "64", "--emit", "slurm")
     assert code == 2 and "--out" in err
+
+
+def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, tiny_path):
+    """The audit's cases: 1F1B over two stages with one micro-batch (torch's Schedule1F1B raises), --nnodes 2 run
+    here (the run refuses it), and a run predicted to take days: each fails its check in the dry run (exit 1), and
+    every run here states the wall limit it is stopped after."""
+    base = ("--model", tiny_path, "--seq-len", "64", "--dry-run")
+    code, out, _ = _run(capsys, *base, "--pp", "2", "--micro-batch", "1", "--global-batch", "1")
+    assert code == 1 and "schedule=1f1b needs at least pp=2 micro-batches per step, not 1" in out
+    code, out, _ = _run(capsys, *base, "--pp", "2", "--micro-batch", "1", "--global-batch", "1", "--schedule", "gpipe")
+    assert code == 0 and "[ok] divisibility and support" in out
+    code, out, _ = _run(capsys, *base, "--dp", "2", "--nnodes", "2")
+    assert code == 1 and "[FAIL] nodes: --nnodes 2: a multi-node run starts on every node" in out
+    code, out, _ = _run(capsys, *base, "--dp", "2")
+    assert code == 0 and "[ok] run time: 8 steps x" in out and "stopped after 300 s (--wall-s)" in out
+    long = ("--model", "gpt3-125m", "--dp", "2", "--zero", "3", "--seq-len", "2048", "--global-batch", "64",
+            "--steps", "1000", "--dry-run")  # fmt: skip
+    code, out, _ = _run(capsys, *long)
+    assert code == 1 and "[FAIL] run time: 1000 steps" in out and "give --wall-s to allow it" in out
+    code, out, _ = _run(capsys, *long, "--wall-s", "2000000")  # given: the user's limit, and it runs
+    assert "[ok] run time" in out and "stopped after 2000000 s" in out

@@ -169,3 +169,33 @@ def test_killing_the_launcher_leaves_no_worker(tmp_path, sig):
         for pid, started in tree.items():
             if _state(pid, started) not in (None, "Z"):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_wall_limit_stops_a_hung_run_and_leaves_no_worker(tmp_path):
+    """--wall-s bounds a run here whatever its ranks do (torch_cpu_notes.md: a restarted group can hang past any
+    collective timeout): rank 0 hangs at step 2, the collective timeout is 60 s, and the launch ends at its wall
+    limit of 15 s, exit 1, with no worker or torchrun left."""
+    argv = [
+        sys.executable, "-m", "planner", "launch", "--model", "tiny", "--dp", "2", "--micro-batch", "1",
+        "--global-batch", "2", "--steps", "50", "--warmup", "1", "--hardware", "cpu", "--timeout-s", "60",
+        "--wall-s", "15", "--profile-out", str(tmp_path / "p.json"),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PLANNER_LAUNCH_HANG": "0:2"}
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, out
+    assert "stopping torchrun after 15 s wall time" in out and time.monotonic() - started < 55, out
+    assert not [p for p in descendants(os.getpid()) if "planner.launch.worker" in _cmdline(p)]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
