@@ -353,3 +353,20 @@ def test_selective_recompute_of_no_module_is_written_as_no_recompute():
     plan = Plan(dp=8, recompute="selective")
     assert recompute_args(plan, {"recompute_modules": []}) == []
     assert recompute_args(plan, {}) == ["--recompute-granularity", "selective"]
+
+
+def test_an_engine_file_of_a_plan_that_does_not_fit_is_written_with_a_warning(tmp_path):
+    """The cluster targets refuse a plan over the GPU's memory (their worker would run it); an engine target writes
+    its file (the engine's own run may know better than the model) but says so, unless --force (audit: it said
+    nothing)."""
+    from tests.helpers import run_planner
+
+    args = ("launch", "--model", "llama3-70b", "--hardware", "h100-sxm", "--dp", "16", "--zero", "0",
+            "--global-batch", "256", "--emit", "megatron")  # fmt: skip
+    code, _out, err = run_planner(*args, "--out", str(tmp_path / "a"))
+    said = " ".join(err.split())
+    assert code == 0 and (tmp_path / "a" / "megatron_args.sh").is_file(), err
+    assert "the plan does not fit as megatron runs it: memory: predicted peak" in said
+    assert "exceeds the 79.2 GiB" in said
+    code, _out, err = run_planner(*args, "--out", str(tmp_path / "b"), "--force")
+    assert code == 0 and "does not fit" not in err, err

@@ -5,9 +5,11 @@ megatron-bridge, torchtitan for 0.3.0, torchtitan-v0.2, deepspeed)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from planner.cost.coster import Coster
 from planner.engine import Engine
 from planner.engine.profile import changed_settings, given_settings
 from planner.engine.recipes import emit_unexpressed
@@ -30,6 +32,7 @@ from planner.launch.emit.checks import (
     cluster_problems,
     device_kind,
     engine_problems_for,
+    memory_problems,
     unrun_settings,
     unwritten_settings,
 )
@@ -191,6 +194,12 @@ def _checked(
         # the target's rules with the settings its file carries (Megatron's all-to-all overlap has its own)
         configured = runs_on.configured(**settings) if settings else runs_on
         problems = engine_problems_for(chosen, model, cfg.plan, configured, hardware)
+        unfit = [] if problems or force else memory_problems(Coster(model, hardware, configured), cfg.plan)
+        if unfit:  # written (the engine's own run may know better than the model), but said
+            said_unfit = unfit[0].split(" (--force")[0]
+            warnings.warn(
+                f"--emit {kind}: the plan does not fit as {chosen.engine} runs it: {said_unfit}", stacklevel=2
+            )
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:

@@ -66,14 +66,19 @@ def cluster_problems(
     coster = Coster(model, hw, engine)
     out = [str(r) for r in coster.problems(plan, plan.gpus)]
     out += worker_limits(model, plan, target_environment(hw), engine)
-    if not out and not force:
-        peak = coster.memory(plan).total_bytes
-        if peak > hw.gpu.hbm_bytes:
-            out.append(
-                f"memory: predicted peak {peak / 2**30:.1f} GiB per GPU exceeds the {hw.gpu.hbm_bytes / 2**30:.1f} "
-                f"GiB of one {hw.name} (--force writes it anyway)"
-            )
-    return out
+    return out or memory_problems(coster, plan, force=force)
+
+
+def memory_problems(coster: Coster, plan: Plan, *, force: bool = False) -> list[str]:
+    """The plan's predicted peak against one GPU of the profile (skipped with --force, as launch skips it)."""
+    hw = coster.hw
+    peak = 0.0 if force else coster.memory(plan).total_bytes
+    if peak <= hw.gpu.hbm_bytes:
+        return []
+    return [
+        f"memory: predicted peak {peak / 2**30:.1f} GiB per GPU exceeds the {hw.gpu.hbm_bytes / 2**30:.1f} "
+        f"GiB of one {hw.name} (--force writes it anyway)"
+    ]
 
 
 def engine_problems_for(
