@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, record
 
+from planner.io.files import write_text_atomic
 from planner.launch import PARENT_PID_AT_START, checkpoint
 from planner.launch.measured import ActivationCounter, model_state_bytes, summarize
 from planner.launch.processes import arm_worker
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     steps_log = out.with_name(out.name + ".steps.jsonl")
     if t.rank == 0:
         out.parent.mkdir(parents=True, exist_ok=True)
+        if start == 0 and attempt == 0:  # a fresh run: not the steps of an earlier one at the same path (audit)
+            steps_log.unlink(missing_ok=True)
         print(
             f"[launch] {t.plan.summary()} world={t.world} kind={t.kind} model={t.spec.name} "
             f"layers={t.spec.num_layers} hidden={t.spec.hidden_size} start_step={start + 1} attempt={attempt}"
@@ -176,7 +179,7 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
     }
     for row, s in zip(prof["step_times_s"], range(start + 1, start + 1 + len(times))):
         row["step"] = s
-    out.write_text(json.dumps(prof, indent=2) + "\n")
+    write_text_atomic(out, json.dumps(prof, indent=2) + "\n", what="profile")  # whole or absent
 
 
 if __name__ == "__main__":

@@ -136,3 +136,15 @@ def test_cli_run_prints_measured_vs_predicted(tiny_path, tmp_path):
         assert key in doc, key
     assert doc["hardware"] == "cpu" and doc["world_size"] == 2
     assert {"params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"} <= set(doc["memory_per_rank"][1])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_second_run_to_the_same_profile_logs_only_its_own_steps(tiny_path, tmp_path):
+    """Two fresh runs to one --profile-out: the steps log holds the second's steps, not both (it appended, audit)."""
+    common = ["--model", tiny_path, *COMMON, "--micro-batch", "4", "--dp", "2"]
+    first = torchrun(2, [*common, "--steps", "3"], tmp_path, timeout_s=100)
+    second = torchrun(2, [*common, "--steps", "2"], tmp_path, timeout_s=100)
+    assert first.rc == 0 and second.rc == 0, (first.output[-2000:], second.output[-2000:])
+    assert [r["step"] for r in first.steps_log] == [1, 2, 3]
+    assert [r["step"] for r in second.steps_log] == [1, 2]
