@@ -370,3 +370,17 @@ def test_an_engine_file_of_a_plan_that_does_not_fit_is_written_with_a_warning(tm
     assert "exceeds the 79.2 GiB" in said
     code, _out, err = run_planner(*args, "--out", str(tmp_path / "b"), "--force")
     assert code == 0 and "does not fit" not in err, err
+
+
+def test_megatron_writes_pipeline_sends_without_overlap(tmp_path):
+    """--no-p2p-overlap is priced (the interleaved sends wait) and written as Megatron's --no-overlap-p2p-communication
+    (arguments.py l.3118, store_false): it was refused as a setting the file does not write (audit)."""
+    from tests.helpers import run_planner
+
+    args = ("launch", "-m", "llama3-8b", "--hardware", "h100-sxm", "--engine", "megatron", "--dp", "4", "--pp", "4",
+            "--vpp", "2", "--schedule", "interleaved", "--zero", "1", "--emit", "megatron")  # fmt: skip
+    code, _out, err = run_planner(*args, "--no-p2p-overlap", "--out", str(tmp_path / "off"))
+    assert code == 0, err
+    assert "--no-overlap-p2p-communication" in (tmp_path / "off" / "megatron_args.sh").read_text()
+    code, _out, err = run_planner(*args, "--out", str(tmp_path / "on"))
+    assert code == 0 and "overlap-p2p" not in (tmp_path / "on" / "megatron_args.sh").read_text(), err

@@ -19,12 +19,13 @@ from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
 # The per-run settings the file writes (setting_args, recipe_option_args): --tp-comm-overlap, --grad-reduce-in-bf16,
-# --overlap-moe-expert-parallel-comm, --moe-token-dispatcher-type, and the recipe options Megatron names as the
-# planner prices them, fine-grained activation offloading among them (a share of the offload groups of named modules).
+# --overlap-moe-expert-parallel-comm, --moe-token-dispatcher-type, --no-overlap-p2p-communication, and the recipe
+# options Megatron names as the planner prices them, fine-grained activation offloading among them (a share of the
+# offload groups of named modules).
 WRITES = frozenset({
     "tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher", "recompute_modules", "optimizer_offload",
     "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs", "activation_offload",
-    "offload_modules",
+    "offload_modules", "p2p_overlap",
 })  # fmt: skip
 
 
