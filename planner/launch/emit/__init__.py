@@ -118,7 +118,7 @@ def emit(
     that engine's profile (the engine `engine` is ignored for them, but for the per-run settings the plan was
     priced with); cluster targets get the pre-flight."""
     chosen = _target(kind)
-    settings = _checked(chosen, cfg, model, engine, hardware, force=force)
+    settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
     if kind == "k8s" and not image:
         raise PlannerError(
             "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
@@ -130,14 +130,17 @@ def emit(
     try:
         if not chosen.is_engine:
             cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
-        return write_target(
+        path = write_target(
             kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
             settings=settings, device=device_kind(hardware),
         )  # fmt: skip
     except PlannerError:
-        for path in copied:  # nothing half-written: the copies go with the file that failed
-            path.unlink(missing_ok=True)
+        for copy in copied:  # nothing half-written: the copies go with the file that failed
+            copy.unlink(missing_ok=True)
         raise
+    if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
+        warnings.warn(unfit, stacklevel=2)
+    return path
 
 
 def _target(kind: str) -> Target:
@@ -165,11 +168,13 @@ def _file_settings(engine: Engine, target: str | None) -> dict[str, object]:
 
 def _checked(
     chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
-) -> dict[str, object]:
-    """The per-run settings an engine target writes, once the target would accept the plan; else one line."""
+) -> tuple[dict[str, object], str | None]:
+    """(The per-run settings an engine target writes, what to say of a plan that does not fit the GPU as the target
+    runs it), once the target would accept the plan; else one line."""
     from planner.io.catalog import load_engine
 
     settings: dict[str, object] = {}
+    warning = None
     kind = chosen.name
     unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions, chosen.writes)  # recipes, options
     if unexpressed:
@@ -195,17 +200,14 @@ def _checked(
         configured = runs_on.configured(**settings) if settings else runs_on
         problems = engine_problems_for(chosen, model, cfg.plan, configured, hardware)
         unfit = [] if problems or force else memory_problems(Coster(model, hardware, configured), cfg.plan)
-        if unfit:  # written (the engine's own run may know better than the model), but said
-            said_unfit = unfit[0].split(" (--force")[0]
-            warnings.warn(
-                f"--emit {kind}: the plan does not fit as {chosen.engine} runs it: {said_unfit}", stacklevel=2
-            )
+        if unfit:
+            warning = f"--emit {kind}: the plan does not fit as {chosen.engine} runs it: {unfit[0].split(' (--')[0]}"
     else:
         problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
     if problems:
         who = kind if chosen.is_engine else f"the planner worker it launches ({engine.name} engine)"
         raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
-    return settings
+    return settings, warning
 
 
 def target_text(
