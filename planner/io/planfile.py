@@ -121,7 +121,7 @@ def read_plan_file(path: str) -> PlanFile:
         raise PlannerError(f"{path}: gpus must be a positive integer, got {gpus!r}")
     predicted = doc.get("predicted")
     return PlanFile(
-        plan=dict(plan),
+        plan=checked_fields(path, dict(plan)),  # strictly: `dp: true` is not dp 1
         model=_text(path, "model", doc.get("model")),
         hardware=_text(path, "hardware", doc.get("hardware")),
         engine=_text(path, "engine", doc.get("engine")),
