@@ -74,3 +74,14 @@ def test_a_saved_plan_names_the_hardware_and_engine_it_was_searched_on(tmp_path)
     assert code == 0, err
     first = target.read_text().splitlines()[0]
     assert first.startswith("# planner search --model llama3-8b --gpus 16 --hardware h100-sxm --engine torchtitan:")
+
+
+def test_a_plan_file_field_of_the_wrong_type_is_refused_not_coerced(tmp_path):
+    """YAML's `dp: true` was read as dp 1 (pydantic's lax mode, audit): each field is checked strictly, one line."""
+    from helpers import run_planner
+
+    bad = tmp_path / "plan.yaml"
+    bad.write_text("gpus: 2\nplan:\n  dp: true\n  tp: 2\n")
+    code, out, err = run_planner("memory", "-m", "llama3-8b", "--plan", str(bad))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "plan.dp: Input should be a valid integer (got True)" in err
