@@ -164,7 +164,8 @@ def _derived_degree(gpus: int | None, given: dict[str, object]) -> dict[str, int
     if target is None:
         if probe.gpus != gpus:
             raise PlannerError(
-                f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not --gpus {gpus}"
+                f"tp={probe.tp} x pp={probe.pp} x cp={probe.cp} x dp={probe.dp} = {probe.gpus}, not the {gpus} GPUs "
+                "asked for (--gpus, or a plan file's gpus:)"
             )
         return {}
     others = 1
