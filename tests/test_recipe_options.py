@@ -691,3 +691,14 @@ def test_a_reason_the_variants_share_is_one_line_of_the_table():
     text = " ".join(out.split())
     assert f"{sum(no_zero2.values())} megatron (and 4 variants) has no zero 2" in text
     assert "megatron+pao has no zero 2" not in text
+
+
+def test_the_search_says_when_its_best_plan_leaves_a_setting_idle():
+    """Qwen3-235B on 256 B200s with half the activations offloaded ranks a fully recomputed plan first, whose
+    offload moves nothing: the search says so of its best plan, as memory and estimate say it of theirs."""
+    code, out, err = run_planner("search", "-m", "qwen3-235b-a22b", "--gpus", "256", "--hardware", "b200",
+                                 "--activation-offload", "0.5", "--no-advice")  # fmt: skip
+    said = " ".join(out.split())
+    assert code == 0, err
+    best = said.split("best: ")[1].split(" on ")[0]
+    assert "rc=full" in best and "note: for the best plan, activation offload moves nothing with recompute=full" in said

@@ -35,7 +35,7 @@ from planner.cli.options import (
 from planner.errors import PlannerError
 from planner.explore.space import OBJECTIVES
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
-from planner.render.console import emit_json, out
+from planner.render.console import emit_json, escape, out
 from planner.specs import Precision
 
 if TYPE_CHECKING:
@@ -186,6 +186,12 @@ def search(
     from planner.render.ranking import print_explain, print_result
 
     print_result(out, result, save=save, plot=plot, wide=wide)
+    if result.top:  # the settings the search was given that change nothing for its best plan
+        from planner.api.idle import changing_nothing
+
+        best = result.top[0]
+        for said in changing_nothing(result.model, best.plan, best.estimate.engine):
+            out.print(f"[yellow]note:[/] for the best plan, {escape(said)}")
     print_cluster(out, result.hardware)
     print_advice(out, advised.advice)
     if explain_field is not None:
