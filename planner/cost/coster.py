@@ -88,7 +88,7 @@ class Coster:
         """The high end of the 80% interval of a plan's peak memory predicted at `peak_bytes` (cost.uncertainty:
         widened for the plan's distances from the engine's runs); `--risk` ranks only plans where it fits."""
         u = uncertainty(self.engine, self.hw, model=self.model, plan=plan, peak_bytes=peak_bytes)
-        return u.peak_memory_interval[1] if u.peak_memory_interval else peak_bytes * (1 + u.peak_memory_rel)
+        return u.memory_high_bytes(peak_bytes)
 
     # ---- many plans: what the search screens and prunes with ------------------------------------------
     def peak(self, plan: Plan) -> tuple[float, int]:

@@ -88,6 +88,13 @@ class Uncertainty:
             return f"±{self.tokens_per_s_rel:.0%}"
         return fmt_range(*self.tokens_per_s_interval)
 
+    def memory_high_bytes(self, peak_bytes: float) -> float:
+        """The high end of the 80% interval of a peak memory predicted at `peak_bytes` (the relative bar where
+        there is no interval): what `--risk` and "may not fit" compare with the GPU."""
+        if self.peak_memory_interval is not None:
+            return self.peak_memory_interval[1]
+        return peak_bytes * (1 + self.peak_memory_rel)
+
     def memory_text(self) -> str:
         if self.peak_memory_interval is None:
             return f"±{self.peak_memory_rel:.0%}"

@@ -215,8 +215,8 @@ def estimate_lines(est: Any) -> list[str]:
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )
-    hi = u.peak_memory_interval[1] if u.peak_memory_interval is not None else 0.0
-    if mem.fits and hi > mem.capacity_bytes:  # what search flags the same plan with
+    if est.may_not_fit:  # what search flags the same plan with
+        hi = u.memory_high_bytes(mem.total_bytes)
         lines.append(
             f"[yellow]may not fit:[/] the 80% interval of its memory reaches {fmt_bytes(hi)}, past the "
             f"{fmt_bytes(mem.capacity_bytes)} per GPU"

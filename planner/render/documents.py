@@ -195,7 +195,7 @@ def rates(est: Estimate) -> dict[str, Any]:
 
 
 def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
-    t, interval = est.time, est.uncertainty.peak_memory_interval
+    t = est.time
     mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
     train = checkpoint = None
     if est.train:
@@ -218,7 +218,7 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
         time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
         **rates(est),
         model_flops_per_step=t.model_flops_per_step,
-        may_not_fit=bool(interval and est.memory.fits and interval[1] > est.memory.capacity_bytes),
+        may_not_fit=est.may_not_fit,
         train=train,
         checkpoint=checkpoint,
     )

@@ -207,8 +207,7 @@ def _print_best(console: Console, result: SearchResult) -> None:
 
 def _print_memory_risk(console: Console, result: SearchResult, e: Any) -> None:
     """Where the top plan's 80% interval of memory passes the GPU's capacity, say so: it may not fit."""
-    interval = e.uncertainty.peak_memory_interval
-    if interval is None or interval[1] <= e.memory.capacity_bytes:
+    if not e.may_not_fit:
         return
     hint = "" if result.objective == "risk" else "; --risk ranks only plans whose interval fits"
     console.print(
