@@ -51,11 +51,12 @@ def validate(
     what it does not state from --model, --hardware, --gpus and --plan, as ingest takes them)."""
     from planner.cli.ingest import log_givens
     from planner.fit.observations import runs_of
+    from planner.fit.runs import states_its_plan
     from planner.fit.validate import calibrated_profiles, validate_runs
     from planner.io.catalog import load_engine, load_hardware, load_model
     from planner.render.accuracy import print_validation, validation_json
 
-    if (gpus or plan) and Path(runs).suffix.lower() in (".yaml", ".yml", ".json"):
+    if (gpus or plan) and states_its_plan(runs):
         raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {runs} is a runs file")
     given = log_givens(model, hardware, gpus, plan)
     override = load_hardware(given.hardware) if given.hardware else None
@@ -179,7 +180,9 @@ def calibrate(
 
 def _logs_only(inputs: list[str]) -> None:
     """--gpus and --plan fill what a training log leaves unstated; a runs file or launch profile states it."""
-    stated = [p for p in inputs if Path(p).suffix.lower() in (".yaml", ".yml", ".json")]
+    from planner.fit.runs import states_its_plan
+
+    stated = [p for p in inputs if states_its_plan(p)]
     if stated:
         raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {stated[0]} is a runs file")
 
@@ -227,11 +230,11 @@ def _calibrate_runs(
 def _one_file_for_one_gpu(inputs: list[str], profiles: list[HardwareProfile] | None, output: str | None) -> None:
     """-o FILE.yaml holds one fitted profile: refused before the fit where the runs files name several GPUs (the
     fit takes seconds; hardware_output would refuse it after)."""
-    from planner.fit.runs import runs_hardware
+    from planner.fit.runs import is_runs_file, runs_hardware
 
     if not output or profiles or Path(output).suffix not in (".yaml", ".yml"):
         return
-    stated = [p for p in inputs if Path(p).suffix.lower() in (".yaml", ".yml")]
+    stated = [p for p in inputs if is_runs_file(p)]
     named = runs_hardware(stated) if stated else []
     if len(named) > 1:
         raise PlannerError(

@@ -55,9 +55,6 @@ LogEngineOpt = Annotated[
 RunsOutOpt = Annotated[
     Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML, .yaml) here")
 ]
-# validate and calibrate tell a runs file by its suffix (fit/observations.py runs_of, load_observations): .yaml or
-# .yml; a .json is a launch profile to calibrate, anything else a training log.
-RUNS_SUFFIXES = (".yaml", ".yml")
 LogModelOpt = Annotated[
     Optional[str],
     typer.Option("--model", "-m", callback=nonempty, help="the model when the log does not state its shape"),
@@ -105,7 +102,9 @@ def log_engine(name: str) -> str:
 
 def runs_output(path: str) -> str:
     """The -o path, if its suffix is one validate and calibrate read back as a runs file."""
-    if Path(path).suffix.lower() not in RUNS_SUFFIXES:
+    from planner.fit.runs import is_runs_file  # as validate and calibrate tell a runs file
+
+    if not is_runs_file(path):
         raise PlannerError(
             f"-o {path}: a runs file is YAML and must end in .yaml or .yml (validate and calibrate read a .json as "
             "a launch profile and other names as training logs); use --json for JSON"

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.fit.runs import Run, load_runs, parse_runs
+from planner.fit.runs import Run, is_launch_profile, load_runs, parse_runs, states_its_plan
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_json
 from planner.io.planfile import pydantic_message
@@ -154,7 +154,7 @@ def load_observations(
         p = Path(path)
         if not p.is_file():
             raise PlannerError(f"{path}: no such file")
-        if p.suffix.lower() == ".json":
+        if is_launch_profile(p):
             doc = load_json(p, path)
             obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
         else:
@@ -168,7 +168,7 @@ def runs_of(
     """The runs-file entries of a runs file (.yaml) or of a training log (anything else but a launch profile's
     .json: read as `planner ingest` reads it, `hardware`, `model` and `given` (read_log's gpus, given_plan and
     given_software: ingest's --gpus and --plan) where the log does not say)."""
-    if path.suffix.lower() in (".yaml", ".yml", ".json"):  # as ingest -o names them, any case
+    if states_its_plan(path):
         return load_runs(path)
     return _log_entries(path, hardware, model, given)
 

@@ -229,11 +229,29 @@ def parse_run(
     return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw))
 
 
+# How validate and calibrate tell their inputs apart by name, in any case (what `ingest -o` writes must read back):
+# a runs file is YAML, a launch profile JSON (validate reads a .json as runs); anything else is a training log.
+RUNS_SUFFIXES = (".yaml", ".yml")
+
+
+def is_runs_file(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in RUNS_SUFFIXES
+
+
+def is_launch_profile(path: str | Path) -> bool:
+    return Path(path).suffix.lower() == ".json"
+
+
+def states_its_plan(path: str | Path) -> bool:
+    """A runs file or a launch profile, not a training log: what --gpus and --plan cannot fill."""
+    return is_runs_file(path) or is_launch_profile(path)
+
+
 def runs_hardware(paths: list[str]) -> list[str]:
     """The catalog hardware profiles the runs files name, in order of first appearance."""
     names: list[str] = []
     for path in paths:
-        if Path(path).suffix.lower() == ".json":
+        if is_launch_profile(path):
             continue
         for raw in load_runs(path):
             hw = str(raw.get("hardware"))
