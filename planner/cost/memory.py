@@ -9,7 +9,7 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
@@ -340,10 +340,11 @@ def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
             f"tp={plan.tp} > num_kv_heads={model.kv_heads}: each kv head is replicated on "
             f"{plan.tp // model.kv_heads} ranks"
         )
-    peak = max(stages, key=lambda s: s.total_bytes)
-    if peak.step_bytes:
+    report = MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes)
+    step = report.peak.step_bytes
+    if step:
         notes.append(
             f"the peak is at the optimizer step: its fp32 copies of the 16-bit gradients "
-            f"({peak.step_bytes / 2**30:.2f} GiB, in buffers) outweigh the activations it follows"
+            f"({step / 2**30:.2f} GiB, in buffers) outweigh the activations it follows"
         )
-    return MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes, notes=tuple(notes))
+    return replace(report, notes=tuple(notes))

@@ -98,9 +98,9 @@ class PeakMemory:
         held_seen: set[tuple] = set()  # middle ranks' layers and chunks: a repeat has an equal signature
         kinds = self.model.layer_kinds
         for r in range(pp):
-            first, last = layout.holds_embedding(r), layout.holds_loss(r)
+            first, last, sizes = layout.holds_embedding(r), layout.holds_loss(r), layout.chunk_sizes(r)
             if not (first or last):
-                layers = (tuple(kinds[i] for i in layout.rank_layers(r)), layout.chunk_sizes(r))
+                layers = (tuple(kinds[i] for i in layout.rank_layers(r)), sizes)
                 if layers in held_seen:
                     continue
                 held_seen.add(layers)
@@ -110,11 +110,11 @@ class PeakMemory:
                 counts = dict(mix)
                 sig: tuple[float, ...] = (params.dense, params.expert, params.largest_unit, float(params.num_gemms))
                 sig += tuple(float(counts.get(k, 0)) for k in self._kinds)
-                sig += tuple(float(n) for n in layout.chunk_sizes(r))  # offload counts its groups by chunk
+                sig += tuple(float(n) for n in sizes)  # offload counts its groups by chunk
                 if sig in middle or any(all(a >= b for a, b in zip(m, sig)) for m in middle):
                     continue
                 middle.append(sig)
-            keep.append(RankShape(r, params, mix, last, layout.chunk_sizes(r)))
+            keep.append(RankShape(r, params, mix, last, sizes))
         self._ranks[key] = keep
         if len(_RANK_SHAPES) >= MAX_SHARED_RANK_SHAPES:
             _RANK_SHAPES.clear()

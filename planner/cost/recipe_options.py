@@ -126,9 +126,9 @@ def offloaded_bytes(runs: Iterable[tuple[Groups, int]], chunk_sizes: tuple[int, 
     The kinds are laid out in the order they first appear: exact where each kind's layers are one block (a uniform
     stack, DeepSeek-V3's dense layers first), an approximation where kinds alternate. The last-group margin and the
     minimum tensor size Megatron also keeps back are not modelled."""
-    runs = [(g, n) for g, n in runs if n]
     if not share:
         return 0.0
+    runs = [(g, n) for g, n in runs if n]
     if share >= 1.0:
         return sum(sum(g) * n for g, n in runs)
     sizes = list(chunk_sizes) or [0]
