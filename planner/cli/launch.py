@@ -172,7 +172,8 @@ def launch(
         default_engine=WORKER_ENGINE,
         user_defaults=emit is not None,  # an emitted job trains for real: the ~4M-token batch, not a rehearsal's
     )
-    if emit is None and (unrun := unrun_settings(r.engine)):  # the worker runs its profile's own settings
+    # the worker runs its profile's own settings
+    if emit is None and (unrun := unrun_settings(r.engine, r.plan.precision)):
         raise PlannerError(unrun)
     reh = None
     if rehearse_:

@@ -127,6 +127,18 @@ SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 
+def meant(name: str, value: object, precision: str | None = None) -> object:
+    """What a per-run setting's value stands for, so that a value given equal to the default a null stands for is
+    no setting of the run's: recompute_modules null is core_attn (Megatron's default, transformer_config.py
+    l.1940-1941); master_copy null is a copy for every precision but fp32 (cost/states.py state_bytes), where the
+    plan's precision is known."""
+    if value is None and name == "recompute_modules":
+        return ("core_attn",)
+    if value is None and name == "master_copy" and precision is not None:
+        return precision != "fp32"
+    return tuple(value) if isinstance(value, list) else value
+
+
 def said(settings: dict[str, object]) -> str:
     """'grad_dtype=param, recompute_modules=core_attn,layernorm'."""
     return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())

@@ -175,7 +175,7 @@ def memory_doc(
             for s in report.stages
         ],
         notes=list(report.notes),
-        settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine).items()},
+        settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine, plan.precision).items()},
     )
 
 

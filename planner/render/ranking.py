@@ -27,10 +27,11 @@ def time_terms(t: StepTime, n: int = 3) -> list[tuple[str, float]]:
     return sorted(((k, v) for k, v in terms.items() if v > 0.005 * t.step_s), key=lambda kv: -kv[1])[:n]
 
 
-def _named(engine: Any) -> str:
+def _named(engine: Any, precision: str | None) -> str:
     """An engine as the header names it: with the per-run settings it was priced with, but for a --recipe-options
-    variant, whose name says its own (memory and estimate say them the same way, render/breakdown.py)."""
-    given = {} if engine.variant_of else given_settings(engine)
+    variant, whose name says its own (memory and estimate say them the same way, render/breakdown.py); `precision`:
+    the one searched (None: several)."""
+    given = {} if engine.variant_of else given_settings(engine, precision)
     return engine.name + (f" ({said(given)})" if given else "")
 
 
@@ -72,7 +73,8 @@ def print_result(
     console: Console, result: SearchResult, *, save: str | None = None, plot: str | None = None, wide: bool = False
 ) -> None:
     s, m, hw = result.space, result.model, result.hardware
-    engines = escape(", ".join(_named(e) for e in (result.engines or [result.engine])))
+    precision = None if len(result.precisions) > 1 else s.precision
+    engines = escape(", ".join(_named(e, precision) for e in (result.engines or [result.engine])))
     console.print(
         f"[bold]{escape(m.name)}[/] ({fmt_count(m.num_params)} params) on {s.gpus} x [bold]{escape(hw.name)}[/] "
         f"({fmt_bytes_short(hw.gpu.hbm_bytes)} each) with {engines}, "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.engine.profile import changed_settings
+from planner.engine.profile import changed_settings, given_settings
 from planner.errors import PlannerError
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.launch.command import RunConfig
@@ -95,6 +95,23 @@ def test_only_settings_that_differ_from_the_targets_profile_count():
     found = [target(k) for k in ENGINE_TARGETS + CLUSTER_TARGETS]
     assert all(t is not None and t.is_engine == (t.name in ENGINE_TARGETS) for t in found)
     assert target("megatron").writes >= {"tp_overlap", "moe_dispatcher"} and not target("deepspeed").writes
+
+
+def test_a_setting_given_at_the_value_its_null_stands_for_is_no_setting(tmp_path):
+    """`--master-copy` on a bf16 plan and `--recompute-modules core_attn` are what Megatron does anyway: not listed
+    as the run's settings, and the megatron file is written (it was refused for master_copy, which it does not
+    write); on an fp32 plan the copy is a choice of the run's."""
+    megatron = load_engine("megatron")
+    copy = megatron.configured(master_copy=True)
+    assert changed_settings(copy, megatron, "bf16") == {} and given_settings(copy, "bf16") == {}
+    assert changed_settings(copy, megatron, "fp32") == {"master_copy": True} == given_settings(copy, "fp32")
+    assert given_settings(copy) == {"master_copy": True}  # no precision known (a search over several)
+    core = megatron.configured(recompute_modules="core_attn")
+    assert given_settings(core) == {} and given_settings(megatron.configured(recompute_modules="core_attn,mlp"))
+    written = _emit("megatron", PLAN, "megatron", tmp_path / "out", master_copy=True, recompute_modules="core_attn")
+    assert written.exists()
+    with pytest.raises(PlannerError, match="master_copy=True"):
+        _emit("megatron", PLAN.model_copy(update={"precision": "fp32"}), "megatron", tmp_path / "o2", master_copy=True)
 
 
 def test_cluster_files_ask_for_the_profiles_accelerators(tmp_path):

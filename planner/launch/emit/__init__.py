@@ -181,10 +181,10 @@ def _checked(
         raise PlannerError(
             f"--emit {kind}: the {kind} file does not write {unexpressed} yet; estimate it, or emit without it"
         )
-    unrun = unrun_settings(engine) if chosen.engine is None else ""
+    unrun = unrun_settings(engine, cfg.plan.precision) if chosen.engine is None else ""
     if unrun:  # a cluster file launches the worker
         raise PlannerError(f"--emit {kind}: {unrun}")
-    given = given_settings(engine) or _file_settings(engine, chosen.engine)
+    given = given_settings(engine, cfg.plan.precision) or _file_settings(engine, chosen.engine)
     if given and chosen.engine not in (None, engine.name):
         raise PlannerError(
             f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "
@@ -192,7 +192,7 @@ def _checked(
         )
     if chosen.engine is not None:
         runs_on = load_engine(chosen.engine)
-        settings = changed_settings(engine, runs_on)
+        settings = changed_settings(engine, runs_on, cfg.plan.precision)
         unwritten = unwritten_settings(chosen, settings)
         if unwritten:
             raise PlannerError(f"--emit {kind}: {unwritten}")
