@@ -75,7 +75,7 @@ def test_torchtitan_writes_what_it_compiles(tmp_path, kind):
 
 @pytest.mark.parametrize(
     ("kind", "engine", "setting"),
-    [("megatron", "megatron", {"optimizer": "sgd"}), ("torchtitan", "torchtitan", {"grad_dtype": "param"}),
+    [("megatron", "megatron", {"master_copy": False}), ("torchtitan", "torchtitan", {"grad_dtype": "param"}),
      ("deepspeed", "deepspeed", {"compile": True})],
 )  # fmt: skip
 def test_a_setting_the_file_cannot_carry_is_refused_and_nothing_is_written(tmp_path, kind, engine, setting):
@@ -112,6 +112,18 @@ def test_a_setting_given_at_the_value_its_null_stands_for_is_no_setting(tmp_path
     assert written.exists()
     with pytest.raises(PlannerError, match="master_copy=True"):
         _emit("megatron", PLAN.model_copy(update={"precision": "fp32"}), "megatron", tmp_path / "o2", master_copy=True)
+
+
+def test_megatron_writes_sgd_and_refuses_adam_without_decoupled_decay(tmp_path):
+    """Megatron-LM's --optimizer takes sgd; its adam is AdamW (OptimizerConfig.decoupled_weight_decay has no flag), so
+    a plan priced with plain adam is refused by name and nothing is written."""
+    written = _emit("megatron", PLAN, "megatron", tmp_path / "sgd", optimizer="sgd").read_text()
+    assert "--optimizer sgd" in written
+    assert "--optimizer" not in _emit("megatron", PLAN, "megatron", tmp_path / "adamw").read_text()
+    said = r"optimizer=adam, which the megatron file cannot say \(it says optimizer: adamw, sgd\)"
+    with pytest.raises(PlannerError, match=said):
+        _emit("megatron", PLAN, "megatron", tmp_path / "adam", optimizer="adam")
+    assert not (tmp_path / "adam").exists() or not any((tmp_path / "adam").iterdir())
 
 
 def test_cluster_files_ask_for_the_profiles_accelerators(tmp_path):

@@ -34,8 +34,12 @@ def unrun_settings(engine: Engine, precision: str) -> str:
 
 def unwritten_settings(target: Target, settings: dict[str, object]) -> str:
     """The per-run engine settings (engine/settings.py) the plan was priced with that the target's file cannot
-    carry, said in one line (empty: it writes them all): refused, never dropped."""
+    carry, or carry only at other values, said in one line (empty: it writes them all): refused, never dropped."""
     left = [f"{name}={value}" for name, value in settings.items() if name not in target.writes]
+    unrun = {n: v for n, v in settings.items() if n in target.values and v not in target.values[n]}
+    if unrun:
+        runs = "; ".join(f"{n}: {', '.join(map(str, target.values[n]))}" for n in unrun)
+        return f"the plan is priced with {said(unrun)}, which the {target.name} file cannot say (it says {runs})"
     if not left:
         return ""
     return (

@@ -25,8 +25,12 @@ FILE_NAME = "megatron_args.sh"
 WRITES = frozenset({
     "tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher", "recompute_modules", "optimizer_offload",
     "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs", "activation_offload",
-    "offload_modules", "p2p_overlap",
+    "offload_modules", "p2p_overlap", "optimizer",
 })  # fmt: skip
+# Megatron-LM's --optimizer adam is AdamW: OptimizerConfig.decoupled_weight_decay (True) has no flag in arguments.py
+# (core/optimizer/__init__.py l.559-561 reads it); sgd is SGD with momentum (--sgd-momentum, default 0.9: one moment,
+# as the planner prices it).
+VALUES: dict[str, tuple[object, ...]] = {"optimizer": ("adamw", "sgd")}
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
@@ -241,6 +245,7 @@ register(
         lambda o: megatron_file(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node),
         engine="megatron",
         writes=WRITES,
+        values=VALUES,
         format_problems=format_problems,
         precisions=frozenset(PRECISION_FLAGS) - {"fp32", "bf16", "fp16", "fp8"},
     )

@@ -32,11 +32,13 @@ PRECISION_FLAGS = {
 
 def setting_args(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
     """The per-run settings the plan was priced with that differ from Megatron's defaults (WRITES):
-    --tp-comm-overlap (arguments.py), --no-overlap-p2p-communication (l.3118), --overlap-moe-expert-parallel-comm
-    (TransformerConfig overlap_moe_expert_parallel_comm) and the gradients' dtype: bf16 weights accumulate and reduce
+    --optimizer sgd (arguments.py l.2913 at HEAD), --tp-comm-overlap (arguments.py), --no-overlap-p2p-communication
+    (l.3118), --overlap-moe-expert-parallel-comm (TransformerConfig overlap_moe_expert_parallel_comm) and the
+    gradients' dtype: bf16 weights accumulate and reduce
     in fp32 unless --grad-reduce-in-bf16, fp16 weights in fp16 unless --accumulate-allreduce-grads-in-fp32
     (arguments.py l.1195-1217), fp32 weights in fp32 either way; the profile's default is fp32 gradients."""
-    out = ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
+    out = ["--optimizer", "sgd"] if settings.get("optimizer") == "sgd" else []
+    out += ["--tp-comm-overlap"] if settings.get("tp_overlap") is True else []
     if settings.get("p2p_overlap") is False:  # on by default (arguments.py l.3118, store_false)
         out.append("--no-overlap-p2p-communication")
     if settings.get("ep_overlap") is True:

@@ -39,6 +39,7 @@ class Target:
     render: Callable[[Layout], str]
     engine: str | None = None
     writes: frozenset[str] = frozenset()
+    values: Mapping[str, tuple[object, ...]] = field(default_factory=dict)  # a written setting's values its file says
     format_problems: Callable[[ModelSpec, Plan], list[str]] | None = None
     precisions: frozenset[str] = frozenset()  # the named precision recipes (precision.RECIPES) its file writes
 
