@@ -295,6 +295,27 @@ def test_a_capped_gpu_trains_slower_and_holds_the_same_memory():
     assert capped.compute_s / full.compute_s <= 1 / 0.8667 + 1e-6  # no more than the clock ratio
 
 
+def test_power_limit_on_the_command_line_is_the_capped_profile():
+    """estimate, search and scale take --power-limit W: the same figures as the capped profile's file, named so; a
+    cap at or above the limit says it changes nothing; below idle or on a profile without a floor, one line, exit 2."""
+    what = ("--model", "llama3-8b", "--gpus", "8", "--json")
+    code, capped, err = run_planner("estimate", *what, "--hardware", "b200", "--power-limit", "700")
+    assert code == 0, err
+    code, shipped, err = run_planner("estimate", *what, "--hardware", "b200-700w")
+    assert code == 0, err
+    a, b = json.loads(capped), json.loads(shipped)
+    assert a["hardware"] == b["hardware"] == "b200-700w"
+    assert a["tokens_per_s"] == pytest.approx(b["tokens_per_s"], rel=1e-3)
+    code, out, err = run_planner("search", *what, "--hardware", "b200", "--power-limit", "700", "--top", "1")
+    assert code == 0, err
+    assert json.loads(out)["hardware"] == "b200-700w"
+    code, out, err = run_planner("estimate", *what, "--hardware", "b200", "--power-limit", "1200")
+    assert code == 0 and "changes nothing" in " ".join(err.split()) and json.loads(out)["hardware"] == "b200"
+    for hw, watts, said in (("b200", "100", "idle power of 140 W"), ("mi355x", "900", "idle_power_w")):
+        code, out, err = run_planner("estimate", *what, "--hardware", hw, "--power-limit", watts)
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not out
+
+
 # ---- a faster link never slows a step ----------------------------------------------------------------------
 def _faster(hw: HardwareProfile, intra: float, inter: float) -> HardwareProfile:
     return hw.model_copy(

@@ -147,6 +147,28 @@ def _variant(engine: str | Engine | None, spec: ModelSpec, flags: dict[str, Any]
     return variant_named(base, name, spec, str(precision))
 
 
+def power_capped(hardware: str | HardwareProfile | None, watts: float | None) -> str | HardwareProfile | None:
+    """The hardware (the default where none is given) under a board power cap of `watts`
+    (HardwareProfile.with_power_limit); None: as given. A cap at or above the profile's own limit changes nothing,
+    and says so."""
+    if watts is None:
+        return hardware
+    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
+    return capped(hw, watts)
+
+
+def capped(hw: HardwareProfile, watts: float) -> HardwareProfile:
+    """power_capped for a loaded profile."""
+    out = hw.with_power_limit(watts)
+    if out is hw:
+        warnings.warn(
+            f"--power-limit {watts:g} W is at or above {hw.name}'s {hw.gpu.power_limit_w:g} W limit: "
+            "it changes nothing",
+            stacklevel=2,
+        )
+    return out
+
+
 def resolve(
     *,
     model: str | ModelSpec | None,
@@ -159,11 +181,13 @@ def resolve(
     check: bool = True,
     default_engine: str = DEFAULT_ENGINE,
     user_defaults: bool = False,
+    power_limit_w: float | None = None,
 ) -> Resolved:
     """Model, hardware, engine and a plan from options and/or a plan file (flags win), checked against the
     model's and the engine's rules unless `check` is off (launch's pre-flight reports them instead).
     `user_defaults` (memory, estimate, the Python API): about 4M tokens per step and sequence parallelism where
-    the engine runs it, rather than a launch rehearsal's one pipeline's worth of micro-batches."""
+    the engine runs it, rather than a launch rehearsal's one pipeline's worth of micro-batches. `power_limit_w`:
+    the hardware, wherever it came from, under that board power cap (power_capped)."""
     for k in ("recompute", "precision", "schedule"):
         choice(k, flags.get(k))
     doc = read_plan_file(plan_file) if plan_file else None
@@ -176,6 +200,8 @@ def resolve(
     model_ref = spec.name if isinstance(given, ModelSpec) else given
     hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
     hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
+    if power_limit_w is not None:
+        hw = capped(hw, power_limit_w)
     eng = resolve_engine(_variant(engine, spec, flags, doc), overrides, doc, default=default_engine)
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(
@@ -231,6 +257,7 @@ def resolve_options(opts: dict[str, Any]) -> Resolved:
         flags={k: opts[k] for k in PLAN_FLAGS},
         overrides=engine_overrides(opts),
         user_defaults=True,
+        power_limit_w=opts.get("power_limit"),
     )
 
 

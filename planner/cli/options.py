@@ -63,6 +63,14 @@ HardwareOpt = Annotated[
         help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)",
     ),
 ]
+PowerLimitOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--power-limit",
+        help="board power cap in W (nvidia-smi -pl): the GPU's compute peaks scale with the clock the cap sustains "
+        "(P = P_idle + c f^3); HBM and links do not",
+    ),
+]
 GpusOpt = Annotated[
     Optional[int], typer.Option("--gpus", min=1, max=MAX_DEGREE, help="GPUs in all; derives the degree left out (dp)")
 ]
@@ -202,6 +210,7 @@ class Opt:
 
 
 WHAT = (Opt("model", ModelOpt), Opt("hardware", HardwareOpt), Opt("engine", EngineOpt), Opt("gpus", GpusOpt))
+POWER = (Opt("power_limit", PowerLimitOpt),)
 PLAN_FIELDS = (
     Opt("tp", TpOpt), Opt("pp", PpOpt), Opt("dp", DpOpt), Opt("cp", CpOpt), Opt("ep", EpOpt), Opt("etp", EtpOpt),
     Opt("vpp", VppOpt),

@@ -7,9 +7,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from planner.api.resolve import power_capped
 from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
 from planner.cli.options import (
     CATALOG,
+    POWER,
     EnginesOpt,
     HardwareOpt,
     JsonOpt,
@@ -48,7 +50,7 @@ SCALE = (
 )
 
 
-@with_options(CATALOG, SCALE, CLUSTER)
+@with_options(CATALOG, SCALE, POWER, CLUSTER)
 def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: JsonOpt = False) -> None:
     """The best plan at each GPU count: tokens/s, MFU, time to train and GPU-hours for --tokens."""
     from planner.api.scaling import scale as run_scale
@@ -63,7 +65,7 @@ def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: 
         opts["model"],
         gpus=gpus,
         tokens=opts["tokens"],
-        hardware=hardware_on_cluster(opts),
+        hardware=power_capped(hardware_on_cluster(opts), opts["power_limit"]),
         engine=opts["engine"],
         global_batch=opts["global_batch"],
         max_tokens_per_step=opts["max_tokens_per_step"],

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
 
 import typer
 
-from planner.api.resolve import engine_overrides
+from planner.api.resolve import engine_overrides, power_capped
 from planner.cli.callbacks import words
 from planner.cli.cluster_options import (
     ADVICE,
@@ -24,6 +24,7 @@ from planner.cli.options import (
     CATALOG,
     ENGINE_SETTINGS,
     PLAN_FIELDS,
+    POWER,
     RUN,
     WHAT,
     EnginesOpt,
@@ -125,6 +126,7 @@ def _check_plot(plot: str) -> None:
 @with_options(
     CATALOG,
     replaced(WHAT, engine=EnginesOpt, gpus=GpusRangeOpt),
+    POWER,
     replaced(
         PLAN_FIELDS,
         zero=ZeroListOpt,
@@ -221,7 +223,7 @@ def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> Ad
         return search_advised(
             opts["model"],
             gpus=opts["gpus"],
-            hardware=hardware_on_cluster(opts),
+            hardware=power_capped(hardware_on_cluster(opts), opts["power_limit"]),
             engine=opts["engine"],
             global_batch=opts["global_batch"],
             max_tokens_per_step=opts["max_tokens_per_step"],

@@ -13,6 +13,7 @@ from planner.cli.options import (
     ENGINE_SETTINGS,
     PLAN_FIELDS,
     PLAN_FILE,
+    POWER,
     RUN,
     WHAT,
     JsonOpt,
@@ -42,7 +43,7 @@ def memory(
         )
 
 
-@with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN, CLUSTER_FILE)
+@with_options(CATALOG, WHAT, POWER, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN, CLUSTER_FILE)
 def estimate(
     opts: dict[str, Any],
     timeline: Annotated[
