@@ -200,8 +200,7 @@ def resolve(
     model_ref = spec.name if isinstance(given, ModelSpec) else given
     hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
     hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
-    if power_limit_w is not None:
-        hw = capped(hw, power_limit_w)
+    hw = hw if power_limit_w is None else capped(hw, power_limit_w)
     eng = resolve_engine(_variant(engine, spec, flags, doc), overrides, doc, default=default_engine)
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(
