@@ -24,7 +24,7 @@ def test_counts_from_a_list_or_a_range():
 def test_each_count_gets_its_best_plan_and_the_run_it_makes():
     s = scale("llama3-70b", gpus=[8, 256, 1024, 4096], tokens=15e12, global_batch=1024, seq_len=8192)
     by = {p.gpus: p for p in s.points}
-    assert by[8].plan is None and by[8].note == "nothing fits"  # 70B does not fit on one node
+    assert by[8].plan is None and by[8].note.startswith("nothing fits in 79.16 GiB per GPU (closest: ")  # one node
     for g in (256, 1024, 4096):
         p = by[g]
         assert p.plan is not None and p.plan.gpus == g and p.plan.global_batch == 1024
@@ -64,6 +64,28 @@ def test_cli_table_json_and_errors(tmp_path):
     assert code == 2 and "--tokens" in err and out == ""
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64..x", "--tokens", "1e12")
     assert code == 2 and "--gpus" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [(("--engine", "nosuch"), 'unknown engine "nosuch"'), (("--engine", "megatron,nosuch"), 'unknown engine "nosuch"'),
+     (("--global-batch", "0"), "--global-batch 0"), (("--global-batch", "AUTO"), "--global-batch 'AUTO'"),
+     (("--global-batch", "auto", "--max-tokens-per-step", "1"), "--max-tokens-per-step 1")],
+)  # fmt: skip
+def test_a_bad_option_is_refused_not_tabled_at_each_count(given, said):
+    """An option every count's search refuses the same way is the options' error: one line, exit 2 (it was a table
+    row per count, exit 0)."""
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "8,16", "--tokens", "1e12", *given)
+    assert code == 2 and said in err and out == "" and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_count_with_no_plan_says_why():
+    """No valid plan names the rule every candidate broke (it said "nothing fits")."""
+    args = ("scale", "-m", "llama3-8b", "--gpus", "8", "--tokens", "1e12", "--precision", "nvfp4", "--json")
+    code, out, err = run(*args)
+    assert code == 0, err
+    (point,) = json.loads(out)["points"]
+    assert not point["fits"] and point["note"].startswith("no plan is valid: h100-sxm has no nvfp4")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs planner[plot]")

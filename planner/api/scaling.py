@@ -40,6 +40,7 @@ class ScalePoint:
     gpu_hours: float = 0.0
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
+    refused: bool = False  # the search refused its options at this count (note: its reason), rather than ranking none
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -125,10 +126,10 @@ def scale(
         try:
             found = search_advised(spec, gpus=g, hardware=hw, engine=engine, advice=False, **search_options)
         except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
-            return ScalePoint(g, None, note=str(e))
+            return ScalePoint(g, None, note=str(e), refused=True)
         best = found.result.best
         if best is None:
-            return ScalePoint(g, None, note="nothing fits")
+            return ScalePoint(g, None, note=found.result.none_reason())
         t = best.time
         run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
         return ScalePoint(
@@ -138,6 +139,9 @@ def scale(
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain)
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
+    refusals = {p.note for p in points if p.refused}
+    if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
+        raise PlannerError(refusals.pop() or "")
     return Scaling(spec.name, hw.name, tokens, tuple(points), _batch(spec, points))
 
 

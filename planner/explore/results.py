@@ -15,6 +15,7 @@ from planner.explore.space import Space, Structure
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.specs import ModelSpec
+from planner.units import fmt_bytes
 
 
 @dataclass
@@ -121,6 +122,17 @@ class SearchResult:
     @property
     def best(self) -> Ranked | None:
         return self.top[0] if self.top else None
+
+    def none_reason(self) -> str:
+        """Why no plan was ranked, in one phrase (scale's note; search prints it at length, render/ranking.py
+        print_misses): the closest miss's memory, or the one rule every candidate broke."""
+        if self.misses:
+            need = min(m.bytes for m in self.misses)
+            return f"nothing fits in {fmt_bytes(self.hardware.gpu.hbm_bytes)} per GPU (closest: {fmt_bytes(need)})"
+        reasons = [r for r, n in self.rejected.items() if n]
+        if len(reasons) == 1 and self.pruned.total() == 0:
+            return f"no plan is valid: {reasons[0]}"
+        return "no plan is valid: every candidate broke a rule before its memory was counted"
 
 
 def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> SearchResult:
