@@ -316,6 +316,24 @@ def test_power_limit_on_the_command_line_is_the_capped_profile():
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not out
 
 
+def test_a_capped_profiles_name_loads_as_the_cap(tmp_path):
+    """NAME-<W>w is NAME capped at W where no profile has that name: the name --power-limit gives, so a saved plan
+    reads back on the capped GPU; a shipped profile of that name (b200-700w) is the file."""
+    six = load_hardware("b200-600w")
+    assert six == load_hardware("b200").with_power_limit(600) == load_hardware("B200-600W")
+    assert load_hardware("b200-700w").description.startswith("NVIDIA B200 180GB capped at 700 W")
+    with pytest.raises(PlannerError, match="idle power"):
+        load_hardware("b200-100w")
+    with pytest.raises(PlannerError, match=r'unknown hardware "nosuch-500w".*NAME-<watts>w'):
+        load_hardware("nosuch-500w")
+    saved = tmp_path / "plan.yaml"
+    code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--hardware", "b200", "--power-limit", "600",
+                               "--top", "1", "--save", str(saved))  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_planner("estimate", "--plan", str(saved), "--json")
+    assert code == 0 and json.loads(out)["hardware"] == "b200-600w", err
+
+
 # ---- a faster link never slows a step ----------------------------------------------------------------------
 def _faster(hw: HardwareProfile, intra: float, inter: float) -> HardwareProfile:
     return hw.model_copy(

@@ -9,6 +9,7 @@ single line names the file, the offending value and what would be valid. The dec
 from __future__ import annotations
 
 import difflib
+import re
 import warnings
 from collections.abc import Sequence
 from functools import cache
@@ -64,6 +65,7 @@ DEFAULT_HARDWARE = "h100-sxm"  # what --hardware means when neither the flag nor
 DEFAULT_ENGINE = "megatron"  # likewise for --engine: Megatron-Core, what NeMo and Megatron-Bridge run
 
 YAML_SUFFIXES = (".yaml", ".yml")
+POWER_CAPPED = re.compile(r"(.+)-(\d+(?:\.\d+)?)[wW]")  # NAME-<watts>w (load_hardware)
 _Spec = TypeVar("_Spec", ModelSpec, HardwareProfile, Engine)
 
 
@@ -100,11 +102,17 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
 
 
 def load_hardware(name_or_path: str | Path) -> HardwareProfile:
-    """A hardware profile from the catalog (`h100-sxm`) or a profile YAML."""
+    """A hardware profile from the catalog (`h100-sxm`) or a profile YAML; NAME-<W>w, where no profile has that
+    name, is NAME under a W-watt power cap, the name HardwareProfile.with_power_limit gives it (`b200-600w`: what
+    `--power-limit 600` prices and `search --save` writes)."""
     arg = str(name_or_path)
     if isinstance(name_or_path, Path) or _looks_like_path(arg):
         return _hardware_from_yaml(Path(arg))
-    return _catalog(HardwareProfile, HARDWARE_DIR, _known("hardware", HARDWARE_DIR, arg, "a hardware profile .yaml"))
+    capped = POWER_CAPPED.fullmatch(arg.strip())
+    if capped and catalog_path(HARDWARE_DIR, arg) is None and catalog_path(HARDWARE_DIR, capped[1]) is not None:
+        return load_hardware(capped[1]).with_power_limit(float(capped[2]))
+    hint = "a hardware profile .yaml, or NAME-<watts>w for a profile under a power cap"
+    return _catalog(HardwareProfile, HARDWARE_DIR, _known("hardware", HARDWARE_DIR, arg, hint))
 
 
 def hardware_source_text(name_or_path: str) -> str | None:
