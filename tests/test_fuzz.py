@@ -256,6 +256,14 @@ case(
     names=(LONG_NAME[:40], "--plot"),
 )
 case("write-search-save-into-dir", "search", "-m", "tiny", "--gpus", "2", "--save", "@W/dir", names=("dir", "--save"))
+# both outputs or neither: a plot that cannot be written leaves no plan file (the audit's case)
+case("write-search-save-then-bad-plot", "search", "-m", "tiny", "--gpus", "2", "--save", "out/best.yaml", "--plot",
+     "@W/file/x.svg", names=("x.svg", "--plot"), empty=("out",))  # fmt: skip
+for option in ("--save", "--plot"):
+    case(f"write-search-empty-{option[2:]}", "search", "-m", "tiny", "--gpus", "2", option, "", names=(option,))
+case("write-calibrate-empty-o", "calibrate", "@W/runs.yaml", "--hardware", "h100-sxm", "-o", "", names=("-o",))
+case("write-calibrate-empty-engine-out", "calibrate", "@W/runs.yaml", "--engine-out", "", names=("--engine-out",))
+case("write-estimate-empty-timeline", "estimate", "-m", "tiny", "--gpus", "2", "--timeline", "", names=("--timeline",))
 
 # ---- runs files (validate and calibrate) -------------------------------------------------------------------
 RID = "megatron-readme-h100-1.7b"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from planner.cli.callbacks import nonempty_path
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -19,7 +20,9 @@ Opt = typer.Option
 
 
 def bench_hardware(
-    out: Annotated[Path, Opt(help="profile YAML to write (atomically)")] = Path("bench-hardware.yaml"),
+    out: Annotated[Path, Opt(parser=nonempty_path, help="profile YAML to write (atomically)")] = Path(
+        "bench-hardware.yaml"
+    ),
     name: Annotated[Optional[str], Opt(help="profile name (default: the file's stem)")] = None,
     nproc: Annotated[int, Opt(help="processes for the collective benchmarks (torchrun, gloo on CPU / NCCL)")] = 2,
     quick: Annotated[bool, Opt("--quick", help="fewer sizes and repetitions (~40 s on a 2-core CPU box)")] = False,

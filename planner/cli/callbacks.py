@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import typer
 
@@ -30,6 +31,13 @@ def nonempty(value: str | None) -> str | None:
     if value is not None and not value.strip():
         raise typer.BadParameter("is empty; give a name or a path")
     return value
+
+
+def nonempty_path(value: str | Path) -> Path:
+    """A typer parser for path options: an empty one is refused (a Path of '' is '.', the folder it ran in)."""
+    if not str(value).strip():
+        raise typer.BadParameter("is empty; give a path")
+    return Path(value)
 
 
 def words(values: Sequence[str]) -> Callable[[str], list[str]]:

@@ -102,11 +102,20 @@ FitHardwareOpt = Annotated[
 ]
 FitOutOpt = Annotated[
     Optional[str],
-    typer.Option("-o", "--output", help="write the hardware profile(s) here (.yaml, or a directory for several)"),
+    typer.Option(
+        "-o",
+        "--output",
+        callback=nonempty,
+        help="write the hardware profile(s) here (.yaml, or a directory for several)",
+    ),
 ]
 EngineOutOpt = Annotated[
     Optional[str],
-    typer.Option("--engine-out", help="write the engine profiles with their fitted factors into this directory"),
+    typer.Option(
+        "--engine-out",
+        callback=nonempty,
+        help="write the engine profiles with their fitted factors into this directory",
+    ),
 ]
 ParamsOpt = Annotated[
     Optional[str],

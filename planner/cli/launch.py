@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import PLAN_FLAGS, engine_overrides, resolve
-from planner.cli.callbacks import finite, nonempty, words
+from planner.cli.callbacks import finite, nonempty, nonempty_path, words
 from planner.cli.launch_here import run_here
 from planner.cli.options import (
     ENGINE_SETTINGS,
@@ -116,7 +116,7 @@ def launch(
         bool,
         Opt(help="run although the GPU free-memory check fails (never past the limits that protect this machine)"),
     ] = False,
-    checkpoint_dir: Annotated[Optional[Path], Opt(help="save checkpoints here")] = None,
+    checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
     resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
@@ -124,9 +124,11 @@ def launch(
         Optional[str],
         Opt(help=" | ".join(CLUSTER_TARGETS + ENGINE_TARGETS), autocompletion=words(CLUSTER_TARGETS + ENGINE_TARGETS)),
     ] = None,
-    out: Annotated[Optional[Path], Opt(help="directory for --emit files")] = None,
+    out: Annotated[Optional[Path], Opt(parser=nonempty_path, help="directory for --emit files")] = None,
     image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
-    profile_out: Annotated[Path, Opt(help="profile JSON path")] = Path("planner-launch-profile.json"),
+    profile_out: Annotated[Path, Opt(parser=nonempty_path, help="profile JSON path")] = Path(
+        "planner-launch-profile.json"
+    ),
     timeout_s: Annotated[
         float,
         Opt(
@@ -148,6 +150,8 @@ def launch(
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
+    _refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
+                         checkpoint_every=checkpoint_every, resume=resume)  # fmt: skip
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
@@ -195,9 +199,9 @@ def launch(
             raise PlannerError("--emit needs --out DIR")
         path = emit_target(
             emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
-            nproc=nproc, max_restarts=max_restarts, image=image, force=force,
+            nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_,
         )  # fmt: skip
-        typer.echo(f"wrote {path}")
+        typer.echo(f"would write {path} (--dry-run: nothing written)" if dry_run_ else f"wrote {path}")
         if "global_batch" in r.defaulted:
             typer.echo(
                 f"global batch {r.plan.global_batch} x {r.plan.seq_len} tokens: the default, about 4M tokens a step "
@@ -207,6 +211,26 @@ def launch(
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_, wall_s=wall_s)  # fmt: skip
+
+
+def _refuse_idle_options(
+    emit: str | None,
+    *,
+    out: Path | None,
+    image: str | None,
+    checkpoint_dir: Path | None,
+    checkpoint_every: int,
+    resume: bool,
+) -> None:
+    """Options that would do nothing with the others given: refused, one line, rather than ignored."""
+    if emit is None and (out is not None or image is not None):
+        given = "--out" if out is not None else "--image"
+        raise PlannerError(f"{given} is for --emit's files: give --emit TARGET, or drop {given}")
+    if checkpoint_dir is None and (checkpoint_every or resume):
+        given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
+        raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")
+    if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
+        raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")
 
 
 def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:

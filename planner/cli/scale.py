@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import power_capped
+from planner.cli.callbacks import nonempty
 from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
 from planner.cli.options import (
     CATALOG,
@@ -35,7 +36,9 @@ CountsOpt = Annotated[
 PlotOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--plot", help="FILE.svg|png|pdf: tokens/s, MFU, days and GPU-hours against GPUs (needs planner[plot])"
+        "--plot",
+        callback=nonempty,
+        help="FILE.svg|png|pdf: tokens/s, MFU, days and GPU-hours against GPUs (needs planner[plot])",
     ),
 ]
 SCALE = (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
 import typer
 
 from planner.api.resolve import engine_overrides, power_capped
-from planner.cli.callbacks import words
+from planner.cli.callbacks import nonempty, words
 from planner.cli.cluster_options import (
     ADVICE,
     CLUSTER,
@@ -35,6 +35,7 @@ from planner.cli.options import (
 )
 from planner.errors import PlannerError
 from planner.explore.space import OBJECTIVES
+from planner.io.files import check_writable
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, escape, out
 from planner.specs import Precision
@@ -90,10 +91,12 @@ ObjectiveOpt = Annotated[
     typer.Option("--objective", help=" | ".join(OBJECTIVES) + " (risk: as --risk)", autocompletion=words(OBJECTIVES)),
 ]
 TopOpt = Annotated[int, typer.Option("--top", min=1, max=10_000, help="how many plans to show")]
-SaveOpt = Annotated[Optional[str], typer.Option("--save", help="write the best plan to FILE.yaml")]
+SaveOpt = Annotated[Optional[str], typer.Option("--save", callback=nonempty, help="write the best plan to FILE.yaml")]
 PlotOpt = Annotated[
     Optional[str],
-    typer.Option("--plot", help="FILE.svg|png: throughput vs memory of every valid plan (needs planner[plot])"),
+    typer.Option(
+        "--plot", callback=nonempty, help="FILE.svg|png: throughput vs memory of every valid plan (needs planner[plot])"
+    ),
 ]
 ExplainOpt = Annotated[
     Optional[str], typer.Option("--explain", "--why", help="FIELD=VALUE, e.g. tp=16: why such plans lost")
@@ -164,6 +167,9 @@ def search(
     explain_field = _explain_field(explain) if explain else None
     if plot:
         _check_plot(plot)
+    for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
+        if path:
+            check_writable(path, what=what)
     advised = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
     result = advised.result
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown

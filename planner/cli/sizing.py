@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import resolve_options
+from planner.cli.callbacks import nonempty
 from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster, run_options
 from planner.cli.options import (
     CATALOG,
@@ -47,7 +48,8 @@ def memory(
 def estimate(
     opts: dict[str, Any],
     timeline: Annotated[
-        Optional[str], typer.Option("--timeline", help="draw one step's pipeline schedule (.svg/.png)")
+        Optional[str],
+        typer.Option("--timeline", callback=nonempty, help="draw one step's pipeline schedule (.svg/.png)"),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -15,6 +15,24 @@ def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or e.__class__.__name__
 
 
+def check_writable(path: str | Path, *, what: str = "file") -> None:
+    """What write_text_atomic would refuse, found before anything is written, so that a command with several
+    outputs writes none when one of them cannot be: a folder's name, an existing folder, a file in the way of its
+    folders, or a folder that takes no file (probed with a file made and removed there)."""
+    target = Path(path)
+    if target.name in ("", ".", "..") or str(path).endswith("/") or target.is_dir():
+        raise PlannerError(f"cannot write {what} {str(path)!r}: that is a folder, give a file name")
+    folder = next((p for p in target.parents if p.exists()), Path("."))
+    probe = folder / f".planner-write-test-{os.getpid()}"
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(20, f"{folder} is a file")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise PlannerError(f"cannot write {what} {str(path)!r}: {_reason(e)}") from None
+
+
 def write_text_atomic(path: str | Path, text: str, *, what: str = "file", mode: int | None = None) -> Path:
     """Write `text` to `path` atomically (parent folders created); PlannerError on any failure."""
     target = Path(path)

@@ -129,6 +129,35 @@ def test_emit_needs_out(capsys, tiny_path):
     assert code == 2 and "--out" in err
 
 
+def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path):
+    """--dry-run runs nothing: with --emit it checks the plan as the target would and names the file it would write."""
+    folder = tmp_path / "out"
+    args = ("--model", "llama3-8b", "--dp", "4", "--tp", "2", "--sp", "--seq-len", "64", "--emit", "megatron")
+    code, out, err = _run(capsys, *args, "--out", str(folder), "--dry-run")
+    assert code == 0 and "would write" in out and "megatron_args.sh" in out and not folder.exists(), err
+    code, _, err = _run(capsys, *args, "--zero", "2", "--out", str(folder), "--dry-run")  # megatron has no zero 2
+    assert code == 2 and not folder.exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (("--out", "x"), "--out is for --emit's files"),
+        (("--image", "img"), "--image is for --emit's files"),
+        (("--checkpoint-every", "2"), "--checkpoint-every 2 needs --checkpoint-dir"),
+        (("--resume",), "--resume needs --checkpoint-dir"),
+        (("--out", ""), "'--out': is empty"),
+        (("--emit", "slurm", "--out", ""), "'--out': is empty"),
+        (("--profile-out", " "), "'--profile-out': is empty"),
+    ],
+)
+def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, says):
+    """An option the others make idle (an --out without --emit, checkpoints without a folder, an empty path read
+    as the current folder) is one line and exit 2, not ignored."""
+    code, _, err = _run(capsys, "--model", tiny_path, "--seq-len", "64", *given, "--dry-run")
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, tiny_path):
     """The audit's cases: 1F1B over two stages with one micro-batch (torch's Schedule1F1B raises), --nnodes 2 run
     here (the run refuses it), and a run predicted to take days: each fails its check in the dry run (exit 1), and

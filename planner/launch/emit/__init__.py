@@ -113,10 +113,12 @@ def emit(
     max_restarts: int = 0,
     image: str | None = None,
     force: bool = False,
+    dry_run: bool = False,
 ) -> Path:
-    """Check the plan as the target would, then write the target's file. Engine targets are checked against
-    that engine's profile (the engine `engine` is ignored for them, but for the per-run settings the plan was
-    priced with); cluster targets get the pre-flight."""
+    """Check the plan as the target would, then write the target's file (`dry_run`: render it, write nothing, and
+    return the path it would have). Engine targets are checked against that engine's profile (the engine `engine`
+    is ignored for them, but for the per-run settings the plan was priced with); cluster targets get the
+    pre-flight."""
     chosen = _target(kind)
     settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
     if kind == "k8s" and not image:
@@ -125,6 +127,12 @@ def emit(
             "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
         )
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
+    if dry_run:
+        name, _ = target_text(
+            kind, cfg, model, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
+            settings=settings, device=device_kind(hardware),
+        )  # fmt: skip
+        return out / name
     make_dir(out, what="--out folder")
     copied: list[Path] = []
     try:
