@@ -131,6 +131,26 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
     assert code == 0 and "not evaluated" in out and "broken-tp" in out
 
 
+def test_validate_cli_with_no_run_it_can_evaluate_is_exit_2(tmp_path, calibration_runs):
+    """A validation of nothing is no validation: a file of only broken runs, of none, or of a run that measured
+    nothing is one line, exit 2 (it printed an empty table, or nan, and exit 0)."""
+    import yaml
+
+    broken = dict(calibration_runs[0], id="broken-tp", plan=dict(calibration_runs[0]["plan"], tp=7))
+    unmeasured = dict(calibration_runs[0], id="unmeasured", measured={"step_s": None, "tokens_per_s_per_gpu": None})
+    cases = [
+        ([broken], "its one run could not be evaluated; broken-tp: "),
+        ([], "holds no runs"),
+        ([unmeasured], "unmeasured: it states no measured"),
+        ([broken, broken], "none of its 2 runs"),
+    ]
+    for runs, said in cases:
+        path = tmp_path / "runs.yaml"
+        path.write_text(yaml.safe_dump(runs))
+        code, out, err = run("validate", str(path), "--json")
+        assert code == 2 and said in err and out == "" and len(err.strip().splitlines()) == 1, err
+
+
 def test_calibrate_fits_what_the_runs_identify_and_refuses_contradictions(calibration_runs):
     """One run can move one scale: its group's compute; the overhead stays, with the reason. A parameter no run is
     sensitive to is not fitted; when nothing is identifiable calibrate says so instead of writing a copy."""

@@ -469,6 +469,13 @@ def test_cli_runs_file_needs_model_and_hardware(tmp_path):
     assert len(err.strip().splitlines()) == 1 and "--model and --hardware" in err
 
 
+def _head_one_step(folder: Path) -> Path:
+    lines = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if "elapsed time per iteration" in line)
+    (folder / "cut.log").write_text("".join(lines[: first + 1]))
+    return folder / "cut.log"
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -477,9 +484,12 @@ def test_cli_runs_file_needs_model_and_hardware(tmp_path):
         (lambda d: (d / "b.log").write_bytes(b"\x00\x01\x02iteration") and d / "b.log", "not a text file"),
         (lambda d: (d / "e.log").write_text("") and d / "e.log", "not a training log"),
         (lambda d: LOGS / "llm_foundry_readme_no_throughput.log", "no step time or throughput"),
+        (_head_one_step, "no step time, throughput or memory read from its steps (left out: 1 skipped)"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):
+    """The last: a Megatron log cut after its first step line, which is a skipped iteration (the audit's case: it
+    was written as a run with every measurement null)."""
     path = make(tmp_path) or tmp_path / "e.log"
     rc, out, err = run_planner("ingest", str(path))
     assert rc == 2 and out == ""

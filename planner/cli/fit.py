@@ -65,6 +65,7 @@ def validate(
     options = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
     raws = runs_of(Path(runs), override, spec, **options)
     result = validate_runs(raws, hardware=override, engine=eng)
+    result.require_evaluated(runs)
     other = (
         validate_runs(raws, hardware=override, engine=eng, profiles=calibrated_profiles(calibrated))
         if calibrated

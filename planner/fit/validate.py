@@ -42,6 +42,16 @@ class RunResult:
 class Validation:
     runs: tuple[RunResult, ...]
 
+    def require_evaluated(self, source: str) -> None:
+        """PlannerError when no run could be compared: a validation of nothing is no validation (exit 2)."""
+        if any(r.skipped is None for r in self.runs):
+            return
+        if not self.runs:
+            raise PlannerError(f"{source} holds no runs to validate")
+        first, n = self.runs[0], len(self.runs)
+        which = "its one run could not" if n == 1 else f"none of its {n} runs could"
+        raise PlannerError(f"{source}: {which} be evaluated; {first.id}: {first.skipped}")
+
     def summary(self) -> dict[str, dict[str, float]]:
         out = {}
         for metric in METRICS:
@@ -69,6 +79,8 @@ class Validation:
 def predict_run(run: Run | Skipped) -> RunResult:
     if isinstance(run, Skipped):
         return RunResult(run.id, measured=run.measured, skipped=run.reason)
+    if not any(v is not None for k, v in run.measured.items() if k != "mfu"):
+        return RunResult(run.id, skipped="it states no measured throughput, step time or memory to compare with")
     est = Coster(run.model, run.hardware, run.engine).estimate(run.plan)
     predicted = {
         "tokens_per_s_per_gpu": est.time.tokens_per_s_per_gpu,

@@ -179,6 +179,10 @@ def _assemble(
             "ramp-up does not end in the log): no step to time at the batch the run is planned with"
         )
     measured, derived = step_measurements(sel, facts, plan, n_gpus)
+    if not any(v is not None for k, v in measured.items() if k != "peak_memory_kind"):  # validate could only skip it
+        left = ", ".join(f"{n} {why}" for why, n in sel.left_out.items() if n)
+        hint = "; --warmup 0 keeps the warm-up" if sel.left_out.get("warm-up") else ""
+        raise PlannerError(f"{source}: no step time, throughput or memory read from its steps (left out: {left}{hint})")
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
     assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]
