@@ -138,3 +138,15 @@ def test_a_user_entry_named_as_a_shipped_alias_says_so(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_hardware("h100-sxm").name == "h100-sxm"  # the shipped entry by its own name: nothing to say
+
+
+def test_an_entry_whose_name_is_not_its_files_is_refused(tmp_path):
+    """A catalog finds entries by file name: `mine.yaml` saying `name: llama3-70b` listed a second llama3-70b that
+    `-m llama3-70b` never found (the audit's case). It is now one line naming both, exit 2."""
+    folder = tmp_path / "mine" / "model_specs"
+    folder.mkdir(parents=True)
+    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text()
+    (folder / "mine.yaml").write_text(text.replace("name: tiny", "name: llama3-70b"))
+    rc, out, err = run_planner("models", "--catalog", str(tmp_path / "mine"))
+    assert rc == 2 and out == "" and "its name 'llama3-70b' is not its file's, 'mine'" in err, err
+    assert len(err.strip().splitlines()) == 1

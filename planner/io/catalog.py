@@ -157,8 +157,15 @@ def _hardware_from_yaml(path: Path) -> HardwareProfile:
 @cache
 def _catalog(cls: type[_Spec], kind_dir: str, path: Path) -> _Spec:
     """A catalog entry, parsed once per process (the search asks for the same ones many times); the shipped
-    files by libyaml, a user's by the pure-Python loader."""
-    return _from_yaml(cls, path, shipped=path.parent.parent == catalog_root())
+    files by libyaml, a user's by the pure-Python loader. Its `name` must be its file's: the catalog finds entries
+    by file name, so a file named otherwise would list under one name and be found under another."""
+    spec = _from_yaml(cls, path, shipped=path.parent.parent == catalog_root())
+    if spec.name.lower() != path.stem.lower():
+        raise PlannerError(
+            f"{display_path(path)}: its name {spec.name!r} is not its file's, {path.stem!r} (a catalog entry is found "
+            f"by its file name): rename the file {spec.name}.yaml, or drop its name line"
+        )
+    return spec
 
 
 def _from_yaml(cls: type[_Spec], path: Path, *, shipped: bool = False) -> _Spec:
