@@ -218,3 +218,27 @@ def test_a_group_fit_starting_on_its_bounds_recovers_compute_and_overhead() -> N
     assert group.fitted.compute == pytest.approx(1.1, rel=0.02)
     assert group.fitted.overhead_s == pytest.approx(0.15, rel=0.05)
     assert res.median_after_pct < 1.0 < res.median_before_pct
+
+
+def test_bench_hardware_refuses_its_options_before_measuring(tmp_path: Path, monkeypatch) -> None:
+    """The output and the process count are checked before minutes of measuring (the audit: a folder or an
+    unwritable --out failed only at the end, and --nproc had no upper bound on a CPU host)."""
+    import typer
+
+    from planner.cli.bench import bench_hardware
+    from planner.errors import PlannerError
+
+    def measured(*_: object) -> None:
+        raise AssertionError("measured before its options were checked")
+
+    monkeypatch.setattr("planner.bench.run.run_bench", measured)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.yaml").write_text("")
+    for kwargs, said in (
+        ({"out": tmp_path / "folder"}, "that is a folder"),
+        ({"out": tmp_path / "file.yaml" / "x.yaml"}, "file.yaml is a file"),
+        ({"out": tmp_path / "ok.yaml", "nproc": 100000}, "--nproc 100000: at most"),
+    ):
+        with pytest.raises((PlannerError, typer.Exit), match=said):
+            bench_hardware(**{"nproc": 2, "quick": True, "like": None, "name": None, "json_": False, **kwargs})
+    assert not (tmp_path / "ok.yaml").exists()

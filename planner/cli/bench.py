@@ -38,6 +38,28 @@ def bench_hardware(
     from planner.bench.curves import profile_yaml, write_atomic
     from planner.bench.run import run_bench
     from planner.io.catalog import load_hardware
+    from planner.io.files import check_writable
+
+    _check_nproc(nproc, like)
+    check_writable(out, what="profile")  # before minutes of measuring, not after
+    links = load_hardware(like) if like is not None else None
+    console = Console(stderr=True)
+    res = run_bench(nproc, quick, console)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = profile_yaml(res, name or out.stem, stamp, links=links)
+    _valid_profile(text, out)  # checked before it is written: a profile that does not load is never left behind
+    write_atomic(out, text)
+    res["profile"] = str(out)
+    if json_:
+        typer.echo(json.dumps(res, indent=2))
+        return
+    _print_summary(res, links)
+    typer.echo(f"wrote {out}")
+
+
+def _check_nproc(nproc: int, like: str | None) -> None:
+    """--nproc from 1 to what a run here may start (one per GPU, or two per CPU core: launch/machine.py)."""
+    from planner.launch.preflight import probe_environment
 
     if nproc < 1:
         raise PlannerError(f"--nproc {nproc}: give at least 1 (1: the device alone, no collectives)")
@@ -45,18 +67,20 @@ def bench_hardware(
         raise PlannerError(
             "--nproc 1 times no collective: give --like PROFILE for the link tiers (e.g. --like h100-sxm)"
         )
-    links = load_hardware(like) if like is not None else None
-    console = Console(stderr=True)
-    res = run_bench(nproc, quick, console)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    write_atomic(out, profile_yaml(res, name or out.stem, stamp, links=links))
-    load_hardware(out)  # validate what was written
-    res["profile"] = str(out)
-    if json_:
-        typer.echo(json.dumps(res, indent=2))
-        return
-    _print_summary(res, links)
-    typer.echo(f"wrote {out}")
+    env = probe_environment()
+    limit = env.max_processes()
+    if limit is not None and nproc > limit:
+        where = f"{env.device_count} GPUs" if env.device_type == "cuda" else "two per CPU core"
+        raise PlannerError(f"--nproc {nproc}: at most {limit} here ({where})")
+
+
+def _valid_profile(text: str, out: Path) -> None:
+    import yaml
+
+    from planner.hardware import HardwareProfile
+    from planner.io.readers import validated
+
+    validated(HardwareProfile, yaml.safe_load(text), str(out))
 
 
 def _print_summary(res: dict, links: HardwareProfile | None) -> None:
