@@ -256,6 +256,36 @@ case(
     names=(LONG_NAME[:40], "--plot"),
 )
 case("write-search-save-into-dir", "search", "-m", "tiny", "--gpus", "2", "--save", "@W/dir", names=("dir", "--save"))
+# the audit's messages: each names the value and what is valid
+case("plan-file-is-a-folder", "estimate", "--plan", "@W/dir", names=("is a folder",))
+case("model-folder-without-config", "models", "show", "@W/dir", names=("without a config.json",))
+case("list-empty-item-zero", "search", "-m", "tiny", "--gpus", "2", "--zero", "1,,3", names=("--zero", "empty item"))
+case("list-empty-item-gpus", "scale", "-m", "tiny", "--gpus", "2,,4", "--tokens", "1e9", names=("--gpus", "empty"))
+case("gpus-range-empty", "search", "-m", "tiny", "--gpus", "", names=("GPU count",))
+case(
+    "explain-zero-above-3",
+    "search",
+    "-m",
+    "tiny",
+    "--gpus",
+    "2",
+    "--explain",
+    "zero=9",
+    names=("less than or equal to 3",),
+)
+case(
+    "calibrate-o-json",
+    "calibrate",
+    "@W/runs.yaml",
+    "--hardware",
+    "h100-sxm",
+    "-o",
+    "out.json",
+    names=("out.json", ".yaml"),
+)
+case("offload-module-unknown", "memory", "-m", "tiny", "--gpus", "2", "--offload-modules", "foo",
+     "--activation-offload", "0.5", names=("'foo'",),
+     extra=lambda o: ["a pydantic fragment"] * ("Tuple" in o.err))  # fmt: skip
 # both outputs or neither: a plot that cannot be written leaves no plan file (the audit's case)
 case("write-search-save-then-bad-plot", "search", "-m", "tiny", "--gpus", "2", "--save", "out/best.yaml", "--plot",
      "@W/file/x.svg", names=("x.svg", "--plot"), empty=("out",))  # fmt: skip

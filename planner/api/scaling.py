@@ -18,6 +18,7 @@ from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
 from planner.explore.fanout import fan_out, workers
+from planner.explore.space import listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_DEGREE, Plan
@@ -93,7 +94,7 @@ def gpu_counts(value: str | Sequence[int], *, node: int, domain: int | None = No
         counts = gpu_range(value, node=node, domain=domain)
     else:
         try:
-            counts = [int(x) for x in value.split(",") if x.strip()]
+            counts = [int(x) for x in listed(value, "gpus")]
         except ValueError:
             raise PlannerError(f"--gpus {value!r}: give counts separated by commas or a range LO..HI") from None
     if not counts or any(not 1 <= g <= MAX_DEGREE for g in counts):

@@ -111,7 +111,7 @@ def _precisions(value: str | list[str] | tuple[str, ...] | None) -> list[str | N
     """The precisions to search (a comma list or a sequence), each checked; [None]: the default, bf16."""
     if value is None:
         return [None]
-    items: list[str | None] = list(dict.fromkeys(listed(value)))
+    items: list[str | None] = list(dict.fromkeys(listed(value, "precision")))
     if not items:
         raise PlannerError("--precision: give a precision or a comma list of them, e.g. bf16,fp8-current")
     for item in items:
@@ -148,8 +148,8 @@ def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
         **{d: o[d] for d in DEGREES if d != "max_vpp"},
         max_vpp=DEFAULT_MAX_VPP if o["max_vpp"] is None else o["max_vpp"],
         zero=ZERO_STAGES if o["zero"] is None else int_items("zero", o["zero"]),
-        recompute=RECOMPUTES if o["recompute"] is None else listed(o["recompute"]),
+        recompute=RECOMPUTES if o["recompute"] is None else listed(o["recompute"], "recompute"),
         micro_batches=(mb,) if mb is not None else (None if mbs is None else int_items("micro-batches", mbs)),
-        schedules=None if o["schedule"] is None else listed(o["schedule"]),
+        schedules=None if o["schedule"] is None else listed(o["schedule"], "schedule"),
         allow_cross_node_tp=bool(o["allow_cross_node_tp"]),
     )

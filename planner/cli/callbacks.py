@@ -33,6 +33,17 @@ def nonempty(value: str | None) -> str | None:
     return value
 
 
+def nonempty_as(expected: str) -> Callable[[str | None], str | None]:
+    """`nonempty` for an option that takes no name or path: an empty one says what it takes."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise typer.BadParameter(f"is empty; give {expected}")
+        return value
+
+    return check
+
+
 def nonempty_path(value: str | Path) -> Path:
     """A typer parser for path options: an empty one is refused (a Path of '' is '.', the folder it ran in)."""
     if not str(value).strip():

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.cli.callbacks import nonempty
+from planner.cli.callbacks import nonempty, nonempty_as
 from planner.cli.options import Opt
 from planner.specs import MAX_SEQ_LEN
 
@@ -62,7 +62,7 @@ GpusRangeOpt = Annotated[
     Optional[str],
     typer.Option(
         "--gpus",
-        callback=nonempty,
+        callback=nonempty_as("a GPU count or a range LO..HI"),
         help="GPUs in all, or a range LO..HI (e.g. 1024..131072: the powers of two of whole nodes in it, whole NVL72 "
         "racks doubled on NVL72; the search takes the most GPUs whose best plan keeps >= 90% of the best tokens/s per "
         "GPU)",
@@ -72,7 +72,7 @@ GlobalBatchAutoOpt = Annotated[
     Optional[str],
     typer.Option(
         "--global-batch",
-        callback=nonempty,
+        callback=nonempty_as("a number of sequences or auto"),
         help="sequences per step, or auto: the smallest doubling of the default batch (within --max-tokens-per-step) "
         "whose best plan keeps >= 90% of the best tokens/s per GPU",
     ),

@@ -242,7 +242,10 @@ def _one_file_for_one_gpu(inputs: list[str], profiles: list[HardwareProfile] | N
     fit takes seconds; hardware_output would refuse it after)."""
     from planner.fit.runs import is_runs_file, runs_hardware
 
-    if not output or profiles or Path(output).suffix not in (".yaml", ".yml"):
+    yaml_file = output is not None and Path(output).suffix.lower() in (".yaml", ".yml")
+    if output and not yaml_file and (Path(output).is_file() or Path(output).suffix.lower() == ".json"):
+        raise PlannerError(f"-o {output}: give a .yaml file for one profile, or a folder for several (YAML)")
+    if not output or profiles or not yaml_file:
         return
     stated = [p for p in inputs if is_runs_file(p)]
     named = runs_hardware(stated) if stated else []

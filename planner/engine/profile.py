@@ -247,8 +247,9 @@ class Engine(Frozen):
             try:
                 update[block] = type(current).model_validate({**current.model_dump(), **values})
             except ValidationError as e:
+                first = {err["loc"][0]: err for err in reversed(e.errors())}  # a setting's first error says it
                 bad = "; ".join(
-                    f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in e.errors()
+                    f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in first.values()
                 )
                 raise PlannerError(f"engine setting {bad}") from None
         return self.model_copy(update=update)

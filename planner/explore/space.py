@@ -87,17 +87,21 @@ class Space:
             _check_ints("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
 
 
-def listed(value: str | int | Sequence[Any]) -> tuple[Any, ...]:
-    """The items of a comma list ("1, 3" -> ("1", "3")), an int or a sequence (parsing only: Space checks)."""
+def listed(value: str | int | Sequence[Any], name: str | None = None) -> tuple[Any, ...]:
+    """The items of a comma list ("1, 3" -> ("1", "3")), an int or a sequence (parsing only: Space checks); an
+    empty item between commas ("1,,3") is one line naming the option `name`."""
     if isinstance(value, str):
-        return tuple(x.strip() for x in value.split(",") if x.strip())
+        items = tuple(x.strip() for x in value.split(","))
+        if value.strip() and not all(items):
+            raise PlannerError(f"{'--' + name + ' ' if name else ''}{value!r}: an empty item between commas")
+        return tuple(x for x in items if x)
     return (value,) if isinstance(value, int) else tuple(value)
 
 
 def int_items(name: str, value: str | int | Sequence[int]) -> tuple[int, ...]:
     """The integers of a comma list or a sequence, or one line naming the option (their range is Space's)."""
     try:
-        return tuple(int(x) if isinstance(x, str) else x for x in listed(value))
+        return tuple(int(x) if isinstance(x, str) else x for x in listed(value, name))
     except ValueError:
         raise PlannerError(f"--{name} {_text(value)!r}: expected integers separated by commas, e.g. 1,2,4") from None
 

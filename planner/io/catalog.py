@@ -91,14 +91,24 @@ def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A model from the catalog (`gpt3-175b`), a model YAML, a Hugging Face `config.json` or its directory."""
     arg = str(name_or_path)
-    if isinstance(name_or_path, Path) or _looks_like_path(arg):
+    # a folder of that name here is read as one (a Hugging Face download), where no catalog entry has the name
+    if (
+        isinstance(name_or_path, Path)
+        or _looks_like_path(arg)
+        or (catalog_path(MODEL_DIR, arg) is None and Path(arg).is_dir())
+    ):
         path = Path(arg)
-        if path.is_dir() and (path / "config.json").is_file():
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise PlannerError(
+                    f"{display_path(path)} is a folder without a config.json: give a model .yaml, or a Hugging Face "
+                    "config.json or its folder"
+                )
             path = path / "config.json"
         if path.suffix == ".json":
             return model_from_hf_config(path)
         return _model_from_yaml(path)
-    return _catalog(ModelSpec, MODEL_DIR, _known("model", MODEL_DIR, arg, "a .yaml or config.json"))
+    return _catalog(ModelSpec, MODEL_DIR, _known("model", MODEL_DIR, arg, "a .yaml, a config.json or its folder"))
 
 
 def load_hardware(name_or_path: str | Path) -> HardwareProfile:

@@ -100,6 +100,8 @@ def check_recipe_setting(where: str, name: str, key: str, v: Any) -> None:
 def read_plan_file(path: str) -> PlanFile:
     from planner.io.catalog import load_yaml
 
+    if path and Path(path).is_dir():
+        raise PlannerError(f"plan file {path!r} is a folder: give the YAML file `planner search --save FILE` wrote")
     if not path or not Path(path).is_file():
         raise PlannerError(f"plan file {path!r} does not exist (write one with `planner search --save FILE`)")
     doc = load_yaml(path)
