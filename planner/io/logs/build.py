@@ -173,16 +173,8 @@ def _assemble(
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
     sel, select_notes = steady_steps(facts, warmup, plan.get("global_batch"))
-    if not sel.used and sel.left_out.get("ramp-up"):
-        raise PlannerError(
-            f"{source}: every step line ran at a global batch other than the run's {plan['global_batch']} (its "
-            "ramp-up does not end in the log): no step to time at the batch the run is planned with"
-        )
     measured, derived = step_measurements(sel, facts, plan, n_gpus)
-    if not any(v is not None for k, v in measured.items() if k != "peak_memory_kind"):  # validate could only skip it
-        left = ", ".join(f"{n} {why}" for why, n in sel.left_out.items() if n)
-        hint = "; --warmup 0 keeps the warm-up" if sel.left_out.get("warm-up") else ""
-        raise PlannerError(f"{source}: no step time, throughput or memory read from its steps (left out: {left}{hint})")
+    _require_measured(source, measured, sel, plan.get("global_batch"))
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
     assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]
@@ -203,6 +195,21 @@ def _assemble(
         hardware=hardware, gpus=n_gpus, steps_used=len(sel.used), steps_left_out=sel.left_out,
         iterations=(sel.used[0].step, sel.used[-1].step) if sel.used else None,
     )  # fmt: skip
+
+
+def _require_measured(source: str, measured: dict[str, Any], sel: Selection, global_batch: Any) -> None:
+    """A run with nothing measured is no run (validate and calibrate could only skip it): one line, what was left
+    out; a batch ramp-up that never ends in the log leaves no step at the run's batch."""
+    if not sel.used and sel.left_out.get("ramp-up"):
+        raise PlannerError(
+            f"{source}: every step line ran at a global batch other than the run's {global_batch} (its "
+            "ramp-up does not end in the log): no step to time at the batch the run is planned with"
+        )
+    if any(v is not None for k, v in measured.items() if k != "peak_memory_kind"):
+        return
+    left = ", ".join(f"{n} {why}" for why, n in sel.left_out.items() if n)
+    hint = "; --warmup 0 keeps the warm-up" if sel.left_out.get("warm-up") else ""
+    raise PlannerError(f"{source}: no step time, throughput or memory read from its steps (left out: {left}{hint})")
 
 
 def _read_from(facts: LogFacts, sel: Selection) -> list[str]:
