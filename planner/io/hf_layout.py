@@ -28,18 +28,22 @@ class HfConfig:
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
 
-    def integer(self, *keys: str) -> int | None:
+    def integer(self, *keys: str, at_least: int | None = None) -> int | None:
         """The first of `keys` the file itself gives (not null), else the first its family's defaults give, as an
         int; None if none is: a file that names the expert count `num_experts` is not overridden by its family's
-        default `num_local_experts`."""
+        default `num_local_experts`. Below `at_least` it is refused naming the key (a period or step of 0 is no
+        layout transformers builds: its `%` divides by zero)."""
         for source in (self.raw, self.cfg):
             for key in keys:
                 if source.get(key) is not None:
-                    return self._as_int(key, source[key])
+                    value = self._as_int(key, source[key])
+                    if at_least is not None and value < at_least:
+                        raise PlannerError(f"{self.source}: {key}={value}; it must be an integer >= {at_least}")
+                    return value
         return None
 
-    def need(self, *keys: str) -> int:
-        value = self.integer(*keys)
+    def need(self, *keys: str, at_least: int | None = None) -> int:
+        value = self.integer(*keys, at_least=at_least)
         if value is None:
             alternatives = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
             raise PlannerError(f"{self.source} lacks {keys[0]}{alternatives}")
@@ -184,12 +188,12 @@ def _attention_kinds(c: HfConfig, n: int) -> tuple[list[str], int | None]:
             raise PlannerError(f"{c.source}: layer_types has {len(types)} entries but the model has {n} layers")
         letters = [fam.LAYER_TYPE_LETTERS[t] for t in types]
     elif family == "gemma3_text":  # Gemma3TextConfig: global where (layer + 1) % sliding_window_pattern == 0
-        period = c.need("sliding_window_pattern")
+        period = c.need("sliding_window_pattern", at_least=1)
         letters = ["G" if (i + 1) % period == 0 else "S" for i in range(n)]
     elif family in fam.ALTERNATING_FAMILIES:
         letters = ["S" if (i + 1) % 2 else "G" for i in range(n)]
     elif family == "llama4_text":  # chunked on RoPE layers, global on NoPE layers (Llama4TextConfig.layer_types)
-        interval = c.need("no_rope_layer_interval")
+        interval = c.need("no_rope_layer_interval", at_least=1)
         rope = c.ints("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
         if len(rope) < n:
             raise PlannerError(f"{c.source}: no_rope_layers has {len(rope)} entries but the model has {n} layers")
