@@ -44,3 +44,41 @@ def test_gemma3_sliding_window_pattern_0_is_refused_not_a_traceback(tmp_path):
     cfg["text_config"]["sliding_window_pattern"] = 0
     err = _refused_in_one_line(tmp_path, cfg)
     assert "sliding_window_pattern=0" in err and ">= 1" in err
+
+
+# bigcode/starcoder config.json, the architecture keys (the StarCoder paper, arXiv:2305.06161: 15.5B parameters,
+# multi-query attention)
+STARCODER = {
+    "model_type": "gpt_bigcode",
+    "activation_function": "gelu_pytorch_tanh",
+    "multi_query": True,
+    "n_embd": 6144,
+    "n_head": 48,
+    "n_inner": 24576,
+    "n_layer": 40,
+    "n_positions": 8192,
+    "vocab_size": 49152,
+    "layer_norm_epsilon": 1e-05,
+}
+
+
+def test_starcoder_multi_query_has_one_kv_head_and_15_5b_params(tmp_path):
+    """modeling_gpt_bigcode.py: kv_heads = 1 if multi_query else num_heads; GPTBigCodeConfig's default is true.
+    Read as 48 key/value heads, StarCoder was 18.47B."""
+    model = load_model(_write(tmp_path, STARCODER))
+    assert model.kv_heads == 1 and model.num_params == pytest.approx(15.5e9, rel=0.005)
+    absent = {k: v for k, v in STARCODER.items() if k != "multi_query"}
+    assert load_model(_write(tmp_path, absent)).kv_heads == 1
+    assert load_model(_write(tmp_path, {**STARCODER, "multi_query": False})).kv_heads == 48
+
+
+@pytest.mark.parametrize(
+    ("cfg", "named"),
+    [
+        ({**STARCODER, "multi_query": "yes"}, "multi_query='yes'"),
+        (_fixture("llama3.1_8b", multi_query=True), "multi_query in model_type 'llama'"),
+    ],
+)
+def test_multi_query_is_read_only_as_gpt_bigcode_defines_it(tmp_path, cfg, named):
+    with pytest.raises(PlannerError, match=named):
+        load_model(_write(tmp_path, cfg))

@@ -44,7 +44,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
     act = _activation(c) or "gelu"
     gated = family in fam.GATED_FAMILIES or act in ("silu", "swish", "swiglu")
-    if family == "gpt2":  # GPT2Config: n_inner None means 4 * n_embd
+    if family in ("gpt2", "gpt_bigcode"):  # GPT2MLP, GPTBigCodeMLP: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
     else:
         ffn = c.need("intermediate_size_mlp", "intermediate_size", "ffn_dim", "n_inner")
@@ -53,7 +53,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "num_layers": num_layers,
         "hidden_size": hidden,
         "num_attention_heads": c.need("num_attention_heads", "n_head"),
-        "num_kv_heads": c.integer("num_key_value_heads"),
+        "num_kv_heads": _kv_heads(c),
         "head_dim": c.integer("attention_head_dim", "head_dim"),
         "ffn_hidden_size": ffn,
         # relu, relu² (Nemotron-H) and gelu variants are plain two-matrix MLPs, which is what `mlp: gelu` counts
@@ -105,6 +105,17 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
         )
     inherited = {k: cfg[k] for k in ("tie_word_embeddings", "_name_or_path") if k in cfg and k not in text}
     return {**inherited, **text}
+
+
+def _kv_heads(c: HfConfig) -> int | None:
+    """num_key_value_heads; GPT-BigCode's multi_query (GPTBigCodeConfig default true) means one key/value head
+    for all (modeling_gpt_bigcode.py: kv_heads = 1 if multi_query else num_heads)."""
+    if c.family != "gpt_bigcode":
+        return c.integer("num_key_value_heads")
+    multi_query = c.get("multi_query")
+    if not isinstance(multi_query, bool):
+        raise PlannerError(f"{c.source}: multi_query={multi_query!r}; it must be true or false")
+    return 1 if multi_query else None
 
 
 def _activation(c: HfConfig) -> str | None:

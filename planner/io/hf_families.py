@@ -108,6 +108,8 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
     },
+    # transformers/models/gpt_bigcode/configuration_gpt_bigcode.py, GPTBigCodeConfig (StarCoder, SantaCoder)
+    "gpt_bigcode": {"multi_query": True, "activation_function": "gelu_pytorch_tanh"},
     # transformers/models/nemotron_h/configuration_nemotron_h.py, NemotronHConfig
     "nemotron_h": {
         "vocab_size": 131072,
@@ -243,7 +245,11 @@ ACTIVATION_NAMES = {
     "prelu", "xielu", "swiglu", "geglu",
 }  # fmt: skip
 # Keys a family's own rule reads: elsewhere they would be dropped, so they are refused outside these families.
-FAMILY_ONLY_KEYS = {"hybrid_override_pattern": "nemotron_h", "attention_chunk_size": "llama4_text"}
+FAMILY_ONLY_KEYS = {
+    "hybrid_override_pattern": "nemotron_h",
+    "attention_chunk_size": "llama4_text",
+    "multi_query": "gpt_bigcode",  # FalconConfig's multi_query goes with its own num_kv_heads rules
+}
 # Keys of parts the spec has no field for, with why.
 UNREPRESENTED_KEYS = {
     "index_topk": "DeepSeek sparse attention's indexer (its own heads and top-k selection)",
