@@ -82,3 +82,15 @@ def test_starcoder_multi_query_has_one_kv_head_and_15_5b_params(tmp_path):
 def test_multi_query_is_read_only_as_gpt_bigcode_defines_it(tmp_path, cfg, named):
     with pytest.raises(PlannerError, match=named):
         load_model(_write(tmp_path, cfg))
+
+
+@pytest.mark.parametrize(
+    ("cfg", "named"),
+    [
+        (_fixture("deepseek_v3", kv_lora_rank=None), "kv_lora_rank=null in model_type 'deepseek_v3' (with q_lora_rank"),
+        (_fixture("llama3.1_8b", qk_rope_head_dim=64, v_head_dim=128), "no kv_lora_rank in model_type 'llama'"),
+    ],
+)
+def test_mla_keys_without_kv_lora_rank_are_refused_not_read_as_plain_attention(tmp_path, cfg, named):
+    """DeepSeek-V3 with kv_lora_rank null imported as plain attention of head_dim 56, its MLA widths dropped."""
+    assert named in _refused_in_one_line(tmp_path, cfg)

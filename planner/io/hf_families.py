@@ -189,6 +189,9 @@ SINK_FAMILIES = {"gpt_oss"}
 ALL_SLIDING_FAMILIES = {"mistral", "mixtral", "phi3", "starcoder2"}
 # Alternating sliding, global (layer_types default: sliding where (i + 1) % 2, Gemma2Config, GptOssConfig).
 ALTERNATING_FAMILIES = {"gemma2", "gpt_oss"}
+# Multi-head latent attention (modeling_deepseek_v3.py DeepseekV3Attention: kv_a_proj_with_mqa is kv_lora_rank wide)
+MLA_FAMILIES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")  # its keys beside kv_lora_rank
 QWEN_FAMILIES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 LAYER_TYPE_LETTERS = {"full_attention": "G", "sliding_attention": "S", "chunked_attention": "C"}

@@ -157,10 +157,7 @@ def _placement(layers: list[int], n: int) -> dict[str, Any]:
 
 
 def attention_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
-    out: dict[str, Any] = {}
-    if c.has("kv_lora_rank"):  # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)
-        out = {"kind": "mla", "q_lora_rank": c.integer("q_lora_rank"), "kv_lora_rank": c.integer("kv_lora_rank")}
-        out.update({k: c.need(k) for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")})
+    out = _mla(c)
     letters, window = _attention_kinds(c, num_layers)
     if set(letters) != {"G"}:
         out.update(pattern=_shortest_tiling(letters), window=window)
@@ -171,6 +168,23 @@ def attention_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
     elif c.get("use_qk_norm"):  # the family's kind (hf_config.py refuses a family without one)
         out["qk_norm"] = fam.QK_NORM_FLAG_FAMILIES[c.family]
     return {k: v for k, v in out.items() if v is not None} or None
+
+
+def _mla(c: HfConfig) -> dict[str, Any]:
+    """Multi-head latent attention's widths (DeepSeek-V2/V3, Kimi-K2), or {} for another mixer. MLA's other keys
+    without kv_lora_rank are refused: imported as plain attention they would be dropped, its head_dim guessed."""
+    if not c.has("kv_lora_rank"):
+        given = [k for k in fam.MLA_KEYS if c.raw.get(k) is not None]
+        if c.family in fam.MLA_FAMILIES or given:
+            what = "kv_lora_rank=null" if "kv_lora_rank" in c.raw else "no kv_lora_rank"
+            raise PlannerError(
+                f"{c.source}: {what} in model_type {c.family!r} (with {', '.join(given) or 'no other MLA key'}): "
+                "multi-head latent attention needs kv_lora_rank, a positive integer (the compressed key-value width)"
+            )
+        return {}
+    out = {"kind": "mla", "q_lora_rank": c.integer("q_lora_rank"), "kv_lora_rank": c.integer("kv_lora_rank")}
+    out.update({k: c.need(k) for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")})
+    return out
 
 
 def _attention_kinds(c: HfConfig, n: int) -> tuple[list[str], int | None]:
