@@ -13,7 +13,6 @@ from helpers import run_planner
 
 from planner.errors import PlannerError
 from planner.io.catalog import load_model
-from planner.specs import ModelSpec
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -94,3 +93,62 @@ def test_multi_query_is_read_only_as_gpt_bigcode_defines_it(tmp_path, cfg, named
 def test_mla_keys_without_kv_lora_rank_are_refused_not_read_as_plain_attention(tmp_path, cfg, named):
     """DeepSeek-V3 with kv_lora_rank null imported as plain attention of head_dim 56, its MLA widths dropped."""
     assert named in _refused_in_one_line(tmp_path, cfg)
+
+
+# what transformers would not build, or would build other than the import read it: (config, the line names)
+NOT_BUILT = {
+    # DeepseekV3MoE views the experts as n_group equal groups and keeps topk_group of them per token
+    "groups that do not divide the experts": (_fixture("deepseek_v3", n_group=7), "n_group=7 must divide the 256"),
+    "more groups kept than there are": (_fixture("deepseek_v3", topk_group=9), "topk_group=9 must be <= n_group=8"),
+    "no groups": (_fixture("deepseek_v3", n_group=0), "n_group=0; it must be an integer >= 1"),
+    # modeling_deepseek.py: MoE where layer >= first_k_dense_replace and layer % moe_layer_freq == 0
+    "moe_layer_freq 0 (was read as 1)": (_fixture("deepseek_v3", moe_layer_freq=0), "moe_layer_freq=0; it must be"),
+    "moe_layer_freq negative": (_fixture("deepseek_v3", moe_layer_freq=-2), "moe_layer_freq=-2; it must be"),
+    "first_k_dense_replace negative": (_fixture("deepseek_v3", first_k_dense_replace=-1), "first_k_dense_replace=-1"),
+    "first_k_dense_replace past the last layer": (
+        _fixture("deepseek_v3", first_k_dense_replace=100),
+        "first_k_dense_replace=100 leaves no MoE layer; it must be below num_hidden_layers=61",
+    ),
+    # modeling_qwen3_moe.py: MoE where layer not in mlp_only_layers and (layer + 1) % decoder_sparse_step == 0
+    "decoder_sparse_step 0 (was every layer)": (
+        _fixture("qwen3_30b_a3b", decoder_sparse_step=0),
+        "decoder_sparse_step=0; it must be an integer >= 1",
+    ),
+    "mlp_only_layers past the last layer": (
+        _fixture("qwen3_30b_a3b", mlp_only_layers=[100]),
+        "mlp_only_layers has [100]; layer indices are 0 to 47",
+    ),
+    "every layer in mlp_only_layers": (
+        _fixture("qwen3_30b_a3b", mlp_only_layers=list(range(48))),
+        "leaves none of the 48 layers MoE",
+    ),
+    "layer_types a string (was ignored)": (_fixture("llama3.1_8b", layer_types="full_attention"), "layer_types='full"),
+    # the expert count named, not the top-k beside it
+    "no routed experts": (_fixture("deepseek_v3", n_routed_experts=0), "n_routed_experts=0 with num_experts_per_tok=8"),
+    "a top-k without an expert count": (
+        _fixture("llama3.1_8b", num_experts_per_tok=2),
+        "num_experts_per_tok=2 but no expert count",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_BUILT))
+def test_a_value_transformers_would_not_build_is_refused_naming_it(tmp_path, case):
+    cfg, named = NOT_BUILT[case]
+    with pytest.raises(PlannerError) as info:
+        load_model(_write(tmp_path, cfg))
+    assert named in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_cli_refuses_first_k_dense_replace_naming_it_not_the_spec_s_field(tmp_path):
+    """It said `first_k_dense=0`: the spec's field, after the placement had lost the value."""
+    err = _refused_in_one_line(tmp_path, _fixture("deepseek_v3", first_k_dense_replace=100))
+    assert "first_k_dense_replace=100" in err and "first_k_dense=0" not in err
+
+
+def test_group_limited_routing_still_imports():
+    """DeepSeek-V3: 8 groups of 32 experts, 4 groups per token; GLM's 1 of 1 is no limit."""
+    moe = load_model(CONFIGS / "deepseek_v3.json").moe
+    assert moe is not None and (moe.routing_groups, moe.group_top_k) == (8, 4)
+    glm = load_model(CONFIGS / "glm4.7.json").moe
+    assert glm is not None and glm.routing_groups is None

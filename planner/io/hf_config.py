@@ -1,8 +1,8 @@
 """Hugging Face `config.json` fields mapped onto a `ModelSpec` (pure: a parsed mapping in, spec fields out).
 
 The file itself is read by `catalog.load_model`, which validates what this returns. The family tables (defaults of
-absent keys, which families gate their MLP, slide their windows, ...) are in hf_families.py; where the MoE,
-attention and Mamba-2 layers are, in hf_layout.py.
+absent keys, which families gate their MLP, slide their windows, ...) are in hf_families.py; where the attention
+and Mamba-2 layers are, in hf_layout.py; the experts and where the MoE layers are, in hf_moe.py.
 
 - Multimodal configs (Llama 4, Gemma 3) keep the language model under `text_config`: it is imported, and what is
   left out (the vision tower, the projector) is said in a warning.
@@ -27,7 +27,8 @@ from typing import Any
 
 from planner.errors import PlannerError
 from planner.io import hf_families as fam
-from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, moe_fields
+from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers
+from planner.io.hf_moe import moe_fields
 from planner.specs import MAX_LAYERS
 
 ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_act", "activation_function")  # the MLP's activation, first found
@@ -179,8 +180,14 @@ def _refuse(c: HfConfig) -> None:
 def _refuse_unread_experts(c: HfConfig) -> None:
     """An expert count under a name the import does not read (ERNIE 4.5's moe_num_experts) would import a MoE
     model as dense, its experts left out: refused naming the key."""
-    if any(c.raw.get(k) for k in fam.EXPERT_COUNT_KEYS):
+    if c.key_of(*fam.EXPERT_COUNT_KEYS):  # a count of 0 is read, and refused with a top-k (hf_moe.py)
         return
+    top_k = c.key_of(*fam.TOP_K_KEYS)
+    if top_k:
+        raise PlannerError(
+            f"{c.source}: {top_k}={c.get(top_k)!r} but no expert count (the import reads "
+            f"{', '.join(fam.EXPERT_COUNT_KEYS)}); imported as dense it would leave the experts out"
+        )
     for key, value in c.raw.items():
         if "expert" in key and isinstance(value, int) and not isinstance(value, bool) and value > 1:
             raise PlannerError(

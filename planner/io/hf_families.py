@@ -229,6 +229,7 @@ ENCODER_DECODER_FAMILIES = {
 OTHER_SSM_FAMILIES = {"mamba", "mamba2", "falcon_mamba", "jamba", "falcon_h1", "zamba", "zamba2", "bamba", "plamo2"}
 # The names transformers configs give the routed-expert count (Mixtral/GPT-OSS, Qwen-MoE/OLMoE, DeepSeek/Kimi).
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")  # the experts each token is routed to
 # Keys that mean linear-attention (Gated DeltaNet / KDA) layers: Qwen3-Next, Qwen3.5, Kimi-Linear.
 LINEAR_ATTENTION_KEYS = (
     "linear_num_value_heads",

@@ -1,8 +1,7 @@
 """Where a Hugging Face `config.json` puts its layers (part of hf_config.py): the config read with its family's
-defaults as checked integers (`HfConfig`), Nemotron-H's hybrid Mamba-2 pattern, where the MoE layers are
-(DeepSeek's first_k_dense_replace / moe_layer_freq, Qwen's decoder_sparse_step / mlp_only_layers, Llama 4's
-interleave_moe_layer_step / moe_layers), and the attention of each layer (MLA, layer_types, sliding windows,
-chunked attention, sinks). Pure: a parsed mapping in, spec fields out."""
+defaults as checked integers (`HfConfig`), Nemotron-H's hybrid Mamba-2 pattern, and the attention of each layer
+(MLA, layer_types, sliding windows, chunked attention, sinks); the experts and where the MoE layers are, hf_moe.py.
+Pure: a parsed mapping in, spec fields out."""
 
 from __future__ import annotations
 
@@ -28,19 +27,25 @@ class HfConfig:
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
 
-    def integer(self, *keys: str, at_least: int | None = None) -> int | None:
-        """The first of `keys` the file itself gives (not null), else the first its family's defaults give, as an
-        int; None if none is: a file that names the expert count `num_experts` is not overridden by its family's
-        default `num_local_experts`. Below `at_least` it is refused naming the key (a period or step of 0 is no
-        layout transformers builds: its `%` divides by zero)."""
+    def key_of(self, *keys: str) -> str | None:
+        """The first of `keys` the file itself gives (not null), else the first its family's defaults give: a file
+        that names the expert count `num_experts` is not overridden by its family's default `num_local_experts`."""
         for source in (self.raw, self.cfg):
             for key in keys:
                 if source.get(key) is not None:
-                    value = self._as_int(key, source[key])
-                    if at_least is not None and value < at_least:
-                        raise PlannerError(f"{self.source}: {key}={value}; it must be an integer >= {at_least}")
-                    return value
+                    return key
         return None
+
+    def integer(self, *keys: str, at_least: int | None = None) -> int | None:
+        """The value of `key_of(*keys)` as an int, None if none is given. Below `at_least` it is refused naming the
+        key (a period or step of 0 is no layout transformers builds: its `%` divides by zero)."""
+        key = self.key_of(*keys)
+        if key is None:
+            return None
+        value = self._as_int(key, self.cfg[key])
+        if at_least is not None and value < at_least:
+            raise PlannerError(f"{self.source}: {key}={value}; it must be an integer >= {at_least}")
+        return value
 
     def need(self, *keys: str, at_least: int | None = None) -> int:
         value = self.integer(*keys, at_least=at_least)
@@ -99,63 +104,6 @@ def hybrid_layers(c: HfConfig) -> tuple[str | None, dict[str, Any] | None]:
     return pattern, (mamba if "M" in pattern else None)
 
 
-def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, Any] | None:
-    experts = c.integer(*fam.EXPERT_COUNT_KEYS)
-    if not experts or (pattern is not None and "E" not in pattern):
-        return None
-    top_k = c.integer("num_experts_per_tok", "experts_per_token", "moe_topk")
-    if top_k is None:
-        raise PlannerError(f"{c.source} has {experts} experts but lacks num_experts_per_tok (the experts per token)")
-    moe: dict[str, Any] = {
-        "num_experts": experts,
-        "top_k": top_k,
-        "expert_ffn_hidden_size": c.integer("moe_intermediate_size") or c.need("intermediate_size"),
-    }
-    if c.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert of its own width
-        moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=c.integer("shared_expert_intermediate_size"))
-    elif c.has("n_shared_experts"):
-        moe["num_shared_experts"] = c.integer("n_shared_experts")
-        moe["shared_expert_ffn_hidden_size"] = c.integer("moe_shared_expert_intermediate_size")  # Nemotron-H
-    elif c.family in fam.SHARED_EXPERT_FAMILIES:
-        moe["num_shared_experts"] = fam.SHARED_EXPERT_FAMILIES[c.family]
-    # DeepSeek-V3's node-limited routing (modeling_deepseek.py MoEGate: n_group groups, topk_group of them per token)
-    groups, group_top_k = c.integer("n_group"), c.integer("topk_group")
-    if groups and group_top_k and group_top_k < groups:
-        moe.update(routing_groups=groups, group_top_k=group_top_k)
-    if pattern is None:
-        moe.update(_moe_layers(c, num_layers))
-    return {k: v for k, v in moe.items() if v is not None}
-
-
-def _moe_layers(c: HfConfig, n: int) -> dict[str, Any]:
-    """Where the MoE layers are, as layer_freq / first_k_dense when that says it, else as an explicit list."""
-    if c.has("first_k_dense_replace") or c.has("moe_layer_freq"):
-        # DeepSeek (modeling_deepseek.py): MoE where layer >= first_k_dense_replace and layer % moe_layer_freq == 0
-        k, freq = c.integer("first_k_dense_replace") or 0, c.integer("moe_layer_freq") or 1
-        layers = [i for i in range(n) if i >= k and i % freq == 0]
-    elif c.has("moe_layers") or c.has("interleave_moe_layer_step"):
-        # Llama 4 (Llama4TextConfig): moe_layers, else range(step - 1, layers, step)
-        step = c.integer("interleave_moe_layer_step") or 1
-        layers = c.ints("moe_layers") or list(range(step - 1, n, step))
-    elif c.has("decoder_sparse_step") or c.get("mlp_only_layers"):
-        # Qwen MoE (modeling_qwen3_moe.py): MoE where layer not in mlp_only_layers and (layer + 1) % step == 0
-        step, dense = c.integer("decoder_sparse_step") or 1, set(c.ints("mlp_only_layers") or [])
-        layers = [i for i in range(n) if i not in dense and (i + 1) % step == 0]
-    else:
-        return {}
-    return _placement(layers, n)
-
-
-def _placement(layers: list[int], n: int) -> dict[str, Any]:
-    """MoE layers as the spec says them most simply: all from first_k_dense on; every layer_freq-th; or a list."""
-    if layers and layers == list(range(layers[0], n)):
-        return {"first_k_dense": layers[0]}
-    for freq in range(2, n + 1):
-        if layers == [i for i in range(n) if (i + 1) % freq == 0]:
-            return {"layer_freq": freq}
-    return {"layers": tuple(layers)}
-
-
 def attention_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
     out = _mla(c)
     letters, window = _attention_kinds(c, num_layers)
@@ -194,6 +142,10 @@ def _attention_kinds(c: HfConfig, n: int) -> tuple[list[str], int | None]:
     chunk = c.integer("attention_chunk_size")
     if family == "nemotron_h":  # its layer_types are block types (_hybrid); attention layers are global
         return ["G"] * n, None
+    if types is not None and not isinstance(types, list):  # a string would be read as no layer_types at all
+        raise PlannerError(
+            f"{c.source}: layer_types={types!r} is not a list; give one per layer of {sorted(fam.LAYER_TYPE_LETTERS)}"
+        )
     if isinstance(types, list):
         unknown = sorted({t for t in types if t not in fam.LAYER_TYPE_LETTERS}, key=str)
         if unknown:

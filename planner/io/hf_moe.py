@@ -1,0 +1,109 @@
+"""A Hugging Face `config.json`'s experts (part of hf_config.py): how many, how tokens reach them, and where the MoE
+layers are (DeepSeek's first_k_dense_replace / moe_layer_freq, Qwen's decoder_sparse_step / mlp_only_layers,
+Llama 4's interleave_moe_layer_step / moe_layers). A value transformers would not build (a step of 0, groups that
+do not divide the experts, a layer index past the last layer) is refused naming the key. Pure: a parsed mapping in,
+spec fields out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.io import hf_families as fam
+from planner.io.hf_layout import HfConfig
+
+
+def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, Any] | None:
+    experts, top_k = c.integer(*fam.EXPERT_COUNT_KEYS), c.integer(*fam.TOP_K_KEYS)
+    if experts == 0 and top_k:  # an MoE gate over no experts (transformers' topk fails), not a dense model
+        raise PlannerError(
+            f"{c.source}: {c.key_of(*fam.EXPERT_COUNT_KEYS)}=0 with {c.key_of(*fam.TOP_K_KEYS)}={top_k}: an MoE "
+            f"layer needs at least top_k={top_k} routed experts"
+        )
+    if not experts or (pattern is not None and "E" not in pattern):
+        return None
+    if top_k is None:
+        raise PlannerError(f"{c.source} has {experts} experts but lacks num_experts_per_tok (the experts per token)")
+    moe: dict[str, Any] = {
+        "num_experts": experts,
+        "top_k": top_k,
+        "expert_ffn_hidden_size": c.integer("moe_intermediate_size") or c.need("intermediate_size"),
+    }
+    if c.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert of its own width
+        moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=c.integer("shared_expert_intermediate_size"))
+    elif c.has("n_shared_experts"):
+        moe["num_shared_experts"] = c.integer("n_shared_experts")
+        moe["shared_expert_ffn_hidden_size"] = c.integer("moe_shared_expert_intermediate_size")  # Nemotron-H
+    elif c.family in fam.SHARED_EXPERT_FAMILIES:
+        moe["num_shared_experts"] = fam.SHARED_EXPERT_FAMILIES[c.family]
+    moe.update(_routing_groups(c, experts))
+    if pattern is None:
+        moe.update(_moe_layers(c, num_layers))
+    return {k: v for k, v in moe.items() if v is not None}
+
+
+def _routing_groups(c: HfConfig, experts: int) -> dict[str, Any]:
+    """DeepSeek-V3's node-limited routing (modeling_deepseek_v3.py DeepseekV3MoE: the experts viewed as n_group
+    equal groups, topk_group of them kept per token); all groups kept is no limit."""
+    groups, group_top_k = c.integer("n_group", at_least=1), c.integer("topk_group", at_least=1)
+    if not groups or not group_top_k:
+        return {}
+    if experts % groups:
+        raise PlannerError(
+            f"{c.source}: n_group={groups} must divide the {experts} routed experts into equal groups "
+            f"({c.key_of(*fam.EXPERT_COUNT_KEYS)}={experts})"
+        )
+    if group_top_k > groups:
+        raise PlannerError(
+            f"{c.source}: topk_group={group_top_k} must be <= n_group={groups} (the groups a token may reach)"
+        )
+    return {"routing_groups": groups, "group_top_k": group_top_k} if group_top_k < groups else {}
+
+
+def _moe_layers(c: HfConfig, n: int) -> dict[str, Any]:
+    """Where the MoE layers are, as layer_freq / first_k_dense when that says it, else as an explicit list."""
+    if c.has("first_k_dense_replace") or c.has("moe_layer_freq"):
+        # DeepSeek (modeling_deepseek.py): MoE where layer >= first_k_dense_replace and layer % moe_layer_freq == 0
+        k = c.integer("first_k_dense_replace", at_least=0) or 0
+        freq = c.integer("moe_layer_freq", at_least=1) or 1
+        if k >= n:
+            raise PlannerError(
+                f"{c.source}: first_k_dense_replace={k} leaves no MoE layer; it must be below num_hidden_layers={n}"
+            )
+        layers = [i for i in range(n) if i >= k and i % freq == 0]
+        said = f"first_k_dense_replace={k} with moe_layer_freq={freq}"
+    elif c.has("moe_layers") or c.has("interleave_moe_layer_step"):
+        # Llama 4 (Llama4TextConfig): moe_layers, else range(step - 1, layers, step)
+        step = c.integer("interleave_moe_layer_step", at_least=1) or 1
+        layers = _layer_indices(c, "moe_layers", n) or list(range(step - 1, n, step))
+        said = f"moe_layers={layers}" if c.has("moe_layers") else f"interleave_moe_layer_step={step}"
+    elif c.has("decoder_sparse_step") or c.get("mlp_only_layers"):
+        # Qwen MoE (modeling_qwen3_moe.py): MoE where layer not in mlp_only_layers and (layer + 1) % step == 0
+        step = c.integer("decoder_sparse_step", at_least=1) or 1
+        dense = set(_layer_indices(c, "mlp_only_layers", n))
+        layers = [i for i in range(n) if i not in dense and (i + 1) % step == 0]
+        said = f"decoder_sparse_step={step} with mlp_only_layers={sorted(dense)}"
+    else:
+        return {}
+    if not layers:
+        raise PlannerError(f"{c.source}: {said} leaves none of the {n} layers MoE; an MoE model needs one")
+    return _placement(layers, n)
+
+
+def _layer_indices(c: HfConfig, key: str, n: int) -> list[int]:
+    """A list of 0-based layer indices, each refused naming the key unless in 0..n-1."""
+    indices = c.ints(key) or []
+    outside = [i for i in indices if not 0 <= i < n]
+    if outside:
+        raise PlannerError(f"{c.source}: {key} has {outside}; layer indices are 0 to {n - 1} ({n} layers)")
+    return indices
+
+
+def _placement(layers: list[int], n: int) -> dict[str, Any]:
+    """MoE layers as the spec says them most simply: all from first_k_dense on; every layer_freq-th; or a list."""
+    if layers == list(range(layers[0], n)):
+        return {"first_k_dense": layers[0]}
+    for freq in range(2, n + 1):
+        if layers == [i for i in range(n) if (i + 1) % freq == 0]:
+            return {"layer_freq": freq}
+    return {"layers": tuple(layers)}
