@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import warnings
 from functools import cached_property
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from planner.layers import (
     ATTENTION_LETTERS,
@@ -59,6 +59,11 @@ MAX_EXPERTS = 100_000
 MAX_PARAMS = 1e16
 
 
+# Counts and widths: a strict int, so that YAML's `true` is refused by name (pydantic's lax mode reads a bool as 1)
+# rather than reported as hidden_size=1 by the checks after it; likewise a string or a float.
+Int = Annotated[int, Strict()]
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -71,19 +76,19 @@ def _width(description: str) -> Any:
 class MoESpec(Frozen):
     """Mixture-of-experts feed-forward layers (Switch/GShard style routing, DeepSeek's shared experts)."""
 
-    num_experts: int = Field(gt=0, le=MAX_EXPERTS, description="routed experts per MoE layer")
-    top_k: int = Field(gt=0, le=MAX_EXPERTS, description="experts each token is routed to")
-    expert_ffn_hidden_size: int = Field(gt=0, le=MAX_WIDTH, description="FFN width of one expert")
-    num_shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS, description="always-active experts (DeepSeek style)")
-    shared_expert_ffn_hidden_size: int | None = _width("FFN width of one shared expert; default the expert's")
-    layer_freq: int = Field(1, gt=0, le=MAX_LAYERS, description="every layer_freq-th layer is MoE; 1 = all layers")
-    first_k_dense: int = Field(0, ge=0, le=MAX_LAYERS, description="the first k layers stay dense (DeepSeek)")
-    layers: tuple[int, ...] | None = Field(None, description="0-based MoE layer indices, instead of layer_freq")
+    num_experts: Int = Field(gt=0, le=MAX_EXPERTS, description="routed experts per MoE layer")
+    top_k: Int = Field(gt=0, le=MAX_EXPERTS, description="experts each token is routed to")
+    expert_ffn_hidden_size: Int = Field(gt=0, le=MAX_WIDTH, description="FFN width of one expert")
+    num_shared_experts: Int = Field(0, ge=0, le=MAX_EXPERTS, description="always-active experts (DeepSeek style)")
+    shared_expert_ffn_hidden_size: Int | None = _width("FFN width of one shared expert; default the expert's")
+    layer_freq: Int = Field(1, gt=0, le=MAX_LAYERS, description="every layer_freq-th layer is MoE; 1 = all layers")
+    first_k_dense: Int = Field(0, ge=0, le=MAX_LAYERS, description="the first k layers stay dense (DeepSeek)")
+    layers: tuple[Int, ...] | None = Field(None, description="0-based MoE layer indices, instead of layer_freq")
     capacity_factor: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False, description="null = dropless")
-    routing_groups: int | None = Field(
+    routing_groups: Int | None = Field(
         None, gt=0, le=MAX_EXPERTS, description="experts in this many groups (DeepSeek-V3 n_group: one per node)"
     )
-    group_top_k: int | None = Field(
+    group_top_k: Int | None = Field(
         None, gt=0, le=MAX_EXPERTS, description="a token reaches experts of at most this many groups (topk_group)"
     )
 
@@ -106,13 +111,13 @@ class AttentionSpec(Frozen):
     """How attention layers attend: the mixer, which layers see a window, sinks and q/k norms."""
 
     kind: Literal["mha", "mla"] = Field("mha", description="mha (GQA/MQA via num_kv_heads) or DeepSeek's MLA")
-    q_lora_rank: int | None = _width("MLA: query down-projection rank; null = a full-rank query projection")
-    kv_lora_rank: int | None = _width("MLA: compressed key-value width")
-    qk_rope_head_dim: int | None = _width("MLA: per-head query/key width that carries RoPE")
-    qk_nope_head_dim: int | None = _width("MLA: per-head query/key width without RoPE")
-    v_head_dim: int | None = _width("MLA: per-head value width")
+    q_lora_rank: Int | None = _width("MLA: query down-projection rank; null = a full-rank query projection")
+    kv_lora_rank: Int | None = _width("MLA: compressed key-value width")
+    qk_rope_head_dim: Int | None = _width("MLA: per-head query/key width that carries RoPE")
+    qk_nope_head_dim: Int | None = _width("MLA: per-head query/key width without RoPE")
+    v_head_dim: Int | None = _width("MLA: per-head value width")
     pattern: str = Field("G", min_length=1, max_length=MAX_LAYERS, description="G global, S sliding, C chunked")
-    window: int | None = Field(None, gt=0, le=MAX_SEQ_LEN, description="tokens of the sliding window or chunk")
+    window: Int | None = Field(None, gt=0, le=MAX_SEQ_LEN, description="tokens of the sliding window or chunk")
     sinks: bool = Field(False, description="a learned sink logit per head (GPT-OSS)")
     qk_norm: Literal["none", "rmsnorm", "l2"] = Field("none", description="rmsnorm: Qwen3, Gemma 3; l2: Llama 4")
 
@@ -138,12 +143,12 @@ class AttentionSpec(Frozen):
 class MambaSpec(Frozen):
     """A Mamba-2 mixer (Dao & Gu 2024), as mamba_ssm's Mamba2 and Megatron's MambaMixer build it."""
 
-    num_heads: int = Field(gt=0, le=MAX_WIDTH)
-    head_dim: int = Field(gt=0, le=MAX_WIDTH)
-    state_size: int = Field(gt=0, le=MAX_WIDTH, description="d_state")
-    num_groups: int = Field(1, gt=0, le=MAX_WIDTH, description="B/C groups (ngroups)")
-    conv_kernel: int = Field(4, gt=0, le=1024, description="d_conv")
-    chunk_size: int = Field(256, gt=0, le=MAX_SEQ_LEN, description="SSD scan chunk (mamba_ssm default 256)")
+    num_heads: Int = Field(gt=0, le=MAX_WIDTH)
+    head_dim: Int = Field(gt=0, le=MAX_WIDTH)
+    state_size: Int = Field(gt=0, le=MAX_WIDTH, description="d_state")
+    num_groups: Int = Field(1, gt=0, le=MAX_WIDTH, description="B/C groups (ngroups)")
+    conv_kernel: Int = Field(4, gt=0, le=1024, description="d_conv")
+    chunk_size: Int = Field(256, gt=0, le=MAX_SEQ_LEN, description="SSD scan chunk (mamba_ssm default 256)")
     conv_bias: bool = True
     proj_bias: bool = False
 
@@ -163,15 +168,15 @@ class ModelSpec(Frozen):
     """A decoder-only stack, in the schema of DESIGN.md (model_specs/NAME.yaml)."""
 
     name: str
-    num_layers: int = Field(gt=0, le=MAX_LAYERS)
-    hidden_size: int = Field(gt=0, le=MAX_WIDTH)
-    num_attention_heads: int = Field(gt=0, le=MAX_WIDTH)
-    num_kv_heads: int | None = Field(None, gt=0, le=MAX_WIDTH, description="< heads means GQA/MQA; default = heads")
-    head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH, description="default hidden_size / heads")
-    ffn_hidden_size: int = Field(gt=0, le=MAX_WIDTH)
+    num_layers: Int = Field(gt=0, le=MAX_LAYERS)
+    hidden_size: Int = Field(gt=0, le=MAX_WIDTH)
+    num_attention_heads: Int = Field(gt=0, le=MAX_WIDTH)
+    num_kv_heads: Int | None = Field(None, gt=0, le=MAX_WIDTH, description="< heads means GQA/MQA; default = heads")
+    head_dim: Int | None = Field(None, gt=0, le=MAX_WIDTH, description="default hidden_size / heads")
+    ffn_hidden_size: Int = Field(gt=0, le=MAX_WIDTH)
     mlp: Literal["gelu", "swiglu"] = "gelu"
-    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
-    max_seq_len: int = Field(gt=0, le=MAX_SEQ_LEN)
+    vocab_size: Int = Field(gt=0, le=MAX_VOCAB)
+    max_seq_len: Int = Field(gt=0, le=MAX_SEQ_LEN)
     tied_embeddings: bool = True
     position_embedding: Literal["learned", "rope", "none"] = "learned"
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
@@ -189,7 +194,7 @@ class ModelSpec(Frozen):
     attention: AttentionSpec | None = None
     layer_pattern: str | None = Field(None, min_length=1, max_length=MAX_LAYERS, description="M * - E per layer")
     mamba: MambaSpec | None = None
-    mtp_layers: int = Field(0, ge=0, le=MAX_LAYERS, description="multi-token-prediction modules (DeepSeek-V3)")
+    mtp_layers: Int = Field(0, ge=0, le=MAX_LAYERS, description="multi-token-prediction modules (DeepSeek-V3)")
     sandwich_norm: bool = Field(False, description="norms after attention and MLP too (Gemma 2/3): four per layer")
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 

@@ -6,6 +6,7 @@ import json
 import warnings
 
 import pytest
+from helpers import run_planner
 
 from planner.errors import PlannerError
 from planner.io.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
@@ -337,6 +338,18 @@ def test_cross_field_rule_message(tmp_path):
     assert "hidden_size=64 is not divisible by num_attention_heads=5" in _error(
         load_model, str(tmp_path / "heads.yaml")
     )
+
+
+@pytest.mark.parametrize("value", ["true", "4096.0", '"4096"'])
+def test_a_count_that_is_no_int_is_refused_as_written(tmp_path, value):
+    """`hidden_size: true` was read as 1 (pydantic's lax mode) and reported as `hidden_size=1 is not divisible`."""
+    text = (
+        (catalog_root() / "model_specs" / "tiny.yaml").read_text().replace("hidden_size: 64", f"hidden_size: {value}")
+    )
+    (tmp_path / "m.yaml").write_text(text)
+    code, out, err = run_planner("models", "show", str(tmp_path / "m.yaml"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "hidden_size: Input should be a valid integer" in err and "hidden_size=1" not in err
 
 
 def test_yaml_syntax_error_names_line(tmp_path):
