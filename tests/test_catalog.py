@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 from helpers import run_planner
@@ -317,6 +318,31 @@ def test_misspelt_key_names_the_field_and_valid_ones(tmp_path):
     msg = _error(load_model, str(tmp_path / "bad.yaml"))
     assert "num_layerz: unknown field (valid fields: name, num_layers" in msg
     assert "num_layers: missing" in msg and "bad.yaml" in msg
+
+
+def test_several_unknown_fields_are_said_once_with_the_valid_ones(tmp_path):
+    text = (catalog_root() / "model_specs" / "tiny.yaml").read_text()
+    (tmp_path / "bad.yaml").write_text(text + "".join(f"extra_{i}: 1\n" for i in range(5)))
+    msg = _error(load_model, str(tmp_path / "bad.yaml"))
+    assert "extra_0, extra_1, extra_2 and 2 more: unknown fields (valid fields: name, num_layers" in msg
+    assert msg.count("valid fields") == 1 and "extra_3" not in msg
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "said"),
+    [
+        ("models", "hardware_profiles/h100-sxm.yaml", "looks like a hardware profile, not a model spec"),
+        ("hardware", "model_specs/tiny.yaml", "looks like a model spec, not a hardware profile"),
+        ("hardware", "data/hf_configs/deepseek_v3.json", "looks like a Hugging Face config.json"),
+    ],
+)
+def test_a_file_of_another_kind_is_named_as_such_in_a_short_line(tmp_path, command, given, said):
+    """It was refused field by field, each unknown one with the valid list: one line of thousands of characters."""
+    path = tmp_path / ("extra" + Path(given).suffix)
+    path.write_text(next(p for p in (catalog_root() / given, Path(__file__).parent / given) if p.is_file()).read_text())
+    code, out, err = run_planner(command, "show", str(path))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert said in err and len(err) < 200
 
 
 def test_bad_value_and_nested_misspelling_in_profile(tmp_path):

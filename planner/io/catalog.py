@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from planner.engine import Engine
 from planner.errors import PlannerError
@@ -182,9 +182,30 @@ def _from_yaml(cls: type[_Spec], path: Path, *, shipped: bool = False) -> _Spec:
     """A spec from a YAML file whose `name` defaults to the file's stem."""
     data = load_yaml(path, shipped=shipped)
     if isinstance(data, dict):
+        _refuse_other_kind(cls, data, display_path(path))
         data.setdefault("name", path.stem)
     result: _Spec = validated(cls, data, display_path(path))
     return result
+
+
+_KINDS: dict[type, str] = {
+    ModelSpec: "a model spec",
+    HardwareProfile: "a hardware profile",
+    Engine: "an engine profile",
+}
+_SHARED_FIELDS = {"name", "description", "aliases"}
+
+
+def _refuse_other_kind(cls: type[_Spec], data: dict[Any, Any], source: str) -> None:
+    """A file of another kind (a hardware profile given as a model, a config.json as hardware) said as such in one
+    short line, not refused field by field (each unknown field with the valid ones: thousands of characters)."""
+    keys = {str(k) for k in data} - _SHARED_FIELDS
+    own = len(keys & set(cls.model_fields))
+    if "model_type" in keys and own < len(keys) / 2:
+        raise PlannerError(f"{source} looks like a Hugging Face config.json (model_type), not {_KINDS[cls]}")
+    for other, kind in _KINDS.items():
+        if other is not cls and len(keys & set(other.model_fields)) > max(own, len(keys) / 2):
+            raise PlannerError(f"{source} looks like {kind}, not {_KINDS[cls]}")
 
 
 # ---- Hugging Face config.json --------------------------------------------------------------------

@@ -138,22 +138,44 @@ def _fields_at(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(cls.model_fields) if cls is not None else []
 
 
+MAX_UNKNOWN_NAMED = 3  # unknown fields named in a message; the rest counted
+
+
 def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
-    """`field.path: message; other: message` with the valid field names for an unknown key."""
-    parts = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        where = ".".join(str(p) for p in loc)
+    """`field.path: message; other: message`, the unknown keys of one mapping said once, with its valid field
+    names (a file of another kind has dozens: each with the list made one line of thousands of characters)."""
+    errors = exc.errors()
+    unknown: dict[tuple[Any, ...], list[str]] = {}  # a mapping's location -> its unknown keys, in order
+    for err in errors:
         if err["type"] == "extra_forbidden":
-            msg = f"unknown field (valid fields: {', '.join(_fields_at(root, loc[:-1]))})"
-        elif err["type"] == "missing":
-            msg = "missing (required)"
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] not in ("value_error", "assertion_error") and "input" in err:
-                msg += f", got {err['input']!r}"
-        parts.append(f"{where}: {msg}" if where else msg)
+            loc = tuple(err["loc"])
+            unknown.setdefault(loc[:-1], []).append(".".join(str(p) for p in loc))
+    parts = []
+    for err in errors:
+        if err["type"] != "extra_forbidden":
+            parts.append(_describe(err))
+        elif (keys := unknown.pop(tuple(err["loc"])[:-1], None)) is not None:  # at the first of them
+            parts.append(_unknown_fields(keys, _fields_at(root, tuple(err["loc"])[:-1])))
     return "; ".join(parts)
+
+
+def _describe(err: Any) -> str:
+    where = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "missing":
+        msg = "missing (required)"
+    else:
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] not in ("value_error", "assertion_error") and "input" in err:
+            msg += f", got {err['input']!r}"
+    return f"{where}: {msg}" if where else msg
+
+
+def _unknown_fields(keys: list[str], valid: list[str]) -> str:
+    if len(keys) == 1:
+        return f"{keys[0]}: unknown field (valid fields: {', '.join(valid)})"
+    named = ", ".join(keys[:MAX_UNKNOWN_NAMED])
+    more = f" and {len(keys) - MAX_UNKNOWN_NAMED} more" if len(keys) > MAX_UNKNOWN_NAMED else ""
+    return f"{named}{more}: unknown fields (valid fields: {', '.join(valid)})"
 
 
 def validated(cls: type[BaseModel], data: Any, source: str) -> Any:
