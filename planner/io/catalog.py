@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
@@ -188,7 +190,7 @@ def _from_yaml(cls: type[_Spec], path: Path, *, shipped: bool = False) -> _Spec:
     return result
 
 
-_KINDS: dict[type, str] = {
+_KINDS: dict[type[BaseModel], str] = {
     ModelSpec: "a model spec",
     HardwareProfile: "a hardware profile",
     Engine: "an engine profile",
