@@ -89,9 +89,10 @@ class Space:
 
 def listed(value: str | int | Sequence[Any], name: str | None = None) -> tuple[Any, ...]:
     """The items of a comma list ("1, 3" -> ("1", "3")), an int or a sequence (parsing only: Space checks); an
-    empty item between commas ("1,,3") is one line naming the option `name`."""
+    empty item between commas ("1,,3") is one line naming the option `name` (a trailing comma is no item)."""
     if isinstance(value, str):
         items = tuple(x.strip() for x in value.split(","))
+        items = items[:-1] if len(items) > 1 and not items[-1] else items
         if value.strip() and not all(items):
             raise PlannerError(f"{'--' + name + ' ' if name else ''}{value!r}: an empty item between commas")
         return tuple(x for x in items if x)
