@@ -256,6 +256,9 @@ case(
     names=(LONG_NAME[:40], "--plot"),
 )
 case("write-search-save-into-dir", "search", "-m", "tiny", "--gpus", "2", "--save", "@W/dir", names=("dir", "--save"))
+# a key given twice: PyYAML kept the last without a word
+case("yaml-duplicate-key", "estimate", "--plan", "@W/dup.yaml", files=(("dup.yaml", b"plan:\n  tp: 2\n  tp: 4\n"),),
+     names=("'tp' given twice",))  # fmt: skip
 # the audit's messages: each names the value and what is valid
 case("plan-file-is-a-folder", "estimate", "--plan", "@W/dir", names=("is a folder",))
 case("model-folder-without-config", "models", "show", "@W/dir", names=("without a config.json",))

@@ -19,10 +19,21 @@ from planner.io.files import read_text
 
 # ---- YAML ----------------------------------------------------------------------------------------
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads `80.0e9` and `1e9` as floats.
+    """SafeLoader that also reads `80.0e9` and `1e9` as floats, and refuses a key given twice in one mapping.
 
-    PyYAML follows YAML 1.1, where a float needs a dot and a signed exponent, so `80.0e9` would be a string.
+    PyYAML follows YAML 1.1, where a float needs a dot and a signed exponent, so `80.0e9` would be a string; and it
+    keeps the last of two equal keys without a word (YAML 1.2 says keys are unique), which hides a typo'd edit.
     """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen and key != "<<":
+                mark = key_node.start_mark
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice in one mapping", mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _FLOAT = re.compile(
