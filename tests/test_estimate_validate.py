@@ -133,7 +133,7 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
 
 def test_validate_cli_with_no_run_it_can_evaluate_is_exit_2(tmp_path, calibration_runs):
     """A validation of nothing is no validation: a file of only broken runs, of none, or of a run that measured
-    nothing is one line, exit 2 (it printed an empty table, or nan, and exit 0)."""
+    nothing is one line, exit 2 (it printed an empty table, or nan, and exit 0); so is an id given twice."""
     import yaml
 
     broken = dict(calibration_runs[0], id="broken-tp", plan=dict(calibration_runs[0]["plan"], tp=7))
@@ -142,7 +142,8 @@ def test_validate_cli_with_no_run_it_can_evaluate_is_exit_2(tmp_path, calibratio
         ([broken], "its one run could not be evaluated; broken-tp: "),
         ([], "holds no runs"),
         ([unmeasured], "unmeasured: it states no measured"),
-        ([broken, broken], "none of its 2 runs"),
+        ([broken, dict(broken, id="broken-2")], "none of its 2 runs"),
+        ([broken, broken], "run id 'broken-tp' is given 2 times"),
     ]
     for runs, said in cases:
         path = tmp_path / "runs.yaml"

@@ -256,6 +256,12 @@ case(
     names=(LONG_NAME[:40], "--plot"),
 )
 case("write-search-save-into-dir", "search", "-m", "tiny", "--gpus", "2", "--save", "@W/dir", names=("dir", "--save"))
+# a runs file's misspelt field, and an id given twice (counted twice in every median)
+case("runs-unknown-field", "validate", "@W/runs.yaml", files=(("runs.yaml", runs_with(setter("mesured", value={}))),),
+     names=("mesured",))  # fmt: skip
+case(
+    "runs-id-twice", "validate", "@W/runs.yaml", files=(("runs.yaml", _runs() + _runs()[:1]),), names=("given 2 times",)
+)
 # a key given twice: PyYAML kept the last without a word
 case("yaml-duplicate-key", "estimate", "--plan", "@W/dup.yaml", files=(("dup.yaml", b"plan:\n  tp: 2\n  tp: 4\n"),),
      names=("'tp' given twice",))  # fmt: skip

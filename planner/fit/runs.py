@@ -87,6 +87,13 @@ class Skipped:
     measured: dict[str, float]
 
 
+# The fields of a run (shared/reference/calibration_runs.yaml; what `planner ingest` writes).
+RUN_FIELDS = (
+    "id", "source", "year", "model", "hardware", "gpus", "gpus_per_node", "plan", "software", "measured", "assumed",
+    "derived", "notes",
+)  # fmt: skip
+
+
 def load_runs(path: str | Path) -> list[dict[str, Any]]:
     """The raw runs of a runs file, checked for the fields every run needs."""
     if not Path(path).is_file():
@@ -106,6 +113,10 @@ def load_runs(path: str | Path) -> list[dict[str, Any]]:
         raise PlannerError(f"{path}: run #{missing[0]} lacks one of id, model, hardware, plan, measured")
     for i, run in enumerate(doc):
         _check_shape(path, i, run)
+    ids = [str(r["id"]) for r in doc]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:  # a run counted twice in every median, and leave-one-run-out would leave one copy in
+        raise PlannerError(f"{path}: run id {twice[0]!r} is given {ids.count(twice[0])} times; ids must be unique")
     return doc
 
 
@@ -117,6 +128,9 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
     )
     if not isinstance(rid, (str, int)) or isinstance(rid, bool):
         raise PlannerError(f"{where}: id must be a name, got {rid!r}")
+    unknown = sorted(set(map(str, run)) - set(RUN_FIELDS))
+    if unknown:  # a misspelt field (`mesured:`) would otherwise be dropped without a word
+        raise PlannerError(f"{where}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(RUN_FIELDS)}")
     for key in ("model", "plan", "measured"):
         if not isinstance(run.get(key), dict):
             hint = " (an inline model spec, not a catalog name)" if key == "model" else ""
