@@ -969,3 +969,14 @@ def test_an_uneven_pipeline_split_is_said_not_modelled():
     layout = read_log(_dump_with({"pipeline_model_parallel_layout": "Et*6|(t*6|)*6t*6L"}), source="layout")
     assert any("pipeline_model_parallel_layout" in a for a in layout.assumed)
     assert not any(a.startswith("pipeline split:") for a in read_log(_dump_with({}), source="even").assumed)
+
+
+def test_a_stray_byte_of_another_encoding_does_not_unmake_a_log(tmp_path):
+    """One Latin-1 byte in a line no reader looks at refused the whole log as 'not UTF-8' (audit); it reads as
+    U+FFFD, and the steps are read as from the clean log. A NUL byte still says the file is no text."""
+    clean = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_bytes()
+    (tmp_path / "latin1.log").write_bytes(b"caf\xe9 setting up\n" + clean)
+    rc, out, err = run_planner("ingest", str(tmp_path / "latin1.log"), "--json")
+    assert rc == 0, err
+    rc, base, err = run_planner("ingest", str(LOGS / "megatron_lm_gpt2_tp4_pp8.log"), "--json")
+    assert json.loads(out)["runs"][0]["measured"] == json.loads(base)["runs"][0]["measured"]

@@ -24,7 +24,7 @@ def _read(path: str) -> str:
 
     if Path(path).is_dir():
         raise PlannerError(f"{path}: is a folder, not a log file")
-    text = read_text(path)
+    text = read_text(path, lenient=True)  # a stray byte of another encoding does not unmake a log
     if "\x00" in text:
         raise PlannerError(f"{path}: not a text file (it contains NUL bytes); give a training log")
     return text

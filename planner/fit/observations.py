@@ -190,7 +190,7 @@ def _log_entries(
     from planner.io.logs import read_log, runs_entries
 
     hw = hardware.name if hardware else None
-    run = read_log(read_text(str(path)), source=str(path), model=model, hardware=hw, **given)
+    run = read_log(read_text(str(path), lenient=True), source=str(path), model=model, hardware=hw, **given)
     entries = runs_entries([run], purpose="to use its measurements")
     unstated = [k for e in entries for k, v in e["plan"].items() if v is None]
     if unstated:  # what --gpus (the GPUs in all derive dp) and --plan fill, here as in ingest

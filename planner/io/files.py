@@ -65,13 +65,14 @@ def make_dir(path: str | Path, *, what: str = "folder") -> Path:
     return folder
 
 
-def read_text(path: str | Path, *, display: str | None = None) -> str:
+def read_text(path: str | Path, *, display: str | None = None, lenient: bool = False) -> str:
     """A text file's contents; PlannerError for a missing file, a folder, a symlink loop, a name too long,
-    no permission or bytes that are not UTF-8."""
+    no permission or bytes that are not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a
+    stray byte of another encoding in a line the readers never look at)."""
     p = Path(path)
     name = display or str(path)
     try:
-        return p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8", errors="replace" if lenient else "strict")
     except FileNotFoundError:
         raise PlannerError(f"{name}: no such file") from None
     except UnicodeDecodeError:
