@@ -241,11 +241,9 @@ def _one_file_for_one_gpu(inputs: list[str], profiles: list[HardwareProfile] | N
     """-o FILE.yaml holds one fitted profile: refused before the fit where the runs files name several GPUs (the
     fit takes seconds; hardware_output would refuse it after)."""
     from planner.fit.runs import is_runs_file, runs_hardware
+    from planner.fit.write import output_is_file
 
-    yaml_file = output is not None and Path(output).suffix.lower() in (".yaml", ".yml")
-    if output and not yaml_file and (Path(output).is_file() or Path(output).suffix.lower() == ".json"):
-        raise PlannerError(f"-o {output}: give a .yaml file for one profile, or a folder for several (YAML)")
-    if not output or profiles or not yaml_file:
+    if not output or not output_is_file(output) or profiles:
         return
     stated = [p for p in inputs if is_runs_file(p)]
     named = runs_hardware(stated) if stated else []

@@ -137,12 +137,23 @@ def write_engine_fitted(engine_path: Path, out: Path, fitted: dict[str, Fitted])
     _atomic(out, "\n".join(lines).rstrip("\n") + "\n")
 
 
+def output_is_file(out: str) -> bool:
+    """Whether -o names one profile's file (.yaml/.yml, any case) rather than a folder for several; a path that is
+    neither (an existing file of another kind, a .json) is refused: the profiles are YAML."""
+    path = Path(out)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return True
+    if path.is_file() or path.suffix.lower() == ".json":
+        raise PlannerError(f"-o {out}: give a .yaml file for one profile, or a folder for several (YAML)")
+    return False
+
+
 def hardware_output(out: str, hardware: list[HardwareProfile]) -> dict[str, Path]:
     """Where each fitted profile goes: `out` itself for one profile (a .yaml file), out/NAME.yaml for several."""
     path = Path(out)
-    if len(hardware) == 1 and path.suffix in (".yaml", ".yml"):
+    if output_is_file(out) and len(hardware) == 1:
         return {hardware[0].name: path}
-    if path.suffix in (".yaml", ".yml"):
+    if output_is_file(out):
         raise PlannerError(f"-o {out}: with {len(hardware)} --hardware profiles, give a directory")
     return {h.name: path / f"{h.name}.yaml" for h in hardware}
 
