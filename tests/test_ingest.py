@@ -980,3 +980,17 @@ def test_a_stray_byte_of_another_encoding_does_not_unmake_a_log(tmp_path):
     assert rc == 0, err
     rc, base, err = run_planner("ingest", str(LOGS / "megatron_lm_gpt2_tp4_pp8.log"), "--json")
     assert json.loads(out)["runs"][0]["measured"] == json.loads(base)["runs"][0]["measured"]
+
+
+def test_a_torchtitan_job_restarted_into_its_log_is_read_as_two_runs(tmp_path):
+    """A start line after step lines is a restart (Megatron's was read from a second argument dump only): with the
+    same batch and sequence length its steps are pooled, each run's warm-up left out; with another, the log
+    contradicts itself."""
+    text = (LOGS / "torchtitan_issue1232_pp_setup.log").read_text()
+    once = read_log(text, source="once", engine="torchtitan")
+    twice = read_log(text + text, source="twice", engine="torchtitan")
+    assert sum(twice.steps_left_out.values()) == 2 * sum(once.steps_left_out.values())
+    assert any("2 runs with the same arguments" in note for note in twice.assumed)
+    other = text.replace("global batch size 2,", "global batch size 4,")
+    with pytest.raises(PlannerError, match="contradicts itself: global batch 2, then 4"):
+        read_log(text + other, source="requeued", engine="torchtitan")

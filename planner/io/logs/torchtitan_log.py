@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
@@ -150,16 +151,32 @@ def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
     return notes
 
 
+def _restarted_otherwise(runs: list[tuple[str, ...]]) -> list[str]:
+    """What a later start line (a job restarted into the same log) states otherwise than the first: its local and
+    global batch, accumulation steps and sequence length (a restart with the same ones is pooled, each run with its
+    own warm-up: log_text.steady_steps)."""
+    names = ("local batch", "global batch", "gradient accumulation steps", "sequence length")
+    return [
+        f"{name} {first}, then {later}"
+        for run in runs[1:]
+        for name, first, later in zip(names, runs[0], run)
+        if first != later
+    ]
+
+
 def read_torchtitan(text: str) -> LogFacts:
     rows = list(clean_lines(text))
     facts = LogFacts(engine="torchtitan", time_basis="tps")
     mesh: dict[str, int] = {}
     model, label, unread = None, None, None
+    runs: list[tuple[str, ...]] = []  # each run's start line's batch and sequence length, in order
     for number_, rank, line in rows:
         if m := METRICS.search(line):
             step, memory = _step(number_, rank, line, m)
-            facts.steps.append(step)
+            facts.steps.append(replace(step, run=max(len(runs) - 1, 0)))
             facts.memory.extend([memory] if memory else [])
+        elif (started := START.search(line)) and (not runs or (facts.steps and facts.steps[-1].run == len(runs) - 1)):
+            runs.append(started.groups(""))  # a start after steps: a job restarted into the same log
         elif found := _mesh(line):
             mesh = found
         elif s := SIZE.search(line):
@@ -180,6 +197,7 @@ def read_torchtitan(text: str) -> LogFacts:
         model.pop("model_max_seq_len", None)
     facts.events = events_in(rows)
     facts.config = {
+        "conflicts": _restarted_otherwise(runs),
         "plan": plan,
         "gpus": None,
         "model": model if model and model["max_seq_len"] else None,
