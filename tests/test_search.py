@@ -246,6 +246,37 @@ def test_explain_says_a_degree_that_cannot_make_up_the_gpus_and_is_in_the_json(c
     assert why["rejected"] == sum(why["by_reason"].values()) > 0
 
 
+def test_explain_is_the_search_pinned_to_the_value(capsys):
+    """--explain runs the same search with the value pinned: its rejections are the pinned search's own (they
+    were read off the unpinned search's rejections, which labelled every rule rejection rc=none), and its best
+    valid plan is set against the winner (it said nothing of valid plans that lost on throughput; a value outside
+    the space may beat the winner: Llama 3 70B on 64 GPUs runs faster at cp 2, which the default space leaves out)."""
+    args = ("search", "--model", "llama3-70b", "--gpus", "64", "--top", "1", "--no-advice", "--json")
+    for pin, flag in (("recompute=full", ("--recompute", "full")), ("pp=1", ("--pp", "1"))):
+        code, out, err = cli(capsys, *args, "--explain", pin)
+        assert code == 0, err
+        doc = json.loads(out)
+        why, winner = doc["explain"], doc["plans"][0]["tokens_per_s"]
+        code, out, err = cli(capsys, *args, *flag)
+        pinned = json.loads(out)
+        assert why["rejected"] == sum(pinned["rejected"].values()) and why["valid"] == pinned["valid"]
+        assert why["best"]["tokens_per_s"] == pytest.approx(pinned["plans"][0]["tokens_per_s"])
+        assert why["best_vs_winner"] == pytest.approx(why["best"]["tokens_per_s"] / winner)
+    assert why["best_vs_winner"] < 1  # pp=1: valid, slower
+    code, out, err = cli(capsys, *args[:-1], "--explain", "cp=2")
+    said = " ".join(out.split())
+    assert code == 0 and "outside the search space" in said and "above the winner's" in said, err
+
+
+def test_a_closest_miss_offers_only_what_the_engine_runs(capsys):
+    """llm-foundry runs neither tp nor pp: a miss more GPUs cannot fix is not told to add them (audit)."""
+    code, out, err = cli(capsys, "search", "-m", "llama3-70b", "--gpus", "8", "--hardware", "a100-40gb", "--engine",
+                         "llm-foundry")  # fmt: skip
+    said = " ".join(out.split())
+    assert code == 0 and "use larger-memory GPUs (llm-foundry runs neither tp nor pp)" in said, err
+    assert "add tp" not in said
+
+
 def test_cli_nothing_fits(capsys):
     code, out, err = cli(capsys, "search", "--model", "llama3-405b", "--gpus", "8")
     assert code == 0, err

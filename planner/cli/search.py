@@ -42,6 +42,7 @@ from planner.specs import Precision
 
 if TYPE_CHECKING:
     from planner.api.advising import Advised
+    from planner.explore.explain import Explanation
     from planner.explore.results import SearchResult
 
 ZeroListOpt = Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages to search, comma list (e.g. 1,3)")]
@@ -170,8 +171,9 @@ def search(
     for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
         if path:
             check_writable(path, what=what)
-    advised = _run(opts, keep_rejections=explain_field is not None, exhaustive=exhaustive or bool(plot))
+    advised = _run(opts, keep_rejections=False, exhaustive=exhaustive or bool(plot))
     result = advised.result
+    why = _explained(opts, result, *explain_field) if explain_field is not None else None
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
         _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
     if plot:
@@ -183,10 +185,8 @@ def search(
         from planner.render.search_documents import search_doc
 
         doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
-        if explain_field is not None:
-            from planner.explore.explain import explain as why_not
-
-            doc["explain"] = why_not(result, *explain_field).as_json(*explain_field)
+        if why is not None and explain_field is not None:
+            doc["explain"] = why.as_json(*explain_field)
         cluster = cluster_of(result.hardware)
         emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
         return
@@ -202,8 +202,8 @@ def search(
             out.print(f"[yellow]note:[/] for the best plan, {escape(said)}")
     print_cluster(out, result.hardware)
     print_advice(out, advised.advice)
-    if explain_field is not None:
-        print_explain(out, result, *explain_field)
+    if why is not None and explain_field is not None:
+        print_explain(out, result, why, *explain_field)
     if save and result.best is None:
         _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
 
@@ -212,6 +212,25 @@ def _explain_field(text: str) -> tuple[str, Any]:
     from planner.explore.explain import parse_explain
 
     return parse_explain(text)
+
+
+# The plan fields a search takes as comma-list text (their options' type), not as a value.
+_LISTED = ("zero", "recompute", "schedule", "precision")
+
+
+def _explained(opts: dict[str, Any], result: SearchResult, field_name: str, value: Any) -> Explanation:
+    """--explain: the same search (at the count and batch it chose) pinned to field == value, top 1, no advice;
+    where that search is refused, the refusal."""
+    from planner.explore.explain import explain
+
+    pin = {field_name: str(value) if field_name in _LISTED else value}
+    space = result.space
+    pinned_opts = {**opts, "gpus": space.gpus, "global_batch": space.global_batch, **pin, "top": 1, "no_advice": True}
+    try:
+        pinned = _run(pinned_opts, keep_rejections=False, exhaustive=False).result
+    except PlannerError as e:
+        return explain(result, field_name, value, None, str(e))
+    return explain(result, field_name, value, pinned)
 
 
 _PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import PlannerError
-from planner.explore.results import SearchResult
+from planner.explore.results import Ranked, SearchResult
 from planner.plan import Plan
 
 
@@ -34,39 +34,58 @@ def parse_explain(text: str) -> tuple[str, Any]:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why plans with field == value lost: the rejected ones by reason (with an example detail each), and how
-    many of the ranked plans have it."""
+    """Why plans with field == value lost, from a search pinned to that value (the same options otherwise): its
+    rejections by reason (with an example detail each) and its best valid plan against the winner; how many of
+    the ranked plans have it; and why the search did not try it, where it did not."""
 
     rejected: int
     by_reason: Counter
     examples: dict[str, str]
     in_top: int
     outside: str | None = None  # why no candidate had it (outside the search space), and the fix
+    valid: int = 0
+    best: Ranked | None = None  # the pinned search's best plan
+    winner_tokens_per_s: float | None = None
+    pinned_error: str | None = None  # the pinned search's refusal (no degrees make up the count, ...)
+
+    @property
+    def best_share(self) -> float | None:
+        """The best such plan's tokens/s over the winner's (above 1: the search's space left out a faster plan)."""
+        if self.best is None or not self.winner_tokens_per_s:
+            return None
+        return self.best.time.tokens_per_s / self.winner_tokens_per_s
 
     def as_json(self, field_name: str, value: Any) -> dict[str, Any]:
+        best = self.best
         return {
             "field": field_name,
             "value": value,
             "rejected": self.rejected,
+            "valid": self.valid,
             "by_reason": dict(self.by_reason.most_common()),
             "examples": self.examples,
             "in_top": self.in_top,
+            "best": None if best is None else {"plan": best.plan.model_dump(), "tokens_per_s": best.time.tokens_per_s},
+            "best_vs_winner": self.best_share,
             "outside_search_space": self.outside,
+            "pinned_refused": self.pinned_error,
         }
 
 
-def explain(result: SearchResult, field_name: str, value: Any) -> Explanation:
-    """Needs a search run with keep_rejections=True."""
-    counts: Counter = Counter()
-    details: dict[str, str] = {}
-    for r in result.rejections:
-        if getattr(r.plan, field_name) == value:
-            counts[r.reason] += r.plans
-            details.setdefault(r.reason, r.detail)
+def explain(
+    result: SearchResult, field_name: str, value: Any, pinned: SearchResult | None, pinned_error: str | None = None
+) -> Explanation:
+    """`pinned`: the same search with field == value fixed (api: explain_search), None where it was refused
+    (`pinned_error` says why)."""
     in_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
-    total = sum(counts.values())
-    outside = None if total or in_top or result.considered(field_name, value) else _outside(result, field_name, value)
-    return Explanation(total, counts, details, in_top, outside)
+    outside = None if result.considered(field_name, value) else _outside(result, field_name, value)
+    winner = result.best.time.tokens_per_s if result.best is not None else None
+    if pinned is None:
+        return Explanation(0, Counter(), {}, in_top, outside, winner_tokens_per_s=winner, pinned_error=pinned_error)
+    return Explanation(
+        sum(pinned.rejected.values()), Counter(pinned.rejected), dict(pinned.examples), in_top, outside,
+        pinned.valid, pinned.best, winner,
+    )  # fmt: skip
 
 
 def _outside(result: SearchResult, field_name: str, value: Any) -> str:

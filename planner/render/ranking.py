@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.schedule import StepTime
 from planner.engine.profile import given_settings
 from planner.engine.settings import said
-from planner.explore.explain import explain
+from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
 from planner.render.breakdown import batch_text
@@ -253,22 +253,42 @@ def print_misses(console: Console, result: SearchResult) -> None:
             console.print(f"      with {v.change}: {_gib(v.nbytes)} — {verdict}")
         if mi.gpus_needed is None:
             grow = "dp and ep" if result.model.moe is not None else "dp"
-            console.print(
-                f"      more GPUs ({grow} up to x16384) would not make it fit: add tp/pp, or larger-memory GPUs"
-            )
+            console.print(f"      more GPUs ({grow} up to x16384) would not make it fit: {_remedy(result)}")
 
 
-def print_explain(console: Console, result: SearchResult, field_name: str, value: Any) -> None:
-    why = explain(result, field_name, value)
-    total, counts, details, in_top = why.rejected, why.by_reason, why.examples, why.in_top
+def _remedy(result: SearchResult) -> str:
+    """What is left to a plan more GPUs do not make fit: tp or pp where a searched engine runs them."""
+    engines = result.engines or [result.engine]
+    offered = [d for d, on in (("tp", "tensor_parallel"), ("pp", "pipeline_parallel"))
+               if any(getattr(e.rules, on) for e in engines)]  # fmt: skip
+    if offered:
+        return f"add {'/'.join(offered)}, or larger-memory GPUs"
+    return f"use larger-memory GPUs ({', '.join(e.name for e in engines)} runs neither tp nor pp)"
+
+
+def print_explain(console: Console, result: SearchResult, why: Explanation, field_name: str, value: Any) -> None:
+    """--explain: from the search pinned to field == value (explore/explain.py): its rejections by reason, and its
+    best valid plan against the winner."""
     console.print(f"\nwhy not {field_name}={value}?")
     if why.outside is not None:
         console.print(f"  no candidate had {field_name}={value}: {escape(why.outside)}")
+    if why.pinned_error is not None:  # said once: the space's reason where it has one, else the search's
+        if why.outside is None:
+            console.print(f"  pinned to it, the search refuses: {escape(why.pinned_error)}")
         return
-    if in_top:
-        console.print(f"  {in_top} of the top {len(result.top)} plans have {field_name}={value}")
-    console.print(f"  {total} candidate plans with {field_name}={value} were rejected:")
-    for reason, n in counts.most_common():
-        print_hanging(console, f"  {n:>7}  ", f"{escape(reason)}  [dim](e.g. {escape(details[reason])})[/]")
-    if not total and not in_top:
-        console.print(f"  the valid ones were slower than the top {len(result.top)}")
+    if why.in_top:
+        console.print(f"  {why.in_top} of the top {len(result.top)} plans have {field_name}={value}")
+    console.print(
+        f"  searched with {field_name}={value} pinned: {why.rejected + why.valid} candidates, {why.rejected} "
+        f"rejected, {why.valid} valid"
+    )
+    for reason, n in why.by_reason.most_common():
+        print_hanging(console, f"  {n:>7}  ", f"{escape(reason)}  [dim](e.g. {escape(why.examples[reason])})[/]")
+    share, best = why.best_share, why.best
+    if best is not None and result.best is not None and best.plan == result.best.plan:
+        console.print(f"  the best of them is the winner, {_plan_text(best.plan)}")
+    elif best is not None and share is not None:
+        than = f"{abs(share - 1):.1%} {'above' if share > 1 else 'below'} the winner's"
+        console.print(
+            f"  the best of them, {_plan_text(best.plan)}, runs {best.time.tokens_per_s:,.0f} tokens/s, {than}"
+        )
