@@ -187,3 +187,19 @@ def test_llama3_cluster_is_the_papers():
     assert c.tiers[1].bandwidth_bytes_per_s == 50e9
     assert c.tiers[2].bandwidth_bytes_per_s == pytest.approx(50e9 / 7, rel=1e-3)
     assert c.checkpoint_write_bytes_per_s == 2e12
+
+
+def test_a_plan_saved_on_a_cluster_reads_back_on_it(tmp_path):
+    """search --cluster --save writes the cluster, and --plan prices on it: the file gave 13% more tokens/s on a
+    flat network (audit: Llama 3 70B on 2,048 GPUs of a 2:1 fat tree, dp and pp on the spine)."""
+    path = tmp_path / "plan.yaml"
+    code, out, err = run("search", "-m", "llama3-70b", "--gpus", "2048", "--cluster", "rail-fat-tree-2to1",
+                         "--save", str(path), "--top", "1", "--no-advice", "--json")  # fmt: skip
+    assert code == 0, err
+    searched = json.loads(out)["plans"][0]
+    assert "cluster: rail-fat-tree-2to1" in path.read_text()
+    code, out, err = run("estimate", "--plan", str(path), "--json")
+    assert code == 0, err
+    estimated = json.loads(out)
+    assert estimated["tokens_per_s"] == pytest.approx(searched["tokens_per_s"])
+    assert estimated["tiers"]["dp"] == "spine"

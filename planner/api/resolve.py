@@ -169,6 +169,20 @@ def capped(hw: HardwareProfile, watts: float) -> HardwareProfile:
     return out
 
 
+def _on_saved_cluster(hw: HardwareProfile, doc: PlanFile | None, hardware: object) -> HardwareProfile:
+    """The plan file's GPU on the cluster it was priced on (search --cluster --save), where the command line gives
+    neither a cluster (its hardware is then placed already) nor another GPU."""
+    from planner.cluster import cluster_of
+
+    if doc is None or doc.cluster is None or cluster_of(hw) is not None:
+        return hw
+    if hardware is not None and not (isinstance(hardware, str) and hardware == doc.hardware):
+        return hw
+    from planner.io.clusters import cluster_hardware
+
+    return cluster_hardware(doc.cluster, hw)
+
+
 def resolve(
     *,
     model: str | ModelSpec | None,
@@ -200,6 +214,7 @@ def resolve(
     model_ref = spec.name if isinstance(given, ModelSpec) else given
     hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
     hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
+    hw = _on_saved_cluster(hw, doc, hardware)
     hw = hw if power_limit_w is None else capped(hw, power_limit_w)
     eng = resolve_engine(_variant(engine, spec, flags, doc), overrides, doc, default=default_engine)
     gpus = gpus if gpus is not None else (doc.gpus if doc else None)

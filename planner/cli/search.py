@@ -175,7 +175,7 @@ def search(
     result = advised.result
     why = _explained(opts, result, *explain_field) if explain_field is not None else None
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
-        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
+        _save(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
 
@@ -205,7 +205,7 @@ def search(
     if why is not None and explain_field is not None:
         print_explain(out, result, why, *explain_field)
     if save and result.best is None:
-        _save(save, result, model_ref=opts["model"], gpus=result.space.gpus, training=engine_overrides(opts))
+        _save(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
 
 
 def _explain_field(text: str) -> tuple[str, Any]:
@@ -263,8 +263,10 @@ def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> Ad
         progress.close()
 
 
-def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, training: dict[str, object]) -> None:
-    """Write the best plan, with the model, hardware, engine and per-run engine settings that priced it."""
+def _save(path: str, result: SearchResult, *, model_ref: str, cluster: str | None, training: dict[str, object]) -> None:
+    """Write the best plan, with the model, hardware (and cluster), engine and per-run engine settings that priced
+    it."""
+    gpus = result.space.gpus
     from planner.io.planfile import write_plan_file
 
     b = result.best
@@ -286,9 +288,11 @@ def _save(path: str, result: SearchResult, *, model_ref: str, gpus: int, trainin
             "tokens_per_s": float(b.time.tokens_per_s),
             "step_s": float(b.time.step_s),
             "mfu": float(b.time.mfu),
-            "peak_memory_bytes": int(b.estimate.memory.total_bytes),
+            "peak_memory_bytes": round(b.estimate.memory.total_bytes),
         },
-        header=f"planner search --model {model_ref} --gpus {gpus} --hardware {result.hardware.name} --engine "
+        cluster=cluster,
+        header=f"planner search --model {model_ref} --gpus {gpus} --hardware {result.hardware.name}"
+        f"{f' --cluster {cluster}' if cluster else ''} --engine "
         f"{engine.variant_of or engine.name}: best of {result.valid} valid plans by {result.objective} (the "
         "engine's per-run settings under training:)",
     )

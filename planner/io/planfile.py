@@ -20,7 +20,7 @@ from planner.io.files import write_text_atomic
 from planner.plan import Plan, derive_plan
 
 PLAN_FIELDS = tuple(Plan.model_fields)
-FILE_KEYS = ("plan", "model", "hardware", "engine", "gpus", "training", "predicted")
+FILE_KEYS = ("plan", "model", "hardware", "cluster", "engine", "gpus", "training", "predicted")
 # The engine's per-run settings a plan file keeps (Engine.configured): name -> allowed values (None: a bool).
 TRAINING_KEYS = SETTING_CHOICES
 # The recipe options that take a share (0-1) or a list of modules (Engine.configured checks them again).
@@ -40,6 +40,7 @@ class PlanFile:
     engine: str | None = None
     gpus: int | None = None
     training: dict[str, Any] = field(default_factory=dict)
+    cluster: str | None = None  # the cluster the plan was priced on (search --cluster): its tiers beyond the node
     predicted: dict[str, Any] | None = None
 
 
@@ -126,6 +127,7 @@ def read_plan_file(path: str) -> PlanFile:
         plan=checked_fields(path, dict(plan)),  # strictly: `dp: true` is not dp 1
         model=_text(path, "model", doc.get("model")),
         hardware=_text(path, "hardware", doc.get("hardware")),
+        cluster=_text(path, "cluster", doc.get("cluster")),
         engine=_text(path, "engine", doc.get("engine")),
         gpus=gpus,
         training=_training(path, doc.get("training")),
@@ -185,11 +187,13 @@ def write_plan_file(
     training: dict[str, Any] | None = None,
     predicted: dict[str, Any] | None = None,
     header: str = "",
+    cluster: str | None = None,
 ) -> None:
     """Write atomically: a half-written plan file never replaces a good one."""
     doc: dict[str, Any] = {
         "model": model,
         "hardware": hardware,
+        **({"cluster": cluster} if cluster else {}),
         "engine": engine,
         "gpus": gpus,
         "plan": plan.model_dump(),
