@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from planner.api.resolve import Resolved, resolve_request
 from planner.engine import Engine
-from planner.explore.space import Checkpointing
+from planner.errors import PlannerError
+from planner.explore.space import TOKENS_RANGE, Checkpointing, in_range
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
@@ -101,6 +102,7 @@ def run_estimate(
 ) -> Estimate:
     """The estimate of a resolved plan, with time to train and checkpointing when asked."""
     ck = Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth)  # checked as the search checks it
+    in_range("tokens", tokens, TOKENS_RANGE)
     return r.coster.estimate(
         r.plan,
         tokens=tokens,
@@ -161,16 +163,24 @@ def run_search(
 def search(
     model: ModelArg,
     *,
-    gpus: int,
+    gpus: int | str,
     hardware: HardwareArg = None,
     engine: str | Engine | list[str | Engine] | None = None,
     **options: Any,
 ) -> SearchDoc:
-    """Every valid plan for `gpus` GPUs, ranked, and why the rest were rejected: `planner search --json`.
+    """Every valid plan for `gpus` GPUs (or the count a range `"LO..HI"` chooses, as the command does), ranked, and
+    why the rest were rejected: `planner search --json` without its advice.
 
     `engine` is one engine, a list, or "all"; `options` are the search's (`top`, `objective`, `exhaustive`,
-    `zero`, `recompute`, `micro_batches`, `schedule` as lists or comma strings, `max_tp`, ..., `mtbf_hours`)
-    plus the plan fields to fix and the engine's per-run settings."""
+    `zero`, `recompute`, `micro_batches`, `schedule` as lists or comma strings, `max_tp`, ..., `mtbf_hours`,
+    `global_batch` as a count or "auto", `max_tokens_per_step`) plus the plan fields to fix and the engine's per-run
+    settings."""
+    from planner.api.advising import search_advised
     from planner.render.search_documents import search_doc
 
-    return search_doc(run_search(model, gpus=gpus, hardware=hardware, engine=engine, **options))
+    if isinstance(gpus, bool) or not isinstance(gpus, (int, str)):
+        raise PlannerError(f"gpus={gpus!r}: give a number of GPUs, or a range 'LO..HI'")
+    if model is None:
+        raise PlannerError("no model given: pass a catalog name, a model YAML or config.json path, or a ModelSpec")
+    found = search_advised(model, gpus=gpus, hardware=hardware, engine=engine, advice=False, **options)
+    return search_doc(found.result)

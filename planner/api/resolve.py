@@ -212,6 +212,8 @@ def resolve(
         )
     spec = given if isinstance(given, ModelSpec) else load_model(given)
     model_ref = spec.name if isinstance(given, ModelSpec) else given
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
+        raise PlannerError(f"gpus={gpus!r}: give a whole number of GPUs")
     hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
     hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
     hw = _on_saved_cluster(hw, doc, hardware)
@@ -248,6 +250,8 @@ def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
     in-house stack kept to check the model against its reports), each configured."""
     from planner.io.catalog import list_engines
 
+    if arg is not None and not isinstance(arg, str):
+        raise PlannerError(f"engine={arg!r}: give an engine name, a comma list of them, 'all', or an Engine")
     every = arg is not None and arg.strip().lower() == "all"  # names are case-insensitive: so is 'all'
     if arg is None or (not every and "," not in arg):
         return [resolve_engine(arg, overrides)]
@@ -275,6 +279,22 @@ def resolve_options(opts: dict[str, Any]) -> Resolved:
     )
 
 
+def _plan_mapping(plan: object) -> dict[str, Any]:
+    """The API's `plan`: a Plan's fields, a mapping of plan fields (a search plan's, with its engine), or a plan
+    file's path (read by resolve); anything else, or a field no plan has, is one line (it was priced as the
+    default plan without a word)."""
+    if plan is None or isinstance(plan, str):
+        return {}
+    if isinstance(plan, Plan):
+        return plan.model_dump()
+    if not isinstance(plan, dict):
+        raise PlannerError(f"plan={plan!r}: give a Plan, a mapping of plan fields, or a plan file's path")
+    unknown = sorted(str(k) for k in set(plan) - set(PLAN_FLAGS) - {"engine"})
+    if unknown:
+        raise PlannerError(f"plan: unknown field(s) {', '.join(unknown)}; valid: {', '.join(PLAN_FLAGS)}, engine")
+    return dict(plan)
+
+
 def resolve_request(
     *,
     model: str | ModelSpec | None,
@@ -290,11 +310,9 @@ def resolve_request(
     if unknown:
         valid = ", ".join((*PLAN_FLAGS, *ENGINE_SETTINGS))
         raise PlannerError(f"unknown setting {', '.join(unknown)}; valid: {valid}")
-    base: dict[str, Any] = {}
-    if isinstance(plan, Plan):
-        base = plan.model_dump()
-    elif isinstance(plan, dict):
-        base = dict(plan)
+    base = _plan_mapping(plan)
+    if engine is None and base.get("engine") is not None:  # a search plan's mapping names the engine that ranked it
+        engine = base["engine"]
     flags = {k: settings.get(k, base.get(k)) for k in PLAN_FLAGS}
     return resolve(
         model=model,

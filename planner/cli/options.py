@@ -42,6 +42,7 @@ from planner.cli.engine_options import (
     TpOverlapOpt,
     Zero3GatherOpt,
 )
+from planner.explore.space import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE, TOKENS_RANGE
 from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.specs import MAX_SEQ_LEN, Precision
 
@@ -148,25 +149,21 @@ EnginesOpt = Annotated[
     ),
 ]
 
-# Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).
-# The lower bounds are physical: no GPU or node fails every hour on average (published per-GPU MTBFs are tens of
-# thousands of hours), and no checkpoint store writes below 1 MB/s (a single spinning disk writes 100 MB/s).
-MIN_MTBF_HOURS, MIN_CHECKPOINT_BYTES_PER_S = 1.0, 1e6
+# Runs and failures: their ranges are explore/space.py's, which the Python API checks too.
 TokensOpt = Annotated[
-    Optional[float], typer.Option("--tokens", callback=finite(1, 1e18), help="tokens to train: time and GPU-hours")
+    Optional[float],
+    typer.Option("--tokens", callback=finite(*TOKENS_RANGE), help="tokens to train: time and GPU-hours"),
 ]
 MtbfOpt = Annotated[
     Optional[float],
-    typer.Option(
-        "--mtbf-hours", callback=finite(MIN_MTBF_HOURS, 1e10), help="mean time between failures, hours (>= 1)"
-    ),
+    typer.Option("--mtbf-hours", callback=finite(*MTBF_HOURS_RANGE), help="mean time between failures, hours (>= 1)"),
 ]
 MtbfPerOpt = Annotated[str, typer.Option("--mtbf-per", help="gpu | node: what --mtbf-hours is per")]
 CheckpointBwOpt = Annotated[
     Optional[float],
     typer.Option(
         "--checkpoint-bandwidth",
-        callback=finite(MIN_CHECKPOINT_BYTES_PER_S, 1e15),
+        callback=finite(*CHECKPOINT_BYTES_PER_S_RANGE),
         help="checkpoint write bandwidth of the whole job, bytes/s, >= 1e6 (default: the profile's per node x nodes)",
     ),
 ]

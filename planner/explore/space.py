@@ -41,6 +41,27 @@ class Checkpointing:
     def __post_init__(self) -> None:
         if self.mtbf_per not in MTBF_PER:
             raise PlannerError(f"--mtbf-per {self.mtbf_per!r} is not valid; choose one of {', '.join(MTBF_PER)}")
+        in_range("mtbf-hours", self.mtbf_hours, MTBF_HOURS_RANGE)
+        in_range("checkpoint-bandwidth", self.bandwidth_bytes_per_s, CHECKPOINT_BYTES_PER_S_RANGE)
+
+
+# Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).
+# The lower bounds are physical: no GPU or node fails every hour on average (published per-GPU MTBFs are tens of
+# thousands of hours), and no checkpoint store writes below 1 MB/s (a single spinning disk writes 100 MB/s).
+TOKENS_RANGE = (1.0, 1e18)
+MTBF_HOURS_RANGE = (1.0, 1e10)
+CHECKPOINT_BYTES_PER_S_RANGE = (1e6, 1e15)
+
+
+def in_range(name: str, value: object, bounds: tuple[float, float]) -> None:
+    """A run option (None: not given) as the command line takes it: a finite number within `bounds`, else one line
+    naming --name (the Python API's keywords are checked here as the options are)."""
+    if value is None:
+        return
+    low, high = bounds
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not low <= value <= high:  # type: ignore[operator]
+        raise PlannerError(f"--{name} {value!r}: give a finite number from {low:g} to {high:g}")
 
 
 NO_FAILURES = Checkpointing()  # goodput is not computed

@@ -1,0 +1,52 @@
+"""The Python API (`from planner import estimate, memory, search`) at its edge: bad input raises one PlannerError
+with the line the command would print (the audit found mappings with misspelt fields and out-of-range run options
+priced without a word, and TypeErrors and AttributeErrors for the wrong kinds), and a search plan's mapping prices as
+the plan it ranked, engine included."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import estimate, search
+from planner.errors import PlannerError
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"plan": {"tpp": 8}}, "unknown field(s) tpp"),
+        ({"plan": {"tp": 2, "recompte": "full"}}, "unknown field(s) recompte"),
+        ({"plan": [1, 2]}, "give a Plan, a mapping of plan fields"),
+        ({"mtbf_hours": -3}, "--mtbf-hours -3"),
+        ({"mtbf_hours": float("nan")}, "--mtbf-hours nan"),
+        ({"tokens": -1}, "--tokens -1"),
+        ({"tokens": "1e12"}, "--tokens '1e12'"),
+        ({"mtbf_hours": 100, "checkpoint_bandwidth": -1}, "--checkpoint-bandwidth -1"),
+        ({"gpus": "8"}, "gpus='8': give a whole number"),
+    ],
+)
+def test_estimate_refuses_what_the_command_refuses(kwargs, said):
+    with pytest.raises(PlannerError) as caught:
+        estimate("llama3-8b", **{"gpus": 8, **kwargs})
+    assert said in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [({"gpus": [32, 64]}, "gpus=[32, 64]"), ({"gpus": 8, "engine": 3}, "engine=3: give an engine name")],
+)
+def test_search_refuses_the_wrong_kinds_by_name(kwargs, said):
+    with pytest.raises(PlannerError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        search("llama3-8b", **kwargs)
+
+
+def test_search_takes_a_range_and_auto_as_the_command_does():
+    assert search("llama3-8b", gpus="32..64", top=1).gpus in (32, 64)
+    assert search("llama3-8b", gpus=64, global_batch="auto", top=1).global_batch >= 1
+
+
+def test_a_search_plans_mapping_prices_on_the_engine_that_ranked_it():
+    best = search("llama3-70b", gpus=64, engine="torchtitan", top=1).plans[0]
+    assert best.plan["engine"] == "torchtitan"
+    alone = estimate("llama3-70b", gpus=64, plan=best.plan)  # no engine= given: the mapping's
+    assert alone.engine == "torchtitan" and alone.tokens_per_s == pytest.approx(best.tokens_per_s)
