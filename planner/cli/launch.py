@@ -3,6 +3,7 @@ or another engine. Thin: parse, resolve, call launch/ (runner, emit), render."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -201,6 +202,9 @@ def launch(
             emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
             nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_,
         )  # fmt: skip
+        if json_:
+            typer.echo(json.dumps({"target": emit, "path": str(path), "written": not dry_run_}))
+            return
         typer.echo(f"would write {path} (--dry-run: nothing written)" if dry_run_ else f"wrote {path}")
         if "global_batch" in r.defaulted:
             typer.echo(

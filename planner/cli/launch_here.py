@@ -65,6 +65,7 @@ def run_here(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
         peak_bytes=pred["peak_bytes"], need=need,
     )  # fmt: skip
+    report.plan, report.predicted = cfg.plan.model_dump(), pred
     if reh is not None:
         report.rehearsal = reh.to_dict()
         report.preflight.notes.append(f"the rehearsal's model is written to {cfg.model} when the run starts")

@@ -69,6 +69,8 @@ class DryRun:
     mesh: dict[str, int]
     ranks: list[str]
     rehearsal: dict | None = None  # what --rehearse changed (rehearse.Rehearsal.to_dict)
+    plan: dict | None = None  # the plan run (Plan.model_dump)
+    predicted: dict | None = None  # what the run is priced at (predicted(): bytes and seconds)
 
     def to_dict(self) -> dict:
         doc = {
@@ -78,6 +80,8 @@ class DryRun:
             "command": self.command,
             "mesh": self.mesh,
             "ranks": self.ranks,
+            "plan": self.plan,
+            "predicted": self.predicted,
         }
         return doc if self.rehearsal is None else {**doc, "rehearsal": self.rehearsal}
 

@@ -61,6 +61,10 @@ def test_dry_run_json_and_plan_file(capsys, tiny_path, tmp_path):
     assert code == 0 and doc["mesh"] == {"pp": 1, "dp": 2, "cp": 1, "tp": 1}
     assert "--zero 3" in doc["command"] and "--micro-batch 2" in doc["command"]
     assert all(c["ok"] for c in doc["checks"])
+    # the plan run and what it is priced at, as numbers (they were only in the checks' text)
+    assert (doc["plan"]["dp"], doc["plan"]["zero"], doc["plan"]["micro_batch"]) == (2, 3, 2)
+    predicted = doc["predicted"]
+    assert predicted["step_time_s"] > 0 and 0 < predicted["tensor_bytes"] <= predicted["peak_bytes"]
 
 
 def test_bad_plan_is_one_line_and_exit_2(capsys, tiny_path):
@@ -137,6 +141,10 @@ def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path
     assert code == 0 and "would write" in out and "megatron_args.sh" in out and not folder.exists(), err
     code, _, err = _run(capsys, *args, "--zero", "2", "--out", str(folder), "--dry-run")  # megatron has no zero 2
     assert code == 2 and not folder.exists()
+    code, out, err = _run(capsys, *args, "--out", str(folder), "--dry-run", "--json")  # --json is JSON here too
+    assert code == 0 and json.loads(out) == {
+        "target": "megatron", "path": str(folder / "megatron_args.sh"), "written": False
+    }, err  # fmt: skip
 
 
 @pytest.mark.parametrize(
