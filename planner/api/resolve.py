@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from planner.api.hardware_for import hardware_for
 from planner.api.idle import changing_nothing
 from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
@@ -25,7 +26,7 @@ from planner.engine.recipe_variants import variant_named
 from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.io.catalog import DEFAULT_ENGINE, DEFAULT_HARDWARE, load_engine, load_hardware, load_model
+from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
 from planner.plan import RECOMPUTES, SCHEDULES, Plan, default_seq_len
 from planner.specs import PRECISIONS, ModelSpec
@@ -147,40 +148,11 @@ def _variant(engine: str | Engine | None, spec: ModelSpec, flags: dict[str, Any]
     return variant_named(base, name, spec, str(precision))
 
 
-def power_capped(hardware: str | HardwareProfile | None, watts: float | None) -> str | HardwareProfile | None:
-    """The hardware (the default where none is given) under a board power cap of `watts`
-    (HardwareProfile.with_power_limit); None: as given. A cap at or above the profile's own limit changes nothing,
-    and says so."""
-    if watts is None:
-        return hardware
-    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
-    return capped(hw, watts)
-
-
-def capped(hw: HardwareProfile, watts: float) -> HardwareProfile:
-    """power_capped for a loaded profile."""
-    out = hw.with_power_limit(watts)
-    if out is hw:
-        warnings.warn(
-            f"--power-limit {watts:g} W is at or above {hw.name}'s {hw.gpu.power_limit_w:g} W limit: "
-            "it changes nothing",
-            stacklevel=2,
-        )
-    return out
-
-
-def _on_saved_cluster(hw: HardwareProfile, doc: PlanFile | None, hardware: object) -> HardwareProfile:
-    """The plan file's GPU on the cluster it was priced on (search --cluster --save), where the command line gives
-    neither a cluster (its hardware is then placed already) nor another GPU."""
-    from planner.cluster import cluster_of
-
-    if doc is None or doc.cluster is None or cluster_of(hw) is not None:
-        return hw
-    if hardware is not None and not (isinstance(hardware, str) and hardware == doc.hardware):
-        return hw
-    from planner.io.clusters import cluster_hardware
-
-    return cluster_hardware(doc.cluster, hw)
+def whole_gpus(gpus: object) -> int:
+    """The API's `gpus` as the command line takes --gpus: a whole number (a string or a float is one line)."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int):
+        raise PlannerError(f"gpus={gpus!r}: give a whole number of GPUs")
+    return gpus
 
 
 def resolve(
@@ -212,14 +184,9 @@ def resolve(
         )
     spec = given if isinstance(given, ModelSpec) else load_model(given)
     model_ref = spec.name if isinstance(given, ModelSpec) else given
-    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
-        raise PlannerError(f"gpus={gpus!r}: give a whole number of GPUs")
-    hw_given = hardware or (doc.hardware if doc else None) or DEFAULT_HARDWARE
-    hw = hw_given if isinstance(hw_given, HardwareProfile) else load_hardware(hw_given)
-    hw = _on_saved_cluster(hw, doc, hardware)
-    hw = hw if power_limit_w is None else capped(hw, power_limit_w)
+    hw = hardware_for(hardware, doc, power_limit_w)
     eng = resolve_engine(_variant(engine, spec, flags, doc), overrides, doc, default=default_engine)
-    gpus = gpus if gpus is not None else (doc.gpus if doc else None)
+    gpus = whole_gpus(gpus) if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(
         gpus=gpus,
         doc=doc,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.api.resolve import power_capped
+from planner.api.hardware_for import power_capped
 from planner.cli.callbacks import nonempty
 from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
 from planner.cli.options import (

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
 
 import typer
 
-from planner.api.resolve import engine_overrides, power_capped
+from planner.api.hardware_for import power_capped
+from planner.api.resolve import engine_overrides
 from planner.cli.callbacks import nonempty, words
 from planner.cli.cluster_options import (
     ADVICE,
