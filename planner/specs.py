@@ -104,6 +104,11 @@ class MoESpec(Frozen):
                 )
             if list(self.layers) != sorted(set(self.layers)) or any(i < 0 for i in self.layers):
                 raise ValueError(f"moe.layers={list(self.layers)} must be distinct 0-based indices in order")
+        groups, reached = self.routing_groups, self.group_top_k
+        if groups is not None and self.num_experts % groups:  # DeepseekV3 splits the experts evenly (n_group)
+            raise ValueError(f"routing_groups={groups} must divide num_experts={self.num_experts}")
+        if reached is not None and (groups is None or reached > groups):
+            raise ValueError(f"group_top_k={reached} needs routing_groups of at least it (got {groups})")
         return self
 
 
