@@ -282,3 +282,26 @@ def test_validate_names_a_launch_profile_for_what_it_is(tmp_path):
     profile.write_text(json.dumps({"median_step_s": 0.5, "plan": {"dp": 1}}))
     code, out, err = run_planner("validate", str(profile))
     assert code == 2 and out == "" and "a launch profile, not a runs file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_measured_peak_is_compared_as_it_counts_memory(calibration_runs):
+    """A torch allocator peak (what ingest reads from Megatron's and torchtitan's logs) holds neither the CUDA
+    context nor NCCL's buffers, and max_allocated no fragmentation: validate compares like with like; a run that
+    states no kind is the whole device, as before; a kind that is neither is refused by name."""
+    from planner.cost.coster import Coster
+    from planner.fit.runs import parse_run
+
+    base = calibration_runs[0]
+    run = parse_run(base)
+    mem = Coster(run.model, run.hardware, run.engine).memory(run.plan)
+    r = run.hardware.reserved
+    expected = {
+        None: mem.total_bytes,
+        "max_reserved": mem.total_bytes - r.cuda_context_bytes - r.comm_workspace_bytes,
+        "max_allocated": mem.total_bytes - mem.peak.breakdown.reserved_bytes,
+    }
+    for kind, peak in expected.items():
+        raw = dict(base, measured={**base["measured"], "peak_memory_bytes": 40e9, "peak_memory_kind": kind})
+        (result,) = validate_runs([raw]).runs
+        assert result.predicted["peak_memory_bytes"] == pytest.approx(peak)
+    assert expected["max_allocated"] < expected["max_reserved"] < expected[None]

@@ -257,6 +257,9 @@ case(
 )
 case("write-search-save-into-dir", "search", "-m", "tiny", "--gpus", "2", "--save", "@W/dir", names=("dir", "--save"))
 # a runs file's misspelt field, and an id given twice (counted twice in every median)
+case("runs-memory-kind-unknown", "validate", "@W/runs.yaml",
+     files=(("runs.yaml", runs_with(setter("measured", "peak_memory_kind", value="nvidia-smi"))),),
+     names=("peak_memory_kind",))  # fmt: skip
 case("runs-unknown-field", "validate", "@W/runs.yaml", files=(("runs.yaml", runs_with(setter("mesured", value={}))),),
      names=("mesured",))  # fmt: skip
 case(

@@ -13,8 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from planner.cost.coster import Coster
 from planner.engine import Engine
 from planner.errors import PlannerError
+from planner.fit.memory_kind import comparable_peak_bytes
 from planner.fit.runs import Run, is_launch_profile, load_runs, parse_runs, states_its_plan
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_json
@@ -39,6 +41,12 @@ class Observation:
     measured_peak_bytes: float | None = None
     family: str = ""  # engine/hardware/publication (fit/runs.py run_family)
     year: int | None = None
+    memory_kind: str | None = None  # what measured_peak_bytes counts (fit/runs.py MEMORY_KINDS)
+
+    def predicted_peak_bytes(self, hardware: HardwareProfile | None = None) -> float:
+        """The prediction on `hardware` (default: the run's), as the measured peak counts memory."""
+        hw = hardware or self.hardware
+        return comparable_peak_bytes(Coster(self.model, hw, self.engine).memory(self.plan), hw, self.memory_kind)
 
     @property
     def group(self) -> str:
@@ -65,6 +73,7 @@ def observation_from_run(run: Run, source: str) -> Observation | None:
         run.measured.get("peak_memory_bytes"),
         run.family,
         run.year,
+        run.memory_kind,
     )
 
 

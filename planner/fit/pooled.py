@@ -55,7 +55,7 @@ def _before(o: Observation) -> float:
 def _memory(o: Observation) -> float | None:
     if not o.measured_peak_bytes:
         return None
-    return math.log(Coster(o.model, o.hardware, o.engine).memory(o.plan).total_bytes / o.measured_peak_bytes)
+    return math.log(o.predicted_peak_bytes() / o.measured_peak_bytes)
 
 
 def calibrate_behaviour(obs: list[Observation], *, splits: tuple[str, ...] = SPLITS) -> BehaviourCalibration:

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from planner.cost.coster import Coster
 from planner.engine import Fitted
 from planner.fit.observations import Observation
 from planner.fit.priors import ParameterVector
@@ -121,7 +120,7 @@ def group_fits(
         mine = [(o, p) for o, p in zip(obs, pred_s) if o.engine.name == e and o.hardware.name == h]
         logs = [math.log(p / o.measured_step_s) for o, p in mine]
         mem_logs = [
-            math.log(Coster(o.model, fitted[h], o.engine).memory(o.plan).total_bytes / o.measured_peak_bytes)
+            math.log(o.predicted_peak_bytes(fitted[h]) / o.measured_peak_bytes)
             for o, _p in mine
             if o.measured_peak_bytes
         ]

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from planner.engine import Engine, plan_problems
 from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
+from planner.fit.memory_kind import MEMORY_KINDS
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
 from planner.io.planfile import FRACTION_KEYS, LIST_KEYS, NUMBER_RANGES, check_recipe_setting, pydantic_message
@@ -43,6 +44,7 @@ from planner.specs import ModelSpec
 RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather",
                "cuda_graphs"}  # fmt: skip
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
+
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
@@ -63,6 +65,7 @@ class Run:
     engine: Engine
     measured: dict[str, float]
     year: int | None = None
+    memory_kind: str | None = None  # what the measured peak counts (MEMORY_KINDS; None: the whole device)
 
     @property
     def group(self) -> str:
@@ -144,6 +147,11 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
     for key, v in run["measured"].items():
         if key in METRICS and v is not None and not _positive_number(v):
             raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
+    kind = run["measured"].get("peak_memory_kind")
+    if kind is not None and kind not in MEMORY_KINDS:
+        raise PlannerError(
+            f"{where}: measured.peak_memory_kind {kind!r}: give one of {', '.join(MEMORY_KINDS)} or null"
+        )
     year = run.get("year")
     if year is not None and (not isinstance(year, int) or isinstance(year, bool) or not YEARS[0] <= year <= YEARS[1]):
         raise PlannerError(f"{where}: year must be a year between {YEARS[0]} and {YEARS[1]} (or absent), got {year!r}")
@@ -240,7 +248,8 @@ def parse_run(
     if problems:
         return Skipped(rid, "; ".join(str(p) for p in problems), measured)
     family = run_family(raw, eng, hw.name)
-    return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw))
+    kind = (raw.get("measured") or {}).get("peak_memory_kind")
+    return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw), kind)
 
 
 # How validate and calibrate tell their inputs apart by name, in any case (what `ingest -o` writes must read back):

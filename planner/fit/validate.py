@@ -17,6 +17,7 @@ from planner.cost.coster import Coster
 from planner.cost.uncertainty import Uncertainty
 from planner.engine import Engine
 from planner.errors import PlannerError
+from planner.fit.memory_kind import comparable_peak_bytes
 from planner.fit.runs import DEFAULT_ENGINE, METRICS, Run, Skipped, parse_run
 from planner.hardware import HardwareProfile
 
@@ -86,7 +87,7 @@ def predict_run(run: Run | Skipped) -> RunResult:
         "tokens_per_s_per_gpu": est.time.tokens_per_s_per_gpu,
         "tokens_per_s": est.time.tokens_per_s,
         "step_s": est.time.step_s,
-        "peak_memory_bytes": est.memory.total_bytes,
+        "peak_memory_bytes": comparable_peak_bytes(est.memory, run.hardware, run.memory_kind),
         "mfu": est.time.mfu,
     }
     # Published MFUs follow each source's own FLOP convention; compare through throughput instead.
