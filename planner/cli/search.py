@@ -225,10 +225,9 @@ def _explained(opts: dict[str, Any], result: SearchResult, field_name: str, valu
     from planner.explore.explain import explain
 
     pin = {field_name: str(value) if field_name in _LISTED else value}
-    space = result.space
-    priced_on = {"hardware": result.hardware, "cluster": None, "power_limit": None}  # as placed and capped: said once
-    pinned_opts = {**opts, **priced_on, "gpus": space.gpus, "global_batch": space.global_batch, **pin, "top": 1,
-                   "no_advice": True}  # fmt: skip
+    at = {"gpus": result.space.gpus, "global_batch": result.space.global_batch, "top": 1, "no_advice": True}
+    on = {"hardware": result.hardware, "cluster": None, "power_limit": None}  # as placed and capped: said once
+    pinned_opts = {**opts, **on, **at, **pin}
     try:
         pinned = _run(pinned_opts, keep_rejections=False, exhaustive=False).result
     except PlannerError as e:
