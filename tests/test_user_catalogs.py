@@ -150,3 +150,14 @@ def test_an_entry_whose_name_is_not_its_files_is_refused(tmp_path):
     rc, out, err = run_planner("models", "--catalog", str(tmp_path / "mine"))
     assert rc == 2 and out == "" and "its name 'llama3-70b' is not its file's, 'mine'" in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_shadowing_entry_is_said_once_per_load(tmp_path):
+    """The catalog is looked up once per load: a shadowing entry, and the base of a capped name, each say so once."""
+    _user_gpu(tmp_path / "mine", "b200", 150e9)
+    catalog.set_user_catalogs([tmp_path / "mine"])
+    for name in ("b200", "b200-650w"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            load_hardware(name)
+        assert sum("shadows the shipped" in str(w.message) for w in caught) == 1, name

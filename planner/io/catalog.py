@@ -93,12 +93,11 @@ def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A model from the catalog (`gpt3-175b`), a model YAML, a Hugging Face `config.json` or its directory."""
     arg = str(name_or_path)
-    # a folder of that name here is read as one (a Hugging Face download), where no catalog entry has the name
-    if (
-        isinstance(name_or_path, Path)
-        or _looks_like_path(arg)
-        or (catalog_path(MODEL_DIR, arg) is None and Path(arg).is_dir())
-    ):
+    entry = None if isinstance(name_or_path, Path) or _looks_like_path(arg) else catalog_path(MODEL_DIR, arg)
+    if entry is not None:  # looked up once: a user's entry that shadows a shipped one is said once
+        return _catalog(ModelSpec, MODEL_DIR, entry)
+    # a path, or a folder of that name here (a Hugging Face download) where no catalog entry has the name
+    if isinstance(name_or_path, Path) or _looks_like_path(arg) or Path(arg).is_dir():
         path = Path(arg)
         if path.is_dir():
             if not (path / "config.json").is_file():
@@ -120,9 +119,13 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
     arg = str(name_or_path)
     if isinstance(name_or_path, Path) or _looks_like_path(arg):
         return _hardware_from_yaml(Path(arg))
+    entry = catalog_path(HARDWARE_DIR, arg)
+    if entry is not None:  # looked up once: a user's entry that shadows a shipped one is said once
+        return _catalog(HardwareProfile, HARDWARE_DIR, entry)
     capped = POWER_CAPPED.fullmatch(arg.strip())
-    if capped and catalog_path(HARDWARE_DIR, arg) is None and catalog_path(HARDWARE_DIR, capped[1]) is not None:
-        return load_hardware(capped[1]).with_power_limit(float(capped[2]))
+    base = catalog_path(HARDWARE_DIR, capped[1]) if capped else None
+    if capped and base is not None:
+        return _catalog(HardwareProfile, HARDWARE_DIR, base).with_power_limit(float(capped[2]))
     hint = "a hardware profile .yaml, or NAME-<watts>w for a profile under a power cap"
     return _catalog(HardwareProfile, HARDWARE_DIR, _known("hardware", HARDWARE_DIR, arg, hint))
 
