@@ -4,7 +4,6 @@ torchrun and what they measured printed against what was predicted."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import yaml
 
 from planner.api.resolve import Resolved
 from planner.errors import PlannerError
-from planner.io.files import write_text_atomic
+from planner.io.files import probe_writable, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
@@ -26,9 +25,7 @@ def writable_or_raise(folder: Path, option: str) -> None:
     """The folder exists (or can be made) and takes a file: checked before any worker starts."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".planner-write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
+        probe_writable(folder)
     except OSError as e:
         raise PlannerError(f"{option}: cannot write into {str(folder)!r} ({e.strerror or e})") from None
 

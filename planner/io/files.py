@@ -15,29 +15,40 @@ def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or e.__class__.__name__
 
 
+def _file_named(path: str | Path, what: str) -> Path:
+    """`path` as a file's, or one line where it names a folder ('', '.', '..', a trailing '/')."""
+    target = Path(path)
+    if target.name in ("", ".", "..") or str(path).endswith("/"):
+        raise PlannerError(f"cannot write {what} {str(path)!r}: that is a folder, give a file name")
+    return target
+
+
 def check_writable(path: str | Path, *, what: str = "file") -> None:
     """What write_text_atomic would refuse, found before anything is written, so that a command with several
     outputs writes none when one of them cannot be: a folder's name, an existing folder, a file in the way of its
     folders, or a folder that takes no file (probed with a file made and removed there)."""
-    target = Path(path)
-    if target.name in ("", ".", "..") or str(path).endswith("/") or target.is_dir():
+    target = _file_named(path, what)
+    if target.is_dir():
         raise PlannerError(f"cannot write {what} {str(path)!r}: that is a folder, give a file name")
     folder = next((p for p in target.parents if p.exists()), Path("."))
-    probe = folder / f".planner-write-test-{os.getpid()}"
     try:
         if not folder.is_dir():
             raise NotADirectoryError(20, f"{folder} is a file")
-        probe.write_text("")
-        probe.unlink()
+        probe_writable(folder)
     except OSError as e:
         raise PlannerError(f"cannot write {what} {str(path)!r}: {_reason(e)}") from None
 
 
+def probe_writable(folder: Path) -> None:
+    """OSError unless `folder` takes a file: one is made there and removed (permissions alone do not say, as root)."""
+    probe = folder / f".planner-write-test-{os.getpid()}"
+    probe.write_text("")
+    probe.unlink()
+
+
 def write_text_atomic(path: str | Path, text: str, *, what: str = "file", mode: int | None = None) -> Path:
     """Write `text` to `path` atomically (parent folders created); PlannerError on any failure."""
-    target = Path(path)
-    if target.name in ("", ".", "..") or str(path).endswith("/"):
-        raise PlannerError(f"cannot write {what} {str(path)!r}: that is a folder, give a file name")
+    target = _file_named(path, what)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
