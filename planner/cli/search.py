@@ -172,7 +172,7 @@ def search(
     for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
         if path:
             check_writable(path, what=what)
-    advised = _run(opts, keep_rejections=False, exhaustive=exhaustive or bool(plot))
+    advised = _run(opts, exhaustive=exhaustive or bool(plot))
     result = advised.result
     why = _explained(opts, result, *explain_field) if explain_field is not None else None
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
@@ -229,7 +229,7 @@ def _explained(opts: dict[str, Any], result: SearchResult, field_name: str, valu
     on = {"hardware": result.hardware, "cluster": None, "power_limit": None}  # as placed and capped: said once
     pinned_opts = {**opts, **on, **at, **pin}
     try:
-        pinned = _run(pinned_opts, keep_rejections=False, exhaustive=False).result
+        pinned = _run(pinned_opts, exhaustive=False).result
     except PlannerError as e:
         return explain(result, field_name, value, None, str(e))
     return explain(result, field_name, value, pinned)
@@ -238,7 +238,7 @@ def _explained(opts: dict[str, Any], result: SearchResult, field_name: str, valu
 _PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below
 
 
-def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> Advised:
+def _run(opts: dict[str, Any], *, exhaustive: bool) -> Advised:
     """The search of the command's options (at the count of a range, the batch of auto) with its advice, and a
     progress bar on a terminal once it takes a while."""
     from planner.api.advising import search_advised
@@ -256,7 +256,6 @@ def _run(opts: dict[str, Any], *, keep_rejections: bool, exhaustive: bool) -> Ad
             max_tokens_per_step=opts["max_tokens_per_step"],
             advice=not opts["no_advice"],
             progress=progress,
-            keep_rejections=keep_rejections,
             **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in _PASSED_APART},
             exhaustive=exhaustive,
             attention="softmax" if opts["no_flash"] else None,

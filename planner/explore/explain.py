@@ -75,7 +75,7 @@ class Explanation:
 def explain(
     result: SearchResult, field_name: str, value: Any, pinned: SearchResult | None, pinned_error: str | None = None
 ) -> Explanation:
-    """`pinned`: the same search with field == value fixed (api: explain_search), None where it was refused
+    """`pinned`: the same search with field == value fixed (cli/search.py _explained), None where it was refused
     (`pinned_error` says why)."""
     in_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
     outside = None if result.considered(field_name, value) else _outside(result, field_name, value)
