@@ -127,6 +127,11 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
     assert [r["id"] for r in doc["runs"]] == [calibration_runs[0]["id"], "broken-tp"]
     assert "tp=7" in doc["runs"][1]["skipped"]
     assert doc["summary"]["tokens_per_s_per_gpu"]["n"] == 1
+    predicted = doc["runs"][0]["predicted"]  # its trust, as estimate's and each search plan's (DESIGN.md)
+    lo, hi = predicted["uncertainty"]["tokens_per_s_interval"]
+    assert lo < predicted["tokens_per_s"] < hi
+    assert set(predicted["plausibility"]) == {"ok", "mfu_ceiling", "source"}
+    assert doc["runs"][1]["predicted"] == {}  # nothing predicted, no trust to state
     code, out, _ = run("validate", str(path))
     assert code == 0 and "not evaluated" in out and "broken-tp" in out
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.cost.coster import Coster
-from planner.cost.uncertainty import Uncertainty
+from planner.cost.uncertainty import Plausibility, Uncertainty
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.fit.memory_kind import comparable_peak_bytes
@@ -32,7 +32,11 @@ class RunResult:
     group: str = ""  # engine/hardware
     family: str = ""
     uncertainty: Uncertainty | None = None
-    plausible: bool | None = None
+    plausibility: Plausibility | None = None
+
+    @property
+    def plausible(self) -> bool | None:
+        return None if self.plausibility is None else self.plausibility.ok
 
     @property
     def error_pct(self) -> dict[str, float]:
@@ -100,7 +104,7 @@ def predict_run(run: Run | Skipped) -> RunResult:
         group=run.group,
         family=run.family,
         uncertainty=est.uncertainty,
-        plausible=est.plausibility.ok,
+        plausibility=est.plausibility,
     )
 
 

@@ -34,12 +34,10 @@ def validation_json(v: Validation, calibrated: Validation | None = None) -> dict
                 "id": r.id,
                 "group": r.group,
                 "family": r.family,
-                "predicted": r.predicted,
+                "predicted": _predicted(r),
                 "measured": r.measured,
                 "error": r.error_pct,
                 "fits": r.fits,
-                **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
-                **({"plausible": r.plausible} if r.plausible is not None else {}),
                 **({"skipped": r.skipped} if r.skipped else {}),
                 **({"calibrated": _calibrated_run(c)} if c is not None else {}),
             }
@@ -52,12 +50,21 @@ def validation_json(v: Validation, calibrated: Validation | None = None) -> dict
     return doc
 
 
+def _predicted(r: RunResult) -> dict[str, Any]:
+    """The predicted figures with their trust, as estimate and each search plan carry it (DESIGN.md: validate's
+    `predicted` holds `uncertainty` and `plausibility`)."""
+    return {
+        **r.predicted,
+        **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
+        **({"plausibility": r.plausibility.as_dict()} if r.plausibility else {}),
+    }
+
+
 def _calibrated_run(r: RunResult) -> dict[str, Any]:
     return {
-        "predicted": r.predicted,
+        "predicted": _predicted(r),
         "error": r.error_pct,
         "group": r.group,
-        **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
         **({"skipped": r.skipped} if r.skipped else {}),
     }
 
