@@ -139,3 +139,54 @@ def test_the_header_states_the_batch_as_every_command_does():
     code, out, err = run(*args, "--global-batch", "256")
     header = out.split("GPUs")[0]
     assert code == 0 and "global batch 256 x 8192 tokens" in " ".join(header.split()) and "about 4M" not in header
+
+
+def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():
+    """With a failure rate (--mtbf-hours, or a cluster's), each count's time to train and GPU-hours are the expected
+    ones: the failure-free time over the Young/Daly goodput estimate gives the same plan; without one, none."""
+    from planner.api import estimate
+
+    kw = {"tokens": 15e12, "global_batch": 1024, "seq_len": 8192}
+    free = scale("llama3-70b", gpus=[1024, 4096], **kw)
+    priced = scale("llama3-70b", gpus=[1024, 4096], mtbf_hours=20000, **kw)
+    assert free.failures is None and priced.failures.gpu_mtbf_hours == 20000
+    for a, b in zip(free.points, priced.points, strict=True):
+        assert a.plan == b.plan and a.goodput is None and 0 < b.goodput < 1
+        assert b.train_s == pytest.approx(a.train_s / b.goodput)
+        assert b.gpu_hours == pytest.approx(a.gpu_hours / b.goodput)
+        doc = estimate("llama3-70b", plan=b.plan, engine=b.engine, mtbf_hours=20000)
+        assert doc.checkpoint.goodput == pytest.approx(b.goodput)
+        assert doc.checkpoint.interval_s == pytest.approx(b.checkpoint_interval_s)
+    per_node = scale("llama3-70b", gpus=[1024], mtbf_hours=2500, mtbf_per="node", **kw)
+    assert per_node.failures.gpu_mtbf_hours == 20000 and per_node.points[0].goodput == pytest.approx(
+        priced.points[0].goodput
+    )
+
+
+def test_failures_on_a_cluster_are_its_own_and_the_table_says_so():
+    args = ("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "15e12", "--cluster", "rail-fat-tree-2to1")
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "Dubey et al. 2024" in doc["failures"]["source"] and 0 < doc["points"][0]["goodput"] < 1
+    code, out, err = run(*args)
+    assert code == 0 and "goodput" in out and "a GPU fails every 50,677 h" in " ".join(out.split())
+    code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "15e12")
+    assert code == 0 and "failure-free times" in out and "goodput" not in out
+    code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "15e12", "--mtbf-hours", "0.5")
+    assert code == 2 and "--mtbf-hours" in err and out == ""
+    code, out, err = run(*args, "--restart-minutes", "-1")
+    assert code == 2 and "--restart-minutes" in err and out == ""
+
+
+def test_restarts_make_the_largest_counts_slower_to_train_than_they_run():
+    """A failure costs its restart whatever the size, and a larger job fails more often: goodput falls with the
+    count, and with no restart time (--restart-minutes 0) it is higher at every count."""
+    kw = {"tokens": 15e12, "global_batch": 2048, "seq_len": 8192, "mtbf_hours": 50677}
+    s = scale("llama3-405b", gpus=[16384, 131072], **kw)
+    quick = scale("llama3-405b", gpus=[16384, 131072], restart_minutes=0, **kw)
+    assert s.restart_s == 600 and quick.restart_s == 0
+    small, big = s.points
+    assert small.goodput > big.goodput
+    assert all(q.goodput > p.goodput for p, q in zip(s.points, quick.points, strict=True))
+    assert scale("llama3-405b", gpus=[16384], restart_minutes=3, **kw).points[0].goodput > small.goodput

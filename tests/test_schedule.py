@@ -96,3 +96,33 @@ def test_checkpoint_plan_goodput_falls_with_scale():
     assert small.checkpoint_s == 20.0
     assert small.mtbf_s == pytest.approx(5e7 / 1024)
     assert 0 < big.goodput < small.goodput < 1
+
+
+def test_restarts_make_goodput_fall_with_scale_where_checkpoints_keep_up():
+    """Storage that grows with the nodes keeps δ/M, and so the write and lost-work waste, the same at every size;
+    the restart each failure costs does not shrink, so goodput falls as the system MTBF does. At Llama 3's failure
+    rate a 131,072-GPU job keeps about two thirds of its time (Meta's FT-HSDP measures 44% at O(100K) GPUs)."""
+    from planner.cluster.failures import LLAMA3_GPU_MTBF_HOURS
+    from planner.cost.timing import RESTART_S
+
+    def at(gpus: int, **kw):
+        bandwidth = 100e9 * gpus / 1024
+        return checkpoint_plan(
+            checkpoint_bytes=2e12,
+            write_bytes_per_s=bandwidth,
+            mtbf_per_gpu_s=LLAMA3_GPU_MTBF_HOURS * 3600,
+            gpus=gpus,
+            **kw,
+        )
+
+    sizes = (1024, 16384, 131072)
+    without = [at(g, restart_s=0).goodput for g in sizes]
+    assert without == pytest.approx([without[0]] * 3, rel=1e-9)
+    kept = [at(g).goodput for g in sizes]
+    assert kept[0] > kept[1] > kept[2] and 0.5 < kept[2] < 0.75
+    small = at(1024)
+    assert small.restart_s == RESTART_S == 600
+    first_order = small.checkpoint_s / small.interval_s + (small.interval_s + small.checkpoint_s) / (2 * small.mtbf_s)
+    assert small.wasted_fraction == pytest.approx(first_order + RESTART_S / small.mtbf_s, rel=0.02)  # Young 1974
+    hopeless = checkpoint_plan(checkpoint_bytes=1e15, write_bytes_per_s=1e6, mtbf_per_gpu_s=3600, gpus=131072)
+    assert hopeless.goodput == 0 and hopeless.wasted_fraction == 1

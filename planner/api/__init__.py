@@ -99,9 +99,10 @@ def run_estimate(
     mtbf_hours: float | None = None,
     mtbf_per: str = "gpu",
     checkpoint_bandwidth: float | None = None,
+    restart_minutes: float | None = None,
 ) -> Estimate:
     """The estimate of a resolved plan, with time to train and checkpointing when asked."""
-    ck = Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth)  # checked as the search checks it
+    ck = Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth, restart_minutes)  # checked as the search checks it
     in_range("tokens", tokens, TOKENS_RANGE)
     return r.coster.estimate(
         r.plan,
@@ -109,6 +110,7 @@ def run_estimate(
         mtbf_hours=ck.mtbf_hours,
         mtbf_per=ck.mtbf_per,
         checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,
+        restart_s=ck.restart_s,
     )
 
 
@@ -123,15 +125,22 @@ def estimate(
     mtbf_hours: float | None = None,
     mtbf_per: str = "gpu",
     checkpoint_bandwidth: float | None = None,
+    restart_minutes: float | None = None,
     **settings: Any,
 ) -> EstimateDoc:
     """Step time in terms, throughput, MFU/HFU, their error bars and the memory of one plan: `planner
-    estimate --json`; with `tokens`, the time to train; with `mtbf_hours`, checkpoints and goodput."""
+    estimate --json`; with `tokens`, the time to train; with `mtbf_hours`, checkpoints and goodput (a failure
+    costs `restart_minutes`, default 10, besides the lost work)."""
     from planner.render.documents import estimate_doc
 
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
     est = run_estimate(
-        r, tokens=tokens, mtbf_hours=mtbf_hours, mtbf_per=mtbf_per, checkpoint_bandwidth=checkpoint_bandwidth
+        r,
+        tokens=tokens,
+        mtbf_hours=mtbf_hours,
+        mtbf_per=mtbf_per,
+        checkpoint_bandwidth=checkpoint_bandwidth,
+        restart_minutes=restart_minutes,
     )
     return estimate_doc(est, r.defaulted)
 

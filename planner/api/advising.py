@@ -75,7 +75,7 @@ def search_advised(
     seq_len = options.get("seq_len") or default_seq_len(spec.max_seq_len)
     if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
         raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
-    rate = _failures(hw, options)
+    rate = priced_failures(hw, options)
     if rate is not None:
         options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
     probe = _probe(spec, hw, engine, options)
@@ -121,7 +121,7 @@ def _counts_and_batch(gpus: int | str | None, global_batch: int | str | None) ->
     return count, batch
 
 
-def _failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
+def priced_failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
     """The failure rate to price with when none is given: on a cluster, or for the goodput objective."""
     if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
         return failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
@@ -264,7 +264,7 @@ def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]
             "checkpoint",
             f"checkpoint every {fmt_seconds(ck.interval_s)} (Young/Daly; a write takes {fmt_seconds(ck.checkpoint_s)}):"
             f" the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on average{source}; goodput "
-            f"{ck.goodput:.1%}",
+            f"{ck.goodput:.1%} with a restart of {ck.restart_s / 60:g} min per failure",
             best.plan.gpus,
             best.plan.global_batch,
         )

@@ -2,7 +2,10 @@
 time to train, GPU-hours): the curve a team draws before it asks for a reservation.
 
 Each count is one search (api/advising.py `search_advised`, top 1, so `--global-batch auto` and a cluster work
-as in `search`), the counts searched side by side (explore/fanout.py); the time to train is cost/timing.py's.
+as in `search`), the counts searched side by side (explore/fanout.py); the time to train is cost/timing.py's. Where
+failures are priced (a cluster's rate, or --mtbf-hours), the time to train and the GPU-hours are the expected ones:
+the failure-free time over the goodput of the Young/Daly checkpoint interval (checkpoint writes, lost work and
+restarts), which at 100k GPUs is no longer a rounding error.
 """
 
 from __future__ import annotations
@@ -11,18 +14,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from planner.api.advising import search_advised
+from planner.api.advising import priced_failures, search_advised
 from planner.api.resolve import choice
-from planner.cost.timing import time_to_train
+from planner.cluster.failures import FailureRate
+from planner.cost.timing import RESTART_S, time_to_train
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
 from planner.explore.fanout import fan_out, workers
-from planner.explore.space import listed
+from planner.explore.space import Checkpointing, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_DEGREE, Plan
 from planner.specs import ModelSpec
+from planner.units import fmt_seconds
 
 MAX_COUNTS = 32  # one search each
 
@@ -37,8 +42,10 @@ class ScalePoint:
     tokens_per_s: float = 0.0
     mfu: float = 0.0
     step_s: float = 0.0
-    train_s: float = 0.0
+    train_s: float = 0.0  # with failures priced, the expected time: failure-free time / goodput
     gpu_hours: float = 0.0
+    goodput: float | None = None  # failures priced: the share of wall time that trains
+    checkpoint_interval_s: float | None = None  # failures priced: Young/Daly's compute time between checkpoints
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
     refused: bool = False  # the search refused its options at this count (note: its reason), rather than ranking none
@@ -58,6 +65,8 @@ class ScalePoint:
             "step_s": self.step_s,
             "train_s": self.train_s,
             "gpu_hours": self.gpu_hours,
+            "goodput": self.goodput,
+            "checkpoint_interval_s": self.checkpoint_interval_s,
         }
         return {
             "gpus": self.gpus,
@@ -76,12 +85,23 @@ class Scaling:
     tokens: float
     points: tuple[ScalePoint, ...]
     batch: str | None = None  # "global batch G x S tokens (default: ...)" where every count runs the same batch
+    failures: FailureRate | None = None  # the rate the times are priced at (None: failure-free times)
+    restart_s: float = RESTART_S  # what each failure costs besides the lost work, where failures are priced
 
     def as_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "hardware": self.hardware,
             "tokens": self.tokens,
+            "failures": (
+                {
+                    "gpu_mtbf_hours": self.failures.gpu_mtbf_hours,
+                    "source": self.failures.source,
+                    "restart_s": self.restart_s,
+                }
+                if self.failures is not None
+                else None
+            ),
             "points": [p.as_json() for p in self.points],
         }
 
@@ -131,11 +151,19 @@ def scale(
         best = found.result.best
         if best is None:
             return ScalePoint(g, None, note=found.result.none_reason())
-        t = best.time
+        t, ck = best.time, best.estimate.checkpoint
+        if ck is not None and ck.goodput <= 0:
+            note = (
+                f"failures every {fmt_seconds(ck.mtbf_s)} leave no time to train between checkpoint writes of "
+                f"{fmt_seconds(ck.checkpoint_s)}"
+            )
+            return ScalePoint(g, None, note=note)
         run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
+        kept = 1.0 if ck is None else ck.goodput
         return ScalePoint(
-            g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
-            defaulted=found.result.defaulted,
+            g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds / kept,
+            run.gpu_hours / kept, goodput=None if ck is None else ck.goodput,
+            checkpoint_interval_s=None if ck is None else ck.interval_s, defaulted=found.result.defaulted,
         )  # fmt: skip
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain)
@@ -143,7 +171,19 @@ def scale(
     refusals = {p.note for p in points if p.refused}
     if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
         raise PlannerError(refusals.pop() or "")
-    return Scaling(spec.name, hw.name, tokens, tuple(points), _batch(spec, points))
+    restart_s = Checkpointing(restart_minutes=options.get("restart_minutes")).restart_s
+    return Scaling(spec.name, hw.name, tokens, tuple(points), _batch(spec, points), _rate(hw, options), restart_s)
+
+
+def _rate(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
+    """The per-GPU failure rate the searches priced (api/advising.py, cost/estimate.py): --mtbf-hours (per GPU, or
+    per node of the profile's GPUs), else a cluster's own; None where neither is given."""
+    given = options.get("mtbf_hours")
+    if given is None:
+        return priced_failures(hw, options)
+    per_node = options.get("mtbf_per") == "node"
+    per_gpu = given * (hw.gpus_per_node if per_node else 1)
+    return FailureRate(per_gpu, f"--mtbf-hours {given:g} per {'node' if per_node else 'GPU'}")
 
 
 def _batch(spec: ModelSpec, points: list[ScalePoint]) -> str | None:

@@ -38,6 +38,7 @@ SEARCH_OPTIONS = (
     "mtbf_hours",
     "mtbf_per",
     "checkpoint_bandwidth",
+    "restart_minutes",
     "recipe_options",
     "allow_cross_node_tp",
     *ENGINE_SETTINGS,
@@ -86,7 +87,9 @@ def _searched(
         "objective": o["objective"] or "throughput",
         "top": 10 if o["top"] is None else o["top"],
         "exhaustive": bool(o["exhaustive"]),
-        "checkpointing": Checkpointing(o["mtbf_hours"], o["mtbf_per"] or "gpu", o["checkpoint_bandwidth"]),
+        "checkpointing": Checkpointing(
+            o["mtbf_hours"], o["mtbf_per"] or "gpu", o["checkpoint_bandwidth"], o["restart_minutes"]
+        ),
         "keep_rejections": keep_rejections,
     }
 

@@ -46,7 +46,7 @@ def hardware_on_cluster(opts: dict[str, Any]) -> Any:
 def run_options(opts: dict[str, Any], hw: Any) -> dict[str, Any]:
     """estimate's run options (tokens, failures, checkpoint bandwidth); on a cluster without --mtbf-hours, the
     cluster's failure rate (planner/cluster/failures.py)."""
-    run = {k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth")}
+    run = {k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "restart_minutes")}
     if opts.get("cluster") and run["mtbf_hours"] is None:
         from planner.cluster.failures import failure_rate
 

@@ -42,7 +42,7 @@ from planner.cli.engine_options import (
     TpOverlapOpt,
     Zero3GatherOpt,
 )
-from planner.explore.space import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE, TOKENS_RANGE
+from planner.explore.space import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE, RESTART_MINUTES_RANGE, TOKENS_RANGE
 from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.specs import MAX_SEQ_LEN, Precision
 
@@ -167,6 +167,15 @@ CheckpointBwOpt = Annotated[
         help="checkpoint write bandwidth of the whole job, bytes/s, >= 1e6 (default: the profile's per node x nodes)",
     ),
 ]
+RestartOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--restart-minutes",
+        callback=finite(*RESTART_MINUTES_RANGE),
+        help="wall time a failure costs besides the lost work: detection, a new node, restart, communicator init, "
+        "reading the checkpoint (default 10: Meta's FT-HSDP at 100K GPUs)",
+    ),
+]
 
 
 # ---- options declared once, shared by every command that takes them ---------------------------------------
@@ -231,7 +240,7 @@ ENGINE_SETTINGS = (
 )  # fmt: skip
 RUN = (
     Opt("tokens", TokensOpt), Opt("mtbf_hours", MtbfOpt), Opt("mtbf_per", MtbfPerOpt, "gpu"),
-    Opt("checkpoint_bandwidth", CheckpointBwOpt),
+    Opt("checkpoint_bandwidth", CheckpointBwOpt), Opt("restart_minutes", RestartOpt),
 )  # fmt: skip
 CATALOG = (Opt("catalog", CatalogOpt),)
 

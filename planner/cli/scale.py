@@ -13,6 +13,7 @@ from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOp
 from planner.cli.options import (
     CATALOG,
     POWER,
+    RUN,
     EnginesOpt,
     HardwareOpt,
     JsonOpt,
@@ -22,6 +23,7 @@ from planner.cli.options import (
     SeqLenOpt,
     TokensOpt,
     with_options,
+    without,
 )
 from planner.errors import PlannerError
 from planner.render.console import emit_json, out
@@ -53,9 +55,10 @@ SCALE = (
 )
 
 
-@with_options(CATALOG, SCALE, POWER, CLUSTER)
+@with_options(CATALOG, SCALE, without(RUN, "tokens"), POWER, CLUSTER)
 def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: JsonOpt = False) -> None:
-    """The best plan at each GPU count: tokens/s, MFU, time to train and GPU-hours for --tokens."""
+    """The best plan at each GPU count: tokens/s, MFU, time to train and GPU-hours for --tokens (with failures
+    priced, on a cluster or with --mtbf-hours: the expected time, checkpoints and lost work included)."""
     from planner.api.scaling import scale as run_scale
 
     if plot:
@@ -75,6 +78,10 @@ def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: 
         seq_len=opts["seq_len"],
         precision=opts["precision"],
         allow_cross_node_tp=opts["allow_cross_node_tp"],
+        mtbf_hours=opts["mtbf_hours"],
+        mtbf_per=opts["mtbf_per"],
+        checkpoint_bandwidth=opts["checkpoint_bandwidth"],
+        restart_minutes=opts["restart_minutes"],
     )
     if plot:
         from planner.render.scaling_table import plot_scaling

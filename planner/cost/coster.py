@@ -17,6 +17,7 @@ from planner.cost.params import plan_params
 from planner.cost.peaks import PeakMemory
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import sharded_states, state_bytes_per_param
+from planner.cost.timing import RESTART_S
 from planner.cost.uncertainty import uncertainty
 from planner.engine import Engine, plan_problems, require_runs
 from planner.hardware import HardwareProfile
@@ -68,6 +69,7 @@ class Coster:
         mtbf_hours: float | None = None,
         mtbf_per: str = "gpu",
         checkpoint_bandwidth_bytes_per_s: float | None = None,
+        restart_s: float = RESTART_S,
         time: StepTime | None = None,
     ) -> Estimate:
         """Memory, step time, time to train and checkpointing of one plan (cost.estimate); `time` when the
@@ -81,6 +83,7 @@ class Coster:
             mtbf_hours=mtbf_hours,
             mtbf_per=mtbf_per,
             checkpoint_bandwidth_bytes_per_s=checkpoint_bandwidth_bytes_per_s,
+            restart_s=restart_s,
             time=time,
         )
 

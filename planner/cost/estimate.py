@@ -11,7 +11,7 @@ from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
-from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
+from planner.cost.timing import RESTART_S, CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
 from planner.cost.uncertainty import Plausibility, Uncertainty, plausibility, uncertainty
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -88,11 +88,12 @@ def estimate(
     mtbf_hours: float | None = None,
     mtbf_per: str = "gpu",
     checkpoint_bandwidth_bytes_per_s: float | None = None,
+    restart_s: float = RESTART_S,
     time: StepTime | None = None,
 ) -> Estimate:
     """Memory and time of one plan; with `tokens`, the time to train; with `mtbf_hours`, checkpoints
-    and failures (Young 1974 / Daly 2006 interval, expected loss, goodput). `time`: the plan's step time
-    when the caller has already computed it (the search), so it is not computed twice."""
+    and failures (Young 1974 / Daly 2006 interval, expected loss, goodput; `restart_s` lost per failure). `time`:
+    the plan's step time when the caller has already computed it (the search), so it is not computed twice."""
     mem = memory_report(model, hw, plan, engine)
     t = time if time is not None else step_time(model, hw, plan, engine)
     train = None
@@ -108,5 +109,6 @@ def estimate(
             write_bytes_per_s=bandwidth,
             mtbf_per_gpu_s=per_gpu_s,
             gpus=plan.gpus,
+            restart_s=restart_s,
         )
     return Estimate(model, hw, engine, plan, mem, t, train, ckpt)

@@ -170,6 +170,7 @@ def _rank(res: SearchResult, coster: Coster, chosen: list[tuple[Plan, StepTime]]
                 mtbf_hours=ck.mtbf_hours,
                 mtbf_per=ck.mtbf_per,
                 checkpoint_bandwidth_bytes_per_s=ck.bandwidth_bytes_per_s,
+                restart_s=ck.restart_s,
                 time=t,
             )
         )

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from planner.cost.timing import RESTART_S, RESTART_S_RANGE
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
@@ -37,12 +38,18 @@ class Checkpointing:
     mtbf_hours: float | None = None
     mtbf_per: str = "gpu"
     bandwidth_bytes_per_s: float | None = None
+    restart_minutes: float | None = None  # None: cost/timing.py's RESTART_S, with its source
 
     def __post_init__(self) -> None:
         if self.mtbf_per not in MTBF_PER:
             raise PlannerError(f"--mtbf-per {self.mtbf_per!r} is not valid; choose one of {', '.join(MTBF_PER)}")
         in_range("mtbf-hours", self.mtbf_hours, MTBF_HOURS_RANGE)
         in_range("checkpoint-bandwidth", self.bandwidth_bytes_per_s, CHECKPOINT_BYTES_PER_S_RANGE)
+        in_range("restart-minutes", self.restart_minutes, RESTART_MINUTES_RANGE)
+
+    @property
+    def restart_s(self) -> float:
+        return RESTART_S if self.restart_minutes is None else self.restart_minutes * 60.0
 
 
 # Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).
@@ -51,6 +58,7 @@ class Checkpointing:
 TOKENS_RANGE = (1.0, 1e18)
 MTBF_HOURS_RANGE = (1.0, 1e10)
 CHECKPOINT_BYTES_PER_S_RANGE = (1e6, 1e15)
+RESTART_MINUTES_RANGE = (RESTART_S_RANGE[0] / 60.0, RESTART_S_RANGE[1] / 60.0)
 
 
 def in_range(name: str, value: object, bounds: tuple[float, float]) -> None:

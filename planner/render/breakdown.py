@@ -231,7 +231,8 @@ def estimate_lines(est: Any) -> list[str]:
         c = est.checkpoint
         lines.append(
             f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
-            f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), expected loss "
+            f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), restart {c.restart_s / 60:g} min per "
+            "failure, expected loss "
             f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
         )
     return lines

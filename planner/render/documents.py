@@ -110,6 +110,7 @@ class CheckpointDoc(Document):
     write_s: float
     system_mtbf_s: float
     interval_s: float
+    restart_s: float
     wasted_fraction: float
     goodput: float
     goodput_tokens_per_s: float
@@ -209,6 +210,7 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
             write_s=c.checkpoint_s,
             system_mtbf_s=c.mtbf_s,
             interval_s=c.interval_s,
+            restart_s=c.restart_s,
             wasted_fraction=c.wasted_fraction,
             goodput=c.goodput,
             goodput_tokens_per_s=est.goodput_tokens_per_s,

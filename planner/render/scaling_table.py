@@ -32,8 +32,9 @@ def print_scaling(console: Console, s: Scaling) -> None:
         + f", {fmt_count(s.tokens)} tokens to train: the best plan at each GPU count"
     )
     table = Table(show_edge=False, box=None, header_style="bold")
+    priced = s.failures is not None  # the times are expected ones, failures priced: the goodput says how much
     columns = ("GPUs", *(("engine",) if several else ()), "plan", "batch", "tokens/s", "per GPU", "MFU", "step")
-    for col in (*columns, "to train", "GPU-hours"):
+    for col in (*columns, *(("goodput",) if priced else ()), "to train", "GPU-hours"):
         # the plan wraps between its degrees to fit the terminal (100 columns piped); the numbers never do
         table.add_column(
             col,
@@ -45,7 +46,9 @@ def print_scaling(console: Console, s: Scaling) -> None:
     for p in s.points:
         if p.plan is None:
             blank = [""] if several else []
-            table.add_row(str(p.gpus), *blank, f"[red]{escape(_short(p.note or 'nothing fits'))}[/]", *[""] * 7)
+            table.add_row(
+                str(p.gpus), *blank, f"[red]{escape(_short(p.note or 'nothing fits'))}[/]", *[""] * (8 if priced else 7)
+            )
             continue
         share = p.tokens_per_s_per_gpu / best_per_gpu if best_per_gpu else 0.0
         table.add_row(
@@ -57,11 +60,27 @@ def print_scaling(console: Console, s: Scaling) -> None:
             f"{p.tokens_per_s_per_gpu:,.0f} ({share:.0%})",
             f"{p.mfu:.1%}",
             fmt_seconds(p.step_s),
+            *([f"{p.goodput:.1%}" if p.goodput is not None else ""] if priced else []),
             fmt_seconds(p.train_s),
             f"{p.gpu_hours:,.0f}",
         )
     print_fitted(console, table)
+    _footer(console, s)
+
+
+def _footer(console: Console, s: Scaling) -> None:
+    """What the columns mean, the failure rate the times are priced at, and the whole reason where a row cut it."""
     console.print("per GPU: tokens/s per GPU (share of the best count's)")
+    if s.failures is not None:
+        console.print(
+            f"goodput: the share of wall time that trains with a checkpoint every Young/Daly interval; to train and "
+            f"GPU-hours include checkpoint writes, lost work and a restart of {s.restart_s / 60:g} min per failure: "
+            f"a GPU fails every {s.failures.gpu_mtbf_hours:,.0f} h ({escape(s.failures.source)})"
+        )
+    else:
+        console.print(
+            "[dim]failure-free times: --mtbf-hours H (or --cluster) prices checkpoints, lost work and restarts[/]"
+        )
     for p in s.points:  # the whole reason where the row cut it
         if p.plan is None and p.note and _short(p.note) != p.note:
             console.print(f"{p.gpus} GPUs: {escape(p.note)}")
