@@ -75,3 +75,21 @@ def test_cluster_storage_caps_the_checkpoint_write():
     ck = best.estimate.checkpoint
     written = checkpoint_bytes(best.estimate.model, best.plan, best.estimate.engine)
     assert ck.checkpoint_s == pytest.approx(written / 2e12)
+
+
+def test_with_failures_priced_a_range_chooses_by_what_the_goodput_keeps():
+    """A larger job fails more often and each failure costs a restart: where failures are priced, the count a
+    range chooses is the most GPUs whose goodput tokens/s per GPU stays within 90% of the best, fewer than
+    the failure-free rate would choose, and the advice names that rate."""
+    kw = {"gpus": "1024..16384", "hardware": None, "engine": None, "global_batch": 4096, "top": 1, "advice": False}
+    plain = search_advised("llama3-70b", **kw)
+    priced = search_advised("llama3-70b", mtbf_hours=3000, **kw)
+
+    def chosen(a):
+        (x,) = [x for x in a.advice if x.kind == "chosen_gpus"]
+        return x
+
+    assert "of the best tokens/s per GPU" in chosen(plain).message
+    assert "of the best goodput tokens/s per GPU" in chosen(priced).message
+    assert chosen(priced).gpus < chosen(plain).gpus
+    assert priced.result.best.plan.gpus == chosen(priced).gpus

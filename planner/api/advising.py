@@ -87,18 +87,20 @@ def search_advised(
         **_at(hw, chosen, options, b),
     )  # fmt: skip
     # the probes search with the same options (top 1): this search's first plan is theirs at (chosen, b)
-    probe.know(chosen, b, result.top[0].time.tokens_per_s / chosen if result.top else None, result.seconds)
+    probe.know(chosen, b, result.top[0].score_tokens_per_s / chosen if result.top else None, result.seconds)
     if batch is None:  # the batch was the default one, passed on by value: the header says so
         result.defaulted = result.defaulted | {"global_batch"}
     out = Advised(result, batch is None)
-    out.advice += _choices(probe, counts, choice, chosen, batch, seq_len) + _checkpoints(result, rate)
+    unit = _rate_unit(result)
+    out.advice += _choices(probe, counts, choice, chosen, batch, seq_len, unit) + _checkpoints(result, rate)
     # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
     wanted = advice and result.top and options.get("objective") != "memory"
     if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
         narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
         said = advise(
-            narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound
-        )
+            narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound,
+            rate=unit,
+        )  # fmt: skip
         out.advice += said if narrowed is probe else _probed_with(said, result)
     return out
 
@@ -139,7 +141,8 @@ def _at(hw: HardwareProfile, gpus: int, options: dict[str, Any], global_batch: i
 def _probe(
     spec: ModelSpec, hw: HardwareProfile, engine: str | Engine | list[str | Engine] | None, options: dict[str, Any]
 ) -> Probe:
-    """best_at(gpus, batch): the top-1 search's tokens/s per GPU (None when nothing fits or no degrees do)."""
+    """best_at(gpus, batch): the top-1 search's tokens/s per GPU, what its goodput keeps where failures are priced
+    (None when nothing fits or no degrees do)."""
     from planner.api import run_search
 
     def best_at(g: int, b: int) -> float | None:
@@ -147,7 +150,7 @@ def _probe(
             res = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
         except PlannerError:
             return None
-        return res.top[0].time.tokens_per_s / g if res.top else None
+        return res.top[0].score_tokens_per_s / g if res.top else None  # what the goodput keeps, if priced
 
     return Probe(best_at)
 
@@ -164,7 +167,7 @@ def _narrowed(
         return probe
     narrow = {**options, "precision": best.plan.precision, "recipe_options": False}
     out = _probe(spec, hw, best.estimate.engine, narrow)
-    out.know(g, b, best.time.tokens_per_s / g, result.seconds)
+    out.know(g, b, best.score_tokens_per_s / g, result.seconds)
     return out
 
 
@@ -217,8 +220,20 @@ def _count_for(probe: Probe, choice: dict[int, int]) -> int:
     return max(g for g in fitting if (rates[g] or 0.0) >= WELL * best)
 
 
+def _rate_unit(result: SearchResult) -> str:
+    """What the probes measure: tokens/s, or where failures are priced the tokens/s the goodput keeps."""
+    priced = bool(result.top) and result.top[0].estimate.checkpoint is not None
+    return "goodput tokens/s" if priced else "tokens/s"
+
+
 def _choices(
-    probe: Probe, counts: list[int], choice: dict[int, int], chosen: int, batch: int | str | None, seq_len: int
+    probe: Probe,
+    counts: list[int],
+    choice: dict[int, int],
+    chosen: int,
+    batch: int | str | None,
+    seq_len: int,
+    unit: str,
 ) -> list[Advice]:
     """What the range and `auto` chose, with the per-GPU throughput of each count tried."""
     out = []
@@ -227,7 +242,7 @@ def _choices(
         out.append(
             Advice(
                 "chosen_gpus",
-                f"{chosen} GPUs, the most whose best plan reaches >= {WELL:.0%} of the best tokens/s per GPU "
+                f"{chosen} GPUs, the most whose best plan reaches >= {WELL:.0%} of the best {unit} per GPU "
                 f"in the range ({tried})",
                 chosen,
                 choice[chosen],
@@ -239,7 +254,7 @@ def _choices(
             Advice(
                 "chosen_global_batch",
                 f"global batch {b} ({b * seq_len:,} tokens), the smallest whose best plan reaches >= "
-                f"{WELL:.0%} of the best tokens/s per GPU on {chosen} GPUs",
+                f"{WELL:.0%} of the best {unit} per GPU on {chosen} GPUs",
                 chosen,
                 b,
             )

@@ -12,8 +12,8 @@ less exposed communication per token), down to at most SCAN_DEPTH halvings or un
   2024 §3.4.1: the default bound).
 
 Each probe is one search (the caller's `best_at(gpus, global_batch)`: the best plan's tokens/s per GPU, None when
-nothing fits), memoised. The same rule chooses the count of a `--gpus LO..HI` range and the batch of
-`--global-batch auto`.
+nothing fits; where failures are priced, the tokens/s its goodput keeps), memoised. The same rule chooses the count
+of a `--gpus LO..HI` range and the batch of `--global-batch auto`.
 """
 
 from __future__ import annotations
@@ -165,9 +165,17 @@ def most_fed(probe: Probe, *, gpus: int, batch: int, node: int, target: float) -
 
 
 def advise(
-    probe: Probe, *, gpus: int, global_batch: int, seq_len: int, node: int, max_tokens_per_step: int
+    probe: Probe,
+    *,
+    gpus: int,
+    global_batch: int,
+    seq_len: int,
+    node: int,
+    max_tokens_per_step: int,
+    rate: str = "tokens/s",
 ) -> list[Advice]:
-    """What to tell a user whose best plan on `gpus` GPUs with `global_batch` sequences wastes them."""
+    """What to tell a user whose best plan on `gpus` GPUs with `global_batch` sequences wastes them; `rate` names
+    what the probe measures (the goodput's tokens/s where failures are priced)."""
     here = probe(gpus, global_batch)
     if here is None:
         return []
@@ -187,7 +195,7 @@ def advise(
         Advice(
             "gpus",
             f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
-            f"per-GPU throughput ({best:,.0f} tokens/s per GPU); on {gpus} GPUs each reaches {here:,.0f} tokens/s, "
+            f"per-GPU throughput ({best:,.0f} {rate} per GPU); on {gpus} GPUs each reaches {here:,.0f} {rate}, "
             f"{here / best:.0%} of it",
             fed,
             global_batch,
@@ -197,7 +205,7 @@ def advise(
     if b is not None:
         message = (
             f"global batch {b} ({_tokens(b * seq_len)} tokens) uses all {gpus} GPUs at >= {WELL:.0%} of "
-            f"{best:,.0f} tokens/s per GPU"
+            f"{best:,.0f} {rate} per GPU"
         )
     else:
         big = more[-1] if more else global_batch
@@ -205,7 +213,7 @@ def advise(
         at_most = f"{most} GPUs, with global batch {big}" if most and most > fed else f"{fed} GPUs"
         message = (
             f"no global batch up to {_tokens(max_tokens_per_step)} tokens per step (--max-tokens-per-step) uses "
-            f"{gpus} GPUs at >= {WELL:.0%} of {best:,.0f} tokens/s per GPU; use at most {at_most}"
+            f"{gpus} GPUs at >= {WELL:.0%} of {best:,.0f} {rate} per GPU; use at most {at_most}"
         )
     out.append(Advice("global_batch", message, gpus, b))
     return out
