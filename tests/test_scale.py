@@ -169,10 +169,15 @@ def test_failures_on_a_cluster_are_its_own_and_the_table_says_so():
     assert code == 0, err
     doc = json.loads(out)
     assert "Dubey et al. 2024" in doc["failures"]["source"] and 0 < doc["points"][0]["goodput"] < 1
+    assert doc["cluster"] == "rail-fat-tree-2to1" and doc["failures"]["restart_s"] == 600
     code, out, err = run(*args)
-    assert code == 0 and "goodput" in out and "a GPU fails every 50,677 h" in " ".join(out.split())
+    said = " ".join(out.split())
+    assert code == 0 and "goodput" in out and "a GPU fails every 50,677 h" in said
+    assert said.startswith("llama3-70b on h100-sxm in rail-fat-tree-2to1 with megatron")
     code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "15e12")
     assert code == 0 and "failure-free times" in out and "goodput" not in out
+    doc = json.loads(run("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "15e12", "--json")[1])
+    assert doc["cluster"] is None and doc["failures"] is None and doc["points"][0]["goodput"] is None
     code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "15e12", "--mtbf-hours", "0.5")
     assert code == 2 and "--mtbf-hours" in err and out == ""
     code, out, err = run(*args, "--restart-minutes", "-1")

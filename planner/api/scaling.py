@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from planner.api.advising import priced_failures, search_advised
 from planner.api.resolve import choice
+from planner.cluster.fabric import cluster_of
 from planner.cluster.failures import FailureRate
 from planner.cost.timing import RESTART_S, time_to_train
 from planner.engine import Engine
@@ -87,11 +88,13 @@ class Scaling:
     batch: str | None = None  # "global batch G x S tokens (default: ...)" where every count runs the same batch
     failures: FailureRate | None = None  # the rate the times are priced at (None: failure-free times)
     restart_s: float = RESTART_S  # what each failure costs besides the lost work, where failures are priced
+    cluster: str | None = None  # the cluster file's name, where the counts were priced on one
 
     def as_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "hardware": self.hardware,
+            "cluster": self.cluster,
             "tokens": self.tokens,
             "failures": (
                 {
@@ -172,7 +175,11 @@ def scale(
     if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
         raise PlannerError(refusals.pop() or "")
     restart_s = Checkpointing(restart_minutes=options.get("restart_minutes")).restart_s
-    return Scaling(spec.name, hw.name, tokens, tuple(points), _batch(spec, points), _rate(hw, options), restart_s)
+    cluster = cluster_of(hw)
+    return Scaling(
+        spec.name, hw.name, tokens, tuple(points), _batch(spec, points), _rate(hw, options), restart_s,
+        cluster.name if cluster is not None else None,
+    )  # fmt: skip
 
 
 def _rate(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:

@@ -26,6 +26,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
     precision = next((p.plan.precision for p in s.points if p.plan is not None), None)  # one for the curve
     console.print(
         f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/]"
+        + (f" in [bold]{escape(s.cluster)}[/]" if s.cluster else "")
         + (f" with {escape(engines[0])}" if len(engines) == 1 else "")
         + (f", {s.batch}" if s.batch else "")
         + (f", {precision}" if precision else "")
