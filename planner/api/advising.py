@@ -97,10 +97,8 @@ def search_advised(
     wanted = advice and result.top and options.get("objective") != "memory"
     if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
         narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
-        said = advise(
-            narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node, max_tokens_per_step=bound,
-            rate=unit,
-        )  # fmt: skip
+        said = advise(narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node,
+                      max_tokens_per_step=bound, rate=unit)  # fmt: skip
         out.advice += said if narrowed is probe else _probed_with(said, result)
     return out
 

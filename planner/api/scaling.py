@@ -23,6 +23,7 @@ from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
 from planner.explore.fanout import fan_out, workers
+from planner.explore.results import SearchResult
 from planner.explore.space import Checkpointing, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
@@ -151,23 +152,7 @@ def scale(
             found = search_advised(spec, gpus=g, hardware=hw, engine=engine, advice=False, **search_options)
         except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
             return ScalePoint(g, None, note=str(e), refused=True)
-        best = found.result.best
-        if best is None:
-            return ScalePoint(g, None, note=found.result.none_reason())
-        t, ck = best.time, best.estimate.checkpoint
-        if ck is not None and ck.goodput <= 0:
-            note = (
-                f"failures every {fmt_seconds(ck.mtbf_s)} leave no time to train between checkpoint writes of "
-                f"{fmt_seconds(ck.checkpoint_s)}"
-            )
-            return ScalePoint(g, None, note=note)
-        run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
-        kept = 1.0 if ck is None else ck.goodput
-        return ScalePoint(
-            g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds / kept,
-            run.gpu_hours / kept, goodput=None if ck is None else ck.goodput,
-            checkpoint_interval_s=None if ck is None else ck.interval_s, defaulted=found.result.defaulted,
-        )  # fmt: skip
+        return _point(g, found.result, tokens)
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain)
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
@@ -179,6 +164,27 @@ def scale(
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points), _rate(hw, options), restart_s,
         cluster.name if cluster is not None else None,
+    )  # fmt: skip
+
+
+def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
+    """One count's best plan and the run it makes: failure-free, or over its goodput where failures are priced."""
+    best = result.best
+    if best is None:
+        return ScalePoint(g, None, note=result.none_reason())
+    t, ck = best.time, best.estimate.checkpoint
+    if ck is not None and ck.goodput <= 0:
+        note = (
+            f"failures every {fmt_seconds(ck.mtbf_s)} leave no time to train between checkpoint writes of "
+            f"{fmt_seconds(ck.checkpoint_s)}"
+        )
+        return ScalePoint(g, None, note=note)
+    run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
+    kept = 1.0 if ck is None else ck.goodput
+    return ScalePoint(
+        g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds / kept,
+        run.gpu_hours / kept, goodput=None if ck is None else ck.goodput,
+        checkpoint_interval_s=None if ck is None else ck.interval_s, defaulted=result.defaulted,
     )  # fmt: skip
 
 

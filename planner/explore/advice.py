@@ -165,15 +165,9 @@ def most_fed(probe: Probe, *, gpus: int, batch: int, node: int, target: float) -
 
 
 def advise(
-    probe: Probe,
-    *,
-    gpus: int,
-    global_batch: int,
-    seq_len: int,
-    node: int,
-    max_tokens_per_step: int,
+    probe: Probe, *, gpus: int, global_batch: int, seq_len: int, node: int, max_tokens_per_step: int,
     rate: str = "tokens/s",
-) -> list[Advice]:
+) -> list[Advice]:  # fmt: skip
     """What to tell a user whose best plan on `gpus` GPUs with `global_batch` sequences wastes them; `rate` names
     what the probe measures (the goodput's tokens/s where failures are priced)."""
     here = probe(gpus, global_batch)
