@@ -31,6 +31,12 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+def fmt_steps(seconds: float, step_s: float) -> str:
+    """A span of whole steps, as a job checkpoints: '12 steps (1.2 min)'."""
+    n = max(1, round(seconds / step_s)) if step_s else 0
+    return f"{n:,} step{'s' if n != 1 else ''} ({fmt_seconds(seconds)})" if n else fmt_seconds(seconds)
+
+
 def fmt_count(n: float) -> str:
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= scale:

@@ -27,13 +27,15 @@ def test_llama3_rate_is_the_published_count():
 
 def test_goodput_search_recommends_a_checkpoint_interval():
     """--objective goodput without --mtbf-hours prices failures at the Llama 3 rate and says so; the interval is
-    Daly's for the plan's checkpoint write time and the system MTBF of its GPUs."""
+    Daly's for the plan's checkpoint write time and the system MTBF of its GPUs, in whole steps."""
     a = search_advised("llama3-70b", gpus=2048, hardware=None, engine=None, objective="goodput", top=1)
     (ck_advice,) = [x for x in a.advice if x.kind == "checkpoint"]
     ck = a.result.best.estimate.checkpoint
     assert ck is not None and "419 unexpected interruptions" in ck_advice.message
     assert ck.mtbf_s == pytest.approx(LLAMA3_GPU_MTBF_HOURS * 3600 / 2048)
-    assert ck.interval_s == pytest.approx(daly_interval_s(checkpoint_s=ck.checkpoint_s, mtbf_s=ck.mtbf_s))
+    daly = daly_interval_s(checkpoint_s=ck.checkpoint_s, mtbf_s=ck.mtbf_s)
+    step = a.result.best.time.step_s  # Daly's interval in whole steps: a job checkpoints between them
+    assert ck.interval_s / step == pytest.approx(round(ck.interval_s / step)) and abs(ck.interval_s - daly) <= step / 2
     assert 0.9 < ck.goodput < 1.0
     # without a failure rate a throughput search says nothing of checkpoints
     plain = search_advised("llama3-70b", gpus=2048, hardware=None, engine=None, top=1)
@@ -93,3 +95,19 @@ def test_with_failures_priced_a_range_chooses_by_what_the_goodput_keeps():
     assert "of the best goodput tokens/s per GPU" in chosen(priced).message
     assert chosen(priced).gpus < chosen(plain).gpus
     assert priced.result.best.plan.gpus == chosen(priced).gpus
+
+
+def test_estimate_gives_the_expected_time_to_train_beside_the_failure_free_one():
+    args = ("estimate", "-m", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4", "--zero", "1",
+            "--tokens", "15e12")  # fmt: skip
+    code, out, err = run(*args, "--mtbf-hours", "20000", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    goodput = doc["checkpoint"]["goodput"]
+    assert doc["train"]["expected_seconds"] == pytest.approx(doc["train"]["seconds"] / goodput)
+    assert doc["train"]["expected_gpu_hours"] == pytest.approx(doc["train"]["gpu_hours"] / goodput)
+    code, out, err = run(*args, "--mtbf-hours", "20000")
+    said = " ".join(out.split())
+    assert code == 0 and "GPU-hours without failures;" in said and "GPU-hours expected with them" in said
+    code, out, err = run(*args, "--json")
+    assert code == 0 and json.loads(out)["train"]["expected_seconds"] is None

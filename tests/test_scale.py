@@ -142,8 +142,8 @@ def test_the_header_states_the_batch_as_every_command_does():
 
 
 def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():
-    """With a failure rate (--mtbf-hours, or a cluster's), each count's time to train and GPU-hours are the expected
-    ones: the failure-free time over the Young/Daly goodput estimate gives the same plan; without one, none."""
+    """With a failure rate (--mtbf-hours, or a cluster's), each count also has the expected time to train and
+    GPU-hours: the failure-free ones over the Young/Daly goodput estimate gives the same plan; without one, none."""
     from planner.api import estimate
 
     kw = {"tokens": 15e12, "global_batch": 1024, "seq_len": 8192}
@@ -151,9 +151,11 @@ def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():
     priced = scale("llama3-70b", gpus=[1024, 4096], mtbf_hours=20000, **kw)
     assert free.failures is None and priced.failures.gpu_mtbf_hours == 20000
     for a, b in zip(free.points, priced.points, strict=True):
-        assert a.plan == b.plan and a.goodput is None and 0 < b.goodput < 1
-        assert b.train_s == pytest.approx(a.train_s / b.goodput)
-        assert b.gpu_hours == pytest.approx(a.gpu_hours / b.goodput)
+        assert a.plan == b.plan and a.goodput is None and a.expected is None and 0 < b.goodput < 1
+        assert b.train_s == pytest.approx(a.train_s) and b.gpu_hours == pytest.approx(a.gpu_hours)
+        assert b.expected.seconds == pytest.approx(a.train_s / b.goodput) == b.priced_train_s
+        assert b.expected.gpu_hours == pytest.approx(a.gpu_hours / b.goodput) == b.priced_gpu_hours
+        assert b.checkpoint_interval_s / b.step_s == pytest.approx(round(b.checkpoint_interval_s / b.step_s))
         doc = estimate("llama3-70b", plan=b.plan, engine=b.engine, mtbf_hours=20000)
         assert doc.checkpoint.goodput == pytest.approx(b.goodput)
         assert doc.checkpoint.interval_s == pytest.approx(b.checkpoint_interval_s)

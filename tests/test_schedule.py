@@ -126,3 +126,20 @@ def test_restarts_make_goodput_fall_with_scale_where_checkpoints_keep_up():
     assert small.wasted_fraction == pytest.approx(first_order + RESTART_S / small.mtbf_s, rel=0.02)  # Young 1974
     hopeless = checkpoint_plan(checkpoint_bytes=1e15, write_bytes_per_s=1e6, mtbf_per_gpu_s=3600, gpus=131072)
     assert hopeless.goodput == 0 and hopeless.wasted_fraction == 1
+
+
+def test_a_checkpoint_interval_is_whole_steps_and_at_least_one():
+    """A job checkpoints between steps: Daly's interval rounded to whole steps, never less than one, however
+    often a large job fails."""
+    kw = {"checkpoint_bytes": 1e12, "write_bytes_per_s": 1e13, "mtbf_per_gpu_s": 5e4 * 3600, "gpus": 131072}
+    free = checkpoint_plan(**kw)
+    assert free.interval_s < 20  # Daly's, seconds
+    assert checkpoint_plan(**kw, step_s=30).interval_s == 30
+    assert checkpoint_plan(**kw, step_s=3).interval_s == 3 * round(free.interval_s / 3)
+
+
+def test_goodput_of_a_job_that_barely_progresses_is_small_not_zero():
+    """Failures every few minutes against a 50-minute restart: a sliver of the time trains, which the goodput
+    says (taken in logarithms, not as one minus a waste that rounds to one)."""
+    p = checkpoint_plan(checkpoint_bytes=1e11, write_bytes_per_s=1e10, mtbf_per_gpu_s=3600.0, gpus=16, restart_s=3000.0)
+    assert 0 < p.goodput < 1e-3 and p.wasted_fraction < 1

@@ -26,7 +26,7 @@ from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_BATCH, MAX_DEGREE, default_global_batch, default_seq_len
 from planner.specs import ModelSpec
-from planner.units import fmt_seconds
+from planner.units import fmt_seconds, fmt_steps
 
 
 @dataclass
@@ -275,7 +275,8 @@ def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]
     return [
         Advice(
             "checkpoint",
-            f"checkpoint every {fmt_seconds(ck.interval_s)} (Young/Daly; a write takes {fmt_seconds(ck.checkpoint_s)}):"
+            f"checkpoint every {fmt_steps(ck.interval_s, best.time.step_s)} (Young/Daly; a write takes "
+            f"{fmt_seconds(ck.checkpoint_s)}):"
             f" the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on average{source}; goodput "
             f"{ck.goodput:.1%} with a restart of {ck.restart_s / 60:g} min per failure",
             best.plan.gpus,

@@ -18,7 +18,7 @@ from planner.api.advising import priced_failures, search_advised
 from planner.api.resolve import choice
 from planner.cluster.fabric import cluster_of
 from planner.cluster.failures import FailureRate
-from planner.cost.timing import RESTART_S, time_to_train
+from planner.cost.timing import RESTART_S, TrainTime, expected_train, time_to_train
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
@@ -44,10 +44,12 @@ class ScalePoint:
     tokens_per_s: float = 0.0
     mfu: float = 0.0
     step_s: float = 0.0
-    train_s: float = 0.0  # with failures priced, the expected time: failure-free time / goodput
+    train_s: float = 0.0  # failure-free
     gpu_hours: float = 0.0
     goodput: float | None = None  # failures priced: the share of wall time that trains
     checkpoint_interval_s: float | None = None  # failures priced: Young/Daly's compute time between checkpoints
+    checkpoint_write_s: float | None = None  # failures priced: one checkpoint's write at the job's bandwidth
+    expected: TrainTime | None = None  # failures priced: the time and GPU-hours to train over the goodput
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
     refused: bool = False  # the search refused its options at this count (note: its reason), rather than ranking none
@@ -55,6 +57,15 @@ class ScalePoint:
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.tokens_per_s / self.gpus
+
+    @property
+    def priced_train_s(self) -> float:
+        """The time to train as priced: expected where failures are, else failure-free."""
+        return self.expected.seconds if self.expected else self.train_s
+
+    @property
+    def priced_gpu_hours(self) -> float:
+        return self.expected.gpu_hours if self.expected else self.gpu_hours
 
     def as_json(self) -> dict[str, Any]:
         """The point; its figures are null where there is no plan (a script taking the least train_s must not
@@ -69,6 +80,9 @@ class ScalePoint:
             "gpu_hours": self.gpu_hours,
             "goodput": self.goodput,
             "checkpoint_interval_s": self.checkpoint_interval_s,
+            "checkpoint_write_s": self.checkpoint_write_s,
+            "expected_train_s": self.expected.seconds if self.expected else None,
+            "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
         }
         return {
             "gpus": self.gpus,
@@ -173,18 +187,18 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
     if best is None:
         return ScalePoint(g, None, note=result.none_reason())
     t, ck = best.time, best.estimate.checkpoint
-    if ck is not None and ck.goodput <= 0:
+    run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
+    expected = expected_train(run, ck.goodput) if ck is not None else None
+    if ck is not None and expected is None:
         note = (
-            f"failures every {fmt_seconds(ck.mtbf_s)} leave no time to train between checkpoint writes of "
-            f"{fmt_seconds(ck.checkpoint_s)}"
+            f"failures every {fmt_seconds(ck.mtbf_s)} leave no time to train: each costs a restart of "
+            f"{fmt_seconds(ck.restart_s)} and the work since a checkpoint written in {fmt_seconds(ck.checkpoint_s)}"
         )
         return ScalePoint(g, None, note=note)
-    run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
-    kept = 1.0 if ck is None else ck.goodput
     return ScalePoint(
-        g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds / kept,
-        run.gpu_hours / kept, goodput=None if ck is None else ck.goodput,
-        checkpoint_interval_s=None if ck is None else ck.interval_s, defaulted=result.defaulted,
+        g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
+        goodput=ck.goodput if ck else None, checkpoint_interval_s=ck.interval_s if ck else None,
+        checkpoint_write_s=ck.checkpoint_s if ck else None, expected=expected, defaulted=result.defaulted,
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
-from planner.cost.timing import RESTART_S, CheckpointPlan, TrainTime, checkpoint_plan, time_to_train
+from planner.cost.timing import RESTART_S, CheckpointPlan, TrainTime, checkpoint_plan, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility, Uncertainty, plausibility, uncertainty
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -67,6 +67,13 @@ class Estimate:
         return plausibility(mfu, self.hardware, gemm_format(self.plan.precision))
 
     @property
+    def expected_train(self) -> TrainTime | None:
+        """The time to train with failures priced (checkpoints, lost work, restarts); None without both."""
+        if self.train is None or self.checkpoint is None:
+            return None
+        return expected_train(self.train, self.checkpoint.goodput)
+
+    @property
     def goodput_tokens_per_s(self) -> float:
         goodput = self.checkpoint.goodput if self.checkpoint else 1.0
         return self.time.tokens_per_s * goodput
@@ -110,5 +117,6 @@ def estimate(
             mtbf_per_gpu_s=per_gpu_s,
             gpus=plan.gpus,
             restart_s=restart_s,
+            step_s=t.step_s,
         )
     return Estimate(model, hw, engine, plan, mem, t, train, ckpt)

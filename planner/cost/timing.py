@@ -33,6 +33,14 @@ def time_to_train(*, step_s: float, tokens_per_step: int, tokens: float, gpus: i
     return TrainTime(steps=steps, seconds=seconds, gpu_hours=seconds * gpus / 3600.0)
 
 
+def expected_train(train: TrainTime, goodput: float) -> TrainTime | None:
+    """The time and GPU-hours to train once failures are priced: the failure-free ones over the goodput (None:
+    a goodput of 0, no progress at all)."""
+    if goodput <= 0:
+        return None
+    return TrainTime(steps=train.steps, seconds=train.seconds / goodput, gpu_hours=train.gpu_hours / goodput)
+
+
 def system_mtbf_s(*, mtbf_per_gpu_s: float, gpus: int) -> float:
     """Independent exponential failures: the first of N fails at rate N/MTBF."""
     return mtbf_per_gpu_s / gpus
@@ -55,14 +63,14 @@ def daly_interval_s(*, checkpoint_s: float, mtbf_s: float) -> float:
 class CheckpointPlan:
     checkpoint_s: float  # δ: time to write one checkpoint
     mtbf_s: float  # M: system mean time between failures
-    interval_s: float  # τ: compute time between checkpoints (Daly)
+    interval_s: float  # τ: compute time between checkpoints (Daly's, in whole steps where the step is known)
     restart_s: float  # R: time lost per failure besides the work since the last checkpoint
-    wasted_fraction: float  # checkpoint writes + lost work + restarts, per unit of wall time
+    goodput: float  # fraction of wall time spent on useful training steps
 
     @property
-    def goodput(self) -> float:
-        """Fraction of wall time spent on useful training steps."""
-        return 1.0 - self.wasted_fraction
+    def wasted_fraction(self) -> float:
+        """Checkpoint writes + lost work + restarts, per unit of wall time."""
+        return 1.0 - self.goodput
 
 
 def checkpoint_plan(
@@ -72,17 +80,23 @@ def checkpoint_plan(
     mtbf_per_gpu_s: float,
     gpus: int,
     restart_s: float = RESTART_S,
+    step_s: float | None = None,
 ) -> CheckpointPlan:
     """Checkpoint interval and expected waste.
 
-    δ = bytes / aggregate write bandwidth; M = MTBF/gpus; τ from Daly 2006 (R does not move it). Wall time per
-    unit of training under exponential failures, failures during writes and restarts included (Daly 2006, §3):
+    δ = bytes / aggregate write bandwidth; M = MTBF/gpus; τ from Daly 2006 (R does not move it), rounded to whole
+    steps of `step_s` (a job checkpoints between steps), at least one. Wall time per unit of training under
+    exponential failures, failures during writes and restarts included (Daly 2006, §3):
     T_w/T_s = M·e^(R/M)·(e^((τ+δ)/M) − 1)/τ, whose first order is 1 + δ/τ + (τ+δ)/(2M) + R/M (Young 1974): the
-    writes, half an interval of work lost per failure, and a restart per failure. Goodput is T_s/T_w.
+    writes, half an interval of work lost per failure, and a restart per failure. Goodput is T_s/T_w, taken in
+    logarithms so that a hopeless job is a small number, not an overflow.
     """
     delta = checkpoint_bytes / write_bytes_per_s
     mtbf = system_mtbf_s(mtbf_per_gpu_s=mtbf_per_gpu_s, gpus=gpus)
     tau = daly_interval_s(checkpoint_s=delta, mtbf_s=mtbf)
-    exponent = (restart_s + tau + delta) / mtbf
-    goodput = 0.0 if exponent > 700 else tau / (mtbf * (math.exp(exponent) - math.exp(restart_s / mtbf)))
-    return CheckpointPlan(delta, mtbf, tau, restart_s, wasted_fraction=1.0 - goodput)
+    if step_s:
+        tau = max(1, round(tau / step_s)) * step_s
+    x = (tau + delta) / mtbf
+    log_expm1 = x if x > 700 else math.log(math.expm1(x))
+    goodput = math.exp(math.log(tau / mtbf) - restart_s / mtbf - log_expm1)
+    return CheckpointPlan(delta, mtbf, tau, restart_s, goodput)

@@ -192,7 +192,7 @@ def time_table(t: Any) -> Table:
 
 def estimate_lines(est: Any) -> list[str]:
     """Throughput and its trust, the memory summary, and the time to train and goodput when asked for."""
-    from planner.units import fmt_seconds
+    from planner.units import fmt_seconds, fmt_steps
 
     t, u, pl, mem = est.time, est.uncertainty, est.plausibility, est.memory
     lines = [
@@ -223,15 +223,19 @@ def estimate_lines(est: Any) -> list[str]:
         )
     if est.train:
         tr = est.train
+        ex = est.expected_train
         lines.append(
             f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
             f"{fmt_seconds(tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
+            + ("" if est.checkpoint is None else " without failures")
+            + ("" if ex is None else f"; {fmt_seconds(ex.seconds)} {ex.gpu_hours:,.0f} GPU-hours expected with them")
         )
     if est.checkpoint:
         c = est.checkpoint
         lines.append(
             f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
-            f"checkpoint every {fmt_seconds(c.interval_s)} (Young/Daly), restart {c.restart_s / 60:g} min per "
+            f"checkpoint every {fmt_steps(c.interval_s, est.time.step_s)} (Young/Daly), restart {c.restart_s / 60:g} "
+            "min per "
             "failure, expected loss "
             f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
         )

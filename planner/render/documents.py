@@ -102,8 +102,10 @@ class TimeDoc(StepDoc):
 class TrainDoc(Document):
     tokens: int
     steps: int
-    seconds: float
+    seconds: float  # failure-free
     gpu_hours: float
+    expected_seconds: float | None = None  # with failures priced (--mtbf-hours or a cluster): over the goodput
+    expected_gpu_hours: float | None = None
 
 
 class CheckpointDoc(Document):
@@ -201,9 +203,11 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
     train = checkpoint = None
     if est.train:
         tr = est.train
+        ex = est.expected_train
         train = TrainDoc(
-            tokens=tr.steps * est.plan.tokens_per_step, steps=tr.steps, seconds=tr.seconds, gpu_hours=tr.gpu_hours
-        )
+            tokens=tr.steps * est.plan.tokens_per_step, steps=tr.steps, seconds=tr.seconds, gpu_hours=tr.gpu_hours,
+            expected_seconds=ex.seconds if ex else None, expected_gpu_hours=ex.gpu_hours if ex else None,
+        )  # fmt: skip
     if est.checkpoint:
         c = est.checkpoint
         checkpoint = CheckpointDoc(

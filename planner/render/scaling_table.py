@@ -62,8 +62,8 @@ def print_scaling(console: Console, s: Scaling) -> None:
             f"{p.mfu:.1%}",
             fmt_seconds(p.step_s),
             *([f"{p.goodput:.1%}" if p.goodput is not None else ""] if priced else []),
-            fmt_seconds(p.train_s),
-            f"{p.gpu_hours:,.0f}",
+            fmt_seconds(p.priced_train_s),
+            f"{p.priced_gpu_hours:,.0f}",
         )
     print_fitted(console, table)
     _footer(console, s)
@@ -75,8 +75,9 @@ def _footer(console: Console, s: Scaling) -> None:
     if s.failures is not None:
         console.print(
             f"goodput: the share of wall time that trains with a checkpoint every Young/Daly interval; to train and "
-            f"GPU-hours include checkpoint writes, lost work and a restart of {s.restart_s / 60:g} min per failure: "
-            f"a GPU fails every {s.failures.gpu_mtbf_hours:,.0f} h ({escape(s.failures.source)})"
+            f"GPU-hours include checkpoint writes{_writes(s)}, lost work and a restart of "
+            f"{s.restart_s / 60:g} min per failure: a GPU fails every {s.failures.gpu_mtbf_hours:,.0f} h "
+            f"({escape(s.failures.source)})"
         )
     else:
         console.print(
@@ -85,6 +86,15 @@ def _footer(console: Console, s: Scaling) -> None:
     for p in s.points:  # the whole reason where the row cut it
         if p.plan is None and p.note and _short(p.note) != p.note:
             console.print(f"{p.gpus} GPUs: {escape(p.note)}")
+
+
+def _writes(s: Scaling) -> str:
+    """' (69.4 ms–554.9 ms each, --checkpoint-bandwidth)': how long the counts' checkpoints take to write."""
+    writes = sorted(p.checkpoint_write_s for p in s.points if p.checkpoint_write_s is not None)
+    if not writes:
+        return ""
+    span = "–".join(dict.fromkeys(fmt_seconds(w) for w in (writes[0], writes[-1])))
+    return f" ({span} each, --checkpoint-bandwidth)"
 
 
 def _short(note: str, width: int = 60) -> str:
@@ -109,12 +119,13 @@ def plot_scaling(s: Scaling, path: str) -> None:
     mfu = top.twinx()
     mfu.plot(gpus, [100 * p.mfu for p in pts], "--s", color="tab:orange", label="MFU")
     mfu.set_ylabel("MFU (%)")
-    top.set_title(f"{s.model} on {s.hardware}: {fmt_count(s.tokens)} tokens")
+    failures = f", with failures (restart {s.restart_s / 60:g} min)" if s.failures else ", failure-free"
+    top.set_title(f"{s.model} on {s.hardware}: {fmt_count(s.tokens)} tokens{failures}")
     top.grid(alpha=0.3)
-    bottom.plot(gpus, [p.train_s / 86400 for p in pts], "-o", color="tab:green", label="days to train")
+    bottom.plot(gpus, [p.priced_train_s / 86400 for p in pts], "-o", color="tab:green", label="days to train")
     bottom.set_ylabel("days to train")
     hours = bottom.twinx()
-    hours.plot(gpus, [p.gpu_hours / 1e6 for p in pts], "--s", color="tab:red", label="GPU-hours")
+    hours.plot(gpus, [p.priced_gpu_hours / 1e6 for p in pts], "--s", color="tab:red", label="GPU-hours")
     hours.set_ylabel("GPU-hours (millions)")
     bottom.set_xscale("log", base=2)
     bottom.set_xlabel("GPUs")
