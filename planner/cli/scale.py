@@ -62,9 +62,9 @@ def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: 
     from planner.api.scaling import scale as run_scale
 
     if plot:
-        from planner.cli.search import _check_plot
+        from planner.render.plot import check_figure_path
 
-        _check_plot(plot)
+        check_figure_path(plot)
     if opts["tokens"] is None:
         raise PlannerError("scale needs a token budget: pass --tokens N (e.g. 15e12)")
     result = run_scale(

@@ -119,15 +119,6 @@ RiskOpt = Annotated[
 ]
 
 
-def _check_plot(plot: str) -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
-    if not plot.lower().endswith((".svg", ".png", ".pdf")):
-        raise PlannerError(f"--plot {plot!r}: the file name must end in .svg, .png or .pdf")
-
-
 @with_options(
     CATALOG,
     replaced(WHAT, engine=EnginesOpt, gpus=GpusRangeOpt),
@@ -168,7 +159,9 @@ def search(
     opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
     explain_field = _explain_field(explain) if explain else None
     if plot:
-        _check_plot(plot)
+        from planner.render.plot import check_figure_path
+
+        check_figure_path(plot)
     for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
         if path:
             check_writable(path, what=what)

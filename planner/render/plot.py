@@ -1,5 +1,6 @@
 """`planner search --plot`: throughput vs memory per GPU of every valid plan, the Pareto front, the chosen
-plan. matplotlib is the optional extra `plot` and is imported only here, only when asked."""
+plan; and what every drawing command shares: matplotlib (the optional extra `plot`, imported only when asked), the
+file names it writes, and the write."""
 
 from __future__ import annotations
 
@@ -7,15 +8,30 @@ from typing import Any
 
 from planner.errors import PlannerError
 
+FIGURE_SUFFIXES = (".svg", ".png", ".pdf")
 
-def plot_search(result: Any, path: str) -> None:
+
+def pyplot(option: str = "--plot") -> Any:
+    """matplotlib.pyplot on the file-only Agg backend, or one line saying how to install it."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
+        raise PlannerError(f"{option} needs matplotlib: pip install 'planner[plot]'") from None
+    return plt
+
+
+def check_figure_path(path: str, option: str = "--plot") -> None:
+    """Before any work: matplotlib is installed and the file name says a format it writes."""
+    pyplot(option)
+    if not path.lower().endswith(FIGURE_SUFFIXES):
+        raise PlannerError(f"{option} {path!r}: the file name must end in .svg, .png or .pdf")
+
+
+def plot_search(result: Any, path: str) -> None:
+    plt = pyplot()
     from planner.explore.results import pareto_front
 
     pts = [(t.nbytes / 2**30, t.tokens_per_s / result.space.gpus) for t in result.all_timed]

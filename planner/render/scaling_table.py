@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planner.errors import PlannerError
 from planner.render.console import escape, print_fitted
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
@@ -102,14 +101,9 @@ def _short(note: str, width: int = 60) -> str:
 
 
 def plot_scaling(s: Scaling, path: str) -> None:
-    try:
-        import matplotlib
+    from planner.render.plot import pyplot, save_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PlannerError("--plot needs matplotlib: pip install 'planner[plot]'") from None
-    from planner.render.plot import save_figure
+    plt = pyplot()
 
     pts = [p for p in s.points if p.plan is not None]
     gpus = [p.gpus for p in pts]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.errors import PlannerError
-
 MAX_DRAWN_MICROBATCHES = 32
 
 
@@ -64,15 +62,10 @@ def simulate(
 
 
 def draw_timeline(est: Any, path: str) -> None:
-    try:
-        import matplotlib
+    from planner.render.plot import check_figure_path, pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PlannerError("--timeline needs matplotlib: pip install 'planner[plot]'") from None
-    if not path.endswith((".svg", ".png", ".pdf")):
-        raise PlannerError(f"--timeline {path!r}: use a .svg, .png or .pdf file name")
+    check_figure_path(path, "--timeline")
+    plt = pyplot("--timeline")
     plan, t = est.plan, est.time
     m_all = plan.num_microbatches
     v = plan.vpp if plan.schedule == "interleaved" else 1
