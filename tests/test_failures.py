@@ -111,3 +111,22 @@ def test_estimate_gives_the_expected_time_to_train_beside_the_failure_free_one()
     assert code == 0 and "GPU-hours without failures;" in said and "GPU-hours expected with them" in said
     code, out, err = run(*args, "--json")
     assert code == 0 and json.loads(out)["train"]["expected_seconds"] is None
+
+
+@pytest.mark.parametrize(
+    ("command", "rates"),
+    [(("estimate", "--zero", "1"), "(--mtbf-hours or --cluster)"),
+     (("search", "--top", "1"), "(--mtbf-hours, --cluster or --objective goodput)"),
+     (("scale", "--tokens", "1e12"), "(--mtbf-hours or --cluster)")],
+)  # fmt: skip
+def test_failure_options_without_a_failure_rate_say_they_change_nothing(command, rates):
+    """--restart-minutes, --checkpoint-bandwidth and --mtbf-per node describe failures: with no rate to price,
+    the command runs as without them and says so; with one, it says nothing."""
+    verb, *rest = command
+    base = (verb, "-m", "llama3-8b", "--gpus", "8", *rest)
+    code, _, err = run(*base, "--restart-minutes", "5", "--checkpoint-bandwidth", "1e9", "--mtbf-per", "node")
+    said = " ".join(err.split())
+    assert code == 0 and "--restart-minutes, --checkpoint-bandwidth, --mtbf-per node change nothing" in said
+    assert rates in said
+    code, _, err = run(*base, "--restart-minutes", "5", "--mtbf-hours", "5000")
+    assert code == 0 and "change nothing" not in err and "changes nothing" not in err

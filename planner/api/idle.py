@@ -3,6 +3,8 @@ who asked for a recompute module or an offload that moves nothing should hear so
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner.cost.memory import activation_pieces
 from planner.cost.recipe_options import modules_recompute_flops_per_token, offload_groups, offload_modules
 from planner.engine import Engine
@@ -68,3 +70,23 @@ def _offload_idle(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
 def _kept(spec: ModelSpec, plan: Plan, eng: Engine) -> list[float]:
     """Bytes each layer kind keeps per micro-batch (what recompute modules change)."""
     return [keep for keep, _work, _groups in activation_pieces(spec, plan, eng).values()]
+
+
+# The run options that price failures, and the value each means when left as it is.
+FAILURE_OPTIONS = {"restart_minutes": None, "checkpoint_bandwidth": None, "mtbf_per": "gpu"}
+
+
+def failures_unpriced(given: dict[str, Any], *, priced: bool, rates: str = "--mtbf-hours or --cluster") -> list[str]:
+    """--restart-minutes, --checkpoint-bandwidth and --mtbf-per node describe failures: with no failure rate to
+    price (`rates` says where one comes from) they change nothing, which is said rather than passed over."""
+    if priced:
+        return []
+    named = [
+        f"--{k.replace('_', '-')}" + (f" {given[k]}" if k == "mtbf_per" else "")
+        for k, unset in FAILURE_OPTIONS.items()
+        if given.get(k, unset) != unset
+    ]
+    if not named:
+        return []
+    verb = "changes" if len(named) == 1 else "change"
+    return [f"{', '.join(named)} {verb} nothing without a failure rate to price ({rates})"]

@@ -3,11 +3,13 @@ time to train and GPU-hours; a table, --json, or a plot. Thin: parse, call plann
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any, Optional
 
 import typer
 
 from planner.api.hardware_for import power_capped
+from planner.api.idle import failures_unpriced
 from planner.cli.callbacks import nonempty
 from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
 from planner.cli.options import (
@@ -83,6 +85,8 @@ def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: 
         checkpoint_bandwidth=opts["checkpoint_bandwidth"],
         restart_minutes=opts["restart_minutes"],
     )
+    for said in failures_unpriced(opts, priced=result.failures is not None):
+        warnings.warn(said, stacklevel=1)
     if plot:
         from planner.render.scaling_table import plot_scaling
 

@@ -7,11 +7,13 @@ imports matplotlib unless --plot is given.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
 
 import typer
 
 from planner.api.hardware_for import power_capped
+from planner.api.idle import failures_unpriced
 from planner.api.resolve import engine_overrides
 from planner.cli.callbacks import nonempty, words
 from planner.cli.cluster_options import (
@@ -167,6 +169,9 @@ def search(
             check_writable(path, what=what)
     advised = _run(opts, exhaustive=exhaustive or bool(plot))
     result = advised.result
+    priced = not result.top or result.top[0].estimate.checkpoint is not None
+    for said in failures_unpriced(opts, priced=priced, rates="--mtbf-hours, --cluster or --objective goodput"):
+        warnings.warn(said, stacklevel=1)
     why = _explained(opts, result, *explain_field) if explain_field is not None else None
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
         _save(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any, Optional
 
 import typer
 
+from planner.api.idle import failures_unpriced
 from planner.api.resolve import resolve_options
 from planner.cli.callbacks import nonempty
 from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster, run_options
@@ -58,6 +60,8 @@ def estimate(
 
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     est = run_estimate(r, **run_options(opts, r.hardware))
+    for said in failures_unpriced(opts, priced=est.checkpoint is not None):
+        warnings.warn(said, stacklevel=1)
     if timeline:
         from planner.render.timeline import draw_timeline
 
