@@ -302,6 +302,8 @@ def test_cli_goodput_objective(capsys):
     assert code == 0, err
     doc = json.loads(out)
     assert 0 < doc["plans"][0]["goodput"] <= 1
+    ck = doc["plans"][0]["checkpoint"]  # as estimate's: the interval, the restart, the goodput
+    assert ck["goodput"] == doc["plans"][0]["goodput"] and ck["restart_s"] == 600 and ck["interval_s"] > 0
 
 
 @pytest.mark.parametrize(

@@ -200,7 +200,7 @@ def rates(est: Estimate) -> dict[str, Any]:
 def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
     t = est.time
     mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
-    train = checkpoint = None
+    train = None
     if est.train:
         tr = est.train
         ex = est.expected_train
@@ -208,17 +208,6 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
             tokens=tr.steps * est.plan.tokens_per_step, steps=tr.steps, seconds=tr.seconds, gpu_hours=tr.gpu_hours,
             expected_seconds=ex.seconds if ex else None, expected_gpu_hours=ex.gpu_hours if ex else None,
         )  # fmt: skip
-    if est.checkpoint:
-        c = est.checkpoint
-        checkpoint = CheckpointDoc(
-            write_s=c.checkpoint_s,
-            system_mtbf_s=c.mtbf_s,
-            interval_s=c.interval_s,
-            restart_s=c.restart_s,
-            wasted_fraction=c.wasted_fraction,
-            goodput=c.goodput,
-            goodput_tokens_per_s=est.goodput_tokens_per_s,
-        )
     return EstimateDoc(
         **dict(mem),
         time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
@@ -226,5 +215,21 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
         model_flops_per_step=t.model_flops_per_step,
         may_not_fit=est.may_not_fit,
         train=train,
-        checkpoint=checkpoint,
+        checkpoint=checkpoint_doc(est),
+    )
+
+
+def checkpoint_doc(est: Estimate) -> CheckpointDoc | None:
+    """The checkpoint interval, the restart and the goodput where failures are priced (estimate, each search plan)."""
+    c = est.checkpoint
+    if c is None:
+        return None
+    return CheckpointDoc(
+        write_s=c.checkpoint_s,
+        system_mtbf_s=c.mtbf_s,
+        interval_s=c.interval_s,
+        restart_s=c.restart_s,
+        wasted_fraction=c.wasted_fraction,
+        goodput=c.goodput,
+        goodput_tokens_per_s=est.goodput_tokens_per_s,
     )

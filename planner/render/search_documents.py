@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.explore.results import Miss, Ranked, SearchResult
-from planner.render.documents import Document, MemoryDoc, StepDoc, memory_doc, rates
+from planner.render.documents import CheckpointDoc, Document, MemoryDoc, StepDoc, checkpoint_doc, memory_doc, rates
 
 
 class RankedDoc(Document):
@@ -25,6 +25,7 @@ class RankedDoc(Document):
     plausibility: dict[str, Any]
     goodput: float | None = None
     goodput_tokens_per_s: float | None = None
+    checkpoint: CheckpointDoc | None = None  # as estimate's: the interval, restart and goodput, failures priced
     tiers: dict[str, str | None]  # per parallel group, the slowest tier it crosses (documents.py)
 
 
@@ -81,6 +82,7 @@ def ranked_doc(r: Ranked) -> RankedDoc:
         **rates(e),
         goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
         goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
+        checkpoint=checkpoint_doc(e),
     )
 
 
