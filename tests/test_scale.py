@@ -197,3 +197,15 @@ def test_restarts_make_the_largest_counts_slower_to_train_than_they_run():
     assert small.goodput > big.goodput
     assert all(q.goodput > p.goodput for p, q in zip(s.points, quick.points, strict=True))
     assert scale("llama3-405b", gpus=[16384], restart_minutes=3, **kw).points[0].goodput > small.goodput
+
+
+def test_a_default_batch_that_underfeeds_a_count_points_to_auto():
+    """512 sequences cannot feed 131,072 GPUs: the table says which counts the default batch leaves below 90% of
+    the best per-GPU rate and names --global-batch auto; a batch the user chose is not second-guessed."""
+    args = ("scale", "-m", "llama3-405b", "--gpus", "16384,131072", "--tokens", "15.6e12")
+    code, out, err = run(*args)
+    said = " ".join(out.split())
+    assert code == 0, err
+    assert "the default batch keeps 131072 GPUs below 90% of the best per-GPU rate: --global-batch auto" in said
+    code, out, err = run(*args, "--global-batch", "512")
+    assert code == 0 and "--global-batch auto chooses" not in out

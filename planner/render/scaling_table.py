@@ -82,9 +82,25 @@ def _footer(console: Console, s: Scaling) -> None:
         console.print(
             "[dim]failure-free times: --mtbf-hours H (or --cluster) prices checkpoints, lost work and restarts[/]"
         )
+    _underfed(console, s)
     for p in s.points:  # the whole reason where the row cut it
         if p.plan is None and p.note and _short(p.note) != p.note:
             console.print(f"{p.gpus} GPUs: {escape(p.note)}")
+
+
+def _underfed(console: Console, s: Scaling) -> None:
+    """Where the default batch leaves a count's GPUs underfed (below WELL of the best count's per-GPU rate), the
+    option that chooses a batch per count."""
+    from planner.explore.advice import WELL
+
+    ran = [p for p in s.points if p.plan is not None]
+    best = max((p.tokens_per_s_per_gpu for p in ran), default=0.0)
+    low = [p.gpus for p in ran if "global_batch" in p.defaulted and p.tokens_per_s_per_gpu < WELL * best]
+    if low:
+        console.print(
+            f"[yellow]note:[/] the default batch keeps {', '.join(map(str, low))} GPUs below {WELL:.0%} of the best "
+            "per-GPU rate: --global-batch auto chooses a batch for each count (within --max-tokens-per-step)"
+        )
 
 
 def _writes(s: Scaling) -> str:
