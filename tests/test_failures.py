@@ -91,8 +91,8 @@ def test_with_failures_priced_a_range_chooses_by_what_the_goodput_keeps():
         (x,) = [x for x in a.advice if x.kind == "chosen_gpus"]
         return x
 
-    assert "of the best tokens/s per GPU" in chosen(plain).message
-    assert "of the best goodput tokens/s per GPU" in chosen(priced).message
+    assert "of the range's best tokens/s per GPU" in chosen(plain).message
+    assert "of the range's best goodput tokens/s per GPU" in chosen(priced).message
     assert chosen(priced).gpus < chosen(plain).gpus
     assert priced.result.best.plan.gpus == chosen(priced).gpus
 

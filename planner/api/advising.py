@@ -240,8 +240,8 @@ def _choices(
         out.append(
             Advice(
                 "chosen_gpus",
-                f"{chosen} GPUs, the most whose best plan reaches >= {WELL:.0%} of the best {unit} per GPU "
-                f"in the range ({tried})",
+                f"{chosen} GPUs, the most whose best plan reaches >= {WELL:.0%} of the range's best {unit} per "
+                f"GPU ({tried})",
                 chosen,
                 choice[chosen],
             )
