@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Plan", "estimate", "load_engine", "load_hardware", "load_model", "memory", "search"]
+__all__ = ["Plan", "estimate", "load_engine", "load_hardware", "load_model", "memory", "scale", "search"]
 
 if TYPE_CHECKING:
     from planner.api import Plan, estimate, load_engine, load_hardware, load_model, memory, search
+    from planner.api.scaling import scale
 
 
 def __getattr__(name: str) -> Any:

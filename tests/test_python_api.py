@@ -5,7 +5,10 @@ the plan it ranked, engine included."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from helpers import run_planner
 
 from planner import estimate, search
 from planner.errors import PlannerError
@@ -50,3 +53,13 @@ def test_a_search_plans_mapping_prices_on_the_engine_that_ranked_it():
     assert best.plan["engine"] == "torchtitan"
     alone = estimate("llama3-70b", gpus=64, plan=best.plan)  # no engine= given: the mapping's
     assert alone.engine == "torchtitan" and alone.tokens_per_s == pytest.approx(best.tokens_per_s)
+
+
+def test_scale_is_a_function_of_the_api_too():
+    """`from planner import scale`: the curve `planner scale --json` prints."""
+    from planner import scale
+
+    curve = scale("llama3-8b", gpus="64,128", tokens=1e12)
+    code, out, err = run_planner("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--json")
+    assert code == 0, err
+    assert curve.as_json() == json.loads(out)

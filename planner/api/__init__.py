@@ -32,6 +32,7 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 if TYPE_CHECKING:
+    from planner.api.scaling import scale
     from planner.cost.estimate import Estimate
     from planner.explore.results import SearchResult
     from planner.render.documents import EstimateDoc, MemoryDoc
@@ -43,6 +44,7 @@ _LAZY = {
     "EstimateDoc": "planner.render.documents",
     "MemoryDoc": "planner.render.documents",
     "SearchDoc": "planner.render.search_documents",
+    "scale": "planner.api.scaling",  # searches a curve of counts: loaded with its fan-out when first called
 }
 
 
@@ -68,6 +70,7 @@ __all__ = [
     "resolve_request",
     "run_estimate",
     "run_search",
+    "scale",
     "search",
 ]
 
