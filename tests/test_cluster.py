@@ -194,7 +194,7 @@ def test_a_plan_saved_on_a_cluster_reads_back_on_it(tmp_path):
     flat network (audit: Llama 3 70B on 2,048 GPUs of a 2:1 fat tree, dp and pp on the spine)."""
     path = tmp_path / "plan.yaml"
     code, out, err = run("search", "-m", "llama3-70b", "--gpus", "2048", "--cluster", "rail-fat-tree-2to1",
-                         "--save", str(path), "--top", "1", "--no-advice", "--json")  # fmt: skip
+                         "--max-cp", "1", "--save", str(path), "--top", "1", "--no-advice", "--json")  # fmt: skip
     assert code == 0, err
     searched = json.loads(out)["plans"][0]
     assert "cluster: rail-fat-tree-2to1" in path.read_text()

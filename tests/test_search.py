@@ -250,7 +250,8 @@ def test_explain_is_the_search_pinned_to_the_value(capsys):
     """--explain runs the same search with the value pinned: its rejections are the pinned search's own (they
     were read off the unpinned search's rejections, which labelled every rule rejection rc=none), and its best
     valid plan is set against the winner (it said nothing of valid plans that lost on throughput; a value outside
-    the space may beat the winner: Llama 3 70B on 64 GPUs runs faster at cp 2, which the default space leaves out)."""
+    the space may beat the winner: Mixtral 8x7B on 64 GPUs at 8k runs faster at cp 2, which an MoE search leaves to
+    --max-cp)."""
     args = ("search", "--model", "llama3-70b", "--gpus", "64", "--top", "1", "--no-advice", "--json")
     for pin, flag in (("recompute=full", ("--recompute", "full")), ("pp=1", ("--pp", "1"))):
         code, out, err = cli(capsys, *args, "--explain", pin)
@@ -263,7 +264,8 @@ def test_explain_is_the_search_pinned_to_the_value(capsys):
         assert why["best"]["tokens_per_s"] == pytest.approx(pinned["plans"][0]["tokens_per_s"])
         assert why["best_vs_winner"] == pytest.approx(why["best"]["tokens_per_s"] / winner)
     assert why["best_vs_winner"] < 1  # pp=1: valid, slower
-    code, out, err = cli(capsys, *args[:-1], "--explain", "cp=2")
+    moe = ("search", "--model", "mixtral-8x7b", "--gpus", "64", "--seq-len", "8192", "--top", "1", "--no-advice")
+    code, out, err = cli(capsys, *moe, "--explain", "cp=2")
     said = " ".join(out.split())
     assert code == 0 and "outside the search space" in said and "above the winner's" in said, err
 
@@ -480,3 +482,17 @@ def test_searches_sharing_one_front_door_give_what_fresh_ones_give(model, n, mon
     fresh = [_summary(search(m, hw, s, GENERIC, top=3)) for s in spaces]
     assert shared == fresh
     assert all(s[0] for s in fresh)  # each search ranked plans: the comparison is not of empty results
+
+
+def test_a_dense_search_from_8k_takes_cp2_as_nvidias_tuned_recipes_run():
+    """NVIDIA's tuned H100 bf16 recipes run Llama 3 70B at tp 4 pp 4 cp 2 and Llama 3 8B at cp 2 with 8k sequences
+    (Megatron-Bridge scripts/performance/configs/llama/llama3_workload_base_configs.py): the default dense search
+    finds them; an MoE search at 8k leaves cp to --max-cp."""
+    from planner import search
+
+    p = search("llama3-70b", gpus=64, global_batch=128, top=1).plans[0].plan
+    assert (p["tp"], p["pp"], p["cp"]) == (4, 4, 2)
+    assert search("llama3-8b", gpus=8, global_batch=128, top=1).plans[0].plan["cp"] == 2
+    assert search("llama3-8b", gpus=8, global_batch=128, seq_len=4096, top=1).plans[0].plan["cp"] == 1
+    moe = search("mixtral-8x7b", gpus=64, seq_len=8192, top=5)
+    assert {d.plan["cp"] for d in moe.plans} == {1}

@@ -86,7 +86,9 @@ MaxPpOpt = Annotated[
 ]
 MaxCpOpt = Annotated[
     Optional[int],
-    typer.Option("--max-cp", min=1, max=MAX_DEGREE, help="largest cp (default 1, or 16 when seq_len >= 32768)"),
+    typer.Option(
+        "--max-cp", min=1, max=MAX_DEGREE, help="largest cp (default 16 from 32k tokens, 2 from 8k if dense, else 1)"
+    ),
 ]
 MaxEpOpt = Annotated[Optional[int], typer.Option("--max-ep", min=1, max=MAX_DEGREE, help="largest ep (MoE models)")]
 MaxVppOpt = Annotated[int, typer.Option("--max-vpp", min=1, max=64, help="largest vpp for the interleaved schedule")]

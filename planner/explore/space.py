@@ -22,8 +22,12 @@ PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 PRUNED_RISK = "may not fit by the 80% interval of memory, with --risk"
 OBJECTIVES = ("throughput", "memory", "goodput", "risk")  # risk: the 80% interval's low end (search --risk)
-LONG_SEQ = 32768  # from this sequence length up, context parallelism is searched by default
+LONG_SEQ = 32768  # from this sequence length up, context parallelism up to DEFAULT_MAX_CP_LONG is searched by default
 DEFAULT_MAX_CP_LONG = 16
+# A dense model's search also takes cp 2 from 8k tokens: NVIDIA's tuned H100 bf16 recipes run Llama 3 8B at cp 2 and
+# Llama 3 70B at tp 4 pp 4 cp 2 with 8k sequences (Megatron-Bridge scripts/performance/configs/llama/
+# llama3_workload_base_configs.py). An MoE search, several times the candidates, leaves it to --max-cp 2.
+DENSE_CP_SEQ, DEFAULT_MAX_CP_DENSE = 8192, 2
 DEFAULT_MAX_VPP = 4
 DEFAULT_MAX_MICRO_BATCH = 16
 
@@ -73,6 +77,13 @@ def in_range(name: str, value: object, bounds: tuple[float, float]) -> None:
 
 
 NO_FAILURES = Checkpointing()  # goodput is not computed
+
+
+def default_max_cp(model: ModelSpec, seq_len: int) -> int:
+    """The largest cp a search takes unless told (--max-cp): long sequences up to 16, a dense model's 8k ones 2."""
+    if seq_len >= LONG_SEQ:
+        return DEFAULT_MAX_CP_LONG
+    return DEFAULT_MAX_CP_DENSE if seq_len >= DENSE_CP_SEQ and model.moe is None else 1
 
 
 # ---- the search space ----------------------------------------------------------------------------------
@@ -183,14 +194,14 @@ class Structure:
 def structures(model: ModelSpec, hw: HardwareProfile, space: Space) -> list[Structure]:
     """The structural grid. tp: divisors of gpus up to 2 nodes' worth, or the NVLink domain where larger, by
     default (check_plan rejects those that do not divide heads); pp: divisors of gpus up to num_layers; cp:
-    powers of two dividing seq_len (searched only for long sequences unless --max-cp); dp: what is left (or
+    powers of two dividing seq_len (default_max_cp unless --max-cp); dp: what is left (or
     fixed)."""
     g = space.gpus
     gdiv = divisors(g)
     max_tp = max(2 * hw.gpus_per_node, hw.nvlink_domain)  # an NVL72 rack runs tp up to 72 on NVLink
     tps = _limited(gdiv, space.tp, space.max_tp if space.max_tp is not None else max_tp)
     pps = _limited(gdiv, space.pp, space.max_pp if space.max_pp is not None else model.num_layers)
-    max_cp = space.max_cp if space.max_cp is not None else (DEFAULT_MAX_CP_LONG if space.seq_len >= LONG_SEQ else 1)
+    max_cp = space.max_cp if space.max_cp is not None else default_max_cp(model, space.seq_len)
     cps = [space.cp] if space.cp is not None else _pow2_divisors(math.gcd(space.seq_len, g), max_cp)
     out: list[Structure] = []
     for tp in tps:
