@@ -4,6 +4,7 @@ interval the search recommends for its best plan (Young 1974 / Daly 2006, cost/t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import run_planner as run
@@ -13,6 +14,8 @@ from planner.cluster.failures import LLAMA3_GPU_MTBF_HOURS, failure_rate
 from planner.cost.timing import daly_interval_s
 from planner.io.catalog import load_hardware
 from planner.io.clusters import cluster_hardware
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_llama3_rate_is_the_published_count():
@@ -130,3 +133,28 @@ def test_failure_options_without_a_failure_rate_say_they_change_nothing(command,
     assert rates in said
     code, _, err = run(*base, "--restart-minutes", "5", "--mtbf-hours", "5000")
     assert code == 0 and "change nothing" not in err and "changes nothing" not in err
+
+
+def test_a_cluster_file_may_state_its_own_restart_time(tmp_path):
+    """`failures: {restart_minutes: 3}` prices each failure of the cluster's jobs at 3 minutes (estimate, search,
+    scale), whatever rate prices them; --restart-minutes still says otherwise; a bad value is refused by name."""
+    text = (REPO / "cluster_profiles" / "rail-fat-tree-2to1.yaml").read_text()
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace("name: rail-fat-tree-2to1", "name: mine") + "  restart_minutes: 3\n")
+    plan = ("-m", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4", "--zero", "1")
+    code, out, err = run("estimate", *plan, "--cluster", str(path), "--json")
+    assert code == 0, err
+    ck = json.loads(out)["checkpoint"]
+    assert ck["restart_s"] == 180 and ck["system_mtbf_s"] == pytest.approx(LLAMA3_GPU_MTBF_HOURS * 3600 / 1024)
+    code, out, err = run("estimate", *plan, "--cluster", str(path), "--mtbf-hours", "20000", "--json")
+    assert code == 0 and json.loads(out)["checkpoint"]["restart_s"] == 180, err
+    code, out, err = run("estimate", *plan, "--cluster", str(path), "--restart-minutes", "7", "--json")
+    assert code == 0 and json.loads(out)["checkpoint"]["restart_s"] == 420, err
+    code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024", "--tokens", "1e12", "--cluster", str(path),
+                         "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["failures"]["restart_s"] == 180, err
+    code, out, err = run("search", "-m", "llama3-70b", "--gpus", "1024", "--cluster", str(path), "--top", "1")
+    assert code == 0 and "with a restart of 3 min per failure" in " ".join(out.split()), err
+    path.write_text(text.replace("name: rail-fat-tree-2to1", "name: mine") + "  restart_minutes: -3\n")
+    code, out, err = run("estimate", *plan, "--cluster", str(path))
+    assert code == 2 and "restart_minutes" in err and "Traceback" not in err

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.cluster.fabric import cluster_of
-from planner.cluster.failures import FailureRate, checkpoint_bandwidth, failure_rate
+from planner.cluster.failures import FailureRate, checkpoint_bandwidth, failure_rate, with_cluster_restart
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import (
@@ -75,9 +75,7 @@ def search_advised(
     seq_len = options.get("seq_len") or default_seq_len(spec.max_seq_len)
     if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
         raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
-    rate = priced_failures(hw, options)
-    if rate is not None:
-        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
+    rate, options = _with_failures(hw, options)
     probe = _probe(spec, hw, engine, options)
     counts = gpu_range(count, node=hw.gpus_per_node, domain=hw.nvlink_domain) if isinstance(count, str) else [count]
     choice, chosen = _choose(probe, counts, batch, seq_len=seq_len, bound=bound)
@@ -119,6 +117,15 @@ def _counts_and_batch(gpus: int | str | None, global_batch: int | str | None) ->
     if isinstance(batch, str) and batch != "auto":
         raise PlannerError(f"--global-batch {batch!r}: give a number of sequences or 'auto'")
     return count, batch
+
+
+def _with_failures(hw: HardwareProfile, options: dict[str, Any]) -> tuple[FailureRate | None, dict[str, Any]]:
+    """The failure rate priced where none is given (priced_failures) and the options that price it, with the
+    restart time a cluster file states."""
+    rate = priced_failures(hw, options)
+    if rate is not None:
+        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
+    return rate, with_cluster_restart(hw, options)
 
 
 def priced_failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:

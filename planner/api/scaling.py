@@ -17,7 +17,7 @@ from typing import Any, cast
 from planner.api.advising import priced_failures, search_advised
 from planner.api.resolve import choice
 from planner.cluster.fabric import cluster_of
-from planner.cluster.failures import FailureRate
+from planner.cluster.failures import FailureRate, with_cluster_restart
 from planner.cost.timing import RESTART_S, TrainTime, expected_train, time_to_train
 from planner.engine import Engine
 from planner.errors import PlannerError
@@ -173,7 +173,7 @@ def scale(
     refusals = {p.note for p in points if p.refused}
     if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
         raise PlannerError(refusals.pop() or "")
-    restart_s = Checkpointing(restart_minutes=options.get("restart_minutes")).restart_s
+    restart_s = Checkpointing(restart_minutes=with_cluster_restart(hw, options).get("restart_minutes")).restart_s
     cluster = cluster_of(hw)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points), _rate(hw, options), restart_s,

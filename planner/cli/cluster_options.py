@@ -44,8 +44,8 @@ def hardware_on_cluster(opts: dict[str, Any]) -> Any:
 
 
 def run_options(opts: dict[str, Any], hw: Any) -> dict[str, Any]:
-    """estimate's run options (tokens, failures, checkpoint bandwidth); on a cluster without --mtbf-hours, the
-    cluster's failure rate (planner/cluster/failures.py)."""
+    """estimate's run options (tokens, failures, checkpoint bandwidth, restart); on a cluster, what its file states
+    where the options do not: its failure rate and restart time (planner/cluster/failures.py)."""
     run = {k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "restart_minutes")}
     if opts.get("cluster") and run["mtbf_hours"] is None:
         from planner.cluster.failures import failure_rate
@@ -55,7 +55,9 @@ def run_options(opts: dict[str, Any], hw: Any) -> dict[str, Any]:
         from planner.cluster.failures import checkpoint_bandwidth
 
         run["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, opts["gpus"])
-    return run
+    from planner.cluster.failures import with_cluster_restart
+
+    return with_cluster_restart(hw, run)
 
 
 GpusRangeOpt = Annotated[

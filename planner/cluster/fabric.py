@@ -51,6 +51,14 @@ class Failures(Frozen):
 
     gpu_mtbf_hours: float = Field(gt=0, allow_inf_nan=False, description="mean GPU-hours between interruptions")
     source: str = Field(min_length=1)
+    restart_minutes: float | None = Field(
+        None,
+        ge=0,
+        le=1440,
+        allow_inf_nan=False,
+        description="wall time one failure costs this cluster's jobs besides the lost work (detection, a spare node, "
+        "restart, communicator init, reading the checkpoint); default: cost/timing.py's RESTART_S",
+    )
 
 
 class Cluster(Frozen):

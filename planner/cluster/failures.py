@@ -10,6 +10,7 @@ Young's / Daly's (cost/timing.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from planner.cluster.fabric import cluster_of
 from planner.hardware import HardwareProfile
@@ -31,6 +32,16 @@ def failure_rate(hw: HardwareProfile) -> FailureRate:
     if cluster is not None and cluster.failures is not None:
         return FailureRate(cluster.failures.gpu_mtbf_hours, cluster.failures.source)
     return FailureRate(LLAMA3_GPU_MTBF_HOURS, LLAMA3_SOURCE)
+
+
+def with_cluster_restart(hw: HardwareProfile, options: dict[str, Any]) -> dict[str, Any]:
+    """The run options with the restart time the cluster file states, where --restart-minutes does not say one
+    (failures are the cluster's whatever rate prices them)."""
+    cluster = cluster_of(hw)
+    stated = cluster.failures.restart_minutes if cluster is not None and cluster.failures is not None else None
+    if stated is None or options.get("restart_minutes") is not None:
+        return options
+    return {**options, "restart_minutes": stated}
 
 
 def checkpoint_bandwidth(hw: HardwareProfile, gpus: int) -> float | None:
