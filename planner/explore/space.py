@@ -24,9 +24,10 @@ PRUNED_RISK = "may not fit by the 80% interval of memory, with --risk"
 OBJECTIVES = ("throughput", "memory", "goodput", "risk")  # risk: the 80% interval's low end (search --risk)
 LONG_SEQ = 32768  # from this sequence length up, context parallelism up to DEFAULT_MAX_CP_LONG is searched by default
 DEFAULT_MAX_CP_LONG = 16
-# A dense model's search also takes cp 2 from 8k tokens: NVIDIA's tuned H100 bf16 recipes run Llama 3 8B at cp 2 and
-# Llama 3 70B at tp 4 pp 4 cp 2 with 8k sequences (Megatron-Bridge scripts/performance/configs/llama/
-# llama3_workload_base_configs.py). An MoE search, several times the candidates, leaves it to --max-cp 2.
+# A dense model's search also takes cp 2 from 8k tokens: NVIDIA's tuned H100 bf16 recipes run Llama 3 8B at cp 2,
+# Llama 3 70B at tp 4 pp 4 cp 2 and Llama 3.1 405B at tp 8 pp 8 cp 2 with 8k sequences (Megatron-Bridge
+# scripts/performance/configs/llama/llama3_workload_base_configs.py, llama31_workload_base_configs.py). An MoE
+# search, several times the candidates, leaves it to --max-cp 2.
 DENSE_CP_SEQ, DEFAULT_MAX_CP_DENSE = 8192, 2
 DEFAULT_MAX_VPP = 4
 DEFAULT_MAX_MICRO_BATCH = 16
