@@ -10,7 +10,7 @@ import random
 
 import pytest
 import yaml
-from helpers import make_engine
+from helpers import make_engine, run_planner
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
@@ -496,3 +496,8 @@ def test_a_dense_search_from_8k_takes_cp2_as_nvidias_tuned_recipes_run():
     assert search("llama3-8b", gpus=8, global_batch=128, seq_len=4096, top=1).plans[0].plan["cp"] == 1
     moe = search("mixtral-8x7b", gpus=64, seq_len=8192, top=5)
     assert {d.plan["cp"] for d in moe.plans} == {1}
+    args = ("search", "-m", "mixtral-8x7b", "--gpus", "64", "--seq-len", "8192", "--top", "1", "--no-advice")
+    said = "cp not searched: an MoE search takes cp from 32,768 tokens; --max-cp 2 adds it"
+    assert said in " ".join(run_planner(*args)[1].split())  # the search says what it left out
+    assert said not in " ".join(run_planner(*args, "--max-cp", "2")[1].split())
+    assert "cp not searched" not in run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--top", "1")[1]

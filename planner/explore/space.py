@@ -87,6 +87,14 @@ def default_max_cp(model: ModelSpec, seq_len: int) -> int:
     return DEFAULT_MAX_CP_DENSE if seq_len >= DENSE_CP_SEQ and model.moe is None else 1
 
 
+def cp_left_out(model: ModelSpec, space: Space) -> bool:
+    """cp was not searched where a dense model's search would take it: an MoE model from 8k tokens, below 32k,
+    with neither --cp nor --max-cp given (the search says so, with the option that adds it)."""
+    if space.cp is not None or space.max_cp is not None or model.moe is None:
+        return False
+    return DENSE_CP_SEQ <= space.seq_len < LONG_SEQ
+
+
 # ---- the search space ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Space:
