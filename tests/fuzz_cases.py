@@ -850,6 +850,7 @@ RISK_OPTIONS = {
     "--mtbf-hours": [*FLOATS, "0.001", "1e10"],
     "--mtbf-per": ["gpu", "node", "rack"],
     "--checkpoint-bandwidth": FLOATS,
+    "--restart-minutes": [*FLOATS, "0", "1440", "1441", "-1"],
 }
 
 
@@ -929,6 +930,8 @@ SCALE_OPTIONS: dict[str, list[str]] = {
     "--allow-cross-node-tp": [],
     "--plot": OUT_PLOTS,
     "--json": [],
+    **RISK_OPTIONS,
+    "--power-limit": ["700", "1", "100000", "nan"],
 }
 EMIT_TARGETS = ["torchrun", "slurm", "k8s", "megatron", "torchtitan", "deepspeed"]
 LAUNCH_OPTIONS: dict[str, list[str]] = {

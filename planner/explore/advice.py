@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from planner.errors import PlannerError
 from planner.explore.fanout import fan_out, workers
+from planner.plan import MAX_DEGREE
 
 WELL = 0.9  # a share of the best per-GPU throughput that counts as using the GPUs well
 SCAN_DEPTH = 8  # at most 256x fewer GPUs are scanned for the best per-GPU throughput
@@ -224,6 +225,8 @@ def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
         raise PlannerError(f"--gpus {text!r}: give a count (1024) or a range LO..HI (1024..131072)") from None
     if not 1 <= lo < hi:
         raise PlannerError(f"--gpus {text!r}: a range needs 1 <= LO < HI")
+    if hi > MAX_DEGREE:
+        raise PlannerError(f"--gpus {text!r}: give counts from 1 to {MAX_DEGREE}")
     unit = domain if domain and domain & (domain - 1) else 1  # a power-of-two domain: plain powers of two
     counts = {unit << k for k in range(hi.bit_length()) if lo <= unit << k <= hi} | {lo, hi}
     out = sorted(g for g in counts if g % node == 0)
