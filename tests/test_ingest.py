@@ -994,3 +994,14 @@ def test_a_torchtitan_job_restarted_into_its_log_is_read_as_two_runs(tmp_path):
     other = text.replace("global batch size 2,", "global batch size 4,")
     with pytest.raises(PlannerError, match="contradicts itself: global batch 2, then 4"):
         read_log(text + other, source="requeued", engine="torchtitan")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("validate", ""), ("validate", " "), ("calibrate", ""), ("ingest", ""),
+     ("ingest", str(DATA / "logs" / "megatron_lm_gpt2_tp4_pp8.log"), " ")],
+)  # fmt: skip
+def test_an_empty_file_argument_is_refused_by_name(argv):
+    """An empty path is no file: said as such (it read as '.', the folder it ran in, or as ' : no such file')."""
+    code, out, err = run_planner(*argv)
+    assert code == 2 and "is empty; give a name or a path" in err and out == "" and "Traceback" not in err

@@ -33,6 +33,13 @@ def nonempty(value: str | None) -> str | None:
     return value
 
 
+def nonempty_paths(values: list[str] | None) -> list[str] | None:
+    """`nonempty` for a list of files (calibrate's inputs, ingest's logs): each must say something."""
+    for value in values or []:
+        nonempty(value)
+    return values
+
+
 def nonempty_as(expected: str) -> Callable[[str | None], str | None]:
     """`nonempty` for an option that takes no name or path: an empty one says what it takes."""
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from planner.cli.callbacks import nonempty
+from planner.cli.callbacks import nonempty, nonempty_paths
 from planner.cli.ingest import LogPlanOpt
 from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
 from planner.errors import PlannerError
@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 def validate(
     runs: Annotated[
-        str, typer.Argument(help="runs file (the calibration_runs.yaml schema) or a training log (as ingest reads it)")
+        str,
+        typer.Argument(
+            callback=nonempty,
+            help="runs file (the calibration_runs.yaml schema) or a training log (as ingest reads it)",
+        ),
     ],
     hardware: Annotated[
         Optional[str], typer.Option("--hardware", callback=nonempty, help="use this profile for every run")
@@ -91,7 +95,10 @@ def param_names(params: str | None) -> tuple[str, ...] | None:
 
 
 InputsArg = Annotated[
-    list[str], typer.Argument(help="runs files (.yaml), launch profiles (.json) and training logs, alike")
+    list[str],
+    typer.Argument(
+        callback=nonempty_paths, help="runs files (.yaml), launch profiles (.json) and training logs, alike"
+    ),
 ]
 FitHardwareOpt = Annotated[
     Optional[list[str]],

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.cli.callbacks import nonempty
+from planner.cli.callbacks import nonempty, nonempty_paths
 from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
 from planner.errors import PlannerError
 from planner.io.logs import DEFAULT_WARMUP, ENGINES
@@ -41,8 +41,9 @@ def _hardware_name(arg: str) -> str:
 LogsArg = Annotated[
     list[str],
     typer.Argument(
+        callback=nonempty_paths,
         help="training log files (Megatron-LM/NeMo/Megatron-Bridge, Megatron-DeepSpeed, DeepSpeed, torchtitan, "
-        "llm-foundry)"
+        "llm-foundry)",
     ),
 ]
 LogEngineOpt = Annotated[
