@@ -123,14 +123,14 @@ def test_estimate_gives_the_expected_time_to_train_beside_the_failure_free_one()
      (("scale", "--tokens", "1e12"), "(--mtbf-hours or --cluster)")],
 )  # fmt: skip
 def test_failure_options_without_a_failure_rate_say_they_change_nothing(command, rates):
-    """--restart-minutes, --checkpoint-bandwidth and --mtbf-per node describe failures: with no rate to price,
-    the command runs as without them and says so; with one, it says nothing."""
+    """--restart-minutes and --checkpoint-bandwidth describe failures and --mtbf-per what --mtbf-hours is per:
+    with nothing to price, the command runs as without them and says so; with a rate, it says nothing."""
     verb, *rest = command
     base = (verb, "-m", "llama3-8b", "--gpus", "8", *rest)
     code, _, err = run(*base, "--restart-minutes", "5", "--checkpoint-bandwidth", "1e9", "--mtbf-per", "node")
     said = " ".join(err.split())
-    assert code == 0 and "--restart-minutes, --checkpoint-bandwidth, --mtbf-per node change nothing" in said
-    assert rates in said
+    assert code == 0 and "--restart-minutes, --checkpoint-bandwidth change nothing" in said and rates in said
+    assert "--mtbf-per node says what --mtbf-hours is per; without --mtbf-hours it changes nothing" in said
     code, _, err = run(*base, "--restart-minutes", "5", "--mtbf-hours", "5000")
     assert code == 0 and "change nothing" not in err and "changes nothing" not in err
 
@@ -158,3 +158,24 @@ def test_a_cluster_file_may_state_its_own_restart_time(tmp_path):
     path.write_text(text.replace("name: rail-fat-tree-2to1", "name: mine") + "  restart_minutes: -3\n")
     code, out, err = run("estimate", *plan, "--cluster", str(path))
     assert code == 2 and "restart_minutes" in err and "Traceback" not in err
+
+
+def test_mtbf_per_without_mtbf_hours_is_said_to_change_nothing_on_a_cluster():
+    """A cluster's rate is per GPU: --mtbf-per node beside it (no --mtbf-hours) changes nothing, and says so."""
+    code, out, err = run("estimate", "-m", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4", "--zero", "1",
+                         "--cluster", "rail-fat-tree-2to1", "--mtbf-per", "node", "--json")  # fmt: skip
+    assert code == 0 and "without --mtbf-hours it changes nothing" in " ".join(err.split())
+    assert json.loads(out)["checkpoint"]["system_mtbf_s"] == pytest.approx(LLAMA3_GPU_MTBF_HOURS * 3600 / 1024)
+
+
+def test_the_python_api_prices_a_clusters_failures_as_the_command_does():
+    """estimate() on a cluster's hardware prices its failure rate, storage and restart time, as `planner estimate
+    --cluster` and search() do (the command line alone used to fill them in)."""
+    from planner import estimate
+
+    hw = cluster_hardware("meta-llama3-24k", None)
+    doc = estimate("llama3-70b", gpus=1024, tp=8, pp=4, zero=1, hardware=hw)
+    code, out, err = run("estimate", "-m", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4", "--zero", "1",
+                         "--cluster", "meta-llama3-24k", "--json")  # fmt: skip
+    assert code == 0, err
+    assert doc.checkpoint is not None and doc.checkpoint.as_json() == json.loads(out)["checkpoint"]

@@ -155,10 +155,10 @@ def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():
         assert b.train_s == pytest.approx(a.train_s) and b.gpu_hours == pytest.approx(a.gpu_hours)
         assert b.expected.seconds == pytest.approx(a.train_s / b.goodput) == b.priced_train_s
         assert b.expected.gpu_hours == pytest.approx(a.gpu_hours / b.goodput) == b.priced_gpu_hours
-        assert b.checkpoint_interval_s / b.step_s == pytest.approx(round(b.checkpoint_interval_s / b.step_s))
+        assert b.checkpoint.interval_s / b.step_s == pytest.approx(round(b.checkpoint.interval_s / b.step_s))
         doc = estimate("llama3-70b", plan=b.plan, engine=b.engine, mtbf_hours=20000)
         assert doc.checkpoint.goodput == pytest.approx(b.goodput)
-        assert doc.checkpoint.interval_s == pytest.approx(b.checkpoint_interval_s)
+        assert doc.checkpoint.interval_s == pytest.approx(b.checkpoint.interval_s)
     per_node = scale("llama3-70b", gpus=[1024], mtbf_hours=2500, mtbf_per="node", **kw)
     assert per_node.failures.gpu_mtbf_hours == 20000 and per_node.points[0].goodput == pytest.approx(
         priced.points[0].goodput

@@ -132,10 +132,11 @@ def test_a_checkpoint_interval_is_whole_steps_and_at_least_one():
     """A job checkpoints between steps: Daly's interval rounded to whole steps, never less than one, however
     often a large job fails."""
     kw = {"checkpoint_bytes": 1e12, "write_bytes_per_s": 1e13, "mtbf_per_gpu_s": 5e4 * 3600, "gpus": 131072}
-    free = checkpoint_plan(**kw)
-    assert free.interval_s < 20  # Daly's, seconds
-    assert checkpoint_plan(**kw, step_s=30).interval_s == 30
-    assert checkpoint_plan(**kw, step_s=3).interval_s == 3 * round(free.interval_s / 3)
+    # δ = 0.1 s, M = 1373.3 s: Daly's τ = sqrt(2δM)(1 + sqrt(δ/2M)/3 + δ/18M) − δ = 16.50 s
+    assert checkpoint_plan(**kw).interval_s == pytest.approx(16.50, abs=0.01)
+    assert checkpoint_plan(**kw, step_s=30).interval_s == 30  # one step, not none
+    assert checkpoint_plan(**kw, step_s=3).interval_s == 18  # 5.5 steps: 6 of them (5 would be 15 s)
+    assert checkpoint_plan(**kw, step_s=4).interval_s == 16  # 4.1 steps: 4
 
 
 def test_goodput_of_a_job_that_barely_progresses_is_small_not_zero():

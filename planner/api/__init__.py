@@ -104,8 +104,15 @@ def run_estimate(
     checkpoint_bandwidth: float | None = None,
     restart_minutes: float | None = None,
 ) -> Estimate:
-    """The estimate of a resolved plan, with time to train and checkpointing when asked."""
-    ck = Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth, restart_minutes)  # checked as the search checks it
+    """The estimate of a resolved plan, with time to train and checkpointing when asked, or on a cluster (its
+    failure rate, restart time and storage where the options do not say: cluster/failures.py priced_options)."""
+    from planner.cluster.failures import priced_options
+
+    given = {"mtbf_hours": mtbf_hours, "mtbf_per": mtbf_per, "checkpoint_bandwidth": checkpoint_bandwidth,
+             "restart_minutes": restart_minutes}  # fmt: skip
+    Checkpointing(mtbf_hours, mtbf_per, checkpoint_bandwidth, restart_minutes)  # checked as the search checks it
+    o = priced_options(r.hardware, given, r.plan.gpus)
+    ck = Checkpointing(o["mtbf_hours"], o["mtbf_per"], o["checkpoint_bandwidth"], o["restart_minutes"])
     in_range("tokens", tokens, TOKENS_RANGE)
     return r.coster.estimate(
         r.plan,

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planner.cluster.fabric import cluster_of
-from planner.cluster.failures import FailureRate, checkpoint_bandwidth, failure_rate, with_cluster_restart
+from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import (
@@ -120,27 +119,14 @@ def _counts_and_batch(gpus: int | str | None, global_batch: int | str | None) ->
 
 
 def _with_failures(hw: HardwareProfile, options: dict[str, Any]) -> tuple[FailureRate | None, dict[str, Any]]:
-    """The failure rate priced where none is given (priced_failures) and the options that price it, with the
-    restart time a cluster file states."""
-    rate = priced_failures(hw, options)
-    if rate is not None:
-        options = {**options, "mtbf_hours": rate.gpu_mtbf_hours, "mtbf_per": "gpu"}
-    return rate, with_cluster_restart(hw, options)
-
-
-def priced_failures(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
-    """The failure rate to price with when none is given: on a cluster, or for the goodput objective."""
-    if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
-        return failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
-    return None
+    """The rate the defaults give where --mtbf-hours does not (the advice names its source), and the options that
+    price failures (cluster/failures.py priced_options; the checkpoint bandwidth is set per count, _at)."""
+    return defaulted_rate(hw, options), priced_options(hw, options)
 
 
 def _at(hw: HardwareProfile, gpus: int, options: dict[str, Any], global_batch: int) -> dict[str, Any]:
     """The search options at one count: the batch, and the checkpoint bandwidth a cluster's storage allows."""
-    out = {**options, "global_batch": global_batch}
-    if out.get("checkpoint_bandwidth") is None:
-        out["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, gpus)
-    return out
+    return {**priced_options(hw, options, gpus), "global_batch": global_batch}
 
 
 def _probe(

@@ -1,5 +1,6 @@
 """Settings a run gives that change nothing for its model and plan, each said in one line (a warning): a user
-who asked for a recompute module or an offload that moves nothing should hear so, not read the same figures."""
+who asked for a recompute module or an offload that moves nothing, or for a restart time with no failure rate to
+price it, should hear so, not read the same figures."""
 
 from __future__ import annotations
 
@@ -72,21 +73,21 @@ def _kept(spec: ModelSpec, plan: Plan, eng: Engine) -> list[float]:
     return [keep for keep, _work, _groups in activation_pieces(spec, plan, eng).values()]
 
 
-# The run options that price failures, and the value each means when left as it is.
-FAILURE_OPTIONS = {"restart_minutes": None, "checkpoint_bandwidth": None, "mtbf_per": "gpu"}
+# The run options that describe failures, each with the value it has when not given.
+FAILURE_OPTIONS = {"restart_minutes": None, "checkpoint_bandwidth": None}
 
 
 def failures_unpriced(given: dict[str, Any], *, priced: bool, rates: str = "--mtbf-hours or --cluster") -> list[str]:
-    """--restart-minutes, --checkpoint-bandwidth and --mtbf-per node describe failures: with no failure rate to
-    price (`rates` says where one comes from) they change nothing, which is said rather than passed over."""
-    if priced:
-        return []
-    named = [
-        f"--{k.replace('_', '-')}" + (f" {given[k]}" if k == "mtbf_per" else "")
-        for k, unset in FAILURE_OPTIONS.items()
-        if given.get(k, unset) != unset
-    ]
-    if not named:
-        return []
-    verb = "changes" if len(named) == 1 else "change"
-    return [f"{', '.join(named)} {verb} nothing without a failure rate to price ({rates})"]
+    """--restart-minutes and --checkpoint-bandwidth describe failures: with no failure rate to price (`rates` says
+    where one comes from) they change nothing; --mtbf-per node says what --mtbf-hours is per, and changes nothing
+    without it (a cluster's rate, or the goodput objective's, is per GPU). Said rather than passed over."""
+    out = []
+    named = [f"--{k.replace('_', '-')}" for k, unset in FAILURE_OPTIONS.items() if given.get(k, unset) != unset]
+    if named and not priced:
+        verb = "changes" if len(named) == 1 else "change"
+        out.append(f"{', '.join(named)} {verb} nothing without a failure rate to price ({rates})")
+    if given.get("mtbf_per", "gpu") != "gpu" and given.get("mtbf_hours") is None:
+        out.append(
+            f"--mtbf-per {given['mtbf_per']} says what --mtbf-hours is per; without --mtbf-hours it changes nothing"
+        )
+    return out

@@ -14,17 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from planner.api.advising import priced_failures, search_advised
+from planner.api.advising import search_advised
 from planner.api.resolve import choice
-from planner.cluster.fabric import cluster_of
-from planner.cluster.failures import FailureRate, with_cluster_restart
-from planner.cost.timing import RESTART_S, TrainTime, expected_train, time_to_train
+from planner.cluster.fabric import RESTART_S, cluster_of
+from planner.cluster.failures import FailureRate, defaulted_rate
+from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
 from planner.explore.fanout import fan_out, workers
 from planner.explore.results import SearchResult
-from planner.explore.space import Checkpointing, listed
+from planner.explore.space import listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_DEGREE, Plan
@@ -46,9 +46,7 @@ class ScalePoint:
     step_s: float = 0.0
     train_s: float = 0.0  # failure-free
     gpu_hours: float = 0.0
-    goodput: float | None = None  # failures priced: the share of wall time that trains
-    checkpoint_interval_s: float | None = None  # failures priced: Young/Daly's compute time between checkpoints
-    checkpoint_write_s: float | None = None  # failures priced: one checkpoint's write at the job's bandwidth
+    checkpoint: CheckpointPlan | None = None  # failures priced: the interval, the write, the restart, the goodput
     expected: TrainTime | None = None  # failures priced: the time and GPU-hours to train over the goodput
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
@@ -57,6 +55,10 @@ class ScalePoint:
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.tokens_per_s / self.gpus
+
+    @property
+    def goodput(self) -> float | None:
+        return self.checkpoint.goodput if self.checkpoint else None
 
     @property
     def priced_train_s(self) -> float:
@@ -79,8 +81,8 @@ class ScalePoint:
             "train_s": self.train_s,
             "gpu_hours": self.gpu_hours,
             "goodput": self.goodput,
-            "checkpoint_interval_s": self.checkpoint_interval_s,
-            "checkpoint_write_s": self.checkpoint_write_s,
+            "checkpoint_interval_s": self.checkpoint.interval_s if self.checkpoint else None,
+            "checkpoint_write_s": self.checkpoint.checkpoint_s if self.checkpoint else None,
             "expected_train_s": self.expected.seconds if self.expected else None,
             "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
         }
@@ -173,10 +175,10 @@ def scale(
     refusals = {p.note for p in points if p.refused}
     if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
         raise PlannerError(refusals.pop() or "")
-    restart_s = Checkpointing(restart_minutes=with_cluster_restart(hw, options).get("restart_minutes")).restart_s
+    rate, restart_s = _failures(points, hw, options)
     cluster = cluster_of(hw)
     return Scaling(
-        spec.name, hw.name, tokens, tuple(points), _batch(spec, points), _rate(hw, options), restart_s,
+        spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
         cluster.name if cluster is not None else None,
     )  # fmt: skip
 
@@ -197,20 +199,25 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
         return ScalePoint(g, None, note=note)
     return ScalePoint(
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
-        goodput=ck.goodput if ck else None, checkpoint_interval_s=ck.interval_s if ck else None,
-        checkpoint_write_s=ck.checkpoint_s if ck else None, expected=expected, defaulted=result.defaulted,
+        checkpoint=ck, expected=expected, defaulted=result.defaulted,
     )  # fmt: skip
 
 
-def _rate(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
-    """The per-GPU failure rate the searches priced (api/advising.py, cost/estimate.py): --mtbf-hours (per GPU, or
-    per node of the profile's GPUs), else a cluster's own; None where neither is given."""
-    given = options.get("mtbf_hours")
+def _failures(
+    points: list[ScalePoint], hw: HardwareProfile, options: dict[str, Any]
+) -> tuple[FailureRate | None, float]:
+    """The per-GPU failure rate and the restart the counts were priced at, as their checkpoint plans have them
+    (cost/estimate.py, cluster/failures.py), with where the rate comes from; (None, RESTART_S) where none was."""
+    priced = next((p for p in points if p.checkpoint is not None), None)
+    if priced is None or priced.checkpoint is None:
+        return None, RESTART_S
+    ck, given = priced.checkpoint, options.get("mtbf_hours")
     if given is None:
-        return priced_failures(hw, options)
-    per_node = options.get("mtbf_per") == "node"
-    per_gpu = given * (hw.gpus_per_node if per_node else 1)
-    return FailureRate(per_gpu, f"--mtbf-hours {given:g} per {'node' if per_node else 'GPU'}")
+        rate = defaulted_rate(hw, options)
+        source = rate.source if rate is not None else ""
+    else:
+        source = f"--mtbf-hours {given:g} per {'node' if options.get('mtbf_per') == 'node' else 'GPU'}"
+    return FailureRate(ck.mtbf_s * priced.gpus / 3600.0, source), ck.restart_s
 
 
 def _batch(spec: ModelSpec, points: list[ScalePoint]) -> str | None:

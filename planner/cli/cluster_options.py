@@ -43,21 +43,10 @@ def hardware_on_cluster(opts: dict[str, Any]) -> Any:
     return cluster_hardware(opts["cluster"], opts.get("hardware"))
 
 
-def run_options(opts: dict[str, Any], hw: Any) -> dict[str, Any]:
-    """estimate's run options (tokens, failures, checkpoint bandwidth, restart); on a cluster, what its file states
-    where the options do not: its failure rate and restart time (planner/cluster/failures.py)."""
-    run = {k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "restart_minutes")}
-    if opts.get("cluster") and run["mtbf_hours"] is None:
-        from planner.cluster.failures import failure_rate
-
-        run.update(mtbf_hours=failure_rate(hw).gpu_mtbf_hours, mtbf_per="gpu")
-    if opts.get("cluster") and run["checkpoint_bandwidth"] is None and opts.get("gpus"):
-        from planner.cluster.failures import checkpoint_bandwidth
-
-        run["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, opts["gpus"])
-    from planner.cluster.failures import with_cluster_restart
-
-    return with_cluster_restart(hw, run)
+def run_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """estimate's run options (tokens, failures, checkpoint bandwidth, restart) as given: on a cluster, api
+    run_estimate fills in what its file states."""
+    return {k: opts[k] for k in ("tokens", "mtbf_hours", "mtbf_per", "checkpoint_bandwidth", "restart_minutes")}
 
 
 GpusRangeOpt = Annotated[

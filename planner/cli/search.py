@@ -171,7 +171,7 @@ def search(
             check_writable(path, what=what)
     advised = _run(opts, exhaustive=exhaustive or bool(plot))
     result = advised.result
-    priced = not result.top or result.top[0].estimate.checkpoint is not None
+    priced = opts["mtbf_hours"] is not None or bool(opts["cluster"]) or opts["objective"] == "goodput"
     for said in failures_unpriced(opts, priced=priced, rates="--mtbf-hours, --cluster or --objective goodput"):
         warnings.warn(said, stacklevel=1)
     why = _explained(opts, result, *explain_field) if explain_field is not None else None

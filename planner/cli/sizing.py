@@ -51,15 +51,19 @@ def estimate(
     opts: dict[str, Any],
     timeline: Annotated[
         Optional[str],
-        typer.Option("--timeline", callback=nonempty, help="draw one step's pipeline schedule (.svg/.png)"),
+        typer.Option("--timeline", callback=nonempty, help="draw one step's pipeline schedule (.svg/.png/.pdf)"),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
     from planner.api import run_estimate
 
+    if timeline:
+        from planner.render.plot import check_figure_path
+
+        check_figure_path(timeline, "--timeline")
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
-    est = run_estimate(r, **run_options(opts, r.hardware))
+    est = run_estimate(r, **run_options(opts))
     for said in failures_unpriced(opts, priced=est.checkpoint is not None):
         warnings.warn(said, stacklevel=1)
     if timeline:

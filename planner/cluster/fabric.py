@@ -46,15 +46,23 @@ class Tier(Frozen):
     source: str = Field(min_length=1, description="where the numbers come from")
 
 
+# R, seconds: what one failure costs a synchronous job besides the lost work. Meta's FT-HSDP (arXiv 2602.00277,
+# abstract) measures failure recovery stalling a job at O(100K) GPUs for 10 minutes (3 with its fault-tolerant
+# HSDP), and with it an effective training time of 44%.
+RESTART_S = 600.0
+RESTART_S_RANGE = (0.0, 86400.0)  # none to a day (a job waiting for a replacement node overnight)
+
+
 class Failures(Frozen):
-    """How often a GPU of this cluster interrupts a synchronous job, with the measurement it comes from."""
+    """How often a GPU of this cluster interrupts a synchronous job, with the measurement it comes from, and what
+    each interruption costs its jobs besides the lost work where the file says (else RESTART_S)."""
 
     gpu_mtbf_hours: float = Field(gt=0, allow_inf_nan=False, description="mean GPU-hours between interruptions")
     source: str = Field(min_length=1)
     restart_minutes: float | None = Field(
         None,
-        ge=0,
-        le=1440,
+        ge=RESTART_S_RANGE[0] / 60,
+        le=RESTART_S_RANGE[1] / 60,
         allow_inf_nan=False,
         description="wall time one failure costs this cluster's jobs besides the lost work (detection, a spare node, "
         "restart, communicator init, reading the checkpoint); default: cost/timing.py's RESTART_S",

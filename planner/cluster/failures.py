@@ -2,9 +2,10 @@
 
 Llama 3 405B's pre-training saw 419 unexpected interruptions in a 54-day snapshot on 16,384 H100s (Dubey et al.
 2024, "The Llama 3 Herd of Models", §3.3.4 and Table 5; 78% attributed to hardware), one per
-54 · 24 · 16384 / 419 = 50,677 GPU-hours: the per-GPU MTBF the goodput objective uses when nothing else is given.
-A cluster file may state its own (`failures:` in cluster_profiles/). The checkpoint interval that follows is
-Young's / Daly's (cost/timing.py).
+54 · 24 · 16384 / 419 = 50,677 GPU-hours: the per-GPU MTBF failures are priced at when nothing else is given (the
+goodput objective, a cluster file without its own). A cluster file may state its own rate and restart time
+(`failures:` in cluster_profiles/); `priced_options` is the one place that fills them in, for estimate, search and
+scale alike. The checkpoint interval and goodput that follow are Young's / Daly's (cost/timing.py).
 """
 
 from __future__ import annotations
@@ -34,14 +35,28 @@ def failure_rate(hw: HardwareProfile) -> FailureRate:
     return FailureRate(LLAMA3_GPU_MTBF_HOURS, LLAMA3_SOURCE)
 
 
-def with_cluster_restart(hw: HardwareProfile, options: dict[str, Any]) -> dict[str, Any]:
-    """The run options with the restart time the cluster file states, where --restart-minutes does not say one
-    (failures are the cluster's whatever rate prices them)."""
+def defaulted_rate(hw: HardwareProfile, options: dict[str, Any]) -> FailureRate | None:
+    """The failure rate to price with where --mtbf-hours gives none: on a cluster, or for the goodput objective."""
+    if options.get("mtbf_hours") is None and (cluster_of(hw) is not None or options.get("objective") == "goodput"):
+        return failure_rate(hw)  # the cluster's (or Llama 3's) rate, with its source
+    return None
+
+
+def priced_options(hw: HardwareProfile, options: dict[str, Any], gpus: int | None = None) -> dict[str, Any]:
+    """The run options (mtbf_hours, mtbf_per, checkpoint_bandwidth, restart_minutes) with what the defaults and a
+    cluster file state where the options do not: the failure rate (defaulted_rate), the restart time, and for a
+    job of `gpus` the cluster storage's checkpoint bandwidth."""
+    out = dict(options)
+    rate = defaulted_rate(hw, out)
+    if rate is not None:
+        out.update(mtbf_hours=rate.gpu_mtbf_hours, mtbf_per="gpu")
+    if gpus and out.get("checkpoint_bandwidth") is None:
+        out["checkpoint_bandwidth"] = checkpoint_bandwidth(hw, gpus)
     cluster = cluster_of(hw)
     stated = cluster.failures.restart_minutes if cluster is not None and cluster.failures is not None else None
-    if stated is None or options.get("restart_minutes") is not None:
-        return options
-    return {**options, "restart_minutes": stated}
+    if stated is not None and out.get("restart_minutes") is None:
+        out["restart_minutes"] = stated
+    return out
 
 
 def checkpoint_bandwidth(hw: HardwareProfile, gpus: int) -> float | None:

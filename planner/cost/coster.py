@@ -10,6 +10,7 @@ so they cannot disagree; the pieces are pure functions of frozen specs, cached b
 
 from __future__ import annotations
 
+from planner.cluster.fabric import RESTART_S
 from planner.cost.bounds import StepBounds
 from planner.cost.estimate import Estimate, estimate
 from planner.cost.memory import MemoryReport, memory_report
@@ -17,7 +18,6 @@ from planner.cost.params import plan_params
 from planner.cost.peaks import PeakMemory
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import sharded_states, state_bytes_per_param
-from planner.cost.timing import RESTART_S
 from planner.cost.uncertainty import uncertainty
 from planner.engine import Engine, plan_problems, require_runs
 from planner.hardware import HardwareProfile

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cluster.fabric import RESTART_S
 from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import checkpoint_bytes_per_param, state_bytes_per_param
-from planner.cost.timing import RESTART_S, CheckpointPlan, TrainTime, checkpoint_plan, expected_train, time_to_train
+from planner.cost.timing import CheckpointPlan, TrainTime, checkpoint_plan, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility, Uncertainty, plausibility, uncertainty
 from planner.engine import Engine
 from planner.hardware import HardwareProfile

@@ -13,10 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# R, seconds: Meta's FT-HSDP (arXiv 2602.00277, abstract) measures failure recovery stalling a synchronous job at
-# O(100K) GPUs for 10 minutes (3 with its fault-tolerant HSDP), and with it an effective training time of 44%.
-RESTART_S = 600.0
-RESTART_S_RANGE = (0.0, 86400.0)  # none to a day (a job waiting for a replacement node overnight)
+from planner.cluster.fabric import RESTART_S  # R, with its source
 
 
 @dataclass(frozen=True)

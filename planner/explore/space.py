@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.cost.timing import RESTART_S, RESTART_S_RANGE
+from planner.cluster.fabric import RESTART_S, RESTART_S_RANGE
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
@@ -43,7 +43,7 @@ class Checkpointing:
     mtbf_hours: float | None = None
     mtbf_per: str = "gpu"
     bandwidth_bytes_per_s: float | None = None
-    restart_minutes: float | None = None  # None: cost/timing.py's RESTART_S, with its source
+    restart_minutes: float | None = None  # None: cluster/fabric.py's RESTART_S, with its source
 
     def __post_init__(self) -> None:
         if self.mtbf_per not in MTBF_PER:

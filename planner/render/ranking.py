@@ -11,7 +11,7 @@ from planner.engine.settings import said
 from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
-from planner.explore.space import LONG_SEQ, cp_left_out
+from planner.explore.space import DEFAULT_MAX_CP_DENSE, LONG_SEQ, cp_left_out
 from planner.render.breakdown import batch_text
 from planner.render.console import escape, natural_width, print_hanging, print_unlimited, rich_console
 from planner.units import fmt_count, fmt_rate, fmt_seconds
@@ -91,7 +91,10 @@ def print_result(
         f"[red]{sum(result.rejected.values())} rejected[/]"
     )
     if cp_left_out(m, s):
-        console.print(f"[dim]cp not searched: an MoE search takes cp from {LONG_SEQ:,} tokens; --max-cp 2 adds it[/]")
+        console.print(
+            f"[dim]cp not searched: an MoE search takes cp from {LONG_SEQ:,} tokens; --max-cp {DEFAULT_MAX_CP_DENSE} "
+            "adds it[/]"
+        )
     for reason, n, example in merged_rejections(result):
         print_hanging(
             console, f"  {n:>7}  ", escape(reason) + (f"  [dim](e.g. {escape(example)})[/]" if example else "")

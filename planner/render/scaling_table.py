@@ -89,13 +89,15 @@ def _footer(console: Console, s: Scaling) -> None:
 
 
 def _underfed(console: Console, s: Scaling) -> None:
-    """Where the default batch leaves a count's GPUs underfed (below WELL of the best count's per-GPU rate), the
-    option that chooses a batch per count."""
+    """Where the default batch leaves a count's GPUs underfed (below WELL of the best count's per-GPU rate, what the
+    goodput keeps where failures are priced, as --global-batch auto measures it), the option that chooses a batch
+    per count."""
     from planner.explore.advice import WELL
 
     ran = [p for p in s.points if p.plan is not None]
-    best = max((p.tokens_per_s_per_gpu for p in ran), default=0.0)
-    low = [p.gpus for p in ran if "global_batch" in p.defaulted and p.tokens_per_s_per_gpu < WELL * best]
+    kept = {p.gpus: p.tokens_per_s_per_gpu * (p.goodput or 1.0) for p in ran}
+    best = max(kept.values(), default=0.0)
+    low = [p.gpus for p in ran if "global_batch" in p.defaulted and kept[p.gpus] < WELL * best]
     if low:
         console.print(
             f"[yellow]note:[/] the default batch keeps {', '.join(map(str, low))} GPUs below {WELL:.0%} of the best "
@@ -104,12 +106,13 @@ def _underfed(console: Console, s: Scaling) -> None:
 
 
 def _writes(s: Scaling) -> str:
-    """' (69.4 ms–554.9 ms each, --checkpoint-bandwidth)': how long the counts' checkpoints take to write."""
-    writes = sorted(p.checkpoint_write_s for p in s.points if p.checkpoint_write_s is not None)
+    """' (69.4 ms–554.9 ms each at the job's storage bandwidth)': how long the counts' checkpoints take to write
+    (the GPU profile's per node, a cluster's storage, or --checkpoint-bandwidth)."""
+    writes = sorted(p.checkpoint.checkpoint_s for p in s.points if p.checkpoint is not None)
     if not writes:
         return ""
     span = "–".join(dict.fromkeys(fmt_seconds(w) for w in (writes[0], writes[-1])))
-    return f" ({span} each, --checkpoint-bandwidth)"
+    return f" ({span} each at the job's storage bandwidth)"
 
 
 def _short(note: str, width: int = 60) -> str:

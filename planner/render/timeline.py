@@ -62,10 +62,9 @@ def simulate(
 
 
 def draw_timeline(est: Any, path: str) -> None:
-    from planner.render.plot import check_figure_path, pyplot
+    from planner.render.plot import pyplot
 
-    check_figure_path(path, "--timeline")
-    plt = pyplot("--timeline")
+    plt = pyplot("--timeline")  # the file name was checked before the estimate (cli/sizing.py)
     plan, t = est.plan, est.time
     m_all = plan.num_microbatches
     v = plan.vpp if plan.schedule == "interleaved" else 1
