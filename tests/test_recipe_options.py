@@ -702,3 +702,12 @@ def test_the_search_says_when_its_best_plan_leaves_a_setting_idle():
     assert code == 0, err
     best = said.split("best: ")[1].split(" on ")[0]
     assert "rc=full" in best and "note: for the best plan, activation offload moves nothing with recompute=full" in said
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--recompute-modules", ""), ("--recompute-modules", ","),
+                                             ("--offload-modules", " ")])  # fmt: skip
+def test_a_module_list_that_names_no_module_is_refused(flag, value):
+    """An empty comma list is a slip, not a choice of no modules: refused by name with the valid modules (it read
+    as no modules, and selective recompute re-ran nothing)."""
+    code, out, err = run_planner("estimate", "-m", "tiny", "--gpus", "2", f"{flag}={value}")
+    assert code == 2 and out == "" and "names no module; give a comma list of" in err and "core_attn" in err

@@ -229,6 +229,10 @@ class Engine(Frozen):
             raise PlannerError(f"unknown engine setting(s) {', '.join(unknown)}; valid: {', '.join(SETTINGS)}")
         blocks: dict[str, dict[str, object]] = {}
         for name, value in settings.items():
+            if isinstance(value, str) and name in LIST_SETTINGS and not listed(value):  # '' or ',': a slip
+                raise PlannerError(
+                    f"{name} {value!r} names no module; give a comma list of {', '.join(LIST_SETTINGS[name])}"
+                )
             if value is not None:
                 block, field = SETTINGS[name]
                 blocks.setdefault(block, {})[field] = listed(value) if name in LIST_SETTINGS else value
