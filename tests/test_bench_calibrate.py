@@ -242,3 +242,21 @@ def test_bench_hardware_refuses_its_options_before_measuring(tmp_path: Path, mon
         with pytest.raises((PlannerError, typer.Exit), match=said):
             bench_hardware(**{"nproc": 2, "quick": True, "like": None, "name": None, "json_": False, **kwargs})
     assert not (tmp_path / "ok.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [({"median_step_s": 10**400}, "not a `planner launch` profile"),  # too large for a float: it raised
+     ({"plan": {"dp": 1, "micro_batch": 2**31, "global_batch": 8, "seq_len": 64}}, "its plan cannot run")],
+)  # fmt: skip
+def test_a_launch_profile_that_cannot_be_read_is_refused_in_one_line(tmp_path, change, said):
+    """A profile whose step time is no float, or whose plan breaks the rules a runs file's plan is held to (a
+    micro-batch above the global batch gave no micro-batches and a division by zero), is refused by name."""
+    from helpers import run_planner
+
+    doc = {"model": "tiny", "plan": {"dp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64},
+           "median_step_s": 0.02, "hardware": "cpu", **change}  # fmt: skip
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run_planner("calibrate", str(path), "--json")
+    assert code == 2 and out == "" and said in err and "Traceback" not in err and str(path) in err

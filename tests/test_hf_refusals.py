@@ -152,3 +152,11 @@ def test_group_limited_routing_still_imports():
     assert moe is not None and (moe.routing_groups, moe.group_top_k) == (8, 4)
     glm = load_model(CONFIGS / "glm4.7.json").moe
     assert glm is not None and glm.routing_groups is None
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, 7, ["llama"]])
+def test_a_model_type_that_is_no_name_is_refused(tmp_path, value):
+    """model_type names a transformers family: a mapping, number or list is refused, not read as an unknown family
+    whose name is its repr."""
+    err = _refused_in_one_line(tmp_path, _fixture("llama3.1_8b", model_type=value))
+    assert "model_type" in err and "must be a string" in err

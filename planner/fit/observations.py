@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.cost.coster import Coster
-from planner.engine import Engine
+from planner.engine import Engine, plan_problems
 from planner.errors import PlannerError
 from planner.fit.memory_kind import comparable_peak_bytes
 from planner.fit.runs import Run, is_launch_profile, load_runs, parse_runs, states_its_plan
@@ -133,7 +133,7 @@ def observation_from_profile(
         step = step_stat(doc, stat)
     except ValidationError as e:
         raise PlannerError(f"{source}: not a `planner launch` profile: {pydantic_message(e, 'profile')}") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise PlannerError(
             f"{source}: not a `planner launch` profile (needs model, plan, median_step_s): {e!r}"
         ) from None
@@ -142,6 +142,9 @@ def observation_from_profile(
     if model is None:
         model = load_model(doc["model"])
     engine = load_engine(doc.get("engine") or "planner")
+    problems = plan_problems(model, plan, engine, None, hardware)  # as a runs file's plan is checked (runs.py)
+    if problems:
+        raise PlannerError(f"{source}: its plan cannot run: {problems[0]}")
     family = f"{engine.name}/{hardware.name}/launch"  # as run_family names a publication's runs: these are launches
     return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source, family=family)
 

@@ -17,7 +17,10 @@ class HfConfig:
     """A config mapping with its family's defaults for absent keys, read as checked integers."""
 
     def __init__(self, cfg: dict[str, Any], source: str) -> None:
-        self.family = str(cfg.get("model_type", "")).lower()
+        family = cfg.get("model_type", "")
+        if not isinstance(family, str):  # transformers' configs name their family: a mapping or number is no family
+            raise PlannerError(f'{source}: model_type {family!r} is not a name; it must be a string like "llama"')
+        self.family = family.lower()
         self.raw, self.source = cfg, source
         self.cfg = {**fam.FAMILY_DEFAULTS.get(self.family, {}), **cfg}
 
