@@ -18,6 +18,7 @@ from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
 from planner.launch.runner import DryRun, comparison, dry_run, host_need, predicted, read_profile, run_torchrun
+from planner.plan_checks import check_plan
 from planner.specs import ModelSpec
 
 
@@ -56,6 +57,9 @@ def run_here(
         checkpoint_dir=str(Path(run.checkpoint_dir).resolve()) if run.checkpoint_dir else None,
         profile_out=str(Path(run.profile_out).resolve()),
     )
+    broken = check_plan(rehearsal, cfg.plan, cfg.plan.gpus)  # what no run and no price can have, said as estimate does
+    if broken:
+        raise PlannerError("invalid plan: " + "; ".join(str(x) for x in broken))
     pred = predicted(rehearsal, r.hardware, cfg.plan, r.engine)
     need = host_need(rehearsal, cfg.plan, r.engine, env, nproc_per_node=per_node)
     report = dry_run(

@@ -166,6 +166,14 @@ def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, say
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_plan_no_run_can_have_is_refused_as_estimate_refuses_it(capsys, tiny_path):
+    """A global batch the data-parallel ranks' micro-batches do not divide (16 x 2 into 8) cannot be priced or run:
+    one line and exit 2, as `planner estimate` says it (the dry run divided by its zero micro-batches)."""
+    args = ("--model", tiny_path, "--seq-len", "64", "--dp", "2", "--global-batch", "8", "--micro-batch", "16")
+    code, out, err = _run(capsys, *args, "--dry-run")
+    assert code == 2 and out == "" and "invalid plan: global_batch=8 is not divisible by dp=2 x micro_batch=16" in err
+
+
 def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, tiny_path):
     """The audit's cases: 1F1B over two stages with one micro-batch (torch's Schedule1F1B raises), --nnodes 2 run
     here (the run refuses it), and a run predicted to take days: each fails its check in the dry run (exit 1), and
