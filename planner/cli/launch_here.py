@@ -17,8 +17,17 @@ from planner.io.files import probe_writable, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
-from planner.launch.runner import DryRun, comparison, dry_run, host_need, predicted, read_profile, run_torchrun
-from planner.plan_checks import check_plan
+from planner.launch.runner import (
+    UNPRICED,
+    DryRun,
+    comparison,
+    dry_run,
+    host_need,
+    predicted,
+    read_profile,
+    run_torchrun,
+)
+from planner.plan_checks import check_batch
 from planner.specs import ModelSpec
 
 
@@ -57,10 +66,8 @@ def run_here(
         checkpoint_dir=str(Path(run.checkpoint_dir).resolve()) if run.checkpoint_dir else None,
         profile_out=str(Path(run.profile_out).resolve()),
     )
-    broken = check_plan(rehearsal, cfg.plan, cfg.plan.gpus)  # what no run and no price can have, said as estimate does
-    if broken:
-        raise PlannerError("invalid plan: " + "; ".join(str(x) for x in broken))
-    pred = predicted(rehearsal, r.hardware, cfg.plan, r.engine)
+    # a batch its micro-batches do not divide has none to price: the pre-flight's rule check says why (exit 1)
+    pred = predicted(rehearsal, r.hardware, cfg.plan, r.engine) if not check_batch(cfg.plan) else UNPRICED
     need = host_need(rehearsal, cfg.plan, r.engine, env, nproc_per_node=per_node)
     report = dry_run(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,

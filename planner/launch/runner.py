@@ -23,6 +23,12 @@ from planner.specs import ModelSpec
 MAX_RANKS_SHOWN = 64  # a dry run lists the first ranks' layout; a 16,384-rank listing helps nobody
 
 
+# What a plan that cannot be priced predicts (its batch has no micro-batches): nothing, which the checks say.
+UNPRICED: dict[str, float | None] = dict.fromkeys(
+    ("peak_bytes", "tensor_bytes", "model_state_bytes", "activation_bytes", "step_time_s")
+)
+
+
 def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
     """Peak bytes per device and step time of the worker's run, priced with the engine the worker runs
     (engine_profiles/planner.yaml: eager kernels, DDP/FSDP2 as the worker applies them)."""

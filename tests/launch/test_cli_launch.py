@@ -166,12 +166,17 @@ def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, say
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_plan_no_run_can_have_is_refused_as_estimate_refuses_it(capsys, tiny_path):
-    """A global batch the data-parallel ranks' micro-batches do not divide (16 x 2 into 8) cannot be priced or run:
-    one line and exit 2, as `planner estimate` says it (the dry run divided by its zero micro-batches)."""
+def test_a_batch_with_no_micro_batches_fails_the_dry_runs_rule_check(capsys, tiny_path):
+    """A global batch the data-parallel ranks' micro-batches do not divide (16 x 2 into 8) has nothing to price:
+    the dry run fails its rule check and says why (exit 1, as for any rule), predicting nothing (it divided by its
+    zero micro-batches); the run itself refuses it."""
     args = ("--model", tiny_path, "--seq-len", "64", "--dp", "2", "--global-batch", "8", "--micro-batch", "16")
     code, out, err = _run(capsys, *args, "--dry-run")
-    assert code == 2 and out == "" and "invalid plan: global_batch=8 is not divisible by dp=2 x micro_batch=16" in err
+    assert code == 1 and "global_batch=8 is not divisible by dp=2 x micro_batch=16" in out and "Traceback" not in err
+    code, out, err = _run(capsys, *args, "--dry-run", "--json")
+    assert code == 1 and json.loads(out)["predicted"]["step_time_s"] is None
+    code, out, err = _run(capsys, *args)
+    assert code == 2 and "pre-flight check failed" in err and "micro_batch=16" in err
 
 
 def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, tiny_path):
