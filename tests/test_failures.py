@@ -3,6 +3,7 @@ interval the search recommends for its best plan (Young 1974 / Daly 2006, cost/t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -179,3 +180,17 @@ def test_the_python_api_prices_a_clusters_failures_as_the_command_does():
                          "--cluster", "meta-llama3-24k", "--json")  # fmt: skip
     assert code == 0, err
     assert doc.checkpoint is not None and doc.checkpoint.as_json() == json.loads(out)["checkpoint"]
+
+
+def test_a_timeline_that_cannot_be_written_is_said_before_anything_else(tmp_path):
+    """--timeline is checked before the estimate, as search's --plot is: a path under a file is one line (it came
+    after the estimate and its warnings), a wrong suffix too; a good one is drawn."""
+    (tmp_path / "afile").write_text("")
+    base = ("estimate", "--model", "tiny", "--gpus", "4", "--restart-minutes", "5")
+    code, out, err = run(*base, "--timeline", str(tmp_path / "afile" / "p.svg"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "cannot write timeline" in err
+    code, out, err = run(*base, "--timeline", str(tmp_path / "p.txt"))
+    assert code == 2 and "must end in .svg, .png or .pdf" in err and len(err.strip().splitlines()) == 1
+    if importlib.util.find_spec("matplotlib") is not None:
+        code, out, err = run(*base, "--timeline", str(tmp_path / "p.svg"))
+        assert code == 0 and (tmp_path / "p.svg").stat().st_size > 0, err
