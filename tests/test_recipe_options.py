@@ -711,3 +711,14 @@ def test_a_module_list_that_names_no_module_is_refused(flag, value):
     as no modules, and selective recompute re-ran nothing)."""
     code, out, err = run_planner("estimate", "-m", "tiny", "--gpus", "2", f"{flag}={value}")
     assert code == 2 and out == "" and "names no module; give a comma list of" in err and "core_attn" in err
+
+
+def test_a_refused_command_says_one_line_not_the_warnings_on_its_way(tmp_path):
+    """A command refused with exit 2 says its error alone: the idle-setting warning its input raised first is not
+    said (it came before the error, two lines for one mistake); a command that ends well still says it."""
+    args = ("--recompute-modules", "moe")
+    code, out, err = run_planner("launch", "-m", "llama3-8b", "--emit", "torchtitan", "--out", str(tmp_path / "o"),
+                                 *args)  # fmt: skip
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    code, out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--zero", "1", *args)
+    assert code == 0 and "warning: --recompute-modules applies to --recompute selective" in " ".join(err.split())

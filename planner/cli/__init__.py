@@ -20,7 +20,15 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer
 
 from planner.errors import PlannerError
-from planner.render.console import StdoutClosed, err, error_line, warning_line
+from planner.render.console import (
+    StdoutClosed,
+    drop_warnings,
+    err,
+    error_line,
+    hold_warnings,
+    release_warnings,
+    warning_line,
+)
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as click_exceptions
@@ -145,6 +153,20 @@ def _aborted() -> NoReturn:
 
 
 def _run(app: typer.Typer, args: list[str]) -> None:
+    """The command, its warnings said when it ends (render/console.py hold_warnings) unless it is refused: then
+    its one error line is all it says."""
+    hold_warnings()
+    try:
+        _command(app, args)
+    except SystemExit as e:
+        if e.code == 2:
+            drop_warnings()
+        raise
+    finally:
+        release_warnings()
+
+
+def _command(app: typer.Typer, args: list[str]) -> None:
     try:
         rc = app(args=args, standalone_mode=False)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
@@ -153,26 +175,29 @@ def _run(app: typer.Typer, args: list[str]) -> None:
     except (StdoutClosed, BrokenPipeError):  # the reader stopped reading (`planner search ... | head -1`)
         _stdout_closed()
     except PlannerError as e:
-        error_line(str(e))
-        sys.exit(2)
+        _refused(str(e))
     except OSError as e:  # a path the OS refuses (a name too long, a symlink loop, no permission): input
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        error_line(f"{where}{e.strerror or e}")
-        sys.exit(2)
+        _refused(f"{where}{e.strerror or e}")
     except RecursionError:
-        error_line("an input file is nested too deeply to read")
-        sys.exit(2)
+        _refused("an input file is nested too deeply to read")
     except click_exceptions.NoArgsIsHelpError as e:
         err.print(e.format_message(), markup=False)
         sys.exit(2)
     except click_exceptions.UsageError as e:
         where = f" ({e.ctx.command_path})" if e.ctx else ""
-        error_line(f"{e.format_message()}{where}")
-        sys.exit(2)
+        _refused(f"{e.format_message()}{where}")
     except (typer.Abort, KeyboardInterrupt):
         _aborted()
     except typer.Exit as e:
         sys.exit(e.exit_code)
+
+
+def _refused(message: str) -> NoReturn:
+    """Exit 2 with the one error line (the warnings the refused input raised are not said)."""
+    drop_warnings()
+    error_line(message)
+    sys.exit(2)
 
 
 def _stdout_closed() -> NoReturn:

@@ -28,6 +28,7 @@ from planner.launch.runner import (
     run_torchrun,
 )
 from planner.plan_checks import check_batch
+from planner.render.console import release_warnings
 from planner.specs import ModelSpec
 
 
@@ -126,6 +127,7 @@ def _run(
     if reh is not None:
         write_text_atomic(cfg.model, yaml.safe_dump(reh.model.model_dump(mode="json")), what="rehearsal model")
         typer.echo("\n".join(reh.lines()), err=True)
+    release_warnings()  # said now, not after a run of minutes
     typer.echo(
         f"[launch] starting {per_node} worker process(es) with torchrun; start-up (imports, rendezvous, model "
         f"build) takes a few seconds before the first step line; stopped after {wall_s:g} s (--wall-s)",

@@ -149,6 +149,13 @@ def emit_json(doc: dict[str, Any]) -> None:
         raise StdoutClosed from None
 
 
+# Warnings a command raised, said when it ends well (or before a long run starts): a command refused with exit 2
+# says its one error line, not also the warnings its refused input raised on the way. Held by one process only
+# (forked search workers print theirs: their list would die with them).
+_held: list[str] | None = None
+_holder_pid = 0
+
+
 def warning_line(
     message: Warning | str,
     category: type[Warning],
@@ -157,8 +164,31 @@ def warning_line(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    """`warnings.showwarning` for the CLI: one yellow line on stderr, no source location."""
-    err.print(f"[yellow]warning:[/] {escape(str(message))}")
+    """`warnings.showwarning` for the CLI: one yellow line on stderr, no source location (held while held)."""
+    text = f"[yellow]warning:[/] {escape(str(message))}"
+    if _held is not None and os.getpid() == _holder_pid:
+        _held.append(text)
+        return
+    err.print(text)
+
+
+def hold_warnings() -> None:
+    global _held, _holder_pid
+    _held, _holder_pid = [], os.getpid()
+
+
+def release_warnings() -> None:
+    """Say the held warnings, and say the next ones as they come."""
+    global _held
+    held, _held = _held or [], None
+    for text in held:
+        err.print(text)
+
+
+def drop_warnings() -> None:
+    """The command was refused: its error line is all it says."""
+    global _held
+    _held = None
 
 
 def error_line(message: str) -> None:
