@@ -160,3 +160,11 @@ def test_a_model_type_that_is_no_name_is_refused(tmp_path, value):
     whose name is its repr."""
     err = _refused_in_one_line(tmp_path, _fixture("llama3.1_8b", model_type=value))
     assert "model_type" in err and "must be a string" in err
+
+
+def test_a_name_or_path_that_is_no_string_does_not_name_the_model(tmp_path):
+    """`_name_or_path` names the model only as a path or hub id: a mapping's repr is no name; the folder is."""
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_fixture("llama3.1_8b", _name_or_path={"a": [1]})))
+    assert load_model(str(folder / "config.json")).name == "my-llama"

@@ -203,8 +203,10 @@ def _position(family: str) -> str:
 
 
 def _hf_name(cfg: dict[str, Any], path: Path) -> str:
-    """`_name_or_path` when the config has one, else the folder of a `config.json`, else the file stem."""
-    named = str(cfg.get("_name_or_path") or "").rstrip("/")
+    """`_name_or_path` when the config has one (a path or hub id: a string), else the folder of a `config.json`,
+    else the file stem."""
+    given = cfg.get("_name_or_path")
+    named = given.rstrip("/") if isinstance(given, str) else ""  # other values name nothing: not their repr
     if named:
         return named.split("/")[-1]
     if path.name == "config.json" and path.resolve().parent.name:
