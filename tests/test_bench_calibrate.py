@@ -260,3 +260,20 @@ def test_a_launch_profile_that_cannot_be_read_is_refused_in_one_line(tmp_path, c
     path.write_text(json.dumps(doc))
     code, out, err = run_planner("calibrate", str(path), "--json")
     assert code == 2 and out == "" and said in err and "Traceback" not in err and str(path) in err
+
+
+def test_calibrate_prints_the_paths_it_wrote_as_text(tmp_path):
+    """A path is text, never markup: `-o '[/]x'` wrote its profile and then crashed printing the path (rich read
+    '[/]' as a closing tag)."""
+    from helpers import run_planner
+
+    profiles = []
+    for i, p in enumerate(SYNTHETIC[:3]):
+        path = tmp_path / f"p{i}.json"
+        plan = {"dp": p.dp, "micro_batch": p.micro_batch, "global_batch": p.global_batch, "seq_len": p.seq_len}
+        path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
+        profiles.append(str(path))
+    out_dir = tmp_path / "[b]" / "[/]x"
+    code, out, err = run_planner("calibrate", *profiles, "-o", str(out_dir))
+    assert code == 0 and "Traceback" not in err, err
+    assert "[/]x" in " ".join(out.split()).replace(" ", "") and any(out_dir.iterdir())

@@ -28,7 +28,7 @@ from planner.cli.options import (
     without,
 )
 from planner.errors import PlannerError
-from planner.render.console import emit_json, out
+from planner.render.console import emit_json, escape, out
 
 CountsOpt = Annotated[
     str,
@@ -98,4 +98,4 @@ def scale(opts: dict[str, Any], gpus: CountsOpt, plot: PlotOpt = None, as_json: 
 
     print_scaling(out, result)
     if plot:
-        out.print(f"plot written to {plot}")
+        out.print(f"plot written to {escape(plot)}")

@@ -22,7 +22,7 @@ from planner.cli.options import (
     JsonOpt,
     with_options,
 )
-from planner.render.console import emit_json, out
+from planner.render.console import emit_json, escape, out
 
 
 @with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS)
@@ -83,4 +83,4 @@ def estimate(
         print_estimate(out, est, r.defaulted)
         print_cluster(out, est.hardware)
         if timeline:
-            out.print(f"timeline written to {timeline}")
+            out.print(f"timeline written to {escape(timeline)}")

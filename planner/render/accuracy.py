@@ -274,7 +274,7 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
             "[yellow]nothing moved:[/] no fitted parameter changed (by 0.1% or more): the profiles already agree "
             "with these runs"
         )
-    wrote = ", ".join([*outputs.values(), *engines_written]) or "nothing (give -o and/or --engine-out to write)"
+    wrote = escape(", ".join([*outputs.values(), *engines_written])) or "nothing (give -o and/or --engine-out to write)"
     console.print(
         f"median |step error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
         f"{len(result.observations)} runs; wrote {wrote}"
