@@ -80,19 +80,23 @@ def in_range(name: str, value: object, bounds: tuple[float, float]) -> None:
 NO_FAILURES = Checkpointing()  # goodput is not computed
 
 
-def default_max_cp(model: ModelSpec, seq_len: int) -> int:
-    """The largest cp a search takes unless told (--max-cp): long sequences up to 16, a dense model's 8k ones 2."""
+def _dense_max_cp(seq_len: int) -> int:
+    """The largest cp a dense model's search takes unless told: long sequences up to 16, 8k ones 2."""
     if seq_len >= LONG_SEQ:
         return DEFAULT_MAX_CP_LONG
-    return DEFAULT_MAX_CP_DENSE if seq_len >= DENSE_CP_SEQ and model.moe is None else 1
+    return DEFAULT_MAX_CP_DENSE if seq_len >= DENSE_CP_SEQ else 1
+
+
+def default_max_cp(model: ModelSpec, seq_len: int) -> int:
+    """The largest cp a search takes unless told (--max-cp): a dense model's, and an MoE model's only from 32k."""
+    return _dense_max_cp(seq_len) if model.moe is None or seq_len >= LONG_SEQ else 1
 
 
 def cp_left_out(model: ModelSpec, space: Space) -> bool:
-    """cp was not searched where a dense model's search would take it: an MoE model from 8k tokens, below 32k,
-    with neither --cp nor --max-cp given (the search says so, with the option that adds it)."""
-    if space.cp is not None or space.max_cp is not None or model.moe is None:
-        return False
-    return DENSE_CP_SEQ <= space.seq_len < LONG_SEQ
+    """cp was not searched where a dense model's search would take it (an MoE model from 8k tokens, below 32k),
+    with neither --cp nor --max-cp given: the search says so, with the option that adds it."""
+    given = space.cp is not None or space.max_cp is not None
+    return not given and default_max_cp(model, space.seq_len) < _dense_max_cp(space.seq_len)
 
 
 # ---- the search space ----------------------------------------------------------------------------------
