@@ -194,8 +194,7 @@ def _command(app: typer.Typer, args: list[str]) -> None:
 
 
 def _refused(message: str) -> NoReturn:
-    """Exit 2 with the one error line (the warnings the refused input raised are not said)."""
-    drop_warnings()
+    """Exit 2 with the one error line (`_run` drops the warnings the refused input raised)."""
     error_line(message)
     sys.exit(2)
 
