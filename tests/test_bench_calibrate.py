@@ -185,12 +185,7 @@ def test_calibrate_reads_logs_and_launch_profiles_with_the_hardware_they_name(tm
     assert abs(doc["runs"][0]["after_pct"]) < abs(doc["runs"][0]["before_pct"])
     code, _, err = run_planner("calibrate", log)
     assert code == 2 and "--hardware" in err and "Traceback" not in err
-    profiles = []
-    for i, p in enumerate(SYNTHETIC[:3]):
-        path = tmp_path / f"p{i}.json"
-        plan = {"dp": p.dp, "micro_batch": p.micro_batch, "global_batch": p.global_batch, "seq_len": p.seq_len}
-        path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
-        profiles.append(str(path))
+    profiles = _synthetic_profiles(tmp_path)
     code, out, err = run_planner("calibrate", *profiles, "--json")  # no --hardware: the profiles name theirs
     assert code == 0, err
     assert {m["name"] for m in json.loads(out)["moves"]} >= {"compute of planner on cpu"}
@@ -267,13 +262,19 @@ def test_calibrate_prints_the_paths_it_wrote_as_text(tmp_path):
     '[/]' as a closing tag)."""
     from helpers import run_planner
 
-    profiles = []
-    for i, p in enumerate(SYNTHETIC[:3]):
-        path = tmp_path / f"p{i}.json"
-        plan = {"dp": p.dp, "micro_batch": p.micro_batch, "global_batch": p.global_batch, "seq_len": p.seq_len}
-        path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
-        profiles.append(str(path))
+    profiles = _synthetic_profiles(tmp_path)
     out_dir = tmp_path / "[b]" / "[/]x"
     code, out, err = run_planner("calibrate", *profiles, "-o", str(out_dir))
     assert code == 0 and "Traceback" not in err, err
     assert "[/]x" in " ".join(out.split()).replace(" ", "") and any(out_dir.iterdir())
+
+
+def _synthetic_profiles(folder: Path) -> list[str]:
+    """Three launch profiles of tiny on the cpu profile, SYNTHETIC's first plans, 20, 40 and 60 ms a step."""
+    profiles = []
+    for i, p in enumerate(SYNTHETIC[:3]):
+        path = folder / f"p{i}.json"
+        plan = {"dp": p.dp, "micro_batch": p.micro_batch, "global_batch": p.global_batch, "seq_len": p.seq_len}
+        path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
+        profiles.append(str(path))
+    return profiles
