@@ -194,3 +194,23 @@ def test_a_timeline_that_cannot_be_written_is_said_before_anything_else(tmp_path
     if importlib.util.find_spec("matplotlib") is not None:
         code, out, err = run(*base, "--timeline", str(tmp_path / "p.svg"))
         assert code == 0 and (tmp_path / "p.svg").stat().st_size > 0, err
+
+
+def test_failures_that_leave_no_time_to_train_say_so_alike_and_rank_the_faster_plan_first():
+    """A restart far longer than the system MTBF (goodput underflows to 0): estimate, search's advice and scale say
+    the same clause, estimate's JSON has no expected time, and search breaks the tie on tokens/s, not memory."""
+    hopeless = ("--mtbf-hours", "1", "--restart-minutes", "600")
+    code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "1024", "--zero", "1", *hopeless, "--tokens", "1e12")
+    said = "failures every 3.52 s leave no time to train: each costs a restart of 10.0 h"
+    assert code == 0 and said in " ".join(out.split()), err
+    code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "1024", "--zero", "1", *hopeless, "--tokens", "1e12",
+                         "--json")  # fmt: skip
+    doc = json.loads(out)
+    assert code == 0 and doc["checkpoint"]["goodput"] == 0 and doc["train"]["expected_seconds"] is None, err
+    a = search_advised("llama3-8b", gpus=1024, hardware=None, engine=None, top=5, mtbf_hours=1, restart_minutes=600)
+    (ck_advice,) = [x for x in a.advice if x.kind == "checkpoint"]
+    assert "no plan trains on 1024 GPUs" in ck_advice.message and said in ck_advice.message
+    rates = [r.time.tokens_per_s for r in a.result.top]
+    assert rates == sorted(rates, reverse=True) and len(rates) == 5
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "1024", "--tokens", "1e12", *hopeless, "--json")
+    assert code == 0 and said in json.loads(out)["points"][0]["note"], err

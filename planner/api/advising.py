@@ -265,13 +265,17 @@ def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]
     if best is None or ck is None:
         return []
     source = f" ({rate.source})" if rate is not None else " (--mtbf-hours)"
+    text = (
+        f"no plan trains on {best.plan.gpus} GPUs at this failure rate{source}: {ck.stall_note()}"
+        if ck.stalled
+        else f"checkpoint every {fmt_steps(ck.interval_s, best.time.step_s)} (Young/Daly; a write takes "
+        f"{fmt_seconds(ck.checkpoint_s)}): the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on "
+        f"average{source}; goodput {ck.goodput:.1%} with a restart of {ck.restart_s / 60:g} min per failure"
+    )
     return [
         Advice(
             "checkpoint",
-            f"checkpoint every {fmt_steps(ck.interval_s, best.time.step_s)} (Young/Daly; a write takes "
-            f"{fmt_seconds(ck.checkpoint_s)}):"
-            f" the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on average{source}; goodput "
-            f"{ck.goodput:.1%} with a restart of {ck.restart_s / 60:g} min per failure",
+            text,
             best.plan.gpus,
             best.plan.global_batch,
         )

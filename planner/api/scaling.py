@@ -29,7 +29,6 @@ from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_DEGREE, Plan
 from planner.specs import ModelSpec
-from planner.units import fmt_seconds
 
 MAX_COUNTS = 32  # one search each
 
@@ -191,12 +190,8 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
     t, ck = best.time, best.estimate.checkpoint
     run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
     expected = expected_train(run, ck.goodput) if ck is not None else None
-    if ck is not None and expected is None:
-        note = (
-            f"failures every {fmt_seconds(ck.mtbf_s)} leave no time to train: each costs a restart of "
-            f"{fmt_seconds(ck.restart_s)} and the work since a checkpoint written in {fmt_seconds(ck.checkpoint_s)}"
-        )
-        return ScalePoint(g, None, note=note)
+    if ck is not None and ck.stalled:
+        return ScalePoint(g, None, note=ck.stall_note())
     return ScalePoint(
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
         checkpoint=ck, expected=expected, defaulted=result.defaulted,

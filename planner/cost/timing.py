@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from planner.cluster.fabric import RESTART_S  # R, with its source
+from planner.units import fmt_seconds
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def time_to_train(*, step_s: float, tokens_per_step: int, tokens: float, gpus: i
 def expected_train(train: TrainTime, goodput: float) -> TrainTime | None:
     """The time and GPU-hours to train once failures are priced: the failure-free ones over the goodput (None:
     a goodput of 0, no progress at all)."""
-    if goodput <= 0:
+    if goodput <= 0.0:
         return None
     return TrainTime(steps=train.steps, seconds=train.seconds / goodput, gpu_hours=train.gpu_hours / goodput)
 
@@ -68,6 +69,18 @@ class CheckpointPlan:
     def wasted_fraction(self) -> float:
         """Checkpoint writes + lost work + restarts, per unit of wall time."""
         return 1.0 - self.goodput
+
+    @property
+    def stalled(self) -> bool:
+        """No progress at all: the goodput underflows to 0 (a restart outlasts the MTBF hundreds of times over)."""
+        return self.goodput <= 0.0
+
+    def stall_note(self) -> str:
+        """Why a stalled job never trains, in one clause (estimate, search's advice and scale say the same)."""
+        return (
+            f"failures every {fmt_seconds(self.mtbf_s)} leave no time to train: each costs a restart of "
+            f"{fmt_seconds(self.restart_s)} and the work since a checkpoint written in {fmt_seconds(self.checkpoint_s)}"
+        )
 
 
 def checkpoint_plan(

@@ -161,14 +161,15 @@ def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> S
     return out
 
 
-def rank_key(objective: str, r: Ranked) -> tuple[float, float]:
-    """Best first: the most tokens/s (or goodput), then the least memory; or the least memory, then the most
+def rank_key(objective: str, r: Ranked) -> tuple[float, ...]:
+    """Best first: the most tokens/s (or what the goodput keeps of them, then the most tokens/s: equal goodput,
+    e.g. none at all, ranks the faster plan first), then the least memory; or the least memory, then the most
     tokens/s."""
     if objective == "memory":
         return (r.estimate.memory.total_bytes, -r.time.tokens_per_s)
     if objective == "risk":  # the low end of the 80% interval: a plan sure to be fast before one that may be faster
         return (-(r.estimate.uncertainty.tokens_per_s_interval or (r.time.tokens_per_s,))[0], -r.time.tokens_per_s)
-    return (-r.score_tokens_per_s, r.estimate.memory.total_bytes)
+    return (-r.score_tokens_per_s, -r.time.tokens_per_s, r.estimate.memory.total_bytes)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

@@ -192,8 +192,6 @@ def time_table(t: Any) -> Table:
 
 def estimate_lines(est: Any) -> list[str]:
     """Throughput and its trust, the memory summary, and the time to train and goodput when asked for."""
-    from planner.units import fmt_seconds, fmt_steps
-
     t, u, pl, mem = est.time, est.uncertainty, est.plausibility, est.memory
     lines = [
         f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "
@@ -221,9 +219,16 @@ def estimate_lines(est: Any) -> list[str]:
             f"[yellow]may not fit:[/] the 80% interval of its memory reaches {fmt_bytes(hi)}, past the "
             f"{fmt_bytes(mem.capacity_bytes)} per GPU"
         )
+    return lines + _train_lines(est)
+
+
+def _train_lines(est: Any) -> list[str]:
+    """The time to train (failure-free, and expected with failures priced) and the failures line."""
+    from planner.units import fmt_seconds, fmt_steps
+
+    lines = []
     if est.train:
-        tr = est.train
-        ex = est.expected_train
+        tr, ex = est.train, est.expected_train
         lines.append(
             f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
             f"{fmt_seconds(tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
@@ -232,11 +237,14 @@ def estimate_lines(est: Any) -> list[str]:
         )
     if est.checkpoint:
         c = est.checkpoint
+        kept = (
+            f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
+            if not c.stalled
+            else f"100%, goodput 0: {c.stall_note()}"
+        )
         lines.append(
             f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
             f"checkpoint every {fmt_steps(c.interval_s, est.time.step_s)} (Young/Daly), restart {c.restart_s / 60:g} "
-            "min per "
-            "failure, expected loss "
-            f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
+            f"min per failure, expected loss {kept}"
         )
     return lines
