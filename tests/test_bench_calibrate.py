@@ -278,3 +278,26 @@ def _synthetic_profiles(folder: Path) -> list[str]:
         path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
         profiles.append(str(path))
     return profiles
+
+
+
+def test_a_hardware_profile_that_makes_a_step_time_overflow_is_refused_by_name(tmp_path):
+    """A latency of 1e308 s is a finite float the profile accepts, but the step times it prices overflow: calibrate
+    names the run and the hardware in one line (the fit's least squares raised LinAlgError)."""
+    import yaml
+    from helpers import run_planner
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "hardware_profiles" / "cpu.yaml").read_text())
+    doc["intra_node"]["latency_s"] = 1e308
+    hw = tmp_path / "slow.yaml"
+    hw.write_text(yaml.safe_dump(doc))
+    profiles = []
+    for i, p in enumerate(SYNTHETIC[5:8]):  # dp 2: a step that communicates
+        path = tmp_path / f"p{i}.json"
+        plan = p.model_dump(include={"dp", "zero", "micro_batch", "global_batch", "seq_len"})
+        path.write_text(json.dumps({"model": "tiny", "plan": plan, "median_step_s": 0.02 * (i + 1), "hardware": "cpu"}))
+        profiles.append(str(path))
+    code, out, err = run_planner("calibrate", *profiles, "--hardware", str(hw), "-o", str(tmp_path / "fit.yaml"),
+                                 "--params", "compute,overhead_s")  # fmt: skip
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert "not a finite number of seconds" in err and "cpu" in err and not (tmp_path / "fit.yaml").exists()

@@ -119,7 +119,15 @@ def _identified(
     import numpy as np
 
     labels = [vec.label(s) for s in vec.slots]
-    choice = choose(_jacobian(vec, x0, lo, hi, sigma, obs), vec.slots, labels, len(obs))
+    jac = _jacobian(vec, x0, lo, hi, sigma, obs)
+    unpriced = [o for o, row in zip(obs, jac, strict=True) if not np.all(np.isfinite(row))]
+    if unpriced:  # a profile's figure so far out (a latency of 1e308 s) that a step time overflows
+        o = unpriced[0]
+        raise PlannerError(
+            f"{o.id}: the model's step time on {o.hardware.name} is not a finite number of seconds; check the "
+            "hardware profile's bandwidths and latencies"
+        )
+    choice = choose(jac, vec.slots, labels, len(obs))
     free = np.array(choice.chosen, dtype=int)
     unidentified = tuple(f"{labels[i]}: {why}" for i, why in sorted(choice.reasons.items()))
     if not free.size:
