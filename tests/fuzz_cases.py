@@ -302,7 +302,7 @@ def names_of(values: Iterable[Any]) -> list[str]:
             continue
         s = str(v)
         if not s.strip():
-            found.append(f"({s})")  # click: Got unexpected extra argument(s) ( )
+            found += [f"({s})", repr(s)]  # click: Got unexpected extra argument(s) ( ); cli: blank argument(s) ''"
             continue
         found += [s[:40], repr(v)[:40].strip("'\"")]
         if isinstance(v, str):

@@ -104,6 +104,15 @@ def test_memory_json_gives_params_and_active_params_for_moe():
 
 
 # ---- edges -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("extra", "said"), [(("",), "''"), (("", " "), "'', ' '"), (("foo",), "(foo)")])
+def test_a_stray_argument_is_named_and_a_blank_one_quoted(extra, said):
+    """A blank word on the command line (an empty shell variable) is quoted: Click showed it as "( )"."""
+    from helpers import run_planner
+
+    code, out, err = run_planner("memory", "-m", "tiny", *extra)
+    assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("args", [("search", "-m", "gpt3-175b", "--gpus", "1024"), ("models", "--json")])
 def test_a_closed_pipe_ends_quietly_with_exit_0(args):
     """`planner search ... | head -1`: the reader goes away; no error, no 'Exception ignored', exit 0."""

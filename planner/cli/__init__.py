@@ -186,11 +186,21 @@ def _command(app: typer.Typer, args: list[str]) -> None:
         sys.exit(2)
     except click_exceptions.UsageError as e:
         where = f" ({e.ctx.command_path})" if e.ctx else ""
-        _refused(f"{e.format_message()}{where}")
+        _refused(f"{_usage_message(e.format_message(), args)}{where}")
     except (typer.Abort, KeyboardInterrupt):
         _aborted()
     except typer.Exit as e:
         sys.exit(e.exit_code)
+
+
+def _usage_message(message: str, args: list[str]) -> str:
+    """Click's message, except that extra arguments that are all blank (`planner memory -m tiny ''`), which it
+    shows as "()", are quoted."""
+    extra = "Got unexpected extra argument(s) ("
+    blanks = [a for a in args if not a.strip()]
+    if message.startswith(extra) and not message[len(extra) : -1].strip() and blanks:
+        return f"got unexpected blank argument(s) {', '.join(map(repr, blanks))}: remove them"
+    return message
 
 
 def _refused(message: str) -> NoReturn:
