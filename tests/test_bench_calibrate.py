@@ -280,7 +280,6 @@ def _synthetic_profiles(folder: Path) -> list[str]:
     return profiles
 
 
-
 def test_a_hardware_profile_that_makes_a_step_time_overflow_is_refused_by_name(tmp_path):
     """A latency of 1e308 s is a finite float the profile accepts, but the step times it prices overflow: calibrate
     names the run and the hardware in one line (the fit's least squares raised LinAlgError)."""
