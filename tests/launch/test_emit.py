@@ -193,6 +193,10 @@ def test_engine_files_say_how_to_run_on_the_plans_nodes(tmp_path, kind):
     many = write_target(kind, CFG, GQA, tmp_path / "many", nnodes=4, per_node=2).read_text()
     if kind.startswith("torchtitan"):
         assert "NGPU=8 " in one and "NGPU" not in many
+        for text in (one, many):  # the file is read from the job's folder, not the checkout run_train.sh runs in
+            assert "JOB=/path/to/this/folder" in text and "$PWD" not in text
+            read = "PYTHONPATH=$JOB:$PYTHONPATH " if kind == "torchtitan" else "$JOB/torchtitan.toml"
+            assert read in text and " torchtitan.toml" not in text and "=torchtitan.toml" not in text
     else:
         assert "torchrun --standalone --nnodes 1 --nproc-per-node 8 " in one
     assert "--nnodes 4 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:" in many

@@ -217,15 +217,17 @@ def run_lines(plan: Plan, nodes: int, per_node: int | None) -> list[str]:
     per = node_gpus(plan, nodes, per_node)
     if nodes == 1:
         return [
-            "Run it with this folder on PYTHONPATH, from a torchtitan checkout:",
+            f"Run it from a torchtitan checkout, with JOB set to the folder this file is in (--module {MODULE}):",
             "",
-            f"    PYTHONPATH=$PWD:$PYTHONPATH NGPU={per} MODULE={MODULE} CONFIG={CONFIG_FN} ./run_train.sh",
+            "    JOB=/path/to/this/folder",
+            f"    PYTHONPATH=$JOB:$PYTHONPATH NGPU={per} MODULE={MODULE} CONFIG={CONFIG_FN} ./run_train.sh",
         ]
     return [
-        f"Run it on each of the {nodes} nodes of {per} GPUs, with this folder on PYTHONPATH, from a torchtitan",
-        "checkout, MASTER_ADDR set to one node's address (multinode_trainer.slurm runs this line under srun):",
+        f"Run it on each of the {nodes} nodes of {per} GPUs from a torchtitan checkout, with JOB set to the folder",
+        "this file is in and MASTER_ADDR to one node's address (multinode_trainer.slurm runs this line under srun):",
         "",
-        f"    PYTHONPATH=$PWD:$PYTHONPATH {engine_torchrun(nodes, per, program)}",
+        "    JOB=/path/to/this/folder",
+        f"    PYTHONPATH=$JOB:$PYTHONPATH {engine_torchrun(nodes, per, program)}",
     ]
 
 

@@ -84,10 +84,11 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
 def run_comment(plan: Plan, nodes: int, per_node: int | None) -> str:
     """How to run the job config: run_train.sh on one node, else torchrun on every node (as torchtitan.py's)."""
     per = node_gpus(plan, nodes, per_node)
+    folder = "# from a torchtitan checkout, JOB set to the folder this file is in:\n# JOB=/path/to/this/folder\n"
     if nodes == 1:
-        return f"# run: NGPU={per} CONFIG_FILE=torchtitan.toml ./run_train.sh"
-    line = engine_torchrun(nodes, per, "-m torchtitan.train --job.config_file torchtitan.toml")
-    return f"# run on each of the {nodes} nodes, MASTER_ADDR set to one node's address:\n# {line}"
+        return f"{folder}# run: NGPU={per} CONFIG_FILE=$JOB/torchtitan.toml ./run_train.sh"
+    line = engine_torchrun(nodes, per, "-m torchtitan.train --job.config_file $JOB/torchtitan.toml")
+    return f"{folder}# run on each of the {nodes} nodes, MASTER_ADDR set to one node's address:\n# {line}"
 
 
 def torchtitan_toml(
