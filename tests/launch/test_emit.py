@@ -168,6 +168,18 @@ def test_deepspeed_json_maps_every_plan_field():
     assert cfg["planner"]["plan"] == PLAN.model_dump()
 
 
+def test_deepspeed_autotp_leaves_the_batch_for_deepspeed_to_count():
+    """AutoTP without a pipeline has no mpu at deepspeed.initialize, so DeepSpeedConfig counts all ranks as data
+    parallel (runtime/config.py): a stated train_batch_size of the plan's global batch fails its _batch_assertion.
+    The file gives micro-batch and accumulation, which mean the same with or without an mpu."""
+    plan = PLAN.model_copy(update={"pp": 1, "vpp": None, "schedule": "1f1b"})
+    cfg = json.loads(json.dumps(deepspeed_config(GQA, plan)[0]))
+    assert "train_batch_size" not in cfg and cfg["tensor_parallel"]["autotp_size"] == 2
+    assert cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * plan.dp == plan.global_batch
+    assert "train_batch_size is left for DeepSpeed" in cfg["planner"]["notes"]
+    assert "train_batch_size" in deepspeed_config(GQA, plan.model_copy(update={"tp": 1}))[0]
+
+
 @pytest.mark.parametrize(
     "kind,name",
     [

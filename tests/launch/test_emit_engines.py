@@ -337,7 +337,13 @@ def deepspeed_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     cfg = json.loads(text)
     out = []
     dp = plan.gpus // (plan.tp * plan.pp * plan.cp)
-    if cfg["train_batch_size"] != cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * dp:
+    per_dp = cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"]
+    if per_dp * dp != plan.global_batch:
+        out.append("micro * grad_acc * dp is not the global batch")
+    if "train_batch_size" not in cfg:  # derived by DeepSpeed: only under AutoTP without a pipeline (no mpu there)
+        if not (plan.tp > 1 and plan.pp == 1):
+            out.append("no train_batch_size outside AutoTP")
+    elif cfg["train_batch_size"] != per_dp * dp:
         out.append("train_batch_size != micro * grad_acc * dp (config.py _batch_assertion)")
     stage = cfg["zero_optimization"]["stage"]
     if plan.pp > 1 and stage >= 2:  # pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"

@@ -27,7 +27,7 @@ STAGE3_LIVE_ELEMENTS = 1_000_000_000
 GRADIENT_CLIPPING = 1.0  # the clipping every engine's recipes use (Megatron --clip-grad 1.0, torchtitan max_norm)
 # Which key carries each plan field (those DeepSpeed has no key for are kept under "planner").
 PLAN_FIELDS = {
-    "global_batch": "train_batch_size",
+    "global_batch": "train_batch_size (AutoTP without a pipeline: derived, see autotp_batch)",
     "micro_batch": "train_micro_batch_size_per_gpu",
     "dp": "gradient_accumulation_steps = global_batch / (dp*micro_batch); dp implied by world size",
     "zero": "zero_optimization.stage (+ its buckets and overlap_comm)",
@@ -116,9 +116,24 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
         }
     if plan.tp > 1:  # TPTrainingConfig.autotp_size: 0 (absent) disables AutoTP
         cfg["tensor_parallel"] = {"autotp_size": plan.tp}
+        if plan.pp == 1:
+            autotp_batch(cfg)
     if plan.cp > 1:
         cfg["sequence_parallel_size"] = plan.cp
     return cfg, dict(PLAN_FIELDS)
+
+
+def autotp_batch(cfg: dict) -> None:
+    """Leave train_batch_size for DeepSpeed to derive under AutoTP: without an mpu, DeepSpeedConfig counts every
+    rank of the world as data parallel (runtime/config.py DeepSpeedConfig.__init__ world_size; deepspeed.initialize
+    builds it before AutoTP makes its groups), so the plan's global batch fails its _batch_assertion (train = micro
+    x accumulation x world); with an mpu it counts dp. Micro-batch and accumulation mean the same either way
+    (_set_batch_related_parameters derives the rest)."""
+    del cfg["train_batch_size"]
+    cfg["planner"]["notes"] += (
+        "; train_batch_size is left for DeepSpeed to derive (micro x accumulation x the data-parallel world it sees: "
+        "every rank without an mpu, so each TP rank's copy counts once)"
+    )
 
 
 def deepspeed_file(model: ModelSpec, plan: Plan) -> str:
