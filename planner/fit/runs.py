@@ -1,4 +1,4 @@
-"""Runs files (the schema of shared/reference/calibration_runs.yaml): each published or measured run as the
+"""Runs files (the schema of tests/data/calibration_runs.yaml): each published or measured run as the
 model, plan, hardware and engine it ran with, and what was measured. The one reader behind `planner validate`
 and `planner calibrate`.
 
@@ -90,7 +90,7 @@ class Skipped:
     measured: dict[str, float]
 
 
-# The fields of a run (shared/reference/calibration_runs.yaml; what `planner ingest` writes).
+# The fields of a run (tests/data/calibration_runs.yaml; what `planner ingest` writes).
 RUN_FIELDS = (
     "id", "source", "year", "model", "hardware", "gpus", "gpus_per_node", "plan", "software", "measured", "assumed",
     "derived", "notes",

@@ -1,4 +1,4 @@
-"""Predicted vs measured for a runs file (the schema of shared/reference/calibration_runs.yaml).
+"""Predicted vs measured for a runs file (the schema of tests/data/calibration_runs.yaml).
 
 Every run is predicted with the engine its software block names (fit/runs.py), on its hardware profile; a
 run that cannot be evaluated is listed with its reason, never dropped silently. The summary gives the
