@@ -29,7 +29,7 @@ def finite(low: float, high: float, *, open_low: bool = False) -> Callable[[floa
 def nonempty(value: str | None) -> str | None:
     """A typer callback for names and paths: given, it must say something."""
     if value is not None and not value.strip():
-        raise typer.BadParameter("is empty; give a name or a path")
+        raise typer.BadParameter(f"{value!r} is empty; give a name or a path")
     return value
 
 
