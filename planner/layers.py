@@ -178,7 +178,7 @@ def mha_params(model: ModelSpec) -> int:
     one learned sink logit per head where the spec has sinks (GPT-OSS, GptOssAttention.sinks)."""
     h, heads = model.hidden_size, model.num_attention_heads
     q, kv = heads * model.head_size, model.kv_heads * model.head_size
-    bias = (q + 2 * kv + h) if model.has_bias else 0
+    bias = (q + 2 * kv if model.has_qkv_bias else 0) + (h if model.has_bias else 0)
     sinks = heads if model.attention is not None and model.attention.sinks else 0
     return h * q + 2 * h * kv + q * h + bias + sinks
 

@@ -186,6 +186,11 @@ class ModelSpec(Frozen):
     position_embedding: Literal["learned", "rope", "none"] = "learned"
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool | None = Field(None, description="biases in linear layers; default: layernorm models yes")
+    qkv_bias: bool | None = Field(
+        None,
+        description="biases on the q, k and v projections alone where linear_bias gives none (Qwen2; GLM-4.5's "
+        "attention_bias; Megatron --add-qkv-bias); default: no",
+    )
     moe: MoESpec | None = None
     params: float | None = Field(
         None, gt=0, le=MAX_PARAMS, allow_inf_nan=False, description="declared size, checked against the derived count"
@@ -273,6 +278,11 @@ class ModelSpec(Frozen):
     @property
     def has_bias(self) -> bool:
         return self.norm == "layernorm" if self.linear_bias is None else self.linear_bias
+
+    @property
+    def has_qkv_bias(self) -> bool:
+        """Biases on q, k and v: with every linear's, or alone (Megatron: add_bias_linear or add_qkv_bias)."""
+        return self.has_bias or bool(self.qkv_bias)
 
     @property
     def mlp_matrices(self) -> int:

@@ -256,7 +256,10 @@ REFUSALS = {
     "cross-attention layers": ({"cross_attention_layers": [3, 8, 13]}, "cross_attention_layers=[3, 8, 13]"),
     "unknown layer type": ({"layer_types": ["full_attention"] * 35 + ["mystery"]}, "'mystery'"),
     "layer_types of the wrong length": ({"layer_types": ["full_attention"] * 3}, "3 entries"),
-    "sliding window with no known rule": ({"model_type": "newfamily", "sliding_window": 4096}, "sliding_window=4096"),
+    "sliding window with no known rule": (
+        {"model_type": "newfamily", "sliding_window": 4096, "use_sliding_window": True},
+        "sliding_window=4096",
+    ),
     "Infinity where an integer is read": ({"max_position_embeddings": float("inf")}, "=Infinity"),
     "NaN where an integer is read": ({"num_key_value_heads": float("nan")}, "num_key_value_heads=NaN"),
     "fractional width": ({"intermediate_size": 12288.5}, "intermediate_size=12288.5"),
@@ -265,6 +268,7 @@ REFUSALS = {
         {"model_type": "ernie4_5_moe", "moe_num_experts": 64, "moe_k": 8},
         "moe_num_experts=64",
     ),
+    "Granite 4.0-H's Mamba layers": ({"model_type": "granitemoehybrid"}, "'granitemoehybrid' has SSM layers"),
     "hybrid pattern length": (
         {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-", "num_hidden_layers": 4},
         "num_hidden_layers=4",
@@ -412,3 +416,72 @@ def test_the_file_s_own_expert_count_beats_its_family_default():
     """GPT-OSS's family default names num_local_experts (128); a file that says num_experts: 32 has 32."""
     cfg = {k: v for k, v in json.loads((CONFIGS / "gpt_oss_120b.json").read_text()).items() if k != "num_local_experts"}
     assert _spec_of({**cfg, "num_experts": 32}).moe.num_experts == 32
+
+
+# ---- biases, q/k norms and keys as the families' modules read them ---------------------------------------------
+def _glm(**changes: Any) -> dict[str, Any]:
+    return {**json.loads((CONFIGS / "glm4.7.json").read_text()), "hidden_act": "silu", **changes}
+
+
+def test_attention_bias_is_the_q_k_v_biases_alone_where_the_family_builds_them_so():
+    """Glm4MoeAttention biases q, k and v by attention_bias and never o_proj; the MLPs and experts have none. The
+    spec's qkv_bias counts exactly those: (heads + 2 kv heads) x head_dim per layer. linear_bias on every linear
+    added the experts' and the output projection's (about 120M on GLM-4.5)."""
+    plain, biased = _spec_of(_glm(attention_bias=False)), _spec_of(_glm(attention_bias=True))
+    assert (biased.linear_bias, biased.qkv_bias, biased.has_bias) == (False, True, False)
+    per_layer = (biased.num_attention_heads + 2 * biased.kv_heads) * biased.head_size
+    assert biased.num_params - plain.num_params == biased.num_layers * per_layer
+
+
+def test_qwen2_biases_q_k_v_without_a_key_saying_so():
+    """Qwen2Attention builds q/k/v with bias=True and o_proj without; Qwen2 configs carry no bias key."""
+    cfg = {k: v for k, v in json.loads((CONFIGS / "llama3.1_8b.json").read_text()).items() if "bias" not in k}
+    qwen2 = _spec_of({**cfg, "model_type": "qwen2", "use_sliding_window": False})
+    assert qwen2.qkv_bias is True and not qwen2.has_bias
+    llama = _spec_of(cfg)
+    assert qwen2.num_params - llama.num_params == 32 * (32 + 2 * 8) * 128
+
+
+def test_attention_biases_on_all_four_projections_but_not_the_mlp_are_imported_as_q_k_v_and_said():
+    cfg = {**json.loads((CONFIGS / "llama3.1_8b.json").read_text()), "attention_bias": True, "mlp_bias": False}
+    with pytest.warns(UserWarning, match="output projection's, hidden_size per layer, left out"):
+        spec = _spec_of(cfg)
+    assert spec.qkv_bias is True and not spec.has_bias
+    assert _spec_of({**cfg, "mlp_bias": True}).has_bias  # all of them: every linear
+
+
+def test_qwen3_coder_s_legacy_flags_import():
+    """Qwen3-Coder-480B-A35B's config (qwen3_moe) says use_qk_norm: true, which Qwen3MoeAttention's per-head
+    RMSNorms are anyway, and shared_expert_intermediate_size: 0, no shared expert."""
+    cfg = {**json.loads((CONFIGS / "qwen3_235b_a22b.json").read_text()), "use_qk_norm": True}
+    spec = _spec_of({**cfg, "shared_expert_intermediate_size": 0})
+    assert spec.attention.qk_norm == "rmsnorm" and spec.moe.num_shared_experts == 0
+    assert spec.num_params == _spec_of(cfg).num_params
+
+
+@pytest.mark.parametrize(("family", "warned"), [("olmo2", True), ("apertus", False), ("qwen3_vl_text", False)])
+def test_families_with_q_k_norms_import_them(family, warned):
+    """Olmo2Attention normalises the whole q and k projections (said: imported per head), ApertusAttention and
+    Qwen3VLTextAttention each head; all keep Q and K for the norms' backward."""
+    cfg = {**json.loads((CONFIGS / "llama3.1_8b.json").read_text()), "model_type": family}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = _spec_of(cfg)
+    assert spec.attention.qk_norm == "rmsnorm"
+    assert any("whole projection" in str(w.message) for w in caught) == warned
+
+
+def test_use_sliding_window_false_means_no_sliding_layer_in_any_family():
+    """MiMo (Qwen2-derived, its own model_type) states sliding_window beside use_sliding_window: false."""
+    cfg = {**json.loads((CONFIGS / "llama3.1_8b.json").read_text()), "model_type": "mimo", "sliding_window": 32768}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _spec_of({**cfg, "use_sliding_window": False}).attention is None
+        with pytest.raises(PlannerError, match="sliding_window=32768"):
+            _spec_of(cfg)
+
+
+def test_glm_moe_without_its_norm_eps_is_still_rmsnorm():
+    """Glm4MoeConfig defaults rms_norm_eps to 1e-5: a config that leaves it out is no LayerNorm model."""
+    cfg = {k: v for k, v in _glm().items() if k != "rms_norm_eps"}
+    assert _spec_of(cfg).norm == "rmsnorm"

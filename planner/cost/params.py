@@ -56,7 +56,7 @@ def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
     q = model.num_attention_heads * hd
     kv_per_rank = max(model.kv_heads / tp, 1) * hd
     weights = h * q / tp + 2 * h * kv_per_rank + q * h / tp
-    bias = (q / tp + 2 * kv_per_rank + h) if model.has_bias else 0
+    bias = (q / tp + 2 * kv_per_rank if model.has_qkv_bias else 0) + (h if model.has_bias else 0)
     sinks = model.num_attention_heads / tp if model.attention is not None and model.attention.sinks else 0
     return weights + bias + sinks
 

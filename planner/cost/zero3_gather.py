@@ -33,15 +33,16 @@ def layer_param_tensors(model: ModelSpec, kind: LayerKind) -> int:
     """Parameter tensors of one layer as Megatron-LM's transformer layer builds them (megatron/model/transformer.py:
     ParallelAttention's fused query_key_value and dense, ParallelMLP's dense_h_to_4h, which holds SwiGLU's gate and
     up, and dense_4h_to_h; other mixers one tensor per weight matrix), each with its bias when the model has
-    biases, and the norms (weight, and bias for LayerNorm) before the mixer and the FFN (four with sandwich norms,
-    two more for RMSNorm q/k norms)."""
+    biases (or the fused q/k/v's alone), and the norms (weight, and bias for LayerNorm) before the mixer and the
+    FFN (four with sandwich norms, two more for RMSNorm q/k norms)."""
     mixer = {"attention": 2, "mla": 5, "mamba": 2, "none": 0}[kind.mixer]
     ffn = 2 if kind.ffn != "none" else 0
     linears = (mixer + ffn) * (2 if model.has_bias else 1)
+    qkv_bias = kind.mixer == "attention" and model.has_qkv_bias and not model.has_bias  # the fused qkv's bias alone
     blocks = (kind.mixer != "none") + (kind.ffn != "none")
     qk = model.attention is not None and model.attention.qk_norm == "rmsnorm" and kind.mixer == "attention"
     norms = blocks * (2 if model.sandwich_norm else 1) * (2 if model.norm == "layernorm" else 1)
-    return linears + norms + (2 if qk else 0)
+    return linears + qkv_bias + norms + (2 if qk else 0)
 
 
 def rank_param_tensors(model: ModelSpec, plan: Plan, engine: Engine, stage: int) -> int:

@@ -77,13 +77,40 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     }
     if fields["attention"] and fields["attention"].get("kind") == "mla":
         fields.update(head_dim=None, num_kv_heads=None)  # MLA's widths are its own; DeepSeek repeats heads as kv
-    if family == "gpt2":
-        fields["linear_bias"] = True
-    elif "attention_bias" in c.cfg or "mlp_bias" in c.cfg:
-        fields["linear_bias"] = bool(c.get("attention_bias") or c.get("mlp_bias"))
-    elif "enable_bias" in c.cfg:  # OPT
-        fields["linear_bias"] = bool(c.get("enable_bias"))
+    fields.update(_bias_fields(c))
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _bias_fields(c: HfConfig) -> dict[str, Any]:
+    """linear_bias (every linear) or qkv_bias (q, k and v alone) as the family's modules build them
+    (hf_families.py QKV_BIAS_FAMILIES, QKV_ONLY_ATTENTION_BIAS_FAMILIES); a mix the spec cannot hold is imported
+    with the nearest and said in a warning."""
+    if c.family == "gpt2":
+        return {"linear_bias": True}
+    if "enable_bias" in c.cfg:  # OPT
+        return {"linear_bias": bool(c.get("enable_bias"))}
+    if c.family in fam.QKV_BIAS_FAMILIES:
+        return {"linear_bias": False, "qkv_bias": bool(c.get("qkv_bias", True))}
+    if not any(k in c.cfg for k in ("attention_bias", "mlp_bias", "attention_out_bias")):
+        return {}
+    qkv, mlp = bool(c.get("attention_bias")), bool(c.get("mlp_bias"))
+    out = bool(c.get("attention_out_bias", qkv and c.family not in fam.QKV_ONLY_ATTENTION_BIAS_FAMILIES))
+    if qkv == out == mlp:
+        return {"linear_bias": qkv}
+    if qkv and not mlp:
+        if out:
+            warnings.warn(
+                f"{c.source}: attention_bias biases the output projection too, not the MLP; imported with q/k/v "
+                "biases alone (the output projection's, hidden_size per layer, left out)",
+                stacklevel=4,
+            )
+        return {"linear_bias": False, "qkv_bias": True}
+    warnings.warn(
+        f"{c.source}: biases on the MLP (mlp_bias) but not on every attention projection; imported with biases on "
+        "every linear",
+        stacklevel=4,
+    )
+    return {"linear_bias": True}
 
 
 def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
@@ -144,7 +171,7 @@ def _refuse(c: HfConfig) -> None:
         raise PlannerError(
             f"{src}: model_type {family!r} has SSM layers in a layout other than nemotron_h's hybrid_override_pattern"
         )
-    if c.get("use_qk_norm") and family not in fam.QK_NORM_FLAG_FAMILIES:
+    if c.get("use_qk_norm") and family not in fam.QK_NORM_FLAG_FAMILIES and family not in fam.QK_RMSNORM_FAMILIES:
         raise PlannerError(
             f"{src}: use_qk_norm in model_type {family!r}: which q/k norm it means (RMSNorm as GLM-4.5's, L2 as "
             "Llama 4's) is the family's, and the planner does not know this family's"

@@ -34,6 +34,7 @@ _DEEPSEEK_V3: dict[str, Any] = {  # transformers/models/deepseek_v3/configuratio
 # transformers/models/glm4_moe/configuration_glm4_moe.py, Glm4MoeConfig (GLM-4.5, GLM-4.5-Air)
 _GLM4_MOE: dict[str, Any] = {
     "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,  # Glm4MoeRMSNorm throughout
     "tie_word_embeddings": False,
     "attention_bias": False,
     "use_qk_norm": False,
@@ -70,6 +71,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "rms_norm_eps": 1e-5,
         "num_experts_per_tok": 4,
         "attention_bias": True,
+        "mlp_bias": True,  # GptOssExperts' gate_up_proj_bias and down_proj_bias, always; the router's too
     },
     # transformers/models/llama4/configuration_llama4.py, Llama4TextConfig
     "llama4_text": {
@@ -172,11 +174,21 @@ KNOWN_ACTIVATION_FAMILIES = GATED_FAMILIES | LEARNED_POSITION_FAMILIES | {"nemot
 NO_POSITION_FAMILIES = {"nemotron_h"}  # Nemotron-H's attention layers carry no position encoding (the paper, 2.1)
 UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo2"}
 RMSNORM_FAMILIES = {"nemotron_h"}  # RMSNorm although the config names only layer_norm_epsilon (modeling_nemotron_h)
+# Biases on q, k and v only, always, unless the config's qkv_bias says otherwise (Qwen2Attention: bias=True on
+# q/k/v, False on o_proj; Qwen2MoeAttention the same, by Qwen2MoeConfig.qkv_bias).
+QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe"}
+# attention_bias biases q, k and v only (Glm4Attention / Glm4MoeAttention: o_proj bias=False; SeedOssAttention:
+# o_proj by its own attention_out_bias). Elsewhere (LlamaAttention, Qwen3, GPT-OSS) it biases all four.
+QKV_ONLY_ATTENTION_BIAS_FAMILIES = {"glm4", "glm4_moe", "seed_oss"}
 
 # One shared expert of the routed experts' width in every MoE layer (Llama4TextMoe.shared_expert, modeling_llama4.py).
 SHARED_EXPERT_FAMILIES = {"llama4_text": 1}
-# Learned RMSNorm q/k norms over head_dim (Qwen3Attention / Gemma3Attention q_norm, k_norm).
-QK_RMSNORM_FAMILIES = {"qwen3", "qwen3_moe", "gemma3_text"}
+# Learned RMSNorm q/k norms over head_dim (Qwen3Attention / Gemma3Attention / Qwen3VLTextAttention /
+# ApertusAttention q_norm, k_norm), whatever a legacy `use_qk_norm` key says (Qwen3-Coder's config carries one).
+QK_RMSNORM_FAMILIES = {"qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl_text", "qwen3_vl_moe_text", "apertus"}
+# RMSNorm q/k norms over the whole projection, heads x head_dim wide (Olmo2Attention / Olmo3Attention q_norm,
+# k_norm): imported as per-head RMSNorms, which save the same activations, with fewer weights, said in a warning.
+QK_FULL_WIDTH_RMSNORM_FAMILIES = {"olmo2", "olmo3"}
 # What `use_qk_norm: true` means, per family: Glm4MoeAttention's q_norm/k_norm are RMSNorms over head_dim
 # (modeling_glm4_moe.py), Llama 4's an L2 norm without weights (Llama4TextL2Norm). Elsewhere it is refused: the
 # kind is the family's.
@@ -226,7 +238,10 @@ ENCODER_DECODER_FAMILIES = {
     "fsmt",
 }
 # SSM / hybrid families other than Nemotron-H's hybrid_override_pattern (Mamba-1, parallel attention + SSM, ...).
-OTHER_SSM_FAMILIES = {"mamba", "mamba2", "falcon_mamba", "jamba", "falcon_h1", "zamba", "zamba2", "bamba", "plamo2"}
+OTHER_SSM_FAMILIES = {
+    "mamba", "mamba2", "falcon_mamba", "jamba", "falcon_h1", "zamba", "zamba2", "bamba", "plamo2",
+    "granitemoehybrid",  # Granite 4.0-H: Mamba-2 and attention layers by layer_types ("mamba", "attention")
+}  # fmt: skip
 # The names transformers configs give the routed-expert count (Mixtral/GPT-OSS, Qwen-MoE/OLMoE, DeepSeek/Kimi).
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")  # the experts each token is routed to

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from typing import Any
 
 from planner.errors import PlannerError
@@ -116,6 +117,13 @@ def attention_fields(c: HfConfig, num_layers: int) -> dict[str, Any] | None:
         out["sinks"] = True
     if c.family in fam.QK_RMSNORM_FAMILIES:
         out["qk_norm"] = "rmsnorm"
+    elif c.family in fam.QK_FULL_WIDTH_RMSNORM_FAMILIES:
+        out["qk_norm"] = "rmsnorm"
+        warnings.warn(
+            f"{c.source}: model_type {c.family!r} normalises q and k over the whole projection (heads x head_dim "
+            "weights); imported as per-head RMSNorms: the same saved activations, head_dim weights each",
+            stacklevel=4,
+        )
     elif c.get("use_qk_norm"):  # the family's kind (hf_config.py refuses a family without one)
         out["qk_norm"] = fam.QK_NORM_FLAG_FAMILIES[c.family]
     return {k: v for k, v in out.items() if v is not None} or None
@@ -171,6 +179,8 @@ def _attention_kinds(c: HfConfig, n: int) -> tuple[list[str], int | None]:
         start = c.integer("max_window_layers") if family in ("qwen2", "qwen3") else 0
         on = bool(c.get("use_sliding_window")) and sliding
         letters = ["S" if on and i >= (start or 0) else "G" for i in range(n)]
+    elif c.has("use_sliding_window") and not c.get("use_sliding_window"):  # Qwen-derived (MiMo): off means none
+        letters = ["G"] * n
     elif sliding and family in fam.ALL_SLIDING_FAMILIES:
         letters = ["S"] * n
     elif sliding:

@@ -50,11 +50,11 @@ def rope(x: torch.Tensor, theta: float = 10000.0, positions: torch.Tensor | None
 class Attention(nn.Module):
     def __init__(self, model: ModelSpec):
         super().__init__()
-        h, hd, bias = model.hidden_size, model.head_size, model.has_bias
+        h, hd, bias, qkv_bias = model.hidden_size, model.head_size, model.has_bias, model.has_qkv_bias
         self.head_dim, self.use_rope = hd, model.position_embedding == "rope"
-        self.wq = nn.Linear(h, model.num_attention_heads * hd, bias=bias)
-        self.wk = nn.Linear(h, model.kv_heads * hd, bias=bias)
-        self.wv = nn.Linear(h, model.kv_heads * hd, bias=bias)
+        self.wq = nn.Linear(h, model.num_attention_heads * hd, bias=qkv_bias)
+        self.wk = nn.Linear(h, model.kv_heads * hd, bias=qkv_bias)
+        self.wv = nn.Linear(h, model.kv_heads * hd, bias=qkv_bias)
         self.wo = nn.Linear(model.num_attention_heads * hd, h, bias=bias)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import tomllib
@@ -235,6 +236,21 @@ def test_megatron_says_the_whole_model():
     gpt, _ = megatron_args(load_model("gpt3-175b"), PLAN.model_copy(update={"sp": False, "tp": 1}))
     assert _flag(gpt, "--position-embedding-type") == "learned_absolute" and "--rotary-base" not in gpt
     assert "--swiglu" not in gpt and "--untie-embeddings-and-output-weights" not in gpt
+
+
+def test_q_k_v_biases_alone_reach_megatron_and_come_back_from_its_argument_dump():
+    """A model biased on q, k and v only (Qwen2, GLM-4.5) is --disable-bias-linear --add-qkv-bias to Megatron-LM
+    (arguments.py: "Enable bias only in the QKV linear layers"), and an argument dump saying so is read back."""
+    from planner.io.logs import read_log
+
+    args, _ = megatron_args(GQA.model_copy(update={"qkv_bias": True}), PLAN)
+    assert "--disable-bias-linear" in args and "--add-qkv-bias" in args
+    assert "--add-qkv-bias" not in megatron_args(GQA, PLAN)[0]
+    text = (Path(__file__).parents[1] / "data" / "logs" / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    fp16 = next(ln for ln in text.splitlines() if ln.strip().startswith("fp16 ."))
+    extra = [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in (("add_bias_linear", "False"), ("add_qkv_bias", "True"))]
+    read = read_log(text.replace(fp16, "\n".join([fp16, *extra])), source="qkv-dump")
+    assert read.model is not None and read.model["qkv_bias"] is True and read.model["linear_bias"] is False
 
 
 def test_a_rope_model_without_its_base_is_refused(tmp_path):

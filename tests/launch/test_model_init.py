@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from planner.io.catalog import load_model
 from planner.launch.model import GPT, canonical_name, init_weights
+from planner.specs import ModelSpec
 
 
 def test_meta_stage_filled_by_name_equals_the_full_model(tiny):
@@ -40,3 +43,10 @@ def test_initial_values_depend_on_seed_and_name_only(tiny):
 
 def test_checkpoint_wrapper_names_map_to_the_plain_model():
     assert canonical_name("layers.3._checkpoint_wrapped_module.attention.wq.weight") == "layers.3.attention.wq.weight"
+
+
+@pytest.mark.parametrize("biases", [{}, {"qkv_bias": True}, {"linear_bias": True}])
+def test_the_worker_builds_the_parameters_the_spec_counts(biases):
+    """q/k/v biases alone (Qwen2, GLM-4.5), every linear's, or none: the worker's model holds num_params."""
+    spec = ModelSpec(**{**load_model("tiny").model_dump(), **biases, "params": None})
+    assert sum(p.numel() for p in GPT(spec).parameters()) == spec.num_params

@@ -211,6 +211,8 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
         model["head_dim"] = kv_channels
     if a.has("add_bias_linear"):
         model["linear_bias"] = bool(a.get("add_bias_linear"))
+    if a.get("add_qkv_bias") and not a.get("add_bias_linear"):
+        model["qkv_bias"] = True
     more, problems = architecture(a, layers=model["num_layers"], rmsnorm=model["norm"] == "rmsnorm")
     kind = a.get("position_embedding_type")
     if kind is not None and kind not in POSITIONS and kind != "learned_absolute":

@@ -102,6 +102,8 @@ def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") 
         a.append("--swiglu")
     if not model.has_bias:
         a.append("--disable-bias-linear")
+        if model.qkv_bias:
+            a.append("--add-qkv-bias")  # arguments.py: "Enable bias only in the QKV linear layers"
     if not model.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
     # No dropout: the engine profile prices none (kernels.dropout); TransformerConfig defaults both to 0.1.
