@@ -180,3 +180,11 @@ def _derived_degree(gpus: int | None, given: dict[str, object]) -> dict[str, int
             f"derived; choose degrees whose product divides {gpus}"
         )
     return {target: gpus // others}
+
+
+def unstated_fields(plan: object) -> list[str]:
+    """The fields a plan mapping leaves null where a plan needs a value, in Plan's order (a runs file's plan as
+    `ingest -o` writes what a log does not state)."""
+    if not isinstance(plan, dict):
+        return []
+    return [k for k, f in Plan.model_fields.items() if k in plan and plan[k] is None and f.default is not None]

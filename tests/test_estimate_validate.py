@@ -149,6 +149,10 @@ def test_validate_cli_with_no_run_it_can_evaluate_is_exit_2(tmp_path, calibratio
         ([unmeasured], "unmeasured: it states no measured"),
         ([broken, dict(broken, id="broken-2")], "none of its 2 runs"),
         ([broken, broken], "run id 'broken-tp' is given 2 times"),
+        (  # what `ingest -o` writes for a log that does not state its plan: named in one line, not 13 pydantic errors
+            [dict(broken, id="from-a-log", plan=dict(broken["plan"], tp=None, zero=None, schedule=None))],
+            "from-a-log: its plan leaves tp, zero, schedule unstated (null: what its log did not say)",
+        ),
     ]
     for runs, said in cases:
         path = tmp_path / "runs.yaml"

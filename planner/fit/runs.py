@@ -37,7 +37,7 @@ from planner.fit.memory_kind import MEMORY_KINDS
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
 from planner.io.planfile import FRACTION_KEYS, LIST_KEYS, NUMBER_RANGES, check_recipe_setting, pydantic_message
-from planner.plan import Plan
+from planner.plan import Plan, unstated_fields
 from planner.specs import ModelSpec
 
 # The recipe memory and speed options a run may state (engine.Engine.configured's names; null: the engine's default).
@@ -234,6 +234,14 @@ def parse_run(
     rid = str(raw["id"])
     measured = {k: float(v) for k, v in (raw.get("measured") or {}).items() if k in METRICS and v is not None}
     eng = run_engine(raw, engine)
+    unstated = unstated_fields(raw.get("plan"))
+    if unstated:
+        return Skipped(
+            rid,
+            f"its plan leaves {', '.join(unstated)} unstated (null: what its log did not say); fill them in, or "
+            "validate the log itself with --gpus and --plan PLAN.yaml",
+            measured,
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # declared sizes in run files are rounded ("8B")
