@@ -66,10 +66,10 @@ def test_megatron_issue_lines_with_throughput_and_timestamps():
     assert r.measured["tflops_per_gpu"] == pytest.approx(236.0)
     assert r.plan["global_batch"] == 128
     assert r.model is None and any("--model" in a for a in r.assumed)
-    # three lines are fewer than the default warm-up: they are kept, and that is said
+    # three lines, each reaching into the default warm-up counted from the first: the last is used, and that is said
     default = ingest("megatron_lm_issue756_mixtral.log")
-    assert default.measured["step_s"] == r.measured["step_s"]
-    assert any("median includes them" in a for a in default.assumed)
+    assert default.measured["step_s"] == pytest.approx(5.7186) and default.iterations == (45, 45)
+    assert any("no logged line lies wholly past the warm-up" in a for a in default.assumed)
 
 
 def test_megatron_bridge_configuration_and_memory():
@@ -244,6 +244,38 @@ def test_torchtitan_every_rank_logging_takes_the_slowest():
     assert r.steps_used == 2  # eight lines, two steps
     assert r.measured["tokens_per_s_per_gpu"] == statistics.median([10049, 10007])
     assert any("slowest" in a for a in r.assumed)
+
+
+def test_a_short_torchtitan_log_is_not_averaged_with_its_compile_step():
+    """torchtitan logs step 1 (the compile) and then every log_freq, each line averaging the steps since the last:
+    step 10's interval (2-10) reaches into the warm-up, and nothing was left, so steps 1 and 10 were averaged
+    (tokens/s 2,850, MFU 17%) and the rates' step time (24 s) overrode the timestamps' 0.73 s (audit D1)."""
+    r = ingest("torchtitan_pr1884_cp2_all_ranks.log", gpus=4, given_plan={"global_batch": 2, "seq_len": 8192})
+    assert (r.iterations, r.steps_left_out) == ((10, 10), {"warm-up": 1})
+    assert r.measured["tokens_per_s_per_gpu"] == 5615  # step 10's (rank 2), not its mean with step 1's 86
+    assert (r.measured["tflops_per_gpu"], r.measured["mfu"]) == (pytest.approx(325.20), pytest.approx(0.3288))
+    # the slowest rank's step 1 at 10:37:01,391 to step 10 at 10:37:07,957, over 9 steps
+    assert r.measured["step_s"] == pytest.approx(6.566 / 9)
+    assert any(a.startswith("no logged line lies wholly past the warm-up of 3") for a in r.assumed), r.assumed
+
+
+def test_warm_up_rates_never_override_the_timestamps():
+    """Where the steps used are a short log's warm-up, their tokens/s hold the compile: the timestamps give the step
+    time. Between steady lines, a disagreement means the time between them holds more than steps (an evaluation):
+    the rate's is taken."""
+    from dataclasses import replace
+
+    from planner.io.logs.log_text import Selection, merge_ranks
+    from planner.io.logs.step_times import derive_step_s
+    from planner.io.logs.torchtitan_log import read_torchtitan
+
+    facts = read_torchtitan((LOGS / "torchtitan_pr1884_cp2_all_ranks.log").read_text())
+    warm = Selection(merge_ranks(facts.steps), {}, warmup_fallback=True)  # steps 1 and 10, as it used to fall back
+    plan = {"global_batch": 2, "seq_len": 8192}
+    step_s, how = derive_step_s(warm, facts, plan, 4)
+    assert step_s == pytest.approx(6.566 / 9) and "timestamps" in how
+    rates = [2 * 8192 / (tps * 4) for tps in (86, 5615)]  # the slowest rank's step 1, and step 10
+    assert derive_step_s(replace(warm, warmup_fallback=False), facts, plan, 4)[0] == statistics.median(rates)
 
 
 def test_torchtitan_model_and_gpus_from_options():

@@ -27,8 +27,10 @@ def derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: i
     if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
         rate = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
     by_rate = f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
-    if stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE:
-        # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's
+    # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's,
+    # unless the lines are the warm-up's (a short log's fallback), whose rates average their compile and set-up
+    disagree = stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE
+    if disagree and rate is not None and not sel.warmup_fallback:
         return rate, f"{by_rate}; the lines' timestamps give {stamped:.3g} s a step, which is not what it printed"
     if stamped is not None:
         return stamped, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
@@ -86,7 +88,10 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
             f"than the run's final {global_batch} (--rampup-batch-size): left out, the step time is at {global_batch}"
         )
     if sel.warmup_fallback:
-        notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
+        notes.append(
+            f"no logged line lies wholly past the warm-up of {warmup} iterations: the last (of each run) is used, "
+            "the one averaging the fewest warm-up iterations"
+        )
     runs = len({s.run for s in steps})
     if runs > 1:
         notes.append(
