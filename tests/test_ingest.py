@@ -66,10 +66,20 @@ def test_megatron_issue_lines_with_throughput_and_timestamps():
     assert r.measured["tflops_per_gpu"] == pytest.approx(236.0)
     assert r.plan["global_batch"] == 128
     assert r.model is None and any("--model" in a for a in r.assumed)
-    # three lines, each reaching into the default warm-up counted from the first: the last is used, and that is said
+    # iterations 43-45 of a run whose start the excerpt does not show: past the default warm-up (iterations 1-3 as
+    # numbered), not a warm-up counted from the excerpt's first line (audit D2), and that is said
     default = ingest("megatron_lm_issue756_mixtral.log")
-    assert default.measured["step_s"] == pytest.approx(5.7186) and default.iterations == (45, 45)
-    assert any("no logged line lies wholly past the warm-up" in a for a in default.assumed)
+    assert default.measured == r.measured and (default.steps_used, default.steps_left_out) == (3, {})
+    assert any(a.startswith("warm-up: iterations 1-3 as numbered") for a in default.assumed), default.assumed
+
+
+def test_an_excerpt_from_mid_run_has_no_warm_up_of_its_own():
+    """Iterations 182-185 pasted without the run's start: their numbers are the run's, past its warm-up, so all four
+    are steady (the warm-up was counted from the excerpt's first line, and only 185 was kept: audit D2)."""
+    r = ingest("megatron_llm_issue11_iter182.log")
+    assert (r.steps_used, r.steps_left_out, r.iterations) == (4, {}, (182, 185))
+    assert r.measured["step_s"] == pytest.approx(statistics.median([126995.3, 125553.7, 127804.5, 130554.9]) / 1e3)
+    assert any(a.startswith("warm-up: iterations 1-3 as numbered") for a in r.assumed), r.assumed
 
 
 def test_megatron_bridge_configuration_and_memory():
@@ -124,21 +134,29 @@ def test_megatron_deepspeed_dump_config_and_interleaved_memory_reports():
 def test_megatron_deepspeed_seconds_and_launcher_prefix():
     r = ingest("megatron_deepspeed_bloom176b_seconds.log")
     assert r.engine == "megatron-deepspeed"  # "elapsed time per iteration (s)" is Megatron-DeepSpeed's
-    steady_s = [106.33, 107.53, 106.36, 106.30, 106.13, 106.44, 106.09, 106.13]  # 31217-31222, 31250-31251
-    assert r.steps_left_out == {"warm-up": 3}
+    # 31214-31222, 31250-31251: an excerpt from mid-run, its warm-up long past
+    steady_s = [106.46, 105.90, 106.40, 106.33, 107.53, 106.36, 106.30, 106.13, 106.44, 106.09, 106.13]
+    assert r.steps_left_out == {}
     assert r.measured["step_s"] == pytest.approx(statistics.median(steady_s))
     assert r.measured["tflops_per_gpu"] == pytest.approx(
-        statistics.median([147.46, 145.82, 147.43, 147.51, 147.74, 147.31, 147.80, 147.75])
+        statistics.median([147.29, 148.06, 147.37, 147.46, 145.82, 147.43, 147.51, 147.74, 147.31, 147.80, 147.75])
     )
 
 
 def test_interval_averaged_lines_in_milliseconds():
-    # lines every 10 iterations: the first (29020) averages iterations 29011-29020, which the warm-up reaches
+    # lines every 10 iterations from 29020, mid-run: none is warm-up (iterations 1-3 as numbered)
     r = ingest("megatron_deepspeed_tr1_13b_ms.log", engine="megatron-deepspeed")
     assert r.engine == "megatron-deepspeed" and r.software["engine"] == "megatron-deepspeed"
-    assert r.steps_left_out == {"warm-up": 1}
+    assert r.steps_left_out == {}
     ms = [22336.4, 22332.6, 22148.5, 22181.7, 22107.1, 22131.2, 22119.2]
-    assert r.measured["step_s"] == pytest.approx(statistics.median(ms) / 1e3)
+    assert r.measured["step_s"] == pytest.approx(statistics.median([22306.6, *ms]) / 1e3)
+    # the same lines after Megatron's "training ..." are a run resumed from iteration 29010 (train() continues from
+    # the checkpoint's iteration): the first line averages 29011-29020, which its warm-up reaches
+    text = (LOGS / "megatron_deepspeed_tr1_13b_ms.log").read_text()
+    resumed = read_log("training ...\n" + text, source="resumed", engine="megatron-deepspeed")
+    assert resumed.steps_left_out == {"warm-up": 1} and resumed.iterations == (29030, 29090)
+    assert resumed.measured["step_s"] == pytest.approx(statistics.median(ms) / 1e3)
+    assert any("after the run's start, which its 'training ...' line shows" in a for a in resumed.assumed)
     assert detect((LOGS / "megatron_deepspeed_tr1_13b_ms.log").read_text()) == "megatron"  # nothing says DeepSpeed
 
 
@@ -148,9 +166,9 @@ def test_interval_averaged_lines_in_milliseconds():
 def test_deepspeed_current_samples_per_sec_with_timestamps_and_memory():
     r = ingest("deepspeed_issue2629_running_avg.log")
     assert r.engine == "deepspeed"
-    assert r.steps_left_out == {"warm-up": 3}
-    # no train_batch_size in the excerpt: the step time comes from the timestamps of steps 19-22
-    assert r.measured["step_s"] == pytest.approx(statistics.median([0.210, 0.209, 0.209]))
+    assert r.steps_left_out == {}  # steps 17-22, past the warm-up's 1-3
+    # no train_batch_size in the excerpt: the step time comes from the timestamps of steps 17-22
+    assert r.measured["step_s"] == pytest.approx(statistics.median([0.224, 0.206, 0.210, 0.209, 0.209]))
     assert any("timestamps" in d for d in r.derived)
     assert r.measured["peak_memory_bytes"] == round(2.62 * GiB)  # MaxMemAllocated: bytes / 1024**3 (timer.py)
     assert r.measured["peak_memory_kind"] == "max_allocated"
@@ -175,32 +193,33 @@ def test_deepspeed_overflow_skips_are_reported():
 
 def test_torchtitan_grad_norm_format_thousands_separators():
     r = ingest("torchtitan_pr3393_grad_norm.log")
-    assert r.steps_left_out == {"warm-up": 3}
-    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7322, 7309, 7272, 7304])
+    assert r.steps_left_out == {} and r.steps_used == 8  # steps 14-21: past the warm-up's 1-3
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7334, 7313, 7282, 7322, 7309, 7272, 7304])
     assert r.measured["peak_memory_bytes"] == round(9.46 * GiB)
     assert r.measured["peak_memory_kind"] == "max_reserved"
     assert r.measured["mfu"] == pytest.approx(0.0017)
-    everything = ingest("torchtitan_pr3393_grad_norm.log", warmup=0)
-    assert everything.steps_used == 8
-    assert everything.measured["tokens_per_s_per_gpu"] == statistics.median(
-        [7282, 7334, 7313, 7282, 7322, 7309, 7272, 7304]
-    )
+    longer = ingest("torchtitan_pr3393_grad_norm.log", warmup=16)  # iterations 1-16 as numbered: 14-16 are in it
+    assert longer.steps_left_out == {"warm-up": 3}
+    assert longer.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7322, 7309, 7272, 7304])
 
 
 def test_torchtitan_step_time_from_timestamps():
     r = ingest("torchtitan_pr1287_profiler_gc.log")
-    assert r.iterations == (210, 250)
-    # (timestamp of step N - timestamp of step N-10) / 10 for N = 210 ... 250
+    assert r.iterations == (200, 250)  # mid-run
+    # (timestamp of step N - timestamp of step N-10) / 10 for N = 210 ... 250 (200 has no line before it)
     assert r.measured["step_s"] == pytest.approx(statistics.median([1.4648, 1.3964, 1.3961, 1.3974, 1.3977]))
-    assert r.measured["tokens_per_s_per_gpu"] == 5864
-    assert r.measured["mfu"] == pytest.approx(0.3434)
-    assert r.measured["tflops_per_gpu"] == pytest.approx(339.59)
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([5856, 5593, 5868, 5869, 5864, 5862])
+    assert r.measured["mfu"] == pytest.approx(statistics.median([0.3429, 0.3275, 0.3436, 0.3437, 0.3434, 0.3433]))
+    assert r.measured["tflops_per_gpu"] == pytest.approx(
+        statistics.median([339.16, 323.92, 339.82, 339.88, 339.59, 339.48])
+    )
 
 
 def test_torchtitan_set_up_line_batch_and_sequence():
     r = ingest("torchtitan_issue1232_pp_setup.log", gpus=16)
     assert (r.plan["global_batch"], r.plan["seq_len"], r.plan["micro_batch"]) == (2, 4096, 2)
     assert r.iterations == (4, 4)  # steps 1-3 are the warm-up
+    assert any(a.endswith("after the run's start, which its start line shows") for a in r.assumed), r.assumed
     # tps is printed rounded ("tps: 8"): the timestamps of steps 3 and 4 give the step, 21:15:40,293 -> 21:16:41,533
     assert r.measured["step_s"] == pytest.approx(61.240)
     assert r.measured["peak_memory_bytes"] == round(42.78 * GiB)

@@ -87,6 +87,7 @@ class LogFacts:
     time_basis: str = ""  # how a step line states its time, e.g. "elapsed time per iteration (ms)"
     notes: list[str] = field(default_factory=list)
     cut_off: int = 0  # steps left out because the log's last line was still being written
+    starts: list[tuple[int, str]] = field(default_factory=list)  # lines that show a run's start, and what they are
 
 
 @dataclass(frozen=True)

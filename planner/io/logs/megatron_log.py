@@ -35,6 +35,9 @@ MEMORY = re.compile(
 ARGS_START = re.compile(r"^-{3,} arguments -{3,}\s*$")
 ARGS_END = re.compile(r"^-{3,} end of arguments -{3,}\s*$")
 ARG_LINE = re.compile(r"^\s+(\w+) \.*\s?(.*?)\s*$")
+# What shows a run's start besides its argument dump (megatron/training/training.py): pretrain's "training ..."
+# and train()'s "[before the start of training step] datetime: ..." (print_datetime), just before the first step.
+START_LINE = re.compile(r"^training \.\.\.\s*$|\[before the start of training step\]")
 # Megatron-Bridge prints its ConfigContainer as YAML after "------- Task Configuration -------" (sections model:,
 # train:, dataset:, ddp:, optimizer:, mixed_precision:, field names of src/megatron/bridge/training/config.py).
 BRIDGE_START = re.compile(r"^-{3,} Task Configuration -{3,}\s*$")
@@ -141,12 +144,16 @@ def read_megatron(text: str) -> LogFacts:
         if ARGS_START.match(line):
             in_args = True
             dumps.append((number_, {}))
+            facts.starts.append((number_, "argument dump"))
         elif ARGS_END.match(line):
             in_args = False
         elif in_args and (a := ARG_LINE.match(line)):
             dumps[-1][1][a.group(1)] = a.group(2)
         elif BRIDGE_START.match(line):
             dumps.append((number_, _bridge_yaml(lines, i)))
+            facts.starts.append((number_, "printed configuration"))
+        elif START_LINE.search(line):
+            facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
         elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
             facts.steps.append(nemo)
             facts.time_basis = "train_step_timing in s"

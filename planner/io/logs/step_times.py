@@ -69,6 +69,21 @@ def step_measurements(
     return measured, derived
 
 
+def _warmup_basis(sel: Selection, warmup: int, shown: str) -> list[str]:
+    """Which iterations were taken as the warm-up (log_text.steady): counted from the run's start where the log
+    shows it, else by the iteration numbers printed."""
+    if not warmup:
+        return []
+    if not shown:
+        return [
+            f"warm-up: iterations 1-{warmup} as numbered, the log not showing the run's start (a resumed run's first "
+            "iterations would count as steady)"
+        ]
+    if sel.left_out.get("warm-up") or sel.warmup_fallback:
+        return [f"warm-up: the first {warmup} iterations after the run's start, which its {shown} shows"]
+    return []
+
+
 def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tuple[Selection, list[str]]:
     steps = mark_events(facts.steps, facts.events)
     notes = []
@@ -80,8 +95,11 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
             "timer.py): the last one is used, and --warmup does not apply"
         )
         return Selection([last], cut), notes
-    sel = steady(steps, warmup=warmup, global_batch=global_batch)
+    first_line = min(s.line for s in steps)
+    shown = next((what for line, what in facts.starts if line < first_line), "")
+    sel = steady(steps, warmup=warmup, global_batch=global_batch, shown=bool(shown))
     sel = replace(sel, left_out=sel.left_out | cut)
+    notes += _warmup_basis(sel, warmup, shown)
     if sel.left_out.get("ramp-up"):
         notes.append(
             f"ramp-up: {sel.left_out['ramp-up']} step lines ran (some of) their iterations at a global batch other "
