@@ -82,6 +82,15 @@ def test_an_excerpt_from_mid_run_has_no_warm_up_of_its_own():
     assert any(a.startswith("warm-up: iterations 1-3 as numbered") for a in r.assumed), r.assumed
 
 
+def test_megatron_swift_memory_field_is_the_peak_reserved():
+    """Megatron-SWIFT prints memory(GiB), round(torch.cuda.max_memory_reserved() / 1024**3, 2) (ms-swift
+    swift/megatron/trainers/base.py training_log): read as the peak, which was left out (audit D4)."""
+    r = ingest("megatron_swift_issue7832_memory.log")
+    assert r.measured["step_s"] == pytest.approx(99.1589)  # iteration 10; 5 averages iterations 1-5 (warm-up)
+    assert r.measured["peak_memory_bytes"] == round(21.56 * GiB)  # the larger of 21.54 and 21.56
+    assert r.measured["peak_memory_kind"] == "max_reserved"
+
+
 def test_megatron_bridge_configuration_and_memory():
     r = ingest("megatron_bridge_llama32_1b.log", gpus=8, hardware="h100-sxm")
     assert r.measured["step_s"] == pytest.approx(4.6478)

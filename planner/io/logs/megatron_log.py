@@ -11,7 +11,7 @@ from typing import Any
 from planner.io.logs.deepspeed_log import deepspeed_config
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
-from planner.units import MiB
+from planner.units import GiB, MiB
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
 # megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
@@ -29,6 +29,10 @@ MEMORY = re.compile(
     r"(?:\[Rank (\d+)\][^\[]*?)?memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)"
     r" \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
 )
+# Megatron-SWIFT (ms-swift on Megatron-Core) adds "| memory(GiB): 21.56 |" to the iteration line:
+# round(torch.cuda.max_memory_reserved() / 1024**3, 2) of the rank that prints it (ms-swift
+# swift/megatron/trainers/base.py training_log @37ab3502a7e2, 2026-02).
+SWIFT_MEMORY = "memory(GiB)"
 # "------------------------ arguments ------------------------" then "  name ........ value", sorted, then
 # "-------------------- end of arguments ---------------------" (megatron/training/arguments.py _print_args:
 # '  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)).
@@ -165,6 +169,8 @@ def read_megatron(text: str) -> LogFacts:
             facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
             if step.global_batch:
                 logged["logged_global_batch"] = str(step.global_batch)
+            if SWIFT_MEMORY in seen:
+                facts.memory.append(Memory(number(seen[SWIFT_MEMORY]) * GiB, "max_reserved", rank))
         elif p := PADDED_VOCAB.search(line):
             logged["logged_padded_vocab"] = p.group(3)
         facts.memory.extend(_memory(line, rank))
