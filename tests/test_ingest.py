@@ -556,6 +556,22 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):
     assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
 
 
+def test_what_was_read_and_what_is_missing_is_said(tmp_path):
+    """samples/s with no global batch to divide by said 'no step time, throughput or memory (left out: )'; step lines
+    printing no time at all were told '--warmup 0 keeps the warm-up', which keeps nothing timed (audit D6)."""
+    samples = LOGS / "deepspeed_pr849_no_batch.log"
+    rc, out, err = run_planner("ingest", str(samples))
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "samples/s read from its steps, but no global batch" in err and "--plan" in err and "left out" not in err
+    (tmp_path / "gb.yaml").write_text("global_batch: 16\n")  # what the message asks for
+    rc, out, err = run_planner("ingest", str(samples), "--plan", str(tmp_path / "gb.yaml"), "--json")
+    assert rc == 0 and json.loads(out)["runs"][0]["measured"]["step_s"] == pytest.approx(16 / 6.302019280317165)
+    rc, out, err = run_planner("ingest", str(LOGS / "nemo2_pr10128_no_timing.log"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "its step lines print no step time, throughput or memory" in err and "train_step_timing" in err
+    assert "--warmup" not in err and "left out" not in err
+
+
 def test_cli_unknown_engine():
     rc, _, err = run_planner("ingest", str(LOGS / "nemo2_resiliency_demo.log"), "--engine", "jax")
     assert rc == 2 and "--engine 'jax' is not one of auto, megatron" in err
