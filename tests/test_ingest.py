@@ -66,10 +66,29 @@ def test_megatron_issue_lines_with_throughput_and_timestamps():
     assert r.measured["tflops_per_gpu"] == pytest.approx(236.0)
     assert r.plan["global_batch"] == 128
     assert r.model is None and any("--model" in a for a in r.assumed)
-    # three lines are fewer than the default warm-up: they are kept, and that is said
+    # iterations 43-45 of a run whose start the excerpt does not show: past the default warm-up (iterations 1-3 as
+    # numbered), not a warm-up counted from the excerpt's first line (audit D2), and that is said
     default = ingest("megatron_lm_issue756_mixtral.log")
-    assert default.measured["step_s"] == r.measured["step_s"]
-    assert any("median includes them" in a for a in default.assumed)
+    assert default.measured == r.measured and (default.steps_used, default.steps_left_out) == (3, {})
+    assert any(a.startswith("warm-up: iterations 1-3 as numbered") for a in default.assumed), default.assumed
+
+
+def test_an_excerpt_from_mid_run_has_no_warm_up_of_its_own():
+    """Iterations 182-185 pasted without the run's start: their numbers are the run's, past its warm-up, so all four
+    are steady (the warm-up was counted from the excerpt's first line, and only 185 was kept: audit D2)."""
+    r = ingest("megatron_llm_issue11_iter182.log")
+    assert (r.steps_used, r.steps_left_out, r.iterations) == (4, {}, (182, 185))
+    assert r.measured["step_s"] == pytest.approx(statistics.median([126995.3, 125553.7, 127804.5, 130554.9]) / 1e3)
+    assert any(a.startswith("warm-up: iterations 1-3 as numbered") for a in r.assumed), r.assumed
+
+
+def test_megatron_swift_memory_field_is_the_peak_reserved():
+    """Megatron-SWIFT prints memory(GiB), round(torch.cuda.max_memory_reserved() / 1024**3, 2) (ms-swift
+    swift/megatron/trainers/base.py training_log): read as the peak, which was left out (audit D4)."""
+    r = ingest("megatron_swift_issue7832_memory.log")
+    assert r.measured["step_s"] == pytest.approx(99.1589)  # iteration 10; 5 averages iterations 1-5 (warm-up)
+    assert r.measured["peak_memory_bytes"] == round(21.56 * GiB)  # the larger of 21.54 and 21.56
+    assert r.measured["peak_memory_kind"] == "max_reserved"
 
 
 def test_megatron_bridge_configuration_and_memory():
@@ -124,21 +143,29 @@ def test_megatron_deepspeed_dump_config_and_interleaved_memory_reports():
 def test_megatron_deepspeed_seconds_and_launcher_prefix():
     r = ingest("megatron_deepspeed_bloom176b_seconds.log")
     assert r.engine == "megatron-deepspeed"  # "elapsed time per iteration (s)" is Megatron-DeepSpeed's
-    steady_s = [106.33, 107.53, 106.36, 106.30, 106.13, 106.44, 106.09, 106.13]  # 31217-31222, 31250-31251
-    assert r.steps_left_out == {"warm-up": 3}
+    # 31214-31222, 31250-31251: an excerpt from mid-run, its warm-up long past
+    steady_s = [106.46, 105.90, 106.40, 106.33, 107.53, 106.36, 106.30, 106.13, 106.44, 106.09, 106.13]
+    assert r.steps_left_out == {}
     assert r.measured["step_s"] == pytest.approx(statistics.median(steady_s))
     assert r.measured["tflops_per_gpu"] == pytest.approx(
-        statistics.median([147.46, 145.82, 147.43, 147.51, 147.74, 147.31, 147.80, 147.75])
+        statistics.median([147.29, 148.06, 147.37, 147.46, 145.82, 147.43, 147.51, 147.74, 147.31, 147.80, 147.75])
     )
 
 
 def test_interval_averaged_lines_in_milliseconds():
-    # lines every 10 iterations: the first (29020) averages iterations 29011-29020, which the warm-up reaches
+    # lines every 10 iterations from 29020, mid-run: none is warm-up (iterations 1-3 as numbered)
     r = ingest("megatron_deepspeed_tr1_13b_ms.log", engine="megatron-deepspeed")
     assert r.engine == "megatron-deepspeed" and r.software["engine"] == "megatron-deepspeed"
-    assert r.steps_left_out == {"warm-up": 1}
+    assert r.steps_left_out == {}
     ms = [22336.4, 22332.6, 22148.5, 22181.7, 22107.1, 22131.2, 22119.2]
-    assert r.measured["step_s"] == pytest.approx(statistics.median(ms) / 1e3)
+    assert r.measured["step_s"] == pytest.approx(statistics.median([22306.6, *ms]) / 1e3)
+    # the same lines after Megatron's "training ..." are a run resumed from iteration 29010 (train() continues from
+    # the checkpoint's iteration): the first line averages 29011-29020, which its warm-up reaches
+    text = (LOGS / "megatron_deepspeed_tr1_13b_ms.log").read_text()
+    resumed = read_log("training ...\n" + text, source="resumed", engine="megatron-deepspeed")
+    assert resumed.steps_left_out == {"warm-up": 1} and resumed.iterations == (29030, 29090)
+    assert resumed.measured["step_s"] == pytest.approx(statistics.median(ms) / 1e3)
+    assert any("after the run's start, which its 'training ...' line shows" in a for a in resumed.assumed)
     assert detect((LOGS / "megatron_deepspeed_tr1_13b_ms.log").read_text()) == "megatron"  # nothing says DeepSpeed
 
 
@@ -148,9 +175,9 @@ def test_interval_averaged_lines_in_milliseconds():
 def test_deepspeed_current_samples_per_sec_with_timestamps_and_memory():
     r = ingest("deepspeed_issue2629_running_avg.log")
     assert r.engine == "deepspeed"
-    assert r.steps_left_out == {"warm-up": 3}
-    # no train_batch_size in the excerpt: the step time comes from the timestamps of steps 19-22
-    assert r.measured["step_s"] == pytest.approx(statistics.median([0.210, 0.209, 0.209]))
+    assert r.steps_left_out == {}  # steps 17-22, past the warm-up's 1-3
+    # no train_batch_size in the excerpt: the step time comes from the timestamps of steps 17-22
+    assert r.measured["step_s"] == pytest.approx(statistics.median([0.224, 0.206, 0.210, 0.209, 0.209]))
     assert any("timestamps" in d for d in r.derived)
     assert r.measured["peak_memory_bytes"] == round(2.62 * GiB)  # MaxMemAllocated: bytes / 1024**3 (timer.py)
     assert r.measured["peak_memory_kind"] == "max_allocated"
@@ -175,32 +202,33 @@ def test_deepspeed_overflow_skips_are_reported():
 
 def test_torchtitan_grad_norm_format_thousands_separators():
     r = ingest("torchtitan_pr3393_grad_norm.log")
-    assert r.steps_left_out == {"warm-up": 3}
-    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7322, 7309, 7272, 7304])
+    assert r.steps_left_out == {} and r.steps_used == 8  # steps 14-21: past the warm-up's 1-3
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7334, 7313, 7282, 7322, 7309, 7272, 7304])
     assert r.measured["peak_memory_bytes"] == round(9.46 * GiB)
     assert r.measured["peak_memory_kind"] == "max_reserved"
     assert r.measured["mfu"] == pytest.approx(0.0017)
-    everything = ingest("torchtitan_pr3393_grad_norm.log", warmup=0)
-    assert everything.steps_used == 8
-    assert everything.measured["tokens_per_s_per_gpu"] == statistics.median(
-        [7282, 7334, 7313, 7282, 7322, 7309, 7272, 7304]
-    )
+    longer = ingest("torchtitan_pr3393_grad_norm.log", warmup=16)  # iterations 1-16 as numbered: 14-16 are in it
+    assert longer.steps_left_out == {"warm-up": 3}
+    assert longer.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7322, 7309, 7272, 7304])
 
 
 def test_torchtitan_step_time_from_timestamps():
     r = ingest("torchtitan_pr1287_profiler_gc.log")
-    assert r.iterations == (210, 250)
-    # (timestamp of step N - timestamp of step N-10) / 10 for N = 210 ... 250
+    assert r.iterations == (200, 250)  # mid-run
+    # (timestamp of step N - timestamp of step N-10) / 10 for N = 210 ... 250 (200 has no line before it)
     assert r.measured["step_s"] == pytest.approx(statistics.median([1.4648, 1.3964, 1.3961, 1.3974, 1.3977]))
-    assert r.measured["tokens_per_s_per_gpu"] == 5864
-    assert r.measured["mfu"] == pytest.approx(0.3434)
-    assert r.measured["tflops_per_gpu"] == pytest.approx(339.59)
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([5856, 5593, 5868, 5869, 5864, 5862])
+    assert r.measured["mfu"] == pytest.approx(statistics.median([0.3429, 0.3275, 0.3436, 0.3437, 0.3434, 0.3433]))
+    assert r.measured["tflops_per_gpu"] == pytest.approx(
+        statistics.median([339.16, 323.92, 339.82, 339.88, 339.59, 339.48])
+    )
 
 
 def test_torchtitan_set_up_line_batch_and_sequence():
     r = ingest("torchtitan_issue1232_pp_setup.log", gpus=16)
     assert (r.plan["global_batch"], r.plan["seq_len"], r.plan["micro_batch"]) == (2, 4096, 2)
     assert r.iterations == (4, 4)  # steps 1-3 are the warm-up
+    assert any(a.endswith("after the run's start, which its start line shows") for a in r.assumed), r.assumed
     # tps is printed rounded ("tps: 8"): the timestamps of steps 3 and 4 give the step, 21:15:40,293 -> 21:16:41,533
     assert r.measured["step_s"] == pytest.approx(61.240)
     assert r.measured["peak_memory_bytes"] == round(42.78 * GiB)
@@ -244,6 +272,38 @@ def test_torchtitan_every_rank_logging_takes_the_slowest():
     assert r.steps_used == 2  # eight lines, two steps
     assert r.measured["tokens_per_s_per_gpu"] == statistics.median([10049, 10007])
     assert any("slowest" in a for a in r.assumed)
+
+
+def test_a_short_torchtitan_log_is_not_averaged_with_its_compile_step():
+    """torchtitan logs step 1 (the compile) and then every log_freq, each line averaging the steps since the last:
+    step 10's interval (2-10) reaches into the warm-up, and nothing was left, so steps 1 and 10 were averaged
+    (tokens/s 2,850, MFU 17%) and the rates' step time (24 s) overrode the timestamps' 0.73 s (audit D1)."""
+    r = ingest("torchtitan_pr1884_cp2_all_ranks.log", gpus=4, given_plan={"global_batch": 2, "seq_len": 8192})
+    assert (r.iterations, r.steps_left_out) == ((10, 10), {"warm-up": 1})
+    assert r.measured["tokens_per_s_per_gpu"] == 5615  # step 10's (rank 2), not its mean with step 1's 86
+    assert (r.measured["tflops_per_gpu"], r.measured["mfu"]) == (pytest.approx(325.20), pytest.approx(0.3288))
+    # the slowest rank's step 1 at 10:37:01,391 to step 10 at 10:37:07,957, over 9 steps
+    assert r.measured["step_s"] == pytest.approx(6.566 / 9)
+    assert any(a.startswith("no logged line lies wholly past the warm-up of 3") for a in r.assumed), r.assumed
+
+
+def test_warm_up_rates_never_override_the_timestamps():
+    """Where the steps used are a short log's warm-up, their tokens/s hold the compile: the timestamps give the step
+    time. Between steady lines, a disagreement means the time between them holds more than steps (an evaluation):
+    the rate's is taken."""
+    from dataclasses import replace
+
+    from planner.io.logs.log_text import Selection, merge_ranks
+    from planner.io.logs.step_times import derive_step_s
+    from planner.io.logs.torchtitan_log import read_torchtitan
+
+    facts = read_torchtitan((LOGS / "torchtitan_pr1884_cp2_all_ranks.log").read_text())
+    warm = Selection(merge_ranks(facts.steps), {}, warmup_fallback=True)  # steps 1 and 10, as it used to fall back
+    plan = {"global_batch": 2, "seq_len": 8192}
+    step_s, how = derive_step_s(warm, facts, plan, 4)
+    assert step_s == pytest.approx(6.566 / 9) and "timestamps" in how
+    rates = [2 * 8192 / (tps * 4) for tps in (86, 5615)]  # the slowest rank's step 1, and step 10
+    assert derive_step_s(replace(warm, warmup_fallback=False), facts, plan, 4)[0] == statistics.median(rates)
 
 
 def test_torchtitan_model_and_gpus_from_options():
@@ -494,6 +554,22 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):
     rc, out, err = run_planner("ingest", str(path))
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_what_was_read_and_what_is_missing_is_said(tmp_path):
+    """samples/s with no global batch to divide by said 'no step time, throughput or memory (left out: )'; step lines
+    printing no time at all were told '--warmup 0 keeps the warm-up', which keeps nothing timed (audit D6)."""
+    samples = LOGS / "deepspeed_pr849_no_batch.log"
+    rc, out, err = run_planner("ingest", str(samples))
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "samples/s read from its steps, but no global batch" in err and "--plan" in err and "left out" not in err
+    (tmp_path / "gb.yaml").write_text("global_batch: 16\n")  # what the message asks for
+    rc, out, err = run_planner("ingest", str(samples), "--plan", str(tmp_path / "gb.yaml"), "--json")
+    assert rc == 0 and json.loads(out)["runs"][0]["measured"]["step_s"] == pytest.approx(16 / 6.302019280317165)
+    rc, out, err = run_planner("ingest", str(LOGS / "nemo2_pr10128_no_timing.log"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "its step lines print no step time, throughput or memory" in err and "train_step_timing" in err
+    assert "--warmup" not in err and "left out" not in err
 
 
 def test_cli_unknown_engine():

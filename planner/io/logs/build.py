@@ -14,7 +14,7 @@ from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.given import fill_plan, implied, log_software
-from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, read_complete
+from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
 from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
@@ -174,7 +174,7 @@ def _assemble(
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
     sel, select_notes = steady_steps(facts, warmup, plan.get("global_batch"))
     measured, derived = step_measurements(sel, facts, plan, n_gpus)
-    _require_measured(source, measured, sel, plan.get("global_batch"))
+    _require_measured(source, measured, sel, plan.get("global_batch"), facts)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
     assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]
@@ -197,9 +197,19 @@ def _assemble(
     )  # fmt: skip
 
 
-def _require_measured(source: str, measured: dict[str, Any], sel: Selection, global_batch: Any) -> None:
-    """A run with nothing measured is no run (validate and calibrate could only skip it): one line, what was left
-    out; a batch ramp-up that never ends in the log leaves no step at the run's batch."""
+def _timed(step: Step) -> bool:
+    """Whether a step line prints a time or a rate."""
+    rates = (step.step_s, step.tokens_per_s_per_gpu, step.samples_per_s, step.batches_per_s, step.tflops_per_gpu)
+    return any(v is not None for v in (*rates, step.mfu))
+
+
+def _require_measured(
+    source: str, measured: dict[str, Any], sel: Selection, global_batch: Any, facts: LogFacts
+) -> None:
+    """A run with nothing measured is no run (validate and calibrate could only skip it): one line saying what was
+    read and what is missing. Samples/s without a batch to divide by; steps left out (--warmup 0 named where the
+    warm-up's lines are the timed ones); step lines that print no time at all; a batch ramp-up that never ends in the
+    log, which leaves no step at the run's batch."""
     if not sel.used and sel.left_out.get("ramp-up"):
         raise PlannerError(
             f"{source}: every step line ran at a global batch other than the run's {global_batch} (its "
@@ -207,9 +217,19 @@ def _require_measured(source: str, measured: dict[str, Any], sel: Selection, glo
         )
     if any(v is not None for k, v in measured.items() if k != "peak_memory_kind"):
         return
+    if any(s.samples_per_s for s in sel.used):
+        raise PlannerError(
+            f"{source}: samples/s read from its steps, but no global batch to turn it into a step time (the log "
+            "states none): give --plan with a plan file or YAML mapping that states global_batch"
+        )
+    if not any(_timed(s) for s in facts.steps):
+        raise PlannerError(
+            f"{source}: its step lines print no step time, throughput or memory (expected {EXPECTED[facts.engine]})"
+        )
     left = ", ".join(f"{n} {why}" for why, n in sel.left_out.items() if n)
     hint = "; --warmup 0 keeps the warm-up" if sel.left_out.get("warm-up") else ""
-    raise PlannerError(f"{source}: no step time, throughput or memory read from its steps (left out: {left}{hint})")
+    said = f" (left out: {left}{hint})" if left else ""  # a timed step not used was left out: never empty
+    raise PlannerError(f"{source}: no step time, throughput or memory read from its steps{said}")
 
 
 def _read_from(facts: LogFacts, sel: Selection) -> list[str]:

@@ -118,6 +118,8 @@ def read_deepspeed(text: str) -> LogFacts:
             running_only = False
         elif g := PROGRESS.search(line):
             skipped_at[int(g.group(1))] = int(g.group(2))
+        elif CONFIG_START.search(line):
+            facts.starts.append((number_, "DeepSpeed configuration"))
     facts.time_basis = "iter time (s)" if any(s.step_s for s in facts.steps) else "samples/s"
     facts.events = events_in(rows)
     facts.config = _config(rows)

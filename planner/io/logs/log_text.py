@@ -87,6 +87,7 @@ class LogFacts:
     time_basis: str = ""  # how a step line states its time, e.g. "elapsed time per iteration (ms)"
     notes: list[str] = field(default_factory=list)
     cut_off: int = 0  # steps left out because the log's last line was still being written
+    starts: list[tuple[int, str]] = field(default_factory=list)  # lines that show a run's start, and what they are
 
 
 @dataclass(frozen=True)
@@ -212,43 +213,60 @@ def ramping(steps: list[Step], global_batch: int | None) -> set[int]:
     return out
 
 
-def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None) -> Selection:
-    """The steady-state steps: a line is left out when the iterations it covers (since the previous line)
-    reach into the first `warmup` iterations its run shows, when it counts skipped iterations, when it ran at a
-    batch other than `global_batch` (a ramp-up), or when a checkpoint save or an evaluation came before it. Each
-    run appended to the log (a restart) has its own warm-up; their steps are pooled. With nothing left, the
-    warm-up is kept (and said)."""
+def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None, shown: bool = True) -> Selection:
+    """The steady-state steps: a line is left out when it counts skipped iterations, when it ran at a batch other
+    than `global_batch` (a ramp-up), when a checkpoint save or an evaluation came before it, or when the iterations
+    it covers reach into the warm-up.
+
+    The warm-up is the first `warmup` iterations of a run whose start the log shows (`shown`: an argument dump, a
+    start line; each restart appended to the log shows its own, and their steady steps are pooled), the run's
+    first iteration being the one the first line's interval begins with; in an excerpt that does not show its
+    start, the iterations numbered 1 to `warmup`, the numbers printed being the run's own (Megatron continues
+    from a checkpoint's iteration: training.py train(), `iteration = args.iteration`).
+
+    A line's numbers average the iterations since the previous line: Megatron divides its interval timer by the
+    iterations since the last log (training.py training_log), torchtitan's tps is the tokens since the last logged
+    step over the time since it, and it logs step 1, then every log_freq (torchtitan v0.2.0
+    components/metrics.py MetricsProcessor.should_log and .log). So a line is steady only when its whole interval
+    lies past the warm-up: torchtitan's step 10 still averages steps 2-10. When no line is (a short log), each
+    run's last warm-up line is used, the one whose average holds the fewest warm-up iterations (it may reach past
+    them): `warmup_fallback` says so. Never the mean of the compile step and a steady one."""
     merged = merge_ranks(steps)
     left_out = {"warm-up": 0, "skipped": 0, "ramp-up": 0, "checkpoint": 0, "evaluation": 0}
     used: list[Step] = []
     rest: list[Step] = []
     for run in sorted({s.run for s in merged}):
-        _sort_run([s for s in merged if s.run == run], warmup, global_batch, used, rest, left_out)
+        lines = [s for s in merged if s.run == run]
+        _sort_run(lines, warmup, global_batch, shown or run > 0, used, rest, left_out)
     counts = {k: v for k, v in left_out.items() if v}
     if used or not rest:
         return Selection(used, counts)
-    counts.pop("warm-up", None)
-    return Selection(rest, counts, warmup_fallback=True)
+    counts["warm-up"] -= len(rest)
+    return Selection(rest, {k: v for k, v in counts.items() if v}, warmup_fallback=True)
 
 
 def _sort_run(
-    merged: list[Step], warmup: int, global_batch: int | None, used: list[Step], rest: list[Step], left_out: dict
-) -> None:
-    """One run's steps into `used`, `rest` (the warm-up) or a count of `left_out` by reason."""
+    merged: list[Step], warmup: int, global_batch: int | None, shown: bool, used: list[Step], rest: list[Step],
+    left_out: dict,
+) -> None:  # fmt: skip
+    """One run's steps into `used`, a count of `left_out` by reason, and `rest`: the warm-up lines a short log
+    falls back on (the last)."""
     gap = merged[1].step - merged[0].step if len(merged) > 1 else merged[0].step
-    start = max(merged[0].step - gap, 0)
+    previous = max(merged[0].step - gap, 0)  # the first line's interval begins after it
+    end = (previous if shown else 0) + warmup  # the last warm-up iteration
     ramp = ramping(merged, global_batch)
-    previous = start
+    warm: list[Step] = []
     for s in merged:
         reason = "skipped" if s.skipped else "ramp-up" if s.step in ramp else s.after
         if reason:
             left_out[reason] += 1
-        elif previous < start + warmup:
+        elif previous < end:
             left_out["warm-up"] += 1
-            rest.append(s)
+            warm.append(s)
         else:
             used.append(s)
         previous = s.step
+    rest.extend(warm[-1:])
 
 
 def median(values: Iterable[float | None]) -> float | None:

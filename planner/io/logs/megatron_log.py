@@ -11,7 +11,7 @@ from typing import Any
 from planner.io.logs.deepspeed_log import deepspeed_config
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
-from planner.units import MiB
+from planner.units import GiB, MiB
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
 # megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
@@ -29,12 +29,19 @@ MEMORY = re.compile(
     r"(?:\[Rank (\d+)\][^\[]*?)?memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)"
     r" \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
 )
+# Megatron-SWIFT (ms-swift on Megatron-Core) adds "| memory(GiB): 21.56 |" to the iteration line:
+# round(torch.cuda.max_memory_reserved() / 1024**3, 2) of the rank that prints it (ms-swift
+# swift/megatron/trainers/base.py training_log @37ab3502a7e2, 2026-02).
+SWIFT_MEMORY = "memory(GiB)"
 # "------------------------ arguments ------------------------" then "  name ........ value", sorted, then
 # "-------------------- end of arguments ---------------------" (megatron/training/arguments.py _print_args:
 # '  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)).
 ARGS_START = re.compile(r"^-{3,} arguments -{3,}\s*$")
 ARGS_END = re.compile(r"^-{3,} end of arguments -{3,}\s*$")
 ARG_LINE = re.compile(r"^\s+(\w+) \.*\s?(.*?)\s*$")
+# What shows a run's start besides its argument dump (megatron/training/training.py): pretrain's "training ..."
+# and train()'s "[before the start of training step] datetime: ..." (print_datetime), just before the first step.
+START_LINE = re.compile(r"^training \.\.\.\s*$|\[before the start of training step\]")
 # Megatron-Bridge prints its ConfigContainer as YAML after "------- Task Configuration -------" (sections model:,
 # train:, dataset:, ddp:, optimizer:, mixed_precision:, field names of src/megatron/bridge/training/config.py).
 BRIDGE_START = re.compile(r"^-{3,} Task Configuration -{3,}\s*$")
@@ -141,12 +148,16 @@ def read_megatron(text: str) -> LogFacts:
         if ARGS_START.match(line):
             in_args = True
             dumps.append((number_, {}))
+            facts.starts.append((number_, "argument dump"))
         elif ARGS_END.match(line):
             in_args = False
         elif in_args and (a := ARG_LINE.match(line)):
             dumps[-1][1][a.group(1)] = a.group(2)
         elif BRIDGE_START.match(line):
             dumps.append((number_, _bridge_yaml(lines, i)))
+            facts.starts.append((number_, "printed configuration"))
+        elif START_LINE.search(line):
+            facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
         elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
             facts.steps.append(nemo)
             facts.time_basis = "train_step_timing in s"
@@ -158,6 +169,8 @@ def read_megatron(text: str) -> LogFacts:
             facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
             if step.global_batch:
                 logged["logged_global_batch"] = str(step.global_batch)
+            if SWIFT_MEMORY in seen:
+                facts.memory.append(Memory(number(seen[SWIFT_MEMORY]) * GiB, "max_reserved", rank))
         elif p := PADDED_VOCAB.search(line):
             logged["logged_padded_vocab"] = p.group(3)
         facts.memory.extend(_memory(line, rank))

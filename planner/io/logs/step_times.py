@@ -27,8 +27,10 @@ def derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: i
     if gb and seq and gpus and any(s.tokens_per_s_per_gpu for s in used):
         rate = median(gb * seq / (s.tokens_per_s_per_gpu * gpus) for s in used if s.tokens_per_s_per_gpu)
     by_rate = f"step_s = global batch {gb} x seq_len {seq} / (tokens/s per GPU x {gpus} GPUs)"
-    if stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE:
-        # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's
+    # the time between lines holds more than the steps (evaluation, checkpoints, logging): the rate is the step's,
+    # unless the lines are the warm-up's (a short log's fallback), whose rates average their compile and set-up
+    disagree = stamped is not None and rate is not None and abs(stamped / rate - 1) > STAMP_RATE_TOLERANCE
+    if disagree and rate is not None and not sel.warmup_fallback:
         return rate, f"{by_rate}; the lines' timestamps give {stamped:.3g} s a step, which is not what it printed"
     if stamped is not None:
         return stamped, "step_s from the lines' timestamps: time between step lines / steps between them (median)"
@@ -67,6 +69,21 @@ def step_measurements(
     return measured, derived
 
 
+def _warmup_basis(sel: Selection, warmup: int, shown: str) -> list[str]:
+    """Which iterations were taken as the warm-up (log_text.steady): counted from the run's start where the log
+    shows it, else by the iteration numbers printed."""
+    if not warmup:
+        return []
+    if not shown:
+        return [
+            f"warm-up: iterations 1-{warmup} as numbered, the log not showing the run's start (a resumed run's first "
+            "iterations would count as steady)"
+        ]
+    if sel.left_out.get("warm-up") or sel.warmup_fallback:
+        return [f"warm-up: the first {warmup} iterations after the run's start, which its {shown} shows"]
+    return []
+
+
 def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tuple[Selection, list[str]]:
     steps = mark_events(facts.steps, facts.events)
     notes = []
@@ -78,15 +95,21 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
             "timer.py): the last one is used, and --warmup does not apply"
         )
         return Selection([last], cut), notes
-    sel = steady(steps, warmup=warmup, global_batch=global_batch)
+    first_line = min(s.line for s in steps)
+    shown = next((what for line, what in facts.starts if line < first_line), "")
+    sel = steady(steps, warmup=warmup, global_batch=global_batch, shown=bool(shown))
     sel = replace(sel, left_out=sel.left_out | cut)
+    notes += _warmup_basis(sel, warmup, shown)
     if sel.left_out.get("ramp-up"):
         notes.append(
             f"ramp-up: {sel.left_out['ramp-up']} step lines ran (some of) their iterations at a global batch other "
             f"than the run's final {global_batch} (--rampup-batch-size): left out, the step time is at {global_batch}"
         )
     if sel.warmup_fallback:
-        notes.append(f"fewer logged steps than the warm-up of {warmup} iterations: the median includes them")
+        notes.append(
+            f"no logged line lies wholly past the warm-up of {warmup} iterations: the last (of each run) is used, "
+            "the one averaging the fewest warm-up iterations"
+        )
     runs = len({s.run for s in steps})
     if runs > 1:
         notes.append(

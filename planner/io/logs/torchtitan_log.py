@@ -32,6 +32,9 @@ START = re.compile(
     r"local batch size (\d+), global batch size (\d+),(?: with gradient accumulation steps (\d+),)?"
     r" sequence length (\d+)"
 )
+# "Training starts at step N" (torchtitan v0.2.0 train.py, N = the step after a loaded checkpoint's), on the line
+# above or, in 2025's, ahead of the batch and sequence length: either shows the run's start.
+STARTS_AT = re.compile(r"Training starts at step (\d+)")
 # "Model llama3 8B size: 8,030,261,248 total parameters" (torchtitan/trainer.py).
 SIZE = re.compile(r"Model (.+?) size: ([\d,]+) total parameters")
 # "Building llama3 8B with TransformerModelArgs(... dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
@@ -171,6 +174,8 @@ def read_torchtitan(text: str) -> LogFacts:
     model, label, unread = None, None, None
     runs: list[tuple[str, ...]] = []  # each run's start line's batch and sequence length, in order
     for number_, rank, line in rows:
+        if START.search(line) or STARTS_AT.search(line):
+            facts.starts.append((number_, "start line"))
         if m := METRICS.search(line):
             step, memory = _step(number_, rank, line, m)
             facts.steps.append(replace(step, run=max(len(runs) - 1, 0)))
