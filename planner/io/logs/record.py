@@ -1,4 +1,4 @@
-"""One ingested run, and the runs file it becomes (the schema of shared/reference/calibration_runs.yaml, read by
+"""One ingested run, and the runs file it becomes (the schema of tests/data/calibration_runs.yaml, read by
 planner/fit/runs.py)."""
 
 from __future__ import annotations
@@ -118,5 +118,5 @@ def runs_entries(runs: list[IngestedRun], *, purpose: str = WRITE_PURPOSE) -> li
 
 def runs_yaml(runs: list[IngestedRun]) -> str:
     """The runs file's text: a YAML list in the schema of calibration_runs.yaml."""
-    header = "# Runs read from training logs by `planner ingest` (schema: shared/reference/calibration_runs.yaml).\n"
+    header = "# Runs read from training logs by `planner ingest` (schema: tests/data/calibration_runs.yaml).\n"
     return header + yaml.safe_dump(runs_entries(runs), sort_keys=False, default_flow_style=None, width=120)
