@@ -269,6 +269,8 @@ REFUSALS = {
         "moe_num_experts=64",
     ),
     "Granite 4.0-H's Mamba layers": ({"model_type": "granitemoehybrid"}, "'granitemoehybrid' has SSM layers"),
+    "DeciLM's per-layer blocks": ({"block_configs": [{"ffn": {"ffn_mult": 2.5}}]}, "block_configs"),
+    "MiniMax's MTP modules": ({"num_mtp_modules": 3}, "num_mtp_modules=3"),
     "hybrid pattern length": (
         {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-", "num_hidden_layers": 4},
         "num_hidden_layers=4",
@@ -485,3 +487,11 @@ def test_glm_moe_without_its_norm_eps_is_still_rmsnorm():
     """Glm4MoeConfig defaults rms_norm_eps to 1e-5: a config that leaves it out is no LayerNorm model."""
     cfg = {k: v for k, v in _glm().items() if k != "rms_norm_eps"}
     assert _spec_of(cfg).norm == "rmsnorm"
+
+
+def test_a_key_for_a_part_the_spec_lacks_is_refused_only_where_it_says_the_part_is_there():
+    """num_mtp_modules: 0 (or block_configs: []) says there is none: imported; a long value is shown by its size."""
+    cfg = json.loads((CONFIGS / "qwen3_8b.json").read_text())
+    assert _spec_of({**cfg, "num_mtp_modules": 0, "block_configs": []}).num_layers == cfg["num_hidden_layers"]
+    with pytest.raises(PlannerError, match=r"block_configs=\[36 entries\]"):
+        _spec_of({**cfg, "block_configs": [{"attention": {"no_op": False}}] * 36})

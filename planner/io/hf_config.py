@@ -192,9 +192,7 @@ def _refuse(c: HfConfig) -> None:
             raise PlannerError(
                 f"{src}: {key} in model_type {family!r}: the importer reads it only as {owner}'s rule defines it"
             )
-    for key, why in fam.UNREPRESENTED_KEYS.items():
-        if c.raw.get(key) is not None:
-            raise PlannerError(f"{src}: {key}={c.raw[key]!r}: {why} is not representable")
+    _refuse_unrepresented_keys(c)
     _refuse_unread_experts(c)
     if family not in fam.KNOWN_FAMILIES:
         warnings.warn(
@@ -202,6 +200,19 @@ def _refuse(c: HfConfig) -> None:
             "decoder of attention and MLP layers; check its params against the published total",
             stacklevel=3,
         )
+
+
+def _refuse_unrepresented_keys(c: HfConfig) -> None:
+    """A key of a part the spec has no field for (hf_families.py UNREPRESENTED_KEYS), refused where its value says
+    the part is there (0, false or an empty list say there is none); a long value is shown by its size."""
+    for key, why in fam.UNREPRESENTED_KEYS.items():
+        value = c.raw.get(key)
+        if value is None or value is False or value == 0 or value == [] or value == {}:
+            continue
+        shown = (
+            repr(value) if len(repr(value)) <= 60 else f"[{len(value)} entries]" if isinstance(value, list) else "..."
+        )
+        raise PlannerError(f"{c.source}: {key}={shown}: {why} is not representable")
 
 
 def _refuse_unread_experts(c: HfConfig) -> None:

@@ -275,4 +275,6 @@ UNREPRESENTED_KEYS = {
     "moe_latent_size": "MoE experts that work in a latent width other than hidden_size",
     "hc_mult": "hyper-connections (several residual streams)",
     "cross_attention_layers": "cross-attention layers (Llama 3.2 Vision's text model attends to the image there)",
+    "block_configs": "layers of differing widths, some without attention or MLP (DeciLM / Llama-Nemotron's NAS)",
+    "num_mtp_modules": "MiniMax's multi-token-prediction modules (the spec's are DeepSeek's, num_nextn_predict_layers)",
 }
