@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from planner.cluster.fabric import tier_name
 from planner.cost.comm import group_link
+from planner.cost.moe import all_to_all_s
 from planner.cost.schedule import step_time
 from planner.errors import PlannerError
 from planner.hardware import MIN_CLOCK_FRACTION, GPUSpec, HardwareProfile, clock_fraction
@@ -98,19 +100,34 @@ def test_cli_lists_and_shows_the_new_profiles():
 
 
 # ---- the NVLink tier ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n", [16, 32, 64])
-def test_tp_and_ep_groups_of_16_to_64_run_on_nvlink_on_nvl72_and_on_nics_on_hgx(n):
+@pytest.mark.parametrize(("n", "stride"), [(24, 1), (72, 1), (12, 2), (36, 2), (18, 4), (9, 8)])
+def test_groups_that_tile_the_rack_run_on_nvlink_on_nvl72_and_on_nics_on_hgx(n, stride):
+    """A TP group (stride 1) or an EP group carved over tp (stride > 1) whose ranks' block divides the 72-GPU rack:
+    every such group lies inside one rack. On an 8-GPU board the same group crosses the NICs."""
     nvl72, hgx = load_hardware("gb200-nvl72"), load_hardware("b200")
-    for stride in (1, 2) if n <= 32 else (1,):  # a TP group (stride 1), an EP group carved over tp = 2 (stride 2)
-        on_rack = group_link(nvl72, n=n, stride=stride)
-        assert on_rack.intra_node
-        assert on_rack.bandwidth_bytes_per_s == pytest.approx(900e9 * nvl72.efficiency.intra_node)
-        across = group_link(hgx, n=n, stride=stride)
-        assert not across.intra_node
-        k = 8 // stride  # ranks of the group on each 8-GPU node, each driving its own NIC
-        inter = hgx.inter_node.bandwidth_bytes_per_s * hgx.efficiency.inter_node
-        assert across.bandwidth_bytes_per_s == pytest.approx(min(900e9 * hgx.efficiency.intra_node, k * inter))
-        assert across.bandwidth_bytes_per_s < on_rack.bandwidth_bytes_per_s / 2
+    on_rack = group_link(nvl72, n=n, stride=stride)
+    assert on_rack.intra_node
+    assert on_rack.bandwidth_bytes_per_s == pytest.approx(900e9 * nvl72.efficiency.intra_node)
+    across = group_link(hgx, n=n, stride=stride)
+    assert not across.intra_node
+    k = max(1, 8 // stride)  # ranks of the group on each 8-GPU node, each driving its own NIC
+    inter = hgx.inter_node.bandwidth_bytes_per_s * hgx.efficiency.inter_node
+    assert across.bandwidth_bytes_per_s == pytest.approx(min(900e9 * hgx.efficiency.intra_node, k * inter))
+    assert across.bandwidth_bytes_per_s < on_rack.bandwidth_bytes_per_s / 2
+
+
+@pytest.mark.parametrize("n", [16, 32, 64])
+def test_groups_that_straddle_two_racks_are_priced_by_their_fewest_ranks_in_one(n):
+    """tp or ep 16, 32 or 64 on NVL72: laid out as Megatron orders ranks, some groups straddle two racks (ep 64's
+    second group is ranks 64..127: 8 in rack 0, 56 in rack 1), and the step waits on the slowest group, whose 8
+    ranks in rack 0 carry its traffic out through their 8 NICs. They were priced all on NVLink."""
+    hw = load_hardware("gb200-nvl72")
+    link = group_link(hw, n=n, stride=1)
+    nic = hw.inter_node.bandwidth_bytes_per_s * hw.efficiency.inter_node
+    assert not link.intra_node and link.bandwidth_bytes_per_s == pytest.approx(8 * nic) and not link.levels
+    assert tier_name(hw, n=n, stride=1) != "nvlink"
+    local = all_to_all_s(hw, nbytes=64e6, n=72, stride=1)  # ep 72 tiles the rack: all NVLink
+    assert all_to_all_s(hw, nbytes=64e6, n=64, stride=1) > 5 * local
 
 
 def test_groups_that_leave_the_rack_drive_the_racks_nics():
@@ -141,7 +158,7 @@ def test_a_domain_that_is_the_node_gives_the_old_rule():
     hw = load_hardware("h100-sxm")
     intra = hw.intra_node.bandwidth_bytes_per_s * hw.efficiency.intra_node
     inter = hw.inter_node.bandwidth_bytes_per_s * hw.efficiency.inter_node
-    for n in (1, 2, 4, 8, 16, 64):
+    for n in (2, 4, 8, 16, 64):  # powers of two: every group tiles the 8-GPU node or whole nodes
         for stride in (1, 2, 4, 8, 16):
             link = group_link(hw, n=n, stride=stride)
             if n * stride <= 8:
@@ -393,3 +410,17 @@ def test_the_h200_attention_kernels_are_its_measured_curves():
             for r in points:
                 model = peak * curve.efficiency(r["seq"], backward=direction == "backward")
                 assert lo <= r[f"{direction}_tflops"] * 1e12 / model - 1 <= hi, (kernel, direction, r["seq"])
+
+
+@pytest.mark.parametrize(("gpus", "per_rack", "ep64_on_nvlink"), [(2048, 64, True), (2304, 72, False), (16, 16, True)])
+def test_a_job_fills_each_rack_alike(gpus, per_rack, ep64_on_nvlink):
+    """2,048 GPUs of NVL72 racks run 64 ranks in each of 32 racks (Slurm topology/block segments), so ep 64 groups
+    each fill one rack; 2,304 GPUs fill 32 racks whole, and some ep 64 groups straddle two."""
+    from planner.cluster.domains import job_domain
+
+    hw = load_hardware("gb200-nvl72")
+    assert job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus) == per_rack
+    if gpus >= 64:
+        assert group_link(hw, n=64, stride=1, gpus=gpus).intra_node == ep64_on_nvlink
+        assert (tier_name(hw, n=64, stride=1, gpus=gpus) == "nvlink") == ep64_on_nvlink
+    assert job_domain(8, 8, 1024) == 8 and job_domain(8, 8, None) == 8  # HGX: whole nodes, as before

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from planner.cluster.domains import domain_split
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile, LinkTier
 from planner.specs import Frozen
@@ -149,9 +150,10 @@ def network_tier(hw: HardwareProfile, *, span: int) -> tuple[str, LinkTier]:
     raise PlannerError(f"{span} GPUs do not fit on cluster {cluster.name} ({cluster.gpus} GPUs); use at most that")
 
 
-def tier_name(hw: HardwareProfile, *, n: int, stride: int) -> str:
-    """The name of the slowest tier a group of n ranks `stride` apart crosses (`nvlink` inside one domain)."""
-    if n <= 1 or n * stride <= hw.nvlink_domain:
+def tier_name(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = None) -> str:
+    """The name of the slowest tier a group of n ranks `stride` apart crosses (`nvlink` when every such group of
+    a job of `gpus` GPUs lies inside one domain: cluster/domains.py)."""
+    if n <= 1 or domain_split(hw, n=n, stride=stride, gpus=gpus)[0] == n:
         return NVLINK
     return network_tier(hw, span=n * stride)[0]
 

@@ -6,11 +6,12 @@ FSDP units) pays NCCL's fixed cost per call (tuning.cc base latency) and reaches
 large-message bandwidth, size / (size + half), the protocol ramp nccl-tests sweeps show.
 Rank order is Megatron's: tp innermost (stride 1), then cp
 (stride tp), then dp (stride tp·cp; ep carved out of dp·cp, stride tp), pp outermost (stride tp·cp·dp).
-A group of n ranks with stride k lies inside one NVLink domain iff n·k ≤ nvlink_domain (the node on HGX,
-the 72-GPU rack on NVL72); otherwise it crosses domains and runs at min(intra, its NICs' share) bandwidth with
-the inter-node latency (DESIGN.md, "Collectives"; `group_link`). Beyond the domain, the tier is the GPU profile's
-inter-node tier, or, on a cluster (`--cluster`, planner/cluster/fabric.py), the slowest switch tier the group's
-n·stride consecutive ranks cross: every collective of every dimension chooses its link here. What each parallel
+A group of n ranks with stride k lies inside one NVLink domain iff every such group of the job does (n·k
+tiles the job's ranks a domain, cluster/domains.py: the node on HGX, up to the 72-GPU rack on NVL72); otherwise
+it crosses domains and runs at min(intra, its NICs' share) bandwidth with the inter-node latency (DESIGN.md,
+"Collectives"; `group_link`). Beyond the domain, the tier is the GPU profile's inter-node tier, or, on a
+cluster (`--cluster`, planner/cluster/fabric.py), the slowest switch tier the group's n·stride consecutive ranks
+cross: every collective of every dimension chooses its link here. What each parallel
 dimension sends is traffic.py; what of it overlaps compute, schedule.py.
 
 An all-reduce whose group crosses tiers is also priced hierarchically (`hierarchical_s`; all-gather and
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cluster.domains import domain_split, job_domain
 from planner.cluster.fabric import NETWORK, NVLINK, cluster_of, network_tier, tier_name
 from planner.cost.cache import spec_cache
 from planner.cost.params import plan_etp
@@ -67,14 +69,16 @@ class Link:
 
 
 @spec_cache()
-def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
-    """NVLink tier iff the n ranks, `stride` apart, fit in one NVLink domain (n·stride ≤ nvlink_domain).
+def group_link(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = None) -> Link:
+    """NVLink tier iff every group of n ranks `stride` apart of a job of `gpus` GPUs fits in one NVLink domain.
 
     The domain, not the node, decides: on HGX / OAM boards both are the same 8 GPUs; on GB200 / GB300 NVL72,
     18 trays of 4 GPUs share one NVLink switch fabric, and NCCL joins the 72 as one node (the MNNVL clique
     takes the place of the host in its topology: NVIDIA/nccl src/graph/topo.cc, "MNNVL clique support";
     src/graph/tuning.cc, "treat as a single NVLink connected node"). So a TP or EP group of 16..72 ranks on
-    NVL72 runs on NVLink; on an 8-GPU node it crosses the NICs.
+    NVL72 can run on NVLink; on an 8-GPU node it crosses the NICs. Whether every group of a dimension lies in
+    one domain, and how few of a straddling group's ranks share one, is cluster/domains.py's (`domain_split`):
+    ep 64 with 72 ranks a rack puts 8 of one group in rack 0 and 56 in rack 1, and those 8 drive its NICs.
 
     A group that crosses domains with k of its ranks in each (k = nvlink_domain / stride, at least 1) drives
     k NICs at once: NCCL runs one ring per channel, each leaving the domain through its own NIC, so the ring's
@@ -95,20 +99,22 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int) -> Link:
     eff = hw.efficiency
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
     base, half = eff.collective_base_s, eff.half_bandwidth_bytes
-    if n * stride <= hw.nvlink_domain:
+    k = domain_split(hw, n=n, stride=stride, gpus=gpus)[0]  # the fewest ranks of a group in one domain
+    if k == n:
         return Link(intra_bw, hw.intra_node.latency_s, True, base, half)
-    k = max(1, min(n, hw.nvlink_domain // stride))
     tier, net = network_tier(hw, span=n * stride)
     inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
-    levels = hierarchy(hw, n=n, stride=stride)
+    straddles = n * stride <= job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus)  # two domains: the ring alone
+    levels = () if straddles else hierarchy(hw, n=n, stride=stride, in_domain=k)
     return Link(min(intra_bw, k * inter_bw), net.latency_s, False, base, half, tier, levels)
 
 
-def hierarchy(hw: HardwareProfile, *, n: int, stride: int) -> tuple[Level, ...]:
+def hierarchy(hw: HardwareProfile, *, n: int, stride: int, in_domain: int | None = None) -> tuple[Level, ...]:
     """The tiers a group of n ranks `stride` apart crosses, innermost first, with the group's ranks under one
     unit of each (rank order: a unit of g consecutive ranks holds g // stride of them, at least 1): the NVLink
     domain, then the GPU profile's inter-node tier (no cluster) or each cluster tier up to the one that holds all
-    n·stride ranks. Tiers that join no more of the group than the one inside them are left out."""
+    n·stride ranks. Tiers that join no more of the group than the one inside them are left out. `in_domain`: the
+    group's fewest ranks in one domain, where the job's layout leaves fewer than domain // stride."""
     eff = hw.efficiency
     intra = hw.intra_node
     tiers = [(NVLINK, hw.nvlink_domain, intra.bandwidth_bytes_per_s * eff.intra_node, intra.latency_s)]
@@ -121,7 +127,7 @@ def hierarchy(hw: HardwareProfile, *, n: int, stride: int) -> tuple[Level, ...]:
     levels: list[Level] = []
     below = 1
     for name, gpus, bandwidth, latency in tiers:
-        within = min(n, max(1, gpus // stride))
+        within = min(n, max(1, gpus // stride), *((in_domain,) if name == NVLINK and in_domain else ()))
         if within > below:
             levels.append(Level(below, within, bandwidth, latency, name))
             below = within
@@ -145,7 +151,8 @@ def plan_groups(plan: Plan) -> dict[str, tuple[int, int]]:
 def group_tiers(hw: HardwareProfile, plan: Plan) -> dict[str, str | None]:
     """The slowest tier each parallel group crosses: `nvlink` inside one NVLink domain, `network` (the GPU
     profile's inter-node tier, no cluster) or the cluster tier's name beyond it; None for a group of one rank."""
-    return {dim: tier_name(hw, n=n, stride=s) if n > 1 else None for dim, (n, s) in plan_groups(plan).items()}
+    groups = plan_groups(plan).items()
+    return {dim: tier_name(hw, n=n, stride=s, gpus=plan.gpus) if n > 1 else None for dim, (n, s) in groups}
 
 
 def ring_steps(kind: str, n: int) -> tuple[float, float]:

@@ -8,8 +8,7 @@ expert-parallel group is ep ranks etp apart, and the token-dispatch group ep·et
 
 from __future__ import annotations
 
-import math
-
+from planner.cluster.domains import domain_split
 from planner.cluster.fabric import network_tier
 from planner.cost.comm import collective_s, group_link
 from planner.cost.kernels import ACT_BYTES
@@ -32,23 +31,17 @@ def routed_load(model: ModelSpec, engine: Engine) -> float:
     return cf if e.pad_to_capacity else min(e.imbalance, cf)
 
 
-def ranks_per_domain(hw: HardwareProfile, *, n: int, stride: int) -> int:
-    """Of a group of n ranks `stride` apart, how many share an NVLink domain."""
-    if n * stride <= hw.nvlink_domain:
-        return n
-    return max(1, min(n, hw.nvlink_domain // stride))
-
-
-def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int) -> float:
+def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int, gpus: int | None = None) -> float:
     """A flat all-to-all (NCCL send/recv to every peer) of `nbytes` per rank over n ranks: the (n − 1)/n it
     sends, split between the peers in its NVLink domain (NVLink) and the others (its own NIC: one NIC per GPU on
     HGX and NVL72 systems, so the per-GPU inter-node share, not the node's); both run at once, the slower sets
-    the time (Hockney's alpha-beta per link). Within one domain this is the collective's ring model."""
+    the time (Hockney's alpha-beta per link); the slowest rank is one of a group's fewest in one domain
+    (cluster/domains.py). Within one domain this is the collective's ring model."""
     if n <= 1 or nbytes <= 0:
         return 0.0
-    r = ranks_per_domain(hw, n=n, stride=stride)
+    r = domain_split(hw, n=n, stride=stride, gpus=gpus)[0]
     if r == n:
-        return collective_s("all_to_all", nbytes, n, group_link(hw, n=n, stride=stride))
+        return collective_s("all_to_all", nbytes, n, group_link(hw, n=n, stride=stride, gpus=gpus))
     eff = hw.efficiency
     net = network_tier(hw, span=n * stride)[1]  # the NIC, or the slowest cluster tier the group crosses
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
@@ -65,8 +58,9 @@ def _wire_s(nbytes: float, bandwidth_bytes_per_s: float, eff: Efficiency) -> flo
 
 
 def deepep_s(
-    hw: HardwareProfile, *, token_bytes: float, top_k: int, n: int, stride: int, group_limit: int | None = None
-) -> float:
+    hw: HardwareProfile, *, token_bytes: float, top_k: int, n: int, stride: int, group_limit: int | None = None,
+    gpus: int | None = None,
+) -> float:  # fmt: skip
     """DeepEP's hierarchical dispatch (deepseek-ai/DeepEP, normal kernels; DeepSeek-V3 report §3.2.2): each token
     goes once to every remote NVLink domain holding one of its experts, over the GPU's NIC, then NVLink forwards
     it to the experts' GPUs there. With k experts spread evenly over G domains, a token reaches
@@ -75,10 +69,9 @@ def deepep_s(
     rank's tokens."""
     if n <= 1 or token_bytes <= 0:
         return 0.0
-    r = ranks_per_domain(hw, n=n, stride=stride)
+    r, domains = domain_split(hw, n=n, stride=stride, gpus=gpus)  # a straddler touches 2 domains, not ceil(n / r)
     if r == n:
-        return all_to_all_s(hw, nbytes=token_bytes * top_k, n=n, stride=stride)
-    domains = math.ceil(n / r)
+        return all_to_all_s(hw, nbytes=token_bytes * top_k, n=n, stride=stride, gpus=gpus)
     remote_domains = (domains - 1) * (1 - (1 - 1 / domains) ** top_k)
     if group_limit is not None:
         remote_domains = min(remote_domains, group_limit * (domains - 1) / domains)
@@ -117,15 +110,18 @@ def dispatch_s(
     kind = engine.moe.dispatcher
     if kind == "allgather":
         n = plan.ep * etp
-        return collective_s("all_gather", t * n * h * act_b, n, group_link(hw, n=n, stride=1))
+        return collective_s("all_gather", t * n * h * act_b, n, group_link(hw, n=n, stride=1, gpus=plan.gpus))
     if kind == "deepep":
         limit = m.group_top_k if m.routing_groups else None
-        a2a = deepep_s(hw, token_bytes=t * load * h * act_b, top_k=m.top_k, n=plan.ep, stride=etp, group_limit=limit)
+        a2a = deepep_s(
+            hw, token_bytes=t * load * h * act_b, top_k=m.top_k, n=plan.ep, stride=etp, group_limit=limit,
+            gpus=plan.gpus,
+        )  # fmt: skip
     else:
-        a2a = all_to_all_s(hw, nbytes=t * m.top_k * load * h * act_b, n=plan.ep, stride=etp)
+        a2a = all_to_all_s(hw, nbytes=t * m.top_k * load * h * act_b, n=plan.ep, stride=etp, gpus=plan.gpus)
     if etp > 1:  # the received rows gathered over the expert tensor-parallel ranks
         rows = t * m.top_k * load * h * act_b
-        a2a += collective_s("all_gather", rows * etp, etp, group_link(hw, n=etp, stride=1))
+        a2a += collective_s("all_gather", rows * etp, etp, group_link(hw, n=etp, stride=1, gpus=plan.gpus))
     return a2a
 
 

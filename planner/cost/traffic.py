@@ -64,7 +64,7 @@ def layer_traffic(
     blocks = (kind.mixer != "none") + (kind.ffn == "dense")
     n_pass = blocks * (2 + (1 if full else 0))
     tp_one = collective_s(
-        "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1)
+        "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1, gpus=plan.gpus)
     )
     co = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
     ring = _cp_ring_s(model, hw, plan, kind, tokens=tokens, act_b=act_b)
@@ -88,7 +88,7 @@ def _cp_ring_s(
     if kind.mixer == "mla" and model.attention is not None and model.attention.v_head_dim:
         kv_loc = model.num_attention_heads / plan.tp * (model.head_size + model.attention.v_head_dim) / 2
     block = tokens * 2 * kv_loc * act_b
-    return (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp))
+    return (plan.cp - 1) * collective_s("p2p", block, 2, group_link(hw, n=plan.cp, stride=plan.tp, gpus=plan.gpus))
 
 
 def _mamba_cp_s(
@@ -102,7 +102,7 @@ def _mamba_cp_s(
         return 0.0
     m = model.mamba
     conv = (m.d_inner + 2 * m.num_groups * m.state_size + m.num_heads) / plan.tp
-    link = group_link(hw, n=plan.cp, stride=plan.tp)
+    link = group_link(hw, n=plan.cp, stride=plan.tp, gpus=plan.gpus)
     pair = sum(collective_s("all_to_all", tokens * w * act_b, plan.cp, link) for w in (conv, m.d_inner / plan.tp))
     return (2 + (1 if full else 0)) * pair + (4 + (2 if full else 0)) * co
 
@@ -120,7 +120,7 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: E
         * ACT_BYTES[plan.precision]
         / (plan.tp if plan.sp else 1)
     )
-    link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp)
+    link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp, gpus=plan.gpus)
     call = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s
     return 2 * plan.vpp * (collective_s("p2p", nbytes, 2, link) + call)
 
@@ -145,8 +145,10 @@ def dp_groups(plan: Plan) -> tuple[int, int]:
 
 def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan: Plan, chunk_b: float) -> float:
     n, ne = dp_groups(plan)
-    return collective_s(kind, dense_b, n, group_link(hw, n=n, stride=plan.tp), chunk_bytes=chunk_b) + collective_s(
-        kind, expert_b, ne, group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep), chunk_bytes=chunk_b
+    return collective_s(
+        kind, dense_b, n, group_link(hw, n=n, stride=plan.tp, gpus=plan.gpus), chunk_bytes=chunk_b
+    ) + collective_s(
+        kind, expert_b, ne, group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep, gpus=plan.gpus), chunk_bytes=chunk_b
     )
 
 

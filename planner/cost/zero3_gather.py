@@ -72,7 +72,10 @@ def per_parameter_dp_s(
     per = state_bytes_per_param(plan.precision, engine, zero)
     tensors = max(1, rank_param_tensors(model, plan, engine, stage))
     n, ne = dp_groups(plan)
-    links = (group_link(hw, n=n, stride=plan.tp), group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep))
+    links = (
+        group_link(hw, n=n, stride=plan.tp, gpus=plan.gpus),
+        group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep, gpus=plan.gpus),
+    )
     groups = ((params.dense, n, links[0]), (params.expert, ne, links[1]))
 
     def one_pass(kind: str, per_param_b: float) -> float:

@@ -29,7 +29,7 @@ def placement_problems(hw: HardwareProfile, plan: Plan, *, allow_cross_node_tp: 
         Rejected(
             TP_CROSSES,
             f"tp={plan.tp} spans more than the {hw.nvlink_domain}-GPU NVLink domain of {hw.name}: its collectives "
-            f"would run on the {tier_name(hw, n=plan.tp, stride=1)} tier in every layer (use tp <= "
+            f"would run on the {tier_name(hw, n=plan.tp, stride=1, gpus=plan.gpus)} tier in every layer (use tp <= "
             f"{hw.nvlink_domain}, or --allow-cross-node-tp)",
         )
     ]
