@@ -214,3 +214,15 @@ def test_failures_that_leave_no_time_to_train_say_so_alike_and_rank_the_faster_p
     assert rates == sorted(rates, reverse=True) and len(rates) == 5
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "1024", "--tokens", "1e12", *hopeless, "--json")
     assert code == 0 and said in json.loads(out)["points"][0]["note"], err
+
+
+def test_a_goodput_under_a_millionth_is_no_time_to_train_not_a_number_of_days():
+    """Llama 3 405B on 4,096 GPUs each failing every hour: a 10-minute restart per 0.9 s of MTBF leaves a goodput
+    of about 1e-304, which gave an expected time of 'inf d' (and 1e-38 printed 4.5e40 days)."""
+    args = ("-m", "llama3-405b", "--gpus", "4096", "--tp", "8", "--pp", "16", "--tokens", "15e12", "--mtbf-hours", "1")
+    code, out, err = run("estimate", *args)
+    text = " ".join(out.split())
+    assert code == 0 and "goodput under a millionth: failures every" in text and " inf " not in text, err
+    code, out, err = run("estimate", *args, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["checkpoint"]["goodput"] < 1e-6 and doc["train"]["expected_seconds"] is None, err

@@ -31,10 +31,15 @@ def time_to_train(*, step_s: float, tokens_per_step: int, tokens: float, gpus: i
     return TrainTime(steps=steps, seconds=seconds, gpu_hours=seconds * gpus / 3600.0)
 
 
+# Below a millionth of the wall time training, a run is said to leave no time to train rather than given a time
+# a million times its failure-free one (goodputs of 1e-38 printed 4.5e40 days, and 1e-304 an infinity).
+STALLED_GOODPUT = 1e-6
+
+
 def expected_train(train: TrainTime, goodput: float) -> TrainTime | None:
     """The time and GPU-hours to train once failures are priced: the failure-free ones over the goodput (None:
-    a goodput of 0, no progress at all)."""
-    if goodput <= 0.0:
+    below STALLED_GOODPUT, no time to train)."""
+    if goodput < STALLED_GOODPUT:
         return None
     return TrainTime(steps=train.steps, seconds=train.seconds / goodput, gpu_hours=train.gpu_hours / goodput)
 
@@ -72,8 +77,8 @@ class CheckpointPlan:
 
     @property
     def stalled(self) -> bool:
-        """No progress at all: the goodput underflows to 0 (a restart outlasts the MTBF hundreds of times over)."""
-        return self.goodput <= 0.0
+        """No time to train: the goodput is below STALLED_GOODPUT (a restart outlasts the MTBF many times over)."""
+        return self.goodput < STALLED_GOODPUT
 
     def stall_note(self) -> str:
         """Why a stalled job never trains, in one clause (estimate, search's advice and scale say the same)."""

@@ -240,7 +240,7 @@ def _train_lines(est: Any) -> list[str]:
         kept = (
             f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
             if not c.stalled
-            else f"100%, goodput 0: {c.stall_note()}"
+            else f"100%, goodput under a millionth: {c.stall_note()}"
         )
         lines.append(
             f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
