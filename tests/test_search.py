@@ -501,3 +501,20 @@ def test_a_dense_search_from_8k_takes_cp2_as_nvidias_tuned_recipes_run():
     assert said in " ".join(run_planner(*args)[1].split())  # the search says what it left out
     assert said not in " ".join(run_planner(*args, "--max-cp", "2")[1].split())
     assert "cp not searched" not in run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--top", "1")[1]
+
+
+def test_search_json_plans_say_may_not_fit_and_their_memory_as_memory_prints_it():
+    """Each plan carries may_not_fit as estimate's document does (the text flagged it, the JSON did not), and
+    its memory section leaves out the absent keys as `memory --json` does, not nulls."""
+    import json
+
+    from helpers import run_planner
+
+    args = ("search", "-m", "deepseek-v3", "--gpus", "2048", "--top", "2")
+    code, out, err = run_planner(*args, "--json")
+    assert code == 0, err
+    plans = json.loads(out)["plans"]
+    assert all(isinstance(p["may_not_fit"], bool) for p in plans)
+    assert all(v is not None for p in plans for v in p["memory"].values())
+    code, text, err = run_planner(*args)
+    assert code == 0 and plans[0]["may_not_fit"] == ("may not fit:" in " ".join(text.split())), err

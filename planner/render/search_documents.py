@@ -27,6 +27,12 @@ class RankedDoc(Document):
     goodput_tokens_per_s: float | None = None
     checkpoint: CheckpointDoc | None = None  # as estimate's: the interval, restart and goodput, failures priced
     tiers: dict[str, str | None]  # per parallel group, the slowest tier it crosses (documents.py)
+    may_not_fit: bool = False  # fits, but the 80% interval of its memory passes the GPU (as estimate's and the text)
+
+    def as_json(self) -> dict[str, Any]:
+        doc = super().as_json()
+        doc["memory"] = self.memory.as_json()  # as memory --json prints it: absent sections left out, not null
+        return doc
 
 
 class VariantDoc(Document):
@@ -83,6 +89,7 @@ def ranked_doc(r: Ranked) -> RankedDoc:
         goodput=e.checkpoint.goodput if e.checkpoint is not None else None,
         goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
         checkpoint=checkpoint_doc(e),
+        may_not_fit=e.may_not_fit,
     )
 
 
