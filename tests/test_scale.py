@@ -209,3 +209,15 @@ def test_a_default_batch_that_underfeeds_a_count_points_to_auto():
     assert "the default batch keeps 131072 GPUs below 90% of the best per-GPU rate: --global-batch auto" in said
     code, out, err = run(*args, "--global-batch", "512")
     assert code == 0 and "--global-batch auto chooses" not in out
+
+
+def test_a_count_whose_mfu_is_above_the_best_published_is_marked_as_estimate_marks_it():
+    """scale showed 51.6% MFU on 1,024 H100s with no mark where estimate says "implausible": the row's MFU
+    carries `?`, the footer names the ceiling, and each JSON point its plausibility."""
+    args = ("scale", "-m", "llama3-405b", "--gpus", "1024", "--tokens", "1e12")
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    point = json.loads(out)["points"][0]
+    assert point["plausibility"]["ok"] is False and point["mfu"] > point["plausibility"]["mfu_ceiling"]
+    code, out, err = run(*args)
+    assert code == 0 and f"{point['mfu']:.1%}?" in out and "? = MFU above the best published" in out, err

@@ -19,6 +19,7 @@ from planner.api.resolve import choice
 from planner.cluster.fabric import RESTART_S, cluster_of
 from planner.cluster.failures import FailureRate, defaulted_rate
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
+from planner.cost.uncertainty import Plausibility
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import gpu_range
@@ -50,6 +51,7 @@ class ScalePoint:
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
     refused: bool = False  # the search refused its options at this count (note: its reason), rather than ranking none
+    plausibility: Plausibility | None = None  # the best plan's MFU against the best published (as estimate says it)
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -84,6 +86,7 @@ class ScalePoint:
             "checkpoint_write_s": self.checkpoint.checkpoint_s if self.checkpoint else None,
             "expected_train_s": self.expected.seconds if self.expected else None,
             "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
+            "plausibility": self.plausibility.as_dict() if self.plausibility else None,
         }
         return {
             "gpus": self.gpus,
@@ -194,7 +197,7 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
         return ScalePoint(g, None, note=ck.stall_note())
     return ScalePoint(
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
-        checkpoint=ck, expected=expected, defaulted=result.defaulted,
+        checkpoint=ck, expected=expected, defaulted=result.defaulted, plausibility=best.estimate.plausibility,
     )  # fmt: skip
 
 

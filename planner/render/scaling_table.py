@@ -58,7 +58,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
             str(p.plan.global_batch),
             fmt_rate(p.tokens_per_s),
             f"{p.tokens_per_s_per_gpu:,.0f} ({share:.0%})",
-            f"{p.mfu:.1%}",
+            f"{p.mfu:.1%}" + ("?" if p.plausibility is not None and not p.plausibility.ok else ""),
             fmt_seconds(p.step_s),
             *([f"{p.goodput:.1%}" if p.goodput is not None else ""] if priced else []),
             fmt_seconds(p.priced_train_s),
@@ -71,6 +71,10 @@ def print_scaling(console: Console, s: Scaling) -> None:
 def _footer(console: Console, s: Scaling) -> None:
     """What the columns mean, the failure rate the times are priced at, and the whole reason where a row cut it."""
     console.print("per GPU: tokens/s per GPU (share of the best count's)")
+    above = next((p.plausibility for p in s.points if p.plausibility is not None and not p.plausibility.ok), None)
+    if above is not None:
+        ceiling = f"{above.mfu_ceiling:.1%}" if above.mfu_ceiling is not None else "?"
+        console.print(f"? = MFU above the best published for this GPU, {ceiling} ({escape(above.source)})")
     if s.failures is not None:
         console.print(
             f"goodput: the share of wall time that trains with a checkpoint every Young/Daly interval; to train and "
