@@ -203,3 +203,15 @@ def test_a_plan_saved_on_a_cluster_reads_back_on_it(tmp_path):
     estimated = json.loads(out)
     assert estimated["tokens_per_s"] == pytest.approx(searched["tokens_per_s"])
     assert estimated["tiers"]["dp"] == "spine"
+
+
+def test_a_cluster_with_another_gpu_says_so_and_estimate_json_names_its_cluster():
+    """GB300s priced on the GB200 SuperPOD's tiers are said to be; a capped profile of the cluster's own GPU is
+    not another GPU. estimate --json carries the cluster as search --json does (it had none)."""
+    code, out, err = run("estimate", "-m", "llama3-8b", "--hardware", "gb300-nvl72", "--gpus", "72",
+                         "--cluster", "gb200-nvl72-superpod", "--json")  # fmt: skip
+    assert code == 0 and "is built of NVIDIA GB200 (gb200-nvl72); priced with gb300-nvl72's" in " ".join(err.split())
+    assert json.loads(out)["cluster"]["name"] == "gb200-nvl72-superpod"
+    code, out, err = run("estimate", "-m", "llama3-8b", "--hardware", "b200-700w", "--gpus", "64",
+                         "--cluster", "dgx-superpod-b200")  # fmt: skip
+    assert code == 0 and "built of" not in err, err

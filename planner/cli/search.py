@@ -182,14 +182,13 @@ def search(
 
         plot_search(result, plot)
     if as_json:
-        from planner.cluster import cluster_of
+        from planner.render.documents import with_cluster
         from planner.render.search_documents import search_doc
 
         doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
         if why is not None and explain_field is not None:
             doc["explain"] = why.as_json(*explain_field)
-        cluster = cluster_of(result.hardware)
-        emit_json({**doc, "cluster": cluster.model_dump()} if cluster is not None else doc)
+        emit_json(with_cluster(doc, result.hardware))
         return
     from planner.render.advice_lines import print_advice, print_cluster
     from planner.render.ranking import print_explain, print_result

@@ -73,9 +73,9 @@ def estimate(
 
         draw_timeline(est, timeline)
     if as_json:
-        from planner.render.documents import estimate_doc
+        from planner.render.documents import estimate_doc, with_cluster
 
-        emit_json(estimate_doc(est, defaulted=r.defaulted).as_json())
+        emit_json(with_cluster(estimate_doc(est, defaulted=r.defaulted).as_json(), est.hardware))
     else:
         from planner.render.advice_lines import print_cluster
         from planner.render.breakdown import print_estimate

@@ -4,6 +4,7 @@ around its GPU profile."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from planner.cluster.fabric import Cluster, ClusterHardware, on_cluster
@@ -44,4 +45,11 @@ def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProf
         hw = load_hardware(c.hardware)
     else:
         hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
+        own = load_hardware(c.hardware)
+        if hw.gpu.name != own.gpu.name:  # a capped or measured profile of the cluster's own GPU is no other GPU
+            warnings.warn(
+                f"cluster {c.name} is built of {own.gpu.name} ({c.hardware}); priced with {hw.name}'s "
+                f"{hw.gpu.name} on its tiers, storage and failure rate",
+                stacklevel=2,
+            )
     return on_cluster(hw, c)

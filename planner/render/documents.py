@@ -233,3 +233,12 @@ def checkpoint_doc(est: Estimate) -> CheckpointDoc | None:
         goodput=c.goodput,
         goodput_tokens_per_s=est.goodput_tokens_per_s,
     )
+
+
+def with_cluster(doc: dict[str, Any], hw: HardwareProfile) -> dict[str, Any]:
+    """A plan command's document with the cluster its hardware was placed on (`--cluster`), where there is one:
+    what search and estimate price their tiers, storage and failures with."""
+    from planner.cluster import cluster_of
+
+    cluster = cluster_of(hw)
+    return {**doc, "cluster": cluster.model_dump()} if cluster is not None else doc
