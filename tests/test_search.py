@@ -244,6 +244,7 @@ def test_explain_says_a_degree_that_cannot_make_up_the_gpus_and_is_in_the_json(c
     why = json.loads(out)["explain"]
     assert (why["field"], why["value"], why["outside_search_space"]) == ("tp", 16, None)
     assert why["rejected"] == sum(why["by_reason"].values()) > 0
+    assert set(why["examples"]) == set(why["by_reason"])  # an example of each reason counted, none of another
 
 
 def test_explain_is_the_search_pinned_to_the_value(capsys):

@@ -83,7 +83,8 @@ def explain(
     if pinned is None:
         return Explanation(0, Counter(), {}, in_top, outside, winner_tokens_per_s=winner, pinned_error=pinned_error)
     return Explanation(
-        sum(pinned.rejected.values()), Counter(pinned.rejected), dict(pinned.examples), in_top, outside,
+        sum(pinned.rejected.values()), Counter(pinned.rejected),
+        {k: v for k, v in pinned.examples.items() if pinned.rejected.get(k)}, in_top, outside,  # of the counted
         pinned.valid, pinned.best, winner,
     )  # fmt: skip
 
