@@ -245,3 +245,16 @@ def test_the_advice_of_several_precisions_probes_the_best_plans_and_says_so():
         )
     code, out, err = run("search", "-m", "llama3-70b", "--gpus", "8192", "--json")
     assert code == 0 and all("probed with" not in a["message"] for a in json.loads(out)["advice"]), err
+
+
+def test_a_range_where_nothing_fits_is_searched_at_its_largest_count_with_its_closest_misses():
+    """As one count's search, a range where nothing fits is a result (exit 0): the largest count's closest misses
+    and why, not an error (it exited 2 with nothing on stdout)."""
+    args = ("search", "-m", "llama3-405b", "--gpus", "8..64", "--global-batch", "auto", "--json")
+    code, out, err = run(*args)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["plans"] == [] and doc["closest_misses"] and doc["gpus"] == 64
+    said = {a["kind"]: a["message"] for a in doc["advice"]}
+    assert "nothing fits at any GPU count of the range 8..64" in said["chosen_gpus"]
+    assert "no batch tried fits on 64 GPUs" in said["chosen_global_batch"]

@@ -205,8 +205,8 @@ def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, s
 def _count_for(probe: Probe, choice: dict[int, int]) -> int:
     rates = {g: probe(g, b) for g, b in choice.items()}
     fitting = [g for g, r in rates.items() if r]
-    if not fitting:
-        raise PlannerError(f"nothing fits at any GPU count of the range {min(choice)}..{max(choice)}")
+    if not fitting:  # searched at the largest, whose closest misses say what would fit, as one count's search does
+        return max(choice)
     best = max(rates[g] or 0.0 for g in fitting)
     return max(g for g in fitting if (rates[g] or 0.0) >= WELL * best)
 
@@ -228,7 +228,17 @@ def _choices(
 ) -> list[Advice]:
     """What the range and `auto` chose, with the per-GPU throughput of each count tried."""
     out = []
-    if len(counts) > 1:
+    if len(counts) > 1 and not any(probe(g, choice[g]) for g in counts):
+        out.append(
+            Advice(
+                "chosen_gpus",
+                f"nothing fits at any GPU count of the range {counts[0]}..{counts[-1]}: searched at the largest, "
+                f"{chosen}, whose closest misses follow",
+                chosen,
+                choice[chosen],
+            )
+        )
+    elif len(counts) > 1:
         tried = ", ".join(f"{g}: {r:,.0f}" if (r := probe(g, choice[g])) else f"{g}: -" for g in counts)
         out.append(
             Advice(
@@ -241,11 +251,15 @@ def _choices(
         )
     if batch == "auto":
         b = choice[chosen]
+        why = (
+            f"the smallest whose best plan reaches >= {WELL:.0%} of the best {unit} per GPU on {chosen} GPUs"
+            if probe(chosen, b)
+            else f"the default: no batch tried fits on {chosen} GPUs"
+        )
         out.append(
             Advice(
                 "chosen_global_batch",
-                f"global batch {b} ({b * seq_len:,} tokens), the smallest whose best plan reaches >= "
-                f"{WELL:.0%} of the best {unit} per GPU on {chosen} GPUs",
+                f"global batch {b} ({b * seq_len:,} tokens), {why}",
                 chosen,
                 b,
             )
