@@ -221,3 +221,17 @@ def test_a_count_whose_mfu_is_above_the_best_published_is_marked_as_estimate_mar
     assert point["plausibility"]["ok"] is False and point["mfu"] > point["plausibility"]["mfu_ceiling"]
     code, out, err = run(*args)
     assert code == 0 and f"{point['mfu']:.1%}?" in out and "? = MFU above the best published" in out, err
+
+
+def test_a_range_on_a_cluster_reaches_the_clusters_size_and_stops_there():
+    """gb200-nvl72-superpod holds 62,208 GPUs: 16384..131072 tried 73,728 and 131,072 (both refused as larger
+    than the cluster) and never its own size."""
+    from planner.cluster import cluster_of
+    from planner.explore.advice import range_counts
+    from planner.io.clusters import cluster_hardware
+
+    hw = cluster_hardware("gb200-nvl72-superpod", None)
+    size = cluster_of(hw).gpus
+    counts = range_counts("16384..131072", hw)
+    assert max(counts) == size and size in counts and min(counts) == 16384
+    assert range_counts("1024..4096", hw)[-1] == 4096  # a range inside the cluster is unchanged

@@ -18,7 +18,7 @@ from planner.explore.advice import (
     Probe,
     advise,
     batches,
-    gpu_range,
+    range_counts,
 )
 from planner.explore.results import SearchResult
 from planner.hardware import HardwareProfile
@@ -76,7 +76,7 @@ def search_advised(
         raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
     rate, options = _with_failures(hw, options)
     probe = _probe(spec, hw, engine, options)
-    counts = gpu_range(count, node=hw.gpus_per_node, domain=hw.nvlink_domain) if isinstance(count, str) else [count]
+    counts = range_counts(count, hw) if isinstance(count, str) else [count]
     choice, chosen = _choose(probe, counts, batch, seq_len=seq_len, bound=bound)
     b = choice[chosen]
     result = run_search(

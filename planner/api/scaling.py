@@ -128,12 +128,14 @@ class Scaling:
         }
 
 
-def gpu_counts(value: str | Sequence[int], *, node: int, domain: int | None = None) -> list[int]:
-    """A comma list (1024,4096) or a range (1024..131072, the powers of two of whole nodes in it)."""
+def gpu_counts(
+    value: str | Sequence[int], *, node: int, domain: int | None = None, cap: int | None = None
+) -> list[int]:
+    """A comma list (1024,4096) or a range (1024..131072, the powers of two of whole nodes in it, up to `cap`)."""
     if not isinstance(value, str):
         counts = list(value)
     elif ".." in value:
-        counts = gpu_range(value, node=node, domain=domain)
+        counts = gpu_range(value, node=node, domain=domain, cap=cap)
     else:
         try:
             counts = [int(x) for x in listed(value, "gpus")]
@@ -172,13 +174,14 @@ def scale(
             return ScalePoint(g, None, note=str(e), refused=True)
         return _point(g, found.result, tokens)
 
-    counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain)
+    cluster = cluster_of(hw)
+    cap = cluster.gpus if cluster is not None else None  # a range reaches the cluster's size, not past it
+    counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cap)
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
     refusals = {p.note for p in points if p.refused}
     if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
         raise PlannerError(refusals.pop() or "")
     rate, restart_s = _failures(points, hw, options)
-    cluster = cluster_of(hw)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
         cluster.name if cluster is not None else None,

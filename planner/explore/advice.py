@@ -22,8 +22,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from planner.cluster import cluster_of
 from planner.errors import PlannerError
 from planner.explore.fanout import fan_out, workers
+from planner.hardware import HardwareProfile
 from planner.plan import MAX_DEGREE
 
 WELL = 0.9  # a share of the best per-GPU throughput that counts as using the GPUs well
@@ -214,10 +216,10 @@ def advise(
     return out
 
 
-def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
+def gpu_range(text: str, *, node: int, domain: int | None = None, cap: int | None = None) -> list[int]:
     """`LO..HI`: the counts a reservation is made of, from LO to HI, with LO and HI themselves: powers of two, or
     on NVLink domains that are not (72 on NVL72 racks) whole domains doubled (72, 144, 288, ...); only counts of
-    whole nodes."""
+    whole nodes. `cap` (a cluster's GPUs): no count above it, and the cap itself where the range reaches it."""
     lo_s, _, hi_s = text.partition("..")
     try:
         lo, hi = int(lo_s), int(hi_s)
@@ -229,6 +231,8 @@ def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
         raise PlannerError(f"--gpus {text!r}: give counts from 1 to {MAX_DEGREE}")
     unit = domain if domain and domain & (domain - 1) else 1  # a power-of-two domain: plain powers of two
     counts = {unit << k for k in range(hi.bit_length()) if lo <= unit << k <= hi} | {lo, hi}
+    if cap is not None and cap < hi:
+        counts = {g for g in counts if g <= cap} | ({cap} if lo <= cap else set())
     out = sorted(g for g in counts if g % node == 0)
     if not out:
         raise PlannerError(f"--gpus {text!r}: no count in the range holds whole nodes of {node} GPUs")
@@ -238,6 +242,12 @@ def gpu_range(text: str, *, node: int, domain: int | None = None) -> list[int]:
             "or a range with more counts"
         )
     return out
+
+
+def range_counts(text: str, hw: HardwareProfile) -> list[int]:
+    """`gpu_range` for `hw`: its nodes and NVLink domain, and on a cluster no count above the cluster's size."""
+    cap = getattr(cluster_of(hw), "gpus", None)
+    return gpu_range(text, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cap)
 
 
 def _tokens(n: float) -> str:
