@@ -228,3 +228,12 @@ def test_a_search_one_setting_rules_out_names_that_setting():
     text = " ".join(proc.stdout.split())
     assert "every candidate broke one rule, moe_act without grouped-GEMM experts" in text
     assert "power-of-two" not in text
+
+
+@pytest.mark.parametrize(("value", "said"), [("1e12", "1000000000000.0 is out of [1, 1e+10]"),
+                                             ("nan", "nan is not a finite number in [1, 1e+10]")])  # fmt: skip
+def test_a_number_out_of_its_range_is_not_called_infinite(value, said):
+    from helpers import run_planner
+
+    code, out, err = run_planner("estimate", "-m", "tiny", "--mtbf-hours", value)
+    assert code == 2 and said in err and out == "", err

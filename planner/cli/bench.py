@@ -3,7 +3,6 @@ inside the measurements, which run in bench/)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -12,6 +11,7 @@ import typer
 
 from planner.cli.callbacks import nonempty_path
 from planner.errors import PlannerError
+from planner.render.console import emit_json
 
 if TYPE_CHECKING:
     from planner.hardware import HardwareProfile
@@ -51,7 +51,7 @@ def bench_hardware(
     write_atomic(out, text)
     res["profile"] = str(out)
     if json_:
-        typer.echo(json.dumps(res, indent=2))
+        emit_json(res)
         return
     _print_summary(res, links)
     typer.echo(f"wrote {out}")

@@ -20,7 +20,8 @@ def finite(low: float, high: float, *, open_low: bool = False) -> Callable[[floa
         below = value <= low if open_low else value < low
         if not math.isfinite(value) or below or value > high:
             side = "(" if open_low else "["
-            raise typer.BadParameter(f"{value!r} is not a finite number in {side}{low:g}, {high:g}]")
+            what = "is not a finite number in" if not math.isfinite(value) else "is out of"
+            raise typer.BadParameter(f"{value!r} {what} {side}{low:g}, {high:g}]")
         return value
 
     return check

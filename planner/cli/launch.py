@@ -3,7 +3,6 @@ or another engine. Thin: parse, resolve, call launch/ (runner, emit), render."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -47,6 +46,7 @@ from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
 from planner.plan import MAX_DEGREE
+from planner.render.console import emit_json
 from planner.specs import MAX_LAYERS, MAX_WIDTH
 
 Opt = typer.Option
@@ -203,7 +203,7 @@ def launch(
             nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_,
         )  # fmt: skip
         if json_:
-            typer.echo(json.dumps({"target": emit, "path": str(path), "written": not dry_run_}))
+            emit_json({"target": emit, "path": str(path), "written": not dry_run_})
             return
         typer.echo(f"would write {path} (--dry-run: nothing written)" if dry_run_ else f"wrote {path}")
         if "global_batch" in r.defaulted:

@@ -3,7 +3,6 @@ torchrun and what they measured printed against what was predicted."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from planner.launch.runner import (
     run_torchrun,
 )
 from planner.plan_checks import check_batch
-from planner.render.console import release_warnings
+from planner.render.console import emit_json, release_warnings
 from planner.specs import ModelSpec
 
 
@@ -101,7 +100,7 @@ def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> N
     from planner.render.run_report import render_dry_run
 
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        emit_json(report.to_dict())
         return
     if reh is not None:
         typer.echo("\n".join(reh.lines()))
@@ -142,6 +141,6 @@ def _run(
         raise typer.Exit(1)
     rows = comparison(read_profile(cfg.profile_out), pred)
     if as_json:
-        typer.echo(json.dumps({"profile": cfg.profile_out, "comparison": rows}, indent=2))
+        emit_json({"profile": cfg.profile_out, "comparison": rows})
     else:
         print_comparison(rows, cfg.profile_out)
