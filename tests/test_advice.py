@@ -258,3 +258,13 @@ def test_a_range_where_nothing_fits_is_searched_at_its_largest_count_with_its_cl
     said = {a["kind"]: a["message"] for a in doc["advice"]}
     assert "nothing fits at any GPU count of the range 8..64" in said["chosen_gpus"]
     assert "no batch tried fits on 64 GPUs" in said["chosen_global_batch"]
+
+
+def test_auto_batches_take_an_odd_factor_of_the_gpu_count():
+    """On 1,152 GB200s (16 racks of 72 = 128 x 9) power-of-two batches leave the 9 to the pipeline (dp 16 pp 9
+    at 451 tokens/s per GPU); auto also tries 576 and 1,152, which data parallelism can take (dp 18 pp 8)."""
+    assert batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=1152) == [512, 576, 1024, 1152, 2048]
+    assert batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=1024) == [512, 1024, 2048]
+    a = search_advised("llama3-405b", gpus=1152, hardware="gb200-nvl72", engine=None, global_batch="auto", top=1)
+    plan = a.result.top[0].plan
+    assert plan.global_batch % 9 == 0 and plan.dp % 9 == 0

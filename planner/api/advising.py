@@ -176,25 +176,26 @@ def _choose(
             )
         base = min(base, 1 << ((bound // seq_len).bit_length() - 1))
     if len(counts) > 1 or batch == "auto":
-        tried = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
-        probe.prefetch((g, b) for g in counts for b in tried)
+        probe.prefetch(
+            (g, b) for g in counts for b in _batches_tried(batch, base=base, seq_len=seq_len, bound=bound, gpus=g)
+        )
     choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
     return choice, counts[0] if len(counts) == 1 else _count_for(probe, choice)
 
 
-def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: int) -> list[int]:
+def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: int, gpus: int) -> list[int]:
     """The batches `_batch_for` asks the probe about: the one given, the default, or for `auto` the doubled ones."""
     if isinstance(batch, int):
         return [batch]
     if batch is None:
         return [base]
-    return batches(base, seq_len=seq_len, max_tokens_per_step=bound)
+    return batches(base, seq_len=seq_len, max_tokens_per_step=bound, gpus=gpus)
 
 
 def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
     """The batch given, the default, or for `auto` the smallest of the doubled batches within the bound whose best
     plan reaches WELL of the best among them."""
-    candidates = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound)
+    candidates = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound, gpus=gpus)
     if batch != "auto":
         return candidates[0]
     rates = {b: probe(gpus, b) for b in candidates}

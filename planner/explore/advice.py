@@ -130,13 +130,25 @@ def scan_counts(probe: Probe, *, gpus: int, global_batch: int, node: int) -> tup
     return best_count(probe, counts, global_batch)
 
 
-def batches(global_batch: int, *, seq_len: int, max_tokens_per_step: int) -> list[int]:
-    """global_batch doubled while a step stays within max_tokens_per_step (the first one always)."""
+def batches(global_batch: int, *, seq_len: int, max_tokens_per_step: int, gpus: int | None = None) -> list[int]:
+    """global_batch doubled while a step stays within max_tokens_per_step (the first one always); for a GPU count
+    with an odd factor (72-GPU NVL72 racks: 1,152 = 128 x 9), each also raised to that factor times a power of two
+    (512 to 576), so that data parallelism can take the factor rather than leave it to the pipeline."""
     out, b = [global_batch], global_batch * 2
     while b * seq_len <= max_tokens_per_step:
         out.append(b)
         b *= 2
-    return out
+    odd = gpus // (gpus & -gpus) if gpus else 1
+    rounded = {_times_two_to_at_least(odd, b) for b in out} if odd > 1 else set()
+    return sorted(set(out) | {b for b in rounded if b * seq_len <= max_tokens_per_step})
+
+
+def _times_two_to_at_least(odd: int, b: int) -> int:
+    """The smallest odd x 2^j at least b (512 with 9: 576, the 9 of 1,152 GPUs and the 64 of 512)."""
+    m = odd
+    while m < b:
+        m *= 2
+    return m
 
 
 def node_halvings(gpus: int, node: int) -> list[int]:
