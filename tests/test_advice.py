@@ -268,3 +268,9 @@ def test_auto_batches_take_an_odd_factor_of_the_gpu_count():
     a = search_advised("llama3-405b", gpus=1152, hardware="gb200-nvl72", engine=None, global_batch="auto", top=1)
     plan = a.result.top[0].plan
     assert plan.global_batch % 9 == 0 and plan.dp % 9 == 0
+
+
+def test_a_count_no_plan_can_use_names_one_of_the_doubled_kind_nearby():
+    """10,008 GPUs of NVL72 racks (72 x 139): the way out is 9,216 (72 x 128), not 'a power of two'."""
+    code, out, err = run("search", "-m", "llama3-70b", "--hardware", "gb200-nvl72", "--gpus", "10008")
+    assert code == 0 and "a GPU count with more factors of two, e.g. 9,216" in " ".join(out.split()), err

@@ -241,7 +241,7 @@ def gpu_range(text: str, *, node: int, domain: int | None = None, cap: int | Non
         raise PlannerError(f"--gpus {text!r}: a range needs 1 <= LO < HI")
     if hi > MAX_DEGREE:
         raise PlannerError(f"--gpus {text!r}: give counts from 1 to {MAX_DEGREE}")
-    unit = domain if domain and domain & (domain - 1) else 1  # a power-of-two domain: plain powers of two
+    unit = count_unit(domain)
     counts = {unit << k for k in range(hi.bit_length()) if lo <= unit << k <= hi} | {lo, hi}
     if cap is not None and cap < hi:
         counts = {g for g in counts if g <= cap} | ({cap} if lo <= cap else set())
@@ -254,6 +254,20 @@ def gpu_range(text: str, *, node: int, domain: int | None = None, cap: int | Non
             "or a range with more counts"
         )
     return out
+
+
+def count_unit(domain: int | None) -> int:
+    """What a reservation's counts double: 1 (powers of two) where the NVLink domain is a power of two, else the
+    domain (72, 144, 288, ... on NVL72 racks)."""
+    return domain if domain and domain & (domain - 1) else 1
+
+
+def count_hint(gpus: int, domain: int | None) -> str:
+    """A count with more to try than `gpus`: the largest of the doubled kind (`count_unit`) at most it, 9,216 for
+    10,008 GPUs of NVL72 racks."""
+    unit = count_unit(domain)
+    near = unit << max(0, (gpus // unit).bit_length() - 1) if gpus >= unit else gpus
+    return f"a GPU count with more factors of two, e.g. {near:,}" if near != gpus else "a GPU count of other factors"
 
 
 def range_counts(text: str, hw: HardwareProfile) -> list[int]:
