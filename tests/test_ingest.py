@@ -1081,3 +1081,23 @@ def test_an_empty_file_argument_is_refused_by_name(argv):
     """An empty path is no file: said as such (it read as '.', the folder it ran in, or as ' : no such file')."""
     code, out, err = run_planner(*argv)
     assert code == 2 and "is empty; give a name or a path" in err and out == "" and "Traceback" not in err
+
+
+def test_one_line_from_mid_run_is_a_steady_step():
+    """Iteration 182 alone (no run start shown) is past the warm-up of iterations 1-3: it was taken as warm-up
+    (its interval read as reaching back to iteration 0)."""
+    line = (LOGS / "megatron_llm_issue11_iter182.log").read_text().splitlines()[0]
+    r = read_log(line + "\n", source="one")
+    assert r.steps_used == 1 and not r.steps_left_out.get("warm-up")
+    assert not any("no logged line lies wholly past" in a for a in r.assumed)
+
+
+@pytest.mark.parametrize("value", ["nan", "n/a"])
+def test_a_field_that_prints_no_number_is_refused_naming_it(tmp_path, value):
+    """Megatron-SWIFT's memory(GiB) (or any number field) printing nan or n/a gave a traceback, exit 1."""
+    log = tmp_path / "swift.log"
+    log.write_text(f"[2026-01-20 08:42:14] iteration       10/     206 | elapsed time per iteration (ms): 99158.9 | "
+                   f"memory(GiB): {value} | global batch size: 16 |\n")  # fmt: skip
+    code, out, err = run_planner("ingest", str(log))
+    assert code == 2 and out == "" and f"prints {value!r} where a finite number belongs" in err, err
+    assert str(log) in err and "Traceback" not in err

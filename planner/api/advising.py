@@ -193,8 +193,8 @@ def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: i
 
 
 def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
-    """The batch given, the default, or for `auto` the smallest of the doubled batches within the bound whose best
-    plan reaches WELL of the best among them."""
+    """The batch given, the default, or for `auto` the smallest of the batches `batches` tries within the bound
+    (doubled, and raised to the count's odd factor) whose best plan reaches WELL of the best among them."""
     candidates = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound, gpus=gpus)
     if batch != "auto":
         return candidates[0]

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from planner.api.advising import search_advised
 from planner.api.resolve import choice
-from planner.cluster.fabric import RESTART_S, cluster_of
+from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
 from planner.cluster.failures import FailureRate, defaulted_rate
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility
@@ -174,9 +174,7 @@ def scale(
             return ScalePoint(g, None, note=str(e), refused=True)
         return _point(g, found.result, tokens)
 
-    cluster = cluster_of(hw)
-    cap = cluster.gpus if cluster is not None else None  # a range reaches the cluster's size, not past it
-    counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cap)
+    counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cluster_size(hw))
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
     refusals = {p.note for p in points if p.refused}
     if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
@@ -184,7 +182,7 @@ def scale(
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
-        cluster.name if cluster is not None else None,
+        getattr(cluster_of(hw), "name", None),
     )  # fmt: skip
 
 

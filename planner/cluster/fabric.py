@@ -158,6 +158,12 @@ def tier_name(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = No
     return network_tier(hw, span=n * stride)[0]
 
 
+def cluster_size(hw: HardwareProfile) -> int | None:
+    """The GPUs of the cluster `hw` is placed on (None: no cluster): a `--gpus LO..HI` range stops there."""
+    cluster = cluster_of(hw)
+    return cluster.gpus if cluster is not None else None
+
+
 def check_fits(hw: HardwareProfile, gpus: int) -> None:
     """A job larger than the cluster is refused with the cluster's size."""
     cluster = cluster_of(hw)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from planner.cluster import cluster_of
+from planner.cluster.fabric import cluster_size
 from planner.errors import PlannerError
 from planner.explore.fanout import fan_out, workers
 from planner.hardware import HardwareProfile
@@ -188,7 +188,7 @@ def advise(
     here = probe(gpus, global_batch)
     if here is None:
         return []
-    more = batches(global_batch, seq_len=seq_len, max_tokens_per_step=max_tokens_per_step)[1:]
+    more = batches(global_batch, seq_len=seq_len, max_tokens_per_step=max_tokens_per_step, gpus=gpus)[1:]
     # the scan's first probes and the batch advice's first, side by side (as many halvings as CPUs beyond the one
     # the batch probe takes): a probe is spent needlessly only where the scan stops early or finds nothing to
     # advise, and then on a CPU that would have waited
@@ -243,8 +243,10 @@ def gpu_range(text: str, *, node: int, domain: int | None = None, cap: int | Non
         raise PlannerError(f"--gpus {text!r}: give counts from 1 to {MAX_DEGREE}")
     unit = count_unit(domain)
     counts = {unit << k for k in range(hi.bit_length()) if lo <= unit << k <= hi} | {lo, hi}
+    if cap is not None and cap < lo:
+        raise PlannerError(f"--gpus {text!r}: the range starts above the cluster's {cap:,} GPUs")
     if cap is not None and cap < hi:
-        counts = {g for g in counts if g <= cap} | ({cap} if lo <= cap else set())
+        counts = {g for g in counts if g <= cap} | {cap}
     out = sorted(g for g in counts if g % node == 0)
     if not out:
         raise PlannerError(f"--gpus {text!r}: no count in the range holds whole nodes of {node} GPUs")
@@ -267,13 +269,13 @@ def count_hint(gpus: int, domain: int | None) -> str:
     10,008 GPUs of NVL72 racks."""
     unit = count_unit(domain)
     near = unit << max(0, (gpus // unit).bit_length() - 1) if gpus >= unit else gpus
-    return f"a GPU count with more factors of two, e.g. {near:,}" if near != gpus else "a GPU count of other factors"
+    more_twos = near & -near > gpus & -gpus  # 9,216 = 2^10 x 9 for 10,008 = 2^3 x 1,251; not 576 for 1,024
+    return f"a GPU count with more factors of two, e.g. {near:,}" if more_twos else "a GPU count of other factors"
 
 
 def range_counts(text: str, hw: HardwareProfile) -> list[int]:
     """`gpu_range` for `hw`: its nodes and NVLink domain, and on a cluster no count above the cluster's size."""
-    cap = getattr(cluster_of(hw), "gpus", None)
-    return gpu_range(text, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cap)
+    return gpu_range(text, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cluster_size(hw))
 
 
 def _tokens(n: float) -> str:

@@ -120,7 +120,10 @@ def read_log(
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
         raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")
-    facts = read_complete(READERS[family], text)
+    try:
+        facts = read_complete(READERS[family], text)
+    except PlannerError as e:  # a value no number (log_text.number): said with the log it is in
+        raise PlannerError(f"{source}: {e}") from None
     if engine != "auto":
         facts.engine = engine
     if not facts.steps and facts.cut_off:

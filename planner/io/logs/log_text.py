@@ -9,12 +9,15 @@ preceded, and merges the lines that several ranks printed for the same step.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
+
+from planner.errors import PlannerError
 
 # The default warm-up, in iterations: DeepSpeed's ThroughputTimer leaves out its first 2 steps
 # (deepspeed/utils/timer.py, `start_step=2`) and Megatron-Core warms CUDA graphs for 3
@@ -129,8 +132,15 @@ def read_complete(read: Callable[[str], LogFacts], text: str) -> LogFacts:
 
 
 def number(text: str) -> float:
-    """A printed number with thousands separators ("6,123", "8_000") as a float."""
-    return float(text.replace(",", "").replace("_", ""))
+    """A printed number with thousands separators ("6,123", "8_000") as a float; anything else where a number was
+    printed ("n/a", "nan") is refused naming it, not read as one or left to raise."""
+    try:
+        value = float(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise PlannerError(f"the log prints {text.strip()!r} where a finite number belongs")
+    return value
 
 
 def timestamp_s(line: str) -> float | None:
@@ -251,7 +261,8 @@ def _sort_run(
 ) -> None:  # fmt: skip
     """One run's steps into `used`, a count of `left_out` by reason, and `rest`: the warm-up lines a short log
     falls back on (the last)."""
-    gap = merged[1].step - merged[0].step if len(merged) > 1 else merged[0].step
+    # one line: from the run's start where the log shows it, else its own iteration (an excerpt from mid-run)
+    gap = merged[1].step - merged[0].step if len(merged) > 1 else merged[0].step if shown else 1
     previous = max(merged[0].step - gap, 0)  # the first line's interval begins after it
     end = (previous if shown else 0) + warmup  # the last warm-up iteration
     ramp = ramping(merged, global_batch)
