@@ -212,6 +212,8 @@ class ModelSpec(Frozen):
     def _check(self) -> ModelSpec:
         self._check_heads()
         self._check_layout()
+        if self.qkv_bias and self.attention is not None and self.attention.kind == "mla":
+            raise ValueError("qkv_bias with attention kind mla: MLA has no q/k/v projections to bias alone")
         if self.params is not None:
             derived = self.num_params
             if abs(derived - self.params) > PARAMS_WARN_FRACTION * self.params:

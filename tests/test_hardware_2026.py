@@ -424,3 +424,39 @@ def test_a_job_fills_each_rack_alike(gpus, per_rack, ep64_on_nvlink):
         assert group_link(hw, n=64, stride=1, gpus=gpus).intra_node == ep64_on_nvlink
         assert (tier_name(hw, n=64, stride=1, gpus=gpus) == "nvlink") == ep64_on_nvlink
     assert job_domain(8, 8, 1024) == 8 and job_domain(8, 8, None) == 8  # HGX: whole nodes, as before
+
+
+def test_a_straddling_group_is_said_to_straddle():
+    """tp 16 on 2,304 GB200s is no group wider than the rack: the line says its groups straddle two racks."""
+    code, out, err = run_planner("estimate", "-m", "llama3-405b", "--hardware", "gb200-nvl72", "--gpus", "2304",
+                                 "--tp", "16", "--pp", "9")  # fmt: skip
+    assert code == 0, err
+    assert "tp (on the network tier; some of its groups straddle two domains)" in " ".join(out.split())
+
+
+def _brute_domains(domain: int, n: int, stride: int) -> tuple[int, int]:
+    """group_domains by enumerating every group of a world of lcm(block, domain) ranks in Megatron's order."""
+    block = n * stride
+    world = block * domain // math.gcd(block, domain)
+    parts, touched = [], []
+    for b in range(world // block):
+        for o in range(stride):
+            counts: dict[int, int] = {}
+            for i in range(n):
+                rank = b * block + o + i * stride
+                counts[rank // domain] = counts.get(rank // domain, 0) + 1
+            parts.append(n if len(counts) == 1 else min(counts.values()))
+            touched.append(len(counts))
+    return min(parts), max(touched)
+
+
+@settings(max_examples=300, deadline=None)
+@given(domain=st.sampled_from([4, 8, 16, 24, 36, 64, 72]), n=st.integers(1, 40), stride=st.integers(1, 90))
+def test_group_domains_matches_every_group_enumerated(domain, n, stride):
+    """The fewest ranks of a group in one domain, and the most domains a group touches, as counted rank by rank."""
+    from planner.cluster.domains import group_domains
+
+    if n == 1:
+        assert group_domains(domain, n, stride) == (1, 1)
+        return
+    assert group_domains(domain, n, stride) == _brute_domains(domain, n, stride)

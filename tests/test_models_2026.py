@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import run_planner
+from pydantic import ValidationError
 
 from planner.errors import PlannerError
 from planner.io.catalog import load_model
@@ -495,3 +496,10 @@ def test_a_key_for_a_part_the_spec_lacks_is_refused_only_where_it_says_the_part_
     assert _spec_of({**cfg, "num_mtp_modules": 0, "block_configs": []}).num_layers == cfg["num_hidden_layers"]
     with pytest.raises(PlannerError, match=r"block_configs=\[36 entries\]"):
         _spec_of({**cfg, "block_configs": [{"attention": {"no_op": False}}] * 36})
+
+
+def test_q_k_v_biases_alone_on_mla_are_refused():
+    """MLA has no q/k/v projections to bias alone: the spec refuses qkv_bias there rather than ignore it."""
+    spec = load_model("deepseek-v3").model_dump()
+    with pytest.raises(ValidationError, match="qkv_bias with attention kind mla"):
+        ModelSpec(**{**spec, "qkv_bias": True, "params": None})

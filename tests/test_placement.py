@@ -23,7 +23,7 @@ def test_tp_wider_than_the_domain_is_a_rejection_with_the_values():
     assert problem.reason == TP_CROSSES
     assert "tp=16" in problem.detail and "8-GPU NVLink domain" in problem.detail and "network" in problem.detail
     assert placement_problems(hw, Plan(tp=16), allow_cross_node_tp=True) == []
-    # an NVL72 rack keeps tp 16..72 on NVLink
+    # an NVL72 rack allows tp 16..72 (on NVLink where the groups tile the ranks a rack: tests/test_hardware_2026.py)
     assert placement_problems(load_hardware("gb200-nvl72"), Plan(tp=64), allow_cross_node_tp=False) == []
 
 

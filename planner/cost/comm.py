@@ -80,7 +80,7 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = N
     one domain, and how few of a straddling group's ranks share one, is cluster/domains.py's (`domain_split`):
     ep 64 with 72 ranks a rack puts 8 of one group in rack 0 and 56 in rack 1, and those 8 drive its NICs.
 
-    A group that crosses domains with k of its ranks in each (k = nvlink_domain / stride, at least 1) drives
+    A group that crosses domains with k of its ranks in each (k: its fewest in one domain, `domain_split`) drives
     k NICs at once: NCCL runs one ring per channel, each leaving the domain through its own NIC, so the ring's
     bandwidth is min(intra, k × the per-GPU inter-node share) (NCCL's bus bandwidth on multi-node DGX systems
     is NICs-per-node × NIC bandwidth; nccl-tests PERFORMANCE.md). The inter-node tier is each GPU's share of

@@ -106,8 +106,8 @@ def _bias_fields(c: HfConfig) -> dict[str, Any]:
             )
         return {"linear_bias": False, "qkv_bias": True}
     warnings.warn(
-        f"{c.source}: biases on the MLP (mlp_bias) but not on every attention projection; imported with biases on "
-        "every linear",
+        f"{c.source}: biases on some linears and not others (attention_bias={qkv}, attention_out_bias={out}, "
+        f"mlp_bias={mlp}); imported with biases on every linear",
         stacklevel=4,
     )
     return {"linear_bias": True}
@@ -210,7 +210,7 @@ def _refuse_unrepresented_keys(c: HfConfig) -> None:
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue
         shown = (
-            repr(value) if len(repr(value)) <= 60 else f"[{len(value)} entries]" if isinstance(value, list) else "..."
+            repr(value) if len(repr(value)) <= 60 else f"[{len(value)} entries]" if hasattr(value, "__len__") else "..."
         )
         raise PlannerError(f"{c.source}: {key}={shown}: {why} is not representable")
 
