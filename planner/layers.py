@@ -175,12 +175,21 @@ def norm_params(model: ModelSpec, kind: LayerKind) -> int:
 
 def mha_params(model: ModelSpec) -> int:
     """Q, K, V and output projections with their biases (GQA/MQA: num_kv_heads K and V heads of head_size), plus
-    one learned sink logit per head where the spec has sinks (GPT-OSS, GptOssAttention.sinks)."""
-    h, heads = model.hidden_size, model.num_attention_heads
-    q, kv = heads * model.head_size, model.kv_heads * model.head_size
-    bias = (q + 2 * kv if model.has_qkv_bias else 0) + (h if model.has_bias else 0)
-    sinks = heads if model.attention is not None and model.attention.sinks else 0
-    return h * q + 2 * h * kv + q * h + bias + sinks
+    one learned sink logit per head where the spec has sinks (GPT-OSS, GptOssAttention.sinks): one rank's at tp 1."""
+    return round(attention_params_per_rank(model, 1))
+
+
+def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """`mha_params` on one of tp ranks: Megatron splits Q and the output projection by heads; K and V heads are
+    split too, or replicated when tp exceeds num_kv_heads (each rank keeps one kv head). The q/k/v biases split
+    with their projections, the output's is whole on each rank; sinks, one per head, split with the heads."""
+    h, hd = model.hidden_size, model.head_size
+    q = model.num_attention_heads * hd
+    kv_per_rank = max(model.kv_heads / tp, 1) * hd
+    weights = h * q / tp + 2 * h * kv_per_rank + q * h / tp
+    bias = (q / tp + 2 * kv_per_rank if model.has_qkv_bias else 0) + (h if model.has_bias else 0)
+    sinks = model.num_attention_heads / tp if model.attention is not None and model.attention.sinks else 0
+    return weights + bias + sinks
 
 
 def mla_params(model: ModelSpec) -> tuple[int, int]:

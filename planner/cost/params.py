@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from planner.cost.cache import spec_cache
 from planner.cost.stages import Layout, plan_layout
 from planner.engine import Engine
-from planner.layers import LayerKind
+from planner.layers import LayerKind, attention_params_per_rank
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -46,19 +46,6 @@ class RankParams:
     @property
     def total(self) -> float:
         return self.dense + self.expert
-
-
-def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
-    """Megatron splits Q and the output projection by heads; K and V heads are split too, or
-    replicated when tp exceeds num_kv_heads (each rank keeps one kv head). Sinks: one per head, split with the
-    heads."""
-    h, hd = model.hidden_size, model.head_size
-    q = model.num_attention_heads * hd
-    kv_per_rank = max(model.kv_heads / tp, 1) * hd
-    weights = h * q / tp + 2 * h * kv_per_rank + q * h / tp
-    bias = (q / tp + 2 * kv_per_rank if model.has_qkv_bias else 0) + (h if model.has_bias else 0)
-    sinks = model.num_attention_heads / tp if model.attention is not None and model.attention.sinks else 0
-    return weights + bias + sinks
 
 
 def kind_params_per_rank(model: ModelSpec, kind: LayerKind, tp: int, ep: int, etp: int) -> tuple[float, float]:
