@@ -401,3 +401,15 @@ def test_node_split_refuses_a_default_layout_that_drops_gpus():
     with pytest.raises(PlannerError, match=r"9 GPUs do not split evenly .* give --nnodes, one of 1, 3, 9"):
         cluster_nodes(9, h100, None, None)
     assert cluster_nodes(9, h100, 3, None) == (3, 3)
+
+
+def test_slurm_on_nvl72_says_the_segment_the_plan_was_priced_with(tmp_path):
+    """128 GB200s are priced with 64 ranks in each of 2 racks (cluster/domains.py): the script says so, with the
+    topology/block segment that places them (16 trays a rack), commented; on 8-GPU boards it says nothing."""
+    from planner.io.catalog import load_engine, load_hardware
+
+    cfg = RunConfig(model="llama3-8b", plan=Plan(dp=128, zero=3, micro_batch=1, global_batch=512, seq_len=8192))
+    path = emit("slurm", cfg, load_model("llama3-8b"), tmp_path / "gb", engine=load_engine("planner"),
+                hardware=load_hardware("gb200-nvl72"), hardware_ref="gb200-nvl72", force=True)  # fmt: skip
+    assert "##SBATCH --segment=16" in path.read_text()
+    assert "segment" not in slurm_script(CFG, nnodes=2, nproc_per_node=8)

@@ -9,6 +9,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from planner.cluster.domains import job_domain
 from planner.cost.coster import Coster
 from planner.engine import Engine
 from planner.engine.profile import changed_settings, given_settings
@@ -130,7 +131,7 @@ def emit(
     if dry_run:
         name, _ = target_text(
             kind, cfg, model, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
-            settings=settings, device=device_kind(hardware),
+            settings=settings, device=device_kind(hardware), segment=domain_segment(hardware, cfg.plan.gpus),
         )  # fmt: skip
         return out / name
     make_dir(out, what="--out folder")
@@ -140,7 +141,7 @@ def emit(
             cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
         path = write_target(
             kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
-            settings=settings, device=device_kind(hardware),
+            settings=settings, device=device_kind(hardware), segment=domain_segment(hardware, cfg.plan.gpus),
         )  # fmt: skip
     except PlannerError:
         for copy in copied:  # nothing half-written: the copies go with the file that failed
@@ -229,11 +230,12 @@ def target_text(
     image: str | None = None,
     settings: dict[str, object] | None = None,
     device: str = "nvidia",
+    segment: int | None = None,
 ) -> tuple[str, str]:
     """(file name, text) of one target; `settings`: the per-run engine settings an engine target writes (its
     Target.writes); `device`: the cluster nodes' accelerators (checks.device_kind)."""
     chosen = _target(kind)
-    layout = Layout(cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device)
+    layout = Layout(cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device, segment)
     return chosen.file_name, chosen.render(layout)
 
 
@@ -249,11 +251,20 @@ def write_target(
     image: str | None = None,
     settings: dict[str, object] | None = None,
     device: str = "nvidia",
+    segment: int | None = None,
 ) -> Path:
     """Write one target's file into `out` (created if needed), atomically; the path written."""
     name, text = target_text(
         kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image,
-        settings=settings, device=device,
+        settings=settings, device=device, segment=segment,
     )  # fmt: skip
     mode = 0o755 if name.endswith((".sh", ".slurm")) else None
     return write_text_atomic(out / name, text, what=f"--emit {kind} file", mode=mode)
+
+
+def domain_segment(hw: HardwareProfile, gpus: int) -> int | None:
+    """Nodes of the job in each NVLink domain wider than a node (an NVL72 rack's 18 trays), as the cost model
+    places it (cluster/domains.py job_domain: the job fills each rack it uses alike); None on 8-GPU boards."""
+    if hw.nvlink_domain <= hw.gpus_per_node:
+        return None
+    return job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus) // hw.gpus_per_node

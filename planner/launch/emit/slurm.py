@@ -18,6 +18,7 @@ def slurm_script(
     time: str = "01:00:00",
     job_name: str = "planner-launch",
     device: str = "nvidia",
+    segment: int | None = None,
 ) -> str:
     argv = torchrun_argv(
         cfg,
@@ -36,6 +37,7 @@ def slurm_script(
         *([f"#SBATCH --gpus-per-node={nproc_per_node}"] if device != "cpu" else []),
         f"#SBATCH --time={time}",
         "#SBATCH --exclusive",
+        *_segment_comment(segment),
         *plan_comment(cfg),
         "set -euo pipefail",
         "# Submit from the directory holding this script (cd OUT && sbatch launch.slurm): the model and hardware",
@@ -51,13 +53,29 @@ def slurm_script(
     return "\n".join(lines)
 
 
+def _segment_comment(segment: int | None) -> list[str]:
+    """Where NVLink domains are wider than a node (NVL72 racks), the placement the plan was priced with: `segment`
+    nodes in each domain (Slurm's topology/block plugin places a job in segments of one size a block)."""
+    if not segment:
+        return []
+    return [
+        f"# Priced with {segment} nodes in each NVLink domain: uncomment on Slurm's topology/block plugin to match",
+        f"##SBATCH --segment={segment}",
+    ]
+
+
 register(
     Target(
         "slurm",
         1,
         FILE_NAME,
         lambda o: slurm_script(
-            o.cfg, nnodes=o.nodes, nproc_per_node=o.per_node, max_restarts=o.max_restarts, device=o.device
+            o.cfg,
+            nnodes=o.nodes,
+            nproc_per_node=o.per_node,
+            max_restarts=o.max_restarts,
+            device=o.device,
+            segment=o.segment,
         ),
     )
 )

@@ -25,6 +25,7 @@ class Layout:
     image: str | None = None
     settings: Mapping[str, object] = field(default_factory=dict)
     device: str = "nvidia"  # the cluster nodes' accelerators: nvidia, amd or cpu (checks.device_kind)
+    segment: int | None = None  # nodes a job places in each NVLink domain wider than a node (NVL72), as priced
 
 
 @dataclass(frozen=True)
