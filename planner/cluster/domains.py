@@ -48,6 +48,7 @@ def _parts(start: int, domain: int, n: int, stride: int) -> tuple[int, int]:
     return min(first, last, middle), last_domain + 1
 
 
+@lru_cache(maxsize=4096)
 def job_domain(domain: int, node: int, gpus: int | None) -> int:
     """Ranks of a job of `gpus` GPUs in each NVLink domain of `domain` GPUs it uses: all of them when they fit in
     one; else the most whole nodes of `node` GPUs a domain holds that divide the job alike (the whole domain when
@@ -62,3 +63,10 @@ def job_domain(domain: int, node: int, gpus: int | None) -> int:
 def domain_split(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = None) -> tuple[int, int]:
     """`group_domains` for a job of `gpus` GPUs on `hw` (None: ranks packed whole domains at a time)."""
     return group_domains(job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus), n, stride)
+
+
+def straddles(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = None) -> bool:
+    """Some groups cross two domains though one group's ranks would fit in one (tp 16 or ep 64 with 72 ranks a
+    rack): priced by their fewest ranks in a domain, on the ring alone, and said so."""
+    per = job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus)
+    return n * stride <= per and domain_split(hw, n=n, stride=stride, gpus=gpus)[0] < n

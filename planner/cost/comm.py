@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cluster.domains import domain_split, job_domain
+from planner.cluster.domains import domain_split, straddles
 from planner.cluster.fabric import NETWORK, NVLINK, cluster_of, network_tier, tier_name
 from planner.cost.cache import spec_cache
 from planner.cost.params import plan_etp
@@ -104,8 +104,8 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = N
         return Link(intra_bw, hw.intra_node.latency_s, True, base, half)
     tier, net = network_tier(hw, span=n * stride)
     inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
-    straddles = n * stride <= job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus)  # two domains: the ring alone
-    levels = () if straddles else hierarchy(hw, n=n, stride=stride, in_domain=k)
+    crossed = straddles(hw, n=n, stride=stride, gpus=gpus)  # two domains: the ring alone
+    levels = () if crossed else hierarchy(hw, n=n, stride=stride, in_domain=k)
     return Link(min(intra_bw, k * inter_bw), net.latency_s, False, base, half, tier, levels)
 
 

@@ -175,16 +175,15 @@ def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = froze
 
 def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
     """One line naming the tp/cp/ep groups that leave the NVLink domain and the tier they are costed on."""
-    from planner.cluster.domains import job_domain
+    from planner.cluster.domains import straddles
     from planner.cost.comm import plan_groups
     from planner.explore.placement import PLACED, crossing_tiers
 
     crossing, sizes = crossing_tiers(hw, plan, PLACED), plan_groups(plan)
     if crossing:
-        per = job_domain(hw.nvlink_domain, hw.gpus_per_node, plan.gpus)  # a narrower group straddles two domains
-        straddles = {d for d in crossing if sizes[d][0] * sizes[d][1] <= per}
+        across = {d for d in crossing if straddles(hw, n=sizes[d][0], stride=sizes[d][1], gpus=plan.gpus)}
         groups = ", ".join(
-            f"{dim} (on the {tier} tier{'; some of its groups straddle two domains' if dim in straddles else ''})"
+            f"{dim} (on the {tier} tier{'; some of its groups straddle two domains' if dim in across else ''})"
             for dim, tier in crossing.items()
         )
         console.print(f"[yellow]leaves the {hw.nvlink_domain}-GPU NVLink domain:[/] {escape(groups)}")
