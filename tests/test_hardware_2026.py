@@ -426,6 +426,36 @@ def test_a_job_fills_each_rack_alike(gpus, per_rack, ep64_on_nvlink):
     assert job_domain(8, 8, 1024) == 8 and job_domain(8, 8, None) == 8  # HGX: whole nodes, as before
 
 
+def test_a_job_spreads_over_no_more_racks_than_its_cluster_holds():
+    """61,440 GPUs at 64 a rack would take 960 racks; the GB200 SuperPOD has 864, so the job packs all 72 a rack
+    and ep 64 groups straddle racks, where without the cluster they fill one rack each (ep 64 on NVLink)."""
+    from planner.cluster.domains import job_domain, ranks_per_domain
+    from planner.io.clusters import cluster_hardware
+
+    bare, pod = load_hardware("gb200-nvl72"), cluster_hardware("gb200-nvl72-superpod", None)
+    assert pod.domains_held == 864 and bare.domains_held is None
+    assert ranks_per_domain(bare, 61440) == 64 and ranks_per_domain(pod, 61440) == 72
+    assert ranks_per_domain(pod, 2048) == 64  # 32 racks: the cluster holds them
+    assert job_domain(72, 4, 61440, 960) == 64 and job_domain(72, 4, 61440, 959) == 72  # the bound is the racks
+    assert group_link(bare, n=64, stride=1, gpus=61440).intra_node
+    assert not group_link(pod, n=64, stride=1, gpus=61440).intra_node
+
+
+def test_a_cluster_tier_holds_the_jobs_ranks_in_its_racks():
+    """A leaf of the GB200 SuperPOD joins 8 racks, 576 GPUs: a job running 64 ranks a rack has 512 of its ranks
+    under one leaf, so a group spanning 576 of its ranks crosses the spine (with all 72 a rack, the leaf)."""
+    from planner.cluster.fabric import network_tier
+    from planner.cost.comm import hierarchy
+    from planner.io.clusters import cluster_hardware
+
+    pod = cluster_hardware("gb200-nvl72-superpod", None)
+    assert network_tier(pod, span=576, gpus=2048)[0] == "spine"
+    assert network_tier(pod, span=576, gpus=2304)[0] == "leaf"
+    assert network_tier(pod, span=512, gpus=2048)[0] == "leaf"
+    levels = hierarchy(pod, n=32, stride=64, in_domain=1, gpus=2048)  # a dp group over 32 racks: one rank each
+    assert [(lv.tier, lv.within) for lv in levels] == [("leaf", 8), ("spine", 24), ("core", 32)]
+
+
 def test_a_straddling_group_is_said_to_straddle():
     """tp 16 on 2,304 GB200s is no group wider than the rack: the line says its groups straddle two racks."""
     code, out, err = run_planner("estimate", "-m", "llama3-405b", "--hardware", "gb200-nvl72", "--gpus", "2304",

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from planner.cluster.domains import domain_split
+from planner.cluster.domains import domain_split, span_gpus
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile, LinkTier
 from planner.specs import Frozen
@@ -119,6 +119,10 @@ class ClusterHardware(HardwareProfile):
 
     cluster: Cluster
 
+    @property
+    def domains_held(self) -> int | None:
+        return self.cluster.gpus // self.nvlink_domain
+
 
 def on_cluster(hw: HardwareProfile, cluster: Cluster) -> ClusterHardware:
     """The profile with the cluster's tiers; each tier must hold whole NVLink domains."""
@@ -137,15 +141,16 @@ def cluster_of(hw: HardwareProfile) -> Cluster | None:
     return hw.cluster if isinstance(hw, ClusterHardware) else None
 
 
-def network_tier(hw: HardwareProfile, *, span: int) -> tuple[str, LinkTier]:
-    """(name, per-GPU bandwidth and latency) of the tier that joins `span` consecutive ranks beyond one NVLink
-    domain: the GPU profile's inter-node tier without a cluster, else the smallest cluster tier that holds
-    them. A span beyond the whole cluster is refused (the job does not fit on it)."""
+def network_tier(hw: HardwareProfile, *, span: int, gpus: int | None = None) -> tuple[str, LinkTier]:
+    """(name, per-GPU bandwidth and latency) of the tier that joins `span` consecutive ranks of a job of `gpus`
+    GPUs beyond one NVLink domain: the GPU profile's inter-node tier without a cluster, else the smallest cluster
+    tier that holds the domains they fill (cluster/domains.py `span_gpus`: 64 ranks a rack fill a leaf of 8
+    NVL72 racks with 512). A span beyond the whole cluster is refused (the job does not fit on it)."""
     cluster = cluster_of(hw)
     if cluster is None:
         return NETWORK, hw.inter_node
     for t in cluster.tiers:
-        if span <= t.gpus:
+        if span_gpus(hw, span, gpus) <= t.gpus:
             return t.name, LinkTier(bandwidth_bytes_per_s=t.bandwidth_bytes_per_s, latency_s=t.latency_s)
     raise PlannerError(f"{span} GPUs do not fit on cluster {cluster.name} ({cluster.gpus} GPUs); use at most that")
 
@@ -155,7 +160,7 @@ def tier_name(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = No
     a job of `gpus` GPUs lies inside one domain: cluster/domains.py)."""
     if n <= 1 or domain_split(hw, n=n, stride=stride, gpus=gpus)[0] == n:
         return NVLINK
-    return network_tier(hw, span=n * stride)[0]
+    return network_tier(hw, span=n * stride, gpus=gpus)[0]
 
 
 def cluster_size(hw: HardwareProfile) -> int | None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cluster.domains import domain_split, straddles
+from planner.cluster.domains import domain_split, ranks_per_domain, straddles
 from planner.cluster.fabric import NETWORK, NVLINK, cluster_of, network_tier, tier_name
 from planner.cost.cache import spec_cache
 from planner.cost.params import plan_etp
@@ -102,19 +102,22 @@ def group_link(hw: HardwareProfile, *, n: int, stride: int, gpus: int | None = N
     k = domain_split(hw, n=n, stride=stride, gpus=gpus)[0]  # the fewest ranks of a group in one domain
     if k == n:
         return Link(intra_bw, hw.intra_node.latency_s, True, base, half)
-    tier, net = network_tier(hw, span=n * stride)
+    tier, net = network_tier(hw, span=n * stride, gpus=gpus)
     inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
     crossed = straddles(hw, n=n, stride=stride, gpus=gpus)  # two domains: the ring alone
-    levels = () if crossed else hierarchy(hw, n=n, stride=stride, in_domain=k)
+    levels = () if crossed else hierarchy(hw, n=n, stride=stride, in_domain=k, gpus=gpus)
     return Link(min(intra_bw, k * inter_bw), net.latency_s, False, base, half, tier, levels)
 
 
-def hierarchy(hw: HardwareProfile, *, n: int, stride: int, in_domain: int | None = None) -> tuple[Level, ...]:
+def hierarchy(
+    hw: HardwareProfile, *, n: int, stride: int, in_domain: int | None = None, gpus: int | None = None
+) -> tuple[Level, ...]:
     """The tiers a group of n ranks `stride` apart crosses, innermost first, with the group's ranks under one
     unit of each (rank order: a unit of g consecutive ranks holds g // stride of them, at least 1): the NVLink
     domain, then the GPU profile's inter-node tier (no cluster) or each cluster tier up to the one that holds all
     n·stride ranks. Tiers that join no more of the group than the one inside them are left out. `in_domain`: the
-    group's fewest ranks in one domain, where the job's layout leaves fewer than domain // stride."""
+    group's fewest ranks in one domain, where the job's layout leaves fewer than domain // stride; a cluster tier
+    holds the job's ranks in its domains (cluster/domains.py `ranks_per_domain` each, for a job of `gpus`)."""
     eff = hw.efficiency
     intra = hw.intra_node
     tiers = [(NVLINK, hw.nvlink_domain, intra.bandwidth_bytes_per_s * eff.intra_node, intra.latency_s)]
@@ -123,7 +126,12 @@ def hierarchy(hw: HardwareProfile, *, n: int, stride: int, in_domain: int | None
         net = hw.inter_node
         tiers.append((NETWORK, n * stride, net.bandwidth_bytes_per_s * eff.inter_node, net.latency_s))
     else:
-        tiers += [(t.name, t.gpus, t.bandwidth_bytes_per_s * eff.inter_node, t.latency_s) for t in cluster.tiers]
+        per = ranks_per_domain(hw, gpus)  # of the job's ranks in each domain a tier holds
+        ranks = [t.gpus // hw.nvlink_domain * per for t in cluster.tiers]
+        tiers += [
+            (t.name, r, t.bandwidth_bytes_per_s * eff.inter_node, t.latency_s)
+            for t, r in zip(cluster.tiers, ranks, strict=True)
+        ]
     levels: list[Level] = []
     below = 1
     for name, gpus, bandwidth, latency in tiers:

@@ -43,7 +43,7 @@ def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int, gpu
     if r == n:
         return collective_s("all_to_all", nbytes, n, group_link(hw, n=n, stride=stride, gpus=gpus))
     eff = hw.efficiency
-    net = network_tier(hw, span=n * stride)[1]  # the NIC, or the slowest cluster tier the group crosses
+    net = network_tier(hw, span=n * stride, gpus=gpus)[1]  # the NIC, or the slowest cluster tier the group crosses
     intra_bw = hw.intra_node.bandwidth_bytes_per_s * eff.intra_node
     inter_bw = net.bandwidth_bytes_per_s * eff.inter_node
     ramp = eff.bandwidth_fraction(nbytes)
@@ -78,7 +78,7 @@ def deepep_s(
     eff = hw.efficiency
     inter = token_bytes * remote_domains
     intra = token_bytes * top_k * (r - 1) / r
-    net = network_tier(hw, span=n * stride)[1]  # the NIC, or the slowest cluster tier the group crosses
+    net = network_tier(hw, span=n * stride, gpus=gpus)[1]  # the NIC, or the slowest cluster tier the group crosses
     inter_s = _wire_s(inter, net.bandwidth_bytes_per_s * eff.inter_node, eff)
     intra_s = _wire_s(intra, hw.intra_node.bandwidth_bytes_per_s * eff.intra_node, eff)  # 0 with one rank a domain
     return eff.collective_base_s + (domains - 1) * net.latency_s + max(inter_s, intra_s)

@@ -84,6 +84,12 @@ class HardwareProfile(Frozen):
             )
         return self
 
+    @property
+    def domains_held(self) -> int | None:
+        """NVLink domains the machine holds, where a cluster bounds them (cluster/fabric.py ClusterHardware);
+        None: as many as a job asks for."""
+        return None
+
     def supports(self, precision: str) -> bool:
         """Whether the GPU has tensor cores (or, for fp32, units) for this precision's GEMMs (a named recipe: for
         its format, fp8 or fp4; engine/recipes.py checks the architecture)."""

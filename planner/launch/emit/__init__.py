@@ -9,7 +9,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from planner.cluster.domains import job_domain
+from planner.cluster.domains import ranks_per_domain
 from planner.cost.coster import Coster
 from planner.engine import Engine
 from planner.engine.profile import changed_settings, given_settings
@@ -264,7 +264,7 @@ def write_target(
 
 def domain_segment(hw: HardwareProfile, gpus: int) -> int | None:
     """Nodes of the job in each NVLink domain wider than a node (an NVL72 rack's 18 trays), as the cost model
-    places it (cluster/domains.py job_domain: the job fills each rack it uses alike); None on 8-GPU boards."""
+    places it (cluster/domains.py ranks_per_domain: the job fills each rack it uses alike); None on 8-GPU boards."""
     if hw.nvlink_domain <= hw.gpus_per_node:
         return None
-    return job_domain(hw.nvlink_domain, hw.gpus_per_node, gpus) // hw.gpus_per_node
+    return ranks_per_domain(hw, gpus) // hw.gpus_per_node
