@@ -63,6 +63,25 @@ def test_engines_say_which_expert_tensor_parallelism_they_run():
     assert any("needs sp" in r.reason for r in plan_problems(MIXTRAL, no_sp, MEGATRON))
 
 
+def test_torchtitan_shards_its_experts_on_tp_where_there_is_no_ep():
+    """Without ep torchtitan places the routed experts on the dense tp axis (0.3.0 models/common/moe_sharding.py
+    expert_param_placement_dense; v0.2.2 apply_moe_ep_tp: experts_mesh = tp_mesh): etp 1 beside tp 2 is not a
+    layout it runs (the search had ranked it, and the emitted config ran etp 2, 10 GiB more), and the emitter
+    asks for etp = tp."""
+    from planner.launch.emit.torchtitan import release_problems
+
+    titan = make_engine("torchtitan")
+    p = Plan(dp=4, tp=2, ep=1, etp=1, sp=True, zero=3, global_batch=8)
+    assert any("without ep torchtitan shards" in r.detail for r in plan_problems(MIXTRAL, p, titan))
+    assert not plan_problems(MIXTRAL, p.model_copy(update={"etp": 2}), titan)
+    assert not plan_problems(MIXTRAL, p, MEGATRON)  # Megatron replicates experts over tp at etp 1
+    mds = make_engine("megatron-deepspeed")  # DeepSpeed-MoE's enable_expert_tensor_parallelism is off by default
+    assert not [r for r in plan_problems(MIXTRAL, p, mds) if "etp" in r.reason]
+    qwen = load_model("qwen3-30b-a3b")  # a MoE the 0.3.0 emitter writes
+    assert any("--etp 2" in m for m in release_problems(qwen, p, "0.3.0"))
+    assert not any("etp" in m for m in release_problems(qwen, p.model_copy(update={"etp": 2}), "0.3.0"))
+
+
 def test_an_all_to_all_that_leaves_the_nvlink_domain_runs_at_the_nic():
     """Past the domain each GPU's remote share goes through its own NIC (50 GB/s on HGX H100), not the node's
     eight: 16 ranks over two nodes take several times 8 ranks inside one, and an NVL72 keeps 72 on NVLink (64

@@ -196,11 +196,15 @@ def _degree_problems(engine: Engine, plan: Plan) -> list[Rejected]:
                     f"{dim}={getattr(p, dim)}: {name} does not offer this parallelism; use {dim}=1",
                 )
             )
-    if p.etp is not None and p.etp != p.tp and p.ep * p.etp > 1:
-        allowed = {"any": True, "tp_or_1": p.etp == 1, "tp": False}[r.expert_tensor_parallel]
-        if not allowed:
-            valid = {"tp_or_1": f"1 or tp={p.tp}", "tp": f"tp={p.tp}"}.get(r.expert_tensor_parallel, "")
-            out.append(Rejected(f"{name}: etp", f"etp={p.etp}: {name} runs expert tensor parallelism only at {valid}"))
+    if p.etp is None or p.etp == p.tp:
+        return out
+    rule = r.expert_tensor_parallel
+    if rule == "tp_or_1" and p.ep == 1:  # torchtitan without ep shards the routed experts on the dense tp axis (0.3.0
+        # models/common/moe_sharding.py expert_param_placement_dense; v0.2.2 apply_moe_ep_tp: experts_mesh = tp_mesh)
+        out.append(Rejected(f"{name}: etp", f"etp={p.etp}: without ep {name} shards its experts over tp={p.tp}"))
+    elif p.ep * p.etp > 1 and not {"any": True, "tp_or_1": p.etp == 1, "tp": False}[rule]:
+        valid = {"tp_or_1": f"1 or tp={p.tp}", "tp": f"tp={p.tp}"}.get(rule, "")
+        out.append(Rejected(f"{name}: etp", f"etp={p.etp}: {name} runs expert tensor parallelism only at {valid}"))
     return out
 
 

@@ -122,11 +122,13 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
             f"the planner writes torchtitan {release} configurations for {', '.join(written)} (RoPE theta "
             f"{LLAMA3_ROPE_THETA:g} for llama3), and {model.name} is none of them: emit megatron or deepspeed instead"
         )
-    elif model.moe is not None and plan_etp(plan) != 1:
-        out.append(
-            f"etp={plan_etp(plan)}: torchtitan {release} runs its experts without tensor parallelism (expert "
-            "tensor parallel degree 1); give --etp 1"
+    elif model.moe is not None and plan_etp(plan) != (etp := 1 if plan.ep > 1 else plan.tp):
+        how = (
+            "with ep > 1 without tensor parallelism (expert tensor parallel degree 1)"
+            if plan.ep > 1
+            else "without ep on the dense layers' tp axis (models/common/moe_sharding.py expert_param_placement_dense)"
         )
+        out.append(f"etp={plan_etp(plan)}: torchtitan {release} runs its experts {how}; give --etp {etp}")
     if plan.precision == "fp16":
         out.append("precision=fp16: torchtitan trains in bfloat16 or float32 (training.mixed_precision_param)")
     if plan.pp > 1:
