@@ -27,6 +27,18 @@ def test_p2p_overlap_hides_the_interleaved_pipeline_sends() -> None:
     assert posted < 0.2 * waiting
 
 
+def test_megatrons_interleaved_schedule_without_p2p_overlap_needs_three_stages() -> None:
+    """Megatron's validate_args asserts pp > 2 for the interleaved schedule with --no-overlap-p2p-communication
+    (arguments.py l.1000-1009 @d98e8a64): such a plan is refused, and the search counts it among its rejections."""
+    two = ("--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--vpp", "2", "--engine", "megatron")
+    code, out, err = run("estimate", *two, "--no-p2p-overlap")
+    assert code == 2 and not out and "needs pp >= 3" in err and "--p2p-overlap" in err
+    assert _json("estimate", *two, "--p2p-overlap")["plan"]["pp"] == 2
+    assert _json("estimate", *LLAMA70, "--no-p2p-overlap")["plan"]["pp"] == 4
+    searched = _json("search", "--model", "llama3-8b", "--gpus", "16", "--engine", "megatron", "--no-p2p-overlap")
+    assert any("interleaved without p2p overlap" in reason for reason in searched["rejected"])
+
+
 def test_per_parameter_zero3_gathers_expose_their_latency() -> None:
     synced = _json("estimate", *ZERO3, "--zero3-gather", "per_parameter_sync")["time"]
     bucketed = _json("estimate", *ZERO3, "--zero3-gather", "bucketed")["time"]

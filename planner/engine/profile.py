@@ -57,6 +57,12 @@ class Rules(Frozen):
         description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron); torch_looped: "
         "m % max(1, m // pp) == 0 (torch.distributed.pipelining)",
     )
+    interleaved_pp_without_p2p_overlap: int = Field(
+        2,
+        ge=2,
+        description="the least pp the interleaved schedule runs with pipeline sends not overlapped (Megatron: 3, "
+        "arguments.py validate_args: two ranks would exchange several sends and receives per batch)",
+    )
     tensor_parallel: bool = True
     sequence_parallel: Literal["optional", "required", "never"] = Field(
         "optional",

@@ -5,6 +5,7 @@ as one PlannerError (require_runs)."""
 from __future__ import annotations
 
 from planner.engine.moe_rules import overlap_recompute_problems, overlap_structure_problems
+from planner.engine.pipeline_rules import p2p_problems
 from planner.engine.profile import Engine
 from planner.engine.recipes import precision_problems, zero_recipe_problems
 from planner.engine.split import chunk_sizes
@@ -110,7 +111,7 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
     """The engine's rules that depend on neither the ZeRO stage, the recompute level nor the micro-batch:
     dimensions, schedules, layer, vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
-    out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan)
+    out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan) + p2p_problems(engine, plan)
     if p.pp > 1 and p.schedule not in r.schedules:
         out.append(
             Rejected(
