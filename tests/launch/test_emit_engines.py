@@ -568,3 +568,19 @@ def test_the_validators_catch_what_the_issue_found(tmp_path):
     cfg["zero_optimization"]["bucket_size"] = 1
     violations = deepspeed_violations(json.dumps(cfg), llama, Plan(**PLANS[14][1]))
     assert "unknown zero_optimization key bucket_size" in violations
+
+
+def test_megatron_pins_one_device_connection_before_blackwell_only(tmp_path):
+    """Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 only where get_device_arch_version() < 10
+    (arguments.py l.1452-1479 @d98e8a64: the requirement "no longer exists since the Blackwell architecture"), so a
+    GB200 file leaves it to the driver and an H100 file sets it."""
+    model = load_model("llama3-8b")
+    plan = Plan(dp=4, tp=2, sp=True, zero=1, global_batch=16, seq_len=4096)
+    pins = {}
+    for gpu in ("h100-sxm", "gb200-nvl72", "mi300x"):
+        path = emit(
+            "megatron", RunConfig(model="llama3-8b", plan=plan, hardware=gpu), model, tmp_path / gpu,
+            engine=load_engine("planner"), hardware=load_hardware(gpu), hardware_ref=gpu,
+        )  # fmt: skip
+        pins[gpu] = "CUDA_DEVICE_MAX_CONNECTIONS=1" in path.read_text()
+    assert pins == {"h100-sxm": True, "gb200-nvl72": False, "mi300x": True}  # MI300X (gfx942) reports major 9

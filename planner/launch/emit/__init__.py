@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from planner.cluster.domains import ranks_per_domain
 from planner.cost.coster import Coster
@@ -122,27 +123,24 @@ def emit(
     pre-flight."""
     chosen = _target(kind)
     settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
-    if kind == "k8s" and not image:
-        raise PlannerError(
-            "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
-            "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
-        )
+    _require_image(kind, image)
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
+    where: dict[str, Any] = {
+        "nnodes": nodes,
+        "per_node": per_node,
+        "max_restarts": max_restarts,
+        "image": image,
+        "settings": settings,
+    }
+    where |= placement(hardware, cfg.plan.gpus)
     if dry_run:
-        name, _ = target_text(
-            kind, cfg, model, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
-            settings=settings, device=device_kind(hardware), segment=domain_segment(hardware, cfg.plan.gpus),
-        )  # fmt: skip
-        return out / name
+        return out / target_text(kind, cfg, model, **where)[0]
     make_dir(out, what="--out folder")
     copied: list[Path] = []
     try:
         if not chosen.is_engine:
             cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
-        path = write_target(
-            kind, cfg, model, out, nnodes=nodes, per_node=per_node, max_restarts=max_restarts, image=image,
-            settings=settings, device=device_kind(hardware), segment=domain_segment(hardware, cfg.plan.gpus),
-        )  # fmt: skip
+        path = write_target(kind, cfg, model, out, **where)
     except PlannerError:
         for copy in copied:  # nothing half-written: the copies go with the file that failed
             copy.unlink(missing_ok=True)
@@ -150,6 +148,14 @@ def emit(
     if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
         warnings.warn(unfit, stacklevel=2)
     return path
+
+
+def _require_image(kind: str, image: str | None) -> None:
+    if kind == "k8s" and not image:
+        raise PlannerError(
+            "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
+            "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
+        )
 
 
 def _target(kind: str) -> Target:
@@ -231,11 +237,12 @@ def target_text(
     settings: dict[str, object] | None = None,
     device: str = "nvidia",
     segment: int | None = None,
+    architecture: str | None = None,
 ) -> tuple[str, str]:
     """(file name, text) of one target; `settings`: the per-run engine settings an engine target writes (its
     Target.writes); `device`: the cluster nodes' accelerators (checks.device_kind)."""
     chosen = _target(kind)
-    layout = Layout(cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device, segment)
+    layout = Layout(cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device, segment, architecture)
     return chosen.file_name, chosen.render(layout)
 
 
@@ -252,14 +259,21 @@ def write_target(
     settings: dict[str, object] | None = None,
     device: str = "nvidia",
     segment: int | None = None,
+    architecture: str | None = None,
 ) -> Path:
     """Write one target's file into `out` (created if needed), atomically; the path written."""
     name, text = target_text(
         kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image,
-        settings=settings, device=device, segment=segment,
+        settings=settings, device=device, segment=segment, architecture=architecture,
     )  # fmt: skip
     mode = 0o755 if name.endswith((".sh", ".slurm")) else None
     return write_text_atomic(out / name, text, what=f"--emit {kind} file", mode=mode)
+
+
+def placement(hw: HardwareProfile, gpus: int) -> dict[str, Any]:
+    """What a target's file says of the machine: its accelerators' kind, the nodes a job places in each NVLink
+    domain wider than a node, and the GPUs' architecture."""
+    return {"device": device_kind(hw), "segment": domain_segment(hw, gpus), "architecture": hw.gpu.architecture}
 
 
 def domain_segment(hw: HardwareProfile, gpus: int) -> int | None:

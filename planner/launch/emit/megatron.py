@@ -187,11 +187,12 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def device_connections(plan: Plan) -> str | None:
+def device_connections(plan: Plan, architecture: str | None = None) -> str | None:
     """CUDA_DEVICE_MAX_CONNECTIONS as Megatron requires it: 1 with tp > 1 or cp > 1 before Blackwell
-    (arguments.py: "Using tensor model parallelism or context parallelism require setting ... to 1"), but
-    not 1 under FSDP ("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset")."""
-    if plan.zero == 3:
+    (arguments.py l.1452-1479 @d98e8a64: "Using tensor model parallelism or context parallelism require setting
+    ... to 1" where get_device_arch_version() < 10; "no longer exists since the Blackwell architecture"; an
+    unknown GPU gets the rule), but not 1 under FSDP ("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset")."""
+    if plan.zero == 3 or architecture == "blackwell":
         return None
     return "1" if (plan.tp > 1 or plan.cp > 1) else None
 
@@ -203,9 +204,10 @@ def megatron_file(
     *,
     nodes: int = 1,
     per_node: int | None = None,
+    architecture: str | None = None,
 ) -> str:
     """The arguments as a bash array, and the torchrun line that runs pretrain_gpt.py with them on `nodes` nodes
-    of `per_node` GPUs (default: the plan's GPUs on one node)."""
+    of `per_node` GPUs (default: the plan's GPUs on one node) of `architecture` (None: not known)."""
     args, m = megatron_args(model, plan, settings)
     lines: list[str] = []
     for arg in args:  # one flag per line, with its value
@@ -216,7 +218,7 @@ def megatron_file(
     body = "\n  ".join(lines)
     program = 'pretrain_gpt.py "${MEGATRON_ARGS[@]}"'
     run = "from Megatron-LM's folder" if nodes == 1 else "on each node, MASTER_ADDR set to one node's address"
-    conn = device_connections(plan)
+    conn = device_connections(plan, architecture)
     env = (
         f"export CUDA_DEVICE_MAX_CONNECTIONS={conn}  # required by Megatron with tp/cp > 1 (H100 and earlier)\n"
         if conn
@@ -242,7 +244,9 @@ register(
         "megatron",
         3,
         FILE_NAME,
-        lambda o: megatron_file(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node),
+        lambda o: megatron_file(
+            o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node, architecture=o.architecture
+        ),
         engine="megatron",
         writes=WRITES,
         values=VALUES,

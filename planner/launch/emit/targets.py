@@ -26,6 +26,7 @@ class Layout:
     settings: Mapping[str, object] = field(default_factory=dict)
     device: str = "nvidia"  # the cluster nodes' accelerators: nvidia, amd or cpu (checks.device_kind)
     segment: int | None = None  # nodes a job places in each NVLink domain wider than a node (NVL72), as priced
+    architecture: str | None = None  # the GPUs' (hardware/gpu.py GPUSpec.architecture); None: not known
 
 
 @dataclass(frozen=True)
