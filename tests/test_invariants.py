@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import run_planner
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_hardware_2026 import _faster
@@ -209,6 +210,25 @@ def test_recompute_on_mixtral_zero3_no_longer_hides_two_collectives_behind_one_b
     coster = Coster(spec, hw, eng)
     steps = {r: coster.step(base.model_copy(update={"recompute": r})).step_s for r in LEVELS}
     assert steps["none"] <= steps["selective"] <= steps["full"]
+
+
+def test_the_step_ends_when_the_rank_with_the_longest_dp_tail_is_done():
+    """Qwen3 8B on 64 H200s, torchtitan, dp 4 pp 8 cp 2 ZeRO-2, one micro-batch: under selective recompute the
+    slowest slot is rank 1's, but rank 0 (the embedding) has more gradient to reduce after its last backward.
+    Pricing the step on rank 1 alone made selective 3% faster than no recompute; the step now waits for the rank
+    whose exposed dp and optimizer step end last, and says which."""
+    spec, hw, eng = load_model("qwen3-8b"), load_hardware("h200"), load_engine("torchtitan")
+    base = Plan(dp=4, pp=8, cp=2, zero=2, micro_batch=1, global_batch=4, seq_len=1024)
+    coster = Coster(spec, hw, eng)
+    times = {r: coster.step(base.model_copy(update={"recompute": r})) for r in LEVELS}
+    assert times["none"].step_s <= times["selective"].step_s <= times["full"].step_s
+    sel = times["selective"]
+    assert sel.tail_stage != sel.stage
+    code, out, err = run_planner("estimate", "-m", "qwen3-8b", "--hardware", "h200", "--engine", "torchtitan",
+                                 "--dp", "4", "--pp", "8", "--cp", "2", "--zero", "2", "--global-batch", "4",
+                                 "--seq-len", "1024", "--recompute", "selective")  # fmt: skip
+    assert code == 0, err
+    assert f"step time (stage {sel.stage} paces, stage {sel.tail_stage} ends)" in out
 
 
 @settings(max_examples=40, deadline=None)

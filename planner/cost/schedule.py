@@ -138,16 +138,20 @@ def stage_comm(
 
 @dataclass(frozen=True)
 class Bottleneck:
-    """The pipeline rank with the longest micro-batch slot, its compute and its communication."""
+    """The pipeline rank with the longest micro-batch slot (the pipeline's pace), its compute and communication,
+    and the rank whose work after its last backward is longest (`tail`: exposed DP and its optimizer step; the
+    embedding and head ranks often hold more of it): the step ends when that rank is done."""
 
     rank: int
     compute: StageCompute
     comm: CommBreakdown
+    tail: tuple[int, CommBreakdown, float]  # (rank, its communication, its optimizer step s)
 
 
 def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> Bottleneck:
-    """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm)."""
-    best = None
+    """The pipeline rank with the longest micro-batch slot (compute + exposed per-micro-batch comm), and the one
+    with the longest exposed DP + optimizer step after it."""
+    best, tail = None, None
     seen: set[StageShape] = set()
     for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))):
         if shape in seen:
@@ -158,8 +162,11 @@ def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
         slot = c.total + k.pipelined_exposed_s / plan.num_microbatches
         if best is None or slot > best[0]:
             best = (slot, r, c, k)
-    assert best is not None
-    return Bottleneck(best[1], best[2], best[3])
+        opt = optimizer_step_s(model, hw, plan, engine, stage=r)
+        if tail is None or k.dp_exposed_s + opt > tail[0]:
+            tail = (k.dp_exposed_s + opt, (r, k, opt))
+    assert best is not None and tail is not None
+    return Bottleneck(best[1], best[2], best[3], tail[1])
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,7 @@ class StepTime:
     model_flops_per_step: float
     hardware_flops_per_step: float
     peak_flops: float
+    tail_stage: int  # the pipeline rank whose exposed DP and optimizer step end the step
 
     @property
     def step_s(self) -> float:
@@ -263,6 +271,7 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
     """Time of one optimizer step and the throughput it gives (a pure function; cheap enough for search)."""
     b = bottleneck_stage(model, hw, plan, engine)
     stage, c, k = b.rank, b.compute, b.comm
+    tail_stage, tail, optimizer = b.tail
     m = plan.num_microbatches
     slot = c.total + k.pipelined_exposed_s / m
     bubble = bubble_fraction(pp=plan.pp, vpp=plan.vpp, num_microbatches=m, schedule=plan.schedule) * m * slot
@@ -270,11 +279,12 @@ def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
         compute_s=m * (c.forward_s + c.backward_s),
         recompute_s=m * c.recompute_s,
         bubble_s=bubble,
-        optimizer_s=optimizer_step_s(model, hw, plan, engine, stage=stage),
+        optimizer_s=optimizer,
         overhead_s=step_overhead_s(hw, engine, plan, layers=c.num_layers),
-        exposed_comm_s=k.exposed_by_dim,
-        comm_total_s=k.total_by_dim,
+        exposed_comm_s={**k.exposed_by_dim, "dp": tail.dp_exposed_s},
+        comm_total_s={**k.total_by_dim, "dp": tail.dp_s},
         stage=stage,
+        tail_stage=tail_stage,
         tokens_per_step=plan.tokens_per_step,
         gpus=plan.gpus,
         model_flops_per_step=model_flops_per_step(model, plan),

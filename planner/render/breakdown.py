@@ -192,7 +192,9 @@ def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
 def time_table(t: Any) -> Table:
     """The step's terms in seconds, with their shares and bars."""
     rows = [(name, f"{seconds:.4f}", seconds / t.step_s if t.step_s else 0.0) for name, seconds in time_rows(t)]
-    title = f"step time (bottleneck stage {t.stage})"
+    tail = t.tail_stage
+    title = f"step time (bottleneck stage {t.stage})"  # with the rank whose dp and optimizer step end the step:
+    title = title if tail == t.stage else f"step time (stage {t.stage} paces, stage {tail} ends)"
     return share_table(title, "seconds", rows, "magenta", ("step", f"{t.step_s:.4f}"))
 
 

@@ -97,6 +97,7 @@ class TimeDoc(StepDoc):
 
     comm_total_s: dict[str, float]
     bottleneck_stage: int
+    tail_stage: int  # the rank whose exposed dp and optimizer step end the step (the bottleneck's or another)
 
 
 class TrainDoc(Document):
@@ -210,7 +211,14 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
         )  # fmt: skip
     return EstimateDoc(
         **dict(mem),
-        time=TimeDoc.model_validate({**t.as_dict(), "comm_total_s": dict(t.comm_total_s), "bottleneck_stage": t.stage}),
+        time=TimeDoc.model_validate(
+            {
+                **t.as_dict(),
+                "comm_total_s": dict(t.comm_total_s),
+                "bottleneck_stage": t.stage,
+                "tail_stage": t.tail_stage,
+            }
+        ),
         **rates(est),
         model_flops_per_step=t.model_flops_per_step,
         may_not_fit=est.may_not_fit,
