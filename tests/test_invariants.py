@@ -212,6 +212,34 @@ def test_recompute_on_mixtral_zero3_no_longer_hides_two_collectives_behind_one_b
     assert steps["none"] <= steps["selective"] <= steps["full"]
 
 
+@settings(max_examples=80, deadline=None)
+@given(gpu=st.sampled_from(GPUS), engine=st.sampled_from(ENGINES), **PLANS)
+def test_no_communication_is_exposed_longer_than_it_takes(gpu, engine, **plan_args):
+    hw, eng = load_hardware(gpu), load_engine(engine)
+    assume(hw.supports(plan_args["precision"]))
+    plan = _plan(**plan_args)
+    assume(_runs(eng, plan_args["model"], plan, hw))
+    t = Coster(load_model(plan_args["model"]), hw, eng).step(plan)
+    for dim, exposed in t.exposed_comm_s.items():
+        assert exposed <= t.comm_total_s[dim] * (1 + 1e-9), (dim, engine, gpu, plan.summary(), t.comm_total_s)
+
+
+def test_a_gradient_reduction_longer_than_its_backward_is_exposed_as_a_flow_shop():
+    """Llama 3.1 8B on 512 B200s, dp 16 tp 4 pp 8 vpp 3, full recompute: the dp reduction outlasts the backward it
+    hides behind. Its first-layer share was added on top of the excess, exposing 0.154 s of 0.138 s; layer by
+    layer (each layer's bucket reduces after its backward, Johnson's two-machine flow shop) the exposed part is
+    max(one layer's share, reduction - backward x (layers - 1)/layers)."""
+    from planner.cost.overlap import behind
+
+    assert behind(10.0, 4.0, 4, 2.5) == pytest.approx(10.0 - 4.0 * 3 / 4)
+    assert behind(1.0, 4.0, 4, 0.25) == 0.25  # hidden but the last layer's share
+    spec, hw, eng = load_model("llama3.1-8b"), load_hardware("b200"), load_engine("planner")
+    plan = Plan(dp=16, tp=4, pp=8, vpp=3, schedule="interleaved", zero=1, recompute="full", micro_batch=1,
+                global_batch=256, seq_len=1024)  # fmt: skip
+    t = Coster(spec, hw, eng).step(plan)
+    assert 0 < t.exposed_comm_s["dp"] <= t.comm_total_s["dp"]
+
+
 def test_the_step_ends_when_the_rank_with_the_longest_dp_tail_is_done():
     """Qwen3 8B on 64 H200s, torchtitan, dp 4 pp 8 cp 2 ZeRO-2, one micro-batch: under selective recompute the
     slowest slot is rank 1's, but rank 0 (the embedding) has more gradient to reduce after its last backward.

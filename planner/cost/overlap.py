@@ -122,29 +122,37 @@ def dp_comm(
     bwd = compute.backward_s + compute.recompute_s
     m = plan.num_microbatches
     if per_micro:
-        fwd_exp = max(0.0, ag - compute.forward_s) + ag / layers
+        fwd_exp = behind(ag, compute.forward_s, layers, ag / layers)
         back = ag if zero.weight_gather == "microbatch" else 0.0
         gathers = 2 if back else 1
         if zero.grad_reduce == "microbatch":
             calls = co * (gathers + 1) * units
-            bwd_exp = max(0.0, back + red - bwd) + red / layers
+            bwd_exp = behind(back + red, bwd, layers, red / layers)
             return m * (gathers * ag + red + calls), m * (fwd_exp + bwd_exp + calls)
         calls = co * gathers * units
-        bwd_exp = max(0.0, back - bwd) + back / layers
+        bwd_exp = behind(back, bwd, layers, back / layers)
         # The step's one gradient reduction runs in the last micro-batch's backward, beside that backward's own
         # re-gather: both hide behind the same backward once, not each behind all of it.
-        last_exp = max(0.0, back + red - bwd) + back / layers + red / layers
+        last_exp = behind(back + red, bwd, layers, (back + red) / layers)
         exposed = (m - 1) * (fwd_exp + bwd_exp + calls) + fwd_exp + calls + last_exp + co * units
         return m * (gathers * ag + calls) + red + co * units, exposed
     gather = ag if zero.weight_gather == "step" else 0.0
     gather_exp = gather
     if gather and engine.comm.param_gather_overlap:
-        gather_exp = max(0.0, gather - compute.forward_s) + gather / layers
+        gather_exp = behind(gather, compute.forward_s, layers, gather / layers)
     reduces = 1 if zero.grad_reduce == "step" else m
     calls = co * (reduces + (1 if gather else 0))
     overlap = engine.comm.grad_overlap if zero.grad_overlap is None else zero.grad_overlap
-    one_exp = max(0.0, red - bwd) + red / layers if overlap else red
+    one_exp = behind(red, bwd, layers, red / layers) if overlap else red
     return reduces * red + gather + calls, reduces * one_exp + gather_exp + calls
+
+
+def behind(comm_s: float, window_s: float, layers: int, alone_s: float) -> float:
+    """Exposed seconds of `comm_s` issued layer by layer beside `window_s` of compute over `layers` layers, of
+    which `alone_s` (the first layer's gather, the last bucket's reduction) has no compute beside it: a two-stage
+    flow shop of equal layers (Johnson 1954) ends max(window + alone, window / layers + comm), so the exposed part
+    is max(alone, comm − window·(layers − 1)/layers), never more than the communication itself."""
+    return max(alone_s, comm_s - window_s * (layers - 1) / layers)
 
 
 def ep_hidden(plan: Plan, engine: Engine) -> bool:
