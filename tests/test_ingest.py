@@ -1101,3 +1101,51 @@ def test_a_field_that_prints_no_number_is_refused_naming_it(tmp_path, value):
     code, out, err = run_planner("ingest", str(log))
     assert code == 2 and out == "" and f"prints {value!r} where a finite number belongs" in err, err
     assert str(log) in err and "Traceback" not in err
+    assert "line 1, 'memory(GiB)': the log prints" in err, err  # the field and the line it is in (audit item 1)
+
+
+# --- AMD Primus (Megatron backend) ------------------------------------------------------------------------------
+
+
+def test_primus_prints_this_step_then_the_running_mean_and_the_devices_memory():
+    """Primus writes "this step/running mean" pairs (primus/modules/trainer/megatron/trainer.py @077c0ff0): the line
+    was refused ("'13100.0/13240.9' where a finite number belongs"). The first of each pair is the step's; the world
+    size is its loguru prefix's "[rank-7/8]"; "hip mem usage" is the device's memory in use (total - free, GiB
+    printed as "GB"), no allocator peak: kind null. Excerpt: a Go test's expected string, code-index id 17640160469
+    (tests/data/logs/SOURCES.md)."""
+    r = ingest("primus_hip_mem_mi325x.log")
+    assert r.engine == "megatron" and (r.gpus, r.plan["global_batch"]) == (8, 128)
+    assert r.measured["step_s"] == pytest.approx(13.1)
+    assert (r.measured["tokens_per_s_per_gpu"], r.measured["tflops_per_gpu"]) == (10005.5, 579.4)
+    assert r.measured["peak_memory_bytes"] == round(153.81 * GiB) and r.measured["peak_memory_kind"] is None
+    assert any("not an allocator peak" in d for d in r.derived), r.derived
+    wide = ingest("primus_64rank_line.log")  # code-index id 17985206094: rank 63 of 64
+    assert wide.gpus == 64 and wide.measured["step_s"] == pytest.approx(16.6013)
+    assert wide.measured["peak_memory_bytes"] == round(253.38 * GiB)
+
+
+def test_primus_loguru_timestamps_are_read():
+    """ "[20251202 06:56:28]" (Primus's loguru "{time:YYYYMMDD HH:mm:ss}", primus/core/utils/logger.py) was no date."""
+    from datetime import datetime, timezone
+
+    from planner.io.logs.log_values import timestamp_s
+
+    line = (LOGS / "primus_hip_mem_mi325x.log").read_text()
+    assert timestamp_s(line) == datetime(2025, 12, 2, 6, 56, 28, tzinfo=timezone.utc).timestamp()
+    assert timestamp_s("iteration 20251202 | step 06:56:28") is None
+
+
+def test_primus_2026_inst_and_average_fields():
+    """Primus since 2026 prints "compute per GPU (TFLOP/s/GPU): X (avg Y)" and "tokens/s/GPU inst/harmonic mean: X/Y"
+    (primus/backends/megatron/patches/training_log/print_rank_last_patches.py @fd1eeabb). The values are a published
+    run's (a benchmark note quoting rank-7's iteration 260, code-index id 66592417592: "elapsed time per iteration
+    (ms): 1269.6/1328.4 ... tokens/s/GPU inst/harmonic mean: 25809.7/24667.5"); the note elides the other fields, so
+    the line is laid out as the patch writes it."""
+    line = (
+        "[20260301 10:00:00][rank-7/8][INFO ] iteration      260/     260 | consumed samples:        16640 | "
+        "elapsed time per iteration (ms): 1269.6/1328.4 | compute per GPU (TFLOP/s/GPU): 496.3 (avg 496.1)  | "
+        "tokens/s/GPU inst/harmonic mean: 25809.7/24667.5 | global batch size:    64 | lm loss: 1.048341E-02 |\n"
+    )
+    r = read_log(line, source="primus-2026")
+    assert r.measured["step_s"] == pytest.approx(1.2696)
+    assert (r.measured["tokens_per_s_per_gpu"], r.measured["tflops_per_gpu"]) == (25809.7, 496.3)

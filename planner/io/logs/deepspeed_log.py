@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, timestamp_s
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.log_values import timestamp_s
 from planner.units import GiB
 
 FLOAT = r"([0-9.]+(?:[eE][-+]?[0-9]+)?)"

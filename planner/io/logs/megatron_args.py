@@ -13,6 +13,9 @@ from planner.io.logs.megatron_software import software
 
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
 SECTIONS = ("", "model.", "train.", "dataset.", "ddp.", "mixed_precision.", "optimizer.")
+# An argument a set-up or step line states outside the dump ("logged_world_size" from Primus's "[rank-7/8]"): read
+# where the dump does not state it; it makes no dump present.
+LOGGED = "logged_"
 
 
 def _value(text: str) -> Any:
@@ -36,11 +39,11 @@ class _Args:
     def __init__(self, raw: dict[str, str]) -> None:
         self.values = {k: _value(v) for k, v in raw.items()}
         # a dump or a printed configuration, not just the batch and vocabulary other lines gave
-        self.present = any(not k.startswith("logged_") for k in raw)
+        self.present = any(not k.startswith(LOGGED) for k in raw)
 
     def get(self, name: str, *aliases: str) -> Any:
         for n in (name, *aliases):
-            for section in SECTIONS:
+            for section in (*SECTIONS, LOGGED):
                 v = self.values.get(section + n)
                 if v is not None:
                     return v

@@ -8,7 +8,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.log_values import number, timestamp_s
 from planner.units import GiB
 
 # "step: 10  loss:  7.1234  grad_norm:  1.23  memory: 33.30GiB(35.01%)  tps: 6,123  tflops: 351.2  mfu: 35.5%"
@@ -57,8 +58,8 @@ def _step(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[
         step=int(m.group(1)),
         line=number_,
         rank=rank,
-        tokens_per_s_per_gpu=number(tps.group(1)) if tps else None,
-        tflops_per_gpu=number(tflops.group(1)) if tflops else None,
+        tokens_per_s_per_gpu=number(tps.group(1), field="tps", line=number_) if tps else None,
+        tflops_per_gpu=number(tflops.group(1), field="tflops", line=number_) if tflops else None,
         mfu=round(float(mfu.group(1)) / 100, 6) if mfu else None,
         time_s=timestamp_s(line),
     )
