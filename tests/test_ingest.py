@@ -1149,3 +1149,30 @@ def test_primus_2026_inst_and_average_fields():
     r = read_log(line, source="primus-2026")
     assert r.measured["step_s"] == pytest.approx(1.2696)
     assert (r.measured["tokens_per_s_per_gpu"], r.measured["tflops_per_gpu"]) == (25809.7, 496.3)
+
+
+# --- Megatron-DeepSpeed's throughput fields ---------------------------------------------------------------------
+
+
+def test_megatron_deepspeed_actual_seqlen_and_the_world_size_its_tgs_implies():
+    """Megatron-DeepSpeed prints 'actual seqlen', 'samples per second' and 'tokens per gpu per second (tgs)' =
+    samples/s x seqlen / world size (megatron/training.py training_log); seq_len and gpus were left null. Excerpt: a
+    GPT-3 175B guide on 64 GPUs (code-index id 4683963255; tests/data/logs/SOURCES.md); 4.457 x 2048 / 142.612 =
+    64.006, 64 GPUs as the guide says."""
+    r = ingest("megads_gpt3_175b_64gpu_tgs.log")
+    assert (r.plan["seq_len"], r.gpus, r.plan["global_batch"]) == (2048, 64, 1536)
+    assert any(d.startswith("gpus = 64: samples per second x actual seqlen") for d in r.derived), r.derived
+    alcf = ingest("megads_alcf_polaris_gpt7b.log")  # argonne-lcf ALCF/README.md: 53.753 x 4096 / 1146.733 = 192.0
+    assert (alcf.plan["seq_len"], alcf.gpus) == (4096, 192)
+
+
+def test_a_throughput_ratio_that_is_no_whole_gpu_count_is_not_read():
+    """The same lines with tgs moved by 1% (64.6 GPUs): no GPU count, and it is said; a seqlen that changes between
+    lines (a sequence-length curriculum) is no run's seq_len."""
+    text = (LOGS / "megads_gpt3_175b_64gpu_tgs.log").read_text()
+    off = read_log(re.sub(r"\(tgs\): (\d+\.\d+)", lambda m: f"(tgs): {float(m[1]) / 1.01:.3f}", text), source="off")
+    assert off.gpus is None and off.plan["seq_len"] == 2048
+    assert any(a.startswith("gpus: samples per second x actual seqlen") for a in off.assumed), off.assumed
+    ramp = read_log(text.replace("actual seqlen:  2048", "actual seqlen:  1024", 2), source="ramp")
+    assert ramp.plan["seq_len"] is None and ramp.gpus is None
+    assert any("runs from 1024 to 2048" in a for a in ramp.assumed), ramp.assumed

@@ -194,7 +194,8 @@ def _assemble(
     assumed += software_notes
     return IngestedRun(
         id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,
-        assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *derived], model=spec,
+        assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *facts.config.get("derived", []), *derived],
+        model=spec,
         hardware=hardware, gpus=n_gpus, steps_used=len(sel.used), steps_left_out=sel.left_out,
         iterations=(sel.used[0].step, sel.used[-1].step) if sel.used else None,
     )  # fmt: skip

@@ -12,6 +12,7 @@ from planner.io.logs.deepspeed_log import deepspeed_config
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
+from planner.io.logs.megatron_lines import line_settings
 from planner.units import GiB, MiB
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
@@ -184,6 +185,7 @@ def read_megatron(text: str) -> LogFacts:
     facts = LogFacts(engine="megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron")
     dumps: list[tuple[int, dict[str, str]]] = []  # (line, arguments) of each dump: a requeued job prints another
     logged: dict[str, str] = {}  # what step and set-up lines state
+    iterations: list[dict[str, str]] = []  # each iteration line's fields
     in_args = False
     for i, (number_, rank, line) in enumerate(rows):
         if primus := PRIMUS_RANK.search(line):
@@ -210,7 +212,7 @@ def read_megatron(text: str) -> LogFacts:
         elif m := ITERATION.search(line):
             step, seen = _iteration(number_, rank, line, m)
             facts.steps.append(step)
-            facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
+            iterations.append(seen)
             if step.global_batch:
                 logged["logged_global_batch"] = str(step.global_batch)
             facts.memory += _line_memory(seen, number_, rank)
@@ -218,13 +220,26 @@ def read_megatron(text: str) -> LogFacts:
             logged["logged_padded_vocab"] = p.group(3)
         facts.memory.extend(_memory(line, rank))
     facts.events = events_in(rows)
+    facts.time_basis = next((k for f in reversed(iterations) for k in f if k.startswith("elapsed time")), "")
+    _configure(facts, rows, dumps, logged, iterations)
+    return facts
+
+
+def _configure(
+    facts: LogFacts, rows: list[tuple[int, int | None, str]], dumps: list[tuple[int, dict[str, str]]],
+    logged: dict[str, str], iterations: list[dict[str, str]],
+) -> None:  # fmt: skip
+    """The configuration of each argument dump (with what the lines state and DeepSpeed's config), the first's as
+    the run's, what later ones say otherwise, and each step's run."""
     deepspeed = deepspeed_config(rows)
+    stated = line_settings(iterations)
+    logged = stated.logged | logged  # a line's world size over the one the throughput implies
     configs = [config_from_args(args | logged, deepspeed=deepspeed) for _, args in dumps or [(0, {})]]
-    facts.config = configs[0] | {"conflicts": _disagreement(configs)}
+    facts.config = configs[0] | {"conflicts": _disagreement(configs), "derived": stated.derived}
+    facts.config["assumed"] = facts.config["assumed"] + stated.assumed
     if len(dumps) > 1:  # the steps after each dump are that run's
         starts = [line for line, _ in dumps]
         facts.steps = [replace(s, run=max(bisect.bisect(starts, s.line) - 1, 0)) for s in facts.steps]
-    return facts
 
 
 def _disagreement(configs: list[dict[str, Any]]) -> list[str]:
