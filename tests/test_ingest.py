@@ -1176,3 +1176,13 @@ def test_a_throughput_ratio_that_is_no_whole_gpu_count_is_not_read():
     ramp = read_log(text.replace("actual seqlen:  2048", "actual seqlen:  1024", 2), source="ramp")
     assert ramp.plan["seq_len"] is None and ramp.gpus is None
     assert any("runs from 1024 to 2048" in a for a in ramp.assumed), ramp.assumed
+
+
+def test_deepspeeds_timer_memory_in_a_megatron_deepspeed_log_is_the_peak():
+    """DeepSpeed's ThroughputTimer line between Megatron-DeepSpeed's iteration lines prints MaxMemAllocated, torch's
+    max_memory_allocated in GiB printed "GB" (deepspeed/utils/timer.py: / 1024**3): it was ignored. Excerpt:
+    argonne-lcf/Megatron-DeepSpeed ALCF/README.md (code-index id 5833402453; tests/data/logs/SOURCES.md)."""
+    r = ingest("megads_alcf_polaris_gpt7b.log")
+    assert r.engine == "megatron-deepspeed"
+    assert r.measured["peak_memory_bytes"] == round(19.52 * GiB)
+    assert r.measured["peak_memory_kind"] == "max_allocated"

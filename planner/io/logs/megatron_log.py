@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from planner.io.logs.deepspeed_log import deepspeed_config
+from planner.io.logs.deepspeed_log import deepspeed_config, timer_memory
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
@@ -218,7 +218,7 @@ def read_megatron(text: str) -> LogFacts:
             facts.memory += _line_memory(seen, number_, rank)
         elif p := PADDED_VOCAB.search(line):
             logged["logged_padded_vocab"] = p.group(3)
-        facts.memory.extend(_memory(line, rank))
+        facts.memory.extend(_memory(line, rank) + ([timer] if (timer := timer_memory(line, rank)) else []))
     facts.events = events_in(rows)
     facts.time_basis = next((k for f in reversed(iterations) for k in f if k.startswith("elapsed time")), "")
     _configure(facts, rows, dumps, logged, iterations)
