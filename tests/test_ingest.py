@@ -1186,3 +1186,39 @@ def test_deepspeeds_timer_memory_in_a_megatron_deepspeed_log_is_the_peak():
     assert r.engine == "megatron-deepspeed"
     assert r.measured["peak_memory_bytes"] == round(19.52 * GiB)
     assert r.measured["peak_memory_kind"] == "max_allocated"
+
+
+# --- the device a log names -------------------------------------------------------------------------------------
+
+
+def test_torchtitans_device_line_names_the_hardware_profile():
+    """torchtitan prints "CUDA capacity: NVIDIA H200 with 139.83GiB memory" (torchtitan/components/metrics.py
+    build_device_memory_monitor): ingest said "hardware: not in the log". One catalog profile's GPU is NVIDIA H200 with
+    that memory (h200, 139.79 GiB): it is taken, and its node and network said to be the profile's. Excerpt: a
+    benchmark notes page, code-index id 19093018932 (tests/data/logs/SOURCES.md)."""
+    r = ingest("torchtitan_h200_llama3_8b.log")
+    assert r.hardware == "h200" and r.gpus == 8
+    assert any(a.startswith("hardware: h200, the catalog profile of that GPU") for a in r.assumed), r.assumed
+    given = ingest("torchtitan_h200_llama3_8b.log", hardware="h100-sxm")  # --hardware is what the user says ran
+    assert given.hardware == "h100-sxm"
+
+
+@pytest.mark.parametrize(
+    ("line", "hardware", "said"),
+    [
+        # torchtitan 2026 log quoted in a public notes file (code-index id 58082006748): the SXM5 board's name
+        ("[titan] 2026-01-16 02:41:33,634 - root - INFO - CUDA capacity: NVIDIA H100 80GB HBM3 with 79.18GiB memory",
+         "h100-sxm", "hardware: h100-sxm, the catalog profile"),
+        # tests/data/logs/torchtitan_pr1625_setup_only.log: an H100 whose name no profile's GPU has
+        ((LOGS / "torchtitan_pr1625_setup_only.log").read_text(), None,
+         "NVIDIA H100 with 94.99 GiB, no catalog profile's GPU by that name (the memory of h100-hbm2e-500w)"),
+        # two profiles share the B200 (b200 and its 700 W cap): ambiguous, --hardware asked for
+        ("CUDA capacity: NVIDIA B200 with 178.35GiB memory", None, "the GPU of b200, b200-700w: give --hardware"),
+        ("CUDA capacity: NVIDIA H200 with 94.99GiB memory", None, "not the memory of h200: give --hardware"),
+    ],
+)  # fmt: skip
+def test_a_device_maps_to_a_profile_only_where_one_profile_is_it(line, hardware, said):
+    from planner.io.logs.devices import device_in, log_hardware
+
+    found, note = log_hardware(device_in(line))
+    assert found == hardware and said in note, note

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from planner.io.logs.devices import device_in
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
 from planner.units import GiB
@@ -174,7 +175,9 @@ def read_torchtitan(text: str) -> LogFacts:
     mesh: dict[str, int] = {}
     model, label, unread = None, None, None
     runs: list[tuple[str, ...]] = []  # each run's start line's batch and sequence length, in order
+    device = None
     for number_, rank, line in rows:
+        device = device or device_in(line)
         if START.search(line) or STARTS_AT.search(line):
             facts.starts.append((number_, "start line"))
         if m := METRICS.search(line):
@@ -211,6 +214,7 @@ def read_torchtitan(text: str) -> LogFacts:
         "model_label": label,
         "software": {"compile": True if "with torch.compile" in clean else None},
         "read_from": "set-up lines" if mesh or start else None,
+        "device": device,
         "assumed": notes,
     }
     return facts
