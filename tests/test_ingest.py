@@ -1222,3 +1222,25 @@ def test_a_device_maps_to_a_profile_only_where_one_profile_is_it(line, hardware,
 
     found, note = log_hardware(device_in(line))
     assert found == hardware and said in note, note
+
+
+# --- an argument dump cut off before its end ---------------------------------------------------------------------
+
+
+def test_an_argument_dump_cut_off_is_partial_and_the_world_size_line_states_the_degrees():
+    """Megatron-LM issue #1000's log as stored: the world-size line, then a dump cut off after async_save (no 'end of
+    arguments' line), followed here by issue #756's iteration lines (both real, tests/data/logs/SOURCES.md). The cut
+    dump was read as complete: everything it does not show took Megatron's default (zero 0, recompute none, fp32, sp
+    false, vpp/ep 1), and the world-size line's degrees were not read. Megatron prints the dump sorted
+    (arguments.py _print_args): what sorts before async_save and is absent is the default, what sorts after is not
+    known."""
+    head = (LOGS / "megatron_lm_issue1000_cut_dump.log").read_text()
+    r = read_log(head + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="cut")
+    assert (r.gpus, r.plan["tp"], r.plan["pp"], r.plan["dp"], r.plan["cp"]) == (16, 8, 2, 1, 1)
+    unknown = ("vpp", "ep", "sp", "zero", "recompute", "precision", "schedule")
+    assert all(r.plan[k] is None for k in unknown), r.plan
+    assert "attention" not in r.software and r.model is None
+    assert any(a.startswith("argument dump: cut off after async_save") for a in r.assumed), r.assumed
+    whole = head + "-------------------- end of arguments ---------------------\n"  # the same, ended: defaults hold
+    ended = read_log(whole + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="ended")
+    assert (ended.plan["zero"], ended.plan["recompute"], ended.plan["precision"]) == (0, "none", "fp32")

@@ -61,6 +61,11 @@ PRIMUS_RANK = re.compile(r"\]\[rank-(\d+)/(\d+)\]")
 # 60.09%", used = total - free of torch.cuda.mem_get_info() (the whole device, every process and the runtime),
 # "rocm mem usage/..." the same from rocm-smi; "GB" is bytes / 1024**3 (trainer.py l.2484-2499 @077c0ff0).
 DEVICE_MEMORY = ("hip mem usage/free/total/usage_ratio", "rocm mem usage/free/total/usage_ratio")
+# "using world size: 16, data-parallel size: 1, context-parallel size: 1, [hierarchical context-parallel sizes: None,]
+# tensor-model-parallel size: 8, pipeline-model-parallel size: 2" (megatron/training/arguments.py l.567 @d98e8a64;
+# 2021's "data-parallel-size: 1", no context-parallel): the sizes the argument dump states, where it does not.
+WORLD_LINE = re.compile(r"^using world size: (\d+)")
+WORLD_SIZES = re.compile(r"\b(data|context|tensor-model|pipeline-model)-parallel[ -]size: (\d+)")
 # "------------------------ arguments ------------------------" then "  name ........ value", sorted, then
 # "-------------------- end of arguments ---------------------" (megatron/training/arguments.py _print_args:
 # '  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)).
@@ -116,6 +121,19 @@ def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> t
         global_batch=int(batch) if (batch := read("global batch size")) is not None else None,
     )
     return step, f
+
+
+def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | None:
+    """The rank a Primus prefix names (where the launcher's does not); the world size and parallel sizes it and
+    Megatron's "using world size" line state, into `logged`."""
+    if primus := PRIMUS_RANK.search(line):
+        logged["logged_world_size"] = primus[2]
+        rank = int(primus[1]) if rank is None else rank
+    if world := WORLD_LINE.search(line):
+        logged["logged_world_size"] = world[1]
+        for kind, size in WORLD_SIZES.findall(line):  # data -> data_parallel_size, tensor-model -> tensor_model_...
+            logged[f"logged_{kind.replace('-', '_')}_parallel_size"] = size
+    return rank
 
 
 def _line_memory(f: dict[str, str], number_: int, rank: int | None) -> list[Memory]:
@@ -186,21 +204,22 @@ def read_megatron(text: str) -> LogFacts:
     dumps: list[tuple[int, dict[str, str]]] = []  # (line, arguments) of each dump: a requeued job prints another
     logged: dict[str, str] = {}  # what step and set-up lines state
     iterations: list[dict[str, str]] = []  # each iteration line's fields
+    ended: set[int] = set()  # the dumps whose end line the log shows
     in_args = False
     for i, (number_, rank, line) in enumerate(rows):
-        if primus := PRIMUS_RANK.search(line):
-            rank = int(primus[1]) if rank is None else rank
-            logged["logged_world_size"] = primus[2]
+        rank = _setup_line(line, rank, logged)
         if ARGS_START.match(line):
             in_args = True
             dumps.append((number_, {}))
             facts.starts.append((number_, "argument dump"))
-        elif ARGS_END.match(line):
+        elif ARGS_END.match(line) and in_args:
             in_args = False
+            ended.add(len(dumps) - 1)
         elif in_args and (a := ARG_LINE.match(line)):
             dumps[-1][1][a.group(1)] = a.group(2)
         elif BRIDGE_START.match(line):
             dumps.append((number_, _bridge_yaml(lines, i)))
+            ended.add(len(dumps) - 1)  # a printed configuration: as far as the YAML goes
             facts.starts.append((number_, "printed configuration"))
         elif START_LINE.search(line):
             facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
@@ -221,12 +240,12 @@ def read_megatron(text: str) -> LogFacts:
         facts.memory.extend(_memory(line, rank) + ([timer] if (timer := timer_memory(line, rank)) else []))
     facts.events = events_in(rows)
     facts.time_basis = next((k for f in reversed(iterations) for k in f if k.startswith("elapsed time")), "")
-    _configure(facts, rows, dumps, logged, iterations)
+    _configure(facts, rows, [(n, args, i in ended) for i, (n, args) in enumerate(dumps)], logged, iterations)
     return facts
 
 
 def _configure(
-    facts: LogFacts, rows: list[tuple[int, int | None, str]], dumps: list[tuple[int, dict[str, str]]],
+    facts: LogFacts, rows: list[tuple[int, int | None, str]], dumps: list[tuple[int, dict[str, str], bool]],
     logged: dict[str, str], iterations: list[dict[str, str]],
 ) -> None:  # fmt: skip
     """The configuration of each argument dump (with what the lines state and DeepSpeed's config), the first's as
@@ -234,11 +253,14 @@ def _configure(
     deepspeed = deepspeed_config(rows)
     stated = line_settings(iterations)
     logged = stated.logged | logged  # a line's world size over the one the throughput implies
-    configs = [config_from_args(args | logged, deepspeed=deepspeed) for _, args in dumps or [(0, {})]]
+    configs = [
+        config_from_args(args | logged, deepspeed=deepspeed, cut_after=None if ended else max(args, key=str.lower))
+        for _, args, ended in dumps or [(0, {}, True)]
+    ]
     facts.config = configs[0] | {"conflicts": _disagreement(configs), "derived": stated.derived}
     facts.config["assumed"] = facts.config["assumed"] + stated.assumed
     if len(dumps) > 1:  # the steps after each dump are that run's
-        starts = [line for line, _ in dumps]
+        starts = [line for line, _, _ in dumps]
         facts.steps = [replace(s, run=max(bisect.bisect(starts, s.line) - 1, 0)) for s in facts.steps]
 
 
