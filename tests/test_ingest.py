@@ -1244,3 +1244,22 @@ def test_an_argument_dump_cut_off_is_partial_and_the_world_size_line_states_the_
     whole = head + "-------------------- end of arguments ---------------------\n"  # the same, ended: defaults hold
     ended = read_log(whole + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="ended")
     assert (ended.plan["zero"], ended.plan["recompute"], ended.plan["precision"]) == (0, "none", "fp32")
+
+
+# --- precision from the loss scale ------------------------------------------------------------------------------
+
+
+def test_a_loss_scale_other_than_one_says_fp16():
+    """Megatron prints 'loss scale: 1.0' for bf16 and fp32 (no grad scaler: megatron/core/optimizer/__init__.py
+    get_megatron_optimizer builds a dynamic one for fp16 only); this guide's run (code-index id 66011901751,
+    tests/data/logs/SOURCES.md) prints 8388608 falling to 131072 with skipped iterations, and its precision was left
+    null. Megatron-DeepSpeed's GPT-3 lines print 4294967296 (the guide says fp16); Primus's bf16 line prints 1.0."""
+    r = ingest("megatron_mdk_7b_fp16_skipped.log")
+    assert r.plan["precision"] == "fp16"
+    assert any(a.startswith("precision: fp16, from the iteration lines' loss scale (131072 to 8388608)")
+               for a in r.assumed), r.assumed  # fmt: skip
+    assert ingest("megads_gpt3_175b_64gpu_tgs.log").plan["precision"] == "fp16"
+    assert ingest("primus_hip_mem_mi325x.log").plan["precision"] is None  # 1.0: bf16 or fp32, not said which
+    # a dump that states the precision wins, and nothing is said of the loss scale (bigscience's fp16 dump)
+    stated = ingest("megatron_lm_gpt2_tp4_pp8.log")
+    assert stated.plan["precision"] == "fp16" and not any("loss scale" in a for a in stated.assumed)

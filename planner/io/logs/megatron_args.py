@@ -120,6 +120,12 @@ def _precision(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> str | N
     if a.get("bf16") or deepspeed.get("bf16"):
         return "bf16"
     if a.get("fp16") or deepspeed.get("fp16"):
+        if not a.has("fp16") and not deepspeed.get("fp16"):  # only the iteration lines' loss scale says so
+            scale = a.values.get(LOGGED + "fp16_loss_scale")
+            notes.append(
+                f"precision: fp16, from the iteration lines' loss scale ({scale}): Megatron scales the loss for fp16 "
+                "only (bf16 and fp32 print 1.0); no line states the precision"
+            )
         return "fp16"
     return "fp32" if a.shown("bf16", "fp16", "fp8", "fp4") else None
 

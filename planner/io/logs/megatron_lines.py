@@ -1,6 +1,6 @@
-"""What Megatron-family iteration lines state about the run beyond each step's numbers: Megatron-DeepSpeed's
-sequence length ("actual seqlen") and the world size its throughput fields imply. Pure: the lines' fields in, the
-arguments they state (as `logged_<argument>`, megatron_args.LOGGED) and notes out."""
+"""What Megatron-family iteration lines state about the run beyond each step's numbers: fp16 (a loss scale other
+than 1.0), Megatron-DeepSpeed's sequence length ("actual seqlen") and the world size its throughput fields imply.
+Pure: the lines' fields in, the arguments they state (as `logged_<argument>`, megatron_args.LOGGED) and notes out."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ TGS = "tokens per gpu per second (tgs)"
 # How far samples/s x seqlen / tgs may lie from a whole number of GPUs (a fraction of one GPU) to be read as the
 # world size: the fields print 3 decimals, which moves the ratio by far less at the sizes such logs come from.
 WHOLE_GPU_TOLERANCE = 0.02
+# "loss scale: 262144.0" (megatron/training/training.py training_log l.3631 @d98e8a64: optimizer.get_loss_scale()):
+# 1.0 unless the optimizer has a grad scaler, which get_megatron_optimizer (megatron/core/optimizer/__init__.py
+# l.638-656) builds dynamic for fp16 only, constant for --loss-scale ("Static loss scaling ... can improve fp16
+# convergence", arguments.py); bf16 and fp32 print 1.0. Megatron-DeepSpeed prints the DeepSpeed optimizer's cur_scale
+# (megatron/training.py l.1301-1305 @4efb479d), absent from the bf16 optimizer, 1.0 for ZeRO's bf16.
+LOSS_SCALE = "loss scale"
 
 
 @dataclass
@@ -30,8 +36,13 @@ class LineSettings:
 
 
 def line_settings(lines: list[dict[str, str]]) -> LineSettings:
-    """The sequence length and world size a Megatron-DeepSpeed log's iteration lines state."""
+    """fp16, where the loss scale says so; the sequence length and world size a Megatron-DeepSpeed log's iteration
+    lines state."""
     out = LineSettings()
+    scales = sorted({number(f[LOSS_SCALE], field=LOSS_SCALE) for f in lines if f.get(LOSS_SCALE)})
+    if scales and scales != [1.0]:
+        out.logged["logged_fp16"] = "True"
+        out.logged["logged_fp16_loss_scale"] = f"{scales[0]:.0f}" + (f" to {scales[-1]:.0f}" if len(scales) > 1 else "")
     seqlens = sorted({int(number(f[SEQLEN], field=SEQLEN)) for f in lines if f.get(SEQLEN)})
     if len(seqlens) > 1:
         out.assumed.append(
