@@ -1101,3 +1101,165 @@ def test_a_field_that_prints_no_number_is_refused_naming_it(tmp_path, value):
     code, out, err = run_planner("ingest", str(log))
     assert code == 2 and out == "" and f"prints {value!r} where a finite number belongs" in err, err
     assert str(log) in err and "Traceback" not in err
+    assert "line 1, 'memory(GiB)': the log prints" in err, err  # the field and the line it is in (audit item 1)
+
+
+# --- AMD Primus (Megatron backend) ------------------------------------------------------------------------------
+
+
+def test_primus_prints_this_step_then_the_running_mean_and_the_devices_memory():
+    """Primus writes "this step/running mean" pairs (primus/modules/trainer/megatron/trainer.py @077c0ff0): the line
+    was refused ("'13100.0/13240.9' where a finite number belongs"). The first of each pair is the step's; the world
+    size is its loguru prefix's "[rank-7/8]"; "hip mem usage" is the device's memory in use (total - free, GiB
+    printed as "GB"), no allocator peak: kind null. Excerpt: a Go test's expected string, code-index id 17640160469
+    (tests/data/logs/SOURCES.md)."""
+    r = ingest("primus_hip_mem_mi325x.log")
+    assert r.engine == "megatron" and (r.gpus, r.plan["global_batch"]) == (8, 128)
+    assert r.measured["step_s"] == pytest.approx(13.1)
+    assert (r.measured["tokens_per_s_per_gpu"], r.measured["tflops_per_gpu"]) == (10005.5, 579.4)
+    assert r.measured["peak_memory_bytes"] == round(153.81 * GiB) and r.measured["peak_memory_kind"] is None
+    assert any("not an allocator peak" in d for d in r.derived), r.derived
+    wide = ingest("primus_64rank_line.log")  # code-index id 17985206094: rank 63 of 64
+    assert wide.gpus == 64 and wide.measured["step_s"] == pytest.approx(16.6013)
+    assert wide.measured["peak_memory_bytes"] == round(253.38 * GiB)
+
+
+def test_primus_loguru_timestamps_are_read():
+    """ "[20251202 06:56:28]" (Primus's loguru "{time:YYYYMMDD HH:mm:ss}", primus/core/utils/logger.py) was no date."""
+    from datetime import datetime, timezone
+
+    from planner.io.logs.log_values import timestamp_s
+
+    line = (LOGS / "primus_hip_mem_mi325x.log").read_text()
+    assert timestamp_s(line) == datetime(2025, 12, 2, 6, 56, 28, tzinfo=timezone.utc).timestamp()
+    assert timestamp_s("iteration 20251202 | step 06:56:28") is None
+
+
+def test_primus_2026_inst_and_average_fields():
+    """Primus since 2026 prints "compute per GPU (TFLOP/s/GPU): X (avg Y)" and "tokens/s/GPU inst/harmonic mean: X/Y"
+    (primus/backends/megatron/patches/training_log/print_rank_last_patches.py @fd1eeabb). The values are a published
+    run's (a benchmark note quoting rank-7's iteration 260, code-index id 66592417592: "elapsed time per iteration
+    (ms): 1269.6/1328.4 ... tokens/s/GPU inst/harmonic mean: 25809.7/24667.5"); the note elides the other fields, so
+    the line is laid out as the patch writes it."""
+    line = (
+        "[20260301 10:00:00][rank-7/8][INFO ] iteration      260/     260 | consumed samples:        16640 | "
+        "elapsed time per iteration (ms): 1269.6/1328.4 | compute per GPU (TFLOP/s/GPU): 496.3 (avg 496.1)  | "
+        "tokens/s/GPU inst/harmonic mean: 25809.7/24667.5 | global batch size:    64 | lm loss: 1.048341E-02 |\n"
+    )
+    r = read_log(line, source="primus-2026")
+    assert r.measured["step_s"] == pytest.approx(1.2696)
+    assert (r.measured["tokens_per_s_per_gpu"], r.measured["tflops_per_gpu"]) == (25809.7, 496.3)
+
+
+# --- Megatron-DeepSpeed's throughput fields ---------------------------------------------------------------------
+
+
+def test_megatron_deepspeed_actual_seqlen_and_the_world_size_its_tgs_implies():
+    """Megatron-DeepSpeed prints 'actual seqlen', 'samples per second' and 'tokens per gpu per second (tgs)' =
+    samples/s x seqlen / world size (megatron/training.py training_log); seq_len and gpus were left null. Excerpt: a
+    GPT-3 175B guide on 64 GPUs (code-index id 4683963255; tests/data/logs/SOURCES.md); 4.457 x 2048 / 142.612 =
+    64.006, 64 GPUs as the guide says."""
+    r = ingest("megads_gpt3_175b_64gpu_tgs.log")
+    assert (r.plan["seq_len"], r.gpus, r.plan["global_batch"]) == (2048, 64, 1536)
+    assert any(d.startswith("gpus = 64: samples per second x actual seqlen") for d in r.derived), r.derived
+    alcf = ingest("megads_alcf_polaris_gpt7b.log")  # argonne-lcf ALCF/README.md: 53.753 x 4096 / 1146.733 = 192.0
+    assert (alcf.plan["seq_len"], alcf.gpus) == (4096, 192)
+
+
+def test_a_throughput_ratio_that_is_no_whole_gpu_count_is_not_read():
+    """The same lines with tgs moved by 1% (64.6 GPUs): no GPU count, and it is said; a seqlen that changes between
+    lines (a sequence-length curriculum) is no run's seq_len."""
+    text = (LOGS / "megads_gpt3_175b_64gpu_tgs.log").read_text()
+    off = read_log(re.sub(r"\(tgs\): (\d+\.\d+)", lambda m: f"(tgs): {float(m[1]) / 1.01:.3f}", text), source="off")
+    assert off.gpus is None and off.plan["seq_len"] == 2048
+    assert any(a.startswith("gpus: samples per second x actual seqlen") for a in off.assumed), off.assumed
+    ramp = read_log(text.replace("actual seqlen:  2048", "actual seqlen:  1024", 2), source="ramp")
+    assert ramp.plan["seq_len"] is None and ramp.gpus is None
+    assert any("runs from 1024 to 2048" in a for a in ramp.assumed), ramp.assumed
+
+
+def test_deepspeeds_timer_memory_in_a_megatron_deepspeed_log_is_the_peak():
+    """DeepSpeed's ThroughputTimer line between Megatron-DeepSpeed's iteration lines prints MaxMemAllocated, torch's
+    max_memory_allocated in GiB printed "GB" (deepspeed/utils/timer.py: / 1024**3): it was ignored. Excerpt:
+    argonne-lcf/Megatron-DeepSpeed ALCF/README.md (code-index id 5833402453; tests/data/logs/SOURCES.md)."""
+    r = ingest("megads_alcf_polaris_gpt7b.log")
+    assert r.engine == "megatron-deepspeed"
+    assert r.measured["peak_memory_bytes"] == round(19.52 * GiB)
+    assert r.measured["peak_memory_kind"] == "max_allocated"
+
+
+# --- the device a log names -------------------------------------------------------------------------------------
+
+
+def test_torchtitans_device_line_names_the_hardware_profile():
+    """torchtitan prints "CUDA capacity: NVIDIA H200 with 139.83GiB memory" (torchtitan/components/metrics.py
+    build_device_memory_monitor): ingest said "hardware: not in the log". One catalog profile's GPU is NVIDIA H200 with
+    that memory (h200, 139.79 GiB): it is taken, and its node and network said to be the profile's. Excerpt: a
+    benchmark notes page, code-index id 19093018932 (tests/data/logs/SOURCES.md)."""
+    r = ingest("torchtitan_h200_llama3_8b.log")
+    assert r.hardware == "h200" and r.gpus == 8
+    assert any(a.startswith("hardware: h200, the catalog profile of that GPU") for a in r.assumed), r.assumed
+    given = ingest("torchtitan_h200_llama3_8b.log", hardware="h100-sxm")  # --hardware is what the user says ran
+    assert given.hardware == "h100-sxm"
+
+
+@pytest.mark.parametrize(
+    ("line", "hardware", "said"),
+    [
+        # torchtitan 2026 log quoted in a public notes file (code-index id 58082006748): the SXM5 board's name
+        ("[titan] 2026-01-16 02:41:33,634 - root - INFO - CUDA capacity: NVIDIA H100 80GB HBM3 with 79.18GiB memory",
+         "h100-sxm", "hardware: h100-sxm, the catalog profile"),
+        # tests/data/logs/torchtitan_pr1625_setup_only.log: an H100 whose name no profile's GPU has
+        ((LOGS / "torchtitan_pr1625_setup_only.log").read_text(), None,
+         "NVIDIA H100 with 94.99 GiB, no catalog profile's GPU by that name (the memory of h100-hbm2e-500w)"),
+        # two profiles share the B200 (b200 and its 700 W cap): ambiguous, --hardware asked for
+        ("CUDA capacity: NVIDIA B200 with 178.35GiB memory", None, "the GPU of b200, b200-700w: give --hardware"),
+        ("CUDA capacity: NVIDIA H200 with 94.99GiB memory", None, "not the memory of h200: give --hardware"),
+    ],
+)  # fmt: skip
+def test_a_device_maps_to_a_profile_only_where_one_profile_is_it(line, hardware, said):
+    from planner.io.logs.devices import device_in, log_hardware
+
+    found, note = log_hardware(device_in(line))
+    assert found == hardware and said in note, note
+
+
+# --- an argument dump cut off before its end ---------------------------------------------------------------------
+
+
+def test_an_argument_dump_cut_off_is_partial_and_the_world_size_line_states_the_degrees():
+    """Megatron-LM issue #1000's log as stored: the world-size line, then a dump cut off after async_save (no 'end of
+    arguments' line), followed here by issue #756's iteration lines (both real, tests/data/logs/SOURCES.md). The cut
+    dump was read as complete: everything it does not show took Megatron's default (zero 0, recompute none, fp32, sp
+    false, vpp/ep 1), and the world-size line's degrees were not read. Megatron prints the dump sorted
+    (arguments.py _print_args): what sorts before async_save and is absent is the default, what sorts after is not
+    known."""
+    head = (LOGS / "megatron_lm_issue1000_cut_dump.log").read_text()
+    r = read_log(head + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="cut")
+    assert (r.gpus, r.plan["tp"], r.plan["pp"], r.plan["dp"], r.plan["cp"]) == (16, 8, 2, 1, 1)
+    unknown = ("vpp", "ep", "sp", "zero", "recompute", "precision", "schedule")
+    assert all(r.plan[k] is None for k in unknown), r.plan
+    assert "attention" not in r.software and r.model is None
+    assert any(a.startswith("argument dump: cut off after async_save") for a in r.assumed), r.assumed
+    whole = head + "-------------------- end of arguments ---------------------\n"  # the same, ended: defaults hold
+    ended = read_log(whole + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="ended")
+    assert (ended.plan["zero"], ended.plan["recompute"], ended.plan["precision"]) == (0, "none", "fp32")
+
+
+# --- precision from the loss scale ------------------------------------------------------------------------------
+
+
+def test_a_loss_scale_other_than_one_says_fp16():
+    """Megatron prints 'loss scale: 1.0' for bf16 and fp32 (no grad scaler: megatron/core/optimizer/__init__.py
+    get_megatron_optimizer builds a dynamic one for fp16 only); this guide's run (code-index id 66011901751,
+    tests/data/logs/SOURCES.md) prints 8388608 falling to 131072 with skipped iterations, and its precision was left
+    null. Megatron-DeepSpeed's GPT-3 lines print 4294967296 (the guide says fp16); Primus's bf16 line prints 1.0."""
+    r = ingest("megatron_mdk_7b_fp16_skipped.log")
+    assert r.plan["precision"] == "fp16"
+    assert any(a.startswith("precision: fp16, from the iteration lines' loss scale (131072 to 8388608)")
+               for a in r.assumed), r.assumed  # fmt: skip
+    assert ingest("megads_gpt3_175b_64gpu_tgs.log").plan["precision"] == "fp16"
+    assert ingest("primus_hip_mem_mi325x.log").plan["precision"] is None  # 1.0: bf16 or fp32, not said which
+    # a dump that states the precision wins, and nothing is said of the loss scale (bigscience's fp16 dump)
+    stated = ingest("megatron_lm_gpt2_tp4_pp8.log")
+    assert stated.plan["precision"] == "fp16" and not any("loss scale" in a for a in stated.assumed)

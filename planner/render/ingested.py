@@ -47,7 +47,8 @@ def _steps_note(r: IngestedRun) -> str:
 def _memory(m: dict[str, Any]) -> str:
     if not m.get("peak_memory_bytes"):
         return ""
-    kind = {"max_reserved": "reserved", "max_allocated": "allocated"}.get(m.get("peak_memory_kind") or "", "")
+    kinds = {"max_reserved": "reserved", "max_allocated": "allocated", None: "device"}  # None: the whole device's
+    kind = kinds.get(m.get("peak_memory_kind"), "")
     return f"{fmt_bytes(m['peak_memory_bytes'])} {kind}".strip()
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
+from planner.io.logs.devices import log_hardware
 from planner.io.logs.given import fill_plan, implied, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
 from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
@@ -182,7 +183,8 @@ def _assemble(
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
     assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]
     if hardware is None:
-        assumed.append("hardware: not in the log; give --hardware")
+        hardware, said = log_hardware(facts.config.get("device"))
+        assumed.append(said)
     if unknown:
         assumed.append(f"plan: the log does not state {', '.join(unknown)} (null)")
     if facts.config.get("overflow_skipped"):
@@ -194,7 +196,8 @@ def _assemble(
     assumed += software_notes
     return IngestedRun(
         id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,
-        assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *derived], model=spec,
+        assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *facts.config.get("derived", []), *derived],
+        model=spec,
         hardware=hardware, gpus=n_gpus, steps_used=len(sel.used), steps_left_out=sel.left_out,
         iterations=(sel.used[0].step, sel.used[-1].step) if sel.used else None,
     )  # fmt: skip

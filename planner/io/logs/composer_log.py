@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.log_values import number
 from planner.units import GB
 
 # "[epoch=1][batch=5/5]:" or "[batch=10/100]:" (composer/loggers/console_logger.py _get_progress_string), then
@@ -92,7 +93,7 @@ def read_composer(text: str) -> LogFacts:
             close()
             batch, header_line, metrics = int(h.group(1)), number_, {}
         for name, value in METRIC.findall(line):
-            metrics[name] = number(value)
+            metrics[name] = number(value, field=name, line=number_)
         if y := YAML.match(line):
             yaml.setdefault(y.group(2), y.group(3))
         if metrics.get("time/batch") and metrics.get("time/sample"):

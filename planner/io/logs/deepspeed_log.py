@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, timestamp_s
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.log_values import timestamp_s
 from planner.units import GiB
 
 FLOAT = r"([0-9.]+(?:[eE][-+]?[0-9]+)?)"
@@ -64,11 +65,17 @@ def deepspeed_config(rows: Iterable[tuple[int, int | None, str]]) -> dict[str, A
     return config
 
 
-def _throughput(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, Memory | None]:
+def timer_memory(line: str, rank: int | None) -> Memory | None:
+    """The peak a ThroughputTimer line prints: MaxMemAllocated, torch's max_memory_allocated in GiB (timer.py l.266-273
+    @edaa7221: round(get_accelerator().max_memory_allocated() / 1024**3, 2), printed "GB"); Megatron-DeepSpeed's
+    logs print the line between their iteration lines."""
+    m = THROUGHPUT.search(line)
+    return Memory(float(m.group(6)) * GiB, "max_allocated", rank) if m and m.group(6) else None
+
+
+def _throughput(number_: int, rank: int | None, line: str, m: re.Match[str]) -> Step:
     current = m.group(3) or m.group(4)  # CurrSamplesPerSec, or the running average of the oldest format
-    step = Step(step=int(m.group(1)), line=number_, rank=rank, samples_per_s=float(current), time_s=timestamp_s(line))
-    memory = Memory(float(m.group(6)) * GiB, "max_allocated", rank) if m.group(6) else None
-    return step, memory
+    return Step(step=int(m.group(1)), line=number_, rank=rank, samples_per_s=float(current), time_s=timestamp_s(line))
 
 
 def _config(rows: list[tuple[int, int | None, str]]) -> dict[str, Any]:
@@ -109,10 +116,9 @@ def read_deepspeed(text: str) -> LogFacts:
     running_only = True
     for number_, rank, line in rows:
         if m := THROUGHPUT.search(line):
-            step, memory = _throughput(number_, rank, line, m)
             running_only = running_only and m.group(4) is not None
-            facts.steps.append(step)
-            facts.memory.extend([memory] if memory else [])
+            facts.steps.append(_throughput(number_, rank, line, m))
+            facts.memory.extend([memory] if (memory := timer_memory(line, rank)) else [])
         elif p := PIPE.search(line):
             facts.steps.append(Step(step=int(p.group(1)), line=number_, rank=rank, step_s=float(p.group(3))))
             running_only = False

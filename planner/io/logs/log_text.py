@@ -9,15 +9,11 @@ preceded, and merges the lines that several ranks printed for the same step.
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import Any
-
-from planner.errors import PlannerError
 
 # The default warm-up, in iterations: DeepSpeed's ThroughputTimer leaves out its first 2 steps
 # (deepspeed/utils/timer.py, `start_step=2`) and Megatron-Core warms CUDA graphs for 3
@@ -32,7 +28,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9]{1,3}(?:;[0-9]{1,3})*m")
 # Launcher prefixes that name the rank: torchrun --tee / --local-ranks-filter writes "[rank3]:" or "[default3]:"
 # (torch/distributed/elastic/multiprocessing, log_line_prefix "[{role}{rank}]:"), srun --label writes "3: ".
 RANK_PREFIX = re.compile(r"^(?:\S+ )?\[(?:rank|default)(\d+)\]:\s?|^(\d{1,5}): ")
-TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[,.](\d{1,6}))?")
 # Events after which the next step's time includes more than training. Checkpoints: "saving checkpoint at
 # iteration" (megatron/training/checkpointing.py, Megatron-DeepSpeed megatron/checkpointing.py), "Saving the
 # checkpoint." (torchtitan/components/checkpointer/dcp.py), "Scheduled async checkpoint save" (NeMo
@@ -70,10 +65,11 @@ class Step:
 
 @dataclass(frozen=True)
 class Memory:
-    """A peak-memory reading in bytes, and what kind of peak it is (max_allocated, max_reserved)."""
+    """A peak-memory reading in bytes, and what kind of peak it is (max_allocated, max_reserved; None: the whole
+    device's memory in use, as nvidia-smi counts it, fit/memory_kind.py)."""
 
     peak_bytes: float
-    kind: str
+    kind: str | None
     rank: int | None = None
     allocated_bytes: float | None = None
 
@@ -129,28 +125,6 @@ def read_complete(read: Callable[[str], LogFacts], text: str) -> LogFacts:
         facts.steps = [s for s in facts.steps if (s.run, s.step, s.rank) != (last.run, last.step, last.rank)]
         facts.cut_off = 1
     return facts
-
-
-def number(text: str) -> float:
-    """A printed number with thousands separators ("6,123", "8_000") as a float; anything else where a number was
-    printed ("n/a", "nan") is refused naming it, not read as one or left to raise."""
-    try:
-        value = float(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise PlannerError(f"the log prints {text.strip()!r} where a finite number belongs")
-    return value
-
-
-def timestamp_s(line: str) -> float | None:
-    """The first date-time in the line ("2025-06-16 22:30:50,322"), as seconds since the epoch (UTC assumed)."""
-    m = TIMESTAMP.search(line)
-    if not m:
-        return None
-    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
-    frac = float("0." + m.group(7)) if m.group(7) else 0.0
-    return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp() + frac
 
 
 def events_in(lines: Iterable[tuple[int, int | None, str]]) -> list[tuple[int, str]]:

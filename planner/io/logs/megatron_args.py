@@ -13,6 +13,9 @@ from planner.io.logs.megatron_software import software
 
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
 SECTIONS = ("", "model.", "train.", "dataset.", "ddp.", "mixed_precision.", "optimizer.")
+# An argument a set-up or step line states outside the dump ("logged_world_size" from Primus's "[rank-7/8]"): read
+# where the dump does not state it; it makes no dump present.
+LOGGED = "logged_"
 
 
 def _value(text: str) -> Any:
@@ -33,14 +36,22 @@ def _value(text: str) -> Any:
 class _Args:
     """Lookup of a field under any of the sections Megatron-Bridge prints it in."""
 
-    def __init__(self, raw: dict[str, str]) -> None:
+    def __init__(self, raw: dict[str, str], cut_after: str | None = None) -> None:
         self.values = {k: _value(v) for k, v in raw.items()}
         # a dump or a printed configuration, not just the batch and vocabulary other lines gave
-        self.present = any(not k.startswith("logged_") for k in raw)
+        self.present = any(not k.startswith(LOGGED) for k in raw)
+        self.cut_after = cut_after  # the last argument a dump cut off before its end shows
+
+    def shown(self, *names: str) -> bool:
+        """Whether the dump would show these arguments had the run set them, so that their absence says the
+        default: it is there, and not cut off before them (Megatron prints the arguments sorted, lower-cased,
+        arguments.py _print_args)."""
+        cut = self.cut_after
+        return self.present and (cut is None or all(n.lower() <= cut.lower() for n in names))
 
     def get(self, name: str, *aliases: str) -> Any:
         for n in (name, *aliases):
-            for section in SECTIONS:
+            for section in (*SECTIONS, LOGGED):
                 v = self.values.get(section + n)
                 if v is not None:
                     return v
@@ -67,7 +78,7 @@ def _zero(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> int | None:
         return 3  # FSDP2's fully_shard: weights, gradients and optimizer (arguments.py --use-torch-fsdp2)
     if a.get("use_distributed_optimizer"):
         return 1
-    return 0 if a.present else None
+    return 0 if a.shown("use_distributed_optimizer", "use_megatron_fsdp", "use_torch_fsdp2") else None
 
 
 def _recompute(a: _Args, chunk_layers: int | None, notes: list[str]) -> str | None:
@@ -88,7 +99,7 @@ def _recompute(a: _Args, chunk_layers: int | None, notes: list[str]) -> str | No
         return str(granularity)
     if a.get("checkpoint_activations"):  # Megatron-LM before 2022
         return "full"
-    return "none" if a.present else None
+    return "none" if a.shown("recompute_granularity", "checkpoint_activations") else None
 
 
 # Megatron's --fp8-recipe (TransformerConfig fp8_recipe, transformer_config.py l.594 @d98e8a64: delayed, the default,
@@ -109,23 +120,33 @@ def _precision(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> str | N
     if a.get("bf16") or deepspeed.get("bf16"):
         return "bf16"
     if a.get("fp16") or deepspeed.get("fp16"):
+        if not a.has("fp16") and not deepspeed.get("fp16"):  # only the iteration lines' loss scale says so
+            scale = a.values.get(LOGGED + "fp16_loss_scale")
+            notes.append(
+                f"precision: fp16, from the iteration lines' loss scale ({scale}): Megatron scales the loss for fp16 "
+                "only (bf16 and fp32 print 1.0); no line states the precision"
+            )
         return "fp16"
-    return "fp32" if a.present else None
+    return "fp32" if a.shown("bf16", "fp16", "fp8", "fp4") else None
 
 
 def _plan(a: _Args, deepspeed: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    default = 1 if a.present else None  # a dump without the field: the Megatron version predates it
-    vpp = a.get("virtual_pipeline_model_parallel_size") or default
+    def default(name: str) -> Any:  # a dump without the field: the Megatron version predates it
+        return a.get(name) or (1 if a.shown(name) else None)
+
+    vpp = default("virtual_pipeline_model_parallel_size")
     pp = a.get("pipeline_model_parallel_size")
     notes = split_notes(a, pp=pp or 1, vpp=vpp or 1)
     plan = {
         "tp": a.get("tensor_model_parallel_size"),
         "pp": pp,
-        "cp": a.get("context_parallel_size") or default,
-        "ep": a.get("expert_model_parallel_size") or default,
+        "cp": default("context_parallel_size"),
+        "ep": default("expert_model_parallel_size"),
         "vpp": vpp,
         "dp": a.get("data_parallel_size"),
-        "sp": a.get("sequence_parallel") if a.has("sequence_parallel") else (False if a.present else None),
+        "sp": a.get("sequence_parallel")
+        if a.has("sequence_parallel")
+        else (False if a.shown("sequence_parallel") else None),
         "zero": _zero(a, deepspeed, notes),
         "recompute": _recompute(a, chunk_layers(a, pp=pp or 1, vpp=vpp or 1), notes),
         "micro_batch": a.get("micro_batch_size") or deepspeed.get("micro_batch"),
@@ -222,10 +243,11 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
     return model | more, problems
 
 
-def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[str, Any]:
+def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any], cut_after: str | None = None) -> dict[str, Any]:
     """The normalised configuration: plan (PLAN fields, None where the log does not say), gpus, model
-    (ModelSpec fields) and the fields it lacks, software, and where it was read from."""
-    a = _Args(raw)
+    (ModelSpec fields) and the fields it lacks, software, and where it was read from. `cut_after`: the last argument
+    of a dump cut off before its end line, after which nothing is known (no default taken, no model read)."""
+    a = _Args(raw, cut_after)
     plan, notes = _plan(a, deepspeed)
     model, unrepresented = _model(a, plan["seq_len"])
     missing = [k for k in MODEL_REQUIRED if model.get(k) is None]
@@ -236,10 +258,19 @@ def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any]) -> dict[
     return {
         "plan": plan,
         "gpus": gpus,
-        "assumed": notes + _padding(a),
-        "model": model if not (missing or unrepresented) else None,
-        "model_missing": missing if a.present else [],
+        "assumed": notes + _padding(a) + _cut_off(a),
+        "model": model if not (missing or unrepresented or a.cut_after) else None,
+        "model_missing": missing if a.present and not a.cut_after else [],
         "model_unrepresented": unrepresented if a.present else [],
         "software": software(a),
         "read_from": source if a.present else None,
     }
+
+
+def _cut_off(a: _Args) -> list[str]:
+    if not a.present or a.cut_after is None:
+        return []
+    return [
+        f"argument dump: cut off after {a.cut_after} (no 'end of arguments' line): the arguments after it are not "
+        "known, so none is taken at its default, and the model is not read from it"
+    ]

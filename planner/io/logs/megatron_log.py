@@ -8,15 +8,35 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from planner.io.logs.deepspeed_log import deepspeed_config
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
+from planner.io.logs.deepspeed_log import deepspeed_config, timer_memory
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
+from planner.io.logs.megatron_lines import line_settings
 from planner.units import GiB, MiB
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
 # megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
 # (Megatron-Bridge) and megatron/training.py of Megatron-DeepSpeed (which may print "(s)" instead of "(ms)").
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
+# Tokens/s per GPU and TFLOP/s per GPU as each engine names them: Megatron-DeepSpeed "tokens per gpu per second
+# (tgs)" and "TFLOPs" (megatron/training.py training_log), Megatron-LM "throughput per GPU (TFLOP/s/GPU)", AMD
+# Primus "tokens per GPU (tokens/s/GPU)" (primus/modules/trainer/megatron/trainer.py training_log @077c0ff0) and,
+# since 2026, "tokens/s/GPU inst/harmonic mean" and "compute per GPU (TFLOP/s/GPU)" (primus/backends/megatron/
+# patches/training_log/print_rank_last_patches.py @fd1eeabb).
+TOKENS_FIELDS = (
+    "tokens per gpu per second (tgs)", "tokens/sec/gpu", "tokens per GPU (tokens/s/GPU)",
+    "tokens/s/GPU inst/harmonic mean",
+)  # fmt: skip
+TFLOPS_FIELDS = ("throughput per GPU (TFLOP/s/GPU)", "TFLOPs", "compute per GPU (TFLOP/s/GPU)")
+# Primus prints these as "this step/running mean" ("elapsed time per iteration (ms): 13100.0/13240.9", trainer.py
+# l.2471-2513 @077c0ff0: the interval's value, then statistics.mean of the recent ones), the newer TFLOP/s as
+# "496.3 (avg 496.1)": the step's own value, the first, is read.
+PRIMUS_PAIRED = {
+    "elapsed time per iteration (ms)", "throughput per GPU (TFLOP/s/GPU)", "tokens per GPU (tokens/s/GPU)",
+    "tokens/s/GPU inst/harmonic mean", "compute per GPU (TFLOP/s/GPU)",
+}  # fmt: skip
+PRIMUS_PAIR = re.compile(r"^\s*([^/(\s]+)\s*(?:/\s*\S+|\(avg [^)]*\))\s*$")
 # NeMo 2: "Training epoch 0, iteration 3/19 | ... | global_step: 3 | ... | train_step_timing in s: 7.561"
 # (nemo/lightning/pytorch/callbacks/progress_printer.py, the timer from nemo/utils/exp_manager.py TimingCallback);
 # NeMo 1's progress bar prints "global_step=9.000, ... train_step_timing in s=2.05".
@@ -33,6 +53,19 @@ MEMORY = re.compile(
 # round(torch.cuda.max_memory_reserved() / 1024**3, 2) of the rank that prints it (ms-swift
 # swift/megatron/trainers/base.py training_log @37ab3502a7e2, 2026-02).
 SWIFT_MEMORY = "memory(GiB)"
+# AMD Primus's loguru prefix "[20251202 06:56:28][rank-7/8][INFO ]": the rank and the world size
+# ("[rank-{extra[rank]}/{extra[world_size]}]", primus/core/utils/logger.py @077c0ff0; world_size is the job's,
+# primus/modules/base_module.py). Its master process prints "[node-R/N]", nodes: not read.
+PRIMUS_RANK = re.compile(r"\]\[rank-(\d+)/(\d+)\]")
+# Primus's device memory on the iteration line: "hip mem usage/free/total/usage_ratio: 153.81GB/102.17GB/255.98GB/
+# 60.09%", used = total - free of torch.cuda.mem_get_info() (the whole device, every process and the runtime),
+# "rocm mem usage/..." the same from rocm-smi; "GB" is bytes / 1024**3 (trainer.py l.2484-2499 @077c0ff0).
+DEVICE_MEMORY = ("hip mem usage/free/total/usage_ratio", "rocm mem usage/free/total/usage_ratio")
+# "using world size: 16, data-parallel size: 1, context-parallel size: 1, [hierarchical context-parallel sizes: None,]
+# tensor-model-parallel size: 8, pipeline-model-parallel size: 2" (megatron/training/arguments.py l.567 @d98e8a64;
+# 2021's "data-parallel-size: 1", no context-parallel): the sizes the argument dump states, where it does not.
+WORLD_LINE = re.compile(r"^using world size: (\d+)")
+WORLD_SIZES = re.compile(r"\b(data|context|tensor-model|pipeline-model)-parallel[ -]size: (\d+)")
 # "------------------------ arguments ------------------------" then "  name ........ value", sorted, then
 # "-------------------- end of arguments ---------------------" (megatron/training/arguments.py _print_args:
 # '  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)).
@@ -66,26 +99,53 @@ def _fields(rest: str) -> dict[str, str]:
 
 def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, dict[str, str]]:
     f = _fields(m.group(3))
-    step_s = None
-    if "elapsed time per iteration (ms)" in f:
-        step_s = number(f["elapsed time per iteration (ms)"]) / 1e3
-    elif "elapsed time per iteration (s)" in f:
-        step_s = number(f["elapsed time per iteration (s)"])
-    tflops = f.get("throughput per GPU (TFLOP/s/GPU)") or f.get("TFLOPs")
-    tokens = f.get("tokens per gpu per second (tgs)") or f.get("tokens/sec/gpu")
+
+    def read(*keys: str) -> float | None:  # the first of the keys the line prints, as a number
+        key = next((k for k in keys if f.get(k)), None)
+        if key is None:
+            return None
+        value = PRIMUS_PAIR.sub(r"\1", f[key]) if key in PRIMUS_PAIRED else f[key]
+        return number(value, field=key, line=number_)
+
+    ms, s = read("elapsed time per iteration (ms)"), read("elapsed time per iteration (s)")
     step = Step(
         step=int(m.group(1)),
         line=number_,
         rank=rank,
-        step_s=step_s,
-        tokens_per_s_per_gpu=number(tokens) if tokens else None,
-        samples_per_s=number(f["samples per second"]) if "samples per second" in f else None,
-        tflops_per_gpu=number(tflops) if tflops else None,
-        skipped=int(number(f.get("number of skipped iterations", "0"))),
+        step_s=ms / 1e3 if ms is not None else s,
+        tokens_per_s_per_gpu=read(*TOKENS_FIELDS),
+        samples_per_s=read("samples per second"),
+        tflops_per_gpu=read(*TFLOPS_FIELDS),
+        skipped=int(read("number of skipped iterations") or 0),
         time_s=timestamp_s(line),
-        global_batch=int(number(f["global batch size"])) if "global batch size" in f else None,
+        global_batch=int(batch) if (batch := read("global batch size")) is not None else None,
     )
     return step, f
+
+
+def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | None:
+    """The rank a Primus prefix names (where the launcher's does not); the world size and parallel sizes it and
+    Megatron's "using world size" line state, into `logged`."""
+    if primus := PRIMUS_RANK.search(line):
+        logged["logged_world_size"] = primus[2]
+        rank = int(primus[1]) if rank is None else rank
+    if world := WORLD_LINE.search(line):
+        logged["logged_world_size"] = world[1]
+        for kind, size in WORLD_SIZES.findall(line):  # data -> data_parallel_size, tensor-model -> tensor_model_...
+            logged[f"logged_{kind.replace('-', '_')}_parallel_size"] = size
+    return rank
+
+
+def _line_memory(f: dict[str, str], number_: int, rank: int | None) -> list[Memory]:
+    """The memory an iteration line prints: Megatron-SWIFT's peak reserved, Primus's device memory in use."""
+    out = []
+    if f.get(SWIFT_MEMORY):
+        out.append(Memory(number(f[SWIFT_MEMORY], field=SWIFT_MEMORY, line=number_) * GiB, "max_reserved", rank))
+    for key in DEVICE_MEMORY:
+        if f.get(key):
+            used = f[key].split("/")[0].removesuffix("GB")
+            out.append(Memory(number(used, field=key, line=number_) * GiB, None, rank))
+    return out
 
 
 def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
@@ -143,18 +203,23 @@ def read_megatron(text: str) -> LogFacts:
     facts = LogFacts(engine="megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron")
     dumps: list[tuple[int, dict[str, str]]] = []  # (line, arguments) of each dump: a requeued job prints another
     logged: dict[str, str] = {}  # what step and set-up lines state
+    iterations: list[dict[str, str]] = []  # each iteration line's fields
+    ended: set[int] = set()  # the dumps whose end line the log shows
     in_args = False
     for i, (number_, rank, line) in enumerate(rows):
+        rank = _setup_line(line, rank, logged)
         if ARGS_START.match(line):
             in_args = True
             dumps.append((number_, {}))
             facts.starts.append((number_, "argument dump"))
-        elif ARGS_END.match(line):
+        elif ARGS_END.match(line) and in_args:
             in_args = False
+            ended.add(len(dumps) - 1)
         elif in_args and (a := ARG_LINE.match(line)):
             dumps[-1][1][a.group(1)] = a.group(2)
         elif BRIDGE_START.match(line):
             dumps.append((number_, _bridge_yaml(lines, i)))
+            ended.add(len(dumps) - 1)  # a printed configuration: as far as the YAML goes
             facts.starts.append((number_, "printed configuration"))
         elif START_LINE.search(line):
             facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
@@ -166,22 +231,37 @@ def read_megatron(text: str) -> LogFacts:
         elif m := ITERATION.search(line):
             step, seen = _iteration(number_, rank, line, m)
             facts.steps.append(step)
-            facts.time_basis = next((k for k in seen if k.startswith("elapsed time")), facts.time_basis)
+            iterations.append(seen)
             if step.global_batch:
                 logged["logged_global_batch"] = str(step.global_batch)
-            if SWIFT_MEMORY in seen:
-                facts.memory.append(Memory(number(seen[SWIFT_MEMORY]) * GiB, "max_reserved", rank))
+            facts.memory += _line_memory(seen, number_, rank)
         elif p := PADDED_VOCAB.search(line):
             logged["logged_padded_vocab"] = p.group(3)
-        facts.memory.extend(_memory(line, rank))
+        facts.memory.extend(_memory(line, rank) + ([timer] if (timer := timer_memory(line, rank)) else []))
     facts.events = events_in(rows)
-    deepspeed = deepspeed_config(rows)
-    configs = [config_from_args(args | logged, deepspeed=deepspeed) for _, args in dumps or [(0, {})]]
-    facts.config = configs[0] | {"conflicts": _disagreement(configs)}
-    if len(dumps) > 1:  # the steps after each dump are that run's
-        starts = [line for line, _ in dumps]
-        facts.steps = [replace(s, run=max(bisect.bisect(starts, s.line) - 1, 0)) for s in facts.steps]
+    facts.time_basis = next((k for f in reversed(iterations) for k in f if k.startswith("elapsed time")), "")
+    _configure(facts, rows, [(n, args, i in ended) for i, (n, args) in enumerate(dumps)], logged, iterations)
     return facts
+
+
+def _configure(
+    facts: LogFacts, rows: list[tuple[int, int | None, str]], dumps: list[tuple[int, dict[str, str], bool]],
+    logged: dict[str, str], iterations: list[dict[str, str]],
+) -> None:  # fmt: skip
+    """The configuration of each argument dump (with what the lines state and DeepSpeed's config), the first's as
+    the run's, what later ones say otherwise, and each step's run."""
+    deepspeed = deepspeed_config(rows)
+    stated = line_settings(iterations)
+    logged = stated.logged | logged  # a line's world size over the one the throughput implies
+    configs = [
+        config_from_args(args | logged, deepspeed=deepspeed, cut_after=None if ended else max(args, key=str.lower))
+        for _, args, ended in dumps or [(0, {}, True)]
+    ]
+    facts.config = configs[0] | {"conflicts": _disagreement(configs), "derived": stated.derived}
+    facts.config["assumed"] = facts.config["assumed"] + stated.assumed
+    if len(dumps) > 1:  # the steps after each dump are that run's
+        starts = [line for line, _, _ in dumps]
+        facts.steps = [replace(s, run=max(bisect.bisect(starts, s.line) - 1, 0)) for s in facts.steps]
 
 
 def _disagreement(configs: list[dict[str, Any]]) -> list[str]:

@@ -18,6 +18,8 @@ class Args(Protocol):
 
     present: bool
 
+    def shown(self, *names: str) -> bool: ...
+
 
 # Megatron's --attention-backend (AttnBackend, megatron/core/transformer/enums.py l.51 @d98e8a64) as the planner's
 # attention: flash and fused (cuDNN) keep O(s) memory, and auto lets Transformer Engine pick one of them; unfused
@@ -34,7 +36,7 @@ def _attention(a: Args) -> str | None:
         return ATTENTION_BACKENDS.get(backend)
     if a.get("use_flash_attn"):
         return "flash"
-    if a.present and not a.has("use_flash_attn"):
+    if a.shown("use_flash_attn", "attention_backend") and not a.has("use_flash_attn"):
         return "softmax"  # the dump predates flash attention in Megatron: its fused softmax keeps s^2 scores
     return None
 

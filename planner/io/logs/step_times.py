@@ -64,6 +64,11 @@ def step_measurements(
         "mfu": median(s.mfu for s in sel.used),
         "tflops_per_gpu": median(s.tflops_per_gpu for s in sel.used),
     }
+    if peak and peak.kind is None:
+        derived.append(
+            "peak_memory_bytes: the largest device memory in use a line prints (total - free, every process on the "
+            "device and its runtime, as nvidia-smi counts it), not an allocator peak: peak_memory_kind null"
+        )
     if peak and peak.allocated_bytes:
         measured["peak_allocated_bytes"] = round(max(m.allocated_bytes or 0 for m in facts.memory))
     return measured, derived

@@ -8,7 +8,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in, number, timestamp_s
+from planner.io.logs.devices import device_in
+from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.log_values import number, timestamp_s
 from planner.units import GiB
 
 # "step: 10  loss:  7.1234  grad_norm:  1.23  memory: 33.30GiB(35.01%)  tps: 6,123  tflops: 351.2  mfu: 35.5%"
@@ -57,8 +59,8 @@ def _step(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[
         step=int(m.group(1)),
         line=number_,
         rank=rank,
-        tokens_per_s_per_gpu=number(tps.group(1)) if tps else None,
-        tflops_per_gpu=number(tflops.group(1)) if tflops else None,
+        tokens_per_s_per_gpu=number(tps.group(1), field="tps", line=number_) if tps else None,
+        tflops_per_gpu=number(tflops.group(1), field="tflops", line=number_) if tflops else None,
         mfu=round(float(mfu.group(1)) / 100, 6) if mfu else None,
         time_s=timestamp_s(line),
     )
@@ -173,7 +175,9 @@ def read_torchtitan(text: str) -> LogFacts:
     mesh: dict[str, int] = {}
     model, label, unread = None, None, None
     runs: list[tuple[str, ...]] = []  # each run's start line's batch and sequence length, in order
+    device = None
     for number_, rank, line in rows:
+        device = device or device_in(line)
         if START.search(line) or STARTS_AT.search(line):
             facts.starts.append((number_, "start line"))
         if m := METRICS.search(line):
@@ -210,6 +214,7 @@ def read_torchtitan(text: str) -> LogFacts:
         "model_label": label,
         "software": {"compile": True if "with torch.compile" in clean else None},
         "read_from": "set-up lines" if mesh or start else None,
+        "device": device,
         "assumed": notes,
     }
     return facts

@@ -1,0 +1,77 @@
+"""What Megatron-family iteration lines state about the run beyond each step's numbers: fp16 (a loss scale other
+than 1.0), Megatron-DeepSpeed's sequence length ("actual seqlen") and the world size its throughput fields imply.
+Pure: the lines' fields in, the arguments they state (as `logged_<argument>`, megatron_args.LOGGED) and notes out."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from planner.io.logs.log_values import number
+
+# Megatron-DeepSpeed's training_log (megatron/training.py l.1109-1121, l.1177-1183 @4efb479d): "actual seqlen" is
+# args.actual_seq_length where set (the curriculum's current length), else args.seq_length; "samples per second" is
+# the job's; "tokens per gpu per second (tgs)" = samples/s x seq_len / args.world_size.
+SEQLEN = "actual seqlen"
+SAMPLES = "samples per second"
+TGS = "tokens per gpu per second (tgs)"
+# How far samples/s x seqlen / tgs may lie from a whole number of GPUs (a fraction of one GPU) to be read as the
+# world size: the fields print 3 decimals, which moves the ratio by far less at the sizes such logs come from.
+WHOLE_GPU_TOLERANCE = 0.02
+# "loss scale: 262144.0" (megatron/training/training.py training_log l.3631 @d98e8a64: optimizer.get_loss_scale()):
+# 1.0 unless the optimizer has a grad scaler, which get_megatron_optimizer (megatron/core/optimizer/__init__.py
+# l.638-656) builds dynamic for fp16 only, constant for --loss-scale ("Static loss scaling ... can improve fp16
+# convergence", arguments.py); bf16 and fp32 print 1.0. Megatron-DeepSpeed prints the DeepSpeed optimizer's cur_scale
+# (megatron/training.py l.1301-1305 @4efb479d), absent from the bf16 optimizer, 1.0 for ZeRO's bf16.
+LOSS_SCALE = "loss scale"
+
+
+@dataclass
+class LineSettings:
+    """What the iteration lines state: arguments (`logged_<name>` -> printed value) and the notes saying how."""
+
+    logged: dict[str, str] = field(default_factory=dict)
+    assumed: list[str] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)
+
+
+def line_settings(lines: list[dict[str, str]]) -> LineSettings:
+    """fp16, where the loss scale says so; the sequence length and world size a Megatron-DeepSpeed log's iteration
+    lines state."""
+    out = LineSettings()
+    scales = sorted({number(f[LOSS_SCALE], field=LOSS_SCALE) for f in lines if f.get(LOSS_SCALE)})
+    if scales and scales != [1.0]:
+        out.logged["logged_fp16"] = "True"
+        out.logged["logged_fp16_loss_scale"] = f"{scales[0]:.0f}" + (f" to {scales[-1]:.0f}" if len(scales) > 1 else "")
+    seqlens = sorted({int(number(f[SEQLEN], field=SEQLEN)) for f in lines if f.get(SEQLEN)})
+    if len(seqlens) > 1:
+        out.assumed.append(
+            f"seq_len: the lines' actual seqlen runs from {seqlens[0]} to {seqlens[-1]} (a sequence-length "
+            "curriculum): not read as the run's"
+        )
+    if len(seqlens) != 1:
+        return out
+    out.logged["logged_seq_length"] = str(seqlens[0])
+    out.derived.append(f"seq_len {seqlens[0]}: the iteration lines' actual seqlen, where no argument dump states it")
+    ratios = [
+        number(f[SAMPLES], field=SAMPLES) * seqlens[0] / tgs
+        for f in lines
+        if f.get(SAMPLES) and f.get(TGS) and (tgs := number(f[TGS], field=TGS)) > 0
+    ]
+    if ratios:
+        _world_size(statistics.median(ratios), out)
+    return out
+
+
+def _world_size(ratio: float, out: LineSettings) -> None:
+    """The GPU count samples/s x seqlen / tgs gives, where it is a whole number of GPUs."""
+    how = f"samples per second x actual seqlen / tokens per gpu per second (tgs) = {ratio:.3f} (median over the lines)"
+    gpus = round(ratio)
+    if gpus >= 1 and abs(ratio - gpus) <= WHOLE_GPU_TOLERANCE:
+        out.logged["logged_world_size"] = str(gpus)
+        out.derived.append(
+            f"gpus = {gpus}: {how}, within {WHOLE_GPU_TOLERANCE:.0%} of a GPU of {gpus} (Megatron-DeepSpeed's tgs is "
+            "the job's tokens/s over its world size, megatron/training.py training_log)"
+        )
+    else:
+        out.assumed.append(f"gpus: {how}, not a whole number of GPUs: not read")
