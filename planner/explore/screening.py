@@ -58,8 +58,10 @@ class Screening:
         self.res, self.coster = res, coster
         self.exhaustive, self.keep = exhaustive, keep_rejections
         # every recompute level that fits is kept, with its bytes: exhaustively, or to rank by memory (more
-        # recompute is slower but smaller, so the least memory is not the least recompute that fits)
-        self.every_level = exhaustive or res.objective == "memory"
+        # recompute is slower but smaller, so the least memory is not the least recompute that fits), or where the
+        # engine offloads activations: less recompute keeps more to send over the host link, so it may be slower
+        # (cost/offload.py), and the least recompute that fits is not the fastest
+        self.every_level = exhaustive or res.objective == "memory" or res.engine.memory.activation_offload > 0
         self.zeros = res.space.zero
         levels = [(r, recompute_problems(res.engine, r)) for r in RECOMPUTES if r in res.space.recompute]
         self.levels = len(levels)  # searched, with those the engine refuses (counted under their reason)
