@@ -180,8 +180,8 @@ def test_risk_ranks_only_plans_whose_memory_interval_fits():
     assert code == 0 and "may not fit:" not in text.split("best:")[1], err
     # estimate says it of the same plan, beside its "fits" (it said "fits" alone before)
     plan = top["plan"]
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in plan.items() if k in ("tp", "pp", "dp", "ep", "etp", "zero",
-             "micro_batch", "global_batch", "seq_len", "recompute")]  # fmt: skip
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in plan.items() if v is not None and k in ("tp", "pp", "dp",
+             "ep", "etp", "zero", "micro_batch", "global_batch", "seq_len", "recompute")]  # fmt: skip
     code, text, err = run("estimate", "--model", "mixtral-8x7b", "--gpus", "256", *flags)
     said = " ".join(text.split())
     assert code == 0 and "fits:" in said and "may not fit: the 80% interval of its memory reaches" in said, err

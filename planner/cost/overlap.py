@@ -16,7 +16,7 @@ from planner.cost.fitted_factors import tp_overlap_exposed
 from planner.cost.moe import comm_sm_slowdown_s
 from planner.cost.traffic import dp_traffic, layer_traffic
 from planner.cost.zero3_gather import per_parameter_dp_s
-from planner.engine import Engine
+from planner.engine import Engine, ZeroStage
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
 from planner.plan import Plan
@@ -96,9 +96,21 @@ def tp_overlap_s(tp_s: float, gemm_s: float, engine: Engine) -> float:
 
 
 def dp_comm(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, stage: int, compute: StageCompute
+    model: ModelSpec,
+    hw: HardwareProfile,
+    plan: Plan,
+    engine: Engine,
+    *,
+    stage: int,
+    compute: StageCompute,
+    stalls_s: float = 0.0,
 ) -> tuple[float, float]:
     """(total, exposed) seconds of data-parallel communication per step for pipeline rank `stage`.
+
+    It runs on its own streams beside the passes' wall time: their compute and the exposed TP/CP/EP each
+    micro-batch waits on (`stalls_s`, split between forward and backward as their compute is), so a faster GPU that
+    leaves an all-to-all exposed longer does not also shorten the window the gradient reduction hides behind (the
+    links the two share are not priced against each other here).
 
     Gradient reduction overlaps the backward it follows except the last bucket (one layer's share): once,
     after the last micro-batch, or after every micro-batch, as the engine reduces; an engine that does not
@@ -118,33 +130,49 @@ def dp_comm(
     tr = dp_traffic(model, hw, plan, engine, stage=stage)
     red, ag, co = tr.reduce_s, tr.gather_s, tr.call_s
     layers = max(1, compute.num_layers)
-    units = layers + 1  # FSDP units: each layer and the root (embedding, output)
-    bwd = compute.backward_s + compute.recompute_s
-    m = plan.num_microbatches
+    fwd, bwd = passes_s(compute, stalls_s)
     if per_micro:
-        fwd_exp = behind(ag, compute.forward_s, layers, ag / layers)
-        back = ag if zero.weight_gather == "microbatch" else 0.0
-        gathers = 2 if back else 1
-        if zero.grad_reduce == "microbatch":
-            calls = co * (gathers + 1) * units
-            bwd_exp = behind(back + red, bwd, layers, red / layers)
-            return m * (gathers * ag + red + calls), m * (fwd_exp + bwd_exp + calls)
-        calls = co * gathers * units
-        bwd_exp = behind(back, bwd, layers, back / layers)
-        # The step's one gradient reduction runs in the last micro-batch's backward, beside that backward's own
-        # re-gather: both hide behind the same backward once, not each behind all of it.
-        last_exp = behind(back + red, bwd, layers, (back + red) / layers)
-        exposed = (m - 1) * (fwd_exp + bwd_exp + calls) + fwd_exp + calls + last_exp + co * units
-        return m * (gathers * ag + calls) + red + co * units, exposed
+        return _per_microbatch_dp(plan, zero, (red, ag, co), (fwd, bwd), layers)
     gather = ag if zero.weight_gather == "step" else 0.0
     gather_exp = gather
     if gather and engine.comm.param_gather_overlap:
-        gather_exp = behind(gather, compute.forward_s, layers, gather / layers)
-    reduces = 1 if zero.grad_reduce == "step" else m
+        gather_exp = behind(gather, fwd, layers, gather / layers)
+    reduces = 1 if zero.grad_reduce == "step" else plan.num_microbatches
     calls = co * (reduces + (1 if gather else 0))
     overlap = engine.comm.grad_overlap if zero.grad_overlap is None else zero.grad_overlap
     one_exp = behind(red, bwd, layers, red / layers) if overlap else red
     return reduces * red + gather + calls, reduces * one_exp + gather_exp + calls
+
+
+def _per_microbatch_dp(
+    plan: Plan, zero: ZeroStage, traffic: tuple[float, float, float], passes: tuple[float, float], layers: int
+) -> tuple[float, float]:
+    """(total, exposed) dp seconds of a stage that gathers its weights layer by layer every micro-batch
+    (ZeRO-3/FSDP): `traffic` (reduction, gather, per-call) seconds; `passes` (forward, backward) wall seconds."""
+    (red, ag, co), (fwd, bwd), m = traffic, passes, plan.num_microbatches
+    units = layers + 1  # FSDP units: each layer and the root (embedding, output)
+    fwd_exp = behind(ag, fwd, layers, ag / layers)
+    back = ag if zero.weight_gather == "microbatch" else 0.0
+    gathers = 2 if back else 1
+    if zero.grad_reduce == "microbatch":
+        calls = co * (gathers + 1) * units
+        bwd_exp = behind(back + red, bwd, layers, red / layers)
+        return m * (gathers * ag + red + calls), m * (fwd_exp + bwd_exp + calls)
+    calls = co * gathers * units
+    bwd_exp = behind(back, bwd, layers, back / layers)
+    # The step's one gradient reduction runs in the last micro-batch's backward, beside that backward's own
+    # re-gather: both hide behind the same backward once, not each behind all of it.
+    last_exp = behind(back + red, bwd, layers, (back + red) / layers)
+    exposed = (m - 1) * (fwd_exp + bwd_exp + calls) + fwd_exp + calls + last_exp + co * units
+    return m * (gathers * ag + calls) + red + co * units, exposed
+
+
+def passes_s(compute: StageCompute, stalls_s: float) -> tuple[float, float]:
+    """(forward, backward with its recompute) wall seconds of one micro-batch: compute, and `stalls_s` of exposed
+    communication shared between them as their compute is."""
+    fwd, bwd = compute.forward_s, compute.backward_s + compute.recompute_s
+    share = bwd / (fwd + bwd) if fwd + bwd > 0 else 0.5
+    return fwd + stalls_s * (1 - share), bwd + stalls_s * share
 
 
 def behind(comm_s: float, window_s: float, layers: int, alone_s: float) -> float:

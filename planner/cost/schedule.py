@@ -117,7 +117,8 @@ def stage_comm(
         for kind, n in compute.mix
     ]
     pp, pp_exp = pp_comm(model, hw, plan, engine, compute)
-    dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute)
+    stalls = sum(n * (c.tp_exposed_s + c.cp_exposed_s + c.ep_exposed_s) for n, c in comms)  # one micro-batch's
+    dp, dp_exp = dp_comm(model, hw, plan, engine, stage=stage, compute=compute, stalls_s=stalls)
     host, host_exp = activation_offload_s(model, hw, plan, engine, compute, stage=stage)
     return CommBreakdown(
         stage=stage,
