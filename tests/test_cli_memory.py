@@ -218,3 +218,19 @@ def test_json_commands_do_not_import_rich_torch_or_scipy(args):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
+
+
+def test_memory_takes_the_cluster_and_power_cap_an_estimate_line_names():
+    """An estimate's command line runs under memory as it stands: --cluster names the GPU (here the GB200 of the
+    NVL72 SuperPOD), and a power cap changes no byte."""
+    line = ("-m", "llama3-8b", "--gpus", "8", "--cluster", "gb200-nvl72-superpod", "--power-limit", "900", "--json")
+    code, out, err = run("memory", *line)
+    assert code == 0, err
+    mem = json.loads(out)
+    code, out, err = run("estimate", *line)
+    assert code == 0, err
+    est = json.loads(out)
+    assert mem["total_bytes"] == est["total_bytes"] and mem["hardware"] == est["hardware"]
+    code, out, err = run("memory", "-m", "llama3-8b", "--gpus", "8", "--hardware", "gb200-nvl72", "--json")
+    assert code == 0, err
+    assert json.loads(out)["total_bytes"] == mem["total_bytes"]

@@ -25,14 +25,16 @@ from planner.cli.options import (
 from planner.render.console import emit_json, escape, out
 
 
-@with_options(CATALOG, WHAT, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS)
+@with_options(CATALOG, WHAT, POWER, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, CLUSTER_FILE)
 def memory(
     opts: dict[str, Any],
     per_stage: Annotated[bool, typer.Option("--per-stage", help="a row per pipeline stage")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
-    r = resolve_options(opts)
+    # --cluster names the GPU as estimate's does; a power cap changes no byte, and is taken so that an estimate's
+    # or a search's command line runs here as it stands
+    r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     report = r.coster.memory(r.plan)
     if as_json:
         from planner.render.documents import memory_doc
