@@ -234,3 +234,15 @@ def test_memory_takes_the_cluster_and_power_cap_an_estimate_line_names():
     code, out, err = run("memory", "-m", "llama3-8b", "--gpus", "8", "--hardware", "gb200-nvl72", "--json")
     assert code == 0, err
     assert json.loads(out)["total_bytes"] == mem["total_bytes"]
+
+
+def test_the_json_terms_add_up_to_the_total_byte_for_byte():
+    """Each term rounded alone could miss the rounded total by a byte (three halves round to 0 + 0 + 2 = 2, or
+    to 0 + 0 + 0 under round-half-even, where their sum rounds to 2): the spare bytes go to the largest remainders."""
+    from planner.cost.memory import MemoryBreakdown
+    from planner.render.documents import _ints
+
+    b = MemoryBreakdown(10.5, 20.5, 30.5, 0.4, 0.4, 0.0)
+    whole = _ints(b)
+    assert sum(whole.values()) == round(b.total_bytes) == 62
+    assert all(abs(whole[k] - v) < 1 for k, v in b.as_dict().items())

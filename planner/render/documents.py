@@ -14,6 +14,7 @@ the cluster tier's name ("leaf", "spine", ...); null for a group of one rank.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -139,7 +140,14 @@ class EstimateDoc(MemoryDoc):
 
 # ---- builders ----------------------------------------------------------------------------------------
 def _ints(b: MemoryBreakdown) -> dict[str, int]:
-    return {k: round(v) for k, v in b.as_dict().items()}
+    """Whole bytes per term that add up to the rounded total (largest remainders take the spare bytes), so a
+    reader who sums the terms gets total_bytes."""
+    terms = b.as_dict()
+    whole = {k: math.floor(v) for k, v in terms.items()}
+    spare = round(b.total_bytes) - sum(whole.values())
+    for k in sorted(terms, key=lambda k: whole[k] - terms[k])[:spare]:
+        whole[k] += 1
+    return whole
 
 
 def memory_doc(
@@ -163,7 +171,7 @@ def memory_doc(
         total_bytes=round(report.total_bytes),
         capacity_bytes=round(report.capacity_bytes),
         fits=report.fits,
-        headroom_bytes=round(report.headroom_bytes),
+        headroom_bytes=round(report.capacity_bytes) - round(report.total_bytes),
         params=model.num_params,
         active_params=model.num_active_params if model.moe is not None else None,
         global_batch_default=None if defaulted is None else "global_batch" in defaulted,
