@@ -425,3 +425,16 @@ def test_a_hand_written_moe_spec_checks_its_routing_groups(tmp_path, groups, rea
     path = tmp_path / "deepseek-v3.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert said in _error(load_model, str(path))
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "llama4-maverick", "bloom-176b"])
+def test_models_show_prints_a_spec_that_loads_as_the_same_model(tmp_path, name, monkeypatch):
+    """`planner models show NAME > mine.yaml` is the copy a user edits (mtp_layers: 0 for an engine without MTP):
+    it printed a second `derived:` key after the YAML, and a narrow terminal folded long lines, so the file did not
+    load. The derived counts are a comment now, and no line is folded."""
+    monkeypatch.setenv("COLUMNS", "40")
+    code, out, err = run_planner("models", "show", name)
+    assert code == 0, err
+    assert out.rstrip().splitlines()[-1].startswith("# derived: ")
+    (tmp_path / "mine.yaml").write_text(out)
+    assert load_model(str(tmp_path / "mine.yaml")).model_dump() == load_model(name).model_dump()

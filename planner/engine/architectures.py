@@ -60,10 +60,17 @@ def architecture_problems(
     if not missing:
         return []
     what = ", ".join(FEATURE_NAMES[f] for f in missing)
+    # multi-token prediction is an extra objective beside the model: the model trains without it
+    without = (
+        f", or plan {model.name} without it: `planner models show {model.name} > mine.yaml`, mtp_layers: 0, --model "
+        "mine.yaml"
+        if missing == ["mtp"]
+        else ""
+    )
     return [
         Rejected(
             f"{engine_name} has no {FEATURE_NAMES[missing[0]]}",
             f"{model.name} has {what}, which {engine_name} does not implement; use an engine that does (megatron "
-            "has them all)",
+            f"has them all){without}",
         )
     ]

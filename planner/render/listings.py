@@ -87,10 +87,16 @@ def model_doc(spec: ModelSpec) -> dict[str, Any]:
 
 
 def print_model(console: Console, spec: ModelSpec) -> None:
-    console.print(yaml.safe_dump(model_doc(spec), sort_keys=False).rstrip(), markup=False)
+    """The spec as a model file (saved, it loads as `--model FILE`: a copy to edit), and what it derives as a
+    comment."""
+    text = yaml.safe_dump(spec.model_dump(exclude_none=True), sort_keys=False, width=10**6).rstrip()
+    console.print(text, markup=False, soft_wrap=True)  # never folded at the terminal's width: it must stay YAML
     console.print(
-        f"[dim]derived: {fmt_count(spec.num_params)} parameters, "
-        f"{fmt_count(spec.num_active_params)} active per token[/]"
+        f"# derived: {fmt_count(spec.num_params)} parameters, {fmt_count(spec.num_active_params)} active per "
+        f"token, head_dim {spec.head_size}, {spec.kv_heads} kv heads",
+        markup=False,
+        soft_wrap=True,
+        style="dim",
     )
 
 
