@@ -10,7 +10,15 @@ import pytest
 from helpers import run_planner
 
 from planner.errors import PlannerError
-from planner.io.catalog import catalog_root, list_hardware, list_models, load_hardware, load_model, load_yaml
+from planner.io.catalog import (
+    catalog_root,
+    list_hardware,
+    list_models,
+    load_engine,
+    load_hardware,
+    load_model,
+    load_yaml,
+)
 from planner.precision import gemm_format
 from planner.specs import PRECISIONS
 
@@ -438,3 +446,15 @@ def test_models_show_prints_a_spec_that_loads_as_the_same_model(tmp_path, name, 
     assert out.rstrip().splitlines()[-1].startswith("# derived: ")
     (tmp_path / "mine.yaml").write_text(out)
     assert load_model(str(tmp_path / "mine.yaml")).model_dump() == load_model(name).model_dump()
+
+
+@pytest.mark.parametrize(("kind", "name"), [("hardware", "b200"), ("hardware", "gb200-nvl72"), ("engines", "megatron")])
+def test_a_profile_shown_loads_as_the_same_profile(tmp_path, kind, name, monkeypatch):
+    """`planner hardware show b200 > mine.yaml` folded its descriptions at the terminal's width, which broke the
+    YAML: the copy a user edits (a power cap, a bandwidth) did not load."""
+    monkeypatch.setenv("COLUMNS", "40")
+    code, out, err = run_planner(kind, "show", name)
+    assert code == 0, err
+    (tmp_path / "mine.yaml").write_text(out)
+    load = load_hardware if kind == "hardware" else load_engine
+    assert load(str(tmp_path / "mine.yaml")).model_dump() == load(name).model_dump()

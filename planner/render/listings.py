@@ -123,7 +123,8 @@ def print_hardware(console: Console, profiles: list[HardwareProfile]) -> None:
 
 
 def print_document(console: Console, doc: dict[str, Any]) -> None:
-    console.print(yaml.safe_dump(doc, sort_keys=False).rstrip(), markup=False)
+    """A profile as YAML, never folded at the terminal's width: saved, it loads as the profile (a copy to edit)."""
+    console.print(yaml.safe_dump(doc, sort_keys=False, width=10**6).rstrip(), markup=False, soft_wrap=True)
 
 
 def engines_json(engines: list[Engine]) -> dict[str, Any]:
