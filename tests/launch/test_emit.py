@@ -311,7 +311,7 @@ def test_bridge_overrides_map_every_plan_field():
 def test_bridge_runs_the_qwen3_moe_recipes_as_priced():
     """Qwen3-30B-A3B, from the catalog or from its config.json, is the Qwen3 MoE recipe's model; the recipe's own
     DeepEP dispatch, expert TP 1, precision-aware optimizer and CUDA graphs are set back to what the megatron
-    profile prices. DeepSeek-V3, a Qwen3 with other experts, and Llama 3 8B with q/k norms are refused by name (no
+    profile prices. Mixtral 8x7B, a Qwen3 with other experts, and Llama 3 8B with q/k norms are refused by name (no
     recipe builds them; the last matched the Llama recipe by its shape before)."""
     from planner.launch.emit.megatron_bridge import format_problems, recipe
 
@@ -331,7 +331,7 @@ def test_bridge_runs_the_qwen3_moe_recipes_as_priced():
     llama = load_model("llama3-8b")
     qk_llama = llama.model_copy(update={"attention": load_model("qwen3-8b").attention})
     assert recipe(llama) == "llama3_8b_pretrain_config"
-    for model in (load_model("deepseek-v3"), other, qk_llama):
+    for model in (load_model("mixtral-8x7b"), other, qk_llama):
         assert recipe(model) is None and "no recipe building the architecture" in format_problems(model, plan)[0]
     dense = dict(x.split("=", 1) for x in bridge_overrides(llama, plan)[0])
     assert dense["optimizer.use_precision_aware_optimizer"] == "false" and "model.moe_grouped_gemm" not in dense

@@ -141,6 +141,10 @@ PLANS = [
         },
     ),
 ]
+# Megatron-Bridge's recipes for the 2026 MoE models (issue: the megatron search ranked them, no file ran them)
+PLANS.append(
+    ("kimi-k2", {"dp": 32, "tp": 2, "sp": True, "pp": 8, "ep": 32, "zero": 1, "global_batch": 1024, "seq_len": 4096})
+)
 TARGETS = ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
 
 
@@ -385,9 +389,13 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
         "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_shared_expert_overlap", "moe_grouped_gemm",
         "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",  # transformer_config.py l.717-921
         "overlap_moe_expert_parallel_comm", "cuda_graph_impl",  # model_parallel_config.py l.343; l.1075
+        "mtp_num_layers", "make_vocab_size_divisible_by",  # transformer_config.py l.68; Bridge gpt_provider.py l.141
     },
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
-    "optimizer": {"use_distributed_optimizer", "use_precision_aware_optimizer"},  # optimizer_config.py l.187
+    "optimizer": {  # optimizer_config.py l.187-209
+        "use_distributed_optimizer", "use_precision_aware_optimizer", "optimizer", "main_params_dtype",
+        "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype",
+    },
     "dist": {"use_torch_fsdp2"},
     "train": {"global_batch_size", "micro_batch_size"},
     "dataset": {"seq_length"},
@@ -449,7 +457,18 @@ def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("pipeline split flags left to the recipe")
     if layout and any(o.get(k) == "true" for k in split_flags):  # transformer_config.py l.2241-2258
         out.append("a pipeline layout with the split flags")
+    if o.get("optimizer.optimizer") != "adam":  # the Kimi-K2 recipe trains with Muon (optimizer "dist_muon")
+        out.append("the recipe's optimizer left on, not the AdamW the plan is priced with")
+    dtypes = ("main_params_dtype", "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
+    if any(o.get(f"optimizer.{k}") != "fp32" for k in dtypes):  # optimizer_config.py l.468-480 asserts fp32 without
+        out.append("optimizer dtypes left to the recipe (DeepSeek-V3: bf16 moments)")  # the precision-aware one
+    if o.get("model.make_vocab_size_divisible_by") != "128":  # the profile's vocab_padding; DeepSeek-V3/Kimi: 1280
+        out.append("vocabulary padding left to the recipe")
+    if o.get("model.mtp_num_layers") != (str(model.mtp_layers) if model.mtp_layers else "null"):
+        out.append("multi-token-prediction layers dropped or added")
     if model.moe is not None:
+        if o.get("model.expert_model_parallel_size") != str(plan.ep):
+            out.append("expert parallelism left to the recipe")
         if (
             o.get("model.moe_token_dispatcher_type") != "alltoall"
             or o.get("model.moe_flex_dispatcher_backend") != "null"
@@ -584,3 +603,59 @@ def test_megatron_pins_one_device_connection_before_blackwell_only(tmp_path):
         )  # fmt: skip
         pins[gpu] = "CUDA_DEVICE_MAX_CONNECTIONS=1" in path.read_text()
     assert pins == {"h100-sxm": True, "gb200-nvl72": False, "mi300x": True}  # MI300X (gfx942) reports major 9
+
+
+# (model, plan fields, the recipe, the config.json it loads): each recipe's own layout, dispatcher, optimizer and
+# padding differ from the plan's (megatron_bridge.py, bridge_recipes.py)
+BRIDGE_MOE = [
+    ("deepseek-v3", dict(PLANS)["deepseek-v3"], "deepseek_v3_pretrain_config", "deepseek_v3"),
+    (
+        "deepseek-v3",
+        {"dp": 32, "pp": 4, "vpp": 2, "ep": 32, "zero": 1, "global_batch": 1024, "seq_len": 4096,
+         "schedule": "interleaved"},
+        "deepseek_v3_pretrain_config",
+        "deepseek_v3",
+    ),
+    ("kimi-k2", dict(PLANS)["kimi-k2"], "kimi_k2_pretrain_config", "kimi_k2_instruct"),
+    ("gpt-oss-20b", {"dp": 8, "ep": 4, "etp": 1, "zero": 1, "global_batch": 64, "seq_len": 4096},
+     "gpt_oss_20b_pretrain_config", "gpt_oss_20b"),
+    ("gpt-oss-120b", dict(PLANS)["gpt-oss-120b"], "gpt_oss_120b_pretrain_config", "gpt_oss_120b"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model_name", "fields", "recipe_name", "hf_config"), BRIDGE_MOE)
+def test_bridge_runs_the_2026_moe_recipes_as_priced(tmp_path, model_name, fields, recipe_name, hf_config):
+    """DeepSeek-V3, Kimi-K2 and GPT-OSS 20B/120B are written for the Bridge recipe that loads their config.json
+    (which imports to the catalog model), with the plan's expert degrees, the all-to-all dispatcher, AdamW with fp32
+    moments, MTP as priced and the plan's pipeline split in place of the recipe's layout."""
+    from planner.launch.emit.megatron_bridge import recipe
+
+    config = Path(__file__).resolve().parents[1] / "data" / "hf_configs" / f"{hf_config}.json"
+    assert recipe(load_model(config)) == recipe_name
+    model, plan = load_model(model_name), Plan(**fields)
+    result = _emit(tmp_path, "megatron-bridge", model_name, fields)
+    assert isinstance(result, Path), result
+    text = result.read_text()
+    assert f"RECIPE={recipe_name}" in text and f"--recipe {recipe_name}" in text
+    o = bridge_overrides(text)
+    assert o["model.expert_model_parallel_size"] == str(plan.ep)
+    assert o["model.expert_tensor_parallel_size"] == str(plan.etp or plan.tp)
+    assert (o["model.moe_token_dispatcher_type"], o["model.moe_flex_dispatcher_backend"]) == ("alltoall", "null")
+    assert o["model.mtp_num_layers"] == (str(model.mtp_layers) if model.mtp_layers else "null")
+    assert o["optimizer.optimizer"] == "adam" and o["optimizer.exp_avg_dtype"] == "fp32"
+    assert o["model.pipeline_model_parallel_layout"] != "null" or plan.vpp == 1  # the layout names the stages
+    assert not bridge_violations(text, model, plan)
+
+
+def test_a_llama4_plan_the_megatron_search_ranks_says_where_it_runs(tmp_path):
+    """The megatron search ranks Llama 4 Maverick plans (the profile's model_features: all), but neither
+    pretrain_gpt.py nor Megatron-Bridge @067f987d builds chunked attention (Bridge has no Llama 4 recipe and removed
+    its Llama4ModelProvider): both refusals name NeMo 2's Llama 4 recipes instead of sending the user to the other."""
+    from planner.api import run_search
+
+    result = run_search("llama4-maverick", gpus=128, hardware="b200", engine="megatron", top=1)
+    fields = result.top[0].plan.model_dump()
+    for target in ("megatron-bridge", "megatron"):
+        said = _emit(tmp_path / target, target, "llama4-maverick", fields)
+        assert isinstance(said, str) and "nemo llm pretrain --factory llama4_e16` or `llama4_e128`" in said, said
+        assert "emit megatron for its full arguments" not in said

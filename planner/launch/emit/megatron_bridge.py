@@ -8,10 +8,11 @@ struct mode, so a key the container lacks is an error). The keys are the ConfigC
 provider (a megatron-core TransformerConfig), `ddp.*` DistributedDataParallelConfig, `optimizer.*` OptimizerConfig,
 `train.*`, `dataset.*`, `tokenizer.*`, `dist.*` (training/config.py), `mixed_precision` a registered recipe name
 (training/mixed_precision.py). The recipes (recipes/llama/llama3.py, llama2.py, gpt/gpt3_175b.py, the same names in
-0.3.1, 0.6.2 and main; recipes/qwen/qwen3.py and qwen3_moe.py at main) fix the architecture; a model none of them
-builds is refused. Where a recipe's own settings differ from what the plan is priced with (the Qwen3 MoE recipes
-dispatch through DeepEP or HybridEP; some recipes capture CUDA graphs, keep bf16 moments and reduce gradients in
-bf16), the overrides set them back to the engine profile's.
+0.3.1, 0.6.2 and main; the Qwen3, DeepSeek-V3, Kimi-K2 and GPT-OSS recipes at main: bridge_recipes.py) fix the
+architecture; a model none of them builds is refused. Where a recipe's own settings differ from what the plan is
+priced with (the MoE recipes dispatch through DeepEP or HybridEP; some capture CUDA graphs, keep bf16 moments and
+reduce gradients in bf16, pad the vocabulary to 1280, or train with Muon), the overrides set them back to the engine
+profile's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import shlex
 
 from planner.engine.split import megatron_split
+from planner.launch.emit.bridge_recipes import CATALOG_RECIPES, CHUNKED_ATTENTION
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
 from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
@@ -37,16 +39,6 @@ RECIPES = {
     "llama31_405b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 126, 16384, 128, 8, 53248, 500000.0),
     "llama2_7b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 32, 11008, 10000.0),
     "gpt3_175b_pretrain_config": ("gelu", "layernorm", "learned", True, 96, 12288, 96, 96, 49152, None),
-}
-# Recipe -> the catalog model whose architecture it builds: recipes/qwen/qwen3.py and qwen3_moe.py name these
-# the qwen3_*_h100_bf16 recipes of recipes/qwen/h100/, which build AutoBridge.from_hf_pretrained("Qwen/Qwen3-8B"),
-# ("Qwen/Qwen3-32B"), ("Qwen/Qwen3-30B-A3B") and ("Qwen/Qwen3-235B-A22B"); model_specs/ holds those config.json
-# files' architectures (q/k norms, explicit head_dim, the experts), which the shapes above do not name.
-CATALOG_RECIPES = {
-    "qwen3_8b_pretrain_config": "qwen3-8b",
-    "qwen3_32b_pretrain_config": "qwen3-32b",
-    "qwen3_30b_a3b_pretrain_config": "qwen3-30b-a3b",
-    "qwen3_235b_a22b_pretrain_config": "qwen3-235b-a22b",
 }
 MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Megatron's default recipe, delayed
     "fp32": "null",
@@ -96,6 +88,9 @@ def recipe(model: ModelSpec) -> str | None:
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
+    if recipe(model) is None and model.attention is not None and "C" in model.attention.pattern:
+        return [f"model {model.name} has chunked attention layers (attention.pattern {model.attention.pattern!r}): "
+                + CHUNKED_ATTENTION]  # fmt: skip
     if recipe(model) is None:
         return [
             f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
@@ -131,8 +126,9 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
         # ModelParallelConfig default, off; Bridge's CommOverlapConfig sets the same pair with vpp > 1 (comm_overlap.py)
         out |= {"model.overlap_p2p_comm": True, "model.batch_p2p_comm": False}
     split = megatron_split(model.num_layers, plan.pp, plan.vpp) if plan.pp > 1 else None
-    if split is not None and split.method == "layout":  # it names the stages, the virtual ones too
-        out["model.virtual_pipeline_model_parallel_size"] = None
+    if split is not None and split.method == "layout":  # it names the stages, the virtual ones too: the vpp stated
+        # beside it must equal the one it implies (transformer_config.py l.2277-2287), as the DeepSeek-V3 and Kimi-K2
+        # recipes' layout builders pair them; with it null the p2p overlap above would run without virtual stages
         out["model.pipeline_model_parallel_layout"] = layout_text(split, model.mtp_layers)
     elif split is not None and split.method in ("account_embedding_loss", "account_loss"):
         out["model.account_for_embedding_in_pipeline_split"] = split.method == "account_embedding_loss"
@@ -185,17 +181,27 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
 def _profile_settings(model: ModelSpec) -> dict[str, object]:
     """The recipes' own settings set back to the target engine profile's (ENGINE), which the plan is priced
     with and the file cannot change (it writes none of the engine settings): the 16-GPU Qwen3 recipes turn on
-    the precision-aware optimizer and bf16 gradient reduction, the 30B-A3B one CUDA graphs, and the MoE recipes
-    pass DeepEP or HybridEP to apply_flex_dispatcher_backend. The fields: transformer_config.py (moe_*
-    l.717-921, cuda_graph_impl l.1075), model_parallel_config.py l.343, optimizer_config.py l.187,
-    DistributedDataParallelConfig."""
+    the precision-aware optimizer and bf16 gradient reduction, the 30B-A3B one CUDA graphs, the DeepSeek-V3 one
+    bf16 moments and main grads and a 1280 vocabulary padding, the Kimi-K2 one Muon, and the MoE recipes pass
+    DeepEP or HybridEP to apply_flex_dispatcher_backend. The fields: transformer_config.py (mtp_num_layers l.68,
+    moe_* l.717-921, cuda_graph_impl l.1075), model_parallel_config.py l.343, optimizer_config.py (l.187-209;
+    dtypes other than fp32 assert without the precision-aware optimizer, l.468-480), DistributedDataParallelConfig,
+    Bridge's GPTModelProvider.make_vocab_size_divisible_by (models/gpt_provider.py l.141: padded to it x tp)."""
     from planner.io.catalog import load_engine
 
     e = load_engine(ENGINE)
+    moments = "fp32" if e.memory.optimizer_moment_dtype == "fp32" else "bf16"  # Bridge's str_to_dtype names
     out: dict[str, object] = {
         "model.cuda_graph_impl": "transformer_engine" if e.kernels.cuda_graphs else "none",  # the recipes' impl
+        "optimizer.optimizer": "adam",  # the profile's adamw: Megatron's adam with decoupled_weight_decay (l.250)
         "optimizer.use_precision_aware_optimizer": e.memory.precision_aware_optimizer,
+        "optimizer.main_params_dtype": "fp32",
+        "optimizer.main_grads_dtype": "fp32" if e.memory.grad_dtype == "fp32" else "bf16",
+        "optimizer.exp_avg_dtype": moments,
+        "optimizer.exp_avg_sq_dtype": moments,
         "ddp.grad_reduce_in_fp32": e.memory.grad_dtype == "fp32",
+        "model.make_vocab_size_divisible_by": e.rules.vocab_padding,
+        "model.mtp_num_layers": model.mtp_layers or None,  # the recipe's own (DeepSeek-V3: 1), stated as priced
     }
     if model.moe is None:
         return out

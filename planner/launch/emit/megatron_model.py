@@ -9,6 +9,7 @@ megatron/core/transformer/transformer_config.py. What the spec leaves unknown is
 
 from __future__ import annotations
 
+from planner.launch.emit.bridge_recipes import NEMO2_LLAMA4
 from planner.specs import ModelSpec
 
 VOCAB_DIVISIBLE_BY = 128  # --make-vocab-size-divisible-by default (arguments.py), what the cost model pads to
@@ -41,7 +42,8 @@ def model_problems(model: ModelSpec) -> list[str]:
     if a is not None and "C" in a.pattern:
         out.append(
             f"model {model.name} has chunked attention layers (attention.pattern {a.pattern!r}); Megatron's "
-            "arguments offer sliding windows (--window-size) but no chunked attention"
+            "arguments offer sliding windows (--window-size) but no chunked attention, nor does Megatron-Bridge; "
+            + NEMO2_LLAMA4
         )
     if a is not None and a.qk_norm == "rmsnorm" and model.norm != "rmsnorm":
         out.append(
