@@ -1201,6 +1201,10 @@ def test_torchtitans_device_line_names_the_hardware_profile():
     assert any(a.startswith("hardware: h200, the catalog profile of that GPU") for a in r.assumed), r.assumed
     given = ingest("torchtitan_h200_llama3_8b.log", hardware="h100-sxm")  # --hardware is what the user says ran
     assert given.hardware == "h100-sxm"
+    # ... and where it is another GPU than the log's device, the entry says so (it was silent)
+    assert any("not the log's device (NVIDIA H200 with 139.83 GiB)" in a for a in given.assumed), given.assumed
+    same = ingest("torchtitan_h200_llama3_8b.log", hardware="h200")
+    assert not any("not the log's device" in a for a in same.assumed)
 
 
 @pytest.mark.parametrize(
@@ -1237,13 +1241,28 @@ def test_an_argument_dump_cut_off_is_partial_and_the_world_size_line_states_the_
     head = (LOGS / "megatron_lm_issue1000_cut_dump.log").read_text()
     r = read_log(head + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="cut")
     assert (r.gpus, r.plan["tp"], r.plan["pp"], r.plan["dp"], r.plan["cp"]) == (16, 8, 2, 1, 1)
-    unknown = ("vpp", "ep", "sp", "zero", "recompute", "precision", "schedule")
+    unknown = ("vpp", "ep", "sp", "zero", "recompute", "schedule")
     assert all(r.plan[k] is None for k in unknown), r.plan
+    assert r.plan["precision"] == "fp32"  # its "using torch.float32 for parameters" line, before the dump
     assert "attention" not in r.software and r.model is None
     assert any(a.startswith("argument dump: cut off after async_save") for a in r.assumed), r.assumed
     whole = head + "-------------------- end of arguments ---------------------\n"  # the same, ended: defaults hold
     ended = read_log(whole + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="ended")
     assert (ended.plan["zero"], ended.plan["recompute"], ended.plan["precision"]) == (0, "none", "fp32")
+
+
+def test_the_parameters_dtype_line_states_the_precision_where_no_dump_does():
+    """Megatron prints 'using torch.float16 for parameters ...' before its dump (arguments.py l.1252: params_dtype
+    is bf16 with --bf16, half with --fp16, else float); a log that keeps that line and no dump said nothing of its
+    precision. An fp8 recipe runs on 16-bit parameters, so the note says the line cannot show one."""
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    assert "using torch.float16 for parameters" in text
+    lines = [ln for ln in text.splitlines() if ln.startswith("using torch.") or ln.lstrip().startswith("iteration")]
+    r = read_log("\n".join(lines) + "\n", source="no dump")
+    assert r.plan["precision"] == "fp16"
+    assert any("'using torch.float16 for parameters'" in a and "fp8" in a for a in r.assumed), r.assumed
+    bf16 = read_log("\n".join(lines).replace("torch.float16", "torch.bfloat16") + "\n", source="bf16")
+    assert bf16.plan["precision"] == "bf16"
 
 
 # --- precision from the loss scale ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
-from planner.io.logs.devices import log_hardware
+from planner.io.logs.devices import given_against_log, log_hardware
 from planner.io.logs.given import fill_plan, implied, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
 from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
@@ -185,6 +185,8 @@ def _assemble(
     if hardware is None:
         hardware, said = log_hardware(facts.config.get("device"))
         assumed.append(said)
+    elif other := given_against_log(facts.config.get("device"), hardware):
+        assumed.append(other)
     if unknown:
         assumed.append(f"plan: the log does not state {', '.join(unknown)} (null)")
     if facts.config.get("overflow_skipped"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from planner.errors import PlannerError
 from planner.io.catalog import list_hardware, load_hardware
 from planner.units import GiB
 
@@ -50,3 +51,21 @@ def log_hardware(device: tuple[str, float] | None) -> tuple[str | None, str]:
     sized = [p.name for p in profiles if _same_memory(p.gpu.hbm_bytes, gib)]
     hint = f" (the memory of {', '.join(sized)})" if sized else ""
     return None, f"hardware: {said}, no catalog profile's GPU by that name{hint}: give --hardware"
+
+
+def given_against_log(device: tuple[str, float] | None, hardware: object) -> str | None:
+    """A note where --hardware names a catalog GPU other than the device the log names (the run measured on one,
+    priced on the other); None where they agree, or where either is not known."""
+    if device is None or not isinstance(hardware, str):
+        return None
+    try:
+        given = load_hardware(hardware)
+    except PlannerError:
+        return None  # a name the caller refuses itself
+    name, gib = device
+    if given.gpu.name.lower() == name.lower() and _same_memory(given.gpu.hbm_bytes, gib):
+        return None
+    return (
+        f"hardware: --hardware {hardware} is {given.gpu.name} with {given.gpu.hbm_bytes / GiB:.2f} GiB, not the "
+        f"log's device ({name} with {gib:.2f} GiB): the run measured there is priced on {hardware}"
+    )

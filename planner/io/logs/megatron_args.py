@@ -108,6 +108,9 @@ def _recompute(a: _Args, chunk_layers: int | None, notes: list[str]) -> str | No
 FP8_RECIPES = {"delayed": "fp8", "tensorwise": "fp8-current", "mxfp8": "mxfp8", "blockwise": "fp8-blockwise"}
 # --fp4-format with fp4_recipe (l.679: nvfp4, the default, or custom).
 FP4_RECIPES = {"nvfp4": "nvfp4"}
+# args.params_dtype as "using torch.X for parameters" prints it (arguments.py l.1252): torch.bfloat16, torch.half,
+# torch.float
+PARAMS_DTYPES = {"bfloat16": "bf16", "half": "fp16", "float16": "fp16", "float": "fp32", "float32": "fp32"}
 
 
 def _precision(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> str | None:
@@ -119,6 +122,13 @@ def _precision(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> str | N
             return recipes.get(recipe)
     if a.get("bf16") or deepspeed.get("bf16"):
         return "bf16"
+    dtype = PARAMS_DTYPES.get(str(a.values.get(LOGGED + "params_dtype")))
+    if dtype and not (a.shown("bf16", "fp16") or a.has("fp16") or deepspeed.get("fp16")):
+        notes.append(
+            f"precision: {dtype}, from 'using torch.{a.values.get(LOGGED + 'params_dtype')} for parameters' (no dump "
+            "states it; an fp8 or fp4 recipe runs on 16-bit parameters and would not show there)"
+        )
+        return dtype
     if a.get("fp16") or deepspeed.get("fp16"):
         if not a.has("fp16") and not deepspeed.get("fp16"):  # only the iteration lines' loss scale says so
             scale = a.values.get(LOGGED + "fp16_loss_scale")

@@ -65,6 +65,9 @@ DEVICE_MEMORY = ("hip mem usage/free/total/usage_ratio", "rocm mem usage/free/to
 # tensor-model-parallel size: 8, pipeline-model-parallel size: 2" (megatron/training/arguments.py l.567 @d98e8a64;
 # 2021's "data-parallel-size: 1", no context-parallel): the sizes the argument dump states, where it does not.
 WORLD_LINE = re.compile(r"^using world size: (\d+)")
+# "using torch.bfloat16 for parameters ..." (arguments.py l.1252 @d98e8a64: args.params_dtype, bf16 with --bf16, half
+# with --fp16, else float32), printed by rank 0 before the argument dump
+PARAMS_LINE = re.compile(r"^using torch\.(\w+) for parameters")
 WORLD_SIZES = re.compile(r"\b(data|context|tensor-model|pipeline-model)-parallel[ -]size: (\d+)")
 # "------------------------ arguments ------------------------" then "  name ........ value", sorted, then
 # "-------------------- end of arguments ---------------------" (megatron/training/arguments.py _print_args:
@@ -125,10 +128,12 @@ def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> t
 
 def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | None:
     """The rank a Primus prefix names (where the launcher's does not); the world size and parallel sizes it and
-    Megatron's "using world size" line state, into `logged`."""
+    Megatron's "using world size" line state, and the parameters' dtype, into `logged`."""
     if primus := PRIMUS_RANK.search(line):
         logged["logged_world_size"] = primus[2]
         rank = int(primus[1]) if rank is None else rank
+    if params := PARAMS_LINE.search(line):
+        logged["logged_params_dtype"] = params[1]
     if world := WORLD_LINE.search(line):
         logged["logged_world_size"] = world[1]
         for kind, size in WORLD_SIZES.findall(line):  # data -> data_parallel_size, tensor-model -> tensor_model_...
