@@ -54,7 +54,7 @@ class MegatronSplit:
 
     sizes: tuple[int, ...]  # transformer layers per chunk, model order
     method: Literal["even", "account_embedding_loss", "account_loss", "first_last", "layout"]
-    first: int = 0  # first_last: transformer layers on the first and the last pipeline rank
+    first: int = 0  # first_last: transformer layers on the first and the last pipeline rank (0: not stated)
     last: int = 0
 
 
@@ -92,6 +92,16 @@ def megatron_split(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
     if pp > 1 and chunks <= num_layers + 2:
         return MegatronSplit(tuple(balanced_sizes(num_layers, chunks)), "layout")
     return None
+
+
+def plan_megatron_split(num_layers: int, plan: Plan) -> MegatronSplit | None:
+    """How Megatron-LM splits the plan's layers: as the plan states them (its first and last rank's layers, the
+    engine's rules having checked them), else megatron_split."""
+    stated = stated_split(plan)
+    if stated is None:
+        return megatron_split(num_layers, plan.pp, plan.vpp)
+    sizes = tuple(first_last_sizes(num_layers, plan.pp, plan.vpp, stated))
+    return MegatronSplit(sizes, "first_last", stated.first or 0, stated.last or 0)
 
 
 def _first_last(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
