@@ -10,13 +10,19 @@ from planner.engine.split import Split, chunk_sizes, first_last_pps, first_last_
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
 
-# Why an engine without Megatron's split takes no stated first/last-rank layer counts, by its split policy.
+# Why an engine without Megatron's split takes no stated first/last-rank layer counts: by its name, else its policy.
+_DEEPSPEED = (
+    "DeepSpeed's PipelineModule partitions by partition_method (uniform | parameters | type:REGEX), never by per-rank "
+    "counts (deepspeed/runtime/pipe/module.py _partition_layers)"
+)
 _NO_STATED_SPLIT = {
     "torchtitan": "torchtitan cuts stages by pipeline_parallel_layers_per_stage (torchtitan/distributed/"
     "pipeline_parallel.py); a split of your own needs module_fqns_per_model_part (config/configs.py), which the "
     "planner neither prices nor writes",
-    "even": "it spreads the layers evenly and has no option for the first and last rank's layer counts (DeepSpeed "
-    "PipelineModule partition_method uniform|parameters|type:, deepspeed/runtime/pipe/module.py _partition_layers)",
+    "deepspeed": _DEEPSPEED,
+    "megatron-deepspeed": _DEEPSPEED + ", which --pp-partition-method sets",
+    "planner": "its worker builds the layers evenly over the stages (planner/launch/layout.py)",
+    "even": "it spreads the layers evenly and has no option for the first and last rank's layer counts",
 }
 
 
@@ -42,7 +48,8 @@ def _stated_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejec
         f"{k}={v}" for k, v in (("first_stage_layers", stated.first), ("last_stage_layers", stated.last)) if v
     )
     if engine.rules.pipeline_split != "megatron":
-        why = _NO_STATED_SPLIT.get(engine.rules.pipeline_split, _NO_STATED_SPLIT["even"])
+        why = _NO_STATED_SPLIT.get(engine.name) or _NO_STATED_SPLIT.get(engine.rules.pipeline_split)
+        why = why or _NO_STATED_SPLIT["even"]
         detail = f"{engine.name} takes no stated pipeline split ({given}): {why}; use --engine megatron or drop it"
         return [Rejected(f"{engine.name} takes no stated pipeline split", detail)]
     problem = first_last_problem(model.num_layers, plan.pp, plan.vpp, stated)
