@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from planner.errors import PlannerError
-from planner.specs import MAX_SEQ_LEN, Frozen, Precision
+from planner.specs import MAX_LAYERS, MAX_SEQ_LEN, Frozen, Precision
 
 MAX_DEGREE = 1 << 20  # a million GPUs in one parallel dimension
 MAX_BATCH = 1 << 31  # sequences
@@ -25,6 +25,7 @@ RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 ZERO_STAGES = (0, 1, 2, 3)
 DEGREES = ("dp", "tp", "pp", "cp", "ep", "vpp")
+STATED_SPLIT = ("first_stage_layers", "last_stage_layers")  # the pipeline split a user states (engine/split.py)
 
 # The defaults a user gets from memory, estimate and search when they leave a value out, each written once.
 DEFAULT_BATCH_TOKENS = 1 << 22  # about 4M tokens per optimizer step
@@ -73,6 +74,25 @@ class Plan(Frozen):
     seq_len: int = Field(2048, gt=0, le=MAX_SEQ_LEN, description="tokens per sequence")
     precision: Precision = "bf16"
     schedule: Schedule = "1f1b"
+    first_stage_layers: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_LAYERS,
+        description="transformer layers on the first pipeline rank, the middle ranks sharing the rest evenly "
+        "(Megatron-LM --decoder-first-pipeline-num-layers); null: the engine's own split",
+    )
+    last_stage_layers: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_LAYERS,
+        description="transformer layers on the last pipeline rank (Megatron-LM --decoder-last-pipeline-num-layers); "
+        "null: the engine's own split",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # a stated split is written where there is one: plan documents and files without it read as before
+        return {k: v for k, v in handler(self).items() if v is not None or k not in STATED_SPLIT}
 
     @model_validator(mode="before")
     @classmethod
@@ -112,6 +132,10 @@ class Plan(Frozen):
         extras = [f"zero{self.zero}", f"mb{self.micro_batch}", f"rc={self.recompute}"]
         if self.sp:
             extras.insert(0, "sp")
+        if self.first_stage_layers is not None:
+            parts.append(f"first{self.first_stage_layers}")
+        if self.last_stage_layers is not None:
+            parts.append(f"last{self.last_stage_layers}")
         return " ".join(parts + extras)
 
 

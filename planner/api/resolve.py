@@ -28,7 +28,7 @@ from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
-from planner.plan import RECOMPUTES, SCHEDULES, Plan, default_seq_len
+from planner.plan import RECOMPUTES, SCHEDULES, STATED_SPLIT, Plan, default_seq_len
 from planner.specs import PRECISIONS, ModelSpec
 
 PLAN_FLAGS = (
@@ -47,6 +47,7 @@ PLAN_FLAGS = (
     "seq_len",
     "precision",
     "schedule",
+    *STATED_SPLIT,
 )
 CHOICES: dict[str, tuple[str, ...]] = {
     "recompute": RECOMPUTES,

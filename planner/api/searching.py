@@ -18,7 +18,7 @@ from planner.explore.results import SearchResult, merge_results
 from planner.explore.space import DEFAULT_MAX_VPP, Space, int_items, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import RECOMPUTES, ZERO_STAGES, default_global_batch, default_seq_len
+from planner.plan import RECOMPUTES, STATED_SPLIT, ZERO_STAGES, default_global_batch, default_seq_len
 from planner.specs import ModelSpec, Precision
 
 DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "max_tp", "max_pp", "max_cp", "max_ep", "max_vpp")
@@ -32,6 +32,7 @@ SEARCH_OPTIONS = (
     "seq_len",
     "precision",
     "schedule",
+    *STATED_SPLIT,
     "objective",
     "top",
     "exhaustive",
@@ -155,4 +156,5 @@ def make_space(model: ModelSpec, gpus: int, o: dict[str, Any]) -> Space:
         micro_batches=(mb,) if mb is not None else (None if mbs is None else int_items("micro-batches", mbs)),
         schedules=None if o["schedule"] is None else listed(o["schedule"], "schedule"),
         allow_cross_node_tp=bool(o["allow_cross_node_tp"]),
+        **{k: o[k] for k in STATED_SPLIT},
     )

@@ -19,7 +19,9 @@ from planner.cli.options import (
     DpOpt,
     EpOpt,
     EtpOpt,
+    FirstStageLayersOpt,
     GlobalBatchOpt,
+    LastStageLayersOpt,
     MaybeModelOpt,
     MicroBatchOpt,
     PlanFileOpt,
@@ -52,7 +54,7 @@ from planner.specs import MAX_LAYERS, MAX_WIDTH
 Opt = typer.Option
 
 
-@with_options(ENGINE_SETTINGS, after="schedule")
+@with_options(ENGINE_SETTINGS, after="last_stage_layers")
 def launch(
     opts: dict[str, Any],
     model: MaybeModelOpt = None,
@@ -86,6 +88,8 @@ def launch(
     seq_len: SeqLenOpt = None,
     precision: PrecisionOpt = None,
     schedule: ScheduleOpt = None,
+    first_stage_layers: FirstStageLayersOpt = None,
+    last_stage_layers: LastStageLayersOpt = None,
     nproc: Annotated[
         Optional[int], Opt(min=1, max=MAX_DEGREE, help="processes per node (default: plan gpus / nnodes)")
     ] = None,

@@ -44,7 +44,7 @@ from planner.cli.engine_options import (
 )
 from planner.explore.space import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE, RESTART_MINUTES_RANGE, TOKENS_RANGE
 from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
-from planner.specs import MAX_SEQ_LEN, Precision
+from planner.specs import MAX_LAYERS, MAX_SEQ_LEN, Precision
 
 _MODEL = typer.Option(
     "--model",
@@ -118,6 +118,14 @@ PrecisionOpt = Annotated[
 ]
 ScheduleOpt = Annotated[
     Optional[str], typer.Option("--schedule", help=" | ".join(SCHEDULES), autocompletion=words(SCHEDULES))
+]
+_STAGE = "transformer layers on the {0} pipeline rank, the middle ranks sharing the rest evenly (Megatron-LM "
+_STAGE += "--decoder-{0}-pipeline-num-layers; default: the engine's own split)"
+FirstStageLayersOpt = Annotated[
+    Optional[int], typer.Option("--first-stage-layers", min=1, max=MAX_LAYERS, help=_STAGE.format("first"))
+]
+LastStageLayersOpt = Annotated[
+    Optional[int], typer.Option("--last-stage-layers", min=1, max=MAX_LAYERS, help=_STAGE.format("last"))
 ]
 PlanFileOpt = Annotated[
     Optional[str],
@@ -222,7 +230,8 @@ PLAN_FIELDS = (
     Opt("vpp", VppOpt),
     Opt("sp", SpOpt), Opt("zero", ZeroOpt), Opt("recompute", RecomputeOpt), Opt("micro_batch", MicroBatchOpt),
     Opt("global_batch", GlobalBatchOpt), Opt("seq_len", SeqLenOpt), Opt("precision", PrecisionOpt),
-    Opt("schedule", ScheduleOpt),
+    Opt("schedule", ScheduleOpt), Opt("first_stage_layers", FirstStageLayersOpt),
+    Opt("last_stage_layers", LastStageLayersOpt),
 )  # fmt: skip
 PLAN_FILE = (Opt("plan", PlanFileOpt),)
 ENGINE_SETTINGS = (

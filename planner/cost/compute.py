@@ -13,9 +13,9 @@ from planner.cost.fitted_factors import compute_factor
 from planner.cost.kernels import ACT_BYTES, gemm_s
 from planner.cost.layer_time import BACKWARD_KERNELS_PER_FORWARD, LayerTime, hw_rates, layer_time
 from planner.cost.params import padded_vocab
-from planner.cost.stages import Mix, layer_layout, rank_mix, v_shape
+from planner.cost.stages import Mix, layer_layout, plan_split, rank_mix, v_shape
 from planner.engine import Engine
-from planner.engine.split import Split
+from planner.engine.split import SplitPolicy
 from planner.hardware import Efficiency, HardwareProfile
 from planner.plan import Plan
 from planner.precision import head_precision
@@ -112,7 +112,7 @@ def _head_time(
 
 @spec_cache()
 def stage_shapes(
-    model: ModelSpec, pp: int, vpp: int, split: Split = "even", v_shape: bool = False
+    model: ModelSpec, pp: int, vpp: int, split: SplitPolicy = "even", v_shape: bool = False
 ) -> tuple[StageShape, ...]:
     """Per pipeline rank: its layer mix, layers, whether it holds the embedding and the logits, from the one
     layer layout (cost.stages)."""
@@ -132,7 +132,7 @@ def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
 
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`, times the engine's fitted factor."""
-    shape = stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))[stage]
+    shape = stage_shapes(model, plan.pp, plan.vpp, plan_split(plan, engine), v_shape(plan))[stage]
     head = head_precision(plan.precision)  # the output layer stays 16-bit under a named recipe (precision.py)
     peak, bw = hw_rates(hw, head)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)

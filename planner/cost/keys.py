@@ -12,18 +12,32 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+from planner.plan import STATED_SPLIT
+
 # One layer's kernels and communication for one micro-batch on one GPU (cost.compute.layer_time,
 # cost.overlap.layer_comm): its shapes and dtype; recompute is asked separately where a piece takes it.
 LAYER = attrgetter("tp", "cp", "ep", "etp", "sp", "micro_batch", "seq_len", "precision")
 # The pipeline's layout: which layers, the embedding and the loss sit on each rank (cost.stages).
-PIPELINE = attrgetter("pp", "vpp", "schedule")
-# The parameters each pipeline rank holds (cost.params): the layout and the splits that divide them.
+PIPELINE = attrgetter("pp", "vpp", "schedule", *STATED_SPLIT)
+# The parameters each pipeline rank holds (cost.params): the splits that divide them (the layout's split asked apart).
 RANK_PARAMS = attrgetter("tp", "pp", "vpp", "ep")
 # Model states per rank (cost.states), before the ZeRO stage and the micro-batch count are chosen.
-STATES = attrgetter("tp", "pp", "vpp", "ep", "etp", "dp", "cp", "precision")
+STATES = attrgetter("tp", "pp", "vpp", "ep", "etp", "dp", "cp", "precision", *STATED_SPLIT)
 # What one layer keeps for backward and its working set (cost.activations), recompute asked separately.
 ACTIVATIONS = attrgetter("micro_batch", "seq_len", "tp", "sp", "cp", "etp", "precision")
 # A step-time lower bound per slot: the layer shapes, the pipeline and its schedule.
 SLOT = attrgetter(
-    "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "micro_batch", "seq_len", "recompute", "schedule", "precision"
+    "tp",
+    "pp",
+    "vpp",
+    "cp",
+    "ep",
+    "etp",
+    "sp",
+    "micro_batch",
+    "seq_len",
+    "recompute",
+    "schedule",
+    "precision",
+    *STATED_SPLIT,
 )

@@ -23,10 +23,11 @@ from planner.cost.memory import (
 from planner.cost.params import RankParams, padded_vocab, plan_etp, rank_params
 from planner.cost.quantization import recipe_memory
 from planner.cost.recipe_options import held_activations
-from planner.cost.stages import Mix, layer_layout, rank_mix
+from planner.cost.stages import Mix, layer_layout, plan_split, rank_mix
 from planner.cost.stages import v_shape as plan_v_shape
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
+from planner.engine.split import SplitPolicy
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
 from planner.plan import Plan, Recompute
@@ -76,22 +77,24 @@ class PeakMemory:
         self._levels: dict[tuple, tuple[list[dict[LayerKind, Pieces]], list[int]]] = {}
 
     def ranks(
-        self, tp: int, pp: int, vpp: int, ep: int, etp: int | None = None, v_shape: bool = False
-    ) -> list[RankShape]:
+        self, tp: int, pp: int, vpp: int, ep: int, etp: int | None = None, v_shape: bool = False,
+        split: SplitPolicy | None = None,
+    ) -> list[RankShape]:  # fmt: skip
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
         earlier one (memory never falls with more parameters or more layers of each kind, and the micro-batches in
         flight never grow with the rank)."""
-        key = (tp, pp, vpp, ep, etp, v_shape)  # RANK_PARAMS, the expert tensor-parallel degree, the V
+        split = self.engine.rules.pipeline_split if split is None else split  # the engine's, or the plan's
+        key = (tp, pp, vpp, ep, etp, v_shape, split)  # RANK_PARAMS, the expert tensor-parallel degree, the V, the split
         hit = self._ranks.get(key)
         if hit is not None:
             return hit
         rules = self.engine.rules
-        shared = (id(self.model), rules.pipeline_split, rules.vocab_padding, key)  # other searches of this model
+        shared = (id(self.model), rules.vocab_padding, key)  # other searches of this model
         held = _RANK_SHAPES.get(shared)
         if held is not None:
             self._ranks[key] = held[1]
             return held[1]
-        layout = layer_layout(self.model.num_layers, pp, vpp, self.engine.rules.pipeline_split, v_shape)
+        layout = layer_layout(self.model.num_layers, pp, vpp, split, v_shape)
         vocab = padded_vocab(self.model.vocab_size, tp, self.engine.rules.vocab_padding)
         keep: list[RankShape] = []
         middle: list[tuple[float, ...]] = []  # kept middle ranks' signatures
@@ -153,7 +156,7 @@ class PeakMemory:
         last = self._last
         if last is not None and last[0] is p:
             return last[1]
-        ranks = self.ranks(*RANK_PARAMS(p), plan_etp(p), plan_v_shape(p))
+        ranks = self.ranks(*RANK_PARAMS(p), plan_etp(p), plan_v_shape(p), plan_split(p, self.engine))
         logits = 0.0
         if any(r.last for r in ranks):
             key = (p.micro_batch, p.seq_len, p.cp, p.tp, p.precision)

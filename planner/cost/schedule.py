@@ -18,7 +18,7 @@ from planner.cost.offload import activation_offload_s
 from planner.cost.optimizer_step import optimizer_step_s
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.pipeline_p2p import pp_comm
-from planner.cost.stages import v_shape
+from planner.cost.stages import plan_split, v_shape
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
@@ -154,7 +154,7 @@ def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     with the longest exposed DP + optimizer step after it."""
     best, tail = None, None
     seen: set[StageShape] = set()
-    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))):
+    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, plan_split(plan, engine), v_shape(plan))):
         if shape in seen:
             continue
         seen.add(shape)

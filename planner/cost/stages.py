@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from planner.cost.cache import spec_cache
-from planner.engine.split import Split, chunk_sizes
+from planner.engine.split import SplitPolicy, chunk_sizes, stated_split
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def layout_from_sizes(sizes: list[int], *, pp: int, v_shape: bool = False) -> La
 
 
 @lru_cache(maxsize=4096)
-def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: Split = "even", v_shape: bool = False) -> Layout:
+def layer_layout(num_layers: int, pp: int, vpp: int = 1, split: SplitPolicy = "even", v_shape: bool = False) -> Layout:
     """The layout of `num_layers` layers over pp ranks with vpp chunks each, as the engine's `split` policy
     places them (chunk_sizes), interleaved or (v_shape, DualPipeV) in a V. Plans reach here after the engine's
     rules; an impossible split is an error."""
@@ -137,8 +137,14 @@ def rank_mix(model: ModelSpec, layout: Layout, rank: int) -> Mix:
 
 
 def plan_layout(model: ModelSpec, plan: Plan, engine: Engine) -> Layout:
-    """The layout the engine builds for the plan (its pipeline_split policy)."""
-    return layer_layout(model.num_layers, plan.pp, plan.vpp, engine.rules.pipeline_split, v_shape(plan))
+    """The layout the engine builds for the plan (plan_split)."""
+    return layer_layout(model.num_layers, plan.pp, plan.vpp, plan_split(plan, engine), v_shape(plan))
+
+
+def plan_split(plan: Plan, engine: Engine) -> SplitPolicy:
+    """How the plan's layers split: as the plan states (its first and last rank's layers, which the engine's rules
+    check), else by the engine's own policy."""
+    return stated_split(plan) or engine.rules.pipeline_split
 
 
 def warmup_chunks(pp: int, vpp: int, rank: int = 0) -> int:

@@ -5,10 +5,9 @@ as one PlannerError (require_runs)."""
 from __future__ import annotations
 
 from planner.engine.moe_rules import overlap_recompute_problems, overlap_structure_problems
-from planner.engine.pipeline_rules import p2p_problems
+from planner.engine.pipeline_rules import p2p_problems, split_problems
 from planner.engine.profile import Engine
 from planner.engine.recipes import precision_problems, zero_recipe_problems
-from planner.engine.split import chunk_sizes
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
@@ -119,14 +118,7 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
                 f"schedule={p.schedule} is not one {name} runs; it runs {', '.join(r.schedules)}",
             )
         )
-    if p.pp > 1 and chunk_sizes(model.num_layers, p.pp, p.vpp, r.pipeline_split) is None:
-        out.append(
-            Rejected(
-                f"{name} cannot split the layers",
-                f"{name} cannot split num_layers={model.num_layers} over pp={p.pp} x vpp={p.vpp} "
-                f"chunks ({_split_rule(r.pipeline_split)})",
-            )
-        )
+    out += split_problems(engine, model, p)
     if r.vocab_divisible_by_tp and model.vocab_size % p.tp:
         out.append(
             Rejected(
@@ -282,17 +274,3 @@ def _graph_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
         return []
     detail = f"cuda_graphs with recompute=full: {engine.name} captures per-layer graphs without full recompute only"
     return [Rejected("cuda graphs with full recompute", detail)]
-
-
-def _split_rule(split: str) -> str:
-    if split == "megatron":
-        return (
-            "Megatron needs num_layers, or num_layers + 1 or + 2 with the loss and embedding counted, "
-            "divisible by pp·vpp, or uneven first/last stages of whole vpp multiples"
-        )
-    if split == "torchtitan":
-        return (
-            "torchtitan needs at most num_layers + 2 stages, and beyond two per rank a count that one "
-            "pipeline_parallel_layers_per_stage gives"
-        )
-    return "every chunk needs a transformer layer: pp·vpp at most num_layers"

@@ -7,9 +7,33 @@ engine's rules reject a plan whose layers the engine cannot split.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from planner.plan import Plan
 
 Split = Literal["even", "megatron", "torchtitan"]
+
+
+@dataclass(frozen=True)
+class FirstLast:
+    """A split the user states (plan.first_stage_layers / last_stage_layers): the transformer layers of the first
+    and the last pipeline rank, None for one not stated; the other ranks share the rest evenly, as Megatron-LM's
+    --decoder-first/last-pipeline-num-layers place them (megatron/core/transformer/transformer_block.py
+    get_num_layers_to_build)."""
+
+    first: int | None
+    last: int | None
+
+
+SplitPolicy = Split | FirstLast  # an engine's policy, or the split the plan states
+
+
+def stated_split(plan: Plan) -> FirstLast | None:
+    """The split the plan states (its first_stage_layers / last_stage_layers), None where it states none."""
+    if plan.first_stage_layers is None and plan.last_stage_layers is None:
+        return None
+    return FirstLast(plan.first_stage_layers, plan.last_stage_layers)
 
 
 def even_chunk_sizes(num_layers: int, num_chunks: int) -> list[int]:
@@ -30,7 +54,7 @@ class MegatronSplit:
 
     sizes: tuple[int, ...]  # transformer layers per chunk, model order
     method: Literal["even", "account_embedding_loss", "account_loss", "first_last", "layout"]
-    first: int = 0  # first_last: transformer layers on the first and the last pipeline rank
+    first: int = 0  # first_last: transformer layers on the first and the last pipeline rank (0: not stated)
     last: int = 0
 
 
@@ -68,6 +92,16 @@ def megatron_split(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
     if pp > 1 and chunks <= num_layers + 2:
         return MegatronSplit(tuple(balanced_sizes(num_layers, chunks)), "layout")
     return None
+
+
+def plan_megatron_split(num_layers: int, plan: Plan) -> MegatronSplit | None:
+    """How Megatron-LM splits the plan's layers: as the plan states them (its first and last rank's layers, the
+    engine's rules having checked them), else megatron_split."""
+    stated = stated_split(plan)
+    if stated is None:
+        return megatron_split(num_layers, plan.pp, plan.vpp)
+    sizes = tuple(first_last_sizes(num_layers, plan.pp, plan.vpp, stated))
+    return MegatronSplit(sizes, "first_last", stated.first or 0, stated.last or 0)
 
 
 def _first_last(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
@@ -125,8 +159,10 @@ def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | No
     return balanced_sizes(num_layers, stages)
 
 
-def chunk_sizes(num_layers: int, pp: int, vpp: int, split: Split = "even") -> list[int] | None:
-    """Layers per chunk in model order under an engine's split policy (None: the engine cannot split it)."""
+def chunk_sizes(num_layers: int, pp: int, vpp: int, split: SplitPolicy = "even") -> list[int] | None:
+    """Layers per chunk in model order under an engine's split policy or the stated one (None: it cannot split)."""
+    if isinstance(split, FirstLast):
+        return None if first_last_problem(num_layers, pp, vpp, split) else first_last_sizes(num_layers, pp, vpp, split)
     if split == "megatron":
         return megatron_chunk_sizes(num_layers, pp, vpp)
     if split == "torchtitan":
@@ -134,3 +170,56 @@ def chunk_sizes(num_layers: int, pp: int, vpp: int, split: Split = "even") -> li
     if pp * vpp > num_layers:  # every chunk holds a transformer layer
         return None
     return even_chunk_sizes(num_layers, pp * vpp)
+
+
+def first_last_sizes(num_layers: int, pp: int, vpp: int, split: FirstLast) -> list[int]:
+    """Layers per chunk of a stated split (first_last_problem: none): the first and the last rank as stated, the
+    middle ranks the rest evenly, each rank's layers spread evenly over its vpp chunks (transformer_block.py
+    get_num_layers_to_build: a rank's count divided by the virtual pipeline size)."""
+    rest, ranks = num_layers, pp
+    for n in (split.first, split.last):
+        if n is not None:
+            rest, ranks = rest - n, ranks - 1
+    middle = rest // ranks if ranks else 0
+    per_rank = [middle] * pp
+    if split.first is not None:
+        per_rank[0] = split.first
+    if split.last is not None:
+        per_rank[-1] = split.last
+    return [per_rank[c % pp] // vpp for c in range(pp * vpp)]
+
+
+def first_last_problem(num_layers: int, pp: int, vpp: int, split: FirstLast) -> tuple[str, str] | None:
+    """(reason, what is wrong) where Megatron-LM refuses the stated split, else None. Its rules
+    (megatron/core/transformer/transformer_config.py __post_init__, "Uneven PP", l.2294-2367 @d98e8a64): each count
+    > 0 and, with virtual stages, divisible by vpp; the layers left over fill the middle ranks or there are none
+    (and no middle rank); they divide by the middle ranks, and each middle rank's count by vpp. Besides: a split
+    needs a pipeline (pp > 1), and first + last at most num_layers."""
+    stated = [n for n in (split.first, split.last) if n is not None]
+    if pp == 1:
+        return "stated split needs pp > 1", "there is one pipeline rank (pp=1)"
+    bad = [n for n in stated if n % vpp]
+    if bad:
+        return (
+            "stated split not divisible by vpp",
+            f"{bad[0]} layers on one rank do not split into its vpp={vpp} chunks",
+        )
+    rest, ranks = num_layers - sum(stated), pp - len(stated)
+    if rest < 0:
+        return "stated split does not fit pp", f"the stated ranks hold {sum(stated)} of the model's {num_layers} layers"
+    if bool(rest) != bool(ranks):
+        return "stated split does not fit pp", f"{rest} layers are left for {ranks} middle ranks"
+    if ranks and rest % ranks:
+        return "stated split does not fit pp", f"the {rest} layers left do not divide over the {ranks} middle ranks"
+    if ranks and (rest // ranks) % vpp:
+        return (
+            "stated split not divisible by vpp",
+            f"{rest // ranks} layers per middle rank do not split into vpp={vpp}",
+        )
+    return None
+
+
+def first_last_pps(num_layers: int, vpp: int, split: FirstLast, limit: int = 8) -> list[int]:
+    """The pipeline degrees a stated split fits (at vpp), the first `limit` of them: what a refusal suggests."""
+    fits = [pp for pp in range(2, num_layers + 3) if first_last_problem(num_layers, pp, vpp, split) is None]
+    return fits[:limit]

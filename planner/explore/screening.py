@@ -125,7 +125,8 @@ class Screening:
         return Plan(
             dp=st.dp, tp=st.tp, pp=st.pp, vpp=st.vpp, cp=st.cp, ep=st.ep, etp=st.etp, sp=st.sp, zero=self.zeros[0],
             recompute=self._first_level, micro_batch=mb, global_batch=space.global_batch, seq_len=space.seq_len,
-            precision=space.precision, schedule=st.schedule,
+            precision=space.precision, schedule=st.schedule, first_stage_layers=space.first_stage_layers,
+            last_stage_layers=space.last_stage_layers,
         )  # fmt: skip
 
     def candidate(self, st: Structure, base: Plan) -> None:

@@ -14,7 +14,7 @@ from planner.cluster.fabric import RESTART_S, RESTART_S_RANGE
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
-from planner.specs import ModelSpec, Precision
+from planner.specs import MAX_LAYERS, ModelSpec, Precision
 
 NOT_FIT = "does not fit in memory"
 PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
@@ -126,6 +126,8 @@ class Space:
     micro_batches: tuple[int, ...] | None = None  # None: powers of two up to 16 dividing global/dp
     schedules: tuple[Schedule, ...] | None = None  # None: 1f1b, and interleaved when pp > 1
     allow_cross_node_tp: bool = False  # tp wider than the NVLink domain (explore/placement.py)
+    first_stage_layers: int | None = None  # a stated pipeline split: every plan takes it, never searched
+    last_stage_layers: int | None = None
 
     def __post_init__(self) -> None:
         """Every space is checked once, where it is made: the GPU count and the lists (ranges and vocabularies),
@@ -138,6 +140,9 @@ class Space:
             _check_choices("schedule", self.schedules, SCHEDULES)
         if self.micro_batches is not None:
             _check_ints("micro-batches", self.micro_batches, low=1, high=MAX_BATCH)
+        for n, name in ((self.first_stage_layers, "first-stage-layers"), (self.last_stage_layers, "last-stage-layers")):
+            if n is not None:
+                _check_ints(name, (n,), low=1, high=MAX_LAYERS)
 
 
 def listed(value: str | int | Sequence[Any], name: str | None = None) -> tuple[Any, ...]:

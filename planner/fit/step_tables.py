@@ -103,9 +103,9 @@ def _row(o: Observation) -> StepRow:
 def _layers(o: Observation, stage: int) -> int:
     """Layers (every chunk) on the pipeline rank that sets the pace."""
     from planner.cost.compute import stage_shapes
-    from planner.cost.stages import v_shape
+    from planner.cost.stages import plan_split, v_shape
 
-    shape = stage_shapes(o.model, o.plan.pp, o.plan.vpp, o.engine.rules.pipeline_split, v_shape(o.plan))[stage]
+    shape = stage_shapes(o.model, o.plan.pp, o.plan.vpp, plan_split(o.plan, o.engine), v_shape(o.plan))[stage]
     return sum(n for _kind, n in shape.mix)
 
 

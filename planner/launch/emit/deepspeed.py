@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from planner.launch.emit.targets import Target, register
-from planner.plan import Plan
+from planner.plan import STATED_SPLIT, Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "deepspeed.json"
@@ -42,6 +42,7 @@ PLAN_FIELDS = {
     "sp": "planner.plan.sp (no key)",
     "ep": "planner.plan.ep (MoE layer argument ep_size)",
     "etp": "planner.plan.etp (DeepSpeed's expert tensor parallelism is tp: enable_expert_tensor_parallelism)",
+    **dict.fromkeys(STATED_SPLIT, "refused when stated: PipelineModule partitions by method, not per-rank counts"),
 }
 
 

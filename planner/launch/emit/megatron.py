@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.engine.split import MegatronSplit, megatron_split
+from planner.engine.split import MegatronSplit, plan_megatron_split
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.launch.emit.megatron_settings import PRECISION_FLAGS, setting_args
@@ -44,10 +44,11 @@ def expert_tp(plan: Plan) -> int | None:
 
 
 def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
-    """The pipeline-split flags for the layout the cost model priced (engine/split.py megatron_split)."""
+    """The pipeline-split flags for the layout the cost model priced (engine/split.py plan_megatron_split: the
+    plan's stated split, else megatron_split)."""
     if plan.pp == 1:
         return [], "pp=1: no pipeline split"
-    split = megatron_split(model.num_layers, plan.pp, plan.vpp)
+    split = plan_megatron_split(model.num_layers, plan)
     assert split is not None  # the engine's rules refuse a plan Megatron cannot split
     if split.method == "layout":  # the layout names every stage; vpp follows from it (arguments.py)
         return ["--pipeline-model-parallel-layout", layout_text(split, model.mtp_layers)], _describe(split)
@@ -75,12 +76,8 @@ def _uneven_flags(split: MegatronSplit) -> list[str]:
         return ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
     if split.method == "account_loss":
         return ["--account-for-loss-in-pipeline-split"]
-    return [
-        "--decoder-first-pipeline-num-layers",
-        str(split.first),
-        "--decoder-last-pipeline-num-layers",
-        str(split.last),
-    ]
+    out = ["--decoder-first-pipeline-num-layers", str(split.first)] if split.first else []  # 0: not stated
+    return out + (["--decoder-last-pipeline-num-layers", str(split.last)] if split.last else [])
 
 
 def _describe(split: MegatronSplit) -> str:
@@ -130,6 +127,8 @@ def _parallel_args(plan: Plan) -> tuple[list[str], dict[str, str]]:
         if plan.etp is None
         else "--expert-tensor-parallel-size",
         "dp": f"implied: world size {plan.gpus} / (tp*pp*cp)",
+        "first_stage_layers": "--decoder-first-pipeline-num-layers",
+        "last_stage_layers": "--decoder-last-pipeline-num-layers",
     }
     return a, m
 

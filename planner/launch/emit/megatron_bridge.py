@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shlex
 
-from planner.engine.split import megatron_split
+from planner.engine.split import plan_megatron_split
 from planner.launch.emit.bridge_recipes import CATALOG_RECIPES, CHUNKED_ATTENTION
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
 from planner.launch.emit.megatron import expert_tp, layout_text
@@ -63,6 +63,8 @@ PLAN_FIELDS = {
     "seq_len": "model.seq_length, dataset.seq_length",
     "precision": "mixed_precision",
     "schedule": "1F1B, interleaved with model.virtual_pipeline_model_parallel_size",
+    "first_stage_layers": "model.num_layers_in_first_pipeline_stage",
+    "last_stage_layers": "model.num_layers_in_last_pipeline_stage",
 }
 
 
@@ -112,7 +114,8 @@ def _value(v: object) -> str:
 
 
 def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
-    """The pipeline split the cost model priced (engine/split.py megatron_split), as TransformerConfig fields."""
+    """The pipeline split the cost model priced (engine/split.py plan_megatron_split: the plan's stated split, else
+    megatron_split), as TransformerConfig fields."""
     out: dict[str, object] = {"model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None}
     # every split field stated: a recipe's own (the Qwen3-235B-A22B recipe accounts for the embedding and the loss)
     # would change the split, or conflict with a layout (transformer_config.py l.2229-2258)
@@ -125,7 +128,7 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
     if plan.vpp > 1:  # sends overlapped as priced (engine comm.p2p_overlap): comm_overlap null leaves megatron-core's
         # ModelParallelConfig default, off; Bridge's CommOverlapConfig sets the same pair with vpp > 1 (comm_overlap.py)
         out |= {"model.overlap_p2p_comm": True, "model.batch_p2p_comm": False}
-    split = megatron_split(model.num_layers, plan.pp, plan.vpp) if plan.pp > 1 else None
+    split = plan_megatron_split(model.num_layers, plan) if plan.pp > 1 else None
     if split is not None and split.method == "layout":  # it names the stages, the virtual ones too: the vpp stated
         # beside it must equal the one it implies (transformer_config.py l.2277-2287), as the DeepSeek-V3 and Kimi-K2
         # recipes' layout builders pair them; with it null the p2p overlap above would run without virtual stages
@@ -134,8 +137,8 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
         out["model.account_for_embedding_in_pipeline_split"] = split.method == "account_embedding_loss"
         out["model.account_for_loss_in_pipeline_split"] = True
     elif split is not None and split.method != "even":
-        out["model.num_layers_in_first_pipeline_stage"] = split.first
-        out["model.num_layers_in_last_pipeline_stage"] = split.last
+        out["model.num_layers_in_first_pipeline_stage"] = split.first or None  # 0: not stated
+        out["model.num_layers_in_last_pipeline_stage"] = split.last or None
     return out
 
 

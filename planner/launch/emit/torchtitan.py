@@ -24,7 +24,7 @@ from planner.cost.params import plan_etp
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
 from planner.launch.emit.targets import Target, register
-from planner.plan import Plan
+from planner.plan import STATED_SPLIT, Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan_plan.py"
@@ -73,6 +73,7 @@ PLAN_FIELDS = {
     "global_batch": "training.global_batch_size",
     "seq_len": "training.seq_len",
     "precision": "training.mixed_precision_param (fp8: model_registry converters Float8LinearConverter)",
+    **dict.fromkeys(STATED_SPLIT, "refused when stated: it needs parallelism.module_fqns_per_model_part"),
 }
 
 

@@ -23,7 +23,7 @@ from planner.launch.emit.torchtitan import (
     local_batch,
     release_problems,
 )
-from planner.plan import Plan
+from planner.plan import STATED_SPLIT, Plan
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
@@ -45,6 +45,7 @@ PLAN_FIELDS = {
     "global_batch": "training.global_batch_size",
     "seq_len": "training.seq_len",
     "precision": "training.mixed_precision_param (fp8: model.converters quantize.linear.float8)",
+    **dict.fromkeys(STATED_SPLIT, "refused when stated: it needs parallelism.module_fqns_per_model_part"),
 }
 
 
