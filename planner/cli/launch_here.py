@@ -19,6 +19,7 @@ from planner.launch.rehearse import Rehearsal
 from planner.launch.runner import (
     UNPRICED,
     DryRun,
+    as_built,
     comparison,
     dry_run,
     host_need,
@@ -67,8 +68,9 @@ def run_here(
         profile_out=str(Path(run.profile_out).resolve()),
     )
     # a batch its micro-batches do not divide has none to price: the pre-flight's rule check says why (exit 1)
-    pred = predicted(rehearsal, r.hardware, cfg.plan, r.engine) if not check_batch(cfg.plan) else UNPRICED
-    need = host_need(rehearsal, cfg.plan, r.engine, env, nproc_per_node=per_node)
+    built = as_built(rehearsal, cfg.plan)  # priced and checked as the worker builds it
+    pred = predicted(built, r.hardware, cfg.plan, r.engine) if not check_batch(cfg.plan) else UNPRICED
+    need = host_need(built, cfg.plan, r.engine, env, nproc_per_node=per_node)
     report = dry_run(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
         peak_bytes=pred["peak_bytes"], need=need,

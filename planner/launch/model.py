@@ -127,6 +127,14 @@ class GPT(nn.Module):
         if self.output.weight.device.type != "meta":  # a meta model is filled after sharding (init_weights)
             self.reset_parameters()
 
+    def retie(self) -> None:
+        """Share the embedding with the output again where ``to_empty`` split them: moving a meta model to a real
+        device allocates each module's parameters apart (nn.Module._apply builds a new Parameter per module when the
+        tensor types differ), which left a tied model with two vocab x hidden matrices and their gradients and
+        optimizer state, twice what was priced (FSDP2's own _apply keeps the tie)."""
+        if self.tied and self.embed is not None and self.output is not None:
+            self.output.weight = self.embed.tok.weight  # the same Parameter again (FSDP2 kept it: a no-op there)
+
     def reset_parameters(self, seed: int = 0) -> None:
         """GPT-2 style init (N(0, 0.02) weights, zero biases, unit norms), the same for every layout."""
         init_weights(self, seed)

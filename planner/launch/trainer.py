@@ -98,6 +98,8 @@ class Trainer:
 
         def materialize(module: torch.nn.Module) -> None:
             module.to_empty(device=self.device)
+            if isinstance(module, GPT):
+                module.retie()
             init_weights(module, self.args.seed)
 
         return parallelize(

@@ -30,3 +30,45 @@ def test_worker_stage_parameters_equal_the_cost_model(name, pp, vpp):
                 part = GPT(model, tied=tied).keep_only(tuple(chunk.layers), first=chunk.embedding, last=chunk.loss)
             built += sum(p.numel() for p in part.parameters())
         assert built == rank_params(model, layout, tp=1, ep=1, rank=rank).total, (name, pp, vpp, rank)
+
+
+TIED = {
+    "name": "tiny-tied", "num_layers": 1, "hidden_size": 64, "num_attention_heads": 4, "ffn_hidden_size": 128,
+    "mlp": "swiglu", "vocab_size": 8192, "max_seq_len": 64, "tied_embeddings": True, "position_embedding": "rope",
+    "norm": "rmsnorm", "rope_theta": 10000.0,
+}  # fmt: skip
+
+
+@pytest.mark.timeout(200)
+def test_a_tied_model_stays_tied_when_the_worker_allocates_it(tmp_path):
+    """The worker builds on the meta device and allocates with to_empty, which gave the output projection its own
+    vocab x hidden matrix (nn.Module._apply makes a new Parameter per module): a tied model trained untied, with
+    up to twice the weights, gradients and optimizer state the host-memory check had priced."""
+    import yaml
+
+    from planner.specs import ModelSpec
+    from tests.launch.conftest import torchrun
+
+    path = tmp_path / "tied.yaml"
+    path.write_text(yaml.safe_dump(TIED))
+    args = ["--model", str(path), "--global-batch", "2", "--seq-len", "32", "--precision", "fp32",
+            "--micro-batch", "2", "--steps", "2", "--warmup", "0"]  # fmt: skip
+    run = torchrun(1, args, tmp_path / "run", timeout_s=180)
+    assert run.rc == 0, run.output[-3000:]
+    measured = run.profile["memory_per_rank"][0]["params_bytes"]
+    assert measured == 4 * ModelSpec(**TIED).num_params  # fp32, the embedding counted once
+
+
+def test_the_host_check_prices_a_tied_model_untied_where_the_worker_unties_it():
+    """At tp > 1 the worker trains a tied model untied (trainer.py _part); the host-memory check and the prediction
+    price the model it builds, one vocab x hidden matrix more than the tied one Megatron would run."""
+    from planner.io.catalog import load_engine
+    from planner.launch.preflight import Environment
+    from planner.launch.runner import as_built, host_need
+
+    gpt, env, engine = load_model("gpt3-125m"), Environment("cpu", 0, "cpu"), load_engine("planner")
+    tp2, one = Plan(tp=2, global_batch=1, seq_len=512), Plan(global_batch=1, seq_len=512)
+    assert as_built(gpt, one) is gpt and not as_built(gpt, tp2).tied_embeddings
+    assert as_built(gpt, tp2).num_params - gpt.num_params == gpt.vocab_size * gpt.hidden_size
+    untied = host_need(as_built(gpt, tp2), tp2, engine, env, nproc_per_node=2).tensor_bytes_per_process
+    assert untied > host_need(gpt, tp2, engine, env, nproc_per_node=2).tensor_bytes_per_process
