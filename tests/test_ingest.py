@@ -1034,16 +1034,23 @@ def test_expert_tensor_parallelism_and_the_capacity_factor_are_read(tmp_path):
     assert "etp" not in dense.plan
 
 
-def test_an_uneven_pipeline_split_is_said_not_modelled():
-    """--decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout put other layer counts on some
-    stages; the planner splits by its own rule (48 layers on 8 stages: 6 each), so the run says so."""
+def test_an_uneven_pipeline_split_is_read_into_the_plan_or_said_not_modelled():
+    """--decoder-first/last-pipeline-num-layers put other layer counts on the first and last ranks: the plan states
+    them (first_stage_layers, last_stage_layers) and the runs entry is priced with that split (48 layers on pp 8:
+    3 / 7 x 6 / 3, where the planner's own is 6 each); a --pipeline-model-parallel-layout naming every stage is
+    said not modelled."""
     r = read_log(
-        _dump_with({"decoder_first_pipeline_num_layers": "4", "decoder_last_pipeline_num_layers": "4"}), source="pp"
+        _dump_with({"decoder_first_pipeline_num_layers": "3", "decoder_last_pipeline_num_layers": "3"}),
+        source="pp",
+        hardware="h100-sxm",
     )
-    note = next(a for a in r.assumed if a.startswith("pipeline split:"))
-    assert "decoder_first_pipeline_num_layers 4" in note and "[6, 6, 6, 6, 6, 6, 6, 6]" in note
+    assert (r.plan["first_stage_layers"], r.plan["last_stage_layers"]) == (3, 3)
+    assert not any(a.startswith("pipeline split:") for a in r.assumed)
+    plan = Plan(**runs_entries([r])[0]["plan"])
+    assert (plan.first_stage_layers, plan.last_stage_layers) == (3, 3)
     layout = read_log(_dump_with({"pipeline_model_parallel_layout": "Et*6|(t*6|)*6t*6L"}), source="layout")
     assert any("pipeline_model_parallel_layout" in a for a in layout.assumed)
+    assert "first_stage_layers" not in layout.plan
     assert not any(a.startswith("pipeline split:") for a in read_log(_dump_with({}), source="even").assumed)
 
 

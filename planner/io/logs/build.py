@@ -20,8 +20,10 @@ from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMI
 from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
+from planner.plan import STATED_SPLIT
 from planner.specs import ModelSpec
 
+OPTIONAL_FIELDS = ("etp", *STATED_SPLIT)  # plan fields an entry writes where the log states them
 ENGINES = ("megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry")
 READERS: dict[str, Callable[[str], LogFacts]] = {
     "megatron": read_megatron,
@@ -166,7 +168,7 @@ def _assemble(
 ) -> IngestedRun:
     rid = run_id(source)
     stated = facts.config.get("plan", {})
-    plan = {k: stated.get(k) for k in PLAN_FIELDS} | ({"etp": stated["etp"]} if stated.get("etp") else {})
+    plan = {k: stated.get(k) for k in PLAN_FIELDS} | {k: stated[k] for k in OPTIONAL_FIELDS if stated.get(k)}
     given = dict(given_plan or {})
     given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
     plan_notes = fill_plan(plan, given)

@@ -27,11 +27,21 @@ def chunk_layers(a: Args, *, pp: int, vpp: int) -> int | None:
     return -(-layers // (pp * vpp))
 
 
+def stated_split(a: Args) -> dict[str, int]:
+    """The first and last pipeline ranks' layer counts a dump sets (--decoder-first/last-pipeline-num-layers), as
+    the plan states them (plan.py first_stage_layers, last_stage_layers); none where a layout names every stage."""
+    if a.get(UNEVEN[2]) is not None:
+        return {}
+    fields = {"first_stage_layers": a.get(UNEVEN[0]), "last_stage_layers": a.get(UNEVEN[1])}
+    return {k: v for k, v in fields.items() if isinstance(v, int)}
+
+
 def split_notes(a: Args, *, pp: int, vpp: int) -> list[str]:
-    """What the run's uneven pipeline split is, where it is not the one the planner prices for its layer count
-    (engine/split.py megatron_split: even where the layers divide, else first/last ranks or a balanced layout)."""
+    """What the run's uneven pipeline split is, where the plan cannot state it (a layout naming every stage) and it
+    is not the one the planner prices for its layer count (engine/split.py megatron_split: even where the layers
+    divide, else first/last ranks or a balanced layout)."""
     stated = {k: a.get(k) for k in UNEVEN if a.get(k) is not None}
-    if not stated:
+    if not stated or stated_split(a):
         return []
     layers = a.get("num_layers")
     split = megatron_split(layers, pp, vpp) if isinstance(layers, int) else None
