@@ -235,3 +235,25 @@ def test_a_range_on_a_cluster_reaches_the_clusters_size_and_stops_there():
     counts = range_counts("16384..131072", hw)
     assert max(counts) == size and size in counts and min(counts) == 16384
     assert range_counts("1024..4096", hw)[-1] == 4096  # a range inside the cluster is unchanged
+
+
+def test_a_count_that_fits_but_stalls_keeps_its_plan_and_the_failure_rate():
+    """Llama 3.1 405B on 131,072 GPUs each failing every 1,000 h: the plan fits but a failure every 27 s leaves no
+    time to train. It was a count where nothing fits (fits false, no figures), the JSON's failures null, the
+    footer 'failure-free times: --mtbf-hours H prices...' and --restart-minutes said to change nothing (audit)."""
+    args = ("scale", "-m", "llama3.1-405b", "--gpus", "131072", "--tokens", "15e12", "--global-batch", "2048",
+            "--mtbf-hours", "1000", "--restart-minutes", "60")  # fmt: skip
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["failures"]["gpu_mtbf_hours"] == 1000 and doc["failures"]["restart_s"] == 3600
+    (point,) = doc["points"]
+    assert point["fits"] and point["stalled"] and point["plan"]["global_batch"] == 2048
+    assert point["tokens_per_s"] > 0 and point["train_s"] > 0 and point["goodput"] < 1e-6
+    assert point["expected_train_s"] is None and point["expected_gpu_hours"] is None
+    assert "leave no time to train" in point["note"]
+    code, out, err = run(*args)
+    said = " ".join(out.split())
+    assert code == 0 and "changes nothing" not in err, err
+    assert "failure-free times" not in said and "a GPU fails every 1,000 h (--mtbf-hours 1000 per GPU)" in said
+    assert "131072 GPUs stall: failures every" in said and " never " in said

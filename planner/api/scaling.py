@@ -10,6 +10,7 @@ restarts), which at 100k GPUs is no longer a rounding error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -62,13 +63,19 @@ class ScalePoint:
         return self.checkpoint.goodput if self.checkpoint else None
 
     @property
+    def stalled(self) -> bool:
+        """The plan fits but failures leave it no time to train (cost/timing.py CheckpointPlan.stalled)."""
+        return self.checkpoint is not None and self.checkpoint.stalled
+
+    @property
     def priced_train_s(self) -> float:
-        """The time to train as priced: expected where failures are, else failure-free."""
-        return self.expected.seconds if self.expected else self.train_s
+        """The time to train as priced: expected where failures are (never: inf, where it stalls), else
+        failure-free."""
+        return math.inf if self.stalled else self.expected.seconds if self.expected else self.train_s
 
     @property
     def priced_gpu_hours(self) -> float:
-        return self.expected.gpu_hours if self.expected else self.gpu_hours
+        return math.inf if self.stalled else self.expected.gpu_hours if self.expected else self.gpu_hours
 
     def as_json(self) -> dict[str, Any]:
         """The point; its figures are null where there is no plan (a script taking the least train_s must not
@@ -91,6 +98,7 @@ class ScalePoint:
         return {
             "gpus": self.gpus,
             "fits": ran,
+            "stalled": self.stalled,
             "plan": self.plan.model_dump() if self.plan is not None else None,
             "engine": self.engine,
             **{k: v if ran else None for k, v in figures.items()},
@@ -194,11 +202,13 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
     t, ck = best.time, best.estimate.checkpoint
     run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
     expected = expected_train(run, ck.goodput) if ck is not None else None
-    if ck is not None and ck.stalled:
-        return ScalePoint(g, None, note=ck.stall_note())
+    # a plan that fits but stalls at this failure rate keeps its failure-free figures and its checkpoint plan (the
+    # rate the table is priced at); it has no expected time, and its note says why (it was a count where nothing
+    # fits, with the rate dropped and --restart-minutes said to change nothing: audit)
     return ScalePoint(
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
         checkpoint=ck, expected=expected, defaulted=result.defaulted, plausibility=best.estimate.plausibility,
+        note=ck.stall_note() if ck is not None and ck.stalled else None,
     )  # fmt: skip
 
 
