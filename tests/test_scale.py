@@ -257,3 +257,24 @@ def test_a_count_that_fits_but_stalls_keeps_its_plan_and_the_failure_rate():
     assert code == 0 and "changes nothing" not in err, err
     assert "failure-free times" not in said and "a GPU fails every 1,000 h (--mtbf-hours 1000 per GPU)" in said
     assert "131072 GPUs stall: failures every" in said and " never " in said
+
+
+@pytest.mark.parametrize(
+    ("args", "rule", "hint"),
+    [
+        (("--gpus", "10000", "--mtbf-hours", "50677"), "global batch not divisible by dp x micro-batch (2,652 of",
+         "--global-batch auto finds 1250 at 10,000 GPUs"),
+        (("--cluster", "gb200-nvl72-superpod", "--gpus", "62208", "--global-batch", "2048"),
+         "tp does not divide heads (", "--global-batch auto finds 1944 at 62,208 GPUs"),
+    ],
+)  # fmt: skip
+def test_a_count_no_plan_is_valid_at_names_the_most_common_rule_and_the_batch_auto_finds(args, rule, hint):
+    """10,000 = 2^4 x 5^4 GPUs: no dp divides 512 sequences; 62,208 = 2^8 x 243 GB200s: no dp divides 2,048 and
+    takes the 243. Each said 'every candidate broke a rule before its memory was counted', naming none (audit)."""
+    code, out, err = run("scale", "-m", "llama3.1-405b", "--tokens", "15e12", *args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (point,) = doc["points"]
+    assert not point["fits"] and point["note"].startswith(f"no plan is valid, most often: {rule}")
+    assert point["note"].endswith(hint)
+    assert doc["failures"]["gpu_mtbf_hours"] == 50677  # given or the cluster's, though no count ran to price it

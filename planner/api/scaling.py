@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from planner.api.advising import search_advised
 from planner.api.resolve import choice
 from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
-from planner.cluster.failures import FailureRate, defaulted_rate
+from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.advice import gpu_range
+from planner.explore.advice import count_hint, gpu_range
 from planner.explore.fanout import fan_out, workers
 from planner.explore.results import SearchResult
 from planner.explore.space import listed
@@ -180,7 +180,10 @@ def scale(
             found = search_advised(spec, gpus=g, hardware=hw, engine=engine, advice=False, **search_options)
         except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
             return ScalePoint(g, None, note=str(e), refused=True)
-        return _point(g, found.result, tokens)
+        p = _point(g, found.result, tokens)
+        if found.result.broke_the_batch:
+            p = replace(p, note=f"{p.note}; {_batch_hint(spec, hw, engine, g, global_batch, search_options)}")
+        return p
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cluster_size(hw))
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
@@ -192,6 +195,23 @@ def scale(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
         getattr(cluster_of(hw), "name", None),
     )  # fmt: skip
+
+
+def _batch_hint(
+    spec: ModelSpec, hw: HardwareProfile, engine: Any, gpus: int, batch: int | str | None, options: dict[str, Any]
+) -> str:
+    """Where no data-parallel degree divides the batch (10,000 GPUs = 2^4 x 5^4 and 512 sequences): the batch
+    --global-batch auto finds at this count (it tries the count's odd factor, 1,250 there), else a count with more
+    factors of two (explore/advice.py count_hint)."""
+    if batch != "auto":
+        try:
+            found = search_advised(spec, gpus=gpus, hardware=hw, engine=engine, advice=False,
+                                   **{**options, "global_batch": "auto"})  # fmt: skip
+        except PlannerError:
+            found = None
+        if found is not None and found.result.best is not None:
+            return f"--global-batch auto finds {found.result.best.plan.global_batch} at {gpus:,} GPUs"
+    return f"{count_hint(gpus, hw.nvlink_domain)}, or another --global-batch, gives more to try"
 
 
 def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
@@ -216,17 +236,24 @@ def _failures(
     points: list[ScalePoint], hw: HardwareProfile, options: dict[str, Any]
 ) -> tuple[FailureRate | None, float]:
     """The per-GPU failure rate and the restart the counts were priced at, as their checkpoint plans have them
-    (cost/estimate.py, cluster/failures.py), with where the rate comes from; (None, RESTART_S) where none was."""
-    priced = next((p for p in points if p.checkpoint is not None), None)
-    if priced is None or priced.checkpoint is None:
-        return None, RESTART_S
-    ck, given = priced.checkpoint, options.get("mtbf_hours")
+    (cost/estimate.py, cluster/failures.py), with where the rate comes from; where no count has a plan, the rate
+    the options give all the same (the footer said 'failure-free times' beside --mtbf-hours); (None, RESTART_S)
+    where none was given or defaulted."""
+    given = options.get("mtbf_hours")
     if given is None:
         rate = defaulted_rate(hw, options)
         source = rate.source if rate is not None else ""
     else:
         source = f"--mtbf-hours {given:g} per {'node' if options.get('mtbf_per') == 'node' else 'GPU'}"
-    return FailureRate(ck.mtbf_s * priced.gpus / 3600.0, source), ck.restart_s
+    priced = next((p for p in points if p.checkpoint is not None), None)
+    if priced is not None and priced.checkpoint is not None:
+        ck = priced.checkpoint
+        return FailureRate(ck.mtbf_s * priced.gpus / 3600.0, source), ck.restart_s
+    o = priced_options(hw, options)
+    if o.get("mtbf_hours") is None:
+        return None, RESTART_S
+    per_gpu = o["mtbf_hours"] * (hw.gpus_per_node if o.get("mtbf_per") == "node" else 1)
+    return FailureRate(per_gpu, source), RESTART_S if o.get("restart_minutes") is None else o["restart_minutes"] * 60
 
 
 def _batch(spec: ModelSpec, points: list[ScalePoint]) -> str | None:
