@@ -278,3 +278,22 @@ def test_a_count_no_plan_is_valid_at_names_the_most_common_rule_and_the_batch_au
     assert not point["fits"] and point["note"].startswith(f"no plan is valid, most often: {rule}")
     assert point["note"].endswith(hint)
     assert doc["failures"]["gpu_mtbf_hours"] == 50677  # given or the cluster's, though no count ran to price it
+
+
+def test_a_range_cut_at_the_clusters_size_says_so_once():
+    """--gpus 1024..131072 on dgx-superpod-h100 (16,384 GPUs) stopped at 16,384 with no line (audit)."""
+    args = ("-m", "llama3-8b", "--gpus", "1024..131072", "--cluster", "dgx-superpod-h100", "--global-batch", "2048")
+    said = "the range stops at the cluster's 16,384 GPUs"
+    code, out, err = run("scale", *args, "--tokens", "1e12", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["note"] == said and doc["points"][-1]["gpus"] == 16384, err
+    code, out, err = run("scale", *args, "--tokens", "1e12")
+    assert code == 0 and " ".join(out.split()).count(said) == 1, err
+    code, out, err = run("search", *args, "--top", "1", "--json")
+    (chosen,) = [a for a in json.loads(out)["advice"] if a["kind"] == "chosen_gpus"]
+    assert code == 0 and chosen["message"].endswith(said), err
+    code, out, err = run("search", *args, "--top", "1")
+    assert code == 0 and " ".join(out.split()).count(said) == 1, err
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "1024..4096", "--cluster", "dgx-superpod-h100",
+                         "--tokens", "1e12", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["note"] is None, err  # a range inside the cluster: nothing to say

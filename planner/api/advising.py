@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planner.api.choosing import choices, choose, rate_unit
+from planner.api.choosing import choices, choose, range_stop, rate_unit
 from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.engine import Engine
 from planner.errors import PlannerError
@@ -81,7 +81,7 @@ def search_advised(
         result.defaulted = result.defaulted | {"global_batch"}
     out = Advised(result, batch is None)
     unit = rate_unit(bool(result.top) and result.top[0].estimate.checkpoint is not None)
-    out.advice += choices(c, counts, batch, seq_len, unit) + _checkpoints(result, rate)
+    out.advice += choices(c, counts, batch, seq_len, unit, range_stop(count, hw)) + _checkpoints(result, rate)
     # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest;
     # nor after a range, whose choice is the count's advice against the range's best (the scan below would
     # measure against another best, at counts below the range too, and contradict it)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cluster.fabric import cluster_size
 from planner.errors import PlannerError
 from planner.explore.advice import WELL, Advice, Probe, batches
+from planner.hardware import HardwareProfile
 from planner.plan import default_global_batch
 
 
@@ -80,19 +82,32 @@ def batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: in
     return batches(base, seq_len=seq_len, max_tokens_per_step=bound, gpus=gpus)
 
 
+def range_stop(gpus: object, hw: HardwareProfile) -> str | None:
+    """Where a `LO..HI` range passes the cluster's size (explore/advice.py gpu_range stops there): said once, by
+    search's choice and under scale's table (it was cut silently); None where it does not, or is no range."""
+    cap, hi = cluster_size(hw), gpus.partition("..")[2].strip() if isinstance(gpus, str) else ""
+    if cap is None or not hi.isdigit() or int(hi) <= cap:
+        return None
+    return f"the range stops at the cluster's {cap:,} GPUs"
+
+
 def rate_unit(priced: bool) -> str:
     """What the probes measure: tokens/s, or where failures are priced the tokens/s the goodput keeps."""
     return "goodput tokens/s" if priced else "tokens/s"
 
 
-def choices(c: Choice, counts: list[int], batch: int | str | None, seq_len: int, unit: str) -> list[Advice]:
-    """What the range and `auto` chose, each against the one reference, with each count's best per GPU."""
+def choices(
+    c: Choice, counts: list[int], batch: int | str | None, seq_len: int, unit: str, stop: str | None = None
+) -> list[Advice]:
+    """What the range and `auto` chose, each against the one reference, with each count's best per GPU (and
+    `stop`, where the range passed the cluster's size)."""
     out = []
     ranged = len(counts) > 1
+    stopped = f"; {stop}" if stop else ""
     if ranged and not c.reference:
         said = (
             f"nothing fits at any GPU count of the range {counts[0]}..{counts[-1]}: searched at the largest, "
-            f"{c.gpus}, whose closest misses follow"
+            f"{c.gpus}, whose closest misses follow{stopped}"
         )
         out.append(Advice("chosen_gpus", said, c.gpus, c.batch))
     elif ranged:
@@ -101,7 +116,7 @@ def choices(c: Choice, counts: list[int], batch: int | str | None, seq_len: int,
         each = "; each count at its fastest batch tried" if batch == "auto" else ""
         said = (
             f"{c.gpus} GPUs, the most whose best plan reaches >= {WELL:.0%} of the range's best {unit} per GPU, "
-            f"{c.reference:,.0f} ({tried}{each})"
+            f"{c.reference:,.0f} ({tried}{each}){stopped}"
         )
         out.append(Advice("chosen_gpus", said, c.gpus, c.batch))
     if batch == "auto":

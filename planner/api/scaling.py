@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from planner.api.advising import search_advised
+from planner.api.choosing import range_stop
 from planner.api.resolve import choice
 from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
 from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
@@ -116,6 +117,7 @@ class Scaling:
     failures: FailureRate | None = None  # the rate the times are priced at (None: failure-free times)
     restart_s: float = RESTART_S  # what each failure costs besides the lost work, where failures are priced
     cluster: str | None = None  # the cluster file's name, where the counts were priced on one
+    note: str | None = None  # the range stops at the cluster's size, where it passed it (choosing.py range_stop)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -133,6 +135,7 @@ class Scaling:
                 else None
             ),
             "points": [p.as_json() for p in self.points],
+            "note": self.note,
         }
 
 
@@ -193,7 +196,7 @@ def scale(
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
-        getattr(cluster_of(hw), "name", None),
+        getattr(cluster_of(hw), "name", None), range_stop(gpus, hw),
     )  # fmt: skip
 
 

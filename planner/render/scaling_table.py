@@ -87,6 +87,8 @@ def _footer(console: Console, s: Scaling) -> None:
             "[dim]failure-free times: --mtbf-hours H (or --cluster) prices checkpoints, lost work and restarts[/]"
         )
     _underfed(console, s)
+    if s.note:
+        console.print(f"[yellow]note:[/] {escape(s.note)}")
     for p in s.points:  # the whole reason where the row cut it, and why a plan that fits never trains
         if p.stalled and p.note:
             console.print(f"[red]{p.gpus} GPUs stall:[/] {escape(p.note)} (failure-free figures in the row)")
