@@ -139,6 +139,16 @@ def test_the_header_states_the_batch_as_every_command_does():
     code, out, err = run(*args, "--global-batch", "256")
     header = out.split("GPUs")[0]
     assert code == 0 and "global batch 256 x 8192 tokens" in " ".join(header.split()) and "about 4M" not in header
+    # auto's batch, the same at every count, was stated as if given (audit)
+    code, out, err = run(
+        "scale", "-m", "llama3-70b", "--gpus", "1024,2048", "--tokens", "1e12", "--global-batch", "auto"
+    )
+    header = " ".join(out.split("tokens to train")[0].split())
+    assert code == 0 and "global batch auto (512 at every count) x 8192 tokens" in header, err
+    code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024,16384", "--tokens", "1e12", "--global-batch",
+                         "auto")  # fmt: skip
+    header = " ".join(out.split("tokens to train")[0].split())
+    assert code == 0 and "global batch auto (per count, in the batch column) x 8192 tokens" in header, err
 
 
 def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():

@@ -17,7 +17,7 @@ from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_BATCH, MAX_DEGREE, default_seq_len
 from planner.specs import ModelSpec
-from planner.units import fmt_seconds, fmt_steps
+from planner.units import fmt_duration, fmt_seconds, fmt_steps
 
 
 @dataclass
@@ -172,7 +172,7 @@ def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]
         f"no plan trains on {best.plan.gpus} GPUs at this failure rate{source}: {ck.stall_note()}"
         if ck.stalled
         else f"checkpoint every {fmt_steps(ck.interval_s, best.time.step_s)} (Young/Daly; a write takes "
-        f"{fmt_seconds(ck.checkpoint_s)}): the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on "
+        f"{fmt_seconds(ck.checkpoint_s)}): the {best.plan.gpus} GPUs fail every {fmt_duration(ck.mtbf_s)} on "
         f"average{source}; goodput {ck.goodput:.1%} with a restart of {ck.restart_s / 60:g} min per failure"
     )
     return [

@@ -195,7 +195,7 @@ def scale(
         raise PlannerError(refusals.pop() or "")
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
-        spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
+        spec.name, hw.name, tokens, tuple(points), _batch(spec, points, global_batch == "auto"), rate, restart_s,
         getattr(cluster_of(hw), "name", None), range_stop(gpus, hw),
     )  # fmt: skip
 
@@ -259,12 +259,18 @@ def _failures(
     return FailureRate(per_gpu, source), RESTART_S if o.get("restart_minutes") is None else o["restart_minutes"] * 60
 
 
-def _batch(spec: ModelSpec, points: list[ScalePoint]) -> str | None:
-    """The header's batch, as every command states it, where every count's best plan runs the same one."""
+def _batch(spec: ModelSpec, points: list[ScalePoint], auto: bool = False) -> str | None:
+    """The header's batch, as every command states it, where every count's best plan runs the same one; with
+    --global-batch auto, that auto chose it (at each count), or where the counts' batches differ that the batch
+    column has them (the header printed auto's common batch as if it had been given)."""
     from planner.render.breakdown import batch_text
 
     shapes = {(p.plan.global_batch, p.plan.seq_len) for p in points if p.plan is not None}
-    if len(shapes) != 1:
+    if not shapes or (len(shapes) != 1 and not auto) or len({s for _, s in shapes}) != 1:
         return None
-    (global_batch, seq_len), first = shapes.pop(), next(p for p in points if p.plan is not None)
-    return batch_text(global_batch, seq_len, spec, first.defaulted)
+    (global_batch, seq_len), first = min(shapes), next(p for p in points if p.plan is not None)
+    text = batch_text(global_batch, seq_len, spec, first.defaulted)
+    if not auto:
+        return text
+    chosen = f"{global_batch} at every count" if len(shapes) == 1 else "per count, in the batch column"
+    return text.replace(f"global batch {global_batch} x ", f"global batch auto ({chosen}) x ", 1)
