@@ -67,11 +67,14 @@ def search_advised(
     if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
         raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
     rate, options = _with_failures(hw, options)
-    probe = _probe(spec, hw, engine, options)
+    # where this search is one the probes make (top 1, nothing kept beyond them), the probe's own result serves
+    same = options.get("top") == 1 and not keep_rejections and progress is None
+    kept: dict[tuple[int, int], SearchResult] | None = {} if same else None
+    probe = _probe(spec, hw, engine, options, kept)
     counts = range_counts(count, hw) if isinstance(count, str) else [count]
     c = choose(probe, counts, batch, seq_len=seq_len, bound=bound)
     chosen, b = c.gpus, c.batch
-    result = run_search(
+    result = (kept or {}).get((chosen, b)) or run_search(
         spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
         **_at(hw, chosen, options, b),
     )  # fmt: skip
@@ -87,11 +90,20 @@ def search_advised(
     # measure against another best, at counts below the range too, and contradict it)
     wanted = advice and result.top and options.get("objective") != "memory" and len(counts) == 1
     if wanted and (batch == "auto" or _idle_share(result) >= IDLE_SHARE):
-        narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
-        said = advise(narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node,
-                      max_tokens_per_step=bound, rate=unit)  # fmt: skip
-        out.advice += said if narrowed is probe else _probed_with(said, result)
+        out.advice += _advised(spec, hw, options, result, probe, (chosen, b), seq_len=seq_len, bound=bound, unit=unit)
     return out
+
+
+def _advised(
+    spec: ModelSpec, hw: HardwareProfile, options: dict[str, Any], result: SearchResult, probe: Probe,
+    at: tuple[int, int], *, seq_len: int, bound: int, unit: str,
+) -> list[Advice]:  # fmt: skip
+    """explore/advice.py advise at the searched count and batch `at`, with the probe _narrowed gives."""
+    chosen, b = at
+    narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
+    said = advise(narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node,
+                  max_tokens_per_step=bound, rate=unit)  # fmt: skip
+    return said if narrowed is probe else _probed_with(said, result)
 
 
 def _probed_with(said: list[Advice], result: SearchResult) -> list[Advice]:
@@ -124,10 +136,16 @@ def _at(hw: HardwareProfile, gpus: int, options: dict[str, Any], global_batch: i
 
 
 def _probe(
-    spec: ModelSpec, hw: HardwareProfile, engine: str | Engine | list[str | Engine] | None, options: dict[str, Any]
+    spec: ModelSpec,
+    hw: HardwareProfile,
+    engine: str | Engine | list[str | Engine] | None,
+    options: dict[str, Any],
+    kept: dict[tuple[int, int], SearchResult] | None = None,
 ) -> Probe:
     """best_at(gpus, batch): the top-1 search's tokens/s per GPU, what its goodput keeps where failures are priced
-    (None when nothing fits or no degrees do)."""
+    (None when nothing fits or no degrees do); each search's result put in `kept` where given (a search run in
+    this process: a forked worker's stays there), for the search at the chosen pair not to run again (`planner
+    scale` searched each count's chosen pair twice, a sixth of its searches with --global-batch auto)."""
     from planner.api import run_search
 
     def best_at(g: int, b: int) -> float | None:
@@ -135,6 +153,8 @@ def _probe(
             res = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
         except PlannerError:
             return None
+        if kept is not None:
+            kept[(g, b)] = res
         return res.top[0].score_tokens_per_s / g if res.top else None  # what the goodput keeps, if priced
 
     return Probe(best_at)
