@@ -319,3 +319,28 @@ def test_the_range_search_does_not_contradict_its_choice():
     said = {a["kind"]: a for a in json.loads(out)["advice"]}
     assert set(said) == {"chosen_gpus", "chosen_global_batch", "checkpoint"}
     assert said["chosen_gpus"]["gpus"] == said["chosen_global_batch"]["gpus"] == json.loads(out)["gpus"]
+
+
+def test_the_search_at_the_chosen_pair_is_the_probes_own_where_it_would_be_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`planner scale` (top 1) with --global-batch auto searched each count's chosen (count, batch) twice: once as a
+    probe, once as the count's search. Now each pair once, and the result is the one a fresh search gives."""
+    import planner.api as api
+
+    monkeypatch.setenv("PLANNER_JOBS", "1")
+    asked: list[tuple[int, int]] = []
+    real = api.run_search
+
+    def counted(*args, **kwargs):
+        asked.append((kwargs["gpus"], kwargs["global_batch"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run_search", counted)
+    a = search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=1, advice=False)
+    assert len(asked) == len(set(asked)) == 3  # 512, 1024, 2048 sequences, each once
+    fresh = real("llama3-70b", gpus=1024, global_batch=a.result.space.global_batch, top=1)
+    assert a.result.top[0].plan == fresh.top[0].plan and a.result.evaluated == fresh.evaluated
+    asked.clear()
+    search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=2, advice=False)
+    assert len(asked) == 4  # top 2 is not the probes' search: the chosen pair is searched again
