@@ -11,6 +11,8 @@ from __future__ import annotations
 from planner.plan import Plan, Rejected, divisors
 from planner.specs import ModelSpec
 
+BATCH_INDIVISIBLE = "global batch not divisible by dp x micro-batch"  # the rule a batch hint answers
+
 
 def _near(n: int, limit: int = 8) -> str:
     ds = divisors(n)
@@ -38,7 +40,7 @@ def check_batch(plan: Plan) -> list[Rejected]:
         return []
     return [
         Rejected(
-            "global batch not divisible by dp x micro-batch",
+            BATCH_INDIVISIBLE,
             f"global_batch={p.global_batch} is not divisible by dp={p.dp} x micro_batch={p.micro_batch}"
             f" = {p.dp * p.micro_batch}",
         )

@@ -31,6 +31,12 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+def fmt_duration(seconds: float) -> str:
+    """A span a person plans around (a mean time between failures, a restart): minutes from a minute, then hours
+    and days as fmt_seconds has them ('1391.89 s' read as a step time, not 23 minutes)."""
+    return f"{seconds / 60:.1f} min" if 60 <= seconds < 3600 else fmt_seconds(seconds)
+
+
 def fmt_steps(seconds: float, step_s: float) -> str:
     """A span of whole steps, as a job checkpoints: '12 steps (1.2 min)'."""
     n = max(1, round(seconds / step_s)) if step_s else 0

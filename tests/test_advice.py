@@ -9,6 +9,7 @@ import pytest
 from helpers import run_planner as run
 
 from planner.api.advising import search_advised
+from planner.api.choosing import choices, choose
 from planner.errors import PlannerError
 from planner.explore.advice import WELL, Probe, advise, batches, gpu_range, scan_counts
 
@@ -274,3 +275,72 @@ def test_a_count_no_plan_can_use_names_one_of_the_doubled_kind_nearby():
     """10,008 GPUs of NVL72 racks (72 x 139): the way out is 9,216 (72 x 128), not 'a power of two'."""
     code, out, err = run("search", "-m", "llama3-70b", "--hardware", "gb200-nvl72", "--gpus", "10008")
     assert code == 0 and "a GPU count with more factors of two, e.g. 9,216" in " ".join(out.split()), err
+
+
+# tokens/s per GPU of the audit's search (Llama 3.1 405B on the 2:1 fat tree, failures priced) at each count and
+# batch `auto` tries
+AUDIT_RATES = {
+    1024: {512: 190.4, 1024: 195.4, 2048: 198.0},
+    2048: {512: 179.9, 1024: 189.4, 2048: 194.6},
+    4096: {512: 161.4, 1024: 178.3, 2048: 187.9},
+    8192: {512: 129.7, 1024: 155.3, 2048: 173.6},
+    16384: {512: 59.0, 1024: 123.2, 2048: 149.0},
+}
+
+
+def test_a_range_with_auto_chooses_the_count_and_the_batch_against_one_reference():
+    """The count was measured at each count's own smallest good batch (1024: 190 at 512 sequences) and chosen at
+    90% of that (8192: 174), while the advice measured against 198-200: 'chosen 8192', then 'use at most 4096'
+    (audit). One reference now: the range's best at any batch, 198; 8192's 174 is below 90% of it."""
+    probe = Probe(lambda g, b: AUDIT_RATES[g][b])
+    c = choose(probe, sorted(AUDIT_RATES), "auto", seq_len=8192, bound=1 << 24)
+    assert c.reference == 198.0 and c.gpus == 4096
+    assert c.batch == 1024  # the smallest reaching 90% of 198 (178.2) on 4096 GPUs
+    assert AUDIT_RATES[c.gpus][c.batch] >= WELL * c.reference > AUDIT_RATES[8192][2048]
+    (gpus, batch) = choices(c, sorted(AUDIT_RATES), "auto", 8192, "tokens/s")
+    assert (
+        "4096 GPUs, the most whose best plan reaches >= 90% of the range's best tokens/s per GPU, 198" in gpus.message
+    )
+    assert "1024: 198, 2048: 195, 4096: 188, 8192: 174" in gpus.message
+    assert "on 4096 GPUs reaches >= 90% of the range's best (198 tokens/s per GPU)" in batch.message
+    # a single count with auto, and a range with one batch, keep their rule: each is a range of one
+    one = choose(Probe(lambda g, b: AUDIT_RATES[g][b]), [8192], "auto", seq_len=8192, bound=1 << 24)
+    assert (one.gpus, one.batch, one.reference) == (8192, 2048, 173.6)
+    fixed = choose(Probe(lambda g, b: AUDIT_RATES[g][b]), sorted(AUDIT_RATES), 512, seq_len=8192, bound=1 << 24)
+    assert (fixed.gpus, fixed.batch, fixed.reference) == (2048, 512, 190.4)
+
+
+def test_the_range_search_does_not_contradict_its_choice():
+    """The audit's command: its advice scanned below the chosen count at the chosen batch and measured against
+    another best, contradicting the choice; after a range the choice is the count's advice."""
+    code, out, err = run("search", "--model", "llama3.1-405b", "--gpus", "1024..131072", "--cluster",
+                         "rail-fat-tree-2to1", "--global-batch", "auto", "--top", "1", "--json")  # fmt: skip
+    assert code == 0, err
+    said = {a["kind"]: a for a in json.loads(out)["advice"]}
+    assert set(said) == {"chosen_gpus", "chosen_global_batch", "checkpoint"}
+    assert said["chosen_gpus"]["gpus"] == said["chosen_global_batch"]["gpus"] == json.loads(out)["gpus"]
+
+
+def test_the_search_at_the_chosen_pair_is_the_probes_own_where_it_would_be_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`planner scale` (top 1) with --global-batch auto searched each count's chosen (count, batch) twice: once as a
+    probe, once as the count's search. Now each pair once, and the result is the one a fresh search gives."""
+    import planner.api as api
+
+    monkeypatch.setenv("PLANNER_JOBS", "1")
+    asked: list[tuple[int, int]] = []
+    real = api.run_search
+
+    def counted(*args, **kwargs):
+        asked.append((kwargs["gpus"], kwargs["global_batch"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run_search", counted)
+    a = search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=1, advice=False)
+    assert len(asked) == len(set(asked)) == 3  # 512, 1024, 2048 sequences, each once
+    fresh = real("llama3-70b", gpus=1024, global_batch=a.result.space.global_batch, top=1)
+    assert a.result.top[0].plan == fresh.top[0].plan and a.result.evaluated == fresh.evaluated
+    asked.clear()
+    search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=2, advice=False)
+    assert len(asked) == 4  # top 2 is not the probes' search: the chosen pair is searched again

@@ -226,3 +226,15 @@ def test_a_goodput_under_a_millionth_is_no_time_to_train_not_a_number_of_days():
     code, out, err = run("estimate", *args, "--json")
     doc = json.loads(out)
     assert code == 0 and doc["checkpoint"]["goodput"] < 1e-6 and doc["train"]["expected_seconds"] is None, err
+
+
+def test_a_system_mtbf_reads_in_minutes_hours_or_days_as_other_spans_do():
+    """1,024 GPUs each failing every 380 h fail every 1,336 s: it printed '1335.94 s' (audit); a restart too."""
+    from planner.cost.timing import CheckpointPlan
+    from planner.units import fmt_duration
+
+    assert [fmt_duration(s) for s in (27.47, 1391.89, 3600.0, 2 * 86400.0)] == ["27.47 s", "23.2 min", "1.0 h", "2.0 d"]
+    code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "1024", "--mtbf-hours", "380")
+    assert code == 0 and "failures: system MTBF 22.3 min," in " ".join(out.split()), err
+    stalled = CheckpointPlan(checkpoint_s=0.2, mtbf_s=27.47, interval_s=1.0, restart_s=600.0, goodput=0.0)
+    assert "failures every 27.47 s leave no time to train: each costs a restart of 10.0 min" in stalled.stall_note()

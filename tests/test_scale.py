@@ -139,6 +139,16 @@ def test_the_header_states_the_batch_as_every_command_does():
     code, out, err = run(*args, "--global-batch", "256")
     header = out.split("GPUs")[0]
     assert code == 0 and "global batch 256 x 8192 tokens" in " ".join(header.split()) and "about 4M" not in header
+    # auto's batch, the same at every count, was stated as if given (audit)
+    code, out, err = run(
+        "scale", "-m", "llama3-70b", "--gpus", "1024,2048", "--tokens", "1e12", "--global-batch", "auto"
+    )
+    header = " ".join(out.split("tokens to train")[0].split())
+    assert code == 0 and "global batch auto (512 at every count) x 8192 tokens" in header, err
+    code, out, err = run("scale", "-m", "llama3-70b", "--gpus", "1024,16384", "--tokens", "1e12", "--global-batch",
+                         "auto")  # fmt: skip
+    header = " ".join(out.split("tokens to train")[0].split())
+    assert code == 0 and "global batch auto (per count, in the batch column) x 8192 tokens" in header, err
 
 
 def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():
@@ -235,3 +245,65 @@ def test_a_range_on_a_cluster_reaches_the_clusters_size_and_stops_there():
     counts = range_counts("16384..131072", hw)
     assert max(counts) == size and size in counts and min(counts) == 16384
     assert range_counts("1024..4096", hw)[-1] == 4096  # a range inside the cluster is unchanged
+
+
+def test_a_count_that_fits_but_stalls_keeps_its_plan_and_the_failure_rate():
+    """Llama 3.1 405B on 131,072 GPUs each failing every 1,000 h: the plan fits but a failure every 27 s leaves no
+    time to train. It was a count where nothing fits (fits false, no figures), the JSON's failures null, the
+    footer 'failure-free times: --mtbf-hours H prices...' and --restart-minutes said to change nothing (audit)."""
+    args = ("scale", "-m", "llama3.1-405b", "--gpus", "131072", "--tokens", "15e12", "--global-batch", "2048",
+            "--mtbf-hours", "1000", "--restart-minutes", "60")  # fmt: skip
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["failures"]["gpu_mtbf_hours"] == 1000 and doc["failures"]["restart_s"] == 3600
+    (point,) = doc["points"]
+    assert point["fits"] and point["stalled"] and point["plan"]["global_batch"] == 2048
+    assert point["tokens_per_s"] > 0 and point["train_s"] > 0 and point["goodput"] < 1e-6
+    assert point["expected_train_s"] is None and point["expected_gpu_hours"] is None
+    assert "leave no time to train" in point["note"]
+    code, out, err = run(*args)
+    said = " ".join(out.split())
+    assert code == 0 and "changes nothing" not in err, err
+    assert "failure-free times" not in said and "a GPU fails every 1,000 h (--mtbf-hours 1000 per GPU)" in said
+    assert "131072 GPUs stall: failures every" in said and " never " in said
+
+
+@pytest.mark.parametrize(
+    ("args", "rule", "hint"),
+    [
+        (("--gpus", "10000", "--mtbf-hours", "50677"), "global batch not divisible by dp x micro-batch (2,652 of",
+         "--global-batch auto finds 1250 at 10,000 GPUs"),
+        (("--cluster", "gb200-nvl72-superpod", "--gpus", "62208", "--global-batch", "2048"),
+         "tp does not divide heads (", "--global-batch auto finds 1944 at 62,208 GPUs"),
+    ],
+)  # fmt: skip
+def test_a_count_no_plan_is_valid_at_names_the_most_common_rule_and_the_batch_auto_finds(args, rule, hint):
+    """10,000 = 2^4 x 5^4 GPUs: no dp divides 512 sequences; 62,208 = 2^8 x 243 GB200s: no dp divides 2,048 and
+    takes the 243. Each said 'every candidate broke a rule before its memory was counted', naming none (audit)."""
+    code, out, err = run("scale", "-m", "llama3.1-405b", "--tokens", "15e12", *args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (point,) = doc["points"]
+    assert not point["fits"] and point["note"].startswith(f"no plan is valid, most often: {rule}")
+    assert point["note"].endswith(hint)
+    assert doc["failures"]["gpu_mtbf_hours"] == 50677  # given or the cluster's, though no count ran to price it
+
+
+def test_a_range_cut_at_the_clusters_size_says_so_once():
+    """--gpus 1024..131072 on dgx-superpod-h100 (16,384 GPUs) stopped at 16,384 with no line (audit)."""
+    args = ("-m", "llama3-8b", "--gpus", "1024..131072", "--cluster", "dgx-superpod-h100", "--global-batch", "2048")
+    said = "the range stops at the cluster's 16,384 GPUs"
+    code, out, err = run("scale", *args, "--tokens", "1e12", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["note"] == said and doc["points"][-1]["gpus"] == 16384, err
+    code, out, err = run("scale", *args, "--tokens", "1e12")
+    assert code == 0 and " ".join(out.split()).count(said) == 1, err
+    code, out, err = run("search", *args, "--top", "1", "--json")
+    (chosen,) = [a for a in json.loads(out)["advice"] if a["kind"] == "chosen_gpus"]
+    assert code == 0 and chosen["message"].endswith(said), err
+    code, out, err = run("search", *args, "--top", "1")
+    assert code == 0 and " ".join(out.split()).count(said) == 1, err
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "1024..4096", "--cluster", "dgx-superpod-h100",
+                         "--tokens", "1e12", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["note"] is None, err  # a range inside the cluster: nothing to say

@@ -7,25 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from planner.api.choosing import choices, choose, range_stop, rate_unit
 from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.advice import (
-    DEFAULT_MAX_TOKENS_PER_STEP,
-    IDLE_SHARE,
-    WELL,
-    Advice,
-    Probe,
-    advise,
-    batches,
-    range_counts,
-)
+from planner.explore.advice import DEFAULT_MAX_TOKENS_PER_STEP, IDLE_SHARE, Advice, Probe, advise, range_counts
 from planner.explore.results import SearchResult
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_BATCH, MAX_DEGREE, default_global_batch, default_seq_len
+from planner.plan import MAX_BATCH, MAX_DEGREE, default_seq_len
 from planner.specs import ModelSpec
-from planner.units import fmt_seconds, fmt_steps
+from planner.units import fmt_duration, fmt_seconds, fmt_steps
 
 
 @dataclass
@@ -75,11 +67,14 @@ def search_advised(
     if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
         raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
     rate, options = _with_failures(hw, options)
-    probe = _probe(spec, hw, engine, options)
+    # where this search is one the probes make (top 1, nothing kept beyond them), the probe's own result serves
+    same = options.get("top") == 1 and not keep_rejections and progress is None
+    kept: dict[tuple[int, int], SearchResult] | None = {} if same else None
+    probe = _probe(spec, hw, engine, options, kept)
     counts = range_counts(count, hw) if isinstance(count, str) else [count]
-    choice, chosen = _choose(probe, counts, batch, seq_len=seq_len, bound=bound)
-    b = choice[chosen]
-    result = run_search(
+    c = choose(probe, counts, batch, seq_len=seq_len, bound=bound)
+    chosen, b = c.gpus, c.batch
+    result = (kept or {}).get((chosen, b)) or run_search(
         spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
         **_at(hw, chosen, options, b),
     )  # fmt: skip
@@ -88,16 +83,27 @@ def search_advised(
     if batch is None:  # the batch was the default one, passed on by value: the header says so
         result.defaulted = result.defaulted | {"global_batch"}
     out = Advised(result, batch is None)
-    unit = _rate_unit(result)
-    out.advice += _choices(probe, counts, choice, chosen, batch, seq_len, unit) + _checkpoints(result, rate)
-    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest
-    wanted = advice and result.top and options.get("objective") != "memory"
-    if wanted and (len(counts) > 1 or batch == "auto" or _idle_share(result) >= IDLE_SHARE):
-        narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
-        said = advise(narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node,
-                      max_tokens_per_step=bound, rate=unit)  # fmt: skip
-        out.advice += said if narrowed is probe else _probed_with(said, result)
+    unit = rate_unit(bool(result.top) and result.top[0].estimate.checkpoint is not None)
+    out.advice += choices(c, counts, batch, seq_len, unit, range_stop(count, hw)) + _checkpoints(result, rate)
+    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest;
+    # nor after a range, whose choice is the count's advice against the range's best (the scan below would
+    # measure against another best, at counts below the range too, and contradict it)
+    wanted = advice and result.top and options.get("objective") != "memory" and len(counts) == 1
+    if wanted and (batch == "auto" or _idle_share(result) >= IDLE_SHARE):
+        out.advice += _advised(spec, hw, options, result, probe, (chosen, b), seq_len=seq_len, bound=bound, unit=unit)
     return out
+
+
+def _advised(
+    spec: ModelSpec, hw: HardwareProfile, options: dict[str, Any], result: SearchResult, probe: Probe,
+    at: tuple[int, int], *, seq_len: int, bound: int, unit: str,
+) -> list[Advice]:  # fmt: skip
+    """explore/advice.py advise at the searched count and batch `at`, with the probe _narrowed gives."""
+    chosen, b = at
+    narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
+    said = advise(narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node,
+                  max_tokens_per_step=bound, rate=unit)  # fmt: skip
+    return said if narrowed is probe else _probed_with(said, result)
 
 
 def _probed_with(said: list[Advice], result: SearchResult) -> list[Advice]:
@@ -130,10 +136,16 @@ def _at(hw: HardwareProfile, gpus: int, options: dict[str, Any], global_batch: i
 
 
 def _probe(
-    spec: ModelSpec, hw: HardwareProfile, engine: str | Engine | list[str | Engine] | None, options: dict[str, Any]
+    spec: ModelSpec,
+    hw: HardwareProfile,
+    engine: str | Engine | list[str | Engine] | None,
+    options: dict[str, Any],
+    kept: dict[tuple[int, int], SearchResult] | None = None,
 ) -> Probe:
     """best_at(gpus, batch): the top-1 search's tokens/s per GPU, what its goodput keeps where failures are priced
-    (None when nothing fits or no degrees do)."""
+    (None when nothing fits or no degrees do); each search's result put in `kept` where given (a search run in
+    this process: a forked worker's stays there), for the search at the chosen pair not to run again (`planner
+    scale` searched each count's chosen pair twice, a sixth of its searches with --global-batch auto)."""
     from planner.api import run_search
 
     def best_at(g: int, b: int) -> float | None:
@@ -141,6 +153,8 @@ def _probe(
             res = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
         except PlannerError:
             return None
+        if kept is not None:
+            kept[(g, b)] = res
         return res.top[0].score_tokens_per_s / g if res.top else None  # what the goodput keeps, if priced
 
     return Probe(best_at)
@@ -162,112 +176,6 @@ def _narrowed(
     return out
 
 
-def _choose(
-    probe: Probe, counts: list[int], batch: int | str | None, *, seq_len: int, bound: int
-) -> tuple[dict[int, int], int]:
-    """(the batch for each count, the count chosen): the pairs the choice asks about are searched side by side
-    first (Probe.prefetch), then read in turn."""
-    base = default_global_batch(seq_len)
-    if batch == "auto":  # the doubling starts within the bound: the default batch, or a power of two that fits
-        if bound < seq_len:
-            raise PlannerError(
-                f"--max-tokens-per-step {bound} is below one sequence of {seq_len} tokens: --global-batch auto has "
-                "no batch to choose"
-            )
-        base = min(base, 1 << ((bound // seq_len).bit_length() - 1))
-    if len(counts) > 1 or batch == "auto":
-        probe.prefetch(
-            (g, b) for g in counts for b in _batches_tried(batch, base=base, seq_len=seq_len, bound=bound, gpus=g)
-        )
-    choice = {g: _batch_for(probe, g, batch, base=base, seq_len=seq_len, bound=bound) for g in counts}
-    return choice, counts[0] if len(counts) == 1 else _count_for(probe, choice)
-
-
-def _batches_tried(batch: int | str | None, *, base: int, seq_len: int, bound: int, gpus: int) -> list[int]:
-    """The batches `_batch_for` asks the probe about: the one given, the default, or for `auto` the doubled ones."""
-    if isinstance(batch, int):
-        return [batch]
-    if batch is None:
-        return [base]
-    return batches(base, seq_len=seq_len, max_tokens_per_step=bound, gpus=gpus)
-
-
-def _batch_for(probe: Probe, gpus: int, batch: int | str | None, *, base: int, seq_len: int, bound: int) -> int:
-    """The batch given, the default, or for `auto` the smallest of the batches `batches` tries within the bound
-    (doubled, and raised to the count's odd factor) whose best plan reaches WELL of the best among them."""
-    candidates = _batches_tried(batch, base=base, seq_len=seq_len, bound=bound, gpus=gpus)
-    if batch != "auto":
-        return candidates[0]
-    rates = {b: probe(gpus, b) for b in candidates}
-    best = max((r for r in rates.values() if r), default=0.0)
-    return next((b for b in candidates if (rates[b] or 0.0) >= WELL * best), base) if best else base
-
-
-def _count_for(probe: Probe, choice: dict[int, int]) -> int:
-    rates = {g: probe(g, b) for g, b in choice.items()}
-    fitting = [g for g, r in rates.items() if r]
-    if not fitting:  # searched at the largest, whose closest misses say what would fit, as one count's search does
-        return max(choice)
-    best = max(rates[g] or 0.0 for g in fitting)
-    return max(g for g in fitting if (rates[g] or 0.0) >= WELL * best)
-
-
-def _rate_unit(result: SearchResult) -> str:
-    """What the probes measure: tokens/s, or where failures are priced the tokens/s the goodput keeps."""
-    priced = bool(result.top) and result.top[0].estimate.checkpoint is not None
-    return "goodput tokens/s" if priced else "tokens/s"
-
-
-def _choices(
-    probe: Probe,
-    counts: list[int],
-    choice: dict[int, int],
-    chosen: int,
-    batch: int | str | None,
-    seq_len: int,
-    unit: str,
-) -> list[Advice]:
-    """What the range and `auto` chose, with the per-GPU throughput of each count tried."""
-    out = []
-    if len(counts) > 1 and not any(probe(g, choice[g]) for g in counts):
-        out.append(
-            Advice(
-                "chosen_gpus",
-                f"nothing fits at any GPU count of the range {counts[0]}..{counts[-1]}: searched at the largest, "
-                f"{chosen}, whose closest misses follow",
-                chosen,
-                choice[chosen],
-            )
-        )
-    elif len(counts) > 1:
-        tried = ", ".join(f"{g}: {r:,.0f}" if (r := probe(g, choice[g])) else f"{g}: -" for g in counts)
-        out.append(
-            Advice(
-                "chosen_gpus",
-                f"{chosen} GPUs, the most whose best plan reaches >= {WELL:.0%} of the range's best {unit} per "
-                f"GPU ({tried})",
-                chosen,
-                choice[chosen],
-            )
-        )
-    if batch == "auto":
-        b = choice[chosen]
-        why = (
-            f"the smallest whose best plan reaches >= {WELL:.0%} of the best {unit} per GPU on {chosen} GPUs"
-            if probe(chosen, b)
-            else f"the default: no batch tried fits on {chosen} GPUs"
-        )
-        out.append(
-            Advice(
-                "chosen_global_batch",
-                f"global batch {b} ({b * seq_len:,} tokens), {why}",
-                chosen,
-                b,
-            )
-        )
-    return out
-
-
 def _idle_share(result: SearchResult) -> float:
     t = result.top[0].time
     return (t.bubble_s + sum(t.exposed_comm_s.values())) / t.step_s if t.step_s else 0.0
@@ -284,7 +192,7 @@ def _checkpoints(result: SearchResult, rate: FailureRate | None) -> list[Advice]
         f"no plan trains on {best.plan.gpus} GPUs at this failure rate{source}: {ck.stall_note()}"
         if ck.stalled
         else f"checkpoint every {fmt_steps(ck.interval_s, best.time.step_s)} (Young/Daly; a write takes "
-        f"{fmt_seconds(ck.checkpoint_s)}): the {best.plan.gpus} GPUs fail every {fmt_seconds(ck.mtbf_s)} on "
+        f"{fmt_seconds(ck.checkpoint_s)}): the {best.plan.gpus} GPUs fail every {fmt_duration(ck.mtbf_s)} on "
         f"average{source}; goodput {ck.goodput:.1%} with a restart of {ck.restart_s / 60:g} min per failure"
     )
     return [

@@ -10,19 +10,21 @@ restarts), which at 100k GPUs is no longer a rounding error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from planner.api.advising import search_advised
+from planner.api.choosing import range_stop
 from planner.api.resolve import choice
 from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
-from planner.cluster.failures import FailureRate, defaulted_rate
+from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.advice import gpu_range
+from planner.explore.advice import count_hint, gpu_range
 from planner.explore.fanout import fan_out, workers
 from planner.explore.results import SearchResult
 from planner.explore.space import listed
@@ -62,13 +64,19 @@ class ScalePoint:
         return self.checkpoint.goodput if self.checkpoint else None
 
     @property
+    def stalled(self) -> bool:
+        """The plan fits but failures leave it no time to train (cost/timing.py CheckpointPlan.stalled)."""
+        return self.checkpoint is not None and self.checkpoint.stalled
+
+    @property
     def priced_train_s(self) -> float:
-        """The time to train as priced: expected where failures are, else failure-free."""
-        return self.expected.seconds if self.expected else self.train_s
+        """The time to train as priced: expected where failures are (never: inf, where it stalls), else
+        failure-free."""
+        return math.inf if self.stalled else self.expected.seconds if self.expected else self.train_s
 
     @property
     def priced_gpu_hours(self) -> float:
-        return self.expected.gpu_hours if self.expected else self.gpu_hours
+        return math.inf if self.stalled else self.expected.gpu_hours if self.expected else self.gpu_hours
 
     def as_json(self) -> dict[str, Any]:
         """The point; its figures are null where there is no plan (a script taking the least train_s must not
@@ -91,6 +99,7 @@ class ScalePoint:
         return {
             "gpus": self.gpus,
             "fits": ran,
+            "stalled": self.stalled,
             "plan": self.plan.model_dump() if self.plan is not None else None,
             "engine": self.engine,
             **{k: v if ran else None for k, v in figures.items()},
@@ -108,6 +117,7 @@ class Scaling:
     failures: FailureRate | None = None  # the rate the times are priced at (None: failure-free times)
     restart_s: float = RESTART_S  # what each failure costs besides the lost work, where failures are priced
     cluster: str | None = None  # the cluster file's name, where the counts were priced on one
+    note: str | None = None  # the range stops at the cluster's size, where it passed it (choosing.py range_stop)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -125,6 +135,7 @@ class Scaling:
                 else None
             ),
             "points": [p.as_json() for p in self.points],
+            "note": self.note,
         }
 
 
@@ -172,7 +183,10 @@ def scale(
             found = search_advised(spec, gpus=g, hardware=hw, engine=engine, advice=False, **search_options)
         except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
             return ScalePoint(g, None, note=str(e), refused=True)
-        return _point(g, found.result, tokens)
+        p = _point(g, found.result, tokens)
+        if found.result.broke_the_batch:
+            p = replace(p, note=f"{p.note}; {_batch_hint(spec, hw, engine, g, global_batch, search_options)}")
+        return p
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cluster_size(hw))
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
@@ -181,9 +195,26 @@ def scale(
         raise PlannerError(refusals.pop() or "")
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
-        spec.name, hw.name, tokens, tuple(points), _batch(spec, points), rate, restart_s,
-        getattr(cluster_of(hw), "name", None),
+        spec.name, hw.name, tokens, tuple(points), _batch(spec, points, global_batch == "auto"), rate, restart_s,
+        getattr(cluster_of(hw), "name", None), range_stop(gpus, hw),
     )  # fmt: skip
+
+
+def _batch_hint(
+    spec: ModelSpec, hw: HardwareProfile, engine: Any, gpus: int, batch: int | str | None, options: dict[str, Any]
+) -> str:
+    """Where no data-parallel degree divides the batch (10,000 GPUs = 2^4 x 5^4 and 512 sequences): the batch
+    --global-batch auto finds at this count (it tries the count's odd factor, 1,250 there), else a count with more
+    factors of two (explore/advice.py count_hint)."""
+    if batch != "auto":
+        try:
+            found = search_advised(spec, gpus=gpus, hardware=hw, engine=engine, advice=False,
+                                   **{**options, "global_batch": "auto"})  # fmt: skip
+        except PlannerError:
+            found = None
+        if found is not None and found.result.best is not None:
+            return f"--global-batch auto finds {found.result.best.plan.global_batch} at {gpus:,} GPUs"
+    return f"{count_hint(gpus, hw.nvlink_domain)}, or another --global-batch, gives more to try"
 
 
 def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
@@ -194,11 +225,13 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
     t, ck = best.time, best.estimate.checkpoint
     run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
     expected = expected_train(run, ck.goodput) if ck is not None else None
-    if ck is not None and ck.stalled:
-        return ScalePoint(g, None, note=ck.stall_note())
+    # a plan that fits but stalls at this failure rate keeps its failure-free figures and its checkpoint plan (the
+    # rate the table is priced at); it has no expected time, and its note says why (it was a count where nothing
+    # fits, with the rate dropped and --restart-minutes said to change nothing: audit)
     return ScalePoint(
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
         checkpoint=ck, expected=expected, defaulted=result.defaulted, plausibility=best.estimate.plausibility,
+        note=ck.stall_note() if ck is not None and ck.stalled else None,
     )  # fmt: skip
 
 
@@ -206,25 +239,38 @@ def _failures(
     points: list[ScalePoint], hw: HardwareProfile, options: dict[str, Any]
 ) -> tuple[FailureRate | None, float]:
     """The per-GPU failure rate and the restart the counts were priced at, as their checkpoint plans have them
-    (cost/estimate.py, cluster/failures.py), with where the rate comes from; (None, RESTART_S) where none was."""
-    priced = next((p for p in points if p.checkpoint is not None), None)
-    if priced is None or priced.checkpoint is None:
-        return None, RESTART_S
-    ck, given = priced.checkpoint, options.get("mtbf_hours")
+    (cost/estimate.py, cluster/failures.py), with where the rate comes from; where no count has a plan, the rate
+    the options give all the same (the footer said 'failure-free times' beside --mtbf-hours); (None, RESTART_S)
+    where none was given or defaulted."""
+    given = options.get("mtbf_hours")
     if given is None:
         rate = defaulted_rate(hw, options)
         source = rate.source if rate is not None else ""
     else:
         source = f"--mtbf-hours {given:g} per {'node' if options.get('mtbf_per') == 'node' else 'GPU'}"
-    return FailureRate(ck.mtbf_s * priced.gpus / 3600.0, source), ck.restart_s
+    priced = next((p for p in points if p.checkpoint is not None), None)
+    if priced is not None and priced.checkpoint is not None:
+        ck = priced.checkpoint
+        return FailureRate(ck.mtbf_s * priced.gpus / 3600.0, source), ck.restart_s
+    o = priced_options(hw, options)
+    if o.get("mtbf_hours") is None:
+        return None, RESTART_S
+    per_gpu = o["mtbf_hours"] * (hw.gpus_per_node if o.get("mtbf_per") == "node" else 1)
+    return FailureRate(per_gpu, source), RESTART_S if o.get("restart_minutes") is None else o["restart_minutes"] * 60
 
 
-def _batch(spec: ModelSpec, points: list[ScalePoint]) -> str | None:
-    """The header's batch, as every command states it, where every count's best plan runs the same one."""
+def _batch(spec: ModelSpec, points: list[ScalePoint], auto: bool = False) -> str | None:
+    """The header's batch, as every command states it, where every count's best plan runs the same one; with
+    --global-batch auto, that auto chose it (at each count), or where the counts' batches differ that the batch
+    column has them (the header printed auto's common batch as if it had been given)."""
     from planner.render.breakdown import batch_text
 
     shapes = {(p.plan.global_batch, p.plan.seq_len) for p in points if p.plan is not None}
-    if len(shapes) != 1:
+    if not shapes or (len(shapes) != 1 and not auto) or len({s for _, s in shapes}) != 1:
         return None
-    (global_batch, seq_len), first = shapes.pop(), next(p for p in points if p.plan is not None)
-    return batch_text(global_batch, seq_len, spec, first.defaulted)
+    (global_batch, seq_len), first = min(shapes), next(p for p in points if p.plan is not None)
+    text = batch_text(global_batch, seq_len, spec, first.defaulted)
+    if not auto:
+        return text
+    chosen = f"{global_batch} at every count" if len(shapes) == 1 else "per count, in the batch column"
+    return text.replace(f"global batch {global_batch} x ", f"global batch auto ({chosen}) x ", 1)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from planner.cluster.fabric import RESTART_S  # R, with its source
-from planner.units import fmt_seconds
+from planner.units import fmt_duration, fmt_seconds
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,9 @@ class CheckpointPlan:
     def stall_note(self) -> str:
         """Why a stalled job never trains, in one clause (estimate, search's advice and scale say the same)."""
         return (
-            f"failures every {fmt_seconds(self.mtbf_s)} leave no time to train: each costs a restart of "
-            f"{fmt_seconds(self.restart_s)} and the work since a checkpoint written in {fmt_seconds(self.checkpoint_s)}"
+            f"failures every {fmt_duration(self.mtbf_s)} leave no time to train: each costs a restart of "
+            f"{fmt_duration(self.restart_s)} and the work since a checkpoint written in "
+            f"{fmt_seconds(self.checkpoint_s)}"
         )
 
 

@@ -204,8 +204,8 @@ def advise(
         Advice(
             "gpus",
             f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
-            f"per-GPU throughput ({best:,.0f} {rate} per GPU); on {gpus} GPUs each reaches {here:,.0f} {rate}, "
-            f"{here / best:.0%} of it",
+            f"per-GPU throughput on fewer GPUs ({best:,.0f} {rate} per GPU); on {gpus} GPUs each reaches "
+            f"{here:,.0f} {rate}, {here / best:.0%} of it",
             fed,
             global_batch,
         )

@@ -14,6 +14,7 @@ from planner.engine import Engine
 from planner.explore.space import Space, Structure
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
+from planner.plan_checks import BATCH_INDIVISIBLE
 from planner.specs import ModelSpec
 from planner.units import fmt_bytes
 
@@ -129,10 +130,23 @@ class SearchResult:
         if self.misses:
             need = min(m.bytes for m in self.misses)
             return f"nothing fits in {fmt_bytes(self.hardware.gpu.hbm_bytes)} per GPU (closest: {fmt_bytes(need)})"
-        reasons = [r for r, n in self.rejected.items() if n]
+        reasons = [(r, n) for r, n in self.rejected.most_common() if n]
         if len(reasons) == 1 and self.pruned.total() == 0:
-            return f"no plan is valid: {reasons[0]}"
-        return "no plan is valid: every candidate broke a rule before its memory was counted"
+            return f"no plan is valid: {reasons[0][0]}"
+        if not reasons:
+            return "no plan is valid: every candidate broke a rule before its memory was counted"
+        (rule, n), example = reasons[0], self.examples.get(reasons[0][0])
+        return (
+            f"no plan is valid, most often: {rule} ({n:,} of the {self.evaluated:,} candidates, each of which broke a "
+            "rule before its memory was counted" + (f"; e.g. {example})" if example else ")")
+        )
+
+    @property
+    def broke_the_batch(self) -> bool:
+        """No plan is valid and some candidates broke the global batch's divisibility (a batch with the count's
+        factors, which --global-batch auto tries, may make them valid: 62,208 GB200s = 2^8 x 243 run no dp that
+        divides 2,048 sequences and takes the 243, which tp, dividing the heads, cannot)."""
+        return not self.top and not self.misses and self.rejected.get(BATCH_INDIVISIBLE, 0) > 0
 
 
 def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> SearchResult:

@@ -232,7 +232,7 @@ def estimate_lines(est: Any) -> list[str]:
 
 def _train_lines(est: Any) -> list[str]:
     """The time to train (failure-free, and expected with failures priced) and the failures line."""
-    from planner.units import fmt_seconds, fmt_steps
+    from planner.units import fmt_duration, fmt_seconds, fmt_steps
 
     lines = []
     if est.train:
@@ -251,7 +251,7 @@ def _train_lines(est: Any) -> list[str]:
             else f"100%, goodput under a millionth: {c.stall_note()}"
         )
         lines.append(
-            f"failures: system MTBF {fmt_seconds(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
+            f"failures: system MTBF {fmt_duration(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
             f"checkpoint every {fmt_steps(c.interval_s, est.time.step_s)} (Young/Daly), restart {c.restart_s / 60:g} "
             f"min per failure, expected loss {kept}"
         )

@@ -61,8 +61,8 @@ def print_scaling(console: Console, s: Scaling) -> None:
             f"{p.mfu:.1%}" + ("?" if p.plausibility is not None and not p.plausibility.ok else ""),
             fmt_seconds(p.step_s),
             *([f"{p.goodput:.1%}" if p.goodput is not None else ""] if priced else []),
-            fmt_seconds(p.priced_train_s),
-            f"{p.priced_gpu_hours:,.0f}",
+            "[red]never[/]" if p.stalled else fmt_seconds(p.priced_train_s),
+            "-" if p.stalled else f"{p.priced_gpu_hours:,.0f}",
         )
     print_fitted(console, table)
     _footer(console, s)
@@ -87,8 +87,12 @@ def _footer(console: Console, s: Scaling) -> None:
             "[dim]failure-free times: --mtbf-hours H (or --cluster) prices checkpoints, lost work and restarts[/]"
         )
     _underfed(console, s)
-    for p in s.points:  # the whole reason where the row cut it
-        if p.plan is None and p.note and _short(p.note) != p.note:
+    if s.note:
+        console.print(f"[yellow]note:[/] {escape(s.note)}")
+    for p in s.points:  # the whole reason where the row cut it, and why a plan that fits never trains
+        if p.stalled and p.note:
+            console.print(f"[red]{p.gpus} GPUs stall:[/] {escape(p.note)} (failure-free figures in the row)")
+        elif p.plan is None and p.note and _short(p.note) != p.note:
             console.print(f"{p.gpus} GPUs: {escape(p.note)}")
 
 
@@ -139,10 +143,14 @@ def plot_scaling(s: Scaling, path: str) -> None:
     failures = f", with failures (restart {s.restart_s / 60:g} min)" if s.failures else ", failure-free"
     top.set_title(f"{s.model} on {s.hardware}: {fmt_count(s.tokens)} tokens{failures}")
     top.grid(alpha=0.3)
-    bottom.plot(gpus, [p.priced_train_s / 86400 for p in pts], "-o", color="tab:green", label="days to train")
+    trains = [p for p in pts if not p.stalled]  # a count that stalls never trains: no time to draw
+    days = [p.priced_train_s / 86400 for p in trains]
+    bottom.plot([p.gpus for p in trains], days, "-o", color="tab:green", label="days to train")
     bottom.set_ylabel("days to train")
     hours = bottom.twinx()
-    hours.plot(gpus, [p.priced_gpu_hours / 1e6 for p in pts], "--s", color="tab:red", label="GPU-hours")
+    hours.plot(
+        [p.gpus for p in trains], [p.priced_gpu_hours / 1e6 for p in trains], "--s", color="tab:red", label="GPU-hours"
+    )
     hours.set_ylabel("GPU-hours (millions)")
     bottom.set_xscale("log", base=2)
     bottom.set_xlabel("GPUs")
