@@ -264,11 +264,22 @@ def test_a_range_where_nothing_fits_is_searched_at_its_largest_count_with_its_cl
 def test_auto_batches_take_an_odd_factor_of_the_gpu_count():
     """On 1,152 GB200s (16 racks of 72 = 128 x 9) power-of-two batches leave the 9 to the pipeline (dp 16 pp 9
     at 451 tokens/s per GPU); auto also tries 576 and 1,152, which data parallelism can take (dp 18 pp 8)."""
-    assert batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=1152) == [512, 576, 1024, 1152, 2048]
+    assert batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=1152) == [512, 576, 1024, 1152, 1728,
+                                                                                   2016, 2048]  # fmt: skip
     assert batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=1024) == [512, 1024, 2048]
     a = search_advised("llama3-405b", gpus=1152, hardware="gb200-nvl72", engine=None, global_batch="auto", top=1)
     plan = a.result.top[0].plan
     assert plan.global_batch % 9 == 0 and plan.dp % 9 == 0
+
+
+def test_auto_fills_the_token_bound_with_batches_a_data_parallel_degree_divides():
+    """Kimi-K2 on 36,864 GB200s (2^12 x 9): the doublings of 9 pass the 16.8M-token bound after 1,152 sequences,
+    which pp 32 runs as 8 micro-batches; the largest batches under the bound that dp 72 ... 576 divide (2,016 and
+    1,728) run 14 and 12, and auto takes 2,016: 8.3 days to train 15.5T tokens, where 1,152 took 13.0."""
+    assert 2016 in batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=36864)
+    assert batches(512, seq_len=8192, max_tokens_per_step=16777216, gpus=4096) == [512, 1024, 2048]  # no odd factor
+    a = search_advised("kimi-k2", gpus=36864, hardware="gb200-nvl72", engine=None, global_batch="auto", top=1)
+    assert a.result.top[0].plan.global_batch == 2016
 
 
 def test_a_count_no_plan_can_use_names_one_of_the_doubled_kind_nearby():
