@@ -119,11 +119,14 @@ def launch(
     ] = False,
     force: Annotated[
         bool,
-        Opt(help="run although the GPU free-memory check fails (never past the limits that protect this machine)"),
+        Opt(
+            help="run although the GPU free-memory check fails (never past the limits that protect this machine); "
+            "replace the checkpoints in --checkpoint-dir (without --resume)"
+        ),
     ] = False,
     checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
-    resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
+    resume: Annotated[bool, Opt(help="continue from the latest checkpoint (written for the same model)")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
     emit: Annotated[
         Optional[str],

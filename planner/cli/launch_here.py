@@ -16,6 +16,7 @@ from planner.io.files import probe_writable, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
+from planner.launch.run_files import check_checkpoints, prepare_checkpoints
 from planner.launch.runner import (
     UNPRICED,
     DryRun,
@@ -95,7 +96,8 @@ def run_here(
         raise PlannerError(refusal)
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
-    _run(cfg, pred, reh, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall)
+    _run(cfg, pred, reh, rehearsal, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall,
+         force=force)  # fmt: skip
 
 
 def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> None:
@@ -113,18 +115,24 @@ def _run(
     cfg: RunConfig,
     pred: dict[str, Any],
     reh: Rehearsal | None,
+    model: ModelSpec,
     *,
     per_node: int,
     max_restarts: int,
     as_json: bool,
     wall_s: float,
+    force: bool,
 ) -> None:
     """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
     from planner.render.run_report import print_comparison
 
+    ckpt = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+    if ckpt is not None:  # refused before anything is written
+        check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)
     writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
-    if cfg.checkpoint_dir:
-        writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir")
+    if ckpt is not None:
+        writable_or_raise(ckpt, "--checkpoint-dir")
+        prepare_checkpoints(ckpt, model, resume=cfg.resume)
     if reh is not None:
         write_text_atomic(cfg.model, yaml.safe_dump(reh.model.model_dump(mode="json")), what="rehearsal model")
         typer.echo("\n".join(reh.lines()), err=True)

@@ -1,0 +1,71 @@
+"""The files a launch owns, refused in one line before any process starts: a checkpoint folder it would replace or
+resume wrongly (run_files.py), and the profile it would write."""
+
+from __future__ import annotations
+
+import json
+
+from tests.launch.conftest import launch_cli
+
+BASE = ("--model", "tiny", "--dp", "2", "--global-batch", "8", "--seq-len", "64", "--precision", "fp32")
+
+
+def _checkpoints(root, step: int, model: dict | None) -> None:
+    """A folder as checkpoint.save leaves it: step_N/, latest and (when given) the manifest."""
+    (root / f"step_{step:06d}").mkdir(parents=True)
+    (root / "latest").write_text(f"step_{step:06d}\n")
+    if model is not None:
+        (root / "planner-checkpoint.json").write_text(json.dumps({"model": model}))
+
+
+def _tiny() -> dict:
+    from planner.io.catalog import load_model
+
+    return load_model("tiny").model_dump(mode="json")
+
+
+def _one_line(code: int, err: str, says: str) -> None:
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_folder_of_checkpoints_is_neither_replaced_nor_resumed_unasked(capsys, tmp_path):
+    ckpt = tmp_path / "ck"
+    _checkpoints(ckpt, 4, {**_tiny(), "name": "other", "num_layers": 2})
+    before = sorted(p.name for p in ckpt.iterdir())
+    args = (*BASE, "--steps", "8", "--checkpoint-dir", str(ckpt), "--profile-out", str(tmp_path / "p.json"))
+    code, _, err = launch_cli(capsys, *args, "--checkpoint-every", "2")
+    _one_line(code, err, "already holds checkpoints: give --resume to continue them, --force to replace them")
+    code, _, err = launch_cli(capsys, *args, "--resume")
+    _one_line(code, err, "are another model's ('other'; name='tiny' (saved 'other'), num_layers=4 (saved 2))")
+    (ckpt / "planner-checkpoint.json").unlink()
+    code, _, err = launch_cli(capsys, *args, "--resume")
+    _one_line(code, err, "has no readable planner-checkpoint.json")
+    assert sorted(p.name for p in ckpt.iterdir()) == [n for n in before if n != "planner-checkpoint.json"]
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_resume_needs_steps_left_past_the_warmup(capsys, tmp_path):
+    ckpt = tmp_path / "ck"
+    _checkpoints(ckpt, 4, _tiny())
+    args = (*BASE, "--checkpoint-dir", str(ckpt), "--resume", "--profile-out", str(tmp_path / "p.json"))
+    code, _, err = launch_cli(capsys, *args, "--steps", "4")
+    _one_line(code, err, "checkpoint at step 4 >= --steps 4 (use --steps N > 4)")
+    code, _, err = launch_cli(capsys, *args, "--steps", "6", "--warmup", "2")
+    _one_line(code, err, "checkpoint at step 4 leaves 2 of --steps 6, none past --warmup 2 to time (use --steps N > 6)")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_force_replaces_and_resume_keeps_all_but_unfinished_saves(tmp_path):
+    from planner.io.catalog import load_model
+    from planner.launch.run_files import check_checkpoints, prepare_checkpoints
+
+    ckpt, tiny = tmp_path / "ck", load_model("tiny")
+    _checkpoints(ckpt, 4, _tiny())
+    (ckpt / "step_000006.tmp").mkdir()
+    (ckpt / "notes.txt").write_text("mine")
+    check_checkpoints(ckpt, tiny, resume=True, force=False, steps=8, warmup=2)
+    prepare_checkpoints(ckpt, tiny, resume=True)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "notes.txt", "planner-checkpoint.json", "step_000004"]
+    check_checkpoints(ckpt, tiny, resume=False, force=True, steps=8, warmup=2)
+    prepare_checkpoints(ckpt, tiny, resume=False)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["notes.txt", "planner-checkpoint.json"]
