@@ -165,8 +165,8 @@ def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, 
         ("  model states (params+grads+optimizer)", state, pred.get("model_state_bytes"), mib),
         ("  saved activations", worst.get("activation_bytes", 0), pred.get("activation_bytes"), mib),
     ):
-        err = f"{(measured - p) / p * 100:+.1f}%" if p else "n/a"
-        rows.append((name, fmt(measured), fmt(p) if p else "n/a", err))
+        err = f"{(measured - p) / p * 100:+.1f}%" if p and measured is not None else "n/a"
+        rows.append((name, fmt(measured) if measured is not None else "n/a", fmt(p) if p else "n/a", err))
     tps = profile.get("tokens_per_s")
     pred_tps = (
         profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / pred["step_time_s"]

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 import warnings
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -179,7 +181,19 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
     }
     for row, s in zip(prof["step_times_s"], range(start + 1, start + 1 + len(times))):
         row["step"] = s
-    write_text_atomic(out, json.dumps(prof, indent=2) + "\n", what="profile")  # whole or absent
+    # whole or absent, and JSON: a diverged loss (NaN, inf) is written as null
+    write_text_atomic(out, json.dumps(finite_json(prof), indent=2, allow_nan=False) + "\n", what="profile")
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
 
 
 if __name__ == "__main__":

@@ -69,3 +69,18 @@ def test_force_replaces_and_resume_keeps_all_but_unfinished_saves(tmp_path):
     check_checkpoints(ckpt, tiny, resume=False, force=True, steps=8, warmup=2)
     prepare_checkpoints(ckpt, tiny, resume=False)
     assert sorted(p.name for p in ckpt.iterdir()) == ["notes.txt", "planner-checkpoint.json"]
+
+
+def test_a_profile_with_no_timed_step_is_still_json():
+    """A restart that resumes at the last step times nothing: the profile says null, never NaN (not JSON)."""
+    from planner.launch.measured import summarize
+    from planner.launch.runner import comparison
+    from planner.launch.worker import finite_json
+
+    stats = summarize([], 2, 512)
+    assert stats["median_step_s"] is None and stats["tokens_per_s"] is None
+    doc = json.loads(json.dumps(finite_json({**stats, "losses": [{"loss": float("nan")}]}), allow_nan=False))
+    assert doc["losses"] == [{"loss": None}]
+    profile = {**stats, "plan": {"global_batch": 8, "seq_len": 64}, "memory_per_rank": [{"peak_bytes": 1,
+               "params_bytes": 1, "grads_bytes": 0, "optimizer_bytes": 0}]}  # fmt: skip
+    assert comparison(profile, {"step_time_s": 0.1})[0] == ("median step time", "n/a", "100.0 ms", "n/a")
