@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import PLAN_FLAGS, engine_overrides, resolve
-from planner.cli.callbacks import finite, nonempty, nonempty_path, words
+from planner.cli.callbacks import file_path, finite, nonempty, nonempty_path, words
 from planner.cli.launch_here import run_here
 from planner.cli.options import (
     ENGINE_SETTINGS,
@@ -134,9 +134,7 @@ def launch(
     ] = None,
     out: Annotated[Optional[Path], Opt(parser=nonempty_path, help="directory for --emit files")] = None,
     image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
-    profile_out: Annotated[Path, Opt(parser=nonempty_path, help="profile JSON path")] = Path(
-        "planner-launch-profile.json"
-    ),
+    profile_out: Annotated[Path, Opt(parser=file_path, help="profile JSON path")] = Path("planner-launch-profile.json"),
     timeout_s: Annotated[
         float,
         Opt(

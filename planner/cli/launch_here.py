@@ -12,7 +12,7 @@ import yaml
 
 from planner.api.resolve import Resolved
 from planner.errors import PlannerError
-from planner.io.files import probe_writable, write_text_atomic
+from planner.io.files import check_writable, probe_writable, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
@@ -129,7 +129,9 @@ def _run(
     ckpt = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     if ckpt is not None:  # refused before anything is written
         check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)
-    writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
+    profile = Path(cfg.profile_out)  # the file itself, and its steps log: not only their folder
+    for path in (profile, profile.with_name(profile.name + ".steps.jsonl")):
+        check_writable(path, what="--profile-out")
     if ckpt is not None:
         writable_or_raise(ckpt, "--checkpoint-dir")
         prepare_checkpoints(ckpt, model, resume=cfg.resume)

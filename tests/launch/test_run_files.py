@@ -84,3 +84,16 @@ def test_a_profile_with_no_timed_step_is_still_json():
     profile = {**stats, "plan": {"global_batch": 8, "seq_len": 64}, "memory_per_rank": [{"peak_bytes": 1,
                "params_bytes": 1, "grads_bytes": 0, "optimizer_bytes": 0}]}  # fmt: skip
     assert comparison(profile, {"step_time_s": 0.1})[0] == ("median step time", "n/a", "100.0 ms", "n/a")
+
+
+def test_a_profile_path_that_names_a_folder_is_refused_before_the_run(capsys, tmp_path):
+    """An existing folder (or a name ending in /) as --profile-out: one line, exit 2, and nothing written beside
+    it, rather than a failure of rank 0 after the whole run."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    args = (*BASE, "--steps", "3", "--warmup", "1")
+    code, _, err = launch_cli(capsys, *args, "--profile-out", str(folder))
+    _one_line(code, err, f"cannot write --profile-out {str(folder)!r}: that is a folder, give a file name")
+    code, _, err = launch_cli(capsys, *args, "--profile-out", str(tmp_path / "new") + "/")
+    _one_line(code, err, "names a folder; give a file name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not list(folder.iterdir())
