@@ -96,9 +96,13 @@ def torchrun_argv(
     rdzv_id: str = "planner",
     node_rank: str | None = None,
     torchrun: str | None = None,
+    log_dir: str | None = None,
 ) -> list[str]:
-    """Single node: ``--standalone`` (a free port, never a fixed one). Multi-node: c10d rendezvous."""
+    """Single node: ``--standalone`` (a free port, never a fixed one). Multi-node: c10d rendezvous. `log_dir`:
+    torchrun's ``--log-dir`` (its error files; without it torchrun makes a /tmp/torchelastic_* it never removes)."""
     head = [torchrun or "torchrun"]
+    if log_dir is not None:
+        head += ["--log-dir", log_dir]
     if nnodes == 1 and rdzv_endpoint is None:
         head.append("--standalone")
         head += ["--nnodes", "1"]

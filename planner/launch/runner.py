@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,7 +130,20 @@ def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall
     """Run the plan on this node; output streams through (rank 0 prints one line per step). torchrun and every
     worker end when this returns, raises or is killed (processes.py); SIGINT, SIGTERM and SIGHUP stop the run
     and return 128 + the signal."""
-    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun())
+    log_dir = tempfile.mkdtemp(prefix="planner-launch-")  # torchrun's logs and error files, removed at the end
+    try:
+        return _run_torchrun(cfg, log_dir, nproc_per_node=nproc_per_node, max_restarts=max_restarts,
+                             wall_timeout_s=wall_timeout_s)  # fmt: skip
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _run_torchrun(
+    cfg: RunConfig, log_dir: str, *, nproc_per_node: int, max_restarts: int, wall_timeout_s: float | None
+) -> int:
+    argv = torchrun_argv(
+        cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun(), log_dir=log_dir
+    )
     env = {**os.environ, **RUN_ENV}
     proc: subprocess.Popen | None = None
     with stop_on_signals():

@@ -4,8 +4,13 @@ resume wrongly (run_files.py), and the profile it would write."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
-from tests.launch.conftest import launch_cli
+import pytest
+
+from tests.launch.conftest import REPO, launch_cli
 
 BASE = ("--model", "tiny", "--dp", "2", "--global-batch", "8", "--seq-len", "64", "--precision", "fp32")
 
@@ -97,3 +102,19 @@ def test_a_profile_path_that_names_a_folder_is_refused_before_the_run(capsys, tm
     code, _, err = launch_cli(capsys, *args, "--profile-out", str(tmp_path / "new") + "/")
     _one_line(code, err, "names a folder; give a file name")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not list(folder.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_run_leaves_no_temporary_files(tmp_path):
+    """torchrun's log folder (a /tmp/torchelastic_* by default, never removed) is the launcher's own temporary
+    folder, removed when the run ends."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    argv = [sys.executable, "-m", "planner", "launch", *BASE, "--steps", "3", "--warmup", "1",
+            "--profile-out", str(tmp_path / "p.json")]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temp)}
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=80)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    left = [p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "planner-launch-"))]
+    assert left == []  # torch's own caches (torchinductor_USER) are shared between runs, not the run's
