@@ -20,6 +20,7 @@ from planner.launch.run_files import check_checkpoints, prepare_checkpoints
 from planner.launch.runner import (
     UNPRICED,
     DryRun,
+    Interrupted,
     as_built,
     comparison,
     dry_run,
@@ -144,7 +145,12 @@ def _run(
         f"build) takes a few seconds before the first step line; stopped after {wall_s:g} s (--wall-s)",
         err=True,
     )
-    rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, wall_timeout_s=wall_s)
+    try:
+        rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, wall_timeout_s=wall_s,
+                          progress_to_stderr=as_json)  # fmt: skip
+    except Interrupted as stop:  # exit 1, as for any run that did not finish (README: exit codes)
+        typer.echo(f"planner launch: {stop}", err=True)
+        raise typer.Exit(1) from None
     if rc != 0:
         typer.echo(f"planner launch: the run failed (torchrun exit code {rc})", err=True)
         raise typer.Exit(1)

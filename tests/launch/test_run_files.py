@@ -106,15 +106,17 @@ def test_a_profile_path_that_names_a_folder_is_refused_before_the_run(capsys, tm
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
-def test_a_run_leaves_no_temporary_files(tmp_path):
+def test_a_run_leaves_no_temporary_files_and_json_is_one_document(tmp_path):
     """torchrun's log folder (a /tmp/torchelastic_* by default, never removed) is the launcher's own temporary
-    folder, removed when the run ends."""
+    folder, removed when the run ends; under --json the workers' progress goes to stderr, so stdout is one JSON
+    document."""
     temp = tmp_path / "tmp"
     temp.mkdir()
-    argv = [sys.executable, "-m", "planner", "launch", *BASE, "--steps", "3", "--warmup", "1",
+    argv = [sys.executable, "-m", "planner", "launch", *BASE, "--steps", "3", "--warmup", "1", "--json",
             "--profile-out", str(tmp_path / "p.json")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temp)}
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=80)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["profile"] == str(tmp_path / "p.json") and "[launch] step 3/3" in proc.stderr
     left = [p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "planner-launch-"))]
     assert left == []  # torch's own caches (torchinductor_USER) are shared between runs, not the run's
