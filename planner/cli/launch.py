@@ -52,6 +52,10 @@ from planner.render.console import emit_json
 from planner.specs import MAX_LAYERS, MAX_WIDTH
 
 Opt = typer.Option
+# The collective timeout also bounds the process group's start-up (init_process_group: gloo's connect, NCCL's
+# communicator init) and the ranks' skew in building their model before the first collective: seconds on a loaded
+# host, so a shorter limit fails healthy runs inside the workers. test_faults' hung-collective test runs at 5 s.
+MIN_TIMEOUT_S = 5.0
 
 
 @with_options(ENGINE_SETTINGS, after="last_stage_layers")
@@ -138,8 +142,8 @@ def launch(
     timeout_s: Annotated[
         float,
         Opt(
-            callback=finite(0, 86400, open_low=True),
-            help="collective timeout in seconds (a hung rank fails, not hangs)",
+            callback=finite(MIN_TIMEOUT_S, 86400),
+            help=f"collective timeout in seconds, at least {MIN_TIMEOUT_S:g} (a hung rank fails, not hangs)",
         ),
     ] = 120.0,
     wall_s: Annotated[
@@ -157,7 +161,7 @@ def launch(
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
     _refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
-                         checkpoint_every=checkpoint_every, resume=resume)  # fmt: skip
+                         checkpoint_every=checkpoint_every, resume=resume, restarts=max_restarts)  # fmt: skip
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
@@ -230,6 +234,7 @@ def _refuse_idle_options(
     checkpoint_dir: Path | None,
     checkpoint_every: int,
     resume: bool,
+    restarts: int,  # a restarted rank resumes from --checkpoint-dir too
 ) -> None:
     """Options that would do nothing with the others given: refused, one line, rather than ignored."""
     if emit is None and (out is not None or image is not None):
@@ -238,6 +243,11 @@ def _refuse_idle_options(
     if checkpoint_dir is None and (checkpoint_every or resume):
         given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
         raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")
+    if checkpoint_dir is not None and not (checkpoint_every or resume or restarts):
+        raise PlannerError(
+            f"--checkpoint-dir {str(checkpoint_dir)!r} saves nothing and reads nothing alone: give --checkpoint-every"
+            " K, --resume or --max-restarts N, or drop it"
+        )
     if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
         raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")
 
