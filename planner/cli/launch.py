@@ -125,7 +125,7 @@ def launch(
         bool,
         Opt(
             help="run although the GPU free-memory check fails (never past the limits that protect this machine); "
-            "replace the checkpoints in --checkpoint-dir (without --resume)"
+            "replace an existing --profile-out, and the checkpoints in --checkpoint-dir (without --resume)"
         ),
     ] = False,
     checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,

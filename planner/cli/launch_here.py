@@ -127,12 +127,7 @@ def _run(
     """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
     from planner.render.run_report import print_comparison
 
-    ckpt = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
-    if ckpt is not None:  # refused before anything is written
-        check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)
-    profile = Path(cfg.profile_out)  # the file itself, and its steps log: not only their folder
-    for path in (profile, profile.with_name(profile.name + ".steps.jsonl")):
-        check_writable(path, what="--profile-out")
+    ckpt = _check_outputs(cfg, model, force=force)
     if ckpt is not None:
         writable_or_raise(ckpt, "--checkpoint-dir")
         prepare_checkpoints(ckpt, model, resume=cfg.resume)
@@ -162,3 +157,17 @@ def _run(
         emit_json({"profile": cfg.profile_out, "comparison": rows})
     else:
         print_comparison(rows, cfg.profile_out)
+
+
+def _check_outputs(cfg: RunConfig, model: ModelSpec, *, force: bool) -> Path | None:
+    """Refuse, before anything is written, the files the run would wrongly replace or cannot write; returns the
+    checkpoint folder, if any."""
+    ckpt = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+    if ckpt is not None:
+        check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)
+    profile = Path(cfg.profile_out)  # the file itself, and its steps log: not only their folder
+    for path in (profile, profile.with_name(profile.name + ".steps.jsonl")):
+        check_writable(path, what="--profile-out")
+        if path.exists() and not force:  # an earlier run's, or a concurrent one's in the same folder
+            raise PlannerError(f"--profile-out: {str(path)!r} exists: give --force to replace it, or another path")
+    return ckpt

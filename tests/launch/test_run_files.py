@@ -120,3 +120,12 @@ def test_a_run_leaves_no_temporary_files_and_json_is_one_document(tmp_path):
     assert json.loads(proc.stdout)["profile"] == str(tmp_path / "p.json") and "[launch] step 3/3" in proc.stderr
     left = [p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "planner-launch-"))]
     assert left == []  # torch's own caches (torchinductor_USER) are shared between runs, not the run's
+
+
+def test_an_earlier_runs_profile_is_not_replaced_unasked(capsys, tmp_path):
+    for name in ("p.json", "p.json.steps.jsonl"):
+        (tmp_path / name).write_text("earlier")
+        code, _, err = launch_cli(capsys, *BASE, "--steps", "3", "--profile-out", str(tmp_path / "p.json"))
+        _one_line(code, err, f"--profile-out: {str(tmp_path / name)!r} exists: give --force to replace it")
+        assert (tmp_path / name).read_text() == "earlier"
+        (tmp_path / name).unlink()
