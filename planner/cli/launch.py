@@ -130,6 +130,9 @@ def launch(
     ] = False,
     checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
+    keep_checkpoints: Annotated[
+        int, Opt(min=1, max=1_000_000, help="keep the newest K checkpoints in --checkpoint-dir, remove older ones")
+    ] = 2,
     resume: Annotated[bool, Opt(help="continue from the latest checkpoint (written for the same model)")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
     emit: Annotated[
@@ -202,7 +205,7 @@ def launch(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
         hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_),
         checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
-        resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
+        keep_checkpoints=keep_checkpoints, resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
     )  # fmt: skip
     if emit is not None:
         if out is None:

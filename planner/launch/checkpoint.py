@@ -40,7 +40,8 @@ def _state(parts: list[nn.Module], optims: list[Optimizer]) -> dict:
     return {"model": model, "optim": optim}
 
 
-def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optimizer]) -> Path:
+def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optimizer], *, keep: int = 2) -> Path:
+    """Save `step` and keep the newest `keep` complete checkpoints (older ones are removed once it is complete)."""
     root = Path(root)
     final, tmp = root / f"step_{step:06d}", root / f"step_{step:06d}.tmp"
     if dist.get_rank() == 0:
@@ -55,6 +56,9 @@ def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optim
         marker_tmp = root / "latest.tmp"
         marker_tmp.write_text(final.name + "\n")
         os.replace(marker_tmp, root / "latest")
+        done = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+        for old in [p for p in done if p.name < final.name][: max(0, len(done) - keep)]:
+            shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
     return final
 

@@ -37,6 +37,7 @@ class RunConfig:
     engine: str = WORKER_ENGINE
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
+    keep_checkpoints: int = 2
     resume: bool = False
     profile_out: str = "planner-launch-profile.json"
     timeout_s: float = 120.0
@@ -81,6 +82,7 @@ def worker_argv(cfg: RunConfig) -> list[str]:
     ]
     if cfg.checkpoint_dir:
         out += ["--checkpoint-dir", cfg.checkpoint_dir, "--checkpoint-every", str(cfg.checkpoint_every)]
+        out += ["--keep-checkpoints", str(cfg.keep_checkpoints)]
         if cfg.resume:
             out.append("--resume")
     return out + list(cfg.extra)

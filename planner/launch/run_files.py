@@ -38,7 +38,8 @@ def _held(root: Path) -> list[Path]:
 
 
 def _holds_checkpoints(root: Path) -> bool:
-    return (root / LATEST).exists() or any(p.is_dir() and _STEP.fullmatch(p.name) for p in _held(root))
+    """A complete checkpoint (an unfinished save's step_N.tmp alone is no checkpoint: it is removed on start)."""
+    return (root / LATEST).exists() or any(p.is_dir() and not p.name.endswith(".tmp") for p in _held(root))
 
 
 def _manifest(model: ModelSpec) -> dict:

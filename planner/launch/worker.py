@@ -78,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--profile-out", str, "planner-launch-profile.json"),
         ("--checkpoint-dir", str, None),
         ("--checkpoint-every", int, 0),
+        ("--keep-checkpoints", int, 2),
     ):
         ap.add_argument(flag, type=typ, default=default)
     ap.add_argument("--resume", action="store_true")
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[launch] step {step}/{args.steps} loss {loss:.6f} time {times[-1]:.3f} s", flush=True)
             _log_step(steps_log, {"step": step, "loss": loss, "time_s": times[-1], "attempt": attempt})
         if args.checkpoint_dir and args.checkpoint_every and step % args.checkpoint_every == 0:
-            checkpoint.save(args.checkpoint_dir, step, t.parts, t.optims)
+            checkpoint.save(args.checkpoint_dir, step, t.parts, t.optims, keep=args.keep_checkpoints)
     _write_profile(t, args, out, start=start, times=times, losses=losses, counter=counter, attempt=attempt)
     dist.barrier()  # no rank tears gloo down while a peer is still in a collective
     dist.destroy_process_group()

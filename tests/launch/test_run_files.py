@@ -109,15 +109,19 @@ def test_a_profile_path_that_names_a_folder_is_refused_before_the_run(capsys, tm
 def test_a_run_leaves_no_temporary_files_and_json_is_one_document(tmp_path):
     """torchrun's log folder (a /tmp/torchelastic_* by default, never removed) is the launcher's own temporary
     folder, removed when the run ends; under --json the workers' progress goes to stderr, so stdout is one JSON
-    document."""
-    temp = tmp_path / "tmp"
+    document; a checkpoint every step keeps the newest two (--keep-checkpoints)."""
+    temp, ckpt = tmp_path / "tmp", tmp_path / "ck"
     temp.mkdir()
+    (ckpt / "step_000009.tmp").mkdir(parents=True)  # a save a crash cut short: no checkpoint, removed on start
     argv = [sys.executable, "-m", "planner", "launch", *BASE, "--steps", "3", "--warmup", "1", "--json",
-            "--profile-out", str(tmp_path / "p.json")]  # fmt: skip
+            "--profile-out", str(tmp_path / "p.json"),
+            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temp)}
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=80)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["profile"] == str(tmp_path / "p.json") and "[launch] step 3/3" in proc.stderr
+    kept = sorted(p.name for p in ckpt.iterdir())
+    assert kept == ["latest", "planner-checkpoint.json", "step_000002", "step_000003"]  # --keep-checkpoints 2
     left = [p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "planner-launch-"))]
     assert left == []  # torch's own caches (torchinductor_USER) are shared between runs, not the run's
 
