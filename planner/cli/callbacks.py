@@ -59,6 +59,15 @@ def nonempty_path(value: str | Path) -> Path:
     return Path(value)
 
 
+def file_path(value: str | Path) -> Path:
+    """`nonempty_path` for an option that names a file: a name that can only be a folder's ('dir/', '.', '..') is
+    refused here, before the trailing '/' that says so is lost to Path."""
+    path = nonempty_path(value)
+    if str(value).endswith("/") or path.name in ("", ".", ".."):
+        raise typer.BadParameter(f"{str(value)!r} names a folder; give a file name")
+    return path
+
+
 def words(values: Sequence[str]) -> Callable[[str], list[str]]:
     """Shell completion of a vocabulary (`--precision fp8-<TAB>`, `--schedule`, `--recompute`, `--emit`): the values
     that start with what was typed (a comma list completes its last item)."""

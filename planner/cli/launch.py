@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.api.resolve import PLAN_FLAGS, engine_overrides, resolve
-from planner.cli.callbacks import finite, nonempty, nonempty_path, words
+from planner.cli.callbacks import file_path, finite, nonempty, nonempty_path, words
 from planner.cli.launch_here import run_here
 from planner.cli.options import (
     ENGINE_SETTINGS,
@@ -52,6 +52,10 @@ from planner.render.console import emit_json
 from planner.specs import MAX_LAYERS, MAX_WIDTH
 
 Opt = typer.Option
+# The collective timeout also bounds the process group's start-up (init_process_group: gloo's connect, NCCL's
+# communicator init) and the ranks' skew in building their model before the first collective: seconds on a loaded
+# host, so a shorter limit fails healthy runs inside the workers. test_faults' hung-collective test runs at 5 s.
+MIN_TIMEOUT_S = 5.0
 
 
 @with_options(ENGINE_SETTINGS, after="last_stage_layers")
@@ -119,11 +123,17 @@ def launch(
     ] = False,
     force: Annotated[
         bool,
-        Opt(help="run although the GPU free-memory check fails (never past the limits that protect this machine)"),
+        Opt(
+            help="run although the GPU free-memory check fails (never past the limits that protect this machine); "
+            "replace an existing --profile-out, and the checkpoints in --checkpoint-dir (without --resume)"
+        ),
     ] = False,
     checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
-    resume: Annotated[bool, Opt(help="continue from the latest checkpoint")] = False,
+    keep_checkpoints: Annotated[
+        int, Opt(min=1, max=1_000_000, help="keep the newest K checkpoints in --checkpoint-dir, remove older ones")
+    ] = 2,
+    resume: Annotated[bool, Opt(help="continue from the latest checkpoint (written for the same model)")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
     emit: Annotated[
         Optional[str],
@@ -131,14 +141,12 @@ def launch(
     ] = None,
     out: Annotated[Optional[Path], Opt(parser=nonempty_path, help="directory for --emit files")] = None,
     image: Annotated[Optional[str], Opt(help="--emit k8s: container image with torch and planner installed")] = None,
-    profile_out: Annotated[Path, Opt(parser=nonempty_path, help="profile JSON path")] = Path(
-        "planner-launch-profile.json"
-    ),
+    profile_out: Annotated[Path, Opt(parser=file_path, help="profile JSON path")] = Path("planner-launch-profile.json"),
     timeout_s: Annotated[
         float,
         Opt(
-            callback=finite(0, 86400, open_low=True),
-            help="collective timeout in seconds (a hung rank fails, not hangs)",
+            callback=finite(MIN_TIMEOUT_S, 86400),
+            help=f"collective timeout in seconds, at least {MIN_TIMEOUT_S:g} (a hung rank fails, not hangs)",
         ),
     ] = 120.0,
     wall_s: Annotated[
@@ -156,7 +164,7 @@ def launch(
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
     _refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
-                         checkpoint_every=checkpoint_every, resume=resume)  # fmt: skip
+                         checkpoint_every=checkpoint_every, resume=resume, restarts=max_restarts)  # fmt: skip
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
@@ -197,7 +205,7 @@ def launch(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
         hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_),
         checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
-        resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
+        keep_checkpoints=keep_checkpoints, resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
     )  # fmt: skip
     if emit is not None:
         if out is None:
@@ -229,6 +237,7 @@ def _refuse_idle_options(
     checkpoint_dir: Path | None,
     checkpoint_every: int,
     resume: bool,
+    restarts: int,  # a restarted rank resumes from --checkpoint-dir too
 ) -> None:
     """Options that would do nothing with the others given: refused, one line, rather than ignored."""
     if emit is None and (out is not None or image is not None):
@@ -237,6 +246,11 @@ def _refuse_idle_options(
     if checkpoint_dir is None and (checkpoint_every or resume):
         given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
         raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")
+    if checkpoint_dir is not None and not (checkpoint_every or resume or restarts):
+        raise PlannerError(
+            f"--checkpoint-dir {str(checkpoint_dir)!r} saves nothing and reads nothing alone: give --checkpoint-every"
+            " K, --resume or --max-restarts N, or drop it"
+        )
     if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
         raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")
 

@@ -12,13 +12,15 @@ import yaml
 
 from planner.api.resolve import Resolved
 from planner.errors import PlannerError
-from planner.io.files import probe_writable, write_text_atomic
+from planner.io.files import check_writable, probe_writable, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
+from planner.launch.run_files import check_checkpoints, prepare_checkpoints
 from planner.launch.runner import (
     UNPRICED,
     DryRun,
+    Interrupted,
     as_built,
     comparison,
     dry_run,
@@ -95,7 +97,8 @@ def run_here(
         raise PlannerError(refusal)
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
-    _run(cfg, pred, reh, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall)
+    _run(cfg, pred, reh, rehearsal, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall,
+         force=force)  # fmt: skip
 
 
 def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> None:
@@ -113,18 +116,21 @@ def _run(
     cfg: RunConfig,
     pred: dict[str, Any],
     reh: Rehearsal | None,
+    model: ModelSpec,
     *,
     per_node: int,
     max_restarts: int,
     as_json: bool,
     wall_s: float,
+    force: bool,
 ) -> None:
     """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
     from planner.render.run_report import print_comparison
 
-    writable_or_raise(Path(cfg.profile_out).parent, "--profile-out")
-    if cfg.checkpoint_dir:
-        writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir")
+    ckpt = _check_outputs(cfg, model, force=force)
+    if ckpt is not None:
+        writable_or_raise(ckpt, "--checkpoint-dir")
+        prepare_checkpoints(ckpt, model, resume=cfg.resume)
     if reh is not None:
         write_text_atomic(cfg.model, yaml.safe_dump(reh.model.model_dump(mode="json")), what="rehearsal model")
         typer.echo("\n".join(reh.lines()), err=True)
@@ -134,7 +140,12 @@ def _run(
         f"build) takes a few seconds before the first step line; stopped after {wall_s:g} s (--wall-s)",
         err=True,
     )
-    rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, wall_timeout_s=wall_s)
+    try:
+        rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, wall_timeout_s=wall_s,
+                          progress_to_stderr=as_json)  # fmt: skip
+    except Interrupted as stop:  # exit 1, as for any run that did not finish (README: exit codes)
+        typer.echo(f"planner launch: {stop}", err=True)
+        raise typer.Exit(1) from None
     if rc != 0:
         typer.echo(f"planner launch: the run failed (torchrun exit code {rc})", err=True)
         raise typer.Exit(1)
@@ -146,3 +157,17 @@ def _run(
         emit_json({"profile": cfg.profile_out, "comparison": rows})
     else:
         print_comparison(rows, cfg.profile_out)
+
+
+def _check_outputs(cfg: RunConfig, model: ModelSpec, *, force: bool) -> Path | None:
+    """Refuse, before anything is written, the files the run would wrongly replace or cannot write; returns the
+    checkpoint folder, if any."""
+    ckpt = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+    if ckpt is not None:
+        check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)
+    profile = Path(cfg.profile_out)  # the file itself, and its steps log: not only their folder
+    for path in (profile, profile.with_name(profile.name + ".steps.jsonl")):
+        check_writable(path, what="--profile-out")
+        if path.exists() and not force:  # an earlier run's, or a concurrent one's in the same folder
+            raise PlannerError(f"--profile-out: {str(path)!r} exists: give --force to replace it, or another path")
+    return ckpt

@@ -1,9 +1,10 @@
 """Save and resume with torch.distributed.checkpoint, so that a crash mid-save never loses the last good one.
 
-Layout of DIR: ``step_000004/`` (complete checkpoints), ``step_000008.tmp/`` (a save in progress) and
-``latest`` (the name of the newest complete one). A save writes into ``.tmp``, every rank reaches a
-barrier, then rank 0 renames the directory and replaces ``latest`` atomically (``os.replace``). A crash
-before the rename leaves ``latest`` pointing at the previous checkpoint; resume reads only ``latest``.
+Layout of DIR: ``step_000004/`` (complete checkpoints), ``step_000008.tmp/`` (a save in progress),
+``latest`` (the name of the newest complete one) and the manifest run_files.py writes. A save writes into
+``.tmp``, every rank reaches a barrier, then rank 0 renames the directory and replaces ``latest``
+atomically (``os.replace``). A crash before the rename leaves ``latest`` pointing at the previous
+checkpoint; resume reads only ``latest``.
 State dicts are keyed by FQN (merged over pipeline chunks, optimizer state flattened), so a checkpoint
 loads into any other layout of the same model (DCP reshards).
 """
@@ -26,6 +27,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.optim import Optimizer
 
+from planner.launch.run_files import latest_step
+
 _OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
@@ -37,14 +40,8 @@ def _state(parts: list[nn.Module], optims: list[Optimizer]) -> dict:
     return {"model": model, "optim": optim}
 
 
-def latest_step(root: str | Path) -> int | None:
-    marker = Path(root) / "latest"
-    if not marker.exists():
-        return None
-    return int(marker.read_text().strip().removeprefix("step_"))
-
-
-def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optimizer]) -> Path:
+def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optimizer], *, keep: int = 2) -> Path:
+    """Save `step` and keep the newest `keep` complete checkpoints (older ones are removed once it is complete)."""
     root = Path(root)
     final, tmp = root / f"step_{step:06d}", root / f"step_{step:06d}.tmp"
     if dist.get_rank() == 0:
@@ -59,6 +56,9 @@ def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optim
         marker_tmp = root / "latest.tmp"
         marker_tmp.write_text(final.name + "\n")
         os.replace(marker_tmp, root / "latest")
+        done = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+        for old in [p for p in done if p.name < final.name][: max(0, len(done) - keep)]:
+            shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
     return final
 

@@ -37,6 +37,7 @@ class RunConfig:
     engine: str = WORKER_ENGINE
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
+    keep_checkpoints: int = 2
     resume: bool = False
     profile_out: str = "planner-launch-profile.json"
     timeout_s: float = 120.0
@@ -81,6 +82,7 @@ def worker_argv(cfg: RunConfig) -> list[str]:
     ]
     if cfg.checkpoint_dir:
         out += ["--checkpoint-dir", cfg.checkpoint_dir, "--checkpoint-every", str(cfg.checkpoint_every)]
+        out += ["--keep-checkpoints", str(cfg.keep_checkpoints)]
         if cfg.resume:
             out.append("--resume")
     return out + list(cfg.extra)
@@ -96,9 +98,13 @@ def torchrun_argv(
     rdzv_id: str = "planner",
     node_rank: str | None = None,
     torchrun: str | None = None,
+    log_dir: str | None = None,
 ) -> list[str]:
-    """Single node: ``--standalone`` (a free port, never a fixed one). Multi-node: c10d rendezvous."""
+    """Single node: ``--standalone`` (a free port, never a fixed one). Multi-node: c10d rendezvous. `log_dir`:
+    torchrun's ``--log-dir`` (its error files; without it torchrun makes a /tmp/torchelastic_* it never removes)."""
     head = [torchrun or "torchrun"]
+    if log_dir is not None:
+        head += ["--log-dir", log_dir]
     if nnodes == 1 and rdzv_endpoint is None:
         head.append("--standalone")
         head += ["--nnodes", "1"]

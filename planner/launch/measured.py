@@ -115,14 +115,16 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 
 def summarize(step_times: list[float], warmup: int, tokens_per_step: int) -> dict:
+    """Step times and their statistics; None where there is no step to time (a restart that resumed at the last
+    step): JSON has no NaN, and a profile that holds one is not JSON."""
     timed = step_times[warmup:] or step_times
-    median = statistics.median(timed) if timed else float("nan")
+    median = statistics.median(timed) if timed else None
     return {
         "step_times_s": [{"step": i + 1, "time_s": t, "warmup": i < warmup} for i, t in enumerate(step_times)],
         "median_step_s": median,
         # Low quantiles of the timed steps: on a shared machine other load only ever slows a step down, so
         # these repeat across runs better than the median (`planner.calibrate.step_stat` can fit to them).
-        "p25_step_s": _quantile(sorted(timed), 0.25) if timed else float("nan"),
-        "min_step_s": min(timed) if timed else float("nan"),
-        "tokens_per_s": tokens_per_step / median if median and median == median else None,
+        "p25_step_s": _quantile(sorted(timed), 0.25) if timed else None,
+        "min_step_s": min(timed) if timed else None,
+        "tokens_per_s": tokens_per_step / median if median else None,
     }

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import IO
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_GRACE_S = 5.0  # torchrun's SIGTERM handling stops its workers well within this; SIGKILL after it
@@ -152,3 +153,19 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def relay(pipe: IO[str], sink: IO[str], muted: threading.Event) -> threading.Thread:
+    """Copy `pipe` to `sink` line by line in a thread, until `muted` is set; then drain it unshown (what torchrun
+    prints while it is being stopped: its SignalException traceback, which says nothing the launcher does not)."""
+
+    def pump() -> None:
+        for line in iter(pipe.readline, ""):
+            if not muted.is_set():
+                sink.write(line)
+                sink.flush()
+        pipe.close()
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread

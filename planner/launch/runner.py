@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchru
 from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
 from planner.launch.machine import HostNeed
 from planner.launch.preflight import Environment, Preflight, preflight
-from planner.launch.processes import Stopped, child_dies_with, stop_on_signals, stop_tree
+from planner.launch.processes import STOP_GRACE_S, Stopped, child_dies_with, relay, stop_on_signals, stop_tree
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -124,32 +127,64 @@ def dry_run(
     return DryRun(pf, f"{env_prefix()} {shell_join(argv)}", dict(zip(MESH_DIMS, mesh_shape(cfg.plan))), shown)
 
 
-def run_torchrun(cfg: RunConfig, *, nproc_per_node: int, max_restarts: int, wall_timeout_s: float | None = None) -> int:
-    """Run the plan on this node; output streams through (rank 0 prints one line per step). torchrun and every
-    worker end when this returns, raises or is killed (processes.py); SIGINT, SIGTERM and SIGHUP stop the run
-    and return 128 + the signal."""
-    argv = torchrun_argv(cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun())
+class Interrupted(Exception):
+    """The launcher got SIGINT, SIGTERM or SIGHUP during a run; torchrun and every worker are stopped."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"interrupted ({signal.Signals(self.signum).name}): workers stopped"
+
+
+def run_torchrun(
+    cfg: RunConfig,
+    *,
+    nproc_per_node: int,
+    max_restarts: int,
+    wall_timeout_s: float | None = None,
+    progress_to_stderr: bool = False,
+) -> int:
+    """Run the plan on this node and return torchrun's exit code (124: stopped at the wall limit); output streams
+    through (rank 0 prints one line per step; to stderr with `progress_to_stderr`, leaving stdout to the caller).
+    torchrun and every worker end when this returns, raises or is killed (processes.py); SIGINT, SIGTERM and SIGHUP
+    stop the run and raise Interrupted once they are stopped."""
+    log_dir = tempfile.mkdtemp(prefix="planner-launch-")  # torchrun's logs and error files, removed at the end
+    argv = torchrun_argv(
+        cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun(), log_dir=log_dir
+    )
     env = {**os.environ, **RUN_ENV}
     proc: subprocess.Popen | None = None
-    with stop_on_signals():
-        try:
-            proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=child_dies_with(os.getpid()))
-            return proc.wait(timeout=wall_timeout_s)
-        except subprocess.TimeoutExpired:
-            print(f"planner launch: stopping torchrun after {wall_timeout_s:g} s wall time", file=sys.stderr)
-            return 124
-        except KeyboardInterrupt:
-            return _stopped(signal.SIGINT)
-        except Stopped as exc:
-            return _stopped(exc.signum)
-        finally:
-            if proc is not None:
-                stop_tree(proc)
-
-
-def _stopped(signum: int) -> int:
-    print(f"planner launch: {signal.Signals(signum).name}: stopping torchrun and every worker", file=sys.stderr)
-    return 128 + signum
+    muted, relays = threading.Event(), []
+    try:
+        with stop_on_signals():
+            try:
+                proc = subprocess.Popen(
+                    argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                    start_new_session=True, preexec_fn=child_dies_with(os.getpid()),
+                )  # fmt: skip
+                assert proc.stdout is not None and proc.stderr is not None
+                relays = [relay(proc.stdout, sys.stderr if progress_to_stderr else sys.stdout, muted),
+                          relay(proc.stderr, sys.stderr, muted)]  # fmt: skip
+                return proc.wait(timeout=wall_timeout_s)
+            except subprocess.TimeoutExpired:
+                muted.set()
+                print(f"planner launch: stopping torchrun after {wall_timeout_s:g} s wall time", file=sys.stderr)
+                return 124
+            except KeyboardInterrupt:
+                muted.set()
+                raise Interrupted(signal.SIGINT) from None
+            except Stopped as exc:
+                muted.set()
+                raise Interrupted(exc.signum) from None
+            finally:
+                if proc is not None:
+                    stop_tree(proc)
+                for thread in relays:
+                    thread.join(timeout=STOP_GRACE_S)  # what the workers printed last, before the caller's lines
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:
@@ -165,8 +200,8 @@ def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, 
         ("  model states (params+grads+optimizer)", state, pred.get("model_state_bytes"), mib),
         ("  saved activations", worst.get("activation_bytes", 0), pred.get("activation_bytes"), mib),
     ):
-        err = f"{(measured - p) / p * 100:+.1f}%" if p else "n/a"
-        rows.append((name, fmt(measured), fmt(p) if p else "n/a", err))
+        err = f"{(measured - p) / p * 100:+.1f}%" if p and measured is not None else "n/a"
+        rows.append((name, fmt(measured) if measured is not None else "n/a", fmt(p) if p else "n/a", err))
     tps = profile.get("tokens_per_s")
     pred_tps = (
         profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / pred["step_time_s"]

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 import warnings
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -76,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--profile-out", str, "planner-launch-profile.json"),
         ("--checkpoint-dir", str, None),
         ("--checkpoint-every", int, 0),
+        ("--keep-checkpoints", int, 2),
     ):
         ap.add_argument(flag, type=typ, default=default)
     ap.add_argument("--resume", action="store_true")
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[launch] step {step}/{args.steps} loss {loss:.6f} time {times[-1]:.3f} s", flush=True)
             _log_step(steps_log, {"step": step, "loss": loss, "time_s": times[-1], "attempt": attempt})
         if args.checkpoint_dir and args.checkpoint_every and step % args.checkpoint_every == 0:
-            checkpoint.save(args.checkpoint_dir, step, t.parts, t.optims)
+            checkpoint.save(args.checkpoint_dir, step, t.parts, t.optims, keep=args.keep_checkpoints)
     _write_profile(t, args, out, start=start, times=times, losses=losses, counter=counter, attempt=attempt)
     dist.barrier()  # no rank tears gloo down while a peer is still in a collective
     dist.destroy_process_group()
@@ -179,7 +182,19 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
     }
     for row, s in zip(prof["step_times_s"], range(start + 1, start + 1 + len(times))):
         row["step"] = s
-    write_text_atomic(out, json.dumps(prof, indent=2) + "\n", what="profile")  # whole or absent
+    # whole or absent, and JSON: a diverged loss (NaN, inf) is written as null
+    write_text_atomic(out, json.dumps(finite_json(prof), indent=2, allow_nan=False) + "\n", what="profile")
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def test_sigterm_unwinds_so_cleanup_runs():
 
 
 # ---- a real launch -----------------------------------------------------------------------------------------
-def _launch_until_step(tmp_path: Path) -> tuple[subprocess.Popen, dict[int, int], list[str]]:
+def _launch_until_step(tmp_path: Path) -> tuple[subprocess.Popen, dict[int, int], queue.Queue[str]]:
     """`planner launch` of 2 workers whose rank 0 hangs at step 2; returns once step 1 is printed."""
     argv = [
         sys.executable, "-m", "planner", "launch", "--model", "tiny", "--dp", "2", "--micro-batch", "1",
@@ -135,7 +135,10 @@ def _launch_until_step(tmp_path: Path) -> tuple[subprocess.Popen, dict[int, int]
         "--profile-out", str(tmp_path / "p.json"),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "PLANNER_LAUNCH_HANG": "0:2"}
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C's default, whatever runs pytest
+    )  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     seen: list[str] = []
@@ -151,19 +154,26 @@ def _launch_until_step(tmp_path: Path) -> tuple[subprocess.Popen, dict[int, int]
     workers = [p for p in descendants(torchrun[0]) if "planner.launch.worker" in Path(f"/proc/{p}/cmdline").read_text()]
     assert len(torchrun) == 1 and len(workers) == 2, tree  # torchrun and its two workers, in sessions of their own
     assert all(os.getsid(w) == w for w in workers)
-    return proc, tree, seen
+    return proc, tree, lines
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_killing_the_launcher_leaves_no_worker(tmp_path, sig):
-    proc, tree, _ = _launch_until_step(tmp_path)
+    """SIGKILL: nothing left. SIGTERM or SIGINT (Ctrl-C): exit 1 (README's code for a run that did not finish) and
+    one line that says so, not torchrun's SignalException traceback or an exit code of the launcher's own."""
+    proc, tree, lines = _launch_until_step(tmp_path)
     try:
         proc.send_signal(sig)
         rc = proc.wait(timeout=30)
         assert _all_gone(tree) == [], f"left after {signal.Signals(sig).name}: {tree}"
-        assert rc == (-signal.SIGKILL if sig == signal.SIGKILL else 1)  # SIGTERM: the run failed, cleaned up
+        assert rc == (-signal.SIGKILL if sig == signal.SIGKILL else 1)
+        time.sleep(0.2)  # the reader thread's last lines
+        said = "".join(lines.get() for _ in range(lines.qsize()))
+        if sig != signal.SIGKILL:
+            assert f"planner launch: interrupted ({signal.Signals(sig).name}): workers stopped" in said, said
+            assert "Traceback" not in said and "exit code" not in said, said
     finally:
         proc.kill()
         for pid, started in tree.items():

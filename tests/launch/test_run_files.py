@@ -1,0 +1,135 @@
+"""The files a launch owns, refused in one line before any process starts: a checkpoint folder it would replace or
+resume wrongly (run_files.py), and the profile it would write."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.launch.conftest import REPO, launch_cli
+
+BASE = ("--model", "tiny", "--dp", "2", "--global-batch", "8", "--seq-len", "64", "--precision", "fp32")
+
+
+def _checkpoints(root, step: int, model: dict | None) -> None:
+    """A folder as checkpoint.save leaves it: step_N/, latest and (when given) the manifest."""
+    (root / f"step_{step:06d}").mkdir(parents=True)
+    (root / "latest").write_text(f"step_{step:06d}\n")
+    if model is not None:
+        (root / "planner-checkpoint.json").write_text(json.dumps({"model": model}))
+
+
+def _tiny() -> dict:
+    from planner.io.catalog import load_model
+
+    return load_model("tiny").model_dump(mode="json")
+
+
+def _one_line(code: int, err: str, says: str) -> None:
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_folder_of_checkpoints_is_neither_replaced_nor_resumed_unasked(capsys, tmp_path):
+    ckpt = tmp_path / "ck"
+    _checkpoints(ckpt, 4, {**_tiny(), "name": "other", "num_layers": 2})
+    before = sorted(p.name for p in ckpt.iterdir())
+    args = (*BASE, "--steps", "8", "--checkpoint-dir", str(ckpt), "--profile-out", str(tmp_path / "p.json"))
+    code, _, err = launch_cli(capsys, *args, "--checkpoint-every", "2")
+    _one_line(code, err, "already holds checkpoints: give --resume to continue them, --force to replace them")
+    code, _, err = launch_cli(capsys, *args, "--resume")
+    _one_line(code, err, "are another model's ('other'; name='tiny' (saved 'other'), num_layers=4 (saved 2))")
+    (ckpt / "planner-checkpoint.json").unlink()
+    code, _, err = launch_cli(capsys, *args, "--resume")
+    _one_line(code, err, "has no readable planner-checkpoint.json")
+    assert sorted(p.name for p in ckpt.iterdir()) == [n for n in before if n != "planner-checkpoint.json"]
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_resume_needs_steps_left_past_the_warmup(capsys, tmp_path):
+    ckpt = tmp_path / "ck"
+    _checkpoints(ckpt, 4, _tiny())
+    args = (*BASE, "--checkpoint-dir", str(ckpt), "--resume", "--profile-out", str(tmp_path / "p.json"))
+    code, _, err = launch_cli(capsys, *args, "--steps", "4")
+    _one_line(code, err, "checkpoint at step 4 >= --steps 4 (use --steps N > 4)")
+    code, _, err = launch_cli(capsys, *args, "--steps", "6", "--warmup", "2")
+    _one_line(code, err, "checkpoint at step 4 leaves 2 of --steps 6, none past --warmup 2 to time (use --steps N > 6)")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_force_replaces_and_resume_keeps_all_but_unfinished_saves(tmp_path):
+    from planner.io.catalog import load_model
+    from planner.launch.run_files import check_checkpoints, prepare_checkpoints
+
+    ckpt, tiny = tmp_path / "ck", load_model("tiny")
+    _checkpoints(ckpt, 4, _tiny())
+    (ckpt / "step_000006.tmp").mkdir()
+    (ckpt / "notes.txt").write_text("mine")
+    check_checkpoints(ckpt, tiny, resume=True, force=False, steps=8, warmup=2)
+    prepare_checkpoints(ckpt, tiny, resume=True)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "notes.txt", "planner-checkpoint.json", "step_000004"]
+    check_checkpoints(ckpt, tiny, resume=False, force=True, steps=8, warmup=2)
+    prepare_checkpoints(ckpt, tiny, resume=False)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["notes.txt", "planner-checkpoint.json"]
+
+
+def test_a_profile_with_no_timed_step_is_still_json():
+    """A restart that resumes at the last step times nothing: the profile says null, never NaN (not JSON)."""
+    from planner.launch.measured import summarize
+    from planner.launch.runner import comparison
+    from planner.launch.worker import finite_json
+
+    stats = summarize([], 2, 512)
+    assert stats["median_step_s"] is None and stats["tokens_per_s"] is None
+    doc = json.loads(json.dumps(finite_json({**stats, "losses": [{"loss": float("nan")}]}), allow_nan=False))
+    assert doc["losses"] == [{"loss": None}]
+    profile = {**stats, "plan": {"global_batch": 8, "seq_len": 64}, "memory_per_rank": [{"peak_bytes": 1,
+               "params_bytes": 1, "grads_bytes": 0, "optimizer_bytes": 0}]}  # fmt: skip
+    assert comparison(profile, {"step_time_s": 0.1})[0] == ("median step time", "n/a", "100.0 ms", "n/a")
+
+
+def test_a_profile_path_that_names_a_folder_is_refused_before_the_run(capsys, tmp_path):
+    """An existing folder (or a name ending in /) as --profile-out: one line, exit 2, and nothing written beside
+    it, rather than a failure of rank 0 after the whole run."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    args = (*BASE, "--steps", "3", "--warmup", "1")
+    code, _, err = launch_cli(capsys, *args, "--profile-out", str(folder))
+    _one_line(code, err, f"cannot write --profile-out {str(folder)!r}: that is a folder, give a file name")
+    code, _, err = launch_cli(capsys, *args, "--profile-out", str(tmp_path / "new") + "/")
+    _one_line(code, err, "names a folder; give a file name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not list(folder.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_run_leaves_no_temporary_files_and_json_is_one_document(tmp_path):
+    """torchrun's log folder (a /tmp/torchelastic_* by default, never removed) is the launcher's own temporary
+    folder, removed when the run ends; under --json the workers' progress goes to stderr, so stdout is one JSON
+    document; a checkpoint every step keeps the newest two (--keep-checkpoints)."""
+    temp, ckpt = tmp_path / "tmp", tmp_path / "ck"
+    temp.mkdir()
+    (ckpt / "step_000009.tmp").mkdir(parents=True)  # a save a crash cut short: no checkpoint, removed on start
+    argv = [sys.executable, "-m", "planner", "launch", *BASE, "--steps", "3", "--warmup", "1", "--json",
+            "--profile-out", str(tmp_path / "p.json"),
+            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temp)}
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=80)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["profile"] == str(tmp_path / "p.json") and "[launch] step 3/3" in proc.stderr
+    kept = sorted(p.name for p in ckpt.iterdir())
+    assert kept == ["latest", "planner-checkpoint.json", "step_000002", "step_000003"]  # --keep-checkpoints 2
+    left = [p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "planner-launch-"))]
+    assert left == []  # torch's own caches (torchinductor_USER) are shared between runs, not the run's
+
+
+def test_an_earlier_runs_profile_is_not_replaced_unasked(capsys, tmp_path):
+    for name in ("p.json", "p.json.steps.jsonl"):
+        (tmp_path / name).write_text("earlier")
+        code, _, err = launch_cli(capsys, *BASE, "--steps", "3", "--profile-out", str(tmp_path / "p.json"))
+        _one_line(code, err, f"--profile-out: {str(tmp_path / name)!r} exists: give --force to replace it")
+        assert (tmp_path / name).read_text() == "earlier"
+        (tmp_path / name).unlink()
