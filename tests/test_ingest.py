@@ -1289,3 +1289,23 @@ def test_a_loss_scale_other_than_one_says_fp16():
     # a dump that states the precision wins, and nothing is said of the loss scale (bigscience's fp16 dump)
     stated = ingest("megatron_lm_gpt2_tp4_pp8.log")
     assert stated.plan["precision"] == "fp16" and not any("loss scale" in a for a in stated.assumed)
+
+
+def test_a_log_ending_on_a_bare_argument_header_is_read_without_a_traceback(tmp_path):
+    """A dump cut right after its '---- arguments ----' header (a requeued job) held no argument, and finding the
+    last one shown raised ValueError (max of nothing): a traceback from ingest."""
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    (tmp_path / "cut.log").write_text(text + "------------------------ arguments ------------------------\n")
+    rc, _out, err = run_planner("ingest", str(tmp_path / "cut.log"), "--json")
+    assert "Traceback" not in err and rc in (0, 2), err
+
+
+def test_a_stated_split_given_by_plan_fills_what_the_log_leaves_unstated():
+    """--plan's first_stage_layers / last_stage_layers fill a log that does not state them, as its etp does (they
+    were dropped without a word)."""
+    from planner.io.logs.given import fill_plan
+
+    plan = {"pp": 8, "tp": None}
+    notes = fill_plan(plan, {"first_stage_layers": 4, "last_stage_layers": 1, "etp": 2})
+    assert (plan["first_stage_layers"], plan["last_stage_layers"], plan["etp"]) == (4, 1, 2)
+    assert notes and "first_stage_layers" in notes[0]

@@ -164,7 +164,7 @@ def launch(
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
     _refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
-                         checkpoint_every=checkpoint_every, resume=resume, restarts=max_restarts)  # fmt: skip
+                         checkpoint_every=checkpoint_every, resume=resume)  # fmt: skip
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
@@ -237,7 +237,6 @@ def _refuse_idle_options(
     checkpoint_dir: Path | None,
     checkpoint_every: int,
     resume: bool,
-    restarts: int,  # a restarted rank resumes from --checkpoint-dir too
 ) -> None:
     """Options that would do nothing with the others given: refused, one line, rather than ignored."""
     if emit is None and (out is not None or image is not None):
@@ -246,10 +245,10 @@ def _refuse_idle_options(
     if checkpoint_dir is None and (checkpoint_every or resume):
         given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
         raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")
-    if checkpoint_dir is not None and not (checkpoint_every or resume or restarts):
+    if checkpoint_dir is not None and not (checkpoint_every or resume):  # a restart reloads what a save wrote
         raise PlannerError(
             f"--checkpoint-dir {str(checkpoint_dir)!r} saves nothing and reads nothing alone: give --checkpoint-every"
-            " K, --resume or --max-restarts N, or drop it"
+            " K or --resume (--max-restarts N reloads what --checkpoint-every saves), or drop it"
         )
     if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
         raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")

@@ -166,8 +166,11 @@ def _check_outputs(cfg: RunConfig, model: ModelSpec, *, force: bool) -> Path | N
     if ckpt is not None:
         check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)
     profile = Path(cfg.profile_out)  # the file itself, and its steps log: not only their folder
+    continued = (
+        cfg.resume and ckpt is not None
+    )  # a resume appends to its steps log (worker.py) and rewrites its profile
     for path in (profile, profile.with_name(profile.name + ".steps.jsonl")):
         check_writable(path, what="--profile-out")
-        if path.exists() and not force:  # an earlier run's, or a concurrent one's in the same folder
+        if path.exists() and not (force or continued):  # an earlier run's, or a concurrent one's in the same folder
             raise PlannerError(f"--profile-out: {str(path)!r} exists: give --force to replace it, or another path")
     return ckpt

@@ -134,8 +134,8 @@ def hierarchy(
         ]
     levels: list[Level] = []
     below = 1
-    for name, gpus, bandwidth, latency in tiers:
-        within = min(n, max(1, gpus // stride), *((in_domain,) if name == NVLINK and in_domain else ()))
+    for name, tier_ranks, bandwidth, latency in tiers:
+        within = min(n, max(1, tier_ranks // stride), *((in_domain,) if name == NVLINK and in_domain else ()))
         if within > below:
             levels.append(Level(below, within, bandwidth, latency, name))
             below = within

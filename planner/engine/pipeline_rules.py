@@ -21,7 +21,8 @@ _NO_STATED_SPLIT = {
     "planner neither prices nor writes",
     "deepspeed": _DEEPSPEED,
     "megatron-deepspeed": _DEEPSPEED + ", which --pp-partition-method sets",
-    "planner": "its worker builds the layers evenly over the stages (planner/launch/layout.py)",
+    "planner": "its worker builds the layers evenly over the stages (planner/launch/layout.py): emit the plan for "
+    "megatron or megatron-bridge (--emit),",
     "even": "it spreads the layers evenly and has no option for the first and last rank's layer counts",
 }
 
@@ -50,7 +51,8 @@ def _stated_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejec
     if engine.rules.pipeline_split != "megatron":
         why = _NO_STATED_SPLIT.get(engine.name) or _NO_STATED_SPLIT.get(engine.rules.pipeline_split)
         why = why or _NO_STATED_SPLIT["even"]
-        detail = f"{engine.name} takes no stated pipeline split ({given}): {why}; use --engine megatron or drop it"
+        way = "" if engine.name == "planner" else "; use --engine megatron"  # the worker's way out is --emit
+        detail = f"{engine.name} takes no stated pipeline split ({given}): {why}{way} or drop it"
         return [Rejected(f"{engine.name} takes no stated pipeline split", detail)]
     problem = first_last_problem(model.num_layers, plan.pp, plan.vpp, stated)
     if problem is None:

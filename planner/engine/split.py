@@ -1,7 +1,8 @@
 """How an engine splits the transformer layers over pipeline chunks (layers per chunk in model order).
 
-The policy is the engine's (Rules.pipeline_split); cost/stages.py builds the Layout from it, and the
-engine's rules reject a plan whose layers the engine cannot split.
+The policy is the engine's (Rules.pipeline_split), or the first and last ranks' counts a plan states
+(FirstLast, plan_split); cost/stages.py builds the Layout from it, and the engine's rules
+(engine/pipeline_rules.py) reject a plan whose layers the engine cannot split.
 """
 
 from __future__ import annotations

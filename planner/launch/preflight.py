@@ -268,9 +268,6 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment, engine: Engine
             f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x micro_batch={plan.micro_batch}"
         )
     out += schedule_limits(plan)
-    if plan.first_stage_layers or plan.last_stage_layers:  # the worker's layout: launch/layout.py, its own even split
-        out.append("first/last_stage_layers: the worker splits the layers its own way; a stated split is for "
-                   "--emit megatron or megatron-bridge")  # fmt: skip
     if plan.seq_len > model.max_seq_len:
         out.append(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name} (--seq-len)")
     return out

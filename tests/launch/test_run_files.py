@@ -133,3 +133,37 @@ def test_an_earlier_runs_profile_is_not_replaced_unasked(capsys, tmp_path):
         _one_line(code, err, f"--profile-out: {str(tmp_path / name)!r} exists: give --force to replace it")
         assert (tmp_path / name).read_text() == "earlier"
         (tmp_path / name).unlink()
+
+
+def test_a_resume_continues_its_profile_and_steps_log(capsys, tmp_path):
+    """A resume appends to its steps log (worker.py keeps it past step 0) and rewrites its profile: both existing
+    is what a resume looks like, not an earlier run to protect (it was refused unless --force, which also lifts the
+    GPU memory check). The dry run passes the file checks and stops before starting anything."""
+    ckpt = tmp_path / "ck"
+    _checkpoints(ckpt, 4, _tiny())
+    for name in ("p.json", "p.json.steps.jsonl"):
+        (tmp_path / name).write_text("earlier")
+    args = (*BASE, "--steps", "8", "--checkpoint-dir", str(ckpt), "--resume", "--profile-out", str(tmp_path / "p.json"))
+    from planner.cli.launch_here import _check_outputs
+    from planner.launch.command import RunConfig
+    from planner.plan import Plan
+
+    cfg = RunConfig(model="tiny", plan=Plan(dp=2, global_batch=8, seq_len=64), checkpoint_dir=str(ckpt), resume=True,
+                    profile_out=str(tmp_path / "p.json"), steps=8)  # fmt: skip
+    assert _check_outputs(cfg, load_tiny(), force=False) == ckpt
+    code, _, err = launch_cli(capsys, *args[:-2], "--profile-out", str(tmp_path / "p.json"), "--dry-run")
+    assert code == 0, err
+
+
+def test_checkpoint_dir_with_restarts_alone_is_idle(capsys, tmp_path):
+    """--max-restarts reloads what --checkpoint-every saves: with neither saving nor --resume, the folder does
+    nothing."""
+    code, _, err = launch_cli(capsys, *BASE, "--steps", "3", "--checkpoint-dir", str(tmp_path / "ck"),
+                              "--max-restarts", "2")  # fmt: skip
+    _one_line(code, err, "saves nothing and reads nothing alone")
+
+
+def load_tiny():
+    from planner.io.catalog import load_model
+
+    return load_model("tiny")

@@ -17,13 +17,11 @@ from planner.io.logs.devices import given_against_log, log_hardware
 from planner.io.logs.given import fill_plan, implied, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
 from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
-from planner.io.logs.record import PLAN_FIELDS, IngestedRun, run_id
+from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
-from planner.plan import STATED_SPLIT
 from planner.specs import ModelSpec
 
-OPTIONAL_FIELDS = ("etp", *STATED_SPLIT)  # plan fields an entry writes where the log states them
 ENGINES = ("megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry")
 READERS: dict[str, Callable[[str], LogFacts]] = {
     "megatron": read_megatron,

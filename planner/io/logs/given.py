@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from planner.io.logs.record import OPTIONAL_FIELDS
+
 # The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
 LOG_SOFTWARE_KEYS = (
     "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
@@ -17,12 +19,12 @@ LOG_SOFTWARE_KEYS = (
 def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str]:
     """The plan fields the log leaves unstated, from `given` (--plan), in place; notes naming what was filled and
     what `given` says otherwise than the log (the log wins: it is what ran). An expert tensor-parallel degree
-    the log's fields do not carry is taken when given."""
+    the log's fields do not carry, or a stated pipeline split, is taken when given (OPTIONAL_FIELDS)."""
     if not given:
         return []
     filled, differ = [], []
     for k, v in given.items():
-        if v is None or (k not in plan and k != "etp"):
+        if v is None or (k not in plan and k not in OPTIONAL_FIELDS):
             continue
         if plan.get(k) is None:
             plan[k] = v

@@ -45,9 +45,6 @@ def split_notes(a: Args, *, pp: int, vpp: int) -> list[str]:
         return []
     layers = a.get("num_layers")
     split = megatron_split(layers, pp, vpp) if isinstance(layers, int) else None
-    first_last = (stated.get(UNEVEN[0]), stated.get(UNEVEN[1]))
-    if split and split.method == "first_last" and (split.first, split.last) == first_last and UNEVEN[2] not in stated:
-        return []
     planned = f"{list(split.sizes)} layers per chunk" if split else "no split it can price"
     said = ", ".join(f"{k} {v}" for k, v in stated.items())
     return [f"pipeline split: the run sets {said}, which is not modelled; the planner prices {planned} instead"]

@@ -259,7 +259,9 @@ def _configure(
     stated = line_settings(iterations)
     logged = stated.logged | logged  # a line's world size over the one the throughput implies
     configs = [
-        config_from_args(args | logged, deepspeed=deepspeed, cut_after=None if ended else max(args, key=str.lower))
+        config_from_args(
+            args | logged, deepspeed=deepspeed, cut_after=None if ended else max(args, key=str.lower, default=None)
+        )
         for _, args, ended in dumps or [(0, {}, True)]
     ]
     facts.config = configs[0] | {"conflicts": _disagreement(configs), "derived": stated.derived}

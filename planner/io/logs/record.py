@@ -10,11 +10,15 @@ from typing import Any
 import yaml
 
 from planner.errors import PlannerError
+from planner.plan import STATED_SPLIT
 
 PLAN_FIELDS = (
     "dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute",
     "micro_batch", "global_batch", "seq_len", "precision", "schedule",
 )  # fmt: skip
+# Plan fields an entry writes only where the log or --plan states them: the expert tensor-parallel degree and a
+# stated pipeline split (plan.py STATED_SPLIT)
+OPTIONAL_FIELDS = ("etp", *STATED_SPLIT)
 MEASURED_FIELDS = ("step_s", "tokens_per_s_per_gpu", "peak_memory_bytes", "peak_memory_kind", "mfu", "tflops_per_gpu")
 
 
