@@ -19,7 +19,13 @@ from planner.api.advising import search_advised
 from planner.api.choosing import range_stop
 from planner.api.resolve import choice
 from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
-from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
+from planner.cluster.failures import (
+    FailureRate,
+    defaulted_rate,
+    per_gpu_mtbf_hours,
+    priced_options,
+    restart_seconds,
+)
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility
 from planner.engine import Engine
@@ -255,8 +261,8 @@ def _failures(
     o = priced_options(hw, options)
     if o.get("mtbf_hours") is None:
         return None, RESTART_S
-    per_gpu = o["mtbf_hours"] * (hw.gpus_per_node if o.get("mtbf_per") == "node" else 1)
-    return FailureRate(per_gpu, source), RESTART_S if o.get("restart_minutes") is None else o["restart_minutes"] * 60
+    per_gpu = per_gpu_mtbf_hours(o["mtbf_hours"], o.get("mtbf_per"), hw.gpus_per_node)
+    return FailureRate(per_gpu, source), restart_seconds(o.get("restart_minutes"))
 
 
 def _batch(spec: ModelSpec, points: list[ScalePoint], auto: bool = False) -> str | None:

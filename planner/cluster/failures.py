@@ -13,12 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from planner.cluster.fabric import cluster_of
+from planner.cluster.fabric import RESTART_S, cluster_of
 from planner.hardware import HardwareProfile
 
 LLAMA3_INTERRUPTIONS, LLAMA3_DAYS, LLAMA3_GPUS = 419, 54, 16384
 LLAMA3_GPU_MTBF_HOURS = LLAMA3_DAYS * 24 * LLAMA3_GPUS / LLAMA3_INTERRUPTIONS
 LLAMA3_SOURCE = "Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100s (Dubey et al. 2024, 3.3.4)"
+
+
+def per_gpu_mtbf_hours(hours: float, per: str | None, gpus_per_node: int) -> float:
+    """A failure rate as GPU-hours between interruptions: one given per node (--mtbf-per node) of n GPUs failing
+    every h hours is each GPU failing every n·h GPU-hours."""
+    return hours * (gpus_per_node if per == "node" else 1)
+
+
+def restart_seconds(minutes: float | None) -> float:
+    """What one failure costs besides the lost work: the minutes given, else RESTART_S (cluster/fabric.py)."""
+    return RESTART_S if minutes is None else minutes * 60.0
 
 
 @dataclass(frozen=True)

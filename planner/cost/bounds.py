@@ -12,10 +12,10 @@ recompute level; never by the data-parallel degree or the ZeRO stage.
 
 from __future__ import annotations
 
-from planner.cost.compute import fitted_compute, layer_time, stage_shapes
+from planner.cost.compute import fitted_compute, layer_time, plan_stage_shapes
 from planner.cost.keys import LAYER, PIPELINE, SLOT
 from planner.cost.schedule import layer_exposed_s, pipeline_slots, slot_lower_bound_s, step_overhead_s
-from planner.cost.stages import Mix, plan_split, v_shape
+from planner.cost.stages import Mix
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
@@ -57,7 +57,7 @@ class StepBounds:
             exposed = self._exposed.get(lkey)
             if exposed is None:
                 exposed = self._exposed[lkey] = layer_exposed_s(self.model, self.hw, plan, self.engine)
-            shapes = stage_shapes(self.model, plan.pp, plan.vpp, plan_split(plan, self.engine), v_shape(plan))
+            shapes = plan_stage_shapes(self.model, plan, self.engine)
             first = {s: r for r, s in reversed(list(enumerate(shapes)))}
             slot = self._slot[key] = max(
                 slot_lower_bound_s(self.model, self.hw, plan, self.engine, r, exposed) for r in first.values()
@@ -77,6 +77,6 @@ class StepBounds:
         key = PIPELINE(plan)
         hit = self._mixes.get(key)
         if hit is None:
-            shapes = stage_shapes(self.model, plan.pp, plan.vpp, plan_split(plan, self.engine), v_shape(plan))
+            shapes = plan_stage_shapes(self.model, plan, self.engine)
             hit = self._mixes[key] = {s.mix for s in shapes}
         return hit

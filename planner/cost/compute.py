@@ -130,9 +130,14 @@ def fitted_compute(hw: HardwareProfile, engine: Engine) -> float:
     return compute_factor(hw, engine)
 
 
+def plan_stage_shapes(model: ModelSpec, plan: Plan, engine: Engine) -> tuple[StageShape, ...]:
+    """`stage_shapes` of a plan: its pipeline, the split it states or its engine's, and its schedule's shape."""
+    return stage_shapes(model, plan.pp, plan.vpp, plan_split(plan, engine), v_shape(plan))
+
+
 def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> StageCompute:
     """Compute time of one micro-batch on one GPU of pipeline rank `stage`, times the engine's fitted factor."""
-    shape = stage_shapes(model, plan.pp, plan.vpp, plan_split(plan, engine), v_shape(plan))[stage]
+    shape = plan_stage_shapes(model, plan, engine)[stage]
     head = head_precision(plan.precision)  # the output layer stays 16-bit under a named recipe (precision.py)
     peak, bw = hw_rates(hw, head)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cluster.fabric import RESTART_S
+from planner.cluster.failures import per_gpu_mtbf_hours
 from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
@@ -110,7 +111,7 @@ def estimate(
     ckpt = None
     if mtbf_hours:
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
-        per_gpu_s = mtbf_hours * 3600 * (hw.gpus_per_node if mtbf_per == "node" else 1)
+        per_gpu_s = per_gpu_mtbf_hours(mtbf_hours, mtbf_per, hw.gpus_per_node) * 3600
         bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
         ckpt = checkpoint_plan(
             checkpoint_bytes=checkpoint_bytes(model, plan, engine),

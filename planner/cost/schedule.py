@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost.compute import StageCompute, StageShape, layer_time, stage_compute, stage_shapes
+from planner.cost.compute import StageCompute, StageShape, layer_time, plan_stage_shapes, stage_compute
 from planner.cost.fitted_factors import host_overhead_s
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
 from planner.cost.offload import activation_offload_s
 from planner.cost.optimizer_step import optimizer_step_s
 from planner.cost.overlap import dp_comm, layer_comm
 from planner.cost.pipeline_p2p import pp_comm
-from planner.cost.stages import plan_split, v_shape
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.layers import LayerKind
@@ -154,7 +153,7 @@ def bottleneck_stage(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     with the longest exposed DP + optimizer step after it."""
     best, tail = None, None
     seen: set[StageShape] = set()
-    for r, shape in enumerate(stage_shapes(model, plan.pp, plan.vpp, plan_split(plan, engine), v_shape(plan))):
+    for r, shape in enumerate(plan_stage_shapes(model, plan, engine)):
         if shape in seen:
             continue
         seen.add(shape)

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.cluster.fabric import RESTART_S, RESTART_S_RANGE
+from planner.cluster.fabric import RESTART_S_RANGE
+from planner.cluster.failures import restart_seconds
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_BATCH, RECOMPUTES, SCHEDULES, ZERO_STAGES, Recompute, Schedule, divisors
@@ -54,7 +55,7 @@ class Checkpointing:
 
     @property
     def restart_s(self) -> float:
-        return RESTART_S if self.restart_minutes is None else self.restart_minutes * 60.0
+        return restart_seconds(self.restart_minutes)
 
 
 # Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).

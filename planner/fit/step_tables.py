@@ -102,10 +102,9 @@ def _row(o: Observation) -> StepRow:
 
 def _layers(o: Observation, stage: int) -> int:
     """Layers (every chunk) on the pipeline rank that sets the pace."""
-    from planner.cost.compute import stage_shapes
-    from planner.cost.stages import plan_split, v_shape
+    from planner.cost.compute import plan_stage_shapes
 
-    shape = stage_shapes(o.model, o.plan.pp, o.plan.vpp, plan_split(o.plan, o.engine), v_shape(o.plan))[stage]
+    shape = plan_stage_shapes(o.model, o.plan, o.engine)[stage]
     return sum(n for _kind, n in shape.mix)
 
 
