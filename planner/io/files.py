@@ -5,8 +5,10 @@ half-written and never replaces a good file."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from pathlib import Path
+from typing import Any
 
 from planner.errors import PlannerError
 
@@ -90,3 +92,14 @@ def read_text(path: str | Path, *, display: str | None = None, lenient: bool = F
         raise PlannerError(f"{name}: not a text file (not UTF-8)") from None
     except (OSError, ValueError) as e:
         raise PlannerError(f"{name}: cannot read ({_reason(e)})") from None
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every non-finite float as null: strict JSON (no NaN, no Infinity), which every parser reads."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value

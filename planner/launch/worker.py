@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 import warnings
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, record
 
-from planner.io.files import write_text_atomic
+from planner.io.files import finite_json, write_text_atomic
 from planner.launch import PARENT_PID_AT_START, checkpoint
 from planner.launch.measured import ActivationCounter, model_state_bytes, summarize
 from planner.launch.processes import arm_worker
@@ -184,17 +182,6 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
         row["step"] = s
     # whole or absent, and JSON: a diverged loss (NaN, inf) is written as null
     write_text_atomic(out, json.dumps(finite_json(prof), indent=2, allow_nan=False) + "\n", what="profile")
-
-
-def finite_json(value: Any) -> Any:
-    """`value` with every NaN or infinite float replaced by None (JSON has neither)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    return value
 
 
 if __name__ == "__main__":

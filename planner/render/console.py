@@ -4,11 +4,12 @@ JSON document, nothing else with --json), stderr carries errors, warnings and pr
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any
+
+from planner.io.files import finite_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -128,18 +129,6 @@ def escape(text: str) -> str:
 # 3 ms to import, is never loaded).
 out: Any = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else piped_width())
 err: Any = _Console(stderr=True, highlight=False, emoji=False)
-
-
-def finite_json(value: Any) -> Any:
-    """The document with every non-finite float as null: strict JSON (no NaN, no Infinity), which every
-    parser reads."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    return value
 
 
 def emit_json(doc: dict[str, Any]) -> None:

@@ -78,9 +78,9 @@ def test_force_replaces_and_resume_keeps_all_but_unfinished_saves(tmp_path):
 
 def test_a_profile_with_no_timed_step_is_still_json():
     """A restart that resumes at the last step times nothing: the profile says null, never NaN (not JSON)."""
+    from planner.io.files import finite_json
     from planner.launch.measured import summarize
     from planner.launch.runner import comparison
-    from planner.launch.worker import finite_json
 
     stats = summarize([], 2, 512)
     assert stats["median_step_s"] is None and stats["tokens_per_s"] is None
