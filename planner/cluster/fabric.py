@@ -149,8 +149,9 @@ def network_tier(hw: HardwareProfile, *, span: int, gpus: int | None = None) -> 
     cluster = cluster_of(hw)
     if cluster is None:
         return NETWORK, hw.inter_node
+    held = span_gpus(hw, span, gpus)
     for t in cluster.tiers:
-        if span_gpus(hw, span, gpus) <= t.gpus:
+        if held <= t.gpus:
             return t.name, LinkTier(bandwidth_bytes_per_s=t.bandwidth_bytes_per_s, latency_s=t.latency_s)
     raise PlannerError(f"{span} GPUs do not fit on cluster {cluster.name} ({cluster.gpus} GPUs); use at most that")
 

@@ -6,7 +6,14 @@ greater than 2 to avoid having multiple p2p sends and recvs between same 2 ranks
 from __future__ import annotations
 
 from planner.engine.profile import Engine
-from planner.engine.split import Split, chunk_sizes, first_last_pps, first_last_problem, stated_split
+from planner.engine.split import (
+    FirstLast,
+    Split,
+    chunk_sizes,
+    first_last_pps,
+    first_last_problem,
+    stated_split,
+)
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
 
@@ -21,17 +28,18 @@ _NO_STATED_SPLIT = {
     "planner neither prices nor writes",
     "deepspeed": _DEEPSPEED,
     "megatron-deepspeed": _DEEPSPEED + ", which --pp-partition-method sets",
-    "planner": "its worker builds the layers evenly over the stages (planner/launch/layout.py): emit the plan for "
-    "megatron or megatron-bridge (--emit),",
+    "planner": "its worker builds the layers evenly over the stages (planner/launch/layout.py)",
     "even": "it spreads the layers evenly and has no option for the first and last rank's layer counts",
 }
+# Where the split runs instead: an engine that takes it; for the planner's worker, the files it emits for one.
+_WAY_OUT = {"planner": "emit the plan for megatron or megatron-bridge (--emit)"}
 
 
 def split_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
     """Layers the engine cannot split over the plan's pp·vpp chunks, by its own policy or as the plan states."""
     split, name, p = engine.rules.pipeline_split, engine.name, plan
-    if stated_split(p) is not None:
-        return _stated_problems(engine, model, p)
+    if (stated := stated_split(p)) is not None:
+        return _stated_problems(engine, model, p, stated)
     if p.pp > 1 and chunk_sizes(model.num_layers, p.pp, p.vpp, split) is None:
         detail = (
             f"{name} cannot split num_layers={model.num_layers} over pp={p.pp} x vpp={p.vpp} chunks "
@@ -41,18 +49,16 @@ def split_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejecte
     return []
 
 
-def _stated_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rejected]:
+def _stated_problems(engine: Engine, model: ModelSpec, plan: Plan, stated: FirstLast) -> list[Rejected]:
     """A stated first/last split: Megatron's rules (split.py first_last_problem), or the engine refuses it."""
-    stated = stated_split(plan)
-    assert stated is not None
     given = ", ".join(
         f"{k}={v}" for k, v in (("first_stage_layers", stated.first), ("last_stage_layers", stated.last)) if v
     )
     if engine.rules.pipeline_split != "megatron":
         why = _NO_STATED_SPLIT.get(engine.name) or _NO_STATED_SPLIT.get(engine.rules.pipeline_split)
         why = why or _NO_STATED_SPLIT["even"]
-        way = "" if engine.name == "planner" else "; use --engine megatron"  # the worker's way out is --emit
-        detail = f"{engine.name} takes no stated pipeline split ({given}): {why}{way} or drop it"
+        way = _WAY_OUT.get(engine.name, "use --engine megatron")
+        detail = f"{engine.name} takes no stated pipeline split ({given}): {why}; {way} or drop it"
         return [Rejected(f"{engine.name} takes no stated pipeline split", detail)]
     problem = first_last_problem(model.num_layers, plan.pp, plan.vpp, stated)
     if problem is None:

@@ -107,7 +107,6 @@ def plan_megatron_split(num_layers: int, plan: Plan) -> MegatronSplit | None:
 
 def _first_last(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
     """Option 3 of megatron_split: --decoder-first/last-pipeline-num-layers, the smallest middle count m."""
-    chunks = pp * vpp
     m = -(-num_layers // pp)
     m += -m % vpp
     while m <= num_layers:
@@ -116,9 +115,9 @@ def _first_last(num_layers: int, pp: int, vpp: int) -> MegatronSplit | None:
             return None
         first = vpp * (rest // (2 * vpp))
         last = rest - first
-        if rest % vpp == 0 and last <= m:
-            per_rank = [first] + [m] * (pp - 2) + [last]
-            return MegatronSplit(tuple(per_rank[c % pp] // vpp for c in range(chunks)), "first_last", first, last)
+        if rest % vpp == 0 and last <= m:  # the middle ranks then hold m each, as first_last_sizes spreads them
+            sizes = first_last_sizes(num_layers, pp, vpp, FirstLast(first, last))
+            return MegatronSplit(tuple(sizes), "first_last", first, last)
         m += vpp
     return None
 
