@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -283,6 +284,11 @@ def test_the_step_ends_when_the_rank_with_the_longest_dp_tail_is_done():
                                  "--seq-len", "1024", "--recompute", "selective")  # fmt: skip
     assert code == 0, err
     assert f"step time (stage {sel.stage} paces, stage {sel.tail_stage} ends)" in out
+    code, out, err = run_planner("estimate", "-m", "qwen3-8b", "--hardware", "h200", "--engine", "torchtitan",
+                                 "--dp", "4", "--pp", "8", "--cp", "2", "--zero", "2", "--global-batch", "4",
+                                 "--seq-len", "1024", "--recompute", "selective", "--json")  # fmt: skip
+    time = json.loads(out)["time"]
+    assert (time["bottleneck_stage"], time["tail_stage"]) == (sel.stage, sel.tail_stage)
 
 
 @settings(max_examples=40, deadline=None)
