@@ -47,10 +47,11 @@ def test_per_parameter_zero3_gathers_expose_their_latency() -> None:
 
 
 def test_rmsnorm_and_master_copy_move_the_memory_terms_they_name() -> None:
-    torch_norm = _json("memory", *TITAN, "--rmsnorm", "torch")["per_gpu_bytes"]
+    composite = _json("memory", *TITAN, "--rmsnorm", "composite")["per_gpu_bytes"]
     cast_norm = _json("memory", *TITAN, "--rmsnorm", "cast")["per_gpu_bytes"]
-    assert torch_norm["activations"] > cast_norm["activations"]
-    assert torch_norm["weights"] == cast_norm["weights"]
+    fused = _json("memory", *TITAN, "--rmsnorm", "fused")["per_gpu_bytes"]
+    assert composite["activations"] > cast_norm["activations"] > fused["activations"]
+    assert composite["weights"] == cast_norm["weights"] == fused["weights"]
     kept = _json("memory", "--model", "llama3-8b", "--gpus", "8", "--zero", "1")["per_gpu_bytes"]
     none = _json("memory", "--model", "llama3-8b", "--gpus", "8", "--zero", "1", "--no-master-copy")["per_gpu_bytes"]
     assert none["optimizer"] < kept["optimizer"]
@@ -72,7 +73,7 @@ def test_a_saved_plan_remembers_the_settings(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("flag", "value", "valid"),
-    [("--zero3-gather", "fast", "bucketed, per_parameter_sync"), ("--rmsnorm", "fused", "torch, cast")],
+    [("--zero3-gather", "fast", "bucketed, per_parameter_sync"), ("--rmsnorm", "torch", "fused, composite, cast")],
 )
 def test_a_value_outside_the_setting_is_one_line_and_exit_2(flag: str, value: str, valid: str) -> None:
     code, out, err = run("estimate", "--model", "llama3-8b", "--gpus", "8", flag, value)

@@ -4,13 +4,15 @@ softmax, NeMo 24.07's optimizer state as its runs file states it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from planner.cost.activations import activation_bytes_per_token
 from planner.cost.memory import logits_bytes, memory_report
-from planner.cost.params import padded_vocab
+from planner.cost.params import kind_params_per_rank, padded_vocab
+from planner.cost.saved_tensors import default_kind
 from planner.cost.states import state_bytes_per_param
 from planner.fit.runs import Run, load_runs, parse_runs
 from planner.io.catalog import load_engine, load_model
@@ -95,13 +97,55 @@ def test_torchtitans_tp8_70b_runs_within_5_percent_with_the_loss_parallel_backwa
         assert memory_report(run.model, run.hardware, run.plan, no_split).total_bytes < 0.86 * predicted
 
 
+TITAN_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "h200-2026-11-27-titan"
+
+
+def _titan_case(file: str, case: str) -> dict:
+    rows = [json.loads(line) for line in (TITAN_H200 / file).read_text().splitlines()]
+    return next(r for r in rows if r["case"] == case)["steps"][-1]
+
+
+@pytest.mark.parametrize(
+    ("model_name", "world", "micro_batch", "seq", "file", "cases", "at"),
+    [
+        ("llama2-13b", 64, 2, 4096, "titan.jsonl", ("llama2-13b:64:2:4096:none:20", "llama2-13b:64:2:4096:none"), None),
+        ("llama3-8b", 8, 1, 8192, "titan-phases.jsonl", ("llama3-8b:8:1:8192:none:4", "llama3-8b:8:1:8192:none:8"),
+         "forward"),
+    ],
+)  # fmt: skip
+def test_torchtitans_layers_keep_what_the_fused_rmsnorm_count_says(
+    model_name: str, world: int, micro_batch: int, seq: int, file: str, cases: tuple[str, str], at: str | None
+) -> None:
+    """torchtitan 0.2.2's Llama on an H200 (torch 2.11, FSDP over a fake process group of `world` ranks): what one
+    more layer adds to the step's peak, or to what the forward leaves allocated, less its parameters and Adam moments
+    (12 bytes per parameter over the ranks; zero_grad freed the gradients), is what the planner counts for a layer
+    whose nn.RMSNorm runs torch's fused kernel, within 1%; the composite norm's fp32 copies would be 25% more."""
+    few, many = (int(c.split(":")[-1]) if c.count(":") == 5 else load_model(model_name).num_layers for c in cases)
+    key = "allocated_bytes" if at else "max_allocated_bytes"
+
+    def measured(case: str) -> float:
+        step = _titan_case(file, case)
+        return next(p for p in step["phases"] if p["phase"] == at)[key] if at else step[key]
+
+    model = load_model(model_name)
+    layer_params = kind_params_per_rank(model, default_kind(model, False), 1, 1, 1)[0]
+    per_layer = (measured(cases[1]) - measured(cases[0])) / (many - few) - layer_params * 12 / world
+    titan = load_engine("torchtitan")
+    kw = {"seq_len": seq, "tp": 1, "sp": False, "cp": 1, "recompute": "none", "act_bytes": 2}
+    tokens = micro_batch * seq
+    assert titan.kernels.rmsnorm == "fused"
+    assert activation_bytes_per_token(model, kernels=titan.kernels, **kw) * tokens == pytest.approx(per_layer, rel=0.01)
+    composite = titan.configured(rmsnorm="composite").kernels
+    assert activation_bytes_per_token(model, kernels=composite, **kw) * tokens > 1.25 * per_layer
+
+
 @pytest.mark.parametrize("act_bytes", [2, 4])
 def test_eager_rmsnorm_keeps_its_fp32_input_and_normalised_value(act_bytes: int) -> None:
     """Eager nn.RMSNorm keeps its fp32 input and fp32 normalised value where a fused norm keeps the a-byte input:
     8 - a bytes per element more per norm, two norms a layer (measured in bf16 and fp32 on CPU by
     tests/launch/test_activation_count.py)."""
     model = load_model("llama3-8b")
-    titan = load_engine("torchtitan")
+    titan = load_engine("torchtitan").configured(rmsnorm="composite")
     kw = {"seq_len": 4096, "tp": 1, "sp": False, "cp": 1, "recompute": "none", "act_bytes": act_bytes}
     eager = activation_bytes_per_token(model, kernels=titan.kernels, **kw)
     fused = activation_bytes_per_token(model, kernels=titan.kernels.model_copy(update={"elementwise": "fused"}), **kw)

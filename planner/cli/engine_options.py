@@ -43,8 +43,9 @@ RmsnormOpt = Annotated[
     Optional[str],
     typer.Option(
         "--rmsnorm",
-        help="torch | cast: the eager RMSNorm an engine version builds (torch: nn.RMSNorm, fp32 through the weight's "
-        "multiply; cast: casts back first, torchtitan before 2025-03 and HF Llama; default: the engine's)",
+        help="fused | composite | cast: the eager RMSNorm an engine version runs (fused: nn.RMSNorm on GPUs from "
+        "torch 2.9, one kernel; composite: nn.RMSNorm before torch 2.9 or on CPU, fp32 through the weight's multiply; "
+        "cast: casts back first, torchtitan before 2025-03 and HF Llama; default: the engine's)",
     ),
 ]
 MasterCopyOpt = Annotated[

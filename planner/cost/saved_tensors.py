@@ -170,14 +170,14 @@ def _norm2_tensors(model: ModelSpec, kind: LayerKind, a: int, autocast: bool) ->
 
 
 def eager_rmsnorm_extra_bytes(impl: str, a: int) -> float:
-    """Bytes per element an eager RMSNorm keeps beyond a fused one's a-byte input (kernels.rmsnorm).
-
-    torch: nn.RMSNorm (torch 2.13's composite rms_norm) upcasts and multiplies by the weight in fp32, keeping the
-    fp32 input and the fp32 normalised value (4 + 4 bytes, no a-byte input): 8 − a more. cast: the Llama reference
-    RMSNorm, `self._norm(x.float()).type_as(x) * self.weight` (torchtitan's models/norms.py until 3b39d7a), keeps
-    the fp32 input and the normalised value cast back (4 + a): 4 more. Both measured with saved-tensor hooks in fp32
-    and bf16 (tests/launch/test_activation_count.py)."""
-    return 8.0 - a if impl == "torch" else 4.0
+    """Bytes per element an eager RMSNorm keeps beyond a fused one's a-byte input (kernels.rmsnorm). fused:
+    nn.RMSNorm on GPUs from torch 2.9 (2.9.0's native_functions.yaml: `CUDA: _fused_rms_norm_cuda`) keeps the a-byte
+    input and a per-row fp32 rstd (not counted): measured on an H200 (tests/test_memory_fits.py). composite: nn.RMSNorm
+    before 2.9 and on CPU keeps the fp32 input and fp32 normalised value (4 + 4, no a-byte input): 8 − a more. cast:
+    the Llama reference `self._norm(x.float()).type_as(x) * self.weight` (torchtitan's models/norms.py until 3b39d7a)
+    keeps the fp32 input and the value cast back (4 + a): 4 more. The last two measured with saved-tensor hooks in
+    fp32 and bf16 (tests/launch/test_activation_count.py)."""
+    return {"fused": 0.0, "composite": 8.0 - a, "cast": 4.0}[impl]
 
 
 def default_kind(model: ModelSpec, moe_layer: bool) -> LayerKind:

@@ -128,8 +128,9 @@ class Kernels(Frozen):
         "keeps an fp32 copy, whose SwiGLU keeps the SiLU output, whose rotary runs in fp32",
     )
     rmsnorm: RMSNormImpl = Field(
-        "torch",
-        description="which eager RMSNorm the model builds (elementwise: eager, no compile): torch = nn.RMSNorm, fp32 "
+        "composite",
+        description="which eager RMSNorm the model runs (elementwise: eager, no compile): fused = nn.RMSNorm on GPUs "
+        "from torch 2.9, one kernel keeping its 16-bit input; composite = nn.RMSNorm before torch 2.9 or on CPU, fp32 "
         "through the weight's multiply (keeps an fp32 input and an fp32 normalised value); cast = the Llama "
         "reference RMSNorm, its normalised value cast back to the activation dtype before the weight's multiply "
         "(keeps an fp32 input and a 16-bit normalised value: torchtitan's models/norms.py RMSNorm until 3b39d7a, "

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 Optimizer = Literal["adamw", "adam", "sgd"]
 GradDtype = Literal["param", "fp32"]
 Attention = Literal["flash", "softmax"]
-RMSNormImpl = Literal["torch", "cast"]
+RMSNormImpl = Literal["fused", "composite", "cast"]
 Zero3Gather = Literal["bucketed", "per_parameter_sync"]
 SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.

@@ -4,10 +4,10 @@ and `planner calibrate`.
 
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
 default engine), `attention` (flash | softmax), `tp_overlap`, `p2p_overlap` (pipeline sends overlapped with compute:
-Megatron's overlap_p2p_comm) and `compile` (bool), `grad_dtype` (param | fp32), `rmsnorm` (torch | cast: which eager
-RMSNorm the engine version built, engine/execution.py Kernels), `master_copy` (bool: a separate fp32 master in the
-optimizer; null: yes for 16-bit precisions), `compiled_loss` (bool: the cross entropy under torch.compile, no fp32
-copy of the logits), `zero3_gather` (bucketed | per_parameter_sync: how the engine version
+Megatron's overlap_p2p_comm) and `compile` (bool), `grad_dtype` (param | fp32), `rmsnorm` (fused | composite |
+cast: which eager RMSNorm the engine version ran, engine/execution.py Kernels), `master_copy` (bool: a separate fp32
+master in the optimizer; null: yes for 16-bit precisions), `compiled_loss` (bool: the cross entropy under
+torch.compile, no fp32 copy of the logits), `zero3_gather` (bucketed | per_parameter_sync: how the engine version
 gathers ZeRO-3 weights, engine/execution.py Comm), and the recipe options (`recompute_modules`, `activation_offload`,
 `optimizer_offload`, `precision_aware_optimizer`, `optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`:
 engine/settings.py SETTINGS); a null field keeps the engine's default. An unknown engine or value is an error for
