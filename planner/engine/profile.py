@@ -20,8 +20,9 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from planner.engine.architectures import ModelFeature
-from planner.engine.execution import Comm, Kernels, Memory, MoE
+from planner.engine.execution import Comm, Kernels, MoE
 from planner.engine.fitted import Behaviour, Fitted
+from planner.engine.memory_settings import Memory
 from planner.engine.settings import (
     LIST_SETTINGS,
     SETTINGS,
