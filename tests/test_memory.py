@@ -140,7 +140,8 @@ def test_torchtitan_llama31_8b_peak_memory(calibration_runs):
         if not peak:
             continue
         assert run["software"]["engine"] == "torchtitan"
-        engine = make_engine("torchtitan").configured(compile=run["software"]["compile"])
+        settings = {k: v for k, v in run["software"].items() if k != "engine" and v is not None}
+        engine = make_engine("torchtitan").configured(**settings)
         report = memory_report(ModelSpec(**run["model"]), hw, Plan(**run["plan"]), engine)
         assert report.total_bytes == pytest.approx(peak, rel=0.08), run["id"]
         errors.append(abs(report.total_bytes / peak - 1))

@@ -15,7 +15,7 @@ from planner.cost.params import kind_params_per_rank, padded_vocab
 from planner.cost.saved_tensors import default_kind
 from planner.cost.states import state_bytes_per_param
 from planner.fit.runs import Run, load_runs, parse_runs
-from planner.io.catalog import load_engine, load_model
+from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
 
 DATA = Path(__file__).parent / "data"
@@ -137,6 +137,32 @@ def test_torchtitans_layers_keep_what_the_fused_rmsnorm_count_says(
     assert activation_bytes_per_token(model, kernels=titan.kernels, **kw) * tokens == pytest.approx(per_layer, rel=0.01)
     composite = titan.configured(rmsnorm="composite").kernels
     assert activation_bytes_per_token(model, kernels=composite, **kw) * tokens > 1.25 * per_layer
+
+
+def test_torchtitan_gathers_its_output_layer_apart_from_the_embedding() -> None:
+    """torchtitan since 83e6941 (2025-07-28) shards the embedding and [norm, output] as FSDP units of their own, the
+    output not resharded after the forward. On the H200 (Llama 3 8B, 8 ranks, 4 layers, 1 x 8192) what the forward
+    leaves allocated beyond the parameters and Adam moments, the layers' kept activations and the bf16 logits is
+    the bf16 output weight alone, not the embedding with it; the planner's torchtitan gathers units apart (`own`),
+    which at the output's size charges half the root unit's buffers."""
+    model, world, tokens = load_model("llama3-8b").model_copy(update={"num_layers": 4}), 8, 8192
+    titan = load_engine("torchtitan")
+    kw = {"seq_len": tokens, "tp": 1, "sp": False, "cp": 1, "recompute": "none", "act_bytes": 2}
+    layers = 4 * activation_bytes_per_token(model, kernels=titan.kernels, **kw) * tokens
+    vocab = padded_vocab(model.vocab_size, 1, titan.rules.vocab_padding)
+    params = 4 * kind_params_per_rank(model, default_kind(model, False), 1, 1, 1)[0] + 2 * vocab * model.hidden_size
+    states = params * 12 / world
+    forward_end = next(p for p in _titan_case("titan-phases.jsonl", "llama3-8b:8:1:8192:none:4")["phases"]
+                       if p["phase"] == "forward")["allocated_bytes"]  # fmt: skip
+    gathered = forward_end - states - layers - tokens * vocab * 2
+    output_bf16 = vocab * model.hidden_size * 2
+    assert gathered == pytest.approx(output_bf16, rel=0.25)
+    assert titan.memory.fsdp_edge_groups == "own"
+    plan = Plan(dp=world, zero=3, micro_batch=1, global_batch=world, seq_len=tokens)
+    hw = load_hardware("h200")
+    own = memory_report(model, hw, plan, titan).stages[0].breakdown.buffers_bytes
+    root = memory_report(model, hw, plan, titan.configured(fsdp_edge_groups="root")).stages[0].breakdown.buffers_bytes
+    assert root - own == pytest.approx(vocab * model.hidden_size * 8)  # the embedding's gather and gradient
 
 
 @pytest.mark.parametrize("act_bytes", [2, 4])

@@ -76,6 +76,7 @@ ENGINE_SETTING_ARGS = {
     "tp_overlap": "tp_overlap",
     "p2p_overlap": "p2p_overlap",
     "zero3_gather": "zero3_gather",
+    "fsdp_edge_groups": "fsdp_edge_groups",
     "compile": "compile",
     "rmsnorm": "rmsnorm",
     "grad_dtype": "grad_dtype",

@@ -39,6 +39,14 @@ Zero3GatherOpt = Annotated[
         "one all-gather per tensor after a device sync; default: the engine's)",
     ),
 ]
+EdgeGroupsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--fsdp-edge-groups",
+        help="root | own: whether ZeRO-3/FSDP gathers the embedding and the output layer together in the root unit "
+        "(torchtitan before 2025-07-28) or each in its own unit (own: torchtitan since; default: the engine's)",
+    ),
+]
 RmsnormOpt = Annotated[
     Optional[str],
     typer.Option(

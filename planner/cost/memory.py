@@ -137,14 +137,15 @@ def state_buffer_bytes(
     if stage.gathered_weights == "unit" and plan.dp * plan.cp > 1:
         # ZeRO-3/FSDP gathers the current unit and prefetches the next, and holds the unsharded
         # gradient of one unit before its reduce-scatter (Zhao et al. 2023, PyTorch FSDP, section 3).
-        buffers += params.largest_unit * (2 * per.compute + per.gradients)
+        buffers += params.unit(engine_memory.fsdp_edge_groups) * (2 * per.compute + per.gradients)
     elif plan.dp * plan.cp > 1:
         buffers += stage.bucket_bytes  # the engine's gradient-reduction buffers (DDP, DeepSpeed's IPG bucket)
     if plan.precision == "fp8" and engine_memory.fp8_weight_cache:
         # FP8 copies of the local weights reused across micro-batches, plus per-GEMM scaling state
         # (Transformer Engine, `is_first_microbatch`; Micikevicius et al. 2022, FP8 Formats). torchao's
         # dynamic scaling casts each weight when its GEMM runs: transient, nothing cached.
-        fp8_weights = params.largest_unit * 2 if stage.gathered_weights == "unit" else params.total
+        unit = params.unit(engine_memory.fsdp_edge_groups)
+        fp8_weights = unit * 2 if stage.gathered_weights == "unit" else params.total
         buffers += fp8_weights + params.num_gemms * FP8_SCALING_BYTES_PER_TENSOR
     return buffers
 

@@ -40,8 +40,14 @@ class RankParams:
 
     dense: float  # sharded over the dp·cp group
     expert: float  # sharded over the expert-data-parallel group dp·cp/ep
-    largest_unit: float  # largest FSDP unit (a layer, or the embedding/output block), per rank
+    largest_unit: float  # largest FSDP unit (a layer, or the embedding and output in the root unit), per rank
     num_gemms: int
+    largest_unit_apart: float = 0.0  # the same with the embedding and the output layer units of their own
+
+    def unit(self, edge_groups: str) -> float:
+        """The largest unit one gather holds, the embedding and output together (root) or apart (own): the engine's
+        memory.fsdp_edge_groups."""
+        return self.largest_unit_apart if edge_groups == "own" else self.largest_unit
 
     @property
     def total(self) -> float:
@@ -125,16 +131,18 @@ def _held_params(
         d, e = per_kind.get(kind) or per_kind.setdefault(kind, kind_params_per_rank(model, kind, tp, ep, etp))
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
         gemms += kind_gemm_count(model, kind)
-    edge = 0.0
+    embedding = output = 0.0
     first, last = ends
     if first:
-        edge += embedding_params_per_rank(model, tp, vocab)
+        embedding = embedding_params_per_rank(model, tp, vocab)
     if last:
-        edge += output_params_per_rank(model, tp, pp, vocab)
+        output = output_params_per_rank(model, tp, pp, vocab)
         gemms += 1
         md, me = mtp_params_per_rank(model, tp, ep, etp)
         dense, expert = dense + md, expert + me
-    return RankParams(dense=dense + edge, expert=expert, largest_unit=max(largest, edge), num_gemms=gemms)
+    edge = embedding + output
+    apart = max(largest, embedding, output)
+    return RankParams(dense + edge, expert, max(largest, edge), gemms, largest_unit_apart=apart)
 
 
 def kind_gemm_count(model: ModelSpec, kind: LayerKind) -> int:

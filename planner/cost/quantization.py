@@ -165,7 +165,8 @@ def recipe_memory(
     history = DELAYED_SCALED_TENSORS_PER_GEMM * (r.amax_history + 2) * 4.0 * gemms if r.amax_history else 0.0
     if engine.memory.fp8_param_gather:
         return RecipeMemory(-q * (2.0 - one), q * (copies - 1) * one + history)
-    cached = q if stage.gathered_weights != "unit" else 2 * params.largest_unit * q / max(params.total, 1.0)
+    unit = params.unit(engine.memory.fsdp_edge_groups)
+    cached = q if stage.gathered_weights != "unit" else 2 * unit * q / max(params.total, 1.0)
     return RecipeMemory(0.0, cached * copies * one + history)
 
 

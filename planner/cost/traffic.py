@@ -160,7 +160,7 @@ def dp_traffic(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine
     zero = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, zero)
     per_unit = zero.weight_gather in ("microbatch", "microbatch_forward") or zero.gathered_weights == "unit"
-    chunk = params.largest_unit if per_unit else engine.comm.bucket_params(plan.dp * plan.cp)
+    chunk = params.unit(engine.memory.fsdp_edge_groups) if per_unit else engine.comm.bucket_params(plan.dp * plan.cp)
     red = _dp_s(
         zero.grad_collective,
         params.dense * per.gradients,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from planner.engine.settings import GradDtype, MomentDtype, OffloadModule, Optimizer
+from planner.engine.settings import EdgeGroups, GradDtype, MomentDtype, OffloadModule, Optimizer
 from planner.specs import Frozen
 
 
@@ -88,4 +88,11 @@ class Memory(Frozen):
         "gather into kernels that keep no fp32 copy of the logits (backward reads the 16-bit logits and one "
         "log-sum-exp per token): torchtitan's build_cross_entropy_loss compiles it with the model since "
         "bbb1b61 (2025-04-02, torchtitan/components/loss.py); before, train.py left it commented out",
+    )
+    fsdp_edge_groups: EdgeGroups = Field(
+        "root",
+        description="where a stage that gathers one unit at a time (ZeRO-3, FSDP) keeps the embedding and the "
+        "output layer: root = together in the model's root unit (torchtitan until 83e6941, 2025-07-28: "
+        "fully_shard(model) held them); own = each in its own unit, gathered apart (torchtitan's apply_fsdp since "
+        "83e6941: fully_shard(model.tok_embeddings), fully_shard([model.norm, model.output]))",
     )

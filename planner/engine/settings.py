@@ -14,6 +14,7 @@ GradDtype = Literal["param", "fp32"]
 Attention = Literal["flash", "softmax"]
 RMSNormImpl = Literal["fused", "composite", "cast"]
 Zero3Gather = Literal["bucketed", "per_parameter_sync"]
+EdgeGroups = Literal["root", "own"]
 SelectivePolicy = Literal["op", "attention"]
 # Megatron's --recompute-modules (transformer_config.py l.560-582): what recompute=selective re-runs.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
@@ -42,6 +43,7 @@ GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
 RMSNORMS: tuple[RMSNormImpl, ...] = get_args(RMSNormImpl)
 ZERO3_GATHERS: tuple[Zero3Gather, ...] = get_args(Zero3Gather)
+EDGE_GROUPS: tuple[EdgeGroups, ...] = get_args(EdgeGroups)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 # The on/off engine settings an engine may lack (Rules.switches): TP communication overlap, torch.compile of the
 # model, and of its loss.
@@ -73,6 +75,7 @@ SETTING_CHOICES: dict[str, tuple[str, ...] | None] = {
     "tp_overlap": None,
     "p2p_overlap": None,
     "zero3_gather": ZERO3_GATHERS,
+    "fsdp_edge_groups": EDGE_GROUPS,
     "compile": None,
     "rmsnorm": RMSNORMS,
     "grad_dtype": GRAD_DTYPES,
@@ -108,6 +111,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "tp_overlap": ("comm", "tp_overlap"),
     "p2p_overlap": ("comm", "p2p_overlap"),
     "zero3_gather": ("comm", "zero3_gather"),
+    "fsdp_edge_groups": ("memory", "fsdp_edge_groups"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),
     "master_copy": ("memory", "master_copy"),

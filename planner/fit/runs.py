@@ -2,16 +2,12 @@
 model, plan, hardware and engine it ran with, and what was measured. The one reader behind `planner validate`
 and `planner calibrate`.
 
-A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the
-default engine), `attention` (flash | softmax), `tp_overlap`, `p2p_overlap` (pipeline sends overlapped with compute:
-Megatron's overlap_p2p_comm) and `compile` (bool), `grad_dtype` (param | fp32), `rmsnorm` (fused | composite |
-cast: which eager RMSNorm the engine version ran, engine/execution.py Kernels), `master_copy` (bool: a separate fp32
-master in the optimizer; null: yes for 16-bit precisions), `compiled_loss` (bool: the cross entropy under
-torch.compile, no fp32 copy of the logits), `zero3_gather` (bucketed | per_parameter_sync: how the engine version
-gathers ZeRO-3 weights, engine/execution.py Comm), and the recipe options (`recompute_modules`, `activation_offload`,
-`optimizer_offload`, `precision_aware_optimizer`, `optimizer_moment_dtype`, `fp8_param_gather`, `cuda_graphs`:
-engine/settings.py SETTINGS); a null field keeps the engine's default. An unknown engine or value is an error for
-the whole file (exit 2), not a skipped run: it is a typo in the file, not a plan the engine refuses.
+A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the default
+engine) and the per-run settings the engine version ran with (engine/settings.py SETTINGS, each documented in the
+engine block it sets: `attention`, `tp_overlap`, `p2p_overlap`, `compile`, `grad_dtype`, `rmsnorm`, `master_copy`,
+`compiled_loss`, `zero3_gather`, `fsdp_edge_groups`, the MoE settings and the recipe options); a null field keeps
+the engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it is
+a typo in the file, not a plan the engine refuses.
 
 A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out;
 without one it is read from the source: the first year 20YY written in it ("Narayanan et al. 2021", "Dec
@@ -48,7 +44,8 @@ METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
-    "moe_imbalance", "moe_dispatch_dtype", "rmsnorm", "master_copy", "compiled_loss", "zero3_gather", *RECIPE_KEYS,
+    "moe_imbalance", "moe_dispatch_dtype", "rmsnorm", "master_copy", "compiled_loss", "zero3_gather",
+    "fsdp_edge_groups", *RECIPE_KEYS,
 }  # fmt: skip
 
 
