@@ -131,8 +131,13 @@ def launch(
     checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,
     checkpoint_every: Annotated[int, Opt(min=0, max=1_000_000, help="save every K steps (0: never)")] = 0,
     keep_checkpoints: Annotated[
-        int, Opt(min=1, max=1_000_000, help="keep the newest K checkpoints in --checkpoint-dir, remove older ones")
-    ] = 2,
+        Optional[int],
+        Opt(
+            min=1,
+            max=1_000_000,
+            help="keep the newest K checkpoints in --checkpoint-dir, remove older ones [default: 2]",
+        ),
+    ] = None,
     resume: Annotated[bool, Opt(help="continue from the latest checkpoint (written for the same model)")] = False,
     max_restarts: Annotated[int, Opt(min=0, max=1000, help="torchrun restarts of failed workers")] = 0,
     emit: Annotated[
@@ -164,7 +169,7 @@ def launch(
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
     _refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
-                         checkpoint_every=checkpoint_every, resume=resume)  # fmt: skip
+                         checkpoint_every=checkpoint_every, resume=resume, keep=keep_checkpoints)  # fmt: skip
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
@@ -205,7 +210,8 @@ def launch(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
         hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_),
         checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
-        keep_checkpoints=keep_checkpoints, resume=resume, profile_out=str(profile_out), timeout_s=timeout_s,
+        keep_checkpoints=keep_checkpoints or RunConfig.keep_checkpoints, resume=resume, profile_out=str(profile_out),
+        timeout_s=timeout_s,
     )  # fmt: skip
     if emit is not None:
         if out is None:
@@ -237,6 +243,7 @@ def _refuse_idle_options(
     checkpoint_dir: Path | None,
     checkpoint_every: int,
     resume: bool,
+    keep: int | None,
 ) -> None:
     """Options that would do nothing with the others given: refused, one line, rather than ignored."""
     if emit is None and (out is not None or image is not None):
@@ -249,6 +256,11 @@ def _refuse_idle_options(
         raise PlannerError(
             f"--checkpoint-dir {str(checkpoint_dir)!r} saves nothing and reads nothing alone: give --checkpoint-every"
             " K or --resume (--max-restarts N reloads what --checkpoint-every saves), or drop it"
+        )
+    if keep is not None and not checkpoint_every:
+        raise PlannerError(
+            f"--keep-checkpoints {keep} prunes what --checkpoint-every saves, and nothing is saved: give"
+            " --checkpoint-every K, or drop it"
         )
     if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
         raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")

@@ -155,6 +155,7 @@ def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path
         (("--checkpoint-every", "2"), "--checkpoint-every 2 needs --checkpoint-dir"),
         (("--resume",), "--resume needs --checkpoint-dir"),
         (("--checkpoint-dir", "ck"), "--checkpoint-dir 'ck' saves nothing and reads nothing alone"),
+        (("--checkpoint-dir", "ck", "--resume", "--keep-checkpoints", "3"), "--keep-checkpoints 3 prunes what"),
         (("--timeout-s", "1e-9"), "1e-09 is out of [5, 86400]"),
         (("--out", ""), "'--out': is empty"),
         (("--emit", "slurm", "--out", ""), "'--out': is empty"),
