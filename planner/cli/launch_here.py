@@ -86,6 +86,8 @@ def run_here(
         f"--nnodes {nnodes}: a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR",
     )  # fmt: skip
     wall = run_time_check(report.preflight, pred["step_time_s"], steps=cfg.steps, restarts=max_restarts, given=wall_s)
+    if dry:  # the refusals the run would meet before writing anything, as a check
+        _check_outputs_in(report, cfg, rehearsal, force=force)
     failures = report.preflight.failures(force=force)
     if dry:
         _print_dry_run(report, reh, as_json=as_json)
@@ -157,6 +159,17 @@ def _run(
         emit_json({"profile": cfg.profile_out, "comparison": rows})
     else:
         print_comparison(rows, cfg.profile_out)
+
+
+def _check_outputs_in(report: DryRun, cfg: RunConfig, model: ModelSpec, *, force: bool) -> None:
+    """The dry run's `outputs` check: what _check_outputs would refuse (with --force as given)."""
+    try:
+        _check_outputs(cfg, model, force=force)
+    except PlannerError as e:
+        report.preflight.add("outputs", False, str(e))
+        return
+    written = "--profile-out and --checkpoint-dir" if cfg.checkpoint_dir else "--profile-out"
+    report.preflight.add("outputs", True, f"{written}: nothing there the run would replace unasked")
 
 
 def _check_outputs(cfg: RunConfig, model: ModelSpec, *, force: bool) -> Path | None:

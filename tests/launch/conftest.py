@@ -35,6 +35,13 @@ FP32_TOL = 1e-5  # torch_cpu_notes.md: fp32 layouts stay within 9.5e-7 of the 1-
 REF_STEPS = 8
 
 
+@pytest.fixture(autouse=True)
+def _run_in_a_fresh_folder(tmp_path, monkeypatch) -> None:
+    """Each test runs in a folder of its own: a launch's default outputs (planner-launch-profile.json) land there,
+    and a dry run's outputs check finds none an earlier run left in the working folder."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def tiny_path(tmp_path_factory) -> str:
     catalog = REPO / "planner" / "catalog" / "model_specs" / "tiny.yaml"

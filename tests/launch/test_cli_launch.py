@@ -169,6 +169,17 @@ def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, say
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_dry_run_says_what_the_run_would_refuse_to_replace(capsys, tiny_path, tmp_path):
+    """The run refuses, before writing anything, to replace an earlier run's profile without --force; its dry run
+    says so as a failing check (exit 1), and passes it with --force."""
+    (tmp_path / "planner-launch-profile.json").write_text("{}")
+    args = ("--model", tiny_path, "--seq-len", "64", "--dry-run")
+    code, out, _ = _run(capsys, *args)
+    assert code == 1 and "[FAIL] outputs: --profile-out:" in out and "exists: give --force" in out
+    code, out, _ = _run(capsys, *args, "--force")
+    assert code == 0 and "[ok] outputs: --profile-out: nothing there the run would replace unasked" in out
+
+
 def test_a_batch_with_no_micro_batches_fails_the_dry_runs_rule_check(capsys, tiny_path):
     """A global batch the data-parallel ranks' micro-batches do not divide (16 x 2 into 8) has nothing to price:
     the dry run fails its rule check and says why (exit 1, as for any rule), predicting nothing (it divided by its
