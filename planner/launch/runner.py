@@ -150,7 +150,8 @@ def run_torchrun(
     through (rank 0 prints one line per step; to stderr with `progress_to_stderr`, leaving stdout to the caller).
     torchrun and every worker end when this returns, raises or is killed (processes.py); SIGINT, SIGTERM and SIGHUP
     stop the run and raise Interrupted once they are stopped."""
-    log_dir = tempfile.mkdtemp(prefix="planner-launch-")  # torchrun's logs and error files, removed at the end
+    remove_stale_log_dirs()
+    log_dir = tempfile.mkdtemp(prefix=f"{LOG_DIR_PREFIX}{os.getpid()}-")  # torchrun's logs, removed at the end
     argv = torchrun_argv(
         cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun(), log_dir=log_dir
     )
@@ -185,6 +186,32 @@ def run_torchrun(
                     thread.join(timeout=STOP_GRACE_S)  # what the workers printed last, before the caller's lines
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+LOG_DIR_PREFIX = "planner-launch-"  # then the launcher's pid: a folder a killed launcher left is known by it
+
+
+def remove_stale_log_dirs(root: str | None = None) -> list[Path]:
+    """Remove the torchrun log folders of launchers that are gone (a SIGKILL skips run_torchrun's cleanup), this
+    user's only, and return them; a live launcher's folder, or one whose pid is reused, stays."""
+    gone = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{LOG_DIR_PREFIX}*-*"):
+        pid = path.name[len(LOG_DIR_PREFIX) :].split("-", 1)[0]
+        if not (pid.isdigit() and path.is_dir() and path.stat().st_uid == os.getuid()) or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process holds the pid
+        return True
+    return True
 
 
 def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:

@@ -167,3 +167,21 @@ def load_tiny():
     from planner.io.catalog import load_model
 
     return load_model("tiny")
+
+
+def test_a_killed_launchers_log_folder_is_removed_by_the_next_launch(tmp_path):
+    """torchrun's log folder is removed when the run ends, but a SIGKILLed launcher runs no cleanup: the next launch
+    removes the folders whose launcher (named by its pid) is gone, and leaves a live launcher's and any other."""
+    from planner.launch.runner import remove_stale_log_dirs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"planner-launch-{dead.pid}-a1b2"
+    stale.mkdir()
+    (stale / "error.json").write_text("{}")
+    live = tmp_path / f"planner-launch-{os.getpid()}-c3d4"
+    live.mkdir()
+    other = tmp_path / "planner-launch-e5f6g7"  # an older launcher's, without a pid
+    other.mkdir()
+    assert remove_stale_log_dirs(str(tmp_path)) == [stale]
+    assert not stale.exists() and live.exists() and other.exists()
