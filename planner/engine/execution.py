@@ -38,8 +38,8 @@ class Kernels(Frozen):
     elementwise: Literal["fused", "eager"] = Field(
         "fused",
         description="fused: one kernel per norm, activation, rotary and bias-dropout-add (Megatron/TE, "
-        "Apex); eager: PyTorch ops, whose RMSNorm computes in fp32 over several passes and "
-        "keeps an fp32 copy, whose SwiGLU keeps the SiLU output, whose rotary runs in fp32",
+        "Apex); eager: PyTorch ops, whose RMSNorm is the one `rmsnorm` names, whose SwiGLU keeps the "
+        "SiLU output, whose rotary runs in fp32",
     )
     rmsnorm: RMSNormImpl = Field(
         "composite",
