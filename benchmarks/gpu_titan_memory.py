@@ -5,7 +5,8 @@ be), so FSDP2 shards, gathers and reduce-scatters at the real sizes while one GP
     python benchmarks/gpu_titan_memory.py CASE [--device cuda] [--json]
 
 CASE is NAME:WORLD:LOCAL_BATCH:SEQ:AC[:LAYERS], NAME one of the flavours below, AC none | op | full (torchtitan's
-activation_checkpoint.mode with selective_ac_option "op" for `op`). The model, its parallelization, the optimizer and
+activation_checkpoint.mode with selective_ac_option "op" for `op`), with `+compile` for torch.compile of the model
+and the loss. The model, its parallelization, the optimizer and
 the loss are torchtitan's (0.2.2: models/llama3, parallelize_llama, build_optimizers, build_cross_entropy_loss) with
 its defaults: bf16 parameters and fp32 reduction under FSDP, fused AdamW, eager model and loss. Three steps, each
 forward, loss, `del pred`, backward, clip, step, zero_grad as torchtitan's train.py runs them; it prints the peaks
@@ -107,8 +108,10 @@ def job_config(world_size: int, local_batch: int, seq_len: int, ac: str):
     job = JobConfig()
     job.training.local_batch_size, job.training.seq_len = local_batch, seq_len
     job.parallelism.data_parallel_shard_degree = world_size
-    job.activation_checkpoint.mode = "selective" if ac == "op" else ac
+    mode, _, more = ac.partition("+")
+    job.activation_checkpoint.mode = "selective" if mode == "op" else mode
     job.activation_checkpoint.selective_ac_option = "op"
+    job.compile.enable = more == "compile"  # the model and the loss, torchtitan's default components
     return job
 
 
