@@ -751,6 +751,17 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
 OPS = ("replace", "replace", "replace", "delete", "add_key", "wrap", "scale", "stringify")
 
 
+def _scaled(old: float, factor: float) -> float:
+    """old × factor, an int already scaled past what a float holds taken as infinity (a value the files must refuse
+    alike), not an OverflowError of the fuzzer's own."""
+    try:
+        return old * factor
+    except OverflowError:
+        if math.isnan(factor) or factor == 0:
+            return factor * 0.0 if factor == 0 else math.nan
+        return math.inf if (old > 0) == (factor > 0) else -math.inf
+
+
 @st.composite
 def mutated(draw: Callable[..., Any], base: Any, raw: Sequence[Raw] = RAW_YAML) -> tuple[Any, list[str], list[Any]]:
     """A mutation of `base`: (document or Raw, a description of each change, the keys and values it touched)."""
@@ -781,8 +792,9 @@ def mutated(draw: Callable[..., Any], base: Any, raw: Sequence[Raw] = RAW_YAML) 
         elif op == "scale" and isinstance(_get(doc, path), (int, float)) and not isinstance(_get(doc, path), bool):
             factor = draw(st.sampled_from([-1, 0, 1e300, 1e-300, 10**12, float("nan")]))
             old = _get(doc, path)
-            doc = _set(doc, path, old * factor)
-            touched.append(old * factor)
+            scaled = _scaled(old, factor)
+            doc = _set(doc, path, scaled)
+            touched.append(scaled)
             notes.append(f"{where} *= {factor!r}")
         elif op == "stringify" and path:
             doc = _set(doc, path, str(_get(doc, path)))

@@ -82,13 +82,21 @@ def test_a_value_outside_the_setting_is_one_line_and_exit_2(flag: str, value: st
 
 
 def test_a_compiled_loss_keeps_no_fp32_copy_of_the_logits() -> None:
-    """torchtitan compiles its cross entropy with the model since 2025-04 (components/loss.py); the two fp32
-    copies an eager `.float()` cross entropy keeps, 4 bytes each per token and vocabulary entry, are gone."""
-    eager = _json("memory", *TITAN, "--compile")["per_gpu_bytes"]
+    """torchtitan compiles its cross entropy with the model since 2025-04 (components/loss.py): the two fp32 copies
+    an eager `.float()` cross entropy keeps, 4 bytes each per token and vocabulary entry, are gone. Its compile
+    components default to model and loss (job_config.py), so --compile compiles the loss unless --no-compiled-loss
+    says otherwise; the emitted config compiles what was priced (test_emit_engines)."""
+    eager = _json("memory", *TITAN, "--compile", "--no-compiled-loss")["per_gpu_bytes"]
     compiled = _json("memory", *TITAN, "--compile", "--compiled-loss")["per_gpu_bytes"]
+    assert _json("memory", *TITAN, "--compile")["per_gpu_bytes"] == compiled
     tokens, vocab = 8192, 128256  # llama3-8b's default sequence, one sequence per micro-batch, its vocabulary
     assert eager["activations"] - compiled["activations"] == pytest.approx(2 * 4 * tokens * vocab, rel=0.01)
     assert eager["weights"] == compiled["weights"]
+    from planner.api.resolve import resolve_engine
+
+    assert resolve_engine("torchtitan", {"compile": True}).memory.compiled_loss
+    assert not resolve_engine("torchtitan", {"compile": True, "compiled_loss": False}).memory.compiled_loss
+    assert not resolve_engine("deepspeed", {"compile": True}).memory.compiled_loss  # its compile leaves the loss
 
 
 def test_an_engine_file_is_the_baseline_of_the_settings_a_run_gives(tmp_path: Path) -> None:

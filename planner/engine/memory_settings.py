@@ -89,6 +89,11 @@ class Memory(Frozen):
         "log-sum-exp per token): torchtitan's build_cross_entropy_loss compiles it with the model since "
         "bbb1b61 (2025-04-02, torchtitan/components/loss.py); before, train.py left it commented out",
     )
+    loss_compiles_with_model: bool = Field(
+        False,
+        description="turning compile on compiles the loss too unless a run says otherwise: torchtitan's compile "
+        "components default to model and loss (job_config.py Compile.components)",
+    )
     fsdp_edge_groups: EdgeGroups = Field(
         "root",
         description="where a stage that gathers one unit at a time (ZeRO-3, FSDP) keeps the embedding and the "

@@ -234,6 +234,8 @@ class Engine(Frozen):
         unknown = sorted(set(settings) - set(SETTINGS))
         if unknown:
             raise PlannerError(f"unknown engine setting(s) {', '.join(unknown)}; valid: {', '.join(SETTINGS)}")
+        if settings.get("compile") is True and settings.get("compiled_loss") is None:
+            settings = {**settings, "compiled_loss": self.memory.loss_compiles_with_model or None}
         blocks: dict[str, dict[str, object]] = {}
         for name, value in settings.items():
             if isinstance(value, str) and name in LIST_SETTINGS and not listed(value):  # '' or ',': a slip

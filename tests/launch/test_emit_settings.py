@@ -67,7 +67,12 @@ def test_megatron_writes_the_all_to_all_overlap_and_refuses_it_where_megatron_wo
 
 @pytest.mark.parametrize("kind", ["torchtitan", "torchtitan-v0.2"])
 def test_torchtitan_writes_what_it_compiles(tmp_path, kind):
+    """compile compiles the loss with the model, as torchtitan's components default, unless compiled_loss says no:
+    the file compiles what the plan was priced with."""
     text = _emit(kind, FSDP, "torchtitan", tmp_path, compile=True).read_text()
+    both = "components=['model', 'loss']" if kind == "torchtitan" else 'components = ["model", "loss"]'
+    assert both in text
+    text = _emit(kind, FSDP, "torchtitan", tmp_path / "model", compile=True, compiled_loss=False).read_text()
     assert ("components=['model']" in text) if kind == "torchtitan" else ('components = ["model"]' in text)
     eager = _emit(kind, FSDP, "torchtitan", tmp_path / "eager").read_text()
     assert "enable=False" in eager if kind == "torchtitan" else "[compile]" not in eager
