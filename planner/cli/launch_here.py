@@ -86,14 +86,13 @@ def run_here(
         f"--nnodes {nnodes}: a multi-node run starts on every node: use --emit torchrun|slurm|k8s --out DIR",
     )  # fmt: skip
     wall = run_time_check(report.preflight, pred["step_time_s"], steps=cfg.steps, restarts=max_restarts, given=wall_s)
-    if dry:  # the refusals the run would meet before writing anything, as a check
-        _check_outputs_in(report, cfg, rehearsal, force=force)
-    failures = report.preflight.failures(force=force)
     if dry:
+        _check_outputs_in(report, cfg, rehearsal, force=force)  # the refusals the run would meet, as a check
         _print_dry_run(report, reh, as_json=as_json)
-        if failures:  # the documented exit code of a dry run that found a failing check
+        if report.preflight.failures(force=force):  # the documented exit code of a dry run that found a failing check
             raise typer.Exit(1)
         return
+    failures = report.preflight.failures(force=force)
     refusal = host_refusal(report.preflight, env, need)  # what protects this machine: --force does not lift it
     if refusal:
         raise PlannerError(refusal)

@@ -19,7 +19,15 @@ from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchru
 from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
 from planner.launch.machine import HostNeed
 from planner.launch.preflight import Environment, Preflight, preflight
-from planner.launch.processes import STOP_GRACE_S, Stopped, child_dies_with, relay, stop_on_signals, stop_tree
+from planner.launch.processes import (
+    STOP_GRACE_S,
+    Stopped,
+    child_dies_with,
+    relay,
+    start_time,
+    stop_on_signals,
+    stop_tree,
+)
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -197,21 +205,11 @@ def remove_stale_log_dirs(root: str | None = None) -> list[Path]:
     gone = []
     for path in Path(root or tempfile.gettempdir()).glob(f"{LOG_DIR_PREFIX}*-*"):
         pid = path.name[len(LOG_DIR_PREFIX) :].split("-", 1)[0]
-        if not (pid.isdigit() and path.is_dir() and path.stat().st_uid == os.getuid()) or _alive(int(pid)):
+        if not (pid.isdigit() and path.is_dir() and path.stat().st_uid == os.getuid()) or start_time(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         gone.append(path)
     return gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process holds the pid
-        return True
-    return True
 
 
 def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:
