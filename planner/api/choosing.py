@@ -23,16 +23,12 @@ from planner.plan import default_global_batch
 
 @dataclass(frozen=True)
 class Choice:
-    """The batch at each count, the count chosen, and what they were measured against."""
+    """The batch at the count chosen, the count, and what they were measured against."""
 
-    batches: dict[int, int]  # the batch chosen at each count
+    batch: int  # the batch chosen at the count chosen
     gpus: int  # the count chosen
     reference: float = 0.0  # the best per-GPU rate at any count and batch tried (0.0: nothing fits, or not probed)
     best: dict[int, float | None] | None = None  # each count's best per-GPU rate over its batches (None: not probed)
-
-    @property
-    def batch(self) -> int:
-        return self.batches[self.gpus]
 
 
 def choose(probe: Probe, counts: list[int], batch: int | str | None, *, seq_len: int, bound: int) -> Choice:
@@ -42,13 +38,13 @@ def choose(probe: Probe, counts: list[int], batch: int | str | None, *, seq_len:
     base = _base(batch, seq_len=seq_len, bound=bound)
     tried = {g: batches_tried(batch, base=base, seq_len=seq_len, bound=bound, gpus=g) for g in counts}
     if len(counts) == 1 and batch != "auto":
-        return Choice({counts[0]: tried[counts[0]][0]}, counts[0])
+        return Choice(tried[counts[0]][0], counts[0])
     probe.prefetch((g, b) for g in counts for b in tried[g])
     rates = {g: {b: probe(g, b) for b in tried[g]} for g in counts}
     best = {g: max((r for r in rates[g].values() if r), default=None) for g in counts}
     reference = max((r for r in best.values() if r), default=0.0)
     if not reference:  # searched at the largest, whose closest misses say what would fit, as one count's search does
-        return Choice({g: tried[g][0] if batch != "auto" else base for g in counts}, max(counts), 0.0, best)
+        return Choice(tried[max(counts)][0] if batch != "auto" else base, max(counts), 0.0, best)
     target = WELL * reference
     chosen = max(g for g in counts if (best[g] or 0.0) >= target)
 
@@ -56,7 +52,7 @@ def choose(probe: Probe, counts: list[int], batch: int | str | None, *, seq_len:
         fastest = max(tried[g], key=lambda b: rates[g][b] or 0.0)
         return next((b for b in tried[g] if (rates[g][b] or 0.0) >= target), fastest if best[g] else tried[g][0])
 
-    return Choice({g: batch_at(g) for g in counts}, chosen, reference, best)
+    return Choice(batch_at(chosen), chosen, reference, best)
 
 
 def _base(batch: int | str | None, *, seq_len: int, bound: int) -> int:

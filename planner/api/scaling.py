@@ -254,10 +254,6 @@ def _failures(
         source = rate.source if rate is not None else ""
     else:
         source = f"--mtbf-hours {given:g} per {'node' if options.get('mtbf_per') == 'node' else 'GPU'}"
-    priced = next((p for p in points if p.checkpoint is not None), None)
-    if priced is not None and priced.checkpoint is not None:
-        ck = priced.checkpoint
-        return FailureRate(ck.mtbf_s * priced.gpus / 3600.0, source), ck.restart_s
     o = priced_options(hw, options)
     if o.get("mtbf_hours") is None:
         return None, RESTART_S
@@ -275,8 +271,5 @@ def _batch(spec: ModelSpec, points: list[ScalePoint], auto: bool = False) -> str
     if not shapes or (len(shapes) != 1 and not auto) or len({s for _, s in shapes}) != 1:
         return None
     (global_batch, seq_len), first = min(shapes), next(p for p in points if p.plan is not None)
-    text = batch_text(global_batch, seq_len, spec, first.defaulted)
-    if not auto:
-        return text
     chosen = f"{global_batch} at every count" if len(shapes) == 1 else "per count, in the batch column"
-    return text.replace(f"global batch {global_batch} x ", f"global batch auto ({chosen}) x ", 1)
+    return batch_text(global_batch, seq_len, spec, first.defaulted, label=f"auto ({chosen})" if auto else "")

@@ -77,13 +77,11 @@ class PeakMemory:
         self._levels: dict[tuple, tuple[list[dict[LayerKind, Pieces]], list[int]]] = {}
 
     def ranks(
-        self, tp: int, pp: int, vpp: int, ep: int, etp: int | None = None, v_shape: bool = False,
-        split: SplitPolicy | None = None,
+        self, tp: int, pp: int, vpp: int, ep: int, etp: int | None, v_shape: bool, split: SplitPolicy
     ) -> list[RankShape]:  # fmt: skip
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
         earlier one (memory never falls with more parameters or more layers of each kind, and the micro-batches in
         flight never grow with the rank)."""
-        split = self.engine.rules.pipeline_split if split is None else split  # the engine's, or the plan's
         key = (tp, pp, vpp, ep, etp, v_shape, split)  # RANK_PARAMS, the expert tensor-parallel degree, the V, the split
         hit = self._ranks.get(key)
         if hit is not None:

@@ -30,10 +30,13 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "█" * full + part
 
 
-def batch_text(global_batch: int, seq_len: int, model: ModelSpec, defaulted: frozenset[str] = frozenset()) -> str:
-    """ "global batch G x S tokens", saying which of the two the defaults gave and how (every command's header)."""
-    gb = f"{global_batch}"
-    if "global_batch" in defaulted:
+def batch_text(
+    global_batch: int, seq_len: int, model: ModelSpec, defaulted: frozenset[str] = frozenset(), label: str = ""
+) -> str:
+    """ "global batch G x S tokens", saying which of the two the defaults gave and how (every command's header);
+    `label` in place of G where a rule chose it (scale's `auto`)."""
+    gb = label or f"{global_batch}"
+    if "global_batch" in defaulted and not label:
         gb += f" (default: about 4M tokens, here {fmt_count(global_batch * seq_len)}; --global-batch to change)"
     seq = f"{seq_len} tokens"
     if "seq_len" in defaulted:
