@@ -8,6 +8,7 @@ The policy is the engine's (Rules.pipeline_split), or the first and last ranks' 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -220,6 +221,11 @@ def first_last_problem(num_layers: int, pp: int, vpp: int, split: FirstLast) -> 
 
 
 def first_last_pps(num_layers: int, vpp: int, split: FirstLast, limit: int = 8) -> list[int]:
-    """The pipeline degrees a stated split fits (at vpp), the first `limit` of them: what a refusal suggests."""
-    fits = [pp for pp in range(2, num_layers + 3) if first_last_problem(num_layers, pp, vpp, split) is None]
-    return fits[:limit]
+    """The pipeline degrees a stated split fits (at vpp), the first `limit` of them: what a refusal suggests (the
+    search asks it for every structure it refuses: computed once per layer count, vpp and split)."""
+    return list(_pps_fitting(num_layers, vpp, split)[:limit])
+
+
+@cache
+def _pps_fitting(num_layers: int, vpp: int, split: FirstLast) -> tuple[int, ...]:
+    return tuple(pp for pp in range(2, num_layers + 3) if first_last_problem(num_layers, pp, vpp, split) is None)

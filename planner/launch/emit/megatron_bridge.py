@@ -90,10 +90,11 @@ def recipe(model: ModelSpec) -> str | None:
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    if recipe(model) is None and model.attention is not None and "C" in model.attention.pattern:
+    matched = recipe(model)
+    if matched is None and model.attention is not None and "C" in model.attention.pattern:
         return [f"model {model.name} has chunked attention layers (attention.pattern {model.attention.pattern!r}): "
                 + CHUNKED_ATTENTION]  # fmt: skip
-    if recipe(model) is None:
+    if matched is None:
         return [
             f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
             f"{', '.join([*RECIPES, *CATALOG_RECIPES])}; a RoPE model must give its rope_theta): emit megatron for its "
