@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from planner.io.files import names_folder
+
 
 def finite(low: float, high: float, *, open_low: bool = False) -> Callable[[float | None], float | None]:
     """A typer callback: the value is a finite number in [low, high] ((low, high] with open_low). click's
@@ -63,7 +65,7 @@ def file_path(value: str | Path) -> Path:
     """`nonempty_path` for an option that names a file: a name that can only be a folder's ('dir/', '.', '..') is
     refused here, before the trailing '/' that says so is lost to Path."""
     path = nonempty_path(value)
-    if str(value).endswith("/") or path.name in ("", ".", ".."):
+    if names_folder(value):
         raise typer.BadParameter(f"{str(value)!r} names a folder; give a file name")
     return path
 

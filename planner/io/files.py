@@ -17,10 +17,15 @@ def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or e.__class__.__name__
 
 
+def names_folder(path: str | Path) -> bool:
+    """The name can only be a folder's: '', '.', '..', or a trailing '/' (which Path drops)."""
+    return Path(path).name in ("", ".", "..") or str(path).endswith("/")
+
+
 def _file_named(path: str | Path, what: str) -> Path:
-    """`path` as a file's, or one line where it names a folder ('', '.', '..', a trailing '/')."""
+    """`path` as a file's, or one line where it names a folder (names_folder)."""
     target = Path(path)
-    if target.name in ("", ".", "..") or str(path).endswith("/"):
+    if names_folder(path):
         raise PlannerError(f"cannot write {what} {str(path)!r}: that is a folder, give a file name")
     return target
 
