@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.optim import Optimizer
 
-from planner.launch.run_files import latest_step
+from planner.launch.run_files import LATEST, complete_checkpoints, latest_step
 
 _OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
 
@@ -53,10 +53,10 @@ def save(root: str | Path, step: int, parts: list[nn.Module], optims: list[Optim
     if dist.get_rank() == 0:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        marker_tmp = root / "latest.tmp"
+        marker_tmp = root / f"{LATEST}.tmp"
         marker_tmp.write_text(final.name + "\n")
-        os.replace(marker_tmp, root / "latest")
-        done = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+        os.replace(marker_tmp, root / LATEST)
+        done = complete_checkpoints(root)
         for old in [p for p in done if p.name < final.name][: max(0, len(done) - keep)]:
             shutil.rmtree(old, ignore_errors=True)
     dist.barrier()

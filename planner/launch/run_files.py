@@ -37,9 +37,14 @@ def _held(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if _STEP.fullmatch(p.name) or p.name in (LATEST, MANIFEST))
 
 
+def complete_checkpoints(root: Path) -> list[Path]:
+    """The complete checkpoints in `root`, oldest first (an unfinished save's step_N.tmp is none)."""
+    return [p for p in _held(root) if p.is_dir() and not p.name.endswith(".tmp")]
+
+
 def _holds_checkpoints(root: Path) -> bool:
     """A complete checkpoint (an unfinished save's step_N.tmp alone is no checkpoint: it is removed on start)."""
-    return (root / LATEST).exists() or any(p.is_dir() and not p.name.endswith(".tmp") for p in _held(root))
+    return (root / LATEST).exists() or bool(complete_checkpoints(root))
 
 
 def _manifest(model: ModelSpec) -> dict:
