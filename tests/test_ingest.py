@@ -117,6 +117,7 @@ def test_nemo_step_timing_warmup_and_checkpoints_left_out():
     assert r.steps_used == 14
     assert r.measured["step_s"] == pytest.approx(statistics.median(steady_s))
     assert r.plan["global_batch"] == 512
+    assert "median over 14 logged steps of 'train_step_timing in s'" in r.derived  # NeMo's own time basis
 
 
 # --- Megatron-DeepSpeed ---------------------------------------------------------------------------------------

@@ -65,11 +65,13 @@ def deepspeed_config(rows: Iterable[tuple[int, int | None, str]]) -> dict[str, A
     return config
 
 
-def timer_memory(line: str, rank: int | None) -> Memory | None:
+def timer_memory(line: str, rank: int | None, m: re.Match[str] | None = None) -> Memory | None:
     """The peak a ThroughputTimer line prints: MaxMemAllocated, torch's max_memory_allocated in GiB (timer.py l.266-273
     @edaa7221: round(get_accelerator().max_memory_allocated() / 1024**3, 2), printed "GB"); Megatron-DeepSpeed's
-    logs print the line between their iteration lines."""
-    m = THROUGHPUT.search(line)
+    logs print the line between their iteration lines. `m`: the line's THROUGHPUT match where the caller has it; a
+    line without "MaxMemAllocated=" prints none, and is not searched."""
+    if m is None:
+        m = THROUGHPUT.search(line) if "MaxMemAllocated=" in line else None
     return Memory(float(m.group(6)) * GiB, "max_allocated", rank) if m and m.group(6) else None
 
 
@@ -118,7 +120,7 @@ def read_deepspeed(text: str) -> LogFacts:
         if m := THROUGHPUT.search(line):
             running_only = running_only and m.group(4) is not None
             facts.steps.append(_throughput(number_, rank, line, m))
-            facts.memory.extend([memory] if (memory := timer_memory(line, rank)) else [])
+            facts.memory.extend([memory] if (memory := timer_memory(line, rank, m)) else [])
         elif p := PIPE.search(line):
             facts.steps.append(Step(step=int(p.group(1)), line=number_, rank=rank, step_s=float(p.group(3))))
             running_only = False

@@ -244,7 +244,10 @@ def read_megatron(text: str) -> LogFacts:
             logged["logged_padded_vocab"] = p.group(3)
         facts.memory.extend(_memory(line, rank) + ([timer] if (timer := timer_memory(line, rank)) else []))
     facts.events = events_in(rows)
-    facts.time_basis = next((k for f in reversed(iterations) for k in f if k.startswith("elapsed time")), "")
+    # the last iteration line's elapsed-time key, else what a NeMo line set
+    facts.time_basis = next(
+        (k for f in reversed(iterations) for k in f if k.startswith("elapsed time")), facts.time_basis
+    )
     _configure(facts, rows, [(n, args, i in ended) for i, (n, args) in enumerate(dumps)], logged, iterations)
     return facts
 

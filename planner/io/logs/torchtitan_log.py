@@ -177,7 +177,7 @@ def read_torchtitan(text: str) -> LogFacts:
     runs: list[tuple[str, ...]] = []  # each run's start line's batch and sequence length, in order
     device = None
     for number_, rank, line in rows:
-        device = device or device_in(line)
+        device = device or (device_in(line) if " capacity: " in line else None)  # DEVICE_LINE's words
         if START.search(line) or STARTS_AT.search(line):
             facts.starts.append((number_, "start line"))
         if m := METRICS.search(line):
