@@ -21,7 +21,6 @@ from planner.launch.runner import (
     UNPRICED,
     DryRun,
     Interrupted,
-    as_built,
     comparison,
     dry_run,
     host_need,
@@ -29,6 +28,7 @@ from planner.launch.runner import (
     read_profile,
     run_torchrun,
 )
+from planner.launch.spec import as_built
 from planner.plan_checks import check_batch
 from planner.render.console import emit_json, release_warnings
 from planner.specs import ModelSpec

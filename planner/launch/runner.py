@@ -40,14 +40,6 @@ UNPRICED: dict[str, float | None] = dict.fromkeys(
 )
 
 
-def as_built(model: ModelSpec, plan: Plan) -> ModelSpec:
-    """The model the worker trains: a tied one untied where tp > 1 (trainer.py _part), which the cost model prices
-    tied, as Megatron runs it; across pipeline stages the cost model already prices the second copy."""
-    if not (model.tied_embeddings and plan.tp > 1):
-        return model
-    return type(model).model_validate({**model.model_dump(), "tied_embeddings": False})
-
-
 def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
     """Peak bytes per device and step time of the worker's run, priced with the engine the worker runs
     (engine_profiles/planner.yaml: eager kernels, DDP/FSDP2 as the worker applies them)."""

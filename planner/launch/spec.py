@@ -1,4 +1,5 @@
-"""Shrinking a model spec for a rehearsal that keeps the plan's shape (pure)."""
+"""The model spec the worker builds (pure): shrunk for a rehearsal that keeps the plan's shape, untied where it
+unties."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pydantic import ValidationError
 
 from planner.errors import PlannerError
 from planner.io.planfile import pydantic_message
+from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
@@ -58,3 +60,13 @@ def _fewer_layers(model: ModelSpec, layers: int) -> dict[str, object]:
         if moe.layers is not None:
             update["moe"] = moe.model_copy(update={"layers": tuple(kept)})
     return update
+
+
+def as_built(model: ModelSpec, plan: Plan) -> ModelSpec:
+    """The model the worker trains, and so the one its prediction, host check and profile name: a tied one untied
+    where tp > 1 (the worker's vocab-parallel output projection keeps its own shard, trainer.py _part), which the
+    cost model prices tied, as Megatron runs it; across pipeline stages the cost model already prices the second
+    copy, so the spec stays tied there."""
+    if not (model.tied_embeddings and plan.tp > 1):
+        return model
+    return type(model).model_validate({**model.model_dump(), "tied_embeddings": False})

@@ -27,7 +27,7 @@ from planner.launch.layout import MESH_DIMS, plan_layout
 from planner.launch.measured import ActivationCounter
 from planner.launch.model import GPT, cross_entropy, init_weights
 from planner.launch.parallelize import data_parallel_kind, data_parallel_mesh, mp_dtype, parallelize, uses_autocast
-from planner.launch.spec import shrink
+from planner.launch.spec import as_built, shrink
 from planner.launch.worker_support import cp_problems, fp8_problems, uses_context_parallel
 from planner.plan import Plan
 
@@ -49,7 +49,9 @@ class Trainer:
         self.args = a = args
         self.plan = Plan(**{k: getattr(a, k) for k in Plan.model_fields})
         p = self.plan
-        self.spec = shrink(load_model(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp)
+        # the model as built (untied at tp > 1): what the parts hold and the profile records, so a calibration
+        # from the profile prices the model that ran
+        self.spec = as_built(shrink(load_model(a.model), layers=a.layers, hidden=a.hidden, tp=p.tp), p)
         # The engine profile decides how the ZeRO stage runs and when gradients are reduced; the cost model
         # prices the run with the same profile.
         self.zero_stage = load_engine(a.engine).zero_stage(p)
@@ -92,7 +94,7 @@ class Trainer:
     def _part(self, layer_ids, *, first: bool, last: bool) -> torch.nn.Module:
         """One stage (or the whole model): built on meta, sharded, then only this rank's shards allocated."""
         p = self.plan
-        tied = self.spec.tied_embeddings and p.tp == 1 and p.pp == 1
+        tied = self.spec.tied_embeddings and p.pp == 1  # as_built untied it at tp > 1
         with torch.device("meta"):
             part = GPT(self.spec, tied=tied).keep_only(tuple(layer_ids), first=first, last=last)
 

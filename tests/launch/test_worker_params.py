@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from planner.cost.params import rank_params  # noqa: E402
-from planner.io.catalog import load_model  # noqa: E402
+from planner.io.catalog import load_hardware, load_model  # noqa: E402
 from planner.launch.layout import plan_layout  # noqa: E402
 from planner.launch.model import GPT  # noqa: E402
 from planner.plan import Plan  # noqa: E402
@@ -59,12 +59,37 @@ def test_a_tied_model_stays_tied_when_the_worker_allocates_it(tmp_path):
     assert measured == 4 * ModelSpec(**TIED).num_params  # fp32, the embedding counted once
 
 
+@pytest.mark.timeout(200)
+def test_the_profile_of_a_tp2_run_names_the_untied_model_the_worker_trained(tmp_path):
+    """At tp > 1 the worker trains a tied model untied, and its profile had recorded the tied spec: `planner
+    calibrate` on that profile (and `estimate --engine planner`) priced one vocab x hidden matrix fewer than ran."""
+    import yaml
+
+    from planner.fit.observations import observation_from_profile
+    from planner.specs import ModelSpec
+    from tests.launch.conftest import torchrun
+
+    path = tmp_path / "tied.yaml"
+    path.write_text(yaml.safe_dump(TIED))
+    args = ["--model", str(path), "--tp", "2", "--global-batch", "2", "--seq-len", "32", "--precision", "fp32",
+            "--micro-batch", "2", "--steps", "1", "--warmup", "0"]  # fmt: skip
+    run = torchrun(2, args, tmp_path / "run", timeout_s=180)
+    assert run.rc == 0, run.output[-3000:]
+    tied = ModelSpec(**TIED)
+    ran = observation_from_profile(run.profile, load_hardware("cpu"), "profile.json").model
+    assert not ran.tied_embeddings and ran.num_params == tied.num_params + tied.vocab_size * tied.hidden_size
+    # what the two ranks hold: the untied model's matrices split in two, its RMSNorm weights on each
+    held = sum(r["params_bytes"] for r in run.profile["memory_per_rank"]) / 4
+    assert held == ran.num_params + (2 * tied.num_layers + 1) * tied.hidden_size
+
+
 def test_the_host_check_prices_a_tied_model_untied_where_the_worker_unties_it():
     """At tp > 1 the worker trains a tied model untied (trainer.py _part); the host-memory check and the prediction
     price the model it builds, one vocab x hidden matrix more than the tied one Megatron would run."""
     from planner.io.catalog import load_engine
     from planner.launch.preflight import Environment
-    from planner.launch.runner import as_built, host_need
+    from planner.launch.runner import host_need
+    from planner.launch.spec import as_built
 
     gpt, env, engine = load_model("gpt3-125m"), Environment("cpu", 0, "cpu"), load_engine("planner")
     tp2, one = Plan(tp=2, global_batch=1, seq_len=512), Plan(global_batch=1, seq_len=512)
