@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -144,3 +145,75 @@ def test_goodput_of_a_job_that_barely_progresses_is_small_not_zero():
     says (taken in logarithms, not as one minus a waste that rounds to one)."""
     p = checkpoint_plan(checkpoint_bytes=1e11, write_bytes_per_s=1e10, mtbf_per_gpu_s=3600.0, gpus=16, restart_s=3000.0)
     assert 0 < p.goodput < 1e-3 and p.wasted_fraction < 1
+
+
+def _interleaved_ops(p: int, v: int, m: int, group: int, rank: int) -> list[tuple[str, int, int]]:
+    """Rank `rank`'s forward (F) and backward (B) chunk passes in Megatron-Core's interleaved 1F1B: the
+    micro-batches in groups of `group`, each group through every virtual stage in turn (schedules.py
+    get_schedule_table; backward over the chunks in reverse), the warm-up forwards first, then one forward and one
+    backward at a time, then the remaining backwards (forward_backward_pipelining_with_interleaving)."""
+    table = [(mb, c) for g in range(0, m, group) for c in range(v) for mb in range(g, min(g + group, m))]
+    fwd = [("F", mb, c) for mb, c in table]
+    bwd = [("B", mb, v - 1 - c) for mb, c in table]
+    warm = min(2 * (p - rank - 1) + (v - 1) * group, m * v)
+    ops = fwd[:warm]
+    for i in range(m * v - warm):
+        ops += [fwd[warm + i], bwd[i]]
+    return ops + bwd[m * v - warm :]
+
+
+def _simulate(p: int, v: int, m: int, group: int) -> tuple[float, list[int]]:
+    """(makespan, peak chunk passes held per rank) with a forward chunk 1/v and a backward 2/v long, each pass
+    waiting for the one before it on the pipeline."""
+    ops = [_interleaved_ops(p, v, m, group, r) for r in range(p)]
+    done: dict[tuple, float] = {}
+    clock, pos = [0.0] * p, [0] * p
+    while any(pos[r] < len(ops[r]) for r in range(p)):
+        moved = False
+        for r in range(p):
+            while pos[r] < len(ops[r]):
+                kind, mb, c = ops[r][pos[r]]
+                if kind == "F":
+                    dep = ("F", mb, c, r - 1) if r else (("F", mb, c - 1, p - 1) if c else None)
+                else:
+                    dep = ("B", mb, c, r + 1) if r < p - 1 else (("B", mb, c + 1, 0) if c < v - 1 else ("F", mb, c, r))
+                if dep is not None and dep not in done:
+                    break
+                clock[r] = max(clock[r], done[dep] if dep else 0.0) + (1 if kind == "F" else 2) / v
+                done[(kind, mb, c, r)] = clock[r]
+                pos[r], moved = pos[r] + 1, True
+        assert moved, "the schedule deadlocked"
+    held = [max(itertools.accumulate(1 if k == "F" else -1 for k, _, _ in rank_ops)) for rank_ops in ops]
+    return max(clock), held
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(2, 6), v=st.integers(2, 4), m=st.integers(2, 24))
+def test_grouped_interleaving_keeps_the_bubble_and_holds_what_memory_counts(p, v, m):
+    """With m micro-batches in groups of microbatch_group(m, p) per virtual stage (a group of m where p does not
+    divide m), a simulation of Megatron-Core's op order finishes in the ideal time plus the interleaved bubble
+    (p − 1)/(v·m), and each rank's peak of chunk passes held is in_flight_microbatches × v."""
+    from planner.cost.memory import in_flight_microbatches
+    from planner.cost.stages import microbatch_group
+
+    if m < p:
+        return
+    group = microbatch_group(m, p)
+    assert p <= group <= m and (m % group == 0 or m % group >= p) and (group == p) == (m % p == 0)
+    makespan, held = _simulate(p, v, m, group)
+    ideal = 3 * m  # m micro-batches of forward 1 + backward 2
+    bubble = bubble_fraction(pp=p, vpp=v, num_microbatches=m, schedule="interleaved")
+    assert makespan - ideal == pytest.approx(bubble * ideal)
+    plan = Plan(pp=p, vpp=v, dp=1, micro_batch=1, global_batch=m, schedule="interleaved")
+    assert held == [round(in_flight_microbatches(plan, r) * v) for r in range(p)]
+
+
+@given(p=st.integers(2, 16), m=st.integers(1, 200))
+def test_the_microbatch_group_is_torchs_round_wherever_torch_runs_the_count(p, m):
+    """torch.distributed.pipelining's ScheduleInterleaved1F1B runs m % max(1, m // p) == 0 micro-batches in rounds
+    of m / max(1, m // p) (its microbatches_per_round): the same group, so one warm-up count serves both engines."""
+    from planner.cost.stages import microbatch_group
+
+    rounds = max(1, m // p)
+    if m % rounds == 0:
+        assert microbatch_group(m, p) == m // rounds

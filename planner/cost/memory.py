@@ -24,7 +24,7 @@ from planner.cost.recipe_options import (
     offloaded_bytes,
     original_inputs,
 )
-from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
+from planner.cost.stages import Mix, microbatch_group, plan_layout, rank_mix, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
@@ -110,8 +110,9 @@ class MemoryReport:
 def in_flight_microbatches(plan: Plan, rank: int) -> float:
     """Micro-batches whose activations one pipeline rank holds at its peak, in units of the rank's
     whole layer set. GPipe holds all m; 1F1B holds min(p − rank, m); interleaved 1F1B holds
-    (2(p − rank − 1) + (v − 1)p + 1) chunk passes of 1/v of the layers, which is p(1 + (p−1)/(pv)) on
-    the first rank (Narayanan et al. 2021, section 2.2; Megatron's warm-up count)."""
+    (2(p − rank − 1) + (v − 1)N + 1) chunk passes of 1/v of the layers, N the micro-batches a virtual stage
+    takes at a time (stages.microbatch_group: p where p divides m), which is p(1 + (p−1)/(pv)) on the first
+    rank with N = p (Narayanan et al. 2021, section 2.2; Megatron's warm-up count)."""
     m, p, v = plan.num_microbatches, plan.pp, plan.vpp
     if p == 1:
         return 1.0
@@ -122,7 +123,7 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
         # (deepseek-ai/DualPipe README, schedule table): (2p + 1)/2 of the rank's two chunks, on every rank.
         return min(p + 0.5, float(m))
     if plan.schedule == "interleaved":
-        chunk_passes = warmup_chunks(p, v, rank) + 1
+        chunk_passes = warmup_chunks(p, v, rank, microbatch_group(m, p)) + 1
         return min(chunk_passes, m * v) / v
     return float(min(p - rank, m))
 

@@ -24,7 +24,7 @@ charges every transfer as before.
 from __future__ import annotations
 
 from planner.cost.compute import StageCompute
-from planner.cost.stages import warmup_chunks
+from planner.cost.stages import microbatch_group, warmup_chunks
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -39,7 +39,8 @@ def p2p_overlapped(plan: Plan, engine: Engine) -> bool:
 
 def first_rank_warmup(plan: Plan) -> int:
     """Forward chunks of the first pipeline rank's warm-up (stages.warmup_chunks), at most m·v."""
-    return min(warmup_chunks(plan.pp, plan.vpp), plan.num_microbatches * plan.vpp)
+    m = plan.num_microbatches
+    return min(warmup_chunks(plan.pp, plan.vpp, group=microbatch_group(m, plan.pp)), m * plan.vpp)
 
 
 def pp_exposed_s(plan: Plan, engine: Engine, compute: StageCompute, pp_per_microbatch_s: float) -> float:
