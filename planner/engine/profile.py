@@ -53,9 +53,11 @@ class Rules(Frozen):
         "absent here does not run with pipeline parallelism",
     )
     schedules: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
-    interleaved_microbatches: Literal["multiple_of_pp", "torch_looped"] = Field(
+    interleaved_microbatches: Literal["multiple_of_pp", "grouped", "torch_looped"] = Field(
         "multiple_of_pp",
-        description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron); torch_looped: "
+        description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron before Core 0.10); grouped: m ≥ pp, each "
+        "virtual stage taking the micro-batches in groups (Megatron-Core 0.10+, "
+        "--microbatch-group-size-per-virtual-pipeline-stage; cost/stages.py microbatch_group); torch_looped: "
         "m % max(1, m // pp) == 0 (torch.distributed.pipelining)",
     )
     interleaved_pp_without_p2p_overlap: int = Field(

@@ -143,7 +143,15 @@ def batch_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     out: list[Rejected] = []
     if p.schedule == "interleaved" and p.pp > 1 and p.vpp > 1 and p.global_batch % (p.dp * p.micro_batch) == 0:
         m = p.num_microbatches
-        if r.interleaved_microbatches == "multiple_of_pp" and (m < p.pp or m % p.pp):
+        if r.interleaved_microbatches == "grouped" and m < p.pp:
+            out.append(
+                Rejected(
+                    "interleaved needs at least pp micro-batches",
+                    f"schedule=interleaved needs at least pp={p.pp} micro-batches per step, not {m} (Megatron-Core's "
+                    "group of micro-batches per virtual stage runs from pp to m)",
+                )
+            )
+        elif r.interleaved_microbatches == "multiple_of_pp" and (m < p.pp or m % p.pp):
             out.append(
                 Rejected(
                     "interleaved needs micro-batches divisible by pp",

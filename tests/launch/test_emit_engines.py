@@ -26,7 +26,7 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 from tests.launch.torchtitan_rules import torchtitan_v02_violations, torchtitan_violations
 
-# (model, plan fields): 16 plans a new user would try, across the catalog.
+# (model, plan fields): plans a new user would try, across the catalog.
 PLANS = [
     ("llama3-8b", {"dp": 8, "zero": 3, "global_batch": 64, "seq_len": 8192, "recompute": "selective"}),
     ("llama3-8b", {"dp": 4, "tp": 2, "sp": True, "zero": 1, "global_batch": 64, "seq_len": 8192}),
@@ -145,6 +145,11 @@ PLANS = [
 PLANS.append(
     ("kimi-k2", {"dp": 32, "tp": 2, "sp": True, "pp": 8, "ep": 32, "zero": 1, "global_batch": 1024, "seq_len": 4096})
 )
+# 6 micro-batches interleaved over pp 4: Megatron-Core takes them in one group of 6 per virtual stage
+PLANS.append(
+    ("llama3-70b", {"dp": 2, "tp": 8, "sp": True, "pp": 4, "vpp": 5, "zero": 1, "global_batch": 12, "seq_len": 8192,
+                    "schedule": "interleaved"})
+)  # fmt: skip
 TARGETS = ("megatron", "megatron-bridge", "torchtitan", "torchtitan-v0.2", "deepspeed")
 
 
@@ -272,8 +277,9 @@ def megatron_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     if cp > 1 and num("--seq-length") % (2 * cp):  # arguments.py l.1335
         out.append("seq length not divisible by 2*cp")
     m = num("--global-batch-size") // (num("--micro-batch-size") * dp)
-    if vpp > 1 and (m < pp or m % pp):  # schedules.py l.1160-1180
-        out.append("interleaving needs micro-batches >= pp and divisible by pp")
+    group = num("--microbatch-group-size-per-virtual-pipeline-stage", pp)  # model_parallel_config.py: default pp
+    if vpp > 1 and not group_runs(m, pp, group):
+        out.append("interleaving needs a micro-batch group in [pp, m] leaving a last group of 0 or >= pp")
     out += _architecture_violations(a, model)
     if num("--max-position-embeddings") < num("--seq-length"):
         out.append("max position embeddings below seq length")
@@ -386,6 +392,7 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
         "num_layers_in_last_pipeline_stage", "seq_length", "recompute_granularity", "recompute_method",
         "recompute_num_layers", "recompute_modules", "hidden_dropout", "attention_dropout",
         "gradient_accumulation_fusion", "overlap_p2p_comm", "batch_p2p_comm",  # model_parallel_config.py l.385-392
+        "microbatch_group_size_per_vp_stage",  # model_parallel_config.py l.431-436
         "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_shared_expert_overlap", "moe_grouped_gemm",
         "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",  # transformer_config.py l.717-921
         "overlap_moe_expert_parallel_comm", "cuda_graph_impl",  # model_parallel_config.py l.343; l.1075
@@ -403,6 +410,12 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
 }  # fmt: skip
 BRIDGE_TOP = {"comm_overlap", "mixed_precision"}
 BRIDGE_PRECISIONS = {"null", "bf16_mixed", "fp16_mixed", "bf16_with_fp8_delayed_scaling_mixed"}  # mixed_precision.py
+
+
+def group_runs(m: int, pp: int, group: int) -> bool:
+    """Megatron-Core's interleaved schedule runs m micro-batches in groups of `group` per virtual stage
+    (megatron/core/pipeline_parallel/schedules.py l.1160-1180: pp <= group <= m, and a last group of 0 or >= pp)."""
+    return pp <= group <= m and (m % group == 0 or m % group >= pp)
 
 
 def bridge_overrides(text: str) -> dict[str, str]:
@@ -441,8 +454,9 @@ def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     m = gbs // (mbs * dp)
     if o.get("model.overlap_p2p_comm") == "true" and (o.get("model.batch_p2p_comm") != "false" or vpp == 1):
         out.append("overlap_p2p_comm needs batch_p2p_comm off and virtual stages")  # schedules.py l.1086, l.2181
-    if vpp > 1 and (pp == 1 or m % pp):  # schedules.py l.1160-1180
-        out.append("interleaving needs pp > 1 and micro-batches divisible by pp")
+    group = num("model.microbatch_group_size_per_vp_stage", pp)  # null: megatron-core's default, pp
+    if vpp > 1 and (pp == 1 or not group_runs(m, pp, group)):
+        out.append("interleaving needs pp > 1 and a micro-batch group in [pp, m] leaving a last group of 0 or >= pp")
     if o["model.recompute_granularity"] == "full" and o.get("model.recompute_method") not in ("uniform", "block"):
         out.append("full recompute without a method")
     if o["mixed_precision"] not in BRIDGE_PRECISIONS:
@@ -659,3 +673,21 @@ def test_a_llama4_plan_the_megatron_search_ranks_says_where_it_runs(tmp_path):
         said = _emit(tmp_path / target, target, "llama4-maverick", fields)
         assert isinstance(said, str) and "nemo llm pretrain --factory llama4_e16` or `llama4_e128`" in said, said
         assert "emit megatron for its full arguments" not in said
+
+
+def test_megatron_files_state_the_microbatch_group_the_plan_was_priced_with(tmp_path):
+    """Interleaved with 6 micro-batches on pp 4: the default group (pp) would leave a last group of 2 and Megatron
+    would raise (schedules.py l.1160-1180), so both Megatron files state the group of 6 the memory was priced with
+    (cost/stages.py microbatch_group); the validators fail either file without it."""
+    model_name, fields = PLANS[-1]
+    plan, model = Plan(**fields), load_model(model_name)
+    assert plan.num_microbatches == 6 and plan.pp == 4
+    mega = _emit(tmp_path / "m", "megatron", model_name, fields)
+    assert isinstance(mega, Path) and "--microbatch-group-size-per-virtual-pipeline-stage 6" in mega.read_text()
+    text = mega.read_text().replace("--microbatch-group-size-per-virtual-pipeline-stage 6", "")
+    assert any("micro-batch group" in v for v in megatron_violations(text, model, plan))
+    bridge = _emit(tmp_path / "b", "megatron-bridge", model_name, fields)
+    key = "model.microbatch_group_size_per_vp_stage"
+    assert isinstance(bridge, Path) and bridge_overrides(bridge.read_text())[key] == "6"
+    text = bridge.read_text().replace(f"{key}=6", f"{key}=null")
+    assert any("micro-batch group" in v for v in bridge_violations(text, model, plan))

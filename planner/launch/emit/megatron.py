@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from planner.cost.stages import microbatch_group
 from planner.engine.split import MegatronSplit, plan_megatron_split
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
@@ -59,6 +60,15 @@ def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
             return ["--num-layers-per-virtual-pipeline-stage", str(per)], f"even: {per} layers per virtual stage"
         return [], f"even: {model.num_layers // plan.pp} layers per stage"
     return vpp + _uneven_flags(split), _describe(split)
+
+
+def microbatch_group_flag(plan: Plan) -> int | None:
+    """The micro-batches per virtual stage the cost model priced (cost/stages.py microbatch_group) where it is
+    not Megatron-Core's default, pp (model_parallel_config.py __post_init__): None otherwise."""
+    if plan.pp == 1 or plan.vpp == 1:
+        return None
+    group = microbatch_group(plan.num_microbatches, plan.pp)
+    return None if group == plan.pp else group
 
 
 def layout_text(split: MegatronSplit, mtp_layers: int = 0) -> str:
@@ -155,10 +165,13 @@ def megatron_args(
     split, m["vpp"] = _split_args(model, plan)
     a += split
     m["schedule"] = (
-        "interleaved: set by the virtual-stage flags"
+        "interleaved: set by the virtual-stage flags (+ --microbatch-group-size-per-virtual-pipeline-stage where "
+        "pp does not divide the micro-batches)"
         if plan.schedule == "interleaved"
         else f"{plan.schedule}: Megatron runs 1F1B without virtual stages"
     )
+    if (group := microbatch_group_flag(plan)) is not None:
+        a += ["--microbatch-group-size-per-virtual-pipeline-stage", str(group)]
     if plan.sp:
         a.append("--sequence-parallel")
     m["sp"] = "--sequence-parallel"

@@ -22,7 +22,7 @@ import shlex
 from planner.engine.split import plan_megatron_split
 from planner.launch.emit.bridge_recipes import CATALOG_RECIPES, CHUNKED_ATTENTION
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
-from planner.launch.emit.megatron import expert_tp, layout_text
+from planner.launch.emit.megatron import expert_tp, layout_text, microbatch_group_flag
 from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
 from planner.launch.emit.targets import Target, register
 from planner.plan import Plan
@@ -117,7 +117,12 @@ def _value(v: object) -> str:
 def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
     """The pipeline split the cost model priced (engine/split.py plan_megatron_split: the plan's stated split, else
     megatron_split), as TransformerConfig fields."""
-    out: dict[str, object] = {"model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None}
+    out: dict[str, object] = {
+        "model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None,
+        # stated always, as a recipe may set its own (Bridge's GLM-5 GB200 recipes: 6); null is megatron-core's
+        # default, pp (model_parallel_config.py __post_init__; Bridge's verification cards override it to null)
+        "model.microbatch_group_size_per_vp_stage": microbatch_group_flag(plan),
+    }
     # every split field stated: a recipe's own (the Qwen3-235B-A22B recipe accounts for the embedding and the loss)
     # would change the split, or conflict with a layout (transformer_config.py l.2229-2258)
     out |= {
