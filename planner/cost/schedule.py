@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.cost.bubble import bubble_fraction, pipeline_slots
 from planner.cost.compute import StageCompute, StageShape, layer_time, plan_stage_shapes, stage_compute
 from planner.cost.fitted_factors import host_overhead_s
 from planner.cost.flops import hardware_flops_per_step, model_flops_per_step
@@ -239,32 +240,11 @@ class StepTime:
         }
 
 
-def pipeline_slots(plan: Plan) -> float:
-    """Micro-batch slots of one step on the bottleneck rank: m, plus the bubble's (p − 1)/v (v = 1 unless
-    interleaved; (p − 1)/3 for DualPipeV, bubble_fraction): the step is slots × the slot time (Narayanan et al.
-    2021, Sec. 2.2)."""
-    if plan.schedule == "dualpipev":
-        return plan.num_microbatches + (plan.pp - 1) / 3
-    v = plan.vpp if plan.schedule == "interleaved" else 1
-    return plan.num_microbatches + (plan.pp - 1) / v
-
-
 def step_overhead_s(hw: HardwareProfile, engine: Engine, plan: Plan | None = None, *, layers: int = 0) -> float:
     """Host time per step: the hardware's (host-bound CPU runs) plus the engine's per step, per micro-batch and
     per layer of each micro-batch on the bottleneck rank (`layers`; cost.fitted_factors). Without a plan, the
     per-step part only: a lower bound."""
     return hw.efficiency.step_overhead_s + host_overhead_s(hw, engine, plan, layers=layers)
-
-
-def bubble_fraction(*, pp: int, vpp: int, num_microbatches: int, schedule: str) -> float:
-    """Bubble time / ideal time: (p − 1)/m for GPipe and 1F1B, (p − 1)/(v·m) interleaved
-    (Narayanan et al. 2021, Sec. 2.2.1-2.2.2); DualPipeV (p − 1)(F&B + B − 3W) per chunk pair over m slots
-    (deepseek-ai/DualPipe README table, its 2p chunks): with B = 2F and the weight gradient W = half of B, and an
-    overlapped forward-and-backward F&B = F + B, that is (p − 1)·F of a slot F + B, (p − 1)/(3m)."""
-    if schedule == "dualpipev":
-        return (pp - 1) / (3 * num_microbatches)
-    v = vpp if schedule == "interleaved" else 1
-    return (pp - 1) / (v * num_microbatches)
 
 
 def step_time(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> StepTime:
