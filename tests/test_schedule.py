@@ -191,15 +191,17 @@ def _simulate(p: int, v: int, m: int, group: int) -> tuple[float, list[int]]:
 @given(p=st.integers(2, 6), v=st.integers(2, 4), m=st.integers(2, 24))
 def test_grouped_interleaving_keeps_the_bubble_and_holds_what_memory_counts(p, v, m):
     """With m micro-batches in groups of microbatch_group(m, p) per virtual stage (a group of m where p does not
-    divide m), a simulation of Megatron-Core's op order finishes in the ideal time plus the interleaved bubble
-    (p − 1)/(v·m), and each rank's peak of chunk passes held is in_flight_microbatches × v."""
+    divide m, or where m < p as torch runs it), a simulation of Megatron-Core's op order finishes in the ideal time
+    plus the interleaved bubble ((p − 1)/(v·m) from m = p on; with m < p it had been priced so too, short by
+    (v − 1)(p − m) chunk passes), and each rank's peak of chunk passes held is in_flight_microbatches × v."""
     from planner.cost.memory import in_flight_microbatches
     from planner.cost.stages import microbatch_group
 
-    if m < p:
-        return
     group = microbatch_group(m, p)
-    assert p <= group <= m and (m % group == 0 or m % group >= p) and (group == p) == (m % p == 0)
+    if m >= p:  # Megatron-Core's rule; fewer micro-batches than stages only torch runs, in one round of m
+        assert p <= group <= m and (m % group == 0 or m % group >= p) and (group == p) == (m % p == 0)
+    else:
+        assert group == m
     makespan, held = _simulate(p, v, m, group)
     ideal = 3 * m  # m micro-batches of forward 1 + backward 2
     bubble = bubble_fraction(pp=p, vpp=v, num_microbatches=m, schedule="interleaved")
