@@ -115,21 +115,21 @@ def test_counts_beyond_the_cluster_say_so():
 
 
 def test_the_table_says_which_engine_each_count_runs():
-    # --engine all: Llama 3 405B's best plan on 1,024 H100s runs on Megatron, on 16,384 on another engine; one engine
-    # throughout is named once in the header instead
-    args = ("scale", "-m", "llama3-405b", "--gpus", "1024,16384", "--tokens", "15e12")
-    code, out, err = run(*args, "--engine", "all", "--json")
+    # --engine torchtitan,planner: Llama 3 70B's best plan on 64 H100s runs on torchtitan, on 8,192 on the planner's
+    # worker; one engine throughout is named once in the header instead
+    args = ("scale", "-m", "llama3-70b", "--gpus", "64,8192", "--tokens", "15e12")
+    code, out, err = run(*args, "--engine", "torchtitan,planner", "--json")
     assert code == 0, err
     engines = [p["engine"] for p in json.loads(out)["points"]]
     assert len(set(engines)) == 2
-    code, out, err = run(*args, "--engine", "all")
+    code, out, err = run(*args, "--engine", "torchtitan,planner")
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["GPUs"])  # the columns, below the header
     assert code == 0 and " engine " in lines[at], err
     rows = [line.split() for line in lines[at + 1 :] if line.strip()[:1].isdigit()]
     assert [r[1] for r in rows] == engines
     code, out, err = run(*args)
-    assert code == 0 and out.startswith("llama3-405b on h100-sxm with megatron,") and " engine " not in out, err
+    assert code == 0 and out.startswith("llama3-70b on h100-sxm with megatron,") and " engine " not in out, err
 
 
 def test_the_header_states_the_batch_as_every_command_does():
