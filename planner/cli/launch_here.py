@@ -13,6 +13,7 @@ import yaml
 from planner.api.resolve import Resolved
 from planner.errors import PlannerError
 from planner.io.files import check_writable, probe_writable, write_text_atomic
+from planner.launch.claims import check_unclaimed, claimed
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.rehearse import Rehearsal
@@ -125,10 +126,38 @@ def _run(
     wall_s: float,
     force: bool,
 ) -> None:
-    """Start the workers, wait, and print measured against predicted; exit 1 when the run fails."""
+    """Claim the outputs, start the workers, wait, and print measured against predicted; exit 1 when the run
+    fails."""
+    ckpt = _check_outputs(cfg, model, force=force)  # its refusals come before anything is written
+    outputs = _outputs(cfg)
+    for flag, output in outputs.items():
+        writable_or_raise(output.parent, flag)  # the claim's file sits beside the output
+    with claimed(outputs):  # no other launch writes them until this one ends: check again, now authoritative
+        _check_outputs(cfg, model, force=force)
+        _run_claimed(cfg, pred, reh, model, ckpt, per_node=per_node, max_restarts=max_restarts, as_json=as_json,
+                     wall_s=wall_s)  # fmt: skip
+
+
+def _outputs(cfg: RunConfig) -> dict[str, Path]:
+    """The outputs a run writes, by the flag that names them (what claims.claimed holds)."""
+    out = {"--profile-out": Path(cfg.profile_out)}
+    return out | ({"--checkpoint-dir": Path(cfg.checkpoint_dir)} if cfg.checkpoint_dir else {})
+
+
+def _run_claimed(
+    cfg: RunConfig,
+    pred: dict[str, Any],
+    reh: Rehearsal | None,
+    model: ModelSpec,
+    ckpt: Path | None,
+    *,
+    per_node: int,
+    max_restarts: int,
+    as_json: bool,
+    wall_s: float,
+) -> None:
     from planner.render.run_report import print_comparison
 
-    ckpt = _check_outputs(cfg, model, force=force)
     if ckpt is not None:
         writable_or_raise(ckpt, "--checkpoint-dir")
         prepare_checkpoints(ckpt, model, resume=cfg.resume)
@@ -164,6 +193,7 @@ def _check_outputs_in(report: DryRun, cfg: RunConfig, model: ModelSpec, *, force
     """The dry run's `outputs` check: what _check_outputs would refuse (with --force as given)."""
     try:
         _check_outputs(cfg, model, force=force)
+        check_unclaimed(_outputs(cfg))
     except PlannerError as e:
         report.preflight.add("outputs", False, str(e))
         return

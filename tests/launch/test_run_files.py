@@ -185,3 +185,27 @@ def test_a_killed_launchers_log_folder_is_removed_by_the_next_launch(tmp_path):
     other.mkdir()
     assert remove_stale_log_dirs(str(tmp_path)) == [stale]
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_second_launch_into_the_same_outputs_is_refused_while_the_first_runs(capsys, tmp_path):
+    """Two launches into one profile (or one checkpoint folder) both passed the outputs check before either wrote,
+    then interleaved their files: the running one holds a claim (launch/claims.py), and the second is refused in
+    one line naming the holder's pid, its dry run failing the outputs check; with the claim released, it runs."""
+    from planner.launch.claims import claimed, lock_path
+
+    profile, ckpt = tmp_path / "p.json", tmp_path / "ck"
+    for flag, output in (("--profile-out", profile), ("--checkpoint-dir", ckpt)):
+        args = (*BASE, "--steps", "1", "--warmup", "0", "--profile-out", str(profile), "--checkpoint-dir", str(ckpt),
+                "--checkpoint-every", "1")  # fmt: skip
+        with claimed({flag: output}):
+            assert lock_path(output).read_text() == f"{os.getpid()}\n"
+            code, _, err = launch_cli(capsys, *args)
+            _one_line(
+                code, err, f"{flag}: {str(output)!r} is being written by another planner launch (pid {os.getpid()})"
+            )
+            code, out, _ = launch_cli(capsys, *args, "--dry-run")
+            assert code == 1 and f"[FAIL] outputs: {flag}: {str(output)!r} is being written" in out, out
+            assert not profile.exists() and not ckpt.exists()
+        assert not lock_path(output).exists()  # released and removed
+        code, out, _ = launch_cli(capsys, *args, "--dry-run")
+        assert code == 0 and "[ok] outputs:" in out, out
