@@ -246,3 +246,16 @@ def test_the_json_terms_add_up_to_the_total_byte_for_byte():
     whole = _ints(b)
     assert sum(whole.values()) == round(b.total_bytes) == 62
     assert all(abs(whole[k] - v) < 1 for k, v in b.as_dict().items())
+
+
+@pytest.mark.parametrize(("global_batch", "said"), [(1024, "(each virtual stage takes them 8 at a time)"), (1536, "")])
+def test_the_header_says_the_micro_batch_group_an_interleaved_plan_was_priced_with(global_batch, said):
+    """16 micro-batches over pp 6 run through each virtual stage 8 at a time (Megatron-Core's group, which the
+    emitted files state): the header says so, as the in-flight activations were counted with it; 24 take pp."""
+    args = ("--model", "gpt3-175b", "--gpus", "1536", "--hardware", "a100-80gb", "--tp", "4", "--pp", "6",
+            "--vpp", "4", "--global-batch", str(global_batch), "--seq-len", "2048", "--zero", "1")  # fmt: skip
+    for command in ("memory", "estimate"):
+        code, out, err = run(command, *args)
+        header = " ".join(out.split("\n\n")[0].split())
+        assert code == 0 and "micro-batches per step" in header, err
+        assert (said in header) if said else ("at a time" not in header)

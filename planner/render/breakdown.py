@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.memory import MemoryReport
+from planner.cost.stages import microbatch_group
 from planner.engine import Engine
 from planner.engine.profile import given_settings
 from planner.engine.settings import said
@@ -71,8 +72,17 @@ def plan_line(
         f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
         f"{run_by}: {plan.summary()}, {plan.precision}, {plan.schedule}, "
         f"{batch_text(plan.global_batch, plan.seq_len, model, defaulted)}, {plan.num_microbatches} "
-        f"micro-batch{'es' if plan.num_microbatches != 1 else ''} per step"
+        f"micro-batch{'es' if plan.num_microbatches != 1 else ''} per step{_group_text(plan)}"
     )
+
+
+def _group_text(plan: Plan) -> str:
+    """Interleaved with micro-batches pp does not divide: the group each virtual stage takes at a time, which the
+    memory was priced with and Megatron must be told (--microbatch-group-size-per-virtual-pipeline-stage)."""
+    if plan.schedule != "interleaved" or plan.pp == 1 or plan.vpp == 1:
+        return ""
+    group = microbatch_group(plan.num_microbatches, plan.pp)
+    return "" if group == plan.pp else f" (each virtual stage takes them {group} at a time)"
 
 
 def share_table(title: str, unit: str, rows: list[tuple[str, str, float]], color: str, total: tuple[str, str]) -> Table:
