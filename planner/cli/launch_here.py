@@ -130,8 +130,8 @@ def _run(
     fails."""
     ckpt = _check_outputs(cfg, model, force=force)  # its refusals come before anything is written
     outputs = _outputs(cfg)
-    for flag, output in outputs.items():
-        writable_or_raise(output.parent, flag)  # the claim's file sits beside the output
+    for flag, output in outputs.items():  # the claim's file goes inside the checkpoint folder, beside the profile
+        writable_or_raise(output if flag == "--checkpoint-dir" else output.parent, flag)
     with claimed(outputs):  # no other launch writes them until this one ends: check again, now authoritative
         _check_outputs(cfg, model, force=force)
         _run_claimed(cfg, pred, reh, model, ckpt, per_node=per_node, max_restarts=max_restarts, as_json=as_json,

@@ -2,9 +2,11 @@
 
 Two `planner launch` runs into one --profile-out or one --checkpoint-dir would interleave their files: both pass
 the outputs check before either has written anything, then each replaces the other's profile and steps log, or
-saves its steps into the other's checkpoints. The claim is an exclusive `flock` on a file beside the output
-(``NAME.planner-lock``, holding the launcher's pid), taken before the outputs check and released when the launcher
-ends: the kernel drops it when the process dies, even by SIGKILL, so a stale file never blocks a later run.
+saves its steps into the other's checkpoints. The claim is an exclusive `flock` on a file holding the launcher's
+pid: beside a file (``NAME.planner-lock``), inside a folder (``.planner-lock``, where a checkpoint folder may be
+writable and its parent not; run_files.py counts only steps, the marker and the manifest as its checkpoints). It is
+taken before the outputs check and released when the launcher ends: the kernel drops it when the process dies, even
+by SIGKILL, so a stale file never blocks a later run.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ LOCK_SUFFIX = ".planner-lock"
 
 
 def lock_path(output: Path) -> Path:
-    """The claim's file: beside the output (a checkpoint folder's beside the folder, not among its checkpoints)."""
-    return output.with_name(output.name + LOCK_SUFFIX)
+    """The claim's file: inside the output where it is a folder, else beside it."""
+    return output / LOCK_SUFFIX if output.is_dir() else output.with_name(output.name + LOCK_SUFFIX)
 
 
 @contextlib.contextmanager

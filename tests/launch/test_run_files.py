@@ -194,6 +194,7 @@ def test_a_second_launch_into_the_same_outputs_is_refused_while_the_first_runs(c
     from planner.launch.claims import claimed, lock_path
 
     profile, ckpt = tmp_path / "p.json", tmp_path / "ck"
+    ckpt.mkdir()  # as the launcher makes it before it claims it: its claim sits inside it
     for flag, output in (("--profile-out", profile), ("--checkpoint-dir", ckpt)):
         args = (*BASE, "--steps", "1", "--warmup", "0", "--profile-out", str(profile), "--checkpoint-dir", str(ckpt),
                 "--checkpoint-every", "1")  # fmt: skip
@@ -205,7 +206,7 @@ def test_a_second_launch_into_the_same_outputs_is_refused_while_the_first_runs(c
             )
             code, out, _ = launch_cli(capsys, *args, "--dry-run")
             assert code == 1 and f"[FAIL] outputs: {flag}: {str(output)!r} is being written" in out, out
-            assert not profile.exists() and not ckpt.exists()
+            assert not profile.exists() and not list(ckpt.glob("step_*")) and not (ckpt / "latest").exists()
         assert not lock_path(output).exists()  # released and removed
         code, out, _ = launch_cli(capsys, *args, "--dry-run")
         assert code == 0 and "[ok] outputs:" in out, out
