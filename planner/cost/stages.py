@@ -147,6 +147,7 @@ def plan_split(plan: Plan, engine: Engine) -> SplitPolicy:
     return stated_split(plan) or engine.rules.pipeline_split
 
 
+@lru_cache(maxsize=4096)
 def microbatch_group(num_microbatches: int, pp: int) -> int:
     """Micro-batches an interleaved schedule runs through one virtual stage before the next: the smallest N in
     [pp, m] whose last group is whole or at least pp long (m % N == 0 or m % N >= pp), which Megatron-Core's
