@@ -9,11 +9,12 @@ asynchronously and waits on it only before the chunk that needs it: a forward's 
 backward that follows it in the 1F1B pair (pp_post_forward ... pp_pre_backward), a backward's under the next
 forward (pp_post_backward ... pp_pre_forward). The warm-up forwards and the cool-down backwards still send and
 receive blocking (wait_on_reqs unless --overlap-p2p-communication-warmup-flush). get_pp_rank_microbatches gives
-the warm-up chunk count: 2(p − r − 1) + (v − 1)·g on rank r, g = microbatch_group_size_per_vp_stage (default p),
+the warm-up chunk count: 2(p − r − 1) + (v − 1)·g on rank r, g = microbatch_group_size_per_vp_stage (p by default,
+the group the plan's micro-batches need where p does not divide them: stages.microbatch_group),
 at most m·v (then every chunk is warm-up: nothing overlaps); the cool-down runs as many backwards. Rank 0's is
 the longest, and it starts and ends the step, so exposed per step is
 
-    2·W·t + (m·v − W)·(max(0, t − b) + max(0, t − f)),   W = min(2(p − 1) + (v − 1)·p, m·v)
+    2·W·t + (m·v − W)·(max(0, t − b) + max(0, t − f)),   W = min(2(p − 1) + (v − 1)·g, m·v)
 
 with t one chunk's transfer one way, f and b one chunk's forward and backward (+ recompute): a steady-state
 transfer longer than the compute it hides behind leaves the excess. Megatron turns the option off without
