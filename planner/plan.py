@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, get_args
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
@@ -148,6 +149,20 @@ class Rejected:
 
     def __str__(self) -> str:
         return self.detail
+
+
+@lru_cache(maxsize=4096)
+def microbatch_group(num_microbatches: int, pp: int) -> int:
+    """Micro-batches an interleaved schedule runs through one virtual stage before the next: the smallest N in
+    [pp, m] whose last group is whole or at least pp long (m % N == 0 or m % N >= pp), which Megatron-Core's
+    forward_backward_pipelining_with_interleaving accepts with no dependency bubble (schedules.py: N from
+    --microbatch-group-size-per-virtual-pipeline-stage, default pp); m itself where m < pp. It is pp wherever pp
+    divides m, and torch.distributed.pipelining's round, m / (m // pp), wherever that divides m (ScheduleInterleaved1F1B
+    microbatches_per_round): a smaller N would leave a last group shorter than pp, as m < pp·(m // pp + 1)."""
+    m = num_microbatches
+    if m <= pp:
+        return m
+    return next(n for n in range(pp, m + 1) if m % n == 0 or m % n >= pp)
 
 
 def divisors(n: int) -> list[int]:

@@ -195,7 +195,7 @@ def test_grouped_interleaving_keeps_the_bubble_and_holds_what_memory_counts(p, v
     plus the interleaved bubble ((p − 1)/(v·m) from m = p on; with m < p it had been priced so too, short by
     (v − 1)(p − m) chunk passes), and each rank's peak of chunk passes held is in_flight_microbatches × v."""
     from planner.cost.memory import in_flight_microbatches
-    from planner.cost.stages import microbatch_group
+    from planner.plan import microbatch_group
 
     group = microbatch_group(m, p)
     if m >= p:  # Megatron-Core's rule; fewer micro-batches than stages only torch runs, in one round of m
@@ -214,7 +214,7 @@ def test_grouped_interleaving_keeps_the_bubble_and_holds_what_memory_counts(p, v
 def test_the_microbatch_group_is_torchs_round_wherever_torch_runs_the_count(p, m):
     """torch.distributed.pipelining's ScheduleInterleaved1F1B runs m % max(1, m // p) == 0 micro-batches in rounds
     of m / max(1, m // p) (its microbatches_per_round): the same group, so one warm-up count serves both engines."""
-    from planner.cost.stages import microbatch_group
+    from planner.plan import microbatch_group
 
     rounds = max(1, m // p)
     if m % rounds == 0:

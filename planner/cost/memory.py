@@ -24,13 +24,13 @@ from planner.cost.recipe_options import (
     offloaded_bytes,
     original_inputs,
 )
-from planner.cost.stages import Mix, microbatch_group, plan_layout, rank_mix, warmup_chunks
+from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
 from planner.layers import LayerKind
-from planner.plan import Plan
+from planner.plan import Plan, microbatch_group
 from planner.precision import TENSORWISE_FP8
 from planner.specs import ModelSpec
 
@@ -111,7 +111,7 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
     """Micro-batches whose activations one pipeline rank holds at its peak, in units of the rank's
     whole layer set. GPipe holds all m; 1F1B holds min(p − rank, m); interleaved 1F1B holds
     (2(p − rank − 1) + (v − 1)N + 1) chunk passes of 1/v of the layers, N the micro-batches a virtual stage
-    takes at a time (stages.microbatch_group: p where p divides m), which is p(1 + (p−1)/(pv)) on the first
+    takes at a time (plan.microbatch_group: p where p divides m), which is p(1 + (p−1)/(pv)) on the first
     rank with N = p (Narayanan et al. 2021, section 2.2; Megatron's warm-up count)."""
     m, p, v = plan.num_microbatches, plan.pp, plan.vpp
     if p == 1:

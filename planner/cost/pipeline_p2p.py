@@ -10,7 +10,7 @@ backward that follows it in the 1F1B pair (pp_post_forward ... pp_pre_backward),
 forward (pp_post_backward ... pp_pre_forward). The warm-up forwards and the cool-down backwards still send and
 receive blocking (wait_on_reqs unless --overlap-p2p-communication-warmup-flush). get_pp_rank_microbatches gives
 the warm-up chunk count: 2(p − r − 1) + (v − 1)·g on rank r, g = microbatch_group_size_per_vp_stage (p by default,
-the group the plan's micro-batches need where p does not divide them: stages.microbatch_group),
+the group the plan's micro-batches need where p does not divide them: plan.microbatch_group),
 at most m·v (then every chunk is warm-up: nothing overlaps); the cool-down runs as many backwards. Rank 0's is
 the longest, and it starts and ends the step, so exposed per step is
 
@@ -25,11 +25,11 @@ charges every transfer as before.
 from __future__ import annotations
 
 from planner.cost.compute import StageCompute
-from planner.cost.stages import microbatch_group, warmup_chunks
+from planner.cost.stages import warmup_chunks
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.plan import Plan
+from planner.plan import Plan, microbatch_group
 from planner.specs import ModelSpec
 
 

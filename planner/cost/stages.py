@@ -147,23 +147,9 @@ def plan_split(plan: Plan, engine: Engine) -> SplitPolicy:
     return stated_split(plan) or engine.rules.pipeline_split
 
 
-@lru_cache(maxsize=4096)
-def microbatch_group(num_microbatches: int, pp: int) -> int:
-    """Micro-batches an interleaved schedule runs through one virtual stage before the next: the smallest N in
-    [pp, m] whose last group is whole or at least pp long (m % N == 0 or m % N >= pp), which Megatron-Core's
-    forward_backward_pipelining_with_interleaving accepts with no dependency bubble (schedules.py: N from
-    --microbatch-group-size-per-virtual-pipeline-stage, default pp); m itself where m < pp. It is pp wherever pp
-    divides m, and torch.distributed.pipelining's round, m / (m // pp), wherever that divides m (ScheduleInterleaved1F1B
-    microbatches_per_round): a smaller N would leave a last group shorter than pp, as m < pp·(m // pp + 1)."""
-    m = num_microbatches
-    if m <= pp:
-        return m
-    return next(n for n in range(pp, m + 1) if m % n == 0 or m % n >= pp)
-
-
 def warmup_chunks(pp: int, vpp: int, rank: int = 0, group: int | None = None) -> int:
     """Forward chunks pipeline rank `rank` runs before its first backward in an interleaved 1F1B whose virtual
-    stages take `group` micro-batches at a time (microbatch_group; default pp): 2(p − rank − 1) + (v − 1)·group
+    stages take `group` micro-batches at a time (plan.microbatch_group; default pp): 2(p − rank − 1) + (v − 1)·group
     (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches; torch's ScheduleInterleaved1F1B
     warmup_ops; Narayanan et al. 2021 §2.2), before the cap at m·v chunks."""
     return 2 * (pp - rank - 1) + (vpp - 1) * (pp if group is None else group)

@@ -57,7 +57,7 @@ class Rules(Frozen):
         "multiple_of_pp",
         description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron before Core 0.10); grouped: m ≥ pp, each "
         "virtual stage taking the micro-batches in groups (Megatron-Core 0.10+, "
-        "--microbatch-group-size-per-virtual-pipeline-stage; cost/stages.py microbatch_group); torch_looped: "
+        "--microbatch-group-size-per-virtual-pipeline-stage; plan.py microbatch_group); torch_looped: "
         "m % max(1, m // pp) == 0 (torch.distributed.pipelining)",
     )
     interleaved_pp_without_p2p_overlap: int = Field(

@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.memory import MemoryReport
-from planner.cost.stages import microbatch_group
 from planner.engine import Engine
 from planner.engine.profile import given_settings
 from planner.engine.settings import said
 from planner.hardware import HardwareProfile
-from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan
+from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan, microbatch_group
 from planner.render.console import escape
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count

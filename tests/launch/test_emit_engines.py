@@ -678,7 +678,7 @@ def test_a_llama4_plan_the_megatron_search_ranks_says_where_it_runs(tmp_path):
 def test_megatron_files_state_the_microbatch_group_the_plan_was_priced_with(tmp_path):
     """Interleaved with 6 micro-batches on pp 4: the default group (pp) would leave a last group of 2 and Megatron
     would raise (schedules.py l.1160-1180), so both Megatron files state the group of 6 the memory was priced with
-    (cost/stages.py microbatch_group); the validators fail either file without it."""
+    (plan.py microbatch_group); the validators fail either file without it."""
     model_name, fields = PLANS[-1]
     plan, model = Plan(**fields), load_model(model_name)
     assert plan.num_microbatches == 6 and plan.pp == 4

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.cost.stages import microbatch_group
 from planner.engine.split import MegatronSplit, plan_megatron_split
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.launch.emit.megatron_settings import PRECISION_FLAGS, setting_args
 from planner.launch.emit.targets import Target, register
-from planner.plan import Plan
+from planner.plan import Plan, microbatch_group
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
@@ -63,7 +62,7 @@ def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
 
 
 def microbatch_group_flag(plan: Plan) -> int | None:
-    """The micro-batches per virtual stage the cost model priced (cost/stages.py microbatch_group) where it is
+    """The micro-batches per virtual stage the cost model priced (plan.py microbatch_group) where it is
     not Megatron-Core's default, pp (model_parallel_config.py __post_init__): None otherwise."""
     if plan.pp == 1 or plan.vpp == 1:
         return None
