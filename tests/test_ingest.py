@@ -1310,3 +1310,21 @@ def test_a_stated_split_given_by_plan_fills_what_the_log_leaves_unstated():
     notes = fill_plan(plan, {"first_stage_layers": 4, "last_stage_layers": 1, "etp": 2})
     assert (plan["first_stage_layers"], plan["last_stage_layers"], plan["etp"]) == (4, 1, 2)
     assert notes and "first_stage_layers" in notes[0]
+
+
+def test_a_micro_batch_group_other_than_the_priced_one_is_said_not_modelled():
+    """An interleaved run on pp 8 with 16 micro-batches: Megatron's default group (pp) is the planner's, and says
+    nothing; a run setting --microbatch-group-size-per-virtual-pipeline-stage 16 warms up more chunks than priced,
+    which the entry says rather than import the run approximately."""
+    base = _dump_with({}).replace("virtual_pipeline_model_parallel_size ............ None",
+                                  "virtual_pipeline_model_parallel_size ............ 2")  # fmt: skip
+    base = base.replace("global_batch_size ............................... 4",
+                        "global_batch_size ............................... 16")  # fmt: skip
+    base = base.replace("global batch size:     4 |", "global batch size:    16 |")  # the step lines say it too
+    for stated, said in (("8", False), ("16", True)):
+        line = f"  microbatch_group_size_per_vp_stage {'.' * 14} {stated}\n"
+        r = read_log(base.replace("  num_layers ....", line + "  num_layers ....", 1), source=f"group{stated}")
+        assert (r.plan["vpp"], r.plan["global_batch"], r.plan["pp"]) == (2, 16, 8)
+        notes = [a for a in r.assumed if a.startswith("micro-batch group:")]
+        assert bool(notes) == said, r.assumed
+    assert "microbatch_group_size_per_vp_stage 16, which is not modelled; the planner prices 8" in notes[0]

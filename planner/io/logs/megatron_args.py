@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.io.logs.megatron_arch import architecture, literal
-from planner.io.logs.megatron_layers import chunk_layers, split_notes, stated_split
+from planner.io.logs.megatron_layers import chunk_layers, group_notes, split_notes, stated_split
 from planner.io.logs.megatron_software import software
 
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
@@ -166,6 +166,7 @@ def _plan(a: _Args, deepspeed: dict[str, Any]) -> tuple[dict[str, Any], list[str
         "schedule": None if vpp is None else ("interleaved" if vpp > 1 else "1f1b"),
     }
     plan |= stated_split(a)  # the first and last ranks' layers, where the run sets them
+    notes += group_notes(a, plan)
     etp = a.get("expert_tensor_parallel_size")  # arguments.py l.587: tp where not given
     if etp is not None and a.get("num_experts", "num_moe_experts"):
         plan["etp"] = etp
