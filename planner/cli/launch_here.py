@@ -3,6 +3,7 @@ torchrun and what they measured printed against what was predicted."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -128,14 +129,33 @@ def _run(
 ) -> None:
     """Claim the outputs, start the workers, wait, and print measured against predicted; exit 1 when the run
     fails."""
-    ckpt = _check_outputs(cfg, model, force=force)  # its refusals come before anything is written
     outputs = _outputs(cfg)
-    for flag, output in outputs.items():  # the claim's file goes inside the checkpoint folder, beside the profile
-        writable_or_raise(output if flag == "--checkpoint-dir" else output.parent, flag)
-    with claimed(outputs):  # no other launch writes them until this one ends: check again, now authoritative
-        _check_outputs(cfg, model, force=force)
+    check_unclaimed(outputs)  # a running launch's files are its own, not leftovers for the outputs check to judge
+    ckpt = _check_outputs(cfg, model, force=force)  # its refusals come before anything is written
+    made = _claim_folders(outputs)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(claimed(outputs))
+        except PlannerError:
+            for folder in made:  # a launch refused here leaves nothing behind
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+        _check_outputs(cfg, model, force=force)  # again, now that no other launch writes them until this one ends
         _run_claimed(cfg, pred, reh, model, ckpt, per_node=per_node, max_restarts=max_restarts, as_json=as_json,
                      wall_s=wall_s)  # fmt: skip
+
+
+def _claim_folders(outputs: dict[str, Path]) -> list[Path]:
+    """Make the folders the claims' files go in (inside the checkpoint folder, beside the profile), checked
+    writable, and return those it made, innermost first."""
+    made: list[Path] = []
+    for flag, output in outputs.items():
+        folder = output if flag == "--checkpoint-dir" else output.parent
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        writable_or_raise(folder, flag)
+        made += missing
+    return made
 
 
 def _outputs(cfg: RunConfig) -> dict[str, Path]:
@@ -192,8 +212,8 @@ def _run_claimed(
 def _check_outputs_in(report: DryRun, cfg: RunConfig, model: ModelSpec, *, force: bool) -> None:
     """The dry run's `outputs` check: what _check_outputs would refuse (with --force as given)."""
     try:
-        _check_outputs(cfg, model, force=force)
         check_unclaimed(_outputs(cfg))
+        _check_outputs(cfg, model, force=force)
     except PlannerError as e:
         report.preflight.add("outputs", False, str(e))
         return

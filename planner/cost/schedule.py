@@ -4,7 +4,8 @@ DP communication, the optimizer step and a fixed per-step overhead.
 slot t = forward + backward + recompute + exposed TP/CP/EP/PP of one micro-batch on the bottleneck pipeline rank
 (uneven stages: cost.stages; the sends a schedule hides: cost.pipeline_p2p). GPipe and 1F1B take (m + p − 1)·t,
 the bubble (p − 1)·t; interleaved with v chunks per rank shrinks the bubble to (p − 1)·t/v at the price of v× the
-p2p traffic (Narayanan et al. 2021, Sec. 2.2, Eq. 1-2; Huang et al. 2019, GPipe).
+p2p traffic (Narayanan et al. 2021, Sec. 2.2, Eq. 1-2; Huang et al. 2019, GPipe), less so on fewer micro-batches
+than stages (cost.bubble).
 """
 
 from __future__ import annotations

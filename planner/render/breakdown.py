@@ -77,7 +77,8 @@ def plan_line(
 
 def _group_text(plan: Plan) -> str:
     """Interleaved with micro-batches pp does not divide: the group each virtual stage takes at a time, which the
-    memory was priced with and Megatron must be told (--microbatch-group-size-per-virtual-pipeline-stage)."""
+    memory was priced with (Megatron's emitted files state it, --microbatch-group-size-per-virtual-pipeline-stage;
+    torch's looped schedule takes it by itself)."""
     if plan.schedule != "interleaved" or plan.pp == 1 or plan.vpp == 1:
         return ""
     group = microbatch_group(plan.num_microbatches, plan.pp)

@@ -3,6 +3,7 @@ resume wrongly (run_files.py), and the profile it would write."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 
+from planner.errors import PlannerError
 from tests.launch.conftest import REPO, launch_cli
 
 BASE = ("--model", "tiny", "--dp", "2", "--global-batch", "8", "--seq-len", "64", "--precision", "fp32")
@@ -210,3 +212,36 @@ def test_a_second_launch_into_the_same_outputs_is_refused_while_the_first_runs(c
         assert not lock_path(output).exists()  # released and removed
         code, out, _ = launch_cli(capsys, *args, "--dry-run")
         assert code == 0 and "[ok] outputs:" in out, out
+
+
+def test_a_running_launchs_steps_log_is_named_as_its_own_and_a_refused_launch_leaves_no_folder(
+    capsys, tmp_path, monkeypatch
+):
+    """The running launch's worker appends to its steps log: a second launch was told the log 'exists: give
+    --force' before it learnt whose it was; it is told the holder's pid. A launch refused its claim removes the
+    folders it made for its outputs (a new checkpoint folder here)."""
+    from planner.launch.claims import claimed
+
+    profile = tmp_path / "p.json"
+    profile.with_name("p.json.steps.jsonl").write_text('{"step": 1}\n')  # what the running worker wrote
+    fresh = tmp_path / "new" / "ck"
+    with claimed({"--profile-out": profile}):
+        code, _, err = launch_cli(capsys, *BASE, "--steps", "1", "--warmup", "0", "--profile-out", str(profile))
+        _one_line(code, err, f"is being written by another planner launch (pid {os.getpid()})")
+    profile.with_name("p.json.steps.jsonl").unlink()
+    from planner.launch import claims
+
+    real = claims._claim
+
+    @contextlib.contextmanager
+    def busy(flag, output):  # another launch takes the checkpoint folder between the check and the claim
+        if flag == "--checkpoint-dir":
+            raise PlannerError(f"{flag}: {str(output)!r} is being written by another planner launch (pid 1)")
+        with real(flag, output):
+            yield
+
+    monkeypatch.setattr(claims, "_claim", busy)
+    code, _, err = launch_cli(capsys, *BASE, "--steps", "1", "--warmup", "0", "--profile-out", str(profile),
+                              "--checkpoint-dir", str(fresh), "--checkpoint-every", "1")  # fmt: skip
+    _one_line(code, err, "is being written by another planner launch (pid 1)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no new/ck, no claim file beside the profile
