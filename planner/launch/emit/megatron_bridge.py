@@ -120,7 +120,8 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
     out: dict[str, object] = {
         "model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None,
         # stated always, as a recipe may set its own (Bridge's GLM-5 GB200 recipes: 6); null is megatron-core's
-        # default, pp (model_parallel_config.py __post_init__; Bridge's verification cards override it to null)
+        # default, pp: Bridge defers megatron-core's __post_init__, which sets it, to finalize() after the overrides
+        # (models/transformer_config.py TransformerConfig.finalize); its verification cards override it to null
         "model.microbatch_group_size_per_vp_stage": microbatch_group_flag(plan),
     }
     # every split field stated: a recipe's own (the Qwen3-235B-A22B recipe accounts for the embedding and the loss)
