@@ -236,3 +236,34 @@ def test_torchtitans_compiled_loss_brings_the_h200_runs_within_5_percent() -> No
         assert predicted == pytest.approx(run.measured["peak_memory_bytes"], rel=0.05), run.id
         eager = run.engine.model_copy(update={"memory": run.engine.memory.model_copy(update={"compiled_loss": False})})
         assert memory_report(run.model, run.hardware, run.plan, eager).total_bytes > 1.3 * predicted
+
+
+def test_torch_pipelining_keeps_a_receive_buffer_per_micro_batch_for_each_stage():
+    """torch.distributed.pipelining makes, at its first step, an activation receive buffer per micro-batch for every
+    stage but the first and a gradient receive buffer per micro-batch for every stage but the last, and keeps them
+    (stage.py _prepare_forward_infra, _setup_backward_recv_info): with 16 micro-batches on pp 4 that is 16
+    boundary tensors of gradients on the first rank, 16 of each less the inputs in flight in the middle, and the
+    activations alone on the last. Megatron receives into the in-flight micro-batches' own tensors: none."""
+    from planner.cost.activations import pp_boundary_bytes
+    from planner.cost.memory import in_flight_microbatches, pipeline_buffer_bytes
+
+    model, titan = load_model("llama3-70b"), load_engine("torchtitan")
+    plan = Plan(pp=4, tp=8, sp=True, dp=2, zero=3, micro_batch=1, global_batch=32, seq_len=8192)
+    assert plan.num_microbatches == 16 and titan.memory.pipeline_recv_buffers
+    boundary = pp_boundary_bytes(model, 1, 8192, cp=1, tp=8, sp=True, act_bytes=2)
+    assert boundary == 8192 / 8 * 8192 * 2
+    want = {0: 16, 1: (16 - 3) + 16, 3: 16 - 1}  # in flight on 1F1B rank r: pp - r
+    for rank, buffers in want.items():
+        got = pipeline_buffer_bytes(
+            model, plan, titan, chunks=1, first=rank == 0, last=rank == 3, in_flight=in_flight_microbatches(plan, rank)
+        )
+        assert got == pytest.approx(buffers * boundary), rank
+    megatron = load_engine("megatron")
+    assert pipeline_buffer_bytes(model, plan, megatron, chunks=1, first=True, last=False, in_flight=4) == 0
+    # in the report (the search's screen agrees bit for bit: tests/test_search.py test_memory_screen_equals_...)
+    off = titan.model_copy(update={"memory": titan.memory.model_copy(update={"pipeline_recv_buffers": False})})
+    hw = load_hardware("h100-sxm")
+    with_buffers, without = memory_report(model, hw, plan, titan), memory_report(model, hw, plan, off)
+    assert with_buffers.stages[0].breakdown.buffers_bytes - without.stages[0].breakdown.buffers_bytes == pytest.approx(
+        16 * boundary
+    )

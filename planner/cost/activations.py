@@ -233,3 +233,10 @@ def widest_activation(model: ModelSpec, kind: LayerKind, tp: int) -> float:
     else:
         return max(h, (model.num_attention_heads + 2 * model.kv_heads) * model.head_size / tp)
     return max(h, (2 if model.mlp == "swiglu" else 1) * ffn / tp)
+
+
+def pp_boundary_bytes(model: ModelSpec, micro_batch: int, seq_len: int, *, cp: int, tp: int, sp: bool,
+                      act_bytes: int) -> float:  # fmt: skip
+    """One micro-batch's activation at a pipeline-stage boundary, b·s·h/cp (/tp with sequence parallelism): what a
+    stage sends forward and receives as a gradient backward (Narayanan 2021 Sec. 2.2, 4.1)."""
+    return micro_batch * seq_len / cp * model.hidden_size * act_bytes / (tp if sp else 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes
+from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes, pp_boundary_bytes
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
 from planner.cost.recipe_options import (
@@ -260,6 +260,21 @@ def state_terms(
     )
 
 
+def pipeline_buffer_bytes(
+    model: ModelSpec, plan: Plan, engine: Engine, *, chunks: int, first: bool, last: bool, in_flight: float
+) -> float:
+    """The receive buffers a torch.distributed.pipelining rank keeps (memory.pipeline_recv_buffers): one activation
+    per micro-batch for each of its `chunks` stages but the first, less those in flight (their layers' inputs,
+    already counted), and one gradient per micro-batch for each but the last: pp_boundary_bytes each."""
+    if plan.pp == 1 or not engine.memory.pipeline_recv_buffers:
+        return 0.0
+    m = plan.num_microbatches
+    boundary = pp_boundary_bytes(
+        model, plan.micro_batch, plan.seq_len, cp=plan.cp, tp=plan.tp, sp=plan.sp, act_bytes=act_bytes(plan.precision)
+    )
+    return boundary * ((chunks - first) * max(0.0, m - in_flight) + (chunks - last) * m)
+
+
 def stage_terms(
     state: StateTerms,
     reserved: ReservedMemory,
@@ -268,16 +283,18 @@ def stage_terms(
     kept_bytes: float,
     workspace_bytes: float,
     logits: float,
+    pipeline_bytes: float = 0.0,
 ) -> MemoryBreakdown:
     """The six terms of one pipeline rank's memory: the one formula behind both
     memory_report and the search's memory screen. Activations: what the rank's layers keep per micro-batch
     (mix_pieces) times the micro-batches in flight, plus the logits on the last stage; buffers: the state
     buffers plus one layer's backward working set, and what the optimizer step's transient holds beyond the
-    activations and working set it outlives (the peak is the larger of the two phases); reserved: the profile's
-    fixed context and communication workspace plus allocator fragmentation on everything else."""
+    activations and working set it outlives (the peak is the larger of the two phases), plus the pipeline's
+    receive buffers, which outlive both (pipeline_buffer_bytes); reserved: the profile's fixed context and
+    communication workspace plus allocator fragmentation on everything else."""
     w, g, o, state_buffers, step = state
     activations = kept_bytes * in_flight + logits
-    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes))
+    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes)) + pipeline_bytes
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     return MemoryBreakdown(w, g, o, activations, buffers, held)
@@ -290,13 +307,14 @@ def stage_total_bytes(
     kept_bytes: float,
     workspace_bytes: float,
     logits: float,
+    pipeline_bytes: float = 0.0,
 ) -> float:
     """``stage_terms(...).total_bytes`` with the same additions in the same order (so the
     same float, bit for bit), without building the terms: the search screens tens of thousands of plans
     with it."""
     w, g, o, state_buffers, step = state
     activations = kept_bytes * in_flight + logits
-    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes))
+    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes)) + pipeline_bytes
     tensors = w + g + o + activations + buffers
     return tensors + (
         reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
@@ -326,6 +344,9 @@ def _stage_memory(
         kept_bytes=keep,
         workspace_bytes=work,
         logits=logits_bytes(model, plan, engine) if last else 0.0,
+        pipeline_bytes=pipeline_buffer_bytes(
+            model, plan, engine, chunks=len(sizes), first=layout.holds_embedding(rank), last=last, in_flight=in_flight
+        ),
     )
     at_step = state.step_bytes if state.step_bytes > terms.activations_bytes + work else 0.0
     return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, terms, at_step)

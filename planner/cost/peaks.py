@@ -17,6 +17,7 @@ from planner.cost.memory import (
     in_flight_microbatches,
     logits_bytes,
     mix_pieces,
+    pipeline_buffer_bytes,
     stage_total_bytes,
     state_terms,
 )
@@ -43,6 +44,7 @@ class RankShape:
     mix: Mix
     last: bool
     chunk_sizes: tuple[int, ...] = ()  # the layers of each of its chunks: what activation offload counts groups over
+    first: bool = False  # it holds the first chunk (the embedding): no receive buffers for that chunk
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class RankLoad:
     shape: RankShape
     in_flight: float
     logits: float
+    pipeline_bytes: float = 0.0  # cost.memory.pipeline_buffer_bytes
 
 
 # The ranks that can hold the peak, shared by the searches of one model (search --gpus ranges and the advice run
@@ -115,7 +118,7 @@ class PeakMemory:
                 if sig in middle or any(all(a >= b for a, b in zip(m, sig)) for m in middle):
                     continue
                 middle.append(sig)
-            keep.append(RankShape(r, params, mix, last, sizes))
+            keep.append(RankShape(r, params, mix, last, sizes, first))
         self._ranks[key] = keep
         if len(_RANK_SHAPES) >= MAX_SHARED_RANK_SHAPES:
             _RANK_SHAPES.clear()
@@ -159,7 +162,13 @@ class PeakMemory:
         if any(r.last for r in ranks):
             key = (p.micro_batch, p.seq_len, p.cp, p.tp, p.precision)
             logits = self._logits.get(key) or self._logits.setdefault(key, logits_bytes(self.model, p, self.engine))
-        loads = [RankLoad(r, in_flight_microbatches(p, r.rank), logits if r.last else 0.0) for r in ranks]
+        loads = []
+        for r in ranks:
+            in_flight = in_flight_microbatches(p, r.rank)
+            pipeline = pipeline_buffer_bytes(
+                self.model, p, self.engine, chunks=len(r.chunk_sizes), first=r.first, last=r.last, in_flight=in_flight
+            )
+            loads.append(RankLoad(r, in_flight, logits if r.last else 0.0, pipeline))
         self._last = (p, loads)
         return loads
 
@@ -245,7 +254,7 @@ class PeakMemory:
             keep, work = held_activations(
                 *rank_pieces, in_flight=load.in_flight, layers=sum(n for _k, n in mix), engine=self.engine
             )
-            total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits)
+            total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits, load.pipeline_bytes)
             if total > best:
                 best, best_rank = total, load.shape.rank
         return best, best_rank

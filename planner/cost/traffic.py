@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost.activations import pp_boundary_bytes
 from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
 from planner.cost.moe import layer_ep_s
@@ -112,13 +113,8 @@ def pp_microbatch_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: E
     b·s·h/cp (/tp with SP) bytes, × vpp chunk boundaries interleaved (Narayanan 2021 Sec. 2.2, 4.1)."""
     if plan.pp == 1:
         return 0.0
-    nbytes = (
-        plan.micro_batch
-        * plan.seq_len
-        / plan.cp
-        * model.hidden_size
-        * ACT_BYTES[plan.precision]
-        / (plan.tp if plan.sp else 1)
+    nbytes = pp_boundary_bytes(
+        model, plan.micro_batch, plan.seq_len, cp=plan.cp, tp=plan.tp, sp=plan.sp, act_bytes=ACT_BYTES[plan.precision]
     )
     link = group_link(hw, n=plan.pp, stride=plan.tp * plan.cp * plan.dp, gpus=plan.gpus)
     call = hw.efficiency.collective_overhead_s + engine.comm.collective_launch_s

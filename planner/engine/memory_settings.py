@@ -94,6 +94,15 @@ class Memory(Frozen):
         description="turning compile on compiles the loss too unless a run says otherwise: torchtitan's compile "
         "components default to model and loss (job_config.py Compile.components)",
     )
+    pipeline_recv_buffers: bool = Field(
+        False,
+        description="the pipeline schedule keeps a receive buffer per micro-batch for every stage but the first "
+        "(the activations it receives) and a gradient receive buffer per micro-batch for every stage but the last, "
+        "made at the first step and kept (torch.distributed.pipelining, stage.py _prepare_forward_infra and "
+        "_setup_backward_recv_info, torch 2.6 to 2.13): m boundary tensors each beyond the inputs of the "
+        "micro-batches in flight. false: the engine receives into the in-flight micro-batches' tensors only "
+        "(Megatron's p2p_communication, DeepSpeed's num_pipe_buffers)",
+    )
     fsdp_edge_groups: EdgeGroups = Field(
         "root",
         description="where a stage that gathers one unit at a time (ZeRO-3, FSDP) keeps the embedding and the "
