@@ -241,29 +241,35 @@ def test_torchtitans_compiled_loss_brings_the_h200_runs_within_5_percent() -> No
 def test_torch_pipelining_keeps_a_receive_buffer_per_micro_batch_for_each_stage():
     """torch.distributed.pipelining makes, at its first step, an activation receive buffer per micro-batch for every
     stage but the first and a gradient receive buffer per micro-batch for every stage but the last, and keeps them
-    (stage.py _prepare_forward_infra, _setup_backward_recv_info): with 16 micro-batches on pp 4 that is 16
-    boundary tensors of gradients on the first rank, 16 of each less the inputs in flight in the middle, and the
-    activations alone on the last. Megatron receives into the in-flight micro-batches' own tensors: none."""
+    (torch 2.13 stage.py _setup_forward_recv_info / _setup_backward_recv_info; 2.6 _prepare_forward_infra /
+    _prepare_backward_infra); every stage but the last also keeps each in-flight micro-batch's output for its
+    backward (fwd_cache). With 16 micro-batches on pp 4 (1F1B: pp - r in flight on rank r): the first rank 16
+    gradient buffers and 4 outputs, a middle rank 16 + 16 buffers (its 3 in-flight inputs are its layers' inputs,
+    its 3 outputs not), the last 15 activation buffers; through the optimizer step the receive buffers stay and the
+    outputs go. Megatron receives into the in-flight micro-batches' own tensors: none."""
     from planner.cost.activations import pp_boundary_bytes
-    from planner.cost.memory import in_flight_microbatches, pipeline_buffer_bytes
+    from planner.cost.memory import in_flight_microbatches, pipeline_buffers
 
     model, titan = load_model("llama3-70b"), load_engine("torchtitan")
     plan = Plan(pp=4, tp=8, sp=True, dp=2, zero=3, micro_batch=1, global_batch=32, seq_len=8192)
     assert plan.num_microbatches == 16 and titan.memory.pipeline_recv_buffers
-    boundary = pp_boundary_bytes(model, 1, 8192, cp=1, tp=8, sp=True, act_bytes=2)
-    assert boundary == 8192 / 8 * 8192 * 2
-    want = {0: 16, 1: (16 - 3) + 16, 3: 16 - 1}  # in flight on 1F1B rank r: pp - r
-    for rank, buffers in want.items():
-        got = pipeline_buffer_bytes(
+    b = pp_boundary_bytes(model, 1, 8192, cp=1, tp=8, sp=True, act_bytes=2)
+    assert b == 8192 / 8 * 8192 * 2
+    want = {0: (16 + 4, -4), 1: (16 + 16, 0), 3: (16 - 1, 1)}  # (extra, step_shift) in boundary tensors
+    for rank, (extra, shift) in want.items():
+        got = pipeline_buffers(
             model, plan, titan, chunks=1, first=rank == 0, last=rank == 3, in_flight=in_flight_microbatches(plan, rank)
         )
-        assert got == pytest.approx(buffers * boundary), rank
+        assert (got.extra, got.step_shift) == (pytest.approx(extra * b), pytest.approx(shift * b)), rank
+    # two chunks on a rank that holds the first and the last (DualPipeV's rank 0): one receives, one sends
+    both = pipeline_buffers(model, plan, titan, chunks=2, first=True, last=True, in_flight=4)
+    assert (both.extra, both.step_shift) == (pytest.approx(32 * b), 0)
     megatron = load_engine("megatron")
-    assert pipeline_buffer_bytes(model, plan, megatron, chunks=1, first=True, last=False, in_flight=4) == 0
-    # in the report (the search's screen agrees bit for bit: tests/test_search.py test_memory_screen_equals_...)
+    assert pipeline_buffers(model, plan, megatron, chunks=1, first=True, last=False, in_flight=4) == (0.0, 0.0)
+    # in the report (the search's screen agrees to 1e-12: tests/test_search.py test_memory_screen_equals_...)
     off = titan.model_copy(update={"memory": titan.memory.model_copy(update={"pipeline_recv_buffers": False})})
     hw = load_hardware("h100-sxm")
     with_buffers, without = memory_report(model, hw, plan, titan), memory_report(model, hw, plan, off)
     assert with_buffers.stages[0].breakdown.buffers_bytes - without.stages[0].breakdown.buffers_bytes == pytest.approx(
-        16 * boundary
+        20 * b
     )

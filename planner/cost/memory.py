@@ -260,19 +260,39 @@ def state_terms(
     )
 
 
-def pipeline_buffer_bytes(
+class PipelineBuffers(NamedTuple):
+    """What torch.distributed.pipelining holds beside the layers' activations (memory.pipeline_recv_buffers):
+    `extra`, the bytes the activation phase adds beyond them, and `step_shift`, what the optimizer step's phase
+    holds beyond `extra` (the receive buffers of the micro-batches in flight, counted among the activations until
+    then, less the kept outputs, freed by the backward)."""
+
+    extra: float = 0.0
+    step_shift: float = 0.0
+
+
+NO_PIPELINE_BUFFERS = PipelineBuffers()
+
+
+def pipeline_buffers(
     model: ModelSpec, plan: Plan, engine: Engine, *, chunks: int, first: bool, last: bool, in_flight: float
-) -> float:
-    """The receive buffers a torch.distributed.pipelining rank keeps (memory.pipeline_recv_buffers): one activation
-    per micro-batch for each of its `chunks` stages but the first, less those in flight (their layers' inputs,
-    already counted), and one gradient per micro-batch for each but the last: pp_boundary_bytes each."""
+) -> PipelineBuffers:
+    """The buffers a torch.distributed.pipelining rank holds for its `chunks` stages: an activation receive buffer
+    per micro-batch for each stage but the first and a gradient receive buffer per micro-batch for each but the
+    last, made at the first step and kept (torch 2.13 stage.py _setup_forward_recv_info, _setup_backward_recv_info;
+    2.6 _prepare_forward_infra, _prepare_backward_infra), and, for each stage but the last, the output of each
+    micro-batch in flight, kept for its backward (fwd_cache). The in-flight micro-batches' receive buffers are their
+    first layers' inputs, counted among the activations; in flight is spread evenly over the chunks (on rank 0 of an
+    interleaved plan its first chunk holds more, so the others' buffers are slightly undercounted)."""
     if plan.pp == 1 or not engine.memory.pipeline_recv_buffers:
-        return 0.0
-    m = plan.num_microbatches
+        return NO_PIPELINE_BUFFERS
+    m, held = plan.num_microbatches, min(in_flight, plan.num_microbatches)
     boundary = pp_boundary_bytes(
         model, plan.micro_batch, plan.seq_len, cp=plan.cp, tp=plan.tp, sp=plan.sp, act_bytes=act_bytes(plan.precision)
     )
-    return boundary * ((chunks - first) * max(0.0, m - in_flight) + (chunks - last) * m)
+    receiving, sending = chunks - first, chunks - last
+    persistent = boundary * (receiving + sending) * m
+    inputs, outputs = boundary * receiving * held, boundary * sending * held
+    return PipelineBuffers(persistent - inputs + outputs, inputs - outputs)
 
 
 def stage_terms(
@@ -283,18 +303,19 @@ def stage_terms(
     kept_bytes: float,
     workspace_bytes: float,
     logits: float,
-    pipeline_bytes: float = 0.0,
+    pipeline: PipelineBuffers = NO_PIPELINE_BUFFERS,
 ) -> MemoryBreakdown:
     """The six terms of one pipeline rank's memory: the one formula behind both
     memory_report and the search's memory screen. Activations: what the rank's layers keep per micro-batch
     (mix_pieces) times the micro-batches in flight, plus the logits on the last stage; buffers: the state
     buffers plus one layer's backward working set, and what the optimizer step's transient holds beyond the
     activations and working set it outlives (the peak is the larger of the two phases), plus the pipeline's
-    receive buffers, which outlive both (pipeline_buffer_bytes); reserved: the profile's fixed context and
-    communication workspace plus allocator fragmentation on everything else."""
+    receive buffers, which outlive both, and the outputs it keeps for the backward (pipeline_buffers); reserved:
+    the profile's fixed context and communication workspace plus allocator fragmentation on everything else."""
     w, g, o, state_buffers, step = state
     activations = kept_bytes * in_flight + logits
-    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes)) + pipeline_bytes
+    step_beyond = max(0.0, step + pipeline.step_shift - (activations + workspace_bytes))
+    buffers = workspace_bytes + state_buffers + step_beyond + pipeline.extra
     tensors = w + g + o + activations + buffers
     held = reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
     return MemoryBreakdown(w, g, o, activations, buffers, held)
@@ -307,14 +328,15 @@ def stage_total_bytes(
     kept_bytes: float,
     workspace_bytes: float,
     logits: float,
-    pipeline_bytes: float = 0.0,
+    pipeline: PipelineBuffers = NO_PIPELINE_BUFFERS,
 ) -> float:
     """``stage_terms(...).total_bytes`` with the same additions in the same order (so the
     same float, bit for bit), without building the terms: the search screens tens of thousands of plans
     with it."""
     w, g, o, state_buffers, step = state
     activations = kept_bytes * in_flight + logits
-    buffers = workspace_bytes + state_buffers + max(0.0, step - (activations + workspace_bytes)) + pipeline_bytes
+    step_beyond = max(0.0, step + pipeline.step_shift - (activations + workspace_bytes))
+    buffers = workspace_bytes + state_buffers + step_beyond + pipeline.extra
     tensors = w + g + o + activations + buffers
     return tensors + (
         reserved.cuda_context_bytes + reserved.comm_workspace_bytes + reserved.allocator_fraction * tensors
@@ -344,7 +366,7 @@ def _stage_memory(
         kept_bytes=keep,
         workspace_bytes=work,
         logits=logits_bytes(model, plan, engine) if last else 0.0,
-        pipeline_bytes=pipeline_buffer_bytes(
+        pipeline=pipeline_buffers(
             model, plan, engine, chunks=len(sizes), first=layout.holds_embedding(rank), last=last, in_flight=in_flight
         ),
     )

@@ -11,13 +11,15 @@ from dataclasses import dataclass
 
 from planner.cost.keys import ACTIVATIONS, RANK_PARAMS, STATES
 from planner.cost.memory import (
+    NO_PIPELINE_BUFFERS,
     Pieces,
+    PipelineBuffers,
     StateTerms,
     activation_pieces,
     in_flight_microbatches,
     logits_bytes,
     mix_pieces,
-    pipeline_buffer_bytes,
+    pipeline_buffers,
     stage_total_bytes,
     state_terms,
 )
@@ -54,7 +56,7 @@ class RankLoad:
     shape: RankShape
     in_flight: float
     logits: float
-    pipeline_bytes: float = 0.0  # cost.memory.pipeline_buffer_bytes
+    pipeline: PipelineBuffers = NO_PIPELINE_BUFFERS  # cost.memory.pipeline_buffers
 
 
 # The ranks that can hold the peak, shared by the searches of one model (search --gpus ranges and the advice run
@@ -84,7 +86,8 @@ class PeakMemory:
     ) -> list[RankShape]:  # fmt: skip
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
         earlier one (memory never falls with more parameters or more layers of each kind, and the micro-batches in
-        flight never grow with the rank)."""
+        flight never grow with the rank; a middle rank's pipeline buffers do not depend on them:
+        cost.memory.pipeline_buffers)."""
         key = (tp, pp, vpp, ep, etp, v_shape, split)  # RANK_PARAMS, the expert tensor-parallel degree, the V, the split
         hit = self._ranks.get(key)
         if hit is not None:
@@ -165,7 +168,7 @@ class PeakMemory:
         loads = []
         for r in ranks:
             in_flight = in_flight_microbatches(p, r.rank)
-            pipeline = pipeline_buffer_bytes(
+            pipeline = pipeline_buffers(
                 self.model, p, self.engine, chunks=len(r.chunk_sizes), first=r.first, last=r.last, in_flight=in_flight
             )
             loads.append(RankLoad(r, in_flight, logits if r.last else 0.0, pipeline))
@@ -254,7 +257,7 @@ class PeakMemory:
             keep, work = held_activations(
                 *rank_pieces, in_flight=load.in_flight, layers=sum(n for _k, n in mix), engine=self.engine
             )
-            total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits, load.pipeline_bytes)
+            total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits, load.pipeline)
             if total > best:
                 best, best_rank = total, load.shape.rank
         return best, best_rank

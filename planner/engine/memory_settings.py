@@ -98,10 +98,12 @@ class Memory(Frozen):
         False,
         description="the pipeline schedule keeps a receive buffer per micro-batch for every stage but the first "
         "(the activations it receives) and a gradient receive buffer per micro-batch for every stage but the last, "
-        "made at the first step and kept (torch.distributed.pipelining, stage.py _prepare_forward_infra and "
-        "_setup_backward_recv_info, torch 2.6 to 2.13): m boundary tensors each beyond the inputs of the "
-        "micro-batches in flight. false: the engine receives into the in-flight micro-batches' tensors only "
-        "(Megatron's p2p_communication, DeepSpeed's num_pipe_buffers)",
+        "made at the first step and kept, and each in-flight micro-batch's output for its backward "
+        "(torch.distributed.pipelining stage.py: 2.13 _setup_forward_recv_info, _setup_backward_recv_info; 2.6 "
+        "_prepare_forward_infra, _prepare_backward_infra; fwd_cache): m boundary tensors each beyond the inputs of "
+        "the micro-batches in flight (cost/memory.py pipeline_buffers). false: the engine receives into the in-flight "
+        "micro-batches' tensors only and frees the outputs it sent (Megatron's p2p_communication and "
+        "deallocate_output_tensor, DeepSpeed's num_pipe_buffers)",
     )
     fsdp_edge_groups: EdgeGroups = Field(
         "root",
