@@ -30,7 +30,7 @@ from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
 from planner.layers import LayerKind
-from planner.plan import Plan, microbatch_group
+from planner.plan import Plan
 from planner.precision import TENSORWISE_FP8
 from planner.specs import ModelSpec
 
@@ -123,8 +123,7 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
         # (deepseek-ai/DualPipe README, schedule table): (2p + 1)/2 of the rank's two chunks, on every rank.
         return min(p + 0.5, float(m))
     if plan.schedule == "interleaved":
-        chunk_passes = warmup_chunks(p, v, rank, microbatch_group(m, p)) + 1
-        return min(chunk_passes, m * v) / v
+        return min(warmup_chunks(p, v, m, rank) + 1, m * v) / v
     return float(min(p - rank, m))
 
 

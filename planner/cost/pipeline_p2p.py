@@ -29,7 +29,7 @@ from planner.cost.stages import warmup_chunks
 from planner.cost.traffic import pp_microbatch_s
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.plan import Plan, microbatch_group
+from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
@@ -40,8 +40,7 @@ def p2p_overlapped(plan: Plan, engine: Engine) -> bool:
 
 def first_rank_warmup(plan: Plan) -> int:
     """Forward chunks of the first pipeline rank's warm-up (stages.warmup_chunks), at most m·v."""
-    m = plan.num_microbatches
-    return min(warmup_chunks(plan.pp, plan.vpp, group=microbatch_group(m, plan.pp)), m * plan.vpp)
+    return warmup_chunks(plan.pp, plan.vpp, plan.num_microbatches)
 
 
 def pp_exposed_s(plan: Plan, engine: Engine, compute: StageCompute, pp_per_microbatch_s: float) -> float:

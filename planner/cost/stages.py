@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from planner.cost.cache import spec_cache
 from planner.engine.split import SplitPolicy, chunk_sizes, stated_split
 from planner.errors import PlannerError
+from planner.plan import microbatch_group
 
 if TYPE_CHECKING:
     from planner.engine import Engine
@@ -147,12 +148,13 @@ def plan_split(plan: Plan, engine: Engine) -> SplitPolicy:
     return stated_split(plan) or engine.rules.pipeline_split
 
 
-def warmup_chunks(pp: int, vpp: int, rank: int = 0, group: int | None = None) -> int:
+def warmup_chunks(pp: int, vpp: int, num_microbatches: int, rank: int = 0) -> int:
     """Forward chunks pipeline rank `rank` runs before its first backward in an interleaved 1F1B whose virtual
-    stages take `group` micro-batches at a time (plan.microbatch_group; default pp): 2(p − rank − 1) + (v − 1)·group
+    stages take the micro-batches N at a time (plan.microbatch_group): 2(p − rank − 1) + (v − 1)·N
     (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches; torch's ScheduleInterleaved1F1B
-    warmup_ops; Narayanan et al. 2021 §2.2), before the cap at m·v chunks."""
-    return 2 * (pp - rank - 1) + (vpp - 1) * (pp if group is None else group)
+    warmup_ops; Narayanan et al. 2021 §2.2), at most the step's m·v chunks."""
+    group = microbatch_group(num_microbatches, pp)
+    return min(2 * (pp - rank - 1) + (vpp - 1) * group, num_microbatches * vpp)
 
 
 def v_shape(plan: Plan) -> bool:
