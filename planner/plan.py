@@ -165,6 +165,16 @@ def microbatch_group(num_microbatches: int, pp: int) -> int:
     return next(n for n in range(pp, m + 1) if m % n == 0 or m % n >= pp)
 
 
+def nondefault_microbatch_group(plan: Plan) -> int | None:
+    """The group an interleaved plan's virtual stages take its micro-batches in (microbatch_group) where it is not
+    pp, Megatron-Core's default (model_parallel_config.py __post_init__), so a run must be told it; None for any
+    other plan."""
+    if plan.schedule != "interleaved" or plan.pp == 1 or plan.vpp == 1:
+        return None
+    group = microbatch_group(plan.num_microbatches, plan.pp)
+    return None if group == plan.pp else group
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending, in O(sqrt n) (hints name the divisors of an FFN width of 10^5)."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]

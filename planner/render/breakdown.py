@@ -11,7 +11,7 @@ from planner.engine import Engine
 from planner.engine.profile import given_settings
 from planner.engine.settings import said
 from planner.hardware import HardwareProfile
-from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan, microbatch_group
+from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan, nondefault_microbatch_group
 from planner.render.console import escape
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
@@ -79,10 +79,8 @@ def _group_text(plan: Plan) -> str:
     """Interleaved with micro-batches pp does not divide: the group each virtual stage takes at a time, which the
     memory was priced with (Megatron's emitted files state it, --microbatch-group-size-per-virtual-pipeline-stage;
     torch's looped schedule takes it by itself)."""
-    if plan.schedule != "interleaved" or plan.pp == 1 or plan.vpp == 1:
-        return ""
-    group = microbatch_group(plan.num_microbatches, plan.pp)
-    return "" if group == plan.pp else f" (each virtual stage takes them {group} at a time)"
+    group = nondefault_microbatch_group(plan)
+    return "" if group is None else f" (each virtual stage takes them {group} at a time)"
 
 
 def share_table(title: str, unit: str, rows: list[tuple[str, str, float]], color: str, total: tuple[str, str]) -> Table:

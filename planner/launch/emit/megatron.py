@@ -14,7 +14,7 @@ from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.megatron_model import model_args, model_notes, model_problems
 from planner.launch.emit.megatron_settings import PRECISION_FLAGS, setting_args
 from planner.launch.emit.targets import Target, register
-from planner.plan import Plan, microbatch_group
+from planner.plan import Plan, nondefault_microbatch_group
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_args.sh"
@@ -59,15 +59,6 @@ def _split_args(model: ModelSpec, plan: Plan) -> tuple[list[str], str]:
             return ["--num-layers-per-virtual-pipeline-stage", str(per)], f"even: {per} layers per virtual stage"
         return [], f"even: {model.num_layers // plan.pp} layers per stage"
     return vpp + _uneven_flags(split), _describe(split)
-
-
-def microbatch_group_flag(plan: Plan) -> int | None:
-    """The micro-batches per virtual stage the cost model priced (plan.py microbatch_group) where it is
-    not Megatron-Core's default, pp (model_parallel_config.py __post_init__): None otherwise."""
-    if plan.pp == 1 or plan.vpp == 1:
-        return None
-    group = microbatch_group(plan.num_microbatches, plan.pp)
-    return None if group == plan.pp else group
 
 
 def layout_text(split: MegatronSplit, mtp_layers: int = 0) -> str:
@@ -169,7 +160,7 @@ def megatron_args(
         if plan.schedule == "interleaved"
         else f"{plan.schedule}: Megatron runs 1F1B without virtual stages"
     )
-    if (group := microbatch_group_flag(plan)) is not None:
+    if (group := nondefault_microbatch_group(plan)) is not None:
         a += ["--microbatch-group-size-per-virtual-pipeline-stage", str(group)]
     if plan.sp:
         a.append("--sequence-parallel")

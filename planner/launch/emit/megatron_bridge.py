@@ -22,10 +22,10 @@ import shlex
 from planner.engine.split import plan_megatron_split
 from planner.launch.emit.bridge_recipes import CATALOG_RECIPES, CHUNKED_ATTENTION
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
-from planner.launch.emit.megatron import expert_tp, layout_text, microbatch_group_flag
+from planner.launch.emit.megatron import expert_tp, layout_text
 from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
 from planner.launch.emit.targets import Target, register
-from planner.plan import Plan
+from planner.plan import Plan, nondefault_microbatch_group
 from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_bridge.sh"
@@ -122,7 +122,7 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
         # stated always, as a recipe may set its own (Bridge's GLM-5 GB200 recipes: 6); null is megatron-core's
         # default, pp: Bridge defers megatron-core's __post_init__, which sets it, to finalize() after the overrides
         # (models/transformer_config.py TransformerConfig.finalize); its verification cards override it to null
-        "model.microbatch_group_size_per_vp_stage": microbatch_group_flag(plan),
+        "model.microbatch_group_size_per_vp_stage": nondefault_microbatch_group(plan),
     }
     # every split field stated: a recipe's own (the Qwen3-235B-A22B recipe accounts for the embedding and the loss)
     # would change the split, or conflict with a layout (transformer_config.py l.2229-2258)
