@@ -210,6 +210,43 @@ def test_grouped_interleaving_keeps_the_bubble_and_holds_what_memory_counts(p, v
     assert held == [round(in_flight_microbatches(plan, r) * v) for r in range(p)]
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    p=st.integers(2, 6),
+    v=st.integers(2, 4),
+    m=st.integers(2, 24),
+    rank=st.integers(0, 5),
+    weights=st.tuples(*[st.floats(0, 10)] * 3),
+)
+def test_the_moments_hold_every_backwards_peak(p, v, m, rank, weights):
+    """Where a stage's gradients live from its first to its own last backward and its gathered weights from its first
+    forward (torch pipelining with FSDP: cost.moments), the most any backward of the simulated op order holds, for any
+    bytes per chunk pass, per chunk of gradients and per chunk of weights, is the most one of the moments holds; and
+    the first moment holds the micro-batches in flight memory has always counted."""
+    from planner.cost.memory import in_flight_microbatches
+    from planner.cost.moments import interleaved_moments
+    from planner.plan import microbatch_group
+
+    rank %= p
+    ops = _interleaved_ops(p, v, m, microbatch_group(m, p), rank)
+    at = {(k, c): [i for i, (kind, _mb, d) in enumerate(ops) if (kind, d) == (k, c)] for k in "FB" for c in range(v)}
+    act, grad, weight = weights
+    brute, held = 0.0, 0
+    for i, (kind, _mb, _c) in enumerate(ops):
+        if kind == "F":
+            held += 1
+            continue
+        grads = sum(at["B", c][0] <= i <= at["B", c][-1] for c in range(v))
+        gathered = sum(at["F", c][0] <= i <= at["B", c][-1] for c in range(v))
+        brute = max(brute, act * held + grad * grads + weight * gathered)
+        held -= 1
+    moments = interleaved_moments(p, v, m, rank)
+    best = max(v * (act * mo.held + grad * mo.grads + weight * mo.weights) for mo in moments)
+    assert best == pytest.approx(brute, abs=1e-9)
+    plan = Plan(pp=p, vpp=v, dp=1, micro_batch=1, global_batch=m, schedule="interleaved")
+    assert moments[0].held == in_flight_microbatches(plan, rank)
+
+
 @given(p=st.integers(2, 16), m=st.integers(1, 200))
 def test_the_microbatch_group_is_torchs_round_wherever_torch_runs_the_count(p, m):
     """torch.distributed.pipelining's ScheduleInterleaved1F1B runs m % max(1, m // p) == 0 micro-batches in rounds

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes, pp_boundary_bytes
+from planner.cost.moments import Moment, interleaved_moments
 from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
 from planner.cost.recipe_options import (
@@ -77,6 +78,7 @@ class StageMemory:
     in_flight_microbatches: float
     breakdown: MemoryBreakdown
     step_bytes: float = 0.0  # the optimizer step's transient, when it outweighs the activations (in buffers)
+    gradients_alive: float = 1.0  # share of the chunks' accumulated unsharded gradients alive at the peak (moments)
 
     @property
     def total_bytes(self) -> float:
@@ -125,6 +127,15 @@ def in_flight_microbatches(plan: Plan, rank: int) -> float:
     if plan.schedule == "interleaved":
         return min(warmup_chunks(p, v, m, rank) + 1, m * v) / v
     return float(min(p - rank, m))
+
+
+def rank_moments(plan: Plan, engine: Engine, rank: int) -> tuple[Moment, ...]:
+    """The moments of the step that can hold the rank's peak: one, with the most micro-batches in flight and every
+    state alive, unless the engine frees a stage's states after its own last backward
+    (memory.pipeline_stage_reduce) on a rank with several interleaved chunks (cost.moments)."""
+    if plan.schedule == "interleaved" and plan.pp > 1 and plan.vpp > 1 and engine.memory.pipeline_stage_reduce:
+        return interleaved_moments(plan.pp, plan.vpp, plan.num_microbatches, rank)
+    return (Moment(in_flight_microbatches(plan, rank), 1.0, 1.0),)
 
 
 # ---- the breakdown ------------------------------------------------------------------------------------
@@ -234,6 +245,17 @@ class StateTerms(NamedTuple):
     optimizer_bytes: float
     buffers_bytes: float  # beside the activations
     step_bytes: float = 0.0  # transient at the optimizer step (the fp32 gradient copies, ModelStates.step_upcast_bytes)
+    gathered_bytes: float = 0.0  # of weights_bytes: the 16-bit copies gathered for the step (cost.moments)
+    accumulated_bytes: float = 0.0  # of gradients_bytes: the unsharded ones accumulated over micro-batches
+
+    def at(self, moment: Moment) -> StateTerms:
+        """The terms at `moment`, with only its share of the gathered weights and accumulated gradients alive."""
+        if moment.grads == 1.0 and moment.weights == 1.0:
+            return self
+        return self._replace(
+            weights_bytes=self.weights_bytes - self.gathered_bytes * (1.0 - moment.weights),
+            gradients_bytes=self.gradients_bytes - self.accumulated_bytes * (1.0 - moment.grads),
+        )
 
 
 def state_terms(
@@ -256,6 +278,8 @@ def state_terms(
         gpu_optimizer_bytes(s.optimizer_bytes, engine_memory),
         state_buffer_bytes(plan, params, per, stage, engine_memory) + recipe.buffers_bytes,
         gpu_optimizer_bytes(s.step_upcast_bytes, engine_memory),
+        s.gathered_weights_bytes,
+        s.accumulated_grads_bytes,
     )
 
 
@@ -311,7 +335,7 @@ def stage_terms(
     activations and working set it outlives (the peak is the larger of the two phases), plus the pipeline's
     receive buffers, which outlive both, and the outputs it keeps for the backward (pipeline_buffers); reserved:
     the profile's fixed context and communication workspace plus allocator fragmentation on everything else."""
-    w, g, o, state_buffers, step = state
+    w, g, o, state_buffers, step, _gathered, _accumulated = state
     activations = kept_bytes * in_flight + logits
     step_beyond = max(0.0, step + pipeline.step_shift - (activations + workspace_bytes))
     buffers = workspace_bytes + state_buffers + step_beyond + pipeline.extra
@@ -332,7 +356,7 @@ def stage_total_bytes(
     """``stage_terms(...).total_bytes`` with the same additions in the same order (so the
     same float, bit for bit), without building the terms: the search screens tens of thousands of plans
     with it."""
-    w, g, o, state_buffers, step = state
+    w, g, o, state_buffers, step, _gathered, _accumulated = state
     activations = kept_bytes * in_flight + logits
     step_beyond = max(0.0, step + pipeline.step_shift - (activations + workspace_bytes))
     buffers = workspace_bytes + state_buffers + step_beyond + pipeline.extra
@@ -352,25 +376,29 @@ def _stage_memory(
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)
-    in_flight = in_flight_microbatches(plan, rank)
-    keep, work = held_activations(keep, work, moved, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
     stage = engine.zero_stage(plan)
     per = state_bytes_per_param(plan.precision, engine, stage)
     recipe = recipe_memory(model, plan, engine, hw, stage, rank=rank, params=params)
     state = state_terms(plan, params, per, stage, engine.memory, recipe)
-    terms = stage_terms(
-        state,
-        hw.reserved,
-        in_flight=in_flight,
-        kept_bytes=keep,
-        workspace_bytes=work,
-        logits=logits_bytes(model, plan, engine) if last else 0.0,
-        pipeline=pipeline_buffers(
-            model, plan, engine, chunks=len(sizes), first=layout.holds_embedding(rank), last=last, in_flight=in_flight
-        ),
-    )
-    at_step = state.step_bytes if state.step_bytes > terms.activations_bytes + work else 0.0
-    return StageMemory(rank, layers, layout.holds_embedding(rank), last, in_flight, terms, at_step)
+    logits = logits_bytes(model, plan, engine) if last else 0.0
+    first = layout.holds_embedding(rank)
+    best: tuple[MemoryBreakdown, Moment, float, StateTerms] | None = None
+    for moment in rank_moments(plan, engine, rank):  # the largest total; the first of equals
+        in_flight = moment.held
+        held = held_activations(keep, work, moved, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
+        pipeline = pipeline_buffers(model, plan, engine, chunks=len(sizes), first=first, last=last, in_flight=in_flight)
+        at = state.at(moment)
+        terms = stage_terms(
+            at, hw.reserved, in_flight=in_flight, kept_bytes=held[0], workspace_bytes=held[1], logits=logits,
+            pipeline=pipeline,
+        )  # fmt: skip
+        if best is None or terms.total_bytes > best[0].total_bytes:
+            best = (terms, moment, held[1], at)
+    assert best is not None
+    terms, moment, work, at = best
+    at_step = at.step_bytes if at.step_bytes > terms.activations_bytes + work else 0.0
+    alive = moment.grads if at.accumulated_bytes else 1.0
+    return StageMemory(rank, layers, first, last, moment.held, terms, at_step, alive)
 
 
 def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> MemoryReport:
@@ -385,6 +413,12 @@ def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
             f"{plan.tp // model.kv_heads} ranks"
         )
     report = MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes)
+    alive = report.peak.gradients_alive
+    if alive < 1.0:
+        notes.append(
+            f"stage {report.peak.stage} peaks with the unsharded gradients of {alive * plan.vpp:g} of its {plan.vpp} "
+            "chunks alive: torch's pipelining reduces each chunk's after its own last backward"
+        )
     step = report.peak.step_bytes
     if step:
         notes.append(

@@ -11,18 +11,18 @@ from dataclasses import dataclass
 
 from planner.cost.keys import ACTIVATIONS, RANK_PARAMS, STATES
 from planner.cost.memory import (
-    NO_PIPELINE_BUFFERS,
     Pieces,
     PipelineBuffers,
     StateTerms,
     activation_pieces,
-    in_flight_microbatches,
     logits_bytes,
     mix_pieces,
     pipeline_buffers,
+    rank_moments,
     stage_total_bytes,
     state_terms,
 )
+from planner.cost.moments import Moment
 from planner.cost.params import RankParams, padded_vocab, plan_etp, rank_params
 from planner.cost.quantization import recipe_memory
 from planner.cost.recipe_options import held_activations
@@ -54,9 +54,8 @@ class RankLoad:
     """What a plan's micro-batches put on one rank: how many are in flight and its logits."""
 
     shape: RankShape
-    in_flight: float
     logits: float
-    pipeline: PipelineBuffers = NO_PIPELINE_BUFFERS  # cost.memory.pipeline_buffers
+    moments: tuple[tuple[Moment, PipelineBuffers], ...]  # cost.memory.rank_moments, each with its pipeline_buffers
 
 
 # The ranks that can hold the peak, shared by the searches of one model (search --gpus ranges and the advice run
@@ -167,11 +166,13 @@ class PeakMemory:
             logits = self._logits.get(key) or self._logits.setdefault(key, logits_bytes(self.model, p, self.engine))
         loads = []
         for r in ranks:
-            in_flight = in_flight_microbatches(p, r.rank)
-            pipeline = pipeline_buffers(
-                self.model, p, self.engine, chunks=len(r.chunk_sizes), first=r.first, last=r.last, in_flight=in_flight
-            )
-            loads.append(RankLoad(r, in_flight, logits if r.last else 0.0, pipeline))
+            moments = tuple(
+                (mo, pipeline_buffers(
+                    self.model, p, self.engine, chunks=len(r.chunk_sizes), first=r.first, last=r.last, in_flight=mo.held
+                ))
+                for mo in rank_moments(p, self.engine, r.rank)
+            )  # fmt: skip
+            loads.append(RankLoad(r, logits if r.last else 0.0, moments))
         self._last = (p, loads)
         return loads
 
@@ -248,16 +249,17 @@ class PeakMemory:
         reserved = self.hw.reserved
         best, best_rank = -1.0, 0
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
-        share = self.engine.memory.activation_offload
+        share, engine = self.engine.memory.activation_offload, self.engine
         for load, state in zip(loads, states):
             mix, sizes = load.shape.mix, load.shape.chunk_sizes
             rank_pieces = mixed.get((pid, id(mix), sizes))
             if rank_pieces is None:
                 rank_pieces = mixed[(pid, id(mix), sizes)] = mix_pieces(mix, pieces, chunk_sizes=sizes, share=share)
-            keep, work = held_activations(
-                *rank_pieces, in_flight=load.in_flight, layers=sum(n for _k, n in mix), engine=self.engine
-            )
-            total = stage_total_bytes(state, reserved, load.in_flight, keep, work, load.logits, load.pipeline)
-            if total > best:
-                best, best_rank = total, load.shape.rank
+            layers = sum(n for _k, n in mix)
+            for moment, pipeline in load.moments:
+                held = moment.held
+                keep, work = held_activations(*rank_pieces, in_flight=held, layers=layers, engine=engine)
+                total = stage_total_bytes(state.at(moment), reserved, held, keep, work, load.logits, pipeline)
+                if total > best:
+                    best, best_rank = total, load.shape.rank
         return best, best_rank

@@ -105,6 +105,14 @@ class Memory(Frozen):
         "micro-batches' tensors only and frees the outputs it sent (Megatron's p2p_communication and "
         "deallocate_output_tensor, DeepSpeed's num_pipe_buffers)",
     )
+    pipeline_stage_reduce: bool = Field(
+        False,
+        description="the pipeline schedule reduces a stage's gradients and reshards its FSDP weights right after that "
+        "stage's last backward of the step, so on a rank with several stages they are freed while its other stages "
+        "still run (torch.distributed.pipelining: 2.6 stage.py backward_maybe_with_nosync on last_backward, 2.13 "
+        "schedules.py _add_reduce_grad's REDUCE_GRAD; cost/moments.py). false: every stage's gradients are held to "
+        "the end of the step (Megatron's grad buffers and finalize_model_grads)",
+    )
     fsdp_edge_groups: EdgeGroups = Field(
         "root",
         description="where a stage that gathers one unit at a time (ZeRO-3, FSDP) keeps the embedding and the "
