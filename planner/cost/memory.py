@@ -32,7 +32,7 @@ from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
 from planner.layers import LayerKind
 from planner.plan import Plan
-from planner.precision import TENSORWISE_FP8
+from planner.precision import TENSORWISE_FP8, activation_bytes
 from planner.specs import ModelSpec
 
 TERMS = ("weights", "gradients", "optimizer", "activations", "buffers", "reserved")
@@ -161,11 +161,6 @@ def state_buffer_bytes(
     return buffers
 
 
-def act_bytes(precision: str) -> int:
-    """Activations are kept in the compute dtype; fp8 recipes keep bf16 activations (TE, torchao)."""
-    return 4 if precision == "fp32" else 2
-
-
 def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """Output logits on the last stage, one micro-batch, over the engine's padded vocabulary, at the loss: the
     logits in the activation dtype plus the engine's fp32 copies (`memory.loss_fp32_copies`): the upcast and the
@@ -176,7 +171,7 @@ def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     the vocabulary is split over tp > 1 ranks and the engine runs DTensor's loss_parallel, its backward holds
     `memory.loss_parallel_fp32_copies` fp32 copies at once instead, and no 16-bit logits."""
     tokens = plan.micro_batch * plan.seq_len / plan.cp
-    a = act_bytes(plan.precision)
+    a = activation_bytes(plan.precision)
     copies = 0 if engine.memory.compiled_loss else engine.memory.loss_fp32_copies  # compiled: none (execution.py)
     per_element = (a if a < 4 else 0) + 4 * copies
     split = engine.memory.loss_parallel_fp32_copies
@@ -195,7 +190,7 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
     """(bytes one layer of this kind keeps per micro-batch, the working set of its backward, the bytes each of its
     eligible offload groups frees, in forward order: none without activation offload) on one rank
     (activations.py, recipe_options.offload_group_bytes)."""
-    p, a, k = plan, act_bytes(plan.precision), engine.kernels
+    p, a, k = plan, activation_bytes(plan.precision), engine.kernels
     kw: dict[str, Any] = {"micro_batch": p.micro_batch, "seq_len": p.seq_len, "tp": p.tp, "sp": p.sp, "cp": p.cp}
     kw.update(
         recompute=p.recompute,
@@ -310,7 +305,13 @@ def pipeline_buffers(
         return NO_PIPELINE_BUFFERS
     m, held = plan.num_microbatches, min(in_flight, plan.num_microbatches)
     boundary = pp_boundary_bytes(
-        model, plan.micro_batch, plan.seq_len, cp=plan.cp, tp=plan.tp, sp=plan.sp, act_bytes=act_bytes(plan.precision)
+        model,
+        plan.micro_batch,
+        plan.seq_len,
+        cp=plan.cp,
+        tp=plan.tp,
+        sp=plan.sp,
+        act_bytes=activation_bytes(plan.precision),
     )
     receiving, sending = chunks - first, chunks - last
     persistent = boundary * (receiving + sending) * m
