@@ -10,7 +10,7 @@ stage's unsharded gradients exist from its first backward (`FSDPParam.to_accumul
 `reshard_after_forward=False`, its unsharded weights from its first forward, until then.
 
 An interleaved 1F1B runs a rank's v chunks in groups of N micro-batches (plan.microbatch_group), the backward
-from the last chunk down: where the step is one group (m < 2N, torchtitan's default of m = pp among them), the
+from the last chunk down: where the step is one group (m < 2N, as torchtitan's Dec 2024 default of m = pp was), the
 rank's last chunk ends its backwards before the chunk before it begins, so their gradients never coexist and the
 peak is not the sum of all the rank's states and its most activations. Chunks count as equal shares of the rank's
 layers, as the in-flight count does (cost.memory.in_flight_microbatches)."""
