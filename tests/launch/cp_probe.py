@@ -9,7 +9,6 @@ context, and that the cp-mean of the per-rank losses is the full-sequence loss. 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -67,14 +66,9 @@ def main(out_dir: str, seq: int = 32, rows: int = 2, vocab: int = 16) -> None:
         "grad_max_err": (grad / cp - model.table.grad).abs().max().item(),
     }
     Path(out_dir, f"rank{rec['rank']}.json").write_text(json.dumps(rec))
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
-    # Leave as the worker does (planner/launch/worker.py): skip C++ static destructors, where gloo's threads
-    # intermittently abort a finished process (SIGABRT about once in 20 two-rank runs on torch 2.13 CPU).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    from probe_exit import run_probe_main
+
+    run_probe_main(lambda: main(sys.argv[1]))

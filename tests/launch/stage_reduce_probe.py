@@ -11,7 +11,6 @@ backward}} for each micro-batch count of MICROBATCHES.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -67,15 +66,9 @@ def main() -> None:
     mesh = init_device_mesh("cpu", (dist.get_world_size(), 1), mesh_dim_names=("pp", "dp"))
     runs = {str(m): _run(mesh, m) for m in MICROBATCHES}
     (out / f"rank{dist.get_rank()}.json").write_text(json.dumps(runs))
-    dist.barrier()  # no rank tears gloo down while another still has collectives in flight (as cp_probe.py)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main()
-    # Leave as the worker does (planner/launch/worker.py): skip C++ static destructors, where gloo's threads
-    # intermittently abort a finished process ("terminate called without an active exception", SIGABRT).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    from probe_exit import run_probe_main
+
+    run_probe_main(main)

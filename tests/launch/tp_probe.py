@@ -9,7 +9,6 @@ Writes OUT_DIR/tp{sp}.json for sequence parallelism off and on: {"saved_bytes", 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -53,15 +52,9 @@ def main() -> None:
         saved = _saved_bytes(tp, sp)
         if dist.get_rank() == 0:
             (out / f"tp{int(sp)}.json").write_text(json.dumps({"saved_bytes": saved, "tp": tp, "sp": sp}))
-    dist.barrier()  # no rank tears gloo down while another still has collectives in flight (as cp_probe.py)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main()
-    # Leave as the worker does (planner/launch/worker.py): skip C++ static destructors, where gloo's threads
-    # intermittently abort a finished process ("terminate called without an active exception", SIGABRT).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    from probe_exit import run_probe_main
+
+    run_probe_main(main)
