@@ -7,7 +7,7 @@ import math
 
 import pytest
 from helpers import make_engine, make_hw
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planner.cost.schedule import bubble_fraction, step_overhead_s, step_time
@@ -216,13 +216,18 @@ def test_grouped_interleaving_keeps_the_bubble_and_holds_what_memory_counts(p, v
     v=st.integers(2, 4),
     m=st.integers(2, 24),
     rank=st.integers(0, 5),
-    weights=st.tuples(*[st.floats(0, 10)] * 3),
+    act=st.floats(0, 10),
+    grad=st.lists(st.floats(0, 10), min_size=4, max_size=4),
+    weight=st.lists(st.floats(0, 10), min_size=4, max_size=4),
 )
-def test_the_moments_hold_every_backwards_peak(p, v, m, rank, weights):
+@example(p=2, v=4, m=5, rank=0, act=1.0, grad=[10.0, 0.0, 0.0, 0.0], weight=[0.0] * 4)  # two moments, uneven groups
+@example(p=4, v=2, m=4, rank=0, act=0.1, grad=[10.0, 1.0, 0, 0], weight=[0.0] * 4)  # the embedding chunk's moment
+def test_the_moments_hold_every_backwards_peak(p, v, m, rank, act, grad, weight):
     """Where a stage's gradients live from its first to its own last backward and its gathered weights from its first
     forward (torch pipelining with FSDP: cost.moments), the most any backward of the simulated op order holds, for any
-    bytes per chunk pass, per chunk of gradients and per chunk of weights, is the most one of the moments holds; and
-    the first moment holds the micro-batches in flight memory has always counted."""
+    bytes per chunk pass and any bytes of each chunk's gradients and weights, is the most one of the moments holds;
+    the first moment holds the micro-batches in flight memory has always counted; and each moment of a later rank has
+    one of every earlier rank that holds as much (the search's screen drops dominated ranks: cost/peaks.py)."""
     from planner.cost.memory import in_flight_microbatches
     from planner.cost.moments import interleaved_moments
     from planner.plan import microbatch_group
@@ -230,21 +235,28 @@ def test_the_moments_hold_every_backwards_peak(p, v, m, rank, weights):
     rank %= p
     ops = _interleaved_ops(p, v, m, microbatch_group(m, p), rank)
     at = {(k, c): [i for i, (kind, _mb, d) in enumerate(ops) if (kind, d) == (k, c)] for k in "FB" for c in range(v)}
-    act, grad, weight = weights
     brute, held = 0.0, 0
     for i, (kind, _mb, _c) in enumerate(ops):
         if kind == "F":
             held += 1
             continue
-        grads = sum(at["B", c][0] <= i <= at["B", c][-1] for c in range(v))
-        gathered = sum(at["F", c][0] <= i <= at["B", c][-1] for c in range(v))
-        brute = max(brute, act * held + grad * grads + weight * gathered)
+        grads = sum(grad[c] for c in range(v) if at["B", c][0] <= i <= at["B", c][-1])
+        gathered = sum(weight[c] for c in range(v) if at["F", c][0] <= i <= at["B", c][-1])
+        brute = max(brute, act * held + grads + gathered)
         held -= 1
     moments = interleaved_moments(p, v, m, rank)
-    best = max(v * (act * mo.held + grad * mo.grads + weight * mo.weights) for mo in moments)
+    best = max(
+        v * act * mo.held + sum(grad[c] for c in mo.grads) + sum(weight[c] for c in mo.weights) for mo in moments
+    )
     assert best == pytest.approx(brute, abs=1e-9)
     plan = Plan(pp=p, vpp=v, dp=1, micro_batch=1, global_batch=m, schedule="interleaved")
     assert moments[0].held == in_flight_microbatches(plan, rank)
+    for later in range(rank + 1, p):
+        for mo in interleaved_moments(p, v, m, later):
+            assert any(
+                e.held >= mo.held and set(e.grads) >= set(mo.grads) and set(e.weights) >= set(mo.weights)
+                for e in moments
+            ), (later, mo)
 
 
 @given(p=st.integers(2, 16), m=st.integers(1, 200))

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes, pp_boundary_bytes
 from planner.cost.moments import Moment, interleaved_moments
-from planner.cost.params import RankParams, padded_vocab, plan_etp, plan_params
+from planner.cost.params import RankParams, chunk_shares, padded_vocab, plan_etp, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
 from planner.cost.recipe_options import (
     Groups,
@@ -78,7 +78,7 @@ class StageMemory:
     in_flight_microbatches: float
     breakdown: MemoryBreakdown
     step_bytes: float = 0.0  # the optimizer step's transient, when it outweighs the activations (in buffers)
-    gradients_alive: float = 1.0  # share of the chunks' accumulated unsharded gradients alive at the peak (moments)
+    gradients_alive: tuple[int, ...] | None = None  # the chunks whose unsharded gradients the peak holds; None: all
 
     @property
     def total_bytes(self) -> float:
@@ -135,7 +135,7 @@ def rank_moments(plan: Plan, engine: Engine, rank: int) -> tuple[Moment, ...]:
     (memory.pipeline_stage_reduce) on a rank with several interleaved chunks (cost.moments)."""
     if plan.schedule == "interleaved" and plan.pp > 1 and plan.vpp > 1 and engine.memory.pipeline_stage_reduce:
         return interleaved_moments(plan.pp, plan.vpp, plan.num_microbatches, rank)
-    return (Moment(in_flight_microbatches(plan, rank), 1.0, 1.0),)
+    return (Moment(in_flight_microbatches(plan, rank)),)
 
 
 # ---- the breakdown ------------------------------------------------------------------------------------
@@ -243,14 +243,20 @@ class StateTerms(NamedTuple):
     gathered_bytes: float = 0.0  # of weights_bytes: the 16-bit copies gathered for the step (cost.moments)
     accumulated_bytes: float = 0.0  # of gradients_bytes: the unsharded ones accumulated over micro-batches
 
-    def at(self, moment: Moment) -> StateTerms:
-        """The terms at `moment`, with only its share of the gathered weights and accumulated gradients alive."""
-        if moment.grads == 1.0 and moment.weights == 1.0:
+    def at(self, moment: Moment, shares: tuple[float, ...]) -> StateTerms:
+        """The terms at `moment`, with only its chunks' gathered weights and accumulated gradients alive, each chunk
+        its share of the rank's parameters (params.chunk_shares)."""
+        if moment.grads is None and moment.weights is None:
             return self
         return self._replace(
-            weights_bytes=self.weights_bytes - self.gathered_bytes * (1.0 - moment.weights),
-            gradients_bytes=self.gradients_bytes - self.accumulated_bytes * (1.0 - moment.grads),
+            weights_bytes=self.weights_bytes - self.gathered_bytes * (1.0 - alive_share(moment.weights, shares)),
+            gradients_bytes=self.gradients_bytes - self.accumulated_bytes * (1.0 - alive_share(moment.grads, shares)),
         )
+
+
+def alive_share(chunks: tuple[int, ...] | None, shares: tuple[float, ...]) -> float:
+    """The share of a rank's parameters in `chunks` (None: every chunk)."""
+    return 1.0 if chunks is None else sum(shares[c] for c in chunks)
 
 
 def state_terms(
@@ -267,14 +273,15 @@ def state_terms(
     (cost.quantization.recipe_memory). Depends on the structure and the ZeRO stage `stage` (not on `plan.zero`: the
     search asks about every stage with one plan), not on recompute."""
     s = sharded_states(params, per, plan, stage)
+    fsdp = "weights" in stage.shards and plan.dp * plan.cp > 1  # what a stage gathers and reduces itself (moments)
     return StateTerms(
         s.weights_bytes + s.gathered_weights_bytes + recipe.weights_bytes,
         s.gradients_bytes + s.accumulated_grads_bytes,
         gpu_optimizer_bytes(s.optimizer_bytes, engine_memory),
         state_buffer_bytes(plan, params, per, stage, engine_memory) + recipe.buffers_bytes,
         gpu_optimizer_bytes(s.step_upcast_bytes, engine_memory),
-        s.gathered_weights_bytes,
-        s.accumulated_grads_bytes,
+        s.gathered_weights_bytes if fsdp else 0.0,
+        s.accumulated_grads_bytes if fsdp else 0.0,
     )
 
 
@@ -383,12 +390,14 @@ def _stage_memory(
     state = state_terms(plan, params, per, stage, engine.memory, recipe)
     logits = logits_bytes(model, plan, engine) if last else 0.0
     first = layout.holds_embedding(rank)
+    vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
+    shares = chunk_shares(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan_etp(plan))
     best: tuple[MemoryBreakdown, Moment, float, StateTerms] | None = None
     for moment in rank_moments(plan, engine, rank):  # the largest total; the first of equals
         in_flight = moment.held
         held = held_activations(keep, work, moved, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
         pipeline = pipeline_buffers(model, plan, engine, chunks=len(sizes), first=first, last=last, in_flight=in_flight)
-        at = state.at(moment)
+        at = state.at(moment, shares)
         terms = stage_terms(
             at, hw.reserved, in_flight=in_flight, kept_bytes=held[0], workspace_bytes=held[1], logits=logits,
             pipeline=pipeline,
@@ -398,7 +407,7 @@ def _stage_memory(
     assert best is not None
     terms, moment, work, at = best
     at_step = at.step_bytes if at.step_bytes > terms.activations_bytes + work else 0.0
-    alive = moment.grads if at.accumulated_bytes else 1.0
+    alive = moment.grads if at.accumulated_bytes else None
     return StageMemory(rank, layers, first, last, moment.held, terms, at_step, alive)
 
 
@@ -415,10 +424,10 @@ def memory_report(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
         )
     report = MemoryReport(stages=stages, capacity_bytes=hw.gpu.hbm_bytes)
     alive = report.peak.gradients_alive
-    if alive < 1.0:
+    if alive is not None and len(alive) < plan.vpp:
         notes.append(
-            f"stage {report.peak.stage} peaks with the unsharded gradients of {alive * plan.vpp:g} of its {plan.vpp} "
-            "chunks alive: torch's pipelining reduces each chunk's after its own last backward"
+            f"stage {report.peak.stage} peaks with the unsharded gradients of {len(alive)} of its {plan.vpp} chunks "
+            "alive: torch's pipelining reduces each chunk's after its own last backward"
         )
     step = report.peak.step_bytes
     if step:

@@ -10,10 +10,14 @@ stage's unsharded gradients exist from its first backward (`FSDPParam.to_accumul
 `reshard_after_forward=False`, its unsharded weights from its first forward, until then.
 
 An interleaved 1F1B runs a rank's v chunks in groups of N micro-batches (plan.microbatch_group), the backward
-from the last chunk down: where the step is one group (m < 2N, as torchtitan's Dec 2024 default of m = pp was), the
-rank's last chunk ends its backwards before the chunk before it begins, so their gradients never coexist and the
-peak is not the sum of all the rank's states and its most activations. Chunks count as equal shares of the rank's
-layers, as the in-flight count does (cost.memory.in_flight_microbatches)."""
+from the last chunk down: where all the micro-batches are one group (m < 2·pp as torch runs them, in one round; as
+torchtitan's Dec 2024 default of m = pp was), the rank's last chunk ends its backwards before the chunk before it
+begins, so their gradients never coexist and the peak is not the sum of all the rank's states and its most
+activations. A moment names the chunks alive; cost.memory weighs them by their parameters (params.chunk_shares: the
+loss's and the embedding's chunks hold more), and the activations in flight as equal shares of the rank's layers, as
+the in-flight count does (cost.memory.in_flight_microbatches). The weights' lifetime is an upper bound: torch 2.13
+also releases a stage's weights between its passes when more than three are gathered (schedules.py
+_add_unshard_reshard), and a stage resharded after each forward gathers them from its first backward only."""
 
 from __future__ import annotations
 
@@ -25,11 +29,17 @@ from planner.plan import microbatch_group
 
 
 class Moment(NamedTuple):
-    """What a rank holds at the start of one of its backwards, each as a share of what the additive peak counts."""
+    """What a rank holds at the start of one of its backwards."""
 
     held: float  # micro-batches of activations in flight, in units of the rank's whole layer set
-    grads: float  # share of the rank's accumulated unsharded gradients alive (chunks alive / v)
-    weights: float  # share of the rank's gathered weights alive (chunks alive / v)
+    grads: tuple[int, ...] | None = None  # the chunks (rank-local, model order) whose unsharded gradients are alive
+    weights: tuple[int, ...] | None = None  # the chunks whose gathered weights are alive; None: every chunk
+
+
+def _covers(
+    a: tuple[int, int, frozenset[int], frozenset[int]], b: tuple[int, int, frozenset[int], frozenset[int]]
+) -> bool:
+    return a[0] >= b[0] and a[2] >= b[2] and a[3] >= b[3]
 
 
 def chunk_order(pp: int, vpp: int, num_microbatches: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -59,22 +69,26 @@ def rank_ops(pp: int, vpp: int, num_microbatches: int, rank: int) -> tuple[tuple
 
 @lru_cache(maxsize=4096)
 def interleaved_moments(pp: int, vpp: int, num_microbatches: int, rank: int) -> tuple[Moment, ...]:
-    """The moments that can hold the rank's peak (no other holds as much of all three), the most activations first:
-    at the start of each backward, the chunk passes held and the chunks whose gradients (first backward .. last
-    backward) and gathered weights (first forward .. last backward) are alive."""
+    """The moments that can hold the rank's peak (no other holds as many activations and a superset of its alive
+    chunks), the most activations first, then in step order: at the start of each backward, the chunk passes held
+    and the chunks whose gradients (first backward .. last backward) and gathered weights (first forward .. last
+    backward) are alive."""
     ops = rank_ops(pp, vpp, num_microbatches, rank)
     first_f = {c: min(i for i, (f, d) in enumerate(ops) if f and d == c) for c in range(vpp)}
     first_b = {c: min(i for i, (f, d) in enumerate(ops) if not f and d == c) for c in range(vpp)}
     last_b = {c: max(i for i, (f, d) in enumerate(ops) if not f and d == c) for c in range(vpp)}
-    seen: set[tuple[int, int, int]] = set()
+    seen: dict[tuple[int, frozenset[int], frozenset[int]], int] = {}  # each moment's first backward
     done_f = done_b = 0
     for i, (forward, _c) in enumerate(ops):
         if forward:
             done_f += 1
             continue
-        grads = sum(first_b[c] <= i <= last_b[c] for c in range(vpp))
-        weights = sum(first_f[c] <= i <= last_b[c] for c in range(vpp))
-        seen.add((done_f - done_b, grads, weights))
+        grads = frozenset(c for c in range(vpp) if first_b[c] <= i <= last_b[c])
+        weights = frozenset(c for c in range(vpp) if first_f[c] <= i <= last_b[c])
+        seen.setdefault((done_f - done_b, grads, weights), i)
         done_b += 1
-    top = [s for s in seen if not any(o != s and all(a >= b for a, b in zip(o, s)) for o in seen)]
-    return tuple(Moment(h / vpp, g / vpp, w / vpp) for h, g, w in sorted(top, reverse=True))
+    found = [(h, i, g, w) for (h, g, w), i in seen.items()]
+    top = sorted(
+        (s for s in found if not any(o is not s and _covers(o, s) for o in found)), key=lambda s: (-s[0], s[1])
+    )
+    return tuple(Moment(h / vpp, tuple(sorted(g)), tuple(sorted(w))) for h, _i, g, w in top)

@@ -119,6 +119,21 @@ def rank_params(
     return _held_params(model, held, ends, layout.pp, tp, ep, vocab, tp if etp is None else etp)
 
 
+def chunk_shares(
+    model: ModelSpec, layout: Layout, *, tp: int, ep: int, rank: int, vocab: int | None = None, etp: int | None = None
+) -> tuple[float, ...]:
+    """Each of pipeline rank `rank`'s chunks' share of its parameters (rank_params), in model order: what a chunk's
+    unsharded gradients and gathered weights are of the rank's (cost.moments). The embedding's and the loss's
+    chunks hold more than their layers' share."""
+    kinds, e = model.layer_kinds, tp if etp is None else etp
+    totals = [
+        _held_params(model, tuple(kinds[i] for i in c.layers), (c.embedding, c.loss), layout.pp, tp, ep, vocab, e).total
+        for c in layout.rank_chunks(rank)
+    ]
+    whole = sum(totals)
+    return tuple(t / whole for t in totals) if whole else tuple(1.0 / len(totals) for _ in totals)
+
+
 @spec_cache()
 def _held_params(
     model: ModelSpec, held: tuple[LayerKind, ...], ends: tuple[bool, bool], pp: int, tp: int, ep: int,

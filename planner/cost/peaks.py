@@ -23,7 +23,7 @@ from planner.cost.memory import (
     state_terms,
 )
 from planner.cost.moments import Moment
-from planner.cost.params import RankParams, padded_vocab, plan_etp, rank_params
+from planner.cost.params import RankParams, chunk_shares, padded_vocab, plan_etp, rank_params
 from planner.cost.quantization import recipe_memory
 from planner.cost.recipe_options import held_activations
 from planner.cost.stages import Mix, layer_layout, plan_split, rank_mix
@@ -47,6 +47,7 @@ class RankShape:
     last: bool
     chunk_sizes: tuple[int, ...] = ()  # the layers of each of its chunks: what activation offload counts groups over
     first: bool = False  # it holds the first chunk (the embedding): no receive buffers for that chunk
+    shares: tuple[float, ...] = (1.0,)  # each chunk's share of its parameters (params.chunk_shares)
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,10 @@ class PeakMemory:
         self, tp: int, pp: int, vpp: int, ep: int, etp: int | None, v_shape: bool, split: SplitPolicy
     ) -> list[RankShape]:  # fmt: skip
         """The ranks that can hold the peak: the first, the last, and each middle rank not dominated by an
-        earlier one (memory never falls with more parameters or more layers of each kind, and the micro-batches in
-        flight never grow with the rank; a middle rank's pipeline buffers do not depend on them:
-        cost.memory.pipeline_buffers)."""
+        earlier one (memory never falls with more parameters or more layers of each kind; the micro-batches in
+        flight never grow with the rank, and each moment of a later rank has one of an earlier rank that holds as
+        many and the same chunks' states (cost.moments; tests/test_schedule.py); a middle rank's pipeline buffers
+        do not depend on them: cost.memory.pipeline_buffers)."""
         key = (tp, pp, vpp, ep, etp, v_shape, split)  # RANK_PARAMS, the expert tensor-parallel degree, the V, the split
         hit = self._ranks.get(key)
         if hit is not None:
@@ -120,7 +122,8 @@ class PeakMemory:
                 if sig in middle or any(all(a >= b for a, b in zip(m, sig)) for m in middle):
                     continue
                 middle.append(sig)
-            keep.append(RankShape(r, params, mix, last, sizes, first))
+            shares = chunk_shares(self.model, layout, tp=tp, ep=ep, rank=r, vocab=vocab, etp=etp)
+            keep.append(RankShape(r, params, mix, last, sizes, first, shares))
         self._ranks[key] = keep
         if len(_RANK_SHAPES) >= MAX_SHARED_RANK_SHAPES:
             _RANK_SHAPES.clear()
@@ -259,7 +262,8 @@ class PeakMemory:
             for moment, pipeline in load.moments:
                 held = moment.held
                 keep, work = held_activations(*rank_pieces, in_flight=held, layers=layers, engine=engine)
-                total = stage_total_bytes(state.at(moment), reserved, held, keep, work, load.logits, pipeline)
+                at = state.at(moment, load.shape.shares)
+                total = stage_total_bytes(at, reserved, held, keep, work, load.logits, pipeline)
                 if total > best:
                     best, best_rank = total, load.shape.rank
         return best, best_rank

@@ -36,7 +36,7 @@ def _alive_before_each_backward(ops: tuple[tuple[bool, int], ...]) -> list[list[
 def test_torch_frees_an_interleaved_stages_gradients_after_its_own_last_backward(probed):
     """Measured on torch 2.13 CPU, pp 2 with 2 chunks a rank: the op order is rank_ops' for one group of micro-batches
     (m = pp) and for two, and each backward finds exactly the chunks whose gradients that lifetime keeps. With one
-    group no rank ever holds both chunks' gradients, so its peak holds half the rank's (interleaved_moments); with
+    group no rank ever holds both chunks' gradients, so no moment of its peak holds both (interleaved_moments); with
     two it does."""
     for rank, runs in probed.items():
         assert sorted(runs) == sorted(MICROBATCHES)
@@ -46,5 +46,5 @@ def test_torch_frees_an_interleaved_stages_gradients_after_its_own_last_backward
             assert run["alive"] == _alive_before_each_backward(ops), (rank, m)
     assert all(len(held) < CHUNKS for runs in probed.values() for held in runs[PP]["alive"])
     assert any(len(held) == CHUNKS for held in probed[0][2 * PP]["alive"])
-    assert [mo.grads for r in range(PP) for mo in interleaved_moments(PP, CHUNKS, PP, r)] == [0.5] * PP
-    assert [mo.grads for mo in interleaved_moments(PP, CHUNKS, 2 * PP, 0)] == [1.0]
+    assert all(len(mo.grads) == 1 for r in range(PP) for mo in interleaved_moments(PP, CHUNKS, PP, r))
+    assert [mo.grads for mo in interleaved_moments(PP, CHUNKS, 2 * PP, 0)] == [(0, 1)]
