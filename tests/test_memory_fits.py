@@ -339,3 +339,21 @@ def test_one_group_of_interleaved_micro_batches_holds_one_chunks_gradients(globa
     # torchtitan's split gives the embedding's and the loss's chunks a layer fewer; their parameters outweigh it
     assert layout.chunk_sizes(3) == (10, 9) and chunk_shares(model, layout, tp=8, ep=1, rank=3, vocab=vocab)[1] > 0.5
     assert Coster(model, hw, titan).peak(plan)[0] == pytest.approx(report.total_bytes, rel=1e-12)
+
+
+def test_the_workers_zero3_pipeline_stage_keeps_its_layers_gathered_after_backward() -> None:
+    """The planner's worker runs zero 3 as fully_shard(reshard_after_forward=True); under pipelining torch's stage
+    turns resharding after backward off until the stage's last backward (2.13 stage.py backward_maybe_with_nosync),
+    so at the end of its first backward every layer of the stage is gathered: its zero_pp 3 holds all of them, as
+    torchtitan's does, where without pipelining one unit and the prefetched next are gathered."""
+    from planner.cost.params import plan_params
+
+    model, hw, worker = load_model("llama3-8b"), load_hardware("h100-sxm"), load_engine("planner")
+    plan = Plan(pp=2, dp=4, zero=3, micro_batch=1, global_batch=8, seq_len=4096)
+    assert (
+        worker.zero_stage(plan).gathered_weights == "all" == load_engine("torchtitan").zero_stage(plan).gathered_weights
+    )
+    assert worker.zero_stage(plan.model_copy(update={"pp": 1, "dp": 8})).gathered_weights == "unit"
+    params = plan_params(model, plan, worker, 0).total
+    weights = memory_report(model, hw, plan, worker).stages[0].breakdown.weights_bytes
+    assert weights == pytest.approx(params * 4 / 4 + params * 2)  # fp32 shards over dp 4, a bf16 copy of every layer
