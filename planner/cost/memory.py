@@ -246,17 +246,20 @@ class StateTerms(NamedTuple):
     def at(self, moment: Moment, shares: tuple[float, ...]) -> StateTerms:
         """The terms at `moment`, with only its chunks' gathered weights and accumulated gradients alive, each chunk
         its share of the rank's parameters (params.chunk_shares)."""
-        if moment.grads is None and moment.weights is None:
+        return self.alive(alive_share(moment.weights, shares), alive_share(moment.grads, shares))
+
+    def alive(self, weights_share: float, grads_share: float) -> StateTerms:
+        """The terms with only these shares of the gathered weights and the accumulated gradients alive."""
+        if weights_share == 1.0 and grads_share == 1.0:
             return self
-        return self._replace(
-            weights_bytes=self.weights_bytes - self.gathered_bytes * (1.0 - alive_share(moment.weights, shares)),
-            gradients_bytes=self.gradients_bytes - self.accumulated_bytes * (1.0 - alive_share(moment.grads, shares)),
-        )
+        w, g, o, buffers, step, gathered, accumulated = self
+        g_alive = g - accumulated * (1.0 - grads_share)
+        return StateTerms(w - gathered * (1.0 - weights_share), g_alive, o, buffers, step, gathered, accumulated)
 
 
 def alive_share(chunks: tuple[int, ...] | None, shares: tuple[float, ...]) -> float:
-    """The share of a rank's parameters in `chunks` (None: every chunk)."""
-    return 1.0 if chunks is None else sum(shares[c] for c in chunks)
+    """The share of a rank's parameters in `chunks` (None or all of them: exactly 1)."""
+    return 1.0 if chunks is None or len(chunks) == len(shares) else sum(shares[c] for c in chunks)
 
 
 def state_terms(

@@ -15,6 +15,7 @@ from planner.cost.memory import (
     PipelineBuffers,
     StateTerms,
     activation_pieces,
+    alive_share,
     logits_bytes,
     mix_pieces,
     pipeline_buffers,
@@ -56,7 +57,8 @@ class RankLoad:
 
     shape: RankShape
     logits: float
-    moments: tuple[tuple[Moment, PipelineBuffers], ...]  # cost.memory.rank_moments, each with its pipeline_buffers
+    # cost.memory.rank_moments, each with its pipeline_buffers and the shares of the weights and gradients it holds
+    moments: tuple[tuple[Moment, PipelineBuffers, float, float], ...]
 
 
 # The ranks that can hold the peak, shared by the searches of one model (search --gpus ranges and the advice run
@@ -172,7 +174,7 @@ class PeakMemory:
             moments = tuple(
                 (mo, pipeline_buffers(
                     self.model, p, self.engine, chunks=len(r.chunk_sizes), first=r.first, last=r.last, in_flight=mo.held
-                ))
+                ), alive_share(mo.weights, r.shares), alive_share(mo.grads, r.shares))
                 for mo in rank_moments(p, self.engine, r.rank)
             )  # fmt: skip
             loads.append(RankLoad(r, logits if r.last else 0.0, moments))
@@ -259,10 +261,10 @@ class PeakMemory:
             if rank_pieces is None:
                 rank_pieces = mixed[(pid, id(mix), sizes)] = mix_pieces(mix, pieces, chunk_sizes=sizes, share=share)
             layers = sum(n for _k, n in mix)
-            for moment, pipeline in load.moments:
+            for moment, pipeline, weights_share, grads_share in load.moments:
                 held = moment.held
                 keep, work = held_activations(*rank_pieces, in_flight=held, layers=layers, engine=engine)
-                at = state.at(moment, load.shape.shares)
+                at = state.alive(weights_share, grads_share)
                 total = stage_total_bytes(at, reserved, held, keep, work, load.logits, pipeline)
                 if total > best:
                     best, best_rank = total, load.shape.rank
