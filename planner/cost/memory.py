@@ -395,10 +395,11 @@ def _stage_memory(
     first = layout.holds_embedding(rank)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     shares = chunk_shares(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan_etp(plan))
+    held_layers = sum(n for _k, n in mix)
     best: tuple[MemoryBreakdown, Moment, float, StateTerms] | None = None
     for moment in rank_moments(plan, engine, rank):  # the largest total; the first of equals
         in_flight = moment.held
-        held = held_activations(keep, work, moved, in_flight=in_flight, layers=sum(n for _k, n in mix), engine=engine)
+        held = held_activations(keep, work, moved, in_flight=in_flight, layers=held_layers, engine=engine)
         pipeline = pipeline_buffers(model, plan, engine, chunks=len(sizes), first=first, last=last, in_flight=in_flight)
         at = state.at(moment, shares)
         terms = stage_terms(
