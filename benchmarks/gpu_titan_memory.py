@@ -2,7 +2,7 @@
 0 of a `fake` process group of WORLD ranks (collectives return at once, their buffers allocated as NCCL's would
 be), so FSDP2 shards, gathers and reduce-scatters at the real sizes while one GPU holds rank 0's tensors.
 
-    python benchmarks/gpu_titan_memory.py CASE [--device cuda] [--json]
+    python benchmarks/gpu_titan_memory.py CASE [--device cuda] [--streams]
 
 CASE is NAME:WORLD:LOCAL_BATCH:SEQ:AC[:LAYERS], NAME one of the flavours below, AC none | op | full (torchtitan's
 activation_checkpoint.mode with selective_ac_option "op" for `op`), with `+compile` for torch.compile of the model
@@ -15,6 +15,13 @@ collective moves a byte), which changes no tensor's size. Needs torchtitan 0.2.2
 backend; run it as torchtitan's run_train.sh does, with PYTORCH_ALLOC_CONF=expandable_segments:True. Step times
 are compute and host time alone (no collective waits). The numbers are rank 0's, the rank that holds no more than
 any other under FSDP without pipelining.
+
+With --streams it also reads the allocator's segments after the last step (torch.cuda.memory_snapshot) and sums
+them by the stream they belong to, naming FSDP2's own streams: the caching allocator serves a block only to the
+stream it was made on (c10/cuda/CUDACachingAllocator.cpp get_free_block: `(*it)->stream != p.stream()` fails the
+search), so what FSDP2's all-gather copy-in and reduce-scatter streams allocate (their all-gather outputs and
+reduce-scatter inputs) stays reserved beside the compute stream's pool. That is the measurement the planner's
+`reserved_bytes` lacks (benchmarks/results/h200-2026-11-27-titan: reserved − allocated 2.1-11.4 GiB).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ FLAVOURS: dict[str, dict] = {
 STEPS = 3
 
 
-def run(case: str, device: str) -> dict:
+def run(case: str, device: str, streams: bool = False) -> dict:
     import torch
     import torch.distributed as dist
 
@@ -63,9 +70,29 @@ def run(case: str, device: str) -> dict:
         optimizers.step()
         phases.mark("clip + optimizer step")
         steps.append(phases.take() | {"step_s": time.perf_counter() - start_s})
+    pools = {"streams": stream_pools(torch, model)} if streams and device == "cuda" else {}
     dist.destroy_process_group()
     layers = len(model.layers)
-    return {"case": case, "layers": layers, "steps": steps}
+    return {"case": case, "layers": layers, "steps": steps} | pools
+
+
+def stream_pools(torch, model) -> list[dict]:
+    """The allocator's segments summed by stream, largest first: reserved and allocated bytes, segment count, and
+    the stream's name where it is the compute stream or one of FSDP2's (FSDPCommContext, _fsdp_param_group.py)."""
+    names = {torch.cuda.current_stream().cuda_stream: "compute"}
+    context = model._get_fsdp_state()._comm_ctx
+    for attr in ("all_gather_copy_in_stream", "all_gather_stream", "reduce_scatter_stream", "all_reduce_stream"):
+        names.setdefault(getattr(context, attr).cuda_stream, attr)
+    pools: dict[int, dict] = {}
+    for segment in torch.cuda.memory_snapshot():
+        stream = segment["stream"]
+        pool = pools.setdefault(
+            stream, {"stream": names.get(stream, str(stream)), "reserved_bytes": 0, "allocated_bytes": 0, "segments": 0}
+        )
+        pool["reserved_bytes"] += segment["total_size"]
+        pool["allocated_bytes"] += segment["allocated_size"]
+        pool["segments"] += 1
+    return sorted(pools.values(), key=lambda pool: -pool["reserved_bytes"])
 
 
 def clip_grad_norm_(model, max_norm: float) -> None:
@@ -178,8 +205,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--streams", action="store_true", help="sum the allocator's segments by stream at the end")
     args = parser.parse_args()
-    result = run(args.case, args.device)
+    result = run(args.case, args.device, args.streams)
     json.dump(result, sys.stdout)
     print()
 
