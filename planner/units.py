@@ -31,6 +31,13 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+def fmt_seconds_range(lo: float, hi: float) -> str:
+    """A span of time in fmt_seconds' unit of its upper end: '178.2–227.1 d', '5.90–7.41 s'."""
+    unit, scale = next(((u, s) for u, s in (("d", 86400.0), ("h", 3600.0), ("s", 1.0)) if hi >= s), ("ms", 1e-3))
+    decimals = 1 if scale >= 3600 else 2
+    return f"{lo / scale:.{decimals}f}–{hi / scale:.{decimals}f} {unit}"
+
+
 def fmt_duration(seconds: float) -> str:
     """A span a person plans around (a mean time between failures, a restart): minutes from a minute, then hours
     and days as fmt_seconds has them ('1391.89 s' read as a step time, not 23 minutes)."""

@@ -110,9 +110,20 @@ def test_estimate_gives_the_expected_time_to_train_beside_the_failure_free_one()
     goodput = doc["checkpoint"]["goodput"]
     assert doc["train"]["expected_seconds"] == pytest.approx(doc["train"]["seconds"] / goodput)
     assert doc["train"]["expected_gpu_hours"] == pytest.approx(doc["train"]["gpu_hours"] / goodput)
+    # each time carries the throughput's 80% interval: the slow end gives the long time
+    lo, hi = doc["uncertainty"]["tokens_per_s_interval"]
+    rate = doc["tokens_per_s"]
+    for key in ("seconds", "expected_seconds"):
+        short, long = doc["train"][f"{key}_interval"]
+        assert short == pytest.approx(doc["train"][key] * rate / hi) and long == pytest.approx(
+            doc["train"][key] * rate / lo
+        )
+        assert short < doc["train"][key] < long
     code, out, err = run(*args, "--mtbf-hours", "20000")
     said = " ".join(out.split())
     assert code == 0 and "GPU-hours without failures;" in said and "GPU-hours expected with them" in said
+    days = doc["train"]["seconds_interval"]
+    assert f"(80% {days[0] / 86400:.1f}–{days[1] / 86400:.1f} d)" in said
     code, out, err = run(*args, "--json")
     assert code == 0 and json.loads(out)["train"]["expected_seconds"] is None
 

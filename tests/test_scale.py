@@ -11,6 +11,7 @@ from helpers import run_planner as run
 
 from planner.api.scaling import gpu_counts, scale
 from planner.errors import PlannerError
+from planner.units import fmt_range
 
 
 def test_counts_from_a_list_or_a_range():
@@ -58,8 +59,16 @@ def test_cli_table_json_and_errors(tmp_path):
     assert [p["gpus"] for p in doc["points"]] == [64, 128]
     for key in ("fits", "plan", "engine", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "step_s", "train_s"):
         assert key in doc["points"][0]
+    # each count carries its plan's 80% intervals, as estimate and search give them, and the time to train's
+    point = doc["points"][0]
+    lo, hi = point["uncertainty"]["tokens_per_s_interval"]
+    assert lo < point["tokens_per_s"] < hi
+    assert point["train_s_interval"] == pytest.approx(
+        [point["train_s"] * point["tokens_per_s"] / hi, point["train_s"] * point["tokens_per_s"] / lo]
+    )
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12")
     assert code == 0 and "GPU-hours" in out and "64" in out
+    assert fmt_range(lo, hi) in out and "80% interval" in out
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64")
     assert code == 2 and "--tokens" in err and out == ""
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64..x", "--tokens", "1e12")

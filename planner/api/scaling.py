@@ -27,7 +27,7 @@ from planner.cluster.failures import (
     restart_seconds,
 )
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
-from planner.cost.uncertainty import Plausibility
+from planner.cost.uncertainty import Plausibility, Uncertainty
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import count_hint, gpu_range
@@ -60,6 +60,7 @@ class ScalePoint:
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
     refused: bool = False  # the search refused its options at this count (note: its reason), rather than ranking none
     plausibility: Plausibility | None = None  # the best plan's MFU against the best published (as estimate says it)
+    uncertainty: Uncertainty | None = None  # the best plan's 80% intervals (as estimate and search give them)
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -84,6 +85,13 @@ class ScalePoint:
     def priced_gpu_hours(self) -> float:
         return math.inf if self.stalled else self.expected.gpu_hours if self.expected else self.gpu_hours
 
+    @property
+    def train_interval_s(self) -> tuple[float, float] | None:
+        """The 80% interval of the time to train as priced (none where it stalls or there is no interval)."""
+        if self.uncertainty is None or self.stalled or self.plan is None:
+            return None
+        return self.uncertainty.duration_interval(self.priced_train_s, self.tokens_per_s)
+
     def as_json(self) -> dict[str, Any]:
         """The point; its figures are null where there is no plan (a script taking the least train_s must not
         pick a count that cannot run)."""
@@ -101,6 +109,8 @@ class ScalePoint:
             "expected_train_s": self.expected.seconds if self.expected else None,
             "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
             "plausibility": self.plausibility.as_dict() if self.plausibility else None,
+            "uncertainty": self.uncertainty.as_dict() if self.uncertainty else None,
+            "train_s_interval": self.train_interval_s,
         }
         return {
             "gpus": self.gpus,
@@ -237,7 +247,7 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
     return ScalePoint(
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
         checkpoint=ck, expected=expected, defaulted=result.defaulted, plausibility=best.estimate.plausibility,
-        note=ck.stall_note() if ck is not None and ck.stalled else None,
+        uncertainty=best.estimate.uncertainty, note=ck.stall_note() if ck is not None and ck.stalled else None,
     )  # fmt: skip
 
 

@@ -88,6 +88,14 @@ class Uncertainty:
             return f"±{self.tokens_per_s_rel:.0%}"
         return fmt_range(*self.tokens_per_s_interval)
 
+    def duration_interval(self, seconds: float, tokens_per_s: float) -> tuple[float, float] | None:
+        """The 80% interval of a time that a run at `tokens_per_s` takes `seconds` for (a step, the time to train):
+        time goes as one over throughput, so the slow end of the throughput interval gives the long time."""
+        if self.tokens_per_s_interval is None or tokens_per_s <= 0 or self.tokens_per_s_interval[0] <= 0:
+            return None
+        lo, hi = self.tokens_per_s_interval
+        return seconds * tokens_per_s / hi, seconds * tokens_per_s / lo
+
     def memory_high_bytes(self, peak_bytes: float) -> float:
         """The high end of the 80% interval of a peak memory predicted at `peak_bytes` (the relative bar where
         there is no interval): what `--risk` and "may not fit" compare with the GPU."""

@@ -241,6 +241,14 @@ def estimate_lines(est: Any) -> list[str]:
     return lines + _train_lines(est)
 
 
+def _train_time(est: Any, seconds: float) -> str:
+    """'201.4 d (80% 178.2–227.1 d)': a time to train with the interval the throughput's gives it."""
+    from planner.units import fmt_seconds, fmt_seconds_range
+
+    interval = est.uncertainty.duration_interval(seconds, est.time.tokens_per_s)
+    return fmt_seconds(seconds) + (f" (80% {fmt_seconds_range(*interval)})" if interval else "")
+
+
 def _train_lines(est: Any) -> list[str]:
     """The time to train (failure-free, and expected with failures priced) and the failures line."""
     from planner.units import fmt_duration, fmt_seconds, fmt_steps
@@ -250,9 +258,13 @@ def _train_lines(est: Any) -> list[str]:
         tr, ex = est.train, est.expected_train
         lines.append(
             f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
-            f"{fmt_seconds(tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
+            f"{_train_time(est, tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
             + ("" if est.checkpoint is None else " without failures")
-            + ("" if ex is None else f"; {fmt_seconds(ex.seconds)} {ex.gpu_hours:,.0f} GPU-hours expected with them")
+            + (
+                ""
+                if ex is None
+                else f"; {_train_time(est, ex.seconds)} {ex.gpu_hours:,.0f} GPU-hours expected with them"
+            )
         )
     if est.checkpoint:
         c = est.checkpoint

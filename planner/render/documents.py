@@ -108,6 +108,8 @@ class TrainDoc(Document):
     gpu_hours: float
     expected_seconds: float | None = None  # with failures priced (--mtbf-hours or a cluster): over the goodput
     expected_gpu_hours: float | None = None
+    seconds_interval: tuple[float, float] | None = None  # 80%, from the throughput's (Uncertainty.duration_interval)
+    expected_seconds_interval: tuple[float, float] | None = None
 
 
 class CheckpointDoc(Document):
@@ -211,11 +213,12 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> Esti
     mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
     train = None
     if est.train:
-        tr = est.train
-        ex = est.expected_train
+        tr, ex, u = est.train, est.expected_train, est.uncertainty
         train = TrainDoc(
             tokens=tr.steps * est.plan.tokens_per_step, steps=tr.steps, seconds=tr.seconds, gpu_hours=tr.gpu_hours,
             expected_seconds=ex.seconds if ex else None, expected_gpu_hours=ex.gpu_hours if ex else None,
+            seconds_interval=u.duration_interval(tr.seconds, t.tokens_per_s),
+            expected_seconds_interval=u.duration_interval(ex.seconds, t.tokens_per_s) if ex else None,
         )  # fmt: skip
     return EstimateDoc(
         **dict(mem),

@@ -56,7 +56,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
             *([escape(p.engine or "")] if several else []),
             escape(p.plan.summary()),
             str(p.plan.global_batch),
-            fmt_rate(p.tokens_per_s),
+            fmt_rate(p.tokens_per_s) + (f"\n{p.uncertainty.tokens_text()}" if p.uncertainty else ""),
             f"{p.tokens_per_s_per_gpu:,.0f} ({share:.0%})",
             f"{p.mfu:.1%}" + ("?" if p.plausibility is not None and not p.plausibility.ok else ""),
             fmt_seconds(p.step_s),
@@ -70,7 +70,9 @@ def print_scaling(console: Console, s: Scaling) -> None:
 
 def _footer(console: Console, s: Scaling) -> None:
     """What the columns mean, the failure rate the times are priced at, and the whole reason where a row cut it."""
-    console.print("per GPU: tokens/s per GPU (share of the best count's)")
+    console.print(
+        "tokens/s: the prediction, its 80% interval below; per GPU: tokens/s per GPU (share of the best count's)"
+    )
     above = next((p.plausibility for p in s.points if p.plausibility is not None and not p.plausibility.ok), None)
     if above is not None:
         ceiling = f"{above.mfu_ceiling:.1%}" if above.mfu_ceiling is not None else "?"
