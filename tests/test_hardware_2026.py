@@ -19,7 +19,7 @@ from planner.cost.moe import all_to_all_s
 from planner.cost.schedule import step_time
 from planner.errors import PlannerError
 from planner.hardware import MIN_CLOCK_FRACTION, GPUSpec, HardwareProfile, clock_fraction
-from planner.io.catalog import catalog_root, list_hardware, load_hardware, load_model
+from planner.io.catalog import catalog_root, list_hardware, load_engine, load_hardware, load_model
 from planner.plan import Plan
 
 # name: (GPUs per node, GPUs per NVLink domain, board power limit in W), from each profile's cited datasheet.
@@ -300,6 +300,7 @@ def test_the_700w_b200_file_is_the_capped_b200():
     for p, v in capped.gpu.peak_flops.items():
         assert shipped.peak(p) == pytest.approx(v, rel=2e-4), p
     assert shipped.calibration_proxy == capped.calibration_proxy == "b200"
+    assert shipped.power_variant_of == capped.power_variant_of == "b200"
     _unchanged_by_a_cap(load_hardware("b200"), shipped)
 
 
@@ -310,6 +311,19 @@ def test_a_capped_gpu_trains_slower_and_holds_the_same_memory():
     capped = step_time(model, load_hardware("b200-700w"), plan, engine)
     assert capped.step_s > full.step_s
     assert capped.compute_s / full.compute_s <= 1 / 0.8667 + 1e-6  # no more than the clock ratio
+
+
+@pytest.mark.parametrize("engine_name", ["megatron", "torchtitan", "planner", "llm-foundry"])
+@pytest.mark.parametrize("name", ["h100-sxm", *CAPPABLE[1:]])
+def test_a_cap_never_speeds_a_step_under_any_engines_fitted_behaviour(engine_name, name):
+    """A capped GPU is the same GPU at a lower clock: it keeps the engine's fitted entry for that GPU (megatron's
+    h100-sxm compute factor 1.18), not the pooled one (1.11), which had made an H100 capped at 699 W 5.5% faster."""
+    model, engine, hw = load_model("llama3-8b"), load_engine(engine_name), load_hardware(name)
+    plan = Plan(dp=8, tp=1, micro_batch=1, global_batch=64, seq_len=8192, zero=3)  # a stage every engine runs
+    full = step_time(model, hw, plan, engine)
+    for fraction in (0.99, 0.8):
+        capped = step_time(model, hw.with_power_limit(fraction * hw.gpu.power_limit_w), plan, engine)
+        assert capped.step_s > full.step_s and capped.compute_s > full.compute_s
 
 
 def test_power_limit_on_the_command_line_is_the_capped_profile():

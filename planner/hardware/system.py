@@ -63,6 +63,11 @@ class HardwareProfile(Frozen):
         description="a calibrated profile of the same GPU architecture whose engine factors and error bars "
         "this one borrows, widened, while it has none of its own (h200 -> h100-sxm)",
     )
+    power_variant_of: str | None = Field(
+        None,
+        description="the profile this one is at a lower power limit: the same GPU, whose fitted engine entry it "
+        "uses (its kernels and host are the same; only the clock differs: with_power_limit)",
+    )
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
     @model_validator(mode="before")
@@ -140,6 +145,7 @@ class HardwareProfile(Frozen):
                 "description": f"{self.description} (capped at {watts:g} W: compute peaks x{f:.4f})".strip(),
                 "gpu": gpu,
                 "calibration_proxy": self.calibration_proxy or self.name,
+                "power_variant_of": self.power_variant_of or self.name,
                 "aliases": (),
             }
         )
