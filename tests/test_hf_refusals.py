@@ -168,3 +168,44 @@ def test_a_name_or_path_that_is_no_string_does_not_name_the_model(tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(_fixture("llama3.1_8b", _name_or_path={"a": [1]})))
     assert load_model(str(folder / "config.json")).name == "my-llama"
+
+
+def test_shared_experts_named_num_shared_experts_are_read(tmp_path):
+    """Ling's bailing_moe names its shared-expert count num_shared_experts (each of moe_intermediate_size): read
+    as DeepSeek's n_shared_experts is, not dropped (Ling-lite 1.5 had imported 16.32B of its 16.8B)."""
+    base = load_model(_write(tmp_path, _fixture("qwen3_30b_a3b")))
+    shared = load_model(_write(tmp_path, _fixture("qwen3_30b_a3b", num_shared_experts=2)))
+    assert shared.moe is not None and shared.moe.num_shared_experts == 2
+    width, h = shared.moe.expert_ffn_hidden_size, shared.hidden_size
+    added = 2 * 3 * h * width * shared.num_layers  # two gated experts of the routed experts' width, every layer
+    assert shared.num_params - base.num_params == pytest.approx(added, rel=1e-6)
+
+
+def test_shared_experts_under_a_name_the_import_does_not_read_are_refused(tmp_path):
+    err = _refused_in_one_line(tmp_path, _fixture("qwen3_30b_a3b", moe_num_shared_experts=2))
+    assert "moe_num_shared_experts=2" in err and "shared experts" in err
+
+
+def test_lightning_attention_layers_in_attn_type_list_are_refused(tmp_path):
+    """MiniMax-M1 / Text-01: attn_type_list marks each layer 0 (Lightning, a linear attention) or 1 (softmax); 70
+    of M1's 80 had been imported as softmax attention."""
+    err = _refused_in_one_line(tmp_path, _fixture("llama3.1_8b", attn_type_list=[0] * 7 * 4 + [1] * 4))
+    assert "attn_type_list" in err and "28 linear-attention (Lightning) layers of 32" in err
+    assert load_model(_write(tmp_path, _fixture("llama3.1_8b", attn_type_list=[1] * 32))).num_layers == 32
+
+
+def test_gemma4s_global_attention_is_refused_by_its_own_key_not_its_activation(tmp_path):
+    """Gemma 4 names its activation hidden_activation and gives its global layers their own head size: the refusal
+    names what cannot be represented, not the activation a user would add to get a wrong import."""
+    cfg = _fixture("llama3.1_8b", model_type="gemma4_text", global_head_dim=512, num_global_key_value_heads=4)
+    del cfg["hidden_act"]
+    err = _refused_in_one_line(tmp_path, cfg)
+    assert "global_head_dim=512" in err and "hidden_act" not in err
+
+
+def test_a_vision_tower_beside_a_top_level_text_model_is_said_to_be_left_out(tmp_path):
+    """Qwen2.5-VL keeps its language model's keys at the top level and its vision tower in vision_config (depth:
+    its layer count): the import says it leaves the tower out, as it does for a text_config model."""
+    cfg = _fixture("llama3.1_8b", vision_config={"depth": 32, "hidden_size": 1280})
+    code, _out, err = run_planner("models", "show", str(_write(tmp_path, cfg)))
+    assert code == 0 and "vision_config (32 layers, hidden 1280)" in " ".join(err.split()), err

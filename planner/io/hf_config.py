@@ -117,20 +117,22 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     """The language model's settings: `text_config` where a multimodal config keeps them (Llama 4, Gemma 3),
     with the top level's name and embedding tying, and a warning naming what is left out."""
     text = cfg.get("text_config")
-    if not isinstance(text, dict) or cfg.get("hidden_size") is not None:
-        return cfg
+    flat = not isinstance(text, dict) or cfg.get("hidden_size") is not None  # Qwen2.5-VL keeps the text model on top
     left_out = []
     for key in ("vision_config", "audio_config"):
         tower = cfg.get(key)
         if isinstance(tower, dict):
-            layers, width = tower.get("num_hidden_layers", "?"), tower.get("hidden_size", "?")
+            layers = next((tower[k] for k in ("num_hidden_layers", "depth") if k in tower), "?")  # Qwen-VL: depth
+            width = tower.get("hidden_size", "?")
             left_out.append(f"{key} ({layers} layers, hidden {width})")
     if left_out:
         warnings.warn(
-            f"{source}: imported the language model (text_config) only; left out: {', '.join(left_out)} and the "
-            "multimodal projector",
+            f"{source}: imported the language model{'' if flat else ' (text_config)'} only; left out: "
+            f"{', '.join(left_out)} and the multimodal projector",
             stacklevel=3,
         )
+    if flat:
+        return cfg
     inherited = {k: cfg[k] for k in ("tie_word_embeddings", "_name_or_path") if k in cfg and k not in text}
     return {**inherited, **text}
 
@@ -167,6 +169,12 @@ def _refuse(c: HfConfig) -> None:
             f"{src}: {key} declares linear-attention (Gated DeltaNet) layers (model_type {family!r}); "
             "linear-attention mixers are not representable"
         )
+    kinds = c.get("attn_type_list")  # MiniMax-M1 / Text-01: 0 a Lightning (linear) attention layer, 1 softmax
+    if isinstance(kinds, list) and 0 in kinds:
+        raise PlannerError(
+            f"{src}: attn_type_list declares {kinds.count(0)} linear-attention (Lightning) layers of {len(kinds)} "
+            f"(model_type {family!r}); linear-attention mixers are not representable"
+        )
     if family in fam.OTHER_SSM_FAMILIES:
         raise PlannerError(
             f"{src}: model_type {family!r} has SSM layers in a layout other than nemotron_h's hybrid_override_pattern"
@@ -176,6 +184,7 @@ def _refuse(c: HfConfig) -> None:
             f"{src}: use_qk_norm in model_type {family!r}: which q/k norm it means (RMSNorm as GLM-4.5's, L2 as "
             "Llama 4's) is the family's, and the planner does not know this family's"
         )
+    _refuse_unrepresented_keys(c)  # before the activation: Gemma 4 names its hidden_activation otherwise
     act = _activation(c)
     if act is None and family not in fam.KNOWN_ACTIVATION_FAMILIES:
         raise PlannerError(
@@ -192,7 +201,6 @@ def _refuse(c: HfConfig) -> None:
             raise PlannerError(
                 f"{src}: {key} in model_type {family!r}: the importer reads it only as {owner}'s rule defines it"
             )
-    _refuse_unrepresented_keys(c)
     _refuse_unread_experts(c)
     if family not in fam.KNOWN_FAMILIES:
         warnings.warn(
@@ -217,7 +225,15 @@ def _refuse_unrepresented_keys(c: HfConfig) -> None:
 
 def _refuse_unread_experts(c: HfConfig) -> None:
     """An expert count under a name the import does not read (ERNIE 4.5's moe_num_experts) would import a MoE
-    model as dense, its experts left out: refused naming the key."""
+    model as dense, its experts left out: refused naming the key; so is a shared-expert count or width under a name
+    it does not read (ERNIE 4.5's moe_num_shared_experts), which would leave the shared experts out."""
+    for key, value in c.raw.items():
+        shared = "shared" in key and ("expert" in key or "intermediate" in key)
+        if shared and key not in fam.SHARED_EXPERT_KEYS and isinstance(value, int) and value > 0:
+            raise PlannerError(
+                f"{c.source}: {key}={value}: shared experts under a name the import does not read (it reads "
+                f"{', '.join(fam.SHARED_EXPERT_KEYS)}); imported it would leave them out"
+            )
     if c.key_of(*fam.EXPERT_COUNT_KEYS):  # a count of 0 is read, and refused with a top-k (hf_moe.py)
         return
     top_k = c.key_of(*fam.TOP_K_KEYS)

@@ -244,6 +244,10 @@ OTHER_SSM_FAMILIES = {
 }  # fmt: skip
 # The names transformers configs give the routed-expert count (Mixtral/GPT-OSS, Qwen-MoE/OLMoE, DeepSeek/Kimi).
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# The names of shared-expert counts and widths hf_moe.py reads (Qwen2-MoE, DeepSeek/Kimi/GLM, Ling, Nemotron-H).
+SHARED_EXPERT_KEYS = (
+    "shared_expert_intermediate_size", "n_shared_experts", "num_shared_experts", "moe_shared_expert_intermediate_size",
+)  # fmt: skip
 TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")  # the experts each token is routed to
 # Keys that mean linear-attention (Gated DeltaNet / KDA) layers: Qwen3-Next, Qwen3.5, Kimi-Linear.
 LINEAR_ATTENTION_KEYS = (
@@ -277,4 +281,7 @@ UNREPRESENTED_KEYS = {
     "cross_attention_layers": "cross-attention layers (Llama 3.2 Vision's text model attends to the image there)",
     "block_configs": "layers of differing widths, some without attention or MLP (DeciLM / Llama-Nemotron's NAS)",
     "num_mtp_modules": "MiniMax's multi-token-prediction modules (the spec's are DeepSeek's, num_nextn_predict_layers)",
+    "global_head_dim": "global-attention layers with a head size of their own (Gemma 4)",
+    "num_global_key_value_heads": "global-attention layers with key/value heads of their own (Gemma 4)",
+    "attention_k_eq_v": "attention whose keys are its values (Gemma 4)",
 }

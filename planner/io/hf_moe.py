@@ -32,8 +32,8 @@ def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, A
     if c.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert of its own width
         width = c.integer("shared_expert_intermediate_size")  # 0: none (Qwen3-Coder-480B-A35B's config)
         moe.update(num_shared_experts=1 if width else 0, shared_expert_ffn_hidden_size=width or None)
-    elif c.has("n_shared_experts"):
-        moe["num_shared_experts"] = c.integer("n_shared_experts")
+    elif c.has("n_shared_experts") or c.has("num_shared_experts"):  # DeepSeek / Kimi / GLM; Ling's bailing_moe
+        moe["num_shared_experts"] = c.integer(c.key_of("n_shared_experts", "num_shared_experts") or "")
         moe["shared_expert_ffn_hidden_size"] = c.integer("moe_shared_expert_intermediate_size")  # Nemotron-H
     elif c.family in fam.SHARED_EXPERT_FAMILIES:
         moe["num_shared_experts"] = fam.SHARED_EXPERT_FAMILIES[c.family]
