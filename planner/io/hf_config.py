@@ -131,7 +131,7 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             f"{', '.join(left_out)} and the multimodal projector",
             stacklevel=3,
         )
-    if flat:
+    if flat or not isinstance(text, dict):
         return cfg
     inherited = {k: cfg[k] for k in ("tie_word_embeddings", "_name_or_path") if k in cfg and k not in text}
     return {**inherited, **text}
@@ -156,25 +156,12 @@ def _activation(c: HfConfig) -> str | None:
 
 def _refuse(c: HfConfig) -> None:
     """One line naming what the spec cannot represent, and why."""
-    family, src, types = c.family, c.source, c.get("layer_types") or []
+    family, src = c.family, c.source
     if c.get("is_encoder_decoder") or family in fam.ENCODER_DECODER_FAMILIES:
         raise PlannerError(
             f"{src}: model_type {family!r} is an encoder-decoder model; the planner models decoder-only stacks"
         )
-    if family != "nemotron_h" and (
-        "linear_attention" in types or any(c.raw.get(k) is not None for k in fam.LINEAR_ATTENTION_KEYS)
-    ):
-        key = "layer_types" if "linear_attention" in types else next(k for k in fam.LINEAR_ATTENTION_KEYS if k in c.raw)
-        raise PlannerError(
-            f"{src}: {key} declares linear-attention (Gated DeltaNet) layers (model_type {family!r}); "
-            "linear-attention mixers are not representable"
-        )
-    kinds = c.get("attn_type_list")  # MiniMax-M1 / Text-01: 0 a Lightning (linear) attention layer, 1 softmax
-    if isinstance(kinds, list) and 0 in kinds:
-        raise PlannerError(
-            f"{src}: attn_type_list declares {kinds.count(0)} linear-attention (Lightning) layers of {len(kinds)} "
-            f"(model_type {family!r}); linear-attention mixers are not representable"
-        )
+    _refuse_linear_attention(c)
     if family in fam.OTHER_SSM_FAMILIES:
         raise PlannerError(
             f"{src}: model_type {family!r} has SSM layers in a layout other than nemotron_h's hybrid_override_pattern"
@@ -207,6 +194,25 @@ def _refuse(c: HfConfig) -> None:
             f"{src}: model_type {family!r} is not a family the importer has rules for: read from its keys as a "
             "decoder of attention and MLP layers; check its params against the published total",
             stacklevel=3,
+        )
+
+
+def _refuse_linear_attention(c: HfConfig) -> None:
+    """Linear-attention layers (Gated DeltaNet, KDA, MiniMax's Lightning), which the spec has no mixer for."""
+    family, src, types = c.family, c.source, c.get("layer_types") or []
+    if family != "nemotron_h" and (
+        "linear_attention" in types or any(c.raw.get(k) is not None for k in fam.LINEAR_ATTENTION_KEYS)
+    ):
+        key = "layer_types" if "linear_attention" in types else next(k for k in fam.LINEAR_ATTENTION_KEYS if k in c.raw)
+        raise PlannerError(
+            f"{src}: {key} declares linear-attention (Gated DeltaNet) layers (model_type {family!r}); "
+            "linear-attention mixers are not representable"
+        )
+    kinds = c.get("attn_type_list")  # MiniMax-M1 / Text-01: 0 a Lightning (linear) attention layer, 1 softmax
+    if isinstance(kinds, list) and 0 in kinds:
+        raise PlannerError(
+            f"{src}: attn_type_list declares {kinds.count(0)} linear-attention (Lightning) layers of {len(kinds)} "
+            f"(model_type {family!r}); linear-attention mixers are not representable"
         )
 
 
