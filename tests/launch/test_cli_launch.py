@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -212,3 +213,20 @@ def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, t
     assert code == 1 and "[FAIL] run time: 1000 steps" in out and "give --wall-s to allow it" in out
     code, out, _ = _run(capsys, *long, "--wall-s", "2000000")  # given: the user's limit, and it runs
     assert "[ok] run time" in out and "stopped after 2000000 s" in out
+
+
+def test_cluster_targets_copy_an_engine_profile_of_the_users_own(capsys, tiny_path, tmp_path):
+    """A user's engine profile file goes next to the script and is named relatively, as the model file is: the
+    nodes have no path of the machine that wrote the script (it had been named by its absolute path, uncopied)."""
+    own = tmp_path / "mine" / "myeng.yaml"
+    own.parent.mkdir()
+    own.write_text((Path(__file__).parents[2] / "engine_profiles" / "planner.yaml").read_text())
+    out = tmp_path / "out"
+    code, _, err = _run(
+        capsys, "--model", tiny_path, "--engine", str(own), "--dp", "2", "--seq-len", "64", "--emit", "slurm",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    text = (out / "launch.slurm").read_text()
+    assert (out / "myeng.yaml").read_text() == own.read_text()
+    assert "myeng.yaml" in text and str(own) not in text

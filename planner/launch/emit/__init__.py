@@ -89,7 +89,7 @@ def _divisors(gpus: int) -> str:
 
 
 def _portable(ref: str, out: Path, copied: list[Path]) -> str:
-    """A model or hardware reference a cluster node can resolve: a catalog name as is; a file copied next to
+    """A model, hardware or engine reference a cluster node can resolve: a catalog name as is; a file copied next to
     the emitted files and named relatively (no path of the machine that wrote them)."""
     path = Path(ref)
     if not path.is_file():
@@ -99,6 +99,16 @@ def _portable(ref: str, out: Path, copied: list[Path]) -> str:
         write_text_atomic(target, read_text(path), what="copy of")
         copied.append(target)
     return path.name
+
+
+def _portable_files(cfg: RunConfig, hardware_ref: str, out: Path, copied: list[Path]) -> RunConfig:
+    """The run's model, hardware and engine (a profile of the user's own, as the model's) as a node resolves them."""
+    return replace(
+        cfg,
+        model=_portable(cfg.model, out, copied),
+        hardware=_portable(hardware_ref, out, copied),
+        engine=_portable(cfg.engine, out, copied),
+    )
 
 
 def emit(
@@ -139,7 +149,7 @@ def emit(
     copied: list[Path] = []
     try:
         if not chosen.is_engine:
-            cfg = replace(cfg, model=_portable(cfg.model, out, copied), hardware=_portable(hardware_ref, out, copied))
+            cfg = _portable_files(cfg, hardware_ref, out, copied)
         path = write_target(kind, cfg, model, out, **where)
     except PlannerError:
         for copy in copied:  # nothing half-written: the copies go with the file that failed
