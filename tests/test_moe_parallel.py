@@ -270,13 +270,13 @@ def test_megatrons_all_to_all_overlap_runs_only_where_megatron_runs_it():
 
 
 def test_an_engine_without_an_all_to_all_overlap_refuses_it_and_dualpipe_keeps_its_own():
-    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096)
+    plan = Plan(dp=8, ep=8, zero=3, global_batch=64, seq_len=4096)  # torchtitan folds ep into FSDP's dp_shard
     titan = load_engine("torchtitan")
     assert "torchtitan has no all-to-all overlap" in _reasons(MIXTRAL, plan, titan.configured(ep_overlap=True), 8)
     assert not plan_problems(MIXTRAL, plan, titan, 8, H100)
     hai = load_engine("hai-llm")  # DualPipe hides the all-to-alls: moe.ep_overlap on, none of Megatron's conditions
     assert hai.moe.ep_overlap and hai.rules.ep_overlap == "dualpipe"
-    assert not plan_problems(MIXTRAL, plan.model_copy(update={"recompute": "full"}), hai, 8, H100)
+    assert not plan_problems(MIXTRAL, plan.model_copy(update={"recompute": "full", "zero": 1}), hai, 8, H100)
 
 
 def test_the_search_with_the_overlap_ranks_only_plans_megatron_runs_and_counts_the_rest():
@@ -309,7 +309,7 @@ def test_a_recompute_level_the_engine_lacks_refuses_that_level_only():
 def test_each_engine_dispatches_with_its_own_dispatchers_and_dtypes():
     """torchtitan v0.2.2 has all_to_all_single and DeepEP, no allgather dispatcher; Megatron dispatches in bf16
     only (no fp8 on its DeepEP path, fused_a2a.py); DeepSeek's stack dispatches in fp8."""
-    plan = Plan(dp=8, ep=8, global_batch=64, seq_len=4096)
+    plan = Plan(dp=8, ep=8, zero=3, global_batch=64, seq_len=4096)  # torchtitan folds ep into FSDP's dp_shard
     titan = load_engine("torchtitan")
     assert not plan_problems(MIXTRAL, plan, titan.configured(moe_dispatcher="deepep"), 8, H100)
     assert "torchtitan has no allgather dispatcher" in _reasons(

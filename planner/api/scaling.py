@@ -110,7 +110,7 @@ class ScalePoint:
             "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
             "plausibility": self.plausibility.as_dict() if self.plausibility else None,
             "uncertainty": self.uncertainty.as_dict() if self.uncertainty else None,
-            "train_s_interval": self.train_interval_s,
+            "train_s_interval": list(self.train_interval_s) if self.train_interval_s else None,
         }
         return {
             "gpus": self.gpus,
