@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import tomllib
 import yaml
 
 from planner.errors import PlannerError
-from planner.io.catalog import load_model
+from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.launch.command import RunConfig
 from planner.launch.emit import emit, write_target
 from planner.launch.emit.deepspeed import deepspeed_config
@@ -288,8 +289,20 @@ def test_torchtitan_0_3_config_maps_every_plan_field():
         "config.training.disable_cuda_graphs = True",
     ):
         assert needle in text, needle
-    none = torchtitan_config(llama, PLAN.model_copy(update={"recompute": "none", "precision": "fp8"}))[0]
-    assert "config.activation_checkpoint = None" in none and "Float8LinearConverter.Config(" in none
+    none = torchtitan_config(llama, PLAN.model_copy(update={"recompute": "none"}))[0]
+    assert "config.activation_checkpoint = None" in none
+
+
+def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path):
+    """torchtitan 0.3.0's Float8LinearConverter has rowwise recipes only (components/quantization/float8.py
+    recipe_name); the plan's fp8 is priced as v0.2's tensorwise, which the torchtitan-v0.2 target writes."""
+    plan = PLAN.model_copy(update={"precision": "fp8", "pp": 1, "vpp": 1, "schedule": "1f1b", "zero": 3})
+    cfg = RunConfig(model="llama3-8b", plan=plan, hardware="h100-sxm", engine="torchtitan")
+    args = {"engine": load_engine("torchtitan"), "hardware": load_hardware("h100-sxm"), "hardware_ref": "h100-sxm"}
+    with pytest.raises(PlannerError, match=r"rowwise only .* emit torchtitan-v0\.2"):
+        emit("torchtitan", cfg, load_model("llama3-8b"), tmp_path / "a", **args)
+    assert not (tmp_path / "a").exists()
+    assert "tensorwise" in emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "b", **args).read_text()
 
 
 def test_bridge_overrides_map_every_plan_field():
@@ -413,3 +426,20 @@ def test_slurm_on_nvl72_says_the_segment_the_plan_was_priced_with(tmp_path):
                 hardware=load_hardware("gb200-nvl72"), hardware_ref="gb200-nvl72", force=True)  # fmt: skip
     assert "##SBATCH --segment=16" in path.read_text()
     assert "segment" not in slurm_script(CFG, nnodes=2, nproc_per_node=8)
+
+
+def test_bridges_fp8_recipe_is_said_to_gather_weights_in_fp8(tmp_path):
+    """Bridge's bf16_with_fp8_delayed_scaling_mixed sets fp8_param_gather (training/mixed_precision.py), which plain
+    fp8 is not priced with and no override reaches: written, and said once it is (bf16: nothing said)."""
+    plan = PLAN.model_copy(update={"precision": "fp8", "zero": 1})
+    cfg = RunConfig(model="llama3-8b", plan=plan, hardware="h100-sxm", engine="megatron")
+    args = {"engine": load_engine("megatron"), "hardware": load_hardware("h100-sxm"), "hardware_ref": "h100-sxm"}
+    with pytest.warns(UserWarning, match="gathers the weights in fp8"):
+        path = emit("megatron-bridge", cfg, load_model("llama3-8b"), tmp_path / "a", **args)
+    assert "mixed_precision=bf16_with_fp8_delayed_scaling_mixed" in path.read_text()
+    bf16 = RunConfig(
+        model="llama3-8b", plan=PLAN.model_copy(update={"zero": 1}), hardware="h100-sxm", engine="megatron"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        emit("megatron-bridge", bf16, load_model("llama3-8b"), tmp_path / "b", **args)

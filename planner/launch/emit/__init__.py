@@ -157,6 +157,8 @@ def emit(
         raise
     if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
         warnings.warn(unfit, stacklevel=2)
+    for note in chosen.format_notes(model, cfg.plan) if chosen.format_notes else []:
+        warnings.warn(f"--emit {kind}: {note}", stacklevel=2)
     return path
 
 

@@ -89,7 +89,9 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
         "bf16": {"enabled": plan.precision in ("bf16", "fp8")},
         "fp16": {"enabled": False},
         "activation_checkpointing": {  # read by deepspeed.checkpointing.configure; the model calls checkpoint()
-            "partition_activations": checkpointing and plan.tp > 1,
+            # off: not priced (each TP rank's checkpoints are counted whole), and it asks an mpu for the TP group,
+            # which AutoTP does not give (activation_checkpointing/checkpointing.py, deepspeed/__init__.py)
+            "partition_activations": False,
             "cpu_checkpointing": False,
             "contiguous_memory_optimization": False,
             "number_checkpoints": model.num_layers if plan.recompute == "full" else None,

@@ -103,6 +103,19 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return []
 
 
+def format_notes(_model: ModelSpec, plan: Plan) -> list[str]:
+    """Bridge's fp8 recipe gathers the weights in fp8 (bf16_with_fp8_delayed_scaling_mixed sets fp8_param_gather
+    True, training/mixed_precision.py), as the engine profile's plain fp8 does not price (megatron.yaml
+    fp8_param_gather: false); the recipe is named by a string, so no override reaches it."""
+    if plan.precision != "fp8":
+        return []
+    return [
+        f"{MIXED_PRECISION['fp8']} gathers the weights in fp8 (fp8_param_gather=True in Bridge's "
+        "training/mixed_precision.py), which plain fp8 is not priced with: the run keeps fp8 weights in place of "
+        "the 16-bit ones and their fp8 copies, and the distributed optimizer gathers half the bytes"
+    ]
+
+
 def _value(v: object) -> str:
     """A Hydra override value: true/false, null, a list, or as written."""
     if isinstance(v, bool):
@@ -256,5 +269,6 @@ register(
         lambda o: bridge_file(o.model, o.cfg.plan, nodes=o.nodes, per_node=o.per_node),
         engine=ENGINE,
         format_problems=format_problems,
+        format_notes=format_notes,
     )
 )

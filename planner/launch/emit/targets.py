@@ -43,6 +43,8 @@ class Target:
     writes: frozenset[str] = frozenset()
     values: Mapping[str, tuple[object, ...]] = field(default_factory=dict)  # a written setting's values its file says
     format_problems: Callable[[ModelSpec, Plan], list[str]] | None = None
+    # what its file runs otherwise than the plan was priced, where that is no reason to refuse: said once written
+    format_notes: Callable[[ModelSpec, Plan], list[str]] | None = None
     precisions: frozenset[str] = frozenset()  # the named precision recipes (precision.RECIPES) its file writes
 
     @property

@@ -150,7 +150,14 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    return release_problems(model, plan, RELEASE)
+    out = release_problems(model, plan, RELEASE)
+    if plan.precision == "fp8":  # the profile's fp8 is v0.2's tensorwise (torchtitan.yaml precision_recipes)
+        out.append(
+            f"torchtitan {RELEASE}'s Float8LinearConverter scales rowwise only (components/quantization/float8.py: "
+            "recipe_name rowwise | rowwise_with_gw_hp), not the tensorwise fp8 the plan is priced with; "
+            "emit torchtitan-v0.2 for it"
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -247,14 +254,12 @@ def torchtitan_config(
     name, flav, base = flavor(model) or ("llama3", "?", "?")
     ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
-    converters = "[Float8LinearConverter.Config(model_compile_enabled=False)]" if plan.precision == "fp8" else "None"
     lines = [
         f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
         "`planner launch --emit torchtitan`.",
         *run_lines(plan, nodes, per_node),
         '"""',
         "",
-        *(["from torchtitan.components.quantization import Float8LinearConverter"] if plan.precision == "fp8" else []),
         "from torchtitan.config import CompileConfig, ParallelismConfig",
         *([f"from torchtitan.distributed.activation_checkpoint import {ac_class}"] if ac_class else []),
         f"from torchtitan.models.{name} import model_registry",
@@ -264,7 +269,7 @@ def torchtitan_config(
         "",
         f"def {CONFIG_FN}() -> Trainer.Config:",
         f"    config = {base}()  # torchtitan's {name} {flav} recipe: optimizer, data, checkpoints, metrics",
-        f'    config.model_spec = model_registry("{flav}", converters={converters})',
+        f'    config.model_spec = model_registry("{flav}", converters=None)',  # fp8 refused: format_problems
         f"    config.training.local_batch_size = {local_batch(plan)}",
         f"    config.training.global_batch_size = {plan.global_batch}",
         f"    config.training.seq_len = {plan.seq_len}",
