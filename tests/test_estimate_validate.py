@@ -130,7 +130,7 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
     predicted = doc["runs"][0]["predicted"]  # its trust, as estimate's and each search plan's (DESIGN.md)
     lo, hi = predicted["uncertainty"]["tokens_per_s_interval"]
     assert lo < predicted["tokens_per_s"] < hi
-    assert set(predicted["plausibility"]) == {"ok", "mfu_ceiling", "source"}
+    assert set(predicted["plausibility"]) == {"ok", "mfu_ceiling", "mfu_compared", "source"}
     assert doc["runs"][1]["predicted"] == {}  # nothing predicted, no trust to state
     code, out, _ = run("validate", str(path))
     assert code == 0 and "not evaluated" in out and "broken-tp" in out
@@ -275,6 +275,9 @@ def test_a_long_context_plan_is_not_implausible_for_the_attention_its_kernels_sk
     long = coster.estimate(Plan(dp=1, tp=8, cp=8, sp=True, recompute="full", global_batch=1, seq_len=1 << 20))
     assert long.time.mfu > hw.plausibility.mfu_ceiling["bf16"] and long.plausibility.ok
     assert long.plausibility.mfu < 0.7 * long.time.mfu
+    # its JSON says which MFU met the ceiling, so `ok` beside an mfu above the ceiling reads (an audit asked)
+    said = long.plausibility.as_dict()
+    assert said["mfu_compared"] == long.plausibility.mfu <= said["mfu_ceiling"] < long.time.mfu
     short = coster.estimate(Plan(dp=8, global_batch=64, seq_len=8192))
     assert short.plausibility.mfu == short.time.mfu
     assert 0.85 < executed_share(model, 8192) < 0.95 and executed_share(model, 1 << 17) < 0.6

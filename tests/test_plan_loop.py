@@ -85,3 +85,15 @@ def test_a_plan_file_field_of_the_wrong_type_is_refused_not_coerced(tmp_path):
     code, out, err = run_planner("memory", "-m", "llama3-8b", "--plan", str(bad))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "plan.dp: Input should be a valid integer (got True)" in err
+
+
+def test_search_save_with_every_plan_breaking_a_rule_says_the_rule_not_that_nothing_fits(tmp_path):
+    """torchtitan v0.2.2 has no multi-token prediction: every DeepSeek-V3 plan breaks that rule before its memory is
+    counted, so '--save' has nothing to write for that reason (it had said 'nothing fits')."""
+    target = tmp_path / "best.yaml"
+    code, _out, err = planner(
+        "search", "-m", "deepseek-v3", "--gpus", "256", "--engine", "torchtitan", "--save", str(target)
+    )
+    said = " ".join(err.split())
+    assert code == 2 and not target.exists()
+    assert "no plan is valid" in said and "multi-token prediction" in said and "nothing fits" not in said

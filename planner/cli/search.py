@@ -271,7 +271,7 @@ def _save(path: str, result: SearchResult, *, model_ref: str, cluster: str | Non
 
     b = result.best
     if b is None:
-        raise PlannerError(f"nothing fits, so there is no plan to --save to {path!r}")
+        raise PlannerError(f"{result.none_reason()}, so there is no plan to --save to {path!r}")
     engine = b.estimate.engine  # a --recipe-options variant is saved as its engine and the settings that make it
     variant = dict(engine.variant_settings)
     if b.plan.recompute != "selective":  # the variant's modules re-run nothing at another level: not saved

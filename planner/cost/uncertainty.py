@@ -227,7 +227,9 @@ class Plausibility:
     source: str
 
     def as_dict(self) -> dict[str, object]:
-        return {"ok": self.ok, "mfu_ceiling": self.mfu_ceiling, "source": self.source}
+        """`mfu_compared`: the MFU set against the ceiling, which beyond the ceilings' sequence length leaves out the
+        masked half of attention the kernels skip (Estimate.plausibility), so it can be below the plan's `mfu`."""
+        return {"ok": self.ok, "mfu_ceiling": self.mfu_ceiling, "mfu_compared": self.mfu, "source": self.source}
 
 
 def plausibility(mfu: float, hw: HardwareProfile, precision: str) -> Plausibility:
