@@ -22,11 +22,11 @@ def behaviour_on(hw: HardwareProfile, engine: Engine) -> Behaviour | None:
 
 
 def gpu_factors(hw: HardwareProfile, engine: Engine) -> Fitted | None:
-    """The fitted entry of this GPU, or of the GPU it is at a lower power limit (`power_variant_of`: the same
-    kernels at a lower clock); for an engine without a behaviour block (an older profile), its calibration
+    """The fitted entry of this GPU, or of the GPU whose kernels it runs (`kernels_of`: the same die, at a lower
+    power limit or with fewer links); for an engine without a behaviour block (an older profile), its calibration
     proxy's (a sibling of the same architecture). With a behaviour block a GPU without its own entry runs the
     pooled behaviour: another GPU's deviation is that GPU's (issue 21), not its sibling's."""
-    own = engine.fitted.get(hw.name) or (engine.fitted.get(hw.power_variant_of) if hw.power_variant_of else None)
+    own = engine.fitted.get(hw.name) or (engine.fitted.get(hw.kernels_of) if hw.kernels_of else None)
     if own is not None or behaviour_on(hw, engine) is not None:
         return own
     return engine.fitted.get(hw.calibration_proxy) if hw.calibration_proxy else None

@@ -63,10 +63,10 @@ class HardwareProfile(Frozen):
         description="a calibrated profile of the same GPU architecture whose engine factors and error bars "
         "this one borrows, widened, while it has none of its own (h200 -> h100-sxm)",
     )
-    power_variant_of: str | None = Field(
+    kernels_of: str | None = Field(
         None,
-        description="the profile this one is at a lower power limit: the same GPU, whose fitted engine entry it "
-        "uses (its kernels and host are the same; only the clock differs: with_power_limit)",
+        description="the profile whose GPU this one's kernels are: the same die at the same clocks (an export "
+        "variant with fewer links) or at a lower power limit (with_power_limit); its fitted engine entry applies",
     )
     aliases: tuple[str, ...] = Field((), description="other names the catalog finds this entry by (case-insensitive)")
 
@@ -145,7 +145,7 @@ class HardwareProfile(Frozen):
                 "description": f"{self.description} (capped at {watts:g} W: compute peaks x{f:.4f})".strip(),
                 "gpu": gpu,
                 "calibration_proxy": self.calibration_proxy or self.name,
-                "power_variant_of": self.power_variant_of or self.name,
+                "kernels_of": self.kernels_of or self.name,
                 "aliases": (),
             }
         )
