@@ -209,3 +209,11 @@ def test_a_vision_tower_beside_a_top_level_text_model_is_said_to_be_left_out(tmp
     cfg = _fixture("llama3.1_8b", vision_config={"depth": 32, "hidden_size": 1280})
     code, _out, err = run_planner("models", "show", str(_write(tmp_path, cfg)))
     assert code == 0 and "vision_config (32 layers, hidden 1280)" in " ".join(err.split()), err
+
+
+def test_multi_token_prediction_of_hybrid_blocks_is_refused_by_its_key(tmp_path):
+    """Nemotron 3.5 builds its MTP modules of the hybrid stack's block types (mtp_layers_block_type); the spec's
+    are DeepSeek's: refused naming the config's key, not the spec's mtp_layers field."""
+    cfg = _fixture("nemotron_h_8b", num_nextn_predict_layers=1, mtp_layers_block_type=["attention", "moe"])
+    err = _refused_in_one_line(tmp_path, cfg)
+    assert "mtp_layers_block_type=['attention', 'moe']" in err and "mtp_layers=" not in err

@@ -281,6 +281,7 @@ UNREPRESENTED_KEYS = {
     "cross_attention_layers": "cross-attention layers (Llama 3.2 Vision's text model attends to the image there)",
     "block_configs": "layers of differing widths, some without attention or MLP (DeciLM / Llama-Nemotron's NAS)",
     "num_mtp_modules": "MiniMax's multi-token-prediction modules (the spec's are DeepSeek's, num_nextn_predict_layers)",
+    "mtp_layers_block_type": "multi-token-prediction modules built of the hybrid stack's block types (Nemotron 3.5)",
     "global_head_dim": "global-attention layers with a head size of their own (Gemma 4)",
     "num_global_key_value_heads": "global-attention layers with key/value heads of their own (Gemma 4)",
     "attention_k_eq_v": "attention whose keys are its values (Gemma 4)",
