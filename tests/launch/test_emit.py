@@ -303,6 +303,10 @@ def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path):
         emit("torchtitan", cfg, load_model("llama3-8b"), tmp_path / "a", **args)
     assert not (tmp_path / "a").exists()
     assert "tensorwise" in emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "b", **args).read_text()
+    # in bf16 0.3.0 writes the file and says its recipes' chunked loss holds less than v0.2.2's, which priced it
+    bf16 = RunConfig(model="llama3-8b", plan=plan.model_copy(update={"precision": "bf16"}), engine="torchtitan")
+    with pytest.warns(UserWarning, match="ChunkedLossWrapper"):
+        emit("torchtitan", bf16, load_model("llama3-8b"), tmp_path / "c", **args)
 
 
 def test_bridge_overrides_map_every_plan_field():

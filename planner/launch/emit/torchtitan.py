@@ -160,6 +160,15 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return out
 
 
+def format_notes(_model: ModelSpec, _plan: Plan) -> list[str]:
+    """What the 0.3.0 recipes run otherwise than the engine profile (v0.2.2) prices: the chunked loss."""
+    return [
+        f"torchtitan {RELEASE}'s recipes compute the output layer and the loss in chunks of the sequence "
+        "(ChunkedLossWrapper, components/loss.py), which never hold the whole logits the plan is priced with "
+        "(v0.2.2's loss): the last pipeline stage holds less than the estimate"
+    ]
+
+
 @dataclass(frozen=True)
 class DataParallel:
     """How the plan's data parallelism is spelled in torchtitan. ZeRO 0: replicate (DDP, dp_shard 1); 2: FSDP
@@ -294,5 +303,6 @@ register(
         engine="torchtitan",
         writes=WRITES,
         format_problems=format_problems,
+        format_notes=format_notes,
     )
 )
