@@ -32,6 +32,14 @@ WRITES = frozenset({"compile", "compiled_loss", "tp_overlap"})  # CompileConfig(
 MODULE = "torchtitan_plan"  # --module: the file's name on PYTHONPATH
 CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Config
 RELEASE = "0.3.0"
+ROWWISE_ONLY = (  # what 0.3.0 runs otherwise than the profile (v0.2.2) prices: refused, and said
+    "Float8LinearConverter scales rowwise only (components/quantization/float8.py recipe_name), not the tensorwise "
+    "fp8 the plan is priced with; emit torchtitan-v0.2 for it"
+)
+CHUNKED_LOSS = (
+    "recipes compute the output layer and loss in chunks (ChunkedLossWrapper, components/loss.py), never holding "
+    "the whole logits the plan is priced with (v0.2.2's loss)"
+)
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
 # models/llama3/__init__.py _8b/_70b/_405b (the same shapes in v0.2.2's llama3_args): dim, n_layers, n_heads,
 # n_kv_heads, FFN hidden (compute_ffn_hidden_dim), vocab; every flavor has RoPE theta 500000 and untied embeddings.
@@ -87,14 +95,8 @@ def flavor(model: ModelSpec, release: str = RELEASE) -> tuple[str, str, str] | N
         return None
     if model.position_embedding != "rope" or model.rope_theta not in (None, LLAMA3_ROPE_THETA):
         return None
-    shape = (
-        model.hidden_size,
-        model.num_layers,
-        model.num_attention_heads,
-        model.kv_heads,
-        model.ffn_hidden_size,
-        model.vocab_size,
-    )
+    m = model
+    shape = (m.hidden_size, m.num_layers, m.num_attention_heads, m.kv_heads, m.ffn_hidden_size, m.vocab_size)
     for name, dims in LLAMA3_FLAVORS.items():
         if shape == dims:
             return "llama3", name, f"llama3_{name.lower()}"
@@ -150,23 +152,12 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    out = release_problems(model, plan, RELEASE)
-    if plan.precision == "fp8":  # the profile's fp8 is v0.2's tensorwise (torchtitan.yaml precision_recipes)
-        out.append(
-            f"torchtitan {RELEASE}'s Float8LinearConverter scales rowwise only (components/quantization/float8.py: "
-            "recipe_name rowwise | rowwise_with_gw_hp), not the tensorwise fp8 the plan is priced with; "
-            "emit torchtitan-v0.2 for it"
-        )
-    return out
+    fp8 = [f"torchtitan {RELEASE}'s {ROWWISE_ONLY}"] if plan.precision == "fp8" else []
+    return release_problems(model, plan, RELEASE) + fp8
 
 
 def format_notes(_model: ModelSpec, _plan: Plan) -> list[str]:
-    """What the 0.3.0 recipes run otherwise than the engine profile (v0.2.2) prices: the chunked loss."""
-    return [
-        f"torchtitan {RELEASE}'s recipes compute the output layer and the loss in chunks of the sequence "
-        "(ChunkedLossWrapper, components/loss.py), which never hold the whole logits the plan is priced with "
-        "(v0.2.2's loss): the last pipeline stage holds less than the estimate"
-    ]
+    return [f"torchtitan {RELEASE}'s {CHUNKED_LOSS}"]
 
 
 @dataclass(frozen=True)
