@@ -217,3 +217,14 @@ def test_multi_token_prediction_of_hybrid_blocks_is_refused_by_its_key(tmp_path)
     cfg = _fixture("nemotron_h_8b", num_nextn_predict_layers=1, mtp_layers_block_type=["attention", "moe"])
     err = _refused_in_one_line(tmp_path, cfg)
     assert "mtp_layers_block_type=['attention', 'moe']" in err and "mtp_layers=" not in err
+
+
+def test_qwen2_5_vls_language_model_is_read_as_qwen2s_with_its_qkv_biases(tmp_path):
+    """Qwen2.5-VL's text model is Qwen2's (Qwen2_5_VLAttention: q/k/v biases, none on o_proj); it had imported as an
+    unknown family without them."""
+    cfg = _fixture("qwen3_8b", model_type="qwen2_5_vl", vision_config={"depth": 32, "hidden_size": 1280})
+    code, _out, err = run_planner("models", "show", str(_write(tmp_path, cfg)))
+    said = " ".join(err.split())
+    assert code == 0 and "vision_config (32 layers" in said and "not a family the importer has rules for" not in said
+    spec = load_model(_write(tmp_path, cfg))
+    assert spec.qkv_bias and not spec.linear_bias

@@ -176,7 +176,9 @@ UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3
 RMSNORM_FAMILIES = {"nemotron_h"}  # RMSNorm although the config names only layer_norm_epsilon (modeling_nemotron_h)
 # Biases on q, k and v only, always, unless the config's qkv_bias says otherwise (Qwen2Attention: bias=True on
 # q/k/v, False on o_proj; Qwen2MoeAttention the same, by Qwen2MoeConfig.qkv_bias).
-QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe"}
+# Qwen2-VL and Qwen2.5-VL's language models are Qwen2's (Qwen2_5_VLAttention: q/k/v bias=True, o_proj bias=False).
+QWEN2_VL_FAMILIES = {"qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}
+QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe"} | QWEN2_VL_FAMILIES
 # attention_bias biases q, k and v only (Glm4Attention / Glm4MoeAttention: o_proj bias=False; SeedOssAttention:
 # o_proj by its own attention_out_bias). Elsewhere (LlamaAttention, Qwen3, GPT-OSS) it biases all four.
 QKV_ONLY_ATTENTION_BIAS_FAMILIES = {"glm4", "glm4_moe", "seed_oss"}
@@ -204,7 +206,7 @@ ALTERNATING_FAMILIES = {"gemma2", "gpt_oss"}
 # Multi-head latent attention (modeling_deepseek_v3.py DeepseekV3Attention: kv_a_proj_with_mqa is kv_lora_rank wide)
 MLA_FAMILIES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")  # its keys beside kv_lora_rank
-QWEN_FAMILIES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+QWEN_FAMILIES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"} | QWEN2_VL_FAMILIES
 
 LAYER_TYPE_LETTERS = {"full_attention": "G", "sliding_attention": "S", "chunked_attention": "C"}
 # Nemotron-H's layers_block_type names (old remote code, and transformers' newer names) -> pattern letters.
