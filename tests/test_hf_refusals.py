@@ -184,6 +184,8 @@ def test_shared_experts_named_num_shared_experts_are_read(tmp_path):
 def test_shared_experts_under_a_name_the_import_does_not_read_are_refused(tmp_path):
     err = _refused_in_one_line(tmp_path, _fixture("qwen3_30b_a3b", moe_num_shared_experts=2))
     assert "moe_num_shared_experts=2" in err and "shared experts" in err
+    # a switch about shared experts is no count of them (Nemotron 3's moe_shared_expert_overlap: true)
+    assert load_model(_write(tmp_path, _fixture("qwen3_30b_a3b", moe_shared_expert_overlap=True))).moe is not None
 
 
 def test_lightning_attention_layers_in_attn_type_list_are_refused(tmp_path):

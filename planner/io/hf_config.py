@@ -234,8 +234,9 @@ def _refuse_unread_experts(c: HfConfig) -> None:
     model as dense, its experts left out: refused naming the key; so is a shared-expert count or width under a name
     it does not read (ERNIE 4.5's moe_num_shared_experts), which would leave the shared experts out."""
     for key, value in c.raw.items():
-        shared = "shared" in key and ("expert" in key or "intermediate" in key)
-        if shared and key not in fam.SHARED_EXPERT_KEYS and isinstance(value, int) and value > 0:
+        shared = "shared" in key and ("expert" in key or "intermediate" in key)  # a count or width, not a switch
+        count = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        if shared and count and key not in fam.SHARED_EXPERT_KEYS:
             raise PlannerError(
                 f"{c.source}: {key}={value}: shared experts under a name the import does not read (it reads "
                 f"{', '.join(fam.SHARED_EXPERT_KEYS)}); imported it would leave them out"
