@@ -259,3 +259,14 @@ def test_the_header_says_the_micro_batch_group_an_interleaved_plan_was_priced_wi
         header = " ".join(out.split("\n\n")[0].split())
         assert code == 0 and "micro-batches per step" in header, err
         assert (said in header) if said else ("at a time" not in header)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [(("--gpus", "0"), "--gpus': Input should be greater than or equal to 1 (got '0')"),
+     (("--tp=abc",), "--tp': Input should be a valid integer, unable to parse string as an integer (got 'abc')")],
+)  # fmt: skip
+def test_an_option_out_of_its_bounds_is_named_with_the_value_given(given, said):
+    """click names the option and the bound it broke; the line adds the value given, as every other refusal does."""
+    code, out, err = run("estimate", "-m", "llama3-8b", *given)
+    assert code == 2 and out == "" and said in " ".join(err.split()) and len(err.strip().splitlines()) == 1

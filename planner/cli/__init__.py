@@ -10,6 +10,7 @@ import contextlib
 import gc
 import importlib
 import os
+import re
 import sys
 import warnings
 from typing import Any, NoReturn
@@ -200,7 +201,21 @@ def _usage_message(message: str, args: list[str]) -> str:
     blanks = [a for a in args if not a.strip()]
     if message.startswith(extra) and not message[len(extra) : -1].strip() and blanks:
         return f"got unexpected blank argument(s) {', '.join(map(repr, blanks))}: remove them"
-    return message
+    bad = re.match(r"Invalid value for '(--[\w-]+)': ", message)
+    given = _given(args, bad.group(1)) if bad else None
+    return message if given is None or repr(given) in message else f"{message} (got {given!r})"
+
+
+def _given(args: list[str], option: str) -> str | None:
+    """The value the command line gave `option` (its last: click keeps the last), for a message that names only
+    the bound it broke ("Input should be greater than or equal to 1")."""
+    found = None
+    for i, a in enumerate(args):
+        if a == option and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith(option + "="):
+            found = a[len(option) + 1 :]
+    return found
 
 
 def _refused(message: str) -> NoReturn:
