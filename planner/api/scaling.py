@@ -95,7 +95,7 @@ class ScalePoint:
     def as_json(self) -> dict[str, Any]:
         """The point; its figures are null where there is no plan (a script taking the least train_s must not
         pick a count that cannot run)."""
-        ran = self.plan is not None
+        ran, interval = self.plan is not None, self.train_interval_s
         figures = {
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -110,7 +110,7 @@ class ScalePoint:
             "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
             "plausibility": self.plausibility.as_dict() if self.plausibility else None,
             "uncertainty": self.uncertainty.as_dict() if self.uncertainty else None,
-            "train_s_interval": list(self.train_interval_s) if self.train_interval_s else None,
+            "train_s_interval": list(interval) if interval else None,
         }
         return {
             "gpus": self.gpus,

@@ -116,8 +116,8 @@ def _bias_fields(c: HfConfig) -> dict[str, Any]:
 def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     """The language model's settings: `text_config` where a multimodal config keeps them (Llama 4, Gemma 3),
     with the top level's name and embedding tying, and a warning naming what is left out."""
-    text = cfg.get("text_config")
-    flat = not isinstance(text, dict) or cfg.get("hidden_size") is not None  # Qwen2.5-VL keeps the text model on top
+    found = cfg.get("text_config")  # none, or beside a top-level text model (Qwen2.5-VL's): the config itself
+    text = found if isinstance(found, dict) and cfg.get("hidden_size") is None else None
     left_out = []
     for key in ("vision_config", "audio_config"):
         tower = cfg.get(key)
@@ -127,11 +127,11 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             left_out.append(f"{key} ({layers} layers, hidden {width})")
     if left_out:
         warnings.warn(
-            f"{source}: imported the language model{'' if flat else ' (text_config)'} only; left out: "
+            f"{source}: imported the language model{'' if text is None else ' (text_config)'} only; left out: "
             f"{', '.join(left_out)} and the multimodal projector",
             stacklevel=3,
         )
-    if flat or not isinstance(text, dict):
+    if text is None:
         return cfg
     inherited = {k: cfg[k] for k in ("tie_word_embeddings", "_name_or_path") if k in cfg and k not in text}
     return {**inherited, **text}
