@@ -221,13 +221,24 @@ def test_a_search_where_no_candidate_is_valid_does_not_blame_memory():
     assert "one rule, global batch not divisible by dp x micro-batch" in text
 
 
-def test_a_search_one_setting_rules_out_names_that_setting():
-    """A recompute module no candidate can take (moe_act on a dense model): the answer names the rule, not a GPU
-    count or a batch to try."""
+def test_a_search_one_setting_rules_out_is_refused_naming_that_setting():
+    """A recompute module no candidate can take (moe_act on a dense model): an impossible request, refused as
+    estimate refuses an impossible plan (exit 2, one line), naming the rule and the setting, not a GPU count or a
+    batch to try (it exited 0 with '0 valid')."""
     proc = planner("search", "-m", "llama3-8b", "--gpus", "8", "--recompute-modules", "moe_act")
-    text = " ".join(proc.stdout.split())
-    assert "every candidate broke one rule, moe_act without grouped-GEMM experts" in text
-    assert "power-of-two" not in text
+    assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+    assert "no plan is valid: moe_act without grouped-GEMM experts" in proc.stderr
+    assert proc.stderr.strip().endswith("given --recompute-modules moe_act") and "power-of-two" not in proc.stderr
+
+
+def test_a_search_whose_fixed_degree_no_plan_can_take_is_refused_and_writes_nothing(tmp_path):
+    """--tp 3 on 32 heads: every candidate breaks that rule; the search says the rule with its example and what was
+    given, exit 2, nothing on stdout (also under --json) and no --save file."""
+    saved = tmp_path / "best.yaml"
+    for extra in ((), ("--json",)):
+        proc = planner("search", "-m", "llama3-8b", "--gpus", "24", "--tp", "3", "--save", str(saved), *extra)
+        assert proc.returncode == 2 and proc.stdout == "" and not saved.exists()
+        assert "tp=3 must divide num_attention_heads=32 (try tp in [1, 2, 4, 8, 16, 32])); given --tp 3" in proc.stderr
 
 
 @pytest.mark.parametrize(("value", "said"), [("1e12", "1000000000000.0 is out of [1, 1e+10]"),

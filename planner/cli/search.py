@@ -15,6 +15,7 @@ import typer
 from planner.api.hardware_for import power_capped
 from planner.api.idle import failures_unpriced
 from planner.api.resolve import engine_overrides
+from planner.api.saving import save_best
 from planner.cli.callbacks import nonempty, words
 from planner.cli.cluster_options import (
     ADVICE,
@@ -171,12 +172,15 @@ def search(
             check_writable(path, what=what)
     advised = _run(opts, exhaustive=exhaustive or bool(plot))
     result = advised.result
+    fixed = [f"--{n.replace('_', '-')} {opts[n]}" for n in _FIXABLE if opts.get(n) not in (None, False)]
+    if fixed and not result.top and not result.misses:  # what the user fixed rules out every plan, as estimate's
+        raise PlannerError(f"{result.none_reason()}; given {', '.join(fixed)}")  # impossible plan: exit 2
     priced = opts["mtbf_hours"] is not None or bool(opts["cluster"]) or opts["objective"] == "goodput"
     for said in failures_unpriced(opts, priced=priced, rates="--mtbf-hours, --cluster or --objective goodput"):
         warnings.warn(said, stacklevel=1)
     why = _explained(opts, result, *explain_field) if explain_field is not None else None
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
-        _save(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
+        save_best(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
 
@@ -205,7 +209,7 @@ def search(
     if why is not None and explain_field is not None:
         print_explain(out, result, why, *explain_field)
     if save and result.best is None:
-        _save(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
+        save_best(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
 
 
 def _explain_field(text: str) -> tuple[str, Any]:
@@ -213,6 +217,9 @@ def _explain_field(text: str) -> tuple[str, Any]:
 
     return parse_explain(text)
 
+
+# The options that fix what a plan may be (not the count, the model or the hardware).
+_FIXABLE = tuple(o.name for o in (*PLAN_FIELDS, *ENGINE_SETTINGS))
 
 # The plan fields a search takes as comma-list text (their options' type), not as a value.
 _LISTED = ("zero", "recompute", "schedule", "precision")
@@ -261,38 +268,3 @@ def _run(opts: dict[str, Any], *, exhaustive: bool) -> Advised:
         )
     finally:
         progress.close()
-
-
-def _save(path: str, result: SearchResult, *, model_ref: str, cluster: str | None, training: dict[str, object]) -> None:
-    """Write the best plan, with the model, hardware (and cluster), engine and per-run engine settings that priced
-    it."""
-    gpus = result.space.gpus
-    from planner.io.planfile import write_plan_file
-
-    b = result.best
-    if b is None:
-        raise PlannerError(f"{result.none_reason()}, so there is no plan to --save to {path!r}")
-    engine = b.estimate.engine  # a --recipe-options variant is saved as its engine and the settings that make it
-    variant = dict(engine.variant_settings)
-    if b.plan.recompute != "selective":  # the variant's modules re-run nothing at another level: not saved
-        variant.pop("recompute_modules", None)
-    write_plan_file(
-        path,
-        plan=b.plan,
-        model=model_ref,
-        hardware=result.hardware.name,
-        engine=engine.variant_of or engine.name,
-        gpus=gpus,
-        training={k: v for k, v in {**training, **variant}.items() if v is not None},
-        predicted={
-            "tokens_per_s": float(b.time.tokens_per_s),
-            "step_s": float(b.time.step_s),
-            "mfu": float(b.time.mfu),
-            "peak_memory_bytes": round(b.estimate.memory.total_bytes),
-        },
-        cluster=cluster,
-        header=f"planner search --model {model_ref} --gpus {gpus} --hardware {result.hardware.name}"
-        f"{f' --cluster {cluster}' if cluster else ''} --engine "
-        f"{engine.variant_of or engine.name}: best of {result.valid} valid plans by {result.objective} (the "
-        "engine's per-run settings under training:)",
-    )

@@ -132,7 +132,8 @@ class SearchResult:
             return f"nothing fits in {fmt_bytes(self.hardware.gpu.hbm_bytes)} per GPU (closest: {fmt_bytes(need)})"
         reasons = [(r, n) for r, n in self.rejected.most_common() if n]
         if len(reasons) == 1 and self.pruned.total() == 0:
-            return f"no plan is valid: {reasons[0][0]}"
+            example = self.examples.get(reasons[0][0])
+            return f"no plan is valid: {reasons[0][0]}" + (f" ({example})" if example else "")
         if not reasons:
             return "no plan is valid: every candidate broke a rule before its memory was counted"
         (rule, n), example = reasons[0], self.examples.get(reasons[0][0])
