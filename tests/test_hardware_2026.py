@@ -54,6 +54,14 @@ def test_every_shipped_profile_without_a_domain_keeps_its_node_as_domain():
             assert hw.nvlink_domain == hw.gpus_per_node, name
 
 
+def test_every_shipped_profile_names_its_architecture():
+    """A profile without gpu.architecture has every named precision recipe refused on it (the engines' recipes
+    are listed by architecture): h100-hbm2e-500w, torchtitan's published H100s, had none, so `--precision
+    fp8-current` on it was refused and its fp8 runs could not be priced as the recipe they ran."""
+    missing = [name for name in list_hardware() if load_hardware(name).gpu.architecture is None]
+    assert missing == []
+
+
 # ---- names -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("typed", "name"),
