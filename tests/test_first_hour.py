@@ -214,11 +214,26 @@ def test_a_sequence_beyond_the_models_context_is_said_in_the_header():
 
 def test_a_search_where_no_candidate_is_valid_does_not_blame_memory():
     """97 GPUs for Llama 3.1 8B: every candidate breaks a divisibility rule before its memory is counted, so the
-    answer is not 'no plan fits in 184 GiB' (an 8B model fits one GB200 many times over)."""
+    answer is not 'no plan fits in 184 GiB' (an 8B model fits one GB200 many times over); the request cannot be met
+    as given, so it is refused (exit 2, one line) with the batch to try."""
     proc = planner("search", "-m", "llama3.1-8b", "--gpus", "97", "--hardware", "gb200-nvl72")
-    text = " ".join(proc.stdout.split())
-    assert proc.returncode == 0 and "no plan is valid on 97 GPUs" in text and "no plan fits" not in text
-    assert "one rule, global batch not divisible by dp x micro-batch" in text
+    assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+    assert "no plan is valid: global batch not divisible by dp x micro-batch" in proc.stderr
+    assert "--global-batch auto" in proc.stderr and "no plan fits" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (("search", "--gpus", "8"), "torchtitan has no Mamba-2 / hybrid layer patterns"),
+        (("scale", "--gpus", "8,16", "--tokens", "1e12"), "torchtitan has no Mamba-2 / hybrid layer patterns"),
+    ],
+)
+def test_a_model_the_engine_cannot_run_is_refused_by_search_and_scale(command, said):
+    """search and scale refuse an engine that lacks the model's layers as estimate does (exit 2, one line), not
+    '0 valid' with exit 0 (audit)."""
+    proc = planner(command[0], "-m", "nemotron-h-8b", "--engine", "torchtitan", *command[1:])
+    assert proc.returncode == 2 and proc.stdout == "" and said in proc.stderr
 
 
 def test_a_search_one_setting_rules_out_is_refused_naming_that_setting():

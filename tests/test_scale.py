@@ -89,12 +89,11 @@ def test_a_bad_option_is_refused_not_tabled_at_each_count(given, said):
 
 
 def test_a_count_with_no_plan_says_why():
-    """No valid plan names the rule every candidate broke (it said "nothing fits")."""
-    args = ("scale", "-m", "llama3-8b", "--gpus", "8", "--tokens", "1e12", "--precision", "nvfp4", "--json")
+    """No valid plan names the rule every candidate broke (it said "nothing fits"); at every count, exit 2."""
+    args = ("scale", "-m", "llama3-8b", "--gpus", "8,16", "--tokens", "1e12", "--precision", "nvfp4", "--json")
     code, out, err = run(*args)
-    assert code == 0, err
-    (point,) = json.loads(out)["points"]
-    assert not point["fits"] and point["note"].startswith("no plan is valid: h100-sxm has no nvfp4")
+    assert code == 2 and out == ""
+    assert err.startswith("error: no plan is valid: h100-sxm has no nvfp4")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs planner[plot]")
@@ -289,14 +288,19 @@ def test_a_count_that_fits_but_stalls_keeps_its_plan_and_the_failure_rate():
 )  # fmt: skip
 def test_a_count_no_plan_is_valid_at_names_the_most_common_rule_and_the_batch_auto_finds(args, rule, hint):
     """10,000 = 2^4 x 5^4 GPUs: no dp divides 512 sequences; 62,208 = 2^8 x 243 GB200s: no dp divides 2,048 and
-    takes the 243. Each said 'every candidate broke a rule before its memory was counted', naming none (audit)."""
+    takes the 243. Each said 'every candidate broke a rule before its memory was counted', naming none (audit). No
+    count of the curve has a valid plan, so the request is refused (exit 2) with that reason and the batch to try."""
     code, out, err = run("scale", "-m", "llama3.1-405b", "--tokens", "15e12", *args, "--json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"error: no plan is valid, most often: {rule}") and err.strip().endswith(hint)
+
+
+def test_a_curve_with_some_counts_valid_keeps_the_others_notes():
+    """Only where no count has a valid plan is the curve refused: 10,000 GPUs beside 8,192 is a row with its note."""
+    code, out, err = run("scale", "-m", "llama3.1-405b", "--tokens", "15e12", "--gpus", "8192,10000", "--json")
     assert code == 0, err
-    doc = json.loads(out)
-    (point,) = doc["points"]
-    assert not point["fits"] and point["note"].startswith(f"no plan is valid, most often: {rule}")
-    assert point["note"].endswith(hint)
-    assert doc["failures"]["gpu_mtbf_hours"] == 50677  # given or the cluster's, though no count ran to price it
+    first, second = json.loads(out)["points"]
+    assert first["fits"] and not second["fits"] and second["note"].startswith("no plan is valid, most often")
 
 
 def test_a_range_cut_at_the_clusters_size_says_so_once():

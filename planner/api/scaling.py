@@ -206,14 +206,22 @@ def scale(
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cluster_size(hw))
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
-    refusals = {p.note for p in points if p.refused}
-    if len(refusals) == 1 and all(p.refused for p in points):  # not the count's: the options' (an engine, a batch)
-        raise PlannerError(refusals.pop() or "")
+    if all(p.refused or (p.note or "").startswith("no plan is valid") for p in points):  # no count has a plan
+        raise PlannerError(_refusal(points))  # the rules rule out (memory never came into it): exit 2, as search
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points, global_batch == "auto"), rate, restart_s,
         getattr(cluster_of(hw), "name", None), range_stop(gpus, hw),
     )  # fmt: skip
+
+
+def _refusal(points: list[ScalePoint]) -> str:
+    """Why no count has a valid plan: the one reason they share (an engine without the model's layers, a precision
+    the GPU lacks), or each count's."""
+    notes = list(dict.fromkeys(p.note or "" for p in points))
+    if len(notes) == 1:
+        return notes[0]
+    return "no count has a valid plan: " + "; ".join(f"at {p.gpus:,} GPUs, {p.note}" for p in points)
 
 
 def _batch_hint(

@@ -172,9 +172,8 @@ def search(
             check_writable(path, what=what)
     advised = _run(opts, exhaustive=exhaustive or bool(plot))
     result = advised.result
-    fixed = [f"--{n.replace('_', '-')} {opts[n]}" for n in _FIXABLE if opts.get(n) not in (None, False)]
-    if fixed and not result.top and not result.misses:  # what the user fixed rules out every plan, as estimate's
-        raise PlannerError(f"{result.none_reason()}; given {', '.join(fixed)}")  # impossible plan: exit 2
+    if not result.top and not result.misses:  # no candidate passed the rules: refused as estimate refuses an
+        raise PlannerError(_ruled_out(opts, result))  # impossible plan (exit 2); memory is another answer
     priced = opts["mtbf_hours"] is not None or bool(opts["cluster"]) or opts["objective"] == "goodput"
     for said in failures_unpriced(opts, priced=priced, rates="--mtbf-hours, --cluster or --objective goodput"):
         warnings.warn(said, stacklevel=1)
@@ -220,6 +219,19 @@ def _explain_field(text: str) -> tuple[str, Any]:
 
 # The options that fix what a plan may be (not the count, the model or the hardware).
 _FIXABLE = tuple(o.name for o in (*PLAN_FIELDS, *ENGINE_SETTINGS))
+
+
+def _ruled_out(opts: dict[str, Any], result: SearchResult) -> str:
+    """Why no candidate passed the rules, with what the user fixed and, where the batch was the rule, what to try."""
+    fixed = [f"--{n.replace('_', '-')} {opts[n]}" for n in _FIXABLE if opts.get(n) not in (None, False)]
+    said = result.none_reason() + (f"; given {', '.join(fixed)}" if fixed else "")
+    if result.broke_the_batch or len([n for n in result.rejected.values() if n]) > 1:
+        from planner.explore.advice import count_hint
+
+        g, domain = result.space.gpus, result.hardware.nvlink_domain
+        said += f"; {count_hint(g, domain)}, or --global-batch auto (a batch the data-parallel degrees divide)"
+    return said
+
 
 # The plan fields a search takes as comma-list text (their options' type), not as a value.
 _LISTED = ("zero", "recompute", "schedule", "precision")

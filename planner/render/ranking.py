@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.schedule import StepTime
 from planner.engine.profile import given_settings
 from planner.engine.settings import said
-from planner.explore.advice import count_hint
 from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
@@ -236,15 +235,8 @@ def fmt_bytes_short(b: float) -> str:
 
 
 def print_misses(console: Console, result: SearchResult) -> None:
-    if not result.misses:  # memory never came into it: the count, the batch or the model's shape ruled them out
-        reasons, g = [r for r, n in result.rejected.items() if n], result.space.gpus
-        one = len(reasons) == 1 and result.pruned.total() == 0  # a setting no candidate can meet: say which
-        console.print(
-            f"[red]no plan is valid[/] on {g} GPUs: every candidate broke "
-            + (f"one rule, {escape(reasons[0])}: change what it names" if one else "a rule above before its memory "
-               f"was counted ({count_hint(g, result.hardware.nvlink_domain)}, or another --global-batch, gives more "
-               "to try)")
-        )  # fmt: skip
+    if not result.misses:  # memory never came into it (the search command refuses this case: cli/search.py)
+        console.print(f"[red]{escape(result.none_reason())}[/]")
         return
     console.print(f"[red]no plan fits[/] in {_gib(result.hardware.gpu.hbm_bytes)} per GPU. Closest misses:")
     for mi in result.misses:
