@@ -535,3 +535,18 @@ def test_search_json_plans_say_may_not_fit_and_their_memory_as_memory_prints_it(
     assert all(v is not None for p in plans for v in p["memory"].values())
     code, text, err = run_planner(*args)
     assert code == 0 and plans[0]["may_not_fit"] == ("may not fit:" in " ".join(text.split())), err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--max-tp", "1", "--tp", "2"), "--tp 2 is above --max-tp 1: give one of them"),
+        (("--max-ep", "2", "--ep", "4"), "--ep 4 is above --max-ep 2: give one of them"),
+        (("--objective", "memory", "--risk"), "give it or --objective memory"),
+    ],
+)
+def test_contradictory_search_options_are_refused(args, said):
+    """A pinned degree above its own limit, or two rankings at once, was resolved silently (the pin won; --risk
+    won): one of them is a mistake, so neither is guessed (audit)."""
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", *args)
+    assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1

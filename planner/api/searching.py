@@ -68,6 +68,10 @@ def run(
     precisions = _precisions(o["precision"])  # checked before anything is loaded
     if o["micro_batch"] is not None and o["micro_batches"] is not None:
         raise PlannerError("give --micro-batch B or --micro-batches LIST, not both")
+    for deg in ("tp", "pp", "cp", "ep"):  # a pinned degree above its own limit: one of the two is a mistake
+        pinned, limit = o[deg], o[f"max_{deg}"]
+        if pinned is not None and limit is not None and pinned > limit:
+            raise PlannerError(f"--{deg} {pinned} is above --max-{deg} {limit}: give one of them")
     overrides = {k: o[k] for k in ENGINE_SETTINGS}
     engines = _engines(engine, overrides)
     spec = model if isinstance(model, ModelSpec) else load_model(model)

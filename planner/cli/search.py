@@ -161,6 +161,8 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
+    if risk and objective != "throughput":
+        raise PlannerError(f"--risk ranks by the low end of throughput's interval: give it or --objective {objective}")
     opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
     explain_field = _explain_field(explain) if explain else None
     if plot:
