@@ -262,6 +262,9 @@ case("runs-memory-kind-unknown", "validate", "@W/runs.yaml",
      names=("peak_memory_kind",))  # fmt: skip
 case("runs-unknown-field", "validate", "@W/runs.yaml", files=(("runs.yaml", runs_with(setter("mesured", value={}))),),
      names=("mesured",))  # fmt: skip
+case("runs-unknown-measured-field", "validate", "@W/runs.yaml",
+     files=(("runs.yaml", runs_with(setter("measured", "tokens_per_sec_per_gpu", value=1000.0))),),
+     names=("tokens_per_sec_per_gpu", "tokens_per_s_per_gpu"))  # fmt: skip
 case(
     "runs-id-twice", "validate", "@W/runs.yaml", files=(("runs.yaml", _runs() + _runs()[:1]),), names=("given 2 times",)
 )

@@ -40,6 +40,7 @@ from planner.specs import ModelSpec
 RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather",
                "cuda_graphs"}  # fmt: skip
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
+MEASURED_KEYS = (*METRICS, "peak_memory_kind", "peak_allocated_bytes", "tflops_per_gpu")  # the rest: kept, not compared
 
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
@@ -141,6 +142,8 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
         v = run.get(key)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise PlannerError(f"{where}: {key} must be a positive integer or null, got {v!r}")
+    if bad := sorted(set(map(str, run["measured"])) - set(MEASURED_KEYS)):  # a misspelt metric: dropped unsaid
+        raise PlannerError(f"{where}: unknown measured field(s) {', '.join(bad)}; valid: {', '.join(MEASURED_KEYS)}")
     for key, v in run["measured"].items():
         if key in METRICS and v is not None and not _positive_number(v):
             raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
