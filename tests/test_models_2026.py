@@ -436,6 +436,24 @@ def test_attention_bias_is_the_q_k_v_biases_alone_where_the_family_builds_them_s
     assert biased.num_params - plain.num_params == biased.num_layers * per_layer
 
 
+@pytest.mark.parametrize(
+    ("family", "key", "extra"),
+    [
+        ("starcoder2", "use_bias", {"hidden_act": "gelu_pytorch_tanh", "norm_epsilon": 1e-5, "sliding_window": 4096}),
+        ("internlm2", "bias", {"hidden_act": "silu", "rms_norm_eps": 1e-5}),
+    ],
+)
+def test_a_familys_own_bias_switch_biases_every_linear(family, key, extra):
+    """StarCoder2's use_bias and InternLM2's bias (each True by default) bias every linear; both were dropped
+    without a word (audit): the importer read only attention_bias / mlp_bias."""
+    cfg = {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4, "num_hidden_layers": 24,
+           "vocab_size": 50000, "max_position_embeddings": 4096, "intermediate_size": 8192, "model_type": family,
+           **extra}  # fmt: skip
+    on, off, default = _spec_of({**cfg, key: True}), _spec_of({**cfg, key: False}), _spec_of(cfg)
+    assert (on.linear_bias, off.linear_bias, default.linear_bias) == (True, False, True)
+    assert on.num_params > off.num_params
+
+
 def test_qwen2_biases_q_k_v_without_a_key_saying_so():
     """Qwen2Attention builds q/k/v with bias=True and o_proj without; Qwen2 configs carry no bias key."""
     cfg = {k: v for k, v in json.loads((CONFIGS / "llama3.1_8b.json").read_text()).items() if "bias" not in k}

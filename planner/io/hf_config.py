@@ -89,6 +89,9 @@ def _bias_fields(c: HfConfig) -> dict[str, Any]:
         return {"linear_bias": True}
     if "enable_bias" in c.cfg:  # OPT
         return {"linear_bias": bool(c.get("enable_bias"))}
+    if c.family in fam.ALL_LINEAR_BIAS_KEYS:
+        key, default = fam.ALL_LINEAR_BIAS_KEYS[c.family]
+        return {"linear_bias": bool(c.cfg.get(key, default))}
     if c.family in fam.QKV_BIAS_FAMILIES:
         return {"linear_bias": False, "qkv_bias": bool(c.get("qkv_bias", True))}
     if not any(k in c.cfg for k in ("attention_bias", "mlp_bias", "attention_out_bias")):

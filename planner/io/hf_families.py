@@ -182,6 +182,10 @@ QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe"} | QWEN2_VL_FAMILIES
 # attention_bias biases q, k and v only (Glm4Attention / Glm4MoeAttention: o_proj bias=False; SeedOssAttention:
 # o_proj by its own attention_out_bias). Elsewhere (LlamaAttention, Qwen3, GPT-OSS) it biases all four.
 QKV_ONLY_ATTENTION_BIAS_FAMILIES = {"glm4", "glm4_moe", "seed_oss"}
+# One switch biases every linear, by its own name and default: Starcoder2Config(use_bias=True) (Starcoder2Attention's
+# q/k/v/o and Starcoder2MLP's c_fc/c_proj, modeling_starcoder2.py); InternLM2Config(bias=True) (wqkv, wo, w1/w2/w3,
+# internlm/internlm2 configuration_internlm2.py and modeling_internlm2.py).
+ALL_LINEAR_BIAS_KEYS = {"starcoder2": ("use_bias", True), "internlm2": ("bias", True)}
 
 # One shared expert of the routed experts' width in every MoE layer (Llama4TextMoe.shared_expert, modeling_llama4.py).
 SHARED_EXPERT_FAMILIES = {"llama4_text": 1}
