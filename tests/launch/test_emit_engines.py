@@ -397,6 +397,7 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
         "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",  # transformer_config.py l.717-921
         "overlap_moe_expert_parallel_comm", "cuda_graph_impl",  # model_parallel_config.py l.343; l.1075
         "mtp_num_layers", "make_vocab_size_divisible_by",  # transformer_config.py l.68; Bridge gpt_provider.py l.141
+        "layernorm_epsilon",  # megatron-core 0.16.1 transformer_config.py l.150 (default 1e-5)
     },
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
     "optimizer": {  # optimizer_config.py l.187-209
@@ -691,3 +692,29 @@ def test_megatron_files_state_the_microbatch_group_the_plan_was_priced_with(tmp_
     assert isinstance(bridge, Path) and bridge_overrides(bridge.read_text())[key] == "6"
     text = bridge.read_text().replace(f"{key}=6", f"{key}=null")
     assert any("micro-batch group" in v for v in bridge_violations(text, model, plan))
+
+
+@pytest.mark.parametrize("target", ["torchtitan", "torchtitan-v0.2", "megatron-bridge"])
+def test_an_engines_stock_model_is_not_written_for_a_model_it_is_not(tmp_path, target):
+    """Llama 3 8B with biases on every linear matched Llama 3 8B's flavor and recipe by its sizes and was written as
+    the stock model, biases gone, without a word (audit): refused. A norm epsilon a torchtitan file cannot set is
+    said once written; Megatron-Bridge's file sets it (model.layernorm_epsilon)."""
+    llama = load_model("llama3-8b")
+    plan = Plan(dp=8, zero=3, global_batch=64, seq_len=8192)
+
+    def written(model: ModelSpec, out: Path) -> Path:
+        return emit(
+            target, RunConfig(model="custom", plan=plan, hardware="h100-sxm"), model, out,
+            engine=load_engine("megatron" if target == "megatron-bridge" else "torchtitan"),
+            hardware=load_hardware("h100-sxm"), hardware_ref="h100-sxm",
+        )  # fmt: skip
+
+    with pytest.raises(PlannerError, match=r"is none of them|has no recipe building"):
+        written(llama.model_copy(update={"linear_bias": True}), tmp_path / "bias")
+    assert not (tmp_path / "bias").exists() or not any((tmp_path / "bias").iterdir())
+    eps = llama.model_copy(update={"norm_eps": 1e-6})
+    if target == "megatron-bridge":
+        assert "model.layernorm_epsilon=1e-06" in written(eps, tmp_path / "eps").read_text()
+    else:
+        with pytest.warns(UserWarning, match=r"normalises with eps 1e-05, not llama3-8b.s norm_eps 1e-06"):
+            written(eps, tmp_path / "eps")

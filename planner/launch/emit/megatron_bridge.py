@@ -30,15 +30,15 @@ from planner.specs import ModelSpec
 
 FILE_NAME = "megatron_bridge.sh"
 ENGINE = "megatron"  # the engine profile whose rules its runs follow: Megatron-Bridge runs Megatron-Core
-# recipe -> (mlp, norm, position, tied, layers, hidden, heads, kv heads, ffn, rope theta) of the model it builds:
-# the Hugging Face config.json the llama recipes load (AutoBridge.from_hf_pretrained) or the GPTModelProvider the
-# GPT-3 recipe spells out (recipes/gpt/h100/gpt3_175b.py).
+# recipe -> (mlp, norm, position, tied, layers, hidden, heads, kv heads, ffn, rope theta, linear biases) of the model
+# it builds: the Hugging Face config.json the llama recipes load (AutoBridge.from_hf_pretrained: no biases) or the
+# GPTModelProvider the GPT-3 recipe spells out (recipes/gpt/h100/gpt3_175b.py: TransformerConfig's add_bias_linear).
 RECIPES = {
-    "llama3_8b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 8, 14336, 500000.0),
-    "llama3_70b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 80, 8192, 64, 8, 28672, 500000.0),
-    "llama31_405b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 126, 16384, 128, 8, 53248, 500000.0),
-    "llama2_7b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 32, 11008, 10000.0),
-    "gpt3_175b_pretrain_config": ("gelu", "layernorm", "learned", True, 96, 12288, 96, 96, 49152, None),
+    "llama3_8b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 8, 14336, 500000.0, False),
+    "llama3_70b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 80, 8192, 64, 8, 28672, 500000.0, False),
+    "llama31_405b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 126, 16384, 128, 8, 53248, 500000.0, False),
+    "llama2_7b_pretrain_config": ("swiglu", "rmsnorm", "rope", False, 32, 4096, 32, 32, 11008, 10000.0, False),
+    "gpt3_175b_pretrain_config": ("gelu", "layernorm", "learned", True, 96, 12288, 96, 96, 49152, None, True),
 }
 MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Megatron's default recipe, delayed
     "fp32": "null",
@@ -82,6 +82,7 @@ def recipe(model: ModelSpec) -> str | None:
         model.kv_heads,
         model.ffn_hidden_size,
         model.rope_theta if model.position_embedding == "rope" else None,
+        model.linear_bias,
     )
     by_shape = (
         next((name for name, dims in RECIPES.items() if dims == shape), None) if plain_transformer(model) else None
@@ -97,8 +98,8 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     if matched is None:
         return [
             f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
-            f"{', '.join([*RECIPES, *CATALOG_RECIPES])}; a RoPE model must give its rope_theta): emit megatron for its "
-            "full arguments"
+            f"{', '.join([*RECIPES, *CATALOG_RECIPES])}; a RoPE model must give its rope_theta, its linear biases as "
+            "the recipe's): emit megatron for its full arguments"
         ]
     return []
 
@@ -195,6 +196,8 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
         "model.attention_dropout": 0.0,
         "tokenizer.vocab_size": model.vocab_size,  # the recipes' NullTokenizer has 32000 tokens otherwise
     }
+    if model.norm_eps is not None:  # the recipe's own otherwise (a shape match does not compare it: common.py)
+        o["model.layernorm_epsilon"] = model.norm_eps  # TransformerConfig.layernorm_epsilon
     if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
         o["model.gradient_accumulation_fusion"] = False
     o |= _profile_settings(model)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from planner.cost.params import plan_etp
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
-from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
+from planner.launch.emit.common import catalog_match, engine_torchrun, eps_notes, node_gpus, plain_transformer
 from planner.launch.emit.targets import Target, register
 from planner.plan import STATED_SPLIT, Plan
 from planner.specs import ModelSpec
@@ -42,15 +42,15 @@ CHUNKED_LOSS = (
 )
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
 # models/llama3/__init__.py _8b/_70b/_405b (the same shapes in v0.2.2's llama3_args): dim, n_layers, n_heads,
-# n_kv_heads, FFN hidden (compute_ffn_hidden_dim), vocab; every flavor has RoPE theta 500000 and untied embeddings.
+# n_kv_heads, FFN hidden (compute_ffn_hidden_dim), vocab; every flavor has RoPE theta 500000, untied embeddings,
+# linears without biases (bias=False) and RMSNorm eps 1e-5 (ModelArgs norm_eps), which a job cannot change.
 LLAMA3_FLAVORS = {
     "8B": (4096, 32, 32, 8, 14336, 128256),
     "70B": (8192, 80, 64, 8, 28672, 128256),
     "405B": (16384, 126, 128, 8, 53248, 128256),
 }
-LLAMA3_ROPE_THETA = 500000.0
-# Catalog models torchtitan 0.3.0 builds and has a recipe for, matched field for field. (model, flavor, the recipe
-# function) -> catalog name.
+LLAMA3_ROPE_THETA, LLAMA3_NORM_EPS = 500000.0, 1e-5
+# Catalog models torchtitan 0.3.0 builds and has a recipe for, field for field: (model, flavor, recipe) -> catalog name.
 # - models/qwen3/config_registry.py qwen3_32b and qwen3_30b_a3b, training model_registry("32B") and ("30B-A3B") of
 #   models/qwen3/__init__.py: q/k RMSNorm, head width 128, RoPE theta 1e6, untied embeddings, the 30B-A3B's 128
 #   experts of width 768, top 8. Its 8B and 235B-A22B flavors have no recipe there.
@@ -93,14 +93,11 @@ def flavor(model: ModelSpec, release: str = RELEASE) -> tuple[str, str, str] | N
         return match
     if not plain_transformer(model) or model.mlp != "swiglu" or model.norm != "rmsnorm" or model.tied_embeddings:
         return None
-    if model.position_embedding != "rope" or model.rope_theta not in (None, LLAMA3_ROPE_THETA):
+    if model.position_embedding != "rope" or model.rope_theta not in (None, LLAMA3_ROPE_THETA) or model.linear_bias:
         return None
     m = model
     shape = (m.hidden_size, m.num_layers, m.num_attention_heads, m.kv_heads, m.ffn_hidden_size, m.vocab_size)
-    for name, dims in LLAMA3_FLAVORS.items():
-        if shape == dims:
-            return "llama3", name, f"llama3_{name.lower()}"
-    return None
+    return next((("llama3", n, f"llama3_{n.lower()}") for n, dims in LLAMA3_FLAVORS.items() if dims == shape), None)
 
 
 def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
@@ -123,7 +120,8 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
         ]
         out.append(
             f"the planner writes torchtitan {release} configurations for {', '.join(written)} (RoPE theta "
-            f"{LLAMA3_ROPE_THETA:g} for llama3), and {model.name} is none of them: emit megatron or deepspeed instead"
+            f"{LLAMA3_ROPE_THETA:g}, no linear biases for llama3), and {model.name} is none of them: emit megatron or "
+            "deepspeed instead"
         )
     elif model.moe is not None and plan_etp(plan) != (etp := 1 if plan.ep > 1 else plan.tp):
         how = (
@@ -156,8 +154,9 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return release_problems(model, plan, RELEASE) + fp8
 
 
-def format_notes(_model: ModelSpec, _plan: Plan) -> list[str]:
-    return [f"torchtitan {RELEASE}'s {CHUNKED_LOSS}"]
+def format_notes(model: ModelSpec, _plan: Plan) -> list[str]:
+    built = CATALOG_FLAVORS[key] if (key := catalog_match(model, CATALOG_FLAVORS)) else LLAMA3_NORM_EPS
+    return [f"torchtitan {RELEASE}'s {CHUNKED_LOSS}", *eps_notes(model, built)]
 
 
 @dataclass(frozen=True)
