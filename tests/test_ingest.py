@@ -237,6 +237,34 @@ def test_torchtitan_set_up_line_batch_and_sequence():
     assert any("local batch size" in a for a in r.assumed)
 
 
+def test_torchtitan_gradient_accumulation_start_line_and_the_local_batch_as_micro_batch():
+    """torchtitan since 8570415c3 (PR #1238, 2025-06) prints "..., global batch size 64, gradient accumulation steps 1,
+    sequence length 2048, ..." with no "with": batch and sequence length were lost. Its accumulation is global / (local
+    x dp) steps of one local batch each (train.py l.205, l.421-424 @8570415c3): the micro-batch is the local batch,
+    never local / accumulation. Excerpt: code-index id 39298784851 (torchtitan 2025-11-25, 8 x H200)."""
+    r = ingest("torchtitan_2025_11_h200_ga_line.log")
+    assert (r.plan["micro_batch"], r.plan["global_batch"], r.plan["seq_len"], r.plan["dp"]) == (8, 64, 2048, 8)
+    assert (r.iterations, r.steps_left_out) == ((4, 6), {"warm-up": 3})  # the start line shows steps 1-3 are warm-up
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([347712, 338287, 317373])
+    text = (LOGS / "torchtitan_2025_11_h200_ga_line.log").read_text()
+    accumulating = text.replace("global batch size 64, gradient accumulation steps 1", "global batch size 256, with "
+                                "gradient accumulation steps 4")  # fmt: skip
+    plan = read_log(accumulating, source="ga4").plan  # the "with" form, 4 local batches of 8 a step
+    assert (plan["micro_batch"], plan["global_batch"], plan["seq_len"]) == (8, 256, 2048)
+
+
+def test_a_torchtitan_start_line_with_no_training_starts_line_still_shows_the_warm_up():
+    """Two lines (the start line, step 10: code-index id 16855845858, Qwen3-30B-A3B on 8 x H200, "Exp 7"): the start
+    line shows the run's start, so step 10's average (steps 2-10) reaches into the warm-up and is used only as the
+    short log's fallback, and said so; its batch, sequence and micro-batch are read."""
+    r = ingest("torchtitan_2025_12_qwen3moe_exp7.log", gpus=8)
+    assert (r.plan["micro_batch"], r.plan["global_batch"], r.plan["seq_len"]) == (4, 32, 12288)
+    assert r.iterations == (10, 10)
+    assert any(a.startswith("no logged line lies wholly past the warm-up of 3") for a in r.assumed), r.assumed
+    assert any(a.startswith("warm-up: the first 3 iterations after the run's start") for a in r.assumed), r.assumed
+    assert r.measured["step_s"] == pytest.approx(32 * 12288 / (6260 * 8))  # no timestamps between lines: the rate's
+
+
 def test_torchtitan_model_arguments_and_features_from_set_up_lines():
     from planner.io.logs.torchtitan_log import read_torchtitan
 

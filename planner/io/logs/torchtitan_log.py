@@ -27,11 +27,13 @@ MFU = re.compile(r"mfu:\s*([\d.]+)%")
 # (torchtitan/distributed/parallel_dims.py); before: "Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]".
 MESH_NEW = re.compile(r"device mesh with parallelism: (.*)$")
 MESH_OLD = re.compile(r"Building \d-D device mesh with \[?\(?([^\]\)]*)\)?\]?,\s*\[([\d,\s]*)\]")
-# "Training starts at step 1, with local batch size 1, global batch size 8, [with gradient accumulation steps 2,]
-# sequence length 8192, ..." (torchtitan/train.py, 2024-25), later "Trainer is initialized with local batch size 2,
-# global batch size 2, sequence length 4096, ..." (torchtitan/trainer.py).
+# "Training starts at step 1, with local batch size 1, global batch size 8, sequence length 8192, ..."
+# (torchtitan/train.py until 12983cc48, 2025-03-27), then "Trainer is initialized with local batch size 2, global
+# batch size 2, sequence length 4096, ..." and, since gradient accumulation (8570415c3, PR #1238, 2025-06-05), "...
+# global batch size 64, gradient accumulation steps 1, sequence length 2048, ..." (train.py l.315-322 @8570415c3);
+# a "with" before "gradient accumulation" is read too.
 START = re.compile(
-    r"local batch size (\d+), global batch size (\d+),(?: with gradient accumulation steps (\d+),)?"
+    r"local batch size (\d+), global batch size (\d+),(?: (?:with )?gradient accumulation steps (\d+),)?"
     r" sequence length (\d+)"
 )
 # "Training starts at step N" (torchtitan v0.2.0 train.py, N = the step after a loaded checkpoint's), on the line
@@ -106,11 +108,13 @@ def _llama_model(label: str, args: dict[str, str]) -> dict[str, Any] | None:
 
 
 def _micro_batch(start: re.Match[str] | None, pp: int | None) -> int | None:
-    """Sequences per forward-backward: the local batch over the gradient-accumulation steps; unknown with
-    pipelining (torchtitan splits the local batch into pipeline_parallel_microbatch_size pieces)."""
+    """Sequences per forward-backward: the local batch itself. torchtitan accumulates global / (local x dp) steps,
+    each one local batch (train.py @8570415c3: gradient_accumulation_steps = global_batch_size // (local_batch_size
+    * dp_degree), l.205; train_step runs forward_backward_step on one next(data_iterator) a step, l.421-424).
+    Unknown with pipelining (torchtitan splits the local batch into pipeline_parallel_microbatch_size pieces)."""
     if start is None or (pp is not None and pp > 1):
         return None
-    return int(start.group(1)) // int(start.group(3) or 1)
+    return int(start.group(1))
 
 
 def _plan(mesh: dict[str, int], start: re.Match[str] | None, text: str) -> dict[str, Any]:
