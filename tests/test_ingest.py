@@ -107,6 +107,21 @@ def test_megatron_bridge_configuration_and_memory():
     assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(512 * 1024 / (4.6478 * 8))
 
 
+def test_megatron_bridge_memory_in_gigabytes_is_the_peak_reserved():
+    """Megatron-Bridge since 29236c3c5 (2025-10-10) reports "memory (GB) | ... | mem-max-allocated-gigabytes: 194.41 |
+    ... | mem-max-reserved-gigabytes: 216.89 | ...", bytes / 1e9 (train_utils.py report_memory): it was ignored, and
+    the run had no peak. Excerpt: code-index id 58822930543 (a DGX Cloud benchmarking recipe README, 2025-12-19)."""
+    r = ingest("megatron_bridge_2025_12_memory_gb.log")
+    assert r.measured["peak_memory_bytes"] == round(216.89 * GB)
+    assert r.measured["peak_memory_kind"] == "max_reserved"
+    assert r.measured["peak_allocated_bytes"] == round(194.41 * GB)
+    assert r.measured["step_s"] == pytest.approx(20.2891)
+    text = (LOGS / "megatron_bridge_2025_12_memory_gb.log").read_text()
+    allocated_only = text.replace(" mem-max-reserved-gigabytes: 216.89 |", "")  # memory_keys without the reserved peak
+    m = read_log(allocated_only, source="allocated-only").measured
+    assert (m["peak_memory_bytes"], m["peak_memory_kind"]) == (round(194.41 * GB), "max_allocated")
+
+
 def test_nemo_step_timing_warmup_and_checkpoints_left_out():
     r = ingest("nemo2_resiliency_demo.log")
     # global_step 0-2 are warm-up; the steps after "Scheduled async checkpoint save" (global 10, 19) and after

@@ -1,5 +1,6 @@
-"""Megatron-LM, NeMo, Megatron-Bridge and Megatron-DeepSpeed logs: iteration lines, memory reports, the
-argument dump (or Megatron-Bridge's printed configuration) and, for Megatron-DeepSpeed, DeepSpeed's config."""
+"""Megatron-LM, NeMo, Megatron-Bridge and Megatron-DeepSpeed logs: iteration lines, memory reports (read in
+megatron_memory), the argument dump (or Megatron-Bridge's printed configuration) and, for Megatron-DeepSpeed,
+DeepSpeed's config."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from planner.io.logs.deepspeed_log import deepspeed_config, timer_memory
-from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
+from planner.io.logs.deepspeed_log import deepspeed_config
+from planner.io.logs.log_text import LogFacts, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
 from planner.io.logs.megatron_lines import line_settings
-from planner.units import GiB, MiB
+from planner.io.logs.megatron_memory import line_memory, report_memory
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
 # megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
@@ -43,24 +44,10 @@ PRIMUS_PAIR = re.compile(r"^\s*([^/(\s]+)\s*(?:/\s*\S+|\(avg [^)]*\))\s*$")
 NEMO_TIMING = re.compile(r"train_step_timing in s\s*[:=]\s*([\d.]+(?:[eE][-+]?\d+)?)")
 NEMO_STEP = re.compile(r"global_step\s*[:=]\s*([\d.]+)")
 NEMO_BATCH = re.compile(r"global_batch_size\s*[:=]\s*([\d.]+)")
-# "[Rank 0] (after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | max
-# reserved: ..." (megatron/training/utils/common_utils.py report_memory; MB there is 1024 * 1024 bytes).
-MEMORY = re.compile(
-    r"(?:\[Rank (\d+)\][^\[]*?)?memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)"
-    r" \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
-)
-# Megatron-SWIFT (ms-swift on Megatron-Core) adds "| memory(GiB): 21.56 |" to the iteration line:
-# round(torch.cuda.max_memory_reserved() / 1024**3, 2) of the rank that prints it (ms-swift
-# swift/megatron/trainers/base.py training_log @37ab3502a7e2, 2026-02).
-SWIFT_MEMORY = "memory(GiB)"
 # AMD Primus's loguru prefix "[20251202 06:56:28][rank-7/8][INFO ]": the rank and the world size
 # ("[rank-{extra[rank]}/{extra[world_size]}]", primus/core/utils/logger.py @077c0ff0; world_size is the job's,
 # primus/modules/base_module.py). Its master process prints "[node-R/N]", nodes: not read.
 PRIMUS_RANK = re.compile(r"\]\[rank-(\d+)/(\d+)\]")
-# Primus's device memory on the iteration line: "hip mem usage/free/total/usage_ratio: 153.81GB/102.17GB/255.98GB/
-# 60.09%", used = total - free of torch.cuda.mem_get_info() (the whole device, every process and the runtime),
-# "rocm mem usage/..." the same from rocm-smi; "GB" is bytes / 1024**3 (trainer.py l.2484-2499 @077c0ff0).
-DEVICE_MEMORY = ("hip mem usage/free/total/usage_ratio", "rocm mem usage/free/total/usage_ratio")
 # "using world size: 16, data-parallel size: 1, context-parallel size: 1, [hierarchical context-parallel sizes: None,]
 # tensor-model-parallel size: 8, pipeline-model-parallel size: 2" (megatron/training/arguments.py l.567 @d98e8a64;
 # 2021's "data-parallel-size: 1", no context-parallel): the sizes the argument dump states, where it does not.
@@ -141,18 +128,6 @@ def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | No
     return rank
 
 
-def _line_memory(f: dict[str, str], number_: int, rank: int | None) -> list[Memory]:
-    """The memory an iteration line prints: Megatron-SWIFT's peak reserved, Primus's device memory in use."""
-    out = []
-    if f.get(SWIFT_MEMORY):
-        out.append(Memory(number(f[SWIFT_MEMORY], field=SWIFT_MEMORY, line=number_) * GiB, "max_reserved", rank))
-    for key in DEVICE_MEMORY:
-        if f.get(key):
-            used = f[key].split("/")[0].removesuffix("GB")
-            out.append(Memory(number(used, field=key, line=number_) * GiB, None, rank))
-    return out
-
-
 def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
     t, s = NEMO_TIMING.search(line), NEMO_STEP.search(line)
     if not t or not s:
@@ -161,18 +136,6 @@ def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
     b = NEMO_BATCH.search(line)
     batch = int(float(b.group(1))) if b else None
     return Step(step=int(float(s.group(1))) + 1, line=number_, rank=rank, step_s=float(t.group(1)), global_batch=batch)
-
-
-def _memory(line: str, rank: int | None) -> list[Memory]:
-    return [
-        Memory(
-            peak_bytes=float(m.group(5)) * MiB,
-            kind="max_reserved",
-            rank=int(m.group(1)) if m.group(1) else rank,
-            allocated_bytes=float(m.group(3)) * MiB,
-        )
-        for m in MEMORY.finditer(line)
-    ]
 
 
 def _bridge_yaml(lines: list[str], start: int) -> dict[str, str]:
@@ -239,10 +202,10 @@ def read_megatron(text: str) -> LogFacts:
             iterations.append(seen)
             if step.global_batch:
                 logged["logged_global_batch"] = str(step.global_batch)
-            facts.memory += _line_memory(seen, number_, rank)
+            facts.memory += line_memory(seen, number_, rank)
         elif p := PADDED_VOCAB.search(line):
             logged["logged_padded_vocab"] = p.group(3)
-        facts.memory.extend(_memory(line, rank) + ([timer] if (timer := timer_memory(line, rank)) else []))
+        facts.memory += report_memory(line, number_, rank)
     facts.events = events_in(rows)
     # the last iteration line's elapsed-time key, else what a NeMo line set
     facts.time_basis = next(
