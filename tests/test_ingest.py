@@ -228,6 +228,21 @@ def test_torchtitan_grad_norm_format_thousands_separators():
     assert longer.measured["tokens_per_s_per_gpu"] == statistics.median([7282, 7322, 7309, 7272, 7304])
 
 
+def test_a_torchtitan_peak_of_zero_is_no_measurement():
+    """pytorch/torchtitan pull request #1437 (https://github.com/pytorch/torchtitan/pull/1437): every line prints
+    "memory:  0.00GiB(0.00%)", what torchtitan prints where the device's memory stats hold no peak. It was a measured
+    peak of 0 bytes; it is null, said, and the rest of the lines are read as before."""
+    r = ingest("torchtitan_pr1437_zero_memory.log")
+    assert (r.measured["peak_memory_bytes"], r.measured["peak_memory_kind"]) == (None, None)
+    assert any(a.startswith("memory: 8 metrics lines print a peak of 0.00GiB") for a in r.assumed), r.assumed
+    assert r.measured["tokens_per_s_per_gpu"] == statistics.median([35051, 34824, 34852, 34692, 34879, 33464, 34574])
+    text = (LOGS / "torchtitan_pr1437_zero_memory.log").read_text()
+    one_measured = text.replace("memory:  0.00GiB(0.00%)  tps: 34,574", "memory: 12.50GiB(13.10%)  tps: 34,574")
+    r = read_log(one_measured, source="one-measured")
+    assert r.measured["peak_memory_bytes"] == round(12.5 * GiB)  # the line that measured one is the peak
+    assert any("7 metrics lines" in a and "null" not in a for a in r.assumed), r.assumed
+
+
 def test_torchtitan_step_time_from_timestamps():
     r = ingest("torchtitan_pr1287_profiler_gc.log")
     assert r.iterations == (200, 250)  # mid-run

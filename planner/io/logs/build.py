@@ -181,7 +181,7 @@ def _assemble(
     _require_measured(source, measured, sel, plan.get("global_batch"), facts)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
-    assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", [])]
+    assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", []), *facts.notes]
     if hardware is None:
         hardware, said = log_hardware(facts.config.get("device"))
         assumed.append(said)

@@ -84,7 +84,7 @@ class LogFacts:
     config: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[int, str]] = field(default_factory=list)
     time_basis: str = ""  # how a step line states its time, e.g. "elapsed time per iteration (ms)"
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # readings left out and why: said in the run's `assumed`
     cut_off: int = 0  # steps left out because the log's last line was still being written
     starts: list[tuple[int, str]] = field(default_factory=list)  # lines that show a run's start, and what they are
 

@@ -19,7 +19,7 @@ from planner.units import GiB
 # (time_delta * non_data_parallel_size)) averaged since the previous logged step; memory is the peak of
 # torch.cuda.max_memory_reserved in GiB. "validate step:" lines are evaluations, not training steps.
 METRICS = re.compile(r"(?<!validate )\bstep:\s*(\d+)\s+loss:")
-MEMORY = re.compile(r"memory:\s*([\d.]+)GiB")
+MEMORY = re.compile(r"memory:\s*(-?[\d.]+)GiB")
 TPS = re.compile(r"\b[tw]ps:\s*([\d,]+(?:\.\d+)?)")
 TFLOPS = re.compile(r"tflops:\s*([\d,]+(?:\.\d+)?)")
 MFU = re.compile(r"mfu:\s*([\d.]+)%")
@@ -67,6 +67,20 @@ def _step(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[
         time_s=timestamp_s(line),
     )
     return step, Memory(float(mem.group(1)) * GiB, "max_reserved", rank) if mem else None
+
+
+def _measured(memory: list[Memory]) -> tuple[list[Memory], list[str]]:
+    """The peaks that measure something. torchtitan prints "memory:  0.00GiB(0.00%)" where the device's memory stats
+    hold no peak (components/metrics.py DeviceMemoryMonitor.get_peak_stats @4e73af3e2: memory_stats(device)
+    .get("reserved_bytes.all.peak", -1), 0 or -1 bytes): no peak was recorded, which is not a peak of nothing."""
+    kept = [m for m in memory if m.peak_bytes > 0]
+    if len(kept) == len(memory):
+        return memory, []
+    left = "" if kept else "; peak_memory_bytes null"
+    return kept, [
+        f"memory: {len(memory) - len(kept)} metrics lines print a peak of 0.00GiB, which the device's memory stats "
+        f"record where they hold no peak: not a measurement, left out{left}"
+    ]
 
 
 def _mesh(line: str) -> dict[str, int]:
@@ -199,6 +213,7 @@ def read_torchtitan(text: str) -> LogFacts:
                 model = _llama_model(a.group(1), dict(ARG.findall(a.group(3))))
             else:
                 unread = f"model: {a.group(1)}'s {a.group(2)} is not read (only Llama's are); give --model"
+    facts.memory, facts.notes = _measured(facts.memory)
     clean = "\n".join(line for _, _, line in rows)
     start = START.search(clean)
     plan = _plan(mesh, start, clean)
