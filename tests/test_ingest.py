@@ -60,6 +60,23 @@ def test_megatron_2021_argument_dump_skipped_and_evaluation_left_out():
     assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(4 * 1024 / (r.measured["step_s"] * 32))
 
 
+def test_a_memory_report_after_iterations_that_were_all_skipped_is_no_peak():
+    """NVIDIA/Megatron-LM issue #60 (https://github.com/NVIDIA/Megatron-LM/issues/60): fp16, iterations 1-5 all skipped
+    (loss-scale overflow), then "after 5 iterations memory (MB)": the optimizer never stepped, so its states were not
+    allocated, and the report (17482 MB reserved) was read as the peak. It is left out, and why is said."""
+    with pytest.raises(PlannerError, match=r"left out: 2 skipped\); memory: the report after 5 iterations is left out"):
+        ingest("megatron_lm_issue60_skipped.log")  # iteration 10 skipped its 5 too: nothing measured, and why
+    text = (LOGS / "megatron_lm_issue60_skipped.log").read_text()
+    tenth = "loss scale: 8388608.0 | number of skipped iterations:   5"
+    r = read_log(text.replace(tenth, tenth.replace("  5", "  0")), source="tenth-stepped")
+    assert (r.measured["step_s"], r.measured["peak_memory_bytes"]) == (pytest.approx(1.9939), None)
+    assert any(a.startswith("memory: the report after 5 iterations is left out: all were skipped") for a in r.assumed)
+    fifth = "loss scale: 268435456.0 | number of skipped iterations:   5"  # one of iterations 1-5 stepped
+    r = read_log(text.replace(fifth, fifth.replace("  5", "  4")), source="one-stepped")
+    assert (r.measured["peak_memory_bytes"], r.measured["peak_memory_kind"]) == (17482 * MiB, "max_reserved")
+    assert not any(a.startswith("memory:") for a in r.assumed)
+
+
 def test_megatron_issue_lines_with_throughput_and_timestamps():
     r = ingest("megatron_lm_issue756_mixtral.log", warmup=0)
     assert r.measured["step_s"] == pytest.approx(statistics.median([5.4449, 5.5338, 5.7186]))

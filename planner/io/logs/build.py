@@ -237,7 +237,8 @@ def _require_measured(
     left = ", ".join(f"{n} {why}" for why, n in sel.left_out.items() if n)
     hint = "; --warmup 0 keeps the warm-up" if sel.left_out.get("warm-up") else ""
     said = f" (left out: {left}{hint})" if left else ""  # a timed step not used was left out: never empty
-    raise PlannerError(f"{source}: no step time, throughput or memory read from its steps{said}")
+    readings = "".join(f"; {note}" for note in facts.notes)  # memory readings left out, and why
+    raise PlannerError(f"{source}: no step time, throughput or memory read from its steps{said}{readings}")
 
 
 def _read_from(facts: LogFacts, sel: Selection) -> list[str]:

@@ -72,6 +72,7 @@ class Memory:
     kind: str | None
     rank: int | None = None
     allocated_bytes: float | None = None
+    after_iterations: int | None = None  # the iterations a report follows (Megatron's "after N iterations")
 
 
 @dataclass

@@ -14,7 +14,7 @@ from planner.io.logs.log_text import LogFacts, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
 from planner.io.logs.megatron_lines import line_settings
-from planner.io.logs.megatron_memory import line_memory, report_memory
+from planner.io.logs.megatron_memory import line_memory, read_memory
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
 # megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
@@ -205,7 +205,7 @@ def read_megatron(text: str) -> LogFacts:
             facts.memory += line_memory(seen, number_, rank)
         elif p := PADDED_VOCAB.search(line):
             logged["logged_padded_vocab"] = p.group(3)
-        facts.memory += report_memory(line, number_, rank)
+        read_memory(facts, line, number_, rank)
     facts.events = events_in(rows)
     # the last iteration line's elapsed-time key, else what a NeMo line set
     facts.time_basis = next(
