@@ -508,6 +508,23 @@ def test_cli_table_and_runs_file_that_validate_reads(tmp_path):
     assert all(piece in out for piece in ("megatron_", "bridge_", "llama32_1b"))
 
 
+def test_validate_shows_a_throughput_not_measured_blank_not_nan(tmp_path):
+    """A run that measured its peak memory but no throughput: validate's measured tokens/s cell is blank, as the
+    peak's is where none was measured, not "nan" (render/accuracy.py defaulted it to float('nan'))."""
+    runs = tmp_path / "runs.yaml"
+    rc, _, err = run_planner("ingest", str(LOGS / "megatron_lm_gpt2_tp4_pp8.log"), "--hardware", "v100-32gb", "-o",
+                             str(runs))  # fmt: skip
+    assert rc == 0, err
+    (raw,) = load_runs(runs)
+    for key in ("tokens_per_s_per_gpu", "step_s"):
+        del raw["measured"][key]
+    runs.write_text(yaml.safe_dump([raw]))
+    rc, out, err = run_planner("validate", str(runs))
+    assert rc == 0, err
+    row = next(line for line in out.splitlines() if "megatron_lm_gpt2_tp4_pp8" in line)
+    assert "nan" not in row.lower() and "26.2" in row  # the measured peak, 26880 MiB = 26.25 GiB, is still shown
+
+
 def test_validate_reads_a_log_as_ingest_does(tmp_path):
     """A log given to validate is read as ingest reads it (as calibrate does), not parsed as YAML; what the log
     lacks is named with the option or the ingest step that supplies it, in one line, exit 2."""

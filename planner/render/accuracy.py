@@ -97,13 +97,13 @@ def _validation_table(result: Validation, id_width: int | None = None) -> Table:
             group = r.group
             table.add_row(f"[bold]{escape(group)}[/]")
         pm, mm = r.predicted["peak_memory_bytes"], r.measured.get("peak_memory_bytes")
-        pred = r.predicted["tokens_per_s_per_gpu"]
+        pred, meas = r.predicted["tokens_per_s_per_gpu"], r.measured.get("tokens_per_s_per_gpu")
         table.add_row(
             escape(wrap_words(r.id, id_width, indent="  ", breaks="-_")),
             (f"{pred:,.0f}" if pred >= 1000 else f"{pred:,.1f}")
             + _per_gpu_range(r)
             + ("" if r.plausible is not False else " ?"),
-            f"{r.measured.get('tokens_per_s_per_gpu', float('nan')):,.1f}",
+            f"{meas:,.1f}" if meas is not None else "",  # not measured: blank, as the peak's
             _pct(r, "tokens_per_s_per_gpu"),
             f"{pm / 2**30:.1f}" + ("" if r.fits else " !"),
             f"{mm / 2**30:.1f}" if mm else "",
