@@ -468,6 +468,19 @@ def test_steady_state_rules_on_interval_lines():
     assert [s.step for s in steady(steps, warmup=15).used] == [30, 40, 50]
 
 
+def test_a_gpt_neox_log_is_refused_by_name_unless_an_engine_is_named():
+    """deepspeedai/DeepSpeed issue #3742 (https://github.com/deepspeedai/DeepSpeed/issues/3742), a GPT-NeoX run: its
+    " samples/sec: 7.799 | iteration 34/ 10000 | ... | approx flops per GPU: 112.9TFLOPS" line has Megatron's
+    fields, and was read as a Megatron run without a word. GPT-NeoX is no engine the planner models: refused by name,
+    read as the engine --engine names."""
+    text = (LOGS / "gpt_neox_ds_issue3742.log").read_text()
+    assert detect(text) == "gpt-neox"
+    with pytest.raises(PlannerError, match=r"a GPT-NeoX log .* not an engine the planner models: give --engine"):
+        read_log(text, source="neox")
+    r = read_log(text, source="neox", engine="megatron-deepspeed")
+    assert (r.engine, r.measured["step_s"], r.iterations) == ("megatron-deepspeed", pytest.approx(4.1031), (34, 34))
+
+
 def test_text_that_is_no_training_log_is_refused():
     with pytest.raises(PlannerError, match="not a training log planner can read"):
         read_log("hello\nworld\n", source="notes.txt")
@@ -638,6 +651,7 @@ def _head_one_step(folder: Path) -> Path:
         (lambda d: (d / "e.log").write_text("") and d / "e.log", "not a training log"),
         (lambda d: LOGS / "llm_foundry_readme_no_throughput.log", "no step time or throughput"),
         (_head_one_step, "no step time, throughput or memory read from its steps (left out: 1 skipped)"),
+        (lambda d: LOGS / "gpt_neox_ds_issue3742.log", "GPT-NeoX is not an engine the planner models"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):

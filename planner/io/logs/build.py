@@ -16,7 +16,7 @@ from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.devices import given_against_log, log_hardware
 from planner.io.logs.given import fill_plan, implied, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
-from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, ITERATION, NEMO_TIMING, read_megatron
+from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
@@ -40,9 +40,11 @@ EXPECTED = {
 
 
 def detect(text: str) -> str | None:
-    """The log family the text is from, or None."""
+    """The log family the text is from, or None; "gpt-neox" for a family no engine here runs."""
     text = ANSI.sub("", text)
     if any(ITERATION.search(line) for line in text.splitlines()) or NEMO_TIMING.search(text):
+        if GPT_NEOX.search(text):
+            return "gpt-neox"
         return "megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron"
     if METRICS.search(text) and TPS.search(text):
         return "torchtitan"
@@ -118,6 +120,11 @@ def read_log(
     `given_plan`, `given_software`: plan fields and runs-file software settings (a plan file's, `ingest --plan`)
     for what the log does not state."""
     family = detect(text) if engine == "auto" else engine
+    if family == "gpt-neox":
+        raise PlannerError(
+            f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
+            "an engine the planner models: give --engine to read it as one that is"
+        )
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
         raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")

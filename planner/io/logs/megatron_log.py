@@ -78,6 +78,12 @@ DEEPSPEED_MARKERS = re.compile(
 )
 
 
+# GPT-NeoX (EleutherAI/gpt-neox: Megatron's training_log, grown on DeepSpeed) begins its iteration line with
+# " samples/sec: 7.799 |" and prints "approx flops per GPU: 112.9TFLOPS" (megatron/logging.py training_log l.436,
+# l.495 @ea7aefd8): a log of an engine the planner does not model, told apart so it is not read as Megatron's.
+GPT_NEOX = re.compile(r"samples/sec: [\d.]+ \| iteration\s+\d+\s*/|\| approx flops per GPU: [\d.]+\w?FLOPS")
+
+
 def _fields(rest: str) -> dict[str, str]:
     out = {}
     for part in rest.split("|"):
