@@ -12,6 +12,7 @@ import typer
 from planner.api.resolve import PLAN_FLAGS, engine_overrides, resolve
 from planner.cli.callbacks import file_path, finite, nonempty, nonempty_path, words
 from planner.cli.launch_here import run_here
+from planner.cli.launch_idle import refuse_idle_options, refuse_unwritten
 from planner.cli.options import (
     ENGINE_SETTINGS,
     CatalogOpt,
@@ -168,8 +169,12 @@ def launch(
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
-    _refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
+    refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, resume=resume, keep=keep_checkpoints)  # fmt: skip
+    refuse_unwritten(emit, {"--steps": steps != 8, "--warmup": warmup != 2, "--seed": seed != 0,
+                             "--checkpoint-dir": checkpoint_dir is not None, "--max-restarts": max_restarts != 0,
+                             "--timeout-s": timeout_s != 120.0, "--wall-s": wall_s is not None,
+                             "--profile-out": profile_out != Path("planner-launch-profile.json")})  # fmt: skip
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
@@ -233,37 +238,6 @@ def launch(
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_, wall_s=wall_s)  # fmt: skip
-
-
-def _refuse_idle_options(
-    emit: str | None,
-    *,
-    out: Path | None,
-    image: str | None,
-    checkpoint_dir: Path | None,
-    checkpoint_every: int,
-    resume: bool,
-    keep: int | None,
-) -> None:
-    """Options that would do nothing with the others given: refused, one line, rather than ignored."""
-    if emit is None and (out is not None or image is not None):
-        given = "--out" if out is not None else "--image"
-        raise PlannerError(f"{given} is for --emit's files: give --emit TARGET, or drop {given}")
-    if checkpoint_dir is None and (checkpoint_every or resume):
-        given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
-        raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")
-    if checkpoint_dir is not None and not (checkpoint_every or resume):  # a restart reloads what a save wrote
-        raise PlannerError(
-            f"--checkpoint-dir {str(checkpoint_dir)!r} saves nothing and reads nothing alone: give --checkpoint-every"
-            " K or --resume (--max-restarts N reloads what --checkpoint-every saves), or drop it"
-        )
-    if keep is not None and not checkpoint_every:
-        raise PlannerError(
-            f"--keep-checkpoints {keep} prunes what --checkpoint-every saves, and nothing is saved: give"
-            " --checkpoint-every K, or drop it"
-        )
-    if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
-        raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")
 
 
 def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:

@@ -161,8 +161,14 @@ def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path
         (("--out", ""), "'--out': is empty"),
         (("--emit", "slurm", "--out", ""), "'--out': is empty"),
         (("--profile-out", " "), "'--profile-out': is empty"),
+        (("--emit", "megatron", "--out", "o", "--steps", "1000", "--seed", "7"),
+         "--emit megatron writes an engine's own configuration, which does not carry --steps, --seed"),
+        (("--emit", "deepspeed", "--out", "o", "--max-restarts", "2", "--checkpoint-dir", "ck", "--checkpoint-every",
+          "5"), "does not carry --checkpoint-dir, --max-restarts"),
+        (("--emit", "slurm", "--out", "o", "--wall-s", "100"), "--emit slurm writes a cluster script, which does not "
+         "carry --wall-s"),
     ],
-)
+)  # fmt: skip
 def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, says):
     """An option the others make idle (an --out without --emit, checkpoints without a folder, an empty path read
     as the current folder) is one line and exit 2, not ignored."""

@@ -1,0 +1,51 @@
+"""launch's options that would do nothing with the others given: refused, one line, rather than ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from planner.errors import PlannerError
+from planner.launch.emit import ENGINE_TARGETS
+
+
+def refuse_idle_options(
+    emit: str | None,
+    *,
+    out: Path | None,
+    image: str | None,
+    checkpoint_dir: Path | None,
+    checkpoint_every: int,
+    resume: bool,
+    keep: int | None,
+) -> None:
+    """Options that would do nothing with the others given: refused, one line, rather than ignored."""
+    if emit is None and (out is not None or image is not None):
+        given = "--out" if out is not None else "--image"
+        raise PlannerError(f"{given} is for --emit's files: give --emit TARGET, or drop {given}")
+    if checkpoint_dir is None and (checkpoint_every or resume):
+        given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
+        raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")
+    if checkpoint_dir is not None and not (checkpoint_every or resume):  # a restart reloads what a save wrote
+        raise PlannerError(
+            f"--checkpoint-dir {str(checkpoint_dir)!r} saves nothing and reads nothing alone: give --checkpoint-every"
+            " K or --resume (--max-restarts N reloads what --checkpoint-every saves), or drop it"
+        )
+    if keep is not None and not checkpoint_every:
+        raise PlannerError(
+            f"--keep-checkpoints {keep} prunes what --checkpoint-every saves, and nothing is saved: give"
+            " --checkpoint-every K, or drop it"
+        )
+    if checkpoint_dir is not None and checkpoint_dir.exists() and not checkpoint_dir.is_dir():
+        raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")
+
+
+def refuse_unwritten(emit: str | None, given: dict[str, bool]) -> None:
+    """Run options an --emit target's file does not carry, refused rather than dropped: an engine's own file (its
+    trainer's steps, seed, checkpoints and restarts are its own configuration's) carries none; a cluster script
+    runs the planner worker with all but --wall-s, a limit of this process's run."""
+    if emit is None:
+        return
+    idle = [flag for flag, set_ in given.items() if set_ and (flag == "--wall-s" or emit in ENGINE_TARGETS)]
+    if idle:
+        kind = "an engine's own configuration, which" if emit in ENGINE_TARGETS else "a cluster script, which"
+        raise PlannerError(f"--emit {emit} writes {kind} does not carry {', '.join(idle)}: set it there, or drop it")
