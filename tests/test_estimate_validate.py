@@ -317,3 +317,13 @@ def test_a_measured_peak_is_compared_as_it_counts_memory(calibration_runs):
         (result,) = validate_runs([raw]).runs
         assert result.predicted["peak_memory_bytes"] == pytest.approx(peak)
     assert expected["max_allocated"] < expected["max_reserved"] < expected[None]
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_model_given_for_a_runs_file_is_refused_not_ignored(command):
+    """Each run of a runs file states its model: --model (like --gpus and --plan) fills what a training log leaves
+    unstated, and with a runs file it was accepted and changed nothing (audit)."""
+    runs = "tests/data/runs_2024_2026.yaml"
+    code, out, err = run(command, runs, "--model", "llama3-8b")
+    assert code == 2 and out == "" and "--model, --gpus and --plan fill what a training log leaves unstated" in err
+    assert err.strip().endswith(f"{runs} is a runs file")

@@ -722,3 +722,14 @@ def test_a_refused_command_says_one_line_not_the_warnings_on_its_way(tmp_path):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
     code, out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--zero", "1", *args)
     assert code == 0 and "warning: --recompute-modules applies to --recompute selective" in " ".join(err.split())
+
+
+def test_moe_settings_for_a_dense_model_are_said_to_change_nothing():
+    """--moe-dispatcher deepep --moe-imbalance 4 on Llama 3 8B: the header named them and the figures were the
+    same (audit); said once. On Mixtral the same settings say nothing of the kind."""
+    args = ("estimate", "--gpus", "8", "--moe-dispatcher", "deepep", "--moe-imbalance", "4")
+    code, _out, err = run_planner(*args, "-m", "llama3-8b")
+    said = " ".join(err.split())
+    assert code == 0 and "--moe-dispatcher, --moe-imbalance: llama3-8b has no MoE layers; it changes nothing" in said
+    code, _out, err = run_planner(*args, "-m", "mixtral-8x7b", "--ep", "8")
+    assert code == 0 and "no MoE layers" not in err, err

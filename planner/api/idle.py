@@ -9,13 +9,26 @@ from typing import Any
 from planner.cost.memory import activation_pieces
 from planner.cost.recipe_options import modules_recompute_flops_per_token, offload_groups, offload_modules
 from planner.engine import Engine
+from planner.engine.profile import given_settings
 from planner.plan import Plan
 from planner.specs import ModelSpec
+
+# The per-run settings that act on MoE layers alone (engine/settings.py SETTINGS): a dense model has none to act on.
+MOE_SETTINGS = ("moe_dispatcher", "moe_imbalance", "moe_dispatch_dtype")
 
 
 def changing_nothing(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
     """The recipe settings given that change nothing for this model and plan."""
-    return _recompute_modules_idle(spec, plan, eng) + _offload_idle(spec, plan, eng)
+    return _recompute_modules_idle(spec, plan, eng) + _offload_idle(spec, plan, eng) + _moe_idle(spec, eng)
+
+
+def _moe_idle(spec: ModelSpec, eng: Engine) -> list[str]:
+    """MoE settings given for a model without MoE layers: no token is dispatched, no expert loaded."""
+    given = [n for n in MOE_SETTINGS if n in given_settings(eng)]
+    if spec.moe is not None or not given:
+        return []
+    flags = ", ".join(f"--{n.replace('_', '-')}" for n in given)
+    return [f"{flags}: {spec.name} has no MoE layers; it changes nothing"]
 
 
 def _recompute_modules_idle(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from planner.hardware import HardwareProfile
     from planner.specs import ModelSpec
 
+LOG_ONLY = (
+    "--model, --gpus and --plan fill what a training log leaves unstated (each run of a runs file states its own)"
+)
+
 
 def validate(
     runs: Annotated[
@@ -60,8 +64,8 @@ def validate(
     from planner.io.catalog import load_engine, load_hardware, load_model
     from planner.render.accuracy import print_validation, validation_json
 
-    if (gpus or plan) and states_its_plan(runs):
-        raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {runs} is a runs file")
+    if (gpus or plan or model) and states_its_plan(runs):
+        raise PlannerError(f"{LOG_ONLY}; {runs} is a runs file")
     given = log_givens(model, hardware, gpus, plan)
     override = load_hardware(given.hardware) if given.hardware else None
     eng = load_engine(engine) if engine else None
@@ -168,7 +172,7 @@ def calibrate(
     from planner.io.files import make_dir
 
     names = param_names(params)
-    if gpus or plan:
+    if gpus or plan or model:
         _logs_only(inputs)
     one = hardware[0] if hardware and len(hardware) == 1 else None
     given = log_givens(model, one, gpus, plan)
@@ -196,12 +200,12 @@ def calibrate(
 
 
 def _logs_only(inputs: list[str]) -> None:
-    """--gpus and --plan fill what a training log leaves unstated; a runs file or launch profile states it."""
+    """--model, --gpus and --plan fill what a training log leaves unstated; a runs file or launch profile states it."""
     from planner.fit.runs import states_its_plan
 
     stated = [p for p in inputs if states_its_plan(p)]
     if stated:
-        raise PlannerError(f"--gpus and --plan fill what a training log leaves unstated; {stated[0]} is a runs file")
+        raise PlannerError(f"{LOG_ONLY}; {stated[0]} is a runs file")
 
 
 def _calibrate_runs(
