@@ -40,6 +40,16 @@ def test_default_global_batch_is_about_4m_tokens_and_a_multiple_of_dp_times_micr
     assert default_seq_len(131072) == 8192 and default_seq_len(2048) == 2048
 
 
+def test_a_degree_the_gpu_count_makes_up_beside_a_given_dp_is_said():
+    """--gpus 64 with dp, tp and pp 2 derives cp 8 (the one degree left out, plan.py derive_plan): a mistyped count
+    should not invent context parallelism unsaid (audit). With dp left out, dp is derived as always, unremarked."""
+    args = ("-m", "llama3-8b", "--gpus", "64", "--tp", "2", "--pp", "2")
+    made = " ".join(planner("memory", *args, "--dp", "2").stdout.split())
+    assert "cp8" in made and "(cp 8 derived: --gpus 64 over the degrees given)" in made
+    assert json_of("estimate", *args, "--dp", "2")["derived_degrees"] == ["cp"]
+    assert json_of("estimate", *args)["derived_degrees"] == [] and "derived" not in planner("memory", *args).stdout
+
+
 def test_memory_estimate_and_search_default_to_the_same_global_batch_and_say_so():
     """llama3-70b on 64 GPUs: 512 sequences of 8192 tokens for every command (it was dp x micro-batch x pp = 8
     sequences for memory and estimate)."""

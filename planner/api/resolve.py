@@ -2,13 +2,12 @@
 defaults for every command (memory, estimate, search, launch).
 
 Defaults (the values in planner/plan.py):
-- hardware: DEFAULT_HARDWARE; engine: DEFAULT_ENGINE (a plan file's own model, hardware and engine win over
-  them, flags over the file);
-- seq_len: the model's context, at most 8192 tokens (default_seq_len);
-- global batch of memory and estimate: about 4M tokens (default_global_batch, a multiple of dp x micro-batch);
-  of a launch: enough micro-batches to fill the pipeline once (dp · micro_batch · pp);
-- sequence parallelism of memory and estimate: on when tp > 1 and the engine runs it;
-- the degree left out of --gpus: dp.
+- hardware: DEFAULT_HARDWARE; engine: DEFAULT_ENGINE (a plan file's own model, hardware and engine win over them,
+  flags over the file); seq_len: the model's context, at most 8192 tokens (default_seq_len);
+- global batch of memory and estimate: about 4M tokens (default_global_batch, a multiple of dp x micro-batch); of a
+  launch: enough micro-batches to fill the pipeline once (dp · micro_batch · pp);
+- sequence parallelism of memory and estimate: on when tp > 1 and the engine runs it; --gpus makes up dp (else the one
+  degree left out, said in the header).
 """
 
 from __future__ import annotations
@@ -199,12 +198,18 @@ def resolve(
     )
     if check:
         require_runs(spec, plan, eng, gpus, hw)
-    defaulted = frozenset(
-        k for k in ("global_batch", "seq_len") if flags.get(k) is None and not (doc and k in doc.plan)
-    )
     for said in changing_nothing(spec, plan, eng):
         warnings.warn(said, stacklevel=2)
-    return Resolved(spec, hw, eng, plan, model_ref, gpus, defaulted)
+    return Resolved(spec, hw, eng, plan, model_ref, gpus, _defaulted(plan, flags, doc))
+
+
+def _defaulted(plan: Plan, flags: dict[str, Any], doc: PlanFile | None) -> frozenset[str]:
+    """What the defaults gave: the global batch, the sequence length, and a degree other than dp that --gpus made
+    up where dp was given (plan.py derive_plan), each said in the header."""
+    unset = {k for k in ("global_batch", "seq_len", "dp", "tp", "pp", "cp") if flags.get(k) is None}
+    unset -= set(doc.plan) if doc else set()
+    made = {d for d in ("tp", "pp", "cp") if d in unset and "dp" not in unset and getattr(plan, d) > 1}
+    return frozenset({k for k in ("global_batch", "seq_len") if k in unset} | made)
 
 
 def engine_overrides(opts: dict[str, Any]) -> dict[str, Any]:

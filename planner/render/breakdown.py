@@ -69,10 +69,16 @@ def plan_line(
         run_by += f" ({escape(said(given))})"
     return (
         f"[bold]{escape(model.name)}[/] ({fmt_count(model.num_params)} params) on {plan.gpus} x {escape(hw.name)}"
-        f"{run_by}: {plan.summary()}, {plan.precision}, {plan.schedule}, "
+        f"{run_by}: {plan.summary()}{_derived_text(plan, defaulted)}, {plan.precision}, {plan.schedule}, "
         f"{batch_text(plan.global_batch, plan.seq_len, model, defaulted)}, {plan.num_microbatches} "
         f"micro-batch{'es' if plan.num_microbatches != 1 else ''} per step{_group_text(plan)}"
     )
+
+
+def _derived_text(plan: Plan, defaulted: frozenset[str]) -> str:
+    """The degree --gpus made up where dp was given (plan.py derive_plan: the one degree left out)."""
+    made = [d for d in ("tp", "pp", "cp") if d in defaulted]
+    return "".join(f" ({d} {getattr(plan, d)} derived: --gpus {plan.gpus} over the degrees given)" for d in made)
 
 
 def _group_text(plan: Plan) -> str:

@@ -37,6 +37,7 @@ OPTIONAL = (
     "active_params",
     "global_batch_default",
     "seq_len_default",
+    "derived_degrees",
 )
 
 
@@ -76,6 +77,7 @@ class MemoryDoc(Document):
     active_params: int | None = None  # MoE models: the parameters one token passes through
     global_batch_default: bool | None = None  # whether the defaults gave the global batch (about 4M tokens)
     seq_len_default: bool | None = None  # whether the defaults gave the sequence length (the context, <= 8192)
+    derived_degrees: list[str] | None = None  # a degree other than dp --gpus made up, dp being given
     stages: list[StageDoc]
     notes: list[str]
     settings: dict[str, Any] = {}  # the engine's per-run settings that differ from its profile: what was priced
@@ -178,6 +180,7 @@ def memory_doc(
         active_params=model.num_active_params if model.moe is not None else None,
         global_batch_default=None if defaulted is None else "global_batch" in defaulted,
         seq_len_default=None if defaulted is None else "seq_len" in defaulted,
+        derived_degrees=None if defaulted is None else [d for d in ("tp", "pp", "cp") if d in defaulted],
         stages=[
             StageDoc(
                 stage=s.stage,
