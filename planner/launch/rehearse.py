@@ -59,18 +59,27 @@ def rehearsal_model_path(profile_out: Path) -> Path:
     return profile_out.with_name(profile_out.stem + ".model.yaml")
 
 
+def _elsewhere(model: ModelSpec, plan: Plan) -> str:
+    """Where a plan the worker cannot rehearse can run: the engine targets that write it (emit/checks.py)."""
+    from planner.launch.emit import ENGINE_TARGETS, target
+    from planner.launch.emit.checks import targets_writing
+
+    writing = targets_writing([t for n in ENGINE_TARGETS if (t := target(n))], model, plan)
+    if not writing:
+        return "no --emit target writes this model either"
+    return f"emit the plan for an engine that has it (--emit {'|'.join(writing)})"
+
+
 def rehearse(model: ModelSpec, plan: Plan, engine: Engine, *, device_type: str, max_processes: int | None) -> Rehearsal:
     """The plan and model shrunk to fit `max_processes` workers on `device_type` (None: no limit)."""
     if model.moe is not None or plan.ep > 1:
         what = f"{model.name} has {model.moe.num_experts} experts per MoE layer" if model.moe else f"ep={plan.ep}"
         raise PlannerError(
             f"--rehearse: {what}, and the launch worker has no expert layers yet, so no rehearsal here would run "
-            "them; emit the plan for an engine that does (--emit megatron|torchtitan|deepspeed)"
+            f"them; {_elsewhere(model, plan)}"
         )
     if limits := architecture_limits(model):
-        raise PlannerError(
-            f"--rehearse: {limits[0]}; emit the plan for an engine that has it (--emit megatron|torchtitan)"
-        )
+        raise PlannerError(f"--rehearse: {limits[0]}; {_elsewhere(model, plan)}")
     notes: list[str] = []
     degrees = {a: min(getattr(plan, a), 2) for a in AXES}
     if device_type != "cuda" and degrees["cp"] > 1:

@@ -180,3 +180,21 @@ def test_fewer_layers_keep_the_first_layers_patterns_and_moe_layers():
     assert shrink(load_model("deepseek-v3"), layers=5, hidden=None).num_moe_layers == 2
     with pytest.raises(PlannerError, match=r"--layers 2 keeps none of deepseek-v3's MoE layers .*--layers 4 or more"):
         shrink(load_model("deepseek-v3"), layers=2, hidden=None)
+
+
+@pytest.mark.parametrize("name", ["nemotron-h-8b", "gemma3-27b"])
+def test_a_model_the_worker_cannot_rehearse_points_only_to_targets_that_write_it(name):
+    """The refusal named --emit megatron|torchtitan, both of which refuse these models (audit): it names the engine
+    targets whose engine has the model's layers and whose file can say it, each checked to accept it."""
+    from planner.launch.emit import ENGINE_TARGETS, target
+    from planner.launch.emit.checks import targets_writing
+
+    model, plan = load_model(name), Plan(dp=2, global_batch=8, seq_len=1024)
+    with pytest.raises(PlannerError, match="--rehearse") as said:
+        rehearse(model, plan, load_engine("planner"), device_type="cpu", max_processes=4)
+    named = str(said.value).split("--emit ")[1].rstrip(")").split("|")
+    assert named == targets_writing([t for n in ENGINE_TARGETS if (t := target(n))], model, plan)
+    for t in named:
+        found = target(t)
+        assert found is not None and not (found.format_problems and found.format_problems(model, plan))
+    assert "megatron" not in named and "torchtitan" not in named

@@ -92,3 +92,19 @@ def engine_problems_for(
     configuration format cannot express."""
     out = [str(r) for r in plan_problems(model, plan, engine, plan.gpus, hw)]
     return out + (target.format_problems(model, plan) if target.format_problems else [])
+
+
+def targets_writing(targets: list[Target], model: ModelSpec, plan: Plan) -> list[str]:
+    """The engine targets, of `targets`, whose engine implements the model's layers (engine/architectures.py) and
+    whose file can say the model and plan (the target's format_problems): where a refusal sends the user."""
+    from planner.engine.architectures import architecture_problems
+    from planner.io.catalog import load_engine
+
+    out = []
+    for t in targets:
+        rules = load_engine(t.engine or "").rules
+        if not architecture_problems(t.name, rules.model_features, model) and not (
+            t.format_problems and t.format_problems(model, plan)
+        ):
+            out.append(t.name)
+    return out
