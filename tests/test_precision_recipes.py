@@ -229,12 +229,16 @@ def test_cli_refuses_with_one_line():
 
 
 def test_search_counts_unsupported_recipes():
-    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "64", "--precision", "mxfp8", "--json")
-    assert code == 0, err
+    """A recipe the GPU's architecture lacks is a rejection reason beside another precision; alone it rules out
+    every candidate, and the search is refused with that reason (exit 2)."""
     import json
 
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "64", "--precision", "bf16,mxfp8", "--json")
+    assert code == 0, err
     doc = json.loads(out)
-    assert doc["valid"] == 0 and doc["rejected"] == {"mxfp8 not on hopper in megatron": doc["evaluated"]}
+    assert doc["valid"] > 0 and doc["rejected"]["mxfp8 not on hopper in megatron"] > 0
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "64", "--precision", "mxfp8", "--json")
+    assert code == 2 and out == "" and "no plan is valid: mxfp8 not on hopper in megatron" in err
 
 
 def test_recipe_memory_reaches_the_report():
@@ -261,19 +265,22 @@ def test_search_ranks_several_precisions_together_as_each_alone_would():
     import json
 
     alone = {}
-    for p in ("bf16", "fp8-current", "nvfp4"):
+    for p in ("bf16", "fp8-current"):
         code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "16", "--precision", p, "--json")
         assert code == 0, err
         alone[p] = json.loads(out)
+    code, _out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "16", "--precision", "nvfp4", "--json")
+    assert code == 2 and "no plan is valid: h100-sxm has no nvfp4" in err  # alone, no candidate is valid: refused
     code, out, err = run_planner(
         "search", "-m", "llama3-8b", "--gpus", "16", "--precision", "bf16,fp8-current,nvfp4", "--json"
     )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["precisions"] == ["bf16", "fp8-current", "nvfp4"] and alone["bf16"]["precisions"] == ["bf16"]
-    for key in ("evaluated", "valid", "timed"):
+    for key in ("valid", "timed"):
         assert doc[key] == sum(a[key] for a in alone.values())
-    assert alone["nvfp4"]["valid"] == 0 and doc["rejected"]["h100-sxm has no nvfp4"] == alone["nvfp4"]["evaluated"]
+    nvfp4 = doc["rejected"]["h100-sxm has no nvfp4"]  # every nvfp4 candidate, counted beside the others'
+    assert nvfp4 > 0 and doc["evaluated"] == sum(a["evaluated"] for a in alone.values()) + nvfp4
     best = max((a["plans"][0] for a in alone.values() if a["plans"]), key=lambda r: r["tokens_per_s"])
     assert doc["plans"][0]["tokens_per_s"] == best["tokens_per_s"]
     assert doc["plans"][0]["plan"]["precision"] == best["plan"]["precision"] == "fp8-current"
