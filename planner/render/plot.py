@@ -4,6 +4,7 @@ file names it writes, and the write."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from planner.errors import PlannerError
@@ -75,11 +76,13 @@ def plot_search(result: Any, path: str) -> None:
 
 
 def save_figure(fig: Any, path: str) -> None:
-    """Write a matplotlib figure and close it; an unwritable path is one PlannerError line."""
+    """Write a matplotlib figure and close it (parent folders created, as every file the commands write); an
+    unwritable path is one PlannerError line."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     except OSError as e:
         raise PlannerError(f"cannot write {path!r}: {e.strerror}") from None
