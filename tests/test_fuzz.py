@@ -273,6 +273,8 @@ case("yaml-duplicate-key", "estimate", "--plan", "@W/dup.yaml", files=(("dup.yam
      names=("'tp' given twice",))  # fmt: skip
 # the audit's messages: each names the value and what is valid
 case("plan-file-is-a-folder", "estimate", "--plan", "@W/dir", names=("is a folder",))
+case("runs-file-is-a-folder", "validate", "@W/dir", names=("is a folder",))
+case("calibrate-input-is-a-folder", "calibrate", "@W/dir", names=("a folder",))
 case("model-folder-without-config", "models", "show", "@W/dir", names=("without a config.json",))
 case("list-empty-item-zero", "search", "-m", "tiny", "--gpus", "2", "--zero", "1,,3", names=("--zero", "empty item"))
 case("list-empty-item-gpus", "scale", "-m", "tiny", "--gpus", "2,,4", "--tokens", "1e9", names=("--gpus", "empty"))

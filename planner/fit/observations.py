@@ -165,7 +165,10 @@ def load_observations(
     for path in paths:
         p = Path(path)
         if not p.is_file():
-            raise PlannerError(f"{path}: no such file")
+            raise PlannerError(
+                f"{path}: "
+                + ("a folder: give a runs file, a launch profile or a log" if p.is_dir() else "no such file")
+            )
         if is_launch_profile(p):
             doc = load_json(p, path)
             obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))

@@ -98,7 +98,8 @@ RUN_FIELDS = (
 def load_runs(path: str | Path) -> list[dict[str, Any]]:
     """The raw runs of a runs file, checked for the fields every run needs."""
     if not Path(path).is_file():
-        raise PlannerError(f"runs file {str(path)!r} does not exist")
+        said = "is a folder, give a runs file" if Path(path).is_dir() else "does not exist"
+        raise PlannerError(f"runs file {str(path)!r} {said}")
     doc = load_yaml(path)
     if isinstance(doc, dict) and "median_step_s" in doc:  # what `planner launch --profile-out` writes
         raise PlannerError(

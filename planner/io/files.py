@@ -93,6 +93,8 @@ def read_text(path: str | Path, *, display: str | None = None, lenient: bool = F
         return p.read_text(encoding="utf-8", errors="replace" if lenient else "strict")
     except FileNotFoundError:
         raise PlannerError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise PlannerError(f"{name}: is a folder, give a file") from None
     except UnicodeDecodeError:
         raise PlannerError(f"{name}: not a text file (not UTF-8)") from None
     except (OSError, ValueError) as e:
