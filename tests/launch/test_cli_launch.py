@@ -107,6 +107,7 @@ def test_emit_writes_files(capsys, tiny_path, tmp_path, kind, name, extra):
         ("torchtitan", ["--sp", "--zero", "3"], "is none of them"),  # tiny is no torchtitan flavor
         ("slurm", [], "zero=0"),  # the worker's DDP runs data parallelism alone, not with tp=2
         ("k8s", ["--zero", "1"], "--image"),
+        ("k8s", ["--zero", "1", "--image", "bad image"], "--image 'bad image': an image reference has no spaces"),
         ("deepspeed", ["--pp", "2", "--dp", "2", "--zero", "2", "--global-batch", "8"], "zero=2"),
     ],
 )

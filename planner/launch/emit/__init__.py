@@ -168,6 +168,8 @@ def _require_image(kind: str, image: str | None) -> None:
             "--emit k8s needs --image IMAGE: an image with torch and planner installed (the repository's "
             "Dockerfile builds one: docker build -t REGISTRY/planner:TAG . && docker push REGISTRY/planner:TAG)"
         )
+    if image and (image != image.strip() or any(c.isspace() for c in image)):  # no image reference holds a space
+        raise PlannerError(f"--image {image!r}: an image reference has no spaces (REGISTRY/NAME:TAG)")
 
 
 def _target(kind: str) -> Target:
