@@ -274,6 +274,8 @@ case("yaml-duplicate-key", "estimate", "--plan", "@W/dup.yaml", files=(("dup.yam
 # the audit's messages: each names the value and what is valid
 case("plan-file-is-a-folder", "estimate", "--plan", "@W/dir", names=("is a folder",))
 case("runs-file-is-a-folder", "validate", "@W/dir", names=("is a folder",))
+case("runs-file-a-list-of-names", "validate", "@W/runs.yaml", files=(("runs.yaml", b"- a\n- b\n"),),
+     names=("got a list of str",))  # fmt: skip
 case("calibrate-input-is-a-folder", "calibrate", "@W/dir", names=("a folder",))
 case("model-folder-without-config", "models", "show", "@W/dir", names=("without a config.json",))
 case("list-empty-item-zero", "search", "-m", "tiny", "--gpus", "2", "--zero", "1,,3", names=("--zero", "empty item"))

@@ -106,10 +106,10 @@ def load_runs(path: str | Path) -> list[dict[str, Any]]:
             f"{path}: a launch profile, not a runs file: `planner calibrate` fits to launch profiles; "
             "`planner validate` reads runs files (calibration_runs.yaml's schema)"
         )
-    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
-        raise PlannerError(
-            f"{path}: expected a YAML list of runs (see calibration_runs.yaml), got {type(doc).__name__}"
-        )
+    bad = next((r for r in doc if not isinstance(r, dict)), None) if isinstance(doc, list) else doc
+    if not isinstance(doc, list) or bad is not None:
+        got = f"a list of {type(bad).__name__}" if isinstance(doc, list) else type(doc).__name__
+        raise PlannerError(f"{path}: expected a YAML list of runs, each a mapping (calibration_runs.yaml), got {got}")
     missing = [i for i, r in enumerate(doc) if not {"id", "model", "hardware", "plan", "measured"} <= set(r)]
     if missing:
         raise PlannerError(f"{path}: run #{missing[0]} lacks one of id, model, hardware, plan, measured")
