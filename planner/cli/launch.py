@@ -12,7 +12,7 @@ import typer
 from planner.api.resolve import PLAN_FLAGS, engine_overrides, resolve
 from planner.cli.callbacks import file_path, finite, nonempty, nonempty_path, words
 from planner.cli.launch_here import run_here
-from planner.cli.launch_idle import refuse_idle_options, refuse_unwritten
+from planner.cli.launch_idle import RUN_OPTIONS, refuse_idle_options, refuse_unwritten
 from planner.cli.options import (
     ENGINE_SETTINGS,
     CatalogOpt,
@@ -171,10 +171,7 @@ def launch(
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
     refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, resume=resume, keep=keep_checkpoints)  # fmt: skip
-    refuse_unwritten(emit, {"--steps": steps != 8, "--warmup": warmup != 2, "--seed": seed != 0,
-                             "--checkpoint-dir": checkpoint_dir is not None, "--max-restarts": max_restarts != 0,
-                             "--timeout-s": timeout_s != 120.0, "--wall-s": wall_s is not None,
-                             "--profile-out": profile_out != Path("planner-launch-profile.json")})  # fmt: skip
+    refuse_unwritten(emit, {n: v for n, v in locals().items() if n in RUN_OPTIONS})
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from planner.errors import PlannerError
+from planner.launch.command import RunConfig
 from planner.launch.emit import ENGINE_TARGETS
 
 
@@ -39,13 +40,20 @@ def refuse_idle_options(
         raise PlannerError(f"--checkpoint-dir {str(checkpoint_dir)!r} is a file: give a folder")
 
 
-def refuse_unwritten(emit: str | None, given: dict[str, bool]) -> None:
-    """Run options an --emit target's file does not carry, refused rather than dropped: an engine's own file (its
-    trainer's steps, seed, checkpoints and restarts are its own configuration's) carries none; a cluster script
-    runs the planner worker with all but --wall-s, a limit of this process's run."""
+# The run options a run carries, with the value that means "not given": RunConfig's own defaults, and the two
+# options of launch alone (no restarts, no wall-clock limit).
+_UNSET = {**{n: f.default for n, f in RunConfig.__dataclass_fields__.items()}, "max_restarts": 0, "wall_s": None}
+RUN_OPTIONS = ("steps", "warmup", "seed", "checkpoint_dir", "max_restarts", "timeout_s", "wall_s", "profile_out")
+
+
+def refuse_unwritten(emit: str | None, given: dict[str, object]) -> None:
+    """Run options an --emit target's file does not carry (`given`: RUN_OPTIONS' values), refused rather than
+    dropped: an engine's own file (its trainer's steps, seed, checkpoints and restarts are its own configuration's)
+    carries none; a cluster script runs the planner worker with all but --wall-s, a limit of this process's run."""
     if emit is None:
         return
-    idle = [flag for flag, set_ in given.items() if set_ and (flag == "--wall-s" or emit in ENGINE_TARGETS)]
+    set_ = [n for n in RUN_OPTIONS if (str(given[n]) if n == "profile_out" else given[n]) != _UNSET[n]]
+    idle = [f"--{n.replace('_', '-')}" for n in set_ if n == "wall_s" or emit in ENGINE_TARGETS]
     if idle:
         kind = "an engine's own configuration, which" if emit in ENGINE_TARGETS else "a cluster script, which"
         raise PlannerError(f"--emit {emit} writes {kind} does not carry {', '.join(idle)}: set it there, or drop it")
