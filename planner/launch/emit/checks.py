@@ -102,8 +102,8 @@ def targets_writing(targets: list[Target], model: ModelSpec, plan: Plan) -> list
 
     out = []
     for t in targets:
-        rules = load_engine(t.engine or "").rules
-        if not architecture_problems(t.name, rules.model_features, model) and not (
+        name = t.engine or ""
+        if not architecture_problems(name, load_engine(name).rules.model_features, model) and not (
             t.format_problems and t.format_problems(model, plan)
         ):
             out.append(t.name)
