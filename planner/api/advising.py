@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from planner.api.choosing import choices, choose, range_stop, rate_unit
@@ -27,6 +28,14 @@ class Advised:
     result: SearchResult
     global_batch_default: bool
     advice: list[Advice] = field(default_factory=list)
+    pending: Callable[[], list[Advice]] | None = None  # the probes' advice, deferred (search_advised defer_advice)
+
+    def finish(self) -> Advised:
+        """Itself with the deferred probes' advice added now: a command prints the ranking before they run."""
+        if self.pending is not None:
+            self.advice += self.pending()
+            self.pending = None
+        return self
 
 
 def parse_count(name: str, value: int | str | None, *, high: int) -> int | str | None:
@@ -53,23 +62,22 @@ def search_advised(
     advice: bool = True,
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
+    defer_advice: bool = False,
     **options: Any,
 ) -> Advised:
     """The search `run_search` does, at the count of a `LO..HI` range and the batch `auto` choose (the largest
-    count, and the smallest batch, whose best plan reaches WELL of the best tokens/s per GPU), with advice."""
+    count, and the smallest batch, whose best plan reaches WELL of the best tokens/s per GPU), with advice (its
+    probe searches left to Advised.finish with `defer_advice`)."""
     from planner.api import run_search
 
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     count, batch = _counts_and_batch(gpus, global_batch)
-    bound = max_tokens_per_step or DEFAULT_MAX_TOKENS_PER_STEP
-    seq_len = options.get("seq_len") or default_seq_len(spec.max_seq_len)
-    if isinstance(batch, int) and batch * seq_len > bound and max_tokens_per_step:
-        raise PlannerError(f"--global-batch {batch} x {seq_len} tokens is above --max-tokens-per-step {bound}")
+    seq_len, bound = _step_tokens(spec, batch, options.get("seq_len"), max_tokens_per_step)
     rate, options = _with_failures(hw, options)
     # where this search is one the probes make (top 1, nothing kept beyond them), the probe's own result serves
-    same = options.get("top") == 1 and not keep_rejections and progress is None
-    kept: dict[tuple[int, int], SearchResult] | None = {} if same else None
+    kept: dict[tuple[int, int], SearchResult] | None = {} if options.get("top") == 1 and not keep_rejections else None
+    kept = kept if progress is None else None
     probe = _probe(spec, hw, engine, options, kept)
     counts = range_counts(count, hw) if isinstance(count, str) else [count]
     c = choose(probe, counts, batch, seq_len=seq_len, bound=bound)
@@ -85,13 +93,23 @@ def search_advised(
     out = Advised(result, batch is None)
     unit = rate_unit(bool(result.top) and result.top[0].estimate.checkpoint is not None)
     out.advice += choices(c, counts, batch, seq_len, unit, range_stop(count, hw)) + _checkpoints(result, rate)
-    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest, not the fastest;
-    # nor after a range, whose choice is the count's advice against the range's best (the scan below would
-    # measure against another best, at counts below the range too, and contradict it)
+    # advice is about throughput: not for a ranking by memory, whose first plan is the smallest; nor after a range,
+    # whose choice is the count's advice against the range's best (a scan would measure against another best)
     wanted = advice and result.top and options.get("objective") != "memory" and len(counts) == 1
     if wanted and (batch == "auto" or _idle_share(result) >= IDLE_SHARE):
-        out.advice += _advised(spec, hw, options, result, probe, (chosen, b), seq_len=seq_len, bound=bound, unit=unit)
-    return out
+        out.pending = partial(
+            _advised, spec, hw, options, result, probe, (chosen, b), seq_len=seq_len, bound=bound, unit=unit
+        )
+    return out if defer_advice else out.finish()
+
+
+def _step_tokens(spec: ModelSpec, batch: int | str | None, seq_len: int | None, most: int | None) -> tuple[int, int]:
+    """The sequence length and the bound on tokens per step (--max-tokens-per-step `most`, else the default), a
+    given batch checked against a given bound."""
+    bound, seq = most or DEFAULT_MAX_TOKENS_PER_STEP, seq_len or default_seq_len(spec.max_seq_len)
+    if isinstance(batch, int) and batch * seq > bound and most:
+        raise PlannerError(f"--global-batch {batch} x {seq} tokens is above --max-tokens-per-step {bound}")
+    return seq, bound
 
 
 def _advised(

@@ -172,7 +172,7 @@ def search(
     for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
         if path:
             check_writable(path, what=what)
-    advised = _run(opts, exhaustive=exhaustive or bool(plot))
+    advised = _run(opts, exhaustive=exhaustive or bool(plot), defer_advice=not as_json)  # text: ranking first
     result = advised.result
     if not result.top and not result.misses:  # no candidate passed the rules: refused as estimate refuses an
         raise PlannerError(_ruled_out(opts, result))  # impossible plan (exit 2); memory is another answer
@@ -206,7 +206,7 @@ def search(
         for said in changing_nothing(result.model, best.plan, best.estimate.engine):
             out.print(f"[yellow]note:[/] for the best plan, {escape(said)}")
     print_cluster(out, result.hardware)
-    print_advice(out, advised.advice)
+    print_advice(out, advised.finish().advice)  # its probe searches run once the ranking is on the screen
     if why is not None and explain_field is not None:
         print_explain(out, result, why, *explain_field)
     if save and result.best is None:
@@ -258,7 +258,7 @@ def _explained(opts: dict[str, Any], result: SearchResult, field_name: str, valu
 _PASSED_APART = ("exhaustive", "attention", "global_batch")  # given to search_advised by name below
 
 
-def _run(opts: dict[str, Any], *, exhaustive: bool) -> Advised:
+def _run(opts: dict[str, Any], *, exhaustive: bool, defer_advice: bool = False) -> Advised:
     """The search of the command's options (at the count of a range, the batch of auto) with its advice, and a
     progress bar on a terminal once it takes a while."""
     from planner.api.advising import search_advised
@@ -279,6 +279,7 @@ def _run(opts: dict[str, Any], *, exhaustive: bool) -> Advised:
             **{k: opts[k] for k in SEARCH_OPTIONS if k in opts and k not in _PASSED_APART},
             exhaustive=exhaustive,
             attention="softmax" if opts["no_flash"] else None,
+            defer_advice=defer_advice,
         )
     finally:
         progress.close()
