@@ -1434,3 +1434,14 @@ def test_a_micro_batch_group_other_than_the_priced_one_is_said_not_modelled():
         notes = [a for a in r.assumed if a.startswith("micro-batch group:")]
         assert bool(notes) == said, r.assumed
     assert "microbatch_group_size_per_vp_stage 16, which is not modelled; the planner prices 8" in notes[0]
+
+
+def test_a_pipeline_engine_log_leaves_pp_unstated_and_reads_megatrons_memory_report():
+    """deepspeedai/Megatron-DeepSpeed issue #199: DeepSpeed PipelineEngine step lines ("steps: 2 loss: 12.6157 iter
+    time (s): 2.673") beside Megatron's "(after 1 iterations) memory (MB) | ... max reserved: 14718.0" reports. It was
+    read with pp asserted 1 ("DeepSpeed without Megatron has no model parallelism": the PipelineEngine is a pipeline
+    of a degree the log does not print) and its memory dropped."""
+    r = ingest("megatron_deepspeed_issue199_pipe.log")
+    assert r.plan["pp"] is None and r.plan["tp"] == 1 and r.gpus is None
+    assert (r.measured["peak_memory_bytes"], r.measured["peak_memory_kind"]) == (round(14718.0 * 2**20), "max_reserved")
+    assert not any("pp, cp" in a for a in r.assumed), r.assumed

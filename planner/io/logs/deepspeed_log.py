@@ -80,14 +80,16 @@ def _throughput(number_: int, rank: int | None, line: str, m: re.Match[str]) -> 
     return Step(step=int(m.group(1)), line=number_, rank=rank, samples_per_s=float(current), time_s=timestamp_s(line))
 
 
-def _config(rows: list[tuple[int, int | None, str]]) -> dict[str, Any]:
+def _config(rows: list[tuple[int, int | None, str]], *, piped: bool) -> dict[str, Any]:
+    """The plan the DeepSpeed configuration states. `piped`: PipelineEngine's step lines ("steps: N loss: ... iter
+    time (s)", runtime/pipe/engine.py), whose pipeline degree the log does not print: pp, and so the GPUs, unstated."""
     ds = deepspeed_config(rows)
     precision = "bf16" if ds.get("bf16") else "fp16" if ds.get("fp16") else ("fp32" if ds else None)
     dp = ds.get("dp")
     plan = {
         "dp": dp,
         "tp": 1,
-        "pp": 1,
+        "pp": None if piped else 1,
         "cp": 1,
         "ep": 1,
         "vpp": 1,
@@ -102,12 +104,14 @@ def _config(rows: list[tuple[int, int | None, str]]) -> dict[str, Any]:
     }
     return {
         "plan": plan,
-        "gpus": dp,
+        "gpus": None if piped else dp,
         "model": None,
         "model_missing": [],
         "software": {},
         "read_from": "DeepSpeed configuration" if ds else None,
-        "assumed": ["tp, pp, cp, ep: 1 (DeepSpeed without Megatron has no model parallelism; AutoTP is not read)"],
+        "assumed": [
+            f"tp, {'' if piped else 'pp, '}cp, ep: 1 (DeepSpeed's own parallelism; Megatron's, AutoTP's not read)"
+        ],
     }
 
 
@@ -126,11 +130,15 @@ def read_deepspeed(text: str) -> LogFacts:
             running_only = False
         elif g := PROGRESS.search(line):
             skipped_at[int(g.group(1))] = int(g.group(2))
+        elif "memory (MB)" in line or "memory (GB)" in line:  # Megatron-DeepSpeed's report_memory between steps
+            from planner.io.logs.megatron_memory import report_memory  # (it reads DeepSpeed's timer line too)
+
+            facts.memory.extend(report_memory(line, number_, rank))
         elif CONFIG_START.search(line):
             facts.starts.append((number_, "DeepSpeed configuration"))
     facts.time_basis = "iter time (s)" if any(s.step_s for s in facts.steps) else "samples/s"
     facts.events = events_in(rows)
-    facts.config = _config(rows)
+    facts.config = _config(rows, piped=any(s.step_s for s in facts.steps))
     facts.config["cumulative"] = running_only and bool(facts.steps)
     facts.config["overflow_skipped"] = max(skipped_at.values(), default=0)
     return facts
