@@ -300,6 +300,25 @@ def test_torchtitan_gradient_accumulation_start_line_and_the_local_batch_as_micr
     assert (plan["micro_batch"], plan["global_batch"], plan["seq_len"]) == (8, 256, 2048)
 
 
+def test_torchtitans_token_based_start_line_is_read_in_sequences_of_the_context_length():
+    """torchtitan main (73aed7f6c, 2026-08, trainer.py) batches by tokens: "Trainer is initialized with N tokens per DP
+    rank, M tokens per train step, gradient accumulation steps A, maximum context length C". No real log of it was
+    found; the 2025-11 H200 excerpt's start line is rewritten in that format (the same run: 8 x 2048 tokens per DP
+    rank, 64 x 2048 a step) and reads back as the same plan. Token counts that are no whole number of contexts
+    leave the batch unstated."""
+    text = (LOGS / "torchtitan_2025_11_h200_ga_line.log").read_text()
+    old = "local batch size 8, global batch size 64, gradient accumulation steps 1, sequence length 2048"
+    tokens = text.replace(old, "16384 tokens per DP rank, 131072 tokens per train step, gradient accumulation "
+                               "steps 1, maximum context length 2048")  # fmt: skip
+    r = read_log(tokens, source="tokens")
+    assert (r.plan["micro_batch"], r.plan["global_batch"], r.plan["seq_len"], r.plan["dp"]) == (8, 64, 2048, 8)
+    assert (r.iterations, r.steps_left_out) == ((4, 6), {"warm-up": 3})
+    ragged = read_log(
+        tokens.replace("16384 tokens per DP rank, 131072", "16000 tokens per DP rank, 128000"), source="r"
+    )
+    assert (ragged.plan["micro_batch"], ragged.plan["global_batch"], ragged.plan["seq_len"]) == (None, None, 2048)
+
+
 def test_a_torchtitan_start_line_with_no_training_starts_line_still_shows_the_warm_up():
     """Two lines (the start line, step 10: code-index id 16855845858, Qwen3-30B-A3B on 8 x H200, "Exp 7"): the start
     line shows the run's start, so step 10's average (steps 2-10) reaches into the warm-up and is used only as the

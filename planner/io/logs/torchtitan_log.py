@@ -36,6 +36,14 @@ START = re.compile(
     r"local batch size (\d+), global batch size (\d+),(?: (?:with )?gradient accumulation steps (\d+),)?"
     r" sequence length (\d+)"
 )
+# torchtitan's token-based batches (main at 73aed7f6c, 2026-08, trainer.py): "Trainer is initialized with 65536 tokens
+# per DP rank, 524288 tokens per train step, gradient accumulation steps 1, maximum context length 8192, ..." (the
+# tokens per DP rank are num_tokens_per_microbatch_per_dp_rank x num_pp_microbatches). Read as sequences of the
+# maximum context length, which documents are packed up to: local and global batch = tokens / context length.
+START_TOKENS = re.compile(
+    r"(\d+) tokens per DP rank, (\d+) tokens per train step, gradient accumulation steps (\d+), maximum context "
+    r"length (\d+)"
+)
 # "Training starts at step N" (torchtitan v0.2.0 train.py, N = the step after a loaded checkpoint's), on the line
 # above or, in 2025's, ahead of the batch and sequence length: either shows the run's start.
 STARTS_AT = re.compile(r"Training starts at step (\d+)")
@@ -121,17 +129,30 @@ def _llama_model(label: str, args: dict[str, str]) -> dict[str, Any] | None:
     }
 
 
-def _micro_batch(start: re.Match[str] | None, pp: int | None) -> int | None:
+def _start(text: str) -> tuple[str, str, str, str] | None:
+    """(local batch, global batch, accumulation steps, sequence length) a start line states, as text ("": not
+    stated): token counts in sequences of the context length, where they are whole ones."""
+    if m := START.search(text):
+        return m.groups("")  # type: ignore[return-value]
+    if not (t := START_TOKENS.search(text)):
+        return None
+    per_rank, step, steps, context = (int(g) for g in t.groups())
+    whole = per_rank % context == 0 and step % context == 0
+    local, batch = (str(per_rank // context), str(step // context)) if whole else ("", "")
+    return local, batch, str(steps), str(context)
+
+
+def _micro_batch(start: tuple[str, ...] | None, pp: int | None) -> int | None:
     """Sequences per forward-backward: the local batch itself. torchtitan accumulates global / (local x dp) steps,
     each one local batch (train.py @8570415c3: gradient_accumulation_steps = global_batch_size // (local_batch_size
     * dp_degree), l.205; train_step runs forward_backward_step on one next(data_iterator) a step, l.421-424).
     Unknown with pipelining (torchtitan splits the local batch into pipeline_parallel_microbatch_size pieces)."""
-    if start is None or (pp is not None and pp > 1):
+    if not start or not start[0] or (pp is not None and pp > 1):
         return None
-    return int(start.group(1))
+    return int(start[0])
 
 
-def _plan(mesh: dict[str, int], start: re.Match[str] | None, text: str) -> dict[str, Any]:
+def _plan(mesh: dict[str, int], start: tuple[str, ...] | None, text: str) -> dict[str, Any]:
     dp = mesh.get("dp", 1) * mesh.get("dp_replicate", 1) * mesh.get("dp_shard", 1) if mesh else None
     fsdp = "Applied FSDP" in text or "Applied HSDP" in text or mesh.get("dp_shard", 1) > 1
     ac = AC.search(text)
@@ -153,8 +174,8 @@ def _plan(mesh: dict[str, int], start: re.Match[str] | None, text: str) -> dict[
         "zero": (3 if (pp or 1) == 1 else 2) if fsdp else (0 if mesh else None),
         "recompute": recompute,
         "micro_batch": _micro_batch(start, pp),
-        "global_batch": int(start.group(2)) if start else None,
-        "seq_len": int(start.group(4)) if start else None,
+        "global_batch": int(start[1]) if start and start[1] else None,
+        "seq_len": int(start[3]) if start else None,
         "precision": "fp8" if "Float8 training active" in text else ("bf16" if set_up else None),
         "schedule": "1f1b" if pp == 1 else None,
     }
@@ -196,14 +217,14 @@ def read_torchtitan(text: str) -> LogFacts:
     device = None
     for number_, rank, line in rows:
         device = device or (device_in(line) if " capacity: " in line else None)  # DEVICE_LINE's words
-        if START.search(line) or STARTS_AT.search(line):
+        if _start(line) or STARTS_AT.search(line):
             facts.starts.append((number_, "start line"))
         if m := METRICS.search(line):
             step, memory = _step(number_, rank, line, m)
             facts.steps.append(replace(step, run=max(len(runs) - 1, 0)))
             facts.memory.extend([memory] if memory else [])
-        elif (started := START.search(line)) and (not runs or (facts.steps and facts.steps[-1].run == len(runs) - 1)):
-            runs.append(started.groups(""))  # a start after steps: a job restarted into the same log
+        elif (started := _start(line)) and (not runs or (facts.steps and facts.steps[-1].run == len(runs) - 1)):
+            runs.append(started)  # a start after steps: a job restarted into the same log
         elif found := _mesh(line):
             mesh = found
         elif s := SIZE.search(line):
@@ -215,7 +236,7 @@ def read_torchtitan(text: str) -> LogFacts:
                 unread = f"model: {a.group(1)}'s {a.group(2)} is not read (only Llama's are); give --model"
     facts.memory, facts.notes = _measured(facts.memory)
     clean = "\n".join(line for _, _, line in rows)
-    start = START.search(clean)
+    start = _start(clean)
     plan = _plan(mesh, start, clean)
     notes = _assumed(plan, mesh) + ([unread] if unread else [])
     if model is not None:
