@@ -9,10 +9,9 @@ engine block it sets: `attention`, `tp_overlap`, `p2p_overlap`, `compile`, `grad
 the engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it is
 a typo in the file, not a plan the engine refuses.
 
-A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out;
-without one it is read from the source: the first year 20YY written in it ("Narayanan et al. 2021", "Dec
-2024"), else a container release YY.MM ("NeMo 24.07" = 2024). `family` (optional) overrides the publication
-family (run_family).
+A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out; without
+one it is read from the source: the first year 20YY in it ("Narayanan et al. 2021", "Dec 2024"), else a container
+release YY.MM ("NeMo 24.07" = 2024). `family` (optional) overrides the publication family (run_family).
 """
 
 from __future__ import annotations
@@ -32,7 +31,9 @@ from planner.errors import PlannerError
 from planner.fit.memory_kind import MEMORY_KINDS
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
+from planner.io.logs.record import MEASURED_FIELDS
 from planner.io.planfile import FRACTION_KEYS, LIST_KEYS, NUMBER_RANGES, check_recipe_setting, pydantic_message
+from planner.io.readers import yaml_kind
 from planner.plan import Plan, unstated_fields
 from planner.specs import ModelSpec
 
@@ -40,8 +41,7 @@ from planner.specs import ModelSpec
 RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather",
                "cuda_graphs"}  # fmt: skip
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
-MEASURED_KEYS = (*METRICS, "peak_memory_kind", "peak_allocated_bytes", "tflops_per_gpu")  # the rest: kept, not compared
-
+MEASURED_KEYS = (*MEASURED_FIELDS, "peak_allocated_bytes")  # what ingest writes (io/logs/record.py)
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
@@ -106,9 +106,9 @@ def load_runs(path: str | Path) -> list[dict[str, Any]]:
             f"{path}: a launch profile, not a runs file: `planner calibrate` fits to launch profiles; "
             "`planner validate` reads runs files (calibration_runs.yaml's schema)"
         )
-    bad = next((r for r in doc if not isinstance(r, dict)), None) if isinstance(doc, list) else doc
-    if not isinstance(doc, list) or bad is not None:
-        got = f"a list of {type(bad).__name__}" if isinstance(doc, list) else type(doc).__name__
+    bad = [i for i, r in enumerate(doc) if not isinstance(r, dict)] if isinstance(doc, list) else [-1]
+    if bad:
+        got = yaml_kind(doc) if bad == [-1] else f"{yaml_kind(doc[bad[0]])} as run #{bad[0]}"
         raise PlannerError(f"{path}: expected a YAML list of runs, each a mapping (calibration_runs.yaml), got {got}")
     missing = [i for i, r in enumerate(doc) if not {"id", "model", "hardware", "plan", "measured"} <= set(r)]
     if missing:

@@ -18,6 +18,12 @@ from planner.io.files import read_text
 
 
 # ---- YAML ----------------------------------------------------------------------------------------
+def yaml_kind(value: object) -> str:
+    """What a YAML value is, in a file's words (for 'expected a mapping, got ...')."""
+    kinds = {dict: "a mapping", list: "a list", str: "text", type(None): "an empty item", bool: "true/false"}
+    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader that also reads `80.0e9` and `1e9` as floats, and refuses a key given twice in one mapping.
 
