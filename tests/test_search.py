@@ -238,7 +238,9 @@ def test_explain_says_a_degree_that_cannot_make_up_the_gpus_and_is_in_the_json(c
     said = " ".join(out.split())
     assert code == 0 and "pp=3 cannot make up 16 GPUs" in said and "--pp 3" not in said, err
     code, out, err = cli(capsys, *args, "--max-pp", "2", "--explain", "pp=8")
-    assert code == 0 and "raise --max-pp" in " ".join(out.split()), err  # divides: the space's bound keeps it out
+    said = " ".join(out.split())
+    assert code == 0 and "raise --max-pp" in said, err  # divides: the space's bound keeps it out
+    assert "the best of them, dp2 tp1 pp8" in said  # and the pinned search runs past that bound (review)
     code, out, err = cli(capsys, *args, "--explain", "tp=16", "--json")
     assert code == 0, err
     why = json.loads(out)["explain"]
@@ -542,7 +544,7 @@ def test_search_json_plans_say_may_not_fit_and_their_memory_as_memory_prints_it(
     [
         (("--max-tp", "1", "--tp", "2"), "--tp 2 is above --max-tp 1: give one of them"),
         (("--max-ep", "2", "--ep", "4"), "--ep 4 is above --max-ep 2: give one of them"),
-        (("--objective", "memory", "--risk"), "give it or --objective memory"),
+        (("--objective", "memory", "--risk"), "give --risk or --objective memory, not both"),
     ],
 )
 def test_contradictory_search_options_are_refused(args, said):
@@ -550,3 +552,15 @@ def test_contradictory_search_options_are_refused(args, said):
     won): one of them is a mistake, so neither is guessed (audit)."""
     code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", *args)
     assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1
+
+
+def test_risk_pruning_every_fitting_plan_is_answered_not_refused_as_a_rule():
+    """Llama 3 8B on 2 GPUs: plans fit by the prediction, but --risk keeps none whose 80% interval of memory fits.
+    It was refused as 'no plan is valid, most often: does not fit in memory (..., each of which broke a rule before
+    its memory was counted)' with a GPU count to try (review): exit 0, saying what --risk did."""
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "2", "--risk")
+    said = " ".join(out.split())
+    assert code == 0 and "plans fit by the prediction, none within the 80% interval of memory" in said, err
+    assert "drop --risk" in said and "before its memory was counted" not in said
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "2")
+    assert code == 0 and "best:" in out, err

@@ -38,7 +38,7 @@ from planner.cli.options import (
     without,
 )
 from planner.errors import PlannerError
-from planner.explore.space import OBJECTIVES
+from planner.explore.space import OBJECTIVES, PRUNED_RISK
 from planner.io.files import check_writable
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, escape, out
@@ -162,7 +162,9 @@ def search(
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
     if risk and objective != "throughput":
-        raise PlannerError(f"--risk ranks by the low end of throughput's interval: give it or --objective {objective}")
+        raise PlannerError(
+            f"--risk ranks by the low end of throughput's interval: give --risk or --objective {objective}, not both"
+        )
     opts = {**opts, **locals(), **({"objective": "risk"} if risk else {})}
     explain_field = _explain_field(explain) if explain else None
     if plot:
@@ -174,8 +176,8 @@ def search(
             check_writable(path, what=what)
     advised = _run(opts, exhaustive=exhaustive or bool(plot), defer_advice=not as_json)  # text: ranking first
     result = advised.result
-    if not result.top and not result.misses:  # no candidate passed the rules: refused as estimate refuses an
-        raise PlannerError(_ruled_out(opts, result))  # impossible plan (exit 2); memory is another answer
+    if not result.top and not result.misses and not result.pruned.get(PRUNED_RISK):  # no candidate passed the
+        raise PlannerError(_ruled_out(opts, result))  # rules: refused as estimate's impossible plan (exit 2)
     priced = opts["mtbf_hours"] is not None or bool(opts["cluster"]) or opts["objective"] == "goodput"
     for said in failures_unpriced(opts, priced=priced, rates="--mtbf-hours, --cluster or --objective goodput"):
         warnings.warn(said, stacklevel=1)
@@ -225,7 +227,8 @@ _FIXABLE = tuple(o.name for o in (*PLAN_FIELDS, *ENGINE_SETTINGS))
 
 def _ruled_out(opts: dict[str, Any], result: SearchResult) -> str:
     """Why no candidate passed the rules, with what the user fixed and, where the batch was the rule, what to try."""
-    fixed = [f"--{n.replace('_', '-')} {opts[n]}" for n in _FIXABLE if opts.get(n) not in (None, False)]
+    fixed = [f"--{n.replace('_', '-')}" + ("" if opts[n] is True else f" {opts[n]}") for n in _FIXABLE
+             if opts.get(n) not in (None, False)]  # fmt: skip
     said = result.none_reason() + (f"; given {', '.join(fixed)}" if fixed else "")
     if result.broke_the_batch or len([n for n in result.rejected.values() if n]) > 1:
         from planner.explore.advice import count_hint
@@ -245,6 +248,8 @@ def _explained(opts: dict[str, Any], result: SearchResult, field_name: str, valu
     from planner.explore.explain import explain
 
     pin = {field_name: str(value) if field_name in _LISTED else value}
+    if field_name in ("tp", "pp", "cp", "ep"):  # the value asked about, not the search's own limit on it
+        pin[f"max_{field_name}"] = None
     at = {"gpus": result.space.gpus, "global_batch": result.space.global_batch, "top": 1, "no_advice": True}
     on = {"hardware": result.hardware, "cluster": None, "power_limit": None}  # as placed and capped: said once
     pinned_opts = {**opts, **on, **at, **pin}

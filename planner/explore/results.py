@@ -11,7 +11,7 @@ from typing import Any
 from planner.cost.estimate import Estimate
 from planner.cost.schedule import StepTime
 from planner.engine import Engine
-from planner.explore.space import Space, Structure
+from planner.explore.space import NOT_FIT, PRUNED_RISK, Space, Structure
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 from planner.plan_checks import BATCH_INDIVISIBLE
@@ -130,7 +130,12 @@ class SearchResult:
         if self.misses:
             need = min(m.bytes for m in self.misses)
             return f"nothing fits in {fmt_bytes(self.hardware.gpu.hbm_bytes)} per GPU (closest: {fmt_bytes(need)})"
-        reasons = [(r, n) for r, n in self.rejected.most_common() if n]
+        if risky := self.pruned.get(PRUNED_RISK, 0):
+            return (
+                f"{risky:,} plans fit by the prediction, none within the 80% interval of memory that --risk ranks "
+                "by: drop --risk, or give more GPUs"
+            )
+        reasons = [(r, n) for r, n in self.rejected.most_common() if n and r != NOT_FIT]
         if len(reasons) == 1 and self.pruned.total() == 0:
             example = self.examples.get(reasons[0][0])
             return f"no plan is valid: {reasons[0][0]}" + (f" ({example})" if example else "")
