@@ -123,7 +123,8 @@ def read_log(
     if family == "gpt-neox":
         raise PlannerError(
             f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
-            "an engine the planner models: give --engine to read it as one that is"
+            "an engine the planner models: `planner ingest LOG --engine ENGINE -o runs.yaml` reads it as one that is, "
+            "for validate and calibrate"
         )
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")

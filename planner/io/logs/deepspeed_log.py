@@ -80,6 +80,12 @@ def _throughput(number_: int, rank: int | None, line: str, m: re.Match[str]) -> 
     return Step(step=int(m.group(1)), line=number_, rank=rank, samples_per_s=float(current), time_s=timestamp_s(line))
 
 
+PIPED = (
+    "cp, ep: 1; tp and pp not stated: a PipelineEngine log (DeepSpeed's pipeline, under Megatron-DeepSpeed with its "
+    "tensor parallelism) prints neither"
+)
+
+
 def _config(rows: list[tuple[int, int | None, str]], *, piped: bool) -> dict[str, Any]:
     """The plan the DeepSpeed configuration states. `piped`: PipelineEngine's step lines ("steps: N loss: ... iter
     time (s)", runtime/pipe/engine.py), whose pipeline degree the log does not print: pp, and so the GPUs, unstated."""
@@ -88,7 +94,7 @@ def _config(rows: list[tuple[int, int | None, str]], *, piped: bool) -> dict[str
     dp = ds.get("dp")
     plan = {
         "dp": dp,
-        "tp": 1,
+        "tp": None if piped else 1,
         "pp": None if piped else 1,
         "cp": 1,
         "ep": 1,
@@ -110,7 +116,9 @@ def _config(rows: list[tuple[int, int | None, str]], *, piped: bool) -> dict[str
         "software": {},
         "read_from": "DeepSpeed configuration" if ds else None,
         "assumed": [
-            f"tp, {'' if piped else 'pp, '}cp, ep: 1 (DeepSpeed's own parallelism; Megatron's, AutoTP's not read)"
+            PIPED
+            if piped
+            else "tp, pp, cp, ep: 1 (DeepSpeed without Megatron has no model parallelism; AutoTP is not read)"
         ],
     }
 
@@ -131,9 +139,11 @@ def read_deepspeed(text: str) -> LogFacts:
         elif g := PROGRESS.search(line):
             skipped_at[int(g.group(1))] = int(g.group(2))
         elif "memory (MB)" in line or "memory (GB)" in line:  # Megatron-DeepSpeed's report_memory between steps
-            from planner.io.logs.megatron_memory import report_memory  # (it reads DeepSpeed's timer line too)
+            from planner.io.logs.megatron_memory import (
+                read_memory,
+            )  # DeepSpeed's "step=N, skipped=K" counts since start
 
-            facts.memory.extend(report_memory(line, number_, rank))
+            read_memory(facts, line, number_, rank, skipped=lambda n: skipped_at.get(n, 0) >= n)
         elif CONFIG_START.search(line):
             facts.starts.append((number_, "DeepSpeed configuration"))
     facts.time_basis = "iter time (s)" if any(s.step_s for s in facts.steps) else "samples/s"

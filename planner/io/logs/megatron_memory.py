@@ -5,6 +5,7 @@ Megatron-SWIFT's peak and Primus's device memory."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from planner.io.logs.deepspeed_log import timer_memory
 from planner.io.logs.log_text import LogFacts, Memory, Step
@@ -89,14 +90,18 @@ def _all_skipped(after: int, steps: list[Step], since_line: int) -> bool:
     return after > 0 and sum(skipped.values()) >= after
 
 
-def read_memory(facts: LogFacts, line: str, number_: int, rank: int | None) -> None:
+def read_memory(
+    facts: LogFacts, line: str, number_: int, rank: int | None, skipped: Callable[[int], bool] | None = None
+) -> None:
     """The memory a line reports, into `facts.memory`; but a report after iterations that were all skipped (fp16
     loss-scale overflows) is no peak: the optimizer has not stepped, so it holds no states yet (Megatron-Core's
     MixedPrecisionOptimizer.step returns before the inner optimizer's step when it finds inf/nan,
-    megatron/core/optimizer/optimizer.py; torch's Adam makes its states on its first step). Said in `facts.notes`."""
+    megatron/core/optimizer/optimizer.py; torch's Adam makes its states on its first step). Said in `facts.notes`.
+    `skipped(n)`: whether the first n iterations were all skipped (else: counted from the iteration lines)."""
     since = max((n for n, _ in facts.starts if n < number_), default=0)
+    all_skipped = skipped or (lambda after: _all_skipped(after, facts.steps, since))
     for m in report_memory(line, number_, rank):
-        if m.after_iterations and _all_skipped(m.after_iterations, facts.steps, since):
+        if m.after_iterations and all_skipped(m.after_iterations):
             note = (
                 f"memory: the report after {m.after_iterations} iterations is left out: all were skipped (loss-scale "
                 "overflow), so the optimizer had not stepped and held no states yet; it is not the run's peak"
