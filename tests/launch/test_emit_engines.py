@@ -698,7 +698,7 @@ def test_megatron_files_state_the_microbatch_group_the_plan_was_priced_with(tmp_
 def test_an_engines_stock_model_is_not_written_for_a_model_it_is_not(tmp_path, target):
     """Llama 3 8B with biases on every linear matched Llama 3 8B's flavor and recipe by its sizes and was written as
     the stock model, biases gone, without a word (audit): refused. A norm epsilon a torchtitan file cannot set is
-    said once written; Megatron-Bridge's file sets it (model.layernorm_epsilon)."""
+    refused too (it was written with a warning: review); Megatron-Bridge's file sets it (model.layernorm_epsilon)."""
     llama = load_model("llama3-8b")
     plan = Plan(dp=8, zero=3, global_batch=64, seq_len=8192)
 
@@ -716,5 +716,6 @@ def test_an_engines_stock_model_is_not_written_for_a_model_it_is_not(tmp_path, t
     if target == "megatron-bridge":
         assert "model.layernorm_epsilon=1e-06" in written(eps, tmp_path / "eps").read_text()
     else:
-        with pytest.warns(UserWarning, match=r"normalises with eps 1e-05, not llama3-8b.s norm_eps 1e-06"):
+        with pytest.raises(PlannerError, match=r"normalises with eps 1e-05, not llama3-8b.s norm_eps 1e-06"):
             written(eps, tmp_path / "eps")
+        assert not (tmp_path / "eps").exists() or not any((tmp_path / "eps").iterdir())

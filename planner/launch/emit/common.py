@@ -34,17 +34,17 @@ def catalog_match(model: ModelSpec, built: dict[K, str]) -> K | None:
     return next((k for k, name in built.items() if load_model(name).model_dump(exclude=NOT_ARCHITECTURE) == arch), None)
 
 
-def eps_notes(model: ModelSpec, built: str | float) -> list[str]:
-    """The engine's model normalises with its own epsilon (`built`: that catalog model's, or the value), which the
-    file cannot set and a match does not compare (NOT_ARCHITECTURE): said where the model's differs."""
+def eps_problems(model: ModelSpec, built: str | float, engine: str) -> list[str]:
+    """The engine's model normalises with its own epsilon (`built`: that catalog model's, or the value), which its
+    configuration cannot set and a match does not compare (NOT_ARCHITECTURE): refused where the model's differs."""
     from planner.io.catalog import load_model
 
     eps = load_model(built).norm_eps if isinstance(built, str) else built
     if model.norm_eps is None or eps is None or model.norm_eps == eps:
         return []
     return [
-        f"the engine's model normalises with eps {eps:g}, not {model.name}'s norm_eps {model.norm_eps:g}, and the "
-        f"file cannot set it: the run trains with {eps:g}"
+        f"{engine}'s model normalises with eps {eps:g}, not {model.name}'s norm_eps {model.norm_eps:g}, and its "
+        "configuration cannot set it: emit megatron or megatron-bridge, which set it"
     ]
 
 

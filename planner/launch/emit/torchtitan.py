@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from planner.cost.params import plan_etp
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
-from planner.launch.emit.common import catalog_match, engine_torchrun, eps_notes, node_gpus, plain_transformer
+from planner.launch.emit.common import catalog_match, engine_torchrun, eps_problems, node_gpus, plain_transformer
 from planner.launch.emit.targets import Target, register
 from planner.plan import STATED_SPLIT, Plan
 from planner.specs import ModelSpec
@@ -114,7 +114,10 @@ def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
 def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
     """What a torchtitan configuration of this release cannot say for this plan."""
     out = []
-    if flavor(model, release) is None:
+    found = flavor(model, release)
+    if found is not None:  # its model's norm epsilon, which no configuration of it sets
+        out += eps_problems(model, CATALOG_FLAVORS.get(found) or LLAMA3_NORM_EPS, f"torchtitan {release}")
+    if found is None:
         written = [f"llama3 {f}" for f in LLAMA3_FLAVORS] + [
             f"{m} {f}" for m, f, _ in (CATALOG_FLAVORS if release == RELEASE else {})
         ]
@@ -154,9 +157,8 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return release_problems(model, plan, RELEASE) + fp8
 
 
-def format_notes(model: ModelSpec, _plan: Plan) -> list[str]:
-    built = CATALOG_FLAVORS[key] if (key := catalog_match(model, CATALOG_FLAVORS)) else LLAMA3_NORM_EPS
-    return [f"torchtitan {RELEASE}'s {CHUNKED_LOSS}", *eps_notes(model, built)]
+def format_notes(_model: ModelSpec, _plan: Plan) -> list[str]:
+    return [f"torchtitan {RELEASE}'s {CHUNKED_LOSS}"]
 
 
 @dataclass(frozen=True)

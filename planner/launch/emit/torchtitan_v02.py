@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.launch.emit.common import engine_torchrun, eps_notes, node_gpus
+from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan import (
-    LLAMA3_NORM_EPS,
     SCHEDULES,
     WRITES,  # the same settings: [compile] and enable_async_tensor_parallel here
     compile_components,
@@ -152,6 +151,5 @@ register(
         engine="torchtitan",
         writes=WRITES,
         format_problems=format_problems,
-        format_notes=lambda model, _plan: eps_notes(model, LLAMA3_NORM_EPS),  # it writes the Llama 3 flavors alone
     )
 )
