@@ -181,6 +181,10 @@ def divisors(n: int) -> list[int]:
     return small + [n // d for d in reversed(small) if d * d != n]
 
 
+# The degrees other than dp that --gpus may make up (the one left out beside a given dp): said where it does.
+DERIVABLE = ("tp", "pp", "cp")
+
+
 def derive_plan(gpus: int | None, *, batch_tokens: bool = False, sp_with_tp: bool = False, **fields: object) -> Plan:
     """Fill the one degree left out so that tp·pp·cp·dp = gpus (dp by default), then what is not given:
     - the global batch: about 4M tokens (`batch_tokens`, default_global_batch as a multiple of dp x micro-batch),

@@ -730,6 +730,6 @@ def test_moe_settings_for_a_dense_model_are_said_to_change_nothing():
     args = ("estimate", "--gpus", "8", "--moe-dispatcher", "deepep", "--moe-imbalance", "4")
     code, _out, err = run_planner(*args, "-m", "llama3-8b")
     said = " ".join(err.split())
-    assert code == 0 and "--moe-dispatcher, --moe-imbalance: llama3-8b has no MoE layers; it changes nothing" in said
+    assert code == 0 and "--moe-dispatcher, --moe-imbalance: llama3-8b has no MoE layers; they change nothing" in said
     code, _out, err = run_planner(*args, "-m", "mixtral-8x7b", "--ep", "8")
     assert code == 0 and "no MoE layers" not in err, err

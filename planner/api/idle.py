@@ -28,7 +28,7 @@ def _moe_idle(spec: ModelSpec, eng: Engine) -> list[str]:
     if spec.moe is not None or not given:
         return []
     flags = ", ".join(f"--{n.replace('_', '-')}" for n in given)
-    return [f"{flags}: {spec.name} has no MoE layers; it changes nothing"]
+    return [f"{flags}: {spec.name} has no MoE layers; {'they change' if len(given) > 1 else 'it changes'} nothing"]
 
 
 def _recompute_modules_idle(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:

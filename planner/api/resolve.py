@@ -27,7 +27,7 @@ from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
-from planner.plan import RECOMPUTES, SCHEDULES, STATED_SPLIT, Plan, default_seq_len
+from planner.plan import DERIVABLE, RECOMPUTES, SCHEDULES, STATED_SPLIT, Plan, default_seq_len
 from planner.specs import PRECISIONS, ModelSpec
 
 PLAN_FLAGS = (
@@ -208,7 +208,7 @@ def _defaulted(plan: Plan, flags: dict[str, Any], doc: PlanFile | None) -> froze
     up where dp was given (plan.py derive_plan), each said in the header."""
     unset = {k for k in ("global_batch", "seq_len", "dp", "tp", "pp", "cp") if flags.get(k) is None}
     unset -= set(doc.plan) if doc else set()
-    made = {d for d in ("tp", "pp", "cp") if d in unset and "dp" not in unset and getattr(plan, d) > 1}
+    made = {d for d in DERIVABLE if d in unset and "dp" not in unset and getattr(plan, d) > 1}
     return frozenset({k for k in ("global_batch", "seq_len") if k in unset} | made)
 
 

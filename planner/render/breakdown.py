@@ -11,7 +11,7 @@ from planner.engine import Engine
 from planner.engine.profile import given_settings
 from planner.engine.settings import said
 from planner.hardware import HardwareProfile
-from planner.plan import DEFAULT_SEQ_LEN_CAP, Plan, nondefault_microbatch_group
+from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
 from planner.render.console import escape
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
@@ -77,7 +77,7 @@ def plan_line(
 
 def _derived_text(plan: Plan, defaulted: frozenset[str]) -> str:
     """The degree --gpus made up where dp was given (plan.py derive_plan: the one degree left out)."""
-    made = [d for d in ("tp", "pp", "cp") if d in defaulted]
+    made = [d for d in DERIVABLE if d in defaulted]
     return "".join(f" ({d} {getattr(plan, d)} derived: --gpus {plan.gpus} over the degrees given)" for d in made)
 
 

@@ -25,7 +25,7 @@ from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
 from planner.engine.profile import given_settings
 from planner.hardware import HardwareProfile
-from planner.plan import Plan
+from planner.plan import DERIVABLE, Plan
 from planner.specs import ModelSpec
 
 OPTIONAL = (
@@ -180,7 +180,7 @@ def memory_doc(
         active_params=model.num_active_params if model.moe is not None else None,
         global_batch_default=None if defaulted is None else "global_batch" in defaulted,
         seq_len_default=None if defaulted is None else "seq_len" in defaulted,
-        derived_degrees=None if defaulted is None else [d for d in ("tp", "pp", "cp") if d in defaulted],
+        derived_degrees=None if defaulted is None else [d for d in DERIVABLE if d in defaulted],
         stages=[
             StageDoc(
                 stage=s.stage,
