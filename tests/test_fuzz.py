@@ -276,8 +276,9 @@ case("plan-file-is-a-folder", "estimate", "--plan", "@W/dir", names=("is a folde
 case("runs-file-is-a-folder", "validate", "@W/dir", names=("is a folder",))
 case("runs-file-a-list-of-names", "validate", "@W/runs.yaml", files=(("runs.yaml", b"- a\n- b\n"),),
      names=("got text as run #0",))  # fmt: skip
+# a stray dash: an empty item (it was a TypeError traceback: review)
 case("runs-file-an-empty-item", "validate", "@W/runs.yaml", files=(("runs.yaml", b"- id: a\n  model: x\n-\n"),),
-     names=("got an empty item as run #1",))  # fmt: skip (a stray dash: a TypeError traceback, review)
+     names=("got an empty item as run #1",))  # fmt: skip
 case("calibrate-input-is-a-folder", "calibrate", "@W/dir", names=("a folder",))
 case("model-folder-without-config", "models", "show", "@W/dir", names=("without a config.json",))
 case("list-empty-item-zero", "search", "-m", "tiny", "--gpus", "2", "--zero", "1,,3", names=("--zero", "empty item"))
