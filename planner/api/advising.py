@@ -76,8 +76,8 @@ def search_advised(
     seq_len, bound = _step_tokens(spec, batch, options.get("seq_len"), max_tokens_per_step)
     rate, options = _with_failures(hw, options)
     # where this search is one the probes make (top 1, nothing kept beyond them), the probe's own result serves
-    kept: dict[tuple[int, int], SearchResult] | None = {} if options.get("top") == 1 and not keep_rejections else None
-    kept = kept if progress is None else None
+    same = options.get("top") == 1 and not keep_rejections and progress is None
+    kept: dict[tuple[int, int], SearchResult] | None = {} if same else None
     probe = _probe(spec, hw, engine, options, kept)
     counts = range_counts(count, hw) if isinstance(count, str) else [count]
     c = choose(probe, counts, batch, seq_len=seq_len, bound=bound)

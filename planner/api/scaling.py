@@ -58,7 +58,7 @@ class ScalePoint:
     expected: TrainTime | None = None  # failures priced: the time and GPU-hours to train over the goodput
     note: str | None = None  # why there is no plan: nothing fits, or the search's own refusal
     defaulted: frozenset[str] = frozenset()  # what the defaults gave: global_batch, seq_len (render.batch_text)
-    refused: bool = False  # the search refused its options at this count (note: its reason), rather than ranking none
+    refused: bool = False  # the search refused its options at this count, or its rules ruled out every plan (note: why)
     plausibility: Plausibility | None = None  # the best plan's MFU against the best published (as estimate says it)
     uncertainty: Uncertainty | None = None  # the best plan's 80% intervals (as estimate and search give them)
 
@@ -206,8 +206,8 @@ def scale(
 
     counts = gpu_counts(gpus, node=hw.gpus_per_node, domain=hw.nvlink_domain, cap=cluster_size(hw))
     points = [cast(ScalePoint, p) for p in fan_out(point, counts, workers(len(counts)))]  # each count apart
-    if all(p.refused or (p.note or "").startswith("no plan is valid") for p in points):  # no count has a plan
-        raise PlannerError(_refusal(points))  # the rules rule out (memory never came into it): exit 2, as search
+    if all(p.refused for p in points):  # no count has a plan the rules allow: exit 2, as search
+        raise PlannerError(_refusal(points))
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points, global_batch == "auto"), rate, restart_s,
@@ -245,7 +245,7 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
     """One count's best plan and the run it makes: failure-free, or over its goodput where failures are priced."""
     best = result.best
     if best is None:
-        return ScalePoint(g, None, note=result.none_reason())
+        return ScalePoint(g, None, note=result.none_reason(), refused=result.ruled_out)
     t, ck = best.time, best.estimate.checkpoint
     run = time_to_train(step_s=t.step_s, tokens_per_step=best.plan.tokens_per_step, tokens=tokens, gpus=g)
     expected = expected_train(run, ck.goodput) if ck is not None else None

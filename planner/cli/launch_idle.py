@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from planner.errors import PlannerError
@@ -42,7 +43,7 @@ def refuse_idle_options(
 
 # The run options a run carries, with the value that means "not given": RunConfig's own defaults, and the two
 # options of launch alone (no restarts, no wall-clock limit).
-_UNSET = {**{n: f.default for n, f in RunConfig.__dataclass_fields__.items()}, "max_restarts": 0, "wall_s": None}
+_UNSET = {**{f.name: f.default for f in fields(RunConfig)}, "max_restarts": 0, "wall_s": None}
 RUN_OPTIONS = ("steps", "warmup", "seed", "checkpoint_dir", "max_restarts", "timeout_s", "wall_s", "profile_out")
 
 

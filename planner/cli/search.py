@@ -38,7 +38,7 @@ from planner.cli.options import (
     without,
 )
 from planner.errors import PlannerError
-from planner.explore.space import OBJECTIVES, PRUNED_RISK
+from planner.explore.space import OBJECTIVES
 from planner.io.files import check_writable
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, escape, out
@@ -176,8 +176,8 @@ def search(
             check_writable(path, what=what)
     advised = _run(opts, exhaustive=exhaustive or bool(plot), defer_advice=not as_json)  # text: ranking first
     result = advised.result
-    if not result.top and not result.misses and not result.pruned.get(PRUNED_RISK):  # no candidate passed the
-        raise PlannerError(_ruled_out(opts, result))  # rules: refused as estimate's impossible plan (exit 2)
+    if result.ruled_out:  # refused as estimate refuses an impossible plan (exit 2)
+        raise PlannerError(_ruled_out(opts, result))
     priced = opts["mtbf_hours"] is not None or bool(opts["cluster"]) or opts["objective"] == "goodput"
     for said in failures_unpriced(opts, priced=priced, rates="--mtbf-hours, --cluster or --objective goodput"):
         warnings.warn(said, stacklevel=1)

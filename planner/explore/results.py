@@ -148,6 +148,12 @@ class SearchResult:
         )
 
     @property
+    def ruled_out(self) -> bool:
+        """No candidate passed the rules: nothing ranked, no closest miss, none held back by --risk (an impossible
+        request: search and scale refuse it)."""
+        return not self.top and not self.misses and not self.pruned.get(PRUNED_RISK)
+
+    @property
     def broke_the_batch(self) -> bool:
         """No plan is valid and some candidates broke the global batch's divisibility (a batch with the count's
         factors, which --global-batch auto tries, may make them valid: 62,208 GB200s = 2^8 x 243 run no dp that

@@ -138,17 +138,16 @@ def read_deepspeed(text: str) -> LogFacts:
             running_only = False
         elif g := PROGRESS.search(line):
             skipped_at[int(g.group(1))] = int(g.group(2))
-        elif "memory (MB)" in line or "memory (GB)" in line:  # Megatron-DeepSpeed's report_memory between steps
-            from planner.io.logs.megatron_memory import (
-                read_memory,
-            )  # DeepSpeed's "step=N, skipped=K" counts since start
+        elif "memory (MB)" in line or "memory (GB)" in line:  # Megatron-DeepSpeed's report_memory between steps,
+            from planner.io.logs.megatron_memory import read_memory  # skipped by DeepSpeed's "step=N, skipped=K"
 
             read_memory(facts, line, number_, rank, skipped=lambda n: skipped_at.get(n, 0) >= n)
         elif CONFIG_START.search(line):
             facts.starts.append((number_, "DeepSpeed configuration"))
-    facts.time_basis = "iter time (s)" if any(s.step_s for s in facts.steps) else "samples/s"
+    piped = any(s.step_s for s in facts.steps)  # PipelineEngine's "iter time (s)" lines
+    facts.time_basis = "iter time (s)" if piped else "samples/s"
     facts.events = events_in(rows)
-    facts.config = _config(rows, piped=any(s.step_s for s in facts.steps))
+    facts.config = _config(rows, piped=piped)
     facts.config["cumulative"] = running_only and bool(facts.steps)
     facts.config["overflow_skipped"] = max(skipped_at.values(), default=0)
     return facts

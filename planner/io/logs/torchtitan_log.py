@@ -217,13 +217,13 @@ def read_torchtitan(text: str) -> LogFacts:
     device = None
     for number_, rank, line in rows:
         device = device or (device_in(line) if " capacity: " in line else None)  # DEVICE_LINE's words
-        if _start(line) or STARTS_AT.search(line):
+        if (started := _start(line)) or STARTS_AT.search(line):  # bound either way: the first operand always runs
             facts.starts.append((number_, "start line"))
         if m := METRICS.search(line):
             step, memory = _step(number_, rank, line, m)
             facts.steps.append(replace(step, run=max(len(runs) - 1, 0)))
             facts.memory.extend([memory] if memory else [])
-        elif (started := _start(line)) and (not runs or (facts.steps and facts.steps[-1].run == len(runs) - 1)):
+        elif started and (not runs or (facts.steps and facts.steps[-1].run == len(runs) - 1)):
             runs.append(started)  # a start after steps: a job restarted into the same log
         elif found := _mesh(line):
             mesh = found

@@ -113,10 +113,8 @@ def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
 
 def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
     """What a torchtitan configuration of this release cannot say for this plan."""
-    out = []
-    found = flavor(model, release)
-    if found is not None:  # its model's norm epsilon, which no configuration of it sets
-        out += eps_problems(model, CATALOG_FLAVORS.get(found) or LLAMA3_NORM_EPS, f"torchtitan {release}")
+    found = flavor(model, release)  # then its model's norm epsilon, which no configuration of it sets
+    out = eps_problems(model, CATALOG_FLAVORS.get(found) or LLAMA3_NORM_EPS, f"torchtitan {release}") if found else []
     if found is None:
         written = [f"llama3 {f}" for f in LLAMA3_FLAVORS] + [
             f"{m} {f}" for m, f, _ in (CATALOG_FLAVORS if release == RELEASE else {})
