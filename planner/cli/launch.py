@@ -126,7 +126,8 @@ def launch(
         bool,
         Opt(
             help="run although the GPU free-memory check fails (never past the limits that protect this machine); "
-            "replace an existing --profile-out, and the checkpoints in --checkpoint-dir (without --resume)"
+            "replace an existing --profile-out, the checkpoints in --checkpoint-dir (without --resume), and --emit's "
+            "files in --out"
         ),
     ] = False,
     checkpoint_dir: Annotated[Optional[Path], Opt(parser=nonempty_path, help="save checkpoints here")] = None,

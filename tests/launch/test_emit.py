@@ -447,3 +447,27 @@ def test_bridges_fp8_recipe_is_said_to_gather_weights_in_fp8(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         emit("megatron-bridge", bf16, load_model("llama3-8b"), tmp_path / "b", **args)
+
+
+def test_emit_replaces_a_file_in_out_only_with_force(tmp_path):
+    """Emitting twice is harmless (the same text is left as it is); a file there with other text (edited by hand,
+    or a copy of another model file) is refused before anything is written, the dry run alike, unless --force."""
+    from planner.io.catalog import load_engine, load_hardware
+
+    model_file = tmp_path / "mine.yaml"
+    model_file.write_text(yaml.safe_dump(load_model("llama3-8b").model_dump(mode="json")))
+    cfg = RunConfig(
+        model=str(model_file), plan=Plan(dp=16, zero=3, recompute="full", micro_batch=1, global_batch=64, seq_len=4096)
+    )
+    args = {"engine": load_engine("planner"), "hardware": load_hardware("h100-sxm"), "hardware_ref": "h100-sxm"}
+    out = tmp_path / "job"
+    script = emit("slurm", cfg, load_model("llama3-8b"), out, **args)
+    assert emit("slurm", cfg, load_model("llama3-8b"), out, **args) == script
+    script.write_text(script.read_text() + "#SBATCH --account=mine\n")
+    (out / "mine.yaml").write_text("edited")
+    for dry in (True, False):
+        with pytest.raises(PlannerError, match=r"launch.slurm' exists with other contents; give --force"):
+            emit("slurm", cfg, load_model("llama3-8b"), out, dry_run=dry, **args)
+    assert script.read_text().endswith("--account=mine\n") and (out / "mine.yaml").read_text() == "edited"
+    emit("slurm", cfg, load_model("llama3-8b"), out, force=True, **args)
+    assert "--account=mine" not in script.read_text() and (out / "mine.yaml").read_text() == model_file.read_text()

@@ -6,7 +6,6 @@ megatron-bridge, torchtitan for 0.3.0, torchtitan-v0.2, deepspeed)."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from planner.engine.recipes import emit_unexpressed
 from planner.engine.settings import said
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
-from planner.io.files import make_dir, read_text, write_text_atomic
+from planner.io.files import make_dir, write_text_atomic
 from planner.launch.command import RunConfig
 from planner.launch.emit import (  # noqa: F401  each target registers itself on import
     deepspeed,
@@ -39,6 +38,7 @@ from planner.launch.emit.checks import (
     unwritten_settings,
 )
 from planner.launch.emit.targets import Layout, Target, target, target_names
+from planner.launch.emit.writing import OutFile, check_replaceable, portable_files, script_mode, write_files
 from planner.specs import ModelSpec
 
 CLUSTER_TARGETS = target_names(engine=False)
@@ -88,29 +88,6 @@ def _divisors(gpus: int) -> str:
     return shown + (", ..." if gpus > 64 else "")
 
 
-def _portable(ref: str, out: Path, copied: list[Path]) -> str:
-    """A model, hardware or engine reference a cluster node can resolve: a catalog name as is; a file copied next to
-    the emitted files and named relatively (no path of the machine that wrote them)."""
-    path = Path(ref)
-    if not path.is_file():
-        return ref
-    target = out / path.name
-    if path.resolve() != target.resolve():
-        write_text_atomic(target, read_text(path), what="copy of")
-        copied.append(target)
-    return path.name
-
-
-def _portable_files(cfg: RunConfig, hardware_ref: str, out: Path, copied: list[Path]) -> RunConfig:
-    """The run's model, hardware and engine (a profile of the user's own, as the model's) as a node resolves them."""
-    return replace(
-        cfg,
-        model=_portable(cfg.model, out, copied),
-        hardware=_portable(hardware_ref, out, copied),
-        engine=_portable(cfg.engine, out, copied),
-    )
-
-
 def emit(
     kind: str,
     cfg: RunConfig,
@@ -143,23 +120,21 @@ def emit(
         "settings": settings,
     }
     where |= placement(hardware, cfg.plan.gpus)
+    copies: list[OutFile] = []
+    if not chosen.is_engine:  # the worker's model, hardware and engine, as a node resolves them
+        cfg, copies = portable_files(cfg, hardware_ref, out)
+    name, text = target_text(kind, cfg, model, **where)
+    files = [OutFile(out / name, text, "file", script_mode(name)), *copies]
+    check_replaceable(kind, files, force=force)  # a dry run meets the same refusals
     if dry_run:
-        return out / target_text(kind, cfg, model, **where)[0]
+        return files[0].path
     make_dir(out, what="--out folder")
-    copied: list[Path] = []
-    try:
-        if not chosen.is_engine:
-            cfg = _portable_files(cfg, hardware_ref, out, copied)
-        path = write_target(kind, cfg, model, out, **where)
-    except PlannerError:
-        for copy in copied:  # nothing half-written: the copies go with the file that failed
-            copy.unlink(missing_ok=True)
-        raise
+    write_files(kind, files)
     if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
         warnings.warn(unfit, stacklevel=2)
     for note in chosen.format_notes(model, cfg.plan) if chosen.format_notes else []:
         warnings.warn(f"--emit {kind}: {note}", stacklevel=2)
-    return path
+    return files[0].path
 
 
 def _require_image(kind: str, image: str | None) -> None:
@@ -280,8 +255,7 @@ def write_target(
         kind, cfg, model, nnodes=nnodes, per_node=per_node, max_restarts=max_restarts, image=image,
         settings=settings, device=device, segment=segment, architecture=architecture,
     )  # fmt: skip
-    mode = 0o755 if name.endswith((".sh", ".slurm")) else None
-    return write_text_atomic(out / name, text, what=f"--emit {kind} file", mode=mode)
+    return write_text_atomic(out / name, text, what=f"--emit {kind} file", mode=script_mode(name))
 
 
 def placement(hw: HardwareProfile, gpus: int) -> dict[str, Any]:

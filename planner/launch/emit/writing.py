@@ -1,0 +1,81 @@
+"""What `launch --emit` writes into --out: the target's file and copies of the user's own model, hardware and
+engine files. All are checked before any is written, so that a file already there is never replaced without
+--force (one with the same text is left as it is: emitting twice is harmless) and a failed write leaves none of
+the files it made."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from planner.errors import PlannerError
+from planner.io.files import check_writable, read_text, write_text_atomic
+from planner.launch.command import RunConfig
+
+
+@dataclass(frozen=True)
+class OutFile:
+    path: Path
+    text: str
+    what: str
+    mode: int | None = None  # 0o755 for a script
+
+    def unchanged(self) -> bool:
+        """The file is there with this text already."""
+        with contextlib.suppress(PlannerError):
+            return self.path.is_file() and read_text(self.path) == self.text
+        return False
+
+
+def portable_files(cfg: RunConfig, hardware_ref: str, out: Path) -> tuple[RunConfig, list[OutFile]]:
+    """The run's model, hardware and engine as a cluster node resolves them (a catalog name as is; a file of the
+    user's copied next to the emitted files and named relatively, no path of the machine that wrote them), and
+    the copies to make."""
+    copies: dict[Path, OutFile] = {}
+
+    def portable(ref: str) -> str:
+        path = Path(ref)
+        if not path.is_file():
+            return ref
+        target = out / path.name
+        if path.resolve() != target.resolve():
+            copies[target] = OutFile(target, read_text(path), "copy")
+        return path.name
+
+    cfg = replace(cfg, model=portable(cfg.model), hardware=portable(hardware_ref), engine=portable(cfg.engine))
+    return cfg, list(copies.values())
+
+
+def check_replaceable(kind: str, files: list[OutFile], *, force: bool) -> None:
+    """One line where a file could not be written, or is there with other text and --force was not given."""
+    for f in files:
+        check_writable(f.path, what=f"--emit {kind} {f.what}".rstrip())
+        if not force and f.path.exists() and not f.unchanged():
+            raise PlannerError(
+                f"--emit {kind}: {str(f.path)!r} exists with other contents; give --force to replace it, "
+                "or another --out"
+            )
+
+
+def script_mode(name: str) -> int | None:
+    """A shell script's file mode: executable."""
+    return 0o755 if name.endswith((".sh", ".slurm")) else None
+
+
+def write_files(kind: str, files: list[OutFile]) -> None:
+    """Write every file that is not there already with its text (check_replaceable first); on a failure, remove
+    the ones this call made."""
+    made: list[Path] = []
+    try:
+        for f in files:
+            if f.unchanged():
+                continue
+            existed = f.path.exists()
+            write_text_atomic(f.path, f.text, what=f"--emit {kind} {f.what}".rstrip(), mode=f.mode)
+            if not existed:
+                made.append(f.path)
+    except PlannerError:
+        for path in made:
+            path.unlink(missing_ok=True)
+        raise
