@@ -327,3 +327,17 @@ def test_a_model_given_for_a_runs_file_is_refused_not_ignored(command):
     code, out, err = run(command, runs, "--model", "llama3-8b")
     assert code == 2 and out == "" and "--model, --gpus and --plan fill what a training log leaves unstated" in err
     assert err.strip().endswith(f"{runs} is a runs file")
+
+
+def test_calibrate_output_is_a_yaml_file_or_a_folder(tmp_path):
+    """-o names one profile's .yaml, or a folder for several: a new name with another suffix (c5.txt) was made into
+    a folder named c5.txt; it is refused, an existing folder of any name is taken."""
+    from planner.errors import PlannerError
+    from planner.fit.write import output_is_file
+
+    assert output_is_file(str(tmp_path / "fit.YML")) and not output_is_file(str(tmp_path / "fits"))
+    (tmp_path / "v1.2").mkdir()
+    assert not output_is_file(str(tmp_path / "v1.2"))
+    with pytest.raises(PlannerError, match=r"c5\.txt: give a \.yaml file .* a new name without a suffix \(\.txt\)"):
+        output_is_file(str(tmp_path / "c5.txt"))
+    assert not (tmp_path / "c5.txt").exists()

@@ -139,12 +139,18 @@ def write_engine_fitted(engine_path: Path, out: Path, fitted: dict[str, Fitted])
 
 def output_is_file(out: str) -> bool:
     """Whether -o names one profile's file (.yaml/.yml, any case) rather than a folder for several; a path that is
-    neither (an existing file of another kind, a .json) is refused: the profiles are YAML."""
+    neither (an existing file of another kind, a .json, a new name with another suffix) is refused: the profiles
+    are YAML."""
     path = Path(out)
     if path.suffix.lower() in (".yaml", ".yml"):
         return True
     if path.is_file() or path.suffix.lower() == ".json":
         raise PlannerError(f"-o {out}: give a .yaml file for one profile, or a folder for several (YAML)")
+    if path.suffix and not path.is_dir():  # c5.txt: a file's name meant, not a folder to make
+        raise PlannerError(
+            f"-o {out}: give a .yaml file for one profile, or a folder for several: an existing one, or a new "
+            f"name without a suffix ({path.suffix})"
+        )
     return False
 
 
