@@ -141,7 +141,7 @@ def test_does_not_fit_is_reported_not_refused():
         (["memory", "--model", "tiny", "--gpus", "8", "--tp", "2", "--pp", "2", "--dp", "3"], "gpus"),
         (["memory", "--model", "tiny", "--recompute", "some"], "--recompute 'some'"),
         (["memory", "--model", "tiny", "--sp"], "sp"),
-        (["memory", "--model", "tiny", "--plan", "/nonexistent/plan.yaml"], "does not exist"),
+        (["memory", "--model", "tiny", "--plan", "/nonexistent/plan.yaml"], "no such plan file"),
         (["memory", "--model", "/nonexistent/model.yaml"], "/nonexistent/model.yaml"),
         (["memory", "--model", "tiny", "--global-batch", "3", "--dp", "2"], "global_batch=3"),
         (["memory", "--model", "gpt2-1.5b", "--seq-len", "2048"], "seq_len=2048"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -20,10 +19,9 @@ MAX_WARMUP = 1_000_000
 
 def _read(path: str) -> str:
     """The log's text; PlannerError for a missing file, a folder, or bytes that are not text."""
-    from planner.io.files import read_text
+    from planner.io.files import read_text, require_file
 
-    if Path(path).is_dir():
-        raise PlannerError(f"{path}: is a folder, not a log file")
+    require_file(path, "a training log")
     text = read_text(path, lenient=True)  # a stray byte of another encoding does not unmake a log
     if "\x00" in text:
         raise PlannerError(f"{path}: not a text file (it contains NUL bytes); give a training log")

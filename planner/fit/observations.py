@@ -20,6 +20,7 @@ from planner.fit.memory_kind import comparable_peak_bytes
 from planner.fit.runs import Run, is_launch_profile, load_runs, parse_runs, states_its_plan
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_json
+from planner.io.files import require_file
 from planner.io.planfile import pydantic_message
 from planner.plan import Plan
 from planner.specs import ModelSpec
@@ -163,12 +164,7 @@ def load_observations(
     ingest's --gpus and --plan give: read_log's gpus, given_plan and given_software)."""
     obs: list[Observation] = []
     for path in paths:
-        p = Path(path)
-        if not p.is_file():
-            raise PlannerError(
-                f"{path}: "
-                + ("a folder: give a runs file, a launch profile or a log" if p.is_dir() else "no such file")
-            )
+        p = require_file(path, "a runs file, a launch profile or a training log")
         if is_launch_profile(p):
             doc = load_json(p, path)
             obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
@@ -185,6 +181,7 @@ def runs_of(
     given_software: ingest's --gpus and --plan) where the log does not say)."""
     if states_its_plan(path):
         return load_runs(path)
+    require_file(path, "a runs file (YAML) or a training log")
     return _log_entries(path, hardware, model, given)
 
 

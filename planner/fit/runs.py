@@ -31,6 +31,7 @@ from planner.errors import PlannerError
 from planner.fit.memory_kind import MEMORY_KINDS
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
+from planner.io.files import require_file
 from planner.io.logs.record import MEASURED_FIELDS
 from planner.io.planfile import FRACTION_KEYS, LIST_KEYS, NUMBER_RANGES, check_recipe_setting, pydantic_message
 from planner.io.readers import yaml_kind
@@ -97,9 +98,7 @@ RUN_FIELDS = (
 
 def load_runs(path: str | Path) -> list[dict[str, Any]]:
     """The raw runs of a runs file, checked for the fields every run needs."""
-    if not Path(path).is_file():
-        said = "is a folder, give a runs file" if Path(path).is_dir() else "does not exist"
-        raise PlannerError(f"runs file {str(path)!r} {said}")
+    require_file(path, "a runs file (YAML)")
     doc = load_yaml(path)
     if isinstance(doc, dict) and "median_step_s" in doc:  # what `planner launch --profile-out` writes
         raise PlannerError(

@@ -83,6 +83,17 @@ def make_dir(path: str | Path, *, what: str = "folder") -> Path:
     return folder
 
 
+def require_file(path: str | Path, expected: str, *, missing: str = "no such file") -> Path:
+    """`path` where it is a file; else one line, said one way wherever a file is read: "NAME: is a folder, give
+    EXPECTED" or "NAME: MISSING" (the hint where the command has one)."""
+    p = Path(path)
+    if p.is_dir():
+        raise PlannerError(f"{path}: is a folder, give {expected}")
+    if not p.is_file():
+        raise PlannerError(f"{path}: {missing}")
+    return p
+
+
 def read_text(path: str | Path, *, display: str | None = None, lenient: bool = False) -> str:
     """A text file's contents; PlannerError for a missing file, a folder, a symlink loop, a name too long,
     no permission or bytes that are not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a

@@ -8,7 +8,6 @@ fields is accepted too). Flags given on the command line override the file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -16,7 +15,7 @@ from pydantic import ValidationError
 
 from planner.engine.settings import LIST_SETTINGS, SETTING_CHOICES
 from planner.errors import PlannerError
-from planner.io.files import write_text_atomic
+from planner.io.files import require_file, write_text_atomic
 from planner.plan import Plan, derive_plan
 
 PLAN_FIELDS = tuple(Plan.model_fields)
@@ -101,10 +100,8 @@ def check_recipe_setting(where: str, name: str, key: str, v: Any) -> None:
 def read_plan_file(path: str) -> PlanFile:
     from planner.io.catalog import load_yaml
 
-    if path and Path(path).is_dir():
-        raise PlannerError(f"plan file {path!r} is a folder: give the YAML file `planner search --save FILE` wrote")
-    if not path or not Path(path).is_file():
-        raise PlannerError(f"plan file {path!r} does not exist (write one with `planner search --save FILE`)")
+    require_file(path, "the plan file `planner search --save FILE` wrote",
+                 missing="no such plan file (write one with `planner search --save FILE`)")  # fmt: skip
     doc = load_yaml(path)
     if not isinstance(doc, dict):
         raise PlannerError(f"{path}: expected a mapping with a 'plan:' section, got {type(doc).__name__}")
