@@ -498,6 +498,16 @@ def test_a_gpt_neox_log_is_refused_by_name_unless_an_engine_is_named():
         read_log(text, source="neox")
     r = read_log(text, source="neox", engine="megatron-deepspeed")
     assert (r.engine, r.measured["step_s"], r.iterations) == ("megatron-deepspeed", pytest.approx(4.1031), (34, 34))
+    # its own fields are read too: TFLOP/s in human_readable_flops's decimal units, samples/sec for the job
+    assert r.measured["tflops_per_gpu"] == pytest.approx(112.9)
+    gb = read_log(text, source="neox", engine="megatron", given_plan={"global_batch": 32})
+    assert gb.measured["step_s"] == pytest.approx(4.1031)
+    no_time = text.replace("elapsed time per iteration (ms): 4103.1 | ", "")
+    step = read_log(no_time, source="neox", engine="megatron", given_plan={"global_batch": 32})
+    assert step.measured["step_s"] == pytest.approx(32 / 7.799, rel=1e-3)
+    kilo = read_log(no_time.replace("112.9TFLOPS", "512.0GFLOPS"), source="neox", engine="megatron",
+                    given_plan={"global_batch": 32})  # fmt: skip
+    assert kilo.measured["tflops_per_gpu"] == pytest.approx(0.512)
 
 
 def test_text_that_is_no_training_log_is_refused():

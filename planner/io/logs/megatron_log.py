@@ -93,8 +93,31 @@ def _fields(rest: str) -> dict[str, str]:
     return out
 
 
+# GPT-NeoX's two, where `ingest --engine` reads its log as Megatron's: the job's samples/sec (train_batch_size /
+# iteration time) before "iteration", and FLOP/s in human_readable_flops's units, powers of 1000 since 799c6e6e
+# (2021-04-25), "" for FLOP/s up to ZFLOPS (megatron/logging.py l.433-436, l.495 @ea7aefd8: "112.9TFLOPS").
+NEOX_SAMPLES = "samples/sec"
+NEOX_FLOPS = "approx flops per GPU"
+FLOPS_VALUE = re.compile(r"^([\d.]+)([KMGTPEZ]FLOPS)?$")
+TFLOPS_PER_UNIT = {
+    "": 1e-12, "KFLOPS": 1e-9, "MFLOPS": 1e-6, "GFLOPS": 1e-3, "TFLOPS": 1.0, "PFLOPS": 1e3, "EFLOPS": 1e6,
+    "ZFLOPS": 1e9,
+}  # fmt: skip
+
+
+def _neox_tflops(f: dict[str, str], line: int) -> float | None:
+    if NEOX_FLOPS not in f:
+        return None
+    m = FLOPS_VALUE.match(f[NEOX_FLOPS])
+    if m is None:  # "1.2Yi" past ZFLOPS, or no number: refused, naming the field
+        return number(f[NEOX_FLOPS], field=NEOX_FLOPS, line=line)
+    return number(m[1], field=NEOX_FLOPS, line=line) * TFLOPS_PER_UNIT[m[2] or ""]
+
+
 def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, dict[str, str]]:
     f = _fields(m.group(3))
+    if NEOX_SAMPLES in (before := _fields(line[: m.start()])):
+        f[NEOX_SAMPLES] = before[NEOX_SAMPLES]
 
     def read(*keys: str) -> float | None:  # the first of the keys the line prints, as a number
         key = next((k for k in keys if f.get(k)), None)
@@ -110,8 +133,8 @@ def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> t
         rank=rank,
         step_s=ms / 1e3 if ms is not None else s,
         tokens_per_s_per_gpu=read(*TOKENS_FIELDS),
-        samples_per_s=read("samples per second"),
-        tflops_per_gpu=read(*TFLOPS_FIELDS),
+        samples_per_s=read("samples per second", NEOX_SAMPLES),
+        tflops_per_gpu=read(*TFLOPS_FIELDS) or _neox_tflops(f, number_),
         skipped=int(read("number of skipped iterations") or 0),
         time_s=timestamp_s(line),
         global_batch=int(batch) if (batch := read("global batch size")) is not None else None,
