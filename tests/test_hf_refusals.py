@@ -230,3 +230,13 @@ def test_qwen2_5_vls_language_model_is_read_as_qwen2s_with_its_qkv_biases(tmp_pa
     assert code == 0 and "vision_config (32 layers" in said and "not a family the importer has rules for" not in said
     spec = load_model(_write(tmp_path, cfg))
     assert spec.qkv_bias and not spec.linear_bias
+
+
+def test_shared_experts_under_stepfun_s_name_and_per_layer_head_counts_are_refused(tmp_path):
+    """Step-3.7-Flash's shared-expert width is share_expert_dim, which the importer does not read: refused by name
+    (an edit to 5,120 would have left 2.0B parameters out); Laguna's head count per layer has no field."""
+    step = json.loads((CONFIGS / "step3.7_flash.json").read_text())
+    err = _refused_in_one_line(tmp_path, {**step, "hidden_act": "silu", "share_expert_dim": 5120})
+    assert "share_expert_dim=5120: shared experts under a name the import does not read" in err
+    err = _refused_in_one_line(tmp_path, json.loads((CONFIGS / "laguna_xs2_fp8.json").read_text()))
+    assert "num_attention_heads_per_layer=[40 entries]: layers with attention head counts of their own" in err

@@ -521,3 +521,63 @@ def test_q_k_v_biases_alone_on_mla_are_refused():
     spec = load_model("deepseek-v3").model_dump()
     with pytest.raises(ValidationError, match="qkv_bias with attention kind mla"):
         ModelSpec(**{**spec, "qkv_bias": True, "params": None})
+
+
+def test_mimo_is_qwen2_with_q_k_v_biases_and_one_mtp_layer():
+    """MiMo-7B is Qwen2 with a multi-token-prediction layer (modeling_mimo.py: MiMoModel(Qwen2Model)): biases on q,
+    k and v alone, whatever its attention_bias key says, said without a warning. 7.62B by hand from the config:
+    embedding and head 2 x 151,680 x 4,096, 36 layers of 16.8M (q, o) + 8.4M (k, v) + 135.3M (SwiGLU 11,008)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spec = load_model(CONFIGS / "mimo_7b_base.json")
+    assert (spec.qkv_bias, spec.linear_bias, spec.mtp_layers) == (True, False, 1)
+    assert spec.num_params == pytest.approx(7.62e9, rel=0.002)
+
+
+def test_kimi_k2_5_is_kimi_k2_with_a_vision_tower_left_out_by_its_own_names():
+    """Kimi-K2.5's language model is Kimi-K2's (text_config model_type kimi_k2); its MoonViT names its depth and width
+    vt_num_hidden_layers / vt_hidden_size, said in the warning rather than '?'."""
+    with pytest.warns(UserWarning, match=r"left out: vision_config \(27 layers, hidden 1152\)"):
+        spec = load_model(CONFIGS / "kimi_k2.5.json")
+    k2 = _import("kimi_k2_instruct")
+    assert (spec.num_params, spec.num_active_params) == (k2.num_params, k2.num_active_params)
+
+
+def test_mlp_layer_types_place_the_moe_layers():
+    """Laguna's mlp_layer_types says "dense" or "sparse" for each layer: read as the MoE layers, not dropped (its
+    first layer would have been priced as MoE); anything else is refused naming the key."""
+    base = json.loads((CONFIGS / "qwen3_30b_a3b.json").read_text())
+    n = base["num_hidden_layers"]
+    spec = _spec_of({**base, "mlp_layer_types": ["dense"] + ["sparse"] * (n - 1)})
+    assert spec.moe is not None and spec.moe.first_k_dense == 1
+    assert spec.num_params < _import("qwen3_30b_a3b").num_params
+    with pytest.raises(PlannerError, match=r'mlp_layer_types=.*give "dense" or "sparse" for each of the 48 layers'):
+        _spec_of({**base, "mlp_layer_types": ["moe"] * n})
+
+
+def test_gemma_s_hidden_activation_is_read_before_hidden_act():
+    """GemmaMLP builds ACT2FN[config.hidden_activation] where given (modeling_gemma.py); Gemma 2 and 3 configs name
+    their activation so alone: it is read, not refused as 'no hidden_act'."""
+    llama = json.loads((CONFIGS / "llama3.1_8b.json").read_text())
+    base = {k: v for k, v in llama.items() if k != "hidden_act"} | {"model_type": "muse_glimmer_text"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a family without rules: read from its keys, gated by its activation
+        assert _spec_of({**base, "hidden_activation": "gelu_pytorch_tanh"}).mlp == "gelu"
+        assert _spec_of({**base, "hidden_act": "gelu", "hidden_activation": "silu"}).mlp == "swiglu"
+    with pytest.raises(PlannerError, match="hidden_activation='nonsense' is no activation"):
+        _spec_of({**base, "hidden_activation": "nonsense"})
+
+
+def test_a_text_config_without_model_type_is_named_by_the_whole_model_s():
+    """MiniMax-M3's text_config has no model_type: its refusals and warnings name the top level's, not ''."""
+    text = {k: v for k, v in json.loads((CONFIGS / "llama3.1_8b.json").read_text()).items() if k != "model_type"}
+    cfg = {"model_type": "foo_vl", "text_config": text, "vision_config": {"num_hidden_layers": 2, "hidden_size": 64}}
+    with pytest.warns(UserWarning, match="model_type 'foo_vl' is not a family the importer has rules for"):
+        _spec_of(cfg)
+    with warnings.catch_warnings():  # a family with rules of its own, named in no table before
+        warnings.simplefilter("ignore")
+        qwen3_vl = {**json.loads((CONFIGS / "qwen3_8b.json").read_text()), "model_type": "qwen3_vl_text"}
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            _spec_of(qwen3_vl)
+    assert not [w for w in said if "not a family" in str(w.message)]

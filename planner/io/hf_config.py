@@ -31,7 +31,9 @@ from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers
 from planner.io.hf_moe import moe_fields
 from planner.specs import MAX_LAYERS
 
-ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_act", "activation_function")  # the MLP's activation, first found
+# The MLP's activation, the first found: Gemma's hidden_activation before its legacy hidden_act (GemmaMLP builds
+# ACT2FN[config.hidden_activation] where given, modeling_gemma.py; Gemma 2 and 3 give it alone).
+ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
 
 
 def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
@@ -125,8 +127,9 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     for key in ("vision_config", "audio_config"):
         tower = cfg.get(key)
         if isinstance(tower, dict):
-            layers = next((tower[k] for k in ("num_hidden_layers", "depth") if k in tower), "?")  # Qwen-VL: depth
-            width = tower.get("hidden_size", "?")
+            # Qwen-VL: depth; Kimi-K2.5's MoonViT: vt_num_hidden_layers, vt_hidden_size
+            layers = next((tower[k] for k in ("num_hidden_layers", "depth", "vt_num_hidden_layers") if k in tower), "?")
+            width = next((tower[k] for k in ("hidden_size", "vt_hidden_size") if k in tower), "?")
             left_out.append(f"{key} ({layers} layers, hidden {width})")
     if left_out:
         warnings.warn(
@@ -136,7 +139,10 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
         )
     if text is None:
         return cfg
-    inherited = {k: cfg[k] for k in ("tie_word_embeddings", "_name_or_path") if k in cfg and k not in text}
+    # a text_config without its own model_type (MiniMax-M3's) is named by the whole model's
+    inherited = {
+        k: cfg[k] for k in ("tie_word_embeddings", "_name_or_path", "model_type") if k in cfg and k not in text
+    }
     return {**inherited, **text}
 
 
@@ -183,7 +189,7 @@ def _refuse(c: HfConfig) -> None:
         )
     if act is not None and act not in fam.ACTIVATION_NAMES:
         raise PlannerError(
-            f"{src}: hidden_act={act!r} is no activation transformers builds by name; known: "
+            f"{src}: {c.key_of(*ACTIVATION_KEYS)}={act!r} is no activation transformers builds by name; known: "
             f"{', '.join(sorted(fam.ACTIVATION_NAMES))}"
         )
     for key, owner in fam.FAMILY_ONLY_KEYS.items():
@@ -237,7 +243,8 @@ def _refuse_unread_experts(c: HfConfig) -> None:
     model as dense, its experts left out: refused naming the key; so is a shared-expert count or width under a name
     it does not read (ERNIE 4.5's moe_num_shared_experts), which would leave the shared experts out."""
     for key, value in c.raw.items():
-        shared = "shared" in key and ("expert" in key or "intermediate" in key)  # a count or width, not a switch
+        # a count or width, not a switch; "share": StepFun's share_expert_dim
+        shared = "share" in key and ("expert" in key or "intermediate" in key)
         count = isinstance(value, int) and not isinstance(value, bool) and value > 0
         if shared and count and key not in fam.SHARED_EXPERT_KEYS:
             raise PlannerError(

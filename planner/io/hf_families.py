@@ -178,7 +178,8 @@ RMSNORM_FAMILIES = {"nemotron_h"}  # RMSNorm although the config names only laye
 # q/k/v, False on o_proj; Qwen2MoeAttention the same, by Qwen2MoeConfig.qkv_bias).
 # Qwen2-VL and Qwen2.5-VL's language models are Qwen2's (Qwen2_5_VLAttention: q/k/v bias=True, o_proj bias=False).
 QWEN2_VL_FAMILIES = {"qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}
-QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe"} | QWEN2_VL_FAMILIES
+# MiMo-7B's too (XiaomiMiMo/MiMo-7B-Base modeling_mimo.py: MiMoModel(Qwen2Model); its attention_bias unread).
+QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe", "mimo"} | QWEN2_VL_FAMILIES
 # attention_bias biases q, k and v only (Glm4Attention / Glm4MoeAttention: o_proj bias=False; SeedOssAttention:
 # o_proj by its own attention_out_bias). Elsewhere (LlamaAttention, Qwen3, GPT-OSS) it biases all four.
 QKV_ONLY_ATTENTION_BIAS_FAMILIES = {"glm4", "glm4_moe", "seed_oss"}
@@ -263,9 +264,10 @@ LINEAR_ATTENTION_KEYS = (
     "linear_attn_config",
 )
 # Every model_type the importer has a rule for: another family is read from its keys alone, with a warning.
-KNOWN_FAMILIES = (
-    set(FAMILY_DEFAULTS) | KNOWN_ACTIVATION_FAMILIES | ALL_SLIDING_FAMILIES | ALTERNATING_FAMILIES | QWEN_FAMILIES
-)
+KNOWN_FAMILIES = set(FAMILY_DEFAULTS).union(
+    KNOWN_ACTIVATION_FAMILIES, ALL_SLIDING_FAMILIES, ALTERNATING_FAMILIES, QWEN_FAMILIES, QK_RMSNORM_FAMILIES,
+    QKV_BIAS_FAMILIES,
+)  # fmt: skip
 # The MLP activations transformers builds by name (src/transformers/activations.py ACT2CLS), and swiglu, which
 # custom configs write for a gated SiLU; any other name is no activation the importer can price.
 ACTIVATION_NAMES = {
@@ -291,4 +293,5 @@ UNREPRESENTED_KEYS = {
     "global_head_dim": "global-attention layers with a head size of their own (Gemma 4)",
     "num_global_key_value_heads": "global-attention layers with key/value heads of their own (Gemma 4)",
     "attention_k_eq_v": "attention whose keys are its values (Gemma 4)",
+    "num_attention_heads_per_layer": "layers with attention head counts of their own (Laguna)",
 }

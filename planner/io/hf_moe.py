@@ -1,8 +1,8 @@
 """A Hugging Face `config.json`'s experts (part of hf_config.py): how many, how tokens reach them, and where the MoE
 layers are (DeepSeek's first_k_dense_replace / moe_layer_freq, Qwen's decoder_sparse_step / mlp_only_layers,
-Llama 4's interleave_moe_layer_step / moe_layers). A value transformers would not build (a step of 0, groups that
-do not divide the experts, a layer index past the last layer) is refused naming the key. Pure: a parsed mapping in,
-spec fields out."""
+Llama 4's interleave_moe_layer_step / moe_layers, Laguna's mlp_layer_types). A value transformers would not build
+(a step of 0, groups that do not divide the experts, a layer index past the last layer) is refused naming the key.
+Pure: a parsed mapping in, spec fields out."""
 
 from __future__ import annotations
 
@@ -78,6 +78,9 @@ def _moe_layers(c: HfConfig, n: int) -> dict[str, Any]:
         step = c.integer("interleave_moe_layer_step", at_least=1) or 1
         layers = _layer_indices(c, "moe_layers", n) or list(range(step - 1, n, step))
         said = f"moe_layers={layers}" if c.has("moe_layers") else f"interleave_moe_layer_step={step}"
+    elif c.has("mlp_layer_types"):  # Laguna: "dense" or "sparse" for each layer
+        layers = _sparse_layers(c, n)
+        said = "mlp_layer_types"
     elif c.has("decoder_sparse_step") or c.get("mlp_only_layers"):
         # Qwen MoE (modeling_qwen3_moe.py): MoE where layer not in mlp_only_layers and (layer + 1) % step == 0
         step = c.integer("decoder_sparse_step", at_least=1) or 1
@@ -89,6 +92,15 @@ def _moe_layers(c: HfConfig, n: int) -> dict[str, Any]:
     if not layers:
         raise PlannerError(f"{c.source}: {said} leaves none of the {n} layers MoE; an MoE model needs one")
     return _placement(layers, n)
+
+
+def _sparse_layers(c: HfConfig, n: int) -> list[int]:
+    """The layers mlp_layer_types marks "sparse", refused unless it says "dense" or "sparse" for each of the n."""
+    kinds = c.get("mlp_layer_types")
+    if not isinstance(kinds, list) or len(kinds) != n or not set(kinds) <= {"dense", "sparse"}:
+        shown = repr(kinds) if len(repr(kinds)) <= 60 else f"{str(kinds)[:60]}..."
+        raise PlannerError(f'{c.source}: mlp_layer_types={shown}: give "dense" or "sparse" for each of the {n} layers')
+    return [i for i, kind in enumerate(kinds) if kind == "sparse"]
 
 
 def _layer_indices(c: HfConfig, key: str, n: int) -> list[int]:
