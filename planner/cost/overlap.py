@@ -75,10 +75,14 @@ def layer_comm(
     # EP: the dispatch and combine all-to-alls are exposed, unless the engine runs them behind another micro-batch's
     # layer compute (Megatron's 1F1B all-to-all overlap, combined_1f1b.py, needs pp = 1 or the interleaved
     # schedule and no full recompute; DualPipe, DeepSeek-V3 §3.2.1): then only what exceeds that compute shows.
+    # That layer's wall time is its compute and the TP and CP communication it waits on: the all-to-all runs beside
+    # both (counted beside the compute alone, a faster GPU would shorten its window and lengthen those waits).
     ep_exp = tr.ep_s
     if ep_hidden(plan, engine):  # the SMs its kernels hold slow the compute they hide behind (moe.py)
-        slow = comm_sm_slowdown_s(hw, engine, comm_s=tr.ep_s, compute_s=layer.forward_s + layer.backward_s)
-        ep_exp = max(0.0, tr.ep_s - layer.forward_s - layer.backward_s - slow) + slow
+        compute = layer.forward_s + layer.backward_s
+        slow = comm_sm_slowdown_s(hw, engine, comm_s=tr.ep_s, compute_s=compute)
+        window = compute + tp_exp + cp_exp + tr.cp_a2a_s
+        ep_exp = max(0.0, tr.ep_s - window - slow) + slow
     return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, ep_exp)
 
 
@@ -130,7 +134,7 @@ def dp_comm(
     tr = dp_traffic(model, hw, plan, engine, stage=stage)
     red, ag, co = tr.reduce_s, tr.gather_s, tr.call_s
     layers = max(1, compute.num_layers)
-    fwd, bwd = passes_s(compute, stalls_s)
+    fwd, bwd = passes_s(compute, stalls_s, recompute_comm=plan.recompute == "full")
     if per_micro:
         return _per_microbatch_dp(plan, zero, (red, ag, co), (fwd, bwd), layers)
     gather = ag if zero.weight_gather == "step" else 0.0
@@ -167,11 +171,15 @@ def _per_microbatch_dp(
     return m * (gathers * ag + calls) + red + co * units, exposed
 
 
-def passes_s(compute: StageCompute, stalls_s: float) -> tuple[float, float]:
+def passes_s(compute: StageCompute, stalls_s: float, *, recompute_comm: bool) -> tuple[float, float]:
     """(forward, backward with its recompute) wall seconds of one micro-batch: compute, and `stalls_s` of exposed
-    communication shared between them as their compute is."""
+    communication shared between them as the compute that waits on it is. A recompute that runs the layer's
+    collectives again (`recompute_comm`: full recompute's forward) takes its share of them; selective recompute's
+    attention core sits between them and waits on none, so it lengthens the backward without drawing stalls into
+    it (else the window the gradient reduction hides behind would grow by more than the recompute costs)."""
     fwd, bwd = compute.forward_s, compute.backward_s + compute.recompute_s
-    share = bwd / (fwd + bwd) if fwd + bwd > 0 else 0.5
+    waits = bwd if recompute_comm else compute.backward_s
+    share = waits / (fwd + waits) if fwd + waits > 0 else 0.5
     return fwd + stalls_s * (1 - share), bwd + stalls_s * share
 
 
