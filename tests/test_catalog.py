@@ -342,12 +342,18 @@ def test_several_unknown_fields_are_said_once_with_the_valid_ones(tmp_path):
         ("models", "hardware_profiles/h100-sxm.yaml", "looks like a hardware profile, not a model spec"),
         ("hardware", "model_specs/tiny.yaml", "looks like a model spec, not a hardware profile"),
         ("hardware", "data/hf_configs/deepseek_v3.json", "looks like a Hugging Face config.json"),
+        ("models", "data/best.yaml", "looks like a plan file (search --save), not a model spec: give it as --plan"),
     ],
 )
 def test_a_file_of_another_kind_is_named_as_such_in_a_short_line(tmp_path, command, given, said):
     """It was refused field by field, each unknown one with the valid list: one line of thousands of characters."""
     path = tmp_path / ("extra" + Path(given).suffix)
-    path.write_text(next(p for p in (catalog_root() / given, Path(__file__).parent / given) if p.is_file()).read_text())
+    if given == "data/best.yaml":  # what `search --save` writes
+        assert run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--save", str(path))[0] == 0
+    else:
+        path.write_text(
+            next(p for p in (catalog_root() / given, Path(__file__).parent / given) if p.is_file()).read_text()
+        )
     code, out, err = run_planner(command, "show", str(path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert said in err and len(err) < 200
