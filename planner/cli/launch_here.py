@@ -187,7 +187,8 @@ def _run_claimed(
     release_warnings()  # said now, not after a run of minutes
     typer.echo(
         f"[launch] starting {per_node} worker process(es) with torchrun; start-up (imports, rendezvous, model "
-        f"build) takes a few seconds before the first step line; stopped after {wall_s:g} s (--wall-s)",
+        f"build) takes a few seconds before the first step line; stopped if still running after {wall_s:g} s "
+        "(--wall-s)",
         err=True,
     )
     try:

@@ -237,8 +237,8 @@ def run_time_check(pf: Preflight, step_s: float | None, *, steps: int, restarts:
     run_s = (step_s or 0.0) * steps * (1 + restarts)
     wall = given if given is not None else WALL_STARTUP_S + WALL_SLACK * run_s
     said = (
-        f"{steps} steps x {fmt_seconds(step_s or 0.0)} predicted = {fmt_seconds(run_s)}; stopped after "
-        f"{wall:.0f} s (--wall-s)"
+        f"{steps} steps x {fmt_seconds(step_s or 0.0)} predicted = {fmt_seconds(run_s)}; stopped if still running "
+        f"after {wall:.0f} s (--wall-s)"
     )
     ok = given is not None or run_s <= MAX_UNASKED_RUN_S
     pf.add("run time", ok, said if ok else f"{said}: over {fmt_seconds(MAX_UNASKED_RUN_S)}; give --wall-s to allow "

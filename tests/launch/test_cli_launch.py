@@ -213,13 +213,13 @@ def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, t
     code, out, _ = _run(capsys, *base, "--dp", "2", "--nnodes", "2")
     assert code == 1 and "[FAIL] nodes: --nnodes 2: a multi-node run starts on every node" in out
     code, out, _ = _run(capsys, *base, "--dp", "2")
-    assert code == 0 and "[ok] run time: 8 steps x" in out and "stopped after 300 s (--wall-s)" in out
+    assert code == 0 and "[ok] run time: 8 steps x" in out and "stopped if still running after 300 s (--wall-s)" in out
     long = ("--model", "gpt3-125m", "--dp", "2", "--zero", "3", "--seq-len", "2048", "--global-batch", "64",
             "--steps", "1000", "--dry-run")  # fmt: skip
     code, out, _ = _run(capsys, *long)
     assert code == 1 and "[FAIL] run time: 1000 steps" in out and "give --wall-s to allow it" in out
     code, out, _ = _run(capsys, *long, "--wall-s", "2000000")  # given: the user's limit, and it runs
-    assert "[ok] run time" in out and "stopped after 2000000 s" in out
+    assert "[ok] run time" in out and "stopped if still running after 2000000 s" in out
 
 
 def test_cluster_targets_copy_an_engine_profile_of_the_users_own(capsys, tiny_path, tmp_path):
