@@ -108,6 +108,10 @@ def test_plan_file_round_trip(tmp_path):
     assert doc["model"] == "llama3-8b" and doc["plan"]["tp"] == 2 and doc["plan"]["zero"] == 1
     code, out, _ = run("memory", "--plan", str(path), "--tp", "4", "--json")  # flag wins, dp re-derived
     assert code == 0 and json.loads(out)["plan"]["tp"] == 4 and json.loads(out)["plan"]["dp"] == 2
+    code, out, _ = run("memory", "--plan", str(path), "--gpus", "16", "--json")  # so does another GPU count
+    assert code == 0 and json.loads(out)["plan"]["tp"] == 2 and json.loads(out)["plan"]["dp"] == 8
+    code, out, _ = run("memory", "--plan", str(path), "--gpus", "16", "--dp", "4", "--tp", "4", "--json")
+    assert code == 0 and json.loads(out)["plan"]["dp"] == 4
 
 
 def test_grad_dtype_is_kept_by_the_plan_file_and_overridden_by_the_flag(tmp_path):

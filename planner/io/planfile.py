@@ -164,9 +164,9 @@ def build_plan(
     fields = dict(defaults or {})
     fields.update(doc.plan if doc else {})
     fields.update({k: v for k, v in flags.items() if v is not None})
-    changed = any(flags.get(d) is not None for d in ("tp", "pp", "cp"))
+    changed = any(flags.get(d) is not None for d in ("tp", "pp", "cp")) or (doc is not None and gpus != doc.gpus)
     if doc and gpus is not None and changed and flags.get("dp") is None:
-        fields.pop("dp", None)  # a degree changed on the command line: derive dp again
+        fields.pop("dp", None)  # a degree or the GPU count changed on the command line: derive dp again
     try:
         return derive_plan(gpus, batch_tokens=batch_tokens, sp_with_tp=sp_with_tp, **fields)
     except ValidationError as e:
