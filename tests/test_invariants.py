@@ -86,7 +86,9 @@ def _same_topology(a: HardwareProfile, b: HardwareProfile) -> bool:
     return (a.gpus_per_node, a.nvlink_domain) == (b.gpus_per_node, b.nvlink_domain)
 
 
-def _plan(model: str, dp: int, tp: int, pp: int, zero: int, recompute: str, mb: int, precision: str) -> Plan:
+def _plan(
+    model: str, dp: int, tp: int, pp: int, zero: int, recompute: str, mb: int, precision: str, cp: int = 1
+) -> Plan:
     spec = load_model(model)
     ep = min(dp, 8) if spec.moe is not None else 1
     m = 2 * pp
@@ -94,6 +96,7 @@ def _plan(model: str, dp: int, tp: int, pp: int, zero: int, recompute: str, mb: 
         dp=dp,
         tp=tp,
         pp=pp,
+        cp=cp,
         ep=ep,
         sp=tp > 1,
         zero=zero,
@@ -114,6 +117,7 @@ PLANS = {
     "recompute": st.sampled_from(["none", "selective", "full"]),
     "mb": st.sampled_from([1, 2]),
     "precision": st.sampled_from(["bf16", "fp8"]),
+    "cp": st.sampled_from([1, 1, 2]),  # the CP ring beside the other waits (overlap.py layer_comm)
 }
 
 
