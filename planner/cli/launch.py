@@ -74,7 +74,8 @@ def launch(
         Optional[str],
         Opt(
             callback=nonempty,
-            help="engine profile the worker runs and is priced with (default: planner, this project's worker)",
+            help="engine profile the worker runs and is priced with (default: the --plan file's, else the engine "
+            "whose own file --emit writes, else planner, this project's worker)",
         ),
     ] = None,
     plan: PlanFileOpt = None,
@@ -185,6 +186,7 @@ def launch(
         or (default_hardware(env) if env is not None else DEFAULT_HARDWARE)
     )
     flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS}
+    emitted = emitted_engine(emit)
     r = resolve(
         model=model,
         hardware=hw_name,
@@ -194,7 +196,7 @@ def launch(
         flags=flags,
         overrides=engine_overrides(opts),  # the engine settings the plan is priced with (and --emit writes)
         check=False,
-        default_engine=WORKER_ENGINE,
+        default_engine=emitted or WORKER_ENGINE,  # an engine's own file: priced as that engine runs it
         user_defaults=emit is not None,  # an emitted job trains for real: the ~4M-token batch, not a rehearsal's
     )
     # the worker runs its profile's own settings
@@ -211,7 +213,7 @@ def launch(
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
     run = RunConfig(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
-        hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_),
+        hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_, emitted or WORKER_ENGINE),
         checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
         keep_checkpoints=keep_checkpoints or RunConfig.keep_checkpoints, resume=resume, profile_out=str(profile_out),
         timeout_s=timeout_s,
@@ -238,14 +240,23 @@ def launch(
           dry=dry_run_, force=force, as_json=json_, wall_s=wall_s)  # fmt: skip
 
 
-def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool) -> str:
+def emitted_engine(emit: str | None) -> str | None:
+    """The engine whose own file --emit writes (megatron-bridge: megatron), None for a cluster target or none."""
+    from planner.launch.emit.targets import target
+
+    chosen = target(emit) if emit is not None else None
+    return chosen.engine if chosen is not None else None
+
+
+def _engine_ref(engine: str | None, saved: PlanFile | None, rehearse_: bool, default: str) -> str:
     """The engine the worker is told to run as: the one the plan is checked and priced with (resolve's order: the
-    flag, the worker's for a rehearsal, the plan file's, the worker's)."""
+    flag, the worker's for a rehearsal, the plan file's, `default`: the engine whose file --emit writes, else the
+    worker's)."""
     if engine:
         return engine
     if rehearse_:
         return WORKER_ENGINE
-    return (saved.engine if saved else None) or WORKER_ENGINE
+    return (saved.engine if saved else None) or default
 
 
 def world_from_flags(saved: PlanFile | None, flags: dict[str, Any]) -> int | None:

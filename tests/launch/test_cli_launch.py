@@ -237,3 +237,15 @@ def test_cluster_targets_copy_an_engine_profile_of_the_users_own(capsys, tiny_pa
     text = (out / "launch.slurm").read_text()
     assert (out / "myeng.yaml").read_text() == own.read_text()
     assert "myeng.yaml" in text and str(own) not in text
+
+
+def test_an_engine_s_own_file_is_priced_as_that_engine_without_engine(tmp_path, capsys):
+    """--emit megatron --tp-overlap was refused ('priced on planner ... price it with --engine megatron'): an
+    engine's own file is priced as that engine runs it unless --engine or the plan file says otherwise; a cluster
+    file still launches the planner worker."""
+    args = ["--model", "llama3-8b", "--dp", "8", "--tp", "2", "--zero", "1"]
+    code, _, err = _run(capsys, *args, "--emit", "megatron", "--tp-overlap", "--out", str(tmp_path / "m"))
+    assert code == 0, err
+    assert "--tp-comm-overlap" in (tmp_path / "m" / "megatron_args.sh").read_text()
+    code, _, err = _run(capsys, *args, "--emit", "slurm", "--out", str(tmp_path / "s"))
+    assert code == 0 and "--engine planner" in (tmp_path / "s" / "launch.slurm").read_text(), err
