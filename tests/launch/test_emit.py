@@ -471,3 +471,27 @@ def test_emit_replaces_a_file_in_out_only_with_force(tmp_path):
     assert script.read_text().endswith("--account=mine\n") and (out / "mine.yaml").read_text() == "edited"
     emit("slurm", cfg, load_model("llama3-8b"), out, force=True, **args)
     assert "--account=mine" not in script.read_text() and (out / "mine.yaml").read_text() == model_file.read_text()
+
+
+def test_two_files_of_one_name_are_not_copied_over_each_other(tmp_path):
+    """A model and a hardware profile both named x.yaml were copied to out/x.yaml, the second over the first, and the
+    script named it for both; a model file named launch.slurm replaced the script itself. Both refused, naming the
+    two, before anything is written."""
+    from planner.io.catalog import load_engine, load_hardware
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    spec = yaml.safe_dump(load_model("llama3-8b").model_dump(mode="json"))
+    (tmp_path / "a" / "x.yaml").write_text(spec)
+    (tmp_path / "a" / "launch.slurm").write_text(spec)
+    (tmp_path / "b" / "x.yaml").write_text("hardware")
+    plan = Plan(dp=16, zero=3, recompute="full", micro_batch=1, global_batch=64, seq_len=4096)
+    args = {"engine": load_engine("planner"), "hardware": load_hardware("h100-sxm")}
+    out = tmp_path / "job"
+    cfg = RunConfig(model=str(tmp_path / "a" / "x.yaml"), plan=plan)
+    with pytest.raises(PlannerError, match=r"hardware profile '.*b/x.yaml' and the model '.*a/x.yaml' would both be"):
+        emit("slurm", cfg, load_model("llama3-8b"), out, hardware_ref=str(tmp_path / "b" / "x.yaml"), **args)
+    cfg = RunConfig(model=str(tmp_path / "a" / "launch.slurm"), plan=plan)
+    with pytest.raises(PlannerError, match=r"the model '.*a/launch.slurm' and the --emit slurm file"):
+        emit("slurm", cfg, load_model("llama3-8b"), out, hardware_ref="h100-sxm", **args)
+    assert not out.exists()

@@ -122,7 +122,7 @@ def emit(
     where |= placement(hardware, cfg.plan.gpus)
     copies: list[OutFile] = []
     if not chosen.is_engine:  # the worker's model, hardware and engine, as a node resolves them
-        cfg, copies = portable_files(cfg, hardware_ref, out)
+        cfg, copies = portable_files(cfg, hardware_ref, out, kind=kind, file_name=chosen.file_name)
     name, text = target_text(kind, cfg, model, **where)
     files = [OutFile(out / name, text, "file", script_mode(name)), *copies]
     check_replaceable(kind, files, force=force)  # a dry run meets the same refusals

@@ -28,23 +28,37 @@ class OutFile:
         return False
 
 
-def portable_files(cfg: RunConfig, hardware_ref: str, out: Path) -> tuple[RunConfig, list[OutFile]]:
+def portable_files(
+    cfg: RunConfig, hardware_ref: str, out: Path, *, kind: str, file_name: str
+) -> tuple[RunConfig, list[OutFile]]:
     """The run's model, hardware and engine as a cluster node resolves them (a catalog name as is; a file of the
     user's copied next to the emitted files and named relatively, no path of the machine that wrote them), and
-    the copies to make."""
-    copies: dict[Path, OutFile] = {}
+    the copies to make. Two files of one name (a model and a hardware profile both x.yaml), or one named as the
+    emitted file, would leave one in the other's place: refused naming both."""
+    emitted = out / file_name
+    sources: dict[Path, tuple[str, Path]] = {emitted: (f"--emit {kind} file", emitted)}
 
-    def portable(ref: str) -> str:
+    def portable(ref: str, what: str) -> str:
         path = Path(ref)
         if not path.is_file():
             return ref
         target = out / path.name
-        if path.resolve() != target.resolve():
-            copies[target] = OutFile(target, read_text(path), "copy")
+        other = sources.setdefault(target, (what, path))
+        if other[1].resolve() != path.resolve():
+            raise PlannerError(
+                f"--emit {kind}: the {what} {ref!r} and the {other[0]} {str(other[1])!r} would both be "
+                f"{str(target)!r}: rename one"
+            )
         return path.name
 
-    cfg = replace(cfg, model=portable(cfg.model), hardware=portable(hardware_ref), engine=portable(cfg.engine))
-    return cfg, list(copies.values())
+    cfg = replace(
+        cfg,
+        model=portable(cfg.model, "model"),
+        hardware=portable(hardware_ref, "hardware profile"),
+        engine=portable(cfg.engine, "engine profile"),
+    )
+    copies = [OutFile(t, read_text(src), "copy") for t, (_, src) in sources.items() if t != emitted]
+    return cfg, [c for c in copies if c.path.resolve() != sources[c.path][1].resolve()]  # not a file already there
 
 
 def check_replaceable(kind: str, files: list[OutFile], *, force: bool) -> None:
