@@ -338,6 +338,8 @@ def test_calibrate_output_is_a_yaml_file_or_a_folder(tmp_path):
     assert output_is_file(str(tmp_path / "fit.YML")) and not output_is_file(str(tmp_path / "fits"))
     (tmp_path / "v1.2").mkdir()
     assert not output_is_file(str(tmp_path / "v1.2"))
-    with pytest.raises(PlannerError, match=r"c5\.txt: give a \.yaml file .* a new name without a suffix \(\.txt\)"):
+    with pytest.raises(PlannerError, match=r"c5\.txt: give a \.yaml file .* a new name ending in /: .*c5\.txt/\)"):
         output_is_file(str(tmp_path / "c5.txt"))
     assert not (tmp_path / "c5.txt").exists()
+    for folder in ("out.d/", "fits.v2", "calib.2026-11"):  # a trailing slash, or a suffix no file type has
+        assert not output_is_file(f"{tmp_path}/{folder}")

@@ -16,7 +16,7 @@ from planner.errors import PlannerError
 from planner.fit.calibrate import FitResult
 from planner.fit.priors import SCALES
 from planner.hardware import HardwareProfile
-from planner.io.files import write_text_atomic
+from planner.io.files import names_folder, write_text_atomic
 
 CALIBRATED_HEADER = "# Calibrated profile:"
 
@@ -146,12 +146,12 @@ def output_is_file(out: str) -> bool:
         return True
     if path.is_file() or path.suffix.lower() == ".json":
         raise PlannerError(f"-o {out}: give a .yaml file for one profile, or a folder for several (YAML)")
-    if path.suffix and not path.is_dir():  # c5.txt: a file's name meant, not a folder to make
-        raise PlannerError(
-            f"-o {out}: give a .yaml file for one profile, or a folder for several: an existing one, or a new "
-            f"name without a suffix ({path.suffix})"
-        )
-    return False
+    if names_folder(out) or path.is_dir() or not path.suffix[1:].isalpha():  # out.d/, fits.v2, calib.2026-11
+        return False
+    raise PlannerError(  # c5.txt: a file's name meant, not a folder to make
+        f"-o {out}: give a .yaml file for one profile, or a folder for several (an existing one, or a new name "
+        f"ending in /: {out}/)"
+    )
 
 
 def hardware_output(out: str, hardware: list[HardwareProfile]) -> dict[str, Path]:
