@@ -503,6 +503,11 @@ def test_a_gpt_neox_log_is_refused_by_name_unless_an_engine_is_named():
     gb = read_log(text, source="neox", engine="megatron", given_plan={"global_batch": 32})
     assert gb.measured["step_s"] == pytest.approx(4.1031)
     no_time = text.replace("elapsed time per iteration (ms): 4103.1 | ", "")
+    prefixed = no_time.replace(" samples/sec:", "worker-0:  samples/sec:")  # pdsh's host prefix
+    gb32 = {"global_batch": 32}
+    assert read_log(prefixed, source="neox", engine="megatron", given_plan=gb32).measured["step_s"] == pytest.approx(
+        32 / 7.799, rel=1e-3
+    )
     step = read_log(no_time, source="neox", engine="megatron", given_plan={"global_batch": 32})
     assert step.measured["step_s"] == pytest.approx(32 / 7.799, rel=1e-3)
     kilo = read_log(no_time.replace("112.9TFLOPS", "512.0GFLOPS"), source="neox", engine="megatron",

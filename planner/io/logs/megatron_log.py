@@ -97,6 +97,7 @@ def _fields(rest: str) -> dict[str, str]:
 # iteration time) before "iteration", and FLOP/s in human_readable_flops's units, powers of 1000 since 799c6e6e
 # (2021-04-25), "" for FLOP/s up to ZFLOPS (megatron/logging.py l.433-436, l.495 @ea7aefd8: "112.9TFLOPS").
 NEOX_SAMPLES = "samples/sec"
+NEOX_SAMPLES_BEFORE = re.compile(r"samples/sec:\s*(\S+)\s*\|\s*$")
 NEOX_FLOPS = "approx flops per GPU"
 FLOPS_VALUE = re.compile(r"^([\d.]+)([KMGTPEZ]FLOPS)?$")
 TFLOPS_PER_UNIT = {
@@ -116,8 +117,8 @@ def _neox_tflops(f: dict[str, str], line: int) -> float | None:
 
 def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, dict[str, str]]:
     f = _fields(m.group(3))
-    if NEOX_SAMPLES in (before := _fields(line[: m.start()])):
-        f[NEOX_SAMPLES] = before[NEOX_SAMPLES]
+    if samples := NEOX_SAMPLES_BEFORE.search(line[: m.start()]):  # after any prefix (a host's, a timestamp)
+        f[NEOX_SAMPLES] = samples[1]
 
     def read(*keys: str) -> float | None:  # the first of the keys the line prints, as a number
         key = next((k for k in keys if f.get(k)), None)
