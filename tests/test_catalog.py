@@ -342,7 +342,7 @@ def test_several_unknown_fields_are_said_once_with_the_valid_ones(tmp_path):
         ("models", "hardware_profiles/h100-sxm.yaml", "looks like a hardware profile, not a model spec"),
         ("hardware", "model_specs/tiny.yaml", "looks like a model spec, not a hardware profile"),
         ("hardware", "data/hf_configs/deepseek_v3.json", "looks like a Hugging Face config.json"),
-        ("models", "data/best.yaml", "looks like a plan file (search --save), not a model spec: give it as --plan"),
+        ("models", "data/best.yaml", "looks like a plan file (search --save), not a model spec: --plan reads it"),
     ],
 )
 def test_a_file_of_another_kind_is_named_as_such_in_a_short_line(tmp_path, command, given, said):

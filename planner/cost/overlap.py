@@ -79,10 +79,10 @@ def layer_comm(
     # both (counted beside the compute alone, a faster GPU would shorten its window and lengthen those waits).
     ep_exp = tr.ep_s
     if ep_hidden(plan, engine):  # the SMs its kernels hold slow the compute they hide behind (moe.py)
-        compute = layer.forward_s + layer.backward_s
-        slow = comm_sm_slowdown_s(hw, engine, comm_s=tr.ep_s, compute_s=compute)
-        window = compute + tp_exp + cp_exp + tr.cp_a2a_s
-        ep_exp = max(0.0, tr.ep_s - window - slow) + slow
+        compute_s = layer.forward_s + layer.backward_s
+        slow_s = comm_sm_slowdown_s(hw, engine, comm_s=tr.ep_s, compute_s=compute_s)
+        window_s = compute_s + tp_exp + cp_exp + tr.cp_a2a_s
+        ep_exp = max(0.0, tr.ep_s - window_s - slow_s) + slow_s
     return LayerComm(tp, tp_exp, cp + tr.cp_a2a_s, cp_exp + tr.cp_a2a_s, tr.ep_s, ep_exp)
 
 
@@ -178,8 +178,8 @@ def passes_s(compute: StageCompute, stalls_s: float, *, recompute_comm: bool) ->
     attention core sits between them and waits on none, so it lengthens the backward without drawing stalls into
     it (else the window the gradient reduction hides behind would grow by more than the recompute costs)."""
     fwd, bwd = compute.forward_s, compute.backward_s + compute.recompute_s
-    waits = bwd if recompute_comm else compute.backward_s
-    share = waits / (fwd + waits) if fwd + waits > 0 else 0.5
+    waits_s = bwd if recompute_comm else compute.backward_s
+    share = waits_s / (fwd + waits_s) if fwd + waits_s > 0 else 0.5
     return fwd + stalls_s * (1 - share), bwd + stalls_s * share
 
 

@@ -209,7 +209,7 @@ def _refuse_other_kind(cls: type[_Spec], data: dict[Any, Any], source: str) -> N
     if "model_type" in keys and own < len(keys) / 2:
         raise PlannerError(f"{source} looks like a Hugging Face config.json (model_type), not {_KINDS[cls]}")
     if {"model", "plan"} <= keys and isinstance(data.get("plan"), dict):  # what `search --save` writes
-        raise PlannerError(f"{source} looks like a plan file (search --save), not {_KINDS[cls]}: give it as --plan")
+        raise PlannerError(f"{source} looks like a plan file (search --save), not {_KINDS[cls]}: --plan reads it")
     for other, kind in _KINDS.items():
         if other is not cls and len(keys & set(other.model_fields)) > max(own, len(keys) / 2):
             raise PlannerError(f"{source} looks like {kind}, not {_KINDS[cls]}")
