@@ -45,6 +45,7 @@ from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
 from planner.launch.emit import emit as emit_target
 from planner.launch.emit.checks import unrun_settings
+from planner.launch.emit.targets import target
 from planner.launch.preflight import default_hardware, probe_environment
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
@@ -242,8 +243,6 @@ def launch(
 
 def emitted_engine(emit: str | None) -> str | None:
     """The engine whose own file --emit writes (megatron-bridge: megatron), None for a cluster target or none."""
-    from planner.launch.emit.targets import target
-
     chosen = target(emit) if emit is not None else None
     return chosen.engine if chosen is not None else None
 

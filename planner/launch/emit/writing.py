@@ -57,8 +57,8 @@ def portable_files(
         hardware=portable(hardware_ref, "hardware profile"),
         engine=portable(cfg.engine, "engine profile"),
     )
-    copies = [OutFile(t, read_text(src), "copy") for t, (_, src) in sources.items() if t != emitted]
-    return cfg, [c for c in copies if c.path.resolve() != sources[c.path][1].resolve()]  # not a file already there
+    # a copy of each file of the user's, but for one already there (a model file given from --out itself)
+    return cfg, [OutFile(t, read_text(src), "copy") for t, (_, src) in sources.items() if src.resolve() != t.resolve()]
 
 
 def check_replaceable(kind: str, files: list[OutFile], *, force: bool) -> None:
