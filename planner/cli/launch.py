@@ -42,8 +42,7 @@ from planner.errors import PlannerError
 from planner.io.catalog import DEFAULT_HARDWARE
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
-from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS
-from planner.launch.emit import emit as emit_target
+from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS, Emitted, emit_run
 from planner.launch.emit.checks import unrun_settings
 from planner.launch.emit.targets import target
 from planner.launch.preflight import default_hardware, probe_environment
@@ -222,14 +221,13 @@ def launch(
     if emit is not None:
         if out is None:
             raise PlannerError("--emit needs --out DIR")
-        path = emit_target(
+        emitted_ = emit_run(
             emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
             nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_,
         )  # fmt: skip
+        _said_emitted(emit, emitted_, dry_run=dry_run_, as_json=json_)
         if json_:
-            emit_json({"target": emit, "path": str(path), "written": not dry_run_})
             return
-        typer.echo(f"would write {path} (--dry-run: nothing written)" if dry_run_ else f"wrote {path}")
         if "global_batch" in r.defaulted:
             typer.echo(
                 f"global batch {r.plan.global_batch} x {r.plan.seq_len} tokens: the default, about 4M tokens a step "
@@ -239,6 +237,17 @@ def launch(
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
           dry=dry_run_, force=force, as_json=json_, wall_s=wall_s)  # fmt: skip
+
+
+def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:
+    """What --emit did: wrote its files, found them there already with this text, or (dry run) would write."""
+    path = emitted_.path
+    if as_json:
+        emit_json({"target": kind, "path": str(path), "written": not dry_run, "changed": emitted_.changed})
+    elif dry_run:
+        typer.echo(f"would write {path} (--dry-run: nothing written)")
+    else:
+        typer.echo(f"wrote {path}" if emitted_.changed else f"{path} is already this plan's file: left as it is")
 
 
 def emitted_engine(emit: str | None) -> str | None:

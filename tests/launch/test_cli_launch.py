@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -145,8 +146,24 @@ def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path
     assert code == 2 and not folder.exists()
     code, out, err = _run(capsys, *args, "--out", str(folder), "--dry-run", "--json")  # --json is JSON here too
     assert code == 0 and json.loads(out) == {
-        "target": "megatron", "path": str(folder / "megatron_args.sh"), "written": False
+        "target": "megatron", "path": str(folder / "megatron_args.sh"), "written": False, "changed": False
     }, err  # fmt: skip
+
+
+def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp_path):
+    """A second --emit of one plan writes nothing: it said "wrote" although the file was left untouched."""
+    args = ("--model", "llama3-8b", "--dp", "4", "--tp", "2", "--sp", "--seq-len", "64", "--emit", "megatron")
+    path = tmp_path / "megatron_args.sh"
+    code, out, err = _run(capsys, *args, "--out", str(tmp_path))
+    assert code == 0 and f"wrote {path}" in out, err
+    os.utime(path, (0, 0))
+    code, out, err = _run(capsys, *args, "--out", str(tmp_path))
+    assert code == 0 and "wrote" not in out and f"{path} is already this plan's file" in out, err
+    assert path.stat().st_mtime == 0  # untouched
+    code, out, err = _run(capsys, *args, "--out", str(tmp_path), "--json")
+    assert code == 0 and json.loads(out)["changed"] is False, err
+    code, out, err = _run(capsys, *args, "--tp", "4", "--out", str(tmp_path), "--force", "--json")
+    assert code == 0 and json.loads(out)["changed"] is True and path.stat().st_mtime > 0, err
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from planner.cluster.domains import ranks_per_domain
 from planner.cost.coster import Coster
@@ -88,7 +88,17 @@ def _divisors(gpus: int) -> str:
     return shown + (", ..." if gpus > 64 else "")
 
 
-def emit(
+class Emitted(NamedTuple):
+    path: Path  # the target's file
+    changed: bool  # False: every file was there with this text already (nothing written), or a dry run
+
+
+def emit(kind: str, cfg: RunConfig, model: ModelSpec, out: Path, **kwargs: Any) -> Path:
+    """The target's file that emit_run writes (or would write, under dry_run)."""
+    return emit_run(kind, cfg, model, out, **kwargs).path
+
+
+def emit_run(
     kind: str,
     cfg: RunConfig,
     model: ModelSpec,
@@ -103,7 +113,7 @@ def emit(
     image: str | None = None,
     force: bool = False,
     dry_run: bool = False,
-) -> Path:
+) -> Emitted:
     """Check the plan as the target would, then write the target's file (`dry_run`: render it, write nothing, and
     return the path it would have). Engine targets are checked against that engine's profile (the engine `engine`
     is ignored for them, but for the per-run settings the plan was priced with); cluster targets get the
@@ -127,14 +137,14 @@ def emit(
     files = [OutFile(out / name, text, "file", script_mode(name)), *copies]
     check_replaceable(kind, files, force=force)  # a dry run meets the same refusals
     if dry_run:
-        return files[0].path
+        return Emitted(files[0].path, changed=False)
     make_dir(out, what="--out folder")
-    write_files(kind, files)
+    changed = write_files(kind, files)
     if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
         warnings.warn(unfit, stacklevel=2)
     for note in chosen.format_notes(model, cfg.plan) if chosen.format_notes else []:
         warnings.warn(f"--emit {kind}: {note}", stacklevel=2)
-    return files[0].path
+    return Emitted(files[0].path, changed)
 
 
 def _require_image(kind: str, image: str | None) -> None:

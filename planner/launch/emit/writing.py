@@ -77,19 +77,22 @@ def script_mode(name: str) -> int | None:
     return 0o755 if name.endswith((".sh", ".slurm")) else None
 
 
-def write_files(kind: str, files: list[OutFile]) -> None:
+def write_files(kind: str, files: list[OutFile]) -> bool:
     """Write every file that is not there already with its text (check_replaceable first); on a failure, remove
-    the ones this call made."""
+    the ones this call made. True when any was written."""
     made: list[Path] = []
+    wrote = False
     try:
         for f in files:
             if f.unchanged():
                 continue
             existed = f.path.exists()
             write_text_atomic(f.path, f.text, what=f"--emit {kind} {f.what}".rstrip(), mode=f.mode)
+            wrote = True
             if not existed:
                 made.append(f.path)
     except PlannerError:
         for path in made:
             path.unlink(missing_ok=True)
         raise
+    return wrote
