@@ -112,6 +112,10 @@ def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> N
     assert step_time(model, c, tp, tr).step_s - step_time(model, hw, tp, tr).step_s == pytest.approx(
         4 * layers * 1e-3
     )  # 2 all-reduces forward, 2 backward per layer
+    tp_sp = Plan(tp=2, sp=True, micro_batch=2, global_batch=2)
+    assert step_time(model, c, tp_sp, tr).step_s - step_time(model, hw, tp_sp, tr).step_s == pytest.approx(
+        8 * layers * 1e-3
+    )  # SP: each all-reduce is a reduce-scatter and an all-gather, two calls
 
 
 def test_step_stat_reads_min_p25_median_of_the_timed_steps() -> None:

@@ -58,7 +58,7 @@ def layer_comm(
     tp_exp = tp_overlap_s(tp, layer.gemm_forward_s + layer.gemm_backward_s, engine) if engine.comm.tp_overlap else tp
     co = tr.call_s
     if plan.tp > 1 and co:
-        tp, tp_exp = tp + tr.tp_passes * co, tp_exp + tr.tp_passes * co
+        tp, tp_exp = tp + tr.tp_calls * co, tp_exp + tr.tp_calls * co
     cp = cp_exp = 0.0
     if plan.cp > 1 and tr.cp_ring_s:  # only attention layers run the ring
         one, full = tr.cp_ring_s, tr.cp_recompute

@@ -36,6 +36,12 @@ class LayerTraffic:
     ep_s: float  # every expert all-to-all of the layer (MoE layers only)
     call_s: float  # host cost of one collective call (hardware collective_overhead_s + engine launch cost)
     cp_a2a_s: float = 0.0  # a Mamba-2 layer's context-parallel all-to-alls, forward and backward (none hidden)
+    tp_calls_per_pass: int = 1  # an all-reduce is one call; SP's reduce-scatter + all-gather are two
+
+    @property
+    def tp_calls(self) -> int:
+        """TP collective calls, each paying the host cost `call_s`."""
+        return self.tp_passes * self.tp_calls_per_pass
 
 
 def layer_traffic(
@@ -49,11 +55,13 @@ def layer_traffic(
 ) -> LayerTraffic:
     """TP: 2 all-reduces of b·s·h forward + 2 backward (Narayanan 2021 Sec. 3, Megatron's f/g operators),
     2 more when full recompute reruns the forward; with SP each becomes a reduce-scatter + all-gather of
-    the same bytes (Korthikanti 2022 Sec. 4.2.2), so the time is the same. CP: ring exchange of the local
-    K and V block, cp − 1 steps forward, twice that backward (K, V and their gradients) (Liu et al. 2023,
-    Ring Attention). EP: all-to-all of the routed tokens (t·h·top_k) before and after the experts, forward
-    and backward (Lepikhin et al. 2020, GShard; Fedus et al. 2021). A hybrid layer (one block: a mixer or an
-    FFN) has half the TP collectives; only attention mixers run the CP ring, only MoE FFNs the all-to-all."""
+    the same bytes (Korthikanti 2022 Sec. 4.2.2), so the time on the link is the same, but two calls pay the
+    host cost of a call (efficiency.collective_overhead_s, engine collective_launch_s) where one did. CP: ring
+    exchange of the local K and V block, cp − 1 steps forward, twice that backward (K, V and their gradients)
+    (Liu et al. 2023, Ring Attention). EP: all-to-all of the routed tokens (t·h·top_k) before and after the
+    experts, forward and backward (Lepikhin et al. 2020, GShard; Fedus et al. 2021). A hybrid layer (one block: a
+    mixer or an FFN) has half the TP collectives; only attention mixers run the CP ring, only MoE FFNs the
+    all-to-all."""
     if kind is None:
         kind = LayerKind("mla" if model.is_mla else "attention", "moe" if moe else "dense", "global")
     act_b = ACT_BYTES[plan.precision]
@@ -76,7 +84,7 @@ def layer_traffic(
         # selective recompute re-runs the `moe` module
         again = full or moe_recomputed(engine.kernels, plan.recompute)
         ep = layer_ep_s(model, hw, plan, engine, tokens=tokens, recomputed=again) + (4 + (2 if again else 0)) * co
-    return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a)
+    return LayerTraffic(n_pass, tp_one, ring, full, ep, co, cp_a2a, tp_calls_per_pass=2 if plan.sp else 1)
 
 
 def _cp_ring_s(
