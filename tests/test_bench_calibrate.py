@@ -118,6 +118,37 @@ def test_fixed_costs_add_per_kernel_and_per_call_and_default_to_no_change() -> N
     )  # SP: each all-reduce is a reduce-scatter and an all-gather, two calls
 
 
+def test_dtensor_ops_pay_their_host_cost_where_the_engine_holds_dtensors() -> None:
+    """A tensor-parallel worker on CPU measured 2.6x its prediction: each op on a DTensor pays DTensor's host
+    dispatch (cost/dtensor_host.py; benchmarks/dtensor_ops.py counts and times them). Per micro-batch every TP
+    linear (6 + 11 ops), the embedding (1 + 2); per step AdamW's 8 ops on each DTensor parameter: under FSDP2 all
+    39 of tiny's, under TP its 30 sharded ones. Nothing where the engine's tensors are plain (Megatron) or at tp 1
+    without FSDP, and nothing on a profile that sets no cost (GPUs)."""
+    from planner.cost.compute import fitted_compute
+    from planner.cost.dtensor_host import OPS_PER_EMBEDDING, OPS_PER_LINEAR, OPS_PER_TENSOR_STEP
+
+    model, worker, megatron = load_model("tiny"), make_engine("planner"), make_engine("megatron")
+    hw = load_hardware("cpu")
+    assert hw.efficiency.dtensor_op_overhead_s > 0 and load_hardware("h100-sxm").efficiency.dtensor_op_overhead_s == 0
+    x = 1e-4
+    on = hw.model_copy(update={"efficiency": apply_params(hw.efficiency, {"dtensor_op_overhead_s": x})})
+    off = hw.model_copy(update={"efficiency": apply_params(hw.efficiency, {"dtensor_op_overhead_s": 0.0})})
+
+    def extra(plan: Plan, engine=worker) -> float:
+        return step_time(model, on, plan, engine).step_s - step_time(model, off, plan, engine).step_s
+
+    f, linears = fitted_compute(hw, worker), model.num_layers * 7 + 1  # q, k, v, o, w1, w2, w3 per layer; output
+    per_microbatch = f * x * (linears * sum(OPS_PER_LINEAR) + sum(OPS_PER_EMBEDDING))
+    one, two = Plan(tp=2, micro_batch=2, global_batch=2), Plan(tp=2, micro_batch=2, global_batch=4)
+    assert extra(two) - extra(one) == pytest.approx(per_microbatch)
+    assert extra(one) == pytest.approx(per_microbatch + OPS_PER_TENSOR_STEP * (linears + 1) * x)
+    assert extra(Plan(dp=2, zero=3, micro_batch=2, global_batch=4)) == pytest.approx(OPS_PER_TENSOR_STEP * 39 * x)
+    assert extra(Plan(dp=2, micro_batch=2, global_batch=4)) == 0.0  # DDP: plain tensors
+    assert extra(Plan(micro_batch=2, global_batch=2)) == 0.0
+    assert extra(Plan(tp=2, sp=True, micro_batch=2, global_batch=2)) > extra(one)  # the norms too under SP
+    assert extra(one, megatron) == 0.0
+
+
 def test_step_stat_reads_min_p25_median_of_the_timed_steps() -> None:
     times = [0.9, 0.5, 0.4, 0.2, 0.3, 0.6]  # the first is warm-up
     doc = {

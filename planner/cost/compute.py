@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost import dtensor_host
 from planner.cost.cache import spec_cache
 from planner.cost.fitted_factors import compute_factor
 from planner.cost.kernels import ACT_BYTES, gemm_s
@@ -81,6 +82,7 @@ def _head_time(
     precision: str,
     vocab: int,
     mtp: int = 0,
+    dtensor_op_s: float = 0.0,
 ) -> tuple[float, float]:
     """(forward_s, backward_s) of the embedding (first stage) and norm + logits + loss (last stage).
 
@@ -88,12 +90,13 @@ def _head_time(
     GEMM 2·t·h·V/tp (vocab-parallel, Megatron; V padded as the engine pads it) and its 2 backward GEMMs;
     cross-entropy over fp32 logits ≈ 3 passes forward, 2 backward, 4 bytes each (an estimate of the fused
     softmax-CE kernels). Each of `mtp` multi-token-prediction modules (DeepSeek-V3 §2.2) adds its own logits
-    and loss and a 2h -> h projection GEMM (its layer is counted with the stage's layers).
+    and loss and a 2h -> h projection GEMM (its layer is counted with the stage's layers). Host time of their ops
+    on DTensors: cost.dtensor_host.
     """
     h, t = model.hidden_size, b * s / cp
     act_b = ACT_BYTES[precision]
     ko = eff.kernel_overhead_s  # fixed cost per kernel: embedding 1; norm, logits GEMM, loss 3 (0 on GPUs)
-    fwd = bwd = 0.0
+    fwd, bwd = dtensor_host.head_s(dtensor_op_s, first=first, last=last, sp=sp)
     if first:
         fwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw + ko
         bwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw + BACKWARD_KERNELS_PER_FORWARD * ko
@@ -144,7 +147,7 @@ def stage_compute(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Eng
     hf, hb = _head_time(
         model, hw.efficiency, peak, bw, first=shape.first, last=shape.last, tp=plan.tp, cp=plan.cp, sp=plan.sp,
         b=plan.micro_batch, s=plan.seq_len, precision=head, vocab=vocab,
-        mtp=model.mtp_layers if shape.last else 0,
+        mtp=model.mtp_layers if shape.last else 0, dtensor_op_s=dtensor_host.op_s(hw, plan, engine),
     )  # fmt: skip
     f = fitted_compute(hw, engine)
     fwd = bwd = rc = core = 0.0

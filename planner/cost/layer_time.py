@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.cost import dtensor_host
 from planner.cost.cache import spec_cache
 from planner.cost.flops import OP_SAC_GEMM_FRACTION, causal_share
 from planner.cost.kernels import (
@@ -207,11 +208,25 @@ def _memory_bytes(model: ModelSpec, kind: LayerKind, kernels: Kernels, g: Gemms,
     return t * per_token, t * softmax
 
 
+def _host_calls_s(
+    model: ModelSpec, kind: LayerKind, kernels: Kernels, precision: str, dtensor_op_s: float, *, sp: bool
+) -> tuple[float, float]:
+    """(forward, backward) host time the GPU waits on beyond the kernels' own launches: casts made one call each
+    (engine kernels.cast_host_s), and the dispatch of ops on DTensors (cost.dtensor_host)."""
+    linears = kind_gemm_count(model, kind) if kernels.cast_host_s and is_low_precision(precision) else 0
+    dt_fwd, dt_bwd = dtensor_host.layer_s(model, kind, dtensor_op_s, sp=sp)
+    return (
+        CAST_CALLS_FORWARD * linears * kernels.cast_host_s + dt_fwd,
+        CAST_CALLS_BACKWARD * linears * kernels.cast_host_s + dt_bwd,
+    )
+
+
 @spec_cache()
 def _layer_time(
     model: ModelSpec, eff: Efficiency, kernels: Kernels, gemm_peak: float, core_peak: float, hbm_bw: float, *,
     kind: LayerKind, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, s: int, precision: str, recompute: str,
     load: float = 1.0, grouped: bool = False, arch: str | None = None, weight_cache: bool = True,
+    dtensor_op_s: float = 0.0,
 ) -> LayerTime:  # fmt: skip
     t = b * s / cp  # tokens each GPU runs through its GEMMs
     g = layer_gemms(model, kind, t=t, tp=tp, ep=ep, etp=etp, sp=sp, load=load, grouped=grouped)
@@ -234,10 +249,8 @@ def _layer_time(
     n_mem_ops = _mem_ops(model, kind, kernels, g.permute)
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
-    # casts made one call each (engine kernels.cast_host_s): their host time, the GPU waiting on it
-    linears = kind_gemm_count(model, kind) if kernels.cast_host_s and is_low_precision(precision) else 0
-    k_fwd += CAST_CALLS_FORWARD * linears * kernels.cast_host_s
-    mem_bwd += CAST_CALLS_BACKWARD * linears * kernels.cast_host_s
+    host_fwd, host_bwd = _host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp)
+    k_fwd, mem_bwd = k_fwd + host_fwd, mem_bwd + host_bwd
     if recompute == "full":
         rc = gemm_fwd + core_fwd + mem_fwd + k_fwd
     elif recompute == "selective" and kernels.selective_recompute == "attention":
@@ -275,5 +288,5 @@ def layer_time(
         etp=plan_etp(plan), sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision,
         recompute=plan.recompute, load=routed_load(model, engine) if kind.ffn == "moe" else 1.0,
         grouped=engine.moe.grouped_gemm and kind.ffn == "moe", arch=hw.gpu.architecture,
-        weight_cache=engine.memory.fp8_weight_cache,
+        weight_cache=engine.memory.fp8_weight_cache, dtensor_op_s=dtensor_host.op_s(hw, plan, engine),
     )  # fmt: skip

@@ -1,8 +1,11 @@
 """The optimizer step's time on one pipeline rank: a memory-bound update of the rank's shard of the states, the
-share stepped on the CPU where the engine offloads it, and a named precision recipe's weight casts."""
+share stepped on the CPU where the engine offloads it, a named precision recipe's weight casts, and the host
+dispatch of the update's ops on DTensor parameters (cost.dtensor_host)."""
 
 from __future__ import annotations
 
+from planner.cost import dtensor_host
+from planner.cost.compute import plan_stage_shapes
 from planner.cost.offload import offloaded_optimizer_s
 from planner.cost.params import expert_dp, plan_params
 from planner.cost.quantization import weight_cast_step_s
@@ -30,4 +33,6 @@ def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     if engine.memory.optimizer_offload:  # a share stepped on the CPU (cost.offload)
         update = offloaded_optimizer_s(update, hw, engine, local_params=dense + expert, grad_bytes=per.gradients,
                                        param_bytes=per.weights)  # fmt: skip
-    return update + weight_cast_step_s(model, hw, plan, engine, rank=stage)  # a named recipe's weight casts
+    shape = plan_stage_shapes(model, plan, engine)[stage]
+    host = dtensor_host.optimizer_s(model, hw, plan, engine, mix=shape.mix, first=shape.first, last=shape.last)
+    return update + host + weight_cast_step_s(model, hw, plan, engine, rank=stage)  # a named recipe's weight casts

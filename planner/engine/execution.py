@@ -84,6 +84,12 @@ class Kernels(Frozen):
         description="each layer's kernels captured in CUDA graphs (Megatron --cuda-graph-impl): one launch "
         "replays them, the graphs' private memory pool is held",
     )
+    dtensor: bool = Field(
+        False,
+        description="the engine's parallel parameters are DTensors (torch parallelize_module for TP, fully_shard "
+        "for FSDP2): each op on them pays the hardware's dtensor_op_overhead_s of host dispatch "
+        "(cost/dtensor_host.py). false: plain tensors and explicit collectives (Megatron, DeepSpeed, FSDP1)",
+    )
     cast_host_s: float = Field(
         0.0, ge=0.0, le=1e-3,
         description="host time of each quantization call a low-precision linear makes on its own, the GPU waiting "

@@ -98,6 +98,14 @@ class Efficiency(Frozen):
         description="fixed host cost per compute kernel (eager op dispatch; CPU/Python-bound runs), paid by every "
         "GEMM and memory-bound op of forward, backward and recompute; 0 = launches are hidden (GPUs)",
     )
+    dtensor_op_overhead_s: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="fixed host cost per op on a DTensor beyond kernel_overhead_s (sharding propagation and "
+        "redistribution in Python), paid where the engine's parallel parameters are DTensors (engine "
+        "kernels.dtensor; cost/dtensor_host.py counts the ops); 0 = hidden behind the kernels (GPUs)",
+    )
     collective_overhead_s: float = Field(
         0.0,
         ge=0,

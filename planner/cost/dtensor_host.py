@@ -1,0 +1,80 @@
+"""Host time of operations on DTensors, where the step waits on the host (CPU runs; 0 on GPUs, where the dispatch
+runs ahead of the kernels).
+
+An op whose arguments include a DTensor goes through DTensor's sharding propagation and redistribution in Python
+before its local kernel runs: on the reference CPU box each cost about 45 µs beyond the local op (a tiny-model step
+with tensor parallelism over a mesh of one rank, no communication at all: 51 ms against 19 ms without;
+benchmarks/dtensor_ops.py). Engines built on torch's parallel APIs hold their parallel parameters as DTensors
+(engine kernels.dtensor): tensor parallelism's sharded weights (`parallelize_module`'s ColwiseParallel and
+RowwiseParallel; with sequence parallelism the norms too, SequenceParallel) and FSDP2's sharded parameters
+(`fully_shard`). The ops counted per micro-batch are those of the TP-sharded weights, forward and backward; the
+optimizer's per-tensor update runs on every DTensor parameter once a step.
+
+The counts are measured, not derived: TorchDispatchMode over one step of the worker's model under torch 2.13
+(benchmarks/dtensor_ops.py prints them), per linear: its weight's autocast copy, transpose, view, mm and unsafe
+view forward (≈6), the two backward GEMMs with their transposes and views, the gradient's cast and detach (≈11);
+per sequence-parallel RMSNorm: pow, mean, add, rsqrt and two muls forward (≈7), about 19 backward; per parameter
+tensor a step: torch.optim.AdamW's per-tensor (for-loop, CPU) update, 8 ops."""
+
+from __future__ import annotations
+
+from planner.cost.params import kind_gemm_count
+from planner.engine import Engine
+from planner.hardware import HardwareProfile
+from planner.layers import LayerKind
+from planner.plan import Plan
+from planner.specs import ModelSpec
+
+OPS_PER_LINEAR = (6, 11)  # (forward, backward) DTensor ops of one TP-sharded linear, one micro-batch
+OPS_PER_SP_NORM = (7, 19)  # one sequence-parallel norm (SequenceParallel), one micro-batch
+OPS_PER_EMBEDDING = (1, 2)  # the vocabulary-parallel lookup; its backward and the gradient's detach
+OPS_PER_TENSOR_STEP = 8  # AdamW's per-tensor update of one DTensor parameter (lerp, mul, addcmul, sqrt, div, ...)
+
+
+def op_s(hw: HardwareProfile, plan: Plan, engine: Engine) -> float:
+    """Host cost of one op on TP-sharded DTensors for this plan: 0 without tensor parallelism or DTensors."""
+    return hw.efficiency.dtensor_op_overhead_s if plan.tp > 1 and engine.kernels.dtensor else 0.0
+
+
+def _norms(model: ModelSpec) -> int:
+    """Norms of a layer: one per block (a hybrid layer has one block: a mixer or an FFN)."""
+    return 1 if model.layer_pattern is not None else 2
+
+
+def layer_s(model: ModelSpec, kind: LayerKind, one_op_s: float, *, sp: bool) -> tuple[float, float]:
+    """(forward, backward) host time of one layer's DTensor ops for one micro-batch."""
+    if not one_op_s:
+        return 0.0, 0.0
+    linears, norms = kind_gemm_count(model, kind), (_norms(model) if sp else 0)
+    fwd = one_op_s * (linears * OPS_PER_LINEAR[0] + norms * OPS_PER_SP_NORM[0])
+    return fwd, one_op_s * (linears * OPS_PER_LINEAR[1] + norms * OPS_PER_SP_NORM[1])
+
+
+def head_s(one_op_s: float, *, first: bool, last: bool, sp: bool) -> tuple[float, float]:
+    """(forward, backward) host time of the embedding's (first stage) and the final norm's and output layer's
+    (last stage) DTensor ops for one micro-batch."""
+    fwd = bwd = 0.0
+    if first:
+        fwd, bwd = fwd + OPS_PER_EMBEDDING[0] * one_op_s, bwd + OPS_PER_EMBEDDING[1] * one_op_s
+    if last:
+        norm = OPS_PER_SP_NORM if sp else (0, 0)
+        fwd += (OPS_PER_LINEAR[0] + norm[0]) * one_op_s
+        bwd += (OPS_PER_LINEAR[1] + norm[1]) * one_op_s
+    return fwd, bwd
+
+
+def optimizer_s(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, mix: tuple[tuple[LayerKind, int], ...],
+    first: bool, last: bool,
+) -> float:  # fmt: skip
+    """Host time of the optimizer's per-tensor update on the rank's DTensor parameters: every one under FSDP2 (a
+    ZeRO stage that shards the weights over dp·cp > 1: launch/parallelize.py data_parallel_kind), else the
+    TP-sharded weights (and the norms under SP)."""
+    one = hw.efficiency.dtensor_op_overhead_s
+    fsdp = plan.dp * plan.cp > 1 and "weights" in engine.zero_stage(plan).shards
+    if not one or not engine.kernels.dtensor or not (fsdp or plan.tp > 1):
+        return 0.0
+    norms = fsdp or plan.sp
+    tensors = sum(n * (kind_gemm_count(model, k) + (_norms(model) if norms else 0)) for k, n in mix)
+    tensors += (1 if first else 0) + ((2 if norms else 1) if last else 0)
+    return OPS_PER_TENSOR_STEP * tensors * one
