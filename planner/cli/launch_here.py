@@ -29,6 +29,7 @@ from planner.launch.runner import (
     predicted,
     read_profile,
     run_torchrun,
+    shared_cores,
 )
 from planner.launch.spec import as_built
 from planner.plan_checks import check_batch
@@ -74,12 +75,21 @@ def run_here(
     # a batch its micro-batches do not divide has none to price: the pre-flight's rule check says why (exit 1)
     built = as_built(rehearsal, cfg.plan)  # priced and checked as the worker builds it
     pred = predicted(built, r.hardware, cfg.plan, r.engine) if not check_batch(cfg.plan) else UNPRICED
+    share = shared_cores(env, per_node)
+    if share > 1 and pred["step_time_s"] is not None:
+        pred = {**pred, "step_time_s": pred["step_time_s"] * share}
     need = host_need(built, cfg.plan, r.engine, env, nproc_per_node=per_node)
     report = dry_run(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
         peak_bytes=pred["peak_bytes"], need=need,
     )  # fmt: skip
     report.plan, report.predicted = cfg.plan.model_dump(), pred
+    shared = (
+        f"{per_node} processes share {env.host.cores if env.host else '?'} cores: the step is priced {share:g}x the "
+        f"{r.hardware.name} profile's, which gives each rank a core of its own"
+    )
+    if share > 1:
+        report.preflight.notes.append(shared)
     if reh is not None:
         report.rehearsal = reh.to_dict()
         report.preflight.notes.append(f"the rehearsal's model is written to {cfg.model} when the run starts")
@@ -100,6 +110,8 @@ def run_here(
         raise PlannerError(refusal)
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
+    if share > 1:
+        typer.echo(f"[launch] {shared}", err=True)
     _run(cfg, pred, reh, rehearsal, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall,
          force=force)  # fmt: skip
 

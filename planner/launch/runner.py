@@ -57,6 +57,15 @@ def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
     }
 
 
+def shared_cores(env: Environment, processes: int) -> float:
+    """How many of this node's worker processes share each CPU core, where they outnumber the cores (1 on GPUs, and
+    where each has a core): the cpu profile prices a rank on a core of its own (one thread per rank, as launch runs
+    them), so time-shared ranks take this many times as long a step."""
+    if env.device_type != "cpu" or env.host is None or processes <= env.host.cores:
+        return 1.0
+    return processes / env.host.cores
+
+
 def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     """Weights, gradients and optimizer state that outlive the step on the most loaded rank (no gathered
     copies, no accumulation buffers): what the worker's tensor count sees after a step."""

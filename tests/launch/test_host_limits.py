@@ -161,3 +161,25 @@ def test_a_cpu_without_bf16_units_is_named_before_a_bf16_run(tmp_path) -> None:
 
     assert noted(False, plan) and not noted(True, plan) and not noted(None, plan)
     assert not noted(False, plan.model_copy(update={"precision": "fp32"}))
+
+
+def test_ranks_that_share_a_core_are_priced_sharing_it(capsys, tiny_path, monkeypatch):
+    """The cpu profile prices each rank on a core of its own: 4 processes on the 2-core box measured 2.4x their
+    prediction (the README's rehearsal). Where the processes outnumber the cores, the step is priced that many
+    times longer, and said; on GPUs, or with a core each, nothing changes."""
+    from planner.launch.runner import shared_cores
+
+    assert shared_cores(CPU_BOX, 4) == 2.0 and shared_cores(CPU_BOX, 2) == 1.0 and shared_cores(GPU_BOX, 4) == 1.0
+    args = ("--model", tiny_path, "--dp", "2", "--tp", "2", "--sp", "--zero", "3", "--seq-len", "64", "--dry-run")
+    steps = {}
+    for cores in (2, 4):
+        box = Environment("cpu", 0, "x86_64", (), "2.13.0+cpu", Host(cores=cores, available_bytes=23.4 * GiB))
+        monkeypatch.setattr("planner.cli.launch.probe_environment", lambda box=box: box)
+        code, out, err = _launch(capsys, *args, "--json")
+        doc = json.loads(out)
+        assert code == 0 and doc["ok"], err
+        steps[cores] = doc["predicted"]["step_time_s"]
+        shared = [n for n in doc["notes"] if "share" in n]
+        assert shared == (["4 processes share 2 cores: the step is priced 2x the cpu profile's, which gives each rank "
+                           "a core of its own"] if cores == 2 else []), err  # fmt: skip
+    assert steps[2] == pytest.approx(2 * steps[4])
