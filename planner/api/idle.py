@@ -9,7 +9,7 @@ from typing import Any
 from planner.cost.memory import activation_pieces
 from planner.cost.recipe_options import modules_recompute_flops_per_token, offload_groups, offload_modules
 from planner.engine import Engine
-from planner.engine.profile import given_settings
+from planner.engine.settings import given_settings
 from planner.plan import Plan
 from planner.specs import ModelSpec
 

@@ -6,7 +6,10 @@ A runs file's `software` block, a plan file's `training:` and the command line's
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    from planner.engine.profile import Engine
 
 # The per-run settings' vocabularies (Engine.configured; plan files' training:, runs files' software:, flags).
 Optimizer = Literal["adamw", "adam", "sgd"]
@@ -146,3 +149,32 @@ def meant(name: str, value: object, precision: str | None = None) -> object:
 def said(settings: dict[str, object]) -> str:
     """'grad_dtype=param, recompute_modules=core_attn,layernorm'."""
     return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())
+
+
+def given_settings(engine: Engine, precision: str | None = None) -> dict[str, object]:
+    """The per-run settings the plan was priced with that differ from the engine's profile as it was loaded (flags,
+    a plan file's `training:`, a --recipe-options variant's), whether the profile came from the catalog or a file:
+    `configured` records the profile's own values. A value equal to what the profile's null stands for (at the
+    plan's `precision`, where given) is no difference (settings.meant)."""
+    base = engine.profile_settings
+    if base is None:
+        return {}
+    return {
+        name: value
+        for name, value in engine.settings().items()
+        if meant(name, value, precision) != meant(name, base[name], precision)
+    }
+
+
+def changed_settings(engine: Engine, target: Engine, precision: str | None = None) -> dict[str, object]:
+    """The per-run settings whose value in `engine` (the profile as configured for the plan) differs from the
+    `target` engine's profile, by name (a --recipe-options variant against the profile it was made from), as
+    given_settings compares them; none when the plan was priced on another engine (its settings are that engine's,
+    not the target's)."""
+    if (engine.variant_of or engine.name) != target.name:
+        return {}
+    return {
+        name: engine.setting(name)
+        for name in SETTINGS
+        if meant(name, engine.setting(name), precision) != meant(name, target.setting(name), precision)
+    }

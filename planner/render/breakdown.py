@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
-from planner.engine.profile import given_settings
-from planner.engine.settings import said
+from planner.engine.settings import given_settings, said
 from planner.hardware import HardwareProfile
 from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
 from planner.render.console import escape

@@ -23,7 +23,7 @@ from planner.cost.comm import group_tiers
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
-from planner.engine.profile import given_settings
+from planner.engine.settings import given_settings
 from planner.hardware import HardwareProfile
 from planner.plan import DERIVABLE, Plan
 from planner.specs import ModelSpec

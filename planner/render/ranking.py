@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.cost.schedule import StepTime
-from planner.engine.profile import given_settings
-from planner.engine.settings import said
+from planner.engine.settings import given_settings, said
 from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.engine.profile import changed_settings, given_settings
+from planner.engine.settings import changed_settings, given_settings
 from planner.errors import PlannerError
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.launch.command import RunConfig

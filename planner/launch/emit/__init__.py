@@ -12,9 +12,8 @@ from typing import Any, NamedTuple
 from planner.cluster.domains import ranks_per_domain
 from planner.cost.coster import Coster
 from planner.engine import Engine
-from planner.engine.profile import changed_settings, given_settings
 from planner.engine.recipes import emit_unexpressed
-from planner.engine.settings import said
+from planner.engine.settings import changed_settings, given_settings, said
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.files import make_dir, write_text_atomic

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
-from planner.engine.profile import given_settings
-from planner.engine.settings import said
+from planner.engine.settings import given_settings, said
 from planner.hardware import HardwareProfile
 from planner.launch.emit.targets import Target
 from planner.launch.preflight import Environment, worker_limits
