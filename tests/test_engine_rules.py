@@ -550,3 +550,34 @@ def test_every_profile_runs_its_own_setting_words():
         for setting, words in e.rules.setting_words.items():
             block, field = SETTINGS[setting]
             assert getattr(getattr(e, block), field) in words, (name, setting)
+
+
+def test_torchtitan_without_fsdp_trains_tp_and_pp_in_fp32_and_is_refused_in_16_bits():
+    """torchtitan applies FSDP only where dp_shard or cp > 1 (parallel_dims.fsdp_enabled), and without it turns
+    mixed precision off when tp or pp > 1 (v0.2.2 distributed/utils.py maybe_enable_amp): a bf16 tp 8 plan on 8
+    GPUs trains in fp32. It was priced in bf16; it is refused by name, in fp32 it runs."""
+    titan, model = engine("torchtitan"), load_model("llama3-8b")
+    for change in ({"tp": 8, "sp": True}, {"pp": 2, "global_batch": 8}):
+        plan = Plan(**{"zero": 3, "seq_len": 4096, "global_batch": 4, **change})
+        (problem,) = [r for r in structure_problems(titan, model, plan) if "mixed precision" in r.reason]
+        assert "trains in fp32 in torchtitan" in problem.detail and "use dp·cp >= 2 or precision fp32" in problem.detail
+        assert not structure_problems(titan, model, plan.model_copy(update={"precision": "fp32"}))
+    assert not structure_problems(titan, model, Plan(dp=2, tp=4, zero=3, sp=True, seq_len=4096, global_batch=4))
+    assert not structure_problems(engine("megatron"), model, Plan(tp=8, sp=True, seq_len=4096, global_batch=4))
+
+
+@pytest.mark.parametrize(("name", "plan"), [("torchtitan", Plan(zero=3, seq_len=2048, global_batch=4)),
+                                            ("planner", Plan(tp=2, zero=3, seq_len=2048, global_batch=4))])  # fmt: skip
+def test_an_engine_that_applies_no_fsdp_over_one_rank_prices_every_stage_as_zero_0(name, plan):
+    """At dp·cp = 1 torchtitan and the planner worker apply no FSDP (parallelize.py fsdp_enabled; launch/parallelize
+    data_parallel_kind "none"): ZeRO 2 and 3 held up to 37% more (FSDP's unsharded accumulation and gathered copy)
+    than the zero 0 the run is. At dp 2 the stages differ again."""
+    eng, model, hw = engine(name), load_model("llama3-8b"), load_hardware("h100-sxm")
+    peak = {z: estimate(model, hw, plan.model_copy(update={"zero": z}), eng).memory.total_bytes for z in (0, 2, 3)}
+    assert peak[2] == peak[3] == peak[0]
+    assert eng.zero_stage(plan) == eng.rules.stages(1)[0]
+    wide = plan.model_copy(update={"dp": 2, "global_batch": 8, "tp": 1})
+    assert (
+        estimate(model, hw, wide, eng).memory.total_bytes
+        < estimate(model, hw, wide.model_copy(update={"zero": 0}), eng).memory.total_bytes
+    )

@@ -137,7 +137,7 @@ class PeakMemory:
         key = (STATES(p), plan_etp(p), zero, accumulates)
         hit = self._states.get(key)
         if hit is None:
-            stage = self.engine.rules.stages(p.pp)[zero]  # state_terms reads the stage from here, not p.zero
+            stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp)  # state_terms reads it here
             per = state_bytes_per_param(p.precision, self.engine, stage)
             hit = self._states[key] = [
                 state_terms(
@@ -149,7 +149,7 @@ class PeakMemory:
         return hit
 
     def _activations(self, p: Plan, recompute: str, zero: int) -> dict[LayerKind, Pieces]:
-        autocast = self.engine.rules.stages(p.pp)[zero].autocast  # what of the ZeRO stage the activations read
+        autocast = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp).autocast  # what activations read
         key = (ACTIVATIONS(p), recompute, autocast)
         hit = self._act.get(key)
         if hit is None:
@@ -240,7 +240,7 @@ class PeakMemory:
     ) -> tuple[list[dict[LayerKind, Pieces]], list[int]]:
         """Each level's pieces and the first level with equal pieces (levels that keep the same activations
         share one evaluation), cached by the activations' shape."""
-        key = (ACTIVATIONS(p), recomputes, self.engine.rules.stages(p.pp)[zero].autocast)
+        key = (ACTIVATIONS(p), recomputes, self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp).autocast)
         hit = self._levels.get(key)
         if hit is None:
             pieces = [self._activations(p, rc, zero) for rc in recomputes]

@@ -52,6 +52,18 @@ class Rules(Frozen):
         "absent here does not run with pipeline parallelism",
     )
     schedules: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
+    shards_one_rank: bool = Field(
+        True,
+        description="false: at dp·cp = 1 the engine applies no FSDP, whatever the ZeRO stage, and the plan runs as "
+        "its zero 0 does (torchtitan v0.2.2 parallelize.py applies FSDP only where parallel_dims.fsdp_enabled, "
+        "dp_shard or cp > 1; the planner worker, launch/parallelize.py data_parallel_kind)",
+    )
+    mixed_precision_needs_fsdp: bool = Field(
+        False,
+        description="without FSDP (dp·cp = 1) the engine trains in fp32 when tp or pp > 1: a 16-bit or fp8 plan "
+        "there is refused (torchtitan v0.2.2 distributed/utils.py maybe_enable_amp: 'Mixed precision training "
+        "with TP or PP is only supported when FSDP/HSDP/CP is enabled')",
+    )
     interleaved_microbatches: Literal["multiple_of_pp", "grouped", "torch_looped"] = Field(
         "multiple_of_pp",
         description="multiple_of_pp: m ≥ pp and m % pp == 0 (Megatron before Core 0.10); grouped: m ≥ pp, each "
@@ -178,6 +190,13 @@ class Rules(Frozen):
         """The ZeRO stages runnable at this pipeline degree, and how."""
         return self.zero if pp == 1 or self.zero_pp is None else self.zero_pp
 
+    def run_stage(self, zero: int, *, pp: int, dp_cp: int) -> ZeroStage:
+        """How the engine runs ZeRO stage `zero` on a data-parallel group of dp_cp ranks: as zero 0 where it shards
+        nothing over one rank (shards_one_rank), else as the stage says."""
+        if dp_cp == 1 and not self.shards_one_rank:
+            return self.stages(pp).get(0) or self.zero[0]
+        return self.stages(pp)[zero]
+
 
 class Engine(Frozen):
     """engine_profiles/NAME.yaml: what one training stack does with a plan."""
@@ -214,7 +233,7 @@ class Engine(Frozen):
 
     def zero_stage(self, plan: Plan) -> ZeroStage:
         """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""
-        return self.rules.stages(plan.pp)[plan.zero]
+        return self.rules.run_stage(plan.zero, pp=plan.pp, dp_cp=plan.dp * plan.cp)
 
     def factors(self, hardware: str, proxy: str | None = None) -> Fitted:
         """The fitted factors for a hardware profile, or for its calibration proxy (none fitted: neutral)."""

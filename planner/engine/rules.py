@@ -177,7 +177,23 @@ def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
         + _sequence_parallel_problems(engine, plan)
         + _seq_len_problems(engine, plan)
         + _offer_problems(engine, plan)
+        + _mixed_precision_problems(engine, plan)
     )
+
+
+def _mixed_precision_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """An engine that trains in fp32 without FSDP when tp or pp > 1 (rules.mixed_precision_needs_fsdp)."""
+    p = plan
+    if not engine.rules.mixed_precision_needs_fsdp or p.precision == "fp32" or p.dp * p.cp > 1 or p.tp * p.pp == 1:
+        return []
+    return [
+        Rejected(
+            f"{engine.name}: mixed precision needs FSDP with tp or pp",
+            f"precision={p.precision} with tp={p.tp}, pp={p.pp} at dp·cp=1 trains in fp32 in {engine.name} (no FSDP "
+            "runs over one rank, and without it mixed precision is off with tp or pp > 1); use dp·cp >= 2 or "
+            "precision fp32",
+        )
+    ]
 
 
 def _degree_problems(engine: Engine, plan: Plan) -> list[Rejected]:
