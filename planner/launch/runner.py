@@ -60,10 +60,12 @@ def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
 def shared_cores(env: Environment, processes: int) -> float:
     """How many of this node's worker processes share each CPU core, where they outnumber the cores (1 on GPUs, and
     where each has a core): the cpu profile prices a rank on a core of its own (one thread per rank, as launch runs
-    them), so time-shared ranks take this many times as long a step."""
-    if env.device_type != "cpu" or env.host is None or processes <= env.host.cores:
+    them), so time-shared ranks take this many times as long a step. More processes than the host may start are
+    refused by the processes check, not priced (1)."""
+    host = env.host
+    if env.device_type != "cpu" or host is None or not host.cores < processes <= host.max_processes():
         return 1.0
-    return processes / env.host.cores
+    return processes / host.cores
 
 
 def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:

@@ -170,6 +170,7 @@ def test_ranks_that_share_a_core_are_priced_sharing_it(capsys, tiny_path, monkey
     from planner.launch.runner import shared_cores
 
     assert shared_cores(CPU_BOX, 4) == 2.0 and shared_cores(CPU_BOX, 2) == 1.0 and shared_cores(GPU_BOX, 4) == 1.0
+    assert shared_cores(CPU_BOX, 256) == 1.0  # refused by the processes check, not priced
     args = ("--model", tiny_path, "--dp", "2", "--tp", "2", "--sp", "--zero", "3", "--seq-len", "64", "--dry-run")
     steps = {}
     for cores in (2, 4):
