@@ -21,7 +21,7 @@ from planner.cost.schedule import step_time
 from planner.engine import plan_problems
 from planner.explore.pipeline import search
 from planner.explore.results import pareto_front
-from planner.explore.space import NOT_FIT, Space, micro_batches, structures
+from planner.explore.space import NOT_FIT, PRUNED_ONE_RANK, Space, micro_batches, structures
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan, divisors
 from planner.plan_checks import check_plan
@@ -564,3 +564,13 @@ def test_risk_pruning_every_fitting_plan_is_answered_not_refused_as_a_rule():
     assert "drop --risk" in said and "before its memory was counted" not in said
     code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "2")
     assert code == 0 and "best:" in out, err
+
+
+def test_zero_stages_that_run_as_zero_0_over_one_rank_are_not_ranked_twice():
+    """torchtitan at dp·cp = 1 applies no FSDP: its zero 2 and 3 are the zero 0 run, and the table listed each plan
+    three times (same memory, same step). They are counted as pruned, the plan shown once."""
+    space = Space(gpus=1, global_batch=512, seq_len=8192)
+    res = search(load_model("llama3-8b"), load_hardware("b200"), space, make_engine("torchtitan"))
+    shown = [(r.plan.tp, r.plan.micro_batch, r.plan.recompute) for r in res.top]
+    assert shown and len(shown) == len(set(shown)) and {r.plan.zero for r in res.top} == {0}
+    assert res.pruned[PRUNED_ONE_RANK] > 0

@@ -22,7 +22,7 @@ from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, hardware_problems
 from planner.explore.placement import placement_problems
 from planner.explore.results import Rejection, SearchResult
-from planner.explore.space import NOT_FIT, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
+from planner.explore.space import NOT_FIT, PRUNED_ONE_RANK, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
 from planner.plan import Plan, Recompute, Rejected
 from planner.plan_checks import check_batch, check_structure
 
@@ -156,6 +156,9 @@ class Screening:
                 self._reject(base, problems, len(self.recs), zero=z)
             else:
                 runnable.append(z)
+        if len(runnable) > 1 and st.dp * st.cp == 1 and not self.res.engine.rules.shards_one_rank:
+            self.res.pruned[PRUNED_ONE_RANK] += (len(runnable) - 1) * len(self.recs)  # the same run as the first
+            return runnable[:1]
         return runnable
 
     def _memory(self, base: Plan, z: int, verdicts: dict[Recompute, float]) -> None:
