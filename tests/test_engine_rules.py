@@ -308,7 +308,7 @@ def test_torchtitan_tp_requires_sp():
     """torchtitan's TP plan always shards the norms on the sequence ("attention_norm": SequenceParallel(),
     "ffn_norm": SequenceParallel() in models/llama3/infra/parallelize.py apply_tp): tp > 1 without sp is not
     a thing it runs."""
-    plan = Plan(tp=2, sp=False, dp=1, global_batch=1)
+    plan = Plan(tp=2, sp=False, dp=1, global_batch=1, precision="fp32")  # bf16 at dp 1 with tp: fp32 (see below)
     r = only(structure_problems(engine("torchtitan"), model("llama3-8b"), plan), "tp without sp")
     assert "tp=2" in r.detail
     assert not structure_problems(engine("torchtitan"), model("llama3-8b"), plan.model_copy(update={"sp": True}))
@@ -343,7 +343,7 @@ def test_torchtitan_tp_must_divide_kv_heads():
     """apply_tp shards attention.wk / attention.wv column-wise ("attention.wk": colwise_parallel(), models/
     llama3/infra/parallelize.py), so each rank holds n_kv_heads / tp whole heads: no replication, and
     llama3-70b's 8 kv heads refuse tp 16 (Megatron would replicate them)."""
-    plan = Plan(tp=16, sp=True, dp=1, global_batch=1)
+    plan = Plan(tp=16, sp=True, dp=1, global_batch=1, precision="fp32")  # bf16 at dp 1 with tp runs fp32 in torchtitan
     r = only(structure_problems(engine("torchtitan"), model("llama3-70b"), plan), "tp does not divide kv heads")
     assert "tp=16" in r.detail and "num_kv_heads=8" in r.detail
     assert not structure_problems(engine("torchtitan"), model("llama3-70b"), plan.model_copy(update={"tp": 8}))
@@ -385,7 +385,7 @@ def test_torchtitan_layers_plus_2_stages_pass_plan_checks():
     """34 stages for llama3-8b's 32 layers (pp 17 x vpp 2) pass plan_problems: torchtitan runs up to L + 2
     stages, the first holding only tok_embeddings and the last only norm + output (pipeline_parallel.py
     generate_llm_fqn_per_model_part l.236-344). planner/plan.py check_plan refused pp·vpp > L until 41d988b."""
-    plan = Plan(pp=17, vpp=2, dp=1, zero=3, global_batch=17)
+    plan = Plan(pp=17, vpp=2, dp=1, zero=3, global_batch=17, precision="fp32")  # bf16 at dp 1 with pp runs fp32
     assert not structure_problems(engine("torchtitan"), model("llama3-8b"), plan)
     assert not plan_problems(model("llama3-8b"), plan, engine("torchtitan"), gpus=17)
 
