@@ -560,7 +560,8 @@ def test_torchtitan_without_fsdp_trains_tp_and_pp_in_fp32_and_is_refused_in_16_b
     for change in ({"tp": 8, "sp": True}, {"pp": 2, "global_batch": 8}):
         plan = Plan(**{"zero": 3, "seq_len": 4096, "global_batch": 4, **change})
         (problem,) = [r for r in structure_problems(titan, model, plan) if "mixed precision" in r.reason]
-        assert "trains in fp32 in torchtitan" in problem.detail and "use dp·cp >= 2 or precision fp32" in problem.detail
+        assert "runs without mixed precision in torchtitan" in problem.detail
+        assert "use dp·cp >= 2 or precision fp32" in problem.detail
         assert not structure_problems(titan, model, plan.model_copy(update={"precision": "fp32"}))
     assert not structure_problems(titan, model, Plan(dp=2, tp=4, zero=3, sp=True, seq_len=4096, global_batch=4))
     assert not structure_problems(engine("megatron"), model, Plan(tp=8, sp=True, seq_len=4096, global_batch=4))
@@ -581,3 +582,14 @@ def test_an_engine_that_applies_no_fsdp_over_one_rank_prices_every_stage_as_zero
         estimate(model, hw, wide, eng).memory.total_bytes
         < estimate(model, hw, wide.model_copy(update={"zero": 0}), eng).memory.total_bytes
     )
+
+
+def test_a_profile_that_runs_one_rank_as_zero_0_must_have_a_zero_0():
+    """shards_one_rank: false prices dp·cp = 1 as the profile's zero 0; a profile without one crashed with a bare
+    KeyError while pricing. It is refused when the profile is read."""
+    from pydantic import ValidationError
+
+    rules = engine("llm-foundry").rules
+    assert 0 not in rules.zero
+    with pytest.raises(ValidationError, match="shards_one_rank: false runs dp·cp = 1 as zero 0"):
+        type(rules).model_validate({**rules.model_dump(), "shards_one_rank": False})

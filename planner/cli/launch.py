@@ -241,13 +241,13 @@ def launch(
 
 def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:
     """What --emit did: wrote its files, found them there already with this text, or (dry run) would write."""
-    path = emitted_.path
-    if as_json:
-        emit_json({"target": kind, "path": str(path), "written": not dry_run, "changed": emitted_.changed})
-    elif dry_run:
-        typer.echo(f"would write {path} (--dry-run: nothing written)")
+    path, changed = emitted_
+    if as_json:  # written: by this call; changed: the files differ (or would) from what --out held
+        emit_json({"target": kind, "path": str(path), "written": changed and not dry_run, "changed": changed})
+    elif not changed:
+        typer.echo(f"{path} is already this plan's file: left as it is")
     else:
-        typer.echo(f"wrote {path}" if emitted_.changed else f"{path} is already this plan's file: left as it is")
+        typer.echo(f"would write {path} (--dry-run: nothing written)" if dry_run else f"wrote {path}")
 
 
 def emitted_engine(emit: str | None) -> str | None:

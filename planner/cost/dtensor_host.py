@@ -2,9 +2,9 @@
 runs ahead of the kernels).
 
 An op whose arguments include a DTensor goes through DTensor's sharding propagation and redistribution in Python
-before its local kernel runs: on the reference CPU box each cost about 45 µs beyond the local op (a tiny-model step
-with tensor parallelism over a mesh of one rank, no communication at all: 51 ms against 19 ms without;
-benchmarks/dtensor_ops.py). Engines built on torch's parallel APIs hold their parallel parameters as DTensors
+before its local kernel runs: on a 2-core AVX-512/AMX box each cost 43.2 µs beyond the local op (a tiny-model step
+with tensor parallelism over a mesh of one rank, no communication at all: 49.4 ms against 18.3 ms without, over
+720 ops; benchmarks/dtensor_ops.py). Engines built on torch's parallel APIs hold their parallel parameters as DTensors
 (engine kernels.dtensor): tensor parallelism's sharded weights (`parallelize_module`'s ColwiseParallel and
 RowwiseParallel; with sequence parallelism the norms too, SequenceParallel) and FSDP2's sharded parameters
 (`fully_shard`). The ops counted per micro-batch are those of the TP-sharded weights, forward and backward; the
@@ -70,11 +70,11 @@ def optimizer_s(
     """Host time of the optimizer's per-tensor update on the rank's DTensor parameters: every one under FSDP2 (a
     ZeRO stage that shards the weights over dp·cp > 1: launch/parallelize.py data_parallel_kind), else the
     TP-sharded weights (and the norms under SP)."""
-    one = hw.efficiency.dtensor_op_overhead_s
+    one_op_s = hw.efficiency.dtensor_op_overhead_s
     fsdp = plan.dp * plan.cp > 1 and "weights" in engine.zero_stage(plan).shards
-    if not one or not engine.kernels.dtensor or not (fsdp or plan.tp > 1):
+    if not one_op_s or not engine.kernels.dtensor or not (fsdp or plan.tp > 1):
         return 0.0
     norms = fsdp or plan.sp
     tensors = sum(n * (kind_gemm_count(model, k) + (_norms(model) if norms else 0)) for k, n in mix)
     tensors += (1 if first else 0) + ((2 if norms else 1) if last else 0)
-    return OPS_PER_TENSOR_STEP * tensors * one
+    return OPS_PER_TENSOR_STEP * tensors * one_op_s

@@ -170,6 +170,8 @@ class Rules(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> Rules:
+        if not self.shards_one_rank and 0 not in self.zero:
+            raise ValueError("shards_one_rank: false runs dp·cp = 1 as zero 0, which `zero` must then list")
         unknown = sorted(set(self.precision_recipes) - set(RECIPE_NAMES))
         if unknown:
             raise ValueError(f"precision_recipes: {unknown} are not recipes; known: {list(RECIPE_NAMES)}")

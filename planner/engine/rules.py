@@ -189,9 +189,9 @@ def _mixed_precision_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     return [
         Rejected(
             f"{engine.name}: mixed precision needs FSDP with tp or pp",
-            f"precision={p.precision} with tp={p.tp}, pp={p.pp} at dp·cp=1 trains in fp32 in {engine.name} (no FSDP "
-            "runs over one rank, and without it mixed precision is off with tp or pp > 1); use dp·cp >= 2 or "
-            "precision fp32",
+            f"precision={p.precision} with tp={p.tp}, pp={p.pp} at dp·cp=1 runs without mixed precision in "
+            f"{engine.name} (no FSDP runs over one rank, and without it autocast is off with tp or pp > 1: fp32 "
+            "outside any float8 linears); use dp·cp >= 2 or precision fp32",
         )
     ]
 

@@ -22,7 +22,7 @@ PRUNED_RECOMPUTE = "slower recompute of a plan that fits"
 
 PRUNED_BOUND = "cannot beat the top plans (compute lower bound)"
 PRUNED_RISK = "may not fit by the 80% interval of memory, with --risk"
-PRUNED_ONE_RANK = "the same run as a zero 0 plan (the engine shards nothing over dp·cp = 1)"
+PRUNED_ONE_RANK = "the same run as another ZeRO stage's plan (the engine shards nothing over dp·cp = 1)"
 OBJECTIVES = ("throughput", "memory", "goodput", "risk")  # risk: the 80% interval's low end (search --risk)
 LONG_SEQ = 32768  # from this sequence length up, context parallelism up to DEFAULT_MAX_CP_LONG is searched by default
 DEFAULT_MAX_CP_LONG = 16

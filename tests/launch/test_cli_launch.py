@@ -146,7 +146,7 @@ def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path
     assert code == 2 and not folder.exists()
     code, out, err = _run(capsys, *args, "--out", str(folder), "--dry-run", "--json")  # --json is JSON here too
     assert code == 0 and json.loads(out) == {
-        "target": "megatron", "path": str(folder / "megatron_args.sh"), "written": False, "changed": False
+        "target": "megatron", "path": str(folder / "megatron_args.sh"), "written": False, "changed": True
     }, err  # fmt: skip
 
 
@@ -161,9 +161,13 @@ def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp
     assert code == 0 and "wrote" not in out and f"{path} is already this plan's file" in out, err
     assert path.stat().st_mtime == 0  # untouched
     code, out, err = _run(capsys, *args, "--out", str(tmp_path), "--json")
-    assert code == 0 and json.loads(out)["changed"] is False, err
+    assert code == 0 and json.loads(out) == {"target": "megatron", "path": str(path), "written": False,
+                                             "changed": False}, err  # fmt: skip
+    code, out, err = _run(capsys, *args, "--out", str(tmp_path), "--dry-run")
+    assert code == 0 and "would write" not in out and f"{path} is already this plan's file" in out, err
     code, out, err = _run(capsys, *args, "--tp", "4", "--out", str(tmp_path), "--force", "--json")
-    assert code == 0 and json.loads(out)["changed"] is True and path.stat().st_mtime > 0, err
+    assert code == 0 and json.loads(out)["written"] is json.loads(out)["changed"] is True, err
+    assert path.stat().st_mtime > 0
 
 
 @pytest.mark.parametrize(

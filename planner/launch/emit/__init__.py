@@ -89,7 +89,7 @@ def _divisors(gpus: int) -> str:
 
 class Emitted(NamedTuple):
     path: Path  # the target's file
-    changed: bool  # False: every file was there with this text already (nothing written), or a dry run
+    changed: bool  # False: every file was there with this text already (nothing written, or none would be)
 
 
 def emit(kind: str, cfg: RunConfig, model: ModelSpec, out: Path, **kwargs: Any) -> Path:
@@ -136,7 +136,7 @@ def emit_run(
     files = [OutFile(out / name, text, "file", script_mode(name)), *copies]
     check_replaceable(kind, files, force=force)  # a dry run meets the same refusals
     if dry_run:
-        return Emitted(files[0].path, changed=False)
+        return Emitted(files[0].path, changed=not all(f.unchanged() for f in files))
     make_dir(out, what="--out folder")
     changed = write_files(kind, files)
     if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
