@@ -5,7 +5,8 @@
 One process, a gloo group of one rank: the worker's model (launch/model.py) with its tensor parallelism
 (launch/parallelize.py apply_tp) over a mesh of one, so every TP weight is a DTensor but nothing is sent. A
 TorchDispatchMode counts the ops whose arguments include a DTensor in the forward, the backward and the optimizer
-step (torch.optim.AdamW, as the worker), with and without sequence parallelism and full recompute, and prints them
+step (torch.optim.AdamW, as the worker), with and without sequence parallelism, recompute none, selective (op-level
+SAC) and full, and prints them
 per TP linear, per sequence-parallel norm and per parameter tensor. It then times the step with and without TP and
 prints the difference per DTensor op: the host cost of DTensor's dispatch, what `dtensor_op_overhead_s` stands for.
 """
@@ -95,7 +96,7 @@ def main() -> int:
     print(f"torch {torch.__version__}; {args.model}: {linears} TP linears, {norms} norms, 1 embedding")
     counts = {}
     for sp in (False, True):
-        for rc in ("none", "full"):
+        for rc in ("none", "selective", "full"):
             m = _model(spec, tp=True, sp=sp, recompute=rc)
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
             _phases(m, opt, x, count=False)  # the optimizer's states exist from the first step
@@ -107,7 +108,8 @@ def main() -> int:
     print(f"per TP linear, one micro-batch: forward {(fwd - 1) / linears:.1f}, backward {(bwd - 2) / linears:.1f}")
     sfwd, sbwd, _ = counts[True, "none"]
     print(f"per SP norm, one micro-batch: forward {(sfwd - fwd) / norms:.1f}, backward {(sbwd - bwd) / norms:.1f}")
-    print(f"full recompute adds per TP linear: {(counts[False, 'full'][1] - bwd) / (linears - 1):.1f}")
+    for rc in ("selective", "full"):  # the output layer is not recomputed
+        print(f"{rc} recompute adds per TP linear: {(counts[False, rc][1] - bwd) / (linears - 1):.1f}")
     plain = _min_step_s(_model(spec, tp=False, sp=False, recompute="none"), x, args.steps)
     tp = _min_step_s(_model(spec, tp=True, sp=False, recompute="none"), x, args.steps)
     ops = sum(counts[False, "none"])

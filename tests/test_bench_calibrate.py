@@ -125,7 +125,7 @@ def test_dtensor_ops_pay_their_host_cost_where_the_engine_holds_dtensors() -> No
     39 of tiny's, under TP its 30 sharded ones. Nothing where the engine's tensors are plain (Megatron) or at tp 1
     without FSDP, and nothing on a profile that sets no cost (GPUs)."""
     from planner.cost.compute import fitted_compute
-    from planner.cost.dtensor_host import OPS_PER_EMBEDDING, OPS_PER_LINEAR, OPS_PER_TENSOR_STEP
+    from planner.cost.dtensor_host import OPS_PER_EMBEDDING, OPS_PER_LINEAR, OPS_PER_TENSOR_STEP, OPS_RECOMPUTED
 
     model, worker, megatron = load_model("tiny"), make_engine("planner"), make_engine("megatron")
     hw = load_hardware("cpu")
@@ -147,6 +147,11 @@ def test_dtensor_ops_pay_their_host_cost_where_the_engine_holds_dtensors() -> No
     assert extra(Plan(micro_batch=2, global_batch=2)) == 0.0
     assert extra(Plan(tp=2, sp=True, micro_batch=2, global_batch=2)) > extra(one)  # the norms too under SP
     assert extra(one, megatron) == 0.0
+    # a recomputed forward dispatches its ops again, under op-level selective recompute too (measured: 252 more
+    # on tiny, 264 under full); it had been priced for full recompute only, at the forward's count
+    again = f * x * model.num_layers * 7 * OPS_RECOMPUTED[0]
+    for rc in ("selective", "full"):
+        assert extra(one.model_copy(update={"recompute": rc})) - extra(one) == pytest.approx(again), rc
 
 
 def test_step_stat_reads_min_p25_median_of_the_timed_steps() -> None:

@@ -12,9 +12,11 @@ optimizer's per-tensor update runs on every DTensor parameter once a step.
 
 The counts are measured, not derived: TorchDispatchMode over one step of the worker's model under torch 2.13
 (benchmarks/dtensor_ops.py prints them), per linear: its weight's autocast copy, transpose, view, mm and unsafe
-view forward (≈6), the two backward GEMMs with their transposes and views, the gradient's cast and detach (≈11);
-per sequence-parallel RMSNorm: pow, mean, add, rsqrt and two muls forward (≈7), about 19 backward; per parameter
-tensor a step: torch.optim.AdamW's per-tensor (for-loop, CPU) update, 8 ops."""
+view forward (≈6), the two backward GEMMs with their transposes and views, the gradient's cast and detach (≈11),
+about 9 for a recomputed forward (checkpoint's unpacking included); per sequence-parallel RMSNorm: pow, mean, add,
+rsqrt and two muls forward (≈7), about 19 backward, 17 recomputed; per parameter tensor a step:
+torch.optim.AdamW's per-tensor (for-loop, CPU) update, 8 ops. Counted on a llama-style model (no biases, RMSNorm,
+rotary positions): biases, LayerNorm's second tensor and learned positions are DTensors too, and left out."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from planner.specs import ModelSpec
 
 OPS_PER_LINEAR = (6, 11)  # (forward, backward) DTensor ops of one TP-sharded linear, one micro-batch
 OPS_PER_SP_NORM = (7, 19)  # one sequence-parallel norm (SequenceParallel), one micro-batch
+OPS_RECOMPUTED = (9, 17)  # per TP linear, per SP norm: what a recomputed forward dispatches (full, or op-level SAC)
 OPS_PER_EMBEDDING = (1, 2)  # the vocabulary-parallel lookup; its backward and the gradient's detach
 OPS_PER_TENSOR_STEP = 8  # AdamW's per-tensor update of one DTensor parameter (lerp, mul, addcmul, sqrt, div, ...)
 
@@ -41,13 +44,20 @@ def _norms(model: ModelSpec) -> int:
     return 1 if model.layer_pattern is not None else 2
 
 
-def layer_s(model: ModelSpec, kind: LayerKind, one_op_s: float, *, sp: bool) -> tuple[float, float]:
-    """(forward, backward) host time of one layer's DTensor ops for one micro-batch."""
+def layer_s(
+    model: ModelSpec, kind: LayerKind, one_op_s: float, *, sp: bool, recompute: str = "none"
+) -> tuple[float, float, float]:
+    """(forward, backward, recompute) host time of one layer's DTensor ops for one micro-batch. The recompute
+    share is what a recomputed forward dispatches beyond the forward's own ops, which full recompute already
+    repeats (cost.layer_time); `recompute`: none, full, or selective as op-level SAC runs it (every op of the
+    forward dispatched again, the saved ones answered from the cache: 252 ops on tiny against full's 264)."""
     if not one_op_s:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     linears, norms = kind_gemm_count(model, kind), (_norms(model) if sp else 0)
     fwd = one_op_s * (linears * OPS_PER_LINEAR[0] + norms * OPS_PER_SP_NORM[0])
-    return fwd, one_op_s * (linears * OPS_PER_LINEAR[1] + norms * OPS_PER_SP_NORM[1])
+    bwd = one_op_s * (linears * OPS_PER_LINEAR[1] + norms * OPS_PER_SP_NORM[1])
+    again = one_op_s * (linears * OPS_RECOMPUTED[0] + norms * OPS_RECOMPUTED[1])
+    return fwd, bwd, {"none": 0.0, "full": again - fwd}.get(recompute, again)
 
 
 def head_s(one_op_s: float, *, first: bool, last: bool, sp: bool) -> tuple[float, float]:

@@ -209,15 +209,20 @@ def _memory_bytes(model: ModelSpec, kind: LayerKind, kernels: Kernels, g: Gemms,
 
 
 def _host_calls_s(
-    model: ModelSpec, kind: LayerKind, kernels: Kernels, precision: str, dtensor_op_s: float, *, sp: bool
-) -> tuple[float, float]:
-    """(forward, backward) host time the GPU waits on beyond the kernels' own launches: casts made one call each
-    (engine kernels.cast_host_s), and the dispatch of ops on DTensors (cost.dtensor_host)."""
+    model: ModelSpec, kind: LayerKind, kernels: Kernels, precision: str, dtensor_op_s: float, *, sp: bool,
+    recompute: str,
+) -> tuple[float, float, float]:  # fmt: skip
+    """(forward, backward, recompute beyond a rerun forward's) host time the GPU waits on beyond the kernels' own
+    launches: casts made one call each (engine kernels.cast_host_s), and the dispatch of ops on DTensors
+    (cost.dtensor_host; op-level selective recompute dispatches the forward again)."""
     linears = kind_gemm_count(model, kind) if kernels.cast_host_s and is_low_precision(precision) else 0
-    dt_fwd, dt_bwd = dtensor_host.layer_s(model, kind, dtensor_op_s, sp=sp)
+    op_sac = recompute == "selective" and kernels.selective_recompute == "op"
+    again = recompute if recompute == "full" or op_sac else "none"
+    dt_fwd, dt_bwd, dt_rc = dtensor_host.layer_s(model, kind, dtensor_op_s, sp=sp, recompute=again)
     return (
         CAST_CALLS_FORWARD * linears * kernels.cast_host_s + dt_fwd,
         CAST_CALLS_BACKWARD * linears * kernels.cast_host_s + dt_bwd,
+        dt_rc,
     )
 
 
@@ -249,7 +254,8 @@ def _layer_time(
     n_mem_ops = _mem_ops(model, kind, kernels, g.permute)
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
-    host_fwd, host_bwd = _host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp)
+    host_fwd, host_bwd, host_rc = _host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp,
+                                                recompute=recompute)  # fmt: skip
     k_fwd, mem_bwd = k_fwd + host_fwd, mem_bwd + host_bwd
     if recompute == "full":
         rc = gemm_fwd + core_fwd + mem_fwd + k_fwd
@@ -265,7 +271,7 @@ def _layer_time(
         rc = OP_SAC_GEMM_FRACTION * gemm_fwd + mem_fwd + ko * (OP_SAC_GEMM_FRACTION * len(g.flops) + n_mem_ops)
     else:
         rc = 0.0
-    return LayerTime(gemm_fwd, core_fwd, mem_fwd + k_fwd, 2 * gemm_fwd, core_bwd, mem_bwd, rc)
+    return LayerTime(gemm_fwd, core_fwd, mem_fwd + k_fwd, 2 * gemm_fwd, core_bwd, mem_bwd, rc + host_rc)
 
 
 def hw_rates(hw: HardwareProfile, precision: str) -> tuple[float, float]:
