@@ -282,7 +282,8 @@ def test_bench_hardware_refuses_its_options_before_measuring(tmp_path: Path, mon
 @pytest.mark.parametrize(
     ("change", "said"),
     [({"median_step_s": 10**400}, "not a `planner launch` profile"),  # too large for a float: it raised
-     ({"plan": {"dp": 1, "micro_batch": 2**31, "global_batch": 8, "seq_len": 64}}, "its plan cannot run")],
+     ({"plan": {"dp": 1, "micro_batch": 2**31, "global_batch": 8, "seq_len": 64}}, "its plan cannot run"),
+     ({"ranks_per_core": 0.5}, "ranks_per_core 0.5 is not a number of at least 1")],
 )  # fmt: skip
 def test_a_launch_profile_that_cannot_be_read_is_refused_in_one_line(tmp_path, change, said):
     """A profile whose step time is no float, or whose plan breaks the rules a runs file's plan is held to (a
@@ -295,6 +296,20 @@ def test_a_launch_profile_that_cannot_be_read_is_refused_in_one_line(tmp_path, c
     path.write_text(json.dumps(doc))
     code, out, err = run_planner("calibrate", str(path), "--json")
     assert code == 2 and out == "" and said in err and "Traceback" not in err and str(path) in err
+
+
+def test_a_launch_of_ranks_that_shared_cores_is_read_as_launch_priced_it():
+    """launch prices 4 ranks on 2 cores at twice the profile's step (shared cores); calibrate and validate re-priced
+    the same profile without it and saw the run 2x slow. The worker records ranks_per_core; the step is read as
+    the one each rank would take with a core of its own, which is what the profile predicts."""
+    from planner.fit.observations import observation_from_profile
+
+    doc = {"model": "tiny", "plan": {"dp": 4, "micro_batch": 1, "global_batch": 4, "seq_len": 64},
+           "median_step_s": 0.2, "hardware": "cpu"}  # fmt: skip
+    hw = load_hardware("cpu")
+    alone = observation_from_profile(doc, hw, "a.json")
+    shared = observation_from_profile({**doc, "ranks_per_core": 2.0}, hw, "b.json")
+    assert alone.measured_step_s == 0.2 and shared.measured_step_s == pytest.approx(0.1)
 
 
 def test_calibrate_prints_the_paths_it_wrote_as_text(tmp_path):

@@ -140,6 +140,10 @@ def observation_from_profile(
         ) from None
     if not (math.isfinite(step) and step > 0):
         raise PlannerError(f"{source}: the {stat} step time {step!r} is not a positive finite number of seconds")
+    shared = doc.get("ranks_per_core", 1.0)
+    if not (isinstance(shared, (int, float)) and math.isfinite(shared) and shared >= 1):
+        raise PlannerError(f"{source}: ranks_per_core {shared!r} is not a number of at least 1")
+    step /= shared  # ranks that shared cores: the step one with a core each would take, as launch prices it
     if model is None:
         model = load_model(doc["model"])
     engine = load_engine(doc.get("engine") or "planner")

@@ -11,6 +11,7 @@ a pipeline schedule (tracked over the whole step) the count is an upper bound: t
 
 from __future__ import annotations
 
+import os
 import statistics
 from contextlib import contextmanager
 
@@ -112,6 +113,16 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     i = int(pos)
     j = min(i + 1, len(sorted_values) - 1)
     return sorted_values[i] + (pos - i) * (sorted_values[j] - sorted_values[i])
+
+
+def ranks_per_core(device_type: str) -> float:
+    """How many of this node's ranks shared each CPU core (torchrun's LOCAL_WORLD_SIZE over the cores this process
+    may run on), 1 where each had its own or on GPUs: calibrate reads a step of time-shared ranks as one with a
+    core each, as launch prices it (launch/runner.py shared_cores)."""
+    if device_type != "cpu":
+        return 1.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1.0, int(os.environ.get("LOCAL_WORLD_SIZE", "1")) / cores)
 
 
 def summarize(step_times: list[float], warmup: int, tokens_per_step: int) -> dict:

@@ -23,7 +23,7 @@ from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, recor
 
 from planner.io.files import finite_json, write_text_atomic
 from planner.launch import PARENT_PID_AT_START, checkpoint
-from planner.launch.measured import ActivationCounter, model_state_bytes, summarize
+from planner.launch.measured import ActivationCounter, model_state_bytes, ranks_per_core, summarize
 from planner.launch.processes import arm_worker
 from planner.launch.trainer import CP_ROTATE_METHOD, Trainer
 from planner.plan import Plan
@@ -167,6 +167,7 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
         "backend": dist.get_backend(),
         "torch_version": torch.__version__,
         "world_size": t.world,
+        "ranks_per_core": ranks_per_core(t.device.type),
         "data_parallel": t.kind,
         "start_step": start + 1,
         "attempt": attempt,

@@ -7,6 +7,8 @@ nothing raises (torch_cpu_notes.md row 6d). Tolerance: 1e-5 per step (measured â
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.launch.conftest import COMMON, FP32_TOL, max_delta, torchrun
@@ -135,6 +137,7 @@ def test_cli_run_prints_measured_vs_predicted(tiny_path, tmp_path):
     ):
         assert key in doc, key
     assert doc["hardware"] == "cpu" and doc["world_size"] == 2
+    assert doc["ranks_per_core"] == max(1.0, 2 / len(os.sched_getaffinity(0)))  # what calibrate reads it with
     assert {"params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"} <= set(doc["memory_per_rank"][1])
 
 
