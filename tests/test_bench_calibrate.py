@@ -355,3 +355,22 @@ def test_a_hardware_profile_that_makes_a_step_time_overflow_is_refused_by_name(t
                                  "--params", "compute,overhead_s")  # fmt: skip
     assert code == 2 and out == "" and "Traceback" not in err, err
     assert "not a finite number of seconds" in err and "cpu" in err and not (tmp_path / "fit.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "sp", "tensors"),
+    [("gpt3-125m", False, 26), ("gpt3-125m", True, 36), ("tiny", False, 16), ("tiny", True, 21)],
+)
+def test_the_optimizer_steps_every_dtensor_parameter_the_worker_holds(name, sp, tensors):
+    """The worker's model at 2 layers under apply_tp (launch/parallelize.py) holds these many DTensor parameters
+    (counted on a mesh of one: gpt3-125m's biases and LayerNorm biases are DTensors too; the position table is not).
+    The optimizer's per-tensor host cost counted weights only: 14 of gpt3-125m's 26."""
+    from planner.cost.compute import plan_stage_shapes
+    from planner.cost.dtensor_host import OPS_PER_TENSOR_STEP, optimizer_s
+
+    model = load_model(name).model_copy(update={"num_layers": 2})
+    hw, engine = load_hardware("cpu"), make_engine("planner")
+    plan = Plan(tp=2, sp=sp, micro_batch=1, global_batch=1, seq_len=64)
+    shape = plan_stage_shapes(model, plan, engine)[0]
+    host_s = optimizer_s(model, hw, plan, engine, mix=shape.mix, first=shape.first, last=shape.last)
+    assert host_s / (OPS_PER_TENSOR_STEP * hw.efficiency.dtensor_op_overhead_s) == pytest.approx(tensors)

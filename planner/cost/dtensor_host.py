@@ -15,8 +15,9 @@ The counts are measured, not derived: TorchDispatchMode over one step of the wor
 view forward (≈6), the two backward GEMMs with their transposes and views, the gradient's cast and detach (≈11),
 about 9 for a recomputed forward (checkpoint's unpacking included); per sequence-parallel RMSNorm: pow, mean, add,
 rsqrt and two muls forward (≈7), about 19 backward, 17 recomputed; per parameter tensor a step:
-torch.optim.AdamW's per-tensor (for-loop, CPU) update, 8 ops. Counted on a llama-style model (no biases, RMSNorm,
-rotary positions): biases, LayerNorm's second tensor and learned positions are DTensors too, and left out."""
+torch.optim.AdamW's per-tensor (for-loop, CPU) update, 8 ops, on every DTensor parameter: weights, biases and
+LayerNorm's two tensors (gpt3-125m at 2 layers: 26 DTensor parameters at tp 2, 36 with SP). The per-micro-batch
+counts are a llama-style model's (no biases, RMSNorm): a biased linear's bias ops are left out."""
 
 from __future__ import annotations
 
@@ -85,6 +86,17 @@ def optimizer_s(
     if not one_op_s or not engine.kernels.dtensor or not (fsdp or plan.tp > 1):
         return 0.0
     norms = fsdp or plan.sp
-    tensors = sum(n * (kind_gemm_count(model, k) + (_norms(model) if norms else 0)) for k, n in mix)
-    tensors += (1 if first else 0) + ((2 if norms else 1) if last else 0)
+    tensors = sum(n * _layer_tensors(model, k, norms=norms) for k, n in mix)
+    norm = 2 if model.norm == "layernorm" else 1  # weight (and LayerNorm's bias)
+    learned = fsdp and model.position_embedding == "learned"  # TP leaves the position table whole (apply_tp)
+    tensors += (1 + learned if first else 0) + (1 + (norm if norms else 0) if last else 0)
     return OPS_PER_TENSOR_STEP * tensors * one_op_s
+
+
+def _layer_tensors(model: ModelSpec, kind: LayerKind, *, norms: bool) -> int:
+    """Parameter tensors of one layer that are DTensors: each linear's weight and bias (q, k and v biases alone
+    where only those have one), and its norms' weights and LayerNorm biases where `norms` (SP or FSDP)."""
+    linears = kind_gemm_count(model, kind)
+    biases = linears if model.has_bias else (3 if model.has_qkv_bias and kind.has_attention else 0)
+    per_norm = 2 if model.norm == "layernorm" else 1
+    return linears + biases + (_norms(model) * per_norm if norms else 0)
