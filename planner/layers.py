@@ -70,6 +70,11 @@ class LayerKind:
     def has_attention(self) -> bool:
         return self.mixer in ("attention", "mla")
 
+    @property
+    def blocks(self) -> int:
+        """Residual blocks, each with its norm: a mixer and an FFN; a hybrid layer holds one of them."""
+        return (self.mixer != "none") + (self.ffn != "none")
+
     def __hash__(self) -> int:
         """The fields' hash, kept on the record once computed: the search's caches look kinds up some 10^5 times
         a search (dataclass's own __hash__ would rebuild the tuple each time)."""

@@ -87,8 +87,10 @@ def run_here(
     shared = (
         f"{per_node} processes share {env.host.cores if env.host else '?'} cores: the step is priced {share:g}x the "
         f"{r.hardware.name} profile's, which gives each rank a core of its own"
+        if share > 1
+        else ""
     )
-    if share > 1:
+    if shared:
         report.preflight.notes.append(shared)
     if reh is not None:
         report.rehearsal = reh.to_dict()
@@ -110,7 +112,7 @@ def run_here(
         raise PlannerError(refusal)
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
-    if share > 1:
+    if shared:
         typer.echo(f"[launch] {shared}", err=True)
     _run(cfg, pred, reh, rehearsal, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall,
          force=force)  # fmt: skip

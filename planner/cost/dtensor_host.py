@@ -40,11 +40,6 @@ def op_s(hw: HardwareProfile, plan: Plan, engine: Engine) -> float:
     return hw.efficiency.dtensor_op_overhead_s if plan.tp > 1 and engine.kernels.dtensor else 0.0
 
 
-def _norms(model: ModelSpec) -> int:
-    """Norms of a layer: one per block (a hybrid layer has one block: a mixer or an FFN)."""
-    return 1 if model.layer_pattern is not None else 2
-
-
 def layer_s(
     model: ModelSpec, kind: LayerKind, one_op_s: float, *, sp: bool, recompute: str = "none"
 ) -> tuple[float, float, float]:
@@ -54,7 +49,7 @@ def layer_s(
     forward dispatched again, the saved ones answered from the cache: 252 ops on tiny against full's 264)."""
     if not one_op_s:
         return 0.0, 0.0, 0.0
-    linears, norms = kind_gemm_count(model, kind), (_norms(model) if sp else 0)
+    linears, norms = kind_gemm_count(model, kind), (kind.blocks if sp else 0)
     fwd = one_op_s * (linears * OPS_PER_LINEAR[0] + norms * OPS_PER_SP_NORM[0])
     bwd = one_op_s * (linears * OPS_PER_LINEAR[1] + norms * OPS_PER_SP_NORM[1])
     again = one_op_s * (linears * OPS_RECOMPUTED[0] + norms * OPS_RECOMPUTED[1])
@@ -99,4 +94,4 @@ def _layer_tensors(model: ModelSpec, kind: LayerKind, *, norms: bool) -> int:
     linears = kind_gemm_count(model, kind)
     biases = linears if model.has_bias else (3 if model.has_qkv_bias and kind.has_attention else 0)
     per_norm = 2 if model.norm == "layernorm" else 1
-    return linears + biases + (_norms(model) * per_norm if norms else 0)
+    return linears + biases + (kind.blocks * per_norm if norms else 0)

@@ -79,12 +79,16 @@ def memory_fits(need: HostNeed, host: Host) -> bool:
     return host.available_bytes is None or need.total_bytes <= RAM_SHARE * host.available_bytes
 
 
-def probe_host() -> Host:
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return Host(cores=cores, available_bytes=available_memory_bytes(), bf16_units=cpu_bf16_units())
+        return os.cpu_count() or 1
+
+
+def probe_host() -> Host:
+    return Host(cores=usable_cores(), available_bytes=available_memory_bytes(), bf16_units=cpu_bf16_units())
 
 
 # CPU flags (Linux /proc/cpuinfo) of native bf16 arithmetic: without them oneDNN emulates bf16 GEMMs. Measured on

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from planner.launch.machine import usable_cores
+
 
 def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
@@ -121,8 +123,7 @@ def ranks_per_core(device_type: str) -> float:
     core each, as launch prices it (launch/runner.py shared_cores)."""
     if device_type != "cpu":
         return 1.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1.0, int(os.environ.get("LOCAL_WORLD_SIZE", "1")) / cores)
+    return max(1.0, int(os.environ.get("LOCAL_WORLD_SIZE", "1")) / usable_cores())
 
 
 def summarize(step_times: list[float], warmup: int, tokens_per_step: int) -> dict:
