@@ -74,10 +74,8 @@ def run_here(
     )
     # a batch its micro-batches do not divide has none to price: the pre-flight's rule check says why (exit 1)
     built = as_built(rehearsal, cfg.plan)  # priced and checked as the worker builds it
-    pred = predicted(built, r.hardware, cfg.plan, r.engine) if not check_batch(cfg.plan) else UNPRICED
     share = shared_cores(env, per_node)
-    if share > 1 and pred["step_time_s"] is not None:
-        pred = {**pred, "step_time_s": pred["step_time_s"] * share}
+    pred = predicted(built, r.hardware, cfg.plan, r.engine, share=share) if not check_batch(cfg.plan) else UNPRICED
     need = host_need(built, cfg.plan, r.engine, env, nproc_per_node=per_node)
     report = dry_run(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,

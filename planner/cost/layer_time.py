@@ -179,11 +179,10 @@ def _mem_ops(model: ModelSpec, kind: LayerKind, kernels: Kernels, permute: float
     """Memory-bound kernels of the forward, for efficiency.kernel_overhead_s: per block a norm and a residual add,
     the activation (+ gate), rotary on q and k, an unfused softmax, 2 dropouts, MoE permute/unpermute; a
     Mamba-2 mixer's conv1d, SiLU and gated norm."""
-    blocks = 1 if model.layer_pattern is not None else 2
     attn = kind.mixer in ("attention", "mla")
     ffn = model.mlp_matrices - 1 if kind.ffn != "none" else 0
     rope = 2 if (attn and model.position_embedding == "rope") else 0
-    return (2 * blocks + ffn + rope + (0 if (kernels.flash or not attn) else 1) + (2 if kernels.dropout else 0)
+    return (2 * kind.blocks + ffn + rope + (0 if (kernels.flash or not attn) else 1) + (2 if kernels.dropout else 0)
             + (2 if permute else 0) + (3 if kind.mixer == "mamba" else 0))  # fmt: skip
 
 
@@ -202,7 +201,7 @@ def _memory_bytes(model: ModelSpec, kind: LayerKind, kernels: Kernels, g: Gemms,
         rope=attn and model.position_embedding == "rope", seq_split=tp if sp else 1,
         heads_loc=model.num_attention_heads / tp if attn else 0.0, seq_len=s, dropout=kernels.dropout,
         flash=kernels.flash or not attn, kernels=kernels, act_b=act_b, permute=g.permute / act_b,
-        blocks=1 if model.layer_pattern is not None else 2,
+        blocks=kind.blocks,
         keys=None if kind.window is None else min(kind.window, s), mixer_elements=mixer,
     )  # fmt: skip
     return t * per_token, t * softmax

@@ -33,6 +33,14 @@ def optimizer_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: 
     if engine.memory.optimizer_offload:  # a share stepped on the CPU (cost.offload)
         update = offloaded_optimizer_s(update, hw, engine, local_params=dense + expert, grad_bytes=per.gradients,
                                        param_bytes=per.weights)  # fmt: skip
-    shape = plan_stage_shapes(model, plan, engine)[stage]
-    host = dtensor_host.optimizer_s(model, hw, plan, engine, mix=shape.mix, first=shape.first, last=shape.last)
+    host = _dtensor_s(model, hw, plan, engine, stage)
     return update + host + weight_cast_step_s(model, hw, plan, engine, rank=stage)  # a named recipe's weight casts
+
+
+def _dtensor_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, stage: int) -> float:
+    """The update's DTensor dispatch (cost.dtensor_host.optimizer_s); the stage's layers are looked up only where
+    a DTensor op costs the host anything (CPU profiles)."""
+    if not hw.efficiency.dtensor_op_overhead_s or not engine.kernels.dtensor:
+        return 0.0
+    shape = plan_stage_shapes(model, plan, engine)[stage]
+    return dtensor_host.optimizer_s(model, hw, plan, engine, mix=shape.mix, first=shape.first, last=shape.last)

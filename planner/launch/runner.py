@@ -40,9 +40,12 @@ UNPRICED: dict[str, float | None] = dict.fromkeys(
 )
 
 
-def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine) -> dict[str, float | None]:
+def predicted(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine, *, share: float = 1.0
+) -> dict[str, float | None]:
     """Peak bytes per device and step time of the worker's run, priced with the engine the worker runs
-    (engine_profiles/planner.yaml: eager kernels, DDP/FSDP2 as the worker applies them)."""
+    (engine_profiles/planner.yaml: eager kernels, DDP/FSDP2 as the worker applies them); `share`: how many ranks
+    time-share each core (shared_cores), which multiplies the step the profile prices for a core each."""
     from planner.cost.coster import Coster
 
     est = Coster(model, hw, engine).estimate(plan)
@@ -53,7 +56,7 @@ def predicted(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine: Engine)
         "tensor_bytes": float(b.total_bytes - b.reserved_bytes),  # what the run can measure
         "model_state_bytes": states,  # what lives between steps, which the worker counts after the last step
         "activation_bytes": float(b.activations_bytes),
-        "step_time_s": float(est.time.step_s),
+        "step_time_s": float(est.time.step_s) * share,
     }
 
 
