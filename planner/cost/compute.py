@@ -96,7 +96,7 @@ def _head_time(
     h, t = model.hidden_size, b * s / cp
     act_b = ACT_BYTES[precision]
     ko = eff.kernel_overhead_s  # fixed cost per kernel: embedding 1; norm, logits GEMM, loss 3 (0 on GPUs)
-    fwd, bwd = dtensor_host.head_s(dtensor_op_s, first=first, last=last, sp=sp)
+    fwd, bwd = dtensor_host.head_s(model, dtensor_op_s, first=first, last=last, sp=sp)
     if first:
         fwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw + ko
         bwd += 4 * t * h * act_b / (tp if sp else 1) / hbm_bw + BACKWARD_KERNELS_PER_FORWARD * ko

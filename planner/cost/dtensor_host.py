@@ -16,8 +16,11 @@ view forward (≈6), the two backward GEMMs with their transposes and views, the
 about 9 for a recomputed forward (checkpoint's unpacking included); per sequence-parallel RMSNorm: pow, mean, add,
 rsqrt and two muls forward (≈7), about 19 backward, 17 recomputed; per parameter tensor a step:
 torch.optim.AdamW's per-tensor (for-loop, CPU) update, 8 ops, on every DTensor parameter: weights, biases and
-LayerNorm's two tensors (gpt3-125m at 2 layers: 26 DTensor parameters at tp 2, 36 with SP). The per-micro-batch
-counts are a llama-style model's (no biases, RMSNorm): a biased linear's bias ops are left out."""
+LayerNorm's two tensors (gpt3-125m at 2 layers: 26 DTensor parameters at tp 2, 36 with SP). A GPT-style model
+(gpt3-125m: 72 of its 73 TP linears biased, LayerNorm) adds per biased linear its bias's cast forward (+1.0: 6.7
+against 5.7 per linear) and its reduction, cast and detach backward (+4.0: 14.6 against 10.7), +1 recomputed; its
+sequence-parallel LayerNorm is one fused op, 1 forward and 4 backward (7 recomputed), where RMSNorm's pieces are 7
+and 19 (17)."""
 
 from __future__ import annotations
 
@@ -29,8 +32,10 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 OPS_PER_LINEAR = (6, 11)  # (forward, backward) DTensor ops of one TP-sharded linear, one micro-batch
-OPS_PER_SP_NORM = (7, 19)  # one sequence-parallel norm (SequenceParallel), one micro-batch
-OPS_RECOMPUTED = (9, 17)  # per TP linear, per SP norm: what a recomputed forward dispatches (full, or op-level SAC)
+OPS_PER_BIAS = (1, 4)  # a TP-sharded linear's bias beyond its weight's ops, one micro-batch
+OPS_PER_SP_NORM = {"rmsnorm": (7, 19), "layernorm": (1, 4)}  # one sequence-parallel norm (SequenceParallel)
+# what a recomputed forward dispatches (full, or op-level SAC): per TP linear, per bias, per SP norm
+OPS_RECOMPUTED = (9, 1, {"rmsnorm": 17, "layernorm": 7})
 OPS_PER_EMBEDDING = (1, 2)  # the vocabulary-parallel lookup; its backward and the gradient's detach
 OPS_PER_TENSOR_STEP = 8  # AdamW's per-tensor update of one DTensor parameter (lerp, mul, addcmul, sqrt, div, ...)
 
@@ -49,21 +54,23 @@ def layer_s(
     forward dispatched again, the saved ones answered from the cache: 252 ops on tiny against full's 264)."""
     if not one_op_s:
         return 0.0, 0.0, 0.0
-    linears, norms = kind_gemm_count(model, kind), (kind.blocks if sp else 0)
-    fwd = one_op_s * (linears * OPS_PER_LINEAR[0] + norms * OPS_PER_SP_NORM[0])
-    bwd = one_op_s * (linears * OPS_PER_LINEAR[1] + norms * OPS_PER_SP_NORM[1])
-    again = one_op_s * (linears * OPS_RECOMPUTED[0] + norms * OPS_RECOMPUTED[1])
+    linears, biases, norms = kind_gemm_count(model, kind), _biases(model, kind), (kind.blocks if sp else 0)
+    norm = OPS_PER_SP_NORM[model.norm]
+    fwd = one_op_s * (linears * OPS_PER_LINEAR[0] + biases * OPS_PER_BIAS[0] + norms * norm[0])
+    bwd = one_op_s * (linears * OPS_PER_LINEAR[1] + biases * OPS_PER_BIAS[1] + norms * norm[1])
+    per_linear, per_bias, per_norm = OPS_RECOMPUTED
+    again = one_op_s * (linears * per_linear + biases * per_bias + norms * per_norm[model.norm])
     return fwd, bwd, {"none": 0.0, "full": again - fwd}.get(recompute, again)
 
 
-def head_s(one_op_s: float, *, first: bool, last: bool, sp: bool) -> tuple[float, float]:
+def head_s(model: ModelSpec, one_op_s: float, *, first: bool, last: bool, sp: bool) -> tuple[float, float]:
     """(forward, backward) host time of the embedding's (first stage) and the final norm's and output layer's
-    (last stage) DTensor ops for one micro-batch."""
+    (last stage; no bias: launch/model.py) DTensor ops for one micro-batch."""
     fwd = bwd = 0.0
     if first:
         fwd, bwd = fwd + OPS_PER_EMBEDDING[0] * one_op_s, bwd + OPS_PER_EMBEDDING[1] * one_op_s
     if last:
-        norm = OPS_PER_SP_NORM if sp else (0, 0)
+        norm = OPS_PER_SP_NORM[model.norm] if sp else (0, 0)
         fwd += (OPS_PER_LINEAR[0] + norm[0]) * one_op_s
         bwd += (OPS_PER_LINEAR[1] + norm[1]) * one_op_s
     return fwd, bwd
@@ -91,7 +98,12 @@ def optimizer_s(
 def _layer_tensors(model: ModelSpec, kind: LayerKind, *, norms: bool) -> int:
     """Parameter tensors of one layer that are DTensors: each linear's weight and bias (q, k and v biases alone
     where only those have one), and its norms' weights and LayerNorm biases where `norms` (SP or FSDP)."""
-    linears = kind_gemm_count(model, kind)
-    biases = linears if model.has_bias else (3 if model.has_qkv_bias and kind.has_attention else 0)
     per_norm = 2 if model.norm == "layernorm" else 1
-    return linears + biases + (kind.blocks * per_norm if norms else 0)
+    return kind_gemm_count(model, kind) + _biases(model, kind) + (kind.blocks * per_norm if norms else 0)
+
+
+def _biases(model: ModelSpec, kind: LayerKind) -> int:
+    """The layer's biased linears: every one, or q, k and v alone where only those have one (launch/model.py)."""
+    if model.has_bias:
+        return kind_gemm_count(model, kind)
+    return 3 if model.has_qkv_bias and kind.has_attention else 0
