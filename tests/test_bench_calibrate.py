@@ -56,11 +56,42 @@ def test_bench_hardware_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     assert all(0 < p.efficiency <= 1 for p in hw.efficiency.matmul)
     text = out.read_text()
     assert "CPU FIGURES" in text and "measured by bench-hardware" in text
+    # a CPU profile prices DTensor dispatch as measured here (it was left at 0: TP rehearsals priced 2-3x fast)
+    dt = res["dtensor"]
+    assert dt["ops"] > 100 and dt["dtensor_step_s"] > dt["plain_step_s"] > 0
+    assert hw.efficiency.dtensor_op_overhead_s == pytest.approx(dt["op_s"], rel=1e-3) and dt["op_s"] > 0
     print(
         f"\nbench-hardware --quick: {wall:.1f} s; peak fp32 {hw.peak('fp32') / 1e9:.1f} GFLOP/s, "
         f"bf16 {hw.peak('bf16') / 1e9:.1f} GFLOP/s; copy {hw.gpu.hbm_bandwidth_bytes_per_s / 1e9:.2f} GB/s; "
         f"all-reduce {ar['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s, {ar['latency_s'] * 1e6:.0f} us/hop"
     )
+
+
+def _profile_of(res: dict):
+    """The profile bench-hardware writes from these measurements (one device: links copied from h100-sxm)."""
+    import yaml
+
+    from planner.bench.curves import profile_yaml
+    from planner.hardware import HardwareProfile
+
+    text = profile_yaml(res, "box", "2026-11-28 00:00 UTC", links=load_hardware("h100-sxm"))
+    return HardwareProfile.model_validate(yaml.safe_load(text)), text
+
+
+def test_bench_hardware_prices_dtensor_dispatch_on_a_cpu_only() -> None:
+    """On a GPU the dispatch runs ahead of the kernels: bench-hardware times it only on a CPU, and says why not."""
+    peak = dict.fromkeys(("fp32", "bf16", "fp16", "fp8"), 1e14)
+    gpu = {
+        "host": "box", "device": "cuda", "device_name": "GPU", "hbm_bytes": 8e10, "hbm_note": "torch.cuda",
+        "memory": {"bytes_per_s": 3e12}, "peak_flops": peak, "matmul_fp8": [], "curve_precision": "bf16",
+        "matmul_curve": [(1e9, 0.5), (1e12, 1.0)], "matmul_fp8_curve": [], "rss_bytes": 5e8,
+        "checkpoint": {"bytes_per_s": 1e9},
+    }  # fmt: skip
+    hw, text = _profile_of(gpu)
+    assert hw.efficiency.dtensor_op_overhead_s == 0.0 and "dispatch runs ahead of its kernels" in text
+    timed = {"ops": 151, "plain_step_s": 2.5e-3, "dtensor_step_s": 8.7e-3, "op_s": 4.1e-5}
+    hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": timed})
+    assert hw.efficiency.dtensor_op_overhead_s == 4.1e-5 and "151 DTensor ops" in text
 
 
 def _without_fixed_costs(hw):

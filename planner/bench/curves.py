@@ -100,6 +100,7 @@ def _efficiency(res: dict[str, Any], stamp: str, m: str, links: HardwareProfile 
         f"  hbm: 1.0   # bench-hardware {stamp}: the bandwidth above is already achieved",
         *_link_efficiency_lines(stamp, links),
         f"  step_overhead_s: 0.0   # bench-hardware {stamp}: not measured; `planner calibrate` fits it",
+        _dtensor_line(res, stamp, m),
         f'  fitted: "bench-hardware {stamp}"',
         "reserved:",
         f"  cuda_context_bytes: {_num(res['rss_bytes'])}   {m} "
@@ -108,6 +109,16 @@ def _efficiency(res: dict[str, Any], stamp: str, m: str, links: HardwareProfile 
         f"  allocator_fraction: 0.05   # assumed by bench-hardware {stamp}, not measured",
         f"checkpoint_write_bytes_per_s: {_num(res['checkpoint']['bytes_per_s'])}   {m} (write + fsync in TMPDIR)",
     ]
+
+
+def _dtensor_line(res: dict[str, Any], stamp: str, m: str) -> str:
+    dt = res.get("dtensor")
+    if dt is None:
+        return f"  dtensor_op_overhead_s: 0.0   # bench-hardware {stamp}: a GPU's dispatch runs ahead of its kernels"
+    return (
+        f"  dtensor_op_overhead_s: {_num(dt['op_s'])}   {m} (a step on DTensors over a mesh of one rank against the "
+        f"plain step, {dt['ops']} DTensor ops: {dt['dtensor_step_s'] * 1e3:.2f} vs {dt['plain_step_s'] * 1e3:.2f} ms)"
+    )
 
 
 def _link_lines(res: dict[str, Any], stamp: str, links: HardwareProfile | None) -> list[str]:

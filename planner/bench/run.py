@@ -120,6 +120,12 @@ def _measure(res: dict[str, Any], nproc: int, quick: bool, console: Any, cuda: b
         progress.update(t_mem, advance=1, description="checkpoint write")
         res["checkpoint"] = measure.checkpoint_write(quick)
         progress.update(t_mem, advance=1, description="memory, disk done")
+        if not cuda:  # on a GPU the dispatch runs ahead of the kernels: the profile's 0
+            from planner.bench.dtensor import dtensor_op_s
+
+            t_dt = progress.add_task("DTensor dispatch", total=1)
+            res["dtensor"] = dtensor_op_s()
+            progress.update(t_dt, advance=1)
         if nproc > 1:
             t_c = progress.add_task(
                 "collectives (torchrun)", total=len(KINDS) * len(SIZES_QUICK if quick else SIZES_FULL)

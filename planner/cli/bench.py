@@ -93,6 +93,8 @@ def _print_summary(res: dict, links: HardwareProfile | None) -> None:
         f"fp16 {p['fp16'] / 1e9:.1f} GFLOP/s"
     )
     typer.echo(f"memory bandwidth (copy): {res['memory']['bytes_per_s'] / 1e9:.2f} GB/s")
+    if dt := res.get("dtensor"):
+        typer.echo(f"DTensor dispatch: {dt['op_s'] * 1e6:.1f} us an op ({dt['ops']} ops a step)")
     for k, f in res["fits"].items():
         typer.echo(
             f"{k:<15} latency {f['latency_s'] * 1e6:8.1f} us/hop   "
