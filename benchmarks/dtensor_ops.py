@@ -17,31 +17,16 @@ dispatch it is compared with). tests/test_dtensor_ops.py holds the counts of bot
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
+from planner.bench.dtensor import fastest_s, op_counter
 from planner.io.catalog import load_model
 from planner.launch.model import GPT, cross_entropy
 from planner.launch.parallelize import apply_ac, apply_tp
-
-
-class _Count(TorchDispatchMode):
-    """Ops dispatched with a DTensor among their arguments."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(isinstance(a, DTensor) for a in tree_flatten((args, kwargs))[0]):
-            self.n += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _model(spec, *, tp: bool, sp: bool, recompute: str) -> GPT:
@@ -55,7 +40,7 @@ def _model(spec, *, tp: bool, sp: bool, recompute: str) -> GPT:
 
 def _phases(m: GPT, opt: torch.optim.Optimizer, x: torch.Tensor, count: bool) -> tuple[int, int, int]:
     """One step; with `count`, the DTensor ops of its forward, backward and optimizer step."""
-    modes = [_Count() if count else None for _ in range(3)]
+    modes = [op_counter() if count else None for _ in range(3)]
 
     def run(i, fn):
         if modes[i] is None:
@@ -75,14 +60,7 @@ def _phases(m: GPT, opt: torch.optim.Optimizer, x: torch.Tensor, count: bool) ->
 
 def _min_step_s(m: GPT, x: torch.Tensor, steps: int) -> float:
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for _ in range(5):
-        _phases(m, opt, x, count=False)
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        _phases(m, opt, x, count=False)
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return fastest_s(lambda: _phases(m, opt, x, count=False), steps)
 
 
 def main() -> int:

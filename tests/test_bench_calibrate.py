@@ -90,8 +90,23 @@ def test_bench_hardware_prices_dtensor_dispatch_on_a_cpu_only() -> None:
     hw, text = _profile_of(gpu)
     assert hw.efficiency.dtensor_op_overhead_s == 0.0 and "dispatch runs ahead of its kernels" in text
     timed = {"ops": 151, "plain_step_s": 2.5e-3, "dtensor_step_s": 8.7e-3, "op_s": 4.1e-5}
-    hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": timed})
+    hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": {**timed, "why": None}})
     assert hw.efficiency.dtensor_op_overhead_s == 4.1e-5 and "151 DTensor ops" in text
+    untimed = {"ops": 0, "plain_step_s": None, "dtensor_step_s": None, "op_s": 0.0, "why": "gloo could not start"}
+    hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": untimed})
+    assert hw.efficiency.dtensor_op_overhead_s == 0.0 and "not timed: gloo could not start" in text
+
+
+def test_dtensor_dispatch_left_untimed_where_gloo_cannot_start_keeps_the_bench() -> None:
+    """A host where gloo finds no interface: the DTensor timing says why it is 0 instead of ending bench-hardware
+    in a traceback (the GEMM and memory sweeps before it were thrown away)."""
+    pytest.importorskip("torch")
+    code = "import json; from planner.bench.dtensor import dtensor_op_s; print(json.dumps(dtensor_op_s()))"
+    env = {**ENV, "GLOO_SOCKET_IFNAME": "no-such-interface0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["op_s"] == 0.0 and out["why"].startswith("gloo could not start"), out
 
 
 def _without_fixed_costs(hw):

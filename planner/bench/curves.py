@@ -115,6 +115,8 @@ def _dtensor_line(res: dict[str, Any], stamp: str, m: str) -> str:
     dt = res.get("dtensor")
     if dt is None:
         return f"  dtensor_op_overhead_s: 0.0   # bench-hardware {stamp}: a GPU's dispatch runs ahead of its kernels"
+    if dt["why"]:
+        return f"  dtensor_op_overhead_s: 0.0   # bench-hardware {stamp}: not timed: {dt['why']}"
     return (
         f"  dtensor_op_overhead_s: {_num(dt['op_s'])}   {m} (a step on DTensors over a mesh of one rank against the "
         f"plain step, {dt['ops']} DTensor ops: {dt['dtensor_step_s'] * 1e3:.2f} vs {dt['plain_step_s'] * 1e3:.2f} ms)"

@@ -93,7 +93,9 @@ def _print_summary(res: dict, links: HardwareProfile | None) -> None:
         f"fp16 {p['fp16'] / 1e9:.1f} GFLOP/s"
     )
     typer.echo(f"memory bandwidth (copy): {res['memory']['bytes_per_s'] / 1e9:.2f} GB/s")
-    if dt := res.get("dtensor"):
+    if (dt := res.get("dtensor")) and dt["why"]:
+        typer.echo(f"DTensor dispatch: not timed, the profile prices none: {dt['why']}")
+    elif dt:
         typer.echo(f"DTensor dispatch: {dt['op_s'] * 1e6:.1f} us an op ({dt['ops']} ops a step)")
     for k, f in res["fits"].items():
         typer.echo(

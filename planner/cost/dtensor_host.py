@@ -34,8 +34,9 @@ from planner.specs import ModelSpec
 OPS_PER_LINEAR = (6, 11)  # (forward, backward) DTensor ops of one TP-sharded linear, one micro-batch
 OPS_PER_BIAS = (1, 4)  # a TP-sharded linear's bias beyond its weight's ops, one micro-batch
 OPS_PER_SP_NORM = {"rmsnorm": (7, 19), "layernorm": (1, 4)}  # one sequence-parallel norm (SequenceParallel)
-# what a recomputed forward dispatches (full, or op-level SAC): per TP linear, per bias, per SP norm
-OPS_RECOMPUTED = (9, 1, {"rmsnorm": 17, "layernorm": 7})
+# what a recomputed forward dispatches (full, or op-level SAC): per TP linear and bias, per SP norm
+OPS_RECOMPUTED = (9, 1)
+OPS_RECOMPUTED_PER_SP_NORM = {"rmsnorm": 17, "layernorm": 7}
 OPS_PER_EMBEDDING = (1, 2)  # the vocabulary-parallel lookup; its backward and the gradient's detach
 OPS_PER_TENSOR_STEP = 8  # AdamW's per-tensor update of one DTensor parameter (lerp, mul, addcmul, sqrt, div, ...)
 
@@ -58,8 +59,8 @@ def layer_s(
     norm = OPS_PER_SP_NORM[model.norm]
     fwd = one_op_s * (linears * OPS_PER_LINEAR[0] + biases * OPS_PER_BIAS[0] + norms * norm[0])
     bwd = one_op_s * (linears * OPS_PER_LINEAR[1] + biases * OPS_PER_BIAS[1] + norms * norm[1])
-    per_linear, per_bias, per_norm = OPS_RECOMPUTED
-    again = one_op_s * (linears * per_linear + biases * per_bias + norms * per_norm[model.norm])
+    per_linear, per_bias = OPS_RECOMPUTED
+    again = one_op_s * (linears * per_linear + biases * per_bias + norms * OPS_RECOMPUTED_PER_SP_NORM[model.norm])
     return fwd, bwd, {"none": 0.0, "full": again - fwd}.get(recompute, again)
 
 
