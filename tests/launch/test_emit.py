@@ -293,16 +293,20 @@ def test_torchtitan_0_3_config_maps_every_plan_field():
     assert "config.activation_checkpoint = None" in none
 
 
-def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path):
+@pytest.mark.parametrize("precision", ["fp8", "fp8-current"])
+def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path, precision):
     """torchtitan 0.3.0's Float8LinearConverter has rowwise recipes only (components/quantization/float8.py
-    recipe_name); the plan's fp8 is priced as v0.2's tensorwise, which the torchtitan-v0.2 target writes."""
-    plan = PLAN.model_copy(update={"precision": "fp8", "pp": 1, "vpp": 1, "schedule": "1f1b", "zero": 3})
+    recipe_name); the plan's fp8 is priced as v0.2's tensorwise, which the torchtitan-v0.2 target writes. The named
+    recipe fp8-current is that tensorwise scaling (its default): a search with --precision fp8-current saved a plan
+    that no torchtitan target would write ("does not write precision=fp8-current yet")."""
+    plan = PLAN.model_copy(update={"precision": precision, "pp": 1, "vpp": 1, "schedule": "1f1b", "zero": 3})
     cfg = RunConfig(model="llama3-8b", plan=plan, hardware="h100-sxm", engine="torchtitan")
     args = {"engine": load_engine("torchtitan"), "hardware": load_hardware("h100-sxm"), "hardware_ref": "h100-sxm"}
     with pytest.raises(PlannerError, match=r"rowwise only .* emit torchtitan-v0\.2"):
         emit("torchtitan", cfg, load_model("llama3-8b"), tmp_path / "a", **args)
     assert not (tmp_path / "a").exists()
-    assert "tensorwise" in emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "b", **args).read_text()
+    toml = emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "b", **args).read_text()
+    assert 'converters = ["quantize.linear.float8"]' in toml and 'recipe_name = "tensorwise"' in toml
     # in bf16 0.3.0 writes the file and says its recipes' chunked loss holds less than v0.2.2's, which priced it
     bf16 = RunConfig(model="llama3-8b", plan=plan.model_copy(update={"precision": "bf16"}), engine="torchtitan")
     with pytest.warns(UserWarning, match="ChunkedLossWrapper"):

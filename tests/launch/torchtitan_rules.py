@@ -78,7 +78,7 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
         out.append("DDP has not supported > 1D parallelism")
     if tr.get("mixed_precision_param", "bfloat16") not in ("bfloat16", "float32"):
         out.append("mixed_precision_param must be bfloat16 or float32")
-    if plan.precision == "fp8" and "quantize.linear.float8" not in md.get("converters", []):  # float8.py 238
+    if plan.precision in ("fp8", "fp8-current") and "quantize.linear.float8" not in md.get("converters", []):
         out.append("fp8 without the quantize.linear.float8 converter")
     if pp > 1:
         mbs, sched = par.get("pipeline_parallel_microbatch_size", 1), par.get("pipeline_parallel_schedule", "1F1B")

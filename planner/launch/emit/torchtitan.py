@@ -40,6 +40,7 @@ CHUNKED_LOSS = (
     "recipes compute the output layer and loss in chunks (ChunkedLossWrapper, components/loss.py), never holding "
     "the whole logits the plan is priced with (v0.2.2's loss)"
 )
+TENSORWISE_FP8 = ("fp8", "fp8-current")  # torchao's tensorwise dynamic fp8, named or plain (torchtitan.yaml)
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
 # models/llama3/__init__.py _8b/_70b/_405b (the same shapes in v0.2.2's llama3_args): dim, n_layers, n_heads,
 # n_kv_heads, FFN hidden (compute_ffn_hidden_dim), vocab; every flavor has RoPE theta 500000, untied embeddings,
@@ -151,7 +152,7 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    fp8 = [f"torchtitan {RELEASE}'s {ROWWISE_ONLY}"] if plan.precision == "fp8" else []
+    fp8 = [f"torchtitan {RELEASE}'s {ROWWISE_ONLY}"] if plan.precision in TENSORWISE_FP8 else []
     return release_problems(model, plan, RELEASE) + fp8
 
 
@@ -292,6 +293,7 @@ register(
         lambda o: torchtitan_config(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
         engine="torchtitan",
         writes=WRITES,
+        precisions=frozenset(TENSORWISE_FP8) - {"fp8"},  # refused by name: ROWWISE_ONLY
         format_problems=format_problems,
         format_notes=format_notes,
     )

@@ -15,6 +15,7 @@ from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
+    TENSORWISE_FP8,
     WRITES,  # the same settings: [compile] and enable_async_tensor_parallel here
     compile_components,
     data_parallel,
@@ -107,7 +108,7 @@ def torchtitan_toml(
     name, flav, _recipe = flavor(model, RELEASE) or ("llama3", "?", "?")
     ac = {"none": "none", "selective": "selective", "full": "full"}[plan.recompute]
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
-    converters = '["quantize.linear.float8"]' if plan.precision == "fp8" else "[]"
+    converters = '["quantize.linear.float8"]' if plan.precision in TENSORWISE_FP8 else "[]"
     lines = [
         f"# torchtitan {RELEASE} job config written by `planner launch --emit torchtitan-v0.2`",
         f"# plan: {plan.summary()}",
@@ -137,7 +138,7 @@ def torchtitan_toml(
         f'mode = "{ac}"',
         'selective_ac_option = "op"',
     ]
-    if plan.precision == "fp8":
+    if plan.precision in TENSORWISE_FP8:
         lines += ["", "[quantize.linear.float8]", 'recipe_name = "tensorwise"']
     return "\n".join(lines) + "\n", dict(PLAN_FIELDS)
 
@@ -150,6 +151,7 @@ register(
         lambda o: torchtitan_toml(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
         engine="torchtitan",
         writes=WRITES,
+        precisions=frozenset(TENSORWISE_FP8) - {"fp8"},
         format_problems=format_problems,
     )
 )
