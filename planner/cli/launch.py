@@ -241,9 +241,10 @@ def launch(
 
 def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:
     """What --emit did: wrote its files, found them there already with this text, or (dry run) would write."""
-    path, changed = emitted_
+    path, changed, said = emitted_
     if as_json:  # written: by this call; changed: the files differ (or would) from what --out held
-        emit_json({"target": kind, "path": str(path), "written": changed and not dry_run, "changed": changed})
+        emit_json({"target": kind, "path": str(path), "written": changed and not dry_run, "changed": changed,
+                   "warnings": list(said)})  # fmt: skip
     elif not changed:
         typer.echo(f"{path} is already this plan's file: left as it is")
     else:

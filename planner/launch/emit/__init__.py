@@ -90,6 +90,7 @@ def _divisors(gpus: int) -> str:
 class Emitted(NamedTuple):
     path: Path  # the target's file
     changed: bool  # False: every file was there with this text already (nothing written, or none would be)
+    warnings: tuple[str, ...] = ()  # said with the file (a plan predicted not to fit, what the format changes)
 
 
 def emit(kind: str, cfg: RunConfig, model: ModelSpec, out: Path, **kwargs: Any) -> Path:
@@ -135,15 +136,16 @@ def emit_run(
     name, text = target_text(kind, cfg, model, **where)
     files = [OutFile(out / name, text, "file", script_mode(name)), *copies]
     check_replaceable(kind, files, force=force)  # a dry run meets the same refusals
+    notes = chosen.format_notes(model, cfg.plan) if chosen.format_notes else []
+    said = tuple([unfit] if unfit else []) + tuple(f"--emit {kind}: {note}" for note in notes)
     if dry_run:
-        return Emitted(files[0].path, changed=not all(f.unchanged() for f in files))
-    make_dir(out, what="--out folder")
-    changed = write_files(kind, files)
-    if unfit:  # written (the engine's own run may know better than the model), but said, once it is written
-        warnings.warn(unfit, stacklevel=2)
-    for note in chosen.format_notes(model, cfg.plan) if chosen.format_notes else []:
-        warnings.warn(f"--emit {kind}: {note}", stacklevel=2)
-    return Emitted(files[0].path, changed)
+        changed = not all(f.unchanged() for f in files)
+    else:
+        make_dir(out, what="--out folder")
+        changed = write_files(kind, files)
+    for line in said:  # written (the engine's own run may know better than the model), but said; a dry run alike
+        warnings.warn(line, stacklevel=2)
+    return Emitted(files[0].path, changed, said)
 
 
 def _require_image(kind: str, image: str | None) -> None:
