@@ -11,6 +11,7 @@ import typer
 from planner.cli.callbacks import nonempty, nonempty_paths
 from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
 from planner.errors import PlannerError
+from planner.io.files import check_ours
 from planner.io.logs import DEFAULT_WARMUP, ENGINES
 from planner.render.console import emit_json, out
 
@@ -145,6 +146,7 @@ def ingest(
     engine = log_engine(engine)
     if output:
         runs_output(output)
+        check_ours(output, option="-o", what="runs file", ours=lambda doc: isinstance(doc, list))
     given = log_givens(model, hardware, gpus, plan)
     spec = load_model(given.model) if given.model else None
     hw = _hardware_name(given.hardware) if given.hardware else None

@@ -39,7 +39,7 @@ from planner.cli.options import (
 )
 from planner.errors import PlannerError
 from planner.explore.space import OBJECTIVES
-from planner.io.files import check_writable
+from planner.io.files import check_ours, check_writable
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, escape, out
 from planner.specs import Precision
@@ -174,6 +174,8 @@ def search(
     for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
         if path:
             check_writable(path, what=what)
+    if save:
+        check_ours(save, option="--save", what="plan file", ours=lambda doc: isinstance(doc, dict) and "plan" in doc)
     advised = _run(opts, exhaustive=exhaustive or bool(plot), defer_advice=not as_json)  # text: ranking first
     result = advised.result
     if result.ruled_out:  # refused as estimate refuses an impossible plan (exit 2)

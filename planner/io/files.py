@@ -121,3 +121,22 @@ def finite_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value
+
+
+def check_ours(path: str | Path, *, option: str, what: str, ours: Any) -> None:
+    """A file already at `path` is replaced only where it holds what `option` writes (`ours(document)`: a plan
+    file, a runs file) or nothing; anything else (notes, another tool's YAML) is refused, naming it, before
+    anything is written: `search --save` and `ingest -o` replaced such files without a word."""
+    target = Path(path)
+    if not target.is_file() or target.stat().st_size == 0:
+        return
+    import yaml
+
+    try:
+        doc = yaml.safe_load(target.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = None
+    if not ours(doc):
+        raise PlannerError(
+            f"{option} {path}: the file there is not a {what} this command wrote; give another name, or remove it"
+        )
