@@ -54,9 +54,9 @@ GpusRangeOpt = Annotated[
     typer.Option(
         "--gpus",
         callback=nonempty_as("a GPU count or a range LO..HI"),
-        help="GPUs in all, or a range LO..HI (e.g. 1024..131072: the powers of two of whole nodes in it, whole NVL72 "
-        "racks doubled on NVL72; the search takes the most GPUs whose best plan keeps >= 90% of the best tokens/s per "
-        "GPU)",
+        help="GPUs in all, or a range LO..HI (e.g. 1024..131072: LO, HI and the powers of two of whole nodes "
+        "between, whole NVL72 racks doubled on NVL72; the search takes the most GPUs whose best plan keeps >= 90% of "
+        "the best tokens/s per GPU)",
     ),
 ]
 GlobalBatchAutoOpt = Annotated[

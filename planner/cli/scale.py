@@ -10,7 +10,7 @@ import typer
 
 from planner.api.hardware_for import power_capped
 from planner.api.idle import failures_unpriced
-from planner.cli.callbacks import nonempty
+from planner.cli.callbacks import finite, nonempty
 from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
 from planner.cli.options import (
     CATALOG,
@@ -23,19 +23,24 @@ from planner.cli.options import (
     Opt,
     PrecisionOpt,
     SeqLenOpt,
-    TokensOpt,
     with_options,
     without,
 )
 from planner.errors import PlannerError
+from planner.explore.space import TOKENS_RANGE
 from planner.render.console import emit_json, escape, out
 
 CountsOpt = Annotated[
     str,
     typer.Option(
         "--gpus",
-        help="GPU counts: a comma list (1024,4096,16384) or a range LO..HI (the powers of two of whole nodes in it)",
+        help="GPU counts: a comma list (1024,4096,16384) or a range LO..HI (LO, HI and the powers of two of whole "
+        "nodes between; whole NVL72 racks doubled on NVL72)",
     ),
+]
+BudgetOpt = Annotated[  # what scale prices every count for (a missing one is refused by name, not by typer)
+    Optional[float],
+    typer.Option("--tokens", callback=finite(*TOKENS_RANGE), help="tokens to train (required): time and GPU-hours"),
 ]
 PlotOpt = Annotated[
     Optional[str],
@@ -49,7 +54,7 @@ SCALE = (
     Opt("model", ModelOpt),
     Opt("hardware", HardwareOpt),
     Opt("engine", EnginesOpt),
-    Opt("tokens", TokensOpt),
+    Opt("tokens", BudgetOpt),
     Opt("global_batch", GlobalBatchAutoOpt),
     Opt("max_tokens_per_step", MaxTokensOpt),
     Opt("seq_len", SeqLenOpt),

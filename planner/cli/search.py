@@ -80,7 +80,10 @@ MicroBatchesOpt = Annotated[
     typer.Option("--micro-batches", help="micro-batch sizes to search, comma list (default: powers of 2 up to 16)"),
 ]
 MaxTpOpt = Annotated[
-    Optional[int], typer.Option("--max-tp", min=1, max=MAX_DEGREE, help="largest tp (default 2 nodes' GPUs)")
+    Optional[int],
+    typer.Option(
+        "--max-tp", min=1, max=MAX_DEGREE, help="largest tp (default: 2 nodes' GPUs, or the NVLink domain if larger)"
+    ),
 ]
 MaxPpOpt = Annotated[
     Optional[int], typer.Option("--max-pp", min=1, max=MAX_DEGREE, help="largest pp (default num_layers)")
