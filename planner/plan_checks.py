@@ -156,7 +156,8 @@ def _schedule_problems(p: Plan) -> list[Rejected]:
             return [
                 Rejected(
                     "dualpipev needs pp > 1 and vpp 2",
-                    f"schedule=dualpipev runs two chunks per rank in a V over pp > 1 ranks, got pp={p.pp}, vpp={p.vpp}",
+                    f"schedule=dualpipev runs two chunks per rank in a V over pp > 1 ranks, got pp={p.pp}"
+                    + ("" if p.vpp == 2 else f", vpp={p.vpp}"),
                 )
             ]
     elif p.schedule == "interleaved":

@@ -593,3 +593,17 @@ def test_a_profile_that_runs_one_rank_as_zero_0_must_have_a_zero_0():
     assert 0 not in rules.zero
     with pytest.raises(ValidationError, match="shards_one_rank: false runs dp·cp = 1 as zero 0"):
         type(rules).model_validate({**rules.model_dump(), "shards_one_rank": False})
+
+
+def test_a_schedule_the_engine_does_not_run_is_refused_at_pp_1_too():
+    """`search --schedule gpipe` on Megatron listed pp 1 plans as "gpipe on megatron" beside 540 pp > 1 plans
+    rejected as "megatron has no gpipe schedule", and `--save` kept schedule: gpipe for --emit megatron."""
+    from helpers import run_planner
+
+    model, megatron, titan = load_model("llama3-8b"), engine("megatron"), engine("torchtitan")
+    plan = Plan(dp=8, schedule="gpipe", global_batch=8)
+    assert [r.reason for r in structure_problems(megatron, model, plan)] == ["megatron has no gpipe schedule"]
+    assert structure_problems(titan, model, plan) == []
+    assert structure_problems(megatron, model, plan.model_copy(update={"schedule": "1f1b"})) == []
+    code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--schedule", "gpipe", "--no-advice")
+    assert code == 2 and "megatron has no gpipe schedule" in err, err

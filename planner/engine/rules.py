@@ -111,7 +111,7 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
     dimensions, schedules, layer, vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
     out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan) + p2p_problems(engine, plan)
-    if p.pp > 1 and p.schedule not in r.schedules:
+    if p.schedule not in r.schedules:  # at pp 1 too: a plan asked to run gpipe was listed as "gpipe on megatron"
         out.append(
             Rejected(
                 f"{name} has no {p.schedule} schedule",
