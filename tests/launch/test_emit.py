@@ -397,14 +397,15 @@ def test_hf_config_brings_rope_theta_and_norm_eps(tmp_path):
 @pytest.mark.parametrize(
     "nnodes,nproc,says",
     [
-        (3, None, "--nnodes 3 does not divide the plan's 16 GPUs; give one of 1, 2, 4, 8, 16"),
-        (None, 3, "--nproc 3 does not divide the plan's 16 GPUs"),
+        (3, None, "--nnodes 3 does not divide the plan's 16 GPUs; give one of 2, 4, 8, 16"),  # 1 node holds 8
+        (None, 3, "--nproc 3 does not divide the plan's 16 GPUs; give one of 1, 2, 4, 8 "),
         (2, 4, "--nnodes 2 x --nproc 4 = 8 processes, but the plan needs 16"),
     ],
 )
 def test_node_split_names_the_flag_the_user_gave(nnodes, nproc, says):
     """A node count that does not divide the plan is named as given, not as a derived --nproc the user never
-    typed; the valid counts are listed."""
+    typed; the valid counts are listed, those whose nodes hold their processes only (1 was offered for 16 GPUs on
+    8-GPU nodes, and then refused)."""
     from planner.io.catalog import load_hardware
     from planner.launch.emit import cluster_nodes
 
@@ -419,7 +420,7 @@ def test_node_split_refuses_a_default_layout_that_drops_gpus():
     from planner.launch.emit import cluster_nodes
 
     h100 = load_hardware("h100-sxm")
-    with pytest.raises(PlannerError, match=r"9 GPUs do not split evenly .* give --nnodes, one of 1, 3, 9"):
+    with pytest.raises(PlannerError, match=r"9 GPUs do not split evenly .* give --nnodes, one of 3, 9"):
         cluster_nodes(9, h100, None, None)
     assert cluster_nodes(9, h100, 3, None) == (3, 3)
 

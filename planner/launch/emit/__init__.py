@@ -36,6 +36,7 @@ from planner.launch.emit.checks import (
     unrun_settings,
     unwritten_settings,
 )
+from planner.launch.emit.nodes import cluster_nodes, split_groups
 from planner.launch.emit.targets import Layout, Target, target, target_names
 from planner.launch.emit.writing import OutFile, check_replaceable, portable_files, script_mode, write_files
 from planner.specs import ModelSpec
@@ -44,47 +45,6 @@ CLUSTER_TARGETS = target_names(engine=False)
 ENGINE_TARGETS = target_names(engine=True)
 
 __all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target_text", "write_target"]
-
-
-def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> tuple[int, int]:
-    """(nodes, processes per node) of a cluster target: as given, else whole nodes of the hardware profile's
-    GPUs per node (a 1024-GPU plan on 8-GPU nodes is 128 nodes of 8, never one node of 1024)."""
-    _check_node_split(gpus, hw, nnodes, nproc)
-    if nnodes is None:
-        per = nproc or min(gpus, hw.gpus_per_node)
-        nnodes = -(-gpus // per)
-    per_node = nproc or gpus // nnodes
-    if nnodes * per_node != gpus:  # the default layout: whole nodes that do not make the plan's count
-        raise PlannerError(
-            f"the plan's {gpus} GPUs do not split evenly over nodes of up to {hw.gpus_per_node} {hw.name} GPUs; "
-            f"give --nnodes, one of {_divisors(gpus)}"
-        )
-    if per_node > hw.gpus_per_node and hw.name != "cpu":
-        raise PlannerError(
-            f"{per_node} processes per node, but a {hw.name} node has {hw.gpus_per_node} GPUs; use --nnodes "
-            f"{-(-gpus // hw.gpus_per_node)} or more"
-        )
-    return nnodes, per_node
-
-
-def _check_node_split(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> None:
-    """--nnodes and --nproc as given make the plan's processes: each divides them, both multiply to them."""
-    default = f"default: whole {hw.name} nodes of {hw.gpus_per_node}"
-    if nnodes is not None and nproc is not None and nnodes * nproc != gpus:
-        raise PlannerError(
-            f"--nnodes {nnodes} x --nproc {nproc} = {nnodes * nproc} processes, but the plan needs {gpus}"
-        )
-    for flag, value in (("--nnodes", nnodes), ("--nproc", nproc)):
-        if value is not None and gpus % value:
-            raise PlannerError(
-                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {_divisors(gpus)} ({default})"
-            )
-
-
-def _divisors(gpus: int) -> str:
-    """The node (or per-node) counts that divide the plan's GPUs, the first up to 64 of them."""
-    shown = ", ".join(str(d) for d in range(1, min(gpus, 64) + 1) if gpus % d == 0)
-    return shown + (", ..." if gpus > 64 else "")
 
 
 class Emitted(NamedTuple):
@@ -137,6 +97,7 @@ def emit_run(
     files = [OutFile(out / name, text, "file", script_mode(name)), *copies]
     check_replaceable(kind, files, force=force)  # a dry run meets the same refusals
     notes = chosen.format_notes(model, cfg.plan) if chosen.format_notes else []
+    notes += split_groups(cfg.plan, per_node, hardware)
     said = tuple([unfit] if unfit else []) + tuple(f"--emit {kind}: {note}" for note in notes)
     if dry_run:
         changed = not all(f.unchanged() for f in files)

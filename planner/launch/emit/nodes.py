@@ -1,0 +1,67 @@
+"""Cluster targets' node layout: how many nodes of how many processes make the plan's GPUs (as given, else whole
+nodes of the hardware profile), and what a layout does to the tensor-parallel groups the plan is priced with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from planner.errors import PlannerError
+from planner.hardware import HardwareProfile
+from planner.plan import Plan
+
+
+def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> tuple[int, int]:
+    """(nodes, processes per node) of a cluster target: as given, else whole nodes of the hardware profile's
+    GPUs per node (a 1024-GPU plan on 8-GPU nodes is 128 nodes of 8, never one node of 1024)."""
+    _check_node_split(gpus, hw, nnodes, nproc)
+    if nnodes is None:
+        per = nproc or min(gpus, hw.gpus_per_node)
+        nnodes = -(-gpus // per)
+    per_node = nproc or gpus // nnodes
+    if nnodes * per_node != gpus:  # the default layout: whole nodes that do not make the plan's count
+        raise PlannerError(
+            f"the plan's {gpus} GPUs do not split evenly over nodes of up to {hw.gpus_per_node} {hw.name} GPUs; "
+            f"give --nnodes, one of {_divisors(gpus, lambda d: gpus // d <= hw.gpus_per_node)}"
+        )
+    if per_node > hw.gpus_per_node and hw.name != "cpu":
+        raise PlannerError(
+            f"{per_node} processes per node, but a {hw.name} node has {hw.gpus_per_node} GPUs; use --nnodes "
+            f"{-(-gpus // hw.gpus_per_node)} or more"
+        )
+    return nnodes, per_node
+
+
+def _check_node_split(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int | None) -> None:
+    """--nnodes and --nproc as given make the plan's processes: each divides them, both multiply to them."""
+    default = f"default: whole {hw.name} nodes of {hw.gpus_per_node}"
+    if nnodes is not None and nproc is not None and nnodes * nproc != gpus:
+        raise PlannerError(
+            f"--nnodes {nnodes} x --nproc {nproc} = {nnodes * nproc} processes, but the plan needs {gpus}"
+        )
+    per_node = hw.gpus_per_node if hw.name != "cpu" else gpus  # a CPU host runs what its cores allow (launch)
+    for flag, value, fits in (("--nnodes", nnodes, lambda d: gpus // d <= per_node), ("--nproc", nproc,
+                              lambda d: d <= per_node)):  # fmt: skip
+        if value is not None and gpus % value:
+            raise PlannerError(
+                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {_divisors(gpus, fits)} "
+                f"({default})"
+            )
+
+
+def _divisors(gpus: int, fits: Callable[[int], bool]) -> str:
+    """The node (or per-node) counts that divide the plan's GPUs and fit the nodes, the first 16 of them."""
+    shown = [d for d in range(1, gpus + 1) if gpus % d == 0 and fits(d)]
+    return ", ".join(map(str, shown[:16])) + (", ..." if len(shown) > 16 else "")
+
+
+def split_groups(plan: Plan, per_node: int, hw: HardwareProfile) -> list[str]:
+    """What the node layout does to tensor parallelism priced inside a node: ranks are laid out tp first (the
+    innermost group, as the engines order them), so fewer processes per node than a multiple of tp spread each tp
+    group over nodes."""
+    if hw.name == "cpu" or plan.tp <= 1 or per_node % plan.tp == 0:
+        return []
+    return [
+        f"{per_node} process{'es' if per_node != 1 else ''} per node spread each tp {plan.tp} group over nodes, "
+        f"where the plan is priced with tp inside one node's links; at most {plan.gpus // plan.tp} nodes keep it "
+        "inside"
+    ]
