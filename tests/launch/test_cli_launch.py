@@ -168,21 +168,8 @@ def test_a_dry_run_emit_says_the_plan_does_not_fit_as_the_write_does(capsys, tmp
 def test_a_node_layout_that_splits_tp_groups_over_nodes_is_said(capsys, tmp_path):
     """--nnodes 16 for a tp 2 plan of 16 GPUs runs one process a node: each tp group spans two nodes, where the plan
     was priced on NVLink. It was written without a word."""
-    args = (
-        "--model",
-        "llama3-8b",
-        "--dp",
-        "8",
-        "--tp",
-        "2",
-        "--sp",
-        "--zero",
-        "1",
-        "--seq-len",
-        "64",
-        "--emit",
-        "slurm",
-    )
+    plan = "--model llama3-8b --dp 8 --tp 2 --sp --zero 1 --seq-len 64 --emit slurm"
+    args = tuple(plan.split())
     code, out, _ = _run(capsys, *args, "--nnodes", "16", "--out", str(tmp_path / "a"), "--dry-run", "--json")
     said = json.loads(out)["warnings"]
     assert code == 0 and any("spread each tp 2 group over nodes" in w and "at most 8 nodes" in w for w in said), out
