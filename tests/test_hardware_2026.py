@@ -377,6 +377,9 @@ def test_a_capped_profiles_name_loads_as_the_cap(tmp_path):
         load_hardware("b200-100w")
     with pytest.raises(PlannerError, match=r'unknown hardware "nosuch-500w".*NAME-<watts>w'):
         load_hardware("nosuch-500w")
+    # a cap at or above the GPU's own limit caps nothing: h100-sxm-5000w loaded as plain h100-sxm without a word
+    with pytest.raises(PlannerError, match=r"'h100-sxm-5000w': 5000 W is at or above h100-sxm's 700 W limit"):
+        load_hardware("h100-sxm-5000w")
     saved = tmp_path / "plan.yaml"
     code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--hardware", "b200", "--power-limit", "600",
                                "--top", "1", "--save", str(saved))  # fmt: skip

@@ -125,7 +125,14 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
     capped = POWER_CAPPED.fullmatch(arg.strip())
     base = catalog_path(HARDWARE_DIR, capped[1]) if capped else None
     if capped and base is not None:
-        return _catalog(HardwareProfile, HARDWARE_DIR, base).with_power_limit(float(capped[2]))
+        hw = _catalog(HardwareProfile, HARDWARE_DIR, base)
+        out = hw.with_power_limit(float(capped[2]))
+        if out is hw:  # no cap: the name says one this profile does not take (no NAME-<W>w is written for it)
+            raise PlannerError(
+                f"hardware {arg!r}: {capped[2]} W is at or above {hw.name}'s {hw.gpu.power_limit_w:g} W limit, so "
+                f"it caps nothing; give {hw.name}, or a cap below {hw.gpu.power_limit_w:g} W"
+            )
+        return out
     hint = "a hardware profile .yaml, or NAME-<watts>w for a profile under a power cap"
     return _catalog(HardwareProfile, HARDWARE_DIR, _known("hardware", HARDWARE_DIR, arg, hint))
 
