@@ -90,17 +90,21 @@ def optimizer_s(
         return 0.0
     norms = fsdp or plan.sp
     tensors = sum(n * _layer_tensors(model, k, norms=norms) for k, n in mix)
-    norm = 2 if model.norm == "layernorm" else 1  # weight (and LayerNorm's bias)
     learned = fsdp and model.position_embedding == "learned"  # TP leaves the position table whole (apply_tp)
-    tensors += (1 + learned if first else 0) + (1 + (norm if norms else 0) if last else 0)
+    tensors += (1 + learned if first else 0) + (1 + (_norm_tensors(model) if norms else 0) if last else 0)
     return OPS_PER_TENSOR_STEP * tensors * one_op_s
 
 
 def _layer_tensors(model: ModelSpec, kind: LayerKind, *, norms: bool) -> int:
     """Parameter tensors of one layer that are DTensors: each linear's weight and bias (q, k and v biases alone
     where only those have one), and its norms' weights and LayerNorm biases where `norms` (SP or FSDP)."""
-    per_norm = 2 if model.norm == "layernorm" else 1
-    return kind_gemm_count(model, kind) + _biases(model, kind) + (kind.blocks * per_norm if norms else 0)
+    per_norm = _norm_tensors(model) if norms else 0
+    return kind_gemm_count(model, kind) + _biases(model, kind) + kind.blocks * per_norm
+
+
+def _norm_tensors(model: ModelSpec) -> int:
+    """A norm's parameter tensors: its weight, and LayerNorm's bias."""
+    return 2 if model.norm == "layernorm" else 1
 
 
 def _biases(model: ModelSpec, kind: LayerKind) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ def finite_json(value: Any) -> Any:
     return value
 
 
-def check_ours(path: str | Path, *, option: str, what: str, ours: Any) -> None:
+def check_ours(path: str | Path, *, option: str, what: str, ours: Callable[[Any], bool]) -> None:
     """A file already at `path` is replaced only where it holds what `option` writes (`ours(document)`: a plan
     file, a runs file) or nothing; anything else (notes, another tool's YAML) is refused, naming it, before
     anything is written: `search --save` and `ingest -o` replaced such files without a word."""

@@ -87,6 +87,11 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def ranks_per_core(processes: int, cores: int) -> float:
+    """How many ranks time-share each core where they outnumber the cores (1 where each has its own)."""
+    return max(1.0, processes / cores)
+
+
 def probe_host() -> Host:
     return Host(cores=usable_cores(), available_bytes=available_memory_bytes(), bf16_units=cpu_bf16_units())
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from planner.launch.machine import usable_cores
+from planner.launch import machine
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -123,7 +123,7 @@ def ranks_per_core(device_type: str) -> float:
     core each, as launch prices it (launch/runner.py shared_cores)."""
     if device_type != "cpu":
         return 1.0
-    return max(1.0, int(os.environ.get("LOCAL_WORLD_SIZE", "1")) / usable_cores())
+    return machine.ranks_per_core(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), machine.usable_cores())
 
 
 def summarize(step_times: list[float], warmup: int, tokens_per_step: int) -> dict:

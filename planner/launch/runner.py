@@ -17,7 +17,7 @@ from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
 from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
-from planner.launch.machine import HostNeed
+from planner.launch.machine import HostNeed, ranks_per_core
 from planner.launch.preflight import Environment, Preflight, preflight
 from planner.launch.processes import (
     STOP_GRACE_S,
@@ -66,9 +66,9 @@ def shared_cores(env: Environment, processes: int) -> float:
     them), so time-shared ranks take this many times as long a step. More processes than the host may start are
     refused by the processes check, not priced (1)."""
     host = env.host
-    if env.device_type != "cpu" or host is None or not host.cores < processes <= host.max_processes():
+    if env.device_type != "cpu" or host is None or processes > host.max_processes():
         return 1.0
-    return processes / host.cores
+    return ranks_per_core(processes, host.cores)
 
 
 def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:

@@ -23,7 +23,7 @@ def cluster_nodes(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc: int
             f"the plan's {gpus} GPUs do not split evenly over nodes of up to {hw.gpus_per_node} {hw.name} GPUs; "
             f"give --nnodes, one of {_divisors(gpus, lambda d: gpus // d <= hw.gpus_per_node)}"
         )
-    if per_node > hw.gpus_per_node and hw.name != "cpu":
+    if per_node > _node_gpus(hw, gpus):
         raise PlannerError(
             f"{per_node} processes per node, but a {hw.name} node has {hw.gpus_per_node} GPUs; use --nnodes "
             f"{-(-gpus // hw.gpus_per_node)} or more"
@@ -38,14 +38,19 @@ def _check_node_split(gpus: int, hw: HardwareProfile, nnodes: int | None, nproc:
         raise PlannerError(
             f"--nnodes {nnodes} x --nproc {nproc} = {nnodes * nproc} processes, but the plan needs {gpus}"
         )
-    per_node = hw.gpus_per_node if hw.name != "cpu" else gpus  # a CPU host runs what its cores allow (launch)
-    for flag, value, fits in (("--nnodes", nnodes, lambda d: gpus // d <= per_node), ("--nproc", nproc,
-                              lambda d: d <= per_node)):  # fmt: skip
+    node = _node_gpus(hw, gpus)
+    fits = {"--nnodes": lambda d: gpus // d <= node, "--nproc": lambda d: d <= node}
+    for flag, value in (("--nnodes", nnodes), ("--nproc", nproc)):
         if value is not None and gpus % value:
             raise PlannerError(
-                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {_divisors(gpus, fits)} "
+                f"{flag} {value} does not divide the plan's {gpus} GPUs; give one of {_divisors(gpus, fits[flag])} "
                 f"({default})"
             )
+
+
+def _node_gpus(hw: HardwareProfile, gpus: int) -> int:
+    """The processes one node holds: its GPUs; a CPU host, what its cores allow (launch's own check), so any."""
+    return gpus if hw.name == "cpu" else hw.gpus_per_node
 
 
 def _divisors(gpus: int, fits: Callable[[int], bool]) -> str:
@@ -58,7 +63,7 @@ def split_groups(plan: Plan, per_node: int, hw: HardwareProfile) -> list[str]:
     """What the node layout does to tensor parallelism priced inside a node: ranks are laid out tp first (the
     innermost group, as the engines order them), so fewer processes per node than a multiple of tp spread each tp
     group over nodes."""
-    if hw.name == "cpu" or plan.tp <= 1 or per_node % plan.tp == 0:
+    if hw.name == "cpu" or plan.tp <= 1 or per_node % plan.tp == 0:  # a CPU host has no NVLink to leave
         return []
     return [
         f"{per_node} process{'es' if per_node != 1 else ''} per node spread each tp {plan.tp} group over nodes, "
