@@ -1,8 +1,10 @@
 """`search --save` and `ingest -o` replace their own files, never someone else's: a file already there that is not
-a plan file (a runs file) is refused by name, before anything is written (both replaced such files silently)."""
+a plan file (a runs file) is refused by name, before anything is written (both replaced such files silently). A
+`.json` name gets JSON (it got YAML, which a JSON parser refuses), and it reads back as the YAML file does."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -34,3 +36,15 @@ def test_ingest_output_replaces_a_runs_file_but_not_notes(tmp_path):
     for _ in range(2):
         code, _, err = run_planner("ingest", str(LOG), "--hardware", "v100-32gb", "-o", str(runs))
         assert code == 0 and isinstance(yaml.safe_load(runs.read_text()), list), err
+
+
+def test_a_json_name_gets_json_that_reads_back(tmp_path):
+    as_json, as_yaml = tmp_path / "best.json", tmp_path / "best.yaml"
+    for path in (as_json, as_yaml):
+        code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--no-advice", "--save", str(path))
+        assert code == 0, err
+    saved = json.loads(as_json.read_text())
+    assert saved == yaml.safe_load(as_yaml.read_text()) and saved["plan"]["dp"] >= 1
+    assert as_yaml.read_text().startswith("# planner search") and not as_json.read_text().startswith("#")
+    estimates = [run_planner("estimate", "--plan", str(p), "--json") for p in (as_json, as_yaml)]
+    assert estimates[0][0] == 0 and estimates[0][1] == estimates[1][1], estimates[0][2]

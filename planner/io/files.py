@@ -141,3 +141,18 @@ def check_ours(path: str | Path, *, option: str, what: str, ours: Callable[[Any]
         raise PlannerError(
             f"{option} {path}: the file there is not a {what} this command wrote; give another name, or remove it"
         )
+
+
+def document_text(path: str | Path, doc: Any, *, header: str = "") -> str:
+    """`doc` as the file at `path` is named: JSON for a `.json` name (indented, strict; JSON has no comment, so the
+    header is left out), YAML with `header` as its first comment line otherwise. Both read back alike, as YAML
+    holds JSON: `search --save plan.json` wrote YAML under a JSON name that a JSON parser refused."""
+    if Path(path).suffix.lower() == ".json":
+        import json
+
+        return json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n"
+    import yaml
+
+    comment = "".join(f"# {line}\n" for line in header.splitlines())
+    text: str = yaml.safe_dump(doc, sort_keys=False)
+    return comment + text

@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from planner.engine.settings import LIST_SETTINGS, SETTING_CHOICES
 from planner.errors import PlannerError
-from planner.io.files import require_file, write_text_atomic
+from planner.io.files import document_text, require_file, write_text_atomic
 from planner.plan import Plan, derive_plan
 
 PLAN_FIELDS = tuple(Plan.model_fields)
@@ -199,5 +198,4 @@ def write_plan_file(
         doc["training"] = training
     if predicted:
         doc["predicted"] = predicted
-    text = (f"# {header}\n" if header else "") + yaml.safe_dump(doc, sort_keys=False)
-    write_text_atomic(path, text, what="plan file")
+    write_text_atomic(path, document_text(path, doc, header=header), what="plan file")
