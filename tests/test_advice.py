@@ -113,6 +113,12 @@ def test_range_chooses_the_count_and_the_cli_prints_and_emits_it():
     doc = json.loads(out)
     chosen = [a for a in doc["advice"] if a["kind"] == "chosen_gpus"]
     assert len(chosen) == 1 and chosen[0]["gpus"] in (256, 512, 1024, 2048)
+    # each count's best, as data (it was only inside the message): the choice is the most GPUs within 90% of the best
+    rates = {c["gpus"]: c["best_per_gpu"] for c in chosen[0]["counts"]}
+    assert list(rates) == [256, 512, 1024, 2048] and chosen[0]["unit"] == "tokens/s per GPU"
+    top = max(r for r in rates.values() if r)
+    assert chosen[0]["gpus"] == max(g for g, r in rates.items() if r and r >= 0.9 * top)
+    assert all(f"{g}: {r:,.0f}" in chosen[0]["message"] for g, r in rates.items() if r)
     assert (
         doc["plans"][0]["plan"]["dp"]
         * doc["plans"][0]["plan"]["tp"]
@@ -258,6 +264,8 @@ def test_a_range_where_nothing_fits_is_searched_at_its_largest_count_with_its_cl
     assert doc["plans"] == [] and doc["closest_misses"] and doc["gpus"] == 64
     said = {a["kind"]: a["message"] for a in doc["advice"]}
     assert "nothing fits at any GPU count of the range 8..64" in said["chosen_gpus"]
+    (chosen,) = [a for a in doc["advice"] if a["kind"] == "chosen_gpus"]
+    assert chosen["counts"] == [{"gpus": g, "best_per_gpu": None} for g in (8, 16, 32, 64)]
     assert "no batch tried fits on 64 GPUs" in said["chosen_global_batch"]
 
 

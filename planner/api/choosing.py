@@ -105,7 +105,7 @@ def choices(
             f"nothing fits at any GPU count of the range {counts[0]}..{counts[-1]}: searched at the largest, "
             f"{c.gpus}, whose closest misses follow{stopped}"
         )
-        out.append(Advice("chosen_gpus", said, c.gpus, c.batch))
+        out.append(Advice("chosen_gpus", said, c.gpus, c.batch, tuple((g, None) for g in counts), unit))
     elif ranged:
         best = c.best or {}
         tried = ", ".join(f"{g}: {r:,.0f}" if (r := best.get(g)) else f"{g}: -" for g in counts)
@@ -114,7 +114,7 @@ def choices(
             f"{c.gpus} GPUs, the most whose best plan reaches >= {WELL:.0%} of the range's best {unit} per GPU, "
             f"{c.reference:,.0f} ({tried}{each}){stopped}"
         )
-        out.append(Advice("chosen_gpus", said, c.gpus, c.batch))
+        out.append(Advice("chosen_gpus", said, c.gpus, c.batch, tuple((g, best.get(g)) for g in counts), unit))
     if batch == "auto":
         b = c.batch
         if not c.reference:

@@ -41,13 +41,18 @@ BestAt = Callable[[int, int], float | None]  # (gpus, global batch) -> best toke
 class Advice:
     """One piece of advice, with the numbers it rests on (the search JSON's `advice` entries)."""
 
-    kind: str  # "gpus" | "global_batch"
+    kind: str  # "gpus" | "global_batch" | "checkpoint" | "chosen_gpus" | "chosen_global_batch"
     message: str
     gpus: int | None
     global_batch: int | None
+    # chosen_gpus of a range: each count's best per-GPU rate (None: nothing fits), in `unit`, which the message says
+    counts: tuple[tuple[int, float | None], ...] = ()
+    unit: str = ""
 
     def as_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "message": self.message, "gpus": self.gpus, "global_batch": self.global_batch}
+        doc = {"kind": self.kind, "message": self.message, "gpus": self.gpus, "global_batch": self.global_batch}
+        counts = [{"gpus": g, "best_per_gpu": rate} for g, rate in self.counts]
+        return doc | ({"unit": f"{self.unit} per GPU", "counts": counts} if counts else {})
 
 
 # A search worth a worker of its own when the scan reads ahead (Probe.prefetch_ahead): forking one costs 10-30 ms,
