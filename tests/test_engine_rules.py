@@ -16,8 +16,9 @@ import pytest
 from planner.cost.estimate import estimate
 from planner.cost.params import padded_vocab
 from planner.engine import Engine
-from planner.engine.rules import batch_problems, engine_problems, plan_problems, structure_problems, zero_problems
+from planner.engine.rules import batch_problems, engine_problems, plan_problems, structure_problems
 from planner.engine.split import chunk_sizes, even_chunk_sizes, megatron_chunk_sizes, torchtitan_chunk_sizes
+from planner.engine.zero_rules import zero_problems
 from planner.io.catalog import catalog_root, list_engines, load_engine, load_hardware, load_model
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec

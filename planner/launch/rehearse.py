@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.engine import Engine
-from planner.engine.rules import zero_problems
+from planner.engine.zero_rules import zero_problems
 from planner.errors import PlannerError
 from planner.launch.worker_support import architecture_limits
 from planner.plan import Plan
