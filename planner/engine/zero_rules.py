@@ -26,10 +26,13 @@ def zero_problems(
     impl = stages.get(z)
     if impl is None:
         where = f"with pipeline parallelism (pp={p.pp})" if p.pp > 1 else "without pipeline parallelism"
+        flat = r.stages(1).get(z) if p.pp > 1 else None  # a mechanism that excludes pp: its one rule, said once
         return [
             Rejected(
-                f"{name}: zero {z} {'with' if p.pp > 1 else 'without'} pp",
-                f"zero={z} does not run {where} in {name}; use zero in {sorted(stages)}",
+                _excluded(name, z, flat.excludes)
+                if flat and "pp" in flat.excludes
+                else f"{name}: zero {z} {'with' if p.pp > 1 else 'without'} pp",
+                f"zero={z} does not run {where} in {name}; use zero in {', '.join(map(str, sorted(stages)))}",
             )
         ]
     out: list[Rejected] = []
@@ -48,8 +51,16 @@ def zero_problems(
             others = ", ".join(str(k) for k in sorted(stages) if k != z)
             out.append(
                 Rejected(
-                    f"{name}: zero {z} with {'/'.join(clash)}",
+                    _excluded(name, z, impl.excludes),
                     f"zero={z} ({impl.mechanism}) does not run with {degrees} in {name}; use zero in {others}",
                 )
             )
     return out + zero_recipe_problems(engine, p, z)
+
+
+def _excluded(name: str, zero: int, dims: tuple[str, ...]) -> str:
+    """One rejection reason for a ZeRO mechanism's excluded dimensions, whichever of them a plan uses (torchtitan's
+    DDP was counted under a row for each combination: with tp, with cp, with tp/cp, with pp)."""
+    return (
+        f"{name}: zero {zero} with {' or '.join(dims) if len(dims) < 3 else ', '.join(dims[:-1]) + ' or ' + dims[-1]}"
+    )
