@@ -1,5 +1,6 @@
-"""`search --save` and `ingest -o` replace their own files, never someone else's: a file already there that is not
-a plan file (a runs file) is refused by name, before anything is written (both replaced such files silently). A
+"""`search --save`, `ingest -o` and `calibrate -o / --engine-out` replace their own files, never someone else's: a
+file already there that is not a plan file (a runs file ingest wrote, a profile) is refused by name, before anything
+is written (all replaced such files silently; `calibrate runs.yaml -o runs.yaml` its own input). A
 `.json` name gets JSON (it got YAML, which a JSON parser refuses), and it reads back as the YAML file does."""
 
 from __future__ import annotations
@@ -36,6 +37,35 @@ def test_ingest_output_replaces_a_runs_file_but_not_notes(tmp_path):
     for _ in range(2):
         code, _, err = run_planner("ingest", str(LOG), "--hardware", "v100-32gb", "-o", str(runs))
         assert code == 0 and isinstance(yaml.safe_load(runs.read_text()), list), err
+    gathered = tmp_path / "gathered.yaml"  # runs gathered by hand: 68 became 1
+    gathered.write_text((Path(__file__).parent / "data" / "calibration_runs.yaml").read_text())
+    before = gathered.read_text()
+    code, out, err = run_planner("ingest", str(LOG), "--hardware", "v100-32gb", "-o", str(gathered))
+    assert code == 2 and gathered.read_text() == before and "is not a runs file this command wrote" in err, out
+
+
+def test_calibrate_replaces_profiles_but_not_its_runs_or_notes(tmp_path):
+    runs, notes, profile = tmp_path / "runs.yaml", tmp_path / "notes.yaml", tmp_path / "v100.yaml"
+    assert run_planner("ingest", str(LOG), "--hardware", "v100-32gb", "-o", str(runs))[0] == 0
+    notes.write_text(NOTES)
+    kept = runs.read_text()
+    for target, what in ((runs, "a hardware profile"), (notes, "a hardware profile")):
+        code, out, err = run_planner("calibrate", str(runs), "-o", str(target))
+        assert code == 2 and f"-o {target}: the file there is not {what}" in err, (out, err)
+    assert runs.read_text() == kept and notes.read_text() == NOTES
+    for _ in range(2):
+        code, _, err = run_planner("calibrate", str(runs), "-o", str(profile))
+        assert code == 0 and "efficiency" in yaml.safe_load(profile.read_text()), err
+    # a folder: each GPU's file and each engine's, checked before anything is written
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "v100-32gb.yaml").write_text(NOTES)
+    engines = tmp_path / "engines"
+    code, _, err = run_planner("calibrate", str(runs), "-o", str(tmp_path / "out"), "--engine-out", str(engines))
+    assert code == 2 and "not a hardware profile" in err and not engines.exists(), err
+    engines.mkdir()
+    (engines / "megatron.yaml").write_text(NOTES)
+    code, _, err = run_planner("calibrate", str(runs), "--engine-out", str(engines))
+    assert code == 2 and "not an engine profile" in err and (engines / "megatron.yaml").read_text() == NOTES, err
 
 
 def test_a_json_name_gets_json_that_reads_back(tmp_path):

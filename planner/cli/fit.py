@@ -126,6 +126,7 @@ def calibrate(
     spec = load_model(given.model) if given.model else None
     fill = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
     created = bool(engine_out) and not Path(str(engine_out)).exists()
+    _check_outputs(output, engine_out)
     if engine_out:  # checked before anything is written: a failure leaves no profile behind
         make_dir(engine_out, what="--engine-out folder")
     try:
@@ -142,6 +143,18 @@ def calibrate(
         if created and engine_out and not any(Path(engine_out).iterdir()):
             Path(engine_out).rmdir()  # nor the folder this command made for it
         raise
+
+
+def _check_outputs(output: str | None, engine_out: str | None) -> None:
+    """What -o FILE and --engine-out DIR would replace, checked before the fit (fit/write.py check_targets): the
+    engine files are named by the engine (a directory -o's files by the GPU, checked after the fit)."""
+    from planner.fit.write import check_targets, output_is_file
+    from planner.io.catalog import list_engines
+
+    if output and output_is_file(output):
+        check_targets("-o", [Path(output)])
+    if engine_out:
+        check_targets("--engine-out", [Path(engine_out) / f"{e}.yaml" for e in list_engines()], engine=True)
 
 
 def _logs_only(inputs: list[str]) -> None:
@@ -166,7 +179,7 @@ def _calibrate_runs(
     as_json: bool,
 ) -> None:
     from planner.fit.calibrate import calibrate_paths
-    from planner.fit.write import hardware_output, write_engine_outputs, write_hardware_profile
+    from planner.fit.write import check_targets, hardware_output, write_engine_outputs, write_hardware_profile
     from planner.io.catalog import hardware_source_text
     from planner.render.accuracy import calibration_json, print_calibration
     from planner.render.progress import DelayedProgress
@@ -179,6 +192,7 @@ def _calibrate_runs(
         progress.close()
     bases = list(result.bases.values())
     targets = hardware_output(output, bases) if output else {}
+    check_targets("-o", list(targets.values()))
     sources = dict(zip((p.name for p in profiles or []), args))
     for h in bases:
         if h.name in targets:

@@ -141,12 +141,12 @@ def ingest(
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""
     from planner.io.catalog import load_model
-    from planner.io.logs import read_log, runs_yaml, unique_ids
+    from planner.io.logs import ingested_runs, read_log, runs_yaml, unique_ids
 
     engine = log_engine(engine)
     if output:
         runs_output(output)
-        check_ours(output, option="-o", what="runs file", ours=lambda doc: isinstance(doc, list))
+        check_ours(output, option="-o", what="runs file", ours=ingested_runs)
     given = log_givens(model, hardware, gpus, plan)
     spec = load_model(given.model) if given.model else None
     hw = _hardware_name(given.hardware) if given.hardware else None

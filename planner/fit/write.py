@@ -21,6 +21,17 @@ from planner.io.files import names_folder, write_text_atomic
 CALIBRATED_HEADER = "# Calibrated profile:"
 
 
+def check_targets(option: str, paths: list[Path], *, engine: bool = False) -> None:
+    """Each file calibrate would write is replaced only where it holds a profile of the kind written there (a
+    hardware profile: `name` and `efficiency`; an engine profile: `name` and `rules`) or nothing; anything else is
+    refused by name, before anything is written (`calibrate runs.yaml -o runs.yaml` replaced its own runs)."""
+    from planner.io.files import check_ours
+
+    what, keys = ("engine profile", {"name", "rules"}) if engine else ("hardware profile", {"name", "efficiency"})
+    for path in paths:
+        check_ours(path, option=option, what=what, ours=lambda doc: isinstance(doc, dict) and keys <= set(doc))
+
+
 def _atomic(target: Path, text: str) -> None:
     write_text_atomic(target, text, what="profile")
 

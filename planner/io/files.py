@@ -139,7 +139,8 @@ def check_ours(path: str | Path, *, option: str, what: str, ours: Callable[[Any]
         doc = None
     if not ours(doc):
         raise PlannerError(
-            f"{option} {path}: the file there is not a {what} this command wrote; give another name, or remove it"
+            f"{option} {path}: the file there is not {'an' if what[0] in 'aeiou' else 'a'} {what} this command "
+            "wrote; give another name, or remove it"
         )
 
 

@@ -4,6 +4,16 @@ step_times.py, and `read_log` (build.py), the one front door `planner ingest` an
 
 from planner.io.logs.build import ENGINES, detect, read_log
 from planner.io.logs.log_text import DEFAULT_WARMUP
-from planner.io.logs.record import IngestedRun, runs_entries, runs_yaml, unique_ids
+from planner.io.logs.record import IngestedRun, ingested_runs, runs_entries, runs_yaml, unique_ids
 
-__all__ = ["DEFAULT_WARMUP", "ENGINES", "IngestedRun", "detect", "read_log", "runs_entries", "runs_yaml", "unique_ids"]
+__all__ = [
+    "DEFAULT_WARMUP",
+    "ENGINES",
+    "IngestedRun",
+    "detect",
+    "ingested_runs",
+    "read_log",
+    "runs_entries",
+    "runs_yaml",
+    "unique_ids",
+]

@@ -19,6 +19,7 @@ PLAN_FIELDS = (
 # Plan fields an entry writes only where the log or --plan states them: the expert tensor-parallel degree and a
 # stated pipeline split (plan.py STATED_SPLIT)
 OPTIONAL_FIELDS = ("etp", *STATED_SPLIT)
+INGESTED = "read by planner ingest from"  # each entry's notes: what ingest -o may replace
 MEASURED_FIELDS = ("step_s", "tokens_per_s_per_gpu", "peak_memory_bytes", "peak_memory_kind", "mfu", "tflops_per_gpu")
 
 
@@ -84,8 +85,16 @@ class IngestedRun:
             "assumed": self.assumed,
             "measured": self.measured,
             "derived": self.derived,
-            "notes": f"read by planner ingest from {self.source}",
+            "notes": f"{INGESTED} {self.source}",
         }
+
+
+def ingested_runs(doc: Any) -> bool:
+    """A runs file `ingest -o` wrote: a list of entries each noted as read by it (a runs file gathered by hand, as
+    calibration_runs.yaml, lost its runs to `ingest -o` over it)."""
+    return isinstance(doc, list) and all(
+        isinstance(e, dict) and str(e.get("notes", "")).startswith(INGESTED) for e in doc
+    )
 
 
 def run_id(source: str) -> str:
