@@ -16,6 +16,7 @@ import pytest
 from planner.cost.estimate import estimate
 from planner.cost.params import padded_vocab
 from planner.engine import Engine
+from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, engine_problems, plan_problems, structure_problems
 from planner.engine.split import chunk_sizes, even_chunk_sizes, megatron_chunk_sizes, torchtitan_chunk_sizes
 from planner.engine.zero_rules import zero_problems
@@ -431,7 +432,8 @@ def test_deepspeed_does_not_offer(name, fields, reason, named):
     and only whole-layer activation checkpointing (deepspeed/runtime/activation_checkpointing/checkpointing.py;
     PipelineModule activation_checkpoint_interval, pipe/module.py)."""
     plan = Plan(global_batch=2, **fields)
-    r = only(engine_problems(engine("deepspeed"), model(name), plan), reason)
+    ds = engine("deepspeed")
+    r = only(engine_problems(ds, model(name), plan) + precision_problems(ds, None, plan), reason)
     assert named in r.detail
 
 

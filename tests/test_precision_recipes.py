@@ -239,6 +239,10 @@ def test_search_counts_unsupported_recipes():
     assert doc["valid"] > 0 and doc["rejected"]["mxfp8 not on hopper in megatron"] > 0
     code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "64", "--precision", "mxfp8", "--json")
     assert code == 2 and out == "" and "no plan is valid: mxfp8 not on hopper in megatron" in err
+    # the precision's rule comes before the degrees' (counted first, it said 'most often: deepspeed has no cp')
+    args = ("search", "-m", "llama3-70b", "--gpus", "512", "--engine", "deepspeed", "--precision", "fp8")
+    code, out, err = run_planner(*args)
+    assert code == 2 and "no plan is valid: deepspeed has no fp8" in err and "has no cp" not in err, err
 
 
 def test_recipe_memory_reaches_the_report():

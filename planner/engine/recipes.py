@@ -42,8 +42,11 @@ def used_options(engine: Engine) -> list[RecipeOption]:
 
 def recipe_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan) -> list[Rejected]:
     """A named recipe the engine does not run, or not on this GPU's architecture (plain fp8 keeps rules.fp8 and
-    the hardware's fp8 peak, as before)."""
+    the hardware's fp8 peak, as before: an engine without rules.fp8 has no fp8 training path at all)."""
     r = RECIPES.get(plan.precision)
+    if plan.precision == "fp8" and not engine.rules.fp8:
+        name = engine.name
+        return [Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16")]
     if r is None:
         return []
     name, offered = engine.name, engine.rules.precision_recipes

@@ -126,12 +126,11 @@ def batch_problems(engine: Engine, plan: Plan) -> list[Rejected]:
 
 
 def _dimension_problems(engine: Engine, plan: Plan) -> list[Rejected]:
-    """Parallel dimensions, sequence parallelism, precisions and recompute levels the engine offers."""
+    """Parallel dimensions, sequence parallelism and mixed precision the engine offers (its precisions: recipes.py)."""
     return (
         _degree_problems(engine, plan)
         + _sequence_parallel_problems(engine, plan)
         + _seq_len_problems(engine, plan)
-        + _offer_problems(engine, plan)
         + _mixed_precision_problems(engine, plan)
     )
 
@@ -222,14 +221,6 @@ def _seq_len_problems(engine: Engine, plan: Plan) -> list[Rejected]:
             )
         )
     return out
-
-
-def _offer_problems(engine: Engine, plan: Plan) -> list[Rejected]:
-    """The fp8 training path the engine offers."""
-    if plan.precision == "fp8" and not engine.rules.fp8:
-        name = engine.name
-        return [Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16")]
-    return []
 
 
 def recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:

@@ -100,9 +100,9 @@ class Screening:
         per_mb = len(self.zeros) * self.levels
         res.evaluated += per_mb * len(mbs)
         base = self._plan(st, mbs[0])
-        static = (
-            check_structure(model, base, space.gpus)
-            + self._precision
+        static = (  # the precision's rules first: every candidate breaks them, so they are the reason to say
+            self._precision
+            + check_structure(model, base, space.gpus)
             + structure_problems(res.engine, model, base)
             + placement_problems(res.hardware, base, allow_cross_node_tp=space.allow_cross_node_tp)
         )
