@@ -102,12 +102,14 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
 
 
 def _unoffered_problems(engine: Engine) -> list[Rejected]:
-    """The options the engine's settings turn on that its rules do not offer."""
+    """The options the engine's settings turn on that its profile does not model (rules.options): refused by name,
+    not said to be absent from the engine (DeepSpeed has a ZeRO-Offload; the planner does not price it)."""
     name = engine.name
     return [
         Rejected(
-            f"{name} has no {o}",
-            f"{o}: {name} does not offer it (it offers {', '.join(engine.rules.options) or 'none'})",
+            f"{o} not modelled for {name}",
+            f"{o}: the planner does not model it for {name} (options modelled there: "
+            f"{', '.join(engine.rules.options) or 'none'})",
         )
         for o in used_options(engine)
         if o not in engine.rules.options
