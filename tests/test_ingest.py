@@ -152,6 +152,22 @@ def test_nemo_step_timing_warmup_and_checkpoints_left_out():
     assert "median over 14 logged steps of 'train_step_timing in s'" in r.derived  # NeMo's own time basis
 
 
+def test_nemo_parallel_groups_state_the_plan_and_gpus():
+    """NeMo 2's megatron_init lines name each rank's groups, and the micro-batch calculator its micro-batches per
+    step: the degrees, the GPUs and the micro-batch (they were left unread, the plan null)."""
+    r = ingest("nemo2_dit_groups_2gpu.log")
+    assert r.gpus == 2 and (r.plan["dp"], r.plan["cp"], r.plan["tp"], r.plan["pp"]) == (2, 1, 1, 1)
+    assert r.plan["micro_batch"] == 8 // (4 * 2) and r.plan["global_batch"] == 8
+    assert any("NeMo's parallel groups" in d for d in r.derived)
+    steady_s = [0.4294, 0.4287, 0.4291, 0.4349, 0.4331, 0.4341, 0.4408, 0.4395, 0.435, 0.4333, 0.4389, 0.4324, 0.4301]
+    assert r.measured["step_s"] == pytest.approx(statistics.median(steady_s))  # global_step 3-15
+    # without the context-parallel group the product is not the world size: the GPUs stay unstated
+    text = (LOGS / "nemo2_dit_groups_2gpu.log").read_text()
+    no_cp = "\n".join(line for line in text.splitlines() if "context parallel group:" not in line)
+    partial = read_log(no_cp, source="no-cp")
+    assert partial.gpus is None and partial.plan["dp"] == 2 and partial.plan["cp"] is None
+
+
 # --- Megatron-DeepSpeed ---------------------------------------------------------------------------------------
 
 

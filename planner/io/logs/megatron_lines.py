@@ -1,9 +1,12 @@
 """What Megatron-family iteration lines state about the run beyond each step's numbers: fp16 (a loss scale other
-than 1.0), Megatron-DeepSpeed's sequence length ("actual seqlen") and the world size its throughput fields imply.
-Pure: the lines' fields in, the arguments they state (as `logged_<argument>`, megatron_args.LOGGED) and notes out."""
+than 1.0), Megatron-DeepSpeed's sequence length ("actual seqlen") and the world size its throughput fields imply;
+and what NeMo's set-up lines state: its parallel groups and micro-batches per step. Pure: the lines' fields in, the
+arguments they state (as `logged_<argument>`, megatron_args.LOGGED) and notes out."""
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -24,6 +27,47 @@ WHOLE_GPU_TOLERANCE = 0.02
 # convergence", arguments.py); bf16 and fp32 print 1.0. Megatron-DeepSpeed prints the DeepSpeed optimizer's cur_scale
 # (megatron/training.py l.1301-1305 @4efb479d), absent from the bf16 optimizer, 1.0 for ZeRO's bf16.
 LOSS_SCALE = "loss scale"
+# NeMo 2 prints each rank's groups as it builds them: "Rank 0 has data parallel group : [0, 8, 16, 24]", "... has
+# context parallel group: [0]", "... has tensor model parallel group: [0, 1]", "... has pipeline model parallel
+# group: [0, 2, 4, 6]" (NVIDIA/NeMo nemo/lightning/megatron_init.py fake_initialize_model_parallel @36644c86; its
+# data parallel group is without cp, as Megatron's data_parallel_size): a group's size is its degree.
+NEMO_GROUP = re.compile(
+    r"\bRank \d+ has (data|context|tensor model|pipeline model) parallel group\s*:\s*\[([\d,\s]*)\]"
+)
+GROUPS = ("data", "context", "tensor_model", "pipeline_model")
+# "setting number of microbatches to constant 32" (megatron/core/num_microbatches_calculator.py
+# ConstantNumMicroBatchesCalculator: global_batch_size // (micro_batch_size x data_parallel_size)), NeMo's too.
+MICROBATCHES = re.compile(r"setting number of microbatches to constant (\d+)")
+
+
+def setup_line(line: str, logged: dict[str, str]) -> None:
+    """A NeMo group's size, or the micro-batches per step, into `logged`."""
+    if group := NEMO_GROUP.search(line):
+        logged[f"logged_{group[1].replace(' ', '_')}_parallel_size"] = str(len(group[2].split(",")))
+        logged[f"group_{group[1].replace(' ', '_')}"] = "1"
+    elif m := MICROBATCHES.search(line):
+        logged["logged_num_microbatches"] = m[1]
+
+
+def group_settings(logged: dict[str, str]) -> list[str]:
+    """The world size of NeMo's four groups and the micro-batch its micro-batches per step give, into `logged` where
+    nothing states them; the notes saying how."""
+    notes = []
+    size = {g: int(logged[f"logged_{g}_parallel_size"]) for g in GROUPS if logged.pop(f"group_{g}", None)}
+    if len(size) == len(GROUPS) and "logged_world_size" not in logged:
+        logged["logged_world_size"] = str(math.prod(size.values()))
+        notes.append(
+            f"gpus = {logged['logged_world_size']}: dp {size['data']} x cp {size['context']} x tp "
+            f"{size['tensor_model']} x pp {size['pipeline_model']}, the sizes of NeMo's parallel groups (megatron_init)"
+        )
+    n, dp, gb = (logged.get(f"logged_{k}") for k in ("num_microbatches", "data_parallel_size", "global_batch"))
+    if n and dp and gb and int(gb) % (int(n) * int(dp)) == 0:
+        logged["logged_micro_batch_size"] = str(int(gb) // (int(n) * int(dp)))
+        notes.append(
+            f"micro_batch {logged['logged_micro_batch_size']}: global batch {gb} / ({n} micro-batches per step x "
+            f"dp {dp}) ('setting number of microbatches to constant {n}')"
+        )
+    return notes
 
 
 @dataclass

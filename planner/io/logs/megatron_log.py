@@ -13,7 +13,7 @@ from planner.io.logs.deepspeed_log import deepspeed_config
 from planner.io.logs.log_text import LogFacts, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
-from planner.io.logs.megatron_lines import line_settings
+from planner.io.logs.megatron_lines import group_settings, line_settings, setup_line
 from planner.io.logs.megatron_memory import line_memory, read_memory
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
@@ -155,6 +155,7 @@ def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | No
         logged["logged_world_size"] = world[1]
         for kind, size in WORLD_SIZES.findall(line):  # data -> data_parallel_size, tensor-model -> tensor_model_...
             logged[f"logged_{kind.replace('-', '_')}_parallel_size"] = size
+    setup_line(line, logged)
     return rank
 
 
@@ -254,6 +255,7 @@ def _configure(
     deepspeed = deepspeed_config(rows)
     stated = line_settings(iterations)
     logged = stated.logged | logged  # a line's world size over the one the throughput implies
+    stated.derived += group_settings(logged)
     configs = [
         config_from_args(
             args | logged, deepspeed=deepspeed, cut_after=None if ended else max(args, key=str.lower, default=None)
