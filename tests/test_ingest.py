@@ -48,6 +48,12 @@ def test_megatron_2021_argument_dump_skipped_and_evaluation_left_out():
     assert (plan["tp"], plan["pp"], plan["dp"], plan["zero"], plan["recompute"]) == (4, 8, 1, 0, "full")
     assert (plan["micro_batch"], plan["global_batch"], plan["seq_len"], plan["precision"]) == (1, 4, 1024, "fp16")
     assert r.gpus == 32
+    # a time of zero or below times no step: left out and counted, not left for the median to hide
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    broken = text.replace("(ms): 1625.2 |", "(ms): -5.0 |").replace("(ms): 1623.8 |", "(ms): 0.0 |")
+    b = read_log(broken, source="broken")
+    assert b.steps_left_out == {"skipped": 3, "evaluation": 1, "time <= 0": 2} and b.steps_used == 14
+    assert b.measured["step_s"] == pytest.approx(statistics.median(steady_ms[2:]) / 1e3)
     assert r.model is not None
     assert (r.model["num_layers"], r.model["hidden_size"], r.model["num_attention_heads"]) == (48, 7168, 32)
     assert r.model["vocab_size"] == 50688  # "padded vocab (size: 50257) with 431 dummy tokens (new size: 50688)"

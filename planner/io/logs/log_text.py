@@ -217,7 +217,7 @@ def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None, s
     run's last warm-up line is used, the one whose average holds the fewest warm-up iterations (it may reach past
     them): `warmup_fallback` says so. Never the mean of the compile step and a steady one."""
     merged = merge_ranks(steps)
-    left_out = {"warm-up": 0, "skipped": 0, "ramp-up": 0, "checkpoint": 0, "evaluation": 0}
+    left_out = {"warm-up": 0, "skipped": 0, "ramp-up": 0, "checkpoint": 0, "evaluation": 0, NO_TIME: 0}
     used: list[Step] = []
     rest: list[Step] = []
     for run in sorted({s.run for s in merged}):
@@ -228,6 +228,11 @@ def steady(steps: list[Step], *, warmup: int, global_batch: int | None = None, s
         return Selection(used, counts)
     counts["warm-up"] -= len(rest)
     return Selection(rest, {k: v for k, v in counts.items() if v}, warmup_fallback=True)
+
+
+# A step line whose time is zero or negative (a clock that went back, a timer never started) times no step: left out
+# and counted, not left for the median to hide.
+NO_TIME = "time <= 0"
 
 
 def _sort_run(
@@ -243,7 +248,8 @@ def _sort_run(
     ramp = ramping(merged, global_batch)
     warm: list[Step] = []
     for s in merged:
-        reason = "skipped" if s.skipped else "ramp-up" if s.step in ramp else s.after
+        untimed = s.step_s is not None and s.step_s <= 0
+        reason = "skipped" if s.skipped else NO_TIME if untimed else "ramp-up" if s.step in ramp else s.after
         if reason:
             left_out[reason] += 1
         elif previous < end:
