@@ -1506,3 +1506,13 @@ def test_a_pipeline_engine_log_leaves_pp_unstated_and_reads_megatrons_memory_rep
     skipped = read_log(text, source="skipped", warmup=0)
     assert skipped.measured["peak_memory_bytes"] is None
     assert any(a.startswith("memory: the report after 1 iterations is left out") for a in skipped.assumed)
+
+
+def test_logs_of_two_engines_joined_into_one_file_are_refused():
+    """The first family's lines were read and the other's dropped without a word; with --engine one is read."""
+    megatron = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    titan = (LOGS / "torchtitan_h200_llama3_8b.log").read_text()
+    for text in (megatron + titan, titan + megatron):
+        with pytest.raises(PlannerError, match="holds the step lines of megatron and torchtitan"):
+            read_log(text, source="joined")
+    assert read_log(megatron + titan, source="joined", engine="torchtitan").engine == "torchtitan"

@@ -42,17 +42,34 @@ EXPECTED = {
 def detect(text: str) -> str | None:
     """The log family the text is from, or None; "gpt-neox" for a family no engine here runs."""
     text = ANSI.sub("", text)
-    if any(ITERATION.search(line) for line in text.splitlines()) or NEMO_TIMING.search(text):
+    return _family(text, step_families(text))
+
+
+def _family(text: str, found: list[str]) -> str | None:
+    """detect, given the families whose step lines the (uncoloured) text holds."""
+    if found and found[0] == "megatron":
         if GPT_NEOX.search(text):
             return "gpt-neox"
         return "megatron-deepspeed" if DEEPSPEED_MARKERS.search(text) else "megatron"
-    if METRICS.search(text) and TPS.search(text):
-        return "torchtitan"
-    if re.search(r"Train (throughput|time|memory)/", text) or any(HEADER.match(x) for x in text.splitlines()):
-        return "llm-foundry"
+    if found:
+        return found[0]
     if THROUGHPUT.search(text) or PIPE.search(text):
         return "deepspeed"
     return None
+
+
+def step_families(text: str) -> list[str]:
+    """The families whose step lines the text holds, of those whose lines no other family prints (DeepSpeed's
+    throughput lines show in Megatron-DeepSpeed logs too): more than one is logs joined into one file."""
+    lines = text.splitlines()
+    found = []
+    if any(ITERATION.search(line) for line in lines) or NEMO_TIMING.search(text):
+        found.append("megatron")
+    if METRICS.search(text) and TPS.search(text):
+        found.append("torchtitan")
+    if re.search(r"Train (throughput|time|memory)/", text) or any(HEADER.match(x) for x in lines):
+        found.append("llm-foundry")
+    return found
 
 
 def _model(facts: LogFacts, option: ModelSpec | None, seq_len: int | None, rid: str) -> tuple[Any, list[str]]:
@@ -119,7 +136,14 @@ def read_log(
     """The run a training log describes. PlannerError when the text is no known log or prints no step.
     `given_plan`, `given_software`: plan fields and runs-file software settings (a plan file's, `ingest --plan`)
     for what the log does not state."""
-    family = detect(text) if engine == "auto" else engine
+    clean = ANSI.sub("", text) if engine == "auto" else text
+    mixed = step_families(clean) if engine == "auto" else []
+    family = _family(clean, mixed) if engine == "auto" else engine
+    if len(mixed) > 1:  # the first family's lines were read and the others' dropped without a word
+        raise PlannerError(
+            f"{source}: holds the step lines of {' and '.join(mixed)} (logs joined into one file?): give each log "
+            "its own file, or --engine to read one family's lines"
+        )
     if family == "gpt-neox":
         raise PlannerError(
             f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
