@@ -81,6 +81,25 @@ def test_cluster_storage_caps_the_checkpoint_write():
     ck = best.estimate.checkpoint
     written = checkpoint_bytes(best.estimate.model, best.plan, best.estimate.engine)
     assert ck.checkpoint_s == pytest.approx(written / 2e12)
+    assert (ck.checkpoint_bytes, ck.write_bytes_per_s, ck.bandwidth_from) == (pytest.approx(written), 2e12, "")
+
+
+def test_a_write_without_stated_storage_says_it_scales_with_the_nodes():
+    """Without cluster storage or --checkpoint-bandwidth the write is the profile's per-node share times the nodes,
+    without bound (62,208 GB200s at 78 TB/s): the estimate says so beside the write time, and in its JSON."""
+    args = ("estimate", "-m", "llama3-8b", "--gpus", "1024", "--tp", "1", "--global-batch", "1024", "--mtbf-hours")
+    code, out, err = run(*args, "50000", "--json")
+    assert code == 0, err
+    ck = json.loads(out)["checkpoint"]
+    nodes = 1024 // 8
+    assert ck["write_bytes_per_s"] == pytest.approx(nodes * load_hardware("h100-sxm").checkpoint_write_bytes_per_s)
+    assert ck["write_s"] == pytest.approx(ck["checkpoint_bytes"] / ck["write_bytes_per_s"])
+    assert f"x {nodes:,} nodes, no cluster storage stated" in ck["bandwidth_from"]
+    code, out, err = run(*args, "50000", "--checkpoint-bandwidth", "1e11", "--json")
+    ck = json.loads(out)["checkpoint"]
+    assert code == 0 and ck["write_bytes_per_s"] == 1e11 and ck["bandwidth_from"] == "", err
+    code, out, err = run(*args, "50000")
+    assert code == 0 and "TB/s: 1.97 GB/s per node (h100-sxm) x 128 nodes" in " ".join(out.split()), err
 
 
 def test_with_failures_priced_a_range_chooses_by_what_the_goodput_keeps():

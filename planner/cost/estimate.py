@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cluster.fabric import RESTART_S
-from planner.cluster.failures import per_gpu_mtbf_hours
+from planner.cluster.failures import per_gpu_mtbf_hours, per_node_note
 from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
@@ -113,6 +113,7 @@ def estimate(
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
         per_gpu_s = per_gpu_mtbf_hours(mtbf_hours, mtbf_per, hw.gpus_per_node) * 3600
         bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
+        scaled = "" if checkpoint_bandwidth_bytes_per_s else per_node_note(hw, nodes)
         ckpt = checkpoint_plan(
             checkpoint_bytes=checkpoint_bytes(model, plan, engine),
             write_bytes_per_s=bandwidth,
@@ -120,5 +121,6 @@ def estimate(
             gpus=plan.gpus,
             restart_s=restart_s,
             step_s=t.step_s,
+            bandwidth_from=scaled,
         )
     return Estimate(model, hw, engine, plan, mem, t, train, ckpt)

@@ -69,6 +69,9 @@ class CheckpointPlan:
     interval_s: float  # τ: compute time between checkpoints (Daly's, in whole steps where the step is known)
     restart_s: float  # R: time lost per failure besides the work since the last checkpoint
     goodput: float  # fraction of wall time spent on useful training steps
+    checkpoint_bytes: float = 0.0  # what one checkpoint writes, all ranks together
+    write_bytes_per_s: float = 0.0  # the job's aggregate write bandwidth δ is priced at
+    bandwidth_from: str = ""  # where that bandwidth comes from, where not given (the per-node share times the nodes)
 
     @property
     def wasted_fraction(self) -> float:
@@ -97,6 +100,7 @@ def checkpoint_plan(
     gpus: int,
     restart_s: float = RESTART_S,
     step_s: float | None = None,
+    bandwidth_from: str = "",
 ) -> CheckpointPlan:
     """Checkpoint interval and expected waste.
 
@@ -115,4 +119,4 @@ def checkpoint_plan(
     x = (tau + delta) / mtbf
     log_expm1 = x if x > 700 else math.log(math.expm1(x))
     goodput = math.exp(math.log(tau / mtbf) - restart_s / mtbf - log_expm1)
-    return CheckpointPlan(delta, mtbf, tau, restart_s, goodput)
+    return CheckpointPlan(delta, mtbf, tau, restart_s, goodput, checkpoint_bytes, write_bytes_per_s, bandwidth_from)

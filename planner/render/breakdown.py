@@ -278,8 +278,10 @@ def _train_lines(est: Any) -> list[str]:
             if not c.stalled
             else f"100%, goodput under a millionth: {c.stall_note()}"
         )
+        rate = f"{c.checkpoint_bytes / 1e12:.3g} TB at {c.write_bytes_per_s / 1e12:.3g} TB/s"
+        written = f"{fmt_seconds(c.checkpoint_s)} ({rate}{': ' + c.bandwidth_from if c.bandwidth_from else ''})"
         lines.append(
-            f"failures: system MTBF {fmt_duration(c.mtbf_s)}, checkpoint write {fmt_seconds(c.checkpoint_s)}, "
+            f"failures: system MTBF {fmt_duration(c.mtbf_s)}, checkpoint write {written}, "
             f"checkpoint every {fmt_steps(c.interval_s, est.time.step_s)} (Young/Daly), restart {c.restart_s / 60:g} "
             f"min per failure, expected loss {kept}"
         )

@@ -116,6 +116,9 @@ class TrainDoc(Document):
 
 class CheckpointDoc(Document):
     write_s: float
+    checkpoint_bytes: float
+    write_bytes_per_s: float  # the job's aggregate, given or as `bandwidth_from` says
+    bandwidth_from: str  # "" where given (--checkpoint-bandwidth, a cluster's storage)
     system_mtbf_s: float
     interval_s: float
     restart_s: float
@@ -248,6 +251,9 @@ def checkpoint_doc(est: Estimate) -> CheckpointDoc | None:
         return None
     return CheckpointDoc(
         write_s=c.checkpoint_s,
+        checkpoint_bytes=c.checkpoint_bytes,
+        write_bytes_per_s=c.write_bytes_per_s,
+        bandwidth_from=c.bandwidth_from,
         system_mtbf_s=c.mtbf_s,
         interval_s=c.interval_s,
         restart_s=c.restart_s,
