@@ -176,7 +176,10 @@ def print_memory(
 # ---- estimate --------------------------------------------------------------------------------------
 def time_rows(t: Any) -> list[tuple[str, float]]:
     rows = [("compute", t.compute_s), ("recompute", t.recompute_s), ("pipeline bubble", t.bubble_s)]
-    rows += [(f"exposed {dim} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]
+    # "ep" is the MoE layers' token dispatch and combine, over the expert grid of ep x etp ranks: at ep 1 it is the
+    # etp group's (comm.plan_groups), which "ep comm" misnamed
+    named = {"ep": "ep/etp"}
+    rows += [(f"exposed {named.get(dim, dim)} comm", s) for dim, s in t.exposed_comm_s.items() if s > 0]
     rows += [("optimizer step", t.optimizer_s), ("overhead", t.overhead_s)]
     return [(name, s) for name, s in rows if s > 0 or name == "compute"]
 
