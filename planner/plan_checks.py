@@ -15,8 +15,10 @@ BATCH_INDIVISIBLE = "global batch not divisible by dp x micro-batch"  # the rule
 
 
 def _near(n: int, limit: int = 8) -> str:
-    ds = divisors(n)
-    return str(ds if len(ds) <= limit else [*ds[:limit], "..."])
+    """The divisors of n as a list to read: all of them, or the first `limit`, '...' and n itself (a printed Python
+    list ended in '...' and hid n: "try [1, 2, 4, 8, 16, 32, 64, 128, '...']" for 256)."""
+    ds = [str(d) for d in divisors(n)]
+    return ", ".join(ds if len(ds) <= limit + 1 else [*ds[:limit], "...", ds[-1]])
 
 
 def check_plan(model: ModelSpec, plan: Plan, gpus: int | None = None) -> list[Rejected]:

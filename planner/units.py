@@ -19,7 +19,12 @@ def fmt_bytes(num_bytes: float) -> str:
     return f"{value:.0f} B"
 
 
+YEAR_S = 365.25 * 86400
+
+
 def fmt_seconds(seconds: float) -> str:
+    if seconds >= YEAR_S:  # 135785393.6 d read as a number, not as 372 thousand years
+        return f"{seconds / YEAR_S:,.1f} y"
     if seconds >= 86400:
         return f"{seconds / 86400:.1f} d"
     if seconds >= 3600:
@@ -33,9 +38,10 @@ def fmt_seconds(seconds: float) -> str:
 
 def fmt_seconds_range(lo: float, hi: float) -> str:
     """A span of time in fmt_seconds' unit of its upper end: '178.2–227.1 d', '5.90–7.41 s'."""
-    unit, scale = next(((u, s) for u, s in (("d", 86400.0), ("h", 3600.0), ("s", 1.0)) if hi >= s), ("ms", 1e-3))
+    units = (("y", YEAR_S), ("d", 86400.0), ("h", 3600.0), ("s", 1.0))
+    unit, scale = next(((u, s) for u, s in units if hi >= s), ("ms", 1e-3))
     decimals = 1 if scale >= 3600 else 2
-    return f"{lo / scale:.{decimals}f}–{hi / scale:.{decimals}f} {unit}"
+    return f"{lo / scale:,.{decimals}f}–{hi / scale:,.{decimals}f} {unit}"
 
 
 def fmt_duration(seconds: float) -> str:
@@ -51,6 +57,9 @@ def fmt_steps(seconds: float, step_s: float) -> str:
 
 
 def fmt_count(n: float) -> str:
+    """'4.19M', '15.00T'; from a thousand trillion on in powers of ten ('1.00e+18', not '1000000.00T')."""
+    if abs(n) >= 1e15:
+        return f"{n:.2e}"
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.2f}{unit}"
@@ -81,3 +90,9 @@ def fmt_bytes_range(lo: float, hi: float) -> str:
     """A memory interval in binary units of its upper end: '29.10–34.52 GiB'."""
     unit, scale = next(((u, s) for u, s in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB)) if hi >= s), ("B", 1))
     return f"{lo / scale:.2f}–{hi / scale:.2f} {unit}"
+
+
+def fmt_hours(hours: float) -> str:
+    """GPU-hours as a person budgets them: whole hours from 10 on ('1,234'), two significant digits below ('0.11',
+    where a whole number printed 0)."""
+    return f"{hours:,.0f}" if hours >= 10 or hours == 0 else f"{hours:.2g}"

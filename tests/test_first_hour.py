@@ -263,7 +263,7 @@ def test_a_search_whose_fixed_degree_no_plan_can_take_is_refused_and_writes_noth
     for extra in ((), ("--json",)):
         proc = planner("search", "-m", "llama3-8b", "--gpus", "24", "--tp", "3", "--save", str(saved), *extra)
         assert proc.returncode == 2 and proc.stdout == "" and not saved.exists()
-        assert "tp=3 must divide num_attention_heads=32 (try tp in [1, 2, 4, 8, 16, 32])); given --tp 3" in proc.stderr
+        assert "tp=3 must divide num_attention_heads=32 (try tp in 1, 2, 4, 8, 16, 32)); given --tp 3" in proc.stderr
 
 
 @pytest.mark.parametrize(("value", "said"), [("1e12", "1000000000000.0 is out of [1, 1e+10]"),

@@ -253,8 +253,8 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
     for m in result.moves:
         moves.add_row(
             escape(m.name),
-            f"{m.before:.4g}",
-            f"{m.after:.4g}",
+            _num(m.before),
+            _num(m.after),
             f"{m.stderr:.2g}",
             ("yes" if m.significant else "within 1 s.e.") if m.moved else "no",
             m.bound or "",

@@ -259,19 +259,19 @@ def _train_time(est: Any, seconds: float) -> str:
 
 def _train_lines(est: Any) -> list[str]:
     """The time to train (failure-free, and expected with failures priced) and the failures line."""
-    from planner.units import fmt_duration, fmt_seconds, fmt_steps
+    from planner.units import fmt_duration, fmt_hours, fmt_seconds, fmt_steps
 
     lines = []
     if est.train:
         tr, ex = est.train, est.expected_train
         lines.append(
-            f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} steps, "
-            f"{_train_time(est, tr.seconds)} {tr.gpu_hours:,.0f} GPU-hours"
+            f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} "
+            f"step{'s' if tr.steps != 1 else ''}, {_train_time(est, tr.seconds)} {fmt_hours(tr.gpu_hours)} GPU-hours"
             + ("" if est.checkpoint is None else " without failures")
             + (
                 ""
                 if ex is None
-                else f"; {_train_time(est, ex.seconds)} {ex.gpu_hours:,.0f} GPU-hours expected with them"
+                else f"; {_train_time(est, ex.seconds)} {fmt_hours(ex.gpu_hours)} GPU-hours expected with them"
             )
         )
     if est.checkpoint:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from planner.render.console import escape, print_fitted
-from planner.units import fmt_count, fmt_rate, fmt_seconds
+from planner.units import fmt_count, fmt_hours, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,7 +62,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
             fmt_seconds(p.step_s),
             *([f"{p.goodput:.1%}" if p.goodput is not None else ""] if priced else []),
             "[red]never[/]" if p.stalled else fmt_seconds(p.priced_train_s),
-            "-" if p.stalled else f"{p.priced_gpu_hours:,.0f}",
+            "-" if p.stalled else fmt_hours(p.priced_gpu_hours),
         )
     print_fitted(console, table)
     _footer(console, s)
