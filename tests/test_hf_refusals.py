@@ -213,6 +213,13 @@ def test_a_vision_tower_beside_a_top_level_text_model_is_said_to_be_left_out(tmp
     assert code == 0 and "vision_config (32 layers, hidden 1280)" in " ".join(err.split()), err
 
 
+def test_a_multimodal_config_without_its_language_model_is_refused_naming_that(tmp_path):
+    """A Llama 4 config cut to its vision tower has no text_config: it said 'no hidden_act' and to add one."""
+    cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "vision_config": {"depth": 2}}
+    err = _refused_in_one_line(tmp_path, cfg)
+    assert "neither a text_config nor a language model at its top level" in err and "hidden_act" not in err
+
+
 def test_multi_token_prediction_of_hybrid_blocks_is_refused_by_its_key(tmp_path):
     """Nemotron 3.5 builds its MTP modules of the hybrid stack's block types (mtp_layers_block_type); the spec's
     are DeepSeek's: refused naming the config's key, not the spec's mtp_layers field."""

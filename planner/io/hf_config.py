@@ -131,6 +131,11 @@ def _language_model(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             layers = next((tower[k] for k in ("num_hidden_layers", "depth", "vt_num_hidden_layers") if k in tower), "?")
             width = next((tower[k] for k in ("hidden_size", "vt_hidden_size") if k in tower), "?")
             left_out.append(f"{key} ({layers} layers, hidden {width})")
+    if left_out and text is None and cfg.get("hidden_size") is None:  # "no hidden_act" named the wrong thing missing
+        raise PlannerError(
+            f"{source}: a multimodal config ({left_out[0].split(' ')[0]}) with neither a text_config nor a language "
+            "model at its top level (hidden_size): give the model's whole config.json"
+        )
     if left_out:
         warnings.warn(
             f"{source}: imported the language model{'' if text is None else ' (text_config)'} only; left out: "
