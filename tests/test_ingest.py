@@ -1416,6 +1416,8 @@ def test_an_argument_dump_cut_off_is_partial_and_the_world_size_line_states_the_
     assert r.plan["precision"] == "fp32"  # its "using torch.float32 for parameters" line, before the dump
     assert "attention" not in r.software and r.model is None
     assert any(a.startswith("argument dump: cut off after async_save") for a in r.assumed), r.assumed
+    with pytest.raises(PlannerError, match="a Megatron argument dump and no step line after it"):
+        read_log(head, source="dump only")  # it was 'not a training log planner can read'
     whole = head + "-------------------- end of arguments ---------------------\n"  # the same, ended: defaults hold
     ended = read_log(whole + (LOGS / "megatron_lm_issue756_mixtral.log").read_text(), source="ended")
     assert (ended.plan["zero"], ended.plan["recompute"], ended.plan["precision"]) == (0, "none", "fp32")

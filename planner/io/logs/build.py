@@ -16,7 +16,7 @@ from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.devices import given_against_log, log_hardware
 from planner.io.logs.given import fill_plan, implied, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
-from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, NEMO_TIMING, read_megatron
+from planner.io.logs.megatron_log import ARGS_START, DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
@@ -149,6 +149,11 @@ def read_log(
             f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
             "an engine the planner models: `planner ingest LOG --engine ENGINE -o runs.yaml` reads it as one that is, "
             "for validate and calibrate"
+        )
+    if family is None and any(ARGS_START.match(line) for line in clean.splitlines()):
+        raise PlannerError(
+            f"{source}: a Megatron argument dump and no step line after it (expected {EXPECTED['megatron']}): the "
+            "log ends before the first logged iteration"
         )
     if family not in READERS:
         expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
