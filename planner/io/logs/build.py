@@ -121,6 +121,36 @@ def _gpus(facts: LogFacts, plan: dict[str, Any], option: int | None) -> tuple[in
     return gpus, notes
 
 
+def _readable_family(text: str, engine: str, source: str) -> str:
+    """The family to read the log as (`engine`, or detected), or one PlannerError saying why there is none: logs of
+    two families joined, a GPT-NeoX log, a Megatron argument dump without steps, no log at all."""
+    family: str | None = engine
+    if engine == "auto":
+        clean = ANSI.sub("", text)
+        mixed = step_families(clean)
+        family = _family(clean, mixed)
+        if len(mixed) > 1:  # the first family's lines were read and the others' dropped without a word
+            raise PlannerError(
+                f"{source}: holds the step lines of {' and '.join(mixed)} (logs joined into one file?): give each "
+                "log its own file, or --engine to read one family's lines"
+            )
+        if family is None and any(ARGS_START.match(line) for line in clean.splitlines()):
+            raise PlannerError(
+                f"{source}: a Megatron argument dump and no step line after it (expected {EXPECTED['megatron']}): "
+                "the log ends before the first logged iteration"
+            )
+    if family == "gpt-neox":
+        raise PlannerError(
+            f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
+            "an engine the planner models: `planner ingest LOG --engine ENGINE -o runs.yaml` reads it as one that is, "
+            "for validate and calibrate"
+        )
+    if family not in READERS:
+        expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
+        raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")
+    return family
+
+
 def read_log(
     text: str,
     *,
@@ -136,28 +166,7 @@ def read_log(
     """The run a training log describes. PlannerError when the text is no known log or prints no step.
     `given_plan`, `given_software`: plan fields and runs-file software settings (a plan file's, `ingest --plan`)
     for what the log does not state."""
-    clean = ANSI.sub("", text) if engine == "auto" else text
-    mixed = step_families(clean) if engine == "auto" else []
-    family = _family(clean, mixed) if engine == "auto" else engine
-    if len(mixed) > 1:  # the first family's lines were read and the others' dropped without a word
-        raise PlannerError(
-            f"{source}: holds the step lines of {' and '.join(mixed)} (logs joined into one file?): give each log "
-            "its own file, or --engine to read one family's lines"
-        )
-    if family == "gpt-neox":
-        raise PlannerError(
-            f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
-            "an engine the planner models: `planner ingest LOG --engine ENGINE -o runs.yaml` reads it as one that is, "
-            "for validate and calibrate"
-        )
-    if family is None and any(ARGS_START.match(line) for line in clean.splitlines()):
-        raise PlannerError(
-            f"{source}: a Megatron argument dump and no step line after it (expected {EXPECTED['megatron']}): the "
-            "log ends before the first logged iteration"
-        )
-    if family not in READERS:
-        expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
-        raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")
+    family = _readable_family(text, engine, source)
     try:
         facts = read_complete(READERS[family], text)
     except PlannerError as e:  # a value no number (log_text.number): said with the log it is in
