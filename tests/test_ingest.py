@@ -306,6 +306,25 @@ def test_torchtitan_set_up_line_batch_and_sequence():
     assert any("local batch size" in a for a in r.assumed)
 
 
+@pytest.mark.parametrize(
+    ("name", "schedule", "vpp"),
+    [("Interleaved1F1B", "interleaved", 2), ("1F1B", "1f1b", 1), ("ZBVZeroBubble", None, 2)],
+)
+def test_torchtitan_pipeline_schedule_line_states_schedule_virtual_stages_and_micro_batch(name, schedule, vpp):
+    """'Using pipeline schedule S with N microbatches and M stages.' (torchtitan distributed/pipeline_parallel.py
+    build_pipeline_schedule: N = local batch // pipeline_parallel_microbatch_size, M = pp x stages per rank) was not
+    read: micro_batch and schedule stayed null at pp > 1. A schedule the planner does not model stays null."""
+    text = (LOGS / "torchtitan_h200_llama3_8b.log").read_text()
+    text = text.replace("Building 1-D device mesh with ['dp_shard'], [8]", "Building 2-D device mesh with ['pp', "
+                        "'dp_shard'], [2, 4]").replace("local batch size 1, global batch size 8", "local batch size 8, "
+                        "global batch size 32")  # fmt: skip
+    line = f"    [rank0]:2025-02-13 11:33:29,300 - root - INFO - Using pipeline schedule {name} with 4 microbatches "
+    text = text.replace("Applied FSDP to the model\n", f"Applied FSDP to the model\n{line}and {2 * vpp} stages.\n")
+    r = read_log(text, source="pp")
+    assert (r.plan["pp"], r.plan["dp"], r.plan["micro_batch"]) == (2, 4, 8 // 4)
+    assert (r.plan["schedule"], r.plan["vpp"]) == (schedule, vpp)
+
+
 def test_torchtitan_gradient_accumulation_start_line_and_the_local_batch_as_micro_batch():
     """torchtitan since 8570415c3 (PR #1238, 2025-06) prints "..., global batch size 64, gradient accumulation steps 1,
     sequence length 2048, ..." with no "with": batch and sequence length were lost. Its accumulation is global / (local

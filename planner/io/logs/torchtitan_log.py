@@ -60,6 +60,11 @@ ARG = re.compile(r"(\w+)=([\w.\-]+)")
 # "Compiling each TransformerBlock with torch.compile" (torchtitan/distributed/compile.py), "Float8 training
 # active" (torchtitan/components/quantization/float8.py), "Applied FSDP to the model" (parallelize.py).
 AC = re.compile(r"Applied (\w+) activation checkpointing")
+# "Using pipeline schedule Interleaved1F1B with 64 microbatches and 8 stages." (torchtitan/distributed/
+# pipeline_parallel.py build_pipeline_schedule: n_microbatches = local_batch_size // pipeline_parallel_microbatch_size,
+# num_total_stages = pp x stages per rank): the schedule, the micro-batch and the virtual stages.
+PP_LINE = re.compile(r"Using pipeline schedule (\w+) with (\d+) microbatches and (\d+) stages")
+PP_SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}  # torchtitan.yaml schedules
 
 
 def _step(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[Step, Memory | None]:
@@ -152,6 +157,21 @@ def _micro_batch(start: tuple[str, ...] | None, pp: int | None) -> int | None:
     return int(start[0])
 
 
+def _pipeline(text: str, start: tuple[str, ...] | None, pp: int | None) -> dict[str, Any]:
+    """What the pipeline-schedule line states at pp > 1: the schedule (where it is one the planner models), the
+    virtual stages per rank and the micro-batch (the local batch over the micro-batches)."""
+    m = PP_LINE.search(text)
+    if m is None or not pp or pp == 1:
+        return {}
+    n, stages = int(m[2]), int(m[3])
+    out: dict[str, Any] = {"schedule": PP_SCHEDULES.get(m[1])}
+    if stages % pp == 0:
+        out["vpp"] = stages // pp
+    if start and start[0] and int(start[0]) % n == 0:
+        out["micro_batch"] = int(start[0]) // n
+    return out
+
+
 def _plan(mesh: dict[str, int], start: tuple[str, ...] | None, text: str) -> dict[str, Any]:
     dp = mesh.get("dp", 1) * mesh.get("dp_replicate", 1) * mesh.get("dp_shard", 1) if mesh else None
     fsdp = "Applied FSDP" in text or "Applied HSDP" in text or mesh.get("dp_shard", 1) > 1
@@ -178,7 +198,7 @@ def _plan(mesh: dict[str, int], start: tuple[str, ...] | None, text: str) -> dic
         "seq_len": int(start[3]) if start else None,
         "precision": "fp8" if "Float8 training active" in text else ("bf16" if set_up else None),
         "schedule": "1f1b" if pp == 1 else None,
-    }
+    } | _pipeline(text, start, pp)
 
 
 def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
