@@ -127,6 +127,15 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
     assert [r["id"] for r in doc["runs"]] == [calibration_runs[0]["id"], "broken-tp"]
     assert "tp=7" in doc["runs"][1]["skipped"]
     assert doc["summary"]["tokens_per_s_per_gpu"]["n"] == 1
+    # the summary is metric -> statistics only (DESIGN.md); the groups sit beside it
+    assert all(set(v) == {"median_abs_pct", "max_abs_pct", "n"} for v in doc["summary"].values())
+    assert doc["groups"] == {
+        "megatron/a100-80gb": {
+            "median_signed_pct": pytest.approx(doc["runs"][0]["error"]["tokens_per_s_per_gpu"]),
+            "median_abs_pct": pytest.approx(abs(doc["runs"][0]["error"]["tokens_per_s_per_gpu"])),
+            "n": 1,
+        }
+    }
     predicted = doc["runs"][0]["predicted"]  # its trust, as estimate's and each search plan's (DESIGN.md)
     lo, hi = predicted["uncertainty"]["tokens_per_s_interval"]
     assert lo < predicted["tokens_per_s"] < hi
