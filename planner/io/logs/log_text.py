@@ -102,8 +102,7 @@ class Selection:
 def clean_lines(text: str) -> Iterator[tuple[int, int | None, str]]:
     """(line number, rank or None, text without colour codes or the launcher's rank prefix), CR and CRLF
     both ending a line (progress bars redraw with a bare CR)."""
-    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
-        line = ANSI.sub("", raw)
+    for number, line in enumerate(re.split(r"\r\n|\r|\n", ANSI.sub("", text)), start=1):  # no code spans a line
         m = RANK_PREFIX.match(line)
         rank = None
         if m:
@@ -131,10 +130,10 @@ def read_complete(read: Callable[[str], LogFacts], text: str) -> LogFacts:
 def events_in(lines: Iterable[tuple[int, int | None, str]]) -> list[tuple[int, str]]:
     """Line numbers of checkpoint saves and evaluations."""
     found = []
-    for number_, _, line in lines:
-        if CHECKPOINT.search(line):
+    for number_, _, line in lines:  # each pattern searched only where its fixed text is in the line
+        if "checkpoint" in line.lower() and CHECKPOINT.search(line):
             found.append((number_, "checkpoint"))
-        elif EVALUATION.search(line):
+        elif ("alidat" in line or "Eval batch" in line) and EVALUATION.search(line):
             found.append((number_, "evaluation"))
     return found
 
@@ -142,10 +141,12 @@ def events_in(lines: Iterable[tuple[int, int | None, str]]) -> list[tuple[int, s
 def mark_events(steps: list[Step], events: list[tuple[int, str]]) -> list[Step]:
     """Each step with `after` set when an event line lies between the previous step line and its own."""
     ordered = sorted(steps, key=lambda s: s.line)
-    out, pending = [], sorted(events)
+    out, pending, i = [], sorted(events), 0
     previous_line = ordered[0].line if ordered else 0  # events before the first step (set-up) flag nothing
-    for s in ordered:
-        hit = next((kind for line, kind in pending if previous_line < line < s.line), None)
+    for s in ordered:  # both in line order: the first event past the previous step, if before this one
+        while i < len(pending) and pending[i][0] <= previous_line:
+            i += 1
+        hit = pending[i][1] if i < len(pending) and pending[i][0] < s.line else None
         out.append(replace(s, after=hit) if hit else s)
         previous_line = s.line
     return out
@@ -154,6 +155,8 @@ def mark_events(steps: list[Step], events: list[tuple[int, str]]) -> list[Step]:
 def _merge(group: list[Step]) -> Step:
     """The lines several ranks printed for one step: the slowest rank's time (a synchronous step ends when
     the last rank does), the lowest throughput, any skip or event."""
+    if len(group) == 1:  # one rank's line is its own merge (the common case: a long log's every step)
+        return group[0]
 
     def worst(values: list[float | None], pick: Any) -> float | None:
         present = [v for v in values if v is not None]

@@ -42,10 +42,10 @@ MICROBATCHES = re.compile(r"setting number of microbatches to constant (\d+)")
 
 def setup_line(line: str, logged: dict[str, str]) -> None:
     """A NeMo group's size, or the micro-batches per step, into `logged`."""
-    if group := NEMO_GROUP.search(line):
+    if "parallel group" in line and (group := NEMO_GROUP.search(line)):
         logged[f"logged_{group[1].replace(' ', '_')}_parallel_size"] = str(len(group[2].split(",")))
         logged[f"group_{group[1].replace(' ', '_')}"] = "1"
-    elif m := MICROBATCHES.search(line):
+    elif "microbatches" in line and (m := MICROBATCHES.search(line)):
         logged["logged_num_microbatches"] = m[1]
 
 

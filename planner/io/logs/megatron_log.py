@@ -146,12 +146,13 @@ def _iteration(number_: int, rank: int | None, line: str, m: re.Match[str]) -> t
 def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | None:
     """The rank a Primus prefix names (where the launcher's does not); the world size and parallel sizes it and
     Megatron's "using world size" line state, and the parameters' dtype, into `logged`."""
-    if primus := PRIMUS_RANK.search(line):
+    # each pattern searched only where its fixed text is in the line: a 200k-step log spent most of its 30 s here
+    if "][rank-" in line and (primus := PRIMUS_RANK.search(line)):
         logged["logged_world_size"] = primus[2]
         rank = int(primus[1]) if rank is None else rank
-    if params := PARAMS_LINE.search(line):
+    if line.startswith("using ") and (params := PARAMS_LINE.search(line)):  # both patterns begin with ^using
         logged["logged_params_dtype"] = params[1]
-    if world := WORLD_LINE.search(line):
+    if line.startswith("using ") and (world := WORLD_LINE.search(line)):
         logged["logged_world_size"] = world[1]
         for kind, size in WORLD_SIZES.findall(line):  # data -> data_parallel_size, tensor-model -> tensor_model_...
             logged[f"logged_{kind.replace('-', '_')}_parallel_size"] = size
@@ -160,6 +161,8 @@ def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | No
 
 
 def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
+    if "train_step_timing" not in line:
+        return None
     t, s = NEMO_TIMING.search(line), NEMO_STEP.search(line)
     if not t or not s:
         return None
@@ -220,7 +223,7 @@ def read_megatron(text: str) -> LogFacts:
             dumps.append((number_, _bridge_yaml(lines, i)))
             ended.add(len(dumps) - 1)  # a printed configuration: as far as the YAML goes
             facts.starts.append((number_, "printed configuration"))
-        elif START_LINE.search(line):
+        elif "training" in line and START_LINE.search(line):
             facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
         elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
             facts.steps.append(nemo)
@@ -234,7 +237,7 @@ def read_megatron(text: str) -> LogFacts:
             if step.global_batch:
                 logged["logged_global_batch"] = str(step.global_batch)
             facts.memory += line_memory(seen, number_, rank)
-        elif p := PADDED_VOCAB.search(line):
+        elif "padded vocab" in line and (p := PADDED_VOCAB.search(line)):
             logged["logged_padded_vocab"] = p.group(3)
         read_memory(facts, line, number_, rank)
     facts.events = events_in(rows)

@@ -65,6 +65,8 @@ def _bridge_memory(m: re.Match[str], number_: int, rank: int | None) -> Memory |
 def report_memory(line: str, number_: int, rank: int | None) -> list[Memory]:
     """The memory reports on a line: the peak reserved, with the peak allocated beside it; DeepSpeed's timer line's
     peak allocated."""
+    if "memory (" not in line:  # MEMORY's and BRIDGE_MEMORY's "memory (MB)" / "memory (GB)", searched only there
+        return [timer] if (timer := timer_memory(line, rank)) else []
     out = [
         Memory(
             peak_bytes=float(m.group(6)) * MiB,
