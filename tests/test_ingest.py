@@ -697,6 +697,11 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     rc, out, err = run_planner("validate", log, "--plan", str(bare), "-m", "llama3-8b", "--hardware", "h100-sxm",
                                "--gpus", "8", "--json")  # fmt: skip
     assert rc == 0 and json.loads(out)["runs"][0]["predicted"]["tokens_per_s_per_gpu"] > 0, err
+    # where the log states neither dp nor its GPUs, --plan's dp and --gpus must agree (it said "--plan's dp 8 not
+    # used: the log says otherwise" of the dp --gpus 16 made, and divided the tokens over 16 GPUs)
+    rc, out, err = run_planner("ingest", log, "--plan", str(bare), "-m", "llama3-8b", "--hardware", "h100-sxm",
+                               "--gpus", "16")  # fmt: skip
+    assert rc == 2 and "--plan's dp 8 and --gpus 16 disagree" in err and out == "", err
     bare.write_text("tp: two\n")  # each field checked as a plan checks it, before anything is read or written
     rc, _, err = run_planner("ingest", log, "--plan", str(bare), "-o", str(tmp_path / "bad.yaml"))
     assert rc == 2 and "plan.tp: Input should be a valid integer (got 'two')" in err

@@ -14,7 +14,7 @@ from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.devices import given_against_log, log_hardware
-from planner.io.logs.given import fill_plan, implied, log_software
+from planner.io.logs.given import fill_given, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
 from planner.io.logs.megatron_log import ARGS_START, DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
@@ -102,23 +102,6 @@ def _model(facts: LogFacts, option: ModelSpec | None, seq_len: int | None, rid: 
     elif model is None and option is None:
         notes.append("model: give --model with a spec to price the run with")
     return model, notes
-
-
-def _gpus(facts: LogFacts, plan: dict[str, Any], option: int | None) -> tuple[int | None, list[str]]:
-    """The GPU count: the log's, else from its degrees, else --gpus; dp from the count when the log lacks it."""
-    gpus, notes = facts.config.get("gpus"), []
-    tp, pp, cp = (plan.get(k) for k in ("tp", "pp", "cp"))
-    model_parallel = tp * pp * cp if tp and pp and cp else None
-    if gpus is None and plan.get("dp") and model_parallel:
-        gpus = plan["dp"] * model_parallel
-    if gpus is not None and option is not None and option != gpus:
-        notes.append(f"--gpus {option} not used: the log says {gpus}")
-    gpus = gpus or option
-    if plan.get("dp") is None and gpus and model_parallel and gpus % model_parallel == 0:
-        plan["dp"] = gpus // model_parallel
-    if gpus is None:
-        notes.append("gpus: not in the log; give --gpus")
-    return gpus, notes
 
 
 def _readable_family(text: str, engine: str, source: str) -> str:
@@ -213,12 +196,7 @@ def _assemble(
     rid = run_id(source)
     stated = facts.config.get("plan", {})
     plan = {k: stated.get(k) for k in PLAN_FIELDS} | {k: stated[k] for k in OPTIONAL_FIELDS if stated.get(k)}
-    given = dict(given_plan or {})
-    given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
-    plan_notes = fill_plan(plan, given)
-    n_gpus, gpu_notes = _gpus(facts, plan, gpus)  # dp from the log's world size first, then from --plan
-    plan_notes += fill_plan(plan, given_dp)
-    plan_notes += implied(plan)
+    n_gpus, plan_notes, gpu_notes = fill_given(plan, given_plan, facts.config.get("gpus"), gpus, source)
     contradictions = [*facts.config.get("conflicts", []), *_contradictions(plan, n_gpus)]
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")

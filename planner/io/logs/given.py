@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from planner.errors import PlannerError
 from planner.io.logs.record import OPTIONAL_FIELDS
 
 # The runs file's software keys (fit/runs.py SOFTWARE_KEYS) a log's configuration can state.
@@ -35,6 +36,42 @@ def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str
     if differ:
         notes.append(f"--plan's {', '.join(differ)} not used: the log says otherwise")
     return notes
+
+
+def fill_given(
+    plan: dict[str, Any], given_plan: Mapping[str, Any] | None, log_gpus: int | None, option: int | None, source: str
+) -> tuple[int | None, list[str], list[str]]:
+    """The plan with what --plan gives where the log is silent, the GPU count (the log's, its degrees', --gpus) and dp
+    from it, and what is implied, in place; (gpus, plan notes, GPU notes). --plan's dp is taken last: the log's
+    world size decides dp first. Where neither the log nor its count states dp, --plan's dp and --gpus must agree."""
+    given = dict(given_plan or {})
+    given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
+    plan_notes = fill_plan(plan, given)
+    log_dp = plan.get("dp") is not None or log_gpus is not None
+    gpus, gpu_notes = _gpus(log_gpus, plan, option)
+    if given_dp and not log_dp and option is not None and plan.get("dp") not in (None, given_dp["dp"]):
+        raise PlannerError(  # it said "--plan's dp not used: the log says otherwise", of what --gpus made it
+            f"{source}: --plan's dp {given_dp['dp']} and --gpus {option} disagree (tp {plan['tp']} x pp {plan['pp']} "
+            f"x cp {plan['cp']} on {option} GPUs is dp {plan['dp']}); give one of them"
+        )
+    return gpus, plan_notes + fill_plan(plan, given_dp) + implied(plan), gpu_notes
+
+
+def _gpus(log_gpus: int | None, plan: dict[str, Any], option: int | None) -> tuple[int | None, list[str]]:
+    """The GPU count: the log's, else from its degrees, else --gpus; dp from the count when the log lacks it."""
+    gpus, notes = log_gpus, []
+    tp, pp, cp = (plan.get(k) for k in ("tp", "pp", "cp"))
+    model_parallel = tp * pp * cp if tp and pp and cp else None
+    if gpus is None and plan.get("dp") and model_parallel:
+        gpus = plan["dp"] * model_parallel
+    if gpus is not None and option is not None and option != gpus:
+        notes.append(f"--gpus {option} not used: the log says {gpus}")
+    gpus = gpus or option
+    if plan.get("dp") is None and gpus and model_parallel and gpus % model_parallel == 0:
+        plan["dp"] = gpus // model_parallel
+    if gpus is None:
+        notes.append("gpus: not in the log; give --gpus")
+    return gpus, notes
 
 
 def implied(plan: dict[str, Any]) -> list[str]:
