@@ -273,6 +273,15 @@ def test_explain_is_the_search_pinned_to_the_value(capsys):
     assert code == 0 and "outside the search space" in said and "above the winner's" in said, err
 
 
+def test_explain_a_stage_the_engine_does_not_run_counts_every_candidate_under_it(capsys):
+    """Megatron has no ZeRO-2: every pinned candidate breaks that rule, which the count says first (240 of 1,902
+    were counted under the structure's rules, tp beyond NVLink and the interleaved schedule, before it)."""
+    args = ("search", "--model", "llama3-8b", "--gpus", "64", "--no-advice", "--json", "--explain", "zero=2")
+    code, out, err = cli(capsys, *args)
+    why = json.loads(out)["explain"]
+    assert code == 0 and why["valid"] == 0 and why["by_reason"] == {"megatron has no zero 2": why["rejected"]}, err
+
+
 def test_a_closest_miss_offers_only_what_the_engine_runs(capsys):
     """llm-foundry runs neither tp nor pp: a miss more GPUs cannot fix is not told to add them (audit)."""
     code, out, err = cli(capsys, "search", "-m", "llama3-70b", "--gpus", "8", "--hardware", "a100-40gb", "--engine",

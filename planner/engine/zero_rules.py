@@ -19,7 +19,8 @@ def zero_problems(
     if z not in r.zero and z not in (r.zero_pp or {}):
         return [
             Rejected(
-                f"{name} has no zero {z}", f"zero={z} is not something {name} runs; it runs zero in {sorted(r.zero)}"
+                f"{name} has no zero {z}",
+                f"zero={z} is not something {name} runs; it runs zero in {', '.join(map(str, sorted(r.zero)))}",
             )
         ]
     stages = r.stages(p.pp)

@@ -78,6 +78,9 @@ class Screening:
         self._precision = hardware_problems(res.hardware, precision) or precision_problems(
             res.engine, res.hardware, precision, res.model
         )
+        rules = res.engine.rules  # no ZeRO stage the space holds is one the engine runs: said first, as the precision
+        if not any(z in rules.zero or z in (rules.zero_pp or {}) for z in self.zeros):
+            self._precision += zero_problems(res.engine, precision, zero=self.zeros[0])
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> None:
         structures = self.res.structures
