@@ -12,6 +12,7 @@ from planner.engine.settings import given_settings, said
 from planner.hardware import HardwareProfile
 from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
 from planner.render.console import escape
+from planner.render.training import train_lines
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
 
@@ -246,46 +247,4 @@ def estimate_lines(est: Any) -> list[str]:
             f"[yellow]may not fit:[/] the 80% interval of its memory reaches {fmt_bytes(hi)}, past the "
             f"{fmt_bytes(mem.capacity_bytes)} per GPU"
         )
-    return lines + _train_lines(est)
-
-
-def _train_time(est: Any, seconds: float) -> str:
-    """'201.4 d (80% 178.2–227.1 d)': a time to train with the interval the throughput's gives it."""
-    from planner.units import fmt_seconds, fmt_seconds_range
-
-    interval = est.uncertainty.duration_interval(seconds, est.time.tokens_per_s)
-    return fmt_seconds(seconds) + (f" (80% {fmt_seconds_range(*interval)})" if interval else "")
-
-
-def _train_lines(est: Any) -> list[str]:
-    """The time to train (failure-free, and expected with failures priced) and the failures line."""
-    from planner.units import fmt_duration, fmt_hours, fmt_seconds, fmt_steps
-
-    lines = []
-    if est.train:
-        tr, ex = est.train, est.expected_train
-        lines.append(
-            f"to train {fmt_count(tr.steps * est.plan.tokens_per_step)} tokens: {tr.steps:,.0f} "
-            f"step{'s' if tr.steps != 1 else ''}, {_train_time(est, tr.seconds)} {fmt_hours(tr.gpu_hours)} GPU-hours"
-            + ("" if est.checkpoint is None else " without failures")
-            + (
-                ""
-                if ex is None
-                else f"; {_train_time(est, ex.seconds)} {fmt_hours(ex.gpu_hours)} GPU-hours expected with them"
-            )
-        )
-    if est.checkpoint:
-        c = est.checkpoint
-        kept = (
-            f"{c.wasted_fraction:.1%}, goodput {c.goodput:.1%} = {est.goodput_tokens_per_s:,.0f} tokens/s"
-            if not c.stalled
-            else f"100%, goodput under a millionth: {c.stall_note()}"
-        )
-        rate = f"{c.checkpoint_bytes / 1e12:.3g} TB at {c.write_bytes_per_s / 1e12:.3g} TB/s"
-        written = f"{fmt_seconds(c.checkpoint_s)} ({rate}{': ' + c.bandwidth_from if c.bandwidth_from else ''})"
-        lines.append(
-            f"failures: system MTBF {fmt_duration(c.mtbf_s)}, checkpoint write {written}, "
-            f"checkpoint every {fmt_steps(c.interval_s, est.time.step_s)} (Young/Daly), restart {c.restart_s / 60:g} "
-            f"min per failure, expected loss {kept}"
-        )
-    return lines
+    return lines + train_lines(est)
