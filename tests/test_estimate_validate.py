@@ -290,6 +290,13 @@ def test_a_long_context_plan_is_not_implausible_for_the_attention_its_kernels_sk
     short = coster.estimate(Plan(dp=8, global_batch=64, seq_len=8192))
     assert short.plausibility.mfu == short.time.mfu
     assert 0.85 < executed_share(model, 8192) < 0.95 and executed_share(model, 1 << 17) < 0.6
+    # the text says beside the MFU what the kernels run of peak (79.9% MFU at 1M read as implausible, unmarked)
+    from planner.render.breakdown import estimate_lines
+
+    (line,) = [x for x in estimate_lines(long) if x.startswith("throughput:")]
+    executed = long.time.mfu * executed_share(model, 1 << 20)
+    assert f"MFU {long.time.mfu:.1%}" in line and f"({executed:.1%} of peak executed" in line
+    assert "executed" not in next(x for x in estimate_lines(short) if x.startswith("throughput:"))
 
 
 def test_validate_names_a_launch_profile_for_what_it_is(tmp_path):
