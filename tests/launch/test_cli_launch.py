@@ -175,6 +175,27 @@ def test_a_node_layout_that_splits_tp_groups_over_nodes_is_said(capsys, tmp_path
     assert code == 0 and any("spread each tp 2 group over nodes" in w and "at most 8 nodes" in w for w in said), out
     code, out, _ = _run(capsys, *args, "--nnodes", "2", "--out", str(tmp_path / "b"), "--dry-run", "--json")
     assert code == 0 and json.loads(out)["warnings"] == [], out
+    # an NVLink domain of many nodes (NVL72: 18 trays of 4) holds a tp 8 group over its nodes: every NVL72 plan
+    # was warned; one process a tray still holds 18 ranks a domain, too few for tp 32
+    nvl = (
+        "--model",
+        "llama3-70b",
+        "--hardware",
+        "gb200-nvl72",
+        "--dp",
+        "18",
+        "--sp",
+        "--zero",
+        "1",
+        "--emit",
+        "megatron",
+    )
+    for tp, nodes, warned in ((8, 36, False), (8, 144, False), (32, 576, True)):
+        code, out, _ = _run(capsys, *nvl, "--tp", str(tp), "--nnodes", str(nodes), "--out", str(tmp_path / f"n{tp}-{nodes}"),
+                            "--dry-run", "--json")  # fmt: skip
+        said = [w for w in json.loads(out)["warnings"] if "spread each tp" in w]
+        assert code == 0 and bool(said) == warned, out
+    assert "over NVLink domains" in said[0] and "one 72-GPU NVLink domain" in said[0]
 
 
 def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp_path):

@@ -60,13 +60,17 @@ def _divisors(gpus: int, fits: Callable[[int], bool]) -> str:
 
 
 def split_groups(plan: Plan, per_node: int, hw: HardwareProfile) -> list[str]:
-    """What the node layout does to tensor parallelism priced inside a node: ranks are laid out tp first (the
-    innermost group, as the engines order them), so fewer processes per node than a multiple of tp spread each tp
-    group over nodes."""
-    if hw.name == "cpu" or plan.tp <= 1 or per_node % plan.tp == 0:  # a CPU host has no NVLink to leave
-        return []
+    """What the node layout does to tensor parallelism priced inside one NVLink domain: ranks are laid out tp first
+    (the innermost group, as the engines order them), so a domain holding fewer processes than a tp group (one node
+    where the domain is the node: fewer than a multiple of tp) spreads each group over the network. A domain of
+    several nodes (NVL72's 18 trays) keeps any tp group that fits its processes (every NVL72 plan was warned)."""
+    nodes_per_domain = hw.nvlink_domain // hw.gpus_per_node
+    in_domain = per_node * nodes_per_domain  # the processes the layout puts in one NVLink domain
+    if hw.name == "cpu" or plan.tp <= 1 or in_domain % plan.tp == 0 or (nodes_per_domain > 1 and in_domain >= plan.tp):
+        return []  # a CPU host has no NVLink to leave
+    inside = "one node's links" if nodes_per_domain == 1 else f"one {hw.nvlink_domain}-GPU NVLink domain"
     return [
-        f"{per_node} process{'es' if per_node != 1 else ''} per node spread each tp {plan.tp} group over nodes, "
-        f"where the plan is priced with tp inside one node's links; at most {plan.gpus // plan.tp} nodes keep it "
-        "inside"
+        f"{per_node} process{'es' if per_node != 1 else ''} per node spread each tp {plan.tp} group over "
+        f"{'nodes' if nodes_per_domain == 1 else 'NVLink domains'}, where the plan is priced with tp inside {inside}; "
+        f"at most {plan.gpus // -(-plan.tp // nodes_per_domain)} nodes keep it inside"
     ]
