@@ -191,8 +191,10 @@ def test_a_node_layout_that_splits_tp_groups_over_nodes_is_said(capsys, tmp_path
         "megatron",
     )
     for tp, nodes, warned in ((8, 36, False), (8, 144, False), (32, 576, True)):
-        code, out, _ = _run(capsys, *nvl, "--tp", str(tp), "--nnodes", str(nodes), "--out", str(tmp_path / f"n{tp}-{nodes}"),
-                            "--dry-run", "--json")  # fmt: skip
+        out_dir = str(tmp_path / f"n{tp}-{nodes}")
+        code, out, _ = _run(
+            capsys, *nvl, "--tp", str(tp), "--nnodes", str(nodes), "--out", out_dir, "--dry-run", "--json"
+        )
         said = [w for w in json.loads(out)["warnings"] if "spread each tp" in w]
         assert code == 0 and bool(said) == warned, out
     assert "over NVLink domains" in said[0] and "one 72-GPU NVLink domain" in said[0]
