@@ -282,6 +282,23 @@ def test_explain_a_stage_the_engine_does_not_run_counts_every_candidate_under_it
     assert code == 0 and why["valid"] == 0 and why["by_reason"] == {"megatron has no zero 2": why["rejected"]}, err
 
 
+def test_explain_reads_a_value_as_the_plan_field_does_and_names_the_engine(capsys):
+    """`sp=no` is pydantic's False: it was compared as the string 'no', said to be outside the space, and told to
+    use `--sp no`, which is no option. With several engines the best pinned plan names its engine."""
+    args = ("search", "-m", "llama3-8b", "--gpus", "64", "--tp", "2", "--no-advice", "--json", "--explain")
+    code, out, err = cli(capsys, *args, "sp=no")
+    no = json.loads(out)["explain"]
+    code2, out2, _ = cli(capsys, *args, "sp=false")
+    assert code == code2 == 0 and no == json.loads(out2)["explain"] and no["value"] is False, err
+    assert no["outside_search_space"].endswith("(fix it with --no-sp)")  # megatron's tp 2 searches with sp
+    many = ("search", "-m", "llama3-8b", "--gpus", "64", "--engine", "megatron,torchtitan", "--no-advice")
+    code, out, err = cli(capsys, *many, "--json", "--explain", "zero=3")
+    best = json.loads(out)["explain"]["best"]
+    assert code == 0 and best["engine"] in ("megatron", "torchtitan"), err
+    code, out, err = cli(capsys, *many, "--explain", "zero=3")
+    assert f"on {best['engine']}" in " ".join(out.split()), out
+
+
 def test_a_closest_miss_offers_only_what_the_engine_runs(capsys):
     """llm-foundry runs neither tp nor pp: a miss more GPUs cannot fix is not told to add them (audit)."""
     code, out, err = cli(capsys, "search", "-m", "llama3-70b", "--gpus", "8", "--hardware", "a100-40gb", "--engine",

@@ -25,11 +25,10 @@ def parse_explain(text: str) -> tuple[str, Any]:
         val = v.lower() == "true"
     elif v.isdigit():
         val = int(v)
-    try:  # the value must be one a plan can have: validate it as that field
-        Plan.model_validate({k: val})
+    try:  # the value must be one a plan can have: validated as that field, and compared as it reads (sp=no: False)
+        return k, getattr(Plan.model_validate({k: val}), k)
     except ValidationError as e:
         raise PlannerError(f"--explain {text!r}: {v!r} is not a {k} value ({e.errors()[0]['msg']})") from None
-    return k, val
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,13 @@ class Explanation:
             "by_reason": dict(self.by_reason.most_common()),
             "examples": self.examples,
             "in_top": self.in_top,
-            "best": None if best is None else {"plan": best.plan.model_dump(), "tokens_per_s": best.time.tokens_per_s},
+            "best": None
+            if best is None
+            else {
+                "plan": best.plan.model_dump(),
+                "engine": best.estimate.engine.name,
+                "tokens_per_s": best.time.tokens_per_s,
+            },
             "best_vs_winner": self.best_share,
             "outside_search_space": self.outside,
             "pinned_refused": self.pinned_error,
@@ -98,7 +103,8 @@ def _outside(result: SearchResult, field_name: str, value: Any) -> str:
             f"{field_name}={value} cannot make up {gpus} GPUs: the parallel degrees multiply to the GPU count "
             f"(give a {field_name} that divides {gpus}, or a GPU count that {value} divides)"
         )
-    flag = f"--{field_name.replace('_', '-')}"
+    flag = f"--{'no-' if value is False else ''}{field_name.replace('_', '-')}"  # a switch: --sp / --no-sp
     limit = f", or raise --max-{field_name}" if field_name in ("tp", "pp", "cp", "ep", "vpp") else ""
     listed = ", or add it to the comma list" if field_name in ("zero", "recompute", "precision", "schedule") else ""
-    return f"it is outside the search space (fix it with {flag} {value}{listed}{limit})"
+    given = flag if isinstance(value, bool) else f"{flag} {value}"
+    return f"it is outside the search space (fix it with {given}{listed}{limit})"

@@ -280,10 +280,16 @@ def print_explain(console: Console, result: SearchResult, why: Explanation, fiel
     for reason, n in why.by_reason.most_common():
         print_hanging(console, f"  {n:>7}  ", f"{escape(reason)}  [dim](e.g. {escape(why.examples[reason])})[/]")
     share, best = why.best_share, why.best
-    if best is not None and result.best is not None and best.plan == result.best.plan:
-        console.print(f"  the best of them is the winner, {_plan_text(best.plan)}")
-    elif best is not None and share is not None:
+    on = f" on {best.estimate.engine.name}" if best is not None and len(result.engines) > 1 else ""
+    winner = result.best
+    if (
+        best is not None
+        and winner is not None
+        and (best.plan, best.estimate.engine) == (winner.plan, winner.estimate.engine)
+    ):
+        console.print(f"  the best of them is the winner, {_plan_text(best.plan)}{on}")
+    elif best is not None and share is not None:  # with several engines, the engine each runs on
         than = f"{abs(share - 1):.1%} {'above' if share > 1 else 'below'} the winner's"
         console.print(
-            f"  the best of them, {_plan_text(best.plan)}, runs {best.time.tokens_per_s:,.0f} tokens/s, {than}"
+            f"  the best of them, {_plan_text(best.plan)}{on}, runs {best.time.tokens_per_s:,.0f} tokens/s, {than}"
         )
