@@ -284,7 +284,8 @@ def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b):
     hw = load_hardware(name)
     idle, limit = hw.gpu.idle_power_w, hw.gpu.power_limit_w
     assert idle is not None and limit is not None
-    lo, hi = sorted((idle + 1 + a * (limit - idle), idle + 1 + b * (limit - idle)))
+    floor = max(idle + 1, hw.gpu.min_power_limit_w or 0.0)  # the lowest cap the board accepts
+    lo, hi = sorted((floor + a * (limit - floor), floor + b * (limit - floor)))
     low, high = hw.with_power_limit(lo), hw.with_power_limit(hi)
     for p, full in hw.gpu.peak_flops.items():
         assert low.peak(p) <= high.peak(p) <= full  # monotone in the cap, never above the datasheet
@@ -297,6 +298,11 @@ def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b):
 def test_a_cap_is_refused_below_idle_and_without_a_floor():
     with pytest.raises(PlannerError, match="idle power"):
         load_hardware("b200").with_power_limit(100)
+    # below the board's AllowableMin (DGX H100 / B200 user guides: 200 W): 100 W on an H100 was priced
+    for name in ("h100-sxm", "b200"):
+        with pytest.raises(PlannerError, match=f"{name} takes caps from 200 W"):
+            load_hardware(name).with_power_limit(150)
+    assert load_hardware("h100-sxm").with_power_limit(200).name == "h100-sxm-200w"
     with pytest.raises(PlannerError, match="idle_power_w"):
         load_hardware("mi355x").with_power_limit(1000)
 

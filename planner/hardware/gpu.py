@@ -95,6 +95,13 @@ class GPUSpec(Frozen):
         allow_inf_nan=False,
         description="the board's power with its clocks up and no work (the floor of `clock_fraction`'s law)",
     )
+    min_power_limit_w: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="the lowest power cap the board accepts (nvidia-smi's AllowableMin); null: not known, and a cap is "
+        "only bounded by the idle power",
+    )
     sm_count: int | None = Field(
         None,
         gt=0,
@@ -140,6 +147,11 @@ class GPUSpec(Frozen):
                     f"peak_flops.fp8={peaks['fp8']:g} must be from {low:g} (the slower 16-bit peak: fp8 can always "
                     f"be run widened to it) to {high:g} ({FP8_MAX_SPEEDUP:g}x the faster one) FLOP/s"
                 )
+        floor = self.min_power_limit_w
+        if floor is not None and (self.power_limit_w is None or floor > self.power_limit_w):
+            raise ValueError(
+                f"min_power_limit_w = {floor:g} needs a power_limit_w at or above it, got {self.power_limit_w}"
+            )
         if self.idle_power_w is not None and (self.power_limit_w is None or self.idle_power_w >= self.power_limit_w):
             raise ValueError(
                 f"idle_power_w = {self.idle_power_w:g} needs a power_limit_w above it, got {self.power_limit_w}"

@@ -135,6 +135,11 @@ class HardwareProfile(Frozen):
             )
         if watts >= g.power_limit_w:
             return self
+        if g.min_power_limit_w is not None and watts < g.min_power_limit_w:  # 100 W on an H100 was priced
+            raise PlannerError(
+                f"power limit {watts:g} W: {self.name} takes caps from {g.min_power_limit_w:g} W (nvidia-smi "
+                f"AllowableMin) to {g.power_limit_w:g} W"
+            )
         f = clock_fraction(watts, limit_w=g.power_limit_w, idle_w=g.idle_power_w)
         gpu = g.model_copy(
             update={"peak_flops": {p: v * f for p, v in g.peak_flops.items()}, "power_limit_w": float(watts)}
