@@ -226,6 +226,8 @@ def launch(
             nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_,
         )  # fmt: skip
         _said_emitted(emit, emitted_, dry_run=dry_run_, as_json=json_)
+        if dry_run_ and emitted_.unfit:  # a dry run that found a failing check exits 1 (DESIGN.md); a write is done
+            raise typer.Exit(1)
         if json_:
             return
         if "global_batch" in r.defaulted:
@@ -241,10 +243,10 @@ def launch(
 
 def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:
     """What --emit did: wrote its files, found them there already with this text, or (dry run) would write."""
-    path, changed, said = emitted_
+    path, changed, said, unfit = emitted_
     if as_json:  # written: by this call; changed: the files differ (or would) from what --out held
         emit_json({"target": kind, "path": str(path), "written": changed and not dry_run, "changed": changed,
-                   "warnings": list(said)})  # fmt: skip
+                   "warnings": list(said), "failed": [unfit] if unfit else []})  # fmt: skip
     elif not changed:
         typer.echo(f"{path} is already this plan's file: left as it is")
     else:

@@ -147,20 +147,21 @@ def test_emit_with_dry_run_checks_and_writes_nothing(capsys, tiny_path, tmp_path
     code, out, err = _run(capsys, *args, "--out", str(folder), "--dry-run", "--json")  # --json is JSON here too
     assert code == 0 and json.loads(out) == {
         "target": "megatron", "path": str(folder / "megatron_args.sh"), "written": False, "changed": True,
-        "warnings": [],
+        "warnings": [], "failed": [],
     }, err  # fmt: skip
 
 
 def test_a_dry_run_emit_says_the_plan_does_not_fit_as_the_write_does(capsys, tmp_path):
     """A plan predicted to need 18x the GPU is written with a warning (the engine's own run may know better), but
-    its --dry-run said nothing of it, and --json had no field for it."""
+    its --dry-run said nothing of it, and --json had no field for it. A dry run that finds it is a failing check:
+    exit 1 (DESIGN.md), `failed` in the JSON; the write did what it says, exit 0."""
     folder = tmp_path / "out"
     args = ("--model", "llama3-70b", "--hardware", "h100-sxm", "--dp", "8", "--emit", "megatron", "--out", str(folder))
     code, out, err = _run(capsys, *args, "--dry-run")
-    assert code == 0 and "would write" in out and "exceeds the 79.2 GiB" in err and not folder.exists(), err
+    assert code == 1 and "would write" in out and "exceeds the 79.2 GiB" in err and not folder.exists(), err
     code, out, err = _run(capsys, *args, "--dry-run", "--json")
     said = json.loads(out)["warnings"]
-    assert code == 0 and len(said) == 1 and "exceeds the 79.2 GiB" in said[0], out
+    assert code == 1 and len(said) == 1 and "exceeds the 79.2 GiB" in said[0] and json.loads(out)["failed"] == said
     code, out, err = _run(capsys, *args, "--json")
     assert code == 0 and json.loads(out)["written"] and json.loads(out)["warnings"] == said, out
 
@@ -212,7 +213,7 @@ def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp
     assert path.stat().st_mtime == 0  # untouched
     code, out, err = _run(capsys, *args, "--out", str(tmp_path), "--json")
     assert code == 0 and json.loads(out) == {"target": "megatron", "path": str(path), "written": False,
-                                             "changed": False, "warnings": []}, err  # fmt: skip
+                                             "changed": False, "warnings": [], "failed": []}, err  # fmt: skip
     code, out, err = _run(capsys, *args, "--out", str(tmp_path), "--dry-run")
     assert code == 0 and "would write" not in out and f"{path} is already this plan's file" in out, err
     code, out, err = _run(capsys, *args, "--tp", "4", "--out", str(tmp_path), "--force", "--json")

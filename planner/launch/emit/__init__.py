@@ -51,6 +51,7 @@ class Emitted(NamedTuple):
     path: Path  # the target's file
     changed: bool  # False: every file was there with this text already (nothing written, or none would be)
     warnings: tuple[str, ...] = ()  # said with the file (a plan predicted not to fit, what the format changes)
+    unfit: str | None = None  # the failing check among them: the plan predicted not to fit (a dry run exits 1)
 
 
 def emit(kind: str, cfg: RunConfig, model: ModelSpec, out: Path, **kwargs: Any) -> Path:
@@ -106,7 +107,7 @@ def emit_run(
         changed = write_files(kind, files)
     for line in said:  # written (the engine's own run may know better than the model), but said; a dry run alike
         warnings.warn(line, stacklevel=2)
-    return Emitted(files[0].path, changed, said)
+    return Emitted(files[0].path, changed, said, unfit)
 
 
 def _require_image(kind: str, image: str | None) -> None:
