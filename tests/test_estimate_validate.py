@@ -127,7 +127,8 @@ def test_validate_cli_lists_runs_it_cannot_evaluate(tmp_path, calibration_runs):
     assert [r["id"] for r in doc["runs"]] == [calibration_runs[0]["id"], "broken-tp"]
     assert "tp=7" in doc["runs"][1]["skipped"]
     assert doc["summary"]["tokens_per_s_per_gpu"]["n"] == 1
-    # the summary is metric -> statistics only (DESIGN.md); the groups sit beside it
+    # the summary is metric -> statistics (DESIGN.md); the groups sit beside it (and inside it, as they were)
+    assert doc["summary"].pop("groups") == doc["groups"]
     assert all(set(v) == {"median_abs_pct", "max_abs_pct", "n"} for v in doc["summary"].values())
     assert doc["groups"] == {
         "megatron/a100-80gb": {

@@ -43,11 +43,13 @@ def validation_json(v: Validation, calibrated: Validation | None = None) -> dict
             }
             for r, c in zip(v.runs, calibrated.runs if calibrated else [None] * len(v.runs))
         ],
-        "summary": v.summary(),  # {metric: {median_abs_pct, max_abs_pct, n}} only (DESIGN.md); groups beside it
+        # {metric: {median_abs_pct, max_abs_pct, n}} (DESIGN.md); the groups beside it, and kept inside it, where
+        # earlier versions put them (a public field is never removed)
+        "summary": {**v.summary(), "groups": v.groups()},
         "groups": v.groups(),
     }
     if calibrated is not None:
-        doc["calibrated_summary"] = calibrated.summary()
+        doc["calibrated_summary"] = {**calibrated.summary(), "groups": calibrated.groups()}
         doc["calibrated_groups"] = calibrated.groups()
     return doc
 
