@@ -313,6 +313,23 @@ def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path, precision):
         emit("torchtitan", bf16, load_model("llama3-8b"), tmp_path / "c", **args)
 
 
+def test_torchtitan_v0_2_writes_mxfp8_and_0_3_points_to_it(tmp_path):
+    """A search ranked torchtitan mxfp8 plans on B200 that no target wrote ("does not write precision=mxfp8 yet"):
+    v0.2.2's MXLinearConverter is quantize.linear.mx, recipe mxfp8_cublas by default (job_config.py MXLinear); it
+    asserts 'TP not yet supported with torch.compile for mxfp8' (components/quantization/mx.py)."""
+    plan = PLAN.model_copy(update={"precision": "mxfp8", "pp": 1, "vpp": 1, "schedule": "1f1b", "zero": 3})
+    cfg = RunConfig(model="llama3-8b", plan=plan, hardware="b200", engine="torchtitan")
+    titan = load_engine("torchtitan")
+    args = {"engine": titan, "hardware": load_hardware("b200"), "hardware_ref": "b200"}
+    toml = emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "b", **args).read_text()
+    assert 'converters = ["quantize.linear.mx"]' in toml and 'recipe_name = "mxfp8_cublas"' in toml
+    with pytest.raises(PlannerError, match=r"does not write precision=mxfp8 yet; emit torchtitan-v0\.2 for it"):
+        emit("torchtitan", cfg, load_model("llama3-8b"), tmp_path / "a", **args)
+    compiled = {**args, "engine": titan.configured(compile=True)}
+    with pytest.raises(PlannerError, match=r"TP not yet supported with torch\.compile for mxfp8"):
+        emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "c", **compiled)
+
+
 def test_bridge_overrides_map_every_plan_field():
     overrides, mapping = bridge_overrides(load_model("llama3-8b"), PLAN)
     assert set(mapping) == set(Plan.model_fields)

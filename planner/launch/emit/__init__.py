@@ -39,6 +39,7 @@ from planner.launch.emit.checks import (
 from planner.launch.emit.nodes import cluster_nodes, split_groups
 from planner.launch.emit.targets import Layout, Target, target, target_names
 from planner.launch.emit.writing import OutFile, check_replaceable, portable_files, script_mode, write_files
+from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
 CLUSTER_TARGETS = target_names(engine=False)
@@ -143,6 +144,24 @@ def _file_settings(engine: Engine, target: str | None) -> dict[str, object]:
     return {name: value for name, value in engine.settings().items() if value != runs_on.setting(name)}
 
 
+def _unwritten(chosen: Target, precision: str, unexpressed: str) -> str:
+    """Why the target's file cannot say the plan: its engine has no such recipe at all (deepspeed and mxfp8 were told
+    'not yet'), or another target of the engine writes it, or none does yet."""
+    from planner.io.catalog import load_engine
+
+    if (
+        chosen.engine is not None
+        and precision in RECIPES
+        and precision not in load_engine(chosen.engine).rules.precision_recipes
+    ):
+        return f"{chosen.engine} has no {precision} training recipe; emit a target whose engine runs it"
+    others = [t for n in ENGINE_TARGETS if (t := target(n)) and t.engine == chosen.engine and precision in t.precisions]
+    instead = (
+        f"emit {others[0].name} for it" if others and precision in unexpressed else "estimate it, or emit without it"
+    )
+    return f"the {chosen.name} file does not write {unexpressed} yet; {instead}"
+
+
 def _checked(
     chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
 ) -> tuple[dict[str, object], str | None]:
@@ -155,9 +174,7 @@ def _checked(
     kind = chosen.name
     unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions, chosen.writes)  # recipes, options
     if unexpressed:
-        raise PlannerError(
-            f"--emit {kind}: the {kind} file does not write {unexpressed} yet; estimate it, or emit without it"
-        )
+        raise PlannerError(f"--emit {kind}: {_unwritten(chosen, cfg.plan.precision, unexpressed)}")
     unrun = unrun_settings(engine, cfg.plan.precision) if chosen.engine is None else ""
     if unrun:  # a cluster file launches the worker
         raise PlannerError(f"--emit {kind}: {unrun}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from planner.errors import PlannerError
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan import (
@@ -108,7 +109,7 @@ def torchtitan_toml(
     name, flav, _recipe = flavor(model, RELEASE) or ("llama3", "?", "?")
     ac = {"none": "none", "selective": "selective", "full": "full"}[plan.recompute]
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
-    converters = '["quantize.linear.float8"]' if plan.precision in TENSORWISE_FP8 else "[]"
+    converters = _converters(model, plan, settings or {})
     lines = [
         f"# torchtitan {RELEASE} job config written by `planner launch --emit torchtitan-v0.2`",
         f"# plan: {plan.summary()}",
@@ -121,7 +122,7 @@ def torchtitan_toml(
         f'name = "{name}"',
         f'flavor = "{flav}"',
         "# hf_assets_path: point it at the downloaded tokenizer (scripts/download_hf_assets.py)",
-        f"converters = {converters}",
+        "converters = [" + ", ".join(f'"{c}"' for c in converters) + "]",
         "",
         "[training]",
         f"local_batch_size = {local_batch(plan)}",
@@ -138,9 +139,34 @@ def torchtitan_toml(
         f'mode = "{ac}"',
         'selective_ac_option = "op"',
     ]
+    return "\n".join(lines + _quantize_lines(converters)) + "\n", dict(PLAN_FIELDS)
+
+
+QUANTIZE_SECTIONS = {  # each converter's section: float8's recipe; MXLinear's default recipe, said; the experts'
+    "quantize.linear.float8": ['recipe_name = "tensorwise"'],
+    "quantize.linear.mx": ['recipe_name = "mxfp8_cublas"'],
+    "quantize.grouped_mm.mx": ['recipe_name = "mxfp8"', 'fqns = ["experts"]'],  # grouped GEMMs, as priced
+}
+
+
+def _quantize_lines(converters: list[str]) -> list[str]:
+    return [line for c in converters for line in ("", f"[{c}]", *QUANTIZE_SECTIONS[c])]
+
+
+def _converters(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
+    """torchao's converters for the plan's recipe: tensorwise float8 for nn.Linear; mxfp8 for nn.Linear and, with
+    experts, their grouped GEMMs (v0.2.2 components/quantization/mx.py MXLinearConverter, MXGroupedMMConverter),
+    which asserts "TP not yet supported with torch.compile for mxfp8"."""
     if plan.precision in TENSORWISE_FP8:
-        lines += ["", "[quantize.linear.float8]", 'recipe_name = "tensorwise"']
-    return "\n".join(lines) + "\n", dict(PLAN_FIELDS)
+        return ["quantize.linear.float8"]
+    if plan.precision != "mxfp8":
+        return []
+    if plan.tp > 1 and "model" in compile_components(settings):
+        raise PlannerError(
+            f"--emit torchtitan-v0.2: torchtitan {RELEASE} asserts 'TP not yet supported with torch.compile for "
+            "mxfp8' (components/quantization/mx.py): price the plan eager (no compile), or at tp 1"
+        )
+    return ["quantize.linear.mx", *(["quantize.grouped_mm.mx"] if model.moe is not None else [])]
 
 
 register(
@@ -151,7 +177,7 @@ register(
         lambda o: torchtitan_toml(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
         engine="torchtitan",
         writes=WRITES,
-        precisions=frozenset(TENSORWISE_FP8) - {"fp8"},
+        precisions=frozenset(TENSORWISE_FP8) - {"fp8"} | {"mxfp8"},
         format_problems=format_problems,
     )
 )
