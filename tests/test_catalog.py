@@ -464,3 +464,21 @@ def test_a_profile_shown_loads_as_the_same_profile(tmp_path, kind, name, monkeyp
     (tmp_path / "mine.yaml").write_text(out)
     load = load_hardware if kind == "hardware" else load_engine
     assert load(str(tmp_path / "mine.yaml")).model_dump() == load(name).model_dump()
+
+
+CATALOG_FIXTURES = {  # catalog spec -> the config.json its rope_theta and norm_eps cite (tests/data/hf_configs)
+    "deepseek-v3": "deepseek_v3", "kimi-k2": "kimi_k2_instruct", "qwen3-235b-a22b": "qwen3_235b_a22b",
+    "qwen3-30b-a3b": "qwen3_30b_a3b", "qwen3-32b": "qwen3_32b", "qwen3-8b": "qwen3_8b", "gpt-oss-120b": "gpt_oss_120b",
+    "gpt-oss-20b": "gpt_oss_20b", "llama4-scout": "llama4_scout", "llama4-maverick": "llama4_maverick",
+    "llama3.1-405b": "llama3.1_405b", "llama3.1-70b": "llama3.1_70b", "llama3.1-8b": "llama3.1_8b",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "fixture"), sorted(CATALOG_FIXTURES.items()))
+def test_catalog_specs_state_their_configs_rope_and_norm_epsilon(name, fixture):
+    """`--emit megatron` writes --norm-epsilon from the spec: without it Megatron's default 1e-5 stood for
+    DeepSeek's, Kimi's and Qwen3's 1e-6 (a comment in the file said so, the flag did not)."""
+    cfg = json.loads((Path(__file__).parent / "data" / "hf_configs" / f"{fixture}.json").read_text())
+    text = cfg.get("text_config", cfg)
+    spec = load_model(name)
+    assert spec.norm_eps == text["rms_norm_eps"] and spec.rope_theta == float(text["rope_theta"])
