@@ -220,6 +220,17 @@ def test_a_multimodal_config_without_its_language_model_is_refused_naming_that(t
     assert "neither a text_config nor a language model at its top level" in err and "hidden_act" not in err
 
 
+def test_a_partial_rotary_factor_is_said_not_dropped(tmp_path):
+    """GLM-4.5's partial_rotary_factor 0.5 was dropped without a word: no spec field holds it (it moves no count),
+    so the import says it, and that an emitted file rotates whole heads."""
+    cfg = _fixture("qwen3_8b", partial_rotary_factor=0.5)
+    code, _out, err = run_planner("models", "show", str(_write(tmp_path, cfg)))
+    said = " ".join(err.split())
+    assert code == 0 and "partial_rotary_factor=0.5" in said and "--rotary-percent 0.5" in said, err
+    code, _out, err = run_planner("models", "show", str(_write(tmp_path, _fixture("qwen3_8b"))))
+    assert code == 0 and "partial_rotary_factor" not in err
+
+
 def test_multi_token_prediction_of_hybrid_blocks_is_refused_by_its_key(tmp_path):
     """Nemotron 3.5 builds its MTP modules of the hybrid stack's block types (mtp_layers_block_type); the spec's
     are DeepSeek's: refused naming the config's key, not the spec's mtp_layers field."""

@@ -27,7 +27,7 @@ from typing import Any
 
 from planner.errors import PlannerError
 from planner.io import hf_families as fam
-from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers
+from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_theta
 from planner.io.hf_moe import moe_fields
 from planner.specs import MAX_LAYERS
 
@@ -72,7 +72,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "attention": attention_fields(c, num_layers),
         "mtp_layers": c.integer("num_nextn_predict_layers") or None,
         "sandwich_norm": family in fam.SANDWICH_NORM_FAMILIES or None,
-        "rope_theta": _rope_theta(c.cfg),
+        "rope_theta": rope_theta(c.cfg),
         "norm_eps": next(
             (c.cfg[k] for k in ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon") if k in c.cfg), None
         ),
@@ -288,9 +288,3 @@ def _hf_name(cfg: dict[str, Any], path: Path) -> str:
     if path.name == "config.json" and path.resolve().parent.name:
         return path.resolve().parent.name
     return path.stem
-
-
-def _rope_theta(cfg: dict[str, Any]) -> Any:
-    """`rope_theta`, or transformers 5's `rope_parameters: {rope_theta: ...}`."""
-    nested = cfg.get("rope_parameters")
-    return cfg.get("rope_theta") or (nested.get("rope_theta") if isinstance(nested, dict) else None)

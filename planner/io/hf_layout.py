@@ -201,3 +201,21 @@ def _shortest_tiling(letters: list[str]) -> str:
         if all(x == letters[i % period] for i, x in enumerate(letters)):
             return "".join(letters[:period])
     return "".join(letters)
+
+
+def rope_theta(cfg: dict[str, Any]) -> Any:
+    """`rope_theta`, or transformers 5's `rope_parameters: {rope_theta: ...}`; a partial rotary factor, which no spec
+    field holds (it moves no parameter, FLOP or byte the planner counts), is said (GLM-4.5's 0.5 went unsaid, and
+    --emit megatron writes no --rotary-percent)."""
+    nested = cfg.get("rope_parameters")
+    partial = cfg.get("partial_rotary_factor") or (
+        nested.get("partial_rotary_factor") if isinstance(nested, dict) else None
+    )
+    if isinstance(partial, (int, float)) and partial != 1:
+        warnings.warn(
+            f"partial_rotary_factor={partial}: RoPE on that share of each head, which the spec does not hold; the "
+            "counts are unchanged, and an emitted file rotates whole heads (Megatron: add --rotary-percent "
+            f"{partial})",
+            stacklevel=3,
+        )
+    return cfg.get("rope_theta") or (nested.get("rope_theta") if isinstance(nested, dict) else None)
