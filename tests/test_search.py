@@ -299,6 +299,14 @@ def test_explain_reads_a_value_as_the_plan_field_does_and_names_the_engine(capsy
     assert f"on {best['engine']}" in " ".join(out.split()), out
 
 
+def test_a_schedule_the_engine_does_not_run_is_the_one_reason(capsys):
+    """--schedule dualpipev on Megatron: 'most often' (14,736 of 16,320), then a hint of other GPU counts and
+    --global-batch auto, which cannot help; the schedule is a rule of the engine alone, said first and only."""
+    code, out, err = cli(capsys, "search", "-m", "deepseek-v3", "--gpus", "2048", "--schedule", "dualpipev")
+    assert code == 2 and "no plan is valid: megatron has no dualpipev schedule" in err, err
+    assert "most often" not in err and "--global-batch auto" not in err
+
+
 def test_a_closest_miss_offers_only_what_the_engine_runs(capsys):
     """llm-foundry runs neither tp nor pp: a miss more GPUs cannot fix is not told to add them (audit)."""
     code, out, err = cli(capsys, "search", "-m", "llama3-70b", "--gpus", "8", "--hardware", "a100-40gb", "--engine",

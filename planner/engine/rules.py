@@ -66,14 +66,7 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
     dimensions, schedules, layer, vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
     out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan) + p2p_problems(engine, plan)
-    if p.schedule not in r.schedules:  # at pp 1 too: a plan asked to run gpipe was listed as "gpipe on megatron"
-        out.append(
-            Rejected(
-                f"{name} has no {p.schedule} schedule",
-                f"schedule={p.schedule} is not one {name} runs; it runs {', '.join(r.schedules)}",
-            )
-        )
-    out += split_problems(engine, model, p)
+    out += schedule_problems(engine, p.schedule) + split_problems(engine, model, p)
     if r.vocab_divisible_by_tp and model.vocab_size % p.tp:
         out.append(
             Rejected(
@@ -90,6 +83,20 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
             )
         )
     return out
+
+
+def schedule_problems(engine: Engine, schedule: str) -> list[Rejected]:
+    """A schedule the engine does not run, at pp 1 too (a plan asked to run gpipe was listed as "gpipe on
+    megatron"); it depends on the schedule alone, so a search whose every schedule it refuses says it first."""
+    r, name = engine.rules, engine.name
+    if schedule in r.schedules:
+        return []
+    return [
+        Rejected(
+            f"{name} has no {schedule} schedule",
+            f"schedule={schedule} is not one {name} runs; it runs {', '.join(r.schedules)}",
+        )
+    ]
 
 
 def batch_problems(engine: Engine, plan: Plan) -> list[Rejected]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from planner.cost.coster import Coster
 from planner.engine import recompute_problems, structure_problems, zero_problems
 from planner.engine.recipes import precision_problems
-from planner.engine.rules import batch_problems, hardware_problems
+from planner.engine.rules import batch_problems, hardware_problems, schedule_problems
 from planner.explore.placement import placement_problems
 from planner.explore.results import Rejection, SearchResult
 from planner.explore.space import NOT_FIT, PRUNED_ONE_RANK, PRUNED_RECOMPUTE, RECOMPUTES, Structure, micro_batches
@@ -78,9 +78,12 @@ class Screening:
         self._precision = hardware_problems(res.hardware, precision) or precision_problems(
             res.engine, res.hardware, precision, res.model
         )
-        rules = res.engine.rules  # no ZeRO stage the space holds is one the engine runs: said first, as the precision
+        rules = res.engine.rules  # no ZeRO stage (schedule) the space holds is one the engine runs: said first
         if not any(z in rules.zero or z in (rules.zero_pp or {}) for z in self.zeros):
             self._precision += zero_problems(res.engine, precision, zero=self.zeros[0])
+        asked = res.space.schedules or ()
+        if asked and not set(asked) & set(rules.schedules):  # --schedule dualpipev on megatron
+            self._precision += schedule_problems(res.engine, asked[0])
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> None:
         structures = self.res.structures
