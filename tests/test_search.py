@@ -302,9 +302,19 @@ def test_explain_reads_a_value_as_the_plan_field_does_and_names_the_engine(capsy
 def test_a_schedule_the_engine_does_not_run_is_the_one_reason(capsys):
     """--schedule dualpipev on Megatron: 'most often' (14,736 of 16,320), then a hint of other GPU counts and
     --global-batch auto, which cannot help; the schedule is a rule of the engine alone, said first and only."""
-    code, out, err = cli(capsys, "search", "-m", "deepseek-v3", "--gpus", "2048", "--schedule", "dualpipev")
+    code, _out, err = cli(capsys, "search", "-m", "deepseek-v3", "--gpus", "2048", "--schedule", "dualpipev")
     assert code == 2 and "no plan is valid: megatron has no dualpipev schedule" in err, err
     assert "most often" not in err and "--global-batch auto" not in err
+
+
+def test_lists_where_one_value_is_taken_say_so(capsys):
+    """'all' inside an engine list was looked up as an engine ("unknown engine 'all'"); a precision list given to
+    a command that takes one was said to be no precision."""
+    code, _, err = cli(capsys, "search", "-m", "llama3-8b", "--gpus", "8", "--engine", "all,megatron")
+    assert code == 2 and "or 'all' alone" in err and "unknown engine" not in err, err
+    code, _, err = cli(capsys, "scale", "-m", "llama3-8b", "--gpus", "8,16", "--tokens", "1e12", "--precision",
+                       "bf16,mxfp8")  # fmt: skip
+    assert code == 2 and "(this command takes one; search takes a comma list)" in err, err
 
 
 def test_a_closest_miss_offers_only_what_the_engine_runs(capsys):

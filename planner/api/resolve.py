@@ -112,7 +112,9 @@ def choice(flag: str, value: str | None) -> str | None:
     """A value of one of the fixed vocabularies above, or one line naming the valid ones."""
     valid = CHOICES[flag.replace("-", "_")]
     if value is not None and value not in valid:
-        raise PlannerError(f"--{flag.replace('_', '-')} {value!r} is not valid; choose one of {', '.join(valid)}")
+        listed = "," in value and flag in ("recompute", "precision", "schedule")  # what search takes as a list
+        one = " (this command takes one; search takes a comma list)" if listed else ""
+        raise PlannerError(f"--{flag.replace('_', '-')} {value!r} is not valid{one}; choose one of {', '.join(valid)}")
     return value
 
 
@@ -233,8 +235,8 @@ def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
         engines = [resolve_engine(n, overrides) for n in list_engines()]
         return [e for e in engines if e.installable]
     names = [n.strip() for n in arg.split(",") if n.strip()]
-    if not names:
-        raise PlannerError(f"--engine {arg!r}: give an engine name, a comma list of them, or 'all'")
+    if not names or any(n.lower() == "all" for n in names):  # 'all' in a list was looked up as an engine
+        raise PlannerError(f"--engine {arg!r}: give an engine name, a comma list of them, or 'all' alone")
     return [resolve_engine(n, overrides) for n in dict.fromkeys(names)]
 
 
