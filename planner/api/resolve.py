@@ -30,24 +30,10 @@ from planner.io.planfile import PlanFile, build_plan, read_plan_file
 from planner.plan import DERIVABLE, RECOMPUTES, SCHEDULES, STATED_SPLIT, Plan, default_seq_len
 from planner.specs import PRECISIONS, ModelSpec
 
-PLAN_FLAGS = (
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "ep",
-    "etp",
-    "vpp",
-    "sp",
-    "zero",
-    "recompute",
-    "micro_batch",
-    "global_batch",
-    "seq_len",
-    "precision",
-    "schedule",
-    *STATED_SPLIT,
-)
+PLAN_FLAGS = (  # the plan's fields a command line gives
+    "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "recompute", "micro_batch", "global_batch", "seq_len",
+    "precision", "schedule", *STATED_SPLIT,
+)  # fmt: skip
 CHOICES: dict[str, tuple[str, ...]] = {
     "recompute": RECOMPUTES,
     "precision": PRECISIONS,
