@@ -178,6 +178,11 @@ def test_nothing_fits_shows_closest_misses_with_fixes():
         if miss.plan.dp * miss.plan.cp == 1:
             same_gpus = [v for v in miss.variants if v.plan.gpus == miss.plan.gpus]
             assert all(v.plan.zero == miss.plan.zero for v in same_gpus), [v.change for v in same_gpus]
+        # a change names only what it changes: "with zero 1 + recompute full + micro-batch 1" of an mb1 rc=full plan
+        for v in miss.variants:
+            said = v.change.split(" with ")[-1]
+            assert not ("recompute full" in said and miss.plan.recompute == "full"), v.change
+            assert not ("micro-batch 1" in said and miss.plan.micro_batch == 1), v.change
 
 
 def test_pareto_front():

@@ -80,11 +80,12 @@ def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
     engine = trial.coster.engine
     top_zero = max((z for z in engine.rules.zero if trial.runs(p.model_copy(update={"zero": z}))), default=p.zero)
     saver = p.model_copy(update={"zero": top_zero, "recompute": "full", "micro_batch": 1})
-    saver_text = f"zero {top_zero} + recompute full + micro-batch 1"
+    others = ["recompute full"] * (p.recompute != "full") + ["micro-batch 1"] * (p.micro_batch != 1)  # not p's own
+    saver_text = " + ".join([f"zero {top_zero}"] * (top_zero != p.zero) + others)
     shown, shown_text = saver, saver_text
     if p.dp * p.cp == 1:  # ZeRO shards nothing over one rank (ZeRO-3 adds FSDP's fp32 parameters): kept for growth
         shown = p.model_copy(update={"recompute": "full", "micro_batch": 1})
-        shown_text = "recompute full + micro-batch 1"
+        shown_text = " + ".join(others)
     if shown != p and all(q != shown for _what, q in tries):
         tries.append((shown_text, shown))
     variants = [v for v in (trial.variant(what, q) for what, q in tries) if v is not None]
