@@ -171,7 +171,8 @@ def _degree_problems(engine: Engine, plan: Plan) -> list[Rejected]:
             out.append(
                 Rejected(
                     f"{name} has no {dim}",
-                    f"{dim}={getattr(p, dim)}: {name} does not offer this parallelism; use {dim}=1",
+                    f"{dim}={getattr(p, dim)}: {name} does not offer this parallelism as its profile models it; "
+                    f"use {dim}=1",
                 )
             )
     if p.etp is None or p.etp == p.tp:
