@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from planner.cluster.domains import group_domains, ranks_per_domain
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
@@ -60,17 +61,26 @@ def _divisors(gpus: int, fits: Callable[[int], bool]) -> str:
 
 
 def split_groups(plan: Plan, per_node: int, hw: HardwareProfile) -> list[str]:
-    """What the node layout does to tensor parallelism priced inside one NVLink domain: ranks are laid out tp first
-    (the innermost group, as the engines order them), so a domain holding fewer processes than a tp group (one node
-    where the domain is the node: fewer than a multiple of tp) spreads each group over the network. A domain of
-    several nodes (NVL72's 18 trays) keeps any tp group that fits its processes (every NVL72 plan was warned)."""
+    """What the node layout does to tensor parallelism against the placement it is priced with: ranks are laid out
+    tp first (the innermost group, as the engines order them), so a layout putting fewer ranks in each NVLink
+    domain than the priced one (cluster/domains.py ranks_per_domain) spreads tp groups over more domains, where
+    the network carries their traffic. A domain of several nodes (NVL72's 18 trays) holds groups spread over its
+    nodes (every NVL72 plan was warned), and one that straddles domains as priced (tp 16 on 72) is no change."""
+    if hw.name == "cpu" or plan.tp <= 1:  # a CPU host has no NVLink to leave
+        return []
     nodes_per_domain = hw.nvlink_domain // hw.gpus_per_node
-    in_domain = per_node * nodes_per_domain  # the processes the layout puts in one NVLink domain
-    if hw.name == "cpu" or plan.tp <= 1 or in_domain % plan.tp == 0 or (nodes_per_domain > 1 and in_domain >= plan.tp):
-        return []  # a CPU host has no NVLink to leave
-    inside = "one node's links" if nodes_per_domain == 1 else f"one {hw.nvlink_domain}-GPU NVLink domain"
+    laid = min(per_node * nodes_per_domain, plan.gpus)  # the ranks the layout puts in one domain
+    priced = ranks_per_domain(hw, plan.gpus)
+    (few, touched), (priced_few, priced_touched) = group_domains(laid, plan.tp, 1), group_domains(priced, plan.tp, 1)
+    if touched <= priced_touched and few >= priced_few:
+        return []
+    where = "nodes" if nodes_per_domain == 1 else f"{hw.nvlink_domain}-GPU NVLink domains"
+    as_priced = "inside one of them" if priced_touched == 1 else f"across {priced_touched} of them"
+    spread = f"over up to {touched} {where}, where the plan is priced with it {as_priced}"
+    if touched <= priced_touched:  # as many domains, fewer ranks in one: fewer links carry its traffic out
+        spread = f"over {where} with as few as {few} of its ranks in one, where the plan is priced with {priced_few}"
+    per = min(hw.gpus_per_node, plan.gpus)  # the default layout, whole nodes: the placement priced
     return [
-        f"{per_node} process{'es' if per_node != 1 else ''} per node spread each tp {plan.tp} group over "
-        f"{'nodes' if nodes_per_domain == 1 else 'NVLink domains'}, where the plan is priced with tp inside {inside}; "
-        f"at most {plan.gpus // -(-plan.tp // nodes_per_domain)} nodes keep it inside"
+        f"{per_node} process{'es' if per_node != 1 else ''} per node spread each tp {plan.tp} group {spread}; "
+        f"{plan.gpus // per:,} nodes of {per} processes lay it out as priced"
     ]
