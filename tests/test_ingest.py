@@ -172,6 +172,12 @@ def test_nemo_parallel_groups_state_the_plan_and_gpus():
     no_cp = "\n".join(line for line in text.splitlines() if "context parallel group:" not in line)
     partial = read_log(no_cp, source="no-cp")
     assert partial.gpus is None and partial.plan["dp"] == 2 and partial.plan["cp"] is None
+    # Megatron-LM prints the micro-batches line beside a dump that states micro_batch_size: no derived note then
+    megatron = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    at = megatron.index(" iteration ")
+    line = "INFO:megatron.core.num_microbatches_calculator:setting number of microbatches to constant 4\n"
+    dumped = read_log(megatron[:at] + line + megatron[at:], source="dump")
+    assert dumped.plan["micro_batch"] == 1 and not any("micro-batches per step" in d for d in dumped.derived)
 
 
 # --- Megatron-DeepSpeed ---------------------------------------------------------------------------------------

@@ -49,19 +49,21 @@ def setup_line(line: str, logged: dict[str, str]) -> None:
         logged["logged_num_microbatches"] = m[1]
 
 
-def group_settings(logged: dict[str, str]) -> list[str]:
+def group_settings(logged: dict[str, str], dump: dict[str, str]) -> list[str]:
     """The world size of NeMo's four groups and the micro-batch its micro-batches per step give, into `logged` where
-    nothing states them; the notes saying how."""
+    nothing states them (no line, no argument dump: Megatron-LM prints the micro-batches line beside a dump that
+    states micro_batch_size); the notes saying how."""
     notes = []
     size = {g: int(logged[f"logged_{g}_parallel_size"]) for g in GROUPS if logged.pop(f"group_{g}", None)}
-    if len(size) == len(GROUPS) and "logged_world_size" not in logged:
+    stated = {k.rsplit(".", 1)[-1] for k in dump}  # a Megatron-Bridge config's keys carry their section
+    if len(size) == len(GROUPS) and "logged_world_size" not in logged and "world_size" not in stated:
         logged["logged_world_size"] = str(math.prod(size.values()))
         notes.append(
             f"gpus = {logged['logged_world_size']}: dp {size['data']} x cp {size['context']} x tp "
             f"{size['tensor_model']} x pp {size['pipeline_model']}, the sizes of NeMo's parallel groups (megatron_init)"
         )
     n, dp, gb = (logged.get(f"logged_{k}") for k in ("num_microbatches", "data_parallel_size", "global_batch"))
-    if n and dp and gb and int(gb) % (int(n) * int(dp)) == 0:
+    if n and dp and gb and int(gb) % (int(n) * int(dp)) == 0 and "micro_batch_size" not in stated:
         logged["logged_micro_batch_size"] = str(int(gb) // (int(n) * int(dp)))
         notes.append(
             f"micro_batch {logged['logged_micro_batch_size']}: global batch {gb} / ({n} micro-batches per step x "

@@ -258,7 +258,7 @@ def _configure(
     deepspeed = deepspeed_config(rows)
     stated = line_settings(iterations)
     logged = stated.logged | logged  # a line's world size over the one the throughput implies
-    stated.derived += group_settings(logged)
+    stated.derived += group_settings(logged, dumps[0][1] if dumps else {})
     configs = [
         config_from_args(
             args | logged, deepspeed=deepspeed, cut_after=None if ended else max(args, key=str.lower, default=None)
