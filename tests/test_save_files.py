@@ -66,6 +66,10 @@ def test_calibrate_replaces_profiles_but_not_its_runs_or_notes(tmp_path):
     (engines / "megatron.yaml").write_text(NOTES)
     code, _, err = run_planner("calibrate", str(runs), "--engine-out", str(engines))
     assert code == 2 and "not an engine profile" in err and (engines / "megatron.yaml").read_text() == NOTES, err
+    (engines / "megatron.yaml").unlink()  # a file of an engine the fit does not write is none of its business
+    (engines / "planner.yaml").write_text(NOTES)
+    code, _, err = run_planner("calibrate", str(runs), "--engine-out", str(engines))
+    assert code == 0 and (engines / "megatron.yaml").is_file() and (engines / "planner.yaml").read_text() == NOTES, err
 
 
 def test_a_json_name_gets_json_that_reads_back(tmp_path):

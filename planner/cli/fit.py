@@ -126,7 +126,7 @@ def calibrate(
     spec = load_model(given.model) if given.model else None
     fill = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
     created = bool(engine_out) and not Path(str(engine_out)).exists()
-    _check_outputs(output, engine_out)
+    _check_outputs(output, engine_out if behaviour else None)  # --behaviour writes every catalog engine
     if engine_out:  # checked before anything is written: a failure leaves no profile behind
         make_dir(engine_out, what="--engine-out folder")
     try:
@@ -146,8 +146,8 @@ def calibrate(
 
 
 def _check_outputs(output: str | None, engine_out: str | None) -> None:
-    """What -o FILE and --engine-out DIR would replace, checked before the fit (fit/write.py check_targets): the
-    engine files are named by the engine (a directory -o's files by the GPU, checked after the fit)."""
+    """What -o FILE and --behaviour's --engine-out DIR would replace, checked before the fit (fit/write.py
+    check_targets); a directory -o's files (by GPU) and a plain fit's engine files (those with runs) after it."""
     from planner.fit.write import check_targets, output_is_file
     from planner.io.catalog import list_engines
 
@@ -193,6 +193,8 @@ def _calibrate_runs(
     bases = list(result.bases.values())
     targets = hardware_output(output, bases) if output else {}
     check_targets("-o", list(targets.values()))
+    if engine_out:  # the engines with runs in the fit: the files write_engine_outputs replaces
+        check_targets("--engine-out", [Path(engine_out) / f"{e}.yaml" for e in result.engines], engine=True)
     sources = dict(zip((p.name for p in profiles or []), args))
     for h in bases:
         if h.name in targets:
