@@ -100,6 +100,12 @@ def test_a_write_without_stated_storage_says_it_scales_with_the_nodes():
     assert code == 0 and ck["write_bytes_per_s"] == 1e11 and ck["bandwidth_from"] == "", err
     code, out, err = run(*args, "50000")
     assert code == 0 and "TB/s: 1.97 GB/s per node (h100-sxm) x 128 nodes" in " ".join(out.split()), err
+    # on a cluster whose storage is not what binds, the same share is said, below the storage's (it read as stated)
+    small = ("estimate", "-m", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--cluster", "meta-llama3-24k")
+    code, out, err = run(*small, "--json")
+    assert (
+        code == 0 and "x 8 nodes, below the cluster storage's 2 TB/s" in json.loads(out)["checkpoint"]["bandwidth_from"]
+    )
 
 
 def test_with_failures_priced_a_range_chooses_by_what_the_goodput_keeps():

@@ -10,6 +10,7 @@ scale alike. The checkpoint interval and goodput that follow are Young's / Daly'
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,11 +82,17 @@ def checkpoint_bandwidth(hw: HardwareProfile, gpus: int) -> float | None:
     return min(hw.checkpoint_write_bytes_per_s * nodes, cluster.checkpoint_write_bytes_per_s)
 
 
-def per_node_note(hw: HardwareProfile, nodes: int) -> str:
-    """Where a job's checkpoint bandwidth comes from when neither the options nor a cluster's storage state it: the
-    GPU profile's per-node share, which grows with the nodes without bound (62,208 GB200s wrote at 78 TB/s, where the
-    largest published training storage sustains 2 TB/s, Dubey et al. 2024 §3.3.1), said beside the write time."""
+def per_node_note(hw: HardwareProfile, nodes: int, bandwidth: float) -> str:
+    """Where a job's checkpoint bandwidth comes from when it is the GPU profile's per-node share times the nodes
+    (no --checkpoint-bandwidth, and a cluster's storage, where stated, not binding), which grows with the nodes
+    without bound (62,208 GB200s wrote at 78 TB/s, where the largest published training storage sustains 2 TB/s,
+    Dubey et al. 2024 §3.3.1), said beside the write time; "" where the bandwidth is given or the cluster's cap."""
+    if not math.isclose(bandwidth, hw.checkpoint_write_bytes_per_s * nodes):
+        return ""
+    cluster = cluster_of(hw)
+    cap = cluster.checkpoint_write_bytes_per_s if cluster is not None else None
+    said = f", below the cluster storage's {cap / 1e12:.3g} TB/s" if cap else ", no cluster storage stated"
     return (
-        f"{hw.checkpoint_write_bytes_per_s / 1e9:.3g} GB/s per node ({hw.name}) x {nodes:,} nodes, no cluster storage "
-        "stated: --checkpoint-bandwidth sets the job's"
+        f"{hw.checkpoint_write_bytes_per_s / 1e9:.3g} GB/s per node ({hw.name}) x {nodes:,} nodes{said}: "
+        "--checkpoint-bandwidth sets the job's"
     )

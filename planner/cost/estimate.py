@@ -113,7 +113,7 @@ def estimate(
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
         per_gpu_s = per_gpu_mtbf_hours(mtbf_hours, mtbf_per, hw.gpus_per_node) * 3600
         bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
-        scaled = "" if checkpoint_bandwidth_bytes_per_s else per_node_note(hw, nodes)
+        scaled = per_node_note(hw, nodes, bandwidth)
         ckpt = checkpoint_plan(
             checkpoint_bytes=checkpoint_bytes(model, plan, engine),
             write_bytes_per_s=bandwidth,
