@@ -95,4 +95,6 @@ def fmt_bytes_range(lo: float, hi: float) -> str:
 def fmt_hours(hours: float) -> str:
     """GPU-hours as a person budgets them: whole hours from 10 on ('1,234'), two significant digits below ('0.11',
     where a whole number printed 0)."""
+    if 0 < hours < 0.01:  # "4e-05" read as a number, not as a few seconds of a GPU
+        return "< 0.01"
     return f"{hours:,.0f}" if hours >= 10 or hours == 0 else f"{hours:.2g}"

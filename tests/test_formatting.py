@@ -18,7 +18,9 @@ def test_counts(n, said):
     assert fmt_count(n) == said
 
 
-@pytest.mark.parametrize(("hours", "said"), [(0.11, "0.11"), (0.0, "0"), (9.96, "10"), (26070.8, "26,071")])
+@pytest.mark.parametrize(
+    ("hours", "said"), [(0.11, "0.11"), (0.0, "0"), (4e-5, "< 0.01"), (9.96, "10"), (26070.8, "26,071")]
+)
 def test_gpu_hours_never_print_zero_for_a_short_job(hours, said):
     assert fmt_hours(hours) == said
 

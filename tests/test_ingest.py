@@ -314,7 +314,12 @@ def test_torchtitan_set_up_line_batch_and_sequence():
 
 @pytest.mark.parametrize(
     ("name", "schedule", "vpp"),
-    [("Interleaved1F1B", "interleaved", 2), ("1F1B", "1f1b", 1), ("ZBVZeroBubble", None, 2)],
+    [
+        ("Interleaved1F1B", "interleaved", 2),
+        ("Interleaved1F1B", "1f1b", 1),
+        ("1F1B", "1f1b", 1),
+        ("ZBVZeroBubble", None, 2),
+    ],
 )
 def test_torchtitan_pipeline_schedule_line_states_schedule_virtual_stages_and_micro_batch(name, schedule, vpp):
     """'Using pipeline schedule S with N microbatches and M stages.' (torchtitan distributed/pipeline_parallel.py

@@ -167,6 +167,8 @@ def _pipeline(text: str, start: tuple[str, ...] | None, pp: int | None) -> dict[
     out: dict[str, Any] = {"schedule": PP_SCHEDULES.get(m[1])}
     if stages % pp == 0:
         out["vpp"] = stages // pp
+        if out["vpp"] == 1 and out["schedule"] == "interleaved":  # one stage a rank: the looped schedule is 1F1B's
+            out["schedule"] = "1f1b"
     if start and start[0] and int(start[0]) % n == 0:
         out["micro_batch"] = int(start[0]) // n
     return out

@@ -156,9 +156,8 @@ def _unwritten(chosen: Target, precision: str, unexpressed: str) -> str:
     ):
         return f"{chosen.engine} has no {precision} training recipe; emit a target whose engine runs it"
     others = [t for n in ENGINE_TARGETS if (t := target(n)) and t.engine == chosen.engine and precision in t.precisions]
-    instead = (
-        f"emit {others[0].name} for it" if others and precision in unexpressed else "estimate it, or emit without it"
-    )
+    written = others and f"precision={precision}" in unexpressed  # the recipe is what is missing, not an option
+    instead = f"emit {others[0].name} for it" if written else "estimate it, or emit without it"
     return f"the {chosen.name} file does not write {unexpressed} yet; {instead}"
 
 

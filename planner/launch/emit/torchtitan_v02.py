@@ -46,7 +46,7 @@ PLAN_FIELDS = {
     "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
     "global_batch": "training.global_batch_size",
     "seq_len": "training.seq_len",
-    "precision": "training.mixed_precision_param (fp8: model.converters quantize.linear.float8)",
+    "precision": "training.mixed_precision_param (fp8: converters quantize.linear.float8; mxfp8: quantize.linear.mx)",
     **dict.fromkeys(STATED_SPLIT, "refused when stated: it needs parallelism.module_fqns_per_model_part"),
 }
 
