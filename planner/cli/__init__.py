@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every user error is one line on stderr and exit code 2."""
     warnings.showwarning = warning_line
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:  # said before the app is built: building it imports every command (0.45 s)
+        from planner import __version__
+
+        typer.echo(f"planner {__version__}")
+        return
     try:
         app = build_app(_command_of(args))
     except KeyboardInterrupt:  # Ctrl-C while the command's modules load
