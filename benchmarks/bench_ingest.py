@@ -5,7 +5,8 @@
 Builds a Megatron-LM log of N iteration lines in the format of tests/data/logs/megatron_lm_issue756_mixtral.log
 (one per step, a checkpoint save every 1,000) and prints the seconds and microseconds per line read_log takes, the
 best of three. On a 2-core box (2026-11-28) 50,000 steps took 7.88 s (157 us a line) before each pattern was searched
-only where its fixed text is, and the one-rank merge and event marking made linear; 3.22 s (64 us) after.
+only where its fixed text is, and the one-rank merge and event marking made linear; 3.22 s (64 us) after; 2.52 s
+(50 us) once detection stopped searching every line for torchtitan's step pattern.
 """
 
 from __future__ import annotations
