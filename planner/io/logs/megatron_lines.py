@@ -44,7 +44,6 @@ def setup_line(line: str, logged: dict[str, str]) -> None:
     """A NeMo group's size, or the micro-batches per step, into `logged`."""
     if "parallel group" in line and (group := NEMO_GROUP.search(line)):
         logged[f"logged_{group[1].replace(' ', '_')}_parallel_size"] = str(len(group[2].split(",")))
-        logged[f"group_{group[1].replace(' ', '_')}"] = "1"
     elif "microbatches" in line and (m := MICROBATCHES.search(line)):
         logged["logged_num_microbatches"] = m[1]
 
@@ -54,7 +53,8 @@ def group_settings(logged: dict[str, str], dump: dict[str, str]) -> list[str]:
     nothing states them (no line, no argument dump: Megatron-LM prints the micro-batches line beside a dump that
     states micro_batch_size); the notes saying how."""
     notes = []
-    size = {g: int(logged[f"logged_{g}_parallel_size"]) for g in GROUPS if logged.pop(f"group_{g}", None)}
+    # the four sizes without a world size: NeMo's groups (Megatron's "using world size" line states both)
+    size = {g: int(logged[f"logged_{g}_parallel_size"]) for g in GROUPS if f"logged_{g}_parallel_size" in logged}
     stated = {k.rsplit(".", 1)[-1] for k in dump}  # a Megatron-Bridge config's keys carry their section
     if len(size) == len(GROUPS) and "logged_world_size" not in logged and "world_size" not in stated:
         logged["logged_world_size"] = str(math.prod(size.values()))
