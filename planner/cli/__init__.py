@@ -58,10 +58,14 @@ GROUPS = {
 
 def _version(value: bool) -> None:
     if value:
-        from planner import __version__
-
-        typer.echo(f"planner {__version__}")
+        _say_version()
         raise typer.Exit()
+
+
+def _say_version() -> None:
+    from planner import __version__
+
+    typer.echo(f"planner {__version__}")
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -106,9 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     warnings.showwarning = warning_line
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:  # said before the app is built: building it imports every command (0.45 s)
-        from planner import __version__
-
-        typer.echo(f"planner {__version__}")
+        _say_version()
         return
     try:
         app = build_app(_command_of(args))

@@ -188,6 +188,10 @@ class Rules(Frozen):
                     raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(impl.shards)}")
         return self
 
+    def runs_zero(self, zero: int) -> bool:
+        """Whether the engine runs ZeRO stage `zero` at any pipeline degree."""
+        return zero in self.zero or zero in (self.zero_pp or {})
+
     def stages(self, pp: int) -> dict[int, ZeroStage]:
         """The ZeRO stages runnable at this pipeline degree, and how."""
         return self.zero if pp == 1 or self.zero_pp is None else self.zero_pp

@@ -16,7 +16,7 @@ def zero_problems(
     pipeline degree, and with the other parallel dimensions the plan uses."""
     r, p, name = engine.rules, plan, engine.name
     z = p.zero if zero is None else zero
-    if z not in r.zero and z not in (r.zero_pp or {}):
+    if not r.runs_zero(z):
         return [
             Rejected(
                 f"{name} has no zero {z}",

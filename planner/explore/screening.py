@@ -79,7 +79,7 @@ class Screening:
             res.engine, res.hardware, precision, res.model
         )
         rules = res.engine.rules  # no ZeRO stage (schedule) the space holds is one the engine runs: said first
-        if not any(z in rules.zero or z in (rules.zero_pp or {}) for z in self.zeros):
+        if not any(rules.runs_zero(z) for z in self.zeros):
             self._precision += zero_problems(res.engine, precision, zero=self.zeros[0])
         asked = res.space.schedules or ()
         if asked and not set(asked) & set(rules.schedules):  # --schedule dualpipev on megatron
