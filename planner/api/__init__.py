@@ -163,9 +163,11 @@ def run_search(
     engine: str | Engine | list[str | Engine] | None = None,
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
+    counts: bool = True,
     **options: Any,
 ) -> SearchResult:
-    """The search result, with what the defaults gave, for `search` and the command line."""
+    """The search result, with what the defaults gave, for `search` and the command line (counts=False: its top
+    plans only, the counts partial: explore/pipeline.py search)."""
     from planner.api.searching import run
 
     return run(
@@ -176,6 +178,7 @@ def run_search(
         progress=progress,
         keep_rejections=keep_rejections,
         options=options,
+        counts=counts,
     )
 
 

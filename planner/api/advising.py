@@ -167,8 +167,15 @@ def _probe(
     from planner.api import run_search
 
     def best_at(g: int, b: int) -> float | None:
-        try:
-            res = run_search(spec, gpus=g, hardware=hw, engine=engine, **{**_at(hw, g, options, b), "top": 1})
+        try:  # only the best plan is read, unless the result is kept: the counts in full only then
+            res = run_search(
+                spec,
+                gpus=g,
+                hardware=hw,
+                engine=engine,
+                counts=kept is not None,
+                **{**_at(hw, g, options, b), "top": 1},
+            )
         except PlannerError:
             return None
         if kept is not None:

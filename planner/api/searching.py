@@ -55,8 +55,10 @@ def run(
     progress: Callable[[int, int], None] | None,
     keep_rejections: bool,
     options: dict[str, Any],
+    counts: bool = True,
 ) -> SearchResult:
-    """The search of the options, with what the defaults gave (`defaulted`)."""
+    """The search of the options, with what the defaults gave (`defaulted`); counts=False: its top plans only
+    (explore/pipeline.py search)."""
     unknown = sorted(set(options) - set(SEARCH_OPTIONS))
     if unknown:
         raise PlannerError(f"unknown search option {', '.join(unknown)}; valid: {', '.join(SEARCH_OPTIONS)}")
@@ -77,7 +79,7 @@ def run(
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     check_fits(hw, gpus)
-    result = _searched(spec, hw, gpus, engines, o, precisions, progress, keep_rejections)
+    result = _searched(spec, hw, gpus, engines, o, precisions, progress, keep_rejections, counts)
     result.defaulted = frozenset(k for k in ("global_batch", "seq_len") if o[k] is None)
     return result
 
@@ -85,6 +87,7 @@ def run(
 def _searched(
     spec: ModelSpec, hw: HardwareProfile, gpus: int, engines: list[Engine], o: dict[str, Any],
     precisions: list[str | None], progress: Callable[[int, int], None] | None, keep_rejections: bool,
+    counts: bool = True,
 ) -> SearchResult:  # fmt: skip
     """Each precision's search (the engines and, with recipe_options, their variants), side by side where there
     are several, ranked together as the engines are."""
@@ -96,6 +99,7 @@ def _searched(
             o["mtbf_hours"], o["mtbf_per"] or "gpu", o["checkpoint_bandwidth"], o["restart_minutes"]
         ),
         "keep_rejections": keep_rejections,
+        "counts": counts,
     }
 
     def at(precision: str | None) -> SearchResult:

@@ -20,13 +20,16 @@ A pipeline of stages, each testable alone:
      so the same order holds.
 5. **rank** the timed plans; the top K get a full ``Estimate`` built on the step time already computed.
 
-Counts are honest: evaluated = valid + Σ rejected, and valid = timed + Σ pruned.
+Counts are honest: evaluated = valid + Σ rejected, and valid = timed + Σ pruned. A search for its top plans only
+(counts=False: the advice's probes) screens and times best bound first and stops early: what it never screened is
+counted `unscreened`, neither valid nor rejected.
 """
 
 from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,8 +70,11 @@ def search(
     checkpointing: Checkpointing = NO_FAILURES,
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
+    counts: bool = True,
 ) -> SearchResult:
-    """candidates → checks → memory screen → (pruned) step-time estimates → ranking."""
+    """candidates → checks → memory screen → (pruned) step-time estimates → ranking. With counts=False only the
+    top plans are wanted (the advice's probes read the best plan's rate): by throughput or goodput, the memory
+    screen and the estimates run best bound first and stop early (_time_best_first), the counts left partial."""
     _check_arguments(objective, top)
     if space.sp is None and engine.rules.sequence_parallel == "never":  # sp where the engine runs it (tp > 1)
         space = replace(space, sp=False)
@@ -83,10 +89,15 @@ def search(
             f"{space.gpus} (tp x pp x cp x dp must equal it; choose degrees whose product divides "
             f"{space.gpus})"
         )
-    screening = Screening(res, coster, exhaustive=exhaustive, keep_rejections=keep_rejections)
+    best_first = not counts and not (exhaustive or keep_rejections) and objective != "memory"
+    screening = Screening(res, coster, exhaustive=exhaustive, keep_rejections=keep_rejections, defer=best_first)
     with _cyclic_gc_paused():
         screening.run(progress)
-        chosen = _time(res, coster, screening.fitting, top=top, exhaustive=exhaustive)
+        chosen = (
+            _time_best_first(res, coster, screening, top=top)
+            if best_first
+            else _time(res, coster, screening.fitting, top=top, exhaustive=exhaustive)
+        )
     res.top = _rank(res, coster, chosen, checkpointing)
     if not screening.fitting:
         from planner.explore.misses import closest_misses  # only when nothing fits
@@ -130,31 +141,80 @@ def _time(
         res.pruned[PRUNED_BOUND.replace("compute lower bound", "more memory")] += max(0, len(fitting) - top)
         return [(f.plan(), coster.step(f.plan())) for f in order]
     ordered = sorted(((coster.cheap_bound_s(f.base, f.recompute), i, f) for i, f in enumerate(fitting)), key=_first)
-    heap: list[tuple[float, int, Plan, StepTime]] = []  # max-heap on step_s (or bytes) via negation
+    timing = _Timing(res, coster, top=top, exhaustive=exhaustive)
     for n, (lb, i, f) in enumerate(ordered):
-        if not exhaustive and len(heap) >= top and lb >= -heap[0][0]:
+        if timing.beaten(lb):
             res.pruned[PRUNED_BOUND] += len(ordered) - n
             break
+        timing.offer(f, i)
+    return timing.chosen()
+
+
+def _time_best_first(
+    res: SearchResult, coster: Coster, screening: Screening, *, top: int
+) -> list[tuple[Plan, StepTime]]:
+    """Stages 3-4 in one pass, for a search that wants its top K only (counts=False): the candidates the rules
+    passed, in the order of the cheap bound over their recompute levels (a ZeRO stage changes no bound), each
+    screened for memory and its fitting variants timed, until the bound cannot beat the K-th best; the rest are
+    counted unscreened. The K best are those stages 3 and 4 in turn choose (every plan not screened has a bound
+    at or above the K-th best step)."""
+    recs, per_candidate = screening.recs, len(screening.zeros) * len(screening.recs)
+    bounds = (
+        (min(coster.cheap_bound_s(p, rc) for rc in recs), i, st, p) for i, (st, p) in enumerate(screening.deferred)
+    )
+    ordered = sorted(bounds, key=_first)
+    timing, tick = _Timing(res, coster, top=top, exhaustive=False), itertools.count()
+    for n, (lb, _i, st, p) in enumerate(ordered):
+        if timing.beaten(lb):
+            res.unscreened += (len(ordered) - n) * per_candidate
+            break
+        start = len(screening.fitting)
+        screening.candidate(st, p)
+        for f in sorted(screening.fitting[start:], key=lambda f: coster.cheap_bound_s(f.base, f.recompute)):
+            if not timing.beaten(coster.cheap_bound_s(f.base, f.recompute)):
+                timing.offer(f, next(tick))
+            else:
+                res.pruned[PRUNED_BOUND] += 1
+    return timing.chosen()
+
+
+class _Timing:
+    """Stage 4's state: the K best step times so far (by throughput; by memory for that objective) and the plans
+    timed, counted in the result."""
+
+    def __init__(self, res: SearchResult, coster: Coster, *, top: int, exhaustive: bool) -> None:
+        self.res, self.coster, self.top, self.exhaustive = res, coster, top, exhaustive
+        self.heap: list[tuple[float, int, Plan, StepTime]] = []  # max-heap on step_s (or bytes) via negation
+
+    def beaten(self, bound_s: float) -> bool:
+        """Whether a plan with this step-time lower bound cannot beat the K-th best."""
+        return not self.exhaustive and len(self.heap) >= self.top and bound_s >= -self.heap[0][0]
+
+    def offer(self, f: Fitting, i: int) -> None:
+        """Time one fitting plan (unless --risk or its tighter bound prunes it) and keep it if it is among the K
+        (`i` breaks ties of step time: the smaller is dropped first)."""
+        res, coster, heap = self.res, self.coster, self.heap
         p, nbytes = f.plan(), f.nbytes
         if res.objective == "risk" and coster.memory_high_bytes(p, nbytes) > coster.capacity_bytes:
             res.pruned[PRUNED_RISK] += 1  # may not fit: --risk ranks only plans sure to
-            continue
-        if not exhaustive and len(heap) >= top and coster.tight_bound_s(p) >= -heap[0][0]:
+            return
+        if self.beaten(coster.tight_bound_s(p)):
             res.pruned[PRUNED_BOUND] += 1
-            continue
+            return
         t = coster.step(p)
         res.timed += 1
-        if exhaustive:
+        if self.exhaustive:
             res.all_timed.append(TimedPlan(p, nbytes, t.tokens_per_s))
         if res.objective == "memory":
             heap.append((-nbytes, i, p, t))
-        elif len(heap) < top:
+        elif len(heap) < self.top:
             heapq.heappush(heap, (-t.step_s, i, p, t))
         elif t.step_s < -heap[0][0]:
             heapq.heapreplace(heap, (-t.step_s, i, p, t))
-    if res.objective == "memory":
-        heap = sorted(heap, key=lambda x: -x[0])[:top]
-    return [(p, t) for _s, _i, p, t in heap]
+
+    def chosen(self) -> list[tuple[Plan, StepTime]]:
+        heap = sorted(self.heap, key=lambda x: -x[0])[: self.top] if self.res.objective == "memory" else self.heap
+        return [(p, t) for _s, _i, p, t in heap]
 
 
 def _first(item: tuple) -> float:

@@ -103,6 +103,9 @@ class SearchResult:
     engines: list[Engine] = field(default_factory=list)  # every engine searched (one unless --engine all/LIST)
     defaulted: frozenset[str] = frozenset()  # the space's values the defaults gave (global_batch, seq_len)
     precisions: tuple[str, ...] = ()  # the precisions searched when several were (search --precision A,B)
+    # candidates never screened for memory: a search for its top plans only (pipeline.search counts=False) skips
+    # those whose step-time lower bound cannot beat the K-th best, so they are neither valid nor rejected
+    unscreened: int = 0
 
     def considered(self, field_name: str, value: Any) -> bool:
         """Whether any candidate had field == value (else it was outside the search space)."""
@@ -118,7 +121,7 @@ class SearchResult:
 
     @property
     def valid(self) -> int:
-        return self.evaluated - sum(self.rejected.values())
+        return self.evaluated - sum(self.rejected.values()) - self.unscreened
 
     @property
     def best(self) -> Ranked | None:

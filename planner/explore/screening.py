@@ -54,8 +54,13 @@ class Overshoot:
 class Screening:
     """The state of stages 2-3 over one search: what fits, the closest misses, and the counts in `res`."""
 
-    def __init__(self, res: SearchResult, coster: Coster, *, exhaustive: bool, keep_rejections: bool) -> None:
+    def __init__(
+        self, res: SearchResult, coster: Coster, *, exhaustive: bool, keep_rejections: bool, defer: bool = False
+    ) -> None:
         self.res, self.coster = res, coster
+        # defer: the candidates that pass the rules are kept in `deferred` for the caller to screen (candidate), in
+        # the order it chooses (pipeline.search counts=False screens them best bound first, and stops)
+        self.defer, self.deferred = defer, list[tuple[Structure, Plan]]()
         self.exhaustive, self.keep = exhaustive, keep_rejections
         # every recompute level that fits is kept, with its bytes: exhaustively, or to rank by memory (more
         # recompute is slower but smaller, so the least memory is not the least recompute that fits), or where the
@@ -123,7 +128,9 @@ class Screening:
                 continue
             for rc, refused in self.refused_levels:
                 self._reject(p.model_copy(update={"recompute": rc}) if self.keep else p, refused, len(self.zeros))
-            if self.recs:
+            if self.recs and self.defer:
+                self.deferred.append((st, p))
+            elif self.recs:
                 self.candidate(st, p)
 
     def _plan(self, st: Structure, mb: int) -> Plan:
