@@ -221,11 +221,12 @@ def test_a_range_searched_side_by_side_chooses_what_one_in_turn_chooses(monkeypa
     assert apart.result.best.plan == in_turn.result.best.plan
 
 
-def test_the_read_ahead_fills_spare_cpus_with_the_pairs_a_later_step_reads_first(
+def test_the_read_ahead_takes_the_scans_own_pairs_before_a_later_steps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With two workers the scan reads ahead the count it needs and one more pair: a batch the advice will read
-    (speculate) before a deeper halving the scan may never reach; pairs already known are not searched again."""
+    """With two workers the scan reads ahead the count it needs and its next halving (side-by-side searches finish
+    together: a larger batch's probe beside each halving held the scan up), a later step's pairs (speculate) filling
+    the CPUs only past the scan's end; pairs already known are not searched again."""
     monkeypatch.setenv("PLANNER_JOBS", "2")
     probe = Probe(lambda g, b: float(g + b))
     probe.know(1024, 64, 1.0, 1.0)  # a slow search: worth reading ahead
@@ -233,9 +234,11 @@ def test_the_read_ahead_fills_spare_cpus_with_the_pairs_a_later_step_reads_first
     monkeypatch.setattr(Probe, "prefetch", lambda self, pairs: asked.append(list(pairs)))
     probe.speculate([(1024, 128), (1024, 256)])
     probe.prefetch_ahead([(512, 64), (256, 64), (128, 64)])
+    probe.know(256, 64, 2.0)
+    probe.prefetch_ahead([(128, 64)])
     probe.know(1024, 128, 2.0)
-    probe.prefetch_ahead([(256, 64), (128, 64)])
-    assert asked == [[(512, 64), (1024, 128)], [(256, 64), (1024, 256)]]
+    probe.prefetch_ahead([(64, 64)])
+    assert asked == [[(512, 64), (256, 64)], [(128, 64), (1024, 128)], [(64, 64), (1024, 256)]]
 
 
 def test_the_advice_of_several_precisions_probes_the_best_plans_and_says_so():
