@@ -100,6 +100,9 @@ def test_config_json_imports_to_the_published_counts_and_the_catalog_layout(name
     assert imported.num_params == entry.num_params and imported.num_active_params == entry.num_active_params
     assert imported.layer_kinds == entry.layer_kinds
     assert imported.mtp_params == entry.mtp_params
+    # what --emit megatron writes as --rotary-base and --norm-epsilon: the config's, or its class's defaults
+    # (Gemma 3's config.json states neither: Gemma3TextConfig's 1e6 and 1e-6)
+    assert (imported.rope_theta, imported.norm_eps) == (entry.rope_theta, entry.norm_eps)
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

@@ -105,6 +105,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "head_dim": 256,
         "max_position_embeddings": 131072,
         "rms_norm_eps": 1e-6,
+        "rope_theta": 1_000_000.0,  # the global layers' (the sliding-window layers': rope_local_base_freq 10,000)
         "tie_word_embeddings": True,
         "attention_bias": False,
         "sliding_window": 4096,

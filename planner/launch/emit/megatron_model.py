@@ -58,7 +58,9 @@ def model_problems(model: ModelSpec) -> list[str]:
     if model.sandwich_norm:
         out.append(
             f"model {model.name} has norms after attention and MLP too (sandwich_norm); Megatron's arguments have "
-            "no flag for them (transformer_config.py)"
+            "no flag for them (transformer_config.py). Megatron-Bridge builds Gemma 2 and 3 on Megatron-Core "
+            "(models/gemma/gemma2_provider.py, gemma3_provider.py) from the Hugging Face config, in recipes of its own "
+            "sizes (recipes/gemma/), a file the planner does not write"
         )
     return out
 
