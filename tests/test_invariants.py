@@ -192,6 +192,8 @@ LEVELS = ("none", "selective", "full")
     **PLANS,
 )
 def test_more_recompute_never_uses_more_memory_nor_makes_a_step_faster(gpu, engine, **plan_args):
+    """Nor lowers the tight step-time bound: a search for its top plans only passes over a candidate whose bound at
+    its least recompute cannot win (explore/pipeline.py _time_best_first), for every level of it."""
     hw, eng = load_hardware(gpu), load_engine(engine)
     assume(hw.supports(plan_args["precision"]))
     spec = load_model(plan_args["model"])
@@ -201,9 +203,12 @@ def test_more_recompute_never_uses_more_memory_nor_makes_a_step_faster(gpu, engi
     coster = Coster(spec, hw, eng)
     steps = [coster.step(p).step_s for p in plans]
     peaks = [coster.memory(p).total_bytes for p in plans]
+    bounds = [coster.tight_bound_s(p) for p in plans]
+    assert all(b <= s * (1 + 1e-9) for b, s in zip(bounds, steps)), (engine, gpu, bounds, steps)
     for i in range(1, len(plans)):
         assert steps[i] >= steps[i - 1] * (1 - 1e-9), (engine, gpu, [p.recompute for p in plans], steps)
         assert peaks[i] <= peaks[i - 1] * (1 + 1e-9), (engine, gpu, [p.recompute for p in plans], peaks)
+        assert bounds[i] >= bounds[i - 1] * (1 - 1e-9), (engine, gpu, [p.recompute for p in plans], bounds)
 
 
 def test_recompute_on_mixtral_zero3_no_longer_hides_two_collectives_behind_one_backward():

@@ -156,8 +156,9 @@ def _time_best_first(
     """Stages 3-4 in one pass, for a search that wants its top K only (counts=False): the candidates the rules
     passed, in the order of the cheap bound over their recompute levels (a ZeRO stage changes no bound), each
     screened for memory and its fitting variants timed, until the bound cannot beat the K-th best; the rest are
-    counted unscreened. The K best are those stages 3 and 4 in turn choose (every plan not screened has a bound
-    at or above the K-th best step)."""
+    counted unscreened. A candidate whose tight bound at its least recompute cannot beat it is passed over
+    unscreened too (more recompute never lowers that bound: tests/test_invariants.py). The K best are those
+    stages 3 and 4 in turn choose (every plan not screened has a bound at or above the K-th best step)."""
     recs, per_candidate = screening.recs, len(screening.zeros) * len(screening.recs)
     bounds = (
         (min(coster.cheap_bound_s(p, rc) for rc in recs), i, st, p) for i, (st, p) in enumerate(screening.deferred)
@@ -168,6 +169,10 @@ def _time_best_first(
         if timing.beaten(lb):
             res.unscreened += (len(ordered) - n) * per_candidate
             break
+        assert p.recompute == recs[0], "the deferred plans are built at the least recompute searched"
+        if timing.beaten(coster.tight_bound_s(p)):
+            res.unscreened += per_candidate
+            continue
         start = len(screening.fitting)
         screening.candidate(st, p)
         for f in sorted(screening.fitting[start:], key=lambda f: coster.cheap_bound_s(f.base, f.recompute)):
