@@ -95,6 +95,8 @@ def test_bench_hardware_prices_dtensor_dispatch_on_a_cpu_only() -> None:
     untimed = {"ops": 0, "plain_step_s": None, "dtensor_step_s": None, "op_s": 0.0, "why": "gloo could not start"}
     hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": untimed})
     assert hw.efficiency.dtensor_op_overhead_s == 0.0 and "not timed: gloo could not start" in text
+    # a CPU's profile says so: priced as the cpu profile is (no GPU engine behaviour), emitted with no GPUs asked
+    assert hw.runs_on_cpu and hw.gpu.architecture == "cpu" and not _profile_of(gpu)[0].runs_on_cpu
 
 
 def test_dtensor_dispatch_left_untimed_where_gloo_cannot_start_keeps_the_bench() -> None:
@@ -329,7 +331,10 @@ def test_bench_hardware_refuses_its_options_before_measuring(tmp_path: Path, mon
     ("change", "said"),
     [({"median_step_s": 10**400}, "not a `planner launch` profile"),  # too large for a float: it raised
      ({"plan": {"dp": 1, "micro_batch": 2**31, "global_batch": 8, "seq_len": 64}}, "its plan cannot run"),
-     ({"ranks_per_core": 0.5}, "ranks_per_core 0.5 is not a number of at least 1")],
+     ({"ranks_per_core": 0.5}, "ranks_per_core 0.5 is not a number of at least 1"),
+     # a CPU launch of a plan file's GPU profile: fitted, it replaced the H100's 14 runs with one CPU step
+     ({"hardware": "h100-sxm", "device": "cpu"}, "ran on CPU processes, which the h100-sxm profile does not price"),
+     ({"device": "NVIDIA H100 80GB HBM3"}, "ran on NVIDIA H100 80GB HBM3, which the cpu profile does not price")],
 )  # fmt: skip
 def test_a_launch_profile_that_cannot_be_read_is_refused_in_one_line(tmp_path, change, said):
     """A profile whose step time is no float, or whose plan breaks the rules a runs file's plan is held to (a

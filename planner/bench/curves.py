@@ -74,6 +74,11 @@ def _gpu(res: dict[str, Any], stamp: str, m: str) -> list[str]:
         f"  hbm_bytes: {_num(res['hbm_bytes'])}   # {res['hbm_note']}, bench-hardware {stamp}",
         f"  hbm_bandwidth_bytes_per_s: {_num(res['memory']['bytes_per_s'])}   {m} (tensor copy, read+write bytes)",
         f"  peak_flops_source: measured   # bench-hardware {stamp}: best GEMM rates, not datasheet peaks",
+        *(
+            ["  architecture: cpu   # CPU processes: priced as the cpu profile is, no GPU behaviour"]
+            if res["device"] == "cpu"
+            else []
+        ),
         "  peak_flops:",
     ]
     for p in ("fp32", "bf16", "fp16"):

@@ -39,13 +39,14 @@ from planner.cli.options import (
 )
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
-from planner.io.catalog import DEFAULT_HARDWARE
+from planner.io.catalog import DEFAULT_HARDWARE, load_hardware
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS, Emitted, emit_run
 from planner.launch.emit.checks import unrun_settings
 from planner.launch.emit.targets import target
-from planner.launch.preflight import default_hardware, probe_environment
+from planner.launch.preflight import Environment, probe_environment
+from planner.launch.pricing_here import default_hardware, priced_here
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
 from planner.plan import MAX_DEGREE
@@ -179,12 +180,7 @@ def launch(
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
     saved = read_plan_file(plan) if plan is not None else None  # what `planner search --save` wrote
     env = probe_environment() if emit is None else None
-    # A rehearsal runs here: priced on this machine's profile and run by the worker's engine, not the file's.
-    hw_name = (
-        hardware
-        or (saved.hardware if saved and not rehearse_ else None)
-        or (default_hardware(env) if env is not None else DEFAULT_HARDWARE)
-    )
+    hw_name, notes = _priced_on(hardware, saved, env, rehearse_=rehearse_)
     flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS}
     emitted = emitted_engine(emit)
     r = resolve(
@@ -238,7 +234,26 @@ def launch(
         return
     assert env is not None
     run_here(r, run, rehearsal, env, reh=reh, nnodes=nnodes or 1, nproc=nproc, max_restarts=max_restarts,
-          dry=dry_run_, force=force, as_json=json_, wall_s=wall_s)  # fmt: skip
+          dry=dry_run_, force=force, as_json=json_, wall_s=wall_s, notes=notes)  # fmt: skip
+
+
+def _priced_on(
+    hardware: str | None, saved: PlanFile | None, env: Environment | None, *, rehearse_: bool
+) -> tuple[str, list[str]]:
+    """The hardware profile that prices the run, with a note where the plan file's is not this machine's kind. A run
+    here (env: this machine) is priced on this machine's profile unless --hardware or the plan file names one; a
+    rehearsal always is (and run by the worker's engine, not the file's); a plan file's GPU profile does not price
+    CPU processes (nor a CPU profile GPUs): that run is priced on this machine's profile, and the note says so."""
+    if hardware:
+        return hardware, []
+    here = default_hardware(env) if env is not None else DEFAULT_HARDWARE
+    planned = saved.hardware if saved and not rehearse_ else None
+    if planned is None:
+        return here, []
+    if env is not None and not priced_here(env, load_hardware(planned)):
+        kind = "CPU processes" if env.device_type == "cpu" else "GPUs"
+        return here, [f"this machine runs {kind}: priced on {here}, its profile, not the plan file's {planned}"]
+    return planned, []
 
 
 def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:

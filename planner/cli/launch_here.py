@@ -17,6 +17,7 @@ from planner.io.files import check_writable, probe_writable, write_text_atomic
 from planner.launch.claims import check_unclaimed, claimed
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
+from planner.launch.pricing_here import hardware_check
 from planner.launch.rehearse import Rehearsal
 from planner.launch.run_files import check_checkpoints, prepare_checkpoints
 from planner.launch.runner import (
@@ -60,8 +61,10 @@ def run_here(
     force: bool,
     as_json: bool,
     wall_s: float | None = None,
+    notes: list[str] | None = None,
 ) -> None:
-    """Check the plan on this machine, then print the dry run, or run it and compare measured with predicted."""
+    """Check the plan on this machine, then print the dry run, or run it and compare measured with predicted
+    (`notes`: what the command line decided for it, said with the pre-flight's)."""
     if run.plan.gpus % nnodes:
         raise PlannerError(f"plan gpus={run.plan.gpus} must be divisible by --nnodes {nnodes}")
     per_node = nproc or run.plan.gpus // nnodes
@@ -82,6 +85,8 @@ def run_here(
         peak_bytes=pred["peak_bytes"], need=need,
     )  # fmt: skip
     report.plan, report.predicted = cfg.plan.model_dump(), pred
+    hardware_check(report.preflight, env, r.hardware)
+    report.preflight.notes += notes or []
     shared = (
         f"{per_node} processes share {env.host.cores if env.host else '?'} cores: the step is priced {share:g}x the "
         f"{r.hardware.name} profile's, which gives each rank a core of its own"
@@ -110,8 +115,8 @@ def run_here(
         raise PlannerError(refusal)
     if failures:
         raise PlannerError("pre-flight check failed: " + "; ".join(f"{c.name}: {c.detail}" for c in failures))
-    if shared:
-        typer.echo(f"[launch] {shared}", err=True)
+    for said in [*(notes or []), *([shared] if shared else [])]:
+        typer.echo(f"[launch] {said}", err=True)
     _run(cfg, pred, reh, rehearsal, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall,
          force=force)  # fmt: skip
 

@@ -18,7 +18,7 @@ def behaviour_on(hw: HardwareProfile, engine: Engine) -> Behaviour | None:
     """The engine's pooled behaviour where it applies: on a GPU. It is fitted to GPU runs, whose host time is
     what the GPU waits on; on a CPU the host is the device, and the cpu profile's own fitted costs
     (`step_overhead_s`, `kernel_overhead_s`, `collective_overhead_s`, fitted to CPU launches) are its host time."""
-    return None if hw.gpu.architecture == "cpu" else engine.behaviour
+    return None if hw.runs_on_cpu else engine.behaviour
 
 
 def gpu_factors(hw: HardwareProfile, engine: Engine) -> Fitted | None:

@@ -144,6 +144,7 @@ def observation_from_profile(
     if not (isinstance(shared, (int, float)) and math.isfinite(shared) and shared >= 1):
         raise PlannerError(f"{source}: ranks_per_core {shared!r} is not a number of at least 1")
     step /= shared  # ranks that shared cores: the step one with a core each would take, as launch prices it
+    _check_device(doc, hardware, source)
     if model is None:
         model = load_model(doc["model"])
     engine = load_engine(doc.get("engine") or "planner")
@@ -152,6 +153,19 @@ def observation_from_profile(
         raise PlannerError(f"{source}: its plan cannot run: {problems[0]}")
     family = f"{engine.name}/{hardware.name}/launch"  # as run_family names a publication's runs: these are launches
     return Observation(str(doc.get("id") or source), model, plan, hardware, engine, step, source, family=family)
+
+
+def _check_device(doc: dict[str, Any], hardware: HardwareProfile, source: str) -> None:
+    """A launch on CPU processes is not a run of a GPU profile (nor a GPU's of a CPU profile): its step would be
+    fitted as that GPU's, replacing what the GPU's own runs gave (a CPU launch of a plan file's h100-sxm did)."""
+    device = doc.get("device")
+    if isinstance(device, str) and (device == "cpu") != hardware.runs_on_cpu:
+        ran = "CPU processes" if device == "cpu" else device
+        raise PlannerError(
+            f"{source}: the run ran on {ran}, which the {hardware.name} profile does not price; calibrate it on a "
+            f"profile of the machine it ran on (--hardware {'cpu' if device == 'cpu' else 'NAME'}, or one `planner "
+            "bench-hardware` wrote there)"
+        )
 
 
 def load_observations(

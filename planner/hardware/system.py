@@ -95,6 +95,12 @@ class HardwareProfile(Frozen):
         None: as many as a job asks for."""
         return None
 
+    @property
+    def runs_on_cpu(self) -> bool:
+        """A profile of CPU processes, not GPUs: the shipped cpu profile, or one `planner bench-hardware` wrote on a
+        CPU (architecture cpu; an older one says so only in its device name, "x86_64 CPU (1 thread)")."""
+        return self.gpu.architecture == "cpu" or "cpu" in self.gpu.name.lower().split()
+
     def supports(self, precision: str) -> bool:
         """Whether the GPU has tensor cores (or, for fp32, units) for this precision's GEMMs (a named recipe: for
         its format, fp8 or fp4; engine/recipes.py checks the architecture)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.engine import Engine, plan_problems
-from planner.errors import PlannerError
 from planner.launch.machine import (
     BF16_FLAGS,
     MAX_PROCS_PER_CORE,
@@ -96,29 +95,6 @@ def probe_environment() -> Environment:
 def _version(v: str) -> tuple[int, int]:
     major, minor = v.split("+")[0].split(".")[:2]
     return int(major), int(minor)
-
-
-def default_hardware(env: Environment) -> str:
-    """The hardware profile that prices a run on this machine when --hardware is not given."""
-    if env.device_type == "cpu":
-        return "cpu"
-    name = env.device_name.upper()
-    for needle, profile in (
-        ("H200", "h200"),
-        ("H100", "h100-sxm"),
-        ("H800", "h800"),
-        ("B200", "b200"),
-        ("MI300X", "mi300x"),
-        ("V100", "v100-32gb"),
-    ):
-        if needle in name:
-            return profile
-    if "A100" in name:
-        return "a100-80gb" if "80GB" in name.replace(" ", "") else "a100-40gb"
-    raise PlannerError(
-        f"no hardware profile matches this GPU ({env.device_name}); pass --hardware NAME|PATH "
-        "(see `planner hardware`, or write one with `planner bench-hardware`)"
-    )
 
 
 def preflight(

@@ -72,8 +72,9 @@ def test_the_dry_run_of_the_256_process_plan_fails_its_host_checks(capsys, box, 
     code, out, _ = _launch(capsys, "--plan", best, "--dry-run", "--json")
     doc = json.loads(out)
     failed = {c["name"] for c in doc["checks"] if not c["ok"]}
-    assert code == 1 and doc["ok"] is False and failed == {"processes", "host memory"}
-    assert all(c["host"] and not c["forceable"] for c in doc["checks"] if c["name"] in failed)
+    # priced on this machine's cpu profile (not the file's h100-sxm), 70B at 8k tokens would also run for days here
+    assert code == 1 and doc["ok"] is False and failed == {"processes", "host memory", "run time"}
+    assert all(c["host"] and not c["forceable"] for c in doc["checks"] if c["name"] in {"processes", "host memory"})
 
 
 def test_cpu_memory_per_process_is_the_estimate_plus_the_measured_runtime(box):
@@ -184,3 +185,21 @@ def test_ranks_that_share_a_core_are_priced_sharing_it(capsys, tiny_path, monkey
         assert shared == (["4 processes share 2 cores: the step is priced 2x the cpu profile's, which gives each rank "
                            "a core of its own"] if cores == 2 else []), err  # fmt: skip
     assert steps[2] == pytest.approx(2 * steps[4])
+
+
+def test_a_plan_files_gpu_profile_does_not_price_cpu_processes(capsys, box, best):
+    """Run here, a plan file's h100-sxm priced the CPU run as an H100 (+2,113% measured against predicted) and its
+    profile named h100-sxm, so calibrate fitted a CPU step as the H100's: this machine's profile prices it, and a
+    note says so; a GPU profile given by name fails the hardware check (forceable: a deliberate comparison)."""
+    small = ("--model", "tiny", "--dp", "2", "--seq-len", "64", "--global-batch", "8", "--dry-run", "--json")
+    code, out, err = _launch(capsys, "--plan", best, *small)
+    doc = json.loads(out)
+    assert code == 0, err
+    assert {c["name"]: c["ok"] for c in doc["checks"]}["hardware"] and "--hardware cpu" in doc["command"]
+    assert any("priced on cpu, its profile, not the plan file's h100-sxm" in n for n in doc["notes"])
+    code, out, _ = _launch(capsys, *small, "--hardware", "h100-sxm")
+    failed = [c for c in json.loads(out)["checks"] if not c["ok"]]
+    assert code == 1 and [c["name"] for c in failed] == ["hardware"] and failed[0]["forceable"]
+    assert "pass --hardware cpu" in failed[0]["detail"]
+    code, _, err = _launch(capsys, *small, "--hardware", "h100-sxm", "--force")
+    assert code == 0, err

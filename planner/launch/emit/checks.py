@@ -56,7 +56,7 @@ def device_kind(hw: HardwareProfile) -> str:
 
 def target_environment(hw: HardwareProfile) -> Environment:
     """The devices a cluster target runs on: the hardware profile's GPUs (CPU for the cpu profile)."""
-    if hw.name == "cpu" or hw.gpu.name.lower().startswith("cpu"):
+    if hw.runs_on_cpu:
         return Environment("cpu", 0, hw.gpu.name)
     return Environment("cuda", hw.gpus_per_node, hw.gpu.name)
 
