@@ -315,16 +315,22 @@ def test_bench_hardware_refuses_its_options_before_measuring(tmp_path: Path, mon
         raise AssertionError("measured before its options were checked")
 
     monkeypatch.setattr("planner.bench.run.run_bench", measured)
-    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder.yaml").mkdir()
     (tmp_path / "file.yaml").write_text("")
+    (tmp_path / "notes.yaml").write_text("my notes: keep them\n")
     for kwargs, said in (
-        ({"out": tmp_path / "folder"}, "that is a folder"),
+        ({"out": tmp_path / "folder.yaml"}, "that is a folder"),
         ({"out": tmp_path / "file.yaml" / "x.yaml"}, "file.yaml is a file"),
         ({"out": tmp_path / "ok.yaml", "nproc": 100000}, "--nproc 100000: at most"),
+        # a file of something else is never replaced (it was, without a word); the profile is YAML, never .json
+        ({"out": tmp_path / "notes.yaml"}, "not a hardware profile this command wrote"),
+        ({"out": tmp_path / "ok.json"}, "give a .yaml name"),
+        # --like stands in for links no collective timed: with collectives timed it threw the measurements away
+        ({"out": tmp_path / "ok.yaml", "like": "h100-sxm"}, "--like h100-sxm: the link tiers"),
     ):
         with pytest.raises((PlannerError, typer.Exit), match=said):
             bench_hardware(**{"nproc": 2, "quick": True, "like": None, "name": None, "json_": False, **kwargs})
-    assert not (tmp_path / "ok.yaml").exists()
+    assert not (tmp_path / "ok.yaml").exists() and (tmp_path / "notes.yaml").read_text() == "my notes: keep them\n"
 
 
 @pytest.mark.parametrize(

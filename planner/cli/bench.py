@@ -38,10 +38,9 @@ def bench_hardware(
     from planner.bench.curves import profile_yaml, write_atomic
     from planner.bench.run import run_bench
     from planner.io.catalog import load_hardware
-    from planner.io.files import check_writable
 
     _check_nproc(nproc, like)
-    check_writable(out, what="profile")  # before minutes of measuring, not after
+    _check_out(out)  # before minutes of measuring, not after
     links = load_hardware(like) if like is not None else None
     console = Console(stderr=True)
     res = run_bench(nproc, quick, console)
@@ -57,12 +56,29 @@ def bench_hardware(
     typer.echo(f"wrote {out}")
 
 
+def _check_out(out: Path) -> None:
+    """--out: a YAML name (the profile's sources are its comments), writable, and not a file of something else (a
+    hardware profile there is replaced; notes or another tool's file were, without a word)."""
+    from planner.io.files import check_ours, check_writable
+
+    if out.suffix.lower() not in (".yaml", ".yml"):
+        raise PlannerError(f"--out {out}: a hardware profile is YAML, its sources in comments; give a .yaml name")
+    check_writable(out, what="profile")
+    check_ours(out, option="--out", what="hardware profile", ours=lambda d: isinstance(d, dict) and "gpu" in d)
+
+
 def _check_nproc(nproc: int, like: str | None) -> None:
-    """--nproc from 1 to what a run here may start (one per GPU, or two per CPU core: launch/machine.py)."""
+    """--nproc from 1 to what a run here may start (one per GPU, or two per CPU core: launch/machine.py); --like
+    only where no collective is timed (with more processes its link tiers replaced the ones measured)."""
     from planner.launch.preflight import probe_environment
 
     if nproc < 1:
         raise PlannerError(f"--nproc {nproc}: give at least 1 (1: the device alone, no collectives)")
+    if nproc > 1 and like is not None:
+        raise PlannerError(
+            f"--like {like}: the link tiers of a profile stand in where no collective is timed (--nproc 1); with "
+            f"--nproc {nproc} the collectives are measured: drop --like, or give --nproc 1"
+        )
     if nproc == 1 and like is None:
         raise PlannerError(
             "--nproc 1 times no collective: give --like PROFILE for the link tiers (e.g. --like h100-sxm)"
