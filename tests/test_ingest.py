@@ -1511,6 +1511,20 @@ def test_a_stated_split_given_by_plan_fills_what_the_log_leaves_unstated():
     assert notes and "first_stage_layers" in notes[0]
 
 
+def test_plan_gives_what_a_torchtitan_log_only_assumes_and_not_what_it_states():
+    """torchtitan prints FSDP applied, not fsdp_reshard_after_forward: its zero 3 (2 with pipelining) is the default's
+    choice, assumed; --plan's zero 2 was dropped as "the log says otherwise" and the run kept the assumed 3. --plan
+    now gives it (the assumption's note gone), and a zero 0 (no FSDP) the log's FSDP line contradicts stays refused."""
+    assumed = ingest("torchtitan_h200_llama3_8b.log")
+    assert assumed.plan["zero"] == 3 and any(n.startswith("zero: 3") for n in assumed.assumed)
+    given = ingest("torchtitan_h200_llama3_8b.log", given_plan={"zero": 2, "precision": "fp8"})
+    assert (given.plan["zero"], given.plan["precision"]) == (2, "fp8")
+    assert not any(n.startswith(("zero: ", "precision: ")) for n in given.assumed), given.assumed
+    assert any("zero, precision from --plan" in n for n in given.assumed), given.assumed
+    contradicted = ingest("torchtitan_h200_llama3_8b.log", given_plan={"zero": 0})
+    assert contradicted.plan["zero"] == 3 and any("--plan's zero 0 not used" in n for n in contradicted.assumed)
+
+
 def test_a_micro_batch_group_other_than_the_priced_one_is_said_not_modelled():
     """An interleaved run on pp 8 with 16 micro-batches: Megatron's default group (pp) is the planner's, and says
     nothing; a run setting --microbatch-group-size-per-virtual-pipeline-stage 16 warms up more chunks than priced,

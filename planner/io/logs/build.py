@@ -197,7 +197,9 @@ def _assemble(
     rid = run_id(source)
     stated = facts.config.get("plan", {})
     plan = {k: stated.get(k) for k in PLAN_FIELDS} | {k: stated[k] for k in OPTIONAL_FIELDS if stated.get(k)}
-    n_gpus, plan_notes, gpu_notes = fill_given(plan, given_plan, facts.config.get("gpus"), gpus, source)
+    assumed_fields = facts.config.get("assumed_fields", {})
+    n_gpus, plan_notes, gpu_notes = fill_given(plan, given_plan, facts.config.get("gpus"), gpus, source, assumed_fields)
+    replaced = {k for k in assumed_fields if plan.get(k) != stated.get(k)}  # --plan's: the reader's note is not
     contradictions = [*facts.config.get("conflicts", []), *_contradictions(plan, n_gpus)]
     if contradictions:
         raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
@@ -206,7 +208,8 @@ def _assemble(
     _require_measured(source, measured, sel, plan.get("global_batch"), facts)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
-    assumed = [*model_notes, *plan_notes, *gpu_notes, *facts.config.get("assumed", []), *facts.notes]
+    read = [n for n in facts.config.get("assumed", []) if n.split(":")[0] not in replaced]
+    assumed = [*model_notes, *plan_notes, *gpu_notes, *read, *facts.notes]
     if hardware is None:
         hardware, said = log_hardware(facts.config.get("device"))
         assumed.append(said)

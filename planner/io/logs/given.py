@@ -17,17 +17,23 @@ LOG_SOFTWARE_KEYS = (
 )  # fmt: skip
 
 
-def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str]:
-    """The plan fields the log leaves unstated, from `given` (--plan), in place; notes naming what was filled and
-    what `given` says otherwise than the log (the log wins: it is what ran). An expert tensor-parallel degree
-    the log's fields do not carry, or a stated pipeline split, is taken when given (OPTIONAL_FIELDS)."""
+# A field a log reader filled with its engine's default rather than read (the reader's `assumed_fields`): --plan
+# may give another of these values (None: any), as it gives what the log leaves unstated.
+Assumed = Mapping[str, tuple[Any, ...] | None]
+
+
+def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None, assumed: Assumed | None = None) -> list[str]:
+    """The plan fields the log leaves unstated or only assumes (`assumed`: torchtitan's FSDP resharding, which no
+    line prints), from `given` (--plan), in place; notes naming what was filled and what `given` says otherwise
+    than the log (the log wins: it is what ran). An expert tensor-parallel degree the log's fields do not carry,
+    or a stated pipeline split, is taken when given (OPTIONAL_FIELDS)."""
     if not given:
         return []
     filled, differ = [], []
     for k, v in given.items():
         if v is None or (k not in plan and k not in OPTIONAL_FIELDS):
             continue
-        if plan.get(k) is None:
+        if plan.get(k) is None or (plan[k] != v and _may_replace(assumed or {}, k, v)):
             plan[k] = v
             filled.append(k)
         elif plan[k] != v:
@@ -38,15 +44,21 @@ def fill_plan(plan: dict[str, Any], given: Mapping[str, Any] | None) -> list[str
     return notes
 
 
+def _may_replace(assumed: Assumed, field: str, value: Any) -> bool:
+    """Whether --plan's `value` may replace what the log reader assumed for `field`."""
+    return field in assumed and (assumed[field] is None or value in (assumed[field] or ()))
+
+
 def fill_given(
-    plan: dict[str, Any], given_plan: Mapping[str, Any] | None, log_gpus: int | None, option: int | None, source: str
-) -> tuple[int | None, list[str], list[str]]:
+    plan: dict[str, Any], given_plan: Mapping[str, Any] | None, log_gpus: int | None, option: int | None, source: str,
+    assumed: Assumed | None = None,
+) -> tuple[int | None, list[str], list[str]]:  # fmt: skip
     """The plan with what --plan gives where the log is silent, the GPU count (the log's, its degrees', --gpus) and dp
     from it, and what is implied, in place; (gpus, plan notes, GPU notes). --plan's dp is taken last: the log's
     world size decides dp first. Where neither the log nor its count states dp, --plan's dp and --gpus must agree."""
     given = dict(given_plan or {})
     given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
-    plan_notes = fill_plan(plan, given)
+    plan_notes = fill_plan(plan, given, assumed)
     log_dp = plan.get("dp") is not None or log_gpus is not None
     gpus, gpu_notes = _gpus(log_gpus, plan, option)
     if given_dp and not log_dp and option is not None and plan.get("dp") not in (None, given_dp["dp"]):

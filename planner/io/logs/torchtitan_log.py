@@ -217,6 +217,27 @@ def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
     return notes
 
 
+def _max_seq_len(model: dict[str, Any] | None, plan: dict[str, Any], notes: list[str]) -> None:
+    """The model's max_seq_len, in place: the run's sequence length, else ModelArgs' (said in `notes`)."""
+    if model is None:
+        return
+    model["max_seq_len"] = plan["seq_len"] or model.pop("model_max_seq_len", None)
+    if not plan["seq_len"] and model["max_seq_len"]:
+        notes.append(f"model.max_seq_len: {model['max_seq_len']}, ModelArgs' (no line states the sequence length)")
+    model.pop("model_max_seq_len", None)
+
+
+def _assumed_fields(plan: dict[str, Any], mesh: dict[str, int]) -> dict[str, tuple[Any, ...] | None]:
+    """What _assumed fills by torchtitan's defaults and --plan may give instead (given.fill_plan): FSDP's resharding
+    (ZeRO 2 or 3: no line prints fsdp_reshard_after_forward), the precision, the micro-batch without a mesh line."""
+    out: dict[str, tuple[Any, ...] | None] = {"zero": (2, 3)} if plan["zero"] in (2, 3) else {}
+    if plan["precision"] == "bf16":
+        out["precision"] = None
+    if plan["micro_batch"] is not None and not mesh:
+        out["micro_batch"] = None
+    return out
+
+
 def _restarted_otherwise(runs: list[tuple[str, ...]]) -> list[str]:
     """What a later start line (a job restarted into the same log) states otherwise than the first: its local and
     global batch, accumulation steps and sequence length (a restart with the same ones is pooled, each run with its
@@ -261,11 +282,7 @@ def read_torchtitan(text: str) -> LogFacts:
     start = _start(clean)
     plan = _plan(mesh, start, clean)
     notes = _assumed(plan, mesh) + ([unread] if unread else [])
-    if model is not None:
-        model["max_seq_len"] = plan["seq_len"] or model.pop("model_max_seq_len", None)
-        if not plan["seq_len"] and model["max_seq_len"]:
-            notes.append(f"model.max_seq_len: {model['max_seq_len']}, ModelArgs' (no line states the sequence length)")
-        model.pop("model_max_seq_len", None)
+    _max_seq_len(model, plan, notes)
     facts.events = events_in(rows)
     facts.config = {
         "conflicts": _restarted_otherwise(runs),
@@ -278,5 +295,6 @@ def read_torchtitan(text: str) -> LogFacts:
         "read_from": "set-up lines" if mesh or start else None,
         "device": device,
         "assumed": notes,
+        "assumed_fields": _assumed_fields(plan, mesh),
     }
     return facts
