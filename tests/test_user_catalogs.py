@@ -161,3 +161,16 @@ def test_a_shadowing_entry_is_said_once_per_load(tmp_path):
             warnings.simplefilter("always")
             load_hardware(name)
         assert sum("shadows the shipped" in str(w.message) for w in caught) == 1, name
+
+
+def test_a_copy_models_show_wrote_is_found_by_its_block_listed_aliases(tmp_path):
+    """`planner models show` writes `aliases:` as a block list; renamed and given an alias of its own, the copy was
+    found by its name but its aliases were read in the one-line form only ("unknown model")."""
+    code, text, err = run_planner("models", "show", "llama3-8b")
+    assert code == 0 and "aliases:\n- " in text, err
+    folder = tmp_path / "mine" / "model_specs"
+    folder.mkdir(parents=True)
+    mine = text.replace("name: llama3-8b", "name: my-8b").replace("- llama-3-8b\n", "- my-alias\n- 'Quoted-One'\n")
+    (folder / "my-8b.yaml").write_text(mine)
+    catalog.set_user_catalogs([str(tmp_path / "mine")])
+    assert load_model("my-alias").name == "my-8b" and load_model("quoted-one").name == "my-8b"

@@ -91,21 +91,31 @@ def _index(kind_dir: str) -> dict[str, Entry]:
     return out
 
 
-_ALIASES = re.compile(r"^aliases:\s*\[([^\]]*)\]", re.M)
+_ALIASES = re.compile(r"^aliases:\s*\[([^\]]*)\]", re.M)  # the one-line list the shipped catalogs write
+_BLOCK_ALIASES = re.compile(r"^aliases:[ \t]*\n((?:[ \t]*-[^\n]*\n?)+)", re.M)  # the block list `models show` writes
 
 
 @cache
 def _alias_owners(kind_dir: str) -> dict[str, str]:
-    """alias (lower case) -> the catalog name whose file lists it in its one-line `aliases: [...]` (read as text:
-    no parse), the first such file's."""
+    """alias (lower case) -> the catalog name whose file lists it in `aliases: [...]` or as a block list (read as
+    text: no parse), the first such file's."""
     out: dict[str, str] = {}
     for key, entry in _index(kind_dir).items():
-        found = _ALIASES.search(read_text(entry.path))
-        for alias in found.group(1).split(",") if found else ():
-            alias = alias.strip().strip("'\"").lower()
-            if alias:
-                out.setdefault(alias, key)
+        for alias in _listed_aliases(read_text(entry.path)):
+            out.setdefault(alias, key)
     return out
+
+
+def _listed_aliases(text: str) -> list[str]:
+    """The aliases a catalog file lists, one-line or block (a copy `planner models show` wrote, renamed, was found
+    by its name but never by its block-listed aliases)."""
+    if found := _ALIASES.search(text):
+        items = found.group(1).split(",")
+    elif found := _BLOCK_ALIASES.search(text):
+        items = [line.strip()[1:] for line in found.group(1).splitlines()]
+    else:
+        items = []
+    return [a for a in (item.strip().strip("'\"").lower() for item in items) if a]
 
 
 @cache
