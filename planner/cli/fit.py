@@ -68,8 +68,8 @@ def validate(
     (with --calibrated DIR: the shipped and the calibrated profiles side by side), or for a training log (with
     what it does not state from --model, --hardware, --gpus and --plan, as ingest takes them)."""
     from planner.cli.ingest import log_givens
+    from planner.fit.inputs import states_its_plan
     from planner.fit.observations import runs_of
-    from planner.fit.runs import states_its_plan
     from planner.fit.validate import calibrated_profiles, validate_runs
     from planner.io.catalog import load_engine, load_hardware, load_model
     from planner.render.accuracy import print_validation, validation_json
@@ -159,7 +159,7 @@ def _check_outputs(output: str | None, engine_out: str | None) -> None:
 
 def _logs_only(inputs: list[str]) -> None:
     """--model, --gpus and --plan fill what a training log leaves unstated; a runs file or launch profile states it."""
-    from planner.fit.runs import states_its_plan
+    from planner.fit.inputs import states_its_plan
 
     stated = [p for p in inputs if states_its_plan(p)]
     if stated:
@@ -212,7 +212,8 @@ def _calibrate_runs(
 def _one_file_for_one_gpu(inputs: list[str], profiles: list[HardwareProfile] | None, output: str | None) -> None:
     """-o FILE.yaml holds one fitted profile: refused before the fit where the runs files name several GPUs (the
     fit takes seconds; hardware_output would refuse it after)."""
-    from planner.fit.runs import is_runs_file, runs_hardware
+    from planner.fit.inputs import is_runs_file
+    from planner.fit.runs import runs_hardware
     from planner.fit.write import output_is_file
 
     if not output or not output_is_file(output) or profiles:

@@ -102,7 +102,7 @@ def log_engine(name: str) -> str:
 
 def runs_output(path: str) -> str:
     """The -o path, if its suffix is one validate and calibrate read back as a runs file."""
-    from planner.fit.runs import is_runs_file  # as validate and calibrate tell a runs file
+    from planner.fit.inputs import is_runs_file  # as validate and calibrate tell a runs file
 
     if not is_runs_file(path):
         raise PlannerError(

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
 from planner.errors import PlannerError
+from planner.fit.inputs import is_launch_profile, states_its_plan
 from planner.fit.memory_kind import comparable_peak_bytes
-from planner.fit.runs import Run, is_launch_profile, load_runs, parse_runs, states_its_plan
+from planner.fit.runs import Run, load_runs, parse_runs
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_json
 from planner.io.files import require_file

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from planner.engine import Engine, plan_problems
 from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
+from planner.fit.inputs import is_launch_profile
 from planner.fit.memory_kind import MEMORY_KINDS
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
@@ -258,24 +259,6 @@ def parse_run(
     family = run_family(raw, eng, hw.name)
     kind = (raw.get("measured") or {}).get("peak_memory_kind")
     return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw), kind)
-
-
-# How validate and calibrate tell their inputs apart by name, in any case (what `ingest -o` writes must read back):
-# a runs file is YAML, a launch profile JSON (validate reads a .json as runs); anything else is a training log.
-RUNS_SUFFIXES = (".yaml", ".yml")
-
-
-def is_runs_file(path: str | Path) -> bool:
-    return Path(path).suffix.lower() in RUNS_SUFFIXES
-
-
-def is_launch_profile(path: str | Path) -> bool:
-    return Path(path).suffix.lower() == ".json"
-
-
-def states_its_plan(path: str | Path) -> bool:
-    """A runs file or a launch profile, not a training log: what --gpus and --plan cannot fill."""
-    return is_runs_file(path) or is_launch_profile(path)
 
 
 def runs_hardware(paths: list[str]) -> list[str]:
