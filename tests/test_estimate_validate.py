@@ -360,3 +360,13 @@ def test_calibrate_output_is_a_yaml_file_or_a_folder(tmp_path):
     assert not (tmp_path / "c5.txt").exists()
     for folder in ("out.d/", "fits.v2", "calib.2026-11"):  # a trailing slash, or a suffix no file type has
         assert not output_is_file(f"{tmp_path}/{folder}")
+
+
+def test_validate_with_an_engine_skips_a_run_whose_software_block_it_cannot_take():
+    """`validate --engine deepspeed` stopped the whole file at the first run whose software block sets a Megatron
+    option DeepSpeed has not (p2p_overlap), in pydantic's words ("Value error, ..."): that run is skipped, named."""
+    code, out, err = run("validate", REFERENCE, "--engine", "deepspeed", "--json")
+    assert code == 0, err
+    skipped = [r.get("skipped") or "" for r in json.loads(out)["runs"]]
+    said = [r for r in skipped if "does not run its software block" in r]
+    assert said and all("Value error" not in r and "p2p_overlap=True" in r for r in said), said

@@ -288,7 +288,8 @@ class Engine(Frozen):
             except ValidationError as e:
                 first = {err["loc"][0]: err for err in reversed(e.errors())}  # a setting's first error says it
                 bad = "; ".join(
-                    f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in first.values()
+                    f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg'].removeprefix('Value error, ')}"
+                    for err in first.values()
                 )
                 raise PlannerError(f"engine setting {bad}") from None
         return self.model_copy(update=update)

@@ -7,7 +7,8 @@ engine) and the per-run settings the engine version ran with (engine/settings.py
 engine block it sets: `attention`, `tp_overlap`, `p2p_overlap`, `compile`, `grad_dtype`, `rmsnorm`, `master_copy`,
 `compiled_loss`, `zero3_gather`, `fsdp_edge_groups`, the MoE settings and the recipe options); a null field keeps
 the engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it is
-a typo in the file, not a plan the engine refuses.
+a typo in the file, not a plan the engine refuses; an engine given for every run (`validate --engine`) that cannot
+take a run's settings skips that run.
 
 A run's `year` (optional) is when it was measured, the unit leave-one-year-out cross-validation leaves out; without
 one it is read from the source: the first year 20YY in it ("Narayanan et al. 2021", "Dec 2024"), else a container
@@ -234,7 +235,12 @@ def parse_run(
     """A resolved run, or why it cannot be evaluated."""
     rid = str(raw["id"])
     measured = {k: float(v) for k, v in (raw.get("measured") or {}).items() if k in METRICS and v is not None}
-    eng = run_engine(raw, engine)
+    try:  # an engine given for every run (validate --engine) that cannot take this one's settings skips it
+        eng = run_engine(raw, engine)
+    except PlannerError as e:
+        if engine is None:
+            raise  # a value its own engine refuses: a typo in the file, an error for the whole file (above)
+        return Skipped(rid, f"{engine.name} does not run its software block: {e}", measured)
     unstated = unstated_fields(raw.get("plan"))
     if unstated:
         return Skipped(
