@@ -219,7 +219,7 @@ def launch(
             raise PlannerError("--emit needs --out DIR")
         emitted_ = emit_run(
             emit, run, rehearsal, out, engine=r.engine, hardware=r.hardware, hardware_ref=hw_name, nnodes=nnodes,
-            nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_,
+            nproc=nproc, max_restarts=max_restarts, image=image, force=force, dry_run=dry_run_, wall_s=wall_s,
         )  # fmt: skip
         _said_emitted(emit, emitted_, dry_run=dry_run_, as_json=json_)
         if dry_run_ and emitted_.unfit:  # a dry run that found a failing check exits 1 (DESIGN.md); a write is done

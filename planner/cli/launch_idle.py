@@ -50,11 +50,12 @@ RUN_OPTIONS = ("steps", "warmup", "seed", "checkpoint_dir", "max_restarts", "tim
 def refuse_unwritten(emit: str | None, given: dict[str, object]) -> None:
     """Run options an --emit target's file does not carry (`given`: RUN_OPTIONS' values), refused rather than
     dropped: an engine's own file (its trainer's steps, seed, checkpoints and restarts are its own configuration's)
-    carries none; a cluster script runs the planner worker with all but --wall-s, a limit of this process's run."""
+    carries none; a cluster script runs the planner worker with all of them, and --wall-s is the Slurm job's
+    --time (a limit of the job there, of this process's run here; a Kubernetes Job has none)."""
     if emit is None:
         return
     set_ = [n for n in RUN_OPTIONS if (str(given[n]) if n == "profile_out" else given[n]) != _UNSET[n]]
-    idle = [f"--{n.replace('_', '-')}" for n in set_ if n == "wall_s" or emit in ENGINE_TARGETS]
+    idle = [f"--{n.replace('_', '-')}" for n in set_ if (n == "wall_s" and emit != "slurm") or emit in ENGINE_TARGETS]
     if idle:
         kind = "an engine's own configuration, which" if emit in ENGINE_TARGETS else "a cluster script, which"
         raise PlannerError(f"--emit {emit} writes {kind} does not carry {', '.join(idle)}: set it there, or drop it")

@@ -208,10 +208,16 @@ WALL_SLACK = 3.0
 MAX_UNASKED_RUN_S = 3600.0
 
 
+def wall_limit_s(step_s: float | None, *, steps: int, restarts: int) -> float:
+    """The wall-clock limit of a run not given one: start-up plus WALL_SLACK times its predicted steps, each restart
+    running them again (a local run's, and an emitted Slurm job's --time)."""
+    return WALL_STARTUP_S + WALL_SLACK * (step_s or 0.0) * steps * (1 + restarts)
+
+
 def run_time_check(pf: Preflight, step_s: float | None, *, steps: int, restarts: int, given: float | None) -> float:
     """Add the run-time check (a run predicted over MAX_UNASKED_RUN_S needs --wall-s) and return the wall limit."""
     run_s = (step_s or 0.0) * steps * (1 + restarts)
-    wall = given if given is not None else WALL_STARTUP_S + WALL_SLACK * run_s
+    wall = given if given is not None else wall_limit_s(step_s, steps=steps, restarts=restarts)
     said = (
         f"{steps} steps x {fmt_seconds(step_s or 0.0)} predicted = {fmt_seconds(run_s)}; stopped if still running "
         f"after {wall:.0f} s (--wall-s)"

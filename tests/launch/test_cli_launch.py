@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -228,8 +229,8 @@ def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp
          "--emit megatron writes an engine's own configuration, which does not carry --steps, --seed"),
         (("--emit", "deepspeed", "--out", "o", "--max-restarts", "2", "--checkpoint-dir", "ck", "--checkpoint-every",
           "5"), "does not carry --checkpoint-dir, --max-restarts"),
-        (("--emit", "slurm", "--out", "o", "--wall-s", "100"), "--emit slurm writes a cluster script, which does not "
-         "carry --wall-s"),
+        (("--emit", "k8s", "--image", "r/p:1", "--out", "o", "--wall-s", "100"), "--emit k8s writes a cluster "
+         "script, which does not carry --wall-s"),
     ],
 )  # fmt: skip
 def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, says):
@@ -311,3 +312,18 @@ def test_an_engine_s_own_file_is_priced_as_that_engine_without_engine(tmp_path, 
     assert "--tp-comm-overlap" in (tmp_path / "m" / "megatron_args.sh").read_text()
     code, _, err = _run(capsys, *args, "--emit", "slurm", "--out", str(tmp_path / "s"))
     assert code == 0 and "--engine planner" in (tmp_path / "s" / "launch.slurm").read_text(), err
+
+
+def test_a_slurm_job_asks_for_the_time_its_steps_are_predicted_to_take(capsys, tmp_path):
+    """The script asked for one hour whatever the run: 100,000 steps of a 70B plan (about 17 s each, 19 days) were
+    killed after the first hour. --time is now --wall-s, or start-up plus 3x the predicted steps as a run here."""
+    base = ("--model", "llama3-70b", "--hardware", "h100-sxm", "--dp", "128", "--tp", "2", "--zero", "3", "--force",
+            "--recompute", "full", "--global-batch", "512", "--seq-len", "4096", "--emit", "slurm")  # fmt: skip
+    code, _, err = _run(capsys, *base, "--steps", "100000", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    limit = re.search(r"#SBATCH --time=(\d+)-(\d\d):(\d\d):00", (tmp_path / "a" / "launch.slurm").read_text())
+    assert limit is not None
+    days = int(limit[1]) + int(limit[2]) / 24 + int(limit[3]) / 1440
+    assert 3 * 100_000 * 5 / 86400 < days < 3 * 100_000 * 30 / 86400  # 3x 100k steps of 5-30 s each
+    code, _, err = _run(capsys, *base, "--wall-s", "5400", "--out", str(tmp_path / "b"))
+    assert code == 0 and "#SBATCH --time=0-01:30:00" in (tmp_path / "b" / "launch.slurm").read_text(), err

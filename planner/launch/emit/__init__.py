@@ -39,6 +39,7 @@ from planner.launch.emit.checks import (
 from planner.launch.emit.nodes import cluster_nodes, split_groups
 from planner.launch.emit.targets import Layout, Target, target, target_names
 from planner.launch.emit.writing import OutFile, check_replaceable, portable_files, script_mode, write_files
+from planner.launch.preflight import wall_limit_s
 from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
@@ -75,6 +76,7 @@ def emit_run(
     image: str | None = None,
     force: bool = False,
     dry_run: bool = False,
+    wall_s: float | None = None,
 ) -> Emitted:
     """Check the plan as the target would, then write the target's file (`dry_run`: render it, write nothing, and
     return the path it would have). Engine targets are checked against that engine's profile (the engine `engine`
@@ -84,14 +86,11 @@ def emit_run(
     settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
     _require_image(kind, image)
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
-    where: dict[str, Any] = {
-        "nnodes": nodes,
-        "per_node": per_node,
-        "max_restarts": max_restarts,
-        "image": image,
-        "settings": settings,
-    }
-    where |= placement(hardware, cfg.plan.gpus)
+    where: dict[str, Any] = {"nnodes": nodes, "per_node": per_node, "max_restarts": max_restarts, "image": image}
+    where |= {"settings": settings, **placement(hardware, cfg.plan.gpus)}
+    if not chosen.is_engine:  # the job's wall-clock limit: --wall-s, else as a run here is limited (preflight.py)
+        step_s = Coster(model, hardware, engine).step(cfg.plan).step_s
+        where["time_limit_s"] = wall_s or wall_limit_s(step_s, steps=cfg.steps, restarts=max_restarts)
     copies: list[OutFile] = []
     if not chosen.is_engine:  # the worker's model, hardware and engine, as a node resolves them
         cfg, copies = portable_files(cfg, hardware_ref, out, kind=kind, file_name=chosen.file_name)
@@ -216,11 +215,14 @@ def target_text(
     device: str = "nvidia",
     segment: int | None = None,
     architecture: str | None = None,
+    time_limit_s: float | None = None,
 ) -> tuple[str, str]:
     """(file name, text) of one target; `settings`: the per-run engine settings an engine target writes (its
     Target.writes); `device`: the cluster nodes' accelerators (checks.device_kind)."""
     chosen = _target(kind)
-    layout = Layout(cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device, segment, architecture)
+    layout = Layout(
+        cfg, model, nnodes, per_node, max_restarts, image, settings or {}, device, segment, architecture, time_limit_s
+    )
     return chosen.file_name, chosen.render(layout)
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from planner.launch.command import RDZV_PORT, RUN_ENV, RunConfig, shell_join, torchrun_argv
 from planner.launch.emit.common import plan_comment
 from planner.launch.emit.targets import Target, register
+from planner.launch.preflight import WALL_SLACK
 
 FILE_NAME = "launch.slurm"
 
@@ -15,11 +18,12 @@ def slurm_script(
     nnodes: int,
     nproc_per_node: int,
     max_restarts: int = 0,
-    time: str = "01:00:00",
+    time_limit_s: float | None = None,
     job_name: str = "planner-launch",
     device: str = "nvidia",
     segment: int | None = None,
 ) -> str:
+    """The batch script; `time_limit_s`: its --time (None: an hour, Slurm's partitions' usual default)."""
     argv = torchrun_argv(
         cfg,
         nproc_per_node=nproc_per_node,
@@ -35,7 +39,7 @@ def slurm_script(
         f"#SBATCH --nodes={nnodes}",
         "#SBATCH --ntasks-per-node=1",
         *([f"#SBATCH --gpus-per-node={nproc_per_node}"] if device != "cpu" else []),
-        f"#SBATCH --time={time}",
+        *_time_lines(time_limit_s),
         "#SBATCH --exclusive",
         *_segment_comment(segment),
         *plan_comment(cfg),
@@ -51,6 +55,24 @@ def slurm_script(
         "",
     ]
     return "\n".join(lines)
+
+
+def _time_lines(time_limit_s: float | None) -> list[str]:
+    """The job's --time (an hour where not priced) and where it came from."""
+    if not time_limit_s:
+        return ["#SBATCH --time=0-01:00:00"]
+    return [
+        f"#SBATCH --time={slurm_time(time_limit_s)}",
+        f"# --time: launch --wall-s, else start-up plus {WALL_SLACK:g}x the predicted steps (above a partition's "
+        "MaxTime the job stays pending: lower it there)",
+    ]
+
+
+def slurm_time(seconds: float) -> str:
+    """Slurm's days-hours:minutes:seconds, rounded up to the minute (sbatch --time)."""
+    minutes = math.ceil(seconds / 60)
+    days, rest = divmod(minutes, 24 * 60)
+    return f"{days}-{rest // 60:02d}:{rest % 60:02d}:00"
 
 
 def _segment_comment(segment: int | None) -> list[str]:
@@ -76,6 +98,7 @@ register(
             max_restarts=o.max_restarts,
             device=o.device,
             segment=o.segment,
+            time_limit_s=o.time_limit_s,
         ),
     )
 )

@@ -27,6 +27,7 @@ class Layout:
     device: str = "nvidia"  # the cluster nodes' accelerators: nvidia, amd or cpu (checks.device_kind)
     segment: int | None = None  # nodes a job places in each NVLink domain wider than a node (NVL72), as priced
     architecture: str | None = None  # the GPUs' (hardware/gpu.py GPUSpec.architecture); None: not known
+    time_limit_s: float | None = None  # a batch job's wall-clock limit (Slurm --time): wall_limit_s; None: not priced
 
 
 @dataclass(frozen=True)
