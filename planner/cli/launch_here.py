@@ -27,6 +27,7 @@ from planner.launch.runner import (
     comparison,
     dry_run,
     host_need,
+    measured_vs_predicted,
     predicted,
     read_profile,
     run_torchrun,
@@ -220,9 +221,10 @@ def _run_claimed(
     if not Path(cfg.profile_out).is_file():
         typer.echo(f"planner launch: the run wrote no profile to {cfg.profile_out}", err=True)
         raise typer.Exit(1)
-    rows = comparison(read_profile(cfg.profile_out), pred)
-    if as_json:
-        emit_json({"profile": cfg.profile_out, "comparison": rows})
+    profile = read_profile(cfg.profile_out)
+    rows = comparison(profile, pred)
+    if as_json:  # the table's rows as printed, and each quantity as numbers (seconds, bytes, tokens/s)
+        emit_json({"profile": cfg.profile_out, "comparison": rows, "quantities": measured_vs_predicted(profile, pred)})
     else:
         print_comparison(rows, cfg.profile_out)
 

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
@@ -218,35 +219,50 @@ def remove_stale_log_dirs(root: str | None = None) -> list[Path]:
     return gone
 
 
-def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:
-    """(quantity, measured, predicted, % error) rows; memory compares tensor bytes (no runtime reserve)."""
+def measured_vs_predicted(profile: dict, pred: dict[str, float | None]) -> list[dict[str, Any]]:
+    """Each compared quantity as numbers (`launch --json`'s `quantities`): its key in seconds, bytes or tokens/s,
+    measured, predicted and the relative error (None where either is missing); memory compares tensor bytes (no
+    runtime reserve), on the rank with the largest measured peak."""
     ranks = profile["memory_per_rank"]
     worst = max(ranks, key=lambda r: r["peak_bytes"])
     state = worst["params_bytes"] + worst["grads_bytes"] + worst["optimizer_bytes"]
-    ms, mib = (lambda v: f"{v * 1e3:.1f} ms"), (lambda v: f"{v / 2**20:.2f} MiB")
-    rows = []
-    for name, measured, p, fmt in (
-        ("median step time", profile["median_step_s"], pred.get("step_time_s"), ms),
-        ("peak tensor memory per rank", worst["peak_bytes"], pred.get("tensor_bytes"), mib),
-        ("  model states (params+grads+optimizer)", state, pred.get("model_state_bytes"), mib),
-        ("  saved activations", worst.get("activation_bytes", 0), pred.get("activation_bytes"), mib),
+    step_s = pred.get("step_time_s")
+    pred_tps = profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / step_s if step_s else None
+    out = []
+    for key, measured, predicted in (
+        ("median_step_s", profile["median_step_s"], step_s),
+        ("peak_tensor_bytes", worst["peak_bytes"], pred.get("tensor_bytes")),
+        ("model_state_bytes", state, pred.get("model_state_bytes")),
+        ("activation_bytes", worst.get("activation_bytes", 0), pred.get("activation_bytes")),
+        ("tokens_per_s", profile.get("tokens_per_s") or None, pred_tps),
     ):
-        err = f"{(measured - p) / p * 100:+.1f}%" if p and measured is not None else "n/a"
-        rows.append((name, fmt(measured) if measured is not None else "n/a", fmt(p) if p else "n/a", err))
-    tps = profile.get("tokens_per_s")
-    pred_tps = (
-        profile["plan"]["global_batch"] * profile["plan"]["seq_len"] / pred["step_time_s"]
-        if pred.get("step_time_s")
-        else None
-    )
-    rows.append(
-        (
-            "tokens/s",
-            f"{tps:.0f}" if tps else "n/a",
-            f"{pred_tps:.0f}" if pred_tps else "n/a",
-            f"{(tps - pred_tps) / pred_tps * 100:+.1f}%" if tps and pred_tps else "n/a",
-        )
-    )
+        error = (measured - predicted) / predicted if predicted and measured is not None else None
+        out.append({"quantity": key, "measured": measured, "predicted": predicted or None, "error": error})
+    return out
+
+
+ROW_NAMES = {
+    "median_step_s": "median step time",
+    "peak_tensor_bytes": "peak tensor memory per rank",
+    "model_state_bytes": "  model states (params+grads+optimizer)",
+    "activation_bytes": "  saved activations",
+    "tokens_per_s": "tokens/s",
+}
+
+
+def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, str, str, str]]:
+    """(quantity, measured, predicted, % error) rows as the table prints them (measured_vs_predicted's numbers)."""
+    units = {"median_step_s": lambda v: f"{v * 1e3:.1f} ms", "tokens_per_s": lambda v: f"{v:.0f}"}
+    rows = []
+    for q in measured_vs_predicted(profile, pred):
+        fmt = units.get(q["quantity"], lambda v: f"{v / 2**20:.2f} MiB")
+        measured, predicted, error = q["measured"], q["predicted"], q["error"]
+        rows.append((
+            ROW_NAMES[q["quantity"]],
+            fmt(measured) if measured is not None else "n/a",
+            fmt(predicted) if predicted else "n/a",
+            f"{error * 100:+.1f}%" if error is not None else "n/a",
+        ))  # fmt: skip
     return rows
 
 

@@ -82,7 +82,7 @@ def test_a_profile_with_no_timed_step_is_still_json():
     """A restart that resumes at the last step times nothing: the profile says null, never NaN (not JSON)."""
     from planner.io.files import finite_json
     from planner.launch.measured import summarize
-    from planner.launch.runner import comparison
+    from planner.launch.runner import comparison, measured_vs_predicted
 
     stats = summarize([], 2, 512)
     assert stats["median_step_s"] is None and stats["tokens_per_s"] is None
@@ -91,6 +91,9 @@ def test_a_profile_with_no_timed_step_is_still_json():
     profile = {**stats, "plan": {"global_batch": 8, "seq_len": 64}, "memory_per_rank": [{"peak_bytes": 1,
                "params_bytes": 1, "grads_bytes": 0, "optimizer_bytes": 0}]}  # fmt: skip
     assert comparison(profile, {"step_time_s": 0.1})[0] == ("median step time", "n/a", "100.0 ms", "n/a")
+    assert measured_vs_predicted(profile, {"step_time_s": 0.1})[0] == {
+        "quantity": "median_step_s", "measured": None, "predicted": 0.1, "error": None
+    }  # fmt: skip
 
 
 def test_a_profile_path_that_names_a_folder_is_refused_before_the_run(capsys, tmp_path):
@@ -121,7 +124,15 @@ def test_a_run_leaves_no_temporary_files_and_json_is_one_document(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temp)}
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=80)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout)["profile"] == str(tmp_path / "p.json") and "[launch] step 3/3" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["profile"] == str(tmp_path / "p.json") and "[launch] step 3/3" in proc.stderr
+    # each compared quantity as numbers too (the rows are the table's strings): seconds, bytes, tokens/s
+    step = next(q for q in doc["quantities"] if q["quantity"] == "median_step_s")
+    assert isinstance(step["measured"], float) and step["predicted"] > 0
+    assert step["error"] == pytest.approx(step["measured"] / step["predicted"] - 1)
+    assert [q["quantity"] for q in doc["quantities"]][1:] == [
+        "peak_tensor_bytes", "model_state_bytes", "activation_bytes", "tokens_per_s"
+    ]  # fmt: skip
     kept = sorted(p.name for p in ckpt.iterdir())
     assert kept == ["latest", "planner-checkpoint.json", "step_000002", "step_000003"]  # --keep-checkpoints 2
     left = [p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "planner-launch-"))]
