@@ -24,6 +24,8 @@ def refuse_idle_options(
     if emit is None and (out is not None or image is not None):
         given = "--out" if out is not None else "--image"
         raise PlannerError(f"{given} is for --emit's files: give --emit TARGET, or drop {given}")
+    if image is not None and emit != "k8s":  # the only file that names a container image
+        raise PlannerError(f"--image is the Kubernetes job's container image: --emit {emit} writes none; drop it")
     if checkpoint_dir is None and (checkpoint_every or resume):
         given = f"--checkpoint-every {checkpoint_every}" if checkpoint_every else "--resume"
         raise PlannerError(f"{given} needs --checkpoint-dir DIR: where the checkpoints are saved and read")

@@ -231,6 +231,8 @@ def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp
           "5"), "does not carry --checkpoint-dir, --max-restarts"),
         (("--emit", "k8s", "--image", "r/p:1", "--out", "o", "--wall-s", "100"), "--emit k8s writes a cluster "
          "script, which does not carry --wall-s"),
+        (("--emit", "slurm", "--image", "r/p:1", "--out", "o"), "--emit slurm writes none; drop it"),  # was ignored
+        (("--emit", "megatron", "--image", "r/p:1", "--out", "o"), "--emit megatron writes none; drop it"),
     ],
 )  # fmt: skip
 def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, says):
