@@ -83,7 +83,10 @@ def emit_run(
     is ignored for them, but for the per-run settings the plan was priced with); cluster targets get the
     pre-flight."""
     chosen = _target(kind)
-    settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
+    try:
+        settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
+    except PlannerError as e:  # an engine's file refused: the other engines' files that take the plan, by name
+        raise PlannerError(f"{e}{_instead(chosen, cfg, model, engine, hardware)}") from None
     _require_image(kind, image)
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
     where: dict[str, Any] = {"nnodes": nodes, "per_node": per_node, "max_restarts": max_restarts, "image": image}
@@ -108,6 +111,24 @@ def emit_run(
     for line in said:  # written (the engine's own run may know better than the model), but said; a dry run alike
         warnings.warn(line, stacklevel=2)
     return Emitted(files[0].path, changed, said, unfit)
+
+
+def _instead(chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile) -> str:
+    """Where an engine target refused the plan: the other engine targets that would write it, as their own checks
+    say (a fixed 'emit megatron or deepspeed instead' named targets that refused it too)."""
+    if not chosen.is_engine:
+        return ""
+    takes = []
+    for name in ENGINE_TARGETS:
+        other = target(name)
+        if other is None or name == chosen.name:
+            continue
+        try:
+            _checked(other, cfg, model, engine, hardware, force=True)
+        except PlannerError:
+            continue
+        takes.append(name)
+    return f"; emit {' or '.join(takes)} instead" if takes else "; no other engine's file takes it as priced"
 
 
 def _require_image(kind: str, image: str | None) -> None:
@@ -156,8 +177,8 @@ def _unwritten(chosen: Target, precision: str, unexpressed: str) -> str:
         return f"{chosen.engine} has no {precision} training recipe; emit a target whose engine runs it"
     others = [t for n in ENGINE_TARGETS if (t := target(n)) and t.engine == chosen.engine and precision in t.precisions]
     written = others and f"precision={precision}" in unexpressed  # the recipe is what is missing, not an option
-    instead = f"emit {others[0].name} for it" if written else "estimate it, or emit without it"
-    return f"the {chosen.name} file does not write {unexpressed} yet; {instead}"
+    instead = "" if written else "; estimate it, or emit without it"  # another target's file: emit_run names it
+    return f"the {chosen.name} file does not write {unexpressed} yet{instead}"
 
 
 def _checked(

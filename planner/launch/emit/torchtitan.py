@@ -34,7 +34,7 @@ CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Confi
 RELEASE = "0.3.0"
 ROWWISE_ONLY = (  # what 0.3.0 runs otherwise than the profile (v0.2.2) prices: refused, and said
     "Float8LinearConverter scales rowwise only (components/quantization/float8.py recipe_name), not the tensorwise "
-    "fp8 the plan is priced with; emit torchtitan-v0.2 for it"
+    "fp8 the plan is priced with"
 )
 CHUNKED_LOSS = (
     "recipes compute the output layer and loss in chunks (ChunkedLossWrapper, components/loss.py), never holding "
@@ -122,8 +122,7 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
         ]
         out.append(
             f"the planner writes torchtitan {release} configurations for {', '.join(written)} (RoPE theta "
-            f"{LLAMA3_ROPE_THETA:g}, no linear biases for llama3), and {model.name} is none of them: emit megatron or "
-            "deepspeed instead"
+            f"{LLAMA3_ROPE_THETA:g}, no linear biases for llama3), and {model.name} is none of them"
         )
     elif model.moe is not None and plan_etp(plan) != (etp := 1 if plan.ep > 1 else plan.tp):
         how = (
