@@ -154,23 +154,21 @@ def _time_best_first(
     res: SearchResult, coster: Coster, screening: Screening, *, top: int
 ) -> list[tuple[Plan, StepTime]]:
     """Stages 3-4 in one pass, for a search that wants its top K only (counts=False): the candidates the rules
-    passed, in the order of the cheap bound over their recompute levels (a ZeRO stage changes no bound), each
-    screened for memory and its fitting variants timed, until the bound cannot beat the K-th best; the rest are
-    counted unscreened. A candidate whose tight bound at its least recompute cannot beat it is passed over
-    unscreened too (more recompute never lowers that bound: tests/test_invariants.py). The K best are those
-    stages 3 and 4 in turn choose (every plan not screened has a bound at or above the K-th best step)."""
+    passed, in the order of the cheap bound at their least recompute (more recompute never lowers a bound:
+    tests/test_invariants.py; a ZeRO stage changes none), each screened for memory and its fitting variants timed,
+    until the bound cannot beat the K-th best; the rest are counted unscreened. A candidate whose tight bound cannot
+    beat it is passed over unscreened too. The K best are those stages 3 and 4 in turn choose (every plan not
+    screened has a bound at or above the K-th best step)."""
     recs, per_candidate = screening.recs, len(screening.zeros) * len(screening.recs)
-    bounds = (
-        (min(coster.cheap_bound_s(p, rc) for rc in recs), i, st, p) for i, (st, p) in enumerate(screening.deferred)
-    )
-    ordered = sorted(bounds, key=_first)
+    ordered = sorted(((coster.cheap_bound_s(p, p.recompute), i, st, p) for i, (st, p) in enumerate(screening.deferred)),
+                     key=_first)  # fmt: skip
     timing, tick = _Timing(res, coster, top=top, exhaustive=False), itertools.count()
     for n, (lb, _i, st, p) in enumerate(ordered):
         if timing.beaten(lb):
             res.unscreened += (len(ordered) - n) * per_candidate
             break
         assert p.recompute == recs[0], "the deferred plans are built at the least recompute searched"
-        if timing.beaten(coster.tight_bound_s(p)):
+        if timing.full() and timing.beaten(coster.tight_bound_s(p)):  # no bound to compute before a K-th best
             res.unscreened += per_candidate
             continue
         start = len(screening.fitting)
@@ -190,6 +188,10 @@ class _Timing:
     def __init__(self, res: SearchResult, coster: Coster, *, top: int, exhaustive: bool) -> None:
         self.res, self.coster, self.top, self.exhaustive = res, coster, top, exhaustive
         self.heap: list[tuple[float, int, Plan, StepTime]] = []  # max-heap on step_s (or bytes) via negation
+
+    def full(self) -> bool:
+        """Whether K plans are kept: a bound can rule a plan out only then."""
+        return len(self.heap) >= self.top
 
     def beaten(self, bound_s: float) -> bool:
         """Whether a plan with this step-time lower bound cannot beat the K-th best."""
