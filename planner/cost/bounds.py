@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from planner.cost.compute import fitted_compute, layer_time, plan_stage_shapes
 from planner.cost.keys import LAYER, PIPELINE, SLOT
+from planner.cost.overlap import ep_hidden
 from planner.cost.schedule import layer_exposed_s, pipeline_slots, slot_lower_bound_s, step_overhead_s
 from planner.cost.stages import Mix
 from planner.engine import Engine
@@ -53,7 +54,9 @@ class StepBounds:
         key = SLOT(plan)
         slot = self._slot.get(key)
         if slot is None:
-            lkey = (LAYER(plan), plan.recompute)
+            # the all-to-all a schedule hides (DualPipeV, Megatron's 1F1B overlap) is no field of LAYER: keyed apart,
+            # a 1F1B plan's exposed all-to-all stood in for a DualPipeV plan's of the same layers, in evaluation order
+            lkey = (LAYER(plan), plan.recompute, ep_hidden(plan, self.engine))
             exposed = self._exposed.get(lkey)
             if exposed is None:
                 exposed = self._exposed[lkey] = layer_exposed_s(self.model, self.hw, plan, self.engine)

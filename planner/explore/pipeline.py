@@ -205,7 +205,7 @@ class _Timing:
         if res.objective == "risk" and coster.memory_high_bytes(p, nbytes) > coster.capacity_bytes:
             res.pruned[PRUNED_RISK] += 1  # may not fit: --risk ranks only plans sure to
             return
-        if self.beaten(coster.tight_bound_s(p)):
+        if self.full() and self.beaten(coster.tight_bound_s(p)):
             res.pruned[PRUNED_BOUND] += 1
             return
         t = coster.step(p)
