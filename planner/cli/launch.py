@@ -246,12 +246,11 @@ def _priced_on(
     CPU processes (nor a CPU profile GPUs): that run is priced on this machine's profile, and the note says so."""
     if hardware:
         return hardware, []
-    here = default_hardware(env) if env is not None else DEFAULT_HARDWARE
     planned = saved.hardware if saved and not rehearse_ else None
-    if planned is None:
-        return here, []
+    if planned is None:  # this machine's profile: named from its devices only when needed (an unknown GPU is refused)
+        return (default_hardware(env) if env is not None else DEFAULT_HARDWARE), []
     if env is not None and not priced_here(env, load_hardware(planned)):
-        kind = "CPU processes" if env.device_type == "cpu" else "GPUs"
+        here, kind = default_hardware(env), "CPU processes" if env.device_type == "cpu" else "GPUs"
         return here, [f"this machine runs {kind}: priced on {here}, its profile, not the plan file's {planned}"]
     return planned, []
 

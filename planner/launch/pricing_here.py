@@ -36,6 +36,14 @@ def priced_here(env: Environment, hw: HardwareProfile) -> bool:
     return (env.device_type == "cpu") == hw.runs_on_cpu
 
 
+def _named(env: Environment) -> str:
+    """This machine's catalog profile, or what to give where none matches its GPU (a check, not a refusal)."""
+    try:
+        return default_hardware(env)
+    except PlannerError:
+        return "NAME|PATH of this GPU's profile"
+
+
 def hardware_check(pf: Preflight, env: Environment, hw: HardwareProfile) -> None:
     """The profile that prices the run is one of this machine's kind (forceable: a deliberate comparison)."""
     here = "CPU processes" if env.device_type == "cpu" else f"{env.device_name} GPUs"
@@ -44,6 +52,6 @@ def hardware_check(pf: Preflight, env: Environment, hw: HardwareProfile) -> None
         return
     pf.add(
         "hardware", False, f"this machine runs {here}, which the {hw.name} profile does not price: its prediction "
-        f"says nothing of this run; pass --hardware {default_hardware(env)} (or a profile `planner bench-hardware` "
-        "wrote here)", forceable=True,
+        f"says nothing of this run; pass --hardware {_named(env)} (or a profile `planner bench-hardware` wrote "
+        "here)", forceable=True,
     )  # fmt: skip
