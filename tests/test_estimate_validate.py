@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from helpers import make_engine
@@ -370,3 +371,17 @@ def test_validate_with_an_engine_skips_a_run_whose_software_block_it_cannot_take
     skipped = [r.get("skipped") or "" for r in json.loads(out)["runs"]]
     said = [r for r in skipped if "does not run its software block" in r]
     assert said and all("Value error" not in r and "p2p_overlap=True" in r for r in said), said
+
+
+def test_validate_with_an_engine_still_refuses_a_typo_in_a_software_block(tmp_path):
+    """Skipping what the given engine cannot take must not skip a typo: `attention: flsh` is an error for the file
+    (exit 2) with --engine as without it."""
+    import yaml
+
+    runs = yaml.safe_load(Path(REFERENCE).read_text())[:2]
+    runs[0]["software"] = {**(runs[0].get("software") or {}), "attention": "flsh"}
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(runs))
+    for extra in ((), ("--engine", "megatron")):
+        code, out, err = run("validate", str(path), *extra)
+        assert code == 2 and "flsh" in err and out == "", (extra, err)

@@ -235,11 +235,12 @@ def parse_run(
     """A resolved run, or why it cannot be evaluated."""
     rid = str(raw["id"])
     measured = {k: float(v) for k, v in (raw.get("measured") or {}).items() if k in METRICS and v is not None}
+    _software(raw)  # a typo in the block (a key, a word) is an error for the whole file, an engine given or not
     try:  # an engine given for every run (validate --engine) that cannot take this one's settings skips it
         eng = run_engine(raw, engine)
     except PlannerError as e:
         if engine is None:
-            raise  # a value its own engine refuses: a typo in the file, an error for the whole file (above)
+            raise  # a value its own engine refuses: an error for the whole file (above)
         return Skipped(rid, f"{engine.name} does not run its software block: {e}", measured)
     unstated = unstated_fields(raw.get("plan"))
     if unstated:
