@@ -44,6 +44,9 @@ from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
 CLUSTER_TARGETS = target_names(engine=False)
+# The least a batch job asks for: a cluster's start-up (image pulls, rendezvous over many nodes) and checkpoint writes
+# are not in a run's predicted steps, and the hour Slurm jobs were asked for before let short runs finish.
+SLURM_MIN_S = 3600.0
 ENGINE_TARGETS = target_names(engine=True)
 
 __all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target_text", "write_target"]
@@ -93,7 +96,7 @@ def emit_run(
     where |= {"settings": settings, **placement(hardware, cfg.plan.gpus)}
     if not chosen.is_engine:  # the job's wall-clock limit: --wall-s, else as a run here is limited (preflight.py)
         step_s = Coster(model, hardware, engine).step(cfg.plan).step_s
-        where["time_limit_s"] = wall_s or wall_limit_s(step_s, steps=cfg.steps, restarts=max_restarts)
+        where["time_limit_s"] = wall_s or max(SLURM_MIN_S, wall_limit_s(step_s, steps=cfg.steps, restarts=max_restarts))
     copies: list[OutFile] = []
     if not chosen.is_engine:  # the worker's model, hardware and engine, as a node resolves them
         cfg, copies = portable_files(cfg, hardware_ref, out, kind=kind, file_name=chosen.file_name)
@@ -124,10 +127,10 @@ def _instead(chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, h
         if other is None or name == chosen.name:
             continue
         try:
-            _checked(other, cfg, model, engine, hardware, force=True)
+            _settings, unfit = _checked(other, cfg, model, engine, hardware, force=False)
         except PlannerError:
             continue
-        takes.append(name)
+        takes.append(f"{name} (predicted not to fit as it runs it)" if unfit else name)
     return f"; emit {' or '.join(takes)} instead" if takes else "; no other engine's file takes it as priced"
 
 

@@ -44,7 +44,7 @@ def eps_problems(model: ModelSpec, built: str | float, engine: str) -> list[str]
         return []
     return [
         f"{engine}'s model normalises with eps {eps:g}, not {model.name}'s norm_eps {model.norm_eps:g}, and its "
-        "configuration cannot set it: emit megatron or megatron-bridge, which set it"
+        "configuration cannot set it"
     ]
 
 

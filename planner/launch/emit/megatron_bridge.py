@@ -99,7 +99,7 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
         return [
             f"Megatron-Bridge has no recipe building the architecture of {model.name} (recipes matched: "
             f"{', '.join([*RECIPES, *CATALOG_RECIPES])}; a RoPE model must give its rope_theta, its linear biases as "
-            "the recipe's): emit megatron for its full arguments"
+            "the recipe's)"
         ]
     return []
 

@@ -63,8 +63,8 @@ def _time_lines(time_limit_s: float | None) -> list[str]:
         return ["#SBATCH --time=0-01:00:00"]
     return [
         f"#SBATCH --time={slurm_time(time_limit_s)}",
-        f"# --time: launch --wall-s, else start-up plus {WALL_SLACK:g}x the predicted steps (above a partition's "
-        "MaxTime the job stays pending: lower it there)",
+        f"# --time: launch --wall-s, else start-up plus {WALL_SLACK:g}x the predicted steps, at least an hour (above a "
+        "partition's MaxTime the job stays pending: lower it there)",
     ]
 
 
