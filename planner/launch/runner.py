@@ -267,8 +267,8 @@ def comparison(profile: dict, pred: dict[str, float | None]) -> list[tuple[str, 
         fmt = units.get(q["quantity"], lambda v: f"{v / 2**20:.2f} MiB")
         measured, predicted, error = q["measured"], q["predicted"], q["error"]
         rows.append((
-            ROW_NAMES[q["quantity"]] + (" (upper bound: every micro-batch)" if q["upper_bound"] else ""),
-            fmt(measured) if measured is not None else "n/a",
+            ROW_NAMES[q["quantity"]],
+            (fmt(measured) + (" (upper bound)" if q["upper_bound"] else "")) if measured is not None else "n/a",
             fmt(predicted) if predicted else "n/a",
             f"{error * 100:+.1f}%" if error is not None else "n/a",
         ))  # fmt: skip
