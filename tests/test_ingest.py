@@ -1514,15 +1514,17 @@ def test_a_stated_split_given_by_plan_fills_what_the_log_leaves_unstated():
 def test_plan_gives_what_a_torchtitan_log_only_assumes_and_not_what_it_states():
     """torchtitan prints FSDP applied, not fsdp_reshard_after_forward: its zero 3 (2 with pipelining) is the default's
     choice, assumed; --plan's zero 2 was dropped as "the log says otherwise" and the run kept the assumed 3. --plan
-    now gives it (the assumption's note gone), and a zero 0 (no FSDP) the log's FSDP line contradicts stays refused."""
+    now gives it (the assumption's note gone); a zero 0 (no FSDP) the log's FSDP line contradicts is not used, nor an
+    fp8 its missing Float8 line contradicts."""
     assumed = ingest("torchtitan_h200_llama3_8b.log")
     assert assumed.plan["zero"] == 3 and any(n.startswith("zero: 3") for n in assumed.assumed)
-    given = ingest("torchtitan_h200_llama3_8b.log", given_plan={"zero": 2, "precision": "fp8"})
-    assert (given.plan["zero"], given.plan["precision"]) == (2, "fp8")
+    given = ingest("torchtitan_h200_llama3_8b.log", given_plan={"zero": 2, "precision": "fp32"})
+    assert (given.plan["zero"], given.plan["precision"]) == (2, "fp32")
     assert not any(n.startswith(("zero: ", "precision: ")) for n in given.assumed), given.assumed
     assert any("zero, precision from --plan" in n for n in given.assumed), given.assumed
-    contradicted = ingest("torchtitan_h200_llama3_8b.log", given_plan={"zero": 0})
-    assert contradicted.plan["zero"] == 3 and any("--plan's zero 0 not used" in n for n in contradicted.assumed)
+    contradicted = ingest("torchtitan_h200_llama3_8b.log", given_plan={"zero": 0, "precision": "fp8"})
+    assert (contradicted.plan["zero"], contradicted.plan["precision"]) == (3, "bf16")
+    assert any("--plan's zero 0, precision fp8 not used" in n for n in contradicted.assumed), contradicted.assumed
 
 
 def test_a_micro_batch_group_other_than_the_priced_one_is_said_not_modelled():

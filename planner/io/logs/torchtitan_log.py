@@ -231,8 +231,8 @@ def _assumed_fields(plan: dict[str, Any], mesh: dict[str, int]) -> dict[str, tup
     """What _assumed fills by torchtitan's defaults and --plan may give instead (given.fill_plan): FSDP's resharding
     (ZeRO 2 or 3: no line prints fsdp_reshard_after_forward), the precision, the micro-batch without a mesh line."""
     out: dict[str, tuple[Any, ...] | None] = {"zero": (2, 3)} if plan["zero"] in (2, 3) else {}
-    if plan["precision"] == "bf16":
-        out["precision"] = None
+    if plan["precision"] == "bf16":  # no "Float8 training active" line: a 16- or 32-bit run, not fp8
+        out["precision"] = ("bf16", "fp16", "fp32")
     if plan["micro_batch"] is not None and not mesh:
         out["micro_batch"] = None
     return out
