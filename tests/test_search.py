@@ -22,7 +22,7 @@ from planner.engine import plan_problems
 from planner.explore.pipeline import search
 from planner.explore.results import pareto_front
 from planner.explore.space import NOT_FIT, PRUNED_ONE_RANK, Checkpointing, Space, micro_batches, structures
-from planner.io.catalog import load_hardware, load_model
+from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan, divisors
 from planner.plan_checks import check_plan
 
@@ -626,25 +626,31 @@ def test_zero_stages_that_run_as_zero_0_over_one_rank_are_not_ranked_twice():
 
 
 @pytest.mark.parametrize(
-    ("model", "hardware", "gpus", "batch", "objective", "top"),
+    ("model", "hardware", "gpus", "batch", "objective", "top", "engine"),
     [
-        ("llama2-13b", "h100-sxm", 32, 256, "throughput", 3),
-        ("mixtral-8x7b", "h100-sxm", 64, 512, "throughput", 1),
-        ("mixtral-8x7b", "h100-sxm", 64, 512, "risk", 2),
-        ("deepseek-v3", "h100-sxm", 512, 512, "goodput", 1),
+        ("llama2-13b", "h100-sxm", 32, 256, "throughput", 3, None),
+        ("mixtral-8x7b", "h100-sxm", 64, 512, "throughput", 1, None),
+        ("mixtral-8x7b", "h100-sxm", 64, 512, "risk", 2, None),
+        ("deepseek-v3", "h100-sxm", 512, 512, "goodput", 1, None),
+        # DualPipeV hides the all-to-all that full recompute or 1F1B leaves exposed; offload screens every level
+        ("deepseek-v3", "h800", 512, 512, "throughput", 2, "hai-llm"),
+        ("mixtral-8x7b", "h100-sxm", 64, 512, "throughput", 1, "megatron+offload"),
     ],
 )
 def test_a_search_for_its_top_plans_only_ranks_what_the_counting_search_ranks(
-    model, hardware, gpus, batch, objective, top
+    model, hardware, gpus, batch, objective, top, engine
 ):
     """counts=False (the advice's probes) screens memory best bound first and stops where the bound cannot beat the
     K-th best: the same ranking (step times; a tie may pick another plan of that time), the counts adding up with
     what it never screened, and something left unscreened (else the mode saves nothing)."""
     m, hw = load_model(model), load_hardware(hardware)
-    space = Space(gpus=gpus, global_batch=batch, seq_len=4096)
+    schedules = ("1f1b", "dualpipev") if engine == "hai-llm" else None
+    space = Space(gpus=gpus, global_batch=batch, seq_len=4096, schedules=schedules)
+    eng = GENERIC if engine is None else load_engine("megatron").configured(activation_offload=0.5)
+    eng = load_engine("hai-llm") if engine == "hai-llm" else eng
     ck = Checkpointing(mtbf_hours=5.0) if objective == "goodput" else Checkpointing()
-    full = search(m, hw, space, GENERIC, objective=objective, top=top, checkpointing=ck)
-    best_first = search(m, hw, space, GENERIC, objective=objective, top=top, checkpointing=ck, counts=False)
+    full = search(m, hw, space, eng, objective=objective, top=top, checkpointing=ck)
+    best_first = search(m, hw, space, eng, objective=objective, top=top, checkpointing=ck, counts=False)
     assert [r.time.step_s for r in best_first.top] == pytest.approx([r.time.step_s for r in full.top], rel=1e-12)
     assert [r.score_tokens_per_s for r in best_first.top] == pytest.approx([r.score_tokens_per_s for r in full.top])
     assert best_first.evaluated == full.evaluated

@@ -170,7 +170,9 @@ def test_a_copy_models_show_wrote_is_found_by_its_block_listed_aliases(tmp_path)
     assert code == 0 and "aliases:\n- " in text, err
     folder = tmp_path / "mine" / "model_specs"
     folder.mkdir(parents=True)
-    mine = text.replace("name: llama3-8b", "name: my-8b").replace("- llama-3-8b\n", "- my-alias\n- 'Quoted-One'\n")
+    mine = text.replace("name: llama3-8b", "name: my-8b").replace(
+        "- llama-3-8b\n", "- my-alias   # mine\n- 'Quoted-One'\n"
+    )  # a comment after an alias is no part of it
     (folder / "my-8b.yaml").write_text(mine)
     catalog.set_user_catalogs([str(tmp_path / "mine")])
     assert load_model("my-alias").name == "my-8b" and load_model("quoted-one").name == "my-8b"

@@ -175,6 +175,7 @@ def merge_results(results: list[SearchResult], *, top: int, seconds: float) -> S
         out.rejected.update(res.rejected)
         out.pruned.update(res.pruned)
         out.timed += res.timed
+        out.unscreened += res.unscreened
         out.all_timed += res.all_timed
         out.rejections += res.rejections
         out.structures += res.structures

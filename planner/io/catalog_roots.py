@@ -112,7 +112,7 @@ def _listed_aliases(text: str) -> list[str]:
     if found := _ALIASES.search(text):
         items = found.group(1).split(",")
     elif found := _BLOCK_ALIASES.search(text):
-        items = [line.strip()[1:] for line in found.group(1).splitlines()]
+        items = [line.split(" #")[0].strip()[1:] for line in found.group(1).splitlines()]
     else:
         items = []
     return [a for a in (item.strip().strip("'\"").lower() for item in items) if a]
