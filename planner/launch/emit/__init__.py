@@ -44,10 +44,10 @@ from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
 CLUSTER_TARGETS = target_names(engine=False)
+ENGINE_TARGETS = target_names(engine=True)
 # The least a batch job asks for: a cluster's start-up (image pulls, rendezvous over many nodes) and checkpoint writes
 # are not in a run's predicted steps, and the hour Slurm jobs were asked for before let short runs finish.
 SLURM_MIN_S = 3600.0
-ENGINE_TARGETS = target_names(engine=True)
 
 __all__ = ["CLUSTER_TARGETS", "ENGINE_TARGETS", "cluster_nodes", "emit", "target_text", "write_target"]
 
@@ -94,7 +94,7 @@ def emit_run(
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
     where: dict[str, Any] = {"nnodes": nodes, "per_node": per_node, "max_restarts": max_restarts, "image": image}
     where |= {"settings": settings, **placement(hardware, cfg.plan.gpus)}
-    if not chosen.is_engine:  # the job's wall-clock limit: --wall-s, else as a run here is limited (preflight.py)
+    if chosen.timed:  # the job's wall-clock limit: --wall-s, else as a run here is limited (preflight.py)
         step_s = Coster(model, hardware, engine).step(cfg.plan).step_s
         where["time_limit_s"] = wall_s or max(SLURM_MIN_S, wall_limit_s(step_s, steps=cfg.steps, restarts=max_restarts))
     copies: list[OutFile] = []

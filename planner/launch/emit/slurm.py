@@ -100,5 +100,6 @@ register(
             segment=o.segment,
             time_limit_s=o.time_limit_s,
         ),
+        timed=True,
     )
 )

@@ -47,6 +47,7 @@ class Target:
     # what its file runs otherwise than the plan was priced, where that is no reason to refuse: said once written
     format_notes: Callable[[ModelSpec, Plan], list[str]] | None = None
     precisions: frozenset[str] = frozenset()  # the named precision recipes (precision.RECIPES) its file writes
+    timed: bool = False  # its file asks for a wall-clock limit (Layout.time_limit_s: a Slurm job's --time)
 
     @property
     def is_engine(self) -> bool:
