@@ -173,11 +173,12 @@ def _time_best_first(
             continue
         start = len(screening.fitting)
         screening.candidate(st, p)
-        for f in sorted(screening.fitting[start:], key=lambda f: coster.cheap_bound_s(f.base, f.recompute)):
-            if not timing.beaten(coster.cheap_bound_s(f.base, f.recompute)):
-                timing.offer(f, next(tick))
-            else:
+        fits = sorted(((coster.cheap_bound_s(f.base, f.recompute), f) for f in screening.fitting[start:]), key=_first)
+        for bound_s, f in fits:
+            if timing.beaten(bound_s):
                 res.pruned[PRUNED_BOUND] += 1
+            else:
+                timing.offer(f, next(tick))
     return timing.chosen()
 
 
