@@ -482,3 +482,10 @@ def test_catalog_specs_state_their_configs_rope_and_norm_epsilon(name, fixture):
     text = cfg.get("text_config", cfg)
     spec = load_model(name)
     assert spec.norm_eps == text["rms_norm_eps"] and spec.rope_theta == float(text["rope_theta"])
+
+
+def test_json_syntax_error_says_json(tmp_path):
+    """A runs file given as .json is read as YAML (JSON is a subset); its syntax error had said "YAML"."""
+    (tmp_path / "runs.json").write_text('{"a": [1,\n')
+    msg = _error(load_yaml, str(tmp_path / "runs.json"))
+    assert "runs.json:2" in msg and "JSON syntax error" in msg and "YAML" not in msg

@@ -89,7 +89,8 @@ def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"{display_path(path)}:{mark.line + 1}:{mark.column + 1}" if mark else display_path(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PlannerError(f"{where}: YAML syntax error: {problem}") from None
+        kind = "JSON" if path.suffix.lower() == ".json" else "YAML"  # JSON is read as the YAML it is a subset of
+        raise PlannerError(f"{where}: {kind} syntax error: {problem}") from None
 
 
 def _flow_depth(text: str) -> int:
