@@ -431,3 +431,20 @@ def test_the_optimizer_steps_every_dtensor_parameter_the_worker_holds(name, sp, 
     shape = plan_stage_shapes(model, plan, engine)[0]
     host_s = optimizer_s(model, hw, plan, engine, mix=shape.mix, first=shape.first, last=shape.last)
     assert host_s / (OPS_PER_TENSOR_STEP * hw.efficiency.dtensor_op_overhead_s) == pytest.approx(tensors)
+
+
+def test_calibrate_reads_back_a_launch_on_a_profile_file(tmp_path):
+    """A launch profile names a user's hardware file by its path (what launch records): calibrate fits it there."""
+    import yaml
+    from helpers import run_planner
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "hardware_profiles" / "cpu.yaml").read_text())
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({**doc, "name": "mine"}))
+    profiles = _synthetic_profiles(tmp_path)
+    for p in profiles:
+        Path(p).write_text(Path(p).read_text().replace('"hardware": "cpu"', f'"hardware": "{mine}"'))
+    code, out, err = run_planner("calibrate", *profiles, "--json", "-o", str(tmp_path / "cal"))
+    assert code == 0, err
+    assert {m["name"] for m in json.loads(out)["moves"]} >= {"compute of planner on mine"}
+    assert (tmp_path / "cal" / "mine.yaml").is_file()

@@ -39,7 +39,7 @@ from planner.cli.options import (
 )
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
-from planner.io.catalog import DEFAULT_HARDWARE, load_hardware
+from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, looks_like_path
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS, Emitted, emit_run
@@ -209,7 +209,8 @@ def launch(
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
     run = RunConfig(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
-        hardware=r.hardware.name, engine=_engine_ref(engine, saved, rehearse_, emitted or WORKER_ENGINE),
+        hardware=hw_name if looks_like_path(hw_name) else r.hardware.name,  # a user's file: calibrate reads it back
+        engine=_engine_ref(engine, saved, rehearse_, emitted or WORKER_ENGINE),
         checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None, checkpoint_every=checkpoint_every,
         keep_checkpoints=keep_checkpoints or RunConfig.keep_checkpoints, resume=resume, profile_out=str(profile_out),
         timeout_s=timeout_s,

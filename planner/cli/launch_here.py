@@ -13,6 +13,7 @@ import yaml
 
 from planner.api.resolve import Resolved
 from planner.errors import PlannerError
+from planner.io.catalog import looks_like_path
 from planner.io.files import check_writable, probe_writable, write_text_atomic
 from planner.launch.claims import check_unclaimed, claimed
 from planner.launch.command import RunConfig
@@ -73,6 +74,7 @@ def run_here(
     cfg = replace(
         run,
         model=model_ref,
+        hardware=str(Path(run.hardware).resolve()) if looks_like_path(run.hardware) else run.hardware,
         checkpoint_dir=str(Path(run.checkpoint_dir).resolve()) if run.checkpoint_dir else None,
         profile_out=str(Path(run.profile_out).resolve()),
     )

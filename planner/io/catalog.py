@@ -79,7 +79,8 @@ def set_user_catalogs(dirs: Sequence[str | Path]) -> None:
 
 
 # ---- name or path --------------------------------------------------------------------------------
-def _looks_like_path(arg: str) -> bool:
+def looks_like_path(arg: str) -> bool:
+    """A model or hardware reference that names a file, not a catalog entry."""
     return "/" in arg or "\\" in arg or arg.endswith((*YAML_SUFFIXES, ".json")) or Path(arg).is_file()
 
 
@@ -93,11 +94,11 @@ def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A model from the catalog (`gpt3-175b`), a model YAML, a Hugging Face `config.json` or its directory."""
     arg = str(name_or_path)
-    entry = None if isinstance(name_or_path, Path) or _looks_like_path(arg) else catalog_path(MODEL_DIR, arg)
+    entry = None if isinstance(name_or_path, Path) or looks_like_path(arg) else catalog_path(MODEL_DIR, arg)
     if entry is not None:  # looked up once: a user's entry that shadows a shipped one is said once
         return _catalog(ModelSpec, MODEL_DIR, entry)
     # a path, or a folder of that name here (a Hugging Face download) where no catalog entry has the name
-    if isinstance(name_or_path, Path) or _looks_like_path(arg) or Path(arg).is_dir():
+    if isinstance(name_or_path, Path) or looks_like_path(arg) or Path(arg).is_dir():
         path = Path(arg)
         if path.is_dir():
             if not (path / "config.json").is_file():
@@ -117,7 +118,7 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
     name, is NAME under a W-watt power cap, the name HardwareProfile.with_power_limit gives it (`b200-600w`: what
     `--power-limit 600` prices and `search --save` writes)."""
     arg = str(name_or_path)
-    if isinstance(name_or_path, Path) or _looks_like_path(arg):
+    if isinstance(name_or_path, Path) or looks_like_path(arg):
         return _hardware_from_yaml(Path(arg))
     entry = catalog_path(HARDWARE_DIR, arg)
     if entry is not None:  # looked up once: a user's entry that shadows a shipped one is said once
@@ -139,7 +140,7 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
 
 def hardware_source_text(name_or_path: str) -> str | None:
     """The YAML text of a hardware profile (a catalog name or a path), for rewriting it in place."""
-    path = Path(name_or_path) if _looks_like_path(name_or_path) else catalog_path(HARDWARE_DIR, name_or_path)
+    path = Path(name_or_path) if looks_like_path(name_or_path) else catalog_path(HARDWARE_DIR, name_or_path)
     return path.read_text() if path is not None and path.is_file() else None
 
 
@@ -151,7 +152,7 @@ def engine_source_path(name: str) -> Path:
 def load_engine(name_or_path: str | Path) -> Engine:
     """An engine profile from the catalog (`megatron`) or an engine profile YAML."""
     arg = str(name_or_path)
-    if isinstance(name_or_path, Path) or _looks_like_path(arg):
+    if isinstance(name_or_path, Path) or looks_like_path(arg):
         return _engine_from_yaml(Path(arg))
     return _catalog(Engine, ENGINE_DIR, _known("engine", ENGINE_DIR, arg, "an engine profile .yaml"))
 

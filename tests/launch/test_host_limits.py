@@ -219,3 +219,23 @@ def test_a_plan_files_profile_prices_a_gpu_the_name_table_does_not_know(tmp_path
     pf = Preflight()
     hardware_check(pf, mi355x, load_hardware("cpu"))  # named nowhere: the check says what to give, not a refusal
     assert not pf.checks[0].ok and "NAME|PATH of this GPU's profile" in pf.checks[0].detail
+
+
+def test_a_profile_file_is_recorded_by_its_path_for_calibrate(capsys, box, tmp_path, monkeypatch):
+    """A launch on a user's profile file recorded the profile's name (`mine`), which calibrate then looked up in the
+    catalog ('unknown hardware "mine"'): the worker is told the file's absolute path, as it is told the model's."""
+    doc = yaml.safe_load(_cpu_yaml())
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({**doc, "name": "mine"}))
+    monkeypatch.chdir(tmp_path)
+    small = ("--model", "tiny", "--dp", "2", "--seq-len", "64", "--global-batch", "8", "--dry-run", "--json")
+    code, out, err = _launch(capsys, *small, "--hardware", "mine.yaml")
+    assert code == 0, err
+    assert f"--hardware {tmp_path.resolve() / 'mine.yaml'}" in json.loads(out)["command"]
+    code, out, err = _launch(capsys, *small, "--hardware", "cpu")
+    assert code == 0 and "--hardware cpu " in json.loads(out)["command"], err
+
+
+def _cpu_yaml() -> str:
+    from planner.io.catalog import catalog_root
+
+    return (catalog_root() / "hardware_profiles" / "cpu.yaml").read_text()
