@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers import run_planner
 
@@ -82,3 +83,24 @@ def test_a_json_name_gets_json_that_reads_back(tmp_path):
     assert as_yaml.read_text().startswith("# planner search") and not as_json.read_text().startswith("#")
     estimates = [run_planner("estimate", "--plan", str(p), "--json") for p in (as_json, as_yaml)]
     assert estimates[0][0] == 0 and estimates[0][1] == estimates[1][1], estimates[0][2]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("search", "-m", "tiny", "--gpus", "2", "--no-advice", "--save", "-"),
+     ("search", "-m", "tiny", "--gpus", "2", "--no-advice", "--plot", "-"),
+     ("scale", "-m", "tiny", "--plot", "-"),
+     ("launch", "--model", "tiny", "--emit", "torchrun", "--out", "-"),
+     ("launch", "--model", "tiny", "--checkpoint-dir", "-", "--max-restarts", "1"),
+     ("calibrate", str(LOG), "--hardware", "v100-32gb", "-o", "-"),
+     ("calibrate", str(LOG), "--hardware", "v100-32gb", "--engine-out", " - "),
+     ("ingest", str(LOG), "-o", "-"),
+     ("bench-hardware", "--out", "-")],
+)  # fmt: skip
+def test_a_dash_is_not_written_as_a_file_named_dash(argv, tmp_path, monkeypatch):
+    """`--out -` made a folder named '-' (and `-o -` a file): no option writes to standard output, so '-' is refused
+    by name before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_planner(*argv)
+    assert code == 2 and out == "" and "'-' is not taken for standard output here" in err, err
+    assert list(tmp_path.iterdir()) == []

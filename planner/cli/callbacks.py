@@ -36,6 +36,17 @@ def nonempty(value: str | None) -> str | None:
     return value
 
 
+STDOUT_REFUSED = "'-' is not taken for standard output here; give a file or folder name"
+
+
+def written(value: str | None) -> str | None:
+    """`nonempty` for an option that names what a command writes: '-' (a folder or file named '-' was written) is
+    refused, since no such option writes to standard output."""
+    if value is not None and value.strip() == "-":
+        raise typer.BadParameter(STDOUT_REFUSED)
+    return nonempty(value)
+
+
 def nonempty_paths(values: list[str] | None) -> list[str] | None:
     """`nonempty` for a list of files (calibrate's inputs, ingest's logs): each must say something."""
     for value in values or []:
@@ -58,6 +69,8 @@ def nonempty_path(value: str | Path) -> Path:
     """A typer parser for path options: an empty one is refused (a Path of '' is '.', the folder it ran in)."""
     if not str(value).strip():
         raise typer.BadParameter("is empty; give a path")
+    if str(value).strip() == "-":  # every path option names something written or read as a folder
+        raise typer.BadParameter(STDOUT_REFUSED)
     return Path(value)
 
 

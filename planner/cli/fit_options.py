@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from planner.cli.callbacks import nonempty, nonempty_paths
+from planner.cli.callbacks import nonempty, nonempty_paths, written
 from planner.errors import PlannerError
 
 
@@ -42,7 +42,7 @@ FitOutOpt = Annotated[
     typer.Option(
         "-o",
         "--output",
-        callback=nonempty,
+        callback=written,
         help="write the hardware profile(s) here (.yaml, or a directory for several)",
     ),
 ]
@@ -50,7 +50,7 @@ EngineOutOpt = Annotated[
     Optional[str],
     typer.Option(
         "--engine-out",
-        callback=nonempty,
+        callback=written,
         help="write the engine profiles with their fitted factors into this directory",
     ),
 ]

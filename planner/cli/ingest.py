@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.cli.callbacks import nonempty, nonempty_paths
+from planner.cli.callbacks import nonempty, nonempty_paths, written
 from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
 from planner.errors import PlannerError
 from planner.io.files import check_ours
@@ -53,7 +53,7 @@ LogEngineOpt = Annotated[
     ),
 ]
 RunsOutOpt = Annotated[
-    Optional[str], typer.Option("-o", "--output", callback=nonempty, help="write the runs file (YAML, .yaml) here")
+    Optional[str], typer.Option("-o", "--output", callback=written, help="write the runs file (YAML, .yaml) here")
 ]
 LogModelOpt = Annotated[
     Optional[str],

@@ -10,7 +10,7 @@ import typer
 
 from planner.api.hardware_for import power_capped
 from planner.api.idle import failures_unpriced
-from planner.cli.callbacks import finite, nonempty
+from planner.cli.callbacks import finite, written
 from planner.cli.cluster_options import CLUSTER, GlobalBatchAutoOpt, MaxTokensOpt, hardware_on_cluster
 from planner.cli.options import (
     CATALOG,
@@ -46,7 +46,7 @@ PlotOpt = Annotated[
     Optional[str],
     typer.Option(
         "--plot",
-        callback=nonempty,
+        callback=written,
         help="FILE.svg|png|pdf: tokens/s, MFU, days and GPU-hours against GPUs (needs planner[plot])",
     ),
 ]

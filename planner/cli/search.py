@@ -16,7 +16,7 @@ from planner.api.hardware_for import power_capped
 from planner.api.idle import failures_unpriced
 from planner.api.resolve import engine_overrides
 from planner.api.saving import save_best
-from planner.cli.callbacks import nonempty, words
+from planner.cli.callbacks import words, written
 from planner.cli.cluster_options import (
     ADVICE,
     CLUSTER,
@@ -101,11 +101,11 @@ ObjectiveOpt = Annotated[
     typer.Option("--objective", help=" | ".join(OBJECTIVES) + " (risk: as --risk)", autocompletion=words(OBJECTIVES)),
 ]
 TopOpt = Annotated[int, typer.Option("--top", min=1, max=10_000, help="how many plans to show")]
-SaveOpt = Annotated[Optional[str], typer.Option("--save", callback=nonempty, help="write the best plan to FILE.yaml")]
+SaveOpt = Annotated[Optional[str], typer.Option("--save", callback=written, help="write the best plan to FILE.yaml")]
 PlotOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--plot", callback=nonempty, help="FILE.svg|png: throughput vs memory of every valid plan (needs planner[plot])"
+        "--plot", callback=written, help="FILE.svg|png: throughput vs memory of every valid plan (needs planner[plot])"
     ),
 ]
 ExplainOpt = Annotated[
