@@ -129,6 +129,19 @@ def test_tiers_must_hold_whole_domains():
         on_cluster(load_hardware("gb200-nvl72"), load_cluster("dgx-superpod-h100"))
 
 
+def test_a_tier_faster_than_the_gpus_nics_is_priced_at_the_nics():
+    """A 500 GB/s leaf was priced at 500 GB/s on H100s whose NICs carry 50 GB/s per GPU: every byte that leaves the
+    NVLink domain goes through them, so the tier is priced at the NICs' rate, and that is said."""
+    hw = load_hardware("h100-sxm")
+    fast = _cluster(_tier("leaf", 256, 500, 5), _tier("spine", 2048, 50, 5.5))
+    with pytest.warns(UserWarning, match=r"tier 'leaf' gives 500 GB/s per GPU, more than h100-sxm's NICs carry \(50"):
+        placed = on_cluster(hw, fast)
+    assert network_tier(placed, span=64)[1].bandwidth_bytes_per_s == 50e9
+    assert network_tier(placed, span=1024)[1].bandwidth_bytes_per_s == 50e9
+    slow = _cluster(_tier("leaf", 256, 25, 5), _tier("spine", 2048, 12.5, 5.5))
+    assert network_tier(on_cluster(hw, slow), span=64)[1].bandwidth_bytes_per_s == 25e9  # below the NICs: as given
+
+
 def test_cluster_file_errors_are_one_line(tmp_path: Path):
     bad = tmp_path / "c.yaml"
     bad.write_text(
@@ -142,6 +155,11 @@ def test_cluster_file_errors_are_one_line(tmp_path: Path):
     assert code == 2 and "known: dgx-superpod-b200, dgx-superpod-h100, gb200-nvl72-superpod, meta-llama3-24k" in err
     code, _, err = run("search", "-m", "llama3-8b", "--gpus", "32768", "--cluster", "dgx-superpod-h100")
     assert code == 2 and "more than cluster dgx-superpod-h100 holds (16384 GPUs)" in err
+    misspelt = tmp_path / "pod.yaml"  # the GPU a cluster file names, misspelt: said as the file's, by the name given
+    misspelt.write_text((Path(__file__).parents[1] / "cluster_profiles" / "dgx-superpod-h100.yaml").read_text()
+                        .replace("hardware: h100-sxm", "hardware: h100-sx"))  # fmt: skip
+    code, _, err = run("search", "-m", "llama3-8b", "--gpus", "64", "--cluster", str(misspelt))
+    assert code == 2 and f'cluster {misspelt}: hardware: unknown hardware "h100-sx"' in err
 
 
 def test_cluster_sets_the_gpu_and_changes_the_ranking_cost():

@@ -19,6 +19,7 @@ are not oversubscribed (the DGX SuperPODs) only the latency changes.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -134,7 +135,27 @@ def on_cluster(hw: HardwareProfile, cluster: Cluster) -> ClusterHardware:
             f"must be multiples of {hw.name}'s NVLink domain of {domain} GPUs, the first larger than it"
         )
     data: dict[str, Any] = {k: getattr(hw, k) for k in type(hw).model_fields if k != "cluster"}
-    return ClusterHardware(**data, cluster=cluster)
+    return ClusterHardware(**data, cluster=_within_nics(cluster, hw))
+
+
+def _within_nics(cluster: Cluster, hw: HardwareProfile) -> Cluster:
+    """The tiers at no more per GPU than the GPU's own NICs carry (the profile's inter-node tier): every byte that
+    leaves the NVLink domain goes through them, so a faster tier (a 500 GB/s leaf on 50 GB/s NICs) is priced at
+    the NICs' rate, and said."""
+    nic = hw.inter_node.bandwidth_bytes_per_s
+    over = [t for t in cluster.tiers if t.bandwidth_bytes_per_s > nic]
+    if not over:
+        return cluster
+    said = ", ".join(f"tier {t.name!r} gives {t.bandwidth_bytes_per_s / 1e9:g} GB/s" for t in over)
+    warnings.warn(
+        f"cluster {cluster.name}: {said} per GPU, more than {hw.name}'s NICs carry ({nic / 1e9:g} GB/s per GPU, "
+        f"its inter_node); priced at {nic / 1e9:g} GB/s (faster NICs: --hardware a profile that states them)",
+        stacklevel=3,
+    )
+    capped = tuple(
+        t.model_copy(update={"bandwidth_bytes_per_s": min(t.bandwidth_bytes_per_s, nic)}) for t in cluster.tiers
+    )
+    return cluster.model_copy(update={"tiers": capped})
 
 
 def cluster_of(hw: HardwareProfile) -> Cluster | None:

@@ -41,11 +41,14 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
 def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProfile | None) -> ClusterHardware:
     """The GPU profile (the one given, else the cluster's own) placed on the cluster's tiers."""
     c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+    label = (
+        c.name if isinstance(cluster, Cluster) else str(cluster)
+    )  # as the user named it: a file's own name may differ
     if hardware is None:
-        hw = load_hardware(c.hardware)
+        hw = _own_hardware(c, label)
     else:
         hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
-        own = load_hardware(c.hardware)
+        own = _own_hardware(c, label)
         if hw.gpu.name != own.gpu.name:  # a capped or measured profile of the cluster's own GPU is no other GPU
             warnings.warn(
                 f"cluster {c.name} is built of {own.gpu.name} ({c.hardware}); priced with {hw.name}'s "
@@ -53,3 +56,11 @@ def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProf
                 stacklevel=2,
             )
     return on_cluster(hw, c)
+
+
+def _own_hardware(c: Cluster, label: str) -> HardwareProfile:
+    """The GPU profile a cluster file names, a name it does not find said as the cluster file's (`label`)."""
+    try:
+        return load_hardware(c.hardware)
+    except PlannerError as e:
+        raise PlannerError(f"cluster {label}: hardware: {e}") from None
