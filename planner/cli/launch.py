@@ -39,14 +39,14 @@ from planner.cli.options import (
 )
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
-from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, looks_like_path
+from planner.io.catalog import load_engine, load_hardware, load_model, looks_like_path
 from planner.io.planfile import PlanFile, read_plan_file
 from planner.launch.command import WORKER_ENGINE, RunConfig
 from planner.launch.emit import CLUSTER_TARGETS, ENGINE_TARGETS, Emitted, emit_run
 from planner.launch.emit.checks import unrun_settings
 from planner.launch.emit.targets import target
-from planner.launch.preflight import Environment, probe_environment
-from planner.launch.pricing_here import default_hardware, priced_here
+from planner.launch.preflight import probe_environment
+from planner.launch.pricing_here import priced_on
 from planner.launch.rehearse import rehearsal_model_path, rehearse
 from planner.launch.spec import shrink
 from planner.plan import MAX_DEGREE
@@ -179,8 +179,9 @@ def launch(
         given = "--emit" if emit is not None else "--layers/--hidden"
         raise PlannerError(f"--rehearse shrinks the plan to run here by itself; drop {given}")
     saved = read_plan_file(plan) if plan is not None else None  # what `planner search --save` wrote
+    _found(model, engine, hardware)  # before the probe, which imports torch (seconds): a misspelt name is said at once
     env = probe_environment() if emit is None else None
-    hw_name, notes = _priced_on(hardware, saved, env, rehearse_=rehearse_)
+    hw_name, notes = priced_on(hardware, saved, env, rehearse_=rehearse_)
     flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS}
     emitted = emitted_engine(emit)
     r = resolve(
@@ -238,22 +239,14 @@ def launch(
           dry=dry_run_, force=force, as_json=json_, wall_s=wall_s, notes=notes)  # fmt: skip
 
 
-def _priced_on(
-    hardware: str | None, saved: PlanFile | None, env: Environment | None, *, rehearse_: bool
-) -> tuple[str, list[str]]:
-    """The hardware profile that prices the run, with a note where the plan file's is not this machine's kind. A run
-    here (env: this machine) is priced on this machine's profile unless --hardware or the plan file names one; a
-    rehearsal always is (and run by the worker's engine, not the file's); a plan file's GPU profile does not price
-    CPU processes (nor a CPU profile GPUs): that run is priced on this machine's profile, and the note says so."""
+def _found(model: str | None, engine: str | None, hardware: str | None) -> None:
+    """The catalog entries or files the command line names, each found (or refused in one line) by its loader."""
+    if model:
+        load_model(model)
+    if engine:
+        load_engine(engine)
     if hardware:
-        return hardware, []
-    planned = saved.hardware if saved and not rehearse_ else None
-    if planned is None:  # this machine's profile: named from its devices only when needed (an unknown GPU is refused)
-        return (default_hardware(env) if env is not None else DEFAULT_HARDWARE), []
-    if env is not None and not priced_here(env, load_hardware(planned)):
-        here, kind = default_hardware(env), "CPU processes" if env.device_type == "cpu" else "GPUs"
-        return here, [f"this machine runs {kind}: priced on {here}, its profile, not the plan file's {planned}"]
-    return planned, []
+        load_hardware(hardware)
 
 
 def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:

@@ -1,10 +1,13 @@
-"""Which hardware profile prices a run on this machine: the one its devices are (`default_hardware`), and whether a
-profile named for the run prices this machine's kind of device at all (CPU processes or GPUs)."""
+"""Which hardware profile prices a run on this machine: the one its devices are (`default_hardware`), whether a
+profile named for the run prices this machine's kind of device at all (CPU processes or GPUs), and which one a
+launch takes from --hardware, the plan file and this machine (`priced_on`)."""
 
 from __future__ import annotations
 
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
+from planner.io.catalog import DEFAULT_HARDWARE, load_hardware
+from planner.io.planfile import PlanFile
 from planner.launch.preflight import Environment, Preflight
 
 
@@ -55,3 +58,21 @@ def hardware_check(pf: Preflight, env: Environment, hw: HardwareProfile) -> None
         f"says nothing of this run; pass --hardware {_named(env)} (or a profile `planner bench-hardware` wrote "
         "here)", forceable=True,
     )  # fmt: skip
+
+
+def priced_on(
+    hardware: str | None, saved: PlanFile | None, env: Environment | None, *, rehearse_: bool
+) -> tuple[str, list[str]]:
+    """The hardware profile that prices the run, with a note where the plan file's is not this machine's kind. A run
+    here (env: this machine) is priced on this machine's profile unless --hardware or the plan file names one; a
+    rehearsal always is (and run by the worker's engine, not the file's); a plan file's GPU profile does not price
+    CPU processes (nor a CPU profile GPUs): that run is priced on this machine's profile, and the note says so."""
+    if hardware:
+        return hardware, []
+    planned = saved.hardware if saved and not rehearse_ else None
+    if planned is None:  # this machine's profile: named from its devices only when needed (an unknown GPU is refused)
+        return (default_hardware(env) if env is not None else DEFAULT_HARDWARE), []
+    if env is not None and not priced_here(env, load_hardware(planned)):
+        here, kind = default_hardware(env), "CPU processes" if env.device_type == "cpu" else "GPUs"
+        return here, [f"this machine runs {kind}: priced on {here}, its profile, not the plan file's {planned}"]
+    return planned, []

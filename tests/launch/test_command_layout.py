@@ -136,3 +136,19 @@ def test_pure_modules_do_not_import_torch():
         "planner.launch.runner, planner.cli.launch; assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("args", [("--model", "nosuch"), ("--model", "tiny", "--engine", "nosuch"),
+                                  ("--model", "tiny", "--hardware", "nosuch")])  # fmt: skip
+def test_a_misspelt_name_is_refused_before_torch_is_imported(args):
+    """`launch --model nosuch` took 2-5 s to say so: this machine was probed (importing torch) before the names the
+    command line gives were looked up."""
+    import subprocess
+
+    code = (
+        "import sys; from planner.cli import main\n"
+        f"try:\n    main({['launch', *args]!r})\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n"
+        "assert 'torch' not in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "unknown" in done.stderr, done.stderr

@@ -209,13 +209,13 @@ def test_a_plan_files_gpu_profile_does_not_price_cpu_processes(capsys, box, best
 def test_a_plan_files_profile_prices_a_gpu_the_name_table_does_not_know(tmp_path):
     """The plan file's mi355x priced a run on an MI355X until this machine's profile was named first, from a table
     that knows no MI355X: `launch --plan` refused it ('no hardware profile matches this GPU')."""
-    from planner.cli.launch import _priced_on
     from planner.io.planfile import read_plan_file
+    from planner.launch.pricing_here import priced_on
 
     path = tmp_path / "mi.yaml"
     path.write_text(yaml.safe_dump({**BEST, "hardware": "mi355x"}))
     mi355x = Environment("cuda", 8, "AMD Instinct MI355X", (200e9,) * 8, "2.13.0")
-    assert _priced_on(None, read_plan_file(str(path)), mi355x, rehearse_=False) == ("mi355x", [])
+    assert priced_on(None, read_plan_file(str(path)), mi355x, rehearse_=False) == ("mi355x", [])
     pf = Preflight()
     hardware_check(pf, mi355x, load_hardware("cpu"))  # named nowhere: the check says what to give, not a refusal
     assert not pf.checks[0].ok and "NAME|PATH of this GPU's profile" in pf.checks[0].detail
