@@ -5,8 +5,10 @@ Memory on GPU is ``torch.cuda.max_memory_allocated``. On CPU there is no allocat
 storages of parameters, gradients and optimizer state (DTensors by their local shard), and saved
 activations recorded with ``saved_tensors_hooks`` (torch_cpu_notes.md, "Measuring memory"). Tensors
 saved inside activation-checkpoint regions are invisible to outer hooks, so with recompute on the
-activation count shows what stays saved between forward and backward. Frees are not tracked, so under
-a pipeline schedule (tracked over the whole step) the count is an upper bound: the sum over micro-batches.
+activation count shows what stays saved between forward and backward: the checkpoint's inputs, and under
+selective recompute the op outputs its policy keeps, which the policy reports (`count_kept`). Frees are not
+tracked, so under a pipeline schedule (tracked over the whole step) the count is an upper bound: the sum over
+micro-batches.
 """
 
 from __future__ import annotations
@@ -81,32 +83,55 @@ def is_weight(t: torch.Tensor, max_hops: int = 6) -> bool:
 
 
 class ActivationCounter:
-    """Peak bytes of tensors autograd saved for backward (weights and their casts excluded), over a step."""
+    """Peak bytes of tensors autograd saved for backward (weights and their casts excluded), over a step, and of
+    the outputs a selective-checkpoint policy keeps (`count_kept`)."""
 
     def __init__(self, parts: list[nn.Module]):
         self.param_ptrs = {_local(p).untyped_storage().data_ptr() for m in parts for p in m.parameters()}
         self.live: dict[int, int] = {}
+        self.total = 0
         self.peak = 0
+
+    def add(self, t: torch.Tensor) -> None:
+        """Count a saved tensor's storage once, unless it is a weight's."""
+        try:
+            s = _local(t).untyped_storage()
+            ptr = s.data_ptr()
+            if ptr not in self.live and ptr not in self.param_ptrs and not is_weight(t):  # each storage once
+                self.live[ptr] = s.nbytes()
+                self.total += self.live[ptr]
+                self.peak = max(self.peak, self.total)
+        except (RuntimeError, NotImplementedError):
+            pass
 
     @contextmanager
     def track(self):
-        self.live, total = {}, 0
+        self.live, self.total = {}, 0
 
         def pack(t: torch.Tensor):
-            nonlocal total
-            try:
-                s = _local(t).untyped_storage()
-                ptr = s.data_ptr()
-                if ptr not in self.live and ptr not in self.param_ptrs and not is_weight(t):  # each storage once
-                    self.live[ptr] = s.nbytes()
-                    total += self.live[ptr]
-                    self.peak = max(self.peak, total)
-            except (RuntimeError, NotImplementedError):
-                pass
+            self.add(t)
             return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            yield
+        _TRACKING.append(self)
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                yield
+        finally:
+            _TRACKING.remove(self)
+
+
+_TRACKING: list[ActivationCounter] = []  # the counter of the step under way, if one is counting
+
+
+def count_kept(output: object) -> None:
+    """The tensors of an op output a selective-checkpoint policy keeps for backward: the checkpoint holds them in its
+    own cache, not through autograd's saved tensors, so the hooks never see them (launch/parallelize.py calls this
+    from its policy in the forward)."""
+    if not _TRACKING:
+        return
+    for t in torch.utils._pytree.tree_leaves(output):
+        if isinstance(t, torch.Tensor):
+            _TRACKING[-1].add(t)
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:

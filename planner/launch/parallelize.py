@@ -34,6 +34,7 @@ from torch.distributed.tensor.parallel import (
 
 from planner.engine import ZeroStage
 from planner.launch.float8 import convert_to_float8
+from planner.launch.measured import count_kept
 from planner.launch.model import GPT, Block
 from planner.launch.worker_support import FP8
 
@@ -113,6 +114,8 @@ def _op_sac_context():
             keep = counts[ctx.is_recompute] % 2 == 1
         else:
             keep = op in _ATTENTION
+        if keep and not ctx.is_recompute:  # held by the checkpoint, where the activation hooks cannot see it
+            count_kept(getattr(ctx, "op_output", None))
         return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
 
     return create_selective_checkpoint_contexts(policy)
