@@ -76,13 +76,13 @@ def _mlp_tensors(
     out.append(
         SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp", modules=act, quantized="own")
     )
-    # The fc2 (down-projection) output feeds only the residual add, whose backward reads nothing: eager per-op
-    # SAC stores it because the policy names every other matmul, while a compiled layer's partitioner keeps only
-    # what backward reads. torchtitan's Llama 3.1 8B H100 benchmarks (Dec 2024): compile lowers the per-op-SAC
-    # peak by 5.4 GiB at 8 GPUs and 5.0 at 128, and not at all under full AC (calibration_runs.yaml).
+    # The fc2 output feeds only the residual add, whose backward reads nothing: eager per-op SAC keeps it where it is
+    # one of the every-other matmuls kept (a SwiGLU layer's 7th, not a GELU's 6th), a compiled layer never (torchtitan
+    # Llama 3.1 8B H100, Dec 2024: compile lowers the per-op-SAC peak by 5.4 GiB at 8 GPUs; calibration_runs.yaml).
+    fc2_kept = layer_matmuls(model)[-1] not in op_policy_recomputed(model)
     out.append(
         SavedTensor(
-            f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=True, backward_reads=False,
+            f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=fc2_kept, backward_reads=False,
             modules=modules,
         )
     )  # fmt: skip
