@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from planner.cost import dtensor_host
 from planner.cost.cache import spec_cache
 from planner.cost.flops import OP_SAC_GEMM_FRACTION, causal_share
+from planner.cost.host_calls import host_calls_s
 from planner.cost.kernels import (
     ACT_BYTES,
     MEMORY_BACKWARD_FACTOR,
@@ -24,7 +25,7 @@ from planner.cost.kernels import (
     ssd_scan_s,
 )
 from planner.cost.moe import routed_load
-from planner.cost.params import kind_gemm_count, plan_etp
+from planner.cost.params import plan_etp
 from planner.cost.quantization import layer_casts
 from planner.cost.recipe_options import modules_recompute_s, selected_modules
 from planner.engine import Engine, Kernels
@@ -37,9 +38,6 @@ from planner.specs import ModelSpec
 # Backward kernels per forward kernel, for efficiency.kernel_overhead_s: each GEMM has two backward GEMMs
 # and each elementwise op about two backward ops (the 3× FLOPs convention). An estimate, not counted.
 BACKWARD_KERNELS_PER_FORWARD = 2.0
-# Quantization calls per linear layer where each cast is its own call (launch/float8.py _Float8Matmul): the input
-# and the weight in the forward; the output gradient, the weight and the input again in the backward.
-CAST_CALLS_FORWARD, CAST_CALLS_BACKWARD = 2, 3
 
 
 @dataclass(frozen=True)
@@ -207,24 +205,6 @@ def _memory_bytes(model: ModelSpec, kind: LayerKind, kernels: Kernels, g: Gemms,
     return t * per_token, t * softmax
 
 
-def _host_calls_s(
-    model: ModelSpec, kind: LayerKind, kernels: Kernels, precision: str, dtensor_op_s: float, *, sp: bool,
-    recompute: str,
-) -> tuple[float, float, float]:  # fmt: skip
-    """(forward, backward, recompute beyond a rerun forward's) host time the GPU waits on beyond the kernels' own
-    launches: casts made one call each (engine kernels.cast_host_s), and the dispatch of ops on DTensors
-    (cost.dtensor_host; op-level selective recompute dispatches the forward again)."""
-    linears = kind_gemm_count(model, kind) if kernels.cast_host_s and is_low_precision(precision) else 0
-    op_sac = recompute == "selective" and kernels.selective_recompute == "op"
-    again = recompute if recompute == "full" or op_sac else "none"
-    dt_fwd, dt_bwd, dt_rc = dtensor_host.layer_s(model, kind, dtensor_op_s, sp=sp, recompute=again)
-    return (
-        CAST_CALLS_FORWARD * linears * kernels.cast_host_s + dt_fwd,
-        CAST_CALLS_BACKWARD * linears * kernels.cast_host_s + dt_bwd,
-        dt_rc,
-    )
-
-
 @spec_cache()
 def _layer_time(
     model: ModelSpec, eff: Efficiency, kernels: Kernels, gemm_peak: float, core_peak: float, hbm_bw: float, *,
@@ -253,7 +233,7 @@ def _layer_time(
     n_mem_ops = _mem_ops(model, kind, kernels, g.permute)
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
-    host_fwd, host_bwd, host_rc = _host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp,
+    host_fwd, host_bwd, host_rc = host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp,
                                                 recompute=recompute)  # fmt: skip
     k_fwd, mem_bwd = k_fwd + host_fwd, mem_bwd + host_bwd
     if recompute == "full":
