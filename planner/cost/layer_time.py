@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.cost import dtensor_host
+from planner.cost import dtensor_host, sac_host
 from planner.cost.cache import spec_cache
 from planner.cost.flops import OP_SAC_GEMM_FRACTION, causal_share
 from planner.cost.host_calls import host_calls_s
@@ -210,7 +210,7 @@ def _layer_time(
     model: ModelSpec, eff: Efficiency, kernels: Kernels, gemm_peak: float, core_peak: float, hbm_bw: float, *,
     kind: LayerKind, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, s: int, precision: str, recompute: str,
     load: float = 1.0, grouped: bool = False, arch: str | None = None, weight_cache: bool = True,
-    dtensor_op_s: float = 0.0,
+    dtensor_op_s: float = 0.0, sac_op_s: float = 0.0,
 ) -> LayerTime:  # fmt: skip
     t = b * s / cp  # tokens each GPU runs through its GEMMs
     g = layer_gemms(model, kind, t=t, tp=tp, ep=ep, etp=etp, sp=sp, load=load, grouped=grouped)
@@ -234,7 +234,7 @@ def _layer_time(
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
     mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
     host_fwd, host_bwd, host_rc = host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp,
-                                                recompute=recompute)  # fmt: skip
+                                               recompute=recompute, sac_op_s=sac_op_s)  # fmt: skip
     k_fwd, mem_bwd = k_fwd + host_fwd, mem_bwd + host_bwd
     if recompute == "full":
         rc = gemm_fwd + core_fwd + mem_fwd + k_fwd
@@ -274,4 +274,5 @@ def layer_time(
         recompute=plan.recompute, load=routed_load(model, engine) if kind.ffn == "moe" else 1.0,
         grouped=engine.moe.grouped_gemm and kind.ffn == "moe", arch=hw.gpu.architecture,
         weight_cache=engine.memory.fp8_weight_cache, dtensor_op_s=dtensor_host.op_s(hw, plan, engine),
+        sac_op_s=sac_host.op_s(hw, plan.recompute, engine.kernels),
     )  # fmt: skip

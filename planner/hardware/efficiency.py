@@ -106,6 +106,14 @@ class Efficiency(Frozen):
         "redistribution in Python), paid where the engine's parallel parameters are DTensors (engine "
         "kernels.dtensor; cost/dtensor_host.py counts the ops); 0 = hidden behind the kernels (GPUs)",
     )
+    sac_op_overhead_s: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="fixed host cost per op that op-level selective activation checkpointing (torch SAC) passes "
+        "through its policy's dispatch modes, in the forward and again in the recompute (cost/sac_host.py counts "
+        "the ops); 0 = hidden behind the kernels (GPUs)",
+    )
     collective_overhead_s: float = Field(
         0.0,
         ge=0,
