@@ -60,6 +60,8 @@ def test_bench_hardware_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     dt = res["dtensor"]
     assert dt["ops"] > 100 and dt["dtensor_step_s"] > dt["plain_step_s"] > 0
     assert hw.efficiency.dtensor_op_overhead_s == pytest.approx(dt["op_s"], rel=1e-3) and dt["op_s"] > 0
+    sac = res["sac"]  # and selective checkpointing's dispatch, unless this box's noise hid it (then said, and 0)
+    assert sac["ops"] == 288 and hw.efficiency.sac_op_overhead_s == pytest.approx(sac["op_s"], rel=1e-3)
     print(
         f"\nbench-hardware --quick: {wall:.1f} s; peak fp32 {hw.peak('fp32') / 1e9:.1f} GFLOP/s, "
         f"bf16 {hw.peak('bf16') / 1e9:.1f} GFLOP/s; copy {hw.gpu.hbm_bandwidth_bytes_per_s / 1e9:.2f} GB/s; "
@@ -95,6 +97,13 @@ def test_bench_hardware_prices_dtensor_dispatch_on_a_cpu_only() -> None:
     untimed = {"ops": 0, "plain_step_s": None, "dtensor_step_s": None, "op_s": 0.0, "why": "gloo could not start"}
     hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": untimed})
     assert hw.efficiency.dtensor_op_overhead_s == 0.0 and "not timed: gloo could not start" in text
+    # and selective checkpointing's dispatch likewise: timed on a CPU, said where it could not be
+    sac = {"ops": 288, "plain_step_s": 25.5e-3, "sac_step_s": 34.3e-3, "op_s": 1.5e-5, "why": None}
+    hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": {**timed, "why": None}, "sac": sac})
+    assert hw.efficiency.sac_op_overhead_s == 1.5e-5 and "288 ops" in text
+    hw, text = _profile_of({**gpu, "device": "cpu", "dtensor": untimed, "sac": {**sac, "op_s": 0.0, "why": "noise"}})
+    assert hw.efficiency.sac_op_overhead_s == 0.0 and "not timed: noise" in text
+    assert _profile_of(gpu)[0].efficiency.sac_op_overhead_s == 0.0
     # a CPU's profile says so: priced as the cpu profile is (no GPU engine behaviour), emitted with no GPUs asked
     assert hw.runs_on_cpu and hw.gpu.architecture == "cpu" and not _profile_of(gpu)[0].runs_on_cpu
 

@@ -106,6 +106,7 @@ def _efficiency(res: dict[str, Any], stamp: str, m: str, links: HardwareProfile 
         *_link_efficiency_lines(stamp, links),
         f"  step_overhead_s: 0.0   # bench-hardware {stamp}: not measured; `planner calibrate` fits it",
         _dtensor_line(res, stamp, m),
+        _sac_line(res, stamp, m),
         f'  fitted: "bench-hardware {stamp}"',
         "reserved:",
         f"  cuda_context_bytes: {_num(res['rss_bytes'])}   {m} "
@@ -125,6 +126,19 @@ def _dtensor_line(res: dict[str, Any], stamp: str, m: str) -> str:
     return (
         f"  dtensor_op_overhead_s: {_num(dt['op_s'])}   {m} (a step on DTensors over a mesh of one rank against the "
         f"plain step, {dt['ops']} DTensor ops: {dt['dtensor_step_s'] * 1e3:.2f} vs {dt['plain_step_s'] * 1e3:.2f} ms)"
+    )
+
+
+def _sac_line(res: dict[str, Any], stamp: str, m: str) -> str:
+    sac = res.get("sac")
+    if sac is None:
+        return f"  sac_op_overhead_s: 0.0   # bench-hardware {stamp}: a GPU's dispatch runs ahead of its kernels"
+    if sac["why"]:
+        return f"  sac_op_overhead_s: 0.0   # bench-hardware {stamp}: not timed: {sac['why']}"
+    return (
+        f"  sac_op_overhead_s: {_num(sac['op_s'])}   {m} (a step under selective checkpointing that saves nothing "
+        f"against plain checkpointing, {sac['ops']} ops: {sac['sac_step_s'] * 1e3:.2f} vs "
+        f"{sac['plain_step_s'] * 1e3:.2f} ms)"
     )
 
 

@@ -122,9 +122,12 @@ def _measure(res: dict[str, Any], nproc: int, quick: bool, console: Any, cuda: b
         progress.update(t_mem, advance=1, description="memory, disk done")
         if not cuda:  # on a GPU the dispatch runs ahead of the kernels: the profile's 0
             from planner.bench.dtensor import dtensor_op_s
+            from planner.bench.sac import sac_op_s
 
-            t_dt = progress.add_task("DTensor dispatch", total=1)
+            t_dt = progress.add_task("DTensor and SAC dispatch", total=2)
             res["dtensor"] = dtensor_op_s()
+            progress.update(t_dt, advance=1)
+            res["sac"] = sac_op_s()
             progress.update(t_dt, advance=1)
         if nproc > 1:
             t_c = progress.add_task(

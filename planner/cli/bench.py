@@ -113,6 +113,10 @@ def _print_summary(res: dict, links: HardwareProfile | None) -> None:
         typer.echo(f"DTensor dispatch: not timed, the profile prices none: {dt['why']}")
     elif dt:
         typer.echo(f"DTensor dispatch: {dt['op_s'] * 1e6:.1f} us an op ({dt['ops']} ops a step)")
+    if (sac := res.get("sac")) and sac["why"]:
+        typer.echo(f"selective-checkpoint dispatch: not timed, the profile prices none: {sac['why']}")
+    elif sac:
+        typer.echo(f"selective-checkpoint dispatch: {sac['op_s'] * 1e6:.1f} us an op ({sac['ops']} ops a forward)")
     for k, f in res["fits"].items():
         typer.echo(
             f"{k:<15} latency {f['latency_s'] * 1e6:8.1f} us/hop   "

@@ -34,6 +34,7 @@ HARDWARE_BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (0.0, 30.0),
     "kernel_overhead_s": (0.0, 1e-3),
     "dtensor_op_overhead_s": (0.0, 1e-3),
+    "sac_op_overhead_s": (0.0, 1e-3),
     "collective_overhead_s": (0.0, 0.05),
 }
 SCALES = ("matmul_scale", "attention_scale")
