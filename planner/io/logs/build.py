@@ -208,7 +208,8 @@ def _assemble(
     _require_measured(source, measured, sel, plan.get("global_batch"), facts)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
-    read = [n for n in facts.config.get("assumed", []) if n.split(":")[0] not in replaced]
+    by_field = facts.config.get("assumed_notes", {})  # a reader's note on a field it filled by default, by field
+    read = [n for k, n in by_field.items() if k not in replaced] + facts.config.get("assumed", [])
     assumed = [*model_notes, *plan_notes, *gpu_notes, *read, *facts.notes]
     if hardware is None:
         hardware, said = log_hardware(facts.config.get("device"))

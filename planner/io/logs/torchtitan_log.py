@@ -203,18 +203,22 @@ def _plan(mesh: dict[str, int], start: tuple[str, ...] | None, text: str) -> dic
     } | _pipeline(text, start, pp)
 
 
-def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
-    notes = []
+def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> dict[str, tuple[tuple[Any, ...] | None, str]]:
+    """Each plan field filled by torchtitan's default rather than read: the values --plan may give instead (None:
+    any; given.fill_plan) and its note, which build.py drops where --plan gives one. FSDP's resharding (ZeRO 2 or 3:
+    no line prints fsdp_reshard_after_forward), the precision (no "Float8 training active" line: a 16- or 32-bit run,
+    not fp8), the micro-batch without a mesh line."""
+    out: dict[str, tuple[tuple[Any, ...] | None, str]] = {}
     if plan["precision"] == "bf16":
-        notes.append("precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)")
+        note = "precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)"
+        out["precision"] = (("bf16", "fp16", "fp32"), note)
     if plan["micro_batch"] is not None and not mesh:
-        notes.append("micro_batch: torchtitan's local batch size (no device-mesh line says if pipelining splits it)")
-    if plan["zero"] in (2, 3):  # the log prints no fsdp_reshard_after_forward: the default's choice is assumed
-        notes.append(
-            f"zero: {plan['zero']}, FSDP with torchtitan's default fsdp_reshard_after_forward (reshards unless "
-            "pipelining); the log does not print the setting"
-        )
-    return notes
+        out["micro_batch"] = (None, "micro_batch: torchtitan's local batch size (no device-mesh line says if "
+                                    "pipelining splits it)")  # fmt: skip
+    if plan["zero"] in (2, 3):
+        out["zero"] = ((2, 3), f"zero: {plan['zero']}, FSDP with torchtitan's default fsdp_reshard_after_forward "
+                               "(reshards unless pipelining); the log does not print the setting")  # fmt: skip
+    return out
 
 
 def _max_seq_len(model: dict[str, Any] | None, plan: dict[str, Any], notes: list[str]) -> None:
@@ -225,17 +229,6 @@ def _max_seq_len(model: dict[str, Any] | None, plan: dict[str, Any], notes: list
     if not plan["seq_len"] and model["max_seq_len"]:
         notes.append(f"model.max_seq_len: {model['max_seq_len']}, ModelArgs' (no line states the sequence length)")
     model.pop("model_max_seq_len", None)
-
-
-def _assumed_fields(plan: dict[str, Any], mesh: dict[str, int]) -> dict[str, tuple[Any, ...] | None]:
-    """What _assumed fills by torchtitan's defaults and --plan may give instead (given.fill_plan): FSDP's resharding
-    (ZeRO 2 or 3: no line prints fsdp_reshard_after_forward), the precision, the micro-batch without a mesh line."""
-    out: dict[str, tuple[Any, ...] | None] = {"zero": (2, 3)} if plan["zero"] in (2, 3) else {}
-    if plan["precision"] == "bf16":  # no "Float8 training active" line: a 16- or 32-bit run, not fp8
-        out["precision"] = ("bf16", "fp16", "fp32")
-    if plan["micro_batch"] is not None and not mesh:
-        out["micro_batch"] = None
-    return out
 
 
 def _restarted_otherwise(runs: list[tuple[str, ...]]) -> list[str]:
@@ -281,7 +274,7 @@ def read_torchtitan(text: str) -> LogFacts:
     clean = "\n".join(line for _, _, line in rows)
     start = _start(clean)
     plan = _plan(mesh, start, clean)
-    notes = _assumed(plan, mesh) + ([unread] if unread else [])
+    notes, defaults = [unread] if unread else [], _assumed(plan, mesh)
     _max_seq_len(model, plan, notes)
     facts.events = events_in(rows)
     facts.config = {
@@ -295,6 +288,7 @@ def read_torchtitan(text: str) -> LogFacts:
         "read_from": "set-up lines" if mesh or start else None,
         "device": device,
         "assumed": notes,
-        "assumed_fields": _assumed_fields(plan, mesh),
+        "assumed_notes": {k: note for k, (_, note) in defaults.items()},
+        "assumed_fields": {k: values for k, (values, _) in defaults.items()},
     }
     return facts
