@@ -470,21 +470,24 @@ def test_slurm_on_nvl72_says_the_segment_the_plan_was_priced_with(tmp_path):
     assert "segment" not in slurm_script(CFG, nnodes=2, nproc_per_node=8)
 
 
-def test_bridges_fp8_recipe_is_said_to_gather_weights_in_fp8(tmp_path):
-    """Bridge's bf16_with_fp8_delayed_scaling_mixed sets fp8_param_gather (training/mixed_precision.py), which plain
-    fp8 is not priced with and no override reaches: written, and said once it is (bf16: nothing said)."""
-    plan = PLAN.model_copy(update={"precision": "fp8", "zero": 1})
-    cfg = RunConfig(model="llama3-8b", plan=plan, hardware="h100-sxm", engine="megatron")
+def test_bridges_fp8_recipe_is_written_only_for_a_plan_priced_as_it_runs(tmp_path):
+    """Bridge's bf16_with_fp8_delayed_scaling_mixed sets fp8_param_gather (training/mixed_precision.py), and no override
+    reaches a recipe named by string: plain fp8, priced without the gather, was written with a warning and exit 0. It
+    is refused, naming the flags that price the recipe (fp8-delayed with fp8_param_gather), which are written."""
     args = {"engine": load_engine("megatron"), "hardware": load_hardware("h100-sxm"), "hardware_ref": "h100-sxm"}
-    with pytest.warns(UserWarning, match="gathers the weights in fp8"):
-        path = emit("megatron-bridge", cfg, load_model("llama3-8b"), tmp_path / "a", **args)
-    assert "mixed_precision=bf16_with_fp8_delayed_scaling_mixed" in path.read_text()
-    bf16 = RunConfig(
-        model="llama3-8b", plan=PLAN.model_copy(update={"zero": 1}), hardware="h100-sxm", engine="megatron"
-    )
+    for precision in ("fp8", "fp8-delayed"):
+        plan = PLAN.model_copy(update={"precision": precision, "zero": 1})
+        cfg = RunConfig(model="llama3-8b", plan=plan, hardware="h100-sxm", engine="megatron")
+        with pytest.raises(PlannerError, match="price the plan as it runs, --precision fp8-delayed --fp8-param-gather"):
+            emit("megatron-bridge", cfg, load_model("llama3-8b"), tmp_path / precision, **args)
+        assert not (tmp_path / precision).exists()
+    plan = PLAN.model_copy(update={"precision": "fp8-delayed", "zero": 1})
+    cfg = RunConfig(model="llama3-8b", plan=plan, hardware="h100-sxm", engine="megatron")
+    gathered = {**args, "engine": load_engine("megatron").configured(fp8_param_gather=True)}
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        emit("megatron-bridge", bf16, load_model("llama3-8b"), tmp_path / "b", **args)
+        warnings.simplefilter("error")  # nothing left to say: it runs as priced
+        path = emit("megatron-bridge", cfg, load_model("llama3-8b"), tmp_path / "a", **gathered)
+    assert "mixed_precision=bf16_with_fp8_delayed_scaling_mixed" in path.read_text()
 
 
 def test_emit_replaces_a_file_in_out_only_with_force(tmp_path):

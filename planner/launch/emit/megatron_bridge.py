@@ -18,6 +18,7 @@ profile's.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from planner.engine.split import plan_megatron_split
 from planner.launch.emit.bridge_recipes import CATALOG_RECIPES, CHUNKED_ATTENTION
@@ -45,7 +46,14 @@ MIXED_PRECISION = {  # training/mixed_precision.py registered recipes; fp8 = Meg
     "bf16": "bf16_mixed",
     "fp16": "fp16_mixed",
     "fp8": "bf16_with_fp8_delayed_scaling_mixed",
+    "fp8-delayed": "bf16_with_fp8_delayed_scaling_mixed",
 }
+# Bridge's fp8 recipes set fp8_param_gather (training/mixed_precision.py bf16_with_fp8_delayed_scaling_mixed: True),
+# and the recipe is named by a string that ConfigContainer.validate resolves after the overrides (training/config.py),
+# so no override reaches its fields: a plan is written only as priced the way the recipe runs, as these flags price it
+# (plain fp8, Megatron's default delayed recipe, has no quantized weights to gather in the planner: fp8-delayed does).
+FP8_PARAM_GATHER = {"fp8": True, "fp8-delayed": True}
+AS_THE_RECIPE_RUNS = "--precision fp8-delayed --fp8-param-gather"
 # Which override carries each plan field.
 PLAN_FIELDS = {
     "tp": "model.tensor_model_parallel_size",
@@ -104,16 +112,16 @@ def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
     return []
 
 
-def format_notes(_model: ModelSpec, plan: Plan) -> list[str]:
-    """Bridge's fp8 recipe gathers the weights in fp8 (bf16_with_fp8_delayed_scaling_mixed sets fp8_param_gather
-    True, training/mixed_precision.py), as the engine profile's plain fp8 does not price (megatron.yaml
-    fp8_param_gather: false); the recipe is named by a string, so no override reaches it."""
-    if plan.precision != "fp8":
+def settings_problems(plan: Plan, settings: Mapping[str, object]) -> list[str]:
+    """A plan priced otherwise than its fp8 recipe gathers the weights (FP8_PARAM_GATHER): refused, naming the flag
+    that prices it as the recipe runs."""
+    gather = FP8_PARAM_GATHER.get(plan.precision)
+    if gather is None or bool(settings.get("fp8_param_gather")) == gather:
         return []
     return [
-        f"{MIXED_PRECISION['fp8']} gathers the weights in fp8 (fp8_param_gather=True in Bridge's "
-        "training/mixed_precision.py), which plain fp8 is not priced with: the run keeps fp8 weights in place of "
-        "the 16-bit ones and their fp8 copies, and the distributed optimizer gathers half the bytes"
+        f"precision={plan.precision} runs as Bridge's {MIXED_PRECISION[plan.precision]}, which gathers the weights in "
+        f"fp8 (fp8_param_gather={gather} in training/mixed_precision.py; no override reaches a recipe named by "
+        f"string): price the plan as it runs, {AS_THE_RECIPE_RUNS}"
     ]
 
 
@@ -271,7 +279,9 @@ register(
         FILE_NAME,
         lambda o: bridge_file(o.model, o.cfg.plan, nodes=o.nodes, per_node=o.per_node),
         engine=ENGINE,
+        writes=frozenset({"fp8_param_gather"}),
         format_problems=format_problems,
-        format_notes=format_notes,
+        precisions=frozenset({"fp8-delayed"}),
+        settings_problems=settings_problems,
     )
 )

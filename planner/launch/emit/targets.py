@@ -47,6 +47,9 @@ class Target:
     # what its file runs otherwise than the plan was priced, where that is no reason to refuse: said once written
     format_notes: Callable[[ModelSpec, Plan], list[str]] | None = None
     precisions: frozenset[str] = frozenset()  # the named precision recipes (precision.RECIPES) its file writes
+    # what its file cannot say of the per-run settings the plan is priced with, where a setting its file does not
+    # write would run at another value (Megatron-Bridge's fp8 recipes gather weights in fp8 whatever is priced)
+    settings_problems: Callable[[Plan, Mapping[str, object]], list[str]] | None = None
     timed: bool = False  # its file asks for a wall-clock limit (Layout.time_limit_s: a Slurm job's --time)
 
     @property
