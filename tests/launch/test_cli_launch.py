@@ -304,6 +304,28 @@ def test_cluster_targets_copy_an_engine_profile_of_the_users_own(capsys, tiny_pa
     assert "myeng.yaml" in text and str(own) not in text
 
 
+@pytest.mark.parametrize("given", ["folder", "config.json"])
+def test_cluster_targets_copy_a_hugging_face_config_by_its_folders_name(capsys, tmp_path, given):
+    """A model given as a Hugging Face folder (or its config.json) was named in the script by this machine's path,
+    uncopied: its config goes next to the script as FOLDER.json (the name the model takes), and a Kubernetes
+    manifest says the pods read it from the image's working directory."""
+    folder = tmp_path / "llama31-8b"
+    folder.mkdir()
+    (folder / "config.json").write_text((Path(__file__).parents[1] / "data" / "hf_configs" / "llama3.1_8b.json")
+                                        .read_text())  # fmt: skip
+    ref = str(folder if given == "folder" else folder / "config.json")
+    plan = ("--dp", "8", "--zero", "3", "--recompute", "full", "--global-batch", "64", "--seq-len", "4096")
+    for target, name, image in (("slurm", "launch.slurm", ()), ("k8s", "pytorchjob.yaml", ("--image", "r/p:1"))):
+        out = tmp_path / target
+        code, _, err = _run(capsys, "--model", ref, "--hardware", "h100-sxm", *plan, "--emit", target, "--out",
+                            str(out), *image, "--force")  # fmt: skip
+        assert code == 0, err
+        text = (out / name).read_text()
+        assert (out / "llama31-8b.json").read_text() == (folder / "config.json").read_text()
+        assert "llama31-8b.json" in text and str(tmp_path) not in text
+    assert text.startswith("# The pods read llama31-8b.json from the working directory of the image")
+
+
 def test_an_engine_s_own_file_is_priced_as_that_engine_without_engine(tmp_path, capsys):
     """--emit megatron --tp-overlap was refused ('priced on planner ... price it with --engine megatron'): an
     engine's own file is priced as that engine runs it unless --engine or the plan file says otherwise; a cluster

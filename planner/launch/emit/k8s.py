@@ -96,7 +96,19 @@ def _manifest_text(o: Layout) -> str:
         o.cfg, nnodes=o.nodes, nproc_per_node=o.per_node, max_restarts=o.max_restarts,
         image=o.image or "planner:latest", device=o.device,
     )  # fmt: skip
-    return yaml.safe_dump(manifest, sort_keys=False)
+    return _files_note(o.cfg) + yaml.safe_dump(manifest, sort_keys=False)
+
+
+def _files_note(cfg: RunConfig) -> str:
+    """Comment lines naming the user's own files the command reads (copied next to the manifest by emit's
+    portable_files), which a pod finds only in its image's working directory."""
+    own = [ref for ref in (cfg.model, cfg.hardware, cfg.engine) if ref.endswith((".yaml", ".yml", ".json"))]
+    if not own:
+        return ""
+    return (
+        f"# The pods read {', '.join(own)} from the working directory of the image: copy these files, written next\n"
+        "# to this manifest, into the image (or mount them there) before `kubectl apply`.\n"
+    )
 
 
 register(Target("k8s", 2, FILE_NAME, _manifest_text))

@@ -40,16 +40,19 @@ def portable_files(
 
     def portable(ref: str, what: str) -> str:
         path = Path(ref)
+        if path.is_dir() and (path / "config.json").is_file():  # a Hugging Face model's folder: its config
+            path = path / "config.json"
         if not path.is_file():
             return ref
-        target = out / path.name
+        # a config.json as its folder's name, the name its model takes (hf_config.py): not the name of --out
+        target = out / (f"{path.resolve().parent.name}.json" if path.name == "config.json" else path.name)
         other = sources.setdefault(target, (what, path))
         if other[1].resolve() != path.resolve():
             raise PlannerError(
                 f"--emit {kind}: the {what} {ref!r} and the {other[0]} {str(other[1])!r} would both be "
                 f"{str(target)!r}: rename one"
             )
-        return path.name
+        return target.name
 
     cfg = replace(
         cfg,
