@@ -258,3 +258,31 @@ def test_shared_experts_under_stepfun_s_name_and_per_layer_head_counts_are_refus
     assert "share_expert_dim=5120: shared experts under a name the import does not read" in err
     err = _refused_in_one_line(tmp_path, json.loads((CONFIGS / "laguna_xs2_fp8.json").read_text()))
     assert "num_attention_heads_per_layer=[40 entries]: layers with attention head counts of their own" in err
+
+
+def test_settings_read_past_are_said_by_name_and_value():
+    """DeepSeek-V3's config was imported without a word of its sigmoid router, its no-aux-loss top-k, its 2.5 expert
+    scale and its YaRN positions (the dogfood audit): none changes memory or step time, and no spec field holds
+    them, so each is said in one warning with its value; a config without them (or at their no-op) says nothing."""
+    import warnings
+
+    from planner.io.hf_layout import HfConfig
+    from planner.io.hf_unpriced import warn_unpriced
+
+    data = Path(__file__).parent / "data" / "hf_configs"
+    with pytest.warns(UserWarning, match="read past") as said:
+        load_model(str(data / "deepseek_v3.json"))
+    text = " ".join(str(w.message) for w in said if "read past" in str(w.message))
+    for part in (
+        "rope_scaling yarn x40",
+        "scoring_func 'sigmoid'",
+        "topk_method 'noaux_tc'",
+        "routed_scaling_factor 2.5",
+    ):
+        assert part in text, text
+    plain = json.loads((data / "qwen3_8b.json").read_text())
+    noop = {**plain, "scoring_func": "softmax", "routed_scaling_factor": 1.0, "topk_method": "greedy"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_model(str(data / "qwen3_8b.json"))
+        warn_unpriced(HfConfig(noop, "noop"))

@@ -29,6 +29,7 @@ from planner.errors import PlannerError
 from planner.io import hf_families as fam
 from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_theta
 from planner.io.hf_moe import moe_fields
+from planner.io.hf_unpriced import warn_unpriced
 from planner.specs import MAX_LAYERS
 
 # The MLP's activation, the first found: Gemma's hidden_activation before its legacy hidden_act (GemmaMLP builds
@@ -39,6 +40,7 @@ ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activat
 def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     c = HfConfig(_language_model(cfg, source), source)
     _refuse(c)
+    warn_unpriced(c)
     family = c.family
     hidden = c.need("hidden_size", "n_embd")
     pattern, mamba = hybrid_layers(c)

@@ -1,0 +1,50 @@
+"""Hugging Face config keys the importer reads past: settings that change the numbers a run computes but not its
+memory or step time, which no model spec field holds. Each one a config sets away from its no-op is said in one
+warning, so that an import is never approximate in silence (an engine file emitted from the spec does not set them
+either: the user sets them in the engine's own configuration)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from planner.io.hf_layout import HfConfig
+
+# key -> (what it does, the values that change nothing). Sources: transformers' modeling files of the families
+# that read them: rope_scaling (modeling_rope_utils.py ROPE_INIT_FUNCTIONS: llama3, yarn, ...), DeepSeek-V3's router
+# (modeling_deepseek_v3.py DeepseekV3TopkRouter: scoring_func sigmoid, topk_method noaux_tc, routed_scaling_factor),
+# GPT-OSS's clamped SwiGLU (modeling_gpt_oss.py GptOssExperts: swiglu_limit), Gemma 2's soft-capped logits
+# (modeling_gemma2.py: attn_logit_softcapping, final_logit_softcapping).
+UNPRICED: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "rope_scaling": ("RoPE frequency scaling", ()),
+    "scoring_func": ("the router's score function", ("softmax",)),
+    "topk_method": ("the router's top-k selection", ("greedy",)),
+    "routed_scaling_factor": ("the routed experts' output scale", (1, 1.0)),
+    "swiglu_limit": ("the clamp of the experts' SwiGLU", ()),
+    "attn_logit_softcapping": ("attention logit soft-capping", ()),
+    "final_logit_softcapping": ("output logit soft-capping", ()),
+}
+
+
+def warn_unpriced(c: HfConfig) -> None:
+    """One warning naming each UNPRICED key the config sets to something other than a no-op."""
+    said = [
+        f"{key} {_value(c.raw[key])} ({what})"
+        for key, (what, noop) in UNPRICED.items()
+        if c.raw.get(key) is not None and c.raw[key] not in noop
+    ]
+    if said:
+        warnings.warn(
+            f"{c.source}: read past, as they change what a run computes but not its memory or step time (and an "
+            f"emitted engine file does not set them): {'; '.join(said)}",
+            stacklevel=4,
+        )
+
+
+def _value(value: Any) -> str:
+    """A value as said: a rope_scaling mapping by its type and factor."""
+    if isinstance(value, dict):
+        kind = value.get("rope_type") or value.get("type")
+        factor = value.get("factor")
+        return f"{kind}" + (f" x{factor:g}" if isinstance(factor, (int, float)) else "")
+    return repr(value)
