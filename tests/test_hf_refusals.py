@@ -280,6 +280,8 @@ def test_settings_read_past_are_said_by_name_and_value():
         "routed_scaling_factor 2.5",
     ):
         assert part in text, text
+    with pytest.warns(UserWarning, match="activation 'gelu' of a gated MLP"):  # Gemma's GeGLU, priced as SwiGLU
+        load_model(str(data / "gemma3_27b.json"))
     plain = json.loads((data / "qwen3_8b.json").read_text())
     noop = {**plain, "scoring_func": "softmax", "routed_scaling_factor": 1.0, "topk_method": "greedy"}
     with warnings.catch_warnings():

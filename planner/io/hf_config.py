@@ -40,7 +40,6 @@ ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activat
 def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     c = HfConfig(_language_model(cfg, source), source)
     _refuse(c)
-    warn_unpriced(c)
     family = c.family
     hidden = c.need("hidden_size", "n_embd")
     pattern, mamba = hybrid_layers(c)
@@ -49,6 +48,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
     act = _activation(c) or "gelu"
     gated = family in fam.GATED_FAMILIES or act in ("silu", "swish", "swiglu")
+    warn_unpriced(c, gated=gated, act=act)
     if family in ("gpt2", "gpt_bigcode"):  # GPT2MLP, GPTBigCodeMLP: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
     else:

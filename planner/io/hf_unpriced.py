@@ -26,13 +26,19 @@ UNPRICED: dict[str, tuple[str, tuple[Any, ...]]] = {
 }
 
 
-def warn_unpriced(c: HfConfig) -> None:
-    """One warning naming each UNPRICED key the config sets to something other than a no-op."""
+GATED_SILU = ("silu", "swish", "swiglu")  # the gated MLP the spec's `swiglu` names; another activation costs the same
+
+
+def warn_unpriced(c: HfConfig, *, gated: bool = False, act: str | None = None) -> None:
+    """One warning naming each UNPRICED key the config sets to something other than a no-op, and a gated MLP's
+    activation other than SiLU (Gemma's GeGLU: priced as SwiGLU, whose shape and cost it has)."""
     said = [
         f"{key} {_value(c.raw[key])} ({what})"
         for key, (what, noop) in UNPRICED.items()
         if c.raw.get(key) is not None and c.raw[key] not in noop
     ]
+    if gated and act is not None and act not in GATED_SILU:
+        said.append(f"activation {act!r} of a gated MLP (the spec's swiglu: the same shape and cost)")
     if said:
         warnings.warn(
             f"{c.source}: read past, as they change what a run computes but not its memory or step time (and an "
