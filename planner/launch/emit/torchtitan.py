@@ -31,7 +31,7 @@ FILE_NAME = "torchtitan_plan.py"
 WRITES = frozenset({"compile", "compiled_loss", "tp_overlap"})  # CompileConfig(enable, components, async TP)
 MODULE = "torchtitan_plan"  # --module: the file's name on PYTHONPATH
 CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Config
-RELEASE = "0.3.0"
+RELEASE = "0.3.0"  # pinned in the file: main renamed the batch fields after it (73aed7f, 2026-08-20)
 ROWWISE_ONLY = (  # what 0.3.0 runs otherwise than the profile (v0.2.2) prices: refused, and said
     "Float8LinearConverter scales rowwise only (components/quantization/float8.py recipe_name), not the tensorwise "
     "fp8 the plan is priced with"
@@ -255,7 +255,8 @@ def torchtitan_config(
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
     lines = [
         f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
-        "`planner launch --emit torchtitan`.",
+        f"`planner launch --emit torchtitan` for torchtitan {RELEASE} (pip install torchtitan=={RELEASE}, or that",
+        "release's source: later main renamed training.local_batch_size and its kin).",
         *run_lines(plan, nodes, per_node),
         '"""',
         "",
