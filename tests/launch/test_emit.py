@@ -160,14 +160,26 @@ def test_torchtitan_toml_maps_every_plan_field():
 
 
 def test_deepspeed_json_maps_every_plan_field():
-    cfg, mapping = deepspeed_config(GQA, PLAN)
+    plan = PLAN.model_copy(update={"tp": 1, "sp": False})  # AutoTP beside a pipeline is refused (below)
+    cfg, mapping = deepspeed_config(GQA, plan)
     assert set(mapping) == set(Plan.model_fields)
     cfg = json.loads(json.dumps(cfg))
     assert cfg["train_batch_size"] == 32 and cfg["train_micro_batch_size_per_gpu"] == 2
     assert cfg["gradient_accumulation_steps"] == 8  # 32 / (dp 2 * mb 2)
     assert cfg["zero_optimization"]["stage"] == 1 and cfg["bf16"]["enabled"] and not cfg["fp16"]["enabled"]
-    assert cfg["tensor_parallel"]["autotp_size"] == 2 and cfg["pipeline"]["stages"] == 2
-    assert cfg["planner"]["plan"] == PLAN.model_dump()
+    assert "tensor_parallel" not in cfg and cfg["pipeline"]["stages"] == 2
+    assert cfg["planner"]["plan"] == plan.model_dump()
+
+
+def test_deepspeed_refuses_autotp_beside_a_pipeline():
+    """tp 2 with pp 2 was written: a PipelineModule's default topology is pipe x data (runtime/pipe/module.py), so
+    DeepSpeed's batch check counts the TP ranks as data parallel, and AutoTP replaces the pipeline's grid with its own
+    groups (runtime/engine.py _configure_tensor_parallel). Refused by name; either alone is written."""
+    from planner.launch.emit.deepspeed import format_problems
+
+    assert "replaces a PipelineModule's grid" in format_problems(GQA, PLAN)[0]
+    assert not format_problems(GQA, PLAN.model_copy(update={"tp": 1, "sp": False}))
+    assert not format_problems(GQA, PLAN.model_copy(update={"pp": 1, "vpp": None, "schedule": "1f1b"}))
 
 
 def test_deepspeed_autotp_leaves_the_batch_for_deepspeed_to_count():

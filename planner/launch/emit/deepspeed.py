@@ -47,8 +47,17 @@ PLAN_FIELDS = {
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    """What a DeepSpeed config cannot say beyond the engine's rules (none: pipelines need PipelineModule code,
-    which the config's notes say)."""
+    """What a DeepSpeed config cannot say beyond the engine's rules (pipelines need PipelineModule code, which the
+    config's notes say): AutoTP beside a pipeline. deepspeed.initialize takes a PipelineModule's own grid as its mpu
+    (deepspeed/__init__.py), whose default topology is pipe x data only (runtime/pipe/module.py
+    PipeDataParallelTopology), so the batch check counts dp x tp ranks as data parallel; and AutoTP then replaces
+    that mpu with its own groups (runtime/engine.py _configure_tensor_parallel): no DeepSpeed example runs both."""
+    if plan.pp > 1 and plan.tp > 1:
+        return [
+            f"tp={plan.tp} with pp={plan.pp}: DeepSpeed's AutoTP (tensor_parallel.autotp_size) replaces a "
+            "PipelineModule's grid with its own groups (runtime/engine.py _configure_tensor_parallel), and the "
+            "pipeline's default topology counts tp ranks as data parallel in the batch check; run tp or pp alone"
+        ]
     return []
 
 
@@ -105,7 +114,7 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
             "plan": plan.model_dump(),
             "model": model.name,
             "notes": "dp = world / (tp*pp*cp); vpp, schedule, sp (Megatron-style) and ep need "
-            "Megatron-DeepSpeed / PipelineModule code, not config keys; precision fp8 runs bf16 here",
+            "Megatron-DeepSpeed / PipelineModule code, not config keys",
         },
     }
     if plan.precision == "fp16":  # dynamic loss scaling (loss_scale 0), DeepSpeed's documented defaults
@@ -117,10 +126,9 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
             "hysteresis": 2,
             "min_loss_scale": 1,
         }
-    if plan.tp > 1:  # TPTrainingConfig.autotp_size: 0 (absent) disables AutoTP
+    if plan.tp > 1:  # TPTrainingConfig.autotp_size: 0 (absent) disables AutoTP; never beside a pipeline
         cfg["tensor_parallel"] = {"autotp_size": plan.tp}
-        if plan.pp == 1:
-            autotp_batch(cfg)
+        autotp_batch(cfg)
     if plan.cp > 1:
         cfg["sequence_parallel_size"] = plan.cp
     return cfg, dict(PLAN_FIELDS)
