@@ -274,3 +274,21 @@ def test_a_system_mtbf_reads_in_minutes_hours_or_days_as_other_spans_do():
     assert code == 0 and "failures: system MTBF 22.3 min," in " ".join(out.split()), err
     stalled = CheckpointPlan(checkpoint_s=0.2, mtbf_s=27.47, interval_s=1.0, restart_s=600.0, goodput=0.0)
     assert "failures every 27.47 s leave no time to train: each costs a restart of 10.0 min" in stalled.stall_note()
+
+
+def test_a_goodput_ranking_shows_its_column_and_a_plan_that_may_not_fit_is_marked():
+    """`--objective goodput` said 'ranked by goodput' over a table without it (only --wide showed it), and a plan whose
+    80% memory interval passes the GPU was unmarked in the table (`may_not_fit` in --json only)."""
+    args = ("search", "-m", "llama3-70b", "--gpus", "512", "--seq-len", "8192", "--cluster", "dgx-superpod-h100",
+            "--top", "5", "--no-advice")  # fmt: skip
+    code, out, err = run(*args, "--objective", "goodput")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
+    assert header.rstrip().endswith("goodput")
+    code, doc_text, _ = run(*args, "--objective", "goodput", "--json")
+    marked = [f"#{i}" for i, p in enumerate(json.loads(doc_text)["plans"], 1) if p["may_not_fit"]]
+    said = f"may not fit (the 80% interval of its memory passes the GPU): {' '.join(marked)}"
+    assert marked and said in " ".join(out.split()), out
+    code, out, _ = run(*args)  # ranked by throughput: goodput with --wide only
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
+    assert "goodput" not in header

@@ -127,8 +127,9 @@ TERMS_CAPTION = "time goes to: largest shares of the step (tp/cp/ep/pp/dp = expo
 
 
 def _table(result: SearchResult, *, wide: bool, terms: int) -> Table:
-    """The ranked plans (--wide adds per-GPU throughput, a third time term and goodput). tokens/s carries its
-    error bar; MFU a '?' when above the best published for the hardware; `terms` time terms (0: no column)."""
+    """The ranked plans (--wide adds per-GPU throughput, a third time term and goodput, which a goodput ranking
+    shows anyway). tokens/s carries its error bar; MFU a '?' when above the best published for the hardware; the
+    caption names the plans whose memory's 80% interval passes the GPU; `terms` time terms (0: no column)."""
     from rich import box
     from rich.table import Table
 
@@ -152,7 +153,11 @@ def _table(result: SearchResult, *, wide: bool, terms: int) -> Table:
         wraps = c in ("plan", "engine")  # words, never a number: wrapped at spaces only when nothing else fits
         left = c in ("plan", "engine", "time goes to")
         table.add_column(c, justify="left" if left else "right", no_wrap=not wraps, overflow="fold")
-    goodput = wide and any(r.estimate.checkpoint is not None for r in result.top)
+    risky = [f"#{i}" for i, r in enumerate(result.top, 1) if r.estimate.may_not_fit]  # said below: no wider table
+    if risky:
+        table.caption += f"; may not fit (the 80% interval of its memory passes the GPU): {' '.join(risky)}"
+    # goodput: with --wide, or where the plans are ranked by it
+    goodput = (wide or result.objective == "goodput") and any(r.estimate.checkpoint is not None for r in result.top)
     if goodput:
         table.add_column("goodput", justify="right", no_wrap=True)
     for i, r in enumerate(result.top, 1):
