@@ -489,3 +489,14 @@ def test_json_syntax_error_says_json(tmp_path):
     (tmp_path / "runs.json").write_text('{"a": [1,\n')
     msg = _error(load_yaml, str(tmp_path / "runs.json"))
     assert "runs.json:2" in msg and "JSON syntax error" in msg and "YAML" not in msg
+
+
+@pytest.mark.parametrize("group,name", [("models", "llama3-8b"), ("hardware", "b200"), ("engines", "megatron")])
+def test_the_groups_json_reaches_show(group, name):
+    """`planner models --json show llama3-8b` printed YAML: the group's --json, which its help offers, was dropped
+    when a subcommand ran. It is carried to `show`; `engines --wide show` is refused, not ignored."""
+    code, out, err = run_planner(group, "--json", "show", name)
+    assert code == 0 and json.loads(out)["name"] == name, err
+    if group == "engines":
+        code, out, err = run_planner("engines", "--wide", "show", name)
+        assert code == 2 and out == "" and "--wide" in err and "Traceback" not in err

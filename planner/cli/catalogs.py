@@ -16,10 +16,24 @@ engines_app = typer.Typer(
 )
 
 
+def _passed_on(ctx: typer.Context, as_json: bool) -> bool:
+    """Whether a subcommand runs instead of the listing: the group's --json then goes to it (`models --json show`)."""
+    if ctx.invoked_subcommand:
+        ctx.obj = {"json": as_json}
+        return True
+    return False
+
+
+def _json_given(ctx: typer.Context) -> bool:
+    """--json given to the group before the subcommand."""
+    parent = ctx.parent.obj if ctx.parent is not None else None
+    return bool(isinstance(parent, dict) and parent.get("json"))
+
+
 @models_app.callback()
 def models(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """List the model catalog."""
-    if ctx.invoked_subcommand:
+    if _passed_on(ctx, as_json):
         return
     from planner.io.catalog import list_models, load_model
     from planner.render.listings import models_json, print_models
@@ -32,13 +46,13 @@ def models(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt = N
 
 
 @models_app.command("show")
-def models_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
+def models_show(ctx: typer.Context, name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """Print one model spec and its derived parameter counts."""
     from planner.io.catalog import load_model
     from planner.render.listings import model_doc, print_model
 
     spec = load_model(name)
-    if as_json:
+    if as_json or _json_given(ctx):
         emit_json(model_doc(spec))
     else:
         print_model(out, spec)
@@ -47,7 +61,7 @@ def models_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None)
 @hardware_app.callback()
 def hardware(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """List the hardware catalog."""
-    if ctx.invoked_subcommand:
+    if _passed_on(ctx, as_json):
         return
     from planner.io.catalog import list_hardware, load_hardware
     from planner.render.listings import print_hardware
@@ -60,13 +74,13 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt =
 
 
 @hardware_app.command("show")
-def hardware_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
+def hardware_show(ctx: typer.Context, name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """Print one hardware profile."""
     from planner.io.catalog import load_hardware
     from planner.render.listings import print_document
 
     doc = load_hardware(name).model_dump()
-    if as_json:
+    if as_json or _json_given(ctx):
         emit_json(doc)
     else:
         print_document(out, doc)
@@ -82,7 +96,11 @@ def engines(
     catalog: CatalogOpt = None,
 ) -> None:
     """List the engine catalog: what each training stack runs."""
-    if ctx.invoked_subcommand:
+    if wide and ctx.invoked_subcommand:
+        raise typer.BadParameter(
+            "lists more columns of the catalog; `show` prints the whole profile", param_hint="--wide"
+        )
+    if _passed_on(ctx, as_json):
         return
     from planner.io.catalog import list_engines, load_engine
     from planner.render.listings import engines_json, print_engines
@@ -95,13 +113,13 @@ def engines(
 
 
 @engines_app.command("show")
-def engines_show(name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
+def engines_show(ctx: typer.Context, name: str, as_json: JsonOpt = False, catalog: CatalogOpt = None) -> None:
     """Print one engine profile."""
     from planner.io.catalog import load_engine
     from planner.render.listings import print_document
 
     doc = load_engine(name).model_dump()
-    if as_json:
+    if as_json or _json_given(ctx):
         emit_json(doc)
     else:
         print_document(out, doc)
