@@ -288,3 +288,16 @@ def test_settings_read_past_are_said_by_name_and_value():
         warnings.simplefilter("error")
         load_model(str(data / "qwen3_8b.json"))
         warn_unpriced(HfConfig(noop, "noop"))
+
+
+def test_an_empty_config_and_a_missing_ffn_size_are_said_plainly(tmp_path):
+    """`{}` was refused as 'no hidden_act, and the planner does not know the default of model_type ''', and a Llama
+    config without its FFN size as lacking Llama 4's intermediate_size_mlp first."""
+    (tmp_path / "empty.json").write_text("{}")
+    code, _, err = run_planner("models", "show", str(tmp_path / "empty.json"))
+    assert code == 2 and "is no model config: it gives none of model_type, hidden_size, num_hidden_layers" in err
+    cfg = json.loads((Path(__file__).parent / "data" / "hf_configs" / "llama3.1_8b.json").read_text())
+    del cfg["intermediate_size"]
+    (tmp_path / "noffn.json").write_text(json.dumps(cfg))
+    code, _, err = run_planner("models", "show", str(tmp_path / "noffn.json"))
+    assert code == 2 and "lacks intermediate_size (or ffn_dim, n_inner)" in err

@@ -39,6 +39,8 @@ ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activat
 
 def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     c = HfConfig(_language_model(cfg, source), source)
+    if not any(c.raw.get(k) is not None for k in ("model_type", "hidden_size", "n_embd", "num_hidden_layers")):
+        raise PlannerError(f"{source} is no model config: it gives none of model_type, hidden_size, num_hidden_layers")
     _refuse(c)
     family = c.family
     hidden = c.need("hidden_size", "n_embd")
@@ -52,7 +54,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     if family in ("gpt2", "gpt_bigcode"):  # GPT2MLP, GPTBigCodeMLP: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
     else:
-        ffn = c.need("intermediate_size_mlp", "intermediate_size", "ffn_dim", "n_inner")
+        ffn = c.integer("intermediate_size_mlp") or c.need("intermediate_size", "ffn_dim", "n_inner")  # Llama 4's first
     fields: dict[str, Any] = {
         "name": _hf_name(cfg, path),
         "num_layers": num_layers,
