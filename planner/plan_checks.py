@@ -167,7 +167,9 @@ def _schedule_problems(p: Plan) -> list[Rejected]:
             return [
                 Rejected(
                     "interleaved needs pp > 1 and vpp > 1",
-                    f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
+                    f"vpp={p.vpp} splits each pipeline stage into virtual stages: it needs pp > 1, got pp=1"
+                    if p.pp == 1 and p.vpp > 1  # vpp alone: interleaved by default (plan.py), not the user's word
+                    else f"schedule=interleaved needs pp > 1 and vpp > 1, got pp={p.pp}, vpp={p.vpp}",
                 )
             ]
     elif p.vpp > 1:

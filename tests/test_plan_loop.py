@@ -97,3 +97,14 @@ def test_search_save_with_every_plan_breaking_a_rule_says_the_rule_not_that_noth
     said = " ".join(err.split())
     assert code == 2 and not target.exists()
     assert "no plan is valid" in said and "multi-token prediction" in said and "nothing fits" not in said
+
+
+def test_vpp_without_a_pipeline_is_said_as_the_users_own_words():
+    """`--vpp 2` without --pp was refused as 'schedule=interleaved needs pp > 1': the schedule was the default vpp
+    implies, not one the user gave."""
+    from helpers import run_planner
+
+    code, out, err = run_planner("estimate", "-m", "llama3-8b", "--tp", "2", "--dp", "4", "--vpp", "2")
+    assert code == 2 and out == "" and "vpp=2 splits each pipeline stage into virtual stages: it needs pp > 1" in err
+    code, _, err = run_planner("estimate", "-m", "llama3-8b", "--pp", "2", "--dp", "4", "--schedule", "interleaved")
+    assert code == 2 and "schedule=interleaved needs pp > 1 and vpp > 1, got pp=2, vpp=1" in err
