@@ -80,7 +80,8 @@ def model_notes(model: ModelSpec) -> list[str]:
     if model.moe is not None:
         out.append(
             "# the router's score function, expert bias and top-k scaling are not in the model spec: Megatron's "
-            "defaults (softmax, no bias, no scaling) apply unless you set --moe-router-score-function and its kin"
+            "defaults (softmax, no bias, no scaling) apply unless you set --moe-router-score-function and its kin; "
+            f"--moe-aux-loss-coeff {MOE_AUX_LOSS_COEFF:g} is arguments.py's recommended start, not your model's"
         )
     return out
 
