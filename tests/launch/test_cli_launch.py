@@ -326,6 +326,19 @@ def test_cluster_targets_copy_a_hugging_face_config_by_its_folders_name(capsys, 
     assert text.startswith("# The pods read llama31-8b.json from the working directory of the image")
 
 
+def test_a_folder_named_as_a_catalog_model_does_not_replace_it(capsys, tmp_path, monkeypatch):
+    """load_model takes the catalog's llama3-8b over a folder of that name here: the script names the catalog model
+    too (the audit: it copied the folder's config, so the job trained another model than the one priced)."""
+    (tmp_path / "llama3-8b").mkdir()
+    (tmp_path / "llama3-8b" / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(capsys, "--model", "llama3-8b", "--hardware", "h100-sxm", "--dp", "8", "--zero", "3",
+                        "--global-batch", "64", "--emit", "slurm", "--out", "out", "--force")  # fmt: skip
+    assert code == 0, err
+    assert "--model llama3-8b " in (tmp_path / "out" / "launch.slurm").read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["launch.slurm"]
+
+
 def test_an_engine_s_own_file_is_priced_as_that_engine_without_engine(tmp_path, capsys):
     """--emit megatron --tp-overlap was refused ('priced on planner ... price it with --engine megatron'): an
     engine's own file is priced as that engine runs it unless --engine or the plan file says otherwise; a cluster

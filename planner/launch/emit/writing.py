@@ -40,7 +40,7 @@ def portable_files(
 
     def portable(ref: str, what: str) -> str:
         path = Path(ref)
-        if path.is_dir() and (path / "config.json").is_file():  # a Hugging Face model's folder: its config
+        if what == "model" and _hf_folder(ref):  # a Hugging Face model's folder: its config
             path = path / "config.json"
         if not path.is_file():
             return ref
@@ -62,6 +62,17 @@ def portable_files(
     )
     # a copy of each file of the user's, but for one already there (a model file given from --out itself)
     return cfg, [OutFile(t, read_text(src), "copy") for t, (_, src) in sources.items() if src.resolve() != t.resolve()]
+
+
+def _hf_folder(ref: str) -> bool:
+    """A model reference that load_model reads as a Hugging Face folder: a path to one, or a bare name of one that
+    names no catalog model (a catalog name wins over a folder of that name here, as load_model decides)."""
+    from planner.io.catalog import looks_like_path
+    from planner.io.catalog_roots import MODEL_DIR, catalog_path
+
+    if not (Path(ref).is_dir() and (Path(ref) / "config.json").is_file()):
+        return False
+    return looks_like_path(ref) or catalog_path(MODEL_DIR, ref) is None
 
 
 def check_replaceable(kind: str, files: list[OutFile], *, force: bool) -> None:
