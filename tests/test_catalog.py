@@ -500,3 +500,15 @@ def test_the_groups_json_reaches_show(group, name):
     if group == "engines":
         code, out, err = run_planner("engines", "--wide", "show", name)
         assert code == 2 and out == "" and "--wide" in err and "Traceback" not in err
+
+
+def test_a_json_input_is_read_as_json(tmp_path):
+    """A .json input was parsed as YAML: a tab-indented file (valid JSON) was refused as a 'JSON syntax error', and a
+    trailing comma (invalid JSON) was accepted. It is read as JSON, a key given twice refused as in YAML."""
+    doc = {"name": "x", "plan": {"dp": 2}}
+    (tmp_path / "tabs.json").write_text(json.dumps(doc, indent="\t"))
+    assert load_yaml(str(tmp_path / "tabs.json")) == doc
+    (tmp_path / "comma.json").write_text('{"name": "x", "a": 1,}')
+    assert "comma.json:1:22: JSON syntax error" in _error(load_yaml, str(tmp_path / "comma.json"))
+    (tmp_path / "twice.json").write_text('{"a": 1, "a": 2}')
+    assert "key 'a' is given twice" in _error(load_yaml, str(tmp_path / "twice.json"))

@@ -79,8 +79,11 @@ def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
     if len(text) > MAX_YAML_BYTES:
         where = display_path(path)
         raise PlannerError(f"{where}: {len(text)} bytes is too large for a YAML input (max {MAX_YAML_BYTES})")
+    kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
     if not shipped and _flow_depth(text) > MAX_YAML_FLOW_DEPTH:
-        raise PlannerError(f"{display_path(path)}: YAML nested too deeply (more than {MAX_YAML_FLOW_DEPTH} levels)")
+        raise PlannerError(f"{display_path(path)}: {kind} nested too deeply (more than {MAX_YAML_FLOW_DEPTH} levels)")
+    if kind == "JSON":  # read as JSON: a tab or a trailing comma is what JSON says it is, not YAML
+        return _json_document(text, display_path(path))
     try:
         return yaml.load(text, Loader=_FastLoader if shipped else _Loader)
     except RecursionError:
@@ -89,8 +92,26 @@ def load_yaml(path: str | Path, *, shipped: bool = False) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"{display_path(path)}:{mark.line + 1}:{mark.column + 1}" if mark else display_path(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        kind = "JSON" if path.suffix.lower() == ".json" else "YAML"  # JSON is read as the YAML it is a subset of
-        raise PlannerError(f"{where}: {kind} syntax error: {problem}") from None
+        raise PlannerError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def _json_document(text: str, where: str) -> Any:
+    """A JSON document where a YAML one is read (a plan, runs or profile file named .json), a key given twice in one
+    object refused as the YAML loader refuses it."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) < len(keys):
+            twice = next(k for k in keys if keys.count(k) > 1)
+            raise PlannerError(f"{where}: key {twice!r} is given twice in one object")
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except RecursionError:
+        raise PlannerError(f"{where}: JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise PlannerError(f"{where}:{exc.lineno}:{exc.colno}: JSON syntax error: {exc.msg}") from None
 
 
 def _flow_depth(text: str) -> int:
