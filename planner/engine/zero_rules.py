@@ -49,11 +49,12 @@ def zero_problems(
         clash = [d for d in impl.excludes if used[d]]
         if clash:
             degrees = ", ".join(f"{d}={getattr(p, d)}" for d in clash)
-            others = ", ".join(str(k) for k in sorted(stages) if k != z)
+            others = ", ".join(str(k) for k, s in sorted(stages.items()) if k != z and not set(clash) & set(s.excludes))
+            use = f"use zero in {others}" if others else f"no zero stage does: drop {degrees}"
             out.append(
                 Rejected(
                     _excluded(name, z, impl.excludes),
-                    f"zero={z} ({impl.mechanism}) does not run with {degrees} in {name}; use zero in {others}",
+                    f"zero={z} ({impl.mechanism}) does not run with {degrees} in {name}; {use}",
                 )
             )
     return out + zero_recipe_problems(engine, p, z)

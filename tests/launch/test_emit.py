@@ -174,12 +174,16 @@ def test_deepspeed_json_maps_every_plan_field():
 def test_deepspeed_refuses_autotp_beside_a_pipeline():
     """tp 2 with pp 2 was written: a PipelineModule's default topology is pipe x data (runtime/pipe/module.py), so
     DeepSpeed's batch check counts the TP ranks as data parallel, and AutoTP replaces the pipeline's grid with its own
-    groups (runtime/engine.py _configure_tensor_parallel). Refused by name; either alone is written."""
-    from planner.launch.emit.deepspeed import format_problems
+    groups (runtime/engine.py _configure_tensor_parallel). The engine profile's rule (zero_pp excludes tp), so search
+    and estimate refuse it as emit does (the audit: search ranked plans emit refused); either alone runs."""
+    from planner.engine import plan_problems
 
-    assert "replaces a PipelineModule's grid" in format_problems(GQA, PLAN)[0]
-    assert not format_problems(GQA, PLAN.model_copy(update={"tp": 1, "sp": False}))
-    assert not format_problems(GQA, PLAN.model_copy(update={"pp": 1, "vpp": None, "schedule": "1f1b"}))
+    ds = load_engine("deepspeed")
+    plan = PLAN.model_copy(update={"vpp": 1, "schedule": "1f1b", "recompute": "full"})
+    said = [str(r) for r in plan_problems(GQA, plan, ds, None)]
+    assert any("does not run with tp=2 in deepspeed; no zero stage does: drop tp=2" in r for r in said), said
+    assert not plan_problems(GQA, plan.model_copy(update={"tp": 1, "sp": False}), ds, None)
+    assert not plan_problems(GQA, plan.model_copy(update={"pp": 1, "sp": False}), ds, None)
 
 
 def test_deepspeed_autotp_leaves_the_batch_for_deepspeed_to_count():

@@ -47,17 +47,8 @@ PLAN_FIELDS = {
 
 
 def format_problems(model: ModelSpec, plan: Plan) -> list[str]:
-    """What a DeepSpeed config cannot say beyond the engine's rules (pipelines need PipelineModule code, which the
-    config's notes say): AutoTP beside a pipeline. deepspeed.initialize takes a PipelineModule's own grid as its mpu
-    (deepspeed/__init__.py), whose default topology is pipe x data only (runtime/pipe/module.py
-    PipeDataParallelTopology), so the batch check counts dp x tp ranks as data parallel; and AutoTP then replaces
-    that mpu with its own groups (runtime/engine.py _configure_tensor_parallel): no DeepSpeed example runs both."""
-    if plan.pp > 1 and plan.tp > 1:
-        return [
-            f"tp={plan.tp} with pp={plan.pp}: DeepSpeed's AutoTP (tensor_parallel.autotp_size) replaces a "
-            "PipelineModule's grid with its own groups (runtime/engine.py _configure_tensor_parallel), and the "
-            "pipeline's default topology counts tp ranks as data parallel in the batch check; run tp or pp alone"
-        ]
+    """What a DeepSpeed config cannot say beyond the engine's rules (none: pipelines need PipelineModule code, which
+    the config's notes say; AutoTP beside a pipeline is the engine profile's rule, zero_pp excludes)."""
     return []
 
 
