@@ -260,7 +260,7 @@ def test_shared_experts_under_stepfun_s_name_and_per_layer_head_counts_are_refus
     assert "num_attention_heads_per_layer=[40 entries]: layers with attention head counts of their own" in err
 
 
-def test_settings_read_past_are_said_by_name_and_value():
+def test_settings_read_past_are_said_by_name_and_value(tmp_path):
     """DeepSeek-V3's config was imported without a word of its sigmoid router, its no-aux-loss top-k, its 2.5 expert
     scale and its YaRN positions (the dogfood audit): none changes memory or step time, and no spec field holds
     them, so each is said in one warning with its value; a config without them (or at their no-op) says nothing."""
@@ -280,14 +280,17 @@ def test_settings_read_past_are_said_by_name_and_value():
         "routed_scaling_factor 2.5",
     ):
         assert part in text, text
-    with pytest.warns(UserWarning, match="activation 'gelu' of a gated MLP"):  # Gemma's GeGLU, priced as SwiGLU
+    with pytest.warns(UserWarning, match="activation 'gelu_pytorch_tanh' of a gated MLP"):  # GeGLU, as SwiGLU
         load_model(str(data / "gemma3_27b.json"))
     plain = json.loads((data / "qwen3_8b.json").read_text())
     noop = {**plain, "scoring_func": "softmax", "routed_scaling_factor": 1.0, "topk_method": "greedy"}
+    unstated = {k: v for k, v in plain.items() if k != "hidden_act"}  # SiLU by the family's default: no 'gelu' said
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_model(str(data / "qwen3_8b.json"))
         warn_unpriced(HfConfig(noop, "noop"))
+        (tmp_path / "unstated.json").write_text(json.dumps(unstated))
+        load_model(str(tmp_path / "unstated.json"))
 
 
 def test_an_empty_config_and_a_missing_ffn_size_are_said_plainly(tmp_path):

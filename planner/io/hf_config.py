@@ -50,7 +50,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
     act = _activation(c) or "gelu"
     gated = family in fam.GATED_FAMILIES or act in ("silu", "swish", "swiglu")
-    warn_unpriced(c, gated=gated, act=act)
+    warn_unpriced(c, gated=gated, act=_activation(c))  # as stated or its family's default: no placeholder
     if family in ("gpt2", "gpt_bigcode"):  # GPT2MLP, GPTBigCodeMLP: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
     else:

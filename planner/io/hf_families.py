@@ -110,6 +110,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "attention_bias": False,
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
+        "hidden_activation": "gelu_pytorch_tanh",
     },
     # transformers/models/gpt_bigcode/configuration_gpt_bigcode.py, GPTBigCodeConfig (StarCoder, SantaCoder)
     "gpt_bigcode": {"multi_query": True, "activation_function": "gelu_pytorch_tanh"},
