@@ -3,6 +3,7 @@ or another engine. Thin: parse, resolve, call launch/ (runner, emit), render."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -240,13 +241,16 @@ def launch(
 
 
 def _found(model: str | None, engine: str | None, hardware: str | None) -> None:
-    """The catalog entries or files the command line names, each found (or refused in one line) by its loader."""
-    if model:
-        load_model(model)
-    if engine:
-        load_engine(engine)
-    if hardware:
-        load_hardware(hardware)
+    """The catalog entries or files the command line names, each found (or refused in one line) by its loader; what
+    loading says is said once, when resolve loads them again."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if model:
+            load_model(model)
+        if engine:
+            load_engine(engine)
+        if hardware:
+            load_hardware(hardware)
 
 
 def _said_emitted(kind: str, emitted_: Emitted, *, dry_run: bool, as_json: bool) -> None:

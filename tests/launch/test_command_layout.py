@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,14 @@ def test_a_misspelt_name_is_refused_before_torch_is_imported(args):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "unknown" in done.stderr, done.stderr
+
+
+def test_what_loading_a_model_says_is_said_once_by_launch(tmp_path):
+    """launch looks the names up before probing the machine, then resolves them: a model's import warning was printed
+    twice (the audit)."""
+    from helpers import run_planner
+
+    config = str(Path(__file__).parents[1] / "data" / "hf_configs" / "llama3.1_8b.json")
+    code, _, err = run_planner("launch", "--model", config, "--emit", "torchrun", "--tp", "8", "--hardware", "h100-sxm",
+                               "--out", str(tmp_path / "out"), "--dry-run")  # fmt: skip
+    assert code == 0 and err.count("read past") == 1, err
