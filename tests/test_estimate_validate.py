@@ -193,11 +193,15 @@ def test_calibrate_fits_what_the_runs_identify_and_refuses_contradictions(calibr
     alone = dataclasses.replace(obs[0], model=load_model("tiny"), plan=Plan(micro_batch=1, global_batch=1))
     with pytest.raises(PlannerError, match=r"nothing to fit.*no run is sensitive"):
         fit([alone], hw, names=("collective_overhead_s",))  # one GPU issues no collective
-    # a repeat measured 2x the first is fitted with it (repeats are how noise is met), and said
+    # a repeat measured 2x the first is fitted with it as one run at their geometric mean (repeats are how noise is
+    # met, and a plan launched n times weighs as one), and said; identical repeats leave the fit as it was
     twin = dataclasses.replace(obs[0], id=obs[0].id + "-again", measured_step_s=obs[0].measured_step_s * 2)
-    with pytest.warns(UserWarning, match=f"runs {obs[0].id} and {twin.id} are the same.*both are fitted"):
+    with pytest.warns(UserWarning, match=f"runs {obs[0].id}, {twin.id} are the same.*as one run at their geometric"):
         fitted = fit([*obs, twin], hw)
-    assert len(fitted.after_pct) == len(obs) + 1
+    assert len(fitted.after_pct) == len(obs)
+    copies = [dataclasses.replace(obs[0], id=f"{obs[0].id}-{i}") for i in range(6)]
+    alone, repeated = fit(obs, hw), fit([*obs, *copies], hw)
+    assert [m.after for m in repeated.moves] == pytest.approx([m.after for m in alone.moves], rel=1e-6, abs=1e-6)
 
 
 def test_same_file_name_in_two_folders_stays_two_observations(tmp_path):

@@ -238,15 +238,14 @@ def prepared_for_fit(
     obs: list[Observation], bases: dict[str, HardwareProfile], engine: Engine | None
 ) -> list[Observation]:
     """The runs to fit: with `engine` if given (a launch worker fit), on the profile fitted for their hardware at
-    their own node size; repeats measured far apart said."""
+    their own node size; repeats of one configuration merged into one run."""
     if engine is not None:
         obs = [dataclasses.replace(o, engine=engine) for o in obs]
     missing = sorted({o.hardware.name for o in obs} - set(bases))
     if missing:
         raise PlannerError(f"observations of hardware {missing} but no profile to fit them with")
     obs = [dataclasses.replace(o, hardware=_with_nodes(bases.get(o.hardware.name), o.hardware)) for o in obs]
-    _check_consistent(obs)
-    return obs
+    return _merged_repeats(obs)
 
 
 def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> HardwareProfile:
@@ -258,20 +257,27 @@ def _with_nodes(base: HardwareProfile | None, run_hw: HardwareProfile) -> Hardwa
     return base
 
 
-def _check_consistent(obs: list[Observation]) -> None:
-    """Repeats of one configuration are all fitted (the log-space fit takes their geometric mean); repeats measured
-    more than CONTRADICTION_PCT apart are said, since that is noise or a difference the files do not record."""
+def _merged_repeats(obs: list[Observation]) -> list[Observation]:
+    """Repeats of one configuration as one observation at their geometric mean (the log-space fit's), so a plan
+    launched n times weighs as one; repeats measured more than CONTRADICTION_PCT apart are said, since that is noise
+    or a difference the files do not record."""
     if not obs:
         raise PlannerError("calibrate needs at least one measured run")
-    seen: dict[tuple, Observation] = {}
+    groups: dict[tuple, list[Observation]] = {}
     for o in obs:
         key = (o.model, o.plan, o.hardware.name, o.hardware.gpus_per_node, o.engine.model_dump_json())
-        other = seen.get(key)
-        if other and abs(o.measured_step_s / other.measured_step_s - 1) * 100 > CONTRADICTION_PCT:
+        groups.setdefault(key, []).append(o)
+    out = []
+    for same in groups.values():
+        first, steps = same[0], [o.measured_step_s for o in same]
+        if len(same) > 1 and (max(steps) / min(steps) - 1) * 100 > CONTRADICTION_PCT:
             warnings.warn(
-                f"runs {other.id} and {o.id} are the same model, plan and engine but measured "
-                f"{other.measured_step_s:.4g} s and {o.measured_step_s:.4g} s per step; both are fitted, to their "
-                "geometric mean (drop one if it ran something else)",
-                stacklevel=2,
+                f"runs {', '.join(o.id for o in same)} are the same model, plan and engine but measured "
+                f"{min(steps):.4g} to {max(steps):.4g} s per step; fitted as one run at their geometric mean (drop "
+                "one if it ran something else)",
+                stacklevel=3,
             )
-        seen.setdefault(key, o)
+        mean_s = math.exp(sum(math.log(t) for t in steps) / len(steps))
+        extra = f" (+{len(same) - 1} repeat{'s' if len(same) > 2 else ''})" if len(same) > 1 else ""
+        out.append(dataclasses.replace(first, id=first.id + extra, measured_step_s=mean_s) if extra else first)
+    return out
