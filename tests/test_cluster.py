@@ -138,6 +138,8 @@ def test_a_tier_faster_than_the_gpus_nics_is_priced_at_the_nics():
         placed = on_cluster(hw, fast)
     assert network_tier(placed, span=64)[1].bandwidth_bytes_per_s == 50e9
     assert network_tier(placed, span=1024)[1].bandwidth_bytes_per_s == 50e9
+    with pytest.warns(UserWarning, match=r"cluster fast\.yaml: tier 'leaf'"):  # named as the user gave it
+        on_cluster(hw, fast, "fast.yaml")
     slow = _cluster(_tier("leaf", 256, 25, 5), _tier("spine", 2048, 12.5, 5.5))
     assert network_tier(on_cluster(hw, slow), span=64)[1].bandwidth_bytes_per_s == 25e9  # below the NICs: as given
 

@@ -95,7 +95,8 @@ def test_a_json_name_gets_json_that_reads_back(tmp_path):
      ("calibrate", str(LOG), "--hardware", "v100-32gb", "-o", "-"),
      ("calibrate", str(LOG), "--hardware", "v100-32gb", "--engine-out", " - "),
      ("ingest", str(LOG), "-o", "-"),
-     ("bench-hardware", "--out", "-")],
+     ("bench-hardware", "--out", "-"),
+     ("estimate", "-m", "tiny", "--timeline", "-")],
 )  # fmt: skip
 def test_a_dash_is_not_written_as_a_file_named_dash(argv, tmp_path, monkeypatch):
     """`--out -` made a folder named '-' (and `-o -` a file): no option writes to standard output, so '-' is refused

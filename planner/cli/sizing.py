@@ -9,7 +9,7 @@ import typer
 
 from planner.api.idle import failures_unpriced
 from planner.api.resolve import resolve_options
-from planner.cli.callbacks import nonempty
+from planner.cli.callbacks import written
 from planner.cli.cluster_options import CLUSTER_FILE, hardware_on_cluster, run_options
 from planner.cli.options import (
     CATALOG,
@@ -53,7 +53,7 @@ def estimate(
     opts: dict[str, Any],
     timeline: Annotated[
         Optional[str],
-        typer.Option("--timeline", callback=nonempty, help="draw one step's pipeline schedule (.svg/.png/.pdf)"),
+        typer.Option("--timeline", callback=written, help="draw one step's pipeline schedule (.svg/.png/.pdf)"),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:

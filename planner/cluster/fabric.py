@@ -125,7 +125,7 @@ class ClusterHardware(HardwareProfile):
         return self.cluster.gpus // self.nvlink_domain
 
 
-def on_cluster(hw: HardwareProfile, cluster: Cluster) -> ClusterHardware:
+def on_cluster(hw: HardwareProfile, cluster: Cluster, label: str | None = None) -> ClusterHardware:
     """The profile with the cluster's tiers; each tier must hold whole NVLink domains."""
     domain = hw.nvlink_domain
     inner = cluster.tiers[0]
@@ -135,10 +135,10 @@ def on_cluster(hw: HardwareProfile, cluster: Cluster) -> ClusterHardware:
             f"must be multiples of {hw.name}'s NVLink domain of {domain} GPUs, the first larger than it"
         )
     data: dict[str, Any] = {k: getattr(hw, k) for k in type(hw).model_fields if k != "cluster"}
-    return ClusterHardware(**data, cluster=_within_nics(cluster, hw))
+    return ClusterHardware(**data, cluster=_within_nics(cluster, hw, label or cluster.name))
 
 
-def _within_nics(cluster: Cluster, hw: HardwareProfile) -> Cluster:
+def _within_nics(cluster: Cluster, hw: HardwareProfile, label: str) -> Cluster:
     """The tiers at no more per GPU than the GPU's own NICs carry (the profile's inter-node tier): every byte that
     leaves the NVLink domain goes through them, so a faster tier (a 500 GB/s leaf on 50 GB/s NICs) is priced at
     the NICs' rate, and said."""
@@ -148,7 +148,7 @@ def _within_nics(cluster: Cluster, hw: HardwareProfile) -> Cluster:
         return cluster
     said = ", ".join(f"tier {t.name!r} gives {t.bandwidth_bytes_per_s / 1e9:g} GB/s" for t in over)
     warnings.warn(
-        f"cluster {cluster.name}: {said} per GPU, more than {hw.name}'s NICs carry ({nic / 1e9:g} GB/s per GPU, "
+        f"cluster {label}: {said} per GPU, more than {hw.name}'s NICs carry ({nic / 1e9:g} GB/s per GPU, "
         f"its inter_node); priced at {nic / 1e9:g} GB/s (faster NICs: --hardware a profile that states them)",
         stacklevel=3,
     )

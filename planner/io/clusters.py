@@ -55,7 +55,7 @@ def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProf
                 f"{hw.gpu.name} on its tiers, storage and failure rate",
                 stacklevel=2,
             )
-    return on_cluster(hw, c)
+    return on_cluster(hw, c, label)
 
 
 def _own_hardware(c: Cluster, label: str) -> HardwareProfile:
