@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,28 +119,29 @@ def _efficiency(res: dict[str, Any], stamp: str, m: str, links: HardwareProfile 
 
 
 def _dtensor_line(res: dict[str, Any], stamp: str, m: str) -> str:
-    dt = res.get("dtensor")
-    if dt is None:
-        return f"  dtensor_op_overhead_s: 0.0   # bench-hardware {stamp}: a GPU's dispatch runs ahead of its kernels"
-    if dt["why"]:
-        return f"  dtensor_op_overhead_s: 0.0   # bench-hardware {stamp}: not timed: {dt['why']}"
-    return (
-        f"  dtensor_op_overhead_s: {_num(dt['op_s'])}   {m} (a step on DTensors over a mesh of one rank against the "
-        f"plain step, {dt['ops']} DTensor ops: {dt['dtensor_step_s'] * 1e3:.2f} vs {dt['plain_step_s'] * 1e3:.2f} ms)"
-    )
+    return _dispatch_line(res.get("dtensor"), "dtensor_op_overhead_s", stamp, m, lambda dt: (
+        f"(a step on DTensors over a mesh of one rank against the plain step, {dt['ops']} DTensor ops: "
+        f"{dt['dtensor_step_s'] * 1e3:.2f} vs {dt['plain_step_s'] * 1e3:.2f} ms)"
+    ))  # fmt: skip
 
 
 def _sac_line(res: dict[str, Any], stamp: str, m: str) -> str:
-    sac = res.get("sac")
-    if sac is None:
-        return f"  sac_op_overhead_s: 0.0   # bench-hardware {stamp}: a GPU's dispatch runs ahead of its kernels"
-    if sac["why"]:
-        return f"  sac_op_overhead_s: 0.0   # bench-hardware {stamp}: not timed: {sac['why']}"
-    return (
-        f"  sac_op_overhead_s: {_num(sac['op_s'])}   {m} (a step under selective checkpointing that saves nothing "
-        f"against plain checkpointing, {sac['ops']} ops: {sac['sac_step_s'] * 1e3:.2f} vs "
-        f"{sac['plain_step_s'] * 1e3:.2f} ms)"
-    )
+    return _dispatch_line(res.get("sac"), "sac_op_overhead_s", stamp, m, lambda sac: (
+        f"(a step under selective checkpointing that saves nothing against plain checkpointing, {sac['ops']} ops: "
+        f"{sac['sac_step_s'] * 1e3:.2f} vs {sac['plain_step_s'] * 1e3:.2f} ms)"
+    ))  # fmt: skip
+
+
+def _dispatch_line(
+    timed: dict[str, Any] | None, field: str, stamp: str, m: str, how: Callable[[dict[str, Any]], str]
+) -> str:
+    """A host-dispatch cost's profile line: 0 on a GPU (its dispatch runs ahead of the kernels) or where it could
+    not be timed here (why), else the measured cost per op and how it was measured."""
+    if timed is None:
+        return f"  {field}: 0.0   # bench-hardware {stamp}: a GPU's dispatch runs ahead of its kernels"
+    if timed["why"]:
+        return f"  {field}: 0.0   # bench-hardware {stamp}: not timed: {timed['why']}"
+    return f"  {field}: {_num(timed['op_s'])}   {m} {how(timed)}"
 
 
 def _link_lines(res: dict[str, Any], stamp: str, links: HardwareProfile | None) -> list[str]:
