@@ -91,15 +91,30 @@ def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
     return PlannerError(f'unknown {kind} "{name}"{guess}; known: {", ".join(known)} (or give a path to {hint})')
 
 
+def _model_source(name_or_path: str | Path) -> tuple[Path | None, Path | None]:
+    """(the catalog entry, the user's file or folder) a model reference names, at most one of them: a path-like
+    reference is a path; a name is the catalog's, else a folder of that name here (a Hugging Face download); neither
+    for an unknown name. The catalog is looked up once: a user's entry that shadows a shipped one is said once."""
+    arg = str(name_or_path)
+    if isinstance(name_or_path, Path) or looks_like_path(arg):
+        return None, Path(arg)
+    entry = catalog_path(MODEL_DIR, arg)
+    return entry, (Path(arg) if entry is None and Path(arg).is_dir() else None)
+
+
+def model_user_path(name_or_path: str | Path) -> Path | None:
+    """The user's model file or folder load_model reads for a reference, None where it names a catalog entry (or
+    nothing): what `launch --emit` copies next to a cluster script."""
+    return _model_source(name_or_path)[1]
+
+
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A model from the catalog (`gpt3-175b`), a model YAML, a Hugging Face `config.json` or its directory."""
     arg = str(name_or_path)
-    entry = None if isinstance(name_or_path, Path) or looks_like_path(arg) else catalog_path(MODEL_DIR, arg)
-    if entry is not None:  # looked up once: a user's entry that shadows a shipped one is said once
+    entry, path = _model_source(name_or_path)
+    if entry is not None:
         return _catalog(ModelSpec, MODEL_DIR, entry)
-    # a path, or a folder of that name here (a Hugging Face download) where no catalog entry has the name
-    if isinstance(name_or_path, Path) or looks_like_path(arg) or Path(arg).is_dir():
-        path = Path(arg)
+    if path is not None:
         if path.is_dir():
             if not (path / "config.json").is_file():
                 raise PlannerError(

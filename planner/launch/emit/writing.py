@@ -65,14 +65,12 @@ def portable_files(
 
 
 def _hf_folder(ref: str) -> bool:
-    """A model reference that load_model reads as a Hugging Face folder: a path to one, or a bare name of one that
-    names no catalog model (a catalog name wins over a folder of that name here, as load_model decides)."""
-    from planner.io.catalog import looks_like_path
-    from planner.io.catalog_roots import MODEL_DIR, catalog_path
+    """A model reference that load_model reads as a Hugging Face folder (a catalog name wins over a folder of that
+    name here: catalog.model_user_path decides, as load_model does)."""
+    from planner.io.catalog import model_user_path
 
-    if not (Path(ref).is_dir() and (Path(ref) / "config.json").is_file()):
-        return False
-    return looks_like_path(ref) or catalog_path(MODEL_DIR, ref) is None
+    path = model_user_path(ref)
+    return path is not None and path.is_dir() and (path / "config.json").is_file()
 
 
 def check_replaceable(kind: str, files: list[OutFile], *, force: bool) -> None:
