@@ -24,8 +24,7 @@ def host_calls_s(
     (cost.dtensor_host; op-level selective recompute dispatches the forward again), and op-level SAC's policy modes
     over every op of the forward and of its recompute (cost.sac_host; `sac_op_s` 0 where the plan runs none)."""
     linears = kind_gemm_count(model, kind) if kernels.cast_host_s and is_low_precision(precision) else 0
-    op_sac = recompute == "selective" and kernels.selective_recompute == "op"
-    again = recompute if recompute == "full" or op_sac else "none"
+    again = recompute if recompute == "full" or sac_host.runs_op_sac(recompute, kernels) else "none"
     dt_fwd, dt_bwd, dt_rc = dtensor_host.layer_s(model, kind, dtensor_op_s, sp=sp, recompute=again)
     sac = sac_op_s * sac_host.forward_ops(model, kind) if sac_op_s else 0.0
     return (

@@ -44,6 +44,11 @@ def forward_ops(model: ModelSpec, kind: LayerKind) -> int:
     )
 
 
+def runs_op_sac(recompute: str, kernels: Kernels) -> bool:
+    """Whether the plan's recompute is op-level selective checkpointing (the engine's kernels.selective_recompute)."""
+    return recompute == "selective" and kernels.selective_recompute == "op"
+
+
 def op_s(hw: HardwareProfile, recompute: str, kernels: Kernels) -> float:
     """Host cost of one op through the SAC policy's modes for this plan: 0 but under op-level selective recompute."""
-    return hw.efficiency.sac_op_overhead_s if recompute == "selective" and kernels.selective_recompute == "op" else 0.0
+    return hw.efficiency.sac_op_overhead_s if runs_op_sac(recompute, kernels) else 0.0
