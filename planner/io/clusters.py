@@ -41,14 +41,12 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
 def cluster_hardware(cluster: str | Path | Cluster, hardware: str | HardwareProfile | None) -> ClusterHardware:
     """The GPU profile (the one given, else the cluster's own) placed on the cluster's tiers."""
     c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
-    label = (
-        c.name if isinstance(cluster, Cluster) else str(cluster)
-    )  # as the user named it: a file's own name may differ
+    label = c.name if isinstance(cluster, Cluster) else str(cluster)  # as the user named it, not the file's name
+    own = _own_hardware(c, label)
     if hardware is None:
-        hw = _own_hardware(c, label)
+        hw = own
     else:
         hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
-        own = _own_hardware(c, label)
         if hw.gpu.name != own.gpu.name:  # a capped or measured profile of the cluster's own GPU is no other GPU
             warnings.warn(
                 f"cluster {c.name} is built of {own.gpu.name} ({c.hardware}); priced with {hw.name}'s "
