@@ -4,17 +4,23 @@ be), so FSDP2 shards, gathers and reduce-scatters at the real sizes while one GP
 
     python benchmarks/gpu_titan_memory.py CASE [--device cuda] [--streams]
 
-CASE is NAME:WORLD:LOCAL_BATCH:SEQ:AC[:LAYERS], NAME one of the flavours below, AC none | op | full (torchtitan's
-activation_checkpoint.mode with selective_ac_option "op" for `op`), with `+compile` for torch.compile of the model
-and the loss. The model, its parallelization, the optimizer and
-the loss are torchtitan's (0.2.2: models/llama3, parallelize_llama, build_optimizers, build_cross_entropy_loss) with
-its defaults: bf16 parameters and fp32 reduction under FSDP, fused AdamW, eager model and loss. Three steps, each
-forward, loss, `del pred`, backward, clip, step, zero_grad as torchtitan's train.py runs them; it prints the peaks
-torchtitan's DeviceMemoryMonitor logs (reserved, active) and the allocated peak, per step. The data is garbage (no
-collective moves a byte), which changes no tensor's size. Needs torchtitan 0.2.2 and a torch that has the fake
-backend; run it as torchtitan's run_train.sh does, with PYTORCH_ALLOC_CONF=expandable_segments:True. Step times
-are compute and host time alone (no collective waits). The numbers are rank 0's, the rank that holds no more than
-any other under FSDP without pipelining.
+CASE is NAME:WORLD:LOCAL_BATCH:SEQ:AC[:LAYERS][:KEY=VALUE...], NAME one of the flavours below, AC none | op | full
+(torchtitan's activation_checkpoint.mode with selective_ac_option "op" for `op`), with `+compile` for torch.compile
+of the model and the loss. KEY=VALUE sets the mesh and the pipeline: pp, tp, cp (1 unless given; the FSDP shard
+degree is WORLD over their product), rank (this process's global rank, 0 unless given: under pipelining rank
+s x WORLD/pp holds stage s), mb (the pipeline's micro-batch size) and sched (torchtitan's schedule name, 1F1B unless
+given). The model, its parallelization, the pipeline split and schedule, the optimizer and the loss are
+torchtitan's (0.2.2: models/llama3, parallelize_llama, pipeline_llm, build_optimizers, build_cross_entropy_loss)
+with its defaults: bf16 parameters and fp32 reduction under FSDP, fused AdamW, eager model and loss, loss
+parallelism under tp. Each step (three unless --steps) is forward, loss, `del pred`, backward, clip, step,
+zero_grad as torchtitan's train.py runs them, or its pipeline schedule's step; it prints the peaks torchtitan's
+DeviceMemoryMonitor logs (reserved, active) and the allocated peak, per step. The data is garbage (no collective
+moves a byte), which changes no tensor's size. A pipeline stage is given the shapes its neighbours would send
+(static_metadata), which a fake group cannot carry. Needs torchtitan 0.2.2 and torch 2.11 (its PipelineStage's
+`inputs_meta`) with the fake backend; torchtitan imports Hugging Face `datasets` at load, which no case uses. Run it
+as torchtitan's run_train.sh does, with PYTORCH_ALLOC_CONF=expandable_segments:True. Step times are compute and
+host time alone (no collective waits). Without pipelining the numbers are rank 0's, the rank that holds no more
+than any other under FSDP.
 
 With --streams it also reads the allocator's segments after the last step (torch.cuda.memory_snapshot) and sums
 them by the stream they belong to, naming FSDP2's own streams: the caching allocator serves a block only to the
@@ -30,6 +36,9 @@ import argparse
 import json
 import sys
 import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
 
 # torchtitan's own flavours (models/llama3/__init__.py) and Llama 2 13B's shape (its params.json: dim 5120, 40
 # layers, 40 heads, multiple_of 256, vocabulary 32,000).
@@ -38,42 +47,63 @@ FLAVOURS: dict[str, dict] = {
                   "multiple_of": 1024, "rope_theta": 500000},
     "llama3-70b": {"dim": 8192, "n_layers": 80, "n_heads": 64, "n_kv_heads": 8, "ffn_dim_multiplier": 1.3,
                    "multiple_of": 4096, "rope_theta": 500000},
+    "llama3-405b": {"dim": 16384, "n_layers": 126, "n_heads": 128, "n_kv_heads": 8, "ffn_dim_multiplier": 1.2,
+                    "multiple_of": 4096, "rope_theta": 500000},
     "llama2-13b": {"dim": 5120, "n_layers": 40, "n_heads": 40, "n_kv_heads": 40, "multiple_of": 256,
                    "vocab_size": 32000},
     "tiny": {"dim": 256, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "multiple_of": 64, "vocab_size": 1024},
 }  # fmt: skip
-STEPS = 3
 
 
-def run(case: str, device: str, streams: bool = False) -> dict:
+def run(case: str, device: str, streams: bool = False, steps_n: int = 3) -> dict:
     import torch
     import torch.distributed as dist
 
-    model, optimizers, loss_fn, job, vocab = build(case, device)
+    setup = build(case, device)
     phases = Phases(torch, device)
-    model.output.register_forward_pre_hook(phases.on_grad_of_input("loss + output backward"))
-    batch, seq_len = job.training.local_batch_size, job.training.seq_len
+    if setup.schedule is None:
+        setup.parts[0].output.register_forward_pre_hook(phases.on_grad_of_input("loss + output backward"))
     steps = []
-    for _ in range(STEPS):
+    for _ in range(steps_n):
         phases.mark("before")
-        tokens = torch.randint(0, vocab, (batch, seq_len + 1), device=device)
         start_s = time.perf_counter()
-        optimizers.zero_grad()
-        pred = model(tokens[:, :-1])
+        setup.optimizers.zero_grad()
+        step_phases(setup, phases)
+        clip_grad_norm_(setup)
+        setup.optimizers.step()
+        phases.mark("clip + optimizer step")
+        steps.append(phases.take() | {"step_s": time.perf_counter() - start_s})
+    pools = {"streams": stream_pools(torch, setup.parts[0])} if streams and device == "cuda" else {}
+    dist.destroy_process_group()
+    layers = sum(len(part.layers) for part in setup.parts)
+    where = {"first": setup.first, "last": setup.last, "chunks": len(setup.parts)}
+    return {"case": case, "layers": layers, "steps": steps} | where | pools
+
+
+def step_phases(setup: Setup, phases: Phases) -> None:
+    """One forward and backward of the local batch: through the pipeline schedule as torchtitan's train.py
+    forward_backward_step runs it (first stage given the tokens, last stage the labels), or as one model."""
+    import torch
+
+    job = setup.job
+    batch, seq_len = job.training.local_batch_size, job.training.seq_len
+    tokens = torch.randint(0, setup.vocab, (batch, seq_len + 1), device=setup.device)
+    inputs, labels = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()  # as the dataloader gives them
+    if setup.schedule is not None:
+        targets, losses = (labels, []) if setup.last else (None, None)
+        args = (inputs,) if setup.first else ()
+        with train_context(setup):
+            setup.schedule.step(*args, target=targets, losses=losses, return_outputs=False)
+        phases.mark("pipeline step")
+        return
+    with train_context(setup):
+        pred = setup.parts[0](inputs)
         phases.mark("forward")
-        loss = loss_fn(pred, tokens[:, 1:]) / (batch * seq_len)
+        loss = setup.loss_fn(pred, labels) / (batch * seq_len)
         del pred
         phases.mark("loss")
         loss.backward()
-        phases.mark("layers backward")
-        clip_grad_norm_(model, job.training.max_norm)
-        optimizers.step()
-        phases.mark("clip + optimizer step")
-        steps.append(phases.take() | {"step_s": time.perf_counter() - start_s})
-    pools = {"streams": stream_pools(torch, model)} if streams and device == "cuda" else {}
-    dist.destroy_process_group()
-    layers = len(model.layers)
-    return {"case": case, "layers": layers, "steps": steps} | pools
+    phases.mark("layers backward")
 
 
 def stream_pools(torch, model) -> list[dict]:
@@ -95,14 +125,39 @@ def stream_pools(torch, model) -> list[dict]:
     return sorted(pools.values(), key=lambda pool: -pool["reserved_bytes"])
 
 
-def clip_grad_norm_(model, max_norm: float) -> None:
+def train_context(setup: Setup):
+    """torchtitan's train_context (train.py): loss parallelism where the output projection is tensor-parallel."""
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    on = setup.dims.tp_enabled and not setup.job.parallelism.disable_loss_parallel
+    return loss_parallel() if on else nullcontext()
+
+
+def clip_grad_norm_(setup: Setup) -> None:
     from torchtitan.distributed.utils import clip_grad_norm_ as titan_clip
 
-    titan_clip(list(model.parameters()), max_norm, foreach=True)
+    pp_mesh = setup.dims.get_mesh("pp") if setup.schedule is not None else None
+    params = [p for part in setup.parts for p in part.parameters()]
+    titan_clip(params, setup.job.training.max_norm, foreach=True, pp_mesh=pp_mesh)
 
 
-def build(case: str, device: str):
-    """torchtitan's model, parallelized, initialised, with its optimizer and loss, on a fake process group."""
+@dataclass
+class Setup:
+    parts: list
+    optimizers: Any
+    loss_fn: Any
+    job: Any
+    dims: Any
+    vocab: int
+    device: str
+    schedule: Any = None
+    first: bool = True
+    last: bool = True
+
+
+def build(case: str, device: str) -> Setup:
+    """torchtitan's model, parallelized (and pipelined), initialised, with its optimizer and loss, on a fake
+    process group: the stages this rank holds, as torchtitan's train.py builds them."""
     import torch
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -110,46 +165,87 @@ def build(case: str, device: str):
     from torchtitan.components.optimizer import build_optimizers
     from torchtitan.models.llama3 import Transformer, TransformerModelArgs, parallelize_llama
 
-    name, world, local_batch, seq, ac, *layers = case.split(":")
+    name, world, local_batch, seq, ac, *more = case.split(":")
+    layers = [int(m) for m in more if m.isdigit()]
+    mesh = dict(m.split("=") for m in more if "=" in m)
     world_size = int(world)
-    shape = dict(FLAVOURS[name], max_seq_len=int(seq)) | ({"n_layers": int(layers[0])} if layers else {})
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    shape = dict(FLAVOURS[name], max_seq_len=int(seq)) | ({"n_layers": layers[0]} if layers else {})
+    dist.init_process_group("fake", store=FakeStore(), rank=int(mesh.get("rank", 0)), world_size=world_size)
     if device == "cuda":
         torch.cuda.set_device(0)
-    job = job_config(world_size, int(local_batch), int(seq), ac)
-    dims = parallel_dims(world_size, device)
+    job = job_config(world_size, int(local_batch), int(seq), ac, mesh)
+    dims = parallel_dims(world_size, device, job)
     args = TransformerModelArgs(**shape)
     with torch.device("meta"):
         model = Transformer(args)
-    parallelize_llama(model, dims, job)
-    model.to_empty(device=device)
-    with torch.no_grad():
-        model.init_weights(buffer_device=torch.device(device))
-    model.train()
-    return model, build_optimizers([model], job.optimizer, dims), build_cross_entropy_loss(job), job, args.vocab_size
+    loss_fn = build_cross_entropy_loss(job)
+    if dims.pp > 1:
+        from torchtitan.distributed.pipeline_parallel import pipeline_llm
+
+        schedule, parts, first, last = pipeline_llm(
+            model, dims, job, torch.device(device), args, parallelize_llama, loss_fn
+        )
+        for stage in schedule._stages if hasattr(schedule, "_stages") else [schedule._stage]:
+            static_metadata(stage, job, args)
+    else:
+        schedule, parts, first, last = None, [parallelize_llama(model, dims, job)], True, True
+    for part in parts:
+        part.to_empty(device=device)
+        with torch.no_grad():
+            part.init_weights(buffer_device=torch.device(device))
+        part.train()
+    optimizers = build_optimizers(parts, job.optimizer, dims)
+    return Setup(parts, optimizers, loss_fn, job, dims, args.vocab_size, device, schedule, first, last)
 
 
-def job_config(world_size: int, local_batch: int, seq_len: int, ac: str):
+def static_metadata(stage, job, args) -> None:
+    """Give a stage the shapes it would learn from its neighbours at the first step (torch 2.11 stage.py
+    _shape_inference receives them with recv_object_list, which a fake group cannot carry): token ids into the
+    first, bf16 hidden states sharded over the sequence by tp (torchtitan's TP plan ends each layer with
+    Shard(1)) between stages, and the logits, sharded over the vocabulary under loss parallelism, out of the last."""
+    import torch
+
+    par = job.parallelism
+    mb, seq, tp = par.pipeline_parallel_microbatch_size, job.training.seq_len, par.tensor_parallel_degree
+    hidden = torch.empty(mb, seq // tp, args.dim, dtype=torch.bfloat16, device="meta")
+    tokens = torch.empty(mb, seq, dtype=torch.int64, device="meta")
+    logits = torch.empty(mb, seq, args.vocab_size, dtype=torch.bfloat16, device="meta")
+    stage.inputs_meta = (tokens if stage.is_first else hidden,)
+    stage._configure_outputs_meta((logits if stage.is_last else hidden,))
+
+
+def job_config(world_size: int, local_batch: int, seq_len: int, ac: str, mesh: dict[str, str]):
+    """torchtitan's defaults with the case's batch, recompute and mesh: pp, tp, cp (each 1 unless given), the
+    pipeline's micro-batch size `mb` and schedule `sched`; the data-parallel shard degree is what is left."""
     from torchtitan.config import JobConfig
 
     job = JobConfig()
     job.training.local_batch_size, job.training.seq_len = local_batch, seq_len
-    job.parallelism.data_parallel_shard_degree = world_size
-    mode, _, more = ac.partition("+")
+    pp, tp, cp = (int(mesh.get(k, 1)) for k in ("pp", "tp", "cp"))
+    par = job.parallelism
+    par.pipeline_parallel_degree, par.tensor_parallel_degree, par.context_parallel_degree = pp, tp, cp
+    par.data_parallel_shard_degree = world_size // (pp * tp * cp)
+    par.pipeline_parallel_microbatch_size = int(mesh.get("mb", 1))
+    par.pipeline_parallel_schedule = mesh.get("sched", "1F1B")
+    mode, _, extra = ac.partition("+")
     job.activation_checkpoint.mode = "selective" if mode == "op" else mode
     job.activation_checkpoint.selective_ac_option = "op"
-    job.compile.enable = more == "compile"  # the model and the loss, torchtitan's default components
+    job.compile.enable = extra == "compile"  # the model and the loss, torchtitan's default components
     return job
 
 
-def parallel_dims(world_size: int, device: str):
+def parallel_dims(world_size: int, device: str, job):
     from torchtitan.distributed import ParallelDims
 
     if device == "cpu":  # torchtitan names cuda where it finds no accelerator
         import torchtitan.distributed.parallel_dims as pd
 
         pd.device_type = "cpu"
-    dims = ParallelDims(dp_replicate=1, dp_shard=world_size, cp=1, tp=1, pp=1, ep=1, etp=1, world_size=world_size)
+    par = job.parallelism
+    dims = ParallelDims(
+        dp_replicate=1, dp_shard=par.data_parallel_shard_degree, cp=par.context_parallel_degree,
+        tp=par.tensor_parallel_degree, pp=par.pipeline_parallel_degree, ep=1, etp=1, world_size=world_size,
+    )  # fmt: skip
     dims.build_mesh()
     return dims
 
@@ -206,8 +302,9 @@ def main() -> None:
     parser.add_argument("case")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--streams", action="store_true", help="sum the allocator's segments by stream at the end")
+    parser.add_argument("--steps", type=int, default=3, help="steps to run (the figures are every step's)")
     args = parser.parse_args()
-    result = run(args.case, args.device, args.streams)
+    result = run(args.case, args.device, args.streams, args.steps)
     json.dump(result, sys.stdout)
     print()
 
