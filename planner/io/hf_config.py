@@ -29,7 +29,7 @@ from planner.errors import PlannerError
 from planner.io import hf_families as fam
 from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_theta
 from planner.io.hf_moe import moe_fields
-from planner.io.hf_unpriced import warn_unpriced
+from planner.io.hf_unpriced import GATED_SILU, warn_unpriced
 from planner.specs import MAX_LAYERS
 
 # The MLP's activation, the first found: Gemma's hidden_activation before its legacy hidden_act (GemmaMLP builds
@@ -48,9 +48,10 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     num_layers = len(pattern) if pattern else c.need("num_hidden_layers", "n_layer")
     if not 0 < num_layers <= MAX_LAYERS:  # before anything loops over the layers
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
-    act = _activation(c) or "gelu"
-    gated = family in fam.GATED_FAMILIES or act in ("silu", "swish", "swiglu")
-    warn_unpriced(c, gated=gated, act=_activation(c))  # as stated or its family's default: no placeholder
+    stated = _activation(c)  # as stated or its family's default
+    act = stated or "gelu"
+    gated = family in fam.GATED_FAMILIES or act in GATED_SILU
+    warn_unpriced(c, gated=gated, act=stated)  # no placeholder
     if family in ("gpt2", "gpt_bigcode"):  # GPT2MLP, GPTBigCodeMLP: n_inner None means 4 * n_embd
         ffn = c.integer("n_inner") or 4 * hidden
     else:

@@ -106,12 +106,17 @@ def _json_document(text: str, where: str) -> Any:
             raise PlannerError(f"{where}: key {twice!r} is given twice in one object")
         return dict(pairs)
 
+    return _decoded(text, where, "JSON syntax error", unique)
+
+
+def _decoded(text: str, where: str, problem: str, pairs: Any = None) -> Any:
+    """json.loads with its errors as one-line PlannerErrors naming `where`, the decode error said as `problem`."""
     try:
-        return json.loads(text, object_pairs_hook=unique)
+        return json.loads(text, object_pairs_hook=pairs)
     except RecursionError:
         raise PlannerError(f"{where}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
-        raise PlannerError(f"{where}:{exc.lineno}:{exc.colno}: JSON syntax error: {exc.msg}") from None
+        raise PlannerError(f"{where}:{exc.lineno}:{exc.colno}: {problem}: {exc.msg}") from None
 
 
 def _flow_depth(text: str) -> int:
@@ -133,12 +138,7 @@ def load_json(path: str | Path, display: str | None = None) -> Any:
     """Parse a JSON file; errors become one-line `PlannerError`s naming `display` (default: the path)."""
     path = Path(path)
     source = display or display_path(path)
-    try:
-        return json.loads(read_text(path, display=source))
-    except RecursionError:
-        raise PlannerError(f"{source}: JSON nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise PlannerError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    return _decoded(read_text(path, display=source), source, "malformed JSON")
 
 
 def _read_text(path: Path) -> str:
