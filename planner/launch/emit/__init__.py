@@ -209,9 +209,8 @@ def _checked(
     if chosen.engine is not None:
         runs_on = load_engine(chosen.engine)
         settings = changed_settings(engine, runs_on, cfg.plan.precision)
-        unwritten = unwritten_settings(chosen, settings) or next(
-            iter(chosen.settings_problems(cfg.plan, settings) if chosen.settings_problems else []), ""
-        )
+        problems = chosen.settings_problems(cfg.plan, settings) if chosen.settings_problems else []
+        unwritten = unwritten_settings(chosen, settings) or (problems[0] if problems else "")
         if unwritten:
             raise PlannerError(f"--emit {kind}: {unwritten}")
         # the target's rules with the settings its file carries (Megatron's all-to-all overlap has its own)
