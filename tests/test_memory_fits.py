@@ -93,25 +93,38 @@ def _comparable(run: Run, engine=None) -> float:
     return comparable_peak_bytes(report, run.hardware, run.memory_kind)
 
 
-def test_torchtitans_tp8_70b_runs_within_5_percent_with_the_loss_parallel_backward() -> None:
-    """torchtitan's Dec 2024 Llama 3.1 70B runs on 256 H100s (FSDP 32 x TP 8, full AC, local batch 16 x 8192, loss
-    parallel, eager loss): with the eager loss's two fp32 copies they were predicted 19.7% and 14.6% under what
-    they measured. With the loss-parallel backward's four (and the recomputed layer's gathered fp8 inputs,
-    tests/launch/test_tp_activations.py) both are within 5% of the reserved peak torchtitan logs (the async-TP run
-    of the same plan measured 4.2 GiB less: 2.4% under and 3.8% over)."""
+def test_torchtitans_tp8_70b_holds_the_loss_parallel_backward_at_its_peak() -> None:
+    """Llama 3 70B at FSDP 32 x TP 8 (full AC, local batch 16 x 8192, loss parallel, eager loss; the plan of
+    torchtitan's Dec 2024 256-H100 runs), run by torchtitan 0.2.2 on an H200 in bf16 (torch 2.11, a fake group of 256
+    ranks, all 80 layers): its peak is the loss-parallel backward's fp32 copies beside what the forward keeps, and the
+    planner's tensors are its max_memory_allocated within 2%. Its reserved peak is 5.6% under, since the loss's 8 GB
+    fp32 blocks leave this run 1.17x as much reserved as allocated, above the engine's measured median of 1.116.
+    Counting the eager loss's two fp32 copies instead of the four is 14% under.
+
+    The Dec 2024 runs themselves (fp8, a torch nightly of the time) logged 71.9 GiB and, with async TP, 67.6 GiB
+    reserved: the planner is 10.9% and 5.3% under them (the README's memory table); what the older stack held beyond
+    torch 2.11's is not established, so they are pinned only to fit."""
+    rows = [json.loads(line) for line in (TITAN_PP_H200 / "tp.jsonl").read_text().splitlines()]
+    steps = next(r for r in rows if r["case"] == "llama3-70b:256:16:8192:full:tp=8")["steps"][-1]
+    plan = Plan(
+        dp=32, tp=8, sp=True, zero=3, recompute="full", micro_batch=16, global_batch=512, seq_len=8192,
+        precision="bf16",
+    )  # fmt: skip
+    model, titan, h200 = load_model("llama3-70b"), load_engine("torchtitan"), load_hardware("h200")
+    report = memory_report(model, h200, plan, titan)
+    tensors = report.total_bytes - report.peak.breakdown.reserved_bytes
+    assert tensors == pytest.approx(steps["max_allocated_bytes"], rel=0.02)
+    reserved = comparable_peak_bytes(report, h200, "max_reserved") / steps["max_reserved_bytes"]
+    assert 0.94 < reserved < 1.0  # this run's reserve, 1.17x its allocated, is above the engine's median 1.116
+    no_split = titan.model_copy(update={"memory": titan.memory.model_copy(update={"loss_parallel_fp32_copies": None})})
+    eager_two = memory_report(model, h200, plan, no_split)
+    assert eager_two.total_bytes - eager_two.peak.breakdown.reserved_bytes < 0.86 * tensors
     runs = [r for r in _ran() if r.id.startswith("torchtitan-h100-t4-llama31-70b-256gpu-fsdp32-tp8")]
-    assert len(runs) == 2
-    for run in runs:
-        assert run.plan.tp == 8 and not run.engine.memory.compiled_loss and run.memory_kind == "max_reserved"
-        predicted = _comparable(run)
-        assert predicted == pytest.approx(run.measured["peak_memory_bytes"], rel=0.05), run.id
-        no_split = run.engine.model_copy(
-            update={"memory": run.engine.memory.model_copy(update={"loss_parallel_fp32_copies": None})}
-        )
-        assert _comparable(run, no_split) < 0.86 * predicted
+    assert len(runs) == 2 and all(memory_report(r.model, r.hardware, r.plan, r.engine).fits for r in runs)
 
 
 TITAN_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "h200-2026-11-27-titan"
+TITAN_PP_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "h200-2026-11-28-titan-pp"
 
 
 def _titan_case(file: str, case: str) -> dict:
@@ -359,17 +372,15 @@ def test_the_workers_zero3_pipeline_stage_keeps_its_layers_gathered_after_backwa
     assert weights == pytest.approx(params * 4 / 4 + params * 2)  # fp32 shards over dp 4, a bf16 copy of every layer
 
 
-TITAN_PP_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "h200-2026-11-28-titan-pp"
-
-
 @pytest.mark.parametrize(("schedule", "vpp"), [("1F1B", 1), ("Interleaved1F1B", 2)])
 def test_torchtitans_405b_pipeline_stages_on_an_h200(schedule: str, vpp: int) -> None:
     """torchtitan 0.2.2's 405B pipeline stages on an H200 (FSDP 8 x TP 8 x PP 8 over a fake group, 8 micro-batches of
     4 x 8192, full AC, bf16 eager: the plan of its Dec 2024 405B runs). The first stage's allocated peak is the
-    planner's tensors within 5%. The last stage peaks at the loss: the planner's tensors less one layer's backward
-    working set, which it still adds to the logits' fp32 copies although the loss's backward frees those first, are
-    within 2% of it; with the working set they are 11-12% over (issue 21 item 5; the README of the results)."""
-    from planner.cost.memory import pipeline_buffers
+    planner's tensors within 5%. The last stage peaks at the loss, whose fp32 copies the loss's backward frees before
+    the layers' backward starts: its tensors, the working set counted apart from the logits (cost/memory.py
+    layers_work_bytes), are within 2%; with the working set added to the logits they were 11-12% over (issue 21
+    item 5; the README of the results)."""
+    from planner.cost.memory import layers_work_bytes
 
     rows = [json.loads(line) for line in (TITAN_PP_H200 / "pp.jsonl").read_text().splitlines()]
     kind = "1f1b" if vpp == 1 else "interleaved"
@@ -385,11 +396,34 @@ def test_torchtitans_405b_pipeline_stages_on_an_h200(schedule: str, vpp: int) ->
         measured = row["steps"][-1]["max_allocated_bytes"]
         stage = report.stages[0 if first else 7]
         tensors = stage.breakdown.total_bytes - stage.breakdown.reserved_bytes
-        if first:
-            assert tensors == pytest.approx(measured, rel=0.05), schedule
-            continue
-        held = stage.in_flight_microbatches
-        pipeline = pipeline_buffers(model, plan, titan, chunks=vpp, first=False, last=True, in_flight=held)
-        work = stage.breakdown.buffers_bytes - pipeline.extra
-        assert work > 0.1 * measured
-        assert tensors - work == pytest.approx(measured, rel=0.02), schedule
+        assert tensors == pytest.approx(measured, rel=0.05 if first else 0.02), schedule
+    logits = logits_bytes(model, plan, titan)
+    assert layers_work_bytes(logits + 1.0, logits, loss_apart=True) == 1.0
+    assert layers_work_bytes(1.0, logits, loss_apart=False) == 1.0
+
+
+def _whole_model_reserve_ratios() -> list[float]:
+    """max_memory_reserved / max_memory_allocated of every torchtitan 0.2.2 case measured on the H200 with all of its
+    model's layers (a case NAME:WORLD:LB:SEQ:AC[:LAYERS][:k=v...] without LAYERS; streams.jsonl repeats
+    titan.jsonl's)."""
+    ratios = []
+    for path in (TITAN_H200 / "titan.jsonl", TITAN_PP_H200 / "pp.jsonl", TITAN_PP_H200 / "tp.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            fields = row["case"].split(":")
+            if len(fields) > 5 and fields[5].isdigit():
+                continue
+            step = row["steps"][-1]
+            ratios.append(step["max_reserved_bytes"] / step["max_allocated_bytes"])
+    return ratios
+
+
+def test_torchtitans_allocator_reserve_is_its_measured_median() -> None:
+    """torchtitan's `memory.allocator_fraction` is the median reserve over the whole-model cases measured on an H200
+    (12 cases, 1.06-1.31x), not the hardware profiles' assumed 5%: FSDP2's all-gather stream keeps a pool of its own
+    beside the compute stream's fragmentation (benchmarks/results/h200-2026-11-28-titan-pp/README.md)."""
+    ratios = sorted(_whole_model_reserve_ratios())
+    assert len(ratios) == 12 and ratios[0] > 1.05 and ratios[-1] < 1.35
+    median = (ratios[5] + ratios[6]) / 2
+    assert load_engine("torchtitan").memory.allocator_fraction == pytest.approx(median - 1, abs=0.002)
+    assert load_hardware("h200").reserved.allocator_fraction < median - 1

@@ -324,7 +324,7 @@ def test_lists_where_one_value_is_taken_say_so(capsys):
 
 def test_a_closest_miss_offers_only_what_the_engine_runs(capsys):
     """llm-foundry runs neither tp nor pp: a miss more GPUs cannot fix is not told to add them (audit)."""
-    code, out, err = cli(capsys, "search", "-m", "llama3-70b", "--gpus", "8", "--hardware", "a100-40gb", "--engine",
+    code, out, err = cli(capsys, "search", "-m", "llama3-405b", "--gpus", "8", "--hardware", "a100-40gb", "--engine",
                          "llm-foundry")  # fmt: skip
     said = " ".join(out.split())
     assert code == 0 and "use larger-memory GPUs (llm-foundry runs neither tp nor pp)" in said, err

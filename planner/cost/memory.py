@@ -25,7 +25,7 @@ from planner.cost.recipe_options import (
     offloaded_bytes,
     original_inputs,
 )
-from planner.cost.stages import Mix, plan_layout, rank_mix, warmup_chunks
+from planner.cost.stages import Mix, plan_layout, rank_mix, v_shape, warmup_chunks
 from planner.cost.states import StateBytes, sharded_states, state_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
@@ -180,6 +180,28 @@ def logits_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     heads = 1 + model.mtp_layers  # each multi-token-prediction module computes its own logits and loss
     return tokens * vocab / plan.tp * per_element * heads
+
+
+def layers_work_bytes(work_bytes: float, logits_bytes: float, *, loss_apart: bool) -> float:
+    """What the layers' backward working set adds to the peak of a rank whose activations hold `logits_bytes` of
+    loss. The loss runs, and frees its fp32 copies of the logits, before the last layer's backward starts, so on
+    the stage that computes it the working set adds only what it exceeds the logits by. Measured on an H200 with
+    torchtitan 0.2.2 (benchmarks/results/h200-2026-11-28-titan-pp): the 405B pipeline's last stages peak at the
+    loss, and Llama 3 70B at FSDP 32 x TP 8 peaks there with its layers' backward 17.8 GiB lower. DualPipeV runs one
+    micro-batch's loss beside another's backward chunk (loss_apart false: both count)."""
+    return max(0.0, work_bytes - logits_bytes) if loss_apart else work_bytes
+
+
+def loss_apart(plan: Plan) -> bool:
+    """Whether the loss's logits and the layers' backward working set are alive at different moments."""
+    return not v_shape(plan)
+
+
+def rank_reserved(hw: HardwareProfile, engine: Engine) -> ReservedMemory:
+    """The memory a rank holds beyond tensors: the profile's context and NCCL workspace, and the engine's measured
+    allocator fragmentation (`memory.allocator_fraction`) where it states one, else the profile's assumed one."""
+    fraction = engine.memory.allocator_fraction
+    return hw.reserved if fraction is None else hw.reserved.model_copy(update={"allocator_fraction": fraction})
 
 
 # (bytes a layer keeps per micro-batch, its backward working set, its offload groups' bytes in forward order)
@@ -396,18 +418,20 @@ def _stage_memory(
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     shares = chunk_shares(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan_etp(plan))
     held_layers = sum(n for _k, n in mix)
+    reserved, apart = rank_reserved(hw, engine), loss_apart(plan)
     best: tuple[MemoryBreakdown, Moment, float, StateTerms] | None = None
     for moment in rank_moments(plan, engine, rank):  # the largest total; the first of equals
         in_flight = moment.held
-        held = held_activations(keep, work, moved, in_flight=in_flight, layers=held_layers, engine=engine)
+        kept, layers_work = held_activations(keep, work, moved, in_flight=in_flight, layers=held_layers, engine=engine)
+        held_work = layers_work_bytes(layers_work, logits, loss_apart=apart)
         pipeline = pipeline_buffers(model, plan, engine, chunks=len(sizes), first=first, last=last, in_flight=in_flight)
         at = state.at(moment, shares)
         terms = stage_terms(
-            at, hw.reserved, in_flight=in_flight, kept_bytes=held[0], workspace_bytes=held[1], logits=logits,
+            at, reserved, in_flight=in_flight, kept_bytes=kept, workspace_bytes=held_work, logits=logits,
             pipeline=pipeline,
         )  # fmt: skip
         if best is None or terms.total_bytes > best[0].total_bytes:
-            best = (terms, moment, held[1], at)
+            best = (terms, moment, held_work, at)
     assert best is not None
     terms, moment, work, at = best
     at_step = at.step_bytes if at.step_bytes > terms.activations_bytes + work else 0.0

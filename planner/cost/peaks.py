@@ -16,10 +16,13 @@ from planner.cost.memory import (
     StateTerms,
     activation_pieces,
     alive_share,
+    layers_work_bytes,
     logits_bytes,
+    loss_apart,
     mix_pieces,
     pipeline_buffers,
     rank_moments,
+    rank_reserved,
     stage_total_bytes,
     state_terms,
 )
@@ -57,6 +60,7 @@ class RankLoad:
 
     shape: RankShape
     logits: float
+    apart: bool  # cost.memory.loss_apart: the logits and the layers' backward working set peak apart
     # cost.memory.rank_moments, each with its pipeline_buffers and the shares of the weights and gradients it holds
     moments: tuple[tuple[Moment, PipelineBuffers, float, float], ...]
 
@@ -77,6 +81,7 @@ class PeakMemory:
         self._act: dict[tuple, dict[LayerKind, Pieces]] = {}
         self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
+        self._reserved = rank_reserved(hw, engine)
         self._kinds = tuple(model.kind_params)
         self._last: tuple[Plan, list[RankLoad]] | None = None
         self._mixed: dict[tuple[int, int, tuple[int, ...]], tuple[float, float, float]] = {}  # ids, chunk sizes
@@ -169,7 +174,7 @@ class PeakMemory:
         if any(r.last for r in ranks):
             key = (p.micro_batch, p.seq_len, p.cp, p.tp, p.precision)
             logits = self._logits.get(key) or self._logits.setdefault(key, logits_bytes(self.model, p, self.engine))
-        loads = []
+        loads, apart = [], loss_apart(p)
         for r in ranks:
             moments = tuple(
                 (mo, pipeline_buffers(
@@ -177,7 +182,7 @@ class PeakMemory:
                 ), alive_share(mo.weights, r.shares), alive_share(mo.grads, r.shares))
                 for mo in rank_moments(p, self.engine, r.rank)
             )  # fmt: skip
-            loads.append(RankLoad(r, logits if r.last else 0.0, moments))
+            loads.append(RankLoad(r, logits if r.last else 0.0, apart, moments))
         self._last = (p, loads)
         return loads
 
@@ -251,7 +256,7 @@ class PeakMemory:
         self, loads: list[RankLoad], states: list[StateTerms], pieces: dict[LayerKind, Pieces]
     ) -> tuple[float, int]:
         """(bytes, rank) of the most loaded of the ranks, by cost.memory's stage_total_bytes."""
-        reserved = self.hw.reserved
+        reserved = self._reserved
         best, best_rank = -1.0, 0
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
         share, engine = self.engine.memory.activation_offload, self.engine
@@ -264,6 +269,7 @@ class PeakMemory:
             for moment, pipeline, weights_share, grads_share in load.moments:
                 held = moment.held
                 keep, work = held_activations(*rank_pieces, in_flight=held, layers=layers, engine=engine)
+                work = layers_work_bytes(work, load.logits, loss_apart=load.apart)
                 at = state.alive(weights_share, grads_share)
                 total = stage_total_bytes(at, reserved, held, keep, work, load.logits, pipeline)
                 if total > best:

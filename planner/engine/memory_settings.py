@@ -94,6 +94,14 @@ class Memory(Frozen):
         description="turning compile on compiles the loss too unless a run says otherwise: torchtitan's compile "
         "components default to model and loss (job_config.py Compile.components)",
     )
+    allocator_fraction: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="the caching allocator's reserve beyond the tensors, as a share of them, measured for this "
+        "engine (torch.cuda.max_memory_reserved over max_memory_allocated, less one): its streams' pools and "
+        "the fragmentation of its allocation pattern; null: the hardware profile's assumed allocator_fraction",
+    )
     pipeline_recv_buffers: bool = Field(
         False,
         description="the pipeline schedule keeps a receive buffer per micro-batch for every stage but the first "
