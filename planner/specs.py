@@ -169,6 +169,26 @@ class MambaSpec(Frozen):
         return self.num_heads * self.head_dim
 
 
+class GateSpec(Frozen):
+    """The gate of a gated MLP where it is not SiLU. `mlp: swiglu` names the gated, three-matrix MLP; its gate's
+    activation costs the same, so this changes what a run computes and what an engine file sets, not memory or step
+    time. GPT-OSS's experts compute quick_gelu(min(x_gate, clamp)) * (clip(x_up, -clamp, clamp) + linear_offset),
+    quick_gelu(x) = x * sigmoid(1.702 x) (transformers modeling_gpt_oss.py GptOssExperts, alpha 1.702 and the +1
+    fixed, limit = swiglu_limit; Megatron-LM --quick-geglu, megatron/core/fusions/fused_bias_geglu.py)."""
+
+    activation: Literal["quick_gelu"]
+    linear_offset: float = Field(
+        0.0, ge=-8, le=8, allow_inf_nan=False, description="added to the linear half (Megatron glu_linear_offset)"
+    )
+    clamp: float | None = Field(
+        None,
+        gt=0,
+        le=1e4,
+        allow_inf_nan=False,
+        description="the gate half clamped above and the linear half to +-clamp (activation_func_clamp_value)",
+    )
+
+
 class ModelSpec(Frozen):
     """A decoder-only stack, in the schema of DESIGN.md (model_specs/NAME.yaml)."""
 
@@ -180,6 +200,7 @@ class ModelSpec(Frozen):
     head_dim: Int | None = Field(None, gt=0, le=MAX_WIDTH, description="default hidden_size / heads")
     ffn_hidden_size: Int = Field(gt=0, le=MAX_WIDTH)
     mlp: Literal["gelu", "swiglu"] = "gelu"
+    gate: GateSpec | None = Field(None, description="a gated MLP's gate where it is not SiLU (GPT-OSS)")
     vocab_size: Int = Field(gt=0, le=MAX_VOCAB)
     max_seq_len: Int = Field(gt=0, le=MAX_SEQ_LEN)
     tied_embeddings: bool = True
@@ -212,6 +233,8 @@ class ModelSpec(Frozen):
     def _check(self) -> ModelSpec:
         self._check_heads()
         self._check_layout()
+        if self.gate is not None and self.mlp != "swiglu":
+            raise ValueError(f"gate {self.gate.activation} needs mlp: swiglu (a gated MLP), got mlp: {self.mlp}")
         if self.qkv_bias and self.attention is not None and self.attention.kind == "mla":
             raise ValueError("qkv_bias with attention kind mla: MLA has no q/k/v projections to bias alone")
         if self.params is not None:

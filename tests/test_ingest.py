@@ -1569,3 +1569,41 @@ def test_logs_of_two_engines_joined_into_one_file_are_refused():
         with pytest.raises(PlannerError, match="holds the step lines of megatron and torchtitan"):
             read_log(text, source="joined")
     assert read_log(megatron + titan, source="joined", engine="torchtitan").engine == "torchtitan"
+
+
+_GPT_OSS_WIDTHS = {
+    "num_layers": "24", "hidden_size": "2880", "num_attention_heads": "64", "ffn_hidden_size": "2880",
+    "padded_vocab_size": "201088", "seq_length": "4096",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stated", "gate"),
+    [
+        # argument dump: --quick-geglu --glu-linear-offset 1.0 --activation-func-clamp-value 7.0 (GPT-OSS)
+        ({"quick_geglu": "True", "glu_linear_offset": "1.0", "activation_func_clamp_value": "7.0"}, (1.0, 7.0)),
+        # Megatron-Bridge configuration: a gated unit on quick_gelu, no offset or clamp
+        ({"model.gated_linear_unit": "True", "model.activation_func._target_": "megatron.core.fusions.fused_bias_geglu."
+          "quick_gelu"}, (0.0, None)),
+    ],
+)  # fmt: skip
+def test_megatron_quick_geglu_is_read_as_a_gated_mlp_with_its_gate(stated, gate):
+    """Megatron's --quick-geglu (argument_utils.py: gated_linear_unit with quick_gelu) was read as a plain GELU MLP,
+    two matrices where it trains three: it is the spec's swiglu with GPT-OSS's gate, its offset and clamp."""
+    from planner.io.logs.megatron_args import config_from_args
+
+    read = config_from_args(_GPT_OSS_WIDTHS | stated, deepspeed={})
+    model = ModelSpec(name="read", **read["model"])
+    assert model.mlp == "swiglu" and model.mlp_matrices == 3
+    assert model.gate is not None and (model.gate.linear_offset, model.gate.clamp) == gate
+
+
+def test_a_gated_mlp_on_another_activation_is_refused_by_name():
+    """A gated unit on GELU (GeGLU) is no spec's MLP: the model is not read, and the reason names it."""
+    from planner.io.logs.megatron_args import config_from_args
+
+    stated = {"model.gated_linear_unit": "True", "model.activation_func._target_": "torch.nn.functional.gelu"}
+    read = config_from_args(_GPT_OSS_WIDTHS | stated, deepspeed={})
+    assert read["model"] is None and read["model_unrepresented"] == [
+        "a gated MLP on gelu (a spec's gated MLP is SiLU or quick-GELU)"
+    ]

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from planner.errors import PlannerError
 from planner.io.catalog import load_model
 from planner.layers import LayerKind, mamba_params, mla_params
-from planner.specs import AttentionSpec, MambaSpec, ModelSpec, MoESpec
+from planner.specs import AttentionSpec, GateSpec, MambaSpec, ModelSpec, MoESpec
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -103,6 +103,7 @@ def test_config_json_imports_to_the_published_counts_and_the_catalog_layout(name
     # what --emit megatron writes as --rotary-base and --norm-epsilon: the config's, or its class's defaults
     # (Gemma 3's config.json states neither: Gemma3TextConfig's 1e6 and 1e-6)
     assert (imported.rope_theta, imported.norm_eps) == (entry.rope_theta, entry.norm_eps)
+    assert imported.gate == entry.gate  # what --emit megatron writes as --quick-geglu and its offset and clamp
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -584,3 +585,25 @@ def test_a_text_config_without_model_type_is_named_by_the_whole_model_s():
             warnings.simplefilter("always")
             _spec_of(qwen3_vl)
     assert not [w for w in said if "not a family" in str(w.message)]
+
+
+def test_gpt_oss_imports_its_clamped_quick_gelu_gate_and_says_nothing_of_it(tmp_path):
+    """GPT-OSS's experts compute (clip(up, 7) + 1) * quick_gelu(min(gate, 7)) (modeling_gpt_oss.py GptOssExperts):
+    the import holds it in the spec's gate, from the config's swiglu_limit or GptOssConfig's default of 7.0, and no
+    longer reads it past with a warning."""
+    from planner.io.hf_config import hf_fields
+
+    cfg = json.loads((CONFIGS / "gpt_oss_20b.json").read_text())
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        spec = ModelSpec(**hf_fields(cfg, CONFIGS / "gpt_oss_20b.json", "gpt-oss"))
+    told = " ".join(str(w.message) for w in said)
+    assert "rope_scaling yarn" in told and "swiglu_limit" not in told and "SwiGLU" not in told
+    assert spec.mlp == "swiglu" and spec.gate == GateSpec(activation="quick_gelu", linear_offset=1.0, clamp=7.0)
+    tighter = {k: v for k, v in cfg.items() if k != "swiglu_limit"} | {"swiglu_limit": 5.0}
+    assert ModelSpec(**hf_fields(tighter, CONFIGS / "gpt_oss_20b.json", "gpt-oss")).gate.clamp == 5.0
+    unstated = {k: v for k, v in cfg.items() if k != "swiglu_limit"}
+    assert ModelSpec(**hf_fields(unstated, CONFIGS / "gpt_oss_20b.json", "gpt-oss")).gate.clamp == 7.0
+    assert spec.num_params == ModelSpec(**(spec.model_dump() | {"gate": None})).num_params  # the same shape
+    with pytest.raises(ValueError, match="gate quick_gelu needs mlp: swiglu"):
+        ModelSpec(**(spec.model_dump() | {"mlp": "gelu"}))

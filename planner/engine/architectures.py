@@ -1,8 +1,8 @@
 """Which model architectures an engine trains: the features of a model spec beyond a plain GPT/Llama transformer
-(pre-norm attention and MLP blocks, MHA/GQA, RoPE or learned positions, GELU or SwiGLU), and the ones each engine
-implements (`rules.model_features`; null: any, an engine that trains the PyTorch or Hugging Face module it is
-handed). A model with a feature the engine lacks is refused by name: the engine would train another model, or
-none, and its plans are not ranked.
+(pre-norm attention and MLP blocks, MHA/GQA, RoPE or learned positions, GELU or SwiGLU with a SiLU gate), and the
+ones each engine implements (`rules.model_features`; null: any, an engine that trains the PyTorch or Hugging Face
+module it is handed). A model with a feature the engine lacks is refused by name: the engine would train another
+model, or none, and its plans are not ranked.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from planner.specs import ModelSpec
 
 ModelFeature = Literal[
     "moe", "mla", "mamba", "sliding_window", "chunked_attention", "attention_sinks", "qk_norm", "sandwich_norm", "mtp",
-    "no_position_embedding",
+    "no_position_embedding", "quick_geglu",
 ]  # fmt: skip
 MODEL_FEATURES: tuple[ModelFeature, ...] = get_args(ModelFeature)
 FEATURE_NAMES: dict[ModelFeature, str] = {
@@ -28,6 +28,7 @@ FEATURE_NAMES: dict[ModelFeature, str] = {
     "sandwich_norm": "sandwich norms",
     "mtp": "multi-token prediction",
     "no_position_embedding": "position_embedding none",
+    "quick_geglu": "clamped quick-GELU gate (GPT-OSS's MLP)",
 }
 
 
@@ -46,6 +47,7 @@ def model_features(model: ModelSpec) -> list[ModelFeature]:
         "sandwich_norm": model.sandwich_norm,
         "mtp": model.mtp_layers > 0,
         "no_position_embedding": model.position_embedding == "none",
+        "quick_geglu": model.gate is not None,
     }
     return [f for f in MODEL_FEATURES if has[f]]
 

@@ -29,7 +29,7 @@ from planner.errors import PlannerError
 from planner.io import hf_families as fam
 from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_theta
 from planner.io.hf_moe import moe_fields
-from planner.io.hf_unpriced import GATED_SILU, warn_unpriced
+from planner.io.hf_unpriced import GATED_SILU, gate_fields, warn_unpriced
 from planner.specs import MAX_LAYERS
 
 # The MLP's activation, the first found: Gemma's hidden_activation before its legacy hidden_act (GemmaMLP builds
@@ -66,6 +66,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "ffn_hidden_size": ffn,
         # relu, relu² (Nemotron-H) and gelu variants are plain two-matrix MLPs, which is what `mlp: gelu` counts
         "mlp": "swiglu" if gated else "gelu",
+        "gate": gate_fields(c),
         "vocab_size": c.need("vocab_size"),
         "max_seq_len": c.need("max_position_embeddings", "n_positions", "n_ctx"),
         "tied_embeddings": c.get("tie_word_embeddings", family not in fam.UNTIED_BY_DEFAULT),

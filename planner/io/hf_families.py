@@ -72,6 +72,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 4,
         "attention_bias": True,
         "mlp_bias": True,  # GptOssExperts' gate_up_proj_bias and down_proj_bias, always; the router's too
+        "swiglu_limit": 7.0,
     },
     # transformers/models/llama4/configuration_llama4.py, Llama4TextConfig
     "llama4_text": {

@@ -28,14 +28,28 @@ UNPRICED: dict[str, tuple[str, tuple[Any, ...]]] = {
 
 GATED_SILU = ("silu", "swish", "swiglu")  # the gated MLP the spec's `swiglu` names; another activation costs the same
 
+# Families whose gated MLP's gate is not SiLU, as their modeling file fixes it (the spec's `gate`): the activation,
+# the offset added to the linear half and the config key of the clamp. transformers modeling_gpt_oss.py
+# GptOssExperts: gate * sigmoid(1.702 gate) * (up + 1), gate clamped above and up to +-swiglu_limit.
+GATES: dict[str, tuple[str, float, str]] = {"gpt_oss": ("quick_gelu", 1.0, "swiglu_limit")}
+
+
+def gate_fields(c: HfConfig) -> dict[str, Any] | None:
+    """The spec's `gate` for a family whose gated MLP's gate its modeling file fixes (GATES); None for SiLU's."""
+    if c.family not in GATES:
+        return None
+    activation, offset, clamp = GATES[c.family]
+    return {"activation": activation, "linear_offset": offset, "clamp": c.get(clamp)}
+
 
 def warn_unpriced(c: HfConfig, *, gated: bool = False, act: str | None = None) -> None:
     """One warning naming each UNPRICED key the config sets to something other than a no-op, and a gated MLP's
     activation other than SiLU (Gemma's GeGLU: priced as SwiGLU, whose shape and cost it has)."""
+    read = GATES[c.family][2] if c.family in GATES else None  # the spec's gate holds it
     said = [
         f"{key} {_value(c.raw[key])} ({what})"
         for key, (what, noop) in UNPRICED.items()
-        if c.raw.get(key) is not None and c.raw[key] not in noop
+        if c.raw.get(key) is not None and c.raw[key] not in noop and key != read
     ]
     if gated and act is not None and act not in GATED_SILU:
         said.append(f"activation {act!r} of a gated MLP (the spec's swiglu: the same shape and cost)")

@@ -303,8 +303,14 @@ def megatron_model_violations(a: dict[str, str | bool], model: ModelSpec) -> lis
         out.append("--norm-epsilon differs from norm_eps")
     if a.get("--normalization") != ("RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"):
         out.append("normalization")
-    if ("--swiglu" in a) != (model.mlp == "swiglu"):
-        out.append("--swiglu")
+    gate = model.gate
+    if ("--swiglu" in a) != (model.mlp == "swiglu" and gate is None) or ("--quick-geglu" in a) != (gate is not None):
+        out.append("--swiglu / --quick-geglu")  # argument_utils.py: gated SiLU, or GPT-OSS's gated quick_gelu
+    if gate is not None and (
+        float(a.get("--glu-linear-offset", 0.0)) != gate.linear_offset
+        or a.get("--activation-func-clamp-value") != (None if gate.clamp is None else f"{gate.clamp:g}")
+    ):
+        out.append("the gate's linear offset or clamp")  # glu_linear_offset, activation_func_clamp_value
     if ("--untie-embeddings-and-output-weights" in a) == model.tied_embeddings:
         out.append("tied/untied embeddings")
     if ("--disable-bias-linear" in a) == model.has_bias:

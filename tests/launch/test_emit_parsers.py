@@ -101,7 +101,7 @@ MEGATRON_LM_ONLY = {
     "--ckpt-format", "--micro-batch-size", "--global-batch-size", "--seq-length", "--max-position-embeddings",
     "--position-embedding-type", "--rotary-base", "--swiglu", "--untie-embeddings-and-output-weights",
     "--group-query-attention", "--tokenizer-type", "--vocab-size", "--make-vocab-size-divisible-by",
-    "--num-experts", "--moe-aux-loss-coeff", "--window-size", "--window-attn-skip-freq",
+    "--num-experts", "--moe-aux-loss-coeff", "--window-size", "--window-attn-skip-freq", "--quick-geglu",
 }  # fmt: skip
 
 
@@ -136,6 +136,7 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
     tc = pytest.importorskip("megatron.core.transformer.transformer_config", reason="pip install -e '.[engines]'")
     import torch
     import torch.nn.functional as F
+    from megatron.core.fusions.fused_bias_geglu import quick_gelu  # argument_utils.py l.279 imports this one
 
     path, plan = _emitted(tmp_path, "megatron", case)
     model = load_model(PLANS[case][0])
@@ -157,6 +158,8 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
     # arguments.py core_transformer_config_from_args: the flags that set fields under other names
     if "--swiglu" in args:
         kw |= {"gated_linear_unit": True, "activation_func": F.silu, "bias_activation_fusion": False}
+    if "--quick-geglu" in args:  # argument_utils.py: gated quick_gelu; bias_activation_fusion = bias_gelu_fusion, on
+        kw |= {"gated_linear_unit": True, "activation_func": quick_gelu, "bias_activation_fusion": True}
     if "--num-experts" in args:
         kw["num_moe_experts"] = int(args["--num-experts"])
         kw["moe_aux_loss_coeff"] = float(args["--moe-aux-loss-coeff"])
@@ -189,6 +192,9 @@ def test_megatron_core_builds_the_transformer_config(tmp_path, case):
         assert (cfg.num_query_groups or cfg.num_attention_heads, cfg.kv_channels) == (model.kv_heads, model.head_size)
     assert cfg.mtp_num_layers == (model.mtp_layers or None)
     assert cfg.gated_linear_unit == (model.mlp == "swiglu") and cfg.add_bias_linear == model.has_bias
+    if model.gate is not None:  # GPT-OSS: (x_linear + 1) * quick_gelu(x_glu), both halves clamped at 7
+        assert cfg.activation_func is quick_gelu
+        assert (cfg.glu_linear_offset, cfg.activation_func_clamp_value) == (model.gate.linear_offset, model.gate.clamp)
     assert cfg.layernorm_epsilon == (model.norm_eps or 1e-5) and cfg.hidden_dropout == cfg.attention_dropout == 0.0
     assert (cfg.tensor_model_parallel_size, cfg.sequence_parallel) == (plan.tp, plan.sp)
 

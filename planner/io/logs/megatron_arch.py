@@ -1,8 +1,9 @@
 """The architecture a Megatron argument dump (or Megatron-Bridge configuration) states beyond a GPT layer's sizes:
-MLA, q/k norms, sliding windows and attention sinks, multi-token prediction, the MoE layer list and group-limited
-routing. Field names and meanings are TransformerConfig's (megatron/core/transformer/transformer_config.py
-@d98e8a64; MLATransformerConfig for MLA, utils.py is_layer_window_attention for the windows). What a model spec
-cannot hold is named, so the run is not read as another model."""
+the gated MLP's gate, MLA, q/k norms, sliding windows and attention sinks, multi-token prediction, the MoE layer
+list and group-limited routing. Field names and meanings are TransformerConfig's
+(megatron/core/transformer/transformer_config.py @d98e8a64; MLATransformerConfig for MLA, utils.py
+is_layer_window_attention for the windows). What a model spec cannot hold is named, so the run is not read as
+another model."""
 
 from __future__ import annotations
 
@@ -102,3 +103,20 @@ def _windows(window: Any, skip: Any, layers: int | None) -> tuple[str | None, st
     if isinstance(skip, list) and len(skip) == layers:
         return "".join("S" if w else "G" for w in skip), None
     return None, f"window_attn_skip_freq {skip!r} for {layers} layers"
+
+
+def mlp_fields(a: Args, activation: str) -> tuple[str, dict[str, Any] | None, list[str]]:
+    """(the spec's mlp, its gate, what it cannot hold). --swiglu, or a gated unit on SiLU, is the spec's swiglu;
+    --quick-geglu (GPT-OSS: argument_utils.py l.323 @d98e8a64, gated quick_gelu) the same with a gate, its offset and
+    clamp read from glu_linear_offset and activation_func_clamp_value (TransformerConfig, flags since 639c08ab8);
+    a gated unit on another activation is no spec's MLP."""
+    quick = a.get("quick_geglu") or (a.get("gated_linear_unit") and activation.endswith("quick_gelu"))
+    if quick:
+        offset, clamp = a.get("glu_linear_offset") or 0.0, a.get("activation_func_clamp_value")
+        return "swiglu", {"activation": "quick_gelu", "linear_offset": float(offset), "clamp": clamp}, []
+    if a.get("swiglu") or (a.get("gated_linear_unit") and activation.endswith("silu")):
+        return "swiglu", None, []
+    if a.get("gated_linear_unit"):
+        act = activation.rsplit(".", 1)[-1]
+        return "gelu", None, [f"a gated MLP on {act} (a spec's gated MLP is SiLU or quick-GELU)"]
+    return "gelu", None, []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.io.logs.megatron_arch import architecture, literal
+from planner.io.logs.megatron_arch import architecture, literal, mlp_fields
 from planner.io.logs.megatron_layers import chunk_layers, group_notes, split_notes, stated_split
 from planner.io.logs.megatron_software import software
 
@@ -222,7 +222,7 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
     kv_channels = a.get("kv_channels")
     ffn = a.get("ffn_hidden_size")
     activation = str(a.values.get("model.activation_func._target_"))
-    gated = a.get("swiglu") or (a.get("gated_linear_unit") and activation.endswith("silu"))
+    mlp, gate, unread = mlp_fields(a, activation)
     untie = a.get("untie_embeddings_and_output_weights")
     share = a.get("share_embeddings_and_output_weights")
     norm = str(a.get("normalization") or "LayerNorm")
@@ -232,7 +232,8 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
         "num_attention_heads": heads,
         "num_kv_heads": groups or heads,
         "ffn_hidden_size": ffn,
-        "mlp": "swiglu" if gated else "gelu",
+        "mlp": mlp,
+        "gate": gate,
         "vocab_size": a.get("logged_padded_vocab", "padded_vocab_size", "vocab_size"),
         "max_seq_len": seq_len,
         "tied_embeddings": bool(share) if share is not None else not untie,
@@ -252,7 +253,7 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
         problems.append(f"position_embedding_type {kind}")
     if a.get("squared_relu") or activation.endswith("squared_relu"):  # argument_utils.py l.320 @d98e8a64
         problems.append("a squared-ReLU MLP (squared_relu; a spec's MLP is gelu or swiglu)")
-    return model | more, problems
+    return model | more, problems + unread
 
 
 def config_from_args(raw: dict[str, str], *, deepspeed: dict[str, Any], cut_after: str | None = None) -> dict[str, Any]:

@@ -19,10 +19,10 @@ NOT_ARCHITECTURE = {"name", "aliases", "params", "max_seq_len", "norm_eps"}
 
 def plain_transformer(model: ModelSpec) -> bool:
     """A GPT/Llama transformer that its sizes describe whole: no experts, attention variants (q/k norms, windows,
-    sinks, MLA, q/k/v biases alone), explicit head width, Mamba layers, MTP or sandwich norms. An engine's model of
-    the same sizes builds it; anything more is matched field for field (catalog_match)."""
+    sinks, MLA, q/k/v biases alone), a gate other than SiLU, explicit head width, Mamba layers, MTP or sandwich
+    norms. An engine's model of the same sizes builds it; anything more is matched field for field (catalog_match)."""
     plain = model.moe is None and model.attention is None and model.head_dim is None and model.mamba is None
-    plain = plain and not model.qkv_bias
+    plain = plain and not model.qkv_bias and model.gate is None
     return plain and model.layer_pattern is None and model.mtp_layers == 0 and not model.sandwich_norm
 
 

@@ -103,8 +103,7 @@ def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") 
     a += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
     if model.norm_eps is not None:
         a += ["--norm-epsilon", f"{model.norm_eps:g}"]
-    if model.mlp == "swiglu":
-        a.append("--swiglu")
+    a += mlp_args(model)
     if not model.has_bias:
         a.append("--disable-bias-linear")
         if model.qkv_bias:
@@ -197,4 +196,21 @@ def moe_args(model: ModelSpec, dispatcher: str = "alltoall") -> list[str]:
     capacity = m.capacity_factor  # None: dropless
     if capacity is not None:
         a += ["--moe-expert-capacity-factor", f"{capacity:g}", "--moe-pad-expert-input-to-capacity"]
+    return a
+
+
+def mlp_args(model: ModelSpec) -> list[str]:
+    """The gated MLP's flags: --swiglu, or GPT-OSS's gate as --quick-geglu (arguments.py, argument_utils.py: gated
+    quick_gelu) with --glu-linear-offset and --activation-func-clamp-value (TransformerConfig fields, flags since
+    Megatron-LM 639c08ab8, 2026-01: fused_bias_geglu.py applies both); a plain MLP is Megatron's default gelu."""
+    gate = model.gate
+    if model.mlp != "swiglu":
+        return []
+    if gate is None:
+        return ["--swiglu"]
+    a = ["--quick-geglu"]
+    if gate.linear_offset:
+        a += ["--glu-linear-offset", f"{gate.linear_offset:g}"]
+    if gate.clamp is not None:
+        a += ["--activation-func-clamp-value", f"{gate.clamp:g}"]
     return a
