@@ -12,6 +12,7 @@ markdown tables. Takes about ten seconds on two cores (the tests run a reduced s
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from pathlib import Path
 
@@ -36,6 +37,26 @@ def _in_sample(paths: list[Path]) -> None:
     inside = [r for r in report.runs if r.uncertainty and "tokens_per_s_per_gpu" in r.measured]
     hits = sum(inside_interval(r) for r in inside)
     print(f"\nin-sample runs inside their 80% interval: {hits} of {len(inside)} ({hits / len(inside):.0%})")
+    _memory_coverage([r for r in report.runs if r.uncertainty and "peak_memory_bytes" in r.measured])
+
+
+def _memory_coverage(runs: list) -> None:
+    """The memory interval's coverage: in-sample, and with each run judged by a memory base fitted without it (the
+    rest of its half-width, the widening for its distance from the runs, kept)."""
+    from planner.fit.intervals import Z, memory_base
+    from planner.render.accuracy import inside_memory_interval, memory_log_error
+
+    errors = [memory_log_error(r) for r in runs]
+    base, held = memory_base(errors, Z), 0
+    for i, r in enumerate(runs):
+        half = math.log1p(r.uncertainty.peak_memory_rel) / Z
+        without = memory_base(errors[:i] + errors[i + 1 :], Z)
+        held += abs(errors[i]) <= Z * math.sqrt(max(0.0, half**2 - base**2) + without**2)
+    hits, n = sum(inside_memory_interval(r) for r in runs), len(runs)
+    print(
+        f"peak memory inside its 80% interval: {hits} of {n} in-sample ({hits / n:.0%}), {held} of {n} "
+        f"({held / n:.0%}) with each run left out of the memory base"
+    )
 
 
 def _held_out(paths: list[Path]) -> None:

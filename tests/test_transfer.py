@@ -80,6 +80,23 @@ def test_the_shipped_interval_holds_80_percent_of_the_held_out_runs_in_every_spl
     assert set(interval.widen) == set(DISTANCES)
 
 
+def test_the_shipped_memory_interval_holds_80_percent_of_the_stated_peaks():
+    """The memory interval the engine profiles ship (memory_base, fitted by planner calibrate --behaviour to the
+    runs' peak-memory errors) holds 75-85% of the peaks the runs state, counted as each run counts its peak: a
+    memory model changed without refitting it fails here. Every profile ships the same base."""
+    from planner.fit.validate import validate_runs
+    from planner.io.catalog import load_yaml
+    from planner.render.accuracy import inside_memory_interval
+
+    report = validate_runs([r for p in RUNS for r in load_yaml(Path(p))])
+    runs = [r for r in report.runs if r.uncertainty and "peak_memory_bytes" in r.measured]
+    assert len(runs) >= 20
+    share = sum(inside_memory_interval(r) for r in runs) / len(runs)
+    assert 0.75 <= share <= 0.85, share
+    bases = {load_engine(n).behaviour.interval.memory_base for n in ("megatron", "torchtitan", "llm-foundry")}
+    assert len(bases) == 1
+
+
 def test_held_out_runs_carry_the_distances_of_their_split(folds):
     gpu = _by_fold(folds, "gpu")
     assert all("gpu" in h.distances for h in gpu["mi325x"].held)  # no other run on the GPU

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich import box
@@ -183,6 +184,18 @@ def inside_interval(r: RunResult) -> bool:
     lo, hi = r.uncertainty.tokens_per_s_interval
     per_gpu = r.predicted["tokens_per_s_per_gpu"] / r.predicted["tokens_per_s"]
     return lo * per_gpu <= r.measured["tokens_per_s_per_gpu"] <= hi * per_gpu
+
+
+def memory_log_error(r: RunResult) -> float:
+    """log(predicted / measured) of the run's peak memory, counted as the run counts its peak."""
+    return math.log(r.predicted["peak_memory_bytes"] / r.measured["peak_memory_bytes"])
+
+
+def inside_memory_interval(r: RunResult) -> bool:
+    """Whether the measured peak memory lies in the run's 80% memory interval: within its log half-width
+    (log(1 + peak_memory_rel), cost/uncertainty.py) of the prediction as the run counts its peak."""
+    assert r.uncertainty is not None
+    return abs(memory_log_error(r)) <= math.log1p(r.uncertainty.peak_memory_rel)
 
 
 def _print_side_by_side(console: Console, shipped: Validation, calibrated: Validation, folder: str) -> None:
