@@ -347,22 +347,30 @@ def test_the_search_at_the_chosen_pair_is_the_probes_own_where_it_would_be_the_s
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`planner scale` (top 1) with --global-batch auto searched each count's chosen (count, batch) twice: once as a
-    probe, once as the count's search. Now each pair once, and the result is the one a fresh search gives."""
+    probe, once as the count's search. Now each pair once where the caller reads the plans alone (counted=False,
+    as scale does), and the result's plans are the ones a fresh search gives. The probes never count their
+    rejections in full, so a caller that reads the counts (search's own top 1) has the chosen pair searched again,
+    counting."""
     import planner.api as api
 
     monkeypatch.setenv("PLANNER_JOBS", "1")
-    asked: list[tuple[int, int]] = []
+    asked: list[tuple[int, int, bool]] = []
     real = api.run_search
 
-    def counted(*args, **kwargs):
-        asked.append((kwargs["gpus"], kwargs["global_batch"]))
+    def logged(*args, **kwargs):
+        asked.append((kwargs["gpus"], kwargs["global_batch"], kwargs.get("counts", True)))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(api, "run_search", counted)
-    a = search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=1, advice=False)
-    assert len(asked) == len(set(asked)) == 3  # 512, 1024, 2048 sequences, each once
+    monkeypatch.setattr(api, "run_search", logged)
+    kw = {"gpus": 1024, "hardware": None, "engine": None, "global_batch": "auto", "advice": False}
+    a = search_advised("llama3-70b", top=1, counted=False, **kw)
+    assert len(asked) == len(set(asked)) == 3 and not any(c for *_, c in asked)  # 512, 1024, 2048, each once
     fresh = real("llama3-70b", gpus=1024, global_batch=a.result.space.global_batch, top=1)
-    assert a.result.top[0].plan == fresh.top[0].plan and a.result.evaluated == fresh.evaluated
+    assert a.result.top[0].plan == fresh.top[0].plan
     asked.clear()
-    search_advised("llama3-70b", gpus=1024, hardware=None, engine=None, global_batch="auto", top=2, advice=False)
+    b = search_advised("llama3-70b", top=1, **kw)
+    assert len(asked) == 4 and asked[-1][2]  # the chosen pair again, counting
+    assert b.result.top[0].plan == fresh.top[0].plan and b.result.evaluated == fresh.evaluated
+    asked.clear()
+    search_advised("llama3-70b", top=2, counted=False, **kw)
     assert len(asked) == 4  # top 2 is not the probes' search: the chosen pair is searched again

@@ -63,11 +63,13 @@ def search_advised(
     progress: Callable[[int, int], None] | None = None,
     keep_rejections: bool = False,
     defer_advice: bool = False,
+    counted: bool = True,
     **options: Any,
 ) -> Advised:
     """The search `run_search` does, at the count of a `LO..HI` range and the batch `auto` choose (the largest
     count, and the smallest batch, whose best plan reaches WELL of the best tokens/s per GPU), with advice (its
-    probe searches left to Advised.finish with `defer_advice`)."""
+    probe searches left to Advised.finish with `defer_advice`). `counted` false: the caller reads the result's plans,
+    not its rejection counts where a plan was found (planner scale), so a probe's result can serve."""
     from planner.api import run_search
 
     spec = model if isinstance(model, ModelSpec) else load_model(model)
@@ -75,14 +77,12 @@ def search_advised(
     count, batch = _counts_and_batch(gpus, global_batch)
     seq_len, bound = _step_tokens(spec, batch, options.get("seq_len"), max_tokens_per_step)
     rate, options = _with_failures(hw, options)
-    # where this search is one the probes make (top 1, nothing kept beyond them), the probe's own result serves
-    same = options.get("top") == 1 and not keep_rejections and progress is None
-    kept: dict[tuple[int, int], SearchResult] | None = {} if same else None
+    kept = _kept_for(options, progress, more=keep_rejections or counted)
     probe = _probe(spec, hw, engine, options, kept)
     counts = range_counts(count, hw) if isinstance(count, str) else [count]
     c = choose(probe, counts, batch, seq_len=seq_len, bound=bound)
     chosen, b = c.gpus, c.batch
-    result = (kept or {}).get((chosen, b)) or run_search(
+    result = _planned((kept or {}).get((chosen, b))) or run_search(
         spec, gpus=chosen, hardware=hw, engine=engine, progress=progress, keep_rejections=keep_rejections,
         **_at(hw, chosen, options, b),
     )  # fmt: skip
@@ -124,6 +124,20 @@ def _advised(
     return said if narrowed is probe else _probed_with(said, result)
 
 
+def _kept_for(
+    options: dict[str, Any], progress: Callable[[int, int], None] | None, *, more: bool
+) -> dict[tuple[int, int], SearchResult] | None:
+    """Where the probes keep their results: where this search is one they make (top 1, no progress to show, nothing
+    `more` kept or counted beyond them), so that a probe's result serves it; else None."""
+    return {} if options.get("top") == 1 and not more and progress is None else None
+
+
+def _planned(result: SearchResult | None) -> SearchResult | None:
+    """A probe's result where it found a plan; else None (its counts are partial, and a search that found nothing
+    is told by them: the search runs again, counting)."""
+    return result if result is not None and result.top else None
+
+
 def _probed_with(said: list[Advice], result: SearchResult) -> list[Advice]:
     """The advice, saying which engine and precision its probes searched (_narrowed)."""
     top = result.top[0]
@@ -162,18 +176,20 @@ def _probe(
 ) -> Probe:
     """best_at(gpus, batch): the top-1 search's tokens/s per GPU, what its goodput keeps where failures are priced
     (None when nothing fits or no degrees do); each search's result put in `kept` where given (a search run in
-    this process: a forked worker's stays there), for the search at the chosen pair not to run again (`planner
-    scale` searched each count's chosen pair twice, a sixth of its searches with --global-batch auto)."""
+    this process: a forked worker's stays there), for the search at the chosen pair not to run again where it
+    found a plan (`planner scale` searched each count's chosen pair twice). Only the best plan is read: no search
+    counts its rejections in full (that took 1.5-2.4x as long a search, more than the one search it saved:
+    benchmarks/bench_probes.py, Kimi-K2 on 36,864 GB200s with --global-batch auto, 14.1 s against 8.3)."""
     from planner.api import run_search
 
     def best_at(g: int, b: int) -> float | None:
-        try:  # only the best plan is read, unless the result is kept: the counts in full only then
+        try:
             res = run_search(
                 spec,
                 gpus=g,
                 hardware=hw,
                 engine=engine,
-                counts=kept is not None,
+                counts=False,
                 **{**_at(hw, g, options, b), "top": 1},
             )
         except PlannerError:

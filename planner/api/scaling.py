@@ -196,7 +196,9 @@ def scale(
 
     def point(g: int) -> ScalePoint:
         try:
-            found = search_advised(spec, gpus=g, hardware=hw, engine=engine, advice=False, **search_options)
+            found = search_advised(
+                spec, gpus=g, hardware=hw, engine=engine, advice=False, counted=False, **search_options
+            )
         except PlannerError as e:  # no degrees make up this count, or more GPUs than the cluster holds
             return ScalePoint(g, None, note=str(e), refused=True)
         p = _point(g, found.result, tokens)
