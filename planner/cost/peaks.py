@@ -269,7 +269,8 @@ class PeakMemory:
             for moment, pipeline, weights_share, grads_share in load.moments:
                 held = moment.held
                 keep, work = held_activations(*rank_pieces, in_flight=held, layers=layers, engine=engine)
-                work = layers_work_bytes(work, load.logits, loss_apart=load.apart)
+                if load.logits:  # the loss's stage alone: elsewhere the working set adds in full
+                    work = layers_work_bytes(work, load.logits, loss_apart=load.apart)
                 at = state.alive(weights_share, grads_share)
                 total = stage_total_bytes(at, reserved, held, keep, work, load.logits, pipeline)
                 if total > best:
