@@ -44,9 +44,9 @@ def _memory_coverage(runs: list) -> None:
     """The memory interval's coverage: in-sample, and with each run judged by a memory base fitted without it (the
     rest of its half-width, the widening for its distance from the runs, kept)."""
     from planner.fit.intervals import Z, memory_base
-    from planner.render.accuracy import inside_memory_interval, memory_log_error
+    from planner.render.accuracy import inside_memory_interval, run_memory_log_error
 
-    errors = [memory_log_error(r) for r in runs]
+    errors = [run_memory_log_error(r) for r in runs]
     base, held = memory_base(errors, Z), 0
     for i, r in enumerate(runs):
         half = math.log1p(r.uncertainty.peak_memory_rel) / Z

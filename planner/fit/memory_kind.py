@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from planner.cost.memory import MemoryReport
 from planner.hardware import HardwareProfile
 
@@ -20,3 +22,9 @@ def comparable_peak_bytes(mem: MemoryReport, hw: HardwareProfile, kind: str | No
     if kind == "max_reserved":
         return mem.total_bytes - hw.reserved.cuda_context_bytes - hw.reserved.comm_workspace_bytes
     return mem.total_bytes
+
+
+def memory_log_error(predicted_bytes: float, measured_bytes: float) -> float:
+    """log(predicted / measured) of a run's peak, both counted as the run counts it (comparable_peak_bytes): what
+    the memory interval spreads (fit/intervals.py memory_base) and is checked against."""
+    return math.log(predicted_bytes / measured_bytes)

@@ -13,6 +13,7 @@ from planner.cost.coster import Coster
 from planner.engine import Interval
 from planner.fit.crossval import Fold, cross_validate
 from planner.fit.intervals import Coverage, interval_model
+from planner.fit.memory_kind import memory_log_error
 from planner.fit.observations import Observation
 from planner.fit.partial_pooling import PooledFit, fit_pooled, log_residuals
 from planner.fit.step_tables import Tables, build_tables
@@ -55,7 +56,7 @@ def _before(o: Observation) -> float:
 def _memory(o: Observation) -> float | None:
     if not o.measured_peak_bytes:
         return None
-    return math.log(o.predicted_peak_bytes() / o.measured_peak_bytes)
+    return memory_log_error(o.predicted_peak_bytes(), o.measured_peak_bytes)
 
 
 def calibrate_behaviour(obs: list[Observation], *, splits: tuple[str, ...] = SPLITS) -> BehaviourCalibration:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.fit.calibrate import FitResult
+from planner.fit.memory_kind import memory_log_error
 from planner.fit.validate import RunResult, Validation
 from planner.render.console import natural_width, rich_console, wrap_words
 from planner.units import fmt_range
@@ -186,16 +187,16 @@ def inside_interval(r: RunResult) -> bool:
     return lo * per_gpu <= r.measured["tokens_per_s_per_gpu"] <= hi * per_gpu
 
 
-def memory_log_error(r: RunResult) -> float:
-    """log(predicted / measured) of the run's peak memory, counted as the run counts its peak."""
-    return math.log(r.predicted["peak_memory_bytes"] / r.measured["peak_memory_bytes"])
+def run_memory_log_error(r: RunResult) -> float:
+    """fit/memory_kind.py memory_log_error of the run's peak memory, as validate counts it."""
+    return memory_log_error(r.predicted["peak_memory_bytes"], r.measured["peak_memory_bytes"])
 
 
 def inside_memory_interval(r: RunResult) -> bool:
     """Whether the measured peak memory lies in the run's 80% memory interval: within its log half-width
     (log(1 + peak_memory_rel), cost/uncertainty.py) of the prediction as the run counts its peak."""
     assert r.uncertainty is not None
-    return abs(memory_log_error(r)) <= math.log1p(r.uncertainty.peak_memory_rel)
+    return abs(run_memory_log_error(r)) <= math.log1p(r.uncertainty.peak_memory_rel)
 
 
 def _print_side_by_side(console: Console, shipped: Validation, calibrated: Validation, folder: str) -> None:
