@@ -3,7 +3,7 @@
     python benchmarks/dtensor_ops.py [--model tiny] [--steps 40]
 
 One process, a gloo group of one rank: the worker's model (launch/model.py) with its tensor parallelism
-(launch/parallelize.py apply_tp) over a mesh of one, so every TP weight is a DTensor but nothing is sent. A
+(launch/tensor_parallel.py apply_tp) over a mesh of one, so every TP weight is a DTensor but nothing is sent. A
 TorchDispatchMode counts the ops whose arguments include a DTensor in the forward, the backward and the optimizer
 step (torch.optim.AdamW, as the worker), with and without sequence parallelism, recompute none, selective (op-level
 SAC) and full, and prints them
@@ -26,7 +26,8 @@ from torch.distributed.tensor import DTensor
 from planner.bench.dtensor import fastest_s, op_counter
 from planner.io.catalog import load_model
 from planner.launch.model import GPT, cross_entropy
-from planner.launch.parallelize import apply_ac, apply_tp
+from planner.launch.parallelize import apply_ac
+from planner.launch.tensor_parallel import apply_tp
 
 
 def _model(spec, *, tp: bool, sp: bool, recompute: str) -> GPT:

@@ -1,7 +1,11 @@
 """Shared test fixtures that are plain functions (pytest puts tests/ on sys.path)."""
 
+import contextlib
+import io
 import subprocess
 import sys
+import traceback
+import warnings
 
 from planner.hardware import Efficiency, GPUSpec, HardwareProfile, LinkTier, MatmulPoint, ReservedMemory
 
@@ -55,6 +59,37 @@ def make_engine(name: str = "megatron", **changes: object):
 
 
 def run_planner(*args: str, timeout_s: float = 120) -> tuple[int, str, str]:
-    """`python -m planner ARGS` as the console script runs it (through main()): (exit code, stdout, stderr)."""
+    """`planner ARGS` through main(), as the console script runs it, in this process: (exit code, stdout, stderr).
+    An error main() lets through is its traceback on stderr and exit 1, as Python's would be. A launch that runs
+    processes (neither --emit nor --dry-run) goes through a child process: run_planner_process.
+
+    In this process, not a child: a child's start (the interpreter, the CLI's imports) costs 0.6-1 s of a 2-core
+    CI box a call. What only a fresh process shows (what a command imports, its teardown, its terminal width, its
+    signal handlers) is tested with run_planner_process or a child of its own."""
+    if args and args[0] == "launch" and not {"--emit", "--dry-run"} & set(args):
+        return run_planner_process(*args, timeout_s=timeout_s)
+    from planner.cli import main
+    from planner.io.catalog import set_user_catalogs
+
+    set_user_catalogs([])  # as a fresh process: no catalog entry read before (a file a test rewrote is read again)
+    out, err = io.StringIO(), io.StringIO()
+    code, showwarning = 0, warnings.showwarning  # main() sets its own for the command's warnings
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except Exception:  # what the process would print: its traceback, exit 1
+            traceback.print_exc()
+            code = 1
+        finally:
+            warnings.showwarning = showwarning
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_planner_process(*args: str, timeout_s: float = 120) -> tuple[int, str, str]:
+    """`python -m planner ARGS` in a child process: (exit code, stdout, stderr)."""
     proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=timeout_s)
     return proc.returncode, proc.stdout, proc.stderr

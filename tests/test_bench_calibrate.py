@@ -428,7 +428,7 @@ def test_a_hardware_profile_that_makes_a_step_time_overflow_is_refused_by_name(t
     [("gpt3-125m", False, 26), ("gpt3-125m", True, 36), ("tiny", False, 16), ("tiny", True, 21)],
 )
 def test_the_optimizer_steps_every_dtensor_parameter_the_worker_holds(name, sp, tensors):
-    """The worker's model at 2 layers under apply_tp (launch/parallelize.py) holds these many DTensor parameters
+    """The worker's model at 2 layers under apply_tp (launch/tensor_parallel.py) holds these many DTensor parameters
     (counted on a mesh of one: gpt3-125m's biases and LayerNorm biases are DTensors too; the position table is not).
     The optimizer's per-tensor host cost counted weights only: 14 of gpt3-125m's 26."""
     from planner.cost.compute import plan_stage_shapes

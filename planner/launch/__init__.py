@@ -4,8 +4,8 @@ Pure modules (no torch import, so `planner memory` starts fast): ``layout`` (ran
 ``spec`` (model loading and rehearsal shrinking), ``command`` (worker/torchrun argv and the pre-flight check),
 ``machine`` (this host's cores and memory, the launch limits), ``rehearse`` (a plan shrunk to fit this host),
 ``processes`` (no orphaned workers), ``emit`` (torchrun / Slurm / Kubernetes, Megatron-LM / torchtitan /
-DeepSpeed). Torch modules, imported only by the worker process: ``model``, ``parallelize``, ``checkpoint``,
-``profile``, ``trainer``, ``worker``.
+DeepSpeed). Torch modules, imported only by the worker process: ``model``, ``parallelize``, ``tensor_parallel``,
+``checkpoint``, ``profile``, ``trainer``, ``worker``.
 """
 
 import os

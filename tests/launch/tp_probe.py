@@ -1,5 +1,5 @@
 """torchrun helper for test_tp_activations: the bytes one of the worker's layers saves for backward under its own
-tensor parallelism (launch/parallelize.py apply_tp, DTensor, gloo), counted with saved-tensor hooks on rank 0.
+tensor parallelism (launch/tensor_parallel.py apply_tp, DTensor, gloo), counted with saved-tensor hooks on rank 0.
 
     torchrun --standalone --nproc-per-node 2 tp_probe.py OUT_DIR
 
@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 from planner.launch.measured import ActivationCounter
 from planner.launch.model import GPT
-from planner.launch.parallelize import apply_tp
+from planner.launch.tensor_parallel import apply_tp
 from planner.specs import ModelSpec
 
 B, S, H, F = 2, 128, 256, 1024  # a Llama-style layer (RMSNorm, SwiGLU, RoPE), fp32
