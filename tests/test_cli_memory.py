@@ -117,7 +117,9 @@ def test_plan_file_round_trip(tmp_path):
 def test_grad_dtype_is_kept_by_the_plan_file_and_overridden_by_the_flag(tmp_path):
     """search --save keeps --grad-dtype under training:; memory --plan reads it; a flag wins over it."""
     path = tmp_path / "best.yaml"
-    code, _, err = run("search", "--model", "llama3-8b", "--gpus", "8", "--grad-dtype", "param", "--save", str(path))
+    code, _, err = run(
+        "search", "--model", "llama3-8b", "--gpus", "8", "--zero", "1", "--grad-dtype", "param", "--save", str(path)
+    )  # zero 1: its gradient buffer takes the dtype asked (FSDP2 plans keep fp32 gradients of fp32 shards)
     assert code == 0, err
     assert "grad_dtype: param" in path.read_text()
 
