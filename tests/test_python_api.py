@@ -43,6 +43,23 @@ def test_search_refuses_the_wrong_kinds_by_name(kwargs, said):
         search("llama3-8b", **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("model", "kwargs"),
+    [
+        ("llama3.1-405b", {"gpus": 1024, "hardware": "mi355x", "precision": "fp8-current"}),
+        ("nemotron-h-56b", {"gpus": 64, "engine": "torchtitan"}),
+    ],
+)
+def test_a_search_no_candidate_of_which_passes_the_rules_is_refused_as_the_command_refuses_it(model, kwargs):
+    """The command exits 2 with why; the API returned an empty result without a word (audit)."""
+    args = ["search", "-m", model, *(a for k, v in kwargs.items() for a in (f"--{k}", str(v)))]
+    code, _out, err = run_planner(*args)
+    assert code == 2
+    with pytest.raises(PlannerError) as caught:
+        search(model, **kwargs)
+    assert str(caught.value).startswith("no plan is valid:") and str(caught.value) in err
+
+
 def test_search_takes_a_range_and_auto_as_the_command_does():
     assert search("llama3-8b", gpus="32..64", top=1).gpus in (32, 64)
     assert search("llama3-8b", gpus=64, global_batch="auto", top=1).global_batch >= 1

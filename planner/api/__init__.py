@@ -205,4 +205,6 @@ def search(
     if model is None:
         raise PlannerError("no model given: pass a catalog name, a model YAML or config.json path, or a ModelSpec")
     found = search_advised(model, gpus=gpus, hardware=hardware, engine=engine, advice=False, **options)
+    if found.result.ruled_out:  # no candidate passed the engine's rules: refused, as the command refuses it
+        raise PlannerError(found.result.none_reason())
     return search_doc(found.result)
