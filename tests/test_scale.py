@@ -242,6 +242,27 @@ def test_a_count_whose_mfu_is_above_the_best_published_is_marked_as_estimate_mar
     assert code == 0 and f"{point['mfu']:.1%}?" in out and "? = MFU above the best published" in out, err
 
 
+def test_a_count_whose_memory_interval_passes_the_gpu_is_marked_as_search_marks_it():
+    """scale chose the plan search chose (DeepSeek-V3 on 1,152 GB200s in mxfp8) without the "may not fit" search
+    says of it, and its JSON had no such field (audit): each point carries may_not_fit and its peak memory, and the
+    footer names the counts, as search names its plans."""
+    from planner import search
+
+    common = ("-m", "deepseek-v3", "--hardware", "gb200-nvl72", "--gpus", "1152", "--precision", "mxfp8")
+    code, out, err = run("scale", *common, "--tokens", "15e12", "--json")
+    assert code == 0, err
+    point = json.loads(out)["points"][0]
+    best = search("deepseek-v3", hardware="gb200-nvl72", gpus=1152, precision="mxfp8", top=1).plans[0]
+    assert point["plan"] == {k: v for k, v in best.plan.items() if k != "engine"}
+    assert point["may_not_fit"] is best.may_not_fit is True
+    assert point["peak_memory_bytes"] == pytest.approx(best.memory.total_bytes)
+    hi = point["uncertainty"]["peak_memory_interval"][1]
+    assert point["peak_memory_bytes"] < 184.4 * 2**30 < hi  # fits by the prediction, not by the interval
+    code, out, err = run("scale", *common, "--tokens", "15e12")
+    said = " ".join(out.split())
+    assert code == 0 and "may not fit (the 80% interval of its memory passes the GPU): the plan at 1,152 GPUs" in said
+
+
 def test_a_range_on_a_cluster_reaches_the_clusters_size_and_stops_there():
     """gb200-nvl72-superpod holds 62,208 GPUs: 16384..131072 tried 73,728 and 131,072 (both refused as larger
     than the cluster) and never its own size."""

@@ -61,6 +61,8 @@ class ScalePoint:
     refused: bool = False  # the search refused its options at this count, or its rules ruled out every plan (note: why)
     plausibility: Plausibility | None = None  # the best plan's MFU against the best published (as estimate says it)
     uncertainty: Uncertainty | None = None  # the best plan's 80% intervals (as estimate and search give them)
+    peak_memory_bytes: float = 0.0  # the best plan's most loaded GPU
+    may_not_fit: bool = False  # it fits, but the 80% interval of its memory passes the GPU (as search flags it)
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -111,6 +113,8 @@ class ScalePoint:
             "plausibility": self.plausibility.as_dict() if self.plausibility else None,
             "uncertainty": self.uncertainty.as_dict() if self.uncertainty else None,
             "train_s_interval": list(interval) if interval else None,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "may_not_fit": self.may_not_fit,
         }
         return {
             "gpus": self.gpus,
@@ -258,6 +262,7 @@ def _point(g: int, result: SearchResult, tokens: float) -> ScalePoint:
         g, best.plan, best.estimate.engine.name, t.tokens_per_s, t.mfu, t.step_s, run.seconds, run.gpu_hours,
         checkpoint=ck, expected=expected, defaulted=result.defaulted, plausibility=best.estimate.plausibility,
         uncertainty=best.estimate.uncertainty, note=ck.stall_note() if ck is not None and ck.stalled else None,
+        peak_memory_bytes=best.estimate.memory.total_bytes, may_not_fit=best.estimate.may_not_fit,
     )  # fmt: skip
 
 

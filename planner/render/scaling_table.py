@@ -77,6 +77,11 @@ def _footer(console: Console, s: Scaling) -> None:
     if above is not None:
         ceiling = f"{above.mfu_ceiling:.1%}" if above.mfu_ceiling is not None else "?"
         console.print(f"? = MFU above the best published for this GPU, {ceiling} ({escape(above.source)})")
+    if risky := [f"{p.gpus:,}" for p in s.points if p.plan is not None and p.may_not_fit]:
+        console.print(
+            f"[yellow]may not fit[/] (the 80% interval of its memory passes the GPU): the plan at {', '.join(risky)} "
+            "GPUs; planner search --risk ranks only plans whose interval fits"
+        )
     if s.failures is not None:
         console.print(
             f"goodput: the share of wall time that trains with a checkpoint every Young/Daly interval; to train and "
