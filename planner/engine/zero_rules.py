@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from planner.engine.profile import Engine
 from planner.engine.recipes import zero_recipe_problems
+from planner.engine.zero import ZeroStage
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
 
@@ -45,19 +46,28 @@ def zero_problems(
             )
         )
     if p.dp * p.cp > 1 or impl.excludes_always:
-        used = {"tp": p.tp > 1, "cp": p.cp > 1, "pp": p.pp > 1, "vpp": p.vpp > 1, "ep": p.ep > 1}
-        clash = [d for d in impl.excludes if used[d]]
-        if clash:
-            degrees = ", ".join(f"{d}={getattr(p, d)}" for d in clash)
-            others = ", ".join(str(k) for k, s in sorted(stages.items()) if k != z and not set(clash) & set(s.excludes))
-            use = f"use zero in {others}" if others else f"no zero stage does: drop {degrees}"
-            out.append(
-                Rejected(
-                    _excluded(name, z, impl.excludes),
-                    f"zero={z} ({impl.mechanism}) does not run with {degrees} in {name}; {use}",
-                )
-            )
+        out += _excluded_dims(engine, p, z, impl, stages)
     return out + zero_recipe_problems(engine, p, z)
+
+
+def _excluded_dims(engine: Engine, p: Plan, z: int, impl: ZeroStage, stages: dict[int, ZeroStage]) -> list[Rejected]:
+    """The plan's parallel dimensions the stage's mechanism cannot run beside (its `excludes`); a clash found in the
+    pipeline's own stages (zero_pp) is with pp too, which a plan without it does not have."""
+    used = {"tp": p.tp > 1, "cp": p.cp > 1, "pp": p.pp > 1, "vpp": p.vpp > 1, "ep": p.ep > 1}
+    clash = [d for d in impl.excludes if used[d]]
+    if not clash:
+        return []
+    degrees = ", ".join(f"{d}={getattr(p, d)}" for d in clash)
+    others = ", ".join(str(k) for k, s in sorted(stages.items()) if k != z and not set(clash) & set(s.excludes))
+    beside = f" beside pipeline parallelism (pp={p.pp})" if p.pp > 1 and engine.rules.zero_pp is not None else ""
+    drop = f"{degrees} or pp={p.pp}" if beside else degrees
+    use = f"use zero in {others}" if others else f"no zero stage does: drop {drop}"
+    return [
+        Rejected(
+            _excluded(engine.name, z, impl.excludes) + (" beside pp" if beside else ""),
+            f"zero={z} ({impl.mechanism}) does not run with {degrees}{beside} in {engine.name}; {use}",
+        )
+    ]
 
 
 def _excluded(name: str, zero: int, dims: tuple[str, ...]) -> str:

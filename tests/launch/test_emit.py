@@ -181,7 +181,10 @@ def test_deepspeed_refuses_autotp_beside_a_pipeline():
     ds = load_engine("deepspeed")
     plan = PLAN.model_copy(update={"vpp": 1, "schedule": "1f1b", "recompute": "full"})
     said = [str(r) for r in plan_problems(GQA, plan, ds, None)]
-    assert any("does not run with tp=2 in deepspeed; no zero stage does: drop tp=2" in r for r in said), said
+    said_pp = (
+        f"does not run with tp=2 beside pipeline parallelism (pp={plan.pp}) in deepspeed; no zero stage does: drop"
+    )
+    assert any(f"{said_pp} tp=2 or pp={plan.pp}" in r for r in said), said  # it named tp alone (audit)
     assert not plan_problems(GQA, plan.model_copy(update={"tp": 1, "sp": False}), ds, None)
     assert not plan_problems(GQA, plan.model_copy(update={"pp": 1, "sp": False}), ds, None)
 
