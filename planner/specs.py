@@ -219,6 +219,14 @@ class ModelSpec(Frozen):
     rope_theta: float | None = Field(
         None, gt=0, le=1e12, allow_inf_nan=False, description="RoPE base (rotary models); engines default to 10000"
     )
+    rotary_percent: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="share of each query/key head RoPE rotates (HF "
+        "partial_rotary_factor, Megatron --rotary-percent; GLM-4.5 0.5): it moves no count",
+    )
     norm_eps: float | None = Field(
         None, gt=0, lt=1, allow_inf_nan=False, description="epsilon of the LayerNorm / RMSNorm; engines default to 1e-5"
     )
@@ -235,6 +243,8 @@ class ModelSpec(Frozen):
         self._check_layout()
         if self.gate is not None and self.mlp != "swiglu":
             raise ValueError(f"gate {self.gate.activation} needs mlp: swiglu (a gated MLP), got mlp: {self.mlp}")
+        if self.rotary_percent != 1 and self.position_embedding != "rope":
+            raise ValueError(f"rotary_percent {self.rotary_percent} needs position_embedding: rope")
         if self.qkv_bias and self.attention is not None and self.attention.kind == "mla":
             raise ValueError("qkv_bias with attention kind mla: MLA has no q/k/v projections to bias alone")
         if self.params is not None:

@@ -220,15 +220,29 @@ def test_a_multimodal_config_without_its_language_model_is_refused_naming_that(t
     assert "neither a text_config nor a language model at its top level" in err and "hidden_act" not in err
 
 
-def test_a_partial_rotary_factor_is_said_not_dropped(tmp_path):
-    """GLM-4.5's partial_rotary_factor 0.5 was dropped without a word: no spec field holds it (it moves no count),
-    so the import says it, and that an emitted file rotates whole heads."""
-    cfg = _fixture("qwen3_8b", partial_rotary_factor=0.5)
-    code, _out, err = run_planner("models", "show", str(_write(tmp_path, cfg)))
-    said = " ".join(err.split())
-    assert code == 0 and "partial_rotary_factor=0.5" in said and "--rotary-percent 0.5" in said, err
-    code, _out, err = run_planner("models", "show", str(_write(tmp_path, _fixture("qwen3_8b"))))
-    assert code == 0 and "partial_rotary_factor" not in err
+def test_a_partial_rotary_factor_is_imported_emitted_and_refused_where_an_engine_lacks_it(tmp_path):
+    """GLM-4.5's partial_rotary_factor 0.5 was said in a warning, and --emit megatron wrote a file that rotates whole
+    heads (audit): the spec holds it (rotary_percent), Megatron is told (--rotary-percent, arguments.py l.2420
+    @d98e8a64; megatron_model_violations checks the flag for every emitted model), and an engine whose models
+    rotate whole heads refuses it by name."""
+    from planner.launch.emit.megatron_model import model_args
+
+    whole = _write(tmp_path, _fixture("qwen3_8b"))
+    assert load_model(str(whole)).rotary_percent == 1
+    (tmp_path / "half").mkdir()
+    cfg = _write(tmp_path / "half", _fixture("qwen3_8b", partial_rotary_factor=0.5))
+    spec = load_model(str(cfg))
+    assert spec.rotary_percent == 0.5
+    code, out, err = run_planner("models", "show", str(cfg))
+    assert code == 0 and "rotary_percent: 0.5" in out and "partial_rotary_factor" not in err, err
+    args = model_args(spec, seq_len=4096)
+    assert args[args.index("--rotary-percent") + 1] == "0.5"
+    assert "--rotary-percent" not in model_args(load_model("qwen3-8b"), seq_len=4096)
+    for engine in ("torchtitan", "planner"):
+        code, _out, err = run_planner("estimate", "-m", str(cfg), "--gpus", "8", "--engine", engine)
+        assert code == 2 and f"{engine} does not implement" in err and "RoPE on part of each head" in err, err
+    code, _out, err = run_planner("estimate", "-m", str(cfg), "--gpus", "8", "--engine", "megatron")
+    assert code == 0, err
 
 
 def test_multi_token_prediction_of_hybrid_blocks_is_refused_by_its_key(tmp_path):

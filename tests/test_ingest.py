@@ -1598,6 +1598,19 @@ def test_megatron_quick_geglu_is_read_as_a_gated_mlp_with_its_gate(stated, gate)
     assert model.gate is not None and (model.gate.linear_offset, model.gate.clamp) == gate
 
 
+@pytest.mark.parametrize(
+    ("stated", "share"), [({"rotary_percent": "0.5"}, 0.5), ({"rotary_percent": "1.0"}, 1.0), ({}, 1.0)]
+)
+def test_megatron_rotary_percent_is_read_into_the_spec(stated, share):
+    """--rotary-percent (arguments.py l.2420, default 1.0) was read past: a GLM-4.5 run's log imported a model that
+    rotates whole heads."""
+    from planner.io.logs.megatron_args import config_from_args
+
+    rope = {"position_embedding_type": "rope"}
+    read = config_from_args(_GPT_OSS_WIDTHS | rope | stated, deepspeed={})
+    assert ModelSpec(name="read", **read["model"]).rotary_percent == share
+
+
 def test_a_gated_mlp_on_another_activation_is_refused_by_name():
     """A gated unit on GELU (GeGLU) is no spec's MLP: the model is not read, and the reason names it."""
     from planner.io.logs.megatron_args import config_from_args

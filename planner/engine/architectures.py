@@ -14,7 +14,7 @@ from planner.specs import ModelSpec
 
 ModelFeature = Literal[
     "moe", "mla", "mamba", "sliding_window", "chunked_attention", "attention_sinks", "qk_norm", "sandwich_norm", "mtp",
-    "no_position_embedding", "quick_geglu",
+    "no_position_embedding", "quick_geglu", "partial_rotary",
 ]  # fmt: skip
 MODEL_FEATURES: tuple[ModelFeature, ...] = get_args(ModelFeature)
 FEATURE_NAMES: dict[ModelFeature, str] = {
@@ -29,6 +29,7 @@ FEATURE_NAMES: dict[ModelFeature, str] = {
     "mtp": "multi-token prediction",
     "no_position_embedding": "position_embedding none",
     "quick_geglu": "clamped quick-GELU gate (GPT-OSS's MLP)",
+    "partial_rotary": "RoPE on part of each head (rotary_percent)",
 }
 
 
@@ -48,6 +49,7 @@ def model_features(model: ModelSpec) -> list[ModelFeature]:
         "mtp": model.mtp_layers > 0,
         "no_position_embedding": model.position_embedding == "none",
         "quick_geglu": model.gate is not None,
+        "partial_rotary": model.rotary_percent < 1,
     }
     return [f for f in MODEL_FEATURES if has[f]]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from planner.errors import PlannerError
 from planner.io import hf_families as fam
-from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_theta
+from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_fields
 from planner.io.hf_moe import moe_fields
 from planner.io.hf_unpriced import GATED_SILU, gate_fields, warn_unpriced
 from planner.specs import MAX_LAYERS
@@ -78,7 +78,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "attention": attention_fields(c, num_layers),
         "mtp_layers": c.integer("num_nextn_predict_layers") or None,
         "sandwich_norm": family in fam.SANDWICH_NORM_FAMILIES or None,
-        "rope_theta": rope_theta(c.cfg),
+        **rope_fields(c.cfg, rope=_position(family) == "rope"),
         "norm_eps": next(
             (c.cfg[k] for k in ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon") if k in c.cfg), None
         ),

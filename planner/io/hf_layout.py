@@ -203,19 +203,22 @@ def _shortest_tiling(letters: list[str]) -> str:
     return "".join(letters)
 
 
+def rope_fields(cfg: dict[str, Any], *, rope: bool) -> dict[str, Any]:
+    """The spec's rope_theta and, for a RoPE model, its rotary_percent."""
+    return {"rope_theta": rope_theta(cfg), "rotary_percent": rotary_percent(cfg) if rope else None}
+
+
 def rope_theta(cfg: dict[str, Any]) -> Any:
-    """`rope_theta`, or transformers 5's `rope_parameters: {rope_theta: ...}`; a partial rotary factor, which no spec
-    field holds (it moves no parameter, FLOP or byte the planner counts), is said (GLM-4.5's 0.5 went unsaid, and
-    --emit megatron writes no --rotary-percent)."""
+    """`rope_theta`, or transformers 5's `rope_parameters: {rope_theta: ...}`."""
     nested = cfg.get("rope_parameters")
-    partial = cfg.get("partial_rotary_factor") or (
-        nested.get("partial_rotary_factor") if isinstance(nested, dict) else None
-    )
-    if isinstance(partial, (int, float)) and partial != 1:
-        warnings.warn(
-            f"partial_rotary_factor={partial}: RoPE on that share of each head, which the spec does not hold; the "
-            "counts are unchanged, and an emitted file rotates whole heads (Megatron: add --rotary-percent "
-            f"{partial})",
-            stacklevel=3,
-        )
     return cfg.get("rope_theta") or (nested.get("rope_theta") if isinstance(nested, dict) else None)
+
+
+def rotary_percent(cfg: dict[str, Any]) -> Any:
+    """`partial_rotary_factor` (GLM-4.5 0.5, Qwen3-Next 0.25), top-level or in transformers 5's `rope_parameters`:
+    the spec's rotary_percent (default 1, the whole head)."""
+    nested = cfg.get("rope_parameters")
+    partial = cfg.get("partial_rotary_factor")
+    if partial is None and isinstance(nested, dict):
+        partial = nested.get("partial_rotary_factor")
+    return 1.0 if partial is None else partial

@@ -299,6 +299,8 @@ def megatron_model_violations(a: dict[str, str | bool], model: ModelSpec) -> lis
         out.append("position embedding type")
     if rope and int(a.get("--rotary-base", 10000)) != model.rope_theta:
         out.append(f"--rotary-base {a.get('--rotary-base', 10000)} but rope_theta={model.rope_theta}")
+    if rope and float(a.get("--rotary-percent", 1.0)) != model.rotary_percent:  # arguments.py: default 1.0
+        out.append(f"--rotary-percent {a.get('--rotary-percent', 1.0)} but rotary_percent={model.rotary_percent}")
     if model.norm_eps is not None and float(a.get("--norm-epsilon", 1e-5)) != model.norm_eps:
         out.append("--norm-epsilon differs from norm_eps")
     if a.get("--normalization") != ("RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"):

@@ -98,6 +98,8 @@ def model_args(model: ModelSpec, *, seq_len: int, dispatcher: str = "alltoall") 
     a += attention_args(model)
     if model.position_embedding == "rope":
         a += ["--position-embedding-type", "rope", "--rotary-base", str(int(model.rope_theta or ROTARY_BASE_DEFAULT))]
+        if model.rotary_percent != 1:  # arguments.py l.2420 @d98e8a64: float, default 1.0; GPTModel rotary_percent
+            a += ["--rotary-percent", f"{model.rotary_percent:g}"]
     else:
         a += ["--position-embedding-type", "learned_absolute" if model.position_embedding == "learned" else "none"]
     a += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
