@@ -59,7 +59,9 @@ def _excluded_dims(engine: Engine, p: Plan, z: int, impl: ZeroStage, stages: dic
         return []
     degrees = ", ".join(f"{d}={getattr(p, d)}" for d in clash)
     others = ", ".join(str(k) for k, s in sorted(stages.items()) if k != z and not set(clash) & set(s.excludes))
-    beside = f" beside pipeline parallelism (pp={p.pp})" if p.pp > 1 and engine.rules.zero_pp is not None else ""
+    flat = engine.rules.zero.get(z)  # the stage without a pipeline: where it runs them, the clash is with pp
+    with_pp = p.pp > 1 and engine.rules.zero_pp is not None and (flat is None or not set(clash) & set(flat.excludes))
+    beside = f" beside pipeline parallelism (pp={p.pp})" if with_pp else ""
     drop = f"{degrees} or pp={p.pp}" if beside else degrees
     use = f"use zero in {others}" if others else f"no zero stage does: drop {drop}"
     return [
