@@ -310,6 +310,9 @@ def test_torchtitan_0_3_config_maps_every_plan_field():
         assert needle in text, needle
     none = torchtitan_config(llama, PLAN.model_copy(update={"recompute": "none"}))[0]
     assert "config.activation_checkpoint = None" in none
+    assert "do not run with pipelining" in text  # why CUDA graphs stay off, said where it applies (audit: pp 1)
+    flat = PLAN.model_copy(update={"pp": 1, "vpp": 1, "schedule": "1f1b"})
+    assert "pipelining" not in torchtitan_config(llama, flat)[0]
 
 
 @pytest.mark.parametrize("precision", ["fp8", "fp8-current"])

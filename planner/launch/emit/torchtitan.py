@@ -275,7 +275,7 @@ def torchtitan_config(
         f"    config.training.seq_len = {plan.seq_len}",
         f'    config.training.mixed_precision_param = "{dtype}"',
         '    config.training.mixed_precision_reduce = "float32"',
-        "    # priced without CUDA graphs (torchtitan's default capture does not run with pipelining: trainer.py)",
+        "    # priced without CUDA graphs" + " (torchtitan's do not run with pipelining: trainer.py)" * (plan.pp > 1),
         "    config.training.disable_cuda_graphs = True",
         *_parallelism_lines(model, plan),
         f"    config.activation_checkpoint = {f'{ac_class}.Config()' if ac_class else None}",
