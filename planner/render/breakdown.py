@@ -136,7 +136,7 @@ def stages_table(report: MemoryReport) -> Table:
         table.add_row(
             f"{s.stage}{mark}",
             str(s.layers),
-            f"{s.in_flight_microbatches:g}",
+            f"{round(s.in_flight_microbatches, 2):g}",  # interleaved: chunk passes over v (61/3 = 20.33)
             *(f"{v / GiB:.2f}" for v in s.breakdown.as_dict().values()),
             f"{s.total_bytes / GiB:.2f}",
         )
