@@ -414,7 +414,7 @@ def test_flags_reach_the_estimate_and_bad_ones_exit_2():
 def test_search_recipe_options_saves_the_variant(tmp_path):
     path = tmp_path / "best.yaml"
     code, out, err = run_planner("search", "-m", "deepseek-v3", "--gpus", "1024", "--hardware", "h800", "--seq-len",
-                                 "4096", "--recipe-options", "--save", str(path), "--json")  # fmt: skip
+                                 "4096", "--recipe-options", "--save", str(path), "--json", "--no-advice")  # fmt: skip
     assert code == 0, err
     engines = {p["engine"] for p in json.loads(out)["plans"]}
     assert engines & {"megatron+pao", "megatron+pao+modules", "megatron+pao+modules+offload"}

@@ -580,7 +580,7 @@ def test_search_json_plans_say_may_not_fit_and_their_memory_as_memory_prints_it(
 
     from helpers import run_planner
 
-    args = ("search", "-m", "deepseek-v3", "--gpus", "2048", "--top", "2")
+    args = ("search", "-m", "deepseek-v3", "--gpus", "2048", "--top", "2", "--no-advice")
     code, out, err = run_planner(*args, "--json")
     assert code == 0, err
     plans = json.loads(out)["plans"]
