@@ -206,7 +206,7 @@ def launch(
         reh = rehearse(r.model, r.plan, r.engine, device_type=env.device_type, max_processes=env.max_processes())
         r = replace(r, model=reh.model, plan=reh.plan, model_ref=str(rehearsal_model_path(profile_out)))
     unsupported = hardware_problems(r.hardware, r.plan)  # launch prices the run on the profile: it must have it
-    if unsupported:
+    if unsupported and not (dry_run_ and emit is None):  # a dry run here says it as a failing check (exit 1)
         raise PlannerError(unsupported[0].detail)
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
     run = RunConfig(

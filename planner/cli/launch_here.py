@@ -12,6 +12,7 @@ import typer
 import yaml
 
 from planner.api.resolve import Resolved
+from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import looks_like_path
 from planner.io.files import check_writable, probe_writable, write_text_atomic
@@ -81,7 +82,9 @@ def run_here(
     # a batch its micro-batches do not divide has none to price: the pre-flight's rule check says why (exit 1)
     built = as_built(rehearsal, cfg.plan)  # priced and checked as the worker builds it
     share = shared_cores(env, per_node)
-    pred = predicted(built, r.hardware, cfg.plan, r.engine, share=share) if not check_batch(cfg.plan) else UNPRICED
+    unsupported = hardware_problems(r.hardware, cfg.plan)  # only a dry run gets here with one: a failing check
+    priced = not check_batch(cfg.plan) and not unsupported
+    pred = predicted(built, r.hardware, cfg.plan, r.engine, share=share) if priced else UNPRICED
     need = host_need(built, cfg.plan, r.engine, env, nproc_per_node=per_node)
     report = dry_run(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
@@ -89,6 +92,8 @@ def run_here(
     )  # fmt: skip
     report.plan, report.predicted = cfg.plan.model_dump(), pred
     hardware_check(report.preflight, env, r.hardware)
+    for problem in unsupported:
+        report.preflight.add("precision", False, problem.detail)
     report.preflight.notes += notes or []
     shared = (
         f"{per_node} processes share {env.host.cores if env.host else '?'} cores: the step is priced {share:g}x the "

@@ -218,10 +218,8 @@ def run_time_check(pf: Preflight, step_s: float | None, *, steps: int, restarts:
     """Add the run-time check (a run predicted over MAX_UNASKED_RUN_S needs --wall-s) and return the wall limit."""
     run_s = (step_s or 0.0) * steps * (1 + restarts)
     wall = given if given is not None else wall_limit_s(step_s, steps=steps, restarts=restarts)
-    said = (
-        f"{steps} steps x {fmt_seconds(step_s or 0.0)} predicted = {fmt_seconds(run_s)}; stopped if still running "
-        f"after {wall:.0f} s (--wall-s)"
-    )
+    priced = f" x {fmt_seconds(step_s)} predicted = {fmt_seconds(run_s)}" if step_s is not None else ", not priced"
+    said = f"{steps} steps{priced}; stopped if still running after {wall:.0f} s (--wall-s)"
     ok = given is not None or run_s <= MAX_UNASKED_RUN_S
     pf.add("run time", ok, said if ok else f"{said}: over {fmt_seconds(MAX_UNASKED_RUN_S)}; give --wall-s to allow "
            "it, or fewer --steps or a smaller --global-batch")  # fmt: skip

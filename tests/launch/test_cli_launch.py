@@ -264,6 +264,24 @@ def test_a_batch_with_no_micro_batches_fails_the_dry_runs_rule_check(capsys, tin
     assert code == 1 and json.loads(out)["predicted"]["step_time_s"] is None
     code, out, err = _run(capsys, *args)
     assert code == 2 and "pre-flight check failed" in err and "micro_batch=16" in err
+    assert "[ok] run time: 8 steps, not priced;" in _run(capsys, *args, "--dry-run")[1]  # it said 8 x 0.0 us
+
+
+def test_a_plan_whose_precision_this_machine_lacks_fails_the_dry_runs_check(capsys, tmp_path):
+    """A valid plan file saved for a B200 in mxfp8, dry-run here: this machine (a CPU) has no fp8 units. It was one
+    error line and exit 2, as for bad input, where the other checks this machine fails are [FAIL] lines and exit 1
+    (audit): now a failing check, nothing priced; the run itself refuses it as before."""
+    from helpers import run_planner
+
+    saved = tmp_path / "mx.yaml"
+    assert run_planner("search", "-m", "tiny", "--gpus", "2", "--hardware", "b200", "--precision", "mxfp8", "--top",
+                       "1", "--no-advice", "--save", str(saved))[0] == 0  # fmt: skip
+    code, out, err = _run(capsys, "--plan", str(saved), "--dry-run")
+    assert code == 1 and "[FAIL] precision: precision=mxfp8: cpu" in out and "has no fp8 tensor cores" in out, err
+    code, out, err = _run(capsys, "--plan", str(saved), "--dry-run", "--json")
+    assert code == 1 and json.loads(out)["predicted"]["step_time_s"] is None
+    code, out, err = _run(capsys, "--plan", str(saved))
+    assert code == 2 and out == "" and "has no fp8 tensor cores" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_dry_run_fails_what_the_run_would_refuse_and_bounds_its_time(capsys, tiny_path):
