@@ -368,6 +368,17 @@ def test_torchtitan_v0_2_writes_mxfp8_and_0_3_points_to_it(tmp_path):
         emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "c", **compiled)
 
 
+def test_a_refusal_for_the_precision_says_what_else_the_file_cannot_say_at_once(tmp_path):
+    """Kimi-K2 for --emit torchtitan in mxfp8 was refused for the precision alone; in bf16 it was then refused for
+    the model, which no 0.3.0 configuration writes (audit: one blocker at a time). Both are said in one line."""
+    plan = Plan(dp=32, ep=32, zero=3, micro_batch=1, global_batch=64, seq_len=4096, precision="mxfp8")
+    cfg = RunConfig(model="kimi-k2", plan=plan, hardware="b200", engine="torchtitan")
+    args = {"engine": load_engine("torchtitan"), "hardware": load_hardware("b200"), "hardware_ref": "b200"}
+    with pytest.raises(PlannerError, match=r"does not write precision=mxfp8 yet; .*and kimi-k2 is none of them"):
+        emit("torchtitan", cfg, load_model("kimi-k2"), tmp_path / "a", **args)
+    assert not (tmp_path / "a").exists()
+
+
 def test_bridge_overrides_map_every_plan_field():
     overrides, mapping = bridge_overrides(load_model("llama3-8b"), PLAN)
     assert set(mapping) == set(Plan.model_fields)

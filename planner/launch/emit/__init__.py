@@ -195,8 +195,9 @@ def _checked(
     warning = None
     kind = chosen.name
     unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions, chosen.writes)  # recipes, options
-    if unexpressed:
-        raise PlannerError(f"--emit {kind}: {_unwritten(chosen, cfg.plan.precision, unexpressed)}")
+    if unexpressed:  # with what else the file cannot say of this model and plan: every blocker at once (audit)
+        also = chosen.format_problems(model, cfg.plan) if chosen.format_problems else []
+        raise PlannerError(f"--emit {kind}: " + "; ".join([_unwritten(chosen, cfg.plan.precision, unexpressed), *also]))
     unrun = unrun_settings(engine, cfg.plan.precision) if chosen.engine is None else ""
     if unrun:  # a cluster file launches the worker
         raise PlannerError(f"--emit {kind}: {unrun}")
