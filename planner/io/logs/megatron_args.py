@@ -247,8 +247,8 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
         model["linear_bias"] = bool(a.get("add_bias_linear"))
     if a.get("add_qkv_bias") and not a.get("add_bias_linear"):
         model["qkv_bias"] = True
-    if model["position_embedding"] == "rope" and a.get("rotary_percent") not in (None, 1, 1.0, "1.0"):
-        model["rotary_percent"] = float(a.get("rotary_percent"))  # --rotary-percent: RoPE on that share of a head
+    if model["position_embedding"] == "rope" and (share := a.get("rotary_percent")) is not None:
+        model["rotary_percent"] = float(share)  # --rotary-percent: RoPE on that share of a head (default 1.0)
     more, problems = architecture(a, layers=model["num_layers"], rmsnorm=model["norm"] == "rmsnorm")
     kind = a.get("position_embedding_type")
     if kind is not None and kind not in POSITIONS and kind != "learned_absolute":
