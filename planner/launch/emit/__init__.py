@@ -12,8 +12,6 @@ from typing import Any, NamedTuple
 from planner.cluster.domains import ranks_per_domain
 from planner.cost.coster import Coster
 from planner.engine import Engine
-from planner.engine.recipes import emit_unexpressed
-from planner.engine.settings import changed_settings, given_settings, said
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.files import make_dir, write_text_atomic
@@ -28,19 +26,12 @@ from planner.launch.emit import (  # noqa: F401  each target registers itself on
     torchtitan,
     torchtitan_v02,
 )
-from planner.launch.emit.checks import (
-    cluster_problems,
-    device_kind,
-    engine_problems_for,
-    memory_problems,
-    unrun_settings,
-    unwritten_settings,
-)
+from planner.launch.emit.checks import device_kind
 from planner.launch.emit.nodes import cluster_nodes, split_groups
+from planner.launch.emit.refusal import checked, instead
 from planner.launch.emit.targets import Layout, Target, target, target_names
 from planner.launch.emit.writing import OutFile, check_replaceable, portable_files, script_mode, write_files
 from planner.launch.preflight import wall_limit_s
-from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
 CLUSTER_TARGETS = target_names(engine=False)
@@ -87,9 +78,9 @@ def emit_run(
     pre-flight."""
     chosen = _target(kind)
     try:
-        settings, unfit = _checked(chosen, cfg, model, engine, hardware, force=force)
+        settings, unfit = checked(chosen, cfg, model, engine, hardware, force=force)
     except PlannerError as e:  # an engine's file refused: the other engines' files that take the plan, by name
-        raise PlannerError(f"{e}{_instead(chosen, cfg, model, engine, hardware)}") from None
+        raise PlannerError(f"{e}{instead(chosen, cfg, model, engine, hardware)}") from None
     _require_image(kind, image)
     nodes, per_node = cluster_nodes(cfg.plan.gpus, hardware, nnodes, nproc)  # engine targets: their run lines
     where: dict[str, Any] = {"nnodes": nodes, "per_node": per_node, "max_restarts": max_restarts, "image": image}
@@ -116,24 +107,6 @@ def emit_run(
     return Emitted(files[0].path, changed, said, unfit)
 
 
-def _instead(chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile) -> str:
-    """Where an engine target refused the plan: the other engine targets that would write it, as their own checks
-    say (a fixed 'emit megatron or deepspeed instead' named targets that refused it too)."""
-    if not chosen.is_engine:
-        return ""
-    takes = []
-    for name in ENGINE_TARGETS:
-        other = target(name)
-        if other is None or name == chosen.name:
-            continue
-        try:
-            _settings, unfit = _checked(other, cfg, model, engine, hardware, force=False)
-        except PlannerError:
-            continue
-        takes.append(f"{name} (predicted not to fit as it runs it)" if unfit else name)
-    return f"; emit {' or '.join(takes)} instead" if takes else "; no other engine's file takes it as priced"
-
-
 def _require_image(kind: str, image: str | None) -> None:
     if kind == "k8s" and not image:
         raise PlannerError(
@@ -149,83 +122,6 @@ def _target(kind: str) -> Target:
     if found is None:
         raise PlannerError(f"--emit {kind!r}: expected one of {', '.join(CLUSTER_TARGETS + ENGINE_TARGETS)}")
     return found
-
-
-def _file_settings(engine: Engine, target: str | None) -> dict[str, object]:
-    """The settings of an engine read from a file under a name no catalog engine has, where they differ from the
-    target engine's profile: a renamed copy's own values, priced, which the target's file would not write (a
-    catalog engine's own values are another engine's, as --emit for another engine means)."""
-    from planner.io.catalog import load_engine
-
-    if target is None or target == engine.name:
-        return {}
-    try:
-        load_engine(engine.variant_of or engine.name)
-        return {}
-    except PlannerError:
-        runs_on = load_engine(target)
-    return {name: value for name, value in engine.settings().items() if value != runs_on.setting(name)}
-
-
-def _unwritten(chosen: Target, precision: str, unexpressed: str) -> str:
-    """Why the target's file cannot say the plan: its engine has no such recipe at all (deepspeed and mxfp8 were told
-    'not yet'), or another target of the engine writes it, or none does yet."""
-    from planner.io.catalog import load_engine
-
-    if (
-        chosen.engine is not None
-        and precision in RECIPES
-        and precision not in load_engine(chosen.engine).rules.precision_recipes
-    ):
-        return f"{chosen.engine} has no {precision} training recipe; emit a target whose engine runs it"
-    others = [t for n in ENGINE_TARGETS if (t := target(n)) and t.engine == chosen.engine and precision in t.precisions]
-    written = others and f"precision={precision}" in unexpressed  # the recipe is what is missing, not an option
-    instead = "" if written else "; estimate it, or emit without it"  # another target's file: emit_run names it
-    return f"the {chosen.name} file does not write {unexpressed} yet{instead}"
-
-
-def _checked(
-    chosen: Target, cfg: RunConfig, model: ModelSpec, engine: Engine, hardware: HardwareProfile, *, force: bool
-) -> tuple[dict[str, object], str | None]:
-    """(The per-run settings an engine target writes, what to say of a plan that does not fit the GPU as the target
-    runs it), once the target would accept the plan; else one line."""
-    from planner.io.catalog import load_engine
-
-    settings: dict[str, object] = {}
-    warning = None
-    kind = chosen.name
-    unexpressed = emit_unexpressed(cfg.plan, engine, chosen.precisions, chosen.writes)  # recipes, options
-    if unexpressed:  # with what else the file cannot say of this model and plan: every blocker at once (audit)
-        also = chosen.format_problems(model, cfg.plan) if chosen.format_problems else []
-        raise PlannerError(f"--emit {kind}: " + "; ".join([_unwritten(chosen, cfg.plan.precision, unexpressed), *also]))
-    unrun = unrun_settings(engine, cfg.plan.precision) if chosen.engine is None else ""
-    if unrun:  # a cluster file launches the worker
-        raise PlannerError(f"--emit {kind}: {unrun}")
-    given = given_settings(engine, cfg.plan.precision) or _file_settings(engine, chosen.engine)
-    if given and chosen.engine not in (None, engine.name):
-        raise PlannerError(
-            f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "
-            f"{chosen.engine}'s settings: price it with --engine {chosen.engine}"
-        )
-    if chosen.engine is not None:
-        runs_on = load_engine(chosen.engine)
-        settings = changed_settings(engine, runs_on, cfg.plan.precision)
-        problems = chosen.settings_problems(cfg.plan, settings) if chosen.settings_problems else []
-        unwritten = unwritten_settings(chosen, settings) or (problems[0] if problems else "")
-        if unwritten:
-            raise PlannerError(f"--emit {kind}: {unwritten}")
-        # the target's rules with the settings its file carries (Megatron's all-to-all overlap has its own)
-        configured = runs_on.configured(**settings) if settings else runs_on
-        problems = engine_problems_for(chosen, model, cfg.plan, configured, hardware)
-        unfit = [] if problems or force else memory_problems(Coster(model, hardware, configured), cfg.plan)
-        if unfit:
-            warning = f"--emit {kind}: the plan does not fit as {chosen.engine} runs it: {unfit[0].split(' (--')[0]}"
-    else:
-        problems = cluster_problems(model, cfg.plan, engine, hardware, force=force)
-    if problems:
-        who = kind if chosen.is_engine else f"the planner worker it launches ({engine.name} engine)"
-        raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
-    return settings, warning
 
 
 def target_text(
