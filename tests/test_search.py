@@ -660,3 +660,31 @@ def test_a_search_for_its_top_plans_only_ranks_what_the_counting_search_ranks(
     assert best_first.evaluated == best_first.valid + sum(best_first.rejected.values()) + best_first.unscreened
     assert best_first.valid == best_first.timed + sum(best_first.pruned.values())
     assert full.unscreened == 0 < best_first.unscreened
+
+
+def test_a_search_says_when_no_emit_file_of_its_engine_runs_the_best_plan(capsys):
+    """torchtitan trains Mixtral's layers, but no torchtitan configuration the planner writes names the model:
+    the ranking says so beneath it and in JSON, per target; Llama 3 8B, which both releases write, gets no note."""
+    pinned = ("--engine", "torchtitan", "--tp", "2", "--pp", "1", "--top", "2", "--no-advice")
+    code, text, _ = cli(capsys, "search", "--model", "mixtral-8x7b", "--gpus", "64", *pinned)
+    assert code == 0
+    said = " ".join(text.split())
+    assert "note: no --emit file runs the best plan on torchtitan" in said
+    assert "mixtral-8x7b is none of them; torchtitan-v0.2 refuses it too" in said
+    code, text, _ = cli(capsys, "search", "--model", "mixtral-8x7b", "--gpus", "64", *pinned, "--json")
+    refused = [p["emit_targets"] for p in json.loads(text)["plans"]]
+    assert refused and all(set(r) == {"torchtitan", "torchtitan-v0.2"} and all(r.values()) for r in refused)
+    code, text, _ = cli(capsys, "search", "--model", "llama3-8b", "--gpus", "8", *pinned, "--json")
+    written = [p["emit_targets"] for p in json.loads(text)["plans"]]
+    assert written and all(r == {"torchtitan": None, "torchtitan-v0.2": None} for r in written)
+    code, text, _ = cli(capsys, "search", "--model", "llama3-8b", "--gpus", "8", *pinned)
+    assert "no --emit file runs" not in text
+
+
+def test_no_file_runs_names_the_first_refusal_and_the_other_targets():
+    from planner.api.best_notes import no_file_runs
+
+    assert no_file_runs({}, "llm-foundry") is None  # an engine no target writes: nothing to say
+    assert no_file_runs({"a": None, "b": "--emit b: no"}, "e") is None  # one target writes it
+    said = no_file_runs({"a": "--emit a: no", "b": "--emit b: no", "c": "--emit c: no"}, "e")
+    assert said is not None and said.startswith("no --emit file runs the best plan on e (--emit a: no; b and c refuse")

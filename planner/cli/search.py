@@ -206,12 +206,10 @@ def search(
     from planner.render.ranking import print_explain, print_result
 
     print_result(out, result, save=save, plot=plot, wide=wide)
-    if result.top:  # the settings the search was given that change nothing for its best plan
-        from planner.api.idle import changing_nothing
+    from planner.api.best_notes import best_plan_notes
 
-        best = result.top[0]
-        for said in changing_nothing(result.model, best.plan, best.estimate.engine):
-            out.print(f"[yellow]note:[/] for the best plan, {escape(said)}")
+    for said in best_plan_notes(result):  # settings that change nothing for it, an engine no file runs it on
+        out.print(f"[yellow]note:[/] {escape(said)}")
     print_cluster(out, result.hardware)
     print_advice(out, advised.finish().advice)  # its probe searches run once the ranking is on the screen
     if why is not None and explain_field is not None:

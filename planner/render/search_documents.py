@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from planner.explore.results import Miss, Ranked, SearchResult
+from planner.launch.emit.refusal import engine_refusals
 from planner.render.documents import CheckpointDoc, Document, MemoryDoc, StepDoc, checkpoint_doc, memory_doc, rates
 
 
@@ -28,6 +31,8 @@ class RankedDoc(Document):
     checkpoint: CheckpointDoc | None = None  # as estimate's: the interval, restart and goodput, failures priced
     tiers: dict[str, str | None]  # per parallel group, the slowest tier it crosses (documents.py)
     may_not_fit: bool = False  # fits, but the 80% interval of its memory passes the GPU (as estimate's and the text)
+    # each --emit target of its engine: None where its file runs the plan, else why it refuses (launch/emit/refusal.py)
+    emit_targets: dict[str, str | None] = Field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         doc = super().as_json()
@@ -90,6 +95,7 @@ def ranked_doc(r: Ranked) -> RankedDoc:
         goodput_tokens_per_s=e.goodput_tokens_per_s if e.checkpoint is not None else None,
         checkpoint=checkpoint_doc(e),
         may_not_fit=e.may_not_fit,
+        emit_targets=engine_refusals(e.plan, e.model, e.engine, e.hardware),
     )
 
 

@@ -20,6 +20,7 @@ from planner.launch.emit.checks import (
     unwritten_settings,
 )
 from planner.launch.emit.targets import Target, target, target_names
+from planner.plan import Plan
 from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
@@ -122,3 +123,22 @@ def checked(
         who = kind if chosen.is_engine else f"the planner worker it launches ({engine.name} engine)"
         raise PlannerError(f"--emit {kind}: {who} would refuse this plan: " + "; ".join(problems))
     return settings, warning
+
+
+def engine_refusals(plan: Plan, model: ModelSpec, engine: Engine, hardware: HardwareProfile) -> dict[str, str | None]:
+    """Each engine target of the plan's engine (its profile's, for a recipe variant) and why its file would refuse
+    the plan as `launch --emit` says it (None: it writes it), memory aside as --force puts it; {} for an engine
+    no target writes. A search says so of its plans: a ranked plan no file runs is priced as the engine's own
+    layers would run it, given a model definition the user brings."""
+    base = engine.variant_of or engine.name
+    cfg = RunConfig(model=model.name, plan=plan)
+    out: dict[str, str | None] = {}
+    for chosen in engine_targets():
+        if chosen.engine != base:
+            continue
+        try:
+            checked(chosen, cfg, model, engine, hardware, force=True)
+            out[chosen.name] = None
+        except PlannerError as e:
+            out[chosen.name] = str(e)
+    return out
