@@ -414,6 +414,50 @@ def test_torchtitan_reads_only_llama_model_args_as_a_llama():
     assert read_torchtitan(text.replace(line, qwen)).config["model"] is None
 
 
+@pytest.mark.parametrize(
+    ("converter", "precision"),
+    [
+        ("Float8 tensorwise scaled training active", "fp8"),  # v0.1.0-v0.2.2 float8.py: tensorwise, the profile's fp8
+        ("Float8 training active", "fp8"),  # before v0.1.0 (pull request #812's log)
+        ("MX training active with recipe mxfp8_cublas", "mxfp8"),  # v0.2.x mx.py
+        ("Float8 training active with recipe mxfp8", "mxfp8"),  # v0.1.0 mx.py
+        ("Converted Linear layers to NVFP4Linear", "nvfp4"),  # main's nvfp4.py
+        ("Float8 training active with recipe rowwise", None),  # no precision of the planner: unstated, said
+        (None, "bf16"),
+    ],
+)
+def test_torchtitan_reads_the_low_precision_recipe_its_converter_prints(converter, precision):
+    """torchtitan's converters (components/quantization/float8.py, mx.py, nvfp4.py) print one line each; the plain
+    tensorwise line once read as a bf16 run (audit), and a rowwise or MX recipe as tensorwise fp8."""
+    from planner.io.logs.torchtitan_log import read_torchtitan
+
+    text = (LOGS / "torchtitan_h200_llama3_8b.log").read_text()
+    mesh = next(ln for ln in text.splitlines() if "device mesh" in ln)
+    if converter:
+        text = text.replace(mesh, f"{mesh}\n    [rank0]:2025-02-13 11:33:29,100 - root - INFO - {converter}")
+    config = read_torchtitan(text).config
+    assert config["plan"]["precision"] == precision
+    unstated = [n for n in config["assumed"] if n.startswith("precision: not stated")]
+    assert bool(unstated) == (precision is None), config["assumed"]
+    if precision is None:
+        assert converter in unstated[0] and "give --plan" in unstated[0]
+    said = config["assumed_notes"].get("precision", "")
+    assert ("default mixed precision" in said) == (converter is None)
+
+
+def test_torchtitan_hsdp_is_priced_over_every_data_parallel_rank_and_said():
+    from planner.io.logs.torchtitan_log import read_torchtitan
+
+    text = (LOGS / "torchtitan_h200_llama3_8b.log").read_text()
+    hsdp = text.replace("Building 1-D device mesh with ['dp_shard'], [8]",
+                        "Building 2-D device mesh with ['dp_replicate', 'dp_shard'], [2, 4]")  # fmt: skip
+    config = read_torchtitan(hsdp).config
+    assert (config["plan"]["dp"], config["plan"]["zero"]) == (8, 3)
+    said = [n for n in config["assumed"] if "HSDP" in n]
+    assert said and "dp_shard=4" in said[0] and "dp_replicate=2" in said[0], config["assumed"]
+    assert not any("HSDP" in n for n in read_torchtitan(text).config["assumed"])
+
+
 def test_torchtitan_every_rank_logging_takes_the_slowest():
     r = ingest("torchtitan_pr2389_all_ranks.log", warmup=0)
     assert r.steps_used == 2  # eight lines, two steps

@@ -11,6 +11,7 @@ from typing import Any
 from planner.io.logs.devices import device_in
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
+from planner.io.logs.torchtitan_recipes import low_precision, recipe_notes
 from planner.units import GiB
 
 # "step: 10  loss:  7.1234  grad_norm:  1.23  memory: 33.30GiB(35.01%)  tps: 6,123  tflops: 351.2  mfu: 35.5%"
@@ -198,7 +199,7 @@ def _plan(mesh: dict[str, int], start: tuple[str, ...] | None, text: str) -> dic
         "micro_batch": _micro_batch(start, pp),
         "global_batch": int(start[1]) if start and start[1] else None,
         "seq_len": int(start[3]) if start else None,
-        "precision": "fp8" if "Float8 training active" in text else ("bf16" if set_up else None),
+        "precision": found[0] if (found := low_precision(text)) else ("bf16" if set_up else None),
         "schedule": "1f1b" if pp == 1 else None,
     } | _pipeline(text, start, pp)
 
@@ -206,11 +207,11 @@ def _plan(mesh: dict[str, int], start: tuple[str, ...] | None, text: str) -> dic
 def _assumed(plan: dict[str, Any], mesh: dict[str, int]) -> dict[str, tuple[tuple[Any, ...] | None, str]]:
     """Each plan field filled by torchtitan's default rather than read: the values --plan may give instead (None:
     any; given.fill_plan) and its note, which build.py drops where --plan gives one. FSDP's resharding (ZeRO 2 or 3:
-    no line prints fsdp_reshard_after_forward), the precision (no "Float8 training active" line: a 16- or 32-bit run,
-    not fp8), the micro-batch without a mesh line."""
+    no line prints fsdp_reshard_after_forward), the precision (no converter line: a 16- or 32-bit run, not fp8),
+    the micro-batch without a mesh line."""
     out: dict[str, tuple[tuple[Any, ...] | None, str]] = {}
     if plan["precision"] == "bf16":
-        note = "precision: bf16, torchtitan's default mixed precision (no 'Float8 training active' line)"
+        note = "precision: bf16, torchtitan's default mixed precision (no float8, MX or NVFP4 converter line)"
         out["precision"] = (("bf16", "fp16", "fp32"), note)
     if plan["micro_batch"] is not None and not mesh:
         out["micro_batch"] = (None, "micro_batch: torchtitan's local batch size (no device-mesh line says if "
@@ -275,6 +276,7 @@ def read_torchtitan(text: str) -> LogFacts:
     start = _start(clean)
     plan = _plan(mesh, start, clean)
     notes, defaults = [unread] if unread else [], _assumed(plan, mesh)
+    notes += recipe_notes(clean, plan, mesh)
     _max_seq_len(model, plan, notes)
     facts.events = events_in(rows)
     facts.config = {

@@ -1,0 +1,49 @@
+"""What a torchtitan log states that the plan cannot say as it was run, read from its set-up lines: the
+low-precision recipe its converters print, and HSDP's shard group."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# What torchtitan's low-precision converters print (components/quantization/): float8.py "Float8 tensorwise scaled
+# training active" (v0.1.0-v0.2.2, torchao's tensorwise dynamic scaling: the profile's plain fp8) and "Float8 training
+# active with recipe NAME" (rowwise, rowwise_with_gw_hp; main's only float8 recipes); mx.py "Float8 training active
+# with recipe NAME" (v0.1.0) or "MX training active with recipe NAME" (v0.2.x) with an MX recipe (mxfp8, mxfp8_cublas)
+# and, on main, "Converted Linear layers to MXFP8Linear" / "... to NVFP4Linear" (nvfp4.py).
+TENSORWISE_LINE = "Float8 tensorwise scaled training active"
+PLAIN_LINE = "Float8 training active"  # before v0.1.0 (pytorch/torchtitan pull request #812, 2025-01): tensorwise
+RECIPE_LINE = re.compile(r"(?:Float8|MX) training active with recipe (\w+)")
+CONVERTED = re.compile(r"Converted Linear layers to (MXFP8|NVFP4)Linear")
+UNPRICED = "names a float8 recipe no precision of the planner is (fp8 is torchao's tensorwise scaling, mxfp8 its MX)"
+
+
+def low_precision(text: str) -> tuple[str | None, str] | None:
+    """The precision a torchtitan converter line states, with the line (None: no converter line, a 16- or 32-bit
+    run); a precision of None: a recipe no precision of the planner is (rowwise float8), left unstated."""
+    if TENSORWISE_LINE in text:
+        return "fp8", TENSORWISE_LINE
+    if m := CONVERTED.search(text):
+        return m.group(1).lower(), m.group(0)
+    if m := RECIPE_LINE.search(text):
+        recipe = m.group(1)
+        return ("mxfp8" if recipe.startswith("mxfp8") else "fp8" if recipe == "tensorwise" else None), m.group(0)
+    if PLAIN_LINE in text:
+        return "fp8", PLAIN_LINE
+    return None
+
+
+def recipe_notes(text: str, plan: dict[str, Any], mesh: dict[str, int]) -> list[str]:
+    """What the run states that its plan does not price, each said: a float8 recipe no precision is (left
+    unstated), HSDP's shard group (the plan's ZeRO shards over every data-parallel rank)."""
+    out = []
+    if (found := low_precision(text)) and found[0] is None:
+        out.append(f"precision: not stated: '{found[1]}' {UNPRICED}; give --plan with a precision to price it as")
+    replicate, shard = mesh.get("dp_replicate", 1), mesh.get("dp_shard", 1)
+    if replicate > 1 and shard > 1 and plan["zero"] in (2, 3):
+        out.append(
+            f"zero: {plan['zero']} over dp={plan['dp']}; the run is HSDP, sharding over dp_shard={shard} and "
+            f"replicating over dp_replicate={replicate}, which no plan field says: each GPU holds {replicate}x the "
+            "sharded states the plan prices"
+        )
+    return out
