@@ -1448,12 +1448,15 @@ def test_torchtitans_device_line_names_the_hardware_profile():
     r = ingest("torchtitan_h200_llama3_8b.log")
     assert r.hardware == "h200" and r.gpus == 8
     assert any(a.startswith("hardware: h200, the catalog profile of that GPU") for a in r.assumed), r.assumed
-    given = ingest("torchtitan_h200_llama3_8b.log", hardware="h100-sxm")  # --hardware is what the user says ran
-    assert given.hardware == "h100-sxm"
-    # ... and where it is another GPU than the log's device, the entry says so (it was silent)
-    assert any("not the log's device (NVIDIA H200 with 139.83 GiB)" in a for a in given.assumed), given.assumed
+    # --hardware naming another GPU than the log's device is refused: the run would be priced, and calibrate would
+    # fit it, as a GPU it never ran on (an H100's factors moved onto the A100 and an MFU above 100%, audit)
+    with pytest.raises(PlannerError, match=r"--hardware h100-sxm is NVIDIA H100 80GB HBM3 .* not the log's device "
+                       r"\(NVIDIA H200 with 139.83 GiB\): give the profile of that GPU \(h200\)"):  # fmt: skip
+        ingest("torchtitan_h200_llama3_8b.log", hardware="h100-sxm")
     same = ingest("torchtitan_h200_llama3_8b.log", hardware="h200")
-    assert not any("not the log's device" in a for a in same.assumed)
+    assert same.hardware == "h200" and not any("not the log's device" in a for a in same.assumed)
+    code, _, err = run_planner("calibrate", str(LOGS / "torchtitan_h200_llama3_8b.log"), "--hardware", "a100-80gb")
+    assert code == 2 and "--hardware a100-80gb is NVIDIA A100" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

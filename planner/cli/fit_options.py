@@ -34,7 +34,8 @@ FitHardwareOpt = Annotated[
     typer.Option(
         "--hardware",
         help="fit only the runs of this profile (catalog name or YAML; repeat for several); also the GPU of "
-        "a log or launch profile that does not name one (default: the profiles the runs name)",
+        "a log or launch profile that does not name one; a log naming another GPU is refused (default: the "
+        "profiles the runs name)",
     ),
 ]
 FitOutOpt = Annotated[

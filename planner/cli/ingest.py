@@ -60,7 +60,10 @@ LogModelOpt = Annotated[
     typer.Option("--model", "-m", callback=nonempty, help="the model when the log does not state its shape"),
 ]
 LogHardwareOpt = Annotated[
-    Optional[str], typer.Option("--hardware", callback=nonempty, help="the GPU profile the run used")
+    Optional[str],
+    typer.Option(
+        "--hardware", callback=nonempty, help="the GPU profile the run used (a log naming another GPU is refused)"
+    ),
 ]
 LogPlanOpt = Annotated[
     Optional[str],

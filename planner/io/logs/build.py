@@ -215,7 +215,7 @@ def _assemble(
         hardware, said = log_hardware(facts.config.get("device"))
         assumed.append(said)
     elif other := given_against_log(facts.config.get("device"), hardware):
-        assumed.append(other)
+        raise PlannerError(f"{source}: {other}")
     if unknown:
         assumed.append(f"plan: the log does not state {', '.join(unknown)} (null)")
     if facts.config.get("overflow_skipped"):

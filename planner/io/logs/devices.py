@@ -54,8 +54,9 @@ def log_hardware(device: tuple[str, float] | None) -> tuple[str | None, str]:
 
 
 def given_against_log(device: tuple[str, float] | None, hardware: object) -> str | None:
-    """A note where --hardware names a catalog GPU other than the device the log names (the run measured on one,
-    priced on the other); None where they agree, or where either is not known."""
+    """Why --hardware cannot be the log's device, where it names a GPU other than the one the log names (a run
+    measured on one GPU priced and fitted as another: calibrate moved an H100's factors onto the A100, audit); None
+    where they agree, or where either is not known."""
     if device is None or not isinstance(hardware, str):
         return None
     try:
@@ -65,7 +66,10 @@ def given_against_log(device: tuple[str, float] | None, hardware: object) -> str
     name, gib = device
     if given.gpu.name.lower() == name.lower() and _same_memory(given.gpu.hbm_bytes, gib):
         return None
+    found, _ = log_hardware(device)
+    instead = f"the profile of that GPU ({found})" if found else "the profile of that GPU"
     return (
-        f"hardware: --hardware {hardware} is {given.gpu.name} with {given.gpu.hbm_bytes / GiB:.2f} GiB, not the "
-        f"log's device ({name} with {gib:.2f} GiB): the run measured there is priced on {hardware}"
+        f"--hardware {hardware} is {given.gpu.name} with {given.gpu.hbm_bytes / GiB:.2f} GiB, not the log's device "
+        f"({name} with {gib:.2f} GiB): give {instead}, or a profile of your own whose gpu.name and memory are the "
+        "device's"
     )
