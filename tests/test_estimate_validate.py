@@ -204,6 +204,21 @@ def test_calibrate_fits_what_the_runs_identify_and_refuses_contradictions(calibr
     assert [m.after for m in repeated.moves] == pytest.approx([m.after for m in alone.moves], rel=1e-6, abs=1e-6)
 
 
+def test_calibrate_never_fits_a_compute_factor_below_one(calibration_runs):
+    """A run measured at half the predicted step asks for compute x0.5, which no stack reaches (1: the GPU's measured
+    ceilings, partial_pooling.py PARAMETERS): the fit ends on the floor and says so (it fitted 0.62 and estimate then
+    printed 117% MFU, audit)."""
+    import dataclasses
+
+    hw = load_hardware("h100-sxm")
+    run = observations_from_runs(calibration_runs, hw, "x")[0]
+    fast = dataclasses.replace(run, measured_step_s=run.measured_step_s / 2)
+    (move,) = fit([fast], hw).moves
+    assert move.name == "compute of megatron on h100-sxm" and move.after == pytest.approx(1.0)
+    assert move.bound == "lower bound 1"
+    assert fit([run], hw).moves[0].after > 1.0  # a run the model prices about right moves it freely
+
+
 def test_same_file_name_in_two_folders_stays_two_observations(tmp_path):
     from planner.fit.calibrate import load_observations
 

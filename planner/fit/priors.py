@@ -21,6 +21,7 @@ from typing import Any
 from planner.cost.fitted_factors import compute_factor, gpu_factors
 from planner.engine import Engine, Fitted
 from planner.fit.observations import Observation
+from planner.fit.partial_pooling import PARAMETERS
 from planner.hardware import AttentionKernel, Efficiency, HardwareProfile, MatmulPoint
 
 # Default bounds for a hardware parameter the profile gives none for (the CPU profile's fixed costs).
@@ -44,6 +45,9 @@ ENGINE_PARAMS = ("compute", "overhead_s")
 # pulls toward the group's current one with a width of OVERHEAD_PRIOR_S.
 SIGMA_GROUP = 0.3
 COMPUTE_BOUNDS = (-1.0, 1.0)  # log change of a group's compute factor: x0.37 .. x2.7
+# ... and never below the floor of the factor itself (partial_pooling.py PARAMETERS: no stack runs above the GPU's
+# measured ceiling); a fit below it gave an MFU above 100% (audit)
+COMPUTE_FLOOR = next(p.bounds[0] for p in PARAMETERS if p.name == "compute")
 OVERHEAD_PRIOR_S = 1.0
 OVERHEAD_BOUNDS_S = (0.0, 10.0)
 # The spread of one run's log error that the priors are weighed against (a MAP fit with this data noise).
@@ -110,7 +114,8 @@ class ParameterVector:
                 self._add(("hw", h, n), min(max(start_value(eff, n), lo), hi), lo, hi, max((hi - lo) / 2, 1e-12))
         if self.fit_compute:
             for e, h in self.groups:
-                self._add(("c", e, h), 0.0, *COMPUTE_BOUNDS, SIGMA_GROUP)
+                lo = max(COMPUTE_BOUNDS[0], math.log(COMPUTE_FLOOR / self._start_compute[(e, h)]))
+                self._add(("c", e, h), max(0.0, lo), lo, max(lo, COMPUTE_BOUNDS[1]), SIGMA_GROUP)
         if self.fit_overhead:
             for e, h in self.groups:
                 start = self._start_overhead[(e, h)]
