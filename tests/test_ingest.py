@@ -1243,6 +1243,11 @@ def test_megatron_fsdp_sharding_strategy_is_its_zero_stage(strategy, zero):
     FSDP run read as ZeRO 3 before."""
     extra = {"use_megatron_fsdp": "True"} | ({"data_parallel_sharding_strategy": strategy} if strategy else {})
     assert read_log(_dump_with(extra), source="fsdp").plan["zero"] == zero
+    # Megatron-Core 0.11-0.13 named it --use-custom-fsdp (d165a8548b .. af28b5a559), default strategy no_shard: its
+    # runs were read as ZeRO 1 (audit)
+    custom = {"use_custom_fsdp": "True", "use_distributed_optimizer": "True"}
+    custom |= {"data_parallel_sharding_strategy": strategy} if strategy else {}
+    assert read_log(_dump_with(custom), source="custom").plan["zero"] == (zero if strategy else 0)
 
 
 @pytest.mark.parametrize(

@@ -69,8 +69,10 @@ FSDP_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_par
 def _zero(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> int | None:
     if deepspeed.get("zero") is not None:
         return int(deepspeed["zero"])
-    if a.get("use_megatron_fsdp"):
-        strategy = str(a.get("data_parallel_sharding_strategy") or "optim_grads_params")
+    if a.get("use_megatron_fsdp") or a.get("use_custom_fsdp"):  # --use-custom-fsdp: its name in core 0.11-0.13
+        # (d165a8548b .. af28b5a559, whose default strategy was no_shard); a dump prints the strategy either way
+        default = "optim_grads_params" if a.get("use_megatron_fsdp") else "no_shard"
+        strategy = str(a.get("data_parallel_sharding_strategy") or default)
         if strategy not in FSDP_STRATEGIES:
             notes.append(f"zero: Megatron FSDP's data_parallel_sharding_strategy {strategy} is not a ZeRO stage")
         return FSDP_STRATEGIES.get(strategy)
@@ -78,7 +80,9 @@ def _zero(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> int | None:
         return 3  # FSDP2's fully_shard: weights, gradients and optimizer (arguments.py --use-torch-fsdp2)
     if a.get("use_distributed_optimizer"):
         return 1
-    return 0 if a.shown("use_distributed_optimizer", "use_megatron_fsdp", "use_torch_fsdp2") else None
+    return (
+        0 if a.shown("use_distributed_optimizer", "use_megatron_fsdp", "use_custom_fsdp", "use_torch_fsdp2") else None
+    )
 
 
 def _recompute(a: _Args, chunk_layers: int | None, notes: list[str]) -> str | None:
