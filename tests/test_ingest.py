@@ -708,6 +708,34 @@ def test_calibrate_takes_what_a_log_does_not_state_as_validate_does():
     assert rc == 2 and "is a runs file" in err
 
 
+def test_a_plan_mapping_without_cp_or_ep_leaves_nothing_the_count_or_model_decides_unstated(tmp_path):
+    """A --plan mapping of tp, pp and dp that fill the GPUs, for a dense model, implies cp 1 and ep 1: they were
+    written null, and validate and calibrate then refused the runs file (calibrate with 'no measured runs of any
+    hardware', audit). Where neither the log nor the file can say, the refusal asks for the file, not for --plan
+    again."""
+    lines = tmp_path / "lines.log"  # the iteration lines alone: the log states no plan
+    text = (LOGS / "megatron_lm_gpt2_tp4_pp8.log").read_text()
+    lines.write_text("\n".join(ln for ln in text.splitlines() if " iteration " in ln))
+    mapping = tmp_path / "plan.yaml"
+    mapping.write_text("tp: 2\npp: 1\ndp: 4\nsp: true\nzero: 1\nrecompute: none\nmicro_batch: 1\nseq_len: 1024\n"
+                       "precision: bf16\n")  # fmt: skip
+    given = ("--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--plan", str(mapping))
+    runs = tmp_path / "runs.yaml"
+    rc, _, err = run_planner("ingest", str(lines), *given, "-o", str(runs))
+    assert rc == 0, err
+    (raw,) = load_runs(runs)
+    assert (raw["plan"]["cp"], raw["plan"]["ep"]) == (1, 1)
+    assert any("cp 1 (tp x pp x dp = the 8 GPUs), ep 1 (a model without experts): implied" in a for a in raw["assumed"])
+    assert run_planner("validate", str(runs))[0] == 0
+    moe = (*given[:1], "mixtral-8x7b", *given[2:])  # experts: ep is the run's to say
+    rc, _, err = run_planner("validate", str(lines), *moe)
+    assert rc == 2 and "neither the log nor the --plan file states ep; add it to the plan file" in err, err
+    raw["plan"]["cp"] = None  # a runs file left null: calibrate's refusal says which run and why
+    runs.write_text(yaml.safe_dump([raw]))
+    rc, _, err = run_planner("calibrate", str(runs))
+    assert rc == 2 and "no measured runs of any hardware" in err and "leaves cp unstated" in err, err
+
+
 def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     """A torchtitan log prints no plan: the plan file the run was launched from (search --save) gives its fields,
     model, hardware and GPUs, so the runs file is written and validate reads it; what the log does state wins."""

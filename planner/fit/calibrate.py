@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -241,7 +242,9 @@ def calibrate_paths(
     """The CLI's entry: the runs of runs files, launch profiles and logs, fitted on the hardware they name (or on
     the given profiles: only their runs); `model` and `given` fill what a log does not state (load_observations)."""
     single = hardware[0] if hardware and len(hardware) == 1 else None
-    obs = load_observations(paths, single, stat=stat, model=model, given=given)
+    with warnings.catch_warnings(record=True) as left_out:  # said with the fit, or with its refusal (which drops
+        warnings.simplefilter("always")  # a refused command's warnings: cli/__init__.py)
+        obs = load_observations(paths, single, stat=stat, model=model, given=given)
     if hardware:
         wanted = {h.name for h in hardware}
         obs = [o for o in obs if o.hardware.name in wanted]
@@ -252,7 +255,10 @@ def calibrate_paths(
             bases.setdefault(o.hardware.name, _catalog_profile(o.hardware))
     if not obs:
         which = ", ".join(sorted(bases)) if hardware else "any hardware"
-        raise PlannerError(f"no measured runs of {which} in {', '.join(paths)}")
+        why = f" ({left_out[0].message}{' ...' if len(left_out) > 1 else ''})" if left_out else ""
+        raise PlannerError(f"no measured runs of {which} in {', '.join(paths)}{why}")
+    for said in left_out:
+        warnings.warn(str(said.message), said.category, stacklevel=2)
     return fit(obs, bases, names=names, progress=progress)
 
 

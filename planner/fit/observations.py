@@ -226,6 +226,11 @@ def _log_entries(
     unstated = [k for e in entries for k, v in e["plan"].items() if v is None]
     if unstated:  # what --gpus (the GPUs in all derive dp) and --plan fill, here as in ingest
         fill = "--gpus N" if unstated == ["dp"] else "--plan PLAN.yaml"
+        if given.get("given_plan") and unstated != ["dp"]:  # it was given: asking for it again goes round (audit)
+            raise PlannerError(
+                f"run {run.id!r} ({path}): neither the log nor the --plan file states {', '.join(unstated)}; add "
+                f"{'them' if len(unstated) > 1 else 'it'} to the plan file (the plan the run used)"
+            )
         raise PlannerError(
             f"run {run.id!r} ({path}): the log does not state {', '.join(unstated)}; give {fill} (the plan the run "
             f"used), or write a runs file with `planner ingest {path} {fill} -o runs.yaml`"

@@ -14,7 +14,7 @@ from planner.errors import PlannerError
 from planner.io.logs.composer_log import HEADER, read_composer
 from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.devices import given_against_log, log_hardware
-from planner.io.logs.given import fill_given, log_software
+from planner.io.logs.given import fill_given, implied_by_count, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
 from planner.io.logs.megatron_log import ARGS_START, DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, NEMO_TIMING, read_megatron
 from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
@@ -207,6 +207,7 @@ def _assemble(
     measured, derived = step_measurements(sel, facts, plan, n_gpus)
     _require_measured(source, measured, sel, plan.get("global_batch"), facts)
     spec, model_notes = _model(facts, model, plan.get("seq_len"), rid)
+    plan_notes += implied_by_count(plan, n_gpus, spec)
     unknown = [k for k in PLAN_FIELDS if plan[k] is None]
     by_field = facts.config.get("assumed_notes", {})  # a reader's note on a field it filled by default, by field
     read = [n for k, n in by_field.items() if k not in replaced] + facts.config.get("assumed", [])

@@ -3,6 +3,7 @@ settings), and the software settings a log's configuration states. Pure."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -111,3 +112,18 @@ def log_software(
     taken = {k: v for k, v in (given or {}).items() if k not in logged and k != "engine" and v is not None}
     notes = [f"software: {', '.join(taken)} from --plan's training settings"] if taken else []
     return {"engine": engine, **taken, **logged}, notes
+
+
+def implied_by_count(plan: dict[str, Any], gpus: int | None, model: Mapping[str, Any] | None) -> list[str]:
+    """Degrees the GPU count or the model decide, filled where unstated, in place; a note naming them: cp 1 where
+    tp x pp x dp already fill the GPUs, ep 1 for a model without experts (a --plan mapping that leaves them out was
+    ingested with cp and ep null, which validate and calibrate refused: audit)."""
+    filled = []
+    degrees = [int(d) for k in ("tp", "pp", "dp") if (d := plan.get(k))]
+    if plan.get("cp") is None and gpus and len(degrees) == 3 and math.prod(degrees) == gpus:
+        plan["cp"] = 1
+        filled.append(f"cp 1 (tp x pp x dp = the {gpus} GPUs)")
+    if plan.get("ep") is None and model is not None and model.get("moe") is None:
+        plan["ep"] = 1
+        filled.append("ep 1 (a model without experts)")
+    return [f"plan: {', '.join(filled)}: implied"] if filled else []
