@@ -242,6 +242,20 @@ def test_validate_shows_the_runs_against_shipped_and_calibrated_profiles(tmp_pat
     assert code == 0 and "shipped" in out and "calibrated" in out
     code, _, err = run("validate", str(mine), "--calibrated", str(tmp_path / "nothing"))
     assert code == 2 and "--calibrated" in err
+    # the same profiles as a catalog folder (--catalog's layout) read alike; as loose files --catalog refuses them
+    # (it searched its subfolders, found none, and priced the shipped profiles unsaid: audit)
+    shaped = tmp_path / "catalog"
+    for sub, name in (("hardware_profiles", "h100-sxm.yaml"), ("engine_profiles", "megatron.yaml")):
+        (shaped / sub).mkdir(parents=True)
+        (shaped / sub / name).write_text((out_dir / name).read_text())
+    code, out, err = run("validate", str(mine), "--calibrated", str(shaped), "--json")
+    assert code == 0 and json.loads(out)["calibrated_summary"] == doc["calibrated_summary"], err
+    code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "8", "--catalog", str(out_dir))
+    assert code == 2 and "holds h100-sxm.yaml, megatron.yaml but none of model_specs/" in err, err
+    code, out, err = run("estimate", "-m", "llama3-8b", "--gpus", "8", "--catalog", str(shaped), "--json")
+    assert code == 0, err
+    code, out, err = run("calibrate", str(mine), "-o", str(tmp_path / "again"))
+    assert code == 0 and "price with them by path: estimate or search --hardware" in " ".join(out.split()), out
     # --hardware holds for both columns: the calibrated one on the folder's profile of that name, else the given one
     # (the folder fitted h100-sxm only, so on a100-80gb the two columns agree; before, the calibrated column ran each
     # run on its own h100-sxm and looked like a fix of the a100's error)

@@ -125,7 +125,9 @@ def calibrated_profiles(folder: str) -> Profiles:
     if not path.is_dir():
         raise PlannerError(f"--calibrated {folder!r} is not a folder (give the one calibrate -o / --engine-out wrote)")
     hardware, engines = {}, {}
-    for f in sorted(path.glob("*.y*ml")):
+    # the files calibrate wrote (-o / --engine-out), or a catalog folder's (--catalog: hardware_profiles/, ...)
+    files = [*path.glob("*.y*ml"), *path.glob("hardware_profiles/*.y*ml"), *path.glob("engine_profiles/*.y*ml")]
+    for f in sorted(files):
         doc = load_yaml(f)
         if isinstance(doc, dict) and "gpu" in doc:
             hw = load_hardware(f)
@@ -134,7 +136,10 @@ def calibrated_profiles(folder: str) -> Profiles:
             eng = load_engine(f)
             engines[eng.name] = eng
     if not hardware and not engines:
-        raise PlannerError(f"--calibrated {folder!r} holds no hardware or engine profile (.yaml)")
+        raise PlannerError(
+            f"--calibrated {folder!r} holds no hardware or engine profile (.yaml), nor hardware_profiles/ or "
+            "engine_profiles/ folders of them"
+        )
     return Profiles(folder, hardware, engines)
 
 

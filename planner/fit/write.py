@@ -189,3 +189,17 @@ def write_engine_outputs(result: FitResult, out_dir: Path, names: dict[str, str]
         write_engine_fitted(source, target, {names.get(h, h): f for h, f in by_hw.items()})
         written.append(target)
     return written
+
+
+def using_written(hardware_files: list[str], engine_files: list[str]) -> str:
+    """How the profiles calibrate wrote are priced with, in one line ('' with none written): by path, as the loose
+    files they are (a --catalog folder holds them in hardware_profiles/ and engine_profiles/)."""
+    if not hardware_files and not engine_files:
+        return ""
+    given = [f"--hardware {hardware_files[0]}"] if hardware_files else []
+    given += [f"--engine {engine_files[0]}"] if engine_files else []
+    folders = {str(Path(f).parent) for f in [*hardware_files, *engine_files]}
+    return (
+        f"price with them by path: estimate or search {' '.join(given)}; compare with the shipped ones: validate RUNS "
+        f"--calibrated {sorted(folders)[0]}"
+    )

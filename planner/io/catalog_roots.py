@@ -18,6 +18,7 @@ from planner.io.files import read_text
 MODEL_DIR = "model_specs"
 HARDWARE_DIR = "hardware_profiles"
 ENGINE_DIR = "engine_profiles"
+CATALOG_DIRS = (MODEL_DIR, HARDWARE_DIR, ENGINE_DIR)
 
 
 def catalog_root() -> Path:
@@ -41,10 +42,25 @@ def set_user_dirs(dirs: Sequence[str | Path]) -> None:
     for d in dirs:
         if not Path(d).is_dir():
             raise PlannerError(f"--catalog {str(d)!r} is not a directory (it should hold model_specs/, ...)")
+        _check_layout(Path(d))
     _user_dirs[:] = [Path(d) for d in dirs]
     _index.cache_clear()
     _aliases.cache_clear()
     _alias_owners.cache_clear()
+
+
+def _check_layout(folder: Path) -> None:
+    """A --catalog folder of loose profiles (what calibrate -o / --engine-out write) and none of the catalog's
+    folders would be searched for nothing, and the shipped profiles priced instead, unsaid (audit): refused."""
+    if any((folder / sub).is_dir() for sub in CATALOG_DIRS):
+        return
+    loose = sorted(f.name for f in folder.glob("*.y*ml"))
+    if loose:
+        raise PlannerError(
+            f"--catalog {str(folder)!r} holds {', '.join(loose[:3])}{' ...' if len(loose) > 3 else ''} but none of "
+            f"{', '.join(d + '/' for d in CATALOG_DIRS)}: move each file into the folder of its kind, or give it by "
+            f"path (--hardware {folder / loose[0]}, --engine, --model)"
+        )
 
 
 def user_config_dir() -> Path:

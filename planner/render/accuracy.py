@@ -13,6 +13,7 @@ from rich.table import Table
 from planner.fit.calibrate import FitResult
 from planner.fit.memory_kind import memory_log_error
 from planner.fit.validate import RunResult, Validation
+from planner.fit.write import using_written
 from planner.render.console import natural_width, rich_console, wrap_words
 from planner.units import fmt_range
 
@@ -288,12 +289,11 @@ def print_calibration(console: Console, result: FitResult, outputs: dict[str, st
         runs_table.add_row(escape(o.id), escape(o.group), f"{b:+.1f}%", f"{a:+.1f}%")
     console.print(runs_table)
     if result.nothing_moved:
-        console.print(
-            "[yellow]nothing moved:[/] no fitted parameter changed (by 0.1% or more): the profiles already agree "
-            "with these runs"
-        )
+        console.print("[yellow]nothing moved:[/] no fitted parameter changed (by 0.1% or more): the profiles "
+                      "already agree with these runs")  # fmt: skip
     wrote = escape(", ".join([*outputs.values(), *engines_written])) or "nothing (give -o and/or --engine-out to write)"
+    use = using_written(list(outputs.values()), engines_written)
     console.print(
         f"median |step error| {result.median_before_pct:.1f}% -> {result.median_after_pct:.1f}% over "
-        f"{len(result.observations)} runs; wrote {wrote}"
+        f"{len(result.observations)} runs; wrote {wrote}" + (f"\n{escape(use)}" if use else "")
     )
