@@ -155,6 +155,20 @@ def test_intervals_widen_by_named_distance_from_the_runs():
     assert model_family(moe) == "swiglu/rope/gqa/moe" and model_family(load_model("gpt3-175b")) == "gelu/learned/mha"
 
 
+def test_an_interval_names_the_fitted_entry_its_prediction_runs_on():
+    """The H800 runs the H100's kernels (kernels_of) and is priced on its fitted entry: said so. The H200 is only
+    its calibration proxy's sibling and is priced on the pooled behaviour: it was labelled 'megatron/h100-sxm as
+    h200, N runs', the runs of a factor its prediction never used (audit)."""
+    eng, spec = load_engine("megatron"), load_model("llama3-8b")
+    plan = Plan(dp=4, tp=2, sp=True, zero=1, micro_batch=1, global_batch=128, seq_len=8192)
+    h800 = uncertainty(eng, load_hardware("h800"), model=spec, plan=plan, tokens_per_s=1e5)
+    h200 = uncertainty(eng, load_hardware("h200"), model=spec, plan=plan, tokens_per_s=1e5)
+    assert h800.basis == "megatron/h100-sxm as h800" and h800.calibrated
+    assert h200.basis.startswith("megatron/h200: behaviour pooled over") and not h200.calibrated
+    runs = eng.fitted["h100-sxm"].runs
+    assert h800.runs == runs and h200.runs == eng.behaviour.runs != runs
+
+
 def test_estimate_json_gives_absolute_intervals_with_their_basis():
     code, out, err = run(
         "estimate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--engine", "torchtitan", "--hardware",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from planner.cost.fitted_factors import behaviour_on
+from planner.cost.fitted_factors import behaviour_on, gpu_factors
 from planner.engine import Domain, Engine, Interval
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
@@ -170,10 +170,12 @@ def uncertainty(
     found = distances(b.domain, engine, hw, model, plan, engine_runs=b.runs)
     half = iv.z * _spread(iv.base, iv.widen, found)
     half_mem = iv.z * _spread(iv.memory_base, iv.memory_widen, found)
-    own = hw.name in engine.fitted or (hw.calibration_proxy in engine.fitted if hw.calibration_proxy else False)
-    group = engine.fitted.get(hw.name) or engine.fitted.get(hw.calibration_proxy or "")
-    if own and group is not None and group.runs:
-        where = hw.name if hw.name in engine.fitted else f"{hw.calibration_proxy} as {hw.name}"
+    # the entry the prediction runs on (fitted_factors.py gpu_factors: the GPU's own, or its die's): a sibling's
+    # label on a pooled prediction said "megatron/h100-sxm as h200, 1 runs" of a figure that run never moved (audit)
+    group = gpu_factors(hw, engine)
+    own = group is not None
+    if group is not None and group.runs:
+        where = hw.name if hw.name in engine.fitted else f"{hw.kernels_of} as {hw.name}"
         basis, runs = f"{engine.name}/{where}", group.runs
     else:
         pooled = ", ".join(b.domain.gpus) or "no runs: the mean of the engines fitted"
