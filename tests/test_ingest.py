@@ -631,7 +631,8 @@ def test_cli_json_document():
     assert run["engine"] == "torchtitan" and run["gpus"] == 8 and run["hardware"] is None
 
 
-def test_cli_table_and_runs_file_that_validate_reads(tmp_path):
+def test_cli_table_and_runs_file_that_validate_reads(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # the width the wrapping below is asserted at (it passed under xdist only)
     runs = tmp_path / "runs.yaml"
     rc, out, err = run_planner(
         "ingest",
@@ -900,6 +901,10 @@ def test_a_log_that_contradicts_itself_is_refused(key, was, now, needle):
     with pytest.raises(PlannerError) as info:
         read_log(text.replace(line, line[: -len(was)] + now), source="edited")
     assert needle in str(info.value) and "contradicts itself" in str(info.value)
+    # where the user's --plan is half of it, it is named, not the log (audit)
+    bare = "\n".join(ln for ln in text.splitlines() if " iteration " in ln)  # the log states no plan
+    with pytest.raises(PlannerError, match=r"the log, --plan and --gpus disagree: world size 8, but dp 4 x tp 3"):
+        read_log(bare, source="lines", gpus=8, given_plan={"dp": 4, "tp": 3, "pp": 1, "cp": 1}, engine="megatron")
 
 
 def test_megatron_argument_dump_states_its_fp8_recipe_and_memory_settings():

@@ -183,6 +183,16 @@ def _contradictions(plan: dict[str, Any], gpus: int | None) -> list[str]:
     return out
 
 
+def _refuse_contradictions(source: str, contradictions: list[str], options: dict[str, Any]) -> None:
+    """One line naming what disagrees: the log with itself, or with the options given (what the user gave may be
+    the half that is wrong: not blamed on the log)."""
+    if not contradictions:
+        return
+    names = ["the log", *(o for o, v in options.items() if v)]
+    who = f"{', '.join(names[:-1])} and {names[-1]} disagree" if len(names) > 1 else "the log contradicts itself"
+    raise PlannerError(f"{source}: {who}: {'; '.join(contradictions)}")
+
+
 def _assemble(
     facts: LogFacts,
     *,
@@ -200,9 +210,8 @@ def _assemble(
     assumed_fields = facts.config.get("assumed_fields", {})
     n_gpus, plan_notes, gpu_notes = fill_given(plan, given_plan, facts.config.get("gpus"), gpus, source, assumed_fields)
     replaced = {k for k in assumed_fields if plan.get(k) != stated.get(k)}  # --plan's: the reader's note is not
-    contradictions = [*facts.config.get("conflicts", []), *_contradictions(plan, n_gpus)]
-    if contradictions:
-        raise PlannerError(f"{source}: the log contradicts itself: {'; '.join(contradictions)}")
+    _refuse_contradictions(source, [*facts.config.get("conflicts", []), *_contradictions(plan, n_gpus)],
+                           {"--plan": given_plan, "--gpus": gpus})  # fmt: skip
     sel, select_notes = steady_steps(facts, warmup, plan.get("global_batch"))
     measured, derived = step_measurements(sel, facts, plan, n_gpus)
     _require_measured(source, measured, sel, plan.get("global_batch"), facts)
