@@ -11,7 +11,7 @@ import pytest
 from helpers import run_planner as run
 
 from planner.api.advising import search_advised
-from planner.cluster.failures import LLAMA3_GPU_MTBF_HOURS, failure_rate
+from planner.cluster.failures import LLAMA3_GPU_MTBF_HOURS, PUBLISHED_STORAGE_BYTES_PER_S, failure_rate
 from planner.cost.timing import daly_interval_s
 from planner.io.catalog import load_hardware
 from planner.io.clusters import cluster_hardware
@@ -86,7 +86,8 @@ def test_cluster_storage_caps_the_checkpoint_write():
 
 def test_a_write_without_stated_storage_says_it_scales_with_the_nodes():
     """Without cluster storage or --checkpoint-bandwidth the write is the profile's per-node share times the nodes,
-    without bound (62,208 GB200s at 78 TB/s): the estimate says so beside the write time, and in its JSON."""
+    at most the fastest published training storage (it grew without bound: 98,304 B200s wrote 14 TB in 0.11 s): the
+    estimate says which beside the write time, and in its JSON."""
     args = ("estimate", "-m", "llama3-8b", "--gpus", "1024", "--tp", "1", "--global-batch", "1024", "--mtbf-hours")
     code, out, err = run(*args, "50000", "--json")
     assert code == 0, err
@@ -100,6 +101,15 @@ def test_a_write_without_stated_storage_says_it_scales_with_the_nodes():
     assert code == 0 and ck["write_bytes_per_s"] == 1e11 and ck["bandwidth_from"] == "", err
     code, out, err = run(*args, "50000")
     assert code == 0 and "TB/s: 1.97 GB/s per node (h100-sxm) x 128 nodes" in " ".join(out.split()), err
+    big = ("estimate", "-m", "megatron-1t", "--gpus", "98304", "--hardware", "b200", "--global-batch", "8192", "--tp",
+           "8", "--pp", "48", "--zero", "1", "--mtbf-hours", "50677", "--json")  # fmt: skip
+    code, out, err = run(*big)
+    ck = json.loads(out)["checkpoint"]
+    assert code == 0 and ck["write_bytes_per_s"] == PUBLISHED_STORAGE_BYTES_PER_S == 2e12, err
+    assert ck["write_s"] == pytest.approx(ck["checkpoint_bytes"] / 2e12) and ck["write_s"] > 5
+    assert "12,288 nodes capped at 2 TB/s, the fastest published training storage" in ck["bandwidth_from"]
+    code, out, err = run(*big, "--checkpoint-bandwidth", "2e12")  # given: its own, no cap said
+    assert code == 0 and json.loads(out)["checkpoint"]["bandwidth_from"] == "", err
     # on a cluster whose storage is not what binds, the same share is said, below the storage's (it read as stated)
     small = ("estimate", "-m", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--cluster", "meta-llama3-24k")
     code, out, err = run(*small, "--json")

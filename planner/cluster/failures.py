@@ -20,6 +20,10 @@ from planner.hardware import HardwareProfile
 LLAMA3_INTERRUPTIONS, LLAMA3_DAYS, LLAMA3_GPUS = 419, 54, 16384
 LLAMA3_GPU_MTBF_HOURS = LLAMA3_DAYS * 24 * LLAMA3_GPUS / LLAMA3_INTERRUPTIONS
 LLAMA3_SOURCE = "Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100s (Dubey et al. 2024, 3.3.4)"
+# The fastest storage a published training job checkpoints to: Meta's Tectonic sustains 2 TB/s (7 TB/s peak) for
+# Llama 3's 16,384 H100s (Dubey et al. 2024, 3.3.1). A job on no stated cluster writes at the GPU profile's per-node
+# share times its nodes, at most this: the share alone grew without bound (98,304 B200s wrote 14 TB in 0.11 s, audit).
+PUBLISHED_STORAGE_BYTES_PER_S = 2.0e12
 
 
 def per_gpu_mtbf_hours(hours: float, per: str | None, gpus_per_node: int) -> float:
@@ -71,6 +75,12 @@ def priced_options(hw: HardwareProfile, options: dict[str, Any], gpus: int | Non
     return out
 
 
+def unstated_storage_bytes_per_s(hw: HardwareProfile, nodes: int) -> float:
+    """What a job of `nodes` nodes on no stated cluster storage checkpoints at: the GPU profile's per-node share
+    times the nodes, at most the fastest published training storage."""
+    return min(hw.checkpoint_write_bytes_per_s * nodes, PUBLISHED_STORAGE_BYTES_PER_S)
+
+
 def checkpoint_bandwidth(hw: HardwareProfile, gpus: int) -> float | None:
     """What a job of `gpus` GPUs writes checkpoints at on a cluster that states its storage: the GPU profile's
     per-node share times the job's nodes, capped by the cluster's storage (None: no cluster storage stated, the
@@ -82,17 +92,20 @@ def checkpoint_bandwidth(hw: HardwareProfile, gpus: int) -> float | None:
     return min(hw.checkpoint_write_bytes_per_s * nodes, cluster.checkpoint_write_bytes_per_s)
 
 
-def per_node_note(hw: HardwareProfile, nodes: int, bandwidth: float) -> str:
+def per_node_note(hw: HardwareProfile, nodes: int, bandwidth: float, *, given: bool) -> str:
     """Where a job's checkpoint bandwidth comes from when it is the GPU profile's per-node share times the nodes
-    (no --checkpoint-bandwidth, and a cluster's storage, where stated, not binding), which grows with the nodes
-    without bound (62,208 GB200s wrote at 78 TB/s, where the largest published training storage sustains 2 TB/s,
-    Dubey et al. 2024 §3.3.1), said beside the write time; "" where the bandwidth is given or the cluster's cap."""
+    (no --checkpoint-bandwidth, and a cluster's storage, where stated, not binding) or that share capped at the
+    fastest published storage (`given` False: the job's rate is unstated_storage_bytes_per_s), said beside the
+    write time; "" where the bandwidth is given or the cluster's cap."""
+    share = f"{hw.checkpoint_write_bytes_per_s / 1e9:.3g} GB/s per node ({hw.name}) x {nodes:,} nodes"
+    if not given and bandwidth < hw.checkpoint_write_bytes_per_s * nodes:
+        return (
+            f"{share} capped at {PUBLISHED_STORAGE_BYTES_PER_S / 1e12:.3g} TB/s, the fastest published training "
+            "storage (Llama 3's, sustained): --checkpoint-bandwidth or a cluster's storage sets the job's"
+        )
     if not math.isclose(bandwidth, hw.checkpoint_write_bytes_per_s * nodes):
         return ""
     cluster = cluster_of(hw)
     cap = cluster.checkpoint_write_bytes_per_s if cluster is not None else None
     said = f", below the cluster storage's {cap / 1e12:.3g} TB/s" if cap else ", no cluster storage stated"
-    return (
-        f"{hw.checkpoint_write_bytes_per_s / 1e9:.3g} GB/s per node ({hw.name}) x {nodes:,} nodes{said}: "
-        "--checkpoint-bandwidth sets the job's"
-    )
+    return f"{share}{said}: --checkpoint-bandwidth sets the job's"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cluster.fabric import RESTART_S
-from planner.cluster.failures import per_gpu_mtbf_hours, per_node_note
+from planner.cluster.failures import per_gpu_mtbf_hours, per_node_note, unstated_storage_bytes_per_s
 from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport, memory_report
 from planner.cost.schedule import StepTime, step_time
@@ -112,8 +112,8 @@ def estimate(
     if mtbf_hours:
         nodes = max(1, -(-plan.gpus // hw.gpus_per_node))
         per_gpu_s = per_gpu_mtbf_hours(mtbf_hours, mtbf_per, hw.gpus_per_node) * 3600
-        bandwidth = checkpoint_bandwidth_bytes_per_s or hw.checkpoint_write_bytes_per_s * nodes
-        scaled = per_node_note(hw, nodes, bandwidth)
+        bandwidth = checkpoint_bandwidth_bytes_per_s or unstated_storage_bytes_per_s(hw, nodes)
+        scaled = per_node_note(hw, nodes, bandwidth, given=checkpoint_bandwidth_bytes_per_s is not None)
         ckpt = checkpoint_plan(
             checkpoint_bytes=checkpoint_bytes(model, plan, engine),
             write_bytes_per_s=bandwidth,
