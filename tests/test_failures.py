@@ -302,3 +302,18 @@ def test_a_goodput_ranking_shows_its_column_and_a_plan_that_may_not_fit_is_marke
     code, out, _ = run(*args)  # ranked by throughput: goodput with --wide only
     header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
     assert "goodput" not in header
+
+
+def test_a_range_where_every_count_stalls_chooses_no_rate_and_says_so():
+    """Where failures leave no count of a range time to train, the choice said '1024 GPUs, the most whose best plan
+    reaches >= 90% of the range's best, 0' from goodputs of 1e-77, and its JSON listed counts whose plans fit as
+    null, 'nothing fits' (audit). Now: no count trains, searched at the smallest that fits (it stalls least), each
+    count 0.0; where some count trains, a stalled one is said 'stalls', not '-'."""
+    code, out, err = run("search", "--model", "llama3-8b", "--gpus", "128..512", "--mtbf-hours", "1", "--top", "1",
+                         "--json")  # fmt: skip
+    assert code == 0, err
+    (chose,) = [a for a in json.loads(out)["advice"] if a["kind"] == "chosen_gpus"]
+    assert chose["gpus"] == 128 and [c["best_per_gpu"] for c in chose["counts"]] == [0.0, 0.0, 0.0]
+    assert chose["message"].startswith("no GPU count of the range 128..512 trains at this failure rate")
+    code, out, err = run("search", "--model", "llama3-8b", "--gpus", "64..256", "--mtbf-hours", "1", "--top", "1")
+    assert code == 0 and "(64: 0, 128: stalls, 256: stalls)" in " ".join(out.split()), out

@@ -41,10 +41,13 @@ def choose(probe: Probe, counts: list[int], batch: int | str | None, *, seq_len:
         return Choice(tried[counts[0]][0], counts[0])
     probe.prefetch((g, b) for g in counts for b in tried[g])
     rates = {g: {b: probe(g, b) for b in tried[g]} for g in counts}
-    best = {g: max((r for r in rates[g].values() if r), default=None) for g in counts}
+    best = {g: max((r for r in rates[g].values() if r is not None), default=None) for g in counts}  # 0.0: stalls
     reference = max((r for r in best.values() if r), default=0.0)
-    if not reference:  # searched at the largest, whose closest misses say what would fit, as one count's search does
-        return Choice(tried[max(counts)][0] if batch != "auto" else base, max(counts), 0.0, best)
+    if not reference:  # where plans fit but every one stalls, the smallest such count (it stalls least); where
+        # nothing fits, the largest, whose closest misses say what would fit, as one count's search does
+        stalled = [g for g in counts if best[g] == 0.0]
+        at = min(stalled) if stalled else max(counts)
+        return Choice(tried[at][0] if batch != "auto" else base, at, 0.0, best)
     target = WELL * reference
     chosen = max(g for g in counts if (best[g] or 0.0) >= target)
 
@@ -101,14 +104,19 @@ def choices(
     ranged = len(counts) > 1
     stopped = f"; {stop}" if stop else ""
     if ranged and not c.reference:
+        best = c.best or {}
         said = (
-            f"nothing fits at any GPU count of the range {counts[0]}..{counts[-1]}: searched at the largest, "
+            f"no GPU count of the range {counts[0]}..{counts[-1]} trains at this failure rate: where plans fit "
+            f"({', '.join(str(g) for g in counts if best.get(g) == 0.0)}) failures leave no time to train; searched "
+            f"at the smallest, {c.gpus}{stopped}"
+            if c.gpus in best and best[c.gpus] == 0.0
+            else f"nothing fits at any GPU count of the range {counts[0]}..{counts[-1]}: searched at the largest, "
             f"{c.gpus}, whose closest misses follow{stopped}"
         )
-        out.append(Advice("chosen_gpus", said, c.gpus, c.batch, tuple((g, None) for g in counts), unit))
+        out.append(Advice("chosen_gpus", said, c.gpus, c.batch, tuple((g, best.get(g)) for g in counts), unit))
     elif ranged:
         best = c.best or {}
-        tried = ", ".join(f"{g}: {r:,.0f}" if (r := best.get(g)) else f"{g}: -" for g in counts)
+        tried = ", ".join(f"{g}: {_rate(best.get(g))}" for g in counts)
         each = "; each count at its fastest batch tried" if batch == "auto" else ""
         said = (
             f"{c.gpus} GPUs, the most whose best plan reaches >= {WELL:.0%} of the range's best {unit} per GPU, "
@@ -129,3 +137,9 @@ def choices(
             why += f" ({c.reference:,.0f} {unit} per GPU)"
         out.append(Advice("chosen_global_batch", f"global batch {b} ({b * seq_len:,} tokens), {why}", c.gpus, b))
     return out
+
+
+def _rate(r: float | None) -> str:
+    """A count's best per-GPU rate as the choice says it: '-' where nothing fits, 'stalls' where failures leave no
+    time to train."""
+    return "-" if r is None else ("stalls" if r == 0.0 else f"{r:,.0f}")

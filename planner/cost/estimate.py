@@ -77,8 +77,11 @@ class Estimate:
 
     @property
     def goodput_tokens_per_s(self) -> float:
-        goodput = self.checkpoint.goodput if self.checkpoint else 1.0
-        return self.time.tokens_per_s * goodput
+        """The tokens/s the goodput keeps: none where the job stalls (its goodput of 1e-77 read as a rate that
+        chose a GPU count: audit)."""
+        if self.checkpoint is None:
+            return self.time.tokens_per_s
+        return 0.0 if self.checkpoint.stalled else self.time.tokens_per_s * self.checkpoint.goodput
 
 
 def checkpoint_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
