@@ -66,6 +66,16 @@ def test_advise_names_the_count_and_the_batch():
     assert bubble_curve(4096, 2048) >= WELL * bubble_curve(64, 256) > bubble_curve(8192, 2048)
 
 
+def test_a_batch_already_above_the_bound_is_said_so_not_scanned_up_to_it():
+    """A user's batch of 33.6M tokens with the default 16.8M bound read 'no global batch up to 16.8M tokens per step
+    uses 65536 GPUs' (audit): no larger batch was tried, and the advice says so."""
+    probe = Probe(bubble_curve)
+    (_, said) = advise(probe, gpus=8192, global_batch=2048, seq_len=4096, node=8, max_tokens_per_step=1 << 22)
+    assert said.global_batch is None
+    assert said.message.startswith("global batch 2048 is already above --max-tokens-per-step 4.2M: no larger")
+    assert "use at most 4096 GPUs, or raise --max-tokens-per-step" in said.message
+
+
 def test_no_advice_when_the_gpus_are_used_well():
     probe = Probe(bubble_curve)
     assert advise(probe, gpus=128, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24) == []

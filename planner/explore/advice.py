@@ -214,16 +214,12 @@ def advise(
     if fed is None or here >= WELL * best:
         return []
     tokens = global_batch * seq_len
-    out = [
-        Advice(
-            "gpus",
-            f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
-            f"per-GPU throughput on fewer GPUs ({best:,.0f} {rate} per GPU); on {gpus} GPUs each reaches "
-            f"{here:,.0f} {rate}, {here / best:.0%} of it",
-            fed,
-            global_batch,
-        )
-    ]
+    fewer = (
+        f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
+        f"per-GPU throughput on fewer GPUs ({best:,.0f} {rate} per GPU); on {gpus} GPUs each reaches "
+        f"{here:,.0f} {rate}, {here / best:.0%} of it"
+    )
+    out = [Advice("gpus", fewer, fed, global_batch)]
     b = smallest_batch(probe, gpus=gpus, candidates=more, target=WELL * best)
     if b is not None:
         message = (
@@ -234,8 +230,11 @@ def advise(
         big = more[-1] if more else global_batch
         most = most_fed(probe, gpus=gpus, batch=big, node=node, target=WELL * best) if big != global_batch else None
         at_most = f"{most} GPUs, with global batch {big}" if most and most > fed else f"{fed} GPUs"
-        message = (
-            f"no global batch up to {_tokens(max_tokens_per_step)} tokens per step (--max-tokens-per-step) uses "
+        message = (  # the user's own batch past the bound: no larger one was tried, and it is not "up to" (audit)
+            f"global batch {global_batch} is already above --max-tokens-per-step {_tokens(max_tokens_per_step)}: no "
+            f"larger one was tried; use at most {at_most}, or raise --max-tokens-per-step"
+            if tokens > max_tokens_per_step
+            else f"no global batch up to {_tokens(max_tokens_per_step)} tokens per step (--max-tokens-per-step) uses "
             f"{gpus} GPUs at >= {WELL:.0%} of {best:,.0f} {rate} per GPU; use at most {at_most}"
         )
     out.append(Advice("global_batch", message, gpus, b))
