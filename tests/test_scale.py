@@ -302,19 +302,22 @@ def test_a_count_that_fits_but_stalls_keeps_its_plan_and_the_failure_rate():
 @pytest.mark.parametrize(
     ("args", "rule", "hint"),
     [
-        (("--gpus", "10000", "--mtbf-hours", "50677"), "global batch not divisible by dp x micro-batch (2,652 of",
+        (("--gpus", "10000", "--mtbf-hours", "50677"), "(2,652 of the",
          "--global-batch auto finds 1250 at 10,000 GPUs"),
-        (("--cluster", "gb200-nvl72-superpod", "--gpus", "62208", "--global-batch", "2048"),
-         "tp does not divide heads (", "--global-batch auto finds 1944 at 62,208 GPUs"),
+        (("--cluster", "gb200-nvl72-superpod", "--gpus", "62208", "--global-batch", "2048"), "(",
+         "--global-batch auto finds 1944 at 62,208 GPUs"),
     ],
 )  # fmt: skip
-def test_a_count_no_plan_is_valid_at_names_the_most_common_rule_and_the_batch_auto_finds(args, rule, hint):
+def test_a_count_no_plan_is_valid_at_names_the_binding_rule_and_the_batch_auto_finds(args, rule, hint):
     """10,000 = 2^4 x 5^4 GPUs: no dp divides 512 sequences; 62,208 = 2^8 x 243 GB200s: no dp divides 2,048 and
-    takes the 243. Each said 'every candidate broke a rule before its memory was counted', naming none (audit). No
-    count of the curve has a valid plan, so the request is refused (exit 2) with that reason and the batch to try."""
+    takes the 243. Each said 'every candidate broke a rule before its memory was counted', naming none (audit), then
+    the 62,208 led with 'most often: tp does not divide heads', candidates that never could run (audit): the batch is
+    what binds. No count of the curve has a valid plan, so the request is refused (exit 2) with that reason and the
+    batch to try."""
     code, out, err = run("scale", "-m", "llama3.1-405b", "--tokens", "15e12", *args, "--json")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert err.startswith(f"error: no plan is valid, most often: {rule}") and err.strip().endswith(hint)
+    assert err.startswith(f"error: no plan is valid: the global batch binds {rule}") and err.strip().endswith(hint)
+    assert "pass the model's shape rules and break it: global batch not divisible by dp x micro-batch" in err
 
 
 def test_a_curve_with_some_counts_valid_keeps_the_others_notes():
@@ -322,7 +325,9 @@ def test_a_curve_with_some_counts_valid_keeps_the_others_notes():
     code, out, err = run("scale", "-m", "llama3.1-405b", "--tokens", "15e12", "--gpus", "8192,10000", "--json")
     assert code == 0, err
     first, second = json.loads(out)["points"]
-    assert first["fits"] and not second["fits"] and second["note"].startswith("no plan is valid, most often")
+    assert (
+        first["fits"] and not second["fits"] and second["note"].startswith("no plan is valid: the global batch binds")
+    )
 
 
 def test_a_range_cut_at_the_clusters_size_says_so_once():

@@ -144,6 +144,13 @@ class SearchResult:
             return f"no plan is valid: {reasons[0][0]}" + (f" ({example})" if example else "")
         if not reasons:
             return "no plan is valid: every candidate broke a rule before its memory was counted"
+        if self.broke_the_batch:  # the rule the candidates that passed the model's shape rules broke: what binds,
+            # however many more broke a shape rule (62,208 GPUs: 'most often: tp does not divide heads', audit)
+            n, example = self.rejected[BATCH_INDIVISIBLE], self.examples.get(BATCH_INDIVISIBLE)
+            return (
+                f"no plan is valid: the global batch binds ({n:,} of the {self.evaluated:,} candidates pass the "
+                f"model's shape rules and break it: {BATCH_INDIVISIBLE}" + (f"; e.g. {example})" if example else ")")
+            )
         (rule, n), example = reasons[0], self.examples.get(reasons[0][0])
         return (
             f"no plan is valid, most often: {rule} ({n:,} of the {self.evaluated:,} candidates, each of which broke a "
