@@ -70,8 +70,9 @@ def print_scaling(console: Console, s: Scaling) -> None:
 
 def _footer(console: Console, s: Scaling) -> None:
     """What the columns mean, the failure rate the times are priced at, and the whole reason where a row cut it."""
+    free = "; failure-free: the goodput column is the share failures leave" if s.failures is not None else ""
     console.print(
-        "tokens/s: the prediction, its 80% interval below; per GPU: tokens/s per GPU (share of the best count's)"
+        f"tokens/s: the prediction, its 80% interval below; per GPU: tokens/s per GPU (share of the best count's{free})"
     )
     above = next((p.plausibility for p in s.points if p.plausibility is not None and not p.plausibility.ok), None)
     if above is not None:
