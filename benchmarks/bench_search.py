@@ -78,6 +78,9 @@ USUAL_GPUS = {
     "gpt-oss-120b": 256, "llama4-scout": 256, "qwen3-235b-a22b": 1024, "llama4-maverick": 1024,
     "deepseek-v3": 2048, "kimi-k2": 2048,
 }  # fmt: skip
+# Models the default engine (Megatron) does not train, on the engine that trained them: BLOOM's ALiBi positions ran on
+# Megatron-DeepSpeed's BigScience fork, which no engine profile is; DeepSpeed trains the Hugging Face module.
+USUAL_ENGINE = {"bloom-176b": ["--engine", "deepspeed"]}
 
 
 def floor_s(runs: int) -> float:
@@ -164,7 +167,7 @@ def main() -> None:
     missing = set(list_models()) - set(USUAL_GPUS)
     if args.catalog and missing:
         raise SystemExit(f"no usual scale for {sorted(missing)}: add them to USUAL_GPUS")
-    cases = [(m, g, []) for m, g in USUAL_GPUS.items()] if args.catalog else CASES
+    cases = [(m, g, USUAL_ENGINE.get(m, [])) for m, g in USUAL_GPUS.items()] if args.catalog else CASES
     cases = [c for c in cases if args.gpus is None or c[1] == args.gpus]
     for model, gpus, extra in cases:
         walls, searches, doc = [], [], {}

@@ -204,7 +204,10 @@ class ModelSpec(Frozen):
     vocab_size: Int = Field(gt=0, le=MAX_VOCAB)
     max_seq_len: Int = Field(gt=0, le=MAX_SEQ_LEN)
     tied_embeddings: bool = True
-    position_embedding: Literal["learned", "rope", "none"] = "learned"
+    position_embedding: Literal["learned", "rope", "alibi", "none"] = Field(
+        "learned", description="alibi: a bias linear in distance on the attention scores, no table and no rotation "
+        "(Press et al. 2022; BLOOM, MPT)",
+    )  # fmt: skip
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool | None = Field(None, description="biases in linear layers; default: layernorm models yes")
     qkv_bias: bool | None = Field(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from planner.engine import plan_problems
-from planner.engine.architectures import architecture_problems, model_features
+from planner.engine.architectures import MODEL_FEATURES, architecture_problems, model_features
 from planner.explore.pipeline import search, search_engines
 from planner.explore.space import Space
 from planner.io.catalog import list_engines, list_models, load_engine, load_hardware, load_model
@@ -46,11 +46,18 @@ def test_the_planner_engine_refuses_exactly_what_the_launch_worker_cannot_build(
         assert refused == bool(architecture_limits(spec) or spec.moe is not None), name
 
 
-def test_megatron_and_the_engines_that_take_any_module_refuse_no_catalog_model():
-    for engine in ("megatron", "deepspeed", "llm-foundry"):
+def test_the_engines_that_take_any_module_refuse_no_catalog_model_and_megatron_only_alibi():
+    for engine in ("deepspeed", "llm-foundry"):
         e = load_engine(engine)
         assert e.rules.model_features is None
         assert all(not architecture_problems(e.name, None, load_model(m)) for m in list_models())
+    # Megatron-Core's --position-embedding-type has no ALiBi (arguments.py @d98e8a64): BLOOM's positions, which the
+    # catalog once gave as RoPE ('the closest option of the schema') and Megatron priced and emitted as RoPE
+    megatron = load_engine("megatron")
+    refused = {m for m in list_models() if architecture_problems("megatron", megatron.rules.model_features,
+                                                                 load_model(m))}  # fmt: skip
+    assert refused == {"bloom-176b"} and load_model("bloom-176b").position_embedding == "alibi"
+    assert set(megatron.rules.model_features or ()) == set(MODEL_FEATURES) - {"alibi"}
 
 
 def test_the_search_counts_every_candidate_of_an_engine_that_cannot_train_the_model():

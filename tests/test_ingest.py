@@ -1094,6 +1094,15 @@ def test_an_architecture_a_spec_cannot_hold_is_named_not_read_as_another_model(e
     assert any("--model gpt3-1.3b stands in for it" in note for note in given.assumed), given.assumed
 
 
+@pytest.mark.parametrize(("printed", "position"), [("alibi", "alibi"), ("PositionEmbeddingType.alibi", "alibi"),
+                                                   ("PositionEmbeddingType.absolute", "learned")])  # fmt: skip
+def test_alibi_positions_are_read_as_alibi(printed, position):
+    """BigScience's Megatron-DeepSpeed (BLOOM's trainer) prints its --position-embedding-type as an enum; ALiBi was a
+    type the spec could not hold (named and left out), and the catalog's BLOOM stood in as RoPE."""
+    r = read_log(_dump_with({"position_embedding_type": printed}), source="bloom-dump")
+    assert r.model is not None and r.model["position_embedding"] == position, r.assumed
+
+
 # --- synthetic logs (the formats of the excerpts above, built here) ----------------------------------------------
 
 

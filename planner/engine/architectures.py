@@ -14,7 +14,7 @@ from planner.specs import ModelSpec
 
 ModelFeature = Literal[
     "moe", "mla", "mamba", "sliding_window", "chunked_attention", "attention_sinks", "qk_norm", "sandwich_norm", "mtp",
-    "no_position_embedding", "quick_geglu", "partial_rotary",
+    "no_position_embedding", "quick_geglu", "partial_rotary", "alibi",
 ]  # fmt: skip
 MODEL_FEATURES: tuple[ModelFeature, ...] = get_args(ModelFeature)
 FEATURE_NAMES: dict[ModelFeature, str] = {
@@ -30,6 +30,7 @@ FEATURE_NAMES: dict[ModelFeature, str] = {
     "no_position_embedding": "position_embedding none",
     "quick_geglu": "clamped quick-GELU gate (GPT-OSS's MLP)",
     "partial_rotary": "RoPE on part of each head (rotary_percent)",
+    "alibi": "ALiBi attention biases (position_embedding alibi)",
 }
 
 
@@ -50,6 +51,7 @@ def model_features(model: ModelSpec) -> list[ModelFeature]:
         "no_position_embedding": model.position_embedding == "none",
         "quick_geglu": model.gate is not None,
         "partial_rotary": model.rotary_percent < 1,
+        "alibi": model.position_embedding == "alibi",
     }
     return [f for f in MODEL_FEATURES if has[f]]
 
@@ -74,7 +76,7 @@ def architecture_problems(
     return [
         Rejected(
             f"{engine_name} has no {FEATURE_NAMES[missing[0]]}",
-            f"{model.name} has {what}, which {engine_name} does not implement; use an engine that does (megatron "
-            f"has them all){without}",
+            f"{model.name} has {what}, which {engine_name} does not implement; use an engine that does (its "
+            f"model_features: `planner engines show NAME`){without}",
         )
     ]

@@ -551,7 +551,7 @@ def test_issue_cases():
             "RECIPE=llama3_70b_pretrain_config"
         ),
         ("megatron-bridge", "mixtral-8x7b", (("dp", 8), ("ep", 8), ("zero", 1), ("global_batch", 64))): "no recipe",
-        ("megatron", "bloom-176b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "gives no rope_theta",
+        ("megatron", "bloom-176b", (("dp", 8), ("zero", 1), ("global_batch", 64))): "ALiBi attention biases",
         ("torchtitan", "gpt3-175b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "is none of them",
         ("torchtitan", "mixtral-8x7b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "is none of them",
         ("torchtitan", "qwen3-32b", (("dp", 8), ("zero", 3), ("global_batch", 64))): "config = qwen3_32b()",

@@ -26,6 +26,18 @@ class Args(Protocol):
     def get(self, name: str, *aliases: str) -> Any: ...
 
 
+# Megatron's --position-embedding-type as the spec's (YaRN and M-RoPE rotate as RoPE does; learned_absolute and
+# an unstated type are learned); alibi from BigScience's Megatron-DeepSpeed, BLOOM's trainer (megatron/enums.py)
+POSITIONS = {"rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none", "alibi": "alibi"}
+
+
+def position_kind(a: Args) -> str | None:
+    """--position-embedding-type as a dump prints it: a choice, or BigScience's enum ('PositionEmbeddingType.alibi',
+    whose 'absolute' is learned)."""
+    kind = a.get("position_embedding_type")
+    return None if kind is None else str(kind).rpartition(".")[2]
+
+
 def literal(value: Any) -> Any:
     """A printed list or tuple ("[1, 0]", "(127, 0)") as Python's; anything else as it is."""
     if isinstance(value, str) and value[:1] in "[(":

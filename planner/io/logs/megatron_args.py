@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.io.logs.megatron_arch import architecture, literal, mlp_fields
+from planner.io.logs.megatron_arch import POSITIONS, architecture, literal, mlp_fields, position_kind
 from planner.io.logs.megatron_layers import chunk_layers, group_notes, split_notes, stated_split
 from planner.io.logs.megatron_software import software
 
@@ -213,11 +213,6 @@ def _padding(a: _Args) -> list[str]:
     return []
 
 
-# Megatron's --position-embedding-type as the spec's (YaRN and M-RoPE rotate as RoPE does; learned_absolute and
-# an unstated type are learned)
-POSITIONS = {"rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}
-
-
 def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
     """(ModelSpec fields, what the arguments state that a spec cannot represent)."""
     heads = a.get("num_attention_heads")
@@ -241,7 +236,7 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
         "vocab_size": a.get("logged_padded_vocab", "padded_vocab_size", "vocab_size"),
         "max_seq_len": seq_len,
         "tied_embeddings": bool(share) if share is not None else not untie,
-        "position_embedding": POSITIONS.get(a.get("position_embedding_type"), "learned"),
+        "position_embedding": POSITIONS.get(position_kind(a) or "", "learned"),
         "norm": "rmsnorm" if norm.lower() == "rmsnorm" else "layernorm",
         "moe": _moe(a, ffn),
     }
@@ -254,8 +249,8 @@ def _model(a: _Args, seq_len: int | None) -> tuple[dict[str, Any], list[str]]:
     if model["position_embedding"] == "rope" and (share := a.get("rotary_percent")) is not None:
         model["rotary_percent"] = float(share)  # --rotary-percent: RoPE on that share of a head (default 1.0)
     more, problems = architecture(a, layers=model["num_layers"], rmsnorm=model["norm"] == "rmsnorm")
-    kind = a.get("position_embedding_type")
-    if kind is not None and kind not in POSITIONS and kind != "learned_absolute":
+    kind = position_kind(a)
+    if kind is not None and kind not in POSITIONS and kind not in ("learned_absolute", "absolute"):
         problems.append(f"position_embedding_type {kind}")
     if a.get("squared_relu") or activation.endswith("squared_relu"):  # argument_utils.py l.320 @d98e8a64
         problems.append("a squared-ReLU MLP (squared_relu; a spec's MLP is gelu or swiglu)")
