@@ -129,6 +129,15 @@ NOT_BUILT = {
         _fixture("llama3.1_8b", num_experts_per_tok=2),
         "num_experts_per_tok=2 but no expert count",
     ),
+    # an expert width of null or 0 fell through to the dense width: DeepSeek-V3 at 5.9T parameters (audit)
+    "no expert width": (_fixture("deepseek_v3", moe_intermediate_size=None), "moe_intermediate_size is null; the"),
+    "an expert width of 0": (_fixture("qwen3_30b_a3b", moe_intermediate_size=0), "moe_intermediate_size=0; it must"),
+    # Qwen3-MoE reads num_experts; the first key found won (a 16B model read for the 30B): refused, both named
+    "two expert counts": (
+        _fixture("qwen3_30b_a3b", num_local_experts=64),
+        "num_local_experts=64, num_experts=128 disagree: give the expert count once",
+    ),
+    "tie_word_embeddings not a boolean": (_fixture("llama3.1_8b", tie_word_embeddings="false"), "'false' is not true"),
 }
 
 
@@ -318,3 +327,10 @@ def test_an_empty_config_and_a_missing_ffn_size_are_said_plainly(tmp_path):
     (tmp_path / "noffn.json").write_text(json.dumps(cfg))
     code, _, err = run_planner("models", "show", str(tmp_path / "noffn.json"))
     assert code == 2 and "lacks intermediate_size (or ffn_dim, n_inner)" in err
+
+
+def test_tie_word_embeddings_null_is_untied_as_transformers_reads_it(tmp_path):
+    """transformers keeps a null tie_word_embeddings as None, which ties nothing: it imported as tied (7.50B for
+    Llama 3.1 8B's 8.03B, audit)."""
+    untied = load_model(_write(tmp_path, _fixture("llama3.1_8b", tie_word_embeddings=None)))
+    assert not untied.tied_embeddings and untied.num_params == load_model("llama3.1-8b").num_params

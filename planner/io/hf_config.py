@@ -69,7 +69,7 @@ def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
         "gate": gate_fields(c),
         "vocab_size": c.need("vocab_size"),
         "max_seq_len": c.need("max_position_embeddings", "n_positions", "n_ctx"),
-        "tied_embeddings": c.get("tie_word_embeddings", family not in fam.UNTIED_BY_DEFAULT),
+        "tied_embeddings": c.boolean("tie_word_embeddings", family not in fam.UNTIED_BY_DEFAULT),
         "position_embedding": _position(family),
         "norm": "rmsnorm" if c.has("rms_norm_eps") or family in fam.RMSNORM_FAMILIES else "layernorm",
         "layer_pattern": pattern,

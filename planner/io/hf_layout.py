@@ -66,6 +66,16 @@ class HfConfig:
             raise PlannerError(f"{self.source}: {key}={value!r} is not a list of integers")
         return [self._as_int(key, v) for v in value]
 
+    def boolean(self, key: str, default: bool) -> bool:
+        """A true/false key: absent, `default`; null, false (transformers keeps the None, which reads as false: a
+        tie_word_embeddings of null imported as tied, audit); anything else refused naming the key."""
+        if key not in self.cfg:
+            return default
+        value = self.cfg[key]
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        raise PlannerError(f"{self.source}: {key}={value!r} is not true or false")
+
     def _as_int(self, key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise PlannerError(f"{self.source}: {key}={value!r} is not an integer")

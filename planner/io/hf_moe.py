@@ -14,6 +14,7 @@ from planner.io.hf_layout import HfConfig
 
 
 def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, Any] | None:
+    _one_expert_count(c)
     experts, top_k = c.integer(*fam.EXPERT_COUNT_KEYS), c.integer(*fam.TOP_K_KEYS)
     if experts == 0 and top_k:  # an MoE gate over no experts (transformers' topk fails), not a dense model
         raise PlannerError(
@@ -27,7 +28,7 @@ def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, A
     moe: dict[str, Any] = {
         "num_experts": experts,
         "top_k": top_k,
-        "expert_ffn_hidden_size": c.integer("moe_intermediate_size") or c.need("intermediate_size"),
+        "expert_ffn_hidden_size": _expert_width(c),
     }
     if c.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next: one shared expert of its own width
         width = c.integer("shared_expert_intermediate_size")  # 0: none (Qwen3-Coder-480B-A35B's config)
@@ -41,6 +42,27 @@ def moe_fields(c: HfConfig, num_layers: int, pattern: str | None) -> dict[str, A
     if pattern is None:
         moe.update(_moe_layers(c, num_layers))
     return {k: v for k, v in moe.items() if v is not None}
+
+
+def _one_expert_count(c: HfConfig) -> None:
+    """Two expert-count keys that disagree are refused: which one the model's class reads is the family's to say
+    (Qwen3-MoE's num_experts), and the first found won whatever the family (audit)."""
+    given = {k: c.raw[k] for k in fam.EXPERT_COUNT_KEYS if c.raw.get(k) is not None}
+    if len(set(map(str, given.values()))) > 1:
+        said = ", ".join(f"{k}={v}" for k, v in given.items())
+        raise PlannerError(f"{c.source}: {said} disagree: give the expert count once")
+
+
+def _expert_width(c: HfConfig) -> int:
+    """Each routed expert's FFN width: moe_intermediate_size where the config has the key, else the dense width
+    (Mixtral's experts are its intermediate_size). A null or 0 there fell through to the dense width: DeepSeek-V3
+    imported at 5.9T parameters (audit)."""
+    if "moe_intermediate_size" not in c.raw:
+        return c.integer("moe_intermediate_size") or c.need("intermediate_size")
+    width = c.integer("moe_intermediate_size", at_least=1)
+    if width is None:
+        raise PlannerError(f"{c.source}: moe_intermediate_size is null; the experts' FFN width must be an integer >= 1")
+    return width
 
 
 def _routing_groups(c: HfConfig, experts: int) -> dict[str, Any]:
