@@ -105,3 +105,22 @@ def test_a_dash_is_not_written_as_a_file_named_dash(argv, tmp_path, monkeypatch)
     code, out, err = run_planner(*argv)
     assert code == 2 and out == "" and "'-' is not taken for standard output here" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plan_saved_from_an_imported_config_loads_from_any_folder(tmp_path, monkeypatch):
+    """search --save wrote the model as given ('q30/config.json'), which only the folder search ran in resolved:
+    estimate --plan from anywhere else said 'no such file' (audit). The path is written relative to the plan file
+    and read back from there."""
+    config = Path(__file__).parent / "data" / "hf_configs" / "qwen3_8b.json"
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text(config.read_text())
+    (tmp_path / "plans").mkdir()
+    monkeypatch.chdir(tmp_path)
+    saved = tmp_path / "plans" / "best.yaml"
+    args = ("--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--no-advice")
+    code, _, err = run_planner("search", "-m", "models/config.json", *args, "--save", str(saved))
+    assert code == 0, err
+    assert yaml.safe_load(saved.read_text())["model"] == "../models/config.json"
+    monkeypatch.chdir(tmp_path / "plans")
+    code, out, err = run_planner("estimate", "--plan", "best.yaml", "--json")
+    assert code == 0 and json.loads(out)["model"] == "models", err  # the folder of a config.json names it

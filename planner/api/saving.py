@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from planner.errors import PlannerError
 from planner.explore.results import SearchResult
-from planner.io.planfile import write_plan_file
+from planner.io.planfile import relative_to_plan, write_plan_file
 
 
 def save_best(
@@ -24,7 +24,7 @@ def save_best(
     write_plan_file(
         path,
         plan=b.plan,
-        model=model_ref,
+        model=relative_to_plan(path, model_ref),
         hardware=result.hardware.name,
         engine=engine.variant_of or engine.name,
         gpus=gpus,

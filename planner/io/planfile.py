@@ -7,7 +7,9 @@ fields is accepted too). Flags given on the command line override the file.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -53,6 +55,27 @@ def pydantic_message(err: ValidationError, where: str) -> str:
             got = f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], dict) else ""
             parts.append(f"{loc}: {e['msg']}{got}")
     return f"{where}: " + "; ".join(parts)
+
+
+def beside(plan_path: str, ref: str | None) -> str | None:
+    """A model file a plan file names, as a path from here: relative paths are the plan file's folder's (search
+    --save writes them so), else, for a file written before, this folder's. A plan saved from an imported config
+    loaded only from the folder search ran in (audit)."""
+    from planner.io.catalog import looks_like_path
+
+    if ref is None or not looks_like_path(ref) or Path(ref).is_absolute():
+        return ref
+    there = Path(plan_path).parent / ref
+    return str(there) if there.exists() else ref
+
+
+def relative_to_plan(plan_path: str, ref: str) -> str:
+    """A model file as search --save writes it: relative to the plan file's folder (`beside` reads it back)."""
+    from planner.io.catalog import looks_like_path
+
+    if not looks_like_path(ref) or not Path(ref).exists():
+        return ref
+    return os.path.relpath(Path(ref).resolve(), Path(plan_path).resolve().parent)
 
 
 def _text(path: str, key: str, value: Any) -> str | None:
@@ -121,7 +144,7 @@ def read_plan_file(path: str) -> PlanFile:
     predicted = doc.get("predicted")
     return PlanFile(
         plan=checked_fields(path, dict(plan)),  # strictly: `dp: true` is not dp 1
-        model=_text(path, "model", doc.get("model")),
+        model=beside(path, _text(path, "model", doc.get("model"))),
         hardware=_text(path, "hardware", doc.get("hardware")),
         cluster=_text(path, "cluster", doc.get("cluster")),
         engine=_text(path, "engine", doc.get("engine")),
