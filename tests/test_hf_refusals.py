@@ -5,6 +5,7 @@ that quietly drops or rereads it); and families whose keys mean something of the
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -334,3 +335,22 @@ def test_tie_word_embeddings_null_is_untied_as_transformers_reads_it(tmp_path):
     Llama 3.1 8B's 8.03B, audit)."""
     untied = load_model(_write(tmp_path, _fixture("llama3.1_8b", tie_word_embeddings=None)))
     assert not untied.tied_embeddings and untied.num_params == load_model("llama3.1-8b").num_params
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, "quantization_config fp8"),
+        ({"torch_dtype": "float8_e4m3fn"}, "torch_dtype float8_e4m3fn"),
+        ({"dtype": "bfloat16"}, None),  # the plan's own precision: nothing to say
+    ],
+)
+def test_a_quantized_checkpoint_is_said_not_dropped(tmp_path, changes, said):
+    """DeepSeek-V3's fp8 blocks, GPT-OSS's mxfp4 and Kimi-K2's int4 were never read, nor said (audit): the import
+    says how the checkpoint is stored and that a plan trains at --precision."""
+    path = _write(tmp_path, _fixture("llama3.1_8b", **changes))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_model(path)
+    stored = [str(w.message) for w in caught if "how the checkpoint is stored" in str(w.message)]
+    assert (stored and said in stored[0] and "a plan trains at --precision" in stored[0]) if said else not stored

@@ -17,6 +17,7 @@ from planner.io.hf_layout import HfConfig
 # (modeling_gemma2.py: attn_logit_softcapping, final_logit_softcapping).
 UNPRICED: dict[str, tuple[str, tuple[Any, ...]]] = {
     "rope_scaling": ("RoPE frequency scaling", ()),
+    "rope_parameters": ("RoPE frequency scaling", ({"rope_type": "default"},)),  # transformers 5's name for it
     "scoring_func": ("the router's score function", ("softmax",)),
     "topk_method": ("the router's top-k selection", ("greedy",)),
     "routed_scaling_factor": ("the routed experts' output scale", (1, 1.0)),
@@ -59,6 +60,21 @@ def warn_unpriced(c: HfConfig, *, gated: bool = False, act: str | None = None) -
             f"emitted engine file does not set them): {'; '.join(said)}",
             stacklevel=4,
         )
+    if stored := _stored(c):
+        warnings.warn(f"{c.source}: {stored}: how the checkpoint is stored; a plan trains at --precision", stacklevel=4)
+
+
+# The checkpoint dtypes a plan's default precision (bf16 weights, fp32 master copy) holds without saying more.
+PLAIN_DTYPES = ("bfloat16", "float16", "float32", "auto")
+
+
+def _stored(c: HfConfig) -> str:
+    """A quantized checkpoint (quantization_config: DeepSeek-V3's fp8 blocks, GPT-OSS's mxfp4, Kimi-K2's int4) or a
+    low-precision dtype, said ('' where neither): the import dropped them without a word (audit)."""
+    quant = c.raw.get("quantization_config")
+    dtypes = [f"{k} {c.raw[k]}" for k in ("torch_dtype", "dtype") if c.raw.get(k) not in (None, *PLAIN_DTYPES)]
+    said = [f"quantization_config {quant.get('quant_method', '?')}" if isinstance(quant, dict) else ""]
+    return ", ".join(x for x in [*said, *dtypes] if x)
 
 
 def _value(value: Any) -> str:
