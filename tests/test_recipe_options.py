@@ -733,3 +733,21 @@ def test_moe_settings_for_a_dense_model_are_said_to_change_nothing():
     assert code == 0 and "--moe-dispatcher, --moe-imbalance: llama3-8b has no MoE layers; they change nothing" in said
     code, _out, err = run_planner(*args, "-m", "mixtral-8x7b", "--ep", "8")
     assert code == 0 and "no MoE layers" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("schedule", "said"),
+    [
+        ("dualpipev", "--no-ep-overlap: the dualpipev schedule overlaps the all-to-alls by itself; it changes nothing"),
+        ("1f1b", "--no-ep-overlap: the overlap needs pp 1 or the interleaved schedule and no full recompute"),
+    ],
+)
+def test_an_ep_overlap_flag_the_plan_decides_is_said_to_change_nothing(schedule, said):
+    """hai-llm's DualPipe plan echoed ep_overlap=False in its header and priced the overlap all the same (audit):
+    where the schedule decides, the flag is said to change nothing, as other idle settings are."""
+    code, _, err = run_planner(
+        "estimate", "-m", "deepseek-v3", "--hardware", "h800", "--engine", "hai-llm", "--gpus", "2048", "--pp", "16",
+        "--ep", "64", "--zero", "1", "--schedule", schedule, "--precision", "fp8", "--seq-len", "4096",
+        "--global-batch", "15360", "--micro-batch", "1", "--recompute", "full", "--no-ep-overlap",
+    )  # fmt: skip
+    assert code == 0 and said in " ".join(err.split()), err

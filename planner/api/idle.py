@@ -19,7 +19,24 @@ MOE_SETTINGS = ("moe_dispatcher", "moe_imbalance", "moe_dispatch_dtype")
 
 def changing_nothing(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
     """The recipe settings given that change nothing for this model and plan."""
-    return _recompute_modules_idle(spec, plan, eng) + _offload_idle(spec, plan, eng) + _moe_idle(spec, eng)
+    return (
+        _recompute_modules_idle(spec, plan, eng) + _offload_idle(spec, plan, eng) + _moe_idle(spec, eng)
+        + _ep_overlap_idle(spec, plan, eng)
+    )  # fmt: skip
+
+
+def _ep_overlap_idle(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
+    """--ep-overlap / --no-ep-overlap where the plan decides it (cost/overlap.py ep_hidden): DualPipe's schedule
+    overlaps the all-to-alls whatever the flag (hai-llm echoed ep_overlap=False and priced the overlap, audit); other
+    schedules need pp 1 or interleaving and no full recompute."""
+    if "ep_overlap" not in given_settings(eng) or spec.moe is None or plan.ep == 1:
+        return []
+    flag = "--ep-overlap" if eng.moe.ep_overlap else "--no-ep-overlap"
+    if plan.schedule == "dualpipev":
+        return [f"{flag}: the dualpipev schedule overlaps the all-to-alls by itself; it changes nothing"]
+    if not ((plan.pp == 1 or plan.schedule == "interleaved") and plan.recompute != "full"):
+        return [f"{flag}: the overlap needs pp 1 or the interleaved schedule and no full recompute; it changes nothing"]
+    return []
 
 
 def _moe_idle(spec: ModelSpec, eng: Engine) -> list[str]:
