@@ -93,7 +93,8 @@ def print_model(console: Console, spec: ModelSpec) -> None:
     console.print(text, markup=False, soft_wrap=True)  # never folded at the terminal's width: it must stay YAML
     console.print(
         f"# derived: {fmt_count(spec.num_params)} parameters, {fmt_count(spec.num_active_params)} active per "
-        f"token, head_dim {spec.head_size}, {spec.kv_heads} kv heads",
+        f"token (the embedding table counted whole, as model cards mostly do not), head_dim {spec.head_size}, "
+        f"{spec.kv_heads} kv heads",
         markup=False,
         soft_wrap=True,
         style="dim",
