@@ -103,6 +103,12 @@ def test_deepep_sends_each_token_once_per_remote_node_and_node_limited_routing_c
     assert limited < hier < flat
     inside = deepep_s(H100, token_bytes=token_bytes, top_k=k, n=8, stride=1)
     assert inside == pytest.approx(all_to_all_s(H100, nbytes=token_bytes * k, n=8, stride=1))
+    # at ep 256 each of 8 groups spans 4 nodes: 4 groups kept reach up to 16 nodes, no tighter than k = 8 experts
+    # alone; 32 groups of one node each cap it at 4 (both were capped at 4: audit)
+    wide = deepep_s(H100, token_bytes=token_bytes, top_k=k, n=256, stride=1)
+    eight = deepep_s(H100, token_bytes=token_bytes, top_k=k, n=256, stride=1, group_limit=4, groups=8)
+    many = deepep_s(H100, token_bytes=token_bytes, top_k=k, n=256, stride=1, group_limit=4, groups=32)
+    assert many < eight == pytest.approx(wide)
 
 
 def test_gpt_oss_120b_on_64_b200s_is_slower_with_ep_64_than_ep_8():

@@ -59,14 +59,16 @@ def _wire_s(nbytes: float, bandwidth_bytes_per_s: float, eff: Efficiency) -> flo
 
 def deepep_s(
     hw: HardwareProfile, *, token_bytes: float, top_k: int, n: int, stride: int, group_limit: int | None = None,
-    gpus: int | None = None,
+    groups: int | None = None, gpus: int | None = None,
 ) -> float:  # fmt: skip
     """DeepEP's hierarchical dispatch (deepseek-ai/DeepEP, normal kernels; DeepSeek-V3 report §3.2.2): each token
     goes once to every remote NVLink domain holding one of its experts, over the GPU's NIC, then NVLink forwards
     it to the experts' GPUs there. With k experts spread evenly over G domains, a token reaches
-    (G − 1)·(1 − (1 − 1/G)^k) remote domains on average, and with node-limited routing (experts of at most M
-    groups, one group a domain) at most M·(G − 1)/G. `token_bytes`: one token's hidden state, summed over the
-    rank's tokens."""
+    (G − 1)·(1 − (1 − 1/G)^k) remote domains on average, and with node-limited routing (experts of at most M of
+    the model's `groups` groups) at most M·d·(G − 1)/G, a group spanning d = max(1, n / groups / r) domains of r
+    ranks (one group a domain as DeepSeek-V3 ran it, ep 64 of 8 groups on 8-GPU nodes; at ep 256 each of 8 groups
+    spans 4 nodes, which the cap of one domain a group undercounted: audit). `token_bytes`: one token's hidden state,
+    summed over the rank's tokens."""
     if n <= 1 or token_bytes <= 0:
         return 0.0
     r, domains = domain_split(hw, n=n, stride=stride, gpus=gpus)  # a straddler touches 2 domains, not ceil(n / r)
@@ -74,7 +76,8 @@ def deepep_s(
         return all_to_all_s(hw, nbytes=token_bytes * top_k, n=n, stride=stride, gpus=gpus)
     remote_domains = (domains - 1) * (1 - (1 - 1 / domains) ** top_k)
     if group_limit is not None:
-        remote_domains = min(remote_domains, group_limit * (domains - 1) / domains)
+        spans = max(1.0, n / groups / r) if groups else 1.0  # None: a group a domain
+        remote_domains = min(remote_domains, group_limit * spans * (domains - 1) / domains)
     eff = hw.efficiency
     inter = token_bytes * remote_domains
     intra = token_bytes * top_k * (r - 1) / r
@@ -115,7 +118,7 @@ def dispatch_s(
         limit = m.group_top_k if m.routing_groups else None
         a2a = deepep_s(
             hw, token_bytes=t * load * h * act_b, top_k=m.top_k, n=plan.ep, stride=etp, group_limit=limit,
-            gpus=plan.gpus,
+            groups=m.routing_groups, gpus=plan.gpus,
         )  # fmt: skip
     else:
         a2a = all_to_all_s(hw, nbytes=t * m.top_k * load * h * act_b, n=plan.ep, stride=etp, gpus=plan.gpus)
