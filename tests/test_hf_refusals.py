@@ -354,3 +354,18 @@ def test_a_quantized_checkpoint_is_said_not_dropped(tmp_path, changes, said):
         load_model(path)
     stored = [str(w.message) for w in caught if "how the checkpoint is stored" in str(w.message)]
     assert (stored and said in stored[0] and "a plan trains at --precision" in stored[0]) if said else not stored
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"sliding_window": 0}, "attention.window: Input should be greater than 0, got 0 (attention.window is the "
+                                "config's sliding_window)"),
+        ({"num_key_value_heads": 5}, "num_kv_heads=5 must divide num_attention_heads=64 (num_kv_heads is the config's "
+                                     "num_key_value_heads)"),
+    ],
+)  # fmt: skip
+def test_a_refusal_names_the_config_key_behind_the_spec_field(tmp_path, changes, said):
+    """The spec's validators name its own fields: a sliding_window of 0 was refused as 'attention.window: ...', which
+    a config.json has no such key as (audit). The config's key is said beside it."""
+    assert said in _refused_in_one_line(tmp_path, _fixture("gpt_oss_120b", **changes))

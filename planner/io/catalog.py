@@ -37,6 +37,7 @@ from planner.io.catalog_roots import (
     user_config_dir,
 )
 from planner.io.hf_config import hf_fields
+from planner.io.hf_layout import keys_said
 from planner.io.readers import describe_validation_error, display_path, load_json, load_yaml, validated
 from planner.specs import ModelSpec
 
@@ -248,7 +249,10 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         raise PlannerError(f"{source}: expected a JSON object of config fields, got {type(cfg).__name__}")
     with warnings.catch_warnings(record=True) as caught:  # said once the model imports: never before an error
         warnings.simplefilter("always")
-        spec = validated(ModelSpec, hf_fields(cfg, path, source), source)
+        try:
+            spec = validated(ModelSpec, hf_fields(cfg, path, source), source)
+        except PlannerError as e:  # the spec's fields it names, as the config's keys
+            raise PlannerError(f"{e}{keys_said(str(e), cfg)}") from None
     for w in caught:
         warnings.warn(str(w.message), w.category, stacklevel=2)
     return spec

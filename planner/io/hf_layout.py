@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from typing import Any
 
@@ -232,3 +233,29 @@ def rotary_percent(cfg: dict[str, Any]) -> Any:
     if partial is None and isinstance(nested, dict):
         partial = nested.get("partial_rotary_factor")
     return 1.0 if partial is None else partial
+
+
+# The model spec's fields an import error may name, as the config.json keys they were read from (hf_config.py
+# hf_fields; a family's alternatives in order): a refusal said "attention.window: Input should be greater than 0" of a
+# sliding_window of 0, which the user must find in the spec's schema (audit).
+SPEC_KEYS: dict[str, tuple[str, ...]] = {
+    "attention.window": ("sliding_window", "attention_chunk_size"),
+    "num_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
+    "max_seq_len": ("max_position_embeddings", "n_positions", "n_ctx"),
+    "moe.expert_ffn_hidden_size": ("moe_intermediate_size", "intermediate_size"),
+    "moe.top_k": ("num_experts_per_tok",),
+    "moe.num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "norm_eps": ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon"),
+}
+
+
+def keys_said(message: str, cfg: dict[str, Any]) -> str:
+    """The config keys behind the spec fields `message` names, as a clause to append ('' where it names none)."""
+    said = []
+    for field, keys in SPEC_KEYS.items():
+        key = next((k for k in keys if k in cfg), None)
+        if key is not None and key != field and re.search(rf"(?<![\w.]){re.escape(field)}\b", message):
+            said.append(f"{field} is the config's {key}")
+    return f" ({'; '.join(said)})" if said else ""
