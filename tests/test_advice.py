@@ -384,3 +384,19 @@ def test_the_search_at_the_chosen_pair_is_the_probes_own_where_it_would_be_the_s
     asked.clear()
     search_advised("llama3-70b", top=2, counted=False, **kw)
     assert len(asked) == 4  # top 2 is not the probes' search: the chosen pair is searched again
+
+
+def test_the_advice_says_when_its_reference_plan_is_flagged():
+    """The reference rate the advice measures the GPUs against came from a count whose plan predicts an MFU above
+    the best published (Llama 3 405B: 512 H100s at 54%), said as plain fact (audit). A flagged rate says where it was
+    found and what flags it, through a forked probe's pickle as well."""
+    import pickle
+
+    from planner.explore.probe_rate import Rate, caveat_of
+
+    rate = pickle.loads(pickle.dumps(Rate(200.0, 512, "may not fit")))
+    assert rate == 200.0 and caveat_of(rate) == ", found on 512 GPUs, whose plan may not fit"
+    assert caveat_of(200.0) == caveat_of(Rate(200.0, 512)) == ""
+    probe = Probe(lambda g, b: None if (r := bubble_curve(g, b)) is None else Rate(r, g, "may not fit" * (g == 64)))
+    gpus_advice, _ = advise(probe, gpus=8192, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24)
+    assert "(988 tokens/s per GPU, found on 64 GPUs, whose plan may not fit)" in gpus_advice.message

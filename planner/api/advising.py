@@ -13,6 +13,7 @@ from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.explore.advice import DEFAULT_MAX_TOKENS_PER_STEP, IDLE_SHARE, Advice, Probe, advise, range_counts
+from planner.explore.probe_rate import Rate
 from planner.explore.results import SearchResult
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
@@ -196,7 +197,12 @@ def _probe(
             return None
         if kept is not None:
             kept[(g, b)] = res
-        return res.top[0].score_tokens_per_s / g if res.top else None  # what the goodput keeps, if priced
+        if not res.top:
+            return None
+        top = res.top[0]  # what the goodput keeps, if priced; and what the plan is flagged with (probe_rate.py)
+        flags = [*(["predicts an MFU above the best published"] if not top.estimate.plausibility.ok else []),
+                 *(["may not fit"] if top.estimate.may_not_fit else [])]  # fmt: skip
+        return Rate(top.score_tokens_per_s / g, g, " and ".join(flags))
 
     return Probe(best_at)
 

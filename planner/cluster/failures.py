@@ -20,10 +20,11 @@ from planner.hardware import HardwareProfile
 LLAMA3_INTERRUPTIONS, LLAMA3_DAYS, LLAMA3_GPUS = 419, 54, 16384
 LLAMA3_GPU_MTBF_HOURS = LLAMA3_DAYS * 24 * LLAMA3_GPUS / LLAMA3_INTERRUPTIONS
 LLAMA3_SOURCE = "Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100s (Dubey et al. 2024, 3.3.4)"
-# The fastest storage a published training job checkpoints to: Meta's Tectonic sustains 2 TB/s (7 TB/s peak) for
-# Llama 3's 16,384 H100s (Dubey et al. 2024, 3.3.1). A job on no stated cluster writes at the GPU profile's per-node
-# share times its nodes, at most this: the share alone grew without bound (98,304 B200s wrote 14 TB in 0.11 s, audit).
-PUBLISHED_STORAGE_BYTES_PER_S = 2.0e12
+# The fastest storage a published training job checkpoints to: Meta's Tectonic, 7 TB/s at its peak (2 TB/s sustained)
+# for Llama 3's 16,384 H100s (Dubey et al. 2024, 3.3.1). A job on no stated cluster writes at the GPU profile's
+# per-node share times its nodes, at most this: the share alone grew without bound (98,304 B200s wrote 14 TB in
+# 0.11 s, audit). A bound, not an estimate: a sourced share below it (the DGX SuperPOD's) is left as it is.
+PUBLISHED_STORAGE_BYTES_PER_S = 7.0e12
 
 
 def per_gpu_mtbf_hours(hours: float, per: str | None, gpus_per_node: int) -> float:
@@ -101,7 +102,7 @@ def per_node_note(hw: HardwareProfile, nodes: int, bandwidth: float, *, given: b
     if not given and bandwidth < hw.checkpoint_write_bytes_per_s * nodes:
         return (
             f"{share} capped at {PUBLISHED_STORAGE_BYTES_PER_S / 1e12:.3g} TB/s, the fastest published training "
-            "storage (Llama 3's, sustained): --checkpoint-bandwidth or a cluster's storage sets the job's"
+            "storage (Llama 3's, at its peak): --checkpoint-bandwidth or a cluster's storage sets the job's"
         )
     if not math.isclose(bandwidth, hw.checkpoint_write_bytes_per_s * nodes):
         return ""

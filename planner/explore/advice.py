@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from planner.cluster.fabric import cluster_size
 from planner.errors import PlannerError
 from planner.explore.fanout import fan_out, workers
+from planner.explore.probe_rate import caveat_of
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_DEGREE
 
@@ -216,7 +217,7 @@ def advise(
     tokens = global_batch * seq_len
     fewer = (
         f"global batch {global_batch} ({_tokens(tokens)} tokens) feeds {fed} GPUs at >= {WELL:.0%} of the best "
-        f"per-GPU throughput on fewer GPUs ({best:,.0f} {rate} per GPU); on {gpus} GPUs each reaches "
+        f"per-GPU throughput on fewer GPUs ({best:,.0f} {rate} per GPU{caveat_of(best)}); on {gpus} GPUs each reaches "
         f"{here:,.0f} {rate}, {here / best:.0%} of it"
     )
     out = [Advice("gpus", fewer, fed, global_batch)]
