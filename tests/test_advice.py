@@ -400,3 +400,12 @@ def test_the_advice_says_when_its_reference_plan_is_flagged():
     probe = Probe(lambda g, b: None if (r := bubble_curve(g, b)) is None else Rate(r, g, "may not fit" * (g == 64)))
     gpus_advice, _ = advise(probe, gpus=8192, global_batch=256, seq_len=4096, node=8, max_tokens_per_step=1 << 24)
     assert "(988 tokens/s per GPU, found on 64 GPUs, whose plan may not fit)" in gpus_advice.message
+
+
+def test_a_range_choice_says_when_its_reference_plan_is_flagged():
+    from planner.api.choosing import Choice, choices
+    from planner.explore.probe_rate import Rate
+
+    ref = Rate(195.0, 1024, "predicts an MFU above the best published")
+    (said,) = choices(Choice(512, 2048, ref, {1024: ref, 2048: 185.0}), [1024, 2048], None, 8192, "tokens/s")
+    assert "best tokens/s per GPU, 195, found on 1024 GPUs, whose plan predicts an MFU above" in said.message

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from planner.cluster.fabric import cluster_size
 from planner.errors import PlannerError
 from planner.explore.advice import WELL, Advice, Probe, batches
+from planner.explore.probe_rate import caveat_of
 from planner.hardware import HardwareProfile
 from planner.plan import default_global_batch
 
@@ -120,7 +121,7 @@ def choices(
         each = "; each count at its fastest batch tried" if batch == "auto" else ""
         said = (
             f"{c.gpus} GPUs, the most whose best plan reaches >= {WELL:.0%} of the range's best {unit} per GPU, "
-            f"{c.reference:,.0f} ({tried}{each}){stopped}"
+            f"{c.reference:,.0f}{caveat_of(c.reference)} ({tried}{each}){stopped}"
         )
         out.append(Advice("chosen_gpus", said, c.gpus, c.batch, tuple((g, best.get(g)) for g in counts), unit))
     if batch == "auto":
@@ -134,7 +135,7 @@ def choices(
                 else (f"reaches >= {WELL:.0%} of the best on {c.gpus} GPUs")
             )
             why = f"the smallest whose best plan {on}"
-            why += f" ({c.reference:,.0f} {unit} per GPU)"
+            why += f" ({c.reference:,.0f} {unit} per GPU{caveat_of(c.reference)})"
         out.append(Advice("chosen_global_batch", f"global batch {b} ({b * seq_len:,} tokens), {why}", c.gpus, b))
     return out
 
