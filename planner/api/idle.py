@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.cost.memory import activation_pieces
+from planner.cost.overlap import ep_overlap_applies
 from planner.cost.recipe_options import modules_recompute_flops_per_token, offload_groups, offload_modules
 from planner.engine import Engine
 from planner.engine.settings import given_settings
@@ -34,7 +35,7 @@ def _ep_overlap_idle(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
     flag = "--ep-overlap" if eng.moe.ep_overlap else "--no-ep-overlap"
     if plan.schedule == "dualpipev":
         return [f"{flag}: the dualpipev schedule overlaps the all-to-alls by itself; it changes nothing"]
-    if not ((plan.pp == 1 or plan.schedule == "interleaved") and plan.recompute != "full"):
+    if not ep_overlap_applies(plan):
         return [f"{flag}: the overlap needs pp 1 or the interleaved schedule and no full recompute; it changes nothing"]
     return []
 

@@ -195,5 +195,10 @@ def ep_hidden(plan: Plan, engine: Engine) -> bool:
     """Whether the engine overlaps a MoE layer's all-to-alls with another micro-batch's compute for this plan."""
     if plan.schedule == "dualpipev":
         return True
-    needs = plan.pp == 1 or plan.schedule == "interleaved"
-    return engine.moe.ep_overlap and needs and plan.recompute != "full"
+    return engine.moe.ep_overlap and ep_overlap_applies(plan)
+
+
+def ep_overlap_applies(plan: Plan) -> bool:
+    """Whether the engine's EP overlap setting can act on this plan (outside DualPipe, which always overlaps): one
+    pipeline stage or the interleaved schedule, and no full recompute."""
+    return (plan.pp == 1 or plan.schedule == "interleaved") and plan.recompute != "full"

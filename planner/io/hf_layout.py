@@ -245,8 +245,8 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
     "max_seq_len": ("max_position_embeddings", "n_positions", "n_ctx"),
     "moe.expert_ffn_hidden_size": ("moe_intermediate_size", "intermediate_size"),
-    "moe.top_k": ("num_experts_per_tok",),
-    "moe.num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "moe.top_k": fam.TOP_K_KEYS,
+    "moe.num_experts": fam.EXPERT_COUNT_KEYS,
     "norm_eps": ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon"),
 }
 

@@ -61,10 +61,10 @@ def rehearsal_model_path(profile_out: Path) -> Path:
 
 def _elsewhere(model: ModelSpec, plan: Plan) -> str:
     """Where a plan the worker cannot rehearse can run: the engine targets that write it (emit/checks.py)."""
-    from planner.launch.emit import ENGINE_TARGETS, target
     from planner.launch.emit.checks import targets_writing
+    from planner.launch.emit.refusal import engine_targets
 
-    writing = targets_writing([t for n in ENGINE_TARGETS if (t := target(n))], model, plan)
+    writing = targets_writing(engine_targets(), model, plan)
     if not writing:
         return "no --emit target writes this model either"
     return f"emit the plan for an engine that has it (--emit {'|'.join(writing)})"

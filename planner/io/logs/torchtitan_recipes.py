@@ -37,7 +37,7 @@ def recipe_notes(text: str, plan: dict[str, Any], mesh: dict[str, int]) -> list[
     """What the run states that its plan does not price, each said: a float8 recipe no precision is (left
     unstated), HSDP's shard group (the plan's ZeRO shards over every data-parallel rank)."""
     out = []
-    if (found := low_precision(text)) and found[0] is None:
+    if plan["precision"] is None and (found := low_precision(text)) and found[0] is None:
         out.append(f"precision: not stated: '{found[1]}' {UNPRICED}; give --plan with a precision to price it as")
     replicate, shard = mesh.get("dp_replicate", 1), mesh.get("dp_shard", 1)
     if replicate > 1 and shard > 1 and plan["zero"] in (2, 3):
