@@ -139,9 +139,13 @@ class AttentionSpec(Frozen):
             raise ValueError(f"attention.pattern={self.pattern!r} has {bad}; letters are G, S, C")
         windowed = set(self.pattern) - {"G"}
         if windowed and self.window is None:
-            raise ValueError(f"attention.pattern={self.pattern!r} has sliding or chunked layers but window is null")
+            raise ValueError(
+                f"attention.pattern={self.pattern!r} has sliding or chunked layers but attention.window is null"
+            )
         if self.window is not None and not windowed:
-            raise ValueError(f"window={self.window} but attention.pattern={self.pattern!r} has no S or C layer")
+            raise ValueError(
+                f"attention.window={self.window} but attention.pattern={self.pattern!r} has no S or C layer"
+            )
         return self
 
 

@@ -361,6 +361,8 @@ def test_a_quantized_checkpoint_is_said_not_dropped(tmp_path, changes, said):
     [
         ({"sliding_window": 0}, "attention.window: Input should be greater than 0, got 0 (attention.window is the "
                                 "config's sliding_window)"),
+        ({"sliding_window": None}, "has sliding or chunked layers but attention.window is null (attention.window is "
+                                   "the config's sliding_window)"),
         ({"num_key_value_heads": 5}, "num_kv_heads=5 must divide num_attention_heads=64 (num_kv_heads is the config's "
                                      "num_key_value_heads)"),
     ],

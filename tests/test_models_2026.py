@@ -311,7 +311,7 @@ def _spec(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"attention": {"pattern": "SG"}}, "pattern='SG' has sliding or chunked layers but window is null"),
+        ({"attention": {"pattern": "SG"}}, "pattern='SG' has sliding or chunked layers but attention.window is null"),
         ({"attention": {"window": 128}}, "window=128 but attention.pattern='G'"),
         ({"attention": {"pattern": "SXG", "window": 8}}, "['X']"),
         ({"attention": {"kind": "mla", "kv_lora_rank": 512}}, "kind=mla needs qk_rope_head_dim"),
