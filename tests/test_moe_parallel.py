@@ -162,7 +162,9 @@ def test_dualpipev_runs_two_chunks_in_a_v_with_a_third_of_the_bubble():
     (p − 1)(F&B + B − 3W) over 2p chunks, the activations PP + 1 chunk-micro-batches."""
     e = load_engine("hai-llm")
     m = load_model("deepseek-v3")
-    plan = Plan(dp=128, pp=16, ep=64, zero=1, schedule="dualpipev", seq_len=4096, global_batch=15360, precision="fp8")
+    plan = Plan(
+        dp=128, pp=16, ep=64, zero=1, schedule="dualpipev", seq_len=4096, global_batch=15360, precision="fp8-blockwise"
+    )
     assert plan.vpp == 2 and not plan_problems(m, plan, e)
     layout = plan_layout(m, plan, e)
     assert layout.holds_embedding(0) and layout.holds_loss(0) and not layout.holds_loss(15)

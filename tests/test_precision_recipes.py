@@ -201,11 +201,22 @@ def test_router_stays_bf16():
         ("deepspeed", "h100-sxm", "fp8-current", "deepspeed has no fp8-current"),
         ("llm-foundry", "h100-sxm", "fp8-delayed", None),
         ("llm-foundry", "h100-sxm", "fp8-current", "llm-foundry has no fp8-current"),
+        # DeepSeek-V3 report section 3.3: HAI-LLM's fp8 is tile- and block-scaled only; plain fp8 priced the
+        # per-tensor recipe beside it and let DeepSeek-V3's published plan "not fit" (audit)
+        ("hai-llm", "h800", "fp8", "hai-llm has no fp8"),
+        ("hai-llm", "h800", "fp8-blockwise", None),
     ],
 )
 def test_support_matrix(engine, hw, precision, reason):
     problems = recipe_problems(load_engine(engine), load_hardware(hw), _plan(precision))
     assert [p.reason for p in problems] == ([reason] if reason else [])
+
+
+def test_plain_fp8_on_an_engine_with_only_named_fp8_recipes_points_to_them():
+    (p,) = recipe_problems(load_engine("hai-llm"), load_hardware("h800"), _plan("fp8"))
+    assert "no per-tensor fp8 (its fp8 recipes: fp8-blockwise); use fp8-blockwise or bf16" in p.detail
+    (q,) = recipe_problems(load_engine("deepspeed"), load_hardware("h100-sxm"), _plan("fp8"))
+    assert q.detail.endswith("deepspeed has no fp8 training path; use bf16")
 
 
 def test_a_gpu_without_fp4_has_no_nvfp4():

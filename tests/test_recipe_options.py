@@ -747,7 +747,7 @@ def test_an_ep_overlap_flag_the_plan_decides_is_said_to_change_nothing(schedule,
     where the schedule decides, the flag is said to change nothing, as other idle settings are."""
     code, _, err = run_planner(
         "estimate", "-m", "deepseek-v3", "--hardware", "h800", "--engine", "hai-llm", "--gpus", "2048", "--pp", "16",
-        "--ep", "64", "--zero", "1", "--schedule", schedule, "--precision", "fp8", "--seq-len", "4096",
+        "--ep", "64", "--zero", "1", "--schedule", schedule, "--precision", "fp8-blockwise", "--seq-len", "4096",
         "--global-batch", "15360", "--micro-batch", "1", "--recompute", "full", "--no-ep-overlap",
     )  # fmt: skip
     assert code == 0 and said in " ".join(err.split()), err

@@ -42,11 +42,16 @@ def used_options(engine: Engine) -> list[RecipeOption]:
 
 def recipe_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan) -> list[Rejected]:
     """A named recipe the engine does not run, or not on this GPU's architecture (plain fp8 keeps rules.fp8 and
-    the hardware's fp8 peak, as before: an engine without rules.fp8 has no fp8 training path at all)."""
+    the hardware's fp8 peak: an engine without rules.fp8 has no per-tensor fp8, only its named fp8 recipes if any)."""
     r = RECIPES.get(plan.precision)
     if plan.precision == "fp8" and not engine.rules.fp8:
-        name = engine.name
-        return [Rejected(f"{name} has no fp8", f"precision=fp8: {name} has no fp8 training path; use bf16")]
+        name, named = engine.name, [n for n in engine.rules.precision_recipes if n.startswith("fp8")]
+        path = (
+            f"no per-tensor fp8 (its fp8 recipes: {', '.join(named)}); use {' or '.join([*named, 'bf16'])}"
+            if named
+            else "no fp8 training path; use bf16"
+        )
+        return [Rejected(f"{name} has no fp8", f"precision=fp8: {name} has {path}")]
     if r is None:
         return []
     name, offered = engine.name, engine.rules.precision_recipes
