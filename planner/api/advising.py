@@ -3,6 +3,7 @@ cluster do not match (explore/advice.py decides; this module runs the searches i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -29,14 +30,24 @@ class Advised:
     result: SearchResult
     global_batch_default: bool
     advice: list[Advice] = field(default_factory=list)
-    pending: Callable[[], list[Advice]] | None = None  # the probes' advice, deferred (search_advised defer_advice)
+    # the probes' advice and how many searches they ran, deferred (search_advised defer_advice)
+    pending: Callable[[], tuple[list[Advice], int]] | None = None
+    probe_searches: int = 0
+    probe_s: float = 0.0  # how long the probes took: not in the search's own `seconds` (its header)
 
     def finish(self) -> Advised:
         """Itself with the deferred probes' advice added now: a command prints the ranking before they run."""
         if self.pending is not None:
-            self.advice += self.pending()
+            start = time.perf_counter()
+            said, self.probe_searches = self.pending()
+            self.advice += said
             self.pending = None
+            self.probe_s = time.perf_counter() - start
         return self
+
+    def probes_json(self) -> dict[str, object]:
+        """The probes' cost, for the search JSON: searches at other GPU counts and batches, and their seconds."""
+        return {"searches": self.probe_searches, "seconds": round(self.probe_s, 3)}
 
 
 def parse_count(name: str, value: int | str | None, *, high: int) -> int | str | None:
@@ -116,13 +127,15 @@ def _step_tokens(spec: ModelSpec, batch: int | str | None, seq_len: int | None, 
 def _advised(
     spec: ModelSpec, hw: HardwareProfile, options: dict[str, Any], result: SearchResult, probe: Probe,
     at: tuple[int, int], *, seq_len: int, bound: int, unit: str,
-) -> list[Advice]:  # fmt: skip
-    """explore/advice.py advise at the searched count and batch `at`, with the probe _narrowed gives."""
+) -> tuple[list[Advice], int]:  # fmt: skip
+    """explore/advice.py advise at the searched count and batch `at`, with the probe _narrowed gives, and the
+    searches that probe ran for it."""
     chosen, b = at
     narrowed = _narrowed(spec, hw, options, result, probe, chosen, b)
+    before = narrowed.searched
     said = advise(narrowed, gpus=chosen, global_batch=b, seq_len=seq_len, node=hw.gpus_per_node,
                   max_tokens_per_step=bound, rate=unit)  # fmt: skip
-    return said if narrowed is probe else _probed_with(said, result)
+    return (said if narrowed is probe else _probed_with(said, result)), narrowed.searched - before
 
 
 def _kept_for(

@@ -198,6 +198,7 @@ def search(
         from planner.render.search_documents import search_doc
 
         doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
+        doc["advice_probes"] = advised.probes_json()
         if why is not None and explain_field is not None:
             doc["explain"] = why.as_json(*explain_field)
         emit_json(with_cluster(doc, result.hardware))
@@ -211,7 +212,8 @@ def search(
     for said in best_plan_notes(result):  # settings that change nothing for it, an engine no file runs it on
         out.print(f"[yellow]note:[/] {escape(said)}")
     print_cluster(out, result.hardware)
-    print_advice(out, advised.finish().advice)  # its probe searches run once the ranking is on the screen
+    advised.finish()  # its probe searches run once the ranking is on the screen
+    print_advice(out, advised.advice, probes=advised.probe_searches, probe_s=advised.probe_s)
     if why is not None and explain_field is not None:
         print_explain(out, result, why, *explain_field)
     if save and result.best is None:

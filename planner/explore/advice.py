@@ -69,6 +69,7 @@ class Probe:
         self._best_at, self._seen = best_at, dict[tuple[int, int], float | None]()
         self._last_s: float | None = None  # how long the last search in this process took
         self._later: list[tuple[int, int]] = []  # pairs a later step will likely read (speculate)
+        self.searched = 0  # the searches it ran (in this process or forked), for the time the advice says it took
 
     def speculate(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Pairs a later step will likely read, in its order: the read-ahead fills spare CPUs with them first."""
@@ -84,6 +85,7 @@ class Probe:
         """Search the (gpus, batch) pairs not known yet side by side (explore/fanout.py), each answer what a call
         would give; a pair whose search refuses is left for the call to raise."""
         todo = [pair for pair in dict.fromkeys(pairs) if pair not in self._seen]
+        self.searched += len(todo)
         rates = fan_out(lambda pair: self._best_at(*pair), todo, workers(len(todo)))
         self._seen.update((pair, r) for pair, r in zip(todo, rates) if not isinstance(r, PlannerError))
 
@@ -102,6 +104,7 @@ class Probe:
         key = (gpus, global_batch)
         if key not in self._seen:
             start = time.perf_counter()
+            self.searched += 1
             self._seen[key] = self._best_at(gpus, global_batch)
             self._last_s = time.perf_counter() - start
         return self._seen[key]

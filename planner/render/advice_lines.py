@@ -13,10 +13,17 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def print_advice(console: Console, advice: list[Advice]) -> None:
+def print_advice(console: Console, advice: list[Advice], *, probes: int = 0, probe_s: float = 0.0) -> None:
+    """The advice, then what its probe searches cost: they run after the ranking, outside its header's time."""
     for a in advice:
         label = "chosen" if a.kind.startswith("chosen") else "advice"
         console.print(f"[yellow]{label}:[/] {escape(a.message)}")
+    if probes:
+        plural = "es" if probes > 1 else ""
+        console.print(
+            f"[dim]the advice ran {probes} search{plural} at other GPU counts and batches in {probe_s:.2f} s "
+            "(--no-advice skips them)[/]"
+        )
 
 
 def cluster_line(hw: HardwareProfile) -> str | None:
