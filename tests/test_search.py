@@ -674,9 +674,12 @@ def test_a_search_says_when_no_emit_file_of_its_engine_runs_the_best_plan(capsys
     code, text, _ = cli(capsys, "search", "--model", "mixtral-8x7b", "--gpus", "64", *pinned, "--json")
     refused = [p["emit_targets"] for p in json.loads(text)["plans"]]
     assert refused and all(set(r) == {"torchtitan", "torchtitan-v0.2"} and all(r.values()) for r in refused)
+    (note,) = json.loads(text)["notes"]  # the text's note line, for a JSON reader too
+    assert note.startswith("no --emit file runs the best plan on torchtitan")
     code, text, _ = cli(capsys, "search", "--model", "llama3-8b", "--gpus", "8", *pinned, "--json")
     written = [p["emit_targets"] for p in json.loads(text)["plans"]]
     assert written and all(r == {"torchtitan": None, "torchtitan-v0.2": None} for r in written)
+    assert json.loads(text)["notes"] == []
     code, text, _ = cli(capsys, "search", "--model", "llama3-8b", "--gpus", "8", *pinned)
     assert "no --emit file runs" not in text
 

@@ -1,6 +1,6 @@
 """What a search says of its best plan beneath the ranking, each in one line: the settings it was given that change
 nothing for that plan (idle.py), where no file of its engine's --emit targets runs it, and what unpriced failures
-would cost it where that is much (the text only: JSON has `emit_targets` and, priced, `checkpoint`)."""
+would cost it where that is much (search JSON's `notes`; it also has `emit_targets` and, priced, `checkpoint`)."""
 
 from __future__ import annotations
 

@@ -199,6 +199,9 @@ def search(
 
         doc = {**search_doc(result).as_json(), "advice": [a.as_json() for a in advised.advice]}
         doc["advice_probes"] = advised.probes_json()
+        from planner.api.best_notes import best_plan_notes
+
+        doc["notes"] = best_plan_notes(result)  # the lines text prints beneath the ranking, as `note:`
         if why is not None and explain_field is not None:
             doc["explain"] = why.as_json(*explain_field)
         emit_json(with_cluster(doc, result.hardware))
