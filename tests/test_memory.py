@@ -24,8 +24,21 @@ MEGATRON = make_engine("megatron")
     [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)],  # printed rounded to 3 significant digits
 )
 def test_zero_paper_model_states(zero, published_gb):
-    states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="bf16", engine=DEEPSPEED)
+    """The paper (2019) trains in fp16; in bf16 DeepSpeed without ZeRO is not its baseline (the test below)."""
+    states = model_state_bytes(params=7.5e9, dp=64, zero=zero, precision="fp16", engine=DEEPSPEED)
     assert states.total_bytes / GB == pytest.approx(published_gb, rel=0.015)
+
+
+def test_deepspeed_in_bf16_without_zero_runs_its_bf16_optimizer():
+    """DeepSpeed v0.16.4 engine.py get_data_types / _do_optimizer_sanity_check: bf16 without ZeRO accumulates in fp32
+    and runs BF16_Optimizer, which keeps the fp32 master and moments of its dp partition only and a full fp32 gradient
+    buffer (bf16_optimizer.py _setup_for_real_optimizer): 2 + 4 + 12 / 64 bytes per parameter, not 16 (audit:
+    Llama 3 8B at pp 2 was priced 39 GiB over, and searches refused plans the file runs)."""
+    for engine in (DEEPSPEED, make_engine("megatron-deepspeed")):
+        states = model_state_bytes(params=7.5e9, dp=64, zero=0, precision="bf16", engine=engine)
+        assert states.total_bytes == pytest.approx(7.5e9 * (2 + 4 + 12 / 64))
+        assert engine.rules.run_stage(0, pp=2, dp_cp=64, precision="bf16").shards == ("optimizer",)
+        assert engine.rules.run_stage(0, pp=2, dp_cp=64, precision="fp16").shards == ()
 
 
 def test_zero_worked_examples_formula_exact(worked_examples):
@@ -34,7 +47,7 @@ def test_zero_worked_examples_formula_exact(worked_examples):
         if not ex["id"].startswith("zero-analytic"):
             continue
         i = ex["inputs"]
-        states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="bf16", engine=DEEPSPEED)
+        states = model_state_bytes(params=i["params"], dp=i["dp"], zero=i["zero"], precision="fp16", engine=DEEPSPEED)
         assert states.total_bytes == pytest.approx(ex["expected"]["model_state_bytes_per_gpu_formula"], rel=1e-9)
 
 
@@ -52,9 +65,9 @@ def test_deepspeed_zero3_estimator_t0_3b(worked_examples):
 
 
 def test_sixteen_bytes_per_param_gpt3():
-    """Mixed-precision Adam holds 16 bytes/param (ZeRO section 3.1): GPT-3 175B ~ 2.8 TB of model states."""
+    """Mixed-precision (fp16) Adam holds 16 bytes/param (ZeRO section 3.1): GPT-3 175B ~ 2.8 TB of model states."""
     model = load_model("gpt3-175b")
-    states = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=DEEPSPEED)
+    states = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=DEEPSPEED, precision="fp16")
     assert states.total_bytes / model.num_params == 16
     megatron = model_state_bytes(params=model.num_params, dp=1, zero=0, engine=MEGATRON)
     assert megatron.total_bytes / model.num_params == 18  # fp32 main grads (dist_optimizer.md: 18 B/param)

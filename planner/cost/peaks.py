@@ -142,7 +142,7 @@ class PeakMemory:
         key = (STATES(p), plan_etp(p), zero, accumulates)
         hit = self._states.get(key)
         if hit is None:
-            stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp)  # state_terms reads it here
+            stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision)
             per = state_bytes_per_param(p.precision, self.engine, stage)
             hit = self._states[key] = [
                 state_terms(
@@ -154,7 +154,8 @@ class PeakMemory:
         return hit
 
     def _activations(self, p: Plan, recompute: str, zero: int) -> dict[LayerKind, Pieces]:
-        autocast = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp).autocast  # what activations read
+        stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision)
+        autocast = stage.autocast  # what activations read
         key = (ACTIVATIONS(p), recompute, autocast)
         hit = self._act.get(key)
         if hit is None:
@@ -245,7 +246,8 @@ class PeakMemory:
     ) -> tuple[list[dict[LayerKind, Pieces]], list[int]]:
         """Each level's pieces and the first level with equal pieces (levels that keep the same activations
         share one evaluation), cached by the activations' shape."""
-        key = (ACTIVATIONS(p), recomputes, self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp).autocast)
+        stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision)
+        key = (ACTIVATIONS(p), recomputes, stage.autocast)
         hit = self._levels.get(key)
         if hit is None:
             pieces = [self._activations(p, rc, zero) for rc in recomputes]

@@ -58,7 +58,7 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
         return StateBytes(4, 4, 4 * moments, False, c)
     wide = precision == "fp32"
     master = (not wide) if mem.master_copy is None else mem.master_copy
-    grads = 4 if (wide or mem.grad_dtype == "fp32") else 2
+    grads = 4 if (wide or mem.grad_dtype == "fp32" or stage.grad_dtype == "fp32") else 2
     optimizer: float = 4 * (moments + (1 if master else 0))
     if mem.precision_aware_optimizer:
         optimizer = precision_aware_optimizer_bytes(precision, mem, moments=moments, master=master)
@@ -132,7 +132,7 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
 
 def model_state_bytes(*, params: float, dp: int, zero: int, engine: Engine, precision: str = "bf16") -> ModelStates:
     """Model states of `params` parameters on one of `dp` data-parallel ranks (ZeRO, Figure 1)."""
-    stage = engine.rules.run_stage(zero, pp=1, dp_cp=dp)
+    stage = engine.rules.run_stage(zero, pp=1, dp_cp=dp, precision=precision)
     per = state_bytes_per_param(precision, engine, stage)
     rank = RankParams(dense=params, expert=0.0, largest_unit=0.0, num_gemms=0)
     return sharded_states(rank, per, Plan(dp=dp, zero=zero, global_batch=dp), stage)

@@ -83,6 +83,21 @@ class ZeroStage(Frozen):
     untied_embeddings: bool = Field(
         False, description="the mechanism needs an output layer not tied to the embedding (Megatron with torch FSDP2)"
     )
+    grad_dtype: Literal["fp32"] | None = Field(
+        None,
+        description="the gradients' dtype under this stage, over the engine's memory.grad_dtype (DeepSpeed's "
+        "BF16_Optimizer accumulates into an fp32 buffer whatever the ZeRO optimizer would); null: the engine's",
+    )
+    bf16: ZeroStage | None = Field(
+        None,
+        description="how the engine runs this stage when the plan trains in bf16, where that differs: DeepSpeed "
+        "without ZeRO picks its BF16_Optimizer (engine.py _do_optimizer_sanity_check, v0.16.4), which partitions "
+        "the fp32 master and moments over the data-parallel group (bf16_optimizer.py _setup_for_real_optimizer)",
+    )
+
+    def running(self, precision: str) -> ZeroStage:
+        """The stage as the engine runs it at this precision (`bf16` where the plan trains in bf16 and it is set)."""
+        return self.bf16 if precision == "bf16" and self.bf16 is not None else self
 
     @model_validator(mode="after")
     def _check(self) -> ZeroStage:
