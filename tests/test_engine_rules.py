@@ -186,6 +186,20 @@ def test_megatron_has_no_gpipe():
     assert not structure_problems(engine("megatron"), model("llama3-8b"), plan.model_copy(update={"schedule": "1f1b"}))
 
 
+@pytest.mark.parametrize("name", ["megatron", "torchtitan", "megatron-deepspeed"])
+def test_sequence_parallelism_needs_tp_to_divide_the_local_sequence(name):
+    """Megatron-Core _split_along_first_dim (tensor_parallel/mappings.py @d98e8a64) and torchtitan's
+    seq_len_divisor (parallel_dims.py, v0.2.2) assert it; a search ranked tp 4 with sp at seq_len 8191 first, and
+    launch wrote `--sequence-parallel --seq-length 8191` (audit)."""
+    e, llama = engine(name), model("llama3-8b")
+    plan = Plan(tp=8, cp=2, sp=True, dp=1, seq_len=8200, global_batch=1)
+    r = only(plan_problems(llama, plan, e, 16), "tp does not divide the sequence (sp)")
+    assert r.detail == "sp: tp=8 must divide seq_len/cp=8200/2"
+    assert "tp does not divide the sequence (sp)" not in {
+        x.reason for x in plan_problems(llama, plan.model_copy(update={"seq_len": 8192}), e, 16)
+    }
+
+
 def test_megatron_cp_needs_seq_len_divisible_by_2cp():
     """assert args.seq_length % (args.context_parallel_size * 2) == 0 when cp > 1
     (megatron/training/arguments.py l.1335-1338). 4100 = 4 x 1025 divides by cp but not by 2 cp = 8."""

@@ -240,9 +240,6 @@ def worker_limits(model: ModelSpec, plan: Plan, env: Environment, engine: Engine
     out += fp8_problems(model, plan, env.device_type, env.capability)
     if plan.precision == "fp16" and env.device_type == "cpu":
         out.append("precision=fp16 on CPU: use bf16 (no loss scaler in the worker)")
-    if plan.sp and plan.seq_len % (plan.cp * plan.tp):
-        local = f"seq_len/cp={plan.seq_len}/{plan.cp}" if plan.cp > 1 else f"seq_len={plan.seq_len}"
-        out.append(f"sp: tp={plan.tp} must divide {local}")
     if plan.global_batch % (plan.dp * plan.micro_batch):
         out.append(
             f"global_batch={plan.global_batch} must be a multiple of dp={plan.dp} x micro_batch={plan.micro_batch}"
