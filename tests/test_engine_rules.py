@@ -200,6 +200,17 @@ def test_sequence_parallelism_needs_tp_to_divide_the_local_sequence(name):
     }
 
 
+def test_megatron_torch_fsdp2_refuses_fp16_and_ep_at_any_data_parallel_size():
+    """arguments.py l.1031-1049 @d98e8a64 asserts ep == 1 and not fp16 whenever --use-torch-fsdp2 is given: the
+    emitted files crashed in validate_args (audit: fp16 at dp 8; ep 4 at dp 1, where the stage shards nothing)."""
+    e = engine("megatron")
+    fp16 = Plan(dp=8, zero=3, precision="fp16", global_batch=16)
+    assert only(zero_problems(e, fp16), "zero 3 with fp16").detail.startswith("zero=3 (torch FSDP2")
+    assert not zero_problems(e, fp16.model_copy(update={"precision": "bf16"}))
+    at_one = Plan(tp=4, dp=1, ep=4, sp=True, zero=3, global_batch=16)
+    assert "does not run with ep=4" in only(zero_problems(e, at_one), "zero 3 with ep").detail
+
+
 def test_megatron_cp_needs_seq_len_divisible_by_2cp():
     """assert args.seq_length % (args.context_parallel_size * 2) == 0 when cp > 1
     (megatron/training/arguments.py l.1335-1338). 4100 = 4 x 1025 divides by cp but not by 2 cp = 8."""

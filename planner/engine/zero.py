@@ -83,6 +83,10 @@ class ZeroStage(Frozen):
     untied_embeddings: bool = Field(
         False, description="the mechanism needs an output layer not tied to the embedding (Megatron with torch FSDP2)"
     )
+    excludes_precisions: tuple[str, ...] = Field(
+        (),
+        description="precisions the mechanism does not run, at any data-parallel size (Megatron's torch FSDP2: fp16)",
+    )
     grad_dtype: Literal["fp32"] | None = Field(
         None,
         description="the gradients' dtype under this stage, over the engine's memory.grad_dtype (DeepSpeed's "

@@ -45,6 +45,14 @@ def zero_problems(
                 f"zero={z} ({impl.mechanism}) needs untied embeddings in {name}; {model.name} ties them",
             )
         )
+    if p.precision in impl.excludes_precisions:
+        out.append(
+            Rejected(
+                f"{name}: zero {z} with {p.precision}",
+                f"zero={z} ({impl.mechanism}) does not run precision={p.precision} in {name}; use bf16 or another "
+                "zero stage",
+            )
+        )
     if p.dp * p.cp > 1 or impl.excludes_always:
         out += _excluded_dims(engine, p, z, impl, stages)
     return out + zero_recipe_problems(engine, p, z)
