@@ -329,6 +329,9 @@ def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path, precision):
     assert not (tmp_path / "a").exists()
     toml = emit("torchtitan-v0.2", cfg, load_model("llama3-8b"), tmp_path / "b", **args).read_text()
     assert 'converters = ["quantize.linear.float8"]' in toml and 'recipe_name = "tensorwise"' in toml
+    # the named recipe is priced with the output layer in bf16 (precision.py head_precision): filtered, as
+    # torchtitan's llama3 train configs do; plain fp8 is priced with it in fp8, float8's default (audit)
+    assert ('filter_fqns = ["output"]' in toml) == (precision == "fp8-current")
     # in bf16 0.3.0 writes the file and says its recipes' chunked loss holds less than v0.2.2's, which priced it
     bf16 = RunConfig(model="llama3-8b", plan=plan.model_copy(update={"precision": "bf16"}), engine="torchtitan")
     with pytest.warns(UserWarning, match="ChunkedLossWrapper"):

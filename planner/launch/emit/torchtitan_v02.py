@@ -26,6 +26,7 @@ from planner.launch.emit.torchtitan import (
     release_problems,
 )
 from planner.plan import STATED_SPLIT, Plan
+from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
@@ -139,7 +140,7 @@ def torchtitan_toml(
         f'mode = "{ac}"',
         'selective_ac_option = "op"',
     ]
-    return "\n".join(lines + _quantize_lines(converters)) + "\n", dict(PLAN_FIELDS)
+    return "\n".join(lines + _quantize_lines(converters, plan.precision)) + "\n", dict(PLAN_FIELDS)
 
 
 QUANTIZE_SECTIONS = {  # each converter's section: float8's recipe; MXLinear's default recipe, said; the experts'
@@ -149,8 +150,16 @@ QUANTIZE_SECTIONS = {  # each converter's section: float8's recipe; MXLinear's d
 }
 
 
-def _quantize_lines(converters: list[str]) -> list[str]:
-    return [line for c in converters for line in ("", f"[{c}]", *QUANTIZE_SECTIONS[c])]
+def _quantize_lines(converters: list[str], precision: str) -> list[str]:
+    """The converters' sections. A named recipe is priced with the output layer in bf16 (precision.py
+    head_precision), which float8's converter quantizes unless filtered (Float8Linear.filter_fqns defaults to [],
+    job_config.py v0.2.2; torchtitan's llama3 train configs filter "output"); plain fp8 is priced with it in fp8."""
+    head = ['filter_fqns = ["output"]'] if precision in RECIPES else []
+    return [
+        line
+        for c in converters
+        for line in ("", f"[{c}]", *QUANTIZE_SECTIONS[c], *(head if c == "quantize.linear.float8" else []))
+    ]
 
 
 def _converters(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
