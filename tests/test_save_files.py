@@ -124,3 +124,28 @@ def test_a_plan_saved_from_an_imported_config_loads_from_any_folder(tmp_path, mo
     monkeypatch.chdir(tmp_path / "plans")
     code, out, err = run_planner("estimate", "--plan", "best.yaml", "--json")
     assert code == 0 and json.loads(out)["model"] == "models", err  # the folder of a config.json names it
+
+
+def test_a_plan_saved_with_profile_files_names_them_and_loads_them_from_any_folder(tmp_path, monkeypatch):
+    """--hardware and --engine given as files (planner calibrate's output) were saved by their `name:`: a calibrated
+    GPU's name is in no catalog ('unknown hardware'), and a calibrated engine's is the shipped one's, so the plan was
+    priced again with the shipped factors, unsaid (audit). They are written as paths from the plan file."""
+    root = Path(__file__).parent.parent
+    hw = yaml.safe_load((root / "hardware_profiles" / "h100-sxm.yaml").read_text())
+    engine = yaml.safe_load((root / "engine_profiles" / "megatron.yaml").read_text())
+    engine["behaviour"]["host_step_s"]["value"] = 1.5  # slower than the shipped engine: its own prediction
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "gpu.yaml").write_text(yaml.safe_dump({**hw, "name": "h100-ours"}))
+    (tmp_path / "mine" / "megatron.yaml").write_text(yaml.safe_dump(engine))
+    (tmp_path / "plans").mkdir()
+    monkeypatch.chdir(tmp_path)
+    args = ("--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--top", "1", "--no-advice")
+    refs = ("--hardware", "mine/gpu.yaml", "--engine", "mine/megatron.yaml")
+    code, _, err = run_planner("search", "-m", "llama3-8b", *args, *refs, "--save", "plans/best.yaml")
+    assert code == 0, err
+    saved = yaml.safe_load((tmp_path / "plans" / "best.yaml").read_text())
+    assert (saved["hardware"], saved["engine"]) == ("../mine/gpu.yaml", "../mine/megatron.yaml")
+    monkeypatch.chdir(tmp_path / "plans")
+    code, out, err = run_planner("estimate", "--plan", "best.yaml", "--json")
+    assert code == 0, err
+    assert json.loads(out)["tokens_per_s"] == pytest.approx(saved["predicted"]["tokens_per_s"], rel=1e-9)

@@ -15,7 +15,7 @@ import typer
 from planner.api.hardware_for import power_capped
 from planner.api.idle import failures_unpriced
 from planner.api.resolve import engine_overrides
-from planner.api.saving import save_best
+from planner.api.saving import save_options
 from planner.cli.callbacks import words, written
 from planner.cli.cluster_options import (
     ADVICE,
@@ -188,7 +188,7 @@ def search(
         warnings.warn(said, stacklevel=1)
     why = _explained(opts, result, *explain_field) if explain_field is not None else None
     if save and (as_json or result.best is not None):  # nothing to save: said after the closest misses are shown
-        save_best(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
+        save_options(save, result, opts, engine_overrides(opts))
     if plot:
         from planner.render.plot import plot_search
 
@@ -220,7 +220,7 @@ def search(
     if why is not None and explain_field is not None:
         print_explain(out, result, why, *explain_field)
     if save and result.best is None:
-        save_best(save, result, model_ref=opts["model"], cluster=opts["cluster"], training=engine_overrides(opts))
+        save_options(save, result, opts, engine_overrides(opts))
 
 
 def _explain_field(text: str) -> tuple[str, Any]:

@@ -58,9 +58,9 @@ def pydantic_message(err: ValidationError, where: str) -> str:
 
 
 def beside(plan_path: str, ref: str | None) -> str | None:
-    """A model file a plan file names, as a path from here: relative paths are the plan file's folder's (search
-    --save writes them so), else, for a file written before, this folder's. A plan saved from an imported config
-    loaded only from the folder search ran in (audit)."""
+    """A model, hardware, engine or cluster file a plan file names, as a path from here: relative paths are the
+    plan file's folder's (search --save writes them so), else, for a file written before, this folder's. A plan
+    saved from an imported config loaded only from the folder search ran in (audit)."""
     from planner.io.catalog import looks_like_path
 
     if ref is None or not looks_like_path(ref) or Path(ref).is_absolute():
@@ -70,7 +70,7 @@ def beside(plan_path: str, ref: str | None) -> str | None:
 
 
 def relative_to_plan(plan_path: str, ref: str) -> str:
-    """A model file as search --save writes it: relative to the plan file's folder (`beside` reads it back)."""
+    """A file as search --save writes it: relative to the plan file's folder (`beside` reads it back)."""
     from planner.io.catalog import looks_like_path
 
     if not looks_like_path(ref) or not Path(ref).exists():
@@ -145,9 +145,9 @@ def read_plan_file(path: str) -> PlanFile:
     return PlanFile(
         plan=checked_fields(path, dict(plan)),  # strictly: `dp: true` is not dp 1
         model=beside(path, _text(path, "model", doc.get("model"))),
-        hardware=_text(path, "hardware", doc.get("hardware")),
-        cluster=_text(path, "cluster", doc.get("cluster")),
-        engine=_text(path, "engine", doc.get("engine")),
+        hardware=beside(path, _text(path, "hardware", doc.get("hardware"))),
+        cluster=beside(path, _text(path, "cluster", doc.get("cluster"))),
+        engine=beside(path, _text(path, "engine", doc.get("engine"))),
         gpus=gpus,
         training=_training(path, doc.get("training")),
         predicted=predicted if isinstance(predicted, dict) else None,
