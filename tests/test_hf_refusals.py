@@ -371,3 +371,23 @@ def test_a_refusal_names_the_config_key_behind_the_spec_field(tmp_path, changes,
     """The spec's validators name its own fields: a sliding_window of 0 was refused as 'attention.window: ...', which
     a config.json has no such key as (audit). The config's key is said beside it."""
     assert said in _refused_in_one_line(tmp_path, _fixture("gpt_oss_120b", **changes))
+
+
+# OPT-350m as OPTConfig describes it (transformers configuration_opt.py: word_embed_proj_dim, do_layer_norm_before)
+OPT_350M = {
+    "model_type": "opt", "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "ffn_dim": 4096,
+    "vocab_size": 50272, "max_position_embeddings": 2048, "word_embed_proj_dim": 512, "do_layer_norm_before": False,
+    "activation_function": "relu", "enable_bias": True,
+}  # fmt: skip
+
+
+def test_opt_embedding_projections_are_refused_and_post_ln_said(tmp_path):
+    """OPT-350m imported at 356M parameters, 331M published, without a word: its project_in/project_out (a 512-wide
+    embedding) were dropped and its post-LN layers read as pre-LN (audit)."""
+    err = _refused_in_one_line(tmp_path, OPT_350M)
+    assert "word_embed_proj_dim=512 differs from hidden_size=1024" in err and "not representable" in err
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_model(_write(tmp_path, {**OPT_350M, "word_embed_proj_dim": 1024}))
+    said = " ".join(str(w.message) for w in caught)
+    assert "do_layer_norm_before False (where the norms sit (post-LN when false))" in said

@@ -14,9 +14,10 @@ and Mamba-2 layers are, in hf_layout.py; the experts and where the MoE layers ar
   sliding_window_pattern, Llama 4's no_rope_layers and attention_chunk_size, GPT-OSS's sinks, q/k norms.
 - Hybrid Mamba-2 stacks (Nemotron-H's hybrid_override_pattern) and DeepSeek's num_nextn_predict_layers.
 
-What the spec cannot represent is refused by name in one line (encoder-decoder models, linear-attention layers,
-other SSM layouts, DeepSeek sparse attention's indexer, ...), never imported approximately. Python's json reads
-`Infinity` and `NaN`: every number used here must be a finite integer, or it is refused naming the key.
+What the spec cannot represent is refused by name in one line (hf_refusals.py: encoder-decoder models,
+linear-attention layers, other SSM layouts, DeepSeek sparse attention's indexer, ...), never imported approximately.
+Python's json reads `Infinity` and `NaN`: every number used here must be a finite integer, or it is refused naming
+the key.
 """
 
 from __future__ import annotations
@@ -29,26 +30,23 @@ from planner.errors import PlannerError
 from planner.io import hf_families as fam
 from planner.io.hf_layout import HfConfig, attention_fields, hybrid_layers, rope_fields
 from planner.io.hf_moe import moe_fields
+from planner.io.hf_refusals import activation, refuse
 from planner.io.hf_unpriced import GATED_SILU, gate_fields, warn_unpriced
 from planner.specs import MAX_LAYERS
-
-# The MLP's activation, the first found: Gemma's hidden_activation before its legacy hidden_act (GemmaMLP builds
-# ACT2FN[config.hidden_activation] where given, modeling_gemma.py; Gemma 2 and 3 give it alone).
-ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
 
 
 def hf_fields(cfg: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     c = HfConfig(_language_model(cfg, source), source)
     if not any(c.raw.get(k) is not None for k in ("model_type", "hidden_size", "n_embd", "num_hidden_layers")):
         raise PlannerError(f"{source} is no model config: it gives none of model_type, hidden_size, num_hidden_layers")
-    _refuse(c)
+    refuse(c)
     family = c.family
     hidden = c.need("hidden_size", "n_embd")
     pattern, mamba = hybrid_layers(c)
     num_layers = len(pattern) if pattern else c.need("num_hidden_layers", "n_layer")
     if not 0 < num_layers <= MAX_LAYERS:  # before anything loops over the layers
         raise PlannerError(f"{source}: {num_layers} layers; the planner takes 1 to {MAX_LAYERS}")
-    stated = _activation(c)  # as stated or its family's default
+    stated = activation(c)  # as stated or its family's default
     act = stated or "gelu"
     gated = family in fam.GATED_FAMILIES or act in GATED_SILU
     warn_unpriced(c, gated=gated, act=stated)  # no placeholder
@@ -166,116 +164,6 @@ def _kv_heads(c: HfConfig) -> int | None:
     if not isinstance(multi_query, bool):
         raise PlannerError(f"{c.source}: multi_query={multi_query!r}; it must be true or false")
     return 1 if multi_query else None
-
-
-def _activation(c: HfConfig) -> str | None:
-    """The MLP's activation, lower case: the first of ACTIVATION_KEYS the config (or its family's defaults) gives."""
-    found = next((c.get(k) for k in ACTIVATION_KEYS if c.get(k)), None)
-    return None if found is None else str(found).lower()
-
-
-def _refuse(c: HfConfig) -> None:
-    """One line naming what the spec cannot represent, and why."""
-    family, src = c.family, c.source
-    if c.get("is_encoder_decoder") or family in fam.ENCODER_DECODER_FAMILIES:
-        raise PlannerError(
-            f"{src}: model_type {family!r} is an encoder-decoder model; the planner models decoder-only stacks"
-        )
-    _refuse_linear_attention(c)
-    if family in fam.OTHER_SSM_FAMILIES:
-        raise PlannerError(
-            f"{src}: model_type {family!r} has SSM layers in a layout other than nemotron_h's hybrid_override_pattern"
-        )
-    if c.get("use_qk_norm") and family not in fam.QK_NORM_FLAG_FAMILIES and family not in fam.QK_RMSNORM_FAMILIES:
-        raise PlannerError(
-            f"{src}: use_qk_norm in model_type {family!r}: which q/k norm it means (RMSNorm as GLM-4.5's, L2 as "
-            "Llama 4's) is the family's, and the planner does not know this family's"
-        )
-    _refuse_unrepresented_keys(c)  # before the activation: Gemma 4 names its hidden_activation otherwise
-    act = _activation(c)
-    if act is None and family not in fam.KNOWN_ACTIVATION_FAMILIES:
-        raise PlannerError(
-            f"{src}: no hidden_act, and the planner does not know the default of model_type {family!r}: add "
-            "hidden_act (silu or swiglu: a gated MLP of three matrices; gelu or relu: two)"
-        )
-    if act is not None and act not in fam.ACTIVATION_NAMES:
-        raise PlannerError(
-            f"{src}: {c.key_of(*ACTIVATION_KEYS)}={act!r} is no activation transformers builds by name; known: "
-            f"{', '.join(sorted(fam.ACTIVATION_NAMES))}"
-        )
-    for key, owner in fam.FAMILY_ONLY_KEYS.items():
-        if c.raw.get(key) is not None and family != owner:
-            raise PlannerError(
-                f"{src}: {key} in model_type {family!r}: the importer reads it only as {owner}'s rule defines it"
-            )
-    _refuse_unread_experts(c)
-    if family not in fam.KNOWN_FAMILIES:
-        warnings.warn(
-            f"{src}: model_type {family!r} is not a family the importer has rules for: read from its keys as a "
-            "decoder of attention and MLP layers; check its params against the published total",
-            stacklevel=3,
-        )
-
-
-def _refuse_linear_attention(c: HfConfig) -> None:
-    """Linear-attention layers (Gated DeltaNet, KDA, MiniMax's Lightning), which the spec has no mixer for."""
-    family, src, types = c.family, c.source, c.get("layer_types") or []
-    if family != "nemotron_h" and (
-        "linear_attention" in types or any(c.raw.get(k) is not None for k in fam.LINEAR_ATTENTION_KEYS)
-    ):
-        key = "layer_types" if "linear_attention" in types else next(k for k in fam.LINEAR_ATTENTION_KEYS if k in c.raw)
-        raise PlannerError(
-            f"{src}: {key} declares linear-attention (Gated DeltaNet) layers (model_type {family!r}); "
-            "linear-attention mixers are not representable"
-        )
-    kinds = c.get("attn_type_list")  # MiniMax-M1 / Text-01: 0 a Lightning (linear) attention layer, 1 softmax
-    if isinstance(kinds, list) and 0 in kinds:
-        raise PlannerError(
-            f"{src}: attn_type_list declares {kinds.count(0)} linear-attention (Lightning) layers of {len(kinds)} "
-            f"(model_type {family!r}); linear-attention mixers are not representable"
-        )
-
-
-def _refuse_unrepresented_keys(c: HfConfig) -> None:
-    """A key of a part the spec has no field for (hf_families.py UNREPRESENTED_KEYS), refused where its value says
-    the part is there (0, false or an empty list say there is none); a long value is shown by its size."""
-    for key, why in fam.UNREPRESENTED_KEYS.items():
-        value = c.raw.get(key)
-        if value is None or value is False or value == 0 or value == [] or value == {}:
-            continue
-        shown = (
-            repr(value) if len(repr(value)) <= 60 else f"[{len(value)} entries]" if hasattr(value, "__len__") else "..."
-        )
-        raise PlannerError(f"{c.source}: {key}={shown}: {why} is not representable")
-
-
-def _refuse_unread_experts(c: HfConfig) -> None:
-    """An expert count under a name the import does not read (ERNIE 4.5's moe_num_experts) would import a MoE
-    model as dense, its experts left out: refused naming the key; so is a shared-expert count or width under a name
-    it does not read (ERNIE 4.5's moe_num_shared_experts), which would leave the shared experts out."""
-    for key, value in c.raw.items():
-        # a count or width, not a switch; "share": StepFun's share_expert_dim
-        shared = "share" in key and ("expert" in key or "intermediate" in key)
-        count = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        if shared and count and key not in fam.SHARED_EXPERT_KEYS:
-            raise PlannerError(
-                f"{c.source}: {key}={value}: shared experts under a name the import does not read (it reads "
-                f"{', '.join(fam.SHARED_EXPERT_KEYS)}); imported it would leave them out"
-            )
-    if c.key_of(*fam.EXPERT_COUNT_KEYS):  # a count of 0 is read, and refused with a top-k (hf_moe.py)
-        return
-    top_k = c.key_of(*fam.TOP_K_KEYS)
-    if top_k:
-        raise PlannerError(
-            f"{c.source}: {top_k}={c.get(top_k)!r} but no expert count (the import reads "
-            f"{', '.join(fam.EXPERT_COUNT_KEYS)}); imported as dense it would leave the experts out"
-        )
-    for key, value in c.raw.items():
-        if "expert" in key and isinstance(value, int) and not isinstance(value, bool) and value > 1:
-            raise PlannerError(
-                f"{c.source}: {key}={value}: an expert count under a name the import does not read (it reads "
-                f"{', '.join(fam.EXPERT_COUNT_KEYS)}); imported as dense it would leave the experts out"
-            )
 
 
 def _position(family: str) -> str:

@@ -24,6 +24,8 @@ UNPRICED: dict[str, tuple[str, tuple[Any, ...]]] = {
     "swiglu_limit": ("the clamp of the experts' SwiGLU", ()),
     "attn_logit_softcapping": ("attention logit soft-capping", ()),
     "final_logit_softcapping": ("output logit soft-capping", ()),
+    # OPTConfig: false puts each norm after its block (post-LN, OPT-350m): the same parameters and FLOPs
+    "do_layer_norm_before": ("where the norms sit (post-LN when false)", (True,)),
 }
 
 
