@@ -149,3 +149,17 @@ def test_a_plan_saved_with_profile_files_names_them_and_loads_them_from_any_fold
     code, out, err = run_planner("estimate", "--plan", "best.yaml", "--json")
     assert code == 0, err
     assert json.loads(out)["tokens_per_s"] == pytest.approx(saved["predicted"]["tokens_per_s"], rel=1e-9)
+
+
+def test_two_outputs_naming_one_file_are_refused_before_either_is_written(tmp_path, monkeypatch):
+    """--save b.svg --plot b.svg said it saved the plan and left the plot; calibrate -o DIR/megatron.yaml with
+    --engine-out DIR replaced the fitted GPU with the engine's profile and said it wrote both (audit)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--save", "b.svg", "--plot", "./b.svg")
+    assert code == 2 and "--save b.svg and --plot ./b.svg name the same file" in err
+    runs = str(Path(__file__).parent / "data" / "calibration_runs.yaml")
+    code, _, err = run_planner(
+        "calibrate", runs, "--hardware", "h100-sxm", "-o", "o/megatron.yaml", "--engine-out", "o"
+    )
+    assert code == 2 and "--engine-out o writes the megatron engine profile there" in err
+    assert not any(tmp_path.iterdir())  # nothing written, no folder made

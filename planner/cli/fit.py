@@ -126,6 +126,7 @@ def calibrate(
     spec = load_model(given.model) if given.model else None
     fill = {"gpus": given.gpus, "given_plan": given.plan, "given_software": given.software}
     created = bool(engine_out) and not Path(str(engine_out)).exists()
+    _distinct(output, engine_out)
     _check_outputs(output, engine_out if behaviour else None)  # --behaviour writes every catalog engine
     if engine_out:  # checked before anything is written: a failure leaves no profile behind
         make_dir(engine_out, what="--engine-out folder")
@@ -155,6 +156,21 @@ def _check_outputs(output: str | None, engine_out: str | None) -> None:
         check_targets("-o", [Path(output)])
     if engine_out:
         check_targets("--engine-out", [Path(engine_out) / f"{e}.yaml" for e in list_engines()], engine=True)
+
+
+def _distinct(output: str | None, engine_out: str | None) -> None:
+    """-o FILE where --engine-out DIR writes an engine's profile: the hardware profile was replaced by the engine's,
+    and the hint named the engine file as hardware (audit)."""
+    from planner.fit.write import output_is_file
+    from planner.io.catalog import list_engines
+
+    if not (output and engine_out and output_is_file(output)):
+        return
+    o = Path(output)
+    if o.resolve().parent == Path(engine_out).resolve() and o.stem in list_engines():
+        raise PlannerError(
+            f"-o {output}: --engine-out {engine_out} writes the {o.stem} engine profile there; give -o another name"
+        )
 
 
 def _logs_only(inputs: list[str]) -> None:

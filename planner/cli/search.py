@@ -39,7 +39,7 @@ from planner.cli.options import (
 )
 from planner.errors import PlannerError
 from planner.explore.space import OBJECTIVES
-from planner.io.files import check_ours, check_writable
+from planner.io.files import check_ours, check_writable, distinct_outputs
 from planner.plan import MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.render.console import emit_json, escape, out
 from planner.specs import Precision
@@ -174,6 +174,7 @@ def search(
         from planner.render.plot import check_figure_path
 
         check_figure_path(plot)
+    distinct_outputs(("--save", save), ("--plot", plot))
     for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
         if path:
             check_writable(path, what=what)

@@ -47,6 +47,18 @@ def check_writable(path: str | Path, *, what: str = "file") -> None:
         raise PlannerError(f"cannot write {what} {str(path)!r}: {_reason(e)}") from None
 
 
+def distinct_outputs(*named: tuple[str, str | None]) -> None:
+    """Outputs (option, path) a command writes: two naming one file would leave only the last (audit: --save and
+    --plot of one name kept the plot, and the plan file it said it saved was gone)."""
+    seen: dict[Path, str] = {}
+    for option, path in named:
+        if path:
+            key = Path(path).resolve()
+            if key in seen:
+                raise PlannerError(f"{seen[key]} and {option} {path} name the same file; give each its own")
+            seen[key] = f"{option} {path}"
+
+
 def probe_writable(folder: Path) -> None:
     """OSError unless `folder` takes a file: one is made there and removed (permissions alone do not say, as root)."""
     probe = folder / f".planner-write-test-{os.getpid()}"
