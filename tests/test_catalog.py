@@ -515,3 +515,34 @@ def test_a_json_input_is_read_as_json(tmp_path):
     assert "comma.json:1:22: JSON syntax error" in _error(load_yaml, str(tmp_path / "comma.json"))
     (tmp_path / "twice.json").write_text('{"a": 1, "a": 2}')
     assert "key 'a' is given twice" in _error(load_yaml, str(tmp_path / "twice.json"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("engines", "show", "/dev/zero"),
+        ("memory", "--model", "/dev/zero", "--gpus", "8"),
+        ("estimate", "--plan", "/dev/null"),
+        ("estimate", "-m", "llama3-8b", "--gpus", "8", "--cluster", "/dev/null"),
+        ("estimate", "--model", "{fifo}", "--gpus", "8"),
+    ],
+)
+def test_a_device_or_a_pipe_is_refused_not_read(args, tmp_path):
+    """/dev/zero grew memory without bound and a FIFO waited forever for a writer; /dev/null was 'no such file'
+    (audit): a file that is not a regular one is said so in one line, before it is read."""
+    import os
+
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    code, out, err = run_planner(*(str(fifo) if a == "{fifo}" else a for a in args))
+    assert code == 2 and not out and "not a regular file (a device, a pipe or a socket)" in err, err
+
+
+def test_a_yaml_over_the_size_bound_is_refused_before_it_is_read(tmp_path):
+    from planner.io.readers import MAX_YAML_BYTES, load_yaml
+
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as f:
+        f.truncate(MAX_YAML_BYTES + 1)  # sparse: nothing written, the size alone refuses it
+    with pytest.raises(PlannerError, match=f"{MAX_YAML_BYTES + 1} bytes is too large to read"):
+        load_yaml(big)

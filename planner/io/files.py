@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,18 +103,32 @@ def require_file(path: str | Path, expected: str, *, missing: str = "no such fil
     p = Path(path)
     if p.is_dir():
         raise PlannerError(f"{path}: is a folder, give {expected}")
+    if p.exists() and not p.is_file():
+        raise PlannerError(f"{path}: not a regular file (a device, a pipe or a socket), give {expected}")
     if not p.is_file():
         raise PlannerError(f"{path}: {missing}")
     return p
 
 
-def read_text(path: str | Path, *, display: str | None = None, lenient: bool = False) -> str:
-    """A text file's contents; PlannerError for a missing file, a folder, a symlink loop, a name too long,
-    no permission or bytes that are not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a
-    stray byte of another encoding in a line the readers never look at)."""
+# The largest text file read whole: a training log of a long run is hundreds of MB; /dev/zero is endless (audit).
+MAX_TEXT_BYTES = 2 << 30
+
+
+def read_text(
+    path: str | Path, *, display: str | None = None, lenient: bool = False, max_bytes: int = MAX_TEXT_BYTES
+) -> str:
+    """A text file's contents; PlannerError for a missing file, a folder, a device or a pipe (which never end, or
+    wait for a writer), a file over `max_bytes`, a symlink loop, a name too long, no permission or bytes that are
+    not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a stray byte of another encoding in
+    a line the readers never look at)."""
     p = Path(path)
     name = display or str(path)
     try:
+        mode = p.stat()
+        if not stat.S_ISREG(mode.st_mode) and not stat.S_ISDIR(mode.st_mode):
+            raise PlannerError(f"{name}: not a regular file (a device, a pipe or a socket); give a file")
+        if mode.st_size > max_bytes:
+            raise PlannerError(f"{name}: {mode.st_size} bytes is too large to read (max {max_bytes})")
         return p.read_text(encoding="utf-8", errors="replace" if lenient else "strict")
     except FileNotFoundError:
         raise PlannerError(f"{name}: no such file") from None

@@ -138,11 +138,11 @@ def load_json(path: str | Path, display: str | None = None) -> Any:
     """Parse a JSON file; errors become one-line `PlannerError`s naming `display` (default: the path)."""
     path = Path(path)
     source = display or display_path(path)
-    return _decoded(read_text(path, display=source), source, "malformed JSON")
+    return _decoded(read_text(path, display=source, max_bytes=MAX_YAML_BYTES), source, "malformed JSON")
 
 
 def _read_text(path: Path) -> str:
-    return read_text(path, display=display_path(path))
+    return read_text(path, display=display_path(path), max_bytes=MAX_YAML_BYTES)
 
 
 def display_path(path: Path) -> str:
