@@ -288,6 +288,20 @@ def test_a_torchtitan_peak_of_zero_is_no_measurement():
     assert any("7 metrics lines" in a and "null" not in a for a in r.assumed), r.assumed
 
 
+def test_a_torchtitan_tps_of_zero_is_no_rate():
+    """A log whose lines print "tps: 0" was ingested as a run of 0 tokens/s, which validate then refused as not a
+    positive number (audit): 0 measures no rate (no tokens since the last log), as Megatron's reader drops a time of
+    0; the other steps' rates are read as before."""
+    text = (LOGS / "torchtitan_pr1437_zero_memory.log").read_text()
+    zeroed = re.sub(r"tps: [\d,]+", "tps: 0", text)
+    r = read_log(zeroed, source="zeroed")
+    assert r.measured["tokens_per_s_per_gpu"] is None
+    assert not any("logged steps of 'tps'" in d for d in r.derived), r.derived
+    one = text.replace("tps: 34,574", "tps: 0")
+    rates = [35051, 34824, 34852, 34692, 34879, 33464]
+    assert read_log(one, source="one").measured["tokens_per_s_per_gpu"] == statistics.median(rates)
+
+
 def test_torchtitan_step_time_from_timestamps():
     r = ingest("torchtitan_pr1287_profiler_gc.log")
     assert r.iterations == (200, 250)  # mid-run

@@ -285,6 +285,7 @@ def _read_from(facts: LogFacts, sel: Selection) -> list[str]:
     if facts.config.get("read_from"):
         what = "plan and model" if facts.config.get("model") else "plan"
         out.append(f"{what} from the log's {facts.config['read_from']}")
-    if sel.used and facts.time_basis:
-        out.append(f"median over {len(sel.used)} logged steps of '{facts.time_basis}'")
+    rated = [s for s in sel.used if (s.step_s, s.tokens_per_s_per_gpu, s.samples_per_s, s.batches_per_s) != (None,) * 4]
+    if rated and facts.time_basis:
+        out.append(f"median over {len(rated)} logged steps of '{facts.time_basis}'")
     return out

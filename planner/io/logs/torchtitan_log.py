@@ -75,7 +75,8 @@ def _step(number_: int, rank: int | None, line: str, m: re.Match[str]) -> tuple[
         step=int(m.group(1)),
         line=number_,
         rank=rank,
-        tokens_per_s_per_gpu=number(tps.group(1), field="tps", line=number_) if tps else None,
+        # tps 0 measures no rate (no tokens since the last log), as Megatron's reader drops a time of 0 (audit)
+        tokens_per_s_per_gpu=(number(tps.group(1), field="tps", line=number_) or None) if tps else None,
         tflops_per_gpu=number(tflops.group(1), field="tflops", line=number_) if tflops else None,
         mfu=round(float(mfu.group(1)) / 100, 6) if mfu else None,
         time_s=timestamp_s(line),
