@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def planner(*args: str, cwd=None):
     proc = subprocess.run(
@@ -108,3 +110,10 @@ def test_vpp_without_a_pipeline_is_said_as_the_users_own_words():
     assert code == 2 and out == "" and "vpp=2 splits each pipeline stage into virtual stages: it needs pp > 1" in err
     code, _, err = run_planner("estimate", "-m", "llama3-8b", "--pp", "2", "--dp", "4", "--schedule", "interleaved")
     assert code == 2 and "schedule=interleaved needs pp > 1 and vpp > 1, got pp=2, vpp=1" in err
+
+
+@pytest.mark.parametrize("command", [("search", "--gpus", "8"), ("scale", "--tokens", "1e9", "--gpus", "8")])
+def test_a_command_without_a_model_says_so(command):
+    """search and scale said 'unknown model "None"' and listed the catalog (audit)."""
+    code, out, err = planner(*command)
+    assert code == 2 and out == "" and "no model given: pass --model" in err and "None" not in err, err

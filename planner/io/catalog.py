@@ -109,8 +109,10 @@ def model_user_path(name_or_path: str | Path) -> Path | None:
     return _model_source(name_or_path)[1]
 
 
-def load_model(name_or_path: str | Path) -> ModelSpec:
+def load_model(name_or_path: str | Path | None) -> ModelSpec:
     """A model from the catalog (`gpt3-175b`), a model YAML, a Hugging Face `config.json` or its directory."""
+    if name_or_path is None:  # a command without --model (search said 'unknown model "None"')
+        raise PlannerError("no model given: pass --model NAME|PATH (see `planner models`)")
     arg = str(name_or_path)
     entry, path = _model_source(name_or_path)
     if entry is not None:
