@@ -15,7 +15,7 @@ from planner.api.resolve import Resolved
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import looks_like_path
-from planner.io.files import check_writable, probe_writable, write_text_atomic
+from planner.io.files import check_writable, distinct_outputs, probe_writable, write_text_atomic
 from planner.launch.claims import check_unclaimed, claimed
 from planner.launch.command import RunConfig
 from planner.launch.preflight import Environment, host_refusal, run_time_check
@@ -41,11 +41,16 @@ from planner.render.console import emit_json, release_warnings
 from planner.specs import ModelSpec
 
 
-def writable_or_raise(folder: Path, option: str) -> None:
-    """The folder exists (or can be made) and takes a file: checked before any worker starts."""
+def writable_or_raise(folder: Path, option: str, *, make: bool = True) -> None:
+    """The folder exists (or can be made) and takes a file: checked before any worker starts (`make` false: the
+    dry run's check, which makes nothing and probes the nearest folder that exists)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe_writable(folder)
+        if make:
+            folder.mkdir(parents=True, exist_ok=True)
+        there = folder if make else next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+        if not there.is_dir():
+            raise NotADirectoryError(20, f"{there} is a file")
+        probe_writable(there)
     except OSError as e:
         raise PlannerError(f"{option}: cannot write into {str(folder)!r} ({e.strerror or e})") from None
 
@@ -241,6 +246,8 @@ def _check_outputs_in(report: DryRun, cfg: RunConfig, model: ModelSpec, *, force
     try:
         check_unclaimed(_outputs(cfg))
         _check_outputs(cfg, model, force=force)
+        if cfg.checkpoint_dir:  # what _run_claimed finds: the dry run passed a folder the run could not write
+            writable_or_raise(Path(cfg.checkpoint_dir), "--checkpoint-dir", make=False)
     except PlannerError as e:
         report.preflight.add("outputs", False, str(e))
         return
@@ -251,6 +258,7 @@ def _check_outputs_in(report: DryRun, cfg: RunConfig, model: ModelSpec, *, force
 def _check_outputs(cfg: RunConfig, model: ModelSpec, *, force: bool) -> Path | None:
     """Refuse, before anything is written, the files the run would wrongly replace or cannot write; returns the
     checkpoint folder, if any."""
+    distinct_outputs(("--profile-out", cfg.profile_out), ("--checkpoint-dir", cfg.checkpoint_dir))
     ckpt = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     if ckpt is not None:
         check_checkpoints(ckpt, model, resume=cfg.resume, force=force, steps=cfg.steps, warmup=cfg.warmup)

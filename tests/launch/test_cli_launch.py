@@ -253,6 +253,18 @@ def test_a_dry_run_says_what_the_run_would_refuse_to_replace(capsys, tiny_path, 
     assert code == 0 and "[ok] outputs: --profile-out: nothing there the run would replace unasked" in out
 
 
+def test_a_dry_run_fails_the_outputs_the_run_would_refuse(capsys, tiny_path, tmp_path):
+    """A checkpoint folder the run cannot write, and a profile and a checkpoint folder of one path (whose claims
+    then refused the run as 'being written by another planner launch', its own pid): the dry run passed both and
+    the run refused (audit). Nothing is made on the way."""
+    args = ("--model", tiny_path, "--seq-len", "64", "--checkpoint-every", "1", "--dry-run")
+    code, out, _ = _run(capsys, *args, "--checkpoint-dir", "/proc/planner-x")
+    assert code == 1 and "[FAIL] outputs: --checkpoint-dir: cannot write into '/proc/planner-x'" in out, out
+    code, out, _ = _run(capsys, *args, "--checkpoint-dir", "ck", "--profile-out", "ck")
+    assert code == 1 and "--checkpoint-dir" in out and "ck name the same file" in out, out
+    assert not (tmp_path / "ck").exists()
+
+
 def test_a_batch_with_no_micro_batches_fails_the_dry_runs_rule_check(capsys, tiny_path):
     """A global batch the data-parallel ranks' micro-batches do not divide (16 x 2 into 8) has nothing to price:
     the dry run fails its rule check and says why (exit 1, as for any rule), predicting nothing (it divided by its
