@@ -296,3 +296,13 @@ def test_calibrate_refuses_one_output_file_for_several_gpus_before_fitting(tmp_p
     code, out, err = run("calibrate", str(DATA / "calibration_runs.yaml"), "-o", str(target))
     assert code == 2 and out == "" and not target.exists()
     assert len(err.strip().splitlines()) == 1 and "name 3 hardware profiles" in err and "give a directory" in err
+
+
+def test_validate_calibrated_refuses_a_folder_no_run_names(tmp_path):
+    """A folder whose profiles no run names printed a 'calibrated' column equal to the shipped one, exit 0 (audit):
+    nothing was compared, and it says so."""
+    hw = yaml.safe_load((Path(__file__).parent.parent / "hardware_profiles" / "h100-sxm.yaml").read_text())
+    (tmp_path / "zz.yaml").write_text(yaml.safe_dump({**hw, "name": "zz-gpu"}))
+    runs = str(Path(__file__).parent / "data" / "calibration_runs.yaml")
+    code, out, err = run("validate", runs, "--calibrated", str(tmp_path))
+    assert code == 2 and not out and "no run names its profiles (hardware zz-gpu): nothing to compare" in err, err

@@ -152,7 +152,7 @@ def validate_runs(
 ) -> Validation:
     """Every run predicted on `hardware` and `engine` where given, else its own (with `profiles`: on the calibrated
     profiles of those names where the folder has them, the shipped or given ones elsewhere)."""
-    out = []
+    out, applied = [], False
     for raw in runs:
         hw, eng = hardware, engine
         if profiles is not None:
@@ -161,5 +161,17 @@ def validate_runs(
             eng_name = engine.name if engine is not None else str((sw or {}).get("engine") or DEFAULT_ENGINE)
             hw = profiles.hardware.get(hw_name) or hardware
             eng = profiles.engines.get(eng_name) or engine
+            applied = applied or hw_name in profiles.hardware or eng_name in profiles.engines
         out.append(predict_run(parse_run(raw, hardware=hw, engine=eng)))
+    if profiles is not None and runs and not applied:
+        raise PlannerError(_none_applies(profiles))
     return Validation(tuple(out))
+
+
+def _none_applies(profiles: Profiles) -> str:
+    """--calibrated of a folder whose profiles no run names: its column would be the shipped one's (audit)."""
+    held = [*(f"hardware {n}" for n in profiles.hardware), *(f"engine {n}" for n in profiles.engines)]
+    return (
+        f"--calibrated {profiles.folder!r}: no run names its profiles ({', '.join(held)}): nothing to compare; "
+        "give the folder calibrate wrote for these runs' GPUs and engines"
+    )
