@@ -3,6 +3,7 @@ the node, the fp4 peak and the peak order, and power caps (planner/hardware.py, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -296,12 +297,13 @@ def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b):
 
 
 def test_a_cap_is_refused_below_idle_and_without_a_floor():
-    with pytest.raises(PlannerError, match="idle power"):
-        load_hardware("b200").with_power_limit(100)
-    # below the board's AllowableMin (DGX H100 / B200 user guides: 200 W): 100 W on an H100 was priced
-    for name in ("h100-sxm", "b200"):
+    with pytest.raises(PlannerError, match="idle power of 150 W"):  # a profile without an AllowableMin: its idle
+        load_hardware("b300").with_power_limit(100)
+    # below the board's AllowableMin (DGX H100 / B200 user guides: 200 W): 100 W on an H100 was priced, and 50 W
+    # named the idle power as the bound, where the range the board takes starts at 200 W (audit)
+    for name, watts in itertools.product(("h100-sxm", "b200"), (50, 150)):
         with pytest.raises(PlannerError, match=f"{name} takes caps from 200 W"):
-            load_hardware(name).with_power_limit(150)
+            load_hardware(name).with_power_limit(watts)
     assert load_hardware("h100-sxm").with_power_limit(200).name == "h100-sxm-200w"
     with pytest.raises(PlannerError, match="idle_power_w"):
         load_hardware("mi355x").with_power_limit(1000)
@@ -368,7 +370,7 @@ def test_power_limit_on_the_command_line_is_the_capped_profile():
     assert json.loads(out)["hardware"] == "b200-700w"
     code, out, err = run_planner("estimate", *what, "--hardware", "b200", "--power-limit", "1200")
     assert code == 0 and "changes nothing" in " ".join(err.split()) and json.loads(out)["hardware"] == "b200"
-    for hw, watts, said in (("b200", "100", "idle power of 140 W"), ("mi355x", "900", "idle_power_w")):
+    for hw, watts, said in (("b200", "100", "takes caps from 200 W"), ("mi355x", "900", "idle_power_w")):
         code, out, err = run_planner("estimate", *what, "--hardware", hw, "--power-limit", watts)
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not out
 
@@ -379,7 +381,7 @@ def test_a_capped_profiles_name_loads_as_the_cap(tmp_path):
     six = load_hardware("b200-600w")
     assert six == load_hardware("b200").with_power_limit(600) == load_hardware("B200-600W")
     assert load_hardware("b200-700w").description.startswith("NVIDIA B200 180GB capped at 700 W")
-    with pytest.raises(PlannerError, match="idle power"):
+    with pytest.raises(PlannerError, match="takes caps from 200 W"):  # the range it takes, not its idle power
         load_hardware("b200-100w")
     with pytest.raises(PlannerError, match=r'unknown hardware "nosuch-500w".*NAME-<watts>w'):
         load_hardware("nosuch-500w")

@@ -134,17 +134,17 @@ class HardwareProfile(Frozen):
                 f"{self.name}: a power cap needs gpu.power_limit_w and gpu.idle_power_w in the profile "
                 f"(got {g.power_limit_w} and {g.idle_power_w})"
             )
-        if not (math.isfinite(watts) and watts > g.idle_power_w):
-            raise PlannerError(
-                f"power limit {watts} W: must be above {self.name}'s idle power of {g.idle_power_w:g} W "
-                f"(and at most its {g.power_limit_w:g} W limit to change anything)"
-            )
-        if watts >= g.power_limit_w:
+        if math.isfinite(watts) and watts >= g.power_limit_w:
             return self
-        if g.min_power_limit_w is not None and watts < g.min_power_limit_w:  # 100 W on an H100 was priced
-            raise PlannerError(
+        if g.min_power_limit_w is not None and not (math.isfinite(watts) and watts >= g.min_power_limit_w):
+            raise PlannerError(  # 100 W on an H100 was priced; 50 W named the idle power as the bound (audit)
                 f"power limit {watts:g} W: {self.name} takes caps from {g.min_power_limit_w:g} W (nvidia-smi "
                 f"AllowableMin) to {g.power_limit_w:g} W"
+            )
+        if not (math.isfinite(watts) and watts > g.idle_power_w):
+            raise PlannerError(
+                f"power limit {watts:g} W: must be above {self.name}'s idle power of {g.idle_power_w:g} W "
+                f"(and at most its {g.power_limit_w:g} W limit to change anything)"
             )
         f = clock_fraction(watts, limit_w=g.power_limit_w, idle_w=g.idle_power_w)
         gpu = g.model_copy(
