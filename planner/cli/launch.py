@@ -38,6 +38,7 @@ from planner.cli.options import (
     ZeroOpt,
     with_options,
 )
+from planner.engine.pipeline_rules import split_problems
 from planner.engine.rules import hardware_problems
 from planner.errors import PlannerError
 from planner.io.catalog import load_engine, load_hardware, load_model, looks_like_path
@@ -209,6 +210,8 @@ def launch(
     if unsupported and not (dry_run_ and emit is None):  # a dry run here says it as a failing check (exit 1)
         raise PlannerError(unsupported[0].detail)
     rehearsal = shrink(r.model, layers=layers, hidden=hidden, tp=r.plan.tp) if (layers or hidden) else r.model
+    if layers and (split := split_problems(r.engine, rehearsal, r.plan)):  # said as the option's (audit)
+        raise PlannerError(f"--layers {layers}: {split[0].detail}")
     run = RunConfig(
         model=r.model_ref, plan=r.plan, steps=steps, warmup=warmup, seed=seed, layers=layers, hidden=hidden,
         hardware=hw_name if looks_like_path(hw_name) else r.hardware.name,  # a user's file: calibrate reads it back

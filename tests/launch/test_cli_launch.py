@@ -265,6 +265,14 @@ def test_a_dry_run_fails_the_outputs_the_run_would_refuse(capsys, tiny_path, tmp
     assert not (tmp_path / "ck").exists()
 
 
+def test_rehearsal_layers_the_pipeline_cannot_split_are_refused_as_the_options(capsys, tiny_path):
+    """--layers 3 under pp 4 said 'even cannot split 3 layers over pp=4 x vpp=1 chunks', naming neither the option
+    nor what it could be (audit)."""
+    code, _, err = _run(capsys, "--model", tiny_path, "--seq-len", "64", "--pp", "4", "--layers", "3", "--dry-run")
+    assert code == 2 and err.startswith("error: --layers 3: planner cannot split num_layers=3 over pp=4"), err
+    assert "pp·vpp at most num_layers" in err
+
+
 def test_a_batch_with_no_micro_batches_fails_the_dry_runs_rule_check(capsys, tiny_path):
     """A global batch the data-parallel ranks' micro-batches do not divide (16 x 2 into 8) has nothing to price:
     the dry run fails its rule check and says why (exit 1, as for any rule), predicting nothing (it divided by its
