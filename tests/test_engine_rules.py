@@ -20,6 +20,7 @@ from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, engine_problems, plan_problems, structure_problems
 from planner.engine.split import chunk_sizes, even_chunk_sizes, megatron_chunk_sizes, torchtitan_chunk_sizes
 from planner.engine.zero_rules import zero_problems
+from planner.errors import PlannerError
 from planner.io.catalog import catalog_root, list_engines, load_engine, load_hardware, load_model
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
@@ -642,6 +643,18 @@ def test_a_profile_that_runs_one_rank_as_zero_0_must_have_a_zero_0():
     assert 0 not in rules.zero
     with pytest.raises(ValidationError, match="shards_one_rank: false runs dp·cp = 1 as zero 0"):
         type(rules).model_validate({**rules.model_dump(), "shards_one_rank": False})
+
+
+@pytest.mark.parametrize(("field", "said"), [("zero", "rules.zero"), ("schedules", "rules.schedules")])
+def test_a_profile_that_runs_no_zero_stage_or_no_schedule_is_refused_when_read(tmp_path, field, said):
+    """`rules.zero: {}` or `schedules: []` loaded, and every refusal then ended 'use zero in ' (audit)."""
+    import yaml
+
+    doc = yaml.safe_load((PROFILES / "megatron.yaml").read_text())
+    doc["rules"][field] = {} if field == "zero" else []
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(PlannerError, match=f"{said}: .* at least 1 item"):
+        load_engine(str(tmp_path / "e.yaml"))
 
 
 def test_a_schedule_the_engine_does_not_run_is_refused_at_pp_1_too():

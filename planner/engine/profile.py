@@ -45,13 +45,15 @@ from planner.specs import Frozen
 class Rules(Frozen):
     """What runs: combinations outside these are rejected with the engine's rule as the reason."""
 
-    zero: dict[int, ZeroStage] = Field(description="the ZeRO stages the engine runs without pipeline parallelism")
+    zero: dict[int, ZeroStage] = Field(
+        min_length=1, description="the ZeRO stages the engine runs without pipeline parallelism"
+    )
     zero_pp: dict[int, ZeroStage] | None = Field(
         None,
         description="the ZeRO stages it runs with pp > 1, and how (default: the same as zero); a stage "
         "absent here does not run with pipeline parallelism",
     )
-    schedules: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved")
+    schedules: tuple[Schedule, ...] = Field(("gpipe", "1f1b", "interleaved"), min_length=1)
     shards_one_rank: bool = Field(
         True,
         description="false: at dp·cp = 1 the engine applies no FSDP, whatever the ZeRO stage, and the plan runs as "
