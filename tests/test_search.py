@@ -317,6 +317,8 @@ def test_lists_where_one_value_is_taken_say_so(capsys):
     a command that takes one was said to be no precision."""
     code, _, err = cli(capsys, "search", "-m", "llama3-8b", "--gpus", "8", "--engine", "all,megatron")
     assert code == 2 and "or 'all' alone" in err and "unknown engine" not in err, err
+    code, _, err = cli(capsys, "search", "-m", "llama3-8b", "--gpus", "8", "--engine", "megatron,,torchtitan")
+    assert code == 2 and "(no empty one)" in err, err  # an empty name was passed over (audit)
     code, _, err = cli(capsys, "scale", "-m", "llama3-8b", "--gpus", "8,16", "--tokens", "1e12", "--precision",
                        "bf16,mxfp8")  # fmt: skip
     assert code == 2 and "(this command takes one; search takes a comma list)" in err, err
@@ -588,6 +590,13 @@ def test_search_json_plans_say_may_not_fit_and_their_memory_as_memory_prints_it(
     assert all(v is not None for p in plans for v in p["memory"].values())
     code, text, err = run_planner(*args)
     assert code == 0 and plans[0]["may_not_fit"] == ("may not fit:" in " ".join(text.split())), err
+
+
+def test_risk_twice_is_no_contradiction():
+    """--objective risk --risk were refused as two rankings at once (audit); they are one."""
+    code, out, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--objective", "risk", "--risk",
+                                 "--top", "1", "--no-advice", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["objective"] == "risk", err
 
 
 @pytest.mark.parametrize(

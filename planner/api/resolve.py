@@ -220,9 +220,11 @@ def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
     if every:
         engines = [resolve_engine(n, overrides) for n in list_engines()]
         return [e for e in engines if e.installable]
-    names = [n.strip() for n in arg.split(",") if n.strip()]
-    if not names or any(n.lower() == "all" for n in names):  # 'all' in a list was looked up as an engine
-        raise PlannerError(f"--engine {arg!r}: give an engine name, a comma list of them, or 'all' alone")
+    names = [n.strip() for n in arg.split(",")]
+    if not all(names) or any(n.lower() == "all" for n in names):  # 'all' in a list was looked up as an engine
+        raise PlannerError(  # an empty name ('megatron,,torchtitan') was passed over (audit)
+            f"--engine {arg!r}: give an engine name, a comma list of them (no empty one), or 'all' alone"
+        )
     return [resolve_engine(n, overrides) for n in dict.fromkeys(names)]
 
 

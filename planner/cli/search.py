@@ -164,7 +164,7 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Every valid plan for N GPUs, ranked by throughput (or memory, goodput); why the rest were rejected."""
-    if risk and objective != "throughput":
+    if risk and objective not in ("throughput", "risk"):  # --objective risk --risk say the same
         raise PlannerError(
             f"--risk ranks by the low end of throughput's interval: give --risk or --objective {objective}, not both"
         )
