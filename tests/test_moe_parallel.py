@@ -340,3 +340,14 @@ def test_token_dropping_runs_where_the_engine_drops_tokens():
     for name in ("torchtitan", "hai-llm"):
         engine = load_engine(name)
         assert any(r.startswith(f"{name} has no token dropping") for r in _reasons(dropping, plan, engine, 8))
+
+
+def test_grouped_gemm_experts_need_ampere_or_newer():
+    """Megatron-LM arguments.py l.1378-1380 @d98e8a64: --moe-grouped-gemm asserts compute capability >= 8. A V100
+    MoE plan was priced and its emitted file crashed in validate_args (audit)."""
+    from planner.engine.moe_rules import grouped_gemm_problems
+
+    (r,) = grouped_gemm_problems(MEGATRON, load_hardware("v100-32gb"), MIXTRAL)
+    assert r.reason == "grouped GEMM before Ampere" and "v100-32gb is volta (7.0)" in r.detail
+    assert not grouped_gemm_problems(MEGATRON, load_hardware("a100-80gb"), MIXTRAL)
+    assert not grouped_gemm_problems(MEGATRON, load_hardware("v100-32gb"), load_model("llama3-8b"))

@@ -9,6 +9,7 @@ overlap hides is priced in cost/overlap.py ep_hidden.
 from __future__ import annotations
 
 from planner.engine.profile import Engine
+from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
 
@@ -92,3 +93,19 @@ def overlap_option_problems(engine: Engine, plan: Plan, model: ModelSpec | None)
         detail = f"ep_overlap runs with at most one MTP layer; {model.name} has mtp_layers={model.mtp_layers}"
         out.append(Rejected("all-to-all overlap with several MTP layers", f"{detail} (Megatron)"))
     return out
+
+
+def grouped_gemm_problems(engine: Engine, hw: HardwareProfile | None, model: ModelSpec | None) -> list[Rejected]:
+    """Grouped-GEMM expert kernels need compute capability 8.0 (Megatron-LM arguments.py l.1378-1380 @d98e8a64
+    asserts it for --moe-grouped-gemm): a V100 MoE plan was priced, and its file crashed (audit)."""
+    if hw is None or model is None or model.moe is None or not engine.moe.grouped_gemm:
+        return []
+    if hw.gpu.architecture != "volta":
+        return []
+    return [
+        Rejected(
+            "grouped GEMM before Ampere",
+            f"{engine.name} runs {model.name}'s experts as grouped GEMMs, which need compute capability 8.0 or "
+            f"newer; {hw.name} is volta (7.0)",
+        )
+    ]

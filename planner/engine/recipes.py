@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from planner.engine.architectures import architecture_problems
-from planner.engine.moe_rules import dispatch_problems, overlap_option_problems
+from planner.engine.moe_rules import dispatch_problems, grouped_gemm_problems, overlap_option_problems
 from planner.engine.profile import Engine
 from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, SWITCHES, RecipeOption
 from planner.hardware import HardwareProfile
@@ -98,7 +98,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     if out:
         return out
     out += _switch_problems(engine) + _word_problems(engine)
-    out += _device_problems(engine, hw)
+    out += _device_problems(engine, hw) + grouped_gemm_problems(engine, hw, model)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model) + _offload_problems(engine, plan)
