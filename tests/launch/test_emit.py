@@ -199,6 +199,9 @@ def test_deepspeed_autotp_leaves_the_batch_for_deepspeed_to_count():
     assert cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * plan.dp == plan.global_batch
     assert "train_batch_size is left for DeepSpeed" in cfg["planner"]["notes"]
     assert "train_batch_size" in deepspeed_config(GQA, plan.model_copy(update={"tp": 1}))[0]
+    # the groups only: the layers split where the model is built through tp_model_init (audit, engine.py)
+    assert "deepspeed.tp_model_init" in cfg["planner"]["notes"]
+    assert "tp_model_init" not in deepspeed_config(GQA, plan.model_copy(update={"tp": 1}))[0]["planner"]["notes"]
 
 
 @pytest.mark.parametrize(

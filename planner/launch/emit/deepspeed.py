@@ -105,7 +105,9 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
             "plan": plan.model_dump(),
             "model": model.name,
             "notes": "dp = world / (tp*pp*cp); vpp, schedule, sp (Megatron-style) and ep need "
-            "Megatron-DeepSpeed / PipelineModule code, not config keys",
+            "Megatron-DeepSpeed / PipelineModule code, not config keys; pipeline.stages and partition are for "
+            "reference: the engine reads neither (pipe/engine.py), so build PipelineModule(num_stages=pp, "
+            "partition_method='uniform'), the split priced",
         },
     }
     if plan.precision == "fp16":  # dynamic loss scaling (loss_scale 0), DeepSpeed's documented defaults
@@ -118,11 +120,21 @@ def deepspeed_config(model: ModelSpec, plan: Plan) -> tuple[dict, dict[str, str]
             "min_loss_scale": 1,
         }
     if plan.tp > 1:  # TPTrainingConfig.autotp_size: 0 (absent) disables AutoTP; never beside a pipeline
-        cfg["tensor_parallel"] = {"autotp_size": plan.tp}
-        autotp_batch(cfg)
+        autotp(cfg, plan.tp)
     if plan.cp > 1:
         cfg["sequence_parallel_size"] = plan.cp
     return cfg, dict(PLAN_FIELDS)
+
+
+def autotp(cfg: dict, tp: int) -> None:
+    """AutoTP of `tp` ranks: the groups (engine.py _configure_tensor_parallel builds only them; the layers split
+    where the model is built through deepspeed.tp_model_init), said in the notes, and the batch left to derive."""
+    cfg["tensor_parallel"] = {"autotp_size": tp}
+    autotp_batch(cfg)
+    cfg["planner"]["notes"] += (
+        "; autotp_size makes the TP groups: the layers split only where the model is built through "
+        "deepspeed.tp_model_init (or Hugging Face's integration), else each TP rank holds the whole model"
+    )
 
 
 def autotp_batch(cfg: dict) -> None:
