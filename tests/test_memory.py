@@ -331,3 +331,13 @@ def test_the_optimizer_step_upcasts_16_bit_gradients_once_the_activations_are_fr
     assert memory_report(model, hw, plan.model_copy(update={"precision": "bf16"}), aware).peak.step_bytes == 0
     sharded = memory_report(model, hw, plan.model_copy(update={"dp": 8, "global_batch": 64, "zero": 1}), fp16_grads)
     assert sharded.peak.step_bytes == 0 and not any("optimizer step" in n for n in sharded.notes)
+
+
+def test_megatron_torch_fsdp2_shards_bf16_weights_and_gradients_and_an_fp32_optimizer():
+    """Megatron wraps the model in Float16Module (bf16) before torch FSDP2, with no MixedPrecisionPolicy
+    (training.py get_model, torch_fully_sharded_data_parallel.py @d98e8a64): bf16 weight and gradient shards, the
+    fp32 main params and moments in Float16OptimizerWithFloat16Params, gradients upcast at the step. The terms were
+    FSDP2's mixed-precision ones (fp32 shards, no master), the same total (audit)."""
+    states = model_state_bytes(params=8e9, dp=8, zero=3, engine=MEGATRON)
+    assert (states.weights_bytes, states.gradients_bytes, states.optimizer_bytes) == (2e9, 2e9, 12e9)
+    assert states.step_upcast_bytes == 4e9

@@ -58,7 +58,7 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
         return StateBytes(4, 4, 4 * moments, False, c)
     wide = precision == "fp32"
     master = (not wide) if mem.master_copy is None else mem.master_copy
-    grads = 4 if (wide or mem.grad_dtype == "fp32" or stage.grad_dtype == "fp32") else 2
+    grads = 4 if (wide or (stage.grad_dtype or mem.grad_dtype) == "fp32") else 2
     optimizer: float = 4 * (moments + (1 if master else 0))
     if mem.precision_aware_optimizer:
         optimizer = precision_aware_optimizer_bytes(precision, mem, moments=moments, master=master)

@@ -87,10 +87,11 @@ class ZeroStage(Frozen):
         (),
         description="precisions the mechanism does not run, at any data-parallel size (Megatron's torch FSDP2: fp16)",
     )
-    grad_dtype: Literal["fp32"] | None = Field(
+    grad_dtype: Literal["fp32", "param"] | None = Field(
         None,
         description="the gradients' dtype under this stage, over the engine's memory.grad_dtype (DeepSpeed's "
-        "BF16_Optimizer accumulates into an fp32 buffer whatever the ZeRO optimizer would); null: the engine's",
+        "BF16_Optimizer accumulates into an fp32 buffer whatever the ZeRO optimizer would; Megatron's torch FSDP2 "
+        "reduces the bf16 module's own gradients, not its fp32 main grads); null: the engine's",
     )
     bf16: ZeroStage | None = Field(
         None,
