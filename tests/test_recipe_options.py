@@ -680,7 +680,8 @@ def test_a_ranked_variant_estimates_as_ranked_by_its_name():
 
 def test_a_reason_the_variants_share_is_one_line_of_the_table():
     """'megatron has no zero 2' and each variant's same reason are one line, counted together (--json keeps each)."""
-    args = ("search", "-m", "qwen3-30b-a3b", "--gpus", "64", "--hardware", "b200", "--recipe-options", "--no-advice")
+    args = ("search", "-m", "qwen3-30b-a3b", "--gpus", "64", "--hardware", "b200", "--recipe-options", "--no-advice",
+            "--tp", "1", "--pp", "1")  # fmt: skip
     code, out, err = run_planner(*args, "--json")
     assert code == 0, err
     rejected = json.loads(out)["rejected"]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from planner.specs import Frozen
+from planner.specs import Frozen, Precision
 
 State = Literal["optimizer", "gradients", "weights"]
 Dimension = Literal["tp", "cp", "pp", "vpp", "ep"]
@@ -83,7 +83,7 @@ class ZeroStage(Frozen):
     untied_embeddings: bool = Field(
         False, description="the mechanism needs an output layer not tied to the embedding (Megatron with torch FSDP2)"
     )
-    excludes_precisions: tuple[str, ...] = Field(
+    excludes_precisions: tuple[Precision, ...] = Field(
         (),
         description="precisions the mechanism does not run, at any data-parallel size (Megatron's torch FSDP2: fp16)",
     )
