@@ -84,7 +84,7 @@ def check_structure(model: ModelSpec, plan: Plan, gpus: int | None = None) -> li
     elif p.sp and p.seq_len % p.cp == 0 and (p.seq_len // p.cp) % p.tp:
         # each tp rank holds an equal slice of its cp rank's sequence: Megatron-Core _split_along_first_dim
         # (tensor_parallel/mappings.py) and torchtitan's seq_len_divisor (parallel_dims.py, v0.2.2) assert it
-        local = f"seq_len/cp={p.seq_len}/{p.cp}" if p.cp > 1 else f"seq_len={p.seq_len}"
+        local = f"seq_len/cp = {p.seq_len // p.cp}" if p.cp > 1 else f"seq_len={p.seq_len}"
         out.append(Rejected("tp does not divide the sequence (sp)", f"sp: tp={p.tp} must divide {local}"))
     return out + _schedule_problems(p)
 

@@ -195,7 +195,7 @@ def test_sequence_parallelism_needs_tp_to_divide_the_local_sequence(name):
     e, llama = engine(name), model("llama3-8b")
     plan = Plan(tp=8, cp=2, sp=True, dp=1, seq_len=8200, global_batch=1)
     r = only(plan_problems(llama, plan, e, 16), "tp does not divide the sequence (sp)")
-    assert r.detail == "sp: tp=8 must divide seq_len/cp=8200/2"
+    assert r.detail == "sp: tp=8 must divide seq_len/cp = 4100"
     assert "tp does not divide the sequence (sp)" not in {
         x.reason for x in plan_problems(llama, plan.model_copy(update={"seq_len": 8192}), e, 16)
     }

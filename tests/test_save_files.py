@@ -163,3 +163,13 @@ def test_two_outputs_naming_one_file_are_refused_before_either_is_written(tmp_pa
     )
     assert code == 2 and "--engine-out o writes the megatron engine profile there" in err
     assert not any(tmp_path.iterdir())  # nothing written, no folder made
+
+
+def test_a_capped_gpu_is_saved_and_said_by_its_capped_name(tmp_path, monkeypatch):
+    """The header said the search's command as `--hardware h100-sxm` beside `hardware: h100-sxm-500w` (review)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--power-limit", "500", "--top", "1",
+                               "--no-advice", "--save", "p.yaml")  # fmt: skip
+    text = (tmp_path / "p.yaml").read_text()
+    assert code == 0 and "--hardware h100-sxm-500w" in text.splitlines()[0], err
+    assert yaml.safe_load(text)["hardware"] == "h100-sxm-500w"

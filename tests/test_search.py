@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 import yaml
@@ -319,6 +320,9 @@ def test_lists_where_one_value_is_taken_say_so(capsys):
     assert code == 2 and "or 'all' alone" in err and "unknown engine" not in err, err
     code, _, err = cli(capsys, "search", "-m", "llama3-8b", "--gpus", "8", "--engine", "megatron,,torchtitan")
     assert code == 2 and "(no empty one)" in err, err  # an empty name was passed over (audit)
+    mine = str(Path(__file__).parent.parent / "engine_profiles" / "megatron.yaml")  # a copy would load as megatron
+    code, _, err = cli(capsys, "search", "-m", "llama3-8b", "--gpus", "8", "--engine", f"megatron,{mine}")
+    assert code == 2 and "two of them are named megatron" in err, err
     code, _, err = cli(capsys, "scale", "-m", "llama3-8b", "--gpus", "8,16", "--tokens", "1e12", "--precision",
                        "bf16,mxfp8")  # fmt: skip
     assert code == 2 and "(this command takes one; search takes a comma list)" in err, err

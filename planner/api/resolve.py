@@ -225,7 +225,11 @@ def resolve_engines(arg: str | None, overrides: dict[str, Any]) -> list[Engine]:
         raise PlannerError(  # an empty name ('megatron,,torchtitan') was passed over (audit)
             f"--engine {arg!r}: give an engine name, a comma list of them (no empty one), or 'all' alone"
         )
-    return [resolve_engine(n, overrides) for n in dict.fromkeys(names)]
+    engines = [resolve_engine(n, overrides) for n in dict.fromkeys(names)]
+    named = [e.name for e in engines]
+    if twice := next((n for n in named if named.count(n) > 1), None):  # ranked as one: its rows, its files mixed
+        raise PlannerError(f"--engine {arg!r}: two of them are named {twice}; give each engine once")
+    return engines
 
 
 def resolve_options(opts: dict[str, Any]) -> Resolved:

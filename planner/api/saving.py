@@ -35,11 +35,13 @@ def save_best(
     if b.plan.recompute != "selective":  # the variant's modules re-run nothing at another level: not saved
         variant.pop("recompute_modules", None)
     engine_name = engine.variant_of or engine.name
+    hardware = _hardware_ref(path, result, hardware_ref)
+    said_hw = hardware_ref if hardware != result.hardware.name else hardware  # a file as given; a cap by its name
     write_plan_file(
         path,
         plan=b.plan,
         model=relative_to_plan(path, model_ref),
-        hardware=_hardware_ref(path, result, hardware_ref),
+        hardware=hardware,
         engine=relative_to_plan(path, _engine_files(engine_ref).get(engine_name, engine_name)),
         gpus=gpus,
         training={k: v for k, v in {**training, **variant}.items() if v is not None},
@@ -50,7 +52,7 @@ def save_best(
             "peak_memory_bytes": round(b.estimate.memory.total_bytes),
         },
         cluster=relative_to_plan(path, cluster) if cluster else None,
-        header=f"planner search --model {model_ref} --gpus {gpus} --hardware {hardware_ref or result.hardware.name}"
+        header=f"planner search --model {model_ref} --gpus {gpus} --hardware {said_hw}"
         f"{f' --cluster {cluster}' if cluster else ''} --engine "
         f"{engine_ref or engine_name}: best of {result.valid} valid plans by {result.objective} (the "
         "engine's per-run settings under training:)",

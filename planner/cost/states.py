@@ -90,7 +90,7 @@ class ModelStates:
     gradients_bytes: float  # the gradient buffer (sharded or not)
     optimizer_bytes: float
     gathered_weights_bytes: float = 0.0  # 16-bit copies of every weight held through the step
-    accumulated_grads_bytes: float = 0.0  # unsharded gradients accumulated across micro-batches
+    accumulated_grads_bytes: float = 0.0  # unsharded gradients accumulated across micro-batches, or kept 16-bit ones
     step_upcast_bytes: float = 0.0  # fp32 gradient copies the optimizer step makes (StateBytes.step_upcast)
 
     @property
@@ -120,6 +120,8 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
     accumulated = 0.0
     if stage.accumulate_unsharded and "gradients" in stage.shards and (plan.num_microbatches > 1 or plan.pp > 1):
         accumulated = total * per.gradients  # FSDP2 upcasts to the reduce dtype to accumulate
+    elif stage.keeps_16bit_grads:
+        accumulated = total * per.compute  # the module's own 16-bit gradients, beside the fp32 buffer
     return ModelStates(
         per.weights * held("weights"),
         per.gradients * held("gradients"),

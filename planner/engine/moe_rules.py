@@ -106,6 +106,6 @@ def grouped_gemm_problems(engine: Engine, hw: HardwareProfile | None, model: Mod
         Rejected(
             "grouped GEMM before Ampere",
             f"{engine.name} runs {model.name}'s experts as grouped GEMMs, which need compute capability 8.0 or "
-            f"newer; {hw.name} is volta (7.0)",
+            f"newer; {hw.name} is volta (7.0): plan on an Ampere or newer GPU",
         )
     ]

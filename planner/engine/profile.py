@@ -186,8 +186,9 @@ class Rules(Frozen):
             if bad:
                 raise ValueError(f"zero stages must be 0-3, got {bad}")
             for z, impl in table.items():
-                if not set(ZERO_STATES[z]) <= set(impl.shards):
-                    raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(impl.shards)}")
+                for way in (impl, impl.bf16) if impl.bf16 else (impl,):
+                    if not set(ZERO_STATES[z]) <= set(way.shards):
+                        raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(way.shards)}")
         return self
 
     def runs_zero(self, zero: int) -> bool:

@@ -93,6 +93,12 @@ class ZeroStage(Frozen):
         "BF16_Optimizer accumulates into an fp32 buffer whatever the ZeRO optimizer would; Megatron's torch FSDP2 "
         "reduces the bf16 module's own gradients, not its fp32 main grads); null: the engine's",
     )
+    keeps_16bit_grads: bool = Field(
+        False,
+        description="the model's 16-bit .grad tensors stay alive, full size, beside the gradient buffer (DeepSpeed's "
+        "BF16_Optimizer without bfloat16_immediate_grad_update, its default: backward clears them only before the "
+        "next micro-batch's backward, bf16_optimizer.py backward / update_hp_grads(clear_lp_grads=False))",
+    )
     bf16: ZeroStage | None = Field(
         None,
         description="how the engine runs this stage when the plan trains in bf16, where that differs: DeepSpeed "

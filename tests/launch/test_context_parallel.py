@@ -90,7 +90,7 @@ def test_preflight_allows_cp_on_cuda(tiny):
     [
         (Plan(cp=4, zero=2, seq_len=36), "seq_len=36 must be a multiple of 2 x cp = 8"),
         (Plan(cp=2, pp=2, zero=2, global_batch=2, seq_len=64), "cp=2 with pp=2"),
-        (Plan(cp=2, tp=4, sp=True, zero=2, seq_len=52), "sp: tp=4 must divide seq_len/cp=52/2"),
+        (Plan(cp=2, tp=4, sp=True, zero=2, seq_len=52), "sp: tp=4 must divide seq_len/cp = 26"),
     ],
 )
 def test_preflight_cp_rules_on_cuda(tiny, plan, needle):
