@@ -351,3 +351,20 @@ def test_grouped_gemm_experts_need_ampere_or_newer():
     assert r.reason == "grouped GEMM before Ampere" and "v100-32gb is volta (7.0)" in r.detail
     assert not grouped_gemm_problems(MEGATRON, load_hardware("a100-80gb"), MIXTRAL)
     assert not grouped_gemm_problems(MEGATRON, load_hardware("v100-32gb"), load_model("llama3-8b"))
+
+
+def test_torchtitans_moe_combine_keeps_the_routed_outputs_in_fp32():
+    """torchtitan models/moe/moe.py MoE.forward (v0.2.2 l.541-549): bmm(top_scores, routed_output_unsorted.float())
+    keeps an fp32 copy of the k routed outputs per token for backward. Uncounted, Qwen3-30B-A3B's dp64 ep2 plan
+    without recompute ranked first at 76.8 GiB of 79.2 and needed about 24 GiB more (audit)."""
+    from planner.cost.saved_tensors import layer_tensors
+
+    m = load_model("qwen3-30b-a3b")
+    titan, megatron = load_engine("torchtitan"), MEGATRON
+    kept = {
+        e.name: layer_tensors(m, seq_len=4096, act_bytes=2, kernels=e.kernels, moe_layer=True)
+        for e in (titan, megatron)
+    }
+    (combine,) = [t for t in kept["torchtitan"] if "combine" in t.name]
+    assert combine.bytes_per_token == 4 * m.moe.top_k * m.hidden_size and not combine.op_keep
+    assert not [t for t in kept["megatron"] if "combine" in t.name]

@@ -7,7 +7,7 @@ Each tensor belongs to a region: "seq" tensors live outside the tensor-parallel 
 with sequence parallelism; "col_in" tensors are the norm outputs that column-parallel linears multiply, split by t
 with sequence parallelism unless the engine keeps them all-gathered (kernels.tp_gathered_inputs); "tp" tensors are
 split by t always; "core" tensors are the s×s attention scores (absent with flash attention); "expert_in" rows are
-gathered over the expert tensor-parallel ranks.
+gathered over the expert tensor-parallel ranks (tp/etp of a rank's sequence shard with sp; all without).
 
 Each tensor also names the Megatron offload groups that must all be offloaded for it to leave the GPU
 (--offload-modules; a group holds what autograd saves inside a module: megatron/core @d98e8a64 attention.py
@@ -29,9 +29,7 @@ from planner.specs import ModelSpec
 class SavedTensor:
     name: str
     bytes_per_token: float
-    region: str  # "seq": split by tp only with sp | "col_in": a column-parallel input, as "seq" unless kept
-    # gathered | "tp": split by tp | "core": the s×s scores | "expert_in": rows
-    # gathered over the expert tensor-parallel ranks (tp/etp of a rank's sequence shard with sp; all without)
+    region: str  # "seq" | "col_in" | "tp" | "core" | "expert_in": what splits it (the module's docstring)
     needed: bool = True  # kept without recompute (False: only an op-policy checkpoint keeps it)
     op_keep: bool = False  # kept by the "op" selective policy
     backward_reads: bool = True  # some backward (or recompute) reads it; compiled graphs keep only these
@@ -128,7 +126,7 @@ def layer_tensors(
     if kernels.dropout:
         t.append(SavedTensor("attention dropout mask", h, "seq"))
         t.append(SavedTensor("MLP dropout mask", h, "seq"))
-    t += _ffn_tensors(model, kind, a, fused)
+    t += _ffn_tensors(model, kind, a, fused, combine_fp32=kernels.moe_combine_fp32)
     norms = 1 if hybrid else 2
     if not fused and model.norm == "rmsnorm":
         t.append(SavedTensor(f"fp32 copies in the {'two ' if norms == 2 else ''}eager RMSNorms",
@@ -267,14 +265,15 @@ def _mamba_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
     ]
 
 
-def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool) -> list[SavedTensor]:
+def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool, *, combine_fp32: bool) -> list[SavedTensor]:
     h = model.hidden_size
     if kind.ffn == "moe" and model.moe is not None:
         m = model.moe
         t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True, modules=("moe",))]
-        # Each token is copied to top_k experts; the permuted input is kept for the expert fc1 backward.
-        # With sequence parallelism the dispatcher gathers the rows of the etp ranks (Megatron alltoall: all-gather
-        # over ETP after the all-to-all), so a rank keeps k·h per token of its ep group's etp shards.
+        if combine_fp32:  # the op policy recomputes the bmm (not a saved matmul), which frees it
+            t.append(SavedTensor("routed outputs in fp32 (combine)", 4 * m.top_k * h, "expert_in", modules=("moe",)))
+        # The permuted input (k copies per token) is kept for the expert fc1 backward; with sp the dispatcher gathers
+        # the etp ranks' rows (Megatron alltoall), so a rank keeps k·h per token of its ep group's etp shards.
         t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True, modules=("moe",),
                              quantized="own", offload=("expert_fc1",)))  # fmt: skip
         t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused, ("moe",))

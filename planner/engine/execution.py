@@ -68,6 +68,12 @@ class Kernels(Frozen):
         "enable_float8_tensorwise_tp)",
     )
     dropout: bool = Field(False, description="dropout masks kept for backward (GPT-2/3 era recipes)")
+    moe_combine_fp32: bool = Field(
+        False,
+        description="the MoE combine weighs the k routed outputs in fp32 and keeps that fp32 copy for backward, "
+        "4·k·h bytes per token (torchtitan models/moe/moe.py MoE.forward, v0.2.2: bmm(top_scores, "
+        "routed_output_unsorted.float()); scoring before the experts, the fp32 routed input instead)",
+    )
     selective_recompute: SelectivePolicy = Field(
         "op",
         description="what recompute=selective recomputes: 'attention' = only the attention core "
