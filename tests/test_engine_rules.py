@@ -669,3 +669,15 @@ def test_a_schedule_the_engine_does_not_run_is_refused_at_pp_1_too():
     assert structure_problems(megatron, model, plan.model_copy(update={"schedule": "1f1b"})) == []
     code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--schedule", "gpipe", "--no-advice")
     assert code == 2 and "megatron has no gpipe schedule" in err, err
+
+
+def test_torchtitans_async_tp_needs_the_model_compiled():
+    """torchtitan distributed/tensor_parallel.py maybe_enable_async_tp (v0.2.2 l.20-23) raises without the model
+    compiled: the v0.2 file crashed, and the 0.3.0 file dropped async TP the plan was priced with (audit)."""
+    from planner.engine.setting_rules import switch_problems
+
+    titan = engine("torchtitan")
+    (r,) = switch_problems(titan.configured(tp_overlap=True))
+    assert r.detail == "tp_overlap: torchtitan runs it only with compile on; give --compile too"
+    assert not switch_problems(titan.configured(tp_overlap=True, compile=True))
+    assert not switch_problems(engine("megatron").configured(tp_overlap=True))  # TE userbuffers: no compile

@@ -45,9 +45,7 @@ from planner.specs import Frozen
 class Rules(Frozen):
     """What runs: combinations outside these are rejected with the engine's rule as the reason."""
 
-    zero: dict[int, ZeroStage] = Field(
-        min_length=1, description="the ZeRO stages the engine runs without pipeline parallelism"
-    )
+    zero: dict[int, ZeroStage] = Field(min_length=1, description="the ZeRO stages it runs without pipeline parallelism")
     zero_pp: dict[int, ZeroStage] | None = Field(
         None,
         description="the ZeRO stages it runs with pp > 1, and how (default: the same as zero); a stage "
@@ -104,6 +102,10 @@ class Rules(Frozen):
         (),
         description="the on/off settings it has (tp_overlap: TP communication overlap; compile: torch.compile of "
         "the model; compiled_loss: of the loss); one turned on that it lacks is refused",
+    )
+    switch_needs: dict[Switch, Switch] = Field(
+        default_factory=dict,
+        description="a switch that runs only with another one on (torchtitan's async TP needs the model compiled)",
     )
     setting_words: dict[WordSetting, tuple[str, ...]] = Field(
         default_factory=dict,

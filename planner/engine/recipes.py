@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from planner.engine.architectures import architecture_problems
 from planner.engine.moe_rules import dispatch_problems, grouped_gemm_problems, overlap_option_problems
 from planner.engine.profile import Engine
-from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, SWITCHES, RecipeOption
+from planner.engine.setting_rules import switch_problems, word_problems
+from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, RecipeOption
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES
@@ -97,7 +98,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out = _unoffered_problems(engine)
     if out:
         return out
-    out += _switch_problems(engine) + _word_problems(engine)
+    out += switch_problems(engine) + word_problems(engine)
     out += _device_problems(engine, hw) + grouped_gemm_problems(engine, hw, model)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
@@ -119,32 +120,6 @@ def _unoffered_problems(engine: Engine) -> list[Rejected]:
         for o in used_options(engine)
         if o not in engine.rules.options
     ]
-
-
-def _switch_problems(engine: Engine) -> list[Rejected]:
-    """An on/off setting turned on that the engine does not have (rules.switches)."""
-    has, name = engine.rules.switches, engine.name
-    return [
-        Rejected(f"{name} has no {s}", f"{s}: {name} has no such setting (it has {', '.join(has) or 'none'})")
-        for s in SWITCHES
-        if engine.setting(s) and s not in has
-    ]
-
-
-# The command-line flags of the word settings whose flag is not the setting's own name.
-_WORD_FLAGS = {"selective_recompute": "--selective-policy", "attention": "--no-flash"}
-
-
-def _word_problems(engine: Engine) -> list[Rejected]:
-    """A setting's word that the engine does not run (rules.setting_words)."""
-    out: list[Rejected] = []
-    for setting, words in engine.rules.setting_words.items():
-        value = engine.setting(setting)
-        if value not in words:
-            flag = f" ({_WORD_FLAGS[setting]})" if setting in _WORD_FLAGS else ""
-            detail = f"{setting}={value}{flag}: {engine.name} runs {' or '.join(words)}"
-            out.append(Rejected(f"{engine.name} has no {setting} {value}", detail))
-    return out
 
 
 def _device_problems(engine: Engine, hw: HardwareProfile | None) -> list[Rejected]:
