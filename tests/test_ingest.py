@@ -756,8 +756,18 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     model, hardware and GPUs, so the runs file is written and validate reads it; what the log does state wins."""
     saved = tmp_path / "plan.yaml"
     rc, _, err = run_planner(
-        "search", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan", "--tp-overlap", "--save", str(saved)
-    )
+        "search",
+        "-m",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--engine",
+        "torchtitan",
+        "--tp-overlap",
+        "--compile",
+        "--save",
+        str(saved),
+    )  # async TP runs compiled only (tensor_parallel.py maybe_enable_async_tp)
     assert rc == 0, err
     runs = tmp_path / "runs.yaml"
     log = str(LOGS / "torchtitan_pr3393_grad_norm.log")
@@ -770,7 +780,8 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     }
     assert (raw["model"]["name"], raw["hardware"], raw["gpus"]) == ("llama3-8b", "h100-sxm", 8)
     assert any("from --plan" in a for a in raw["assumed"])
-    assert raw["software"] == {"engine": "torchtitan", "tp_overlap": True}  # the file's training settings
+    assert raw["software"] == {"engine": "torchtitan", **plan["training"]}  # the file's training settings
+    assert plan["training"]["tp_overlap"] is True and plan["training"]["compile"] is True
     assert run_planner("validate", str(runs))[0] == 0
     rc, out, err = run_planner("validate", log, "--plan", str(saved), "--json")  # the log itself, with the plan
     assert rc == 0, err
