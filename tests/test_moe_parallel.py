@@ -368,3 +368,20 @@ def test_torchtitans_moe_combine_keeps_the_routed_outputs_in_fp32():
     (combine,) = [t for t in kept["torchtitan"] if "combine" in t.name]
     assert combine.bytes_per_token == 4 * m.moe.top_k * m.hidden_size and not combine.op_keep
     assert not [t for t in kept["megatron"] if "combine" in t.name]
+
+
+@pytest.mark.parametrize(
+    ("precision", "refused"), [("fp8", True), ("fp8-current", True), ("mxfp8", False), ("bf16", False)]
+)
+def test_torchtitans_float8_leaves_the_experts_in_bf16_and_is_refused_for_moe(precision, refused):
+    """torchtitan's Float8LinearConverter swaps nn.Linear only; GroupedExperts keep bf16 (components/quantization/
+    float8.py v0.2.2), so Qwen3-235B-A22B in fp8-current was priced 7% faster than bf16 with its experts in fp8
+    (audit). The planner prices a layer at one precision: the split is refused, MX's grouped converter is not."""
+    from planner.engine.moe_rules import expert_precision_problems
+
+    titan, qwen = load_engine("torchtitan"), load_model("qwen3-235b-a22b")
+    plan = Plan(dp=8, ep=8, zero=3, global_batch=64, precision=precision)
+    said = [r.detail for r in expert_precision_problems(titan, plan, qwen)]
+    assert bool(said) == refused and all("run in bf16" in d and "or mxfp8, which reaches them" in d for d in said)
+    assert not expert_precision_problems(MEGATRON, plan, qwen)  # TE's GroupedLinear takes the recipe
+    assert not expert_precision_problems(titan, plan, load_model("llama3-8b"))

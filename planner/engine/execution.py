@@ -216,6 +216,11 @@ class MoE(Frozen):
         description="with a capacity factor, every expert gets exactly its capacity (Megatron "
         "--moe-pad-expert-input-to-capacity): the work of the factor, whatever the routing",
     )
+    quantized_recipes: tuple[str, ...] | None = Field(
+        None,
+        description="the low precisions whose converter reaches the routed experts' grouped GEMMs (torchtitan "
+        "v0.2.2: MX's grouped_mm converter; float8's converts nn.Linear only); null: every one the engine runs",
+    )
     comm_sms: int = Field(
         0,
         ge=0,

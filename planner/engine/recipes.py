@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from planner.engine.architectures import architecture_problems
-from planner.engine.moe_rules import dispatch_problems, grouped_gemm_problems, overlap_option_problems
+from planner.engine.moe_rules import (
+    dispatch_problems,
+    expert_precision_problems,
+    grouped_gemm_problems,
+    overlap_option_problems,
+)
 from planner.engine.profile import Engine
 from planner.engine.setting_rules import switch_problems, word_problems
 from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, RecipeOption
@@ -104,6 +109,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model) + _offload_problems(engine, plan)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
+    out += expert_precision_problems(engine, plan, model)
     return out
 
 
