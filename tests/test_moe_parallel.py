@@ -385,3 +385,20 @@ def test_torchtitans_float8_leaves_the_experts_in_bf16_and_is_refused_for_moe(pr
     assert bool(said) == refused and all("run in bf16" in d and "or mxfp8, which reaches them" in d for d in said)
     assert not expert_precision_problems(MEGATRON, plan, qwen)  # TE's GroupedLinear takes the recipe
     assert not expert_precision_problems(titan, plan, load_model("llama3-8b"))
+
+
+def test_torchtitan_runs_one_gemm_per_expert_before_hopper():
+    """torchtitan's MoE args (llama4, deepseek_v3, gpt_oss model/args.py, v0.2.2) turn grouped_mm off below SM90:
+    an A100 runs a loop of one GEMM per expert, which the planner priced as grouped (audit); Megatron's TE
+    GroupedLinear runs grouped from Ampere (and its V100 files are refused)."""
+    from planner.engine.moe_rules import grouped_gemm_problems
+
+    titan = load_engine("torchtitan")
+    assert not titan.moe.grouped_on("ampere") and titan.moe.grouped_on("hopper") and titan.moe.grouped_on("cdna3")
+    assert MEGATRON.moe.grouped_on("ampere")
+    assert not grouped_gemm_problems(titan, load_hardware("v100-32gb"), MIXTRAL)  # it falls back, as priced
+    plan, qwen = Plan(dp=8, ep=8, zero=3, global_batch=64, seq_len=4096), load_model("qwen3-30b-a3b")
+    a100 = load_hardware("a100-80gb")
+    anywhere = titan.model_copy(update={"moe": titan.moe.model_copy(update={"grouped_gemm_archs": None})})
+    # 16 small experts per rank: a loop of their GEMMs is slower than one grouped GEMM (cost/kernels.py)
+    assert Coster(qwen, a100, titan).step(plan).compute_s > 1.1 * Coster(qwen, a100, anywhere).step(plan).compute_s

@@ -18,6 +18,7 @@ from planner.engine.settings import (
     Zero3Gather,
 )
 from planner.plan import Schedule
+from planner.precision import Architecture
 from planner.specs import Frozen
 
 
@@ -192,6 +193,11 @@ class MoE(Frozen):
         description="the local experts run as one grouped GEMM (Megatron --moe-grouped-gemm, TE GroupedLinear; "
         "torchtitan grouped_mm); false: one GEMM per expert",
     )
+    grouped_gemm_archs: tuple[Architecture, ...] | None = Field(
+        None,
+        description="the GPU architectures the engine runs grouped GEMMs on, one GEMM per expert elsewhere "
+        "(torchtitan's MoE args: has_cuda_capability(9, 0)); null: wherever grouped_gemm says",
+    )
     ep_overlap: bool = Field(
         False,
         description="the dispatch/combine all-to-alls of one micro-batch run behind another micro-batch's layer "
@@ -229,3 +235,7 @@ class MoE(Frozen):
         "(DeepEP Buffer.num_sms, 20 by default; Megatron --moe-deepep-num-sms): compute runs on the others then "
         "(cost/moe.py comm_sm_slowdown_s); 0: not charged",
     )
+
+    def grouped_on(self, architecture: str | None) -> bool:
+        """Whether the experts run as one grouped GEMM on a GPU of this architecture."""
+        return self.grouped_gemm and (self.grouped_gemm_archs is None or architecture in self.grouped_gemm_archs)

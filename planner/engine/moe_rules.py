@@ -101,6 +101,8 @@ def grouped_gemm_problems(engine: Engine, hw: HardwareProfile | None, model: Mod
     asserts it for --moe-grouped-gemm): a V100 MoE plan was priced, and its file crashed (audit)."""
     if hw is None or model is None or model.moe is None or not engine.moe.grouped_gemm:
         return []
+    if engine.moe.grouped_gemm_archs is not None:  # the engine falls back to one GEMM per expert there (priced so)
+        return []
     if hw.gpu.architecture != "volta":
         return []
     return [
