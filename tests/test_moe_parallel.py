@@ -402,3 +402,19 @@ def test_torchtitan_runs_one_gemm_per_expert_before_hopper():
     anywhere = titan.model_copy(update={"moe": titan.moe.model_copy(update={"grouped_gemm_archs": None})})
     # 16 small experts per rank: a loop of their GEMMs is slower than one grouped GEMM (cost/kernels.py)
     assert Coster(qwen, a100, titan).step(plan).compute_s > 1.1 * Coster(qwen, a100, anywhere).step(plan).compute_s
+
+
+def test_torchtitans_deepep_needs_ep_and_no_expert_tensor_parallelism():
+    """torchtitan v0.2.2 deepseek_v3/infra/parallelize.py l.100-111 raises for DeepEP at ep 1 and with ETP; the
+    planner priced both (audit). Megatron's flex dispatcher takes ETP x EP."""
+    from planner.engine.moe_rules import deepep_plan_problems
+
+    deepep = load_engine("torchtitan").configured(moe_dispatcher="deepep")
+    assert [r.reason for r in deepep_plan_problems(deepep, Plan(dp=8, zero=3, global_batch=64))] == [
+        "torchtitan: deepep needs ep"
+    ]
+    etp = Plan(tp=2, dp=8, ep=8, sp=True, zero=3, global_batch=64)
+    (r,) = deepep_plan_problems(deepep, etp)
+    assert "runs without expert tensor parallelism, not etp=2" in r.detail
+    assert not deepep_plan_problems(deepep, etp.model_copy(update={"etp": 1}))
+    assert not deepep_plan_problems(MEGATRON.configured(moe_dispatcher="deepep"), etp)

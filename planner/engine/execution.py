@@ -193,6 +193,11 @@ class MoE(Frozen):
         description="the local experts run as one grouped GEMM (Megatron --moe-grouped-gemm, TE GroupedLinear; "
         "torchtitan grouped_mm); false: one GEMM per expert",
     )
+    deepep_without_etp: bool = Field(
+        False,
+        description="DeepEP runs only with ep > 1 and no expert tensor parallelism (torchtitan v0.2.2 "
+        "deepseek_v3/llama4 parallelize.py raise otherwise); false: with any degrees",
+    )
     grouped_gemm_archs: tuple[Architecture, ...] | None = Field(
         None,
         description="the GPU architectures the engine runs grouped GEMMs on, one GEMM per expert elsewhere "

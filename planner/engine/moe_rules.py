@@ -131,3 +131,19 @@ def expert_precision_problems(engine: Engine, plan: Plan, model: ModelSpec | Non
             f"experts, which run in bf16 (not priced apart); use bf16, or {' or '.join(reach)}, which reaches them",
         )
     ]
+
+
+def deepep_plan_problems(engine: Engine, plan: Plan) -> list[Rejected]:
+    """DeepEP where the engine runs it only with ep > 1 and no expert tensor parallelism (moe.deepep_without_etp):
+    torchtitan raised on both, which the planner priced (audit)."""
+    if engine.moe.dispatcher != "deepep" or not engine.moe.deepep_without_etp:
+        return []
+    etp = plan.tp if plan.etp is None else plan.etp
+    if plan.ep == 1:
+        reason, why = "deepep needs ep", "needs expert parallelism (ep > 1)"
+    elif etp > 1:
+        reason, why = "deepep with etp", f"runs without expert tensor parallelism, not etp={etp}"
+    else:
+        return []
+    detail = f"moe_dispatcher=deepep: {engine.name}'s DeepEP {why}; use alltoall, or ep > 1 with etp 1"
+    return [Rejected(f"{engine.name}: {reason}", detail)]
