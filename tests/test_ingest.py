@@ -755,19 +755,8 @@ def test_ingest_plan_file_fills_what_the_log_does_not_state(tmp_path):
     """A torchtitan log prints no plan: the plan file the run was launched from (search --save) gives its fields,
     model, hardware and GPUs, so the runs file is written and validate reads it; what the log does state wins."""
     saved = tmp_path / "plan.yaml"
-    rc, _, err = run_planner(
-        "search",
-        "-m",
-        "llama3-8b",
-        "--gpus",
-        "8",
-        "--engine",
-        "torchtitan",
-        "--tp-overlap",
-        "--compile",
-        "--save",
-        str(saved),
-    )  # async TP runs compiled only (tensor_parallel.py maybe_enable_async_tp)
+    searched = ("search", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan", "--tp-overlap", "--compile")
+    rc, _, err = run_planner(*searched, "--save", str(saved))  # async TP runs compiled only
     assert rc == 0, err
     runs = tmp_path / "runs.yaml"
     log = str(LOGS / "torchtitan_pr3393_grad_norm.log")
