@@ -418,3 +418,24 @@ def test_torchtitans_deepep_needs_ep_and_no_expert_tensor_parallelism():
     assert "runs without expert tensor parallelism, not etp=2" in r.detail
     assert not deepep_plan_problems(deepep, etp.model_copy(update={"etp": 1}))
     assert not deepep_plan_problems(MEGATRON.configured(moe_dispatcher="deepep"), etp)
+
+
+def test_torchtitan_dispatches_every_token_of_a_tp_rank_where_the_experts_share_tp():
+    """torchtitan gathers the MoE block's input whole on every tp rank (llama4/infra/parallelize.py apply_moe_ep_tp,
+    v0.2.2): with etp = tp each rank all-to-alls all of its tokens and gathers nothing over etp; with etp 1 the tp
+    ranks split them. Megatron's sequence-parallel dispatch was priced for both (audit: about 2.3x too cheap at
+    Qwen3-235B-A22B, tp 4, ep 8, etp 4). The block gains a dense FFN's tp collectives."""
+    from planner.cost.moe import dispatch_s
+
+    titan, qwen, h100 = load_engine("torchtitan"), load_model("qwen3-235b-a22b"), load_hardware("h100-sxm")
+    sequence = titan.model_copy(update={"moe": titan.moe.model_copy(update={"replicated_over_tp": False})})
+    shared = Plan(tp=4, dp=32, ep=8, etp=4, sp=True, zero=3, global_batch=256, seq_len=4096)
+    whole, split = (
+        dispatch_s(qwen, h100, shared, titan, tokens=4096),
+        dispatch_s(qwen, h100, shared, sequence, tokens=4096),
+    )
+    assert whole > 2 * split
+    own = shared.model_copy(update={"etp": 1})  # the tp ranks split the tokens: as the sequence-parallel dispatch
+    assert dispatch_s(qwen, h100, own, titan, tokens=4096) == pytest.approx(
+        dispatch_s(qwen, h100, own, sequence, tokens=4096)
+    )

@@ -108,7 +108,8 @@ def dispatch_s(
         return 0.0
     etp, h = plan_etp(plan), model.hidden_size
     act_b = ACT_BYTES[plan.precision] if bytes_per_value is None else bytes_per_value
-    t = tokens / (plan.tp if plan.sp else 1)
+    whole = engine.moe.replicated_over_tp  # every tp rank holds the block's input (torchtitan)
+    t = tokens / (plan.tp if (etp == 1 if whole else plan.sp) else 1)
     load = routed_load(model, engine)
     kind = engine.moe.dispatcher
     if kind == "allgather":
@@ -122,7 +123,7 @@ def dispatch_s(
         )  # fmt: skip
     else:
         a2a = all_to_all_s(hw, nbytes=t * m.top_k * load * h * act_b, n=plan.ep, stride=etp, gpus=plan.gpus)
-    if etp > 1:  # the received rows gathered over the expert tensor-parallel ranks
+    if etp > 1 and not whole:  # the received rows gathered over the expert tensor-parallel ranks
         rows = t * m.top_k * load * h * act_b
         a2a += collective_s("all_gather", rows * etp, etp, group_link(hw, n=etp, stride=1, gpus=plan.gpus))
     return a2a

@@ -68,9 +68,10 @@ def layer_traffic(
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     full = plan.recompute == "full"
     # TP collectives per block (the mixer's, a dense FFN's): one forward, one backward, one more under full
-    # recompute. A MoE FFN has none of its own: its dispatcher gathers over the expert tensor-parallel ranks
-    # (moe.dispatch_s), which replaces the sequence-parallel all-gather / reduce-scatter of a dense FFN.
-    blocks = (kind.mixer != "none") + (kind.ffn == "dense")
+    # recompute. A MoE FFN has none of its own where its dispatcher gathers over the expert tensor-parallel ranks
+    # (moe.dispatch_s), which replaces the sequence-parallel all-gather / reduce-scatter of a dense FFN; where the
+    # engine gathers the block's input whole on every tp rank (moe.replicated_over_tp), it has a dense FFN's.
+    blocks = (kind.mixer != "none") + (kind.ffn == "dense" or (kind.ffn == "moe" and engine.moe.replicated_over_tp))
     n_pass = blocks * (2 + (1 if full else 0))
     tp_one = collective_s(
         "all_reduce", tokens * model.hidden_size * act_b, plan.tp, group_link(hw, n=plan.tp, stride=1, gpus=plan.gpus)

@@ -193,6 +193,14 @@ class MoE(Frozen):
         description="the local experts run as one grouped GEMM (Megatron --moe-grouped-gemm, TE GroupedLinear; "
         "torchtitan grouped_mm); false: one GEMM per expert",
     )
+    replicated_over_tp: bool = Field(
+        False,
+        description="the MoE block's input is gathered whole on every tp rank, its output reduce-scattered back, "
+        "as a dense MLP's (torchtitan v0.2.2 llama4/deepseek_v3 parallelize.py apply_moe_ep_tp: "
+        "PrepareModuleInputOutput to Replicate): with etp = tp each rank dispatches all of its tokens and gathers "
+        "no rows over etp; with etp 1 the tp ranks split the tokens (ReordererSequenceParallel); false: Megatron's "
+        "sequence-parallel dispatch of the rank's own tokens, rows gathered over etp",
+    )
     deepep_without_etp: bool = Field(
         False,
         description="DeepEP runs only with ep > 1 and no expert tensor parallelism (torchtitan v0.2.2 "
