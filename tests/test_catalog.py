@@ -518,24 +518,47 @@ def test_a_json_input_is_read_as_json(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "said"),
     [
-        ("engines", "show", "/dev/zero"),
-        ("memory", "--model", "/dev/zero", "--gpus", "8"),
-        ("estimate", "--plan", "/dev/null"),
-        ("estimate", "-m", "llama3-8b", "--gpus", "8", "--cluster", "/dev/null"),
-        ("estimate", "--model", "{fifo}", "--gpus", "8"),
+        (("engines", "show", "/dev/zero"), "not a regular file (a device or a socket)"),
+        (("memory", "--model", "/dev/zero", "--gpus", "8"), "not a regular file (a device or a socket)"),
+        (("estimate", "--plan", "/dev/null"), "not a regular file (a device, a pipe or a socket)"),
+        (("estimate", "-m", "llama3-8b", "--gpus", "8", "--cluster", "/dev/null"), "not a regular file"),
+        (("estimate", "--model", "{fifo}", "--gpus", "8"), "expected a mapping of ModelSpec fields"),
     ],
 )
-def test_a_device_or_a_pipe_is_refused_not_read(args, tmp_path):
+def test_a_device_is_refused_and_a_pipe_without_a_writer_read_as_empty(args, said, tmp_path):
     """/dev/zero grew memory without bound and a FIFO waited forever for a writer; /dev/null was 'no such file'
-    (audit): a file that is not a regular one is said so in one line, before it is read."""
+    (audit): a device is said so in one line before it is read, and a pipe without a writer reads as empty at once
+    (a shell's <(...) has one, and is read: the next test)."""
     import os
 
     fifo = tmp_path / "f.yaml"
     os.mkfifo(fifo)
     code, out, err = run_planner(*(str(fifo) if a == "{fifo}" else a for a in args))
-    assert code == 2 and not out and "not a regular file (a device, a pipe or a socket)" in err, err
+    assert code == 2 and not out and said in err, err
+
+
+def test_a_pipe_with_a_writer_is_read_to_its_end(tmp_path):
+    """`--model <(cat spec.yaml)`: the shell's pipe is read as the file it stands for."""
+    import os
+    import threading
+
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    spec = (Path(__file__).parent.parent / "model_specs" / "llama3-8b.yaml").read_bytes()
+    fd = os.open(fifo, os.O_RDWR)  # a writer holds it open before the planner opens it, as the shell's does
+
+    def write() -> None:
+        os.write(fd, spec)
+        os.close(fd)
+
+    writer = threading.Timer(0.2, write)
+    writer.start()
+    try:
+        assert load_model(str(fifo)).name == "llama3-8b"
+    finally:
+        writer.join()
 
 
 def test_a_yaml_over_the_size_bound_is_refused_before_it_is_read(tmp_path):

@@ -125,8 +125,11 @@ def read_text(
     name = display or str(path)
     try:
         mode = p.stat()
+        if stat.S_ISFIFO(mode.st_mode):  # a shell's <(...): read what its writer gives, never wait for one
+            data = _pipe_bytes(p, max_bytes, name)
+            return data.decode("utf-8", errors="replace" if lenient else "strict")
         if not stat.S_ISREG(mode.st_mode) and not stat.S_ISDIR(mode.st_mode):
-            raise PlannerError(f"{name}: not a regular file (a device, a pipe or a socket); give a file")
+            raise PlannerError(f"{name}: not a regular file (a device or a socket); give a file")
         if mode.st_size > max_bytes:
             raise PlannerError(f"{name}: {mode.st_size} bytes is too large to read (max {max_bytes})")
         return p.read_text(encoding="utf-8", errors="replace" if lenient else "strict")
@@ -138,6 +141,18 @@ def read_text(
         raise PlannerError(f"{name}: not a text file (not UTF-8)") from None
     except (OSError, ValueError) as e:
         raise PlannerError(f"{name}: cannot read ({_reason(e)})") from None
+
+
+def _pipe_bytes(path: Path, max_bytes: int, name: str) -> bytes:
+    """A pipe's bytes up to `max_bytes`: opened without waiting for a writer (O_NONBLOCK; with none, it reads as
+    empty at once, where a plain open waited forever), then read to its end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PlannerError(f"{name}: more than {max_bytes} bytes is too large to read")
+    return data
 
 
 def finite_json(value: Any) -> Any:
