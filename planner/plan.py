@@ -112,6 +112,11 @@ class Plan(Frozen):
         return self.tp * self.pp * self.cp * self.dp
 
     @property
+    def expert_tp(self) -> int:
+        """The expert tensor-parallel degree: etp where given, else tp (Megatron's default, parallel_state.py)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
     def num_microbatches(self) -> int:
         """Micro-batches per step per pipeline (gradient-accumulation steps)."""
         return self.global_batch // (self.dp * self.micro_batch)

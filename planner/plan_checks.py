@@ -107,7 +107,7 @@ def _tp_problems(model: ModelSpec, p: Plan) -> list[Rejected]:
                 f"tp={p.tp} must divide num_kv_heads={kv}, or be a multiple of it so kv heads are replicated",
             )
         )
-    etp = p.tp if p.etp is None else p.etp
+    etp = p.expert_tp
     ffns = [(model.ffn_hidden_size, "tp", p.tp)]
     if model.moe:
         ffns.append((model.moe.expert_ffn_hidden_size, "tp" if p.etp is None else "etp", etp))

@@ -19,8 +19,8 @@ from planner.specs import ModelSpec
 
 
 def plan_etp(plan: Plan) -> int:
-    """The expert tensor-parallel degree: the plan's, else tp (Megatron's default, parallel_state.py)."""
-    return plan.tp if plan.etp is None else plan.etp
+    """The expert tensor-parallel degree (Plan.expert_tp)."""
+    return plan.expert_tp
 
 
 def expert_dp(plan: Plan) -> int:

@@ -99,11 +99,9 @@ def overlap_option_problems(engine: Engine, plan: Plan, model: ModelSpec | None)
 def grouped_gemm_problems(engine: Engine, hw: HardwareProfile | None, model: ModelSpec | None) -> list[Rejected]:
     """Grouped-GEMM expert kernels need compute capability 8.0 (Megatron-LM arguments.py l.1378-1380 @d98e8a64
     asserts it for --moe-grouped-gemm): a V100 MoE plan was priced, and its file crashed (audit)."""
-    if hw is None or model is None or model.moe is None or not engine.moe.grouped_gemm:
+    if hw is None or model is None or model.moe is None or hw.gpu.architecture != "volta":
         return []
-    if engine.moe.grouped_gemm_archs is not None:  # the engine falls back to one GEMM per expert there (priced so)
-        return []
-    if hw.gpu.architecture != "volta":
+    if not engine.moe.grouped_on("volta"):  # no grouped GEMM there: it runs one GEMM per expert (priced so)
         return []
     return [
         Rejected(
@@ -138,7 +136,7 @@ def deepep_plan_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     torchtitan raised on both, which the planner priced (audit)."""
     if engine.moe.dispatcher != "deepep" or not engine.moe.deepep_without_etp:
         return []
-    etp = plan.tp if plan.etp is None else plan.etp
+    etp = plan.expert_tp
     if plan.ep == 1:
         reason, why = "deepep needs ep", "needs expert parallelism (ep > 1)"
     elif etp > 1:

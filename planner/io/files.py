@@ -117,10 +117,10 @@ MAX_TEXT_BYTES = 2 << 30
 def read_text(
     path: str | Path, *, display: str | None = None, lenient: bool = False, max_bytes: int = MAX_TEXT_BYTES
 ) -> str:
-    """A text file's contents; PlannerError for a missing file, a folder, a device or a pipe (which never end, or
-    wait for a writer), a file over `max_bytes`, a symlink loop, a name too long, no permission or bytes that are
-    not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a stray byte of another encoding in
-    a line the readers never look at)."""
+    """A text file's contents (a pipe's: _pipe_bytes); PlannerError for a missing file, a folder, a device or a
+    socket (a device may never end), a file over `max_bytes`, a symlink loop, a name too long, no permission or bytes
+    that are not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a stray byte of another
+    encoding in a line the readers never look at)."""
     p = Path(path)
     name = display or str(path)
     try:

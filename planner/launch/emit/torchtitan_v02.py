@@ -26,7 +26,7 @@ from planner.launch.emit.torchtitan import (
     release_problems,
 )
 from planner.plan import STATED_SPLIT, Plan
-from planner.precision import RECIPES
+from planner.precision import head_precision
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
@@ -81,7 +81,7 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
         *([f"pipeline_parallel_layers_per_stage = {lps}"] if lps and lps > 0 else []),
         f"context_parallel_degree = {plan.cp}",
         f"expert_parallel_degree = {plan.ep}",
-        f"expert_tensor_parallel_degree = {plan.tp if plan.etp is None else plan.etp}",
+        f"expert_tensor_parallel_degree = {plan.expert_tp}",
     ]
 
 
@@ -154,7 +154,7 @@ def _quantize_lines(converters: list[str], precision: str) -> list[str]:
     """The converters' sections. A named recipe is priced with the output layer in bf16 (precision.py
     head_precision), which float8's converter quantizes unless filtered (Float8Linear.filter_fqns defaults to [],
     job_config.py v0.2.2; torchtitan's llama3 train configs filter "output"); plain fp8 is priced with it in fp8."""
-    head = ['filter_fqns = ["output"]'] if precision in RECIPES else []
+    head = ['filter_fqns = ["output"]'] if head_precision(precision) != precision else []
     return [
         line
         for c in converters
