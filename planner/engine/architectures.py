@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from planner.plan import Rejected
-from planner.specs import ModelSpec
+from pydantic import Field
+
+from planner.engine.zero import Dimension
+from planner.plan import Plan, Rejected
+from planner.specs import Frozen, ModelSpec
 
 ModelFeature = Literal[
     "moe", "mla", "mamba", "sliding_window", "chunked_attention", "attention_sinks", "qk_norm", "sandwich_norm", "mtp",
@@ -56,15 +59,32 @@ def model_features(model: ModelSpec) -> list[ModelFeature]:
     return [f for f in MODEL_FEATURES if has[f]]
 
 
+class ModelFile(Frozen):
+    """One of the engine's own model implementations (rules.model_files): the features it has, and the parallel
+    dimensions it does not run."""
+
+    name: str = Field(description="what the engine calls it (torchtitan: its torchtitan/models/NAME)")
+    features: tuple[ModelFeature, ...] = Field((), description="the features it implements (together)")
+    excludes: tuple[Dimension, ...] = Field((), description="the dimensions it does not run: each must be 1")
+    why: str = Field("", description="the engine's source for the exclusions")
+
+
+def model_file(files: tuple[ModelFile, ...], model: ModelSpec) -> ModelFile | None:
+    """The first of the engine's model files that implements all of the model's features (None: none does)."""
+    has = set(model_features(model))
+    return next((f for f in files if has <= set(f.features)), None)
+
+
 def architecture_problems(
-    engine_name: str, offered: tuple[ModelFeature, ...] | None, model: ModelSpec
+    engine_name: str, offered: tuple[ModelFeature, ...] | None, model: ModelSpec, files: tuple[ModelFile, ...] = ()
 ) -> list[Rejected]:
-    """The model's features the engine does not implement (`offered`: rules.model_features; None: any)."""
+    """The model's features the engine does not implement (`offered`: rules.model_features; None: any), or, where
+    the engine builds its own model files (`files`), does not implement in one of them."""
     if offered is None:
         return []
     missing = [f for f in model_features(model) if f not in offered]
     if not missing:
-        return []
+        return _combination_problems(engine_name, model, files)
     what = ", ".join(FEATURE_NAMES[f] for f in missing)
     # multi-token prediction is an extra objective beside the model: the model trains without it
     without = (
@@ -79,4 +99,35 @@ def architecture_problems(
             f"{model.name} has {what}, which {engine_name} does not implement; use an engine that does (its "
             f"model_features: `planner engines show NAME`){without}",
         )
+    ]
+
+
+def _combination_problems(engine_name: str, model: ModelSpec, files: tuple[ModelFile, ...]) -> list[Rejected]:
+    """Features the engine has only in different model files: it trains none of them together."""
+    if not files or model_file(files, model) is not None:
+        return []
+    has = model_features(model)
+    where = "; ".join(f"{f.name}: {', '.join(FEATURE_NAMES[x] for x in f.features) or 'none'}" for f in files)
+    return [
+        Rejected(
+            f"{engine_name} has no model with {' + '.join(has)}",
+            f"{model.name} has {', '.join(FEATURE_NAMES[x] for x in has)}, which no one {engine_name} model "
+            f"implements together (its models and their features: {where}); use an engine that does",
+        )
+    ]
+
+
+def model_file_problems(engine_name: str, files: tuple[ModelFile, ...], model: ModelSpec, plan: Plan) -> list[Rejected]:
+    """A parallel dimension above 1 that the engine's model file for this model does not run."""
+    found = model_file(files, model)
+    if found is None:
+        return []
+    return [
+        Rejected(
+            f"{engine_name}'s {found.name} has no {dim}",
+            f"{dim}={getattr(plan, dim)}: {engine_name} trains {model.name} with its {found.name} model, which does "
+            f"not run {dim} ({found.why}); use {dim}=1",
+        )
+        for dim in found.excludes
+        if getattr(plan, dim) > 1
     ]

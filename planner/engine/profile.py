@@ -19,23 +19,23 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from planner.engine.architectures import ModelFeature
+from planner.engine.architectures import ModelFeature, ModelFile
 from planner.engine.execution import Comm, Kernels, MoE
 from planner.engine.fitted import Behaviour, Fitted
 from planner.engine.memory_settings import Memory
 from planner.engine.settings import (
     LIST_SETTINGS,
     SETTINGS,
-    WORD_CHOICES,
     DispatchDtype,
     Dispatcher,
     RecipeOption,
     Switch,
     WordSetting,
+    check_setting_words,
     listed,
 )
 from planner.engine.split import Split
-from planner.engine.zero import ZERO_STATES, ZeroStage
+from planner.engine.zero import ZeroStage, check_stage_tables
 from planner.errors import PlannerError
 from planner.plan import RECOMPUTES, Plan, Recompute, Schedule
 from planner.precision import RECIPE_NAMES, Architecture
@@ -138,6 +138,12 @@ class Rules(Frozen):
         "embedding: engine/architectures.py); a model with another is refused; null: any (the engine trains the "
         "PyTorch or Hugging Face module it is handed)",
     )
+    model_files: tuple[ModelFile, ...] = Field(
+        (),
+        description="where the engine builds the model from files of its own (torchtitan/models/NAME), each with "
+        "its features and the dimensions it does not run: a model is trained by the first whose features hold all "
+        "of its own, and one that none holds is refused; empty: the features combine freely",
+    )
     fp8: bool = True
     precision_recipes: dict[str, tuple[Architecture, ...]] = Field(
         default_factory=dict,
@@ -179,18 +185,12 @@ class Rules(Frozen):
         unknown = sorted(set(self.precision_recipes) - set(RECIPE_NAMES))
         if unknown:
             raise ValueError(f"precision_recipes: {unknown} are not recipes; known: {list(RECIPE_NAMES)}")
-        for setting, words in self.setting_words.items():
-            known = WORD_CHOICES[setting]
-            if not set(words) <= set(known):
-                raise ValueError(f"setting_words.{setting}: {sorted(set(words) - set(known))} not in {list(known)}")
-        for table in (self.zero, self.zero_pp or {}):
-            bad = [z for z in table if z not in ZERO_STATES]
-            if bad:
-                raise ValueError(f"zero stages must be 0-3, got {bad}")
-            for z, impl in table.items():
-                for way in (impl, impl.bf16) if impl.bf16 else (impl,):
-                    if not set(ZERO_STATES[z]) <= set(way.shards):
-                        raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(way.shards)}")
+        check_setting_words(self.setting_words)
+        check_stage_tables(self.zero, self.zero_pp or {})
+        if self.model_features is not None:
+            beyond = {x for f in self.model_files for x in f.features} - set(self.model_features)
+            if beyond:
+                raise ValueError(f"model_files: {sorted(beyond)} are not in model_features")
         return self
 
     def runs_zero(self, zero: int) -> bool:

@@ -276,5 +276,6 @@ def precision_problems(
 ) -> list[Rejected]:
     """Everything about the model's architecture, the plan's precision and the engine's options that depends
     neither on the degrees nor on the micro-batch: the search checks it once."""
-    arch = architecture_problems(engine.name, engine.rules.model_features, model) if model is not None else []
+    r = engine.rules
+    arch = architecture_problems(engine.name, r.model_features, model, r.model_files) if model is not None else []
     return arch + recipe_problems(engine, hw, plan) + option_problems(engine, hw, plan, model)

@@ -94,6 +94,14 @@ SETTING_CHOICES: dict[str, tuple[str, ...] | None] = {
 }
 
 
+def check_setting_words(setting_words: dict[WordSetting, tuple[str, ...]]) -> None:
+    """Each word an engine lists for a setting (rules.setting_words) is one the planner models (WORD_CHOICES)."""
+    for setting, words in setting_words.items():
+        known = WORD_CHOICES[setting]
+        if not set(words) <= set(known):
+            raise ValueError(f"setting_words.{setting}: {sorted(set(words) - set(known))} not in {list(known)}")
+
+
 def listed(value: object) -> object:
     """A comma list given as text (the command line, a YAML string) as a tuple, each word once; a list or tuple
     each item once; anything else as it is."""

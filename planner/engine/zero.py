@@ -115,3 +115,16 @@ class ZeroStage(Frozen):
         if self.accumulate_unsharded and self.grad_reduce != "step":
             raise ValueError("accumulate_unsharded needs grad_reduce: step (it is what no-sync accumulation does)")
         return self
+
+
+def check_stage_tables(*tables: dict[int, ZeroStage]) -> None:
+    """Each table's stages are 0-3 and shard at least what the stage's name says (ZERO_STATES), in every precision
+    variant; a ValueError names the first that does not."""
+    for table in tables:
+        bad = [z for z in table if z not in ZERO_STATES]
+        if bad:
+            raise ValueError(f"zero stages must be 0-3, got {bad}")
+        for z, impl in table.items():
+            for way in (impl, impl.bf16) if impl.bf16 else (impl,):
+                if not set(ZERO_STATES[z]) <= set(way.shards):
+                    raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(way.shards)}")

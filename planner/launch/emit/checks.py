@@ -102,7 +102,8 @@ def targets_writing(targets: list[Target], model: ModelSpec, plan: Plan) -> list
     out = []
     for t in targets:
         name = t.engine or ""
-        if not architecture_problems(name, load_engine(name).rules.model_features, model) and not (
+        r = load_engine(name).rules
+        if not architecture_problems(name, r.model_features, model, r.model_files) and not (
             t.format_problems and t.format_problems(model, plan)
         ):
             out.append(t.name)
