@@ -280,8 +280,8 @@ CAPPABLE = ["h100-sxm", "h200", "b200", "b300", "gb200-nvl72", "gb300-nvl72"]
 
 
 @settings(max_examples=60, deadline=None)
-@given(name=st.sampled_from(CAPPABLE), a=st.floats(0.0, 1.5), b=st.floats(0.0, 1.5))
-def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b):
+@given(name=st.sampled_from(CAPPABLE), a=st.floats(0.0, 1.0), b=st.floats(0.0, 1.0), over=st.floats(1e-3, 1e4))
+def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b, over):
     hw = load_hardware(name)
     idle, limit = hw.gpu.idle_power_w, hw.gpu.power_limit_w
     assert idle is not None and limit is not None
@@ -292,8 +292,9 @@ def test_a_cap_lowers_compute_peaks_monotonically_and_nothing_else(name, a, b):
         assert low.peak(p) <= high.peak(p) <= full  # monotone in the cap, never above the datasheet
         assert low.peak(p) >= MIN_CLOCK_FRACTION * full
     _unchanged_by_a_cap(hw, low)
-    if hi >= limit:
-        assert high is hw  # at or above the limit nothing changes
+    assert hw.with_power_limit(limit) is hw  # the GPU's own limit changes nothing
+    with pytest.raises(PlannerError, match=f"up to its {limit:g} W limit"):  # above it, refused as nvidia-smi does
+        hw.with_power_limit(limit + over)
 
 
 def test_a_cap_is_refused_below_idle_and_without_a_floor():
@@ -356,7 +357,8 @@ def test_the_h800_runs_the_h100s_kernels_and_is_never_faster(engine_name):
 
 def test_power_limit_on_the_command_line_is_the_capped_profile():
     """estimate, search and scale take --power-limit W: the same figures as the capped profile's file, named so; a
-    cap at or above the limit says it changes nothing; below idle or on a profile without a floor, one line, exit 2."""
+    cap at the limit says it changes nothing; above it, below idle or on a profile without a floor, one line, exit 2
+    (nvidia-smi -pl refuses a limit above the board's maximum)."""
     what = ("--model", "llama3-8b", "--gpus", "8", "--json")
     code, capped, err = run_planner("estimate", *what, "--hardware", "b200", "--power-limit", "700")
     assert code == 0, err
@@ -368,9 +370,13 @@ def test_power_limit_on_the_command_line_is_the_capped_profile():
     code, out, err = run_planner("search", *what, "--hardware", "b200", "--power-limit", "700", "--top", "1")
     assert code == 0, err
     assert json.loads(out)["hardware"] == "b200-700w"
-    code, out, err = run_planner("estimate", *what, "--hardware", "b200", "--power-limit", "1200")
+    code, out, err = run_planner("estimate", *what, "--hardware", "b200", "--power-limit", "1000")
     assert code == 0 and "changes nothing" in " ".join(err.split()) and json.loads(out)["hardware"] == "b200"
-    for hw, watts, said in (("b200", "100", "takes caps from 200 W"), ("mi355x", "900", "idle_power_w")):
+    for hw, watts, said in (
+        ("b200", "100", "takes caps from 200 W"),
+        ("b200", "1200", "takes caps from 200 W (nvidia-smi AllowableMin) up to its 1000 W limit"),
+        ("mi355x", "900", "idle_power_w"),
+    ):
         code, out, err = run_planner("estimate", *what, "--hardware", hw, "--power-limit", watts)
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not out
 
@@ -385,8 +391,11 @@ def test_a_capped_profiles_name_loads_as_the_cap(tmp_path):
         load_hardware("b200-100w")
     with pytest.raises(PlannerError, match=r'unknown hardware "nosuch-500w".*NAME-<watts>w'):
         load_hardware("nosuch-500w")
-    # a cap at or above the GPU's own limit caps nothing: h100-sxm-5000w loaded as plain h100-sxm without a word
-    with pytest.raises(PlannerError, match=r"'h100-sxm-5000w': 5000 W is at or above h100-sxm's 700 W limit"):
+    # a cap at the GPU's own limit caps nothing, and one above it is none the board takes: h100-sxm-5000w had
+    # loaded as plain h100-sxm without a word
+    with pytest.raises(PlannerError, match=r"'h100-sxm-700w': 700 W is h100-sxm's own limit, so it caps nothing"):
+        load_hardware("h100-sxm-700w")
+    with pytest.raises(PlannerError, match=r"power limit 5000 W: h100-sxm takes caps from 200 W .* up to its 700 W"):
         load_hardware("h100-sxm-5000w")
     saved = tmp_path / "plan.yaml"
     code, _, err = run_planner("search", "-m", "llama3-8b", "--gpus", "8", "--hardware", "b200", "--power-limit", "600",

@@ -23,8 +23,8 @@ def hardware_for(
 
 def power_capped(hardware: str | HardwareProfile | None, watts: float | None) -> str | HardwareProfile | None:
     """The hardware (the default where none is given) under a board power cap of `watts`
-    (HardwareProfile.with_power_limit); None: as given. A cap at or above the profile's own limit changes nothing,
-    and says so."""
+    (HardwareProfile.with_power_limit); None: as given. A cap at the profile's own limit changes nothing, and says
+    so; one above it is refused."""
     if watts is None:
         return hardware
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
@@ -36,8 +36,7 @@ def capped(hw: HardwareProfile, watts: float) -> HardwareProfile:
     out = hw.with_power_limit(watts)
     if out is hw:
         warnings.warn(
-            f"--power-limit {watts:g} W is at or above {hw.name}'s {hw.gpu.power_limit_w:g} W limit: "
-            "it changes nothing",
+            f"--power-limit {watts:g} W is {hw.name}'s own limit: it changes nothing",
             stacklevel=2,
         )
     return out

@@ -125,21 +125,24 @@ class HardwareProfile(Frozen):
 
     def with_power_limit(self, watts: float) -> HardwareProfile:
         """The same GPU run under a lower board power limit: the compute peaks scale with the clock the cap
-        sustains (`clock_fraction`); HBM, links and the efficiency block do not change. A limit at or
-        above the profile's own returns the profile unchanged: a cap never raises a peak. The capped profile is
-        named NAME-<watts>w, borrows NAME's calibration as a proxy, and its MFU counts against the capped peaks."""
+        sustains (`clock_fraction`); HBM, links and the efficiency block do not change. The profile's own limit
+        returns it unchanged; one above it is refused, as nvidia-smi refuses it (a cap never raises a peak). The
+        capped profile is named NAME-<watts>w, borrows NAME's calibration as a proxy, and its MFU counts against the
+        capped peaks."""
         g = self.gpu
         if g.power_limit_w is None or g.idle_power_w is None:
             raise PlannerError(
                 f"{self.name}: a power cap needs gpu.power_limit_w and gpu.idle_power_w in the profile "
                 f"(got {g.power_limit_w} and {g.idle_power_w})"
             )
-        if math.isfinite(watts) and watts >= g.power_limit_w:
+        if watts == g.power_limit_w:
             return self
-        if g.min_power_limit_w is not None and not (math.isfinite(watts) and watts >= g.min_power_limit_w):
-            raise PlannerError(  # 100 W on an H100 was priced; 50 W named the idle power as the bound (audit)
-                f"power limit {watts:g} W: {self.name} takes caps from {g.min_power_limit_w:g} W (nvidia-smi "
-                f"AllowableMin) to {g.power_limit_w:g} W"
+        floor = g.min_power_limit_w
+        if not (math.isfinite(watts) and (floor or 0) <= watts < g.power_limit_w):  # nvidia-smi -pl refuses a limit
+            raise PlannerError(  # outside [AllowableMin, max]; 100 W on an H100 was priced, 701 W ignored (audit)
+                f"power limit {watts:g} W: {self.name} takes caps "
+                + (f"from {floor:g} W (nvidia-smi AllowableMin) " if floor is not None else "")
+                + f"up to its {g.power_limit_w:g} W limit"
             )
         if not (math.isfinite(watts) and watts > g.idle_power_w):
             raise PlannerError(

@@ -148,8 +148,8 @@ def load_hardware(name_or_path: str | Path) -> HardwareProfile:
         out = hw.with_power_limit(float(capped[2]))
         if out is hw:  # no cap: the name says one this profile does not take (no NAME-<W>w is written for it)
             raise PlannerError(
-                f"hardware {arg!r}: {capped[2]} W is at or above {hw.name}'s {hw.gpu.power_limit_w:g} W limit, so "
-                f"it caps nothing; give {hw.name}, or a cap below {hw.gpu.power_limit_w:g} W"
+                f"hardware {arg!r}: {capped[2]} W is {hw.name}'s own limit, so it caps nothing; give {hw.name}, or "
+                f"a cap below {hw.gpu.power_limit_w:g} W"
             )
         return out
     hint = "a hardware profile .yaml, or NAME-<watts>w for a profile under a power cap"
