@@ -140,6 +140,24 @@ def test_a_user_entry_named_as_a_shipped_alias_says_so(tmp_path):
         assert load_hardware("h100-sxm").name == "h100-sxm"  # the shipped entry by its own name: nothing to say
 
 
+def test_a_user_alias_that_another_entry_takes_says_it_is_not_used(tmp_path):
+    """A user's entry listing a shipped name as its alias (`aliases: [h200]`), or an alias a shipped entry lists too
+    (a renamed copy `hardware show` wrote keeps them), was passed over without a word: the name, or the shipped
+    entry's alias, wins. It still does, and says which file's alias is not used."""
+    path = _user_gpu(tmp_path / "mine", "my-gpu", 100e9)
+    path.write_text(path.read_text().replace("aliases: [", "aliases: [h200, ", 1))
+    catalog.set_user_catalogs([tmp_path / "mine"])
+    for name, shipped in (("h200", "h200"), ("H100", "h100-sxm")):
+        with pytest.warns(
+            UserWarning,
+            match=rf"'{name.lower()}' is {shipped} \(.*\); the alias '{name.lower()}' that .*my-gpu.yaml lists",
+        ):
+            assert load_hardware(name).name == shipped
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_hardware("my-gpu").gpu.hbm_bytes == 100e9  # by its own name: nothing to say
+
+
 def test_an_entry_whose_name_is_not_its_files_is_refused(tmp_path):
     """A catalog finds entries by file name: `mine.yaml` saying `name: llama3-70b` listed a second llama3-70b that
     `-m llama3-70b` never found (the audit's case). It is now one line naming both, exit 2."""

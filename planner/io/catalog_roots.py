@@ -46,7 +46,7 @@ def set_user_dirs(dirs: Sequence[str | Path]) -> None:
     _user_dirs[:] = [Path(d) for d in dirs]
     _index.cache_clear()
     _aliases.cache_clear()
-    _alias_owners.cache_clear()
+    _alias_claims.cache_clear()
 
 
 def _check_layout(folder: Path) -> None:
@@ -112,14 +112,19 @@ _BLOCK_ALIASES = re.compile(r"^aliases:[ \t]*\n((?:[ \t]*-[^\n]*\n?)+)", re.M)  
 
 
 @cache
-def _alias_owners(kind_dir: str) -> dict[str, str]:
-    """alias (lower case) -> the catalog name whose file lists it in `aliases: [...]` or as a block list (read as
-    text: no parse), the first such file's."""
-    out: dict[str, str] = {}
+def _alias_claims(kind_dir: str) -> dict[str, tuple[str, ...]]:
+    """alias (lower case) -> the catalog names whose files list it in `aliases: [...]` or as a block list (read as
+    text: no parse), shipped entries first."""
+    out: dict[str, list[str]] = {}
     for key, entry in _index(kind_dir).items():
         for alias in _listed_aliases(read_text(entry.path)):
-            out.setdefault(alias, key)
-    return out
+            out.setdefault(alias, []).append(key)
+    return {alias: tuple(keys) for alias, keys in out.items()}
+
+
+def _alias_owners(kind_dir: str) -> dict[str, str]:
+    """alias (lower case) -> the first catalog name that lists it (_alias_claims)."""
+    return {alias: keys[0] for alias, keys in _alias_claims(kind_dir).items()}
 
 
 def _listed_aliases(text: str) -> list[str]:
@@ -151,6 +156,11 @@ def lookup(kind_dir: str, name: str) -> Entry | None:
     mine = hit is not None and hit.path.parent.parent != shipped
     if hit is not None and mine and owner and owner != key and index[owner].path.parent.parent == shipped:
         warnings.warn(f"{hit.name}: {hit.path} takes {key!r}, an alias of the shipped {owner}", stacklevel=3)
+    passed = [index[k].path for k in _alias_claims(kind_dir).get(key, ()) if hit is None or k != hit.name.lower()]
+    if hit is not None and (passed := [p for p in passed if p.parent.parent != shipped]):
+        listed = ", ".join(map(str, passed))  # a user's alias that a name, or an earlier entry's alias, takes
+        warnings.warn(f"{key!r} is {hit.name} ({hit.path}); the alias {key!r} that {listed} lists is not used",
+                      stacklevel=3)  # fmt: skip
     return hit
 
 
