@@ -11,7 +11,8 @@ from helpers import run_planner as run
 from planner.api.advising import search_advised
 from planner.api.choosing import choices, choose
 from planner.errors import PlannerError
-from planner.explore.advice import WELL, Probe, advise, batches, gpu_range, scan_counts
+from planner.explore.advice import WELL, advise, batches, gpu_range, scan_counts
+from planner.explore.probe import Probe
 
 
 def bubble_curve(gpus: int, batch: int) -> float | None:
@@ -204,8 +205,9 @@ def test_the_scan_side_by_side_finds_what_it_finds_in_turn(monkeypatch: pytest.M
     assert here["2", 1.0] < here["1", 1.0] == here["2", 0.001]  # side by side: searched in workers, not here
 
 
-def test_prefetch_asks_each_pair_once_and_leaves_a_refusal_to_the_call() -> None:
-    """Probe.prefetch searches side by side what the calls would ask, each pair once; the calls then only read."""
+def test_prefetch_asks_each_pair_once_and_keeps_a_refusal_for_the_call() -> None:
+    """Probe.prefetch searches side by side what the calls would ask, each pair once; the calls then only read. A
+    refused pair had kept nothing: the call searched it again, and the advice's count (and time) held it twice."""
     asked: list[tuple[int, int]] = []
 
     def best_at(g: int, b: int) -> float:
@@ -218,10 +220,11 @@ def test_prefetch_asks_each_pair_once_and_leaves_a_refusal_to_the_call() -> None
     asked_before = len(asked)
     assert probe.searched == 2  # (16, 2) and (3, 1): a known or repeated pair is no search
     assert probe(16, 2) == 162.0 and probe(8, 1) == 5.0
-    with pytest.raises(PlannerError, match="three GPUs"):
-        probe(3, 1)
-    assert len(asked) == asked_before + 1  # only the refused pair is searched again (in this process)
-    assert probe.searched == 3
+    for _ in range(2):
+        with pytest.raises(PlannerError, match="three GPUs"):
+            probe(3, 1)
+    probe.prefetch([(3, 1)])
+    assert len(asked) == asked_before and probe.searched == 2  # the refusal is raised, not searched again
 
 
 def test_a_range_searched_side_by_side_chooses_what_one_in_turn_chooses(monkeypatch: pytest.MonkeyPatch) -> None:

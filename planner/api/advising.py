@@ -13,7 +13,8 @@ from planner.api.choosing import choices, choose, range_stop, rate_unit
 from planner.cluster.failures import FailureRate, defaulted_rate, priced_options
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.advice import DEFAULT_MAX_TOKENS_PER_STEP, IDLE_SHARE, Advice, Probe, advise, range_counts
+from planner.explore.advice import DEFAULT_MAX_TOKENS_PER_STEP, IDLE_SHARE, Advice, advise, range_counts
+from planner.explore.probe import Probe
 from planner.explore.probe_rate import Rate
 from planner.explore.results import SearchResult
 from planner.hardware import HardwareProfile

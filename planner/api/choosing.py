@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from planner.cluster.fabric import cluster_size
 from planner.errors import PlannerError
-from planner.explore.advice import WELL, Advice, Probe, batches
+from planner.explore.advice import WELL, Advice, batches
+from planner.explore.probe import Probe
 from planner.explore.probe_rate import caveat_of
 from planner.hardware import HardwareProfile
 from planner.plan import default_global_batch

@@ -18,13 +18,13 @@ of a `--gpus LO..HI` range and the batch of `--global-batch auto`.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planner.cluster.fabric import cluster_size
 from planner.errors import PlannerError
-from planner.explore.fanout import fan_out, workers
+from planner.explore.fanout import workers
+from planner.explore.probe import Probe
 from planner.explore.probe_rate import caveat_of
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_DEGREE
@@ -34,8 +34,6 @@ SCAN_DEPTH = 8  # at most 256x fewer GPUs are scanned for the best per-GPU throu
 SCAN_PATIENCE = 2  # halvings in a row that beat no count before them end the scan
 DEFAULT_MAX_TOKENS_PER_STEP = 1 << 24  # 16.8M tokens: Llama 3 405B's final batch (Dubey et al. 2024 §3.4.1)
 IDLE_SHARE = 0.25  # a best plan idle (bubble + exposed communication) this much of its step is worth advising on
-
-BestAt = Callable[[int, int], float | None]  # (gpus, global batch) -> best tokens/s per GPU, None: nothing fits
 
 
 @dataclass(frozen=True)
@@ -54,60 +52,6 @@ class Advice:
         doc = {"kind": self.kind, "message": self.message, "gpus": self.gpus, "global_batch": self.global_batch}
         counts = [{"gpus": g, "best_per_gpu": rate} for g, rate in self.counts]
         return doc | ({"unit": f"{self.unit} per GPU", "counts": counts} if counts else {})
-
-
-# A search worth a worker of its own when the scan reads ahead (Probe.prefetch_ahead): forking one costs 10-30 ms,
-# and a forked search starts without the caches this process's searches have built since the fork (cost/coster.py
-# shared_coster), so searches of a few tens of milliseconds (a dense model's) run faster in turn.
-SIDE_BY_SIDE_S = 0.1
-
-
-class Probe:
-    """best_at, memoised: each (gpus, batch) is searched once."""
-
-    def __init__(self, best_at: BestAt) -> None:
-        self._best_at, self._seen = best_at, dict[tuple[int, int], float | None]()
-        self._last_s: float | None = None  # how long the last search in this process took
-        self._later: list[tuple[int, int]] = []  # pairs a later step will likely read (speculate)
-        self.searched = 0  # the searches it ran (in this process or forked), for the time the advice says it took
-
-    def speculate(self, pairs: Iterable[tuple[int, int]]) -> None:
-        """Pairs a later step will likely read, in its order: the read-ahead fills spare CPUs with them first."""
-        self._later = list(pairs)
-
-    def know(self, gpus: int, global_batch: int, rate: float | None, seconds: float | None = None) -> None:
-        """What a search already found at (gpus, global_batch), in `seconds`: not searched again."""
-        self._seen.setdefault((gpus, global_batch), rate)
-        if seconds is not None:
-            self._last_s = seconds
-
-    def prefetch(self, pairs: Iterable[tuple[int, int]]) -> None:
-        """Search the (gpus, batch) pairs not known yet side by side (explore/fanout.py), each answer what a call
-        would give; a pair whose search refuses is left for the call to raise."""
-        todo = [pair for pair in dict.fromkeys(pairs) if pair not in self._seen]
-        self.searched += len(todo)
-        rates = fan_out(lambda pair: self._best_at(*pair), todo, workers(len(todo)))
-        self._seen.update((pair, r) for pair, r in zip(todo, rates) if not isinstance(r, PlannerError))
-
-    def prefetch_ahead(self, pairs: list[tuple[int, int]]) -> None:
-        """Where the first pair is not known yet and searches take SIDE_BY_SIDE_S or more: it, the pairs after it,
-        then the pairs a later step will likely read (speculate), as many as there are CPUs, side by side (a scan
-        reads them in turn and may stop early; the CPUs would have waited). The scan's own pairs come first: the
-        side-by-side searches finish together, and a later step's (a larger batch: more plans) would hold up the
-        scan's next pair where there are few CPUs (on 2 CPUs, Kimi-K2 on 4,608 GB200s: 19 s, against 14 s in turn)."""
-        worth = self._last_s is not None and self._last_s >= SIDE_BY_SIDE_S
-        if pairs and pairs[0] not in self._seen and worth:
-            ahead = list(dict.fromkeys([*pairs, *(p for p in self._later if p not in self._seen)]))
-            self.prefetch(ahead[: workers(len(ahead))])
-
-    def __call__(self, gpus: int, global_batch: int) -> float | None:
-        key = (gpus, global_batch)
-        if key not in self._seen:
-            start = time.perf_counter()
-            self.searched += 1
-            self._seen[key] = self._best_at(gpus, global_batch)
-            self._last_s = time.perf_counter() - start
-        return self._seen[key]
 
 
 def best_count(probe: Probe, counts: Iterable[int], global_batch: int) -> tuple[int | None, float]:
