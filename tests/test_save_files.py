@@ -173,3 +173,42 @@ def test_a_capped_gpu_is_saved_and_said_by_its_capped_name(tmp_path, monkeypatch
     text = (tmp_path / "p.yaml").read_text()
     assert code == 0 and "--hardware h100-sxm-500w" in text.splitlines()[0], err
     assert yaml.safe_load(text)["hardware"] == "h100-sxm-500w"
+
+
+def test_a_command_that_fails_after_writing_takes_its_files_back(tmp_path, monkeypatch):
+    """`search --save plan.yaml --plot p.svg > /dev/full` failed (exit 2, the ranking could not be printed) and kept
+    the files: a new one is removed, one it replaced holds what it held before, and a command that succeeds keeps
+    them (planner/io/files.py taken_back_on_failure)."""
+    pytest.importorskip("matplotlib")
+    import planner.render.ranking as ranking
+
+    plan, plot = tmp_path / "best.yaml", tmp_path / "p.svg"
+    args = ("search", "-m", "llama3-8b", "--gpus", "8", "--no-advice", "--save", str(plan), "--plot", str(plot))
+    assert run_planner(*args, "--top", "1")[0] == 0 and plot.is_file()
+    before = plan.read_text()
+    plot.unlink()
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ranking, "print_result", full)
+    code, _, err = run_planner(*args, "--top", "3", "--dp", "4")
+    assert code == 2 and err.strip() == "error: No space left on device", err
+    assert plan.read_text() == before and not plot.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.yaml"]  # nor a temporary file
+
+
+def test_a_file_a_launched_run_writes_for_itself_is_kept_when_the_command_fails(tmp_path):
+    """The checkpoint manifest (launch/run_files.py) is kept=True: a run that fails (exit 1) keeps its checkpoints,
+    and a resume needs the manifest beside them; an output is taken back."""
+    from planner.io.files import taken_back_on_failure, write_text_atomic
+
+    manifest, output = tmp_path / "manifest.json", tmp_path / "out.yaml"
+    with pytest.raises(SystemExit), taken_back_on_failure():
+        write_text_atomic(manifest, "{}\n", kept=True)
+        write_text_atomic(output, "plan: {}\n")
+        raise SystemExit(1)
+    assert manifest.read_text() == "{}\n" and not output.exists()
+    with taken_back_on_failure():
+        write_text_atomic(output, "plan: {}\n")
+    assert output.is_file()

@@ -21,6 +21,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer
 
 from planner.errors import PlannerError
+from planner.io.files import taken_back_on_failure
 from planner.render.console import (
     StdoutClosed,
     drop_warnings,
@@ -165,7 +166,8 @@ def _run(app: typer.Typer, args: list[str]) -> None:
     its one error line is all it says."""
     hold_warnings()
     try:
-        _command(app, args)
+        with taken_back_on_failure():  # a command that fails leaves none of the files it wrote
+            _command(app, args)
     except SystemExit as e:
         if e.code == 2:
             drop_warnings()

@@ -212,7 +212,9 @@ def _run_claimed(
         writable_or_raise(ckpt, "--checkpoint-dir")
         prepare_checkpoints(ckpt, model, resume=cfg.resume)
     if reh is not None:
-        write_text_atomic(cfg.model, yaml.safe_dump(reh.model.model_dump(mode="json")), what="rehearsal model")
+        write_text_atomic(
+            cfg.model, yaml.safe_dump(reh.model.model_dump(mode="json")), what="rehearsal model", kept=True
+        )
         typer.echo("\n".join(reh.lines()), err=True)
     release_warnings()  # said now, not after a run of minutes
     typer.echo(

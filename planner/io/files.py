@@ -1,6 +1,7 @@
 """Reading and writing files the tool owns: every failure is one PlannerError line naming the path, and a
 write is atomic (a temporary file beside the target, then a rename), so a failed write leaves nothing
-half-written and never replaces a good file."""
+half-written and never replaces a good file. Inside `taken_back_on_failure` (the CLI's commands) the files written
+are taken back when the command fails after writing them: a command that exits non-zero leaves no output."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import contextlib
 import math
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +68,57 @@ def probe_writable(folder: Path) -> None:
     probe.unlink()
 
 
-def write_text_atomic(path: str | Path, text: str, *, what: str = "file", mode: int | None = None) -> Path:
-    """Write `text` to `path` atomically (parent folders created); PlannerError on any failure."""
+_journal: list[tuple[Path, bytes | None]] | None = None  # the files written, with what each held before (None: new)
+
+
+@contextlib.contextmanager
+def taken_back_on_failure() -> Iterator[None]:
+    """The files written inside (write_text_atomic, `recorded`) restored to what they held, or removed where they
+    were new, when the block raises anything but SystemExit(0): `search --save plan.yaml > /dev/full` had kept the
+    plan file of a command that failed (exit 2). The folders made for them are left."""
+    global _journal
+    outer, _journal = _journal, []
+    try:
+        yield
+    except SystemExit as e:
+        if e.code not in (0, None):
+            _take_back(_journal)
+        raise
+    except BaseException:
+        _take_back(_journal)
+        raise
+    finally:
+        _journal = outer
+
+
+def recorded(path: Path) -> None:
+    """Note that `path` is about to be written: what it holds now is restored if the command fails."""
+    if _journal is not None and all(p != path for p, _ in _journal):
+        with contextlib.suppress(OSError):
+            _journal.append((path, path.read_bytes() if path.is_file() else None))
+
+
+def _take_back(journal: list[tuple[Path, bytes | None]]) -> None:
+    for path, before in reversed(journal):
+        with contextlib.suppress(OSError):
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(before)
+
+
+def write_text_atomic(
+    path: str | Path, text: str, *, what: str = "file", mode: int | None = None, kept: bool = False
+) -> Path:
+    """Write `text` to `path` atomically (parent folders created); PlannerError on any failure. `kept`: a file a
+    launched run writes for itself (its checkpoint manifest), kept whatever the command's exit; else taken back if
+    the command fails (taken_back_on_failure)."""
     target = _file_named(path, what)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not kept:
+            recorded(target)
         tmp.write_text(text)
         if mode is not None:
             tmp.chmod(mode)

@@ -101,4 +101,6 @@ def prepare_checkpoints(root: Path, model: ModelSpec, *, resume: bool) -> None:
     for p in _held(root):
         if p.name != MANIFEST and (not resume or p.name.endswith(".tmp")):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-    write_text_atomic(root / MANIFEST, json.dumps(_manifest(model), indent=2) + "\n", what="checkpoint manifest")
+    write_text_atomic(
+        root / MANIFEST, json.dumps(_manifest(model), indent=2) + "\n", what="checkpoint manifest", kept=True
+    )

@@ -186,7 +186,7 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
     for row, s in zip(prof["step_times_s"], range(start + 1, start + 1 + len(times))):
         row["step"] = s
     # whole or absent, and JSON: a diverged loss (NaN, inf) is written as null
-    write_text_atomic(out, json.dumps(finite_json(prof), indent=2, allow_nan=False) + "\n", what="profile")
+    write_text_atomic(out, json.dumps(finite_json(prof), indent=2, allow_nan=False) + "\n", what="profile", kept=True)
 
 
 if __name__ == "__main__":

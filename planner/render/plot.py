@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import PlannerError
+from planner.io.files import recorded
 
 FIGURE_SUFFIXES = (".svg", ".png", ".pdf")
 
@@ -83,6 +84,7 @@ def save_figure(fig: Any, path: str) -> None:
     fig.tight_layout()
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        recorded(Path(path))
         fig.savefig(path)
     except OSError as e:
         raise PlannerError(f"cannot write {path!r}: {e.strerror}") from None
