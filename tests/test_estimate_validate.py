@@ -406,3 +406,30 @@ def test_validate_with_an_engine_still_refuses_a_typo_in_a_software_block(tmp_pa
     for extra in ((), ("--engine", "megatron")):
         code, out, err = run("validate", str(path), *extra)
         assert code == 2 and "flsh" in err and out == "", (extra, err)
+
+
+def test_a_measurement_beyond_the_gpus_peak_is_left_out_with_why(tmp_path, calibration_runs):
+    """A run whose measured step would need more than the GPUs' dense peak for the model's FLOPs alone (a log read
+    with the wrong --gpus: Llama 3 8B at 130k tokens/s per H100, about 6x the peak) was fitted, moving the engine's
+    compute factor to 2.2. validate lists it as not evaluated and calibrate leaves it out, each saying why; the
+    published runs all lie below the peak (at most 0.57 of it)."""
+    import yaml
+
+    from planner.fit.plausible import peak_share
+    from planner.fit.runs import Run, parse_runs
+
+    parsed = parse_runs(calibration_runs)
+    assert max(peak_share(r.model, r.plan, r.hardware, r.measured_step_s) for r in parsed
+               if isinstance(r, Run) and r.measured_step_s) < 1  # fmt: skip
+    good = calibration_runs[0]
+    fast = {k: v / 20 if k == "step_s" else v * 20 for k, v in good["measured"].items()
+            if k in ("step_s", "tokens_per_s_per_gpu") and v}  # fmt: skip
+    bad = dict(good, id="wrong-gpus", measured=dict(good["measured"], **fast))
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump([good, bad]))
+    code, out, err = run("validate", str(path), "--json")
+    assert code == 0, err
+    (skipped,) = [r for r in json.loads(out)["runs"] if r["id"] == "wrong-gpus"]
+    assert "x the dense" in skipped["skipped"] and "check its gpus, global_batch and seq_len" in skipped["skipped"]
+    code, out, err = run("calibrate", str(path), "--json")
+    assert "run 'wrong-gpus' is left out of the fit: its measured step" in " ".join(err.split())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ import yaml
 from helpers import run_planner
 
 from planner.errors import PlannerError
-from planner.fit.runs import load_runs, parse_run
+from planner.fit.observations import observations_from_runs
+from planner.fit.runs import Run, load_runs, parse_run
 from planner.io.catalog import load_model
 from planner.io.logs import DEFAULT_WARMUP, detect, read_log, runs_entries
 from planner.io.logs.log_text import Step, steady
@@ -395,6 +397,16 @@ def test_a_torchtitan_start_line_with_no_training_starts_line_still_shows_the_wa
     assert any(a.startswith("no logged line lies wholly past the warm-up of 3") for a in r.assumed), r.assumed
     assert any(a.startswith("warm-up: the first 3 iterations after the run's start") for a in r.assumed), r.assumed
     assert r.measured["step_s"] == pytest.approx(32 * 12288 / (6260 * 8))  # no timestamps between lines: the rate's
+    # the runs file says so, and validate and calibrate leave the run out: a warm-up step had been fitted as steady
+    assert r.measured["from_warmup"] is True
+    (entry,) = runs_entries([replace(r, model=load_model("qwen3-30b-a3b").model_dump(mode="json"), hardware="h200")])
+    entry["plan"] = Plan(dp=8, zero=3, micro_batch=4, global_batch=32, seq_len=12288).model_dump(mode="json")
+    run = parse_run(entry)
+    assert isinstance(run, Run) and run.from_warmup
+    with pytest.warns(UserWarning, match="left out of the fit: its step time averages warm-up iterations"):
+        assert observations_from_runs([entry], None, "exp7.yaml") == []
+    steady_all = ingest("torchtitan_2025_12_qwen3moe_exp7.log", gpus=8, warmup=0)  # asked: every step as steady
+    assert "from_warmup" not in steady_all.measured
 
 
 def test_torchtitan_model_arguments_and_features_from_set_up_lines():
@@ -708,17 +720,22 @@ def test_validate_reads_a_log_as_ingest_does(tmp_path):
 
 def test_calibrate_takes_what_a_log_does_not_state_as_validate_does():
     """calibrate reads a log with --gpus and --plan as ingest and validate do: the Bridge log that states no dp is
-    fitted with --gpus 8, as validate reads it; without, the one line names the option; a runs file states its
-    plan and refuses them."""
+    read with --gpus 8, as validate reads it; without, the one line names the option; a runs file states its
+    plan and refuses them. Its one step line (iteration 10 of 10) averages the warm-up: validate compares it and
+    says so, calibrate leaves it out and says why (it had been fitted as a steady step)."""
     bridge = str(LOGS / "megatron_bridge_llama32_1b.log")
     rc, _, err = run_planner("calibrate", bridge, "--hardware", "h100-sxm")
     assert rc == 2 and "does not state dp; give --gpus N" in err
     rc, out, err = run_planner("calibrate", bridge, "--hardware", "h100-sxm", "--gpus", "8", "--json")
-    assert rc == 0, err
-    (fitted,) = json.loads(out)["runs"]
+    said = " ".join(err.split())
+    assert rc == 2 and "run 'megatron_bridge_llama32_1b' is left out of the fit: its step time averages warm-up" in said
     rc, out, err = run_planner("validate", bridge, "--hardware", "h100-sxm", "--gpus", "8", "--json")
     (validated,) = json.loads(out)["runs"]
-    assert fitted["id"] == validated["id"] == "megatron_bridge_llama32_1b"
+    assert rc == 0 and validated["id"] == "megatron_bridge_llama32_1b" and validated["predicted"], validated
+    assert (
+        "averages warm-up iterations (the log never passes its warm-up; a longer log has steady steps); its error"
+        in (" ".join(err.split()))
+    )
     rc, _, err = run_planner("calibrate", str(DATA / "calibration_runs.yaml"), "--plan", bridge)
     assert rc == 2 and "is a runs file" in err
 

@@ -18,7 +18,7 @@ from planner.engine import Engine, plan_problems
 from planner.errors import PlannerError
 from planner.fit.inputs import is_launch_profile, states_its_plan
 from planner.fit.memory_kind import comparable_peak_bytes
-from planner.fit.runs import Run, load_runs, parse_runs
+from planner.fit.runs import FROM_WARMUP, Run, load_runs, parse_runs
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_json
 from planner.io.files import require_file
@@ -88,8 +88,9 @@ def observations_from_runs(
         raws = [r for r in raws if r.get("hardware") in (hardware.name, None)]
     out = []
     for run in parse_runs(raws, hardware=hardware):
-        if not isinstance(run, Run):  # said, never dropped unseen (validate lists it as not evaluated)
-            warnings.warn(f"{source}: run {run.id!r} is left out of the fit: {run.reason}", stacklevel=2)
+        if not isinstance(run, Run) or run.from_warmup:  # said, never dropped unseen (validate lists it)
+            why = FROM_WARMUP if isinstance(run, Run) else run.reason  # a warm-up step fitted as steady (audit)
+            warnings.warn(f"{source}: run {run.id!r} is left out of the fit: {why}", stacklevel=2)
             continue
         o = observation_from_run(run, source)
         if o is not None:

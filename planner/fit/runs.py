@@ -31,6 +31,7 @@ from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.fit.inputs import is_launch_profile
 from planner.fit.memory_kind import MEMORY_KINDS
+from planner.fit.plausible import beyond_peak
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
 from planner.io.files import require_file
@@ -44,7 +45,10 @@ from planner.specs import ModelSpec
 RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather",
                "cuda_graphs"}  # fmt: skip
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
-MEASURED_KEYS = (*MEASURED_FIELDS, "peak_allocated_bytes")  # what ingest writes (io/logs/record.py)
+MEASURED_KEYS = (*MEASURED_FIELDS, "peak_allocated_bytes", "from_warmup")  # what ingest writes (io/logs/record.py)
+FROM_WARMUP = (  # measured.from_warmup: ingest's fallback on a log whose every step line averages warm-up iterations
+    "its step time averages warm-up iterations (the log never passes its warm-up; a longer log has steady steps)"
+)
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
@@ -67,6 +71,7 @@ class Run:
     measured: dict[str, float]
     year: int | None = None
     memory_kind: str | None = None  # what the measured peak counts (MEMORY_KINDS; None: the whole device)
+    from_warmup: bool = False  # measured.from_warmup: the step time averages warm-up iterations (FROM_WARMUP)
 
     @property
     def group(self) -> str:
@@ -149,6 +154,8 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
     for key, v in run["measured"].items():
         if key in METRICS and v is not None and not _positive_number(v):
             raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
+    if (warm := run["measured"].get("from_warmup")) not in (None, True, False):
+        raise PlannerError(f"{where}: measured.from_warmup must be true or false, got {warm!r}")
     kind = run["measured"].get("peak_memory_kind")
     if kind is not None and kind not in MEMORY_KINDS:
         raise PlannerError(
@@ -265,7 +272,10 @@ def parse_run(
         return Skipped(rid, "; ".join(str(p) for p in problems), measured)
     family = run_family(raw, eng, hw.name)
     kind = (raw.get("measured") or {}).get("peak_memory_kind")
-    return Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw), kind)
+    warm = bool((raw.get("measured") or {}).get("from_warmup"))
+    run = Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw), kind, warm)
+    impossible = beyond_peak(model, plan, hw, run.measured_step_s)
+    return run if impossible is None else Skipped(rid, impossible, measured)
 
 
 def runs_hardware(paths: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ shows a bias a group shares.
 from __future__ import annotations
 
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from planner.cost.uncertainty import Plausibility, Uncertainty
 from planner.engine import Engine
 from planner.errors import PlannerError
 from planner.fit.memory_kind import comparable_peak_bytes
-from planner.fit.runs import DEFAULT_ENGINE, METRICS, Run, Skipped, parse_run
+from planner.fit.runs import DEFAULT_ENGINE, FROM_WARMUP, METRICS, Run, Skipped, parse_run
 from planner.hardware import HardwareProfile
 
 
@@ -162,7 +163,10 @@ def validate_runs(
             hw = profiles.hardware.get(hw_name) or hardware
             eng = profiles.engines.get(eng_name) or engine
             applied = applied or hw_name in profiles.hardware or eng_name in profiles.engines
-        out.append(predict_run(parse_run(raw, hardware=hw, engine=eng)))
+        run = parse_run(raw, hardware=hw, engine=eng)
+        if isinstance(run, Run) and run.from_warmup:  # compared, and said: its error holds the warm-up
+            warnings.warn(f"run {run.id!r}: {FROM_WARMUP}; its error includes them", stacklevel=2)
+        out.append(predict_run(run))
     if profiles is not None and runs and not applied:
         raise PlannerError(_none_applies(profiles))
     return Validation(tuple(out))

@@ -64,6 +64,8 @@ def step_measurements(
         "mfu": median(s.mfu for s in sel.used),
         "tflops_per_gpu": median(s.tflops_per_gpu for s in sel.used),
     }
+    if sel.warmup_fallback:  # validate and calibrate leave the run out (fit/runs.py FROM_WARMUP)
+        measured["from_warmup"] = True
     if peak and peak.kind is None:
         derived.append(
             "peak_memory_bytes: the largest device memory in use a line prints (total - free, every process on the "
@@ -113,7 +115,8 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
     if sel.warmup_fallback:
         notes.append(
             f"no logged line lies wholly past the warm-up of {warmup} iterations: the last (of each run) is used, "
-            "the one averaging the fewest warm-up iterations"
+            "the one averaging the fewest warm-up iterations (measured.from_warmup: calibrate leaves the run out, "
+            "validate says its error includes them)"
         )
     runs = len({s.run for s in steps})
     if runs > 1:
