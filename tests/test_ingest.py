@@ -1745,3 +1745,15 @@ def test_a_gated_mlp_on_another_activation_is_refused_by_name():
     assert read["model"] is None and read["model_unrepresented"] == [
         "a gated MLP on gelu (a spec's gated MLP is SiLU or quick-GELU)"
     ]
+
+
+def test_a_gpu_count_the_model_parallel_degrees_do_not_divide_is_refused(tmp_path):
+    """--gpus 7 for a tp 2 plan left dp null and said "the log does not state dp" (exit 0); calibrate then blamed the
+    log (audit). It is one line naming the count and the degrees, exit 2, nothing written."""
+    plan, out = tmp_path / "plan.yaml", tmp_path / "runs.yaml"
+    plan.write_text("tp: 2\npp: 1\ncp: 1\n")
+    log = str(LOGS / "megatron_llm_issue11_iter182.log")
+    code, _, err = run_planner("ingest", log, "-m", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "7", "--plan",
+                               str(plan), "-o", str(out))  # fmt: skip
+    assert code == 2 and "--gpus 7 is not a multiple of tp 2 x pp 1 x cp 1 = 2" in err and not out.exists(), err
+    assert len(err.strip().splitlines()) == 1

@@ -61,7 +61,7 @@ def fill_given(
     given_dp = {"dp": given.pop("dp")} if "dp" in given else {}
     plan_notes = fill_plan(plan, given, assumed)
     log_dp = plan.get("dp") is not None or log_gpus is not None
-    gpus, gpu_notes = _gpus(log_gpus, plan, option)
+    gpus, gpu_notes = _gpus(log_gpus, plan, option, source if not given_dp else None)
     if given_dp and not log_dp and option is not None and plan.get("dp") not in (None, given_dp["dp"]):
         raise PlannerError(  # it said "--plan's dp not used: the log says otherwise", of what --gpus made it
             f"{source}: --plan's dp {given_dp['dp']} and --gpus {option} disagree (tp {plan['tp']} x pp {plan['pp']} "
@@ -70,8 +70,12 @@ def fill_given(
     return gpus, plan_notes + fill_plan(plan, given_dp) + implied(plan), gpu_notes
 
 
-def _gpus(log_gpus: int | None, plan: dict[str, Any], option: int | None) -> tuple[int | None, list[str]]:
-    """The GPU count: the log's, else from its degrees, else --gpus; dp from the count when the log lacks it."""
+def _gpus(
+    log_gpus: int | None, plan: dict[str, Any], option: int | None, source: str | None
+) -> tuple[int | None, list[str]]:
+    """The GPU count: the log's, else from its degrees, else --gpus; dp from the count when the log lacks it, and a
+    count the other degrees do not divide refused (`source` None: --plan gives dp, and the disagreement is said
+    once dp is in: build.py _contradictions)."""
     gpus, notes = log_gpus, []
     tp, pp, cp = (plan.get(k) for k in ("tp", "pp", "cp"))
     model_parallel = tp * pp * cp if tp and pp and cp else None
@@ -80,8 +84,12 @@ def _gpus(log_gpus: int | None, plan: dict[str, Any], option: int | None) -> tup
     if gpus is not None and option is not None and option != gpus:
         notes.append(f"--gpus {option} not used: the log says {gpus}")
     gpus = gpus or option
-    if plan.get("dp") is None and gpus and model_parallel and gpus % model_parallel == 0:
-        plan["dp"] = gpus // model_parallel
+    if plan.get("dp") is None and gpus and model_parallel:
+        if gpus % model_parallel == 0:
+            plan["dp"] = gpus // model_parallel
+        elif source is not None:  # dp was left null, and said as "the log does not state dp" (audit)
+            where = f"--gpus {gpus}" if log_gpus is None else f"the log's {gpus} GPUs"
+            raise PlannerError(f"{source}: {where} is not a multiple of tp {tp} x pp {pp} x cp {cp} = {model_parallel}")
     if gpus is None:
         notes.append("gpus: not in the log; give --gpus")
     return gpus, notes
