@@ -1757,3 +1757,16 @@ def test_a_gpu_count_the_model_parallel_degrees_do_not_divide_is_refused(tmp_pat
                                str(plan), "-o", str(out))  # fmt: skip
     assert code == 2 and "--gpus 7 is not a multiple of tp 2 x pp 1 x cp 1 = 2" in err and not out.exists(), err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_step_time_that_changes_level_part_way_is_read_from_the_later_level():
+    """Megatron-LLM issue 11's iterations 122-125 take 86.5-89.5 s and 182-185 take 125.6-130.6 s: their median,
+    107.5 s, was a time no iteration had (audit). The later level is used and the change said; a log of one level,
+    the 182-185 excerpt, is read as before."""
+    r = ingest("megatron_llm_issue11_two_levels.log")
+    assert r.measured["step_s"] == pytest.approx(statistics.median([126.9953, 125.5537, 127.8045, 130.5549]))
+    assert (r.iterations, r.steps_left_out) == ((182, 185), {"before a change in step time": 4})
+    said = next(a for a in r.assumed if a.startswith("the step time changes part-way"))
+    assert "iterations 122-125 take 88.47 s a step, 182-185 take 127.4" in said
+    one = ingest("megatron_llm_issue11_iter182.log")
+    assert one.measured["step_s"] == r.measured["step_s"] and not one.steps_left_out

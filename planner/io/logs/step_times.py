@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from planner.io.logs.level_shift import latest_level
 from planner.io.logs.log_text import LogFacts, Selection, mark_events, median, merge_ranks, steady, timestamp_step_s
 
 # The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
 # rounds tokens/s to an integer: far less than this) before the throughput's is taken.
 STAMP_RATE_TOLERANCE = 0.1
+BEFORE_CHANGE = "before a change in step time"  # steps_left_out: the level the log left (io/logs/level_shift.py)
 
 
 def derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[Any, str]:
@@ -106,6 +108,10 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
     shown = next((what for line, what in facts.starts if line < first_line), "")
     sel = steady(steps, warmup=warmup, global_batch=global_batch, shown=bool(shown))
     sel = replace(sel, left_out=sel.left_out | cut)
+    later, changed = latest_level(sel.used)
+    if changed:
+        sel = replace(sel, used=later, left_out=sel.left_out | {BEFORE_CHANGE: len(sel.used) - len(later)})
+        notes.append(changed)
     notes += _warmup_basis(sel, warmup, shown)
     if sel.left_out.get("ramp-up"):
         notes.append(

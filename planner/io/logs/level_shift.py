@@ -1,0 +1,50 @@
+"""A step time that changes level part-way through a log (a slower phase after a checkpoint save, a longer warm-up
+than --warmup, a job that changed speed): the median over both levels is a time no iteration had (an excerpt of
+Megatron-LLM issue 11, iterations 122-125 at 86.5-89.5 s and 182-185 at 125.6-130.6 s, gave 107.5 s). The steps
+from the last change on are the run's state at its end: those are used, and the change is said."""
+
+from __future__ import annotations
+
+import statistics
+
+from planner.io.logs.log_text import Step
+
+# The least ratio of two segments' median step times, the segments not overlapping, counted as a change of level:
+# above the spread of a steady run's logged steps (the excerpts in tests/data/logs vary by at most a few percent).
+LEVEL_RATIO = 1.15
+LEAST_SEGMENT = 2  # steps on each side of a change: one slow step is an event, not a level
+
+
+def _time(s: Step) -> float | None:
+    """The step's time, or the inverse of a rate the line prints (larger: slower)."""
+    if s.step_s:
+        return s.step_s
+    rate = s.tokens_per_s_per_gpu or s.samples_per_s or s.batches_per_s
+    return 1.0 / rate if rate else None
+
+
+def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
+    """The steps from the change of level on (one run's, in step order: the split with the widest gap between two
+    levels that do not overlap, their medians LEVEL_RATIO apart), and a note saying the change; all of them and
+    None where the steps hold one level."""
+    timed = [_time(s) for s in used]
+    if len(used) < 2 * LEAST_SEGMENT or len({s.run for s in used}) > 1 or None in timed:
+        return used, None
+    times = [t for t in timed if t is not None]
+    best: tuple[float, int] | None = None  # (the gap between the two levels, where the later begins)
+    for k in range(LEAST_SEGMENT, len(used) - LEAST_SEGMENT + 1):
+        early, late = times[:k], times[k:]
+        gap = max(min(late) / max(early), min(early) / max(late))  # above 1: two levels that do not overlap
+        medians = sorted((statistics.median(early), statistics.median(late)))
+        if gap > 1 and medians[1] / medians[0] >= LEVEL_RATIO and (best is None or gap > best[0]):
+            best = (gap, k)
+    if best is None:
+        return used, None
+    k = best[1]
+    unit = "s a step" if used[0].step_s else "s a step (from its rate)"
+    note = (
+        f"the step time changes part-way: iterations {used[0].step}-{used[k - 1].step} take "
+        f"{statistics.median(times[:k]):.4g} {unit}, {used[k].step}-{used[-1].step} take "
+        f"{statistics.median(times[k:]):.4g}: the later level, the run's state at the end of the log, is used"
+    )
+    return used[k:], note
