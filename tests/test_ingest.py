@@ -1196,8 +1196,23 @@ def test_a_last_line_cut_off_mid_way_is_not_read_as_a_step(family):
     finished = read_log(complete + cut + "\n", source=family, **options)  # type: ignore[arg-type]
     assert finished.steps_used == before.steps_used + 1  # the same line, ended, is a step (the test sees one)
     assert "incomplete last line" not in finished.steps_left_out
-    with pytest.raises(PlannerError, match="its one step line is its last, cut off"):
+    with pytest.raises(PlannerError, match=r"its one step line is its last, with no line end .* end the line if it"):
         read_log(cut, source=family, **options)  # type: ignore[arg-type]
+
+
+def test_a_memory_report_on_a_last_line_with_no_line_end_is_said_left_out():
+    """Megatron-LM PR 5662's iteration line and its memory report with no final newline: the report was dropped
+    without a word (audit). It is left out, as a cut step line is (its numbers may be cut), and said."""
+    line = (" [2025-07-01 10:00:00] iteration       20/      20 | consumed samples:          160 | elapsed time per "
+            "iteration (ms): 744.0 | learning rate: 1.000000E-04 | global batch size:     8 | lm loss: 7.0E+00 | "
+            "loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")  # fmt: skip
+    memory = ("[Rank 0] (after 20 iterations) memory (MB) | allocated: 3270.16 | max allocated: 5670.39 | reserved: "
+              "6406.00 | max reserved: 6406.00")  # fmt: skip
+    ended = read_log(line + memory + "\n", source="ended", gpus=8, warmup=0)
+    assert ended.measured["peak_memory_bytes"] == 6406 * MiB
+    cut = read_log(line + memory, source="cut", gpus=8, warmup=0)
+    assert cut.measured["peak_memory_bytes"] is None
+    assert any(a.startswith("a memory reading on the log's last line, which has no line end") for a in cut.assumed)
 
 
 # A Megatron-LM argument dump's plan (synthetic): 8 GPUs of data parallelism, micro-batch 1, final global batch 32.

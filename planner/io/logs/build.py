@@ -158,7 +158,10 @@ def read_log(
     if engine != "auto":
         facts.engine = engine
     if not facts.steps and facts.cut_off:
-        raise PlannerError(f"{source}: its one step line is its last, cut off with no line end (still being written?)")
+        raise PlannerError(
+            f"{source}: its one step line is its last, with no line end (still being written?): its numbers may be "
+            "cut off; end the line if it is whole"
+        )
     if not facts.steps:
         raise PlannerError(f"{source}: no step time or throughput in it (expected {EXPECTED[facts.engine]})")
     return _assemble(

@@ -124,6 +124,11 @@ def read_complete(read: Callable[[str], LogFacts], text: str) -> LogFacts:
         last = whole.steps[-1]
         facts.steps = [s for s in facts.steps if (s.run, s.step, s.rank) != (last.run, last.step, last.rank)]
         facts.cut_off = 1
+    if len(whole.memory) > len(facts.memory):  # a memory report on the cut line: left out, and said (audit)
+        facts.notes.append(
+            "a memory reading on the log's last line, which has no line end (still being written?), is left out: its "
+            "numbers may be cut off; end the line if it is whole"
+        )
     return facts
 
 
