@@ -1785,3 +1785,18 @@ def test_a_step_time_that_changes_level_part_way_is_read_from_the_later_level():
     assert "iterations 122-125 take 88.47 s a step, 182-185 take 127.4" in said
     one = ingest("megatron_llm_issue11_iter182.log")
     assert one.measured["step_s"] == r.measured["step_s"] and not one.steps_left_out
+
+
+def test_a_restart_whose_numbers_go_back_is_a_run_of_its_own_not_a_rank():
+    """Megatron-LLM issue 11's lines 182-185, then 182-183 again (a job restarted from a checkpoint into the same log,
+    no argument dump between; the restart's first step slow): the repeated numbers were merged as two ranks' lines,
+    the slow restart step taken as iteration 182's time, and said as "several lines per step" (audit). The restart is
+    a run of its own, its warm-up left out."""
+    text = (LOGS / "megatron_llm_issue11_iter182.log").read_text()
+    lines = text.splitlines(keepends=True)
+    again = [lines[0].replace("126995.3", "400000.0"), lines[1]]
+    r = read_log(text + "".join(again), source="restarted", warmup=1)
+    assert r.steps_left_out == {"warm-up": 1} and r.steps_used == 5
+    assert r.measured["step_s"] == pytest.approx(statistics.median([126.9953, 125.5537, 127.8045, 130.5549, 125.5537]))
+    assert any(a.startswith("the iteration numbers go back at line 5 (iteration 185, then 182)") for a in r.assumed)
+    assert not any("several lines per step" in a for a in r.assumed), r.assumed

@@ -9,6 +9,7 @@ from typing import Any
 
 from planner.io.logs.level_shift import latest_level
 from planner.io.logs.log_text import LogFacts, Selection, mark_events, median, merge_ranks, steady, timestamp_step_s
+from planner.io.logs.restarts import split_restarts
 
 # The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
 # rounds tokens/s to an integer: far less than this) before the throughput's is taken.
@@ -94,8 +95,8 @@ def _warmup_basis(sel: Selection, warmup: int, shown: str) -> list[str]:
 
 
 def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tuple[Selection, list[str]]:
-    steps = mark_events(facts.steps, facts.events)
-    notes = []
+    steps, restarted = split_restarts(mark_events(facts.steps, facts.events))
+    notes = [restarted] if restarted else []
     cut = {"incomplete last line": facts.cut_off} if facts.cut_off else {}
     if facts.config.get("cumulative"):
         last = merge_ranks(steps)[-1]
@@ -125,7 +126,7 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
             "validate says its error includes them)"
         )
     runs = len({s.run for s in steps})
-    if runs > 1:
+    if runs > 1 and not restarted:  # a restart the numbers show is said above
         notes.append(
             f"the log holds {runs} runs with the same arguments (a job restarted into it): each run's warm-up is left "
             "out, and their steps are pooled"
