@@ -865,6 +865,15 @@ def test_what_was_read_and_what_is_missing_is_said(tmp_path):
     rc, out, err = run_planner("ingest", str(samples))
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "samples/s read from its steps, but no global batch" in err and "--plan" in err and "left out" not in err
+    # with a memory reading the run is kept (exit 0), and the unused rate is said with what it needs, not as a
+    # median the run was read from (audit)
+    rc, out, err = run_planner("ingest", str(LOGS / "deepspeed_issue5779_memory_no_batch.log"), "--json")
+    (run,) = json.loads(out)["runs"]
+    assert rc == 0 and run["measured"]["step_s"] is None and run["measured"]["peak_memory_bytes"] == round(0.97 * GiB)
+    assert run["derived"] == [
+        "step_s: samples/s read (16.81, median), but no global batch to turn it into a step time: give --plan with "
+        "global_batch"
+    ]
     (tmp_path / "gb.yaml").write_text("global_batch: 16\n")  # what the message asks for
     rc, out, err = run_planner("ingest", str(samples), "--plan", str(tmp_path / "gb.yaml"), "--json")
     assert rc == 0 and json.loads(out)["runs"][0]["measured"]["step_s"] == pytest.approx(16 / 6.302019280317165)

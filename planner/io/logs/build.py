@@ -240,7 +240,8 @@ def _assemble(
     assumed += software_notes
     return IngestedRun(
         id=rid, source=source, engine=facts.engine, plan=plan, software=software, measured=measured,
-        assumed=assumed + select_notes, derived=[*_read_from(facts, sel), *facts.config.get("derived", []), *derived],
+        assumed=assumed + select_notes,
+        derived=[*_read_from(facts, sel, measured), *facts.config.get("derived", []), *derived],
         model=spec,
         hardware=hardware, gpus=n_gpus, steps_used=len(sel.used), steps_left_out=sel.left_out,
         iterations=(sel.used[0].step, sel.used[-1].step) if sel.used else None,
@@ -283,12 +284,13 @@ def _require_measured(
     raise PlannerError(f"{source}: no step time, throughput or memory read from its steps{said}{readings}")
 
 
-def _read_from(facts: LogFacts, sel: Selection) -> list[str]:
+def _read_from(facts: LogFacts, sel: Selection, measured: dict[str, Any]) -> list[str]:
     out = []
     if facts.config.get("read_from"):
         what = "plan and model" if facts.config.get("model") else "plan"
         out.append(f"{what} from the log's {facts.config['read_from']}")
     rated = [s for s in sel.used if (s.step_s, s.tokens_per_s_per_gpu, s.samples_per_s, s.batches_per_s) != (None,) * 4]
-    if rated and facts.time_basis:
+    timed = measured.get("step_s") or measured.get("tokens_per_s_per_gpu")  # else the rate was read and not used
+    if rated and facts.time_basis and timed:
         out.append(f"median over {len(rated)} logged steps of '{facts.time_basis}'")
     return out

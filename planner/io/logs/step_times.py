@@ -42,6 +42,12 @@ def derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: i
     if any(s.batches_per_s for s in used):
         value = median(1 / s.batches_per_s for s in used if s.batches_per_s)
         return value, "step_s = 1 / batches per second (median over the steps used)"
+    if any(s.samples_per_s for s in used):  # read, but nothing to divide: said with the rate (audit)
+        rate_read = median(s.samples_per_s for s in used)
+        return None, (
+            f"step_s: samples/s read ({rate_read:.4g}, median), but no global batch to turn it into a step time: "
+            "give --plan with global_batch"
+        )
     return None, "step_s: the log prints no step time, and neither a batch to divide its throughput by nor timestamps"
 
 
