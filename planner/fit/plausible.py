@@ -6,7 +6,9 @@ the mistake, so validate and calibrate leave such a run out and say why."""
 from __future__ import annotations
 
 from planner.cost.flops import executed_share, model_flops_per_step
+from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
+from planner.io.catalog import load_hardware
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
@@ -17,9 +19,18 @@ def peak_share(model: ModelSpec, plan: Plan, hardware: HardwareProfile, step_s: 
     return executed / (step_s * plan.gpus * hardware.peak(plan.precision))
 
 
-def beyond_peak(model: ModelSpec, plan: Plan, hardware: HardwareProfile, step_s: float | None) -> str | None:
-    """Why the measured step is impossible on this hardware (None: it is not)."""
-    if not step_s:
+def own_hardware(name: object) -> HardwareProfile | None:
+    """The profile a run was measured on, by the name its runs-file entry gives (validate --hardware prices it on
+    another: an H100 run priced on an A100 is no impossible measurement); None where no catalog holds it."""
+    try:
+        return load_hardware(str(name))
+    except PlannerError:
+        return None
+
+
+def beyond_peak(model: ModelSpec, plan: Plan, hardware: HardwareProfile | None, step_s: float | None) -> str | None:
+    """Why the measured step is impossible on the hardware it was measured on (None: it is not, or no profile)."""
+    if not step_s or hardware is None:
         return None
     share = peak_share(model, plan, hardware, step_s)
     if share <= 1.0:
