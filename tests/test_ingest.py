@@ -843,7 +843,7 @@ def _head_one_step(folder: Path) -> Path:
         (lambda d: d / "missing.log", "no such file"),
         (lambda d: d, "is a folder"),
         (lambda d: (d / "b.log").write_bytes(b"\x00\x01\x02iteration") and d / "b.log", "not a text file"),
-        (lambda d: (d / "e.log").write_text("") and d / "e.log", "not a training log"),
+        (lambda d: (d / "e.log").write_text("") and d / "e.log", "e.log: is empty; give a training log"),
         (lambda d: LOGS / "llm_foundry_readme_no_throughput.log", "no step time or throughput"),
         (_head_one_step, "no step time, throughput or memory read from its steps (left out: 1 skipped)"),
         (lambda d: LOGS / "gpt_neox_ds_issue3742.log", "GPT-NeoX is not an engine the planner models"),
@@ -1809,3 +1809,37 @@ def test_a_restart_whose_numbers_go_back_is_a_run_of_its_own_not_a_rank():
     assert r.measured["step_s"] == pytest.approx(statistics.median([126.9953, 125.5537, 127.8045, 130.5549, 125.5537]))
     assert any(a.startswith("the iteration numbers go back at line 5 (iteration 185, then 182)") for a in r.assumed)
     assert not any("several lines per step" in a for a in r.assumed), r.assumed
+
+
+def test_a_log_redirected_as_utf_16_reads_as_its_utf_8_copy(tmp_path):
+    """Windows PowerShell's `>` writes UTF-16 with a byte-order mark: it was refused as "not a text file (NUL
+    bytes)" (audit). Read with its byte-order mark, it gives what the UTF-8 file gives."""
+    text = (LOGS / "megatron_llm_issue11_iter182.log").read_text()
+    wide = tmp_path / "wide.log"
+    wide.write_bytes(text.replace("\n", "\r\n").encode("utf-16"))
+    assert wide.read_bytes()[:2] == b"\xff\xfe"
+    code, out, err = run_planner("ingest", str(wide), "--json")
+    assert code == 0, err
+    assert json.loads(out)["runs"][0]["measured"] == ingest("megatron_llm_issue11_iter182.log").measured
+
+
+@pytest.mark.parametrize("command", ["ingest", "validate", "calibrate"])
+def test_a_binary_or_empty_log_is_refused_alike_by_every_command_that_reads_logs(tmp_path, command):
+    binary, empty = tmp_path / "b.log", tmp_path / "e.log"
+    binary.write_bytes(b"\x00\x01\x02iteration")
+    empty.write_text(" \n")
+    for path, said in ((binary, "not a text file (it contains NUL bytes)"), (empty, "is empty; give a training log")):
+        code, out, err = run_planner(command, str(path))
+        assert (
+            code == 2
+            and out == ""
+            and err.strip() == f"error: {path}: {said}" + ("; give a training log" if path == binary else "")
+        ), err
+
+
+def test_an_mfu_torchtitan_printed_against_another_gpus_peak_is_left_out():
+    """On a Tesla T4 torchtitan has no peak and uses the A100's (tools/utils.py get_peak_flops): its mfu (0.16%) was
+    kept as the run's (audit). It is left out and said; the throughput stands."""
+    r = ingest("torchtitan_pr3393_t4_peak_fallback.log")
+    assert r.measured["mfu"] is None and r.measured["tokens_per_s_per_gpu"]
+    assert "mfu: torchtitan has no peak for Tesla T4 and printed its MFU against the A100's: left out" in r.assumed

@@ -18,17 +18,6 @@ from planner.render.console import emit_json, out
 MAX_WARMUP = 1_000_000
 
 
-def _read(path: str) -> str:
-    """The log's text; PlannerError for a missing file, a folder, or bytes that are not text."""
-    from planner.io.files import read_text, require_file
-
-    require_file(path, "a training log")
-    text = read_text(path, lenient=True)  # a stray byte of another encoding does not unmake a log
-    if "\x00" in text:
-        raise PlannerError(f"{path}: not a text file (it contains NUL bytes); give a training log")
-    return text
-
-
 def _hardware_name(arg: str) -> str:
     """The catalog name of --hardware (aliases resolved), or the path as given for a profile file."""
     from planner.io.catalog import load_hardware
@@ -144,7 +133,7 @@ def ingest(
     """Read training logs into runs-file entries: the steady-state step time, tokens/s per GPU and peak memory,
     with the plan, model and precision the log states, and what had to be assumed."""
     from planner.io.catalog import load_model
-    from planner.io.logs import ingested_runs, read_log, runs_yaml, unique_ids
+    from planner.io.logs import ingested_runs, log_file_text, read_log, runs_yaml, unique_ids
 
     engine = log_engine(engine)
     if output:
@@ -154,7 +143,9 @@ def ingest(
     spec = load_model(given.model) if given.model else None
     hw = _hardware_name(given.hardware) if given.hardware else None
     read = partial(read_log, engine=engine, warmup=warmup, model=spec, hardware=hw, gpus=given.gpus)
-    runs = unique_ids([read(_read(p), source=p, given_plan=given.plan, given_software=given.software) for p in logs])
+    runs = unique_ids(
+        [read(log_file_text(p), source=p, given_plan=given.plan, given_software=given.software) for p in logs]
+    )
     if output:
         from planner.io.files import write_text_atomic
 

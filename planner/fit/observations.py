@@ -218,11 +218,10 @@ def _log_entries(
     path: Path, hardware: HardwareProfile | None, model: ModelSpec | None, given: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """A training log as runs-file entries (planner.io.logs, what `planner ingest` writes)."""
-    from planner.io.files import read_text
-    from planner.io.logs import read_log, runs_entries
+    from planner.io.logs import log_file_text, read_log, runs_entries
 
     hw = hardware.name if hardware else None
-    run = read_log(read_text(str(path), lenient=True), source=str(path), model=model, hardware=hw, **given)
+    run = read_log(log_file_text(str(path)), source=str(path), model=model, hardware=hw, **given)
     entries = runs_entries([run], purpose="to use its measurements")
     unstated = [k for e in entries for k, v in e["plan"].items() if v is None]
     if unstated:  # what --gpus (the GPUs in all derive dp) and --plan fill, here as in ingest

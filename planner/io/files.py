@@ -172,13 +172,12 @@ def read_text(
     try:
         mode = p.stat()
         if stat.S_ISFIFO(mode.st_mode):  # a shell's <(...): read what its writer gives, never wait for one
-            data = _pipe_bytes(p, max_bytes, name)
-            return data.decode("utf-8", errors="replace" if lenient else "strict")
+            return _decoded(_pipe_bytes(p, max_bytes, name), lenient)
         if not stat.S_ISREG(mode.st_mode) and not stat.S_ISDIR(mode.st_mode):
             raise PlannerError(f"{name}: not a regular file (a device or a socket); give a file")
         if mode.st_size > max_bytes:
             raise PlannerError(f"{name}: {mode.st_size} bytes is too large to read (max {max_bytes})")
-        return p.read_text(encoding="utf-8", errors="replace" if lenient else "strict")
+        return _decoded(p.read_bytes(), lenient)
     except FileNotFoundError:
         raise PlannerError(f"{name}: no such file") from None
     except IsADirectoryError:
@@ -187,6 +186,18 @@ def read_text(
         raise PlannerError(f"{name}: not a text file (not UTF-8)") from None
     except (OSError, ValueError) as e:
         raise PlannerError(f"{name}: cannot read ({_reason(e)})") from None
+
+
+def _decoded(data: bytes, lenient: bool) -> str:
+    """UTF-8 text (its byte-order mark dropped), or UTF-16 where its byte-order mark says so (what Windows
+    PowerShell's `>` writes: a log redirected there read as 'NUL bytes', audit); newlines as Python's text mode
+    reads them."""
+    errors = "replace" if lenient else "strict"
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = data.decode("utf-16", errors=errors)
+    else:
+        text = data.decode("utf-8-sig", errors=errors)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _pipe_bytes(path: Path, max_bytes: int, name: str) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any
 from planner.io.logs.devices import device_in
 from planner.io.logs.log_text import LogFacts, Memory, Step, clean_lines, events_in
 from planner.io.logs.log_values import number, timestamp_s
-from planner.io.logs.torchtitan_recipes import low_precision, recipe_notes
+from planner.io.logs.torchtitan_recipes import low_precision, peak_fallback, recipe_notes
 from planner.units import GiB
 
 # "step: 10  loss:  7.1234  grad_norm:  1.23  memory: 33.30GiB(35.01%)  tps: 6,123  tflops: 351.2  mfu: 35.5%"
@@ -277,7 +277,8 @@ def read_torchtitan(text: str) -> LogFacts:
     start = _start(clean)
     plan = _plan(mesh, start, clean)
     notes, defaults = [unread] if unread else [], _assumed(plan, mesh)
-    notes += recipe_notes(clean, plan, mesh)
+    facts.steps, said = peak_fallback(clean, facts.steps)  # an MFU against another GPU's peak
+    notes += recipe_notes(clean, plan, mesh) + said
     _max_seq_len(model, plan, notes)
     facts.events = events_in(rows)
     facts.config = {

@@ -1,10 +1,13 @@
 """What a torchtitan log states that the plan cannot say as it was run, read from its set-up lines: the
-low-precision recipe its converters print, and HSDP's shard group."""
+low-precision recipe its converters print, HSDP's shard group, and an MFU printed against another GPU's peak."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
+
+from planner.io.logs.log_text import Step
 
 # What torchtitan's low-precision converters print (components/quantization/): float8.py "Float8 tensorwise scaled
 # training active" (v0.1.0-v0.2.2, torchao's tensorwise dynamic scaling: the profile's plain fp8) and "Float8 training
@@ -47,3 +50,17 @@ def recipe_notes(text: str, plan: dict[str, Any], mesh: dict[str, int]) -> list[
             "sharded states the plan prices"
         )
     return out
+
+
+# tools/utils.py get_peak_flops (v0.2.2 l.143): a device it has no peak for is given the A100's, and every metrics
+# line's mfu is then against that peak (a T4 printed 0.16%): not the run's MFU.
+PEAK_FALLBACK = re.compile(r"Peak flops undefined for: (.+?), fallback to (\w+)")
+
+
+def peak_fallback(text: str, steps: list[Step]) -> tuple[list[Step], list[str]]:
+    """The steps without the MFU torchtitan printed against another GPU's peak, and a note saying so."""
+    m = PEAK_FALLBACK.search(text)
+    if m is None:
+        return steps, []
+    note = f"mfu: torchtitan has no peak for {m.group(1)} and printed its MFU against the {m.group(2)}'s: left out"
+    return [replace(s, mfu=None) for s in steps], [note]
