@@ -105,6 +105,17 @@ def test_plot_is_written(tmp_path):
     assert path.read_text().lstrip().startswith("<?xml") and "days to train" in path.read_text()
 
 
+def test_a_plot_of_no_count_that_fits_is_refused_in_one_line(tmp_path):
+    """Llama 3 405B fits on neither 8 nor 16 GPUs: --plot drew a log axis of no points and raised a traceback (exit 1,
+    audit). It is one line, exit 2, nothing written."""
+    path = tmp_path / "none.svg"
+    code, _, err = run("scale", "-m", "llama3-405b", "--gpus", "8,16", "--tokens", "1e12", "--plot", str(path))
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: --plot {path}: no GPU count has a plan that fits, nothing to draw (without --plot the table says why)"
+    ], err
+    assert not path.exists() and "Traceback" not in err
+
+
 def test_counts_beyond_the_cluster_say_so():
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "64,32768", "--tokens", "1e12", "--cluster",
                          "dgx-superpod-h100", "--json")  # fmt: skip
@@ -228,6 +239,10 @@ def test_a_default_batch_that_underfeeds_a_count_points_to_auto():
     assert "the default batch keeps 131072 GPUs below 90% of the best per-GPU rate: --global-batch auto" in said
     code, out, err = run(*args, "--global-batch", "512")
     assert code == 0 and "--global-batch auto chooses" not in out
+    # a count whose goodput is 0.0 keeps nothing (it was read as 1.0, failure-free, and made the reference), and a
+    # count that stalls is the failures', not the batch's: 8 GPUs keep 15%, 64 nothing, 8192 stall (audit)
+    code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "8,64,8192", "--tokens", "1e12", "--mtbf-hours", "1")
+    assert code == 0 and "the default batch keeps 64 GPUs below 90%" in " ".join(out.split()), (out, err)
 
 
 def test_a_count_whose_mfu_is_above_the_best_published_is_marked_as_estimate_marks_it():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from planner.errors import PlannerError
 from planner.render.console import escape, print_fitted
 from planner.units import fmt_count, fmt_hours, fmt_rate, fmt_seconds
 
@@ -110,8 +111,8 @@ def _underfed(console: Console, s: Scaling) -> None:
     per count."""
     from planner.explore.advice import WELL
 
-    ran = [p for p in s.points if p.plan is not None]
-    kept = {p.gpus: p.tokens_per_s_per_gpu * (p.goodput or 1.0) for p in ran}
+    ran = [p for p in s.points if p.plan is not None and not p.stalled]  # a stall is the failures', not the batch's
+    kept = {p.gpus: p.tokens_per_s_per_gpu * (1.0 if p.goodput is None else p.goodput) for p in ran}  # 0.0 was 1
     best = max(kept.values(), default=0.0)
     low = [p.gpus for p in ran if "global_batch" in p.defaulted and kept[p.gpus] < WELL * best]
     if low:
@@ -141,6 +142,10 @@ def plot_scaling(s: Scaling, path: str) -> None:
     plt = pyplot()
 
     pts = [p for p in s.points if p.plan is not None]
+    if not pts:  # a log axis of no points raised a traceback (audit)
+        raise PlannerError(
+            f"--plot {path}: no GPU count has a plan that fits, nothing to draw (without --plot the table says why)"
+        )
     gpus = [p.gpus for p in pts]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     top.plot(gpus, [p.tokens_per_s for p in pts], "-o", color="tab:blue", label="tokens/s")
