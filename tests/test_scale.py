@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 
 import pytest
 from helpers import run_planner as run
@@ -362,3 +363,18 @@ def test_a_range_cut_at_the_clusters_size_says_so_once():
     code, out, err = run("scale", "-m", "llama3-8b", "--gpus", "1024..4096", "--cluster", "dgx-superpod-h100",
                          "--tokens", "1e12", "--json")  # fmt: skip
     assert code == 0 and json.loads(out)["note"] is None, err  # a range inside the cluster: nothing to say
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [({"tokens": float("nan")}, "--tokens nan: give a finite number"), ({"tokens": float("inf")}, "--tokens inf"),
+     ({"tokens": "1e12"}, "--tokens '1e12'"), ({"tokens": True}, "--tokens True"), ({"tokens": 1e30}, "--tokens 1e+30"),
+     ({"gpus": [64.5]}, "--gpus [64.5]: give whole counts"), ({"seq_len": 0}, "--seq-len 0"),
+     ({"max_tokens_per_step": 0}, "--max-tokens-per-step 0")],
+)  # fmt: skip
+def test_the_python_scale_checks_its_values_as_the_options_are(given, said):
+    """README: the Python API raises PlannerError for bad input, as the command line refuses it. scale() raised
+    ValueError, OverflowError, TypeError or AttributeError, or took 1e30 tokens, True as one token and 0 as the
+    default sequence or batch bound (audit)."""
+    with pytest.raises(PlannerError, match=re.escape(said)):
+        scale("llama3-8b", **({"gpus": [64], "tokens": 1e12} | given))

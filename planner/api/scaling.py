@@ -19,13 +19,7 @@ from planner.api.advising import search_advised
 from planner.api.choosing import range_stop
 from planner.api.resolve import choice
 from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
-from planner.cluster.failures import (
-    FailureRate,
-    defaulted_rate,
-    per_gpu_mtbf_hours,
-    priced_options,
-    restart_seconds,
-)
+from planner.cluster.failures import FailureRate, defaulted_rate, per_gpu_mtbf_hours, priced_options, restart_seconds
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
 from planner.cost.uncertainty import Plausibility, Uncertainty
 from planner.engine import Engine
@@ -33,7 +27,7 @@ from planner.errors import PlannerError
 from planner.explore.advice import count_hint, gpu_range
 from planner.explore.fanout import fan_out, workers
 from planner.explore.results import SearchResult
-from planner.explore.space import listed
+from planner.explore.space import TOKENS_RANGE, in_range, listed
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_DEGREE, Plan
@@ -172,8 +166,8 @@ def gpu_counts(
             counts = [int(x) for x in listed(value, "gpus")]
         except ValueError:
             raise PlannerError(f"--gpus {value!r}: give counts separated by commas or a range LO..HI") from None
-    if not counts or any(not 1 <= g <= MAX_DEGREE for g in counts):
-        raise PlannerError(f"--gpus {value!r}: give counts from 1 to {MAX_DEGREE}")
+    if not counts or any(isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= MAX_DEGREE for g in counts):
+        raise PlannerError(f"--gpus {value!r}: give whole counts from 1 to {MAX_DEGREE}")
     if len(counts) > MAX_COUNTS:
         raise PlannerError(f"--gpus {value!r}: {len(counts)} counts, at most {MAX_COUNTS} (one search each)")
     return sorted(set(counts))
@@ -191,8 +185,9 @@ def scale(
     **options: Any,
 ) -> Scaling:
     """The best plan (by throughput) at each GPU count, with its time to train `tokens` and GPU-hours."""
-    if not tokens or tokens <= 0:
+    if tokens is None:
         raise PlannerError("scale needs a token budget: pass --tokens N (e.g. 15e12)")
+    in_range("tokens", tokens, TOKENS_RANGE)  # as estimate checks it: NaN, inf, 1e30, True and "1e12" (audit)
     choice("precision", options.get("precision"))  # one precision for the whole curve, checked before any search
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
