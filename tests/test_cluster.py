@@ -164,6 +164,31 @@ def test_cluster_file_errors_are_one_line(tmp_path: Path):
     assert code == 2 and f'cluster {misspelt}: hardware: unknown hardware "h100-sx"' in err
 
 
+def test_a_cluster_files_failures_and_storage_keep_to_the_options_bounds(tmp_path: Path):
+    """A file's 0.5 h MTBF passed its own check (> 0) and was then refused as "--mtbf-hours 0.5", an option the user
+    never gave; 1 B/s of storage as --checkpoint-bandwidth. The file's check now has the options' bounds and names
+    the file and field. A tier list whose items fail does not add pydantic's 'at least 1 item' dump; a folder is
+    said as one (audit)."""
+    text = (Path(__file__).parents[1] / "cluster_profiles" / "meta-llama3-24k.yaml").read_text()
+    assert "gpu_mtbf_hours: " in text and "checkpoint_write_bytes_per_s: " in text
+    for old, new, said in (
+        ("gpu_mtbf_hours: ", "gpu_mtbf_hours: 0.5 #",
+         "failures.gpu_mtbf_hours: Input should be greater than or equal to 1"),
+        ("checkpoint_write_bytes_per_s: ", "checkpoint_write_bytes_per_s: 1 #",
+         "checkpoint_write_bytes_per_s: Input should be greater than or equal to 1000000"),
+    ):  # fmt: skip
+        bad = tmp_path / "pod.yaml"
+        bad.write_text(text.replace(old, new, 1))
+        code, out, err = run("scale", "-m", "llama3-8b", "--tokens", "1e12", "--gpus", "64", "--cluster", str(bad))
+        assert code == 2 and out == "" and f"error: {bad}: " in err and said in err and "--" not in err, err
+    tiers = tmp_path / "tiers.yaml"
+    tiers.write_text("name: x\nhardware: h100-sxm\ntiers:\n  - {name: leaf, gpus: 1024}\n")
+    code, _, err = run("search", "-m", "llama3-8b", "--gpus", "64", "--cluster", str(tiers))
+    assert code == 2 and "tiers.0.latency_s: missing (required)" in err and "at least 1 item" not in err, err
+    code, _, err = run("search", "-m", "llama3-8b", "--gpus", "64", "--cluster", str(tmp_path))
+    assert code == 2 and err.strip() == f"error: --cluster {str(tmp_path)!r}: is a folder, give a cluster .yaml"
+
+
 def test_cluster_sets_the_gpu_and_changes_the_ranking_cost():
     """--cluster alone picks the cluster's GPU; on the 2:1 tree the same search is slower than on the
     full-bisection SuperPOD."""

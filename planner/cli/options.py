@@ -43,7 +43,8 @@ from planner.cli.engine_options import (
     TpOverlapOpt,
     Zero3GatherOpt,
 )
-from planner.explore.space import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE, RESTART_MINUTES_RANGE, TOKENS_RANGE
+from planner.cluster.fabric import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE
+from planner.explore.space import RESTART_MINUTES_RANGE, TOKENS_RANGE
 from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.specs import MAX_LAYERS, MAX_SEQ_LEN, Precision
 

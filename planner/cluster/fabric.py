@@ -53,13 +53,22 @@ class Tier(Frozen):
 # HSDP), and with it an effective training time of 44%.
 RESTART_S = 600.0
 RESTART_S_RANGE = (0.0, 86400.0)  # none to a day (a job waiting for a replacement node overnight)
+# Failures and storage: finite, and within what a run can be (an MTBF of a million years). The lower bounds are
+# physical: no GPU or node fails every hour on average (published per-GPU MTBFs are tens of thousands of hours), and no
+# checkpoint store writes below 1 MB/s (a single spinning disk writes 100 MB/s). A cluster file keeps to them as the
+# options do (a file's 0.5 h MTBF had been blamed on --mtbf-hours, which the user never gave: audit).
+MTBF_HOURS_RANGE = (1.0, 1e10)
+CHECKPOINT_BYTES_PER_S_RANGE = (1e6, 1e15)
 
 
 class Failures(Frozen):
     """How often a GPU of this cluster interrupts a synchronous job, with the measurement it comes from, and what
     each interruption costs its jobs besides the lost work where the file says (else RESTART_S)."""
 
-    gpu_mtbf_hours: float = Field(gt=0, allow_inf_nan=False, description="mean GPU-hours between interruptions")
+    gpu_mtbf_hours: float = Field(
+        ge=MTBF_HOURS_RANGE[0], le=MTBF_HOURS_RANGE[1], allow_inf_nan=False,
+        description="mean GPU-hours between interruptions",
+    )  # fmt: skip
     source: str = Field(min_length=1)
     restart_minutes: float | None = Field(
         None,
@@ -81,7 +90,8 @@ class Cluster(Frozen):
     failures: Failures | None = None
     checkpoint_write_bytes_per_s: float | None = Field(
         None,
-        gt=0,
+        ge=CHECKPOINT_BYTES_PER_S_RANGE[0],
+        le=CHECKPOINT_BYTES_PER_S_RANGE[1],
         allow_inf_nan=False,
         description="sustained write bandwidth of the cluster's checkpoint storage, all of it; a job never writes "
         "faster than this (nor than the GPU profile's per-node share times its nodes)",

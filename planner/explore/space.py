@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.cluster.fabric import RESTART_S_RANGE
+from planner.cluster.fabric import CHECKPOINT_BYTES_PER_S_RANGE, MTBF_HOURS_RANGE, RESTART_S_RANGE
 from planner.cluster.failures import restart_seconds
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
@@ -59,12 +59,9 @@ class Checkpointing:
         return restart_seconds(self.restart_minutes)
 
 
-# Runs and failures: finite, positive, and within what a run can be (1e18 tokens, an MTBF of a million years).
-# The lower bounds are physical: no GPU or node fails every hour on average (published per-GPU MTBFs are tens of
-# thousands of hours), and no checkpoint store writes below 1 MB/s (a single spinning disk writes 100 MB/s).
+# Runs: finite, positive, and within what a run can be (1e18 tokens); failures: cluster/fabric.py's ranges, which a
+# cluster file's own values keep to.
 TOKENS_RANGE = (1.0, 1e18)
-MTBF_HOURS_RANGE = (1.0, 1e10)
-CHECKPOINT_BYTES_PER_S_RANGE = (1e6, 1e15)
 RESTART_MINUTES_RANGE = (RESTART_S_RANGE[0] / 60.0, RESTART_S_RANGE[1] / 60.0)
 
 

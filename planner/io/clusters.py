@@ -34,8 +34,8 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
             )
         path, shipped = found, found.parent.parent == catalog_root()
     if not path.is_file():
-        why = "not a regular file (a device, a pipe or a socket)" if path.exists() else "no such file"
-        raise PlannerError(f"--cluster {arg!r}: {why}")
+        kind = "not a regular file (a device, a pipe or a socket)" if path.exists() else "no such file"
+        raise PlannerError(f"--cluster {arg!r}: {'is a folder, give a cluster .yaml' if path.is_dir() else kind}")
     return validated(Cluster, load_yaml(path, shipped=shipped), arg)
 
 

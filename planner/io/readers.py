@@ -191,6 +191,9 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
             unknown.setdefault(loc[:-1], []).append(".".join(str(p) for p in loc))
     parts = []
     for err in errors:
+        loc = tuple(err["loc"])  # a list too short only because its items failed says nothing more (its dump: audit)
+        if err["type"] == "too_short" and any(tuple(e["loc"][: len(loc)]) == loc != tuple(e["loc"]) for e in errors):
+            continue
         if err["type"] != "extra_forbidden":
             parts.append(_describe(err))
         elif (keys := unknown.pop(tuple(err["loc"])[:-1], None)) is not None:  # at the first of them
