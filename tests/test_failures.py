@@ -133,6 +133,7 @@ def test_with_failures_priced_a_range_chooses_by_what_the_goodput_keeps():
     assert "of the range's best tokens/s per GPU" in chosen(plain).message
     assert "of the range's best goodput tokens/s per GPU" in chosen(priced).message
     assert chosen(priced).gpus < chosen(plain).gpus
+    assert (chosen(priced).gpus, chosen(plain).gpus) == (1024, 2048)  # as the README says (it said 2,048 and 8,192)
     assert priced.result.best.plan.gpus == chosen(priced).gpus
 
 
