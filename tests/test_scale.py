@@ -378,3 +378,11 @@ def test_the_python_scale_checks_its_values_as_the_options_are(given, said):
     default sequence or batch bound (audit)."""
     with pytest.raises(PlannerError, match=re.escape(said)):
         scale("llama3-8b", **({"gpus": [64], "tokens": 1e12} | given))
+
+
+@pytest.mark.parametrize(("command", "has_plan"), [("scale", False), ("search", False), ("estimate", True)])
+def test_the_help_offers_a_plan_file_only_where_the_command_takes_one(command, has_plan):
+    """--model and --hardware said "(default: the --plan file's)" in scale and search, which take no --plan (audit)."""
+    code, out, err = run(command, "--help")
+    said = " ".join(out.split())
+    assert code == 0 and ("the --plan file's" in said) == has_plan == ("--plan " in said), err

@@ -48,24 +48,21 @@ from planner.explore.space import RESTART_MINUTES_RANGE, TOKENS_RANGE
 from planner.plan import MAX_BATCH, MAX_DEGREE, RECOMPUTES, SCHEDULES
 from planner.specs import MAX_LAYERS, MAX_SEQ_LEN, Precision
 
-_MODEL = typer.Option(
-    "--model",
-    "-m",
-    callback=nonempty,
-    autocompletion=catalog_names("models"),
-    help="catalog name, model YAML, or HF config.json (default: the --plan file's)",
-)
+
+def _named(kind: str, help_: str, *flags: str) -> Any:
+    """--model / --hardware: a catalog name (completed from the catalog's `kind`) or a file."""
+    return typer.Option(*flags, callback=nonempty, autocompletion=catalog_names(kind), help=help_)
+
+
+_MODEL_HELP, _HARDWARE_HELP = "catalog name, model YAML, or HF config.json", "catalog name or hardware profile YAML"
+_MODEL = _named("models", f"{_MODEL_HELP} (default: the --plan file's)", "--model", "-m")
 ModelOpt = Annotated[str, _MODEL]
 MaybeModelOpt = Annotated[Optional[str], _MODEL]  # launch: the --plan file may name it
-HardwareOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--hardware",
-        callback=nonempty,
-        autocompletion=catalog_names("hardware"),
-        help="catalog name or hardware profile YAML (default: h100-sxm, or the --plan file's)",
-    ),
-]
+HardwareOpt = Annotated[Optional[str], _named("hardware", f"{_HARDWARE_HELP} (default: h100-sxm, or the --plan file's)",
+                                              "--hardware")]  # fmt: skip
+# search and scale take no --plan: their help does not offer one (it did: audit)
+SearchModelOpt = Annotated[str, _named("models", _MODEL_HELP, "--model", "-m")]
+SearchHardwareOpt = Annotated[Optional[str], _named("hardware", f"{_HARDWARE_HELP} (default: h100-sxm)", "--hardware")]
 PowerLimitOpt = Annotated[
     Optional[float],
     typer.Option(
@@ -226,6 +223,7 @@ class Opt:
 
 
 WHAT = (Opt("model", ModelOpt), Opt("hardware", HardwareOpt), Opt("engine", EngineOpt), Opt("gpus", GpusOpt))
+SEARCH_WHAT = (Opt("model", SearchModelOpt), Opt("hardware", SearchHardwareOpt), *WHAT[2:])
 POWER = (Opt("power_limit", PowerLimitOpt),)
 PLAN_FIELDS = (
     Opt("tp", TpOpt), Opt("pp", PpOpt), Opt("dp", DpOpt), Opt("cp", CpOpt), Opt("ep", EpOpt), Opt("etp", EtpOpt),

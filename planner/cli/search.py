@@ -30,7 +30,7 @@ from planner.cli.options import (
     PLAN_FIELDS,
     POWER,
     RUN,
-    WHAT,
+    SEARCH_WHAT,
     EnginesOpt,
     JsonOpt,
     replaced,
@@ -129,7 +129,7 @@ RiskOpt = Annotated[
 
 @with_options(
     CATALOG,
-    replaced(WHAT, engine=EnginesOpt, gpus=GpusRangeOpt),
+    replaced(SEARCH_WHAT, engine=EnginesOpt, gpus=GpusRangeOpt),
     POWER,
     replaced(
         PLAN_FIELDS,
