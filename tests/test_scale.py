@@ -386,3 +386,18 @@ def test_the_help_offers_a_plan_file_only_where_the_command_takes_one(command, h
     code, out, err = run(command, "--help")
     said = " ".join(out.split())
     assert code == 0 and ("the --plan file's" in said) == has_plan == ("--plan " in said), err
+
+
+@pytest.mark.parametrize("command", ["scale", "search"])
+def test_a_tokens_per_step_bound_below_the_default_batch_is_refused_as_a_given_batch_above_it_is(command):
+    """--max-tokens-per-step 1,000,000 ran at the default 4.19M tokens a step without a word, where a given batch
+    above the bound is refused (audit); with --global-batch auto it bounds the batch chosen."""
+    args = (command, "-m", "llama3-8b", "--gpus", "64", "--max-tokens-per-step", "1000000")
+    args += ("--tokens", "1e12") if command == "scale" else ("--top", "1")
+    code, out, err = run(*args)
+    said = "--max-tokens-per-step 1000000 is below the default global batch (512 x 8192 tokens): give --global-batch"
+    assert code == 2 and out == "" and said in err, err
+    code, out, err = run(*args, "--global-batch", "auto", "--json")
+    doc = json.loads(out)
+    plan = doc["points"][0]["plan"] if command == "scale" else doc["plans"][0]["plan"]
+    assert code == 0 and plan["global_batch"] * plan["seq_len"] <= 1_000_000, err

@@ -20,7 +20,7 @@ from planner.explore.results import SearchResult
 from planner.explore.space import in_range
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_BATCH, MAX_DEGREE, default_seq_len
+from planner.plan import MAX_BATCH, MAX_DEGREE, default_global_batch, default_seq_len
 from planner.specs import MAX_SEQ_LEN, ModelSpec
 from planner.units import fmt_duration, fmt_seconds, fmt_steps
 
@@ -125,6 +125,11 @@ def _step_tokens(spec: ModelSpec, batch: int | str | None, seq_len: int | None, 
     bound, seq = most or DEFAULT_MAX_TOKENS_PER_STEP, seq_len or default_seq_len(spec.max_seq_len)
     if isinstance(batch, int) and batch * seq > bound and most:
         raise PlannerError(f"--global-batch {batch} x {seq} tokens is above --max-tokens-per-step {bound}")
+    if batch is None and most and default_global_batch(seq) * seq > bound:  # it was run at the default (audit)
+        raise PlannerError(
+            f"--max-tokens-per-step {bound} is below the default global batch ({default_global_batch(seq)} x {seq} "
+            "tokens): give --global-batch N within it, or --global-batch auto"
+        )
     return seq, bound
 
 
