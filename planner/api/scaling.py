@@ -107,7 +107,7 @@ class ScalePoint:
             "plausibility": self.plausibility.as_dict() if self.plausibility else None,
             "uncertainty": self.uncertainty.as_dict() if self.uncertainty else None,
             "train_s_interval": list(interval) if interval else None,
-            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_bytes": round(self.peak_memory_bytes),  # whole bytes, as estimate gives them
             "may_not_fit": self.may_not_fit,
         }
         return {
