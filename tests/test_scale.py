@@ -115,6 +115,11 @@ def test_a_plot_of_no_count_that_fits_is_refused_in_one_line(tmp_path):
         f"error: --plot {path}: no GPU count has a plan that fits, nothing to draw (without --plot the table says why)"
     ], err
     assert not path.exists() and "Traceback" not in err
+    in_the_way = tmp_path / "x.svg"
+    in_the_way.write_text("a file, not a folder")
+    args = ("scale", "-m", "llama3-8b", "--gpus", "8", "--tokens", "1e12", "--plot", str(in_the_way / "p.svg"))
+    code, out, err = run(*args)
+    assert code == 2 and out == "" and f"cannot write plot '{in_the_way / 'p.svg'}': {in_the_way} is a file" in err
 
 
 def test_counts_beyond_the_cluster_say_so():

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import PlannerError
-from planner.io.files import recorded
+from planner.io.files import check_writable, recorded
 
 FIGURE_SUFFIXES = (".svg", ".png", ".pdf")
 
@@ -26,10 +26,12 @@ def pyplot(option: str = "--plot") -> Any:
 
 
 def check_figure_path(path: str, option: str = "--plot") -> None:
-    """Before any work: matplotlib is installed and the file name says a format it writes."""
+    """Before any work: matplotlib is installed, the file name says a format it writes, and the file can be written
+    there (a file where its folder would be was 'File exists' after the searches: audit)."""
     pyplot(option)
     if not path.lower().endswith(FIGURE_SUFFIXES):
         raise PlannerError(f"{option} {path!r}: the file name must end in .svg, .png or .pdf")
+    check_writable(path, what="plot")
 
 
 def plot_search(result: Any, path: str) -> None:
