@@ -31,7 +31,7 @@ def check_figure_path(path: str, option: str = "--plot") -> None:
     pyplot(option)
     if not path.lower().endswith(FIGURE_SUFFIXES):
         raise PlannerError(f"{option} {path!r}: the file name must end in .svg, .png or .pdf")
-    check_writable(path, what="plot")
+    check_writable(path, what=option.removeprefix("--"))
 
 
 def plot_search(result: Any, path: str) -> None:
