@@ -79,11 +79,13 @@ def test_sixteen_bytes_per_param_gpt3():
 def test_gpt2_fp32_adam_example():
     """GPT-2 1.5B in fp32 with Adam: weights 6 GB, gradients 6 GB, Adam 18 GB, the optimizer counting
     an fp32 copy + momentum + variance (12 B/param; EleutherAI "Transformer Math 101"; DeepSpeed's ZeRO
-    optimizer keeps such a copy even of fp32 weights). Plain PyTorch AdamW keeps only m and v: 12 GB."""
-    with_copy = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=DEEPSPEED)
+    optimizer keeps such a copy even of fp32 weights: stage 1 at dp 1, which shards nothing). Plain PyTorch AdamW
+    keeps only m and v: 12 GB, and so does DeepSpeed without ZeRO, which runs the plain optimizer in fp32."""
+    with_copy = model_state_bytes(params=1.5e9, dp=1, zero=1, precision="fp32", engine=DEEPSPEED)
     assert (with_copy.weights_bytes, with_copy.gradients_bytes, with_copy.optimizer_bytes) == (6 * GB, 6 * GB, 18 * GB)
     plain = model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=MEGATRON)
     assert plain.optimizer_bytes == 12 * GB
+    assert model_state_bytes(params=1.5e9, dp=1, zero=0, precision="fp32", engine=DEEPSPEED).optimizer_bytes == 12 * GB
 
 
 # ---- Korthikanti et al. 2022, Table 2: activation bytes per layer ------------------------------------------

@@ -427,3 +427,20 @@ def test_torchtitans_allocator_reserve_is_its_measured_median() -> None:
     median = (ratios[5] + ratios[6]) / 2
     assert load_engine("torchtitan").memory.allocator_fraction == pytest.approx(median - 1, abs=0.002)
     assert load_hardware("h200").reserved.allocator_fraction < median - 1
+
+
+@pytest.mark.parametrize("engine", ["deepspeed", "megatron-deepspeed"])
+def test_deepspeed_keeps_an_fp32_master_in_its_zero_optimizer_only(engine):
+    """DeepSpeed's ZeRO optimizer clones an fp32 partition also of an fp32 model (stage_1_and_2.py
+    single_partition_of_fp32_groups, stage3.py fp32_partitioned_groups_flat): 4 + 4 + 12 bytes a parameter. Without
+    ZeRO an fp32 model runs the plain optimizer, which updates the parameters themselves (engine.py
+    _configure_optimizer): 4 + 4 + 8, where the profile had charged the ZeRO optimizer's master copy; in fp16 the
+    FP16_Optimizer keeps one (2 + 2 + 12)."""
+    eng = load_engine(engine)
+
+    def per(zero, precision):
+        plan = Plan(dp=8, zero=zero, global_batch=8, seq_len=1024, precision=precision)
+        s = state_bytes_per_param(precision, eng, eng.zero_stage(plan))
+        return s.master_copy, s.optimizer
+
+    assert [per(0, "fp32"), per(1, "fp32"), per(0, "fp16"), per(1, "fp16")] == [(False, 8)] + [(True, 12)] * 3

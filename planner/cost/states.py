@@ -49,15 +49,17 @@ def compute_bytes(precision: str) -> int:
 def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> StateBytes:
     """Mixed-precision Adam: 2 + 2 + 12 = 16 bytes per parameter (ZeRO, section 3.1); Megatron accumulates
     grads in fp32 (+2). Pure fp32 Adam needs no master copy: 4 + 4 + 8, unless the optimizer keeps one
-    anyway (DeepSpeed's ZeRO optimizer does: 4 + 4 + 12). SGD with momentum keeps one moment, not two.
-    With fp32 parameters (FSDP2 mixed precision, DDP under autocast) the parameters are the master: 4 + 4 + 8."""
+    anyway (DeepSpeed's ZeRO optimizer does: 4 + 4 + 12; its engine without ZeRO does not: stage.master_copy). SGD
+    with momentum keeps one moment, not two. With fp32 parameters (FSDP2 mixed precision, DDP under autocast) the
+    parameters are the master: 4 + 4 + 8."""
     mem = engine.memory
     moments = 1 if mem.optimizer == "sgd" else 2
     c = compute_bytes(precision)
     if stage.fp32_params:
         return StateBytes(4, 4, 4 * moments, False, c)
     wide = precision == "fp32"
-    master = (not wide) if mem.master_copy is None else mem.master_copy
+    by_stage = (not wide) if stage.master_copy is None else stage.master_copy
+    master = by_stage if mem.master_copy is None else mem.master_copy
     grads = 4 if (wide or (stage.grad_dtype or mem.grad_dtype) == "fp32") else 2
     optimizer: float = 4 * (moments + (1 if master else 0))
     if mem.precision_aware_optimizer:

@@ -93,6 +93,13 @@ class ZeroStage(Frozen):
         "BF16_Optimizer accumulates into an fp32 buffer whatever the ZeRO optimizer would; Megatron's torch FSDP2 "
         "reduces the bf16 module's own gradients, not its fp32 main grads); null: the engine's",
     )
+    master_copy: bool | None = Field(
+        None,
+        description="this stage's optimizer keeps a separate fp32 master copy whatever the precision (DeepSpeed's ZeRO "
+        "optimizer clones an fp32 partition also of an fp32 model: stage_1_and_2.py single_partition_of_fp32_groups, "
+        "stage3.py fp32_partitioned_groups_flat); null: by precision (16-bit: yes, fp32: no); the engine's "
+        "memory.master_copy, where set, decides over both",
+    )
     keeps_16bit_grads: bool = Field(
         False,
         description="the model's 16-bit .grad tensors stay alive, full size, beside the gradient buffer (DeepSpeed's "
