@@ -156,6 +156,15 @@ def test_the_cli_refuses_first_k_dense_replace_naming_it_not_the_spec_s_field(tm
     assert "first_k_dense_replace=100" in err and "first_k_dense=0" not in err
 
 
+def test_an_empty_moe_layers_list_is_refused_not_read_as_every_layer(tmp_path):
+    """Llama4TextConfig keeps `moe_layers: []` as given and builds every layer dense; the import read it as absent
+    and made Scout all-MoE (107.8B parameters where transformers builds about 17B, audit)."""
+    cfg = _fixture("llama4_scout")
+    cfg["text_config"] = {**cfg["text_config"], "moe_layers": []}
+    err = _refused_in_one_line(tmp_path, cfg)
+    assert "moe_layers is empty, so no layer has experts" in err
+
+
 def test_group_limited_routing_still_imports():
     """DeepSeek-V3: 8 groups of 32 experts, 4 groups per token; GLM's 1 of 1 is no limit."""
     moe = load_model(CONFIGS / "deepseek_v3.json").moe

@@ -98,6 +98,11 @@ def _moe_layers(c: HfConfig, n: int) -> dict[str, Any]:
     elif c.has("moe_layers") or c.has("interleave_moe_layer_step"):
         # Llama 4 (Llama4TextConfig): moe_layers, else range(step - 1, layers, step)
         step = c.integer("interleave_moe_layer_step", at_least=1) or 1
+        if c.has("moe_layers") and c.get("moe_layers") is not None and not c.ints("moe_layers"):
+            raise PlannerError(  # transformers builds every layer dense then; it had imported all-MoE (audit)
+                f"{c.source}: moe_layers is empty, so no layer has experts (Llama4TextConfig keeps [] as given); "
+                "give the MoE layers' indices"
+            )
         layers = _layer_indices(c, "moe_layers", n) or list(range(step - 1, n, step))
         said = f"moe_layers={layers}" if c.has("moe_layers") else f"interleave_moe_layer_step={step}"
     elif c.has("mlp_layer_types"):  # Laguna: "dense" or "sparse" for each layer
