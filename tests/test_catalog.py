@@ -569,3 +569,15 @@ def test_a_yaml_over_the_size_bound_is_refused_before_it_is_read(tmp_path):
         f.truncate(MAX_YAML_BYTES + 1)  # sparse: nothing written, the size alone refuses it
     with pytest.raises(PlannerError, match=f"{MAX_YAML_BYTES + 1} bytes is too large to read"):
         load_yaml(big)
+
+
+@pytest.mark.parametrize(
+    "name", ["qwen3-30b-a3b-instruct-2507", "qwen3-235b-a22b-instruct-2507", "kimi-k2-instruct-0905",
+             "llama-4-scout-17b-16e"],
+)  # fmt: skip
+def test_a_release_with_another_context_is_no_alias_of_an_entry(name):
+    """The 2507 Qwen3 releases train 262,144-token contexts, Kimi K2 0905 256K, Llama 4 Scout's base 262,144: as
+    aliases they were read with the entry's 32,768 / 131,072 / 10M, and a long run was said to pass the model's
+    context (audit). They are unknown names now, and their config.json imports them as they are."""
+    with pytest.raises(PlannerError, match=f'unknown model "{name}"'):
+        load_model(name)
