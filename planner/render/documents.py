@@ -74,7 +74,7 @@ class MemoryDoc(Document):
     fits: bool
     headroom_bytes: int
     params: int
-    active_params: int | None = None  # MoE models: the parameters one token passes through
+    active_params: int | None = None  # MoE models: the parameters one token passes through, the embedding table whole
     global_batch_default: bool | None = None  # whether the defaults gave the global batch (about 4M tokens)
     seq_len_default: bool | None = None  # whether the defaults gave the sequence length (the context, <= 8192)
     derived_degrees: list[str] | None = None  # a degree other than dp --gpus made up, dp being given
