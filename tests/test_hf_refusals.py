@@ -326,6 +326,22 @@ def test_settings_read_past_are_said_by_name_and_value(tmp_path):
         load_model(str(tmp_path / "unstated.json"))
 
 
+@pytest.mark.parametrize(
+    ("fixture", "parts"),
+    [("llama4_scout", ["attn_temperature_tuning True (attention temperature tuning of the NoPE layers)"]),
+     ("gemma3_27b", ["rope_local_base_freq 10000.0 (the sliding-window layers' RoPE base)",
+                     "query_pre_attn_scalar 168 (the query scaling"]),
+     ("nemotron_h_8b", ["activation 'relu2' of a plain MLP (the spec's gelu: the same shape and cost)"])],
+)  # fmt: skip
+def test_what_a_familys_config_class_turns_on_is_read_past_aloud(fixture, parts):
+    """Llama 4's temperature tuning (on in Llama4TextConfig where the file is silent), Gemma 3's local RoPE base and
+    query scaling, Nemotron-H's relu² priced as a plain GELU MLP: read past without a word (audit), now said."""
+    with pytest.warns(UserWarning, match="read past") as said:
+        load_model(str(CONFIGS / f"{fixture}.json"))
+    text = " ".join(" ".join(str(w.message).split()) for w in said)
+    assert all(part in text for part in parts), text
+
+
 def test_an_empty_config_and_a_missing_ffn_size_are_said_plainly(tmp_path):
     """`{}` was refused as 'no hidden_act, and the planner does not know the default of model_type ''', and a Llama
     config without its FFN size as lacking Llama 4's intermediate_size_mlp first."""

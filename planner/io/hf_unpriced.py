@@ -26,7 +26,20 @@ UNPRICED: dict[str, tuple[str, tuple[Any, ...]]] = {
     "final_logit_softcapping": ("output logit soft-capping", ()),
     # OPTConfig: false puts each norm after its block (post-LN, OPT-350m): the same parameters and FLOPs
     "do_layer_norm_before": ("where the norms sit (post-LN when false)", (True,)),
+    # modeling_llama4.py Llama4TextAttention: the NoPE layers' queries scaled by log(floor((pos + 1) / floor_scale))
+    "attn_temperature_tuning": ("attention temperature tuning of the NoPE layers", (False, 0)),
+    # modeling_gemma3.py: the sliding-window layers' own RoPE base, and queries scaled by 1/sqrt of this, not head_dim
+    "rope_local_base_freq": ("the sliding-window layers' RoPE base", ()),
+    "query_pre_attn_scalar": ("the query scaling, 1/sqrt of this in place of head_dim", ()),
 }
+# What a family's config class sets where the file is silent, for the keys above (the importer's FAMILY_DEFAULTS hold
+# only what the spec reads): Llama4TextConfig attn_temperature_tuning=True, Gemma3TextConfig rope_local_base_freq
+# 10,000 and query_pre_attn_scalar 256. An import had read past them without a word (audit).
+FAMILY_UNPRICED: dict[str, dict[str, Any]] = {
+    "llama4_text": {"attn_temperature_tuning": True},
+    "gemma3_text": {"rope_local_base_freq": 10_000.0, "query_pre_attn_scalar": 256},
+}
+PLAIN_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python")  # the spec's two-matrix `gelu`
 
 
 GATED_SILU = ("silu", "swish", "swiglu")  # the gated MLP the spec's `swiglu` names; another activation costs the same
@@ -49,13 +62,17 @@ def warn_unpriced(c: HfConfig, *, gated: bool = False, act: str | None = None) -
     """One warning naming each UNPRICED key the config sets to something other than a no-op, and a gated MLP's
     activation other than SiLU (Gemma's GeGLU: priced as SwiGLU, whose shape and cost it has)."""
     read = GATES[c.family][2] if c.family in GATES else None  # the spec's gate holds it
+    given = FAMILY_UNPRICED.get(c.family or "", {}) | {k: v for k, v in c.raw.items() if v is not None}
     said = [
-        f"{key} {_value(c.raw[key])} ({what})"
+        f"{key} {_value(given[key])} ({what})"
         for key, (what, noop) in UNPRICED.items()
-        if c.raw.get(key) is not None and c.raw[key] not in noop and key != read
-    ]
+        if given.get(key) is not None and given[key] not in noop and key != read
+        and not (key == "query_pre_attn_scalar" and given[key] == c.get("head_dim"))  # the usual scaling
+    ]  # fmt: skip
     if gated and act is not None and act not in GATED_SILU:
         said.append(f"activation {act!r} of a gated MLP (the spec's swiglu: the same shape and cost)")
+    if not gated and act is not None and act not in PLAIN_GELU:  # Nemotron-H's relu², OPT's relu
+        said.append(f"activation {act!r} of a plain MLP (the spec's gelu: the same shape and cost)")
     if said:
         warnings.warn(
             f"{c.source}: read past, as they change what a run computes but not its memory or step time (and an "
