@@ -1791,7 +1791,7 @@ def test_a_step_time_that_changes_level_part_way_is_read_from_the_later_level():
     assert r.measured["step_s"] == pytest.approx(statistics.median([126.9953, 125.5537, 127.8045, 130.5549]))
     assert (r.iterations, r.steps_left_out) == ((182, 185), {"before a change in step time": 4})
     said = next(a for a in r.assumed if a.startswith("the step time changes part-way"))
-    assert "iterations 122-125 take 88.47 s a step, 182-185 take 127.4" in said
+    assert "iterations 122-125 run at 88.47 s a step, 182-185 at 127.4 s a step" in said
     one = ingest("megatron_llm_issue11_iter182.log")
     assert one.measured["step_s"] == r.measured["step_s"] and not one.steps_left_out
 
@@ -1803,12 +1803,48 @@ def test_a_restart_whose_numbers_go_back_is_a_run_of_its_own_not_a_rank():
     a run of its own, its warm-up left out."""
     text = (LOGS / "megatron_llm_issue11_iter182.log").read_text()
     lines = text.splitlines(keepends=True)
-    again = [lines[0].replace("126995.3", "400000.0"), lines[1]]
+    again = [lines[0].replace("126995.3", "400000.0"), *lines[1:]]
     r = read_log(text + "".join(again), source="restarted", warmup=1)
-    assert r.steps_left_out == {"warm-up": 1} and r.steps_used == 5
-    assert r.measured["step_s"] == pytest.approx(statistics.median([126.9953, 125.5537, 127.8045, 130.5549, 125.5537]))
+    assert r.steps_left_out == {"warm-up": 1} and r.steps_used == 7
+    times = [126.9953, 125.5537, 127.8045, 130.5549]
+    assert r.measured["step_s"] == pytest.approx(statistics.median(times + times[1:]))
     assert any(a.startswith("the iteration numbers go back at line 5 (iteration 185, then 182)") for a in r.assumed)
     assert not any("several lines per step" in a for a in r.assumed), r.assumed
+
+
+def _titan_line(step: int, second: float, tps: int) -> str:
+    """A torchtitan metrics line as v0.2 prints it (components/metrics.py), without a rank prefix."""
+    return (f"[titan] 2026-02-24 19:46:{second:06.3f} - root - INFO - step: {step:2d}  loss:  7.62585  memory: "
+            f"66.91GiB(37.51%)  tps: {tps:,}  tflops: 314.71  mfu: 13.99%\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", ["one line behind", "in blocks"])
+def test_every_ranks_lines_without_a_prefix_are_no_restart(layout):
+    """Two ranks printing without a rank prefix, one a line behind the other or its output buffered in a block: the
+    numbers go back, and had been read as eleven restarts, every step then warm-up and the run left out of the fit
+    (read-through). A go-back is a restart only between long stretches, each printed after the line before it."""
+    rank = [[_titan_line(i, 2.0 * i, 86 if i == 1 else 10_000 - r) for i in range(1, 13)] for r in (0, 1)]
+    if layout == "in blocks":
+        text = "".join(rank[0] + rank[1])
+    else:
+        text = "".join(line for pair in zip(rank[0], [rank[0][0], *rank[1][:-1]], strict=True) for line in pair)
+    r = read_log(text, source=layout, gpus=2)
+    assert not any(a.startswith("the iteration numbers go back") for a in r.assumed), r.assumed
+    assert "from_warmup" not in r.measured and r.steps_left_out == {"warm-up": 3} and r.steps_used == 9
+    restarted = read_log("".join(rank[0]) + "".join(_titan_line(i, 40.0 + i, 9_000) for i in range(6, 13)),
+                         source="restarted", gpus=1)  # fmt: skip
+    assert any(a.startswith("the iteration numbers go back at line 13 (iteration 12, then 6)") for a in
+               restarted.assumed), restarted.assumed  # fmt: skip
+
+
+def test_two_slow_steps_at_the_end_of_a_steady_log_are_no_new_level():
+    """30 steps at about 1 s, then two at 1.25 and 1.30 s: the last two had replaced the run's step time (1.275 s,
+    read-through); the later level must hold a quarter of the steps."""
+    text = (LOGS / "megatron_llm_issue11_iter182.log").read_text().splitlines(keepends=True)[0]
+    steady = [text.replace(" 182/", f" {i}/").replace("126995.3", f"{1000 + 10 * (i % 3):.1f}") for i in range(10, 40)]
+    tail = [text.replace(" 182/", f" {i}/").replace("126995.3", ms) for i, ms in ((40, "1250.0"), (41, "1300.0"))]
+    r = read_log("".join(steady + tail), source="tail", warmup=0)
+    assert r.steps_used == 32 and not r.steps_left_out and r.measured["step_s"] == pytest.approx(1.01)
 
 
 def test_a_log_redirected_as_utf_16_reads_as_its_utf_8_copy(tmp_path):

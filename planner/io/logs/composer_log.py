@@ -12,7 +12,7 @@ from planner.units import GB
 
 # "[epoch=1][batch=5/5]:" or "[batch=10/100]:" (composer/loggers/console_logger.py _get_progress_string), then
 # one "\t Train <name>: <value>" line per metric (log_to_console), values formatted to 4 decimals.
-HEADER = re.compile(r"^\s*(?:\[epoch=\d+\])?\[batch=(\d+)(?:/\d+)?\]:?")
+HEADER = re.compile(r"^\s*(?:\[epoch=(\d+)\])?\[batch=(\d+)(?:/(\d+))?\]:?")
 METRIC = re.compile(r"\bTrain ([\w/\-.]+): ([-\d.eE+]+)\b")
 # The speed monitor (composer/callbacks/speed_monitor.py) averages over a window of batches:
 # throughput/batches_per_sec, throughput/samples_per_sec (whole job), throughput/device/tokens_per_sec (per GPU),
@@ -83,15 +83,16 @@ def read_composer(text: str) -> LogFacts:
     samples_per_batch: int | None = None
 
     def close() -> None:
-        if batch is not None and metrics:
-            facts.steps.append(_step(batch, header_line, metrics))
+        if batch is not None and metrics:  # the run's batch count (time/batch), not the epoch's (it starts again)
+            facts.steps.append(_step(int(metrics.get("time/batch") or batch), header_line, metrics))
             if "memory/peak_reserved_mem" in metrics:
                 facts.memory.append(Memory(metrics["memory/peak_reserved_mem"] * GB, "max_reserved"))
 
     for number_, _, line in rows:
         if h := HEADER.match(line):
             close()
-            batch, header_line, metrics = int(h.group(1)), number_, {}
+            epoch, per_epoch = int(h.group(1) or 0), int(h.group(3) or 0)
+            batch, header_line, metrics = epoch * per_epoch + int(h.group(2)), number_, {}
         for name, value in METRIC.findall(line):
             metrics[name] = number(value, field=name, line=number_)
         if y := YAML.match(line):

@@ -13,6 +13,9 @@ from planner.io.logs.log_text import Step
 # above the spread of a steady run's logged steps (the excerpts in tests/data/logs vary by at most a few percent).
 LEVEL_RATIO = 1.15
 LEAST_SEGMENT = 2  # steps on each side of a change: one slow step is an event, not a level
+# The least share of the steps the later level holds: two slow steps at the end of a long steady run (a save or an
+# evaluation no line names, contention as the job ends) are no state the run settled in.
+LEAST_LATER_SHARE = 0.25
 
 
 def _time(s: Step) -> float | None:
@@ -32,7 +35,8 @@ def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
         return used, None
     times = [t for t in timed if t is not None]
     best: tuple[float, int] | None = None  # (the gap between the two levels, where the later begins)
-    for k in range(LEAST_SEGMENT, len(used) - LEAST_SEGMENT + 1):
+    last_split = min(len(used) - LEAST_SEGMENT, int(len(used) * (1 - LEAST_LATER_SHARE)))
+    for k in range(LEAST_SEGMENT, last_split + 1):
         early, late = times[:k], times[k:]
         gap = max(min(late) / max(early), min(early) / max(late))  # above 1: two levels that do not overlap
         medians = sorted((statistics.median(early), statistics.median(late)))
@@ -41,10 +45,19 @@ def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
     if best is None:
         return used, None
     k = best[1]
-    unit = "s a step" if used[0].step_s else "s a step (from its rate)"
+    before, after = (_said(used[0], statistics.median(part)) for part in (times[:k], times[k:]))
     note = (
-        f"the step time changes part-way: iterations {used[0].step}-{used[k - 1].step} take "
-        f"{statistics.median(times[:k]):.4g} {unit}, {used[k].step}-{used[-1].step} take "
-        f"{statistics.median(times[k:]):.4g}: the later level, the run's state at the end of the log, is used"
+        f"the step time changes part-way: iterations {used[0].step}-{used[k - 1].step} run at {before}, "
+        f"{used[k].step}-{used[-1].step} at {after}: the later level, the run's state at the end of the log, is used"
     )
     return used[k:], note
+
+
+def _said(first: Step, time: float) -> str:
+    """A level as the lines print it: seconds a step, or the rate whose inverse `time` is (tokens/s per GPU,
+    samples/s, batches/s)."""
+    if first.step_s:
+        return f"{time:.4g} s a step"
+    unit = "tokens/s per GPU" if first.tokens_per_s_per_gpu else "samples/s" if first.samples_per_s else "batches/s"
+    rate = 1.0 / time
+    return f"{rate:,.0f} {unit}" if rate >= 100 else f"{rate:.4g} {unit}"
