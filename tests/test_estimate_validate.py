@@ -433,3 +433,23 @@ def test_a_measurement_beyond_the_gpus_peak_is_left_out_with_why(tmp_path, calib
     assert "x the dense" in skipped["skipped"] and "check its gpus, global_batch and seq_len" in skipped["skipped"]
     code, out, err = run("calibrate", str(path), "--json")
     assert "run 'wrong-gpus' is left out of the fit: its measured step" in " ".join(err.split())
+
+
+def test_the_beyond_peak_check_reads_the_gpus_a_run_ran_on(calibration_runs):
+    """Read-through: the check was skipped for a run priced on a profile of its own name or with no hardware named
+    (calibrate's path for a user's GPU), raised KeyError where the run's own GPU states no peak for its precision
+    (a V100 bf16 run validated on an A100), and would have left out an fp32 run whose GEMMs ran on TF32."""
+    from planner.fit.runs import Run, Skipped, parse_run
+
+    good = calibration_runs[0]
+    assert good["hardware"] == "a100-80gb"
+    a100 = load_hardware("a100-80gb")
+    fast = dict(good, measured={"tokens_per_s_per_gpu": good["measured"]["tokens_per_s_per_gpu"] * 20})
+    assert isinstance(parse_run(dict(fast, hardware=None), hardware=a100), Skipped)  # priced on the one given
+    own = a100.model_copy(update={"name": "my-a100"})
+    assert isinstance(parse_run(dict(fast, hardware="my-a100"), hardware=own), Skipped)  # a user's profile
+    v100_bf16 = dict(fast, hardware="v100-32gb", plan=dict(good["plan"], precision="bf16"))  # V100s state no bf16
+    # peak: nothing to hold it to, and no KeyError
+    assert isinstance(parse_run(v100_bf16, hardware=a100), Run)
+    tf32 = dict(good, plan=dict(good["plan"], precision="fp32"))  # 8x the fp32 peak, within the 16-bit one
+    assert isinstance(parse_run(tf32), Run)

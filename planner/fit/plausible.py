@@ -1,7 +1,11 @@
 """Measurements no GPU could make: a measured step whose model FLOPs alone, each attention core at its causal share
 (cost/flops.py executed_share), need more than the GPU's dense peak for the plan's precision. A wrong GPU count or
 batch gives one (a log excerpt read with another --gpus); calibrating on it would move the engine's factors to fit
-the mistake, so validate and calibrate leave such a run out and say why."""
+the mistake, so validate and calibrate leave such a run out and say why.
+
+The peak is of the GPU the run was measured on (validate --hardware prices an H100 run on an A100: no impossible
+measurement). An fp32 run is held to the GPU's 16-bit peak: its GEMMs may run on TF32 tensor cores (an A100's
+156 TFLOP/s, where its fp32 peak is 19.5), which no profile states and which run at most at the 16-bit rate."""
 
 from __future__ import annotations
 
@@ -10,22 +14,36 @@ from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_hardware
 from planner.plan import Plan
+from planner.precision import gemm_format
 from planner.specs import ModelSpec
 
 
-def peak_share(model: ModelSpec, plan: Plan, hardware: HardwareProfile, step_s: float) -> float:
-    """The share of the GPUs' dense peak (plan.precision's GEMM format) the model's executed FLOPs take in step_s."""
-    executed = model_flops_per_step(model, plan) * executed_share(model, plan.seq_len)
-    return executed / (step_s * plan.gpus * hardware.peak(plan.precision))
-
-
-def own_hardware(name: object) -> HardwareProfile | None:
-    """The profile a run was measured on, by the name its runs-file entry gives (validate --hardware prices it on
-    another: an H100 run priced on an A100 is no impossible measurement); None where no catalog holds it."""
+def measured_on(name: object, priced_on: HardwareProfile) -> HardwareProfile | None:
+    """The profile a run was measured on: the one it is priced on where its entry names that one (or none), else
+    the catalog's of the name it gives; None where no catalog holds that name."""
+    if name is None or name == priced_on.name:
+        return priced_on
     try:
         return load_hardware(str(name))
     except PlannerError:
         return None
+
+
+def _bound(plan: Plan, hardware: HardwareProfile) -> tuple[str, float] | None:
+    """(the format, its dense peak) a step of this precision cannot beat; None where the GPU states no such peak."""
+    peaks = hardware.gpu.peak_flops
+    fmt = "bf16" if plan.precision == "fp32" and "bf16" in peaks else gemm_format(plan.precision)
+    peak = peaks.get(fmt)  # type: ignore[call-overload]
+    return (fmt, peak) if peak else None
+
+
+def peak_share(model: ModelSpec, plan: Plan, hardware: HardwareProfile, step_s: float) -> float:
+    """The share of the GPUs' dense peak (_bound) the model's executed FLOPs take in step_s (0: no peak stated)."""
+    bound = _bound(plan, hardware)
+    if bound is None:
+        return 0.0
+    executed = model_flops_per_step(model, plan) * executed_share(model, plan.seq_len)
+    return executed / (step_s * plan.gpus * bound[1])
 
 
 def beyond_peak(model: ModelSpec, plan: Plan, hardware: HardwareProfile | None, step_s: float | None) -> str | None:
@@ -35,8 +53,9 @@ def beyond_peak(model: ModelSpec, plan: Plan, hardware: HardwareProfile | None, 
     share = peak_share(model, plan, hardware, step_s)
     if share <= 1.0:
         return None
+    fmt = _bound(plan, hardware)[0]  # type: ignore[index]
     return (
         f"its measured step ({step_s:.4g} s for {plan.tokens_per_step:,} tokens on {plan.gpus} GPUs) needs "
-        f"{share:.2f}x the dense {plan.precision} peak of {plan.gpus} x {hardware.name} for the model's FLOPs alone: "
+        f"{share:.2f}x the dense {fmt} peak of {plan.gpus} x {hardware.name} for the model's FLOPs alone: "
         "check its gpus, global_batch and seq_len"
     )

@@ -31,7 +31,7 @@ from planner.engine.settings import SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.fit.inputs import is_launch_profile
 from planner.fit.memory_kind import MEMORY_KINDS
-from planner.fit.plausible import beyond_peak, own_hardware
+from planner.fit.plausible import beyond_peak, measured_on
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
 from planner.io.files import require_file
@@ -274,7 +274,7 @@ def parse_run(
     kind = (raw.get("measured") or {}).get("peak_memory_kind")
     warm = bool((raw.get("measured") or {}).get("from_warmup"))
     run = Run(rid, str(raw.get("source") or ""), family, model, plan, hw, eng, measured, run_year(raw), kind, warm)
-    impossible = beyond_peak(model, plan, own_hardware(raw["hardware"]) if hardware else hw, run.measured_step_s)
+    impossible = beyond_peak(model, plan, measured_on(raw.get("hardware"), hw), run.measured_step_s)
     return run if impossible is None else Skipped(rid, impossible, measured)
 
 
