@@ -444,3 +444,16 @@ def test_deepspeed_keeps_an_fp32_master_in_its_zero_optimizer_only(engine):
         return s.master_copy, s.optimizer
 
     assert [per(0, "fp32"), per(1, "fp32"), per(0, "fp16"), per(1, "fp16")] == [(False, 8)] + [(True, 12)] * 3
+
+
+def test_a_master_copy_setting_is_said_against_what_the_stage_keeps():
+    """DeepSpeed's ZeRO-1 keeps an fp32 master in fp32 too: --master-copy there is no setting of the run's, and
+    --no-master-copy is one, which the memory document and an emitted file must carry (read-through: it was the
+    other way round, the null read as 'no copy in fp32')."""
+    from helpers import run_planner
+
+    args = ("estimate", "-m", "gpt2-1.5b", "--engine", "deepspeed", "--precision", "fp32", "--zero", "1", "--gpus",
+            "8", "--json")  # fmt: skip
+    for flag, said in (("--master-copy", {}), ("--no-master-copy", {"master_copy": False})):
+        code, out, err = run_planner(*args, flag)
+        assert code == 0 and json.loads(out)["settings"] == said, (flag, err)

@@ -199,7 +199,7 @@ def launch(
         user_defaults=emit is not None,  # an emitted job trains for real: the ~4M-token batch, not a rehearsal's
     )
     # the worker runs its profile's own settings
-    if emit is None and (unrun := unrun_settings(r.engine, r.plan.precision)):
+    if emit is None and (unrun := unrun_settings(r.engine, r.plan)):
         raise PlannerError(unrun)
     reh = None
     if rehearse_:

@@ -58,8 +58,7 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
     if stage.fp32_params:
         return StateBytes(4, 4, 4 * moments, False, c)
     wide = precision == "fp32"
-    by_stage = (not wide) if stage.master_copy is None else stage.master_copy
-    master = by_stage if mem.master_copy is None else mem.master_copy
+    master = stage.keeps_master(precision) if mem.master_copy is None else mem.master_copy
     grads = 4 if (wide or (stage.grad_dtype or mem.grad_dtype) == "fp32") else 2
     optimizer: float = 4 * (moments + (1 if master else 0))
     if mem.precision_aware_optimizer:

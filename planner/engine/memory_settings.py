@@ -28,9 +28,9 @@ class Memory(Frozen):
     )
     master_copy: bool | None = Field(
         None,
-        description="a separate fp32 copy of the weights in the optimizer; default: yes for 16-bit "
-        "precisions, no for fp32 (PyTorch, Megatron). DeepSpeed's ZeRO optimizer keeps one "
-        "even in fp32",
+        description="a separate fp32 copy of the weights in the optimizer; default: what the ZeRO stage keeps "
+        "(ZeroStage.keeps_master: yes for 16-bit precisions, no for fp32, as PyTorch and Megatron; DeepSpeed's ZeRO "
+        "optimizer one even in fp32)",
     )
     quantized_activations: bool = Field(
         True,

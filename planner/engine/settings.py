@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, get_args
 
+from planner.plan import Plan
+
 if TYPE_CHECKING:
     from planner.engine.profile import Engine
+    from planner.engine.zero import ZeroStage
 
 # The per-run settings' vocabularies (Engine.configured; plan files' training:, runs files' software:, flags).
 Optimizer = Literal["adamw", "adam", "sgd"]
@@ -142,16 +145,27 @@ SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 
-def meant(name: str, value: object, precision: str | None = None) -> object:
+def meant(name: str, value: object, precision: str | None = None, stage: ZeroStage | None = None) -> object:
     """What a per-run setting's value stands for, so that a value given equal to the default a null stands for is
     no setting of the run's: recompute_modules null is core_attn (Megatron's default, transformer_config.py
-    l.1940-1941); master_copy null is a copy for every precision but fp32 (cost/states.py state_bytes), where the
-    plan's precision is known."""
+    l.1940-1941); master_copy null is what the plan's ZeRO stage keeps (ZeroStage.keeps_master: DeepSpeed's ZeRO
+    optimizer a copy in fp32 too), else a copy for every precision but fp32, where the plan's precision is known."""
     if value is None and name == "recompute_modules":
         return ("core_attn",)
     if value is None and name == "master_copy" and precision is not None:
-        return precision != "fp32"
+        return stage.keeps_master(precision) if stage is not None else precision != "fp32"
     return tuple(value) if isinstance(value, list) else value
+
+
+def _precision_and_stage(engine: Engine, plan: Plan | str | None) -> tuple[str | None, ZeroStage | None]:
+    """The plan's precision and ZeRO stage as the engine runs it (a precision alone: no stage; a plan whose stage
+    the engine does not run: none)."""
+    if not isinstance(plan, Plan):
+        return plan, None
+    try:
+        return plan.precision, engine.zero_stage(plan)
+    except KeyError:
+        return plan.precision, None
 
 
 def said(settings: dict[str, object]) -> str:
@@ -159,30 +173,32 @@ def said(settings: dict[str, object]) -> str:
     return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in settings.items())
 
 
-def given_settings(engine: Engine, precision: str | None = None) -> dict[str, object]:
+def given_settings(engine: Engine, plan: Plan | str | None = None) -> dict[str, object]:
     """The per-run settings the plan was priced with that differ from the engine's profile as it was loaded (flags,
     a plan file's `training:`, a --recipe-options variant's), whether the profile came from the catalog or a file:
-    `configured` records the profile's own values. A value equal to what the profile's null stands for (at the
-    plan's `precision`, where given) is no difference (settings.meant)."""
+    `configured` records the profile's own values. A value equal to what the profile's null stands for (for the
+    `plan`, or at its precision where only that is given) is no difference (settings.meant)."""
     base = engine.profile_settings
     if base is None:
         return {}
+    precision, stage = _precision_and_stage(engine, plan)
     return {
         name: value
         for name, value in engine.settings().items()
-        if meant(name, value, precision) != meant(name, base[name], precision)
+        if meant(name, value, precision, stage) != meant(name, base[name], precision, stage)
     }
 
 
-def changed_settings(engine: Engine, target: Engine, precision: str | None = None) -> dict[str, object]:
+def changed_settings(engine: Engine, target: Engine, plan: Plan | str | None = None) -> dict[str, object]:
     """The per-run settings whose value in `engine` (the profile as configured for the plan) differs from the
     `target` engine's profile, by name (a --recipe-options variant against the profile it was made from), as
     given_settings compares them; none when the plan was priced on another engine (its settings are that engine's,
     not the target's)."""
     if (engine.variant_of or engine.name) != target.name:
         return {}
+    precision, stage = _precision_and_stage(engine, plan)
     return {
         name: engine.setting(name)
         for name in SETTINGS
-        if meant(name, engine.setting(name), precision) != meant(name, target.setting(name), precision)
+        if meant(name, engine.setting(name), precision, stage) != meant(name, target.setting(name), precision, stage)
     }

@@ -113,6 +113,11 @@ class ZeroStage(Frozen):
         "the fp32 master and moments over the data-parallel group (bf16_optimizer.py _setup_for_real_optimizer)",
     )
 
+    def keeps_master(self, precision: str) -> bool:
+        """Whether its optimizer keeps a separate fp32 master where the engine's memory.master_copy is null: as
+        `master_copy` says, else for every precision but fp32 (PyTorch, Megatron)."""
+        return precision != "fp32" if self.master_copy is None else self.master_copy
+
     def running(self, precision: str) -> ZeroStage:
         """The stage as the engine runs it at this precision (`bf16` where the plan trains in bf16 and it is set)."""
         return self.bf16 if precision == "bf16" and self.bf16 is not None else self

@@ -65,7 +65,7 @@ def plan_line(
     defaulted: frozenset[str] = frozenset(),
 ) -> str:
     run_by = f" with {escape(engine.name)}" if engine is not None else ""
-    given = given_settings(engine, plan.precision) if engine is not None else {}
+    given = given_settings(engine, plan) if engine is not None else {}
     if given:  # the per-run settings that differ from the profile's: what the numbers assume
         run_by += f" ({escape(said(given))})"
     return (

@@ -195,7 +195,7 @@ def memory_doc(
             for s in report.stages
         ],
         notes=list(report.notes),
-        settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine, plan.precision).items()},
+        settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine, plan).items()},
     )
 
 

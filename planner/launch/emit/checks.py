@@ -18,11 +18,11 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
-def unrun_settings(engine: Engine, precision: str) -> str:
-    """The per-run settings the plan was priced with (at `precision`) that this project's worker does not run (it
+def unrun_settings(engine: Engine, plan: Plan) -> str:
+    """The per-run settings the plan was priced with that this project's worker does not run (it
     loads its engine profile by name and runs the profile's own settings), said in one line (empty: none): a run
     here and a cluster file refuse them rather than drop them."""
-    given = given_settings(engine, precision)
+    given = given_settings(engine, plan)
     if not given:
         return ""
     return (

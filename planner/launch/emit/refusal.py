@@ -95,10 +95,10 @@ def checked(
         also = chosen.format_problems(model, cfg.plan) if chosen.format_problems else []
         why = unwritten_reason(chosen, cfg.plan.precision, unexpressed)
         raise PlannerError(f"--emit {kind}: " + "; ".join([why, *also]))
-    unrun = unrun_settings(engine, cfg.plan.precision) if chosen.engine is None else ""
+    unrun = unrun_settings(engine, cfg.plan) if chosen.engine is None else ""
     if unrun:  # a cluster file launches the worker
         raise PlannerError(f"--emit {kind}: {unrun}")
-    given = given_settings(engine, cfg.plan.precision) or _file_settings(engine, chosen.engine)
+    given = given_settings(engine, cfg.plan) or _file_settings(engine, chosen.engine)
     if given and chosen.engine not in (None, engine.name):
         raise PlannerError(
             f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "
@@ -106,7 +106,7 @@ def checked(
         )
     if chosen.engine is not None:
         runs_on = load_engine(chosen.engine)
-        settings = changed_settings(engine, runs_on, cfg.plan.precision)
+        settings = changed_settings(engine, runs_on, cfg.plan)
         problems = chosen.settings_problems(cfg.plan, settings) if chosen.settings_problems else []
         unwritten = unwritten_settings(chosen, settings) or (problems[0] if problems else "")
         if unwritten:
