@@ -55,6 +55,7 @@ MAX_LAYERS = 100_000
 MAX_WIDTH = 10_000_000  # hidden, FFN and head sizes, heads
 MAX_VOCAB = 100_000_000
 MAX_SEQ_LEN = 1 << 26  # 67M tokens
+MAX_TOKENS_PER_STEP = MAX_SEQ_LEN << 31  # the largest --max-tokens-per-step: a batch of 2^31 of the longest sequences
 MAX_EXPERTS = 100_000
 MAX_PARAMS = 1e16
 

@@ -225,6 +225,10 @@ def test_prefetch_asks_each_pair_once_and_keeps_a_refusal_for_the_call() -> None
             probe(3, 1)
     probe.prefetch([(3, 1)])
     assert len(asked) == asked_before and probe.searched == 2  # the refusal is raised, not searched again
+    for _ in range(2):  # a pair read in turn, not prefetched, that refuses: searched once too
+        with pytest.raises(PlannerError, match="three GPUs"):
+            probe(3, 2)
+    assert probe.searched == 3 and asked.count((3, 2)) == 1
 
 
 def test_a_range_searched_side_by_side_chooses_what_one_in_turn_chooses(monkeypatch: pytest.MonkeyPatch) -> None:

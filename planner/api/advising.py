@@ -21,7 +21,7 @@ from planner.explore.space import in_range
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import MAX_BATCH, MAX_DEGREE, default_global_batch, default_seq_len
-from planner.specs import MAX_SEQ_LEN, ModelSpec
+from planner.specs import MAX_SEQ_LEN, MAX_TOKENS_PER_STEP, ModelSpec
 from planner.units import fmt_duration, fmt_seconds, fmt_steps
 
 
@@ -120,7 +120,7 @@ def search_advised(
 def _step_tokens(spec: ModelSpec, batch: int | str | None, seq_len: int | None, most: int | None) -> tuple[int, int]:
     """The sequence length and the bound on tokens per step (--max-tokens-per-step `most`, else the default), a
     given batch checked against a given bound."""
-    in_range("max-tokens-per-step", most, (1, MAX_SEQ_LEN << 31))  # the options' bounds: 0 was the default (audit)
+    in_range("max-tokens-per-step", most, (1, MAX_TOKENS_PER_STEP))  # the options' bounds: 0 was the default (audit)
     in_range("seq-len", seq_len, (1, MAX_SEQ_LEN))
     bound, seq = most or DEFAULT_MAX_TOKENS_PER_STEP, seq_len or default_seq_len(spec.max_seq_len)
     if isinstance(batch, int) and batch * seq > bound and most:

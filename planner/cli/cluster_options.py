@@ -10,7 +10,7 @@ import typer
 
 from planner.cli.callbacks import nonempty, nonempty_as
 from planner.cli.options import Opt
-from planner.specs import MAX_SEQ_LEN
+from planner.specs import MAX_TOKENS_PER_STEP
 
 ClusterOpt = Annotated[
     Optional[str],
@@ -73,7 +73,7 @@ MaxTokensOpt = Annotated[
     typer.Option(
         "--max-tokens-per-step",
         min=1,
-        max=MAX_SEQ_LEN << 31,
+        max=MAX_TOKENS_PER_STEP,
         help="the largest global batch advice and --global-batch auto consider, in tokens (default 16,777,216: "
         "Llama 3 405B's final batch)",
     ),

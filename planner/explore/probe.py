@@ -68,6 +68,11 @@ class Probe:
         if key not in self._seen:
             start = time.perf_counter()
             self.searched += 1
-            self._seen[key] = self._best_at(gpus, global_batch)
-            self._last_s = time.perf_counter() - start
+            try:
+                self._seen[key] = self._best_at(gpus, global_batch)
+            except PlannerError as e:  # kept, as a prefetched pair's is: a second read does not search it again
+                self._refused[key] = e
+                raise
+            finally:
+                self._last_s = time.perf_counter() - start
         return self._seen[key]

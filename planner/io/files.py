@@ -165,8 +165,8 @@ def read_text(
 ) -> str:
     """A text file's contents (a pipe's: _pipe_bytes); PlannerError for a missing file, a folder, a device or a
     socket (a device may never end), a file over `max_bytes`, a symlink loop, a name too long, no permission or bytes
-    that are not UTF-8 (`lenient`: such bytes read as U+FFFD, as a training log may hold a stray byte of another
-    encoding in a line the readers never look at)."""
+    that are not UTF-8, or UTF-16 with its byte-order mark (_decoded; `lenient`: such bytes read as U+FFFD, as a
+    training log may hold a stray byte of another encoding in a line the readers never look at)."""
     p = Path(path)
     name = display or str(path)
     try:
