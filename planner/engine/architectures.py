@@ -7,6 +7,7 @@ model, or none, and its plans are not ranked.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal, get_args
 
 from pydantic import Field
@@ -69,6 +70,7 @@ class ModelFile(Frozen):
     why: str = Field("", description="the engine's source for the exclusions")
 
 
+@lru_cache(maxsize=64)  # read for every structure a search checks (model_file_problems): one answer per model
 def model_file(files: tuple[ModelFile, ...], model: ModelSpec) -> ModelFile | None:
     """The first of the engine's model files that implements all of the model's features (None: none does)."""
     has = set(model_features(model))
@@ -119,7 +121,7 @@ def _combination_problems(engine_name: str, model: ModelSpec, files: tuple[Model
 
 def model_file_problems(engine_name: str, files: tuple[ModelFile, ...], model: ModelSpec, plan: Plan) -> list[Rejected]:
     """A parallel dimension above 1 that the engine's model file for this model does not run."""
-    found = model_file(files, model)
+    found = model_file(files, model) if files else None  # most engines list no files
     if found is None:
         return []
     return [
