@@ -47,6 +47,7 @@ def set_user_dirs(dirs: Sequence[str | Path]) -> None:
     _index.cache_clear()
     _aliases.cache_clear()
     _alias_claims.cache_clear()
+    _alias_owners.cache_clear()
 
 
 def _check_layout(folder: Path) -> None:
@@ -122,6 +123,7 @@ def _alias_claims(kind_dir: str) -> dict[str, tuple[str, ...]]:
     return {alias: tuple(keys) for alias, keys in out.items()}
 
 
+@cache
 def _alias_owners(kind_dir: str) -> dict[str, str]:
     """alias (lower case) -> the first catalog name that lists it (_alias_claims)."""
     return {alias: keys[0] for alias, keys in _alias_claims(kind_dir).items()}
