@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from planner.cluster.domains import domain_split, ranks_per_domain, straddles
 from planner.cluster.fabric import NETWORK, NVLINK, cluster_of, network_tier, tier_name
 from planner.cost.cache import spec_cache
-from planner.cost.params import plan_etp
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
 
@@ -150,7 +149,7 @@ def plan_groups(plan: Plan) -> dict[str, tuple[int, int]]:
     return {
         "tp": (plan.tp, 1),
         "cp": (plan.cp, plan.tp),
-        "ep": (plan.ep, plan_etp(plan)),
+        "ep": (plan.ep, plan.expert_tp),
         "dp": (plan.dp * plan.cp, plan.tp),
         "pp": (plan.pp, plan.tp * plan.cp * plan.dp),
     }

@@ -25,7 +25,6 @@ from planner.cost.kernels import (
     ssd_scan_s,
 )
 from planner.cost.moe import routed_load
-from planner.cost.params import plan_etp
 from planner.cost.quantization import layer_casts
 from planner.cost.recipe_options import modules_recompute_s, selected_modules
 from planner.engine import Engine, Kernels
@@ -270,7 +269,7 @@ def layer_time(
     core_peak = hw.peak("bf16") if is_low_precision(plan.precision) else peak  # attention stays 16-bit
     return _layer_time(
         model, hw.efficiency, engine.kernels, peak, core_peak, bw, kind=kind, tp=plan.tp, cp=plan.cp, ep=plan.ep,
-        etp=plan_etp(plan), sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision,
+        etp=plan.expert_tp, sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision,
         recompute=plan.recompute, load=routed_load(model, engine) if kind.ffn == "moe" else 1.0,
         grouped=engine.moe.grouped_on(hw.gpu.architecture) and kind.ffn == "moe", arch=hw.gpu.architecture,
         weight_cache=engine.memory.fp8_weight_cache, dtensor_op_s=dtensor_host.op_s(hw, plan, engine),

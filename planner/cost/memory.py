@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes, pp_boundary_bytes
 from planner.cost.moments import Moment, interleaved_moments
-from planner.cost.params import RankParams, chunk_shares, padded_vocab, plan_etp, plan_params
+from planner.cost.params import RankParams, chunk_shares, padded_vocab, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
 from planner.cost.recipe_options import (
     Groups,
@@ -219,7 +219,7 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
         act_bytes=a,
         kernels=k,
         kind=kind,
-        etp=plan_etp(p),
+        etp=p.expert_tp,
         saved_quant=saved_input_bytes(p.precision, engine),
         col_in_bytes=1.0 if k.tp_fp8_inputs and p.precision in TENSORWISE_FP8 else 0.0,
         autocast=engine.zero_stage(p).autocast and a < 4,
@@ -416,7 +416,7 @@ def _stage_memory(
     logits = logits_bytes(model, plan, engine) if last else 0.0
     first = layout.holds_embedding(rank)
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
-    shares = chunk_shares(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan_etp(plan))
+    shares = chunk_shares(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan.expert_tp)
     held_layers = sum(n for _k, n in mix)
     reserved, apart = rank_reserved(hw, engine), loss_apart(plan)
     best: tuple[MemoryBreakdown, Moment, float, StateTerms] | None = None

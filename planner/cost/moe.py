@@ -12,7 +12,6 @@ from planner.cluster.domains import domain_split
 from planner.cluster.fabric import network_tier
 from planner.cost.comm import collective_s, group_link
 from planner.cost.kernels import ACT_BYTES
-from planner.cost.params import plan_etp
 from planner.engine import Engine
 from planner.hardware import Efficiency, HardwareProfile
 from planner.plan import Plan
@@ -104,9 +103,9 @@ def dispatch_s(
     (and reduce-scatters before the combine); allgather gathers every token over the ep·etp group; deepep sends
     each token once per remote domain (deepep_s)."""
     m = model.moe
-    if m is None or plan.ep * plan_etp(plan) <= 1:
+    if m is None or plan.ep * plan.expert_tp <= 1:
         return 0.0
-    etp, h = plan_etp(plan), model.hidden_size
+    etp, h = plan.expert_tp, model.hidden_size
     act_b = ACT_BYTES[plan.precision] if bytes_per_value is None else bytes_per_value
     whole = engine.moe.replicated_over_tp  # every tp rank holds the block's input (torchtitan)
     t = tokens / (plan.tp if (etp == 1 if whole else plan.sp) else 1)
@@ -139,7 +138,7 @@ def layer_ep_s(
     """A MoE layer's dispatch and combine, forward and backward (and the forward pair again when `recomputed`:
     full recompute, or Megatron's `moe` recompute module), for one micro-batch on one GPU: the forward dispatch in
     the engine's dispatch dtype, the rest in the activations' (DeepSeek-V3 §3.3.3 combines in bf16)."""
-    if model.moe is None or plan.ep * plan_etp(plan) <= 1:
+    if model.moe is None or plan.ep * plan.expert_tp <= 1:
         return 0.0
     one = dispatch_s(model, hw, plan, engine, tokens=tokens)
     first = one

@@ -18,17 +18,12 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
-def plan_etp(plan: Plan) -> int:
-    """The expert tensor-parallel degree (Plan.expert_tp)."""
-    return plan.expert_tp
-
-
 def expert_dp(plan: Plan) -> int:
     """The expert data-parallel degree EDP: the expert layers fold ep·etp·EDP onto the tp·cp·dp ranks of a stage
     (Megatron-Core MoE parallel folding, parallel_state.py: ETP·EP·EDP = TP·CP·DP); expert gradients are reduced
     and their optimizer state sharded over EDP (distributed_data_parallel.py, optimizer/__init__.py). With etp =
     tp it is dp·cp/ep."""
-    etp = plan_etp(plan)
+    etp = plan.expert_tp
     if etp == plan.tp:
         return max(plan.dp * plan.cp // plan.ep, 1)
     return max(plan.tp * plan.cp * plan.dp // (plan.ep * etp), 1)
@@ -172,4 +167,4 @@ def plan_params(model: ModelSpec, plan: Plan, engine: Engine, rank: int) -> Rank
     vocabulary padding."""
     vocab = padded_vocab(model.vocab_size, plan.tp, engine.rules.vocab_padding)
     layout = plan_layout(model, plan, engine)
-    return rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan_etp(plan))
+    return rank_params(model, layout, tp=plan.tp, ep=plan.ep, rank=rank, vocab=vocab, etp=plan.expert_tp)

@@ -27,7 +27,7 @@ from planner.cost.memory import (
     state_terms,
 )
 from planner.cost.moments import Moment
-from planner.cost.params import RankParams, chunk_shares, padded_vocab, plan_etp, rank_params
+from planner.cost.params import RankParams, chunk_shares, padded_vocab, rank_params
 from planner.cost.quantization import recipe_memory
 from planner.cost.recipe_options import held_activations
 from planner.cost.stages import Mix, layer_layout, plan_split, rank_mix
@@ -139,7 +139,7 @@ class PeakMemory:
 
     def _state(self, p: Plan, zero: int, ranks: list[RankShape]) -> list[StateTerms]:
         accumulates = p.num_microbatches > 1 or p.pp > 1  # what cost.states' unsharded accumulation needs
-        key = (STATES(p), plan_etp(p), zero, accumulates)
+        key = (STATES(p), p.expert_tp, zero, accumulates)
         hit = self._states.get(key)
         if hit is None:
             stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision)
@@ -170,7 +170,7 @@ class PeakMemory:
         last = self._last
         if last is not None and last[0] is p:
             return last[1]
-        ranks = self.ranks(*RANK_PARAMS(p), plan_etp(p), plan_v_shape(p), plan_split(p, self.engine))
+        ranks = self.ranks(*RANK_PARAMS(p), p.expert_tp, plan_v_shape(p), plan_split(p, self.engine))
         logits = 0.0
         if any(r.last for r in ranks):
             key = (p.micro_batch, p.seq_len, p.cp, p.tp, p.precision)

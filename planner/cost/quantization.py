@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from planner.cost.cache import spec_cache
 from planner.cost.kernels import gemm_s
-from planner.cost.params import RankParams, kind_params_per_rank, plan_etp
+from planner.cost.params import RankParams, kind_params_per_rank
 from planner.cost.stages import Layout, plan_layout
 from planner.engine import Engine, ZeroStage
 from planner.hardware import Efficiency, HardwareProfile
@@ -158,7 +158,7 @@ def recipe_memory(
     if r is None:
         return NO_RECIPE_MEMORY
     layout = plan_layout(model, plan, engine)
-    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
+    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan.expert_tp, rank=rank)
     copies = r.copies(hw.gpu.architecture)
     one = copy_bytes(r, weight=True)
     gemms = params.num_gemms
@@ -183,7 +183,7 @@ def _uncached_under_autocast(
     if not (is_low_precision(plan.precision) and stage.autocast and kept_whole):
         return NO_RECIPE_MEMORY
     layout = plan_layout(model, plan, engine)
-    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
+    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan.expert_tp, rank=rank)
     return RecipeMemory(-q * AUTOCAST_CAST_BYTES, 0.0)
 
 
@@ -205,7 +205,7 @@ def weight_cast_step_s(model: ModelSpec, hw: HardwareProfile, plan: Plan, engine
     if r is None or not engine.memory.fp8_weight_cache:
         return 0.0
     layout = plan_layout(model, plan, engine)
-    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan_etp(plan), rank=rank)
+    q = rank_quantized_params(model, layout, tp=plan.tp, ep=plan.ep, etp=plan.expert_tp, rank=rank)
     arch, one = hw.gpu.architecture, copy_bytes(r, weight=True)
     if engine.memory.fp8_param_gather:
         shard = q / (plan.dp * plan.cp)

@@ -15,7 +15,7 @@ from planner.cost.activations import pp_boundary_bytes
 from planner.cost.comm import collective_s, group_link
 from planner.cost.compute import ACT_BYTES
 from planner.cost.moe import layer_ep_s
-from planner.cost.params import expert_dp, plan_etp, plan_params
+from planner.cost.params import expert_dp, plan_params
 from planner.cost.recipe_options import moe_recomputed
 from planner.cost.states import state_bytes_per_param
 from planner.engine import Engine
@@ -80,7 +80,7 @@ def layer_traffic(
     ring = _cp_ring_s(model, hw, plan, kind, tokens=tokens, act_b=act_b)
     cp_a2a = _mamba_cp_s(model, hw, plan, kind, tokens=tokens, act_b=act_b, full=full, co=co)
     ep = 0.0
-    if kind.ffn == "moe" and model.moe is not None and plan.ep * plan_etp(plan) > 1:
+    if kind.ffn == "moe" and model.moe is not None and plan.ep * plan.expert_tp > 1:
         # dispatch and combine, forward and backward, and the forward pair again under full recompute or when
         # selective recompute re-runs the `moe` module
         again = full or moe_recomputed(engine.kernels, plan.recompute)
@@ -153,7 +153,7 @@ def _dp_s(kind: str, dense_b: float, expert_b: float, hw: HardwareProfile, plan:
     return collective_s(
         kind, dense_b, n, group_link(hw, n=n, stride=plan.tp, gpus=plan.gpus), chunk_bytes=chunk_b
     ) + collective_s(
-        kind, expert_b, ne, group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep, gpus=plan.gpus), chunk_bytes=chunk_b
+        kind, expert_b, ne, group_link(hw, n=ne, stride=plan.expert_tp * plan.ep, gpus=plan.gpus), chunk_bytes=chunk_b
     )
 
 

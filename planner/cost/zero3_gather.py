@@ -18,7 +18,7 @@ call and n − 1 ring steps at the group's link latency), none of it fitted to t
 from __future__ import annotations
 
 from planner.cost.comm import collective_s, group_link
-from planner.cost.params import plan_etp, plan_params
+from planner.cost.params import plan_params
 from planner.cost.stages import plan_layout
 from planner.cost.states import state_bytes_per_param
 from planner.cost.traffic import dp_groups
@@ -74,7 +74,7 @@ def per_parameter_dp_s(
     n, ne = dp_groups(plan)
     links = (
         group_link(hw, n=n, stride=plan.tp, gpus=plan.gpus),
-        group_link(hw, n=ne, stride=plan_etp(plan) * plan.ep, gpus=plan.gpus),
+        group_link(hw, n=ne, stride=plan.expert_tp * plan.ep, gpus=plan.gpus),
     )
     groups = ((params.dense, n, links[0]), (params.expert, ne, links[1]))
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from planner.cost.params import plan_etp
 from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
 from planner.launch.emit.common import catalog_match, engine_torchrun, eps_problems, node_gpus, plain_transformer
 from planner.launch.emit.targets import Target, register
@@ -124,13 +123,13 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
             f"the planner writes torchtitan {release} configurations for {', '.join(written)} (RoPE theta "
             f"{LLAMA3_ROPE_THETA:g}, no linear biases for llama3), and {model.name} is none of them"
         )
-    elif model.moe is not None and plan_etp(plan) != (etp := 1 if plan.ep > 1 else plan.tp):
+    elif model.moe is not None and plan.expert_tp != (etp := 1 if plan.ep > 1 else plan.tp):
         how = (
             "with ep > 1 without tensor parallelism (expert tensor parallel degree 1)"
             if plan.ep > 1
             else "without ep on the dense layers' tp axis (models/common/moe_sharding.py expert_param_placement_dense)"
         )
-        out.append(f"etp={plan_etp(plan)}: torchtitan {release} runs its experts {how}; give --etp {etp}")
+        out.append(f"etp={plan.expert_tp}: torchtitan {release} runs its experts {how}; give --etp {etp}")
     if plan.precision == "fp16":
         out.append("precision=fp16: torchtitan trains in bfloat16 or float32 (training.mixed_precision_param)")
     if plan.pp > 1:
