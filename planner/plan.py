@@ -107,6 +107,10 @@ class Plan(Frozen):
                 return {**data, "vpp": 2}  # DualPipeV: two chunks per rank, in a V
         return data
 
+    def document(self, engine: str) -> dict[str, object]:
+        """The `{PLAN}` document of DESIGN.md: the plan's fields and the engine that runs it."""
+        return {**self.model_dump(), "engine": engine}
+
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.cp * self.dp

@@ -67,7 +67,9 @@ def test_memory_json_contract():
         "seq_len",
         "precision",
         "schedule",
+        "engine",  # DESIGN's {PLAN} names its engine, in every document that has one (as search's plans did alone)
     }
+    assert doc["plan"]["engine"] == doc["engine"] == "megatron"
     assert doc["fits"] is True and doc["stage"] == max(doc["stages"], key=lambda s: s["total_bytes"])["stage"]
 
 

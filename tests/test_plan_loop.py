@@ -78,6 +78,25 @@ def test_a_saved_plan_names_the_hardware_and_engine_it_was_searched_on(tmp_path)
     assert first.startswith("# planner search --model llama3-8b --gpus 16 --hardware h100-sxm --engine torchtitan:")
 
 
+def test_a_plan_document_from_json_output_reads_back_as_a_plan_file_with_its_engine(tmp_path):
+    """Every --json document's `plan` names its engine (DESIGN's {PLAN}); cut out as a file, it prices the same plan
+    on that engine, and a file whose own engine differs is one line."""
+    from helpers import run_planner
+
+    args = ("-m", "llama3-8b", "--gpus", "8", "--dp", "8", "--zero", "3", "--engine", "torchtitan")
+    code, out, err = run_planner("estimate", *args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    cut = tmp_path / "plan.json"
+    cut.write_text(json.dumps(doc["plan"]))
+    code, out, err = run_planner("estimate", "-m", "llama3-8b", "--plan", str(cut), "--json")
+    assert code == 0, err
+    assert json.loads(out)["plan"] == doc["plan"] and json.loads(out)["time"] == doc["time"]
+    cut.write_text(json.dumps({"engine": "megatron", "plan": doc["plan"]}))
+    code, out, err = run_planner("estimate", "-m", "llama3-8b", "--plan", str(cut))
+    assert code == 2 and out == "" and "the plan's engine 'torchtitan' is not the file's engine 'megatron'" in err
+
+
 def test_a_plan_file_field_of_the_wrong_type_is_refused_not_coerced(tmp_path):
     """YAML's `dp: true` was read as dp 1 (pydantic's lax mode, audit): each field is checked strictly, one line."""
     from helpers import run_planner

@@ -194,6 +194,13 @@ def test_failures_priced_stretch_the_time_to_train_by_the_checkpoint_goodput():
         assert b.checkpoint.interval_s / b.step_s == pytest.approx(round(b.checkpoint.interval_s / b.step_s))
         doc = estimate("llama3-70b", plan=b.plan, engine=b.engine, mtbf_hours=20000)
         assert doc.checkpoint.goodput == pytest.approx(b.goodput)
+        # each interval brackets its own time, as estimate's train document pairs them (audit: the failure-free
+        # train_s fell below an interval built around the expected time)
+        point = b.as_json()
+        lo, hi = point["train_s_interval"]
+        assert lo < point["train_s"] < hi and a.as_json()["train_s_interval"] == pytest.approx([lo, hi])
+        lo, hi = point["expected_train_s_interval"]
+        assert lo < point["expected_train_s"] < hi and a.as_json()["expected_train_s_interval"] is None
         assert doc.checkpoint.interval_s == pytest.approx(b.checkpoint.interval_s)
     per_node = scale("llama3-70b", gpus=[1024], mtbf_hours=2500, mtbf_per="node", **kw)
     assert per_node.failures.gpu_mtbf_hours == 20000 and per_node.points[0].goodput == pytest.approx(
@@ -274,7 +281,7 @@ def test_a_count_whose_memory_interval_passes_the_gpu_is_marked_as_search_marks_
     assert code == 0, err
     point = json.loads(out)["points"][0]
     best = search("deepseek-v3", hardware="gb200-nvl72", gpus=1152, precision="mxfp8", top=1).plans[0]
-    assert point["plan"] == {k: v for k, v in best.plan.items() if k != "engine"}
+    assert point["plan"] == best.plan  # the {PLAN} document, its engine with it
     assert point["may_not_fit"] is best.may_not_fit is True
     assert point["peak_memory_bytes"] == round(best.memory.total_bytes)  # whole bytes, as estimate --json gives
     hi = point["uncertainty"]["peak_memory_interval"][1]

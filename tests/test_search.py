@@ -26,6 +26,7 @@ from planner.explore.space import NOT_FIT, PRUNED_ONE_RANK, Checkpointing, Space
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan, divisors
 from planner.plan_checks import check_plan
+from planner.render.search_documents import search_doc
 
 GENERIC = make_engine()
 
@@ -174,6 +175,8 @@ def test_nothing_fits_shows_closest_misses_with_fixes():
     assert first.over_bytes > 0 and first.gpus_needed and first.gpus_needed > 8
     assert any(v.fits for v in first.variants)
     assert all(a.over_bytes <= b.over_bytes for a, b in zip(res.misses, res.misses[1:]))
+    doc = search_doc(res).model_dump()["closest_misses"][0]  # each plan document names the engine it was priced for
+    assert doc["plan"]["engine"] == GENERIC.name and {v["plan"]["engine"] for v in doc["variants"]} == {GENERIC.name}
     # at dp 1 ZeRO shards nothing: no same-GPU variant raises the stage (ZeRO-3 would add FSDP's fp32 parameters)
     for miss in res.misses:
         if miss.plan.dp * miss.plan.cp == 1:
@@ -235,7 +238,7 @@ def test_cli_table_save_round_trip(capsys, tmp_path):
     assert saved["model"] == "llama3-8b" and saved["gpus"] == 16
     code, out, err = cli(capsys, "memory", "--plan", str(path), "--json")
     assert code == 0, err
-    assert json.loads(out)["plan"] == saved["plan"]
+    assert json.loads(out)["plan"] == {**saved["plan"], "engine": saved["engine"]}
 
 
 def test_explain_says_a_degree_that_cannot_make_up_the_gpus_and_is_in_the_json(capsys):

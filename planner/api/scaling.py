@@ -81,17 +81,17 @@ class ScalePoint:
     def priced_gpu_hours(self) -> float:
         return math.inf if self.stalled else self.expected.gpu_hours if self.expected else self.gpu_hours
 
-    @property
-    def train_interval_s(self) -> tuple[float, float] | None:
-        """The 80% interval of the time to train as priced (none where it stalls or there is no interval)."""
-        if self.uncertainty is None or self.stalled or self.plan is None:
+    def train_interval_s(self, priced: bool) -> tuple[float, float] | None:
+        """The 80% interval of the time to train: failure-free, or as priced (expected, over the goodput; none where
+        failures are not priced, where it stalls, or where there is no interval), as estimate's `train` gives both."""
+        if self.uncertainty is None or self.plan is None or (priced and (self.stalled or self.expected is None)):
             return None
-        return self.uncertainty.duration_interval(self.priced_train_s, self.tokens_per_s)
+        return self.uncertainty.duration_interval(self.priced_train_s if priced else self.train_s, self.tokens_per_s)
 
     def as_json(self) -> dict[str, Any]:
         """The point; its figures are null where there is no plan (a script taking the least train_s must not
         pick a count that cannot run)."""
-        ran, interval = self.plan is not None, self.train_interval_s
+        ran, free, priced = self.plan is not None, self.train_interval_s(False), self.train_interval_s(True)
         figures = {
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -106,7 +106,8 @@ class ScalePoint:
             "expected_gpu_hours": self.expected.gpu_hours if self.expected else None,
             "plausibility": self.plausibility.as_dict() if self.plausibility else None,
             "uncertainty": self.uncertainty.as_dict() if self.uncertainty else None,
-            "train_s_interval": list(interval) if interval else None,
+            "train_s_interval": list(free) if free else None,
+            "expected_train_s_interval": list(priced) if priced else None,
             "peak_memory_bytes": round(self.peak_memory_bytes),  # whole bytes, as estimate gives them
             "may_not_fit": self.may_not_fit,
         }
@@ -114,7 +115,7 @@ class ScalePoint:
             "gpus": self.gpus,
             "fits": ran,
             "stalled": self.stalled,
-            "plan": self.plan.model_dump() if self.plan is not None else None,
+            "plan": self.plan.document(self.engine) if self.plan is not None and self.engine is not None else None,
             "engine": self.engine,
             **{k: v if ran else None for k, v in figures.items()},
             "note": self.note,

@@ -95,7 +95,7 @@ def run_here(
         cfg, rehearsal, r.engine, env, nproc_per_node=per_node, nnodes=nnodes, max_restarts=max_restarts,
         peak_bytes=pred["peak_bytes"], need=need,
     )  # fmt: skip
-    report.plan, report.predicted = cfg.plan.model_dump(), pred
+    report.plan, report.predicted = cfg.plan.document(r.engine.name), pred
     hardware_check(report.preflight, env, r.hardware)
     for problem in unsupported:
         report.preflight.add("precision", False, problem.detail)

@@ -67,7 +67,7 @@ class Explanation:
             "best": None
             if best is None
             else {
-                "plan": best.plan.model_dump(),
+                "plan": best.plan.document(best.estimate.engine.name),
                 "engine": best.estimate.engine.name,
                 "tokens_per_s": best.time.tokens_per_s,
             },

@@ -51,7 +51,8 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
         more = _more_gpus(trial, base, p, saver)
         if more is not None:
             variants.append(more)
-        out.append(Miss(p, o.nbytes, coster.capacity_bytes, variants, more.plan.gpus if more else None))
+        needed = more.plan.gpus if more else None
+        out.append(Miss(p, o.nbytes, coster.capacity_bytes, variants, coster.engine.name, needed))
         if len(out) >= n:
             break
     return out

@@ -56,6 +56,7 @@ class Miss:
     bytes: float
     capacity: float
     variants: list[Variant]
+    engine: str  # the engine it was priced for (a search of several engines keeps each one's misses)
     gpus_needed: int | None = None  # smallest GPU count (x2 steps, more dp) at which it fits
 
     @property

@@ -135,6 +135,7 @@ def read_plan_file(path: str) -> PlanFile:
     plan = doc["plan"]
     if not isinstance(plan, dict):
         raise PlannerError(f"{path}: plan must be a mapping of plan fields ({', '.join(PLAN_FIELDS)}), got {plan!r}")
+    plan, engine = _plan_engine(path, plan, doc.get("engine"))
     unknown = set(plan) - set(PLAN_FIELDS)
     if unknown:
         raise PlannerError(f"{path}: unknown plan field(s) {sorted(unknown)}; valid: {', '.join(PLAN_FIELDS)}")
@@ -147,11 +148,22 @@ def read_plan_file(path: str) -> PlanFile:
         model=beside(path, _text(path, "model", doc.get("model"))),
         hardware=beside(path, _text(path, "hardware", doc.get("hardware"))),
         cluster=beside(path, _text(path, "cluster", doc.get("cluster"))),
-        engine=beside(path, _text(path, "engine", doc.get("engine"))),
+        engine=beside(path, _text(path, "engine", engine)),
         gpus=gpus,
         training=_training(path, doc.get("training")),
         predicted=predicted if isinstance(predicted, dict) else None,
     )
+
+
+def _plan_engine(path: str, plan: dict[str, Any], engine: object) -> tuple[dict[str, Any], object]:
+    """The plan's fields and the file's engine: a `{PLAN}` document (`memory`, `estimate`, `search`, `scale` --json)
+    names its engine inside the plan, and reads as the file's own where the file names none or the same one."""
+    if "engine" not in plan:
+        return plan, engine
+    fields = {k: v for k, v in plan.items() if k != "engine"}
+    if engine is not None and engine != plan["engine"]:
+        raise PlannerError(f"{path}: the plan's engine {plan['engine']!r} is not the file's engine {engine!r}")
+    return fields, plan["engine"]
 
 
 def checked_fields(path: str, fields: dict[str, Any]) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class DryRun:
     mesh: dict[str, int]
     ranks: list[str]
     rehearsal: dict | None = None  # what --rehearse changed (rehearse.Rehearsal.to_dict)
-    plan: dict | None = None  # the plan run (Plan.model_dump)
+    plan: dict | None = None  # the plan run, its engine with it (Plan.document)
     predicted: dict | None = None  # what the run is priced at (predicted(): bytes and seconds)
 
     def to_dict(self) -> dict:

@@ -172,7 +172,7 @@ def memory_doc(
         model=model.name,
         hardware=hw.name,
         engine=engine.name,
-        plan=plan.model_dump(),
+        plan=plan.document(engine.name),
         stage=peak.stage,
         per_gpu_bytes=_ints(peak.breakdown),
         total_bytes=round(report.total_bytes),

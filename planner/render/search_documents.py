@@ -87,7 +87,7 @@ def ranked_doc(r: Ranked) -> RankedDoc:
     e, t = r.estimate, r.time
     return RankedDoc(
         engine=e.engine.name,
-        plan={**e.plan.model_dump(), "engine": e.engine.name},
+        plan=e.plan.document(e.engine.name),
         memory=memory_doc(e.model, e.hardware, e.plan, e.memory, e.engine),
         time=StepDoc.model_validate(t.as_dict()),
         **rates(e),
@@ -101,11 +101,11 @@ def ranked_doc(r: Ranked) -> RankedDoc:
 
 def miss_doc(m: Miss) -> MissDoc:
     return MissDoc(
-        plan=m.plan.model_dump(),
+        plan=m.plan.document(m.engine),
         total_bytes=int(m.bytes),
         over_bytes=int(m.over_bytes),
         variants=[
-            VariantDoc(change=v.change, plan=v.plan.model_dump(), total_bytes=int(v.nbytes), fits=v.fits)
+            VariantDoc(change=v.change, plan=v.plan.document(m.engine), total_bytes=int(v.nbytes), fits=v.fits)
             for v in m.variants
         ],
         gpus_needed=m.gpus_needed,
