@@ -1,5 +1,10 @@
 """Unit constants and human formatting. Everything inside planner is SI (bytes, seconds, FLOP/s)."""
 
+from __future__ import annotations
+
+import math
+from typing import Any
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -98,3 +103,15 @@ def fmt_hours(hours: float) -> str:
     if 0 < hours < 0.01:  # "4e-05" read as a number, not as a few seconds of a GPU
         return "< 0.01"
     return f"{hours:,.0f}" if hours >= 10 or hours == 0 else f"{hours:.2g}"
+
+
+def whole_bytes(doc: Any, sizes: bool = False) -> Any:
+    """A document with every `*_bytes` size in whole bytes, at any depth, a list of sizes too (DESIGN.md: sizes are
+    bytes): profiles and figures keep floats (85e9, a fitted 1.6e9) that --json must not print as 85000000000.0."""
+    if isinstance(doc, dict):
+        return {k: whole_bytes(v, isinstance(k, str) and k.endswith("_bytes")) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [whole_bytes(v, sizes) for v in doc]
+    if sizes and isinstance(doc, float) and math.isfinite(doc):
+        return round(doc)
+    return doc

@@ -93,3 +93,15 @@ def run_planner_process(*args: str, timeout_s: float = 120) -> tuple[int, str, s
     """`python -m planner ARGS` in a child process: (exit code, stdout, stderr)."""
     proc = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=timeout_s)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def byte_fields(doc, sizes=False):
+    """Every size of a document: the values at any depth under a `*_bytes` key (a figure, a list, a mapping)."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from byte_fields(v, sizes or str(k).endswith("_bytes"))
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from byte_fields(v, sizes)
+    elif sizes and doc is not None:
+        yield doc

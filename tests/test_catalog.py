@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from helpers import run_planner
+from helpers import byte_fields, run_planner
 
 from planner.errors import PlannerError
 from planner.io.catalog import (
@@ -467,6 +467,14 @@ def test_a_profile_shown_loads_as_the_same_profile(tmp_path, kind, name, monkeyp
     (tmp_path / "mine.yaml").write_text(out)
     load = load_hardware if kind == "hardware" else load_engine
     assert load(str(tmp_path / "mine.yaml")).model_dump() == load(name).model_dump()
+    # --json gives sizes in whole bytes (85000000000, not 85000000000.0: DESIGN.md), and reads back the same
+    code, out, err = run_planner(kind, "show", name, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    sizes = list(byte_fields(doc))
+    assert sizes and all(isinstance(v, int) for v in sizes), sizes  # a list of sizes too
+    (tmp_path / "mine.json").write_text(out)
+    assert load(str(tmp_path / "mine.json")).model_dump() == load(name).model_dump()
 
 
 CATALOG_FIXTURES = {  # catalog spec -> the config.json its rope_theta and norm_eps cite (tests/data/hf_configs)

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import make_engine
+from helpers import byte_fields, make_engine
 from helpers import run_planner as run
 
 from planner.cost.estimate import estimate
@@ -14,6 +14,7 @@ from planner.fit.calibrate import fit, observations_from_runs
 from planner.fit.validate import validate_runs
 from planner.io.catalog import load_hardware, load_model
 from planner.plan import Plan
+from planner.render.accuracy import validation_json
 
 REFERENCE = "tests/data/calibration_runs.yaml"
 
@@ -48,6 +49,9 @@ def test_estimate_json_contract():
     doc = json.loads(out)
     assert {"step_s", "compute_s", "recompute_s", "bubble_s", "optimizer_s", "exposed_comm_s"} <= set(doc["time"])
     assert set(doc["time"]["exposed_comm_s"]) == {"tp", "cp", "ep", "pp", "dp"}
+    sizes = list(byte_fields(doc))  # whole bytes everywhere: the terms, the interval, the checkpoint (DESIGN.md)
+    assert doc["checkpoint"]["checkpoint_bytes"] in sizes and all(isinstance(v, int) for v in sizes), sizes
+    assert all(isinstance(v, int) for v in doc["uncertainty"]["peak_memory_interval"])
     for key in ("tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "per_gpu_bytes", "total_bytes", "fits", "stages"):
         assert key in doc
     t = doc["time"]
@@ -353,8 +357,18 @@ def test_a_measured_peak_is_compared_as_it_counts_memory(calibration_runs):
     }
     for kind, peak in expected.items():
         raw = dict(base, measured={**base["measured"], "peak_memory_bytes": 40e9, "peak_memory_kind": kind})
-        (result,) = validate_runs([raw]).runs
+        validation = validate_runs([raw])
+        (result,) = validation.runs
         assert result.predicted["peak_memory_bytes"] == pytest.approx(peak)
+        # the interval counts what the prediction beside it counts (it was the whole device's: audit), and the
+        # document says what the measured peak counts, in whole bytes
+        (doc,) = validation_json(validation)["runs"]
+        lo, hi = doc["predicted"]["uncertainty"]["peak_memory_interval"]
+        assert lo < doc["predicted"]["peak_memory_bytes"] < hi and isinstance(lo, int) and isinstance(hi, int)
+        rel = doc["predicted"]["uncertainty"]["peak_memory_rel"]
+        assert hi == pytest.approx(doc["predicted"]["peak_memory_bytes"] * (1 + rel), rel=1e-6)
+        assert doc["measured"]["peak_memory_bytes"] == 40_000_000_000 and doc["measured"]["peak_memory_kind"] == kind
+        assert isinstance(doc["predicted"]["peak_memory_bytes"], int)
     assert expected["max_allocated"] < expected["max_reserved"] < expected[None]
 
 

@@ -197,7 +197,7 @@ def _calibrate_runs(
     from planner.fit.calibrate import calibrate_paths
     from planner.fit.write import check_targets, hardware_output, write_engine_outputs, write_hardware_profile
     from planner.io.catalog import hardware_source_text
-    from planner.render.accuracy import calibration_json, print_calibration
+    from planner.render.calibration import calibration_json, print_calibration
     from planner.render.progress import DelayedProgress
 
     _one_file_for_one_gpu(inputs, profiles, output)

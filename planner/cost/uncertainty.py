@@ -16,7 +16,7 @@ sibling's widened (`calibration_proxy`), or a wide default.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.cost.fitted_factors import behaviour_on, gpu_factors
 from planner.engine import Domain, Engine, Interval
@@ -72,11 +72,12 @@ class Uncertainty:
     level: float = field(default=0.8)
 
     def as_dict(self) -> dict[str, object]:
+        memory = self.peak_memory_interval
         return {
             "tokens_per_s_rel": self.tokens_per_s_rel,
             "peak_memory_rel": self.peak_memory_rel,
             "tokens_per_s_interval": list(self.tokens_per_s_interval) if self.tokens_per_s_interval else None,
-            "peak_memory_interval": list(self.peak_memory_interval) if self.peak_memory_interval else None,
+            "peak_memory_interval": [round(b) for b in memory] if memory else None,  # whole bytes (DESIGN.md)
             "basis": self.basis,
             "runs": self.runs,
             "widened_for": list(self.widened_for),
@@ -102,6 +103,16 @@ class Uncertainty:
         if self.peak_memory_interval is not None:
             return self.peak_memory_interval[1]
         return peak_bytes * (1 + self.peak_memory_rel)
+
+    def memory_counted_as(self, peak_bytes: float, counted_bytes: float) -> Uncertainty:
+        """The same trust with the memory interval around `counted_bytes`, the peak predicted at `peak_bytes` as a
+        measurement counts it (fit/memory_kind.py comparable_peak_bytes): the same relative spread, so that the
+        interval and the prediction beside it count one quantity (validate's allocator peaks, audit)."""
+        if self.peak_memory_interval is None or peak_bytes <= 0:
+            return self
+        lo, hi = self.peak_memory_interval
+        scale = counted_bytes / peak_bytes
+        return replace(self, peak_memory_interval=(lo * scale, hi * scale))
 
     def memory_text(self) -> str:
         if self.peak_memory_interval is None:

@@ -34,6 +34,7 @@ class RunResult:
     family: str = ""
     uncertainty: Uncertainty | None = None
     plausibility: Plausibility | None = None
+    memory_kind: str | None = None  # what the measured peak counts (fit/memory_kind.py MEMORY_KINDS; None: the device)
 
     @property
     def plausible(self) -> bool | None:
@@ -88,11 +89,12 @@ def predict_run(run: Run | Skipped) -> RunResult:
     if not any(v is not None for k, v in run.measured.items() if k != "mfu"):
         return RunResult(run.id, skipped="it states no measured throughput, step time or memory to compare with")
     est = Coster(run.model, run.hardware, run.engine).estimate(run.plan)
+    counted = comparable_peak_bytes(est.memory, run.hardware, run.memory_kind)
     predicted = {
         "tokens_per_s_per_gpu": est.time.tokens_per_s_per_gpu,
         "tokens_per_s": est.time.tokens_per_s,
         "step_s": est.time.step_s,
-        "peak_memory_bytes": comparable_peak_bytes(est.memory, run.hardware, run.memory_kind),
+        "peak_memory_bytes": counted,
         "mfu": est.time.mfu,
     }
     # Published MFUs follow each source's own FLOP convention; compare through throughput instead.
@@ -104,8 +106,9 @@ def predict_run(run: Run | Skipped) -> RunResult:
         fits=est.fits,
         group=run.group,
         family=run.family,
-        uncertainty=est.uncertainty,
+        uncertainty=est.uncertainty.memory_counted_as(est.memory.total_bytes, counted),
         plausibility=est.plausibility,
+        memory_kind=run.memory_kind,
     )
 
 

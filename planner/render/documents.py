@@ -116,7 +116,7 @@ class TrainDoc(Document):
 
 class CheckpointDoc(Document):
     write_s: float
-    checkpoint_bytes: float
+    checkpoint_bytes: int
     write_bytes_per_s: float  # the job's aggregate, given or as `bandwidth_from` says
     bandwidth_from: str  # "" where given (--checkpoint-bandwidth, a cluster's storage)
     system_mtbf_s: float
@@ -251,7 +251,7 @@ def checkpoint_doc(est: Estimate) -> CheckpointDoc | None:
         return None
     return CheckpointDoc(
         write_s=c.checkpoint_s,
-        checkpoint_bytes=c.checkpoint_bytes,
+        checkpoint_bytes=round(c.checkpoint_bytes),
         write_bytes_per_s=c.write_bytes_per_s,
         bandwidth_from=c.bandwidth_from,
         system_mtbf_s=c.mtbf_s,
