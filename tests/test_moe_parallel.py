@@ -195,6 +195,15 @@ def test_grouped_experts_with_few_tokens_each_wait_on_their_weights():
     bw = hw.gpu.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm
     assert grouped_weights_s(weights, "bf16", bw) == pytest.approx(weights * 2 / bw)
     assert grouped_weights_s(weights, "fp8-current", bw) == pytest.approx(weights / bw)
+    # the README's figures, at its plan (the default 8,192-token sequences), as estimate prints them (they drifted)
+    from pathlib import Path
+
+    from planner import estimate
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    args = {"hardware": "b200", "gpus": 256, "plan": {"tp": 4, "pp": 16, "vpp": 3, "etp": 1}}
+    ep1, ep8 = (estimate("qwen3-235b-a22b", **{**args, "plan": {**args["plan"], "ep": ep}}).time for ep in (1, 8))
+    assert f"{ep1.compute_s:.2f} s a step at ep 1" in readme and f"{ep8.compute_s:.2f} s at ep 8" in readme
 
 
 def test_grouped_gemm_charge_meets_the_h200_measurements():

@@ -174,8 +174,8 @@ def launch(
     """Run a plan for real with torchrun (gloo on CPU, NCCL on GPUs), or emit it for a cluster or engine."""
     if warmup >= steps:
         raise PlannerError(f"--warmup {warmup} must be below --steps {steps}: the median needs timed steps")
-    refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir,
-                         checkpoint_every=checkpoint_every, resume=resume, keep=keep_checkpoints)  # fmt: skip
+    refuse_idle_options(emit, out=out, image=image, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                         resume=resume, keep=keep_checkpoints, placed=(nnodes, nproc))  # fmt: skip
     refuse_unwritten(emit, {n: v for n, v in locals().items() if n in RUN_OPTIONS})
     if rehearse_ and (emit is not None or layers or hidden):
         given = "--emit" if emit is not None else "--layers/--hidden"

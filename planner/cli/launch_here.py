@@ -18,6 +18,7 @@ from planner.io.catalog import looks_like_path
 from planner.io.files import check_writable, distinct_outputs, probe_writable, write_text_atomic
 from planner.launch.claims import check_unclaimed, claimed
 from planner.launch.command import RunConfig
+from planner.launch.host_memory import host_need
 from planner.launch.preflight import Environment, host_refusal, run_time_check
 from planner.launch.pricing_here import hardware_check
 from planner.launch.rehearse import Rehearsal
@@ -28,7 +29,6 @@ from planner.launch.runner import (
     Interrupted,
     comparison,
     dry_run,
-    host_need,
     measured_vs_predicted,
     predicted,
     read_profile,

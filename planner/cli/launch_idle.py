@@ -19,8 +19,11 @@ def refuse_idle_options(
     checkpoint_every: int,
     resume: bool,
     keep: int | None,
+    placed: tuple[int | None, int | None] = (None, None),
 ) -> None:
-    """Options that would do nothing with the others given: refused, one line, rather than ignored."""
+    """Options that would do nothing with the others given: refused, one line, rather than ignored (`placed`: the
+    --nnodes and --nproc given)."""
+    refuse_unplaced(emit, *placed)
     if emit is None and (out is not None or image is not None):
         given = "--out" if out is not None else "--image"
         raise PlannerError(f"{given} is for --emit's files: give --emit TARGET, or drop {given}")
@@ -47,6 +50,21 @@ def refuse_idle_options(
 # options of launch alone (no restarts, no wall-clock limit).
 _UNSET = {**{f.name: f.default for f in fields(RunConfig)}, "max_restarts": 0, "wall_s": None}
 RUN_OPTIONS = ("steps", "warmup", "seed", "checkpoint_dir", "max_restarts", "timeout_s", "wall_s", "profile_out")
+
+
+def refuse_unplaced(emit: str | None, nnodes: int | None, nproc: int | None) -> None:
+    """--nnodes and --nproc for a target whose file does not say how to start the job (DeepSpeed's config):
+    refused, one line, rather than written into nothing (audit: the file came out the same either way)."""
+    from planner.launch.emit.targets import target
+
+    chosen = target(emit) if emit is not None else None
+    given = [f"--{n} {v}" for n, v in (("nnodes", nnodes), ("nproc", nproc)) if v is not None]
+    if chosen is not None and not chosen.run_line and given:
+        raise PlannerError(
+            f"--emit {emit} writes {chosen.file_name}, which does not place the job: {' and '.join(given)} would "
+            f"do nothing; give {'them' if len(given) > 1 else 'it'} to the engine's own launcher, or drop "
+            f"{'them' if len(given) > 1 else 'it'}"
+        )
 
 
 def refuse_unwritten(emit: str | None, given: dict[str, object]) -> None:

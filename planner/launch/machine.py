@@ -58,19 +58,21 @@ class HostNeed:
 
     processes: int
     tensor_bytes_per_process: float  # the planner's estimate on this device type (0 on GPUs: device memory)
+    step_temporary_bytes: float = 0.0  # the optimizer step's working copies beside the tensors (runner.py)
 
     @property
     def bytes_per_process(self) -> float:
-        return self.tensor_bytes_per_process + WORKER_RUNTIME_BYTES
+        return self.tensor_bytes_per_process + self.step_temporary_bytes + WORKER_RUNTIME_BYTES
 
     @property
     def total_bytes(self) -> float:
         return self.processes * self.bytes_per_process + AGENT_RUNTIME_BYTES
 
     def describe(self) -> str:
+        step = f" + optimizer step {fmt_bytes(self.step_temporary_bytes)}" if self.step_temporary_bytes else ""
         return (
             f"{self.processes} x {fmt_bytes(self.bytes_per_process)} (predicted tensors "
-            f"{fmt_bytes(self.tensor_bytes_per_process)} + worker runtime {fmt_bytes(WORKER_RUNTIME_BYTES)}) "
+            f"{fmt_bytes(self.tensor_bytes_per_process)}{step} + worker runtime {fmt_bytes(WORKER_RUNTIME_BYTES)}) "
             f"+ torchrun {fmt_bytes(AGENT_RUNTIME_BYTES)} = {fmt_bytes(self.total_bytes)}"
         )
 

@@ -142,7 +142,14 @@ def parallelize(
     if kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model, process_group=dp_mesh.get_group())
+        # the gradients are views into DDP's buckets, not a second copy of them: one gradient buffer, as Megatron's
+        # contiguous grad buffer keeps it and as the planner prices zero 0 (torch DistributedDataParallel docs,
+        # gradient_as_bucket_view); measured on 2 CPU workers, gpt3-125m at 8 layers: 0.36 GiB less each
+        # every rank drew the same initial values (model.initial_value), so DDP's first broadcast, in 250 MB
+        # flattened buckets that count in each worker's peak, has nothing to bring (init_sync)
+        return DistributedDataParallel(
+            model, process_group=dp_mesh.get_group(), gradient_as_bucket_view=True, init_sync=False
+        )
     return model
 
 

@@ -16,7 +16,15 @@ from typing import Any
 
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.launch.command import RUN_ENV, RunConfig, env_prefix, local_torchrun, shell_join, torchrun_argv
+from planner.launch.command import (
+    CPU_RUN_ENV,
+    RUN_ENV,
+    RunConfig,
+    env_prefix,
+    local_torchrun,
+    shell_join,
+    torchrun_argv,
+)
 from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
 from planner.launch.machine import HostNeed, ranks_per_core
 from planner.launch.preflight import Environment, Preflight, preflight
@@ -79,19 +87,6 @@ def persistent_states(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     from planner.io.catalog import load_hardware
 
     return Coster(model, load_hardware("cpu"), engine).persistent_bytes(plan)  # no term depends on the hardware
-
-
-def host_need(model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *, nproc_per_node: int) -> HostNeed:
-    """What the run asks of this host. On CPU the workers' tensors live in its memory: the planner's estimate of
-    the plan priced on the cpu profile, without the profile's assumed runtime reserve (machine.py adds the
-    measured one). On GPUs the tensors are the devices' (the memory check); the host holds the runtimes."""
-    if env.device_type == "cuda":
-        return HostNeed(nproc_per_node, 0.0)
-    from planner.cost.coster import Coster
-    from planner.io.catalog import load_hardware
-
-    stages = Coster(model, load_hardware("cpu"), engine).memory(plan).stages
-    return HostNeed(nproc_per_node, max(s.breakdown.total_bytes - s.breakdown.reserved_bytes for s in stages))
 
 
 @dataclass
@@ -170,7 +165,7 @@ def run_torchrun(
     argv = torchrun_argv(
         cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun(), log_dir=log_dir
     )
-    env = {**os.environ, **RUN_ENV}
+    env = {**os.environ, **RUN_ENV, **(CPU_RUN_ENV if cfg.hardware == "cpu" else {})}
     proc: subprocess.Popen | None = None
     muted, relays = threading.Event(), []
     try:

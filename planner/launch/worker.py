@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 import warnings
@@ -158,6 +159,8 @@ def _write_profile(t: Trainer, args, out: Path, *, start, times, losses, counter
     mem["peak_bytes"] = mem.get("max_memory_allocated_bytes") or sum(
         mem[k] for k in ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
     )
+    # the process's peak resident memory (getrusage(2) ru_maxrss, KiB on Linux): what the host memory check bounds
+    mem["host_peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     per_rank: list = [None] * t.world
     dist.all_gather_object(per_rank, {"rank": t.rank, **mem})
     if t.rank != 0:

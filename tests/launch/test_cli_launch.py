@@ -94,8 +94,9 @@ def test_cp_on_cpu_is_refused_before_starting(capsys, tiny_path):
     ],
 )
 def test_emit_writes_files(capsys, tiny_path, tmp_path, kind, name, extra):
+    nodes = [] if kind == "deepspeed" else ["--nnodes", "2"]  # a config that does not place the job refuses them
     code, out, err = _run(
-        capsys, "--model", tiny_path, "--dp", "4", "--tp", "2", "--nnodes", "2", "--seq-len", "64", *extra,
+        capsys, "--model", tiny_path, "--dp", "4", "--tp", "2", *nodes, "--seq-len", "64", *extra,
         "--emit", kind, "--out", str(tmp_path),
     )  # fmt: skip
     assert code == 0 and (tmp_path / name).exists() and name in out, err
@@ -233,6 +234,8 @@ def test_emitting_the_same_plan_again_says_it_left_the_file_as_it_is(capsys, tmp
          "script, which does not carry --wall-s"),
         (("--emit", "slurm", "--image", "r/p:1", "--out", "o"), "--emit slurm writes none; drop it"),  # was ignored
         (("--emit", "megatron", "--image", "r/p:1", "--out", "o"), "--emit megatron writes none; drop it"),
+        (("--emit", "deepspeed", "--out", "o", "--nnodes", "2", "--nproc", "4"),  # the same file either way (audit)
+         "--emit deepspeed writes deepspeed.json, which does not place the job: --nnodes 2 and --nproc 4 would do"),
     ],
 )  # fmt: skip
 def test_options_that_would_do_nothing_are_refused(capsys, tiny_path, given, says):

@@ -80,10 +80,15 @@ def test_the_dry_run_of_the_256_process_plan_fails_its_host_checks(capsys, box, 
 
 def test_cpu_memory_per_process_is_the_estimate_plus_the_measured_runtime(box):
     model, plan = load_model("llama3-70b"), Plan(**BEST["plan"])
-    from planner.launch.runner import host_need
+    from planner.launch.host_memory import host_need
 
     need = host_need(model, plan, WORKER, CPU_BOX, nproc_per_node=256)
-    assert need.processes == 256 and need.bytes_per_process == need.tensor_bytes_per_process + WORKER_RUNTIME_BYTES
+    # the optimizer step's copies: torch's single-tensor AdamW, two fp32 temporaries of the largest local
+    # parameter (the 128,256 x 8,192 embedding, split over tp and, its state sharded, over dp)
+    step = need.step_temporary_bytes
+    assert step == 2 * 4 * 128_256 * 8192 / (plan.tp * plan.dp * plan.cp if plan.zero >= 1 else plan.tp)
+    assert need.processes == 256
+    assert need.bytes_per_process == need.tensor_bytes_per_process + step + WORKER_RUNTIME_BYTES
     assert need.tensor_bytes_per_process > 10 * GiB  # seq 8192, 70B sharded 256 ways: tens of GiB per rank
     assert host_need(model, plan, WORKER, GPU_BOX, nproc_per_node=4).tensor_bytes_per_process == 0  # on the GPUs
 

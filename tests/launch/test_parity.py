@@ -139,6 +139,18 @@ def test_cli_run_prints_measured_vs_predicted(tiny_path, tmp_path):
     assert doc["hardware"] == "cpu" and doc["world_size"] == 2
     assert doc["ranks_per_core"] == max(1.0, 2 / len(os.sched_getaffinity(0)))  # what calibrate reads it with
     assert {"params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"} <= set(doc["memory_per_rank"][1])
+    # each worker's measured peak resident memory lies within what the host memory check charged it (runner.py
+    # host_need: the tensors, the optimizer step's copies, the runtime), which it exceeded by 26-58% before (audit)
+    from planner.io.catalog import load_engine, load_model
+    from planner.launch.host_memory import host_need
+    from planner.launch.machine import WORKER_RUNTIME_BYTES
+    from planner.launch.preflight import Environment
+    from planner.plan import Plan
+
+    here = Environment(device_type="cpu", device_count=0, device_name="cpu")
+    need = host_need(load_model(tiny_path), Plan(**doc["plan"]), load_engine("planner"), here, nproc_per_node=2)
+    peaks = [r["host_peak_bytes"] for r in doc["memory_per_rank"]]
+    assert all(0.5 * WORKER_RUNTIME_BYTES < p <= need.bytes_per_process for p in peaks), (peaks, need)
 
 
 @pytest.mark.slow

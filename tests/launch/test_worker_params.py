@@ -87,8 +87,8 @@ def test_the_host_check_prices_a_tied_model_untied_where_the_worker_unties_it():
     """At tp > 1 the worker trains a tied model untied (trainer.py _part); the host-memory check and the prediction
     price the model it builds, one vocab x hidden matrix more than the tied one Megatron would run."""
     from planner.io.catalog import load_engine
+    from planner.launch.host_memory import host_need
     from planner.launch.preflight import Environment
-    from planner.launch.runner import host_need
     from planner.launch.spec import as_built
 
     gpt, env, engine = load_model("gpt3-125m"), Environment("cpu", 0, "cpu"), load_engine("planner")

@@ -162,5 +162,6 @@ register(
         lambda o: deepspeed_file(o.model, o.cfg.plan),
         engine="deepspeed",
         format_problems=format_problems,
+        run_line=False,  # a ds_config.json: the deepspeed launcher's hostfile and --num_gpus place the job
     )
 )

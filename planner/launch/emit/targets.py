@@ -51,6 +51,7 @@ class Target:
     # write would run at another value (Megatron-Bridge's fp8 recipes gather weights in fp8 whatever is priced)
     settings_problems: Callable[[Plan, Mapping[str, object]], list[str]] | None = None
     timed: bool = False  # its file asks for a wall-clock limit (Layout.time_limit_s: a Slurm job's --time)
+    run_line: bool = True  # its file says how to start the job (nodes, processes per node); DeepSpeed's config does not
 
     @property
     def is_engine(self) -> bool:
