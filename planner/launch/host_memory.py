@@ -7,6 +7,7 @@ from planner.engine import Engine
 from planner.launch.machine import HostNeed
 from planner.launch.preflight import Environment
 from planner.plan import Plan
+from planner.precision import FP32_BYTES
 from planner.specs import ModelSpec
 
 
@@ -28,7 +29,6 @@ def host_need(model: ModelSpec, plan: Plan, engine: Engine, env: Environment, *,
 # tensors: foreach and fused are CUDA defaults) builds each parameter's denominator as
 # (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): two fp32 temporaries of the parameter's size alive at once.
 ADAM_TEMPORARIES = 2
-FP32_BYTES = 4
 
 
 def optimizer_step_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
@@ -37,8 +37,6 @@ def optimizer_step_bytes(model: ModelSpec, plan: Plan, engine: Engine) -> float:
     the ZeRO stage shards parameters or optimizer state, by dp·cp as FSDP2 shards dim 0). Measured on 2 CPU
     workers, gpt3-125m at 8 layers, fp32, DDP: 0.33 GiB a worker beyond the tensors, where this gives 0.29 GiB."""
     h = model.hidden_size
-    attention = model.num_attention_heads * model.head_dim if model.head_dim else h
-    widest = max(model.vocab_size, model.ffn_hidden_size, attention) * h
-    stage = engine.rules.run_stage(plan.zero, pp=plan.pp, dp_cp=plan.dp * plan.cp, precision=plan.precision)
-    shards = plan.tp * (plan.dp * plan.cp if "optimizer" in stage.shards else 1)
+    widest = max(model.vocab_size, model.ffn_hidden_size, model.num_attention_heads * model.head_size) * h
+    shards = plan.tp * (plan.dp * plan.cp if "optimizer" in engine.zero_stage(plan).shards else 1)
     return ADAM_TEMPORARIES * FP32_BYTES * widest / shards

@@ -58,7 +58,7 @@ class HostNeed:
 
     processes: int
     tensor_bytes_per_process: float  # the planner's estimate on this device type (0 on GPUs: device memory)
-    step_temporary_bytes: float = 0.0  # the optimizer step's working copies beside the tensors (runner.py)
+    step_temporary_bytes: float = 0.0  # the optimizer step's working copies beside the tensors (host_memory.py)
 
     @property
     def bytes_per_process(self) -> float:
