@@ -131,7 +131,7 @@ def run_here(
     for said in [*(notes or []), *([shared] if shared else [])]:
         typer.echo(f"[launch] {said}", err=True)
     _run(cfg, pred, reh, rehearsal, per_node=per_node, max_restarts=max_restarts, as_json=as_json, wall_s=wall,
-         force=force)  # fmt: skip
+         force=force, cpu=env.device_type == "cpu")  # fmt: skip
 
 
 def _print_dry_run(report: DryRun, reh: Rehearsal | None, *, as_json: bool) -> None:
@@ -156,6 +156,7 @@ def _run(
     as_json: bool,
     wall_s: float,
     force: bool,
+    cpu: bool,
 ) -> None:
     """Claim the outputs, start the workers, wait, and print measured against predicted; exit 1 when the run
     fails."""
@@ -173,7 +174,7 @@ def _run(
             raise
         _check_outputs(cfg, model, force=force)  # again, now that no other launch writes them until this one ends
         _run_claimed(cfg, pred, reh, model, ckpt, per_node=per_node, max_restarts=max_restarts, as_json=as_json,
-                     wall_s=wall_s)  # fmt: skip
+                     wall_s=wall_s, cpu=cpu)  # fmt: skip
 
 
 def _claim_folders(outputs: dict[str, Path]) -> list[Path]:
@@ -205,6 +206,7 @@ def _run_claimed(
     max_restarts: int,
     as_json: bool,
     wall_s: float,
+    cpu: bool,
 ) -> None:
     from planner.render.run_report import print_comparison
 
@@ -224,7 +226,7 @@ def _run_claimed(
         err=True,
     )
     try:
-        rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, wall_timeout_s=wall_s,
+        rc = run_torchrun(cfg, nproc_per_node=per_node, max_restarts=max_restarts, cpu=cpu, wall_timeout_s=wall_s,
                           progress_to_stderr=as_json)  # fmt: skip
     except Interrupted as stop:  # exit 1, as for any run that did not finish (README: exit codes)
         typer.echo(f"planner launch: {stop}", err=True)

@@ -151,5 +151,11 @@ def shell_join(argv: list[str]) -> str:
     return " ".join(parts)
 
 
-def env_prefix() -> str:
-    return " ".join(f"{k}={v}" for k, v in RUN_ENV.items())
+def run_env(cpu: bool) -> dict[str, str]:
+    """What a local run sets: RUN_ENV, and where its workers compute on this host's CPU, CPU_RUN_ENV."""
+    return {**RUN_ENV, **(CPU_RUN_ENV if cpu else {})}
+
+
+def env_prefix(cpu: bool = False) -> str:
+    """The local run's settings as the command line a dry run shows (run_env)."""
+    return " ".join(f"{k}={v}" for k, v in run_env(cpu).items())

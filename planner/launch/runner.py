@@ -16,15 +16,7 @@ from typing import Any
 
 from planner.engine import Engine
 from planner.hardware import HardwareProfile
-from planner.launch.command import (
-    CPU_RUN_ENV,
-    RUN_ENV,
-    RunConfig,
-    env_prefix,
-    local_torchrun,
-    shell_join,
-    torchrun_argv,
-)
+from planner.launch.command import RunConfig, env_prefix, local_torchrun, run_env, shell_join, torchrun_argv
 from planner.launch.layout import MESH_DIMS, mesh_shape, rank_layout
 from planner.launch.machine import HostNeed, ranks_per_core
 from planner.launch.preflight import Environment, Preflight, preflight
@@ -134,7 +126,12 @@ def dry_run(
     shown = [rank_layout(r, cfg.plan, model.num_layers).describe() for r in range(min(world, MAX_RANKS_SHOWN))]
     if world > MAX_RANKS_SHOWN:
         shown.append(f"... and {world - MAX_RANKS_SHOWN} more ranks")
-    return DryRun(pf, f"{env_prefix()} {shell_join(argv)}", dict(zip(MESH_DIMS, mesh_shape(cfg.plan))), shown)
+    return DryRun(
+        pf,
+        f"{env_prefix(env.device_type == 'cpu')} {shell_join(argv)}",
+        dict(zip(MESH_DIMS, mesh_shape(cfg.plan))),
+        shown,
+    )
 
 
 class Interrupted(Exception):
@@ -153,6 +150,7 @@ def run_torchrun(
     *,
     nproc_per_node: int,
     max_restarts: int,
+    cpu: bool,
     wall_timeout_s: float | None = None,
     progress_to_stderr: bool = False,
 ) -> int:
@@ -165,7 +163,7 @@ def run_torchrun(
     argv = torchrun_argv(
         cfg, nproc_per_node=nproc_per_node, max_restarts=max_restarts, torchrun=local_torchrun(), log_dir=log_dir
     )
-    env = {**os.environ, **RUN_ENV, **(CPU_RUN_ENV if cfg.hardware == "cpu" else {})}
+    env = {**os.environ, **run_env(cpu)}  # `cpu`: the workers compute on this host's CPU
     proc: subprocess.Popen | None = None
     muted, relays = threading.Event(), []
     try:

@@ -42,6 +42,7 @@ def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path, monkey
     assert "[ok] world size" in out and "mesh: pp=2 x dp=2 x cp=1 x tp=2" in out
     assert "[ok] processes: 8 on 4 cores: at most 8 here (2 per core)" in out and "[ok] host memory" in out
     assert "torchrun --standalone" in out and "--nproc-per-node 8" in out and "OMP_NUM_THREADS=1" in out
+    assert "MALLOC_MMAP_THRESHOLD_=131072" in out  # the command shown is the one run: on CPU, its allocator setting
     assert "rank 7: pp=1 dp=1 cp=0 tp=1 | stage 1: layers 2-3" in out
 
 
