@@ -175,9 +175,8 @@ def search(
 
         check_figure_path(plot)
     distinct_outputs(("--save", save), ("--plot", plot))
-    for path, what in ((save, "plan file"), (plot, "plot")):  # both can be written, or neither is
-        if path:
-            check_writable(path, what=what)
+    if save:  # both can be written, or neither is (check_figure_path checked the plot's)
+        check_writable(save, what="plan file")
     if save:
         check_ours(save, option="--save", what="plan file", ours=lambda doc: isinstance(doc, dict) and "plan" in doc)
     advised = _run(opts, exhaustive=exhaustive or bool(plot), defer_advice=not as_json)  # text: ranking first

@@ -61,11 +61,9 @@ def estimate(
     from planner.api import run_estimate
 
     if timeline:  # before any work, as search checks --plot: a drawing that cannot be written is said first
-        from planner.io.files import check_writable
         from planner.render.plot import check_figure_path
 
-        check_figure_path(timeline, "--timeline")
-        check_writable(timeline, what="timeline")
+        check_figure_path(timeline, "--timeline")  # its writability too
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     est = run_estimate(r, **run_options(opts))
     for said in failures_unpriced(opts, priced=est.checkpoint is not None):
