@@ -6,6 +6,7 @@ from the last change on are the run's state at its end: those are used, and the 
 from __future__ import annotations
 
 import statistics
+from itertools import accumulate
 
 from planner.io.logs.log_text import Step
 
@@ -36,11 +37,13 @@ def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
     times = [t for t in timed if t is not None]
     best: tuple[float, int] | None = None  # (the gap between the two levels, where the later begins)
     last_split = min(len(used) - LEAST_SEGMENT, int(len(used) * (1 - LEAST_LATER_SHARE)))
+    gaps = _gaps(times)
     for k in range(LEAST_SEGMENT, last_split + 1):
-        early, late = times[:k], times[k:]
-        gap = max(min(late) / max(early), min(early) / max(late))  # above 1: two levels that do not overlap
-        medians = sorted((statistics.median(early), statistics.median(late)))
-        if gap > 1 and medians[1] / medians[0] >= LEVEL_RATIO and (best is None or gap > best[0]):
+        gap = gaps[k]  # above 1: two levels that do not overlap
+        if gap <= 1 or (best is not None and gap <= best[0]):
+            continue  # the medians only for a split that could be the best (a log holds thousands of steps)
+        medians = sorted((statistics.median(times[:k]), statistics.median(times[k:])))
+        if medians[1] / medians[0] >= LEVEL_RATIO:
             best = (gap, k)
     if best is None:
         return used, None
@@ -51,6 +54,18 @@ def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
         f"{used[k].step}-{used[-1].step} at {after}: the later level, the run's state at the end of the log, is used"
     )
     return used[k:], note
+
+
+def _gaps(times: list[float]) -> list[float]:
+    """At each split k (times[:k] against times[k:]; k from 1), the ratio by which the faster segment's slowest step
+    is below the slower segment's fastest: max(min(late) / max(early), min(early) / max(late)), from running extremes
+    (one pass each way, where each split's own min and max made the search quadratic in the steps)."""
+    most, least = list(accumulate(times, max)), list(accumulate(times, min))
+    late_most, late_least = list(accumulate(reversed(times), max))[::-1], list(accumulate(reversed(times), min))[::-1]
+    gaps = [0.0] * len(times)
+    for k in range(1, len(times)):
+        gaps[k] = max(late_least[k] / most[k - 1], least[k - 1] / late_most[k])
+    return gaps
 
 
 def _said(first: Step, time: float) -> str:
