@@ -18,7 +18,15 @@ from planner.cost.params import padded_vocab
 from planner.engine import Engine
 from planner.engine.recipes import precision_problems
 from planner.engine.rules import batch_problems, engine_problems, plan_problems, structure_problems
-from planner.engine.split import chunk_sizes, even_chunk_sizes, megatron_chunk_sizes, torchtitan_chunk_sizes
+from planner.engine.split import (
+    TorchtitanSplit,
+    balanced_sizes,
+    chunk_sizes,
+    even_chunk_sizes,
+    megatron_chunk_sizes,
+    torchtitan_chunk_sizes,
+    torchtitan_split,
+)
 from planner.engine.zero_rules import zero_problems
 from planner.errors import PlannerError
 from planner.io.catalog import catalog_root, list_engines, load_engine, load_hardware, load_model
@@ -418,6 +426,18 @@ def test_torchtitan_split_llama3_8b_pp4():
     transformer layers 8,9,8,7 (torchtitan.md section 4)."""
     assert torchtitan_chunk_sizes(32, 4, 1) == [8, 9, 8, 7]
     assert chunk_sizes(32, 4, 1, engine("torchtitan").rules.pipeline_split) == [8, 9, 8, 7]
+
+
+def test_torchtitan_cuts_stages_its_default_weights_cannot_with_both_weights_zero():
+    """Llama 3 70B on pp 4 x vpp 4: the default weights give 82 effective layers, which one
+    pipeline_parallel_layers_per_stage cuts into 14 (per 6) or 17 (per 5) stages, never 16
+    (pipeline_parallel.py pipeline_llm: ceil(effective / per)); with first/last_stage_less_layers 0
+    (job_config.py l.377-387) 80 layers make 16 stages of 5, and the engine's rules take the plan."""
+    split = torchtitan_split(80, 4, 4)
+    assert split == TorchtitanSplit((5,) * 16, layers_per_stage=5, first_less=0, last_less=0)
+    assert torchtitan_split(80, 4, 2) == TorchtitanSplit(tuple(balanced_sizes(80, 8)), None)  # the default count
+    plan = Plan(pp=4, vpp=4, dp=2, zero=3, global_batch=16, schedule="interleaved")
+    assert not structure_problems(engine("torchtitan"), model("llama3-70b"), plan)
 
 
 def test_torchtitan_more_stages_than_layers_plus_2_rejected():

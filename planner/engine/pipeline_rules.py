@@ -80,8 +80,8 @@ def _split_rule(split: Split) -> str:
         )
     if split == "torchtitan":
         return (
-            "torchtitan needs at most num_layers + 2 stages, and beyond two per rank a count that one "
-            "pipeline_parallel_layers_per_stage gives"
+            "torchtitan needs at most num_layers + 2 stages, and beyond two per rank a count that "
+            "pipeline_parallel_layers_per_stage gives, with first/last_stage_less_layers of 0 or 1"
         )
     return "every chunk needs a transformer layer: pp·vpp at most num_layers"
 

@@ -128,36 +128,66 @@ def megatron_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None
     return None if split is None else list(split.sizes)
 
 
-def torchtitan_layers_per_stage(num_layers: int, stages: int) -> int | None:
-    """pipeline_parallel_layers_per_stage that makes torchtitan cut exactly `stages` stages: it builds
-    ceil((L + 2) / per) of them (pipeline_parallel.py _get_pipeline_metadata); None when no value does."""
-    effective = num_layers + 2
-    per = -(-effective // stages)
-    return per if -(-effective // per) == stages else None
+@dataclass(frozen=True)
+class TorchtitanSplit:
+    """How torchtitan cuts the layers into pp·vpp stages, and with which options (what its emitters write)."""
+
+    sizes: tuple[int, ...]  # transformer layers per stage, model order
+    layers_per_stage: int | None  # pipeline_parallel_layers_per_stage; None: the default stage count
+    first_less: int = 1  # pipeline_parallel_first_stage_less_layers: what the embedding weighs, in layers
+    last_less: int = 1  # pipeline_parallel_last_stage_less_layers: what the norm + output weigh
+
+    def config_fields(self) -> dict[str, int]:
+        """The ParallelismConfig fields that cut these stages: pipeline_parallel_layers_per_stage beyond the
+        default stage count (one per rank for 1F1B/GPipe, two for Interleaved1F1B), the first/last weights where
+        not their default 1."""
+        fields = {"pipeline_parallel_layers_per_stage": self.layers_per_stage} if self.layers_per_stage else {}
+        less = {"first": self.first_less, "last": self.last_less}
+        return fields | {f"pipeline_parallel_{k}_stage_less_layers": n for k, n in less.items() if n != 1}
 
 
-def balanced_sizes(num_layers: int, stages: int) -> list[int]:
-    """Transformer layers per stage when the embedding and the loss (norm + output) each weigh one layer: the L + 2
-    spread over the stages, the first (L + 2) mod stages one more, then one fewer on the first stage and the last
-    (torchtitan's generate_llm_fqn_per_model_part; a Megatron layout balanced the same way). Needs stages <= L + 2."""
-    base, extra = divmod(num_layers + 2, stages)
+# The first/last_stage_less_layers the planner tries, torchtitan's default (1, 1) first (v0.2.2
+# config/job_config.py l.377-387; config/configs.py at 0.3.0): a user sets them to 0 where the default cannot
+# cut the stages, as the 80 layers of Llama 3 70B on pp 4 x vpp 4 need (82 effective layers make 14 or 17
+# stages, 80 make 16).
+_LESS_LAYERS = ((1, 1), (0, 0), (1, 0), (0, 1))
+
+
+def torchtitan_split(num_layers: int, pp: int, vpp: int) -> TorchtitanSplit | None:
+    """torchtitan's split (v0.2.2 distributed/pipeline_parallel.py, pipeline_llm and
+    generate_llm_fqn_per_model_part): the embedding and the norm + output weigh first_less and last_less layers;
+    the L + first_less + last_less effective layers go over the stages, the first of them one more where they do
+    not divide. Up to two stages per rank is the default count (one per rank, two for interleaved schedules);
+    beyond, pipeline_parallel_layers_per_stage sets it, as ceil(effective / per) stages. Each weight at most the
+    layers per stage. None when no weights in _LESS_LAYERS give pp·vpp stages."""
+    stages = pp * vpp
+    for first, last in _LESS_LAYERS:
+        effective = num_layers + first + last
+        if stages > effective or max(first, last) > effective // stages:
+            continue
+        per = None if vpp <= 2 else -(-effective // stages)
+        if per is not None and -(-effective // per) != stages:
+            continue
+        return TorchtitanSplit(tuple(balanced_sizes(num_layers, stages, first, last)), per, first, last)
+    return None
+
+
+def balanced_sizes(num_layers: int, stages: int, first: int = 1, last: int = 1) -> list[int]:
+    """Transformer layers per stage when the embedding weighs `first` layers and the loss (norm + output) `last`:
+    the L + first + last spread over the stages, the first ones one more where they do not divide, then `first`
+    fewer on the first stage and `last` fewer on the last (torchtitan's generate_llm_fqn_per_model_part; a
+    Megatron layout balanced the same way, one layer each). Needs stages <= L + first + last."""
+    base, extra = divmod(num_layers + first + last, stages)
     sizes = [base + 1] * extra + [base] * (stages - extra)
-    sizes[0] -= 1
-    sizes[-1] -= 1
+    sizes[0] -= first
+    sizes[-1] -= last
     return sizes
 
 
 def torchtitan_chunk_sizes(num_layers: int, pp: int, vpp: int) -> list[int] | None:
-    """torchtitan's split: the embedding and the norm + output each weigh one layer; L + 2 effective layers
-    go over the pp·vpp stages, the first (L + 2) mod stages of them one more; the first stage then builds
-    one transformer layer fewer, the last one fewer (torchtitan v0.2.2 distributed/pipeline_parallel.py,
-    generate_llm_fqn_per_model_part). None when there are more stages than effective layers, or when a count of
-    stages other than its default (one per rank, two for interleaved schedules) is one that no
-    pipeline_parallel_layers_per_stage gives (torchtitan_layers_per_stage)."""
-    stages = pp * vpp
-    if stages > num_layers + 2 or (vpp > 2 and torchtitan_layers_per_stage(num_layers, stages) is None):
-        return None
-    return balanced_sizes(num_layers, stages)
+    """Transformer layers per chunk under torchtitan's split (torchtitan_split; None: it cannot cut them)."""
+    split = torchtitan_split(num_layers, pp, vpp)
+    return None if split is None else list(split.sizes)
 
 
 def chunk_sizes(num_layers: int, pp: int, vpp: int, split: SplitPolicy = "even") -> list[int] | None:

@@ -730,3 +730,19 @@ def test_an_engines_stock_model_is_not_written_for_a_model_it_is_not(tmp_path, t
         with pytest.raises(PlannerError, match=r"normalises with eps 1e-05, not llama3-8b.s norm_eps 1e-06"):
             written(eps, tmp_path / "eps")
         assert not (tmp_path / "eps").exists() or not any((tmp_path / "eps").iterdir())
+
+
+@pytest.mark.parametrize("target", ["torchtitan", "torchtitan-v0.2"])
+def test_torchtitan_files_cut_stages_the_default_weights_cannot(tmp_path, target):
+    """Llama 3 70B on pp 4 x vpp 4: 16 stages need pipeline_parallel_layers_per_stage 5 with the embedding and
+    output weighing no layer (first/last_stage_less_layers 0, engine/split.py torchtitan_split); the file says so,
+    passes torchtitan's checks, and without the two weights would build 17 stages."""
+    fields = {"dp": 2, "pp": 4, "vpp": 4, "zero": 3, "global_batch": 16, "seq_len": 8192, "schedule": "interleaved"}
+    written = _emit(tmp_path, target, "llama3-70b", fields)
+    assert isinstance(written, Path), written
+    text, llama = written.read_text(), load_model("llama3-70b")
+    weights = [line for line in text.splitlines() if "stage_less_layers" in line]
+    assert len(weights) == 2 and all(line.rstrip(",").endswith("0") for line in weights)
+    assert not VALIDATORS[target](text, llama, Plan(**fields))
+    stripped = "\n".join(line for line in text.splitlines() if line not in weights)
+    assert "17 stages, not the plan's pp*vpp = 16" in VALIDATORS[target](stripped, llama, Plan(**fields))

@@ -160,12 +160,13 @@ def test_launch_tells_the_worker_the_engine_it_checked_the_plan_with(tmp_path):
 
 def test_every_torchtitan_plan_the_search_ranks_emits(tmp_path):
     """torchtitan builds its default stage count (one per rank, two interleaved) or the count one
-    pipeline_parallel_layers_per_stage gives: Llama 3 8B's 34 effective layers cannot make 16 stages (vpp 4 over pp 4),
-    so the search no longer ranks that plan first only for --emit torchtitan to refuse it."""
+    pipeline_parallel_layers_per_stage gives, the embedding and output weighing 0 or 1 layer: Llama 3 8B's 32 to 34
+    effective layers cannot make 20 stages (vpp 5 over pp 4), so the search never ranks that plan for --emit
+    torchtitan to refuse it; 16 stages (vpp 4) it cuts with both weights 0."""
     from planner.api import run_search
     from planner.engine.split import torchtitan_chunk_sizes
 
-    assert torchtitan_chunk_sizes(32, 4, 4) is None and torchtitan_chunk_sizes(32, 4, 3) is not None
+    assert torchtitan_chunk_sizes(32, 4, 5) is None and torchtitan_chunk_sizes(32, 4, 4) == [2] * 16
     result = run_search("llama3-8b", gpus=32, engine="torchtitan", pp=4, schedule="interleaved", top=10)
     assert result.top
     for i, ranked in enumerate(result.top):

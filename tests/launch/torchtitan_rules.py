@@ -43,6 +43,8 @@ TORCHTITAN_KEYS = {  # config/job_config.py at v0.2.2: the fields the emitter ma
         "pipeline_parallel_schedule",
         "pipeline_parallel_microbatch_size",
         "pipeline_parallel_layers_per_stage",
+        "pipeline_parallel_first_stage_less_layers",
+        "pipeline_parallel_last_stage_less_layers",
         "context_parallel_degree",
         "expert_parallel_degree",
         "expert_tensor_parallel_degree",
@@ -54,6 +56,21 @@ TORCHTITAN_KEYS = {  # config/job_config.py at v0.2.2: the fields the emitter ma
 }
 TORCHTITAN_FLAVORS = {"llama3": {"debugmodel", "8B", "70B", "405B"}}
 SINGLE_STAGE = {"1F1B", "GPipe"}
+
+
+def _stages(model: ModelSpec, pp: int, sched: str, par: dict) -> tuple[int, int]:
+    """The stages torchtitan builds and its effective layers: L plus what the embedding and the output weigh
+    (pipeline_parallel.py pipeline_llm; first/last_stage_less_layers default 1), ceil(effective / layers per
+    stage) where that is set, else one per rank for single-stage schedules, two for the others; and a stage
+    weight beyond the layers per stage is refused (generate_llm_fqn_per_model_part)."""
+    first = par.get("pipeline_parallel_first_stage_less_layers", 1)
+    last = par.get("pipeline_parallel_last_stage_less_layers", 1)
+    effective = model.num_layers + first + last
+    lps = par.get("pipeline_parallel_layers_per_stage")
+    stages = math.ceil(effective / lps) if lps else pp * (1 if sched in SINGLE_STAGE else 2)
+    if max(first, last) > effective // stages:
+        return stages, -1  # no stage count fits: the weights exceed the layers per stage
+    return stages, effective
 
 
 def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
@@ -84,9 +101,8 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
         mbs, sched = par.get("pipeline_parallel_microbatch_size", 1), par.get("pipeline_parallel_schedule", "1F1B")
         if local % mbs:  # pipeline_parallel.py build_pipeline_schedule
             out.append("local batch not divisible by the pipeline micro-batch")
-        lps = par.get("pipeline_parallel_layers_per_stage")
-        stages = math.ceil((model.num_layers + 2) / lps) if lps else pp * (1 if sched in SINGLE_STAGE else 2)
-        if stages % pp or stages > model.num_layers + 2:  # pipeline_parallel.py 75-109, 269-296
+        stages, effective = _stages(model, pp, sched, par)
+        if stages % pp or stages > effective:  # pipeline_parallel.py 75-109, 269-296
             out.append("pipeline stages do not divide over pp")
         per_rank = stages // pp
         if (sched in SINGLE_STAGE) != (per_rank == 1):
@@ -158,6 +174,7 @@ def torchtitan_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         "data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
         "tensor_parallel_degree", "enable_sequence_parallel", "pipeline_parallel_degree",
         "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+        "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
         "context_parallel_degree", "expert_parallel_degree",
     }  # fmt: skip
     out += [f"unknown ParallelismConfig field {k}" for k in par if k not in fields]
@@ -213,9 +230,8 @@ def _pipeline_violations(model: ModelSpec, plan: Plan, local: int, par: dict) ->
     mbs, sched = par.get("pipeline_parallel_microbatch_size", 1), par.get("pipeline_parallel_schedule", "1F1B")
     if local % mbs:
         out.append("local batch not divisible by the pipeline micro-batch")
-    lps = par.get("pipeline_parallel_layers_per_stage")
-    stages = math.ceil((model.num_layers + 2) / lps) if lps else pp * (1 if sched in SINGLE_STAGE else 2)
-    if stages % pp:
+    stages, effective = _stages(model, pp, sched, par)
+    if stages % pp or stages > effective:
         out.append("pipeline stages do not divide over pp")
     if (sched in SINGLE_STAGE) != (stages // pp == 1):
         out.append(f"{sched} with {stages // pp} stages per rank")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from planner.engine.split import torchtitan_chunk_sizes, torchtitan_layers_per_stage
+from planner.engine.split import torchtitan_split
 from planner.launch.emit.common import catalog_match, engine_torchrun, eps_problems, node_gpus, plain_transformer
 from planner.launch.emit.targets import Target, register
 from planner.plan import STATED_SPLIT, Plan
@@ -72,7 +72,8 @@ PLAN_FIELDS = {
     "sp": "parallelism.enable_sequence_parallel (torchtitan shards norms on the sequence with tp)",
     "pp": "parallelism.pipeline_parallel_degree",
     "schedule": "parallelism.pipeline_parallel_schedule",
-    "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
+    "vpp": "parallelism.pipeline_parallel_layers_per_stage, first/last_stage_less_layers (pp*vpp stages; default 1 "
+    "or 2 per rank)",
     "cp": "parallelism.context_parallel_degree",
     "ep": "parallelism.expert_parallel_degree",
     "etp": "none: torchtitan 0.3 runs expert tensor parallelism 1 (it removed the option)",
@@ -100,15 +101,10 @@ def flavor(model: ModelSpec, release: str = RELEASE) -> tuple[str, str, str] | N
     return next((("llama3", n, f"llama3_{n.lower()}") for n, dims in LLAMA3_FLAVORS.items() if dims == shape), None)
 
 
-def layers_per_stage(model: ModelSpec, plan: Plan) -> int | None:
-    """pipeline_parallel_layers_per_stage giving exactly pp·vpp stages (None: the default stage count does:
-    one per rank for 1F1B/GPipe, two for Interleaved1F1B; pipeline_parallel.py _get_pipeline_metadata); -1 when
-    no value gives pp·vpp stages."""
-    default = 2 if plan.schedule == "interleaved" else 1
-    if plan.vpp == default:
-        return None
-    per = torchtitan_layers_per_stage(model.num_layers, plan.pp * plan.vpp)
-    return -1 if per is None else per
+def pipeline_fields(model: ModelSpec, plan: Plan) -> dict[str, int] | None:
+    """The ParallelismConfig fields that cut the plan's stages as it was priced (None: none do)."""
+    split = torchtitan_split(model.num_layers, plan.pp, plan.vpp)
+    return None if split is None else split.config_fields()
 
 
 def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
@@ -139,13 +135,12 @@ def release_problems(model: ModelSpec, plan: Plan, release: str) -> list[str]:
             out.append(
                 f"schedule={plan.schedule} runs one stage per rank in torchtitan; vpp={plan.vpp} needs interleaved"
             )
-        elif layers_per_stage(model, plan) == -1:
+        elif pipeline_fields(model, plan) is None:
             out.append(
                 f"torchtitan cannot cut {model.num_layers} layers (+ embedding and output) into exactly "
-                f"pp x vpp = {plan.pp * plan.vpp} stages with one pipeline_parallel_layers_per_stage"
+                f"pp x vpp = {plan.pp * plan.vpp} stages with pipeline_parallel_layers_per_stage and "
+                "first/last_stage_less_layers of 0 or 1"
             )
-        elif torchtitan_chunk_sizes(model.num_layers, plan.pp, plan.vpp) is None:
-            out.append(f"torchtitan needs at most num_layers + 2 = {model.num_layers + 2} stages")
     return out
 
 
@@ -183,7 +178,7 @@ def local_batch(plan: Plan) -> int:
 def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     """The ParallelismConfig of the configuration function."""
     dp = data_parallel(plan)
-    lps = layers_per_stage(model, plan) if plan.pp > 1 else None
+    cut = (pipeline_fields(model, plan) or {}) if plan.pp > 1 else {}
     schedule = SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"
     return [
         "    config.parallelism = ParallelismConfig(",
@@ -195,7 +190,7 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
         f"        pipeline_parallel_degree={plan.pp},",
         f'        pipeline_parallel_schedule="{schedule}",',
         f"        pipeline_parallel_microbatch_size={plan.micro_batch},",
-        *([f"        pipeline_parallel_layers_per_stage={lps},"] if lps and lps > 0 else []),
+        *[f"        {k}={n}," for k, n in cut.items()],
         f"        context_parallel_degree={plan.cp},",
         f"        expert_parallel_degree={plan.ep},",
         "    )",

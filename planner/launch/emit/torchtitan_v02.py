@@ -21,8 +21,8 @@ from planner.launch.emit.torchtitan import (
     compile_components,
     data_parallel,
     flavor,
-    layers_per_stage,
     local_batch,
+    pipeline_fields,
     release_problems,
 )
 from planner.plan import STATED_SPLIT, Plan
@@ -39,7 +39,8 @@ PLAN_FIELDS = {
     "sp": "implied by tensor_parallel_degree (always on)",
     "pp": "parallelism.pipeline_parallel_degree",
     "schedule": "parallelism.pipeline_parallel_schedule",
-    "vpp": "parallelism.pipeline_parallel_layers_per_stage (pp*vpp stages; default 1 or 2 per rank)",
+    "vpp": "parallelism.pipeline_parallel_layers_per_stage, first/last_stage_less_layers (pp*vpp stages; default 1 "
+    "or 2 per rank)",
     "cp": "parallelism.context_parallel_degree",
     "ep": "parallelism.expert_parallel_degree",
     "etp": "parallelism.expert_tensor_parallel_degree",
@@ -68,7 +69,7 @@ def _compile_lines(settings: Mapping[str, object]) -> list[str]:
 def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
     """The [parallelism] section."""
     dp = data_parallel(plan)
-    lps = layers_per_stage(model, plan) if plan.pp > 1 else None
+    cut = (pipeline_fields(model, plan) or {}) if plan.pp > 1 else {}
     return [
         "[parallelism]",
         f"data_parallel_replicate_degree = {dp.replicate}",
@@ -78,7 +79,7 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule] if plan.pp > 1 else "1F1B"}"',
         f"pipeline_parallel_microbatch_size = {plan.micro_batch}",
-        *([f"pipeline_parallel_layers_per_stage = {lps}"] if lps and lps > 0 else []),
+        *[f"{k} = {n}" for k, n in cut.items()],
         f"context_parallel_degree = {plan.cp}",
         f"expert_parallel_degree = {plan.ep}",
         f"expert_tensor_parallel_degree = {plan.expert_tp}",
