@@ -128,12 +128,25 @@ def test_megatron_fsdp2_refused_with_pp():
     assert not zero_problems(engine("megatron"), plan, zero=1, model=model("llama3-8b"))
 
 
-def test_megatron_fsdp2_refused_with_ep():
-    """--use-torch-fsdp2 needs expert_model_parallel_size == 1 (megatron/training/arguments.py l.1031-1049)."""
+def test_megatron_runs_zero3_with_ep_as_megatron_fsdp():
+    """--use-torch-fsdp2 needs expert_model_parallel_size == 1 (megatron/training/arguments.py l.1031-1049), so with
+    ep > 1 Megatron runs ZeRO-3 as Megatron-FSDP (--use-megatron-fsdp, optim_grads_params), which shards the experts
+    over their own mesh and needs no untied embeddings (Megatron-Bridge's DeepSeek-V3 on 64 GB300: ep 64, tp 1,
+    pp 1). It reduce-scatters every backward (megatron_fsdp.py l.757-774), as FSDP2 does; no functional test runs
+    it with pp, which stays refused."""
+    e, mixtral = engine("megatron"), model("mixtral-8x7b")
     plan = Plan(dp=8, ep=2, zero=3, global_batch=8)
-    r = only(engine_problems(engine("megatron"), model("mixtral-8x7b"), plan), "zero 3 with ep")
-    assert "zero=3" in r.detail and "ep=2" in r.detail
-    assert not engine_problems(engine("megatron"), model("mixtral-8x7b"), plan.model_copy(update={"ep": 1}))
+    assert not engine_problems(e, mixtral, plan)
+    fsdp = e.zero_stage(plan)
+    assert fsdp.mechanism.startswith("Megatron-FSDP") and not fsdp.untied_embeddings
+    assert (fsdp.grad_reduce, fsdp.weight_gather, fsdp.grad_collective) == (
+        "microbatch",
+        "microbatch",
+        "reduce_scatter",
+    )
+    assert e.zero_stage(plan.model_copy(update={"ep": 1})).mechanism.startswith("torch FSDP2")
+    with_pp = plan.model_copy(update={"pp": 2, "dp": 4})
+    assert "zero=3" in only(engine_problems(e, mixtral, with_pp), "zero 3 with pp").detail
 
 
 def test_megatron_fsdp2_reduces_every_micro_batch_into_sharded_gradients():
@@ -211,13 +224,14 @@ def test_sequence_parallelism_needs_tp_to_divide_the_local_sequence(name):
 
 def test_megatron_torch_fsdp2_refuses_fp16_and_ep_at_any_data_parallel_size():
     """arguments.py l.1031-1049 @d98e8a64 asserts ep == 1 and not fp16 whenever --use-torch-fsdp2 is given: the
-    emitted files crashed in validate_args (audit: fp16 at dp 8; ep 4 at dp 1, where the stage shards nothing)."""
+    emitted files crashed in validate_args (audit: fp16 at dp 8; ep 4 at dp 1, where the stage shards nothing).
+    With ep the planner runs ZeRO-3 as Megatron-FSDP instead."""
     e = engine("megatron")
     fp16 = Plan(dp=8, zero=3, precision="fp16", global_batch=16)
     assert only(zero_problems(e, fp16), "zero 3 with fp16").detail.startswith("zero=3 (torch FSDP2")
     assert not zero_problems(e, fp16.model_copy(update={"precision": "bf16"}))
-    at_one = Plan(tp=4, dp=1, ep=4, sp=True, zero=3, global_batch=16)
-    assert "does not run with ep=4" in only(zero_problems(e, at_one), "zero 3 with ep").detail
+    at_one = Plan(tp=4, dp=1, ep=4, sp=True, zero=3, global_batch=16)  # with ep: Megatron-FSDP, no such assert
+    assert not zero_problems(e, at_one) and e.zero_stage(at_one).mechanism.startswith("Megatron-FSDP")
 
 
 def test_megatron_cp_needs_seq_len_divisible_by_2cp():

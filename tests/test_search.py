@@ -262,7 +262,7 @@ def test_explain_is_the_search_pinned_to_the_value(capsys):
     """--explain runs the same search with the value pinned: its rejections are the pinned search's own (they
     were read off the unpinned search's rejections, which labelled every rule rejection rc=none), and its best
     valid plan is set against the winner (it said nothing of valid plans that lost on throughput; a value outside
-    the space may beat the winner: Mixtral 8x7B on 64 GPUs at 8k runs faster at cp 2, which an MoE search leaves to
+    the space may beat the winner: Mixtral 8x7B on 64 GPUs at 16k runs faster at cp 2, which an MoE search leaves to
     --max-cp)."""
     args = ("search", "--model", "llama3-70b", "--gpus", "64", "--top", "1", "--no-advice", "--json")
     for pin, flag in (("recompute=full", ("--recompute", "full")), ("pp=2", ("--pp", "2"))):
@@ -276,7 +276,7 @@ def test_explain_is_the_search_pinned_to_the_value(capsys):
         assert why["best"]["tokens_per_s"] == pytest.approx(pinned["plans"][0]["tokens_per_s"])
         assert why["best_vs_winner"] == pytest.approx(why["best"]["tokens_per_s"] / winner)
     assert why["best_vs_winner"] < 1  # pp=2: valid, slower
-    moe = ("search", "--model", "mixtral-8x7b", "--gpus", "64", "--seq-len", "8192", "--top", "1", "--no-advice")
+    moe = ("search", "--model", "mixtral-8x7b", "--gpus", "64", "--seq-len", "16384", "--top", "1", "--no-advice")
     code, out, err = cli(capsys, *moe, "--explain", "cp=2")
     said = " ".join(out.split())
     assert code == 0 and "outside the search space" in said and "above the winner's" in said, err

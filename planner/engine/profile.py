@@ -201,12 +201,12 @@ class Rules(Frozen):
         """The ZeRO stages runnable at this pipeline degree, and how."""
         return self.zero if pp == 1 or self.zero_pp is None else self.zero_pp
 
-    def run_stage(self, zero: int, *, pp: int, dp_cp: int, precision: str) -> ZeroStage:
-        """How the engine runs ZeRO stage `zero` on a data-parallel group of dp_cp ranks at this precision: as
-        zero 0 where it shards nothing over one rank (shards_one_rank), else as the stage says."""
+    def run_stage(self, zero: int, *, pp: int, dp_cp: int, precision: str, ep: int = 1) -> ZeroStage:
+        """How the engine runs ZeRO stage `zero` on a data-parallel group of dp_cp ranks at this precision and ep:
+        as zero 0 where it shards nothing over one rank (shards_one_rank), else as the stage says."""
         if dp_cp == 1 and not self.shards_one_rank:
-            return (self.stages(pp).get(0) or self.zero[0]).running(precision)
-        return self.stages(pp)[zero].running(precision)
+            return (self.stages(pp).get(0) or self.zero[0]).running(precision, ep)
+        return self.stages(pp)[zero].running(precision, ep)
 
 
 class Engine(Frozen):
@@ -242,9 +242,9 @@ class Engine(Frozen):
         "given_settings compares with: a profile read from a file is its own baseline); None: never configured",
     )
 
-    def zero_stage(self, plan: Plan) -> ZeroStage:
+    def zero_stage(self, p: Plan) -> ZeroStage:
         """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""
-        return self.rules.run_stage(plan.zero, pp=plan.pp, dp_cp=plan.dp * plan.cp, precision=plan.precision)
+        return self.rules.run_stage(p.zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision, ep=p.ep)
 
     def factors(self, hardware: str, proxy: str | None = None) -> Fitted:
         """The fitted factors for a hardware profile, or for its calibration proxy (none fitted: neutral)."""

@@ -113,14 +113,27 @@ class ZeroStage(Frozen):
         "the fp32 master and moments over the data-parallel group (bf16_optimizer.py _setup_for_real_optimizer)",
     )
 
+    expert_parallel: ZeroStage | None = Field(
+        None,
+        description="how the engine runs this stage when the plan has ep > 1, where that differs: Megatron-LM runs "
+        "ZeRO-3 as torch FSDP2, which asserts ep == 1 (arguments.py l.1031-1049 @d98e8a64), and with experts as "
+        "Megatron-FSDP (--use-megatron-fsdp), which shards the experts over their own data-parallel mesh",
+    )
+
     def keeps_master(self, precision: str) -> bool:
         """Whether its optimizer keeps a separate fp32 master where the engine's memory.master_copy is null: as
         `master_copy` says, else for every precision but fp32 (PyTorch, Megatron)."""
         return precision != "fp32" if self.master_copy is None else self.master_copy
 
-    def running(self, precision: str) -> ZeroStage:
-        """The stage as the engine runs it at this precision (`bf16` where the plan trains in bf16 and it is set)."""
-        return self.bf16 if precision == "bf16" and self.bf16 is not None else self
+    def running(self, precision: str, ep: int = 1) -> ZeroStage:
+        """The stage as the engine runs it at this precision and expert-parallel degree (`expert_parallel` where
+        ep > 1 and it is set, then `bf16` where the plan trains in bf16 and it is set)."""
+        way = self.expert_parallel if ep > 1 and self.expert_parallel is not None else self
+        return way.bf16 if precision == "bf16" and way.bf16 is not None else way
+
+    def variants(self) -> tuple[ZeroStage, ...]:
+        """This stage and every variant it runs as (expert-parallel, bf16)."""
+        return (self, *(v for way in (self.expert_parallel, self.bf16) if way for v in way.variants()))
 
     @model_validator(mode="after")
     def _check(self) -> ZeroStage:
@@ -130,13 +143,13 @@ class ZeroStage(Frozen):
 
 
 def check_stage_tables(*tables: dict[int, ZeroStage]) -> None:
-    """Each table's stages are 0-3 and shard at least what the stage's name says (ZERO_STATES), in every precision
+    """Each table's stages are 0-3 and shard at least what the stage's name says (ZERO_STATES), in every
     variant; a ValueError names the first that does not."""
     for table in tables:
         bad = [z for z in table if z not in ZERO_STATES]
         if bad:
             raise ValueError(f"zero stages must be 0-3, got {bad}")
         for z, impl in table.items():
-            for way in (impl, impl.bf16) if impl.bf16 else (impl,):
+            for way in impl.variants():
                 if not set(ZERO_STATES[z]) <= set(way.shards):
                     raise ValueError(f"zero {z} shards at least {list(ZERO_STATES[z])}, not {list(way.shards)}")

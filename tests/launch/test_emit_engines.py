@@ -260,6 +260,8 @@ def megatron_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     elif pp > 1 and eff % (pp * vpp):  # arguments.py l.985-998
         out.append("layers (+ embedding/loss) not divisible by pp*vpp")
     fsdp = "--use-torch-fsdp2" in a
+    if "--use-megatron-fsdp" in a and (fsdp or a.get("--ckpt-format") != "fsdp_dtensor"):  # arguments.py l.1118-1176
+        out.append("Megatron-FSDP with torch FSDP2 or without fsdp_dtensor checkpoints")
     if fsdp and (
         pp > 1
         or ep > 1
@@ -268,6 +270,7 @@ def megatron_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         or "--untie-embeddings-and-output-weights" not in a
     ):  # arguments.py l.1031-1049
         out.append("torch FSDP2 with pp/ep/dist-opt/grad-accum fusion/tied embeddings")
+    fsdp = fsdp or "--use-megatron-fsdp" in a
     if fsdp and env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":  # arguments.py l.1166-1167
         out.append("FSDP with CUDA_DEVICE_MAX_CONNECTIONS=1")
     if not fsdp and (tp > 1 or cp > 1) and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":  # l.1449-1479
@@ -407,12 +410,16 @@ BRIDGE_SECTIONS = {  # the ConfigContainer fields the emitter may set (struct mo
         "mtp_num_layers", "make_vocab_size_divisible_by",  # transformer_config.py l.68; Bridge gpt_provider.py l.141
         "layernorm_epsilon",  # megatron-core 0.16.1 transformer_config.py l.150 (default 1e-5)
     },
-    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
     "optimizer": {  # optimizer_config.py l.187-209
         "use_distributed_optimizer", "use_precision_aware_optimizer", "optimizer", "main_params_dtype",
         "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype",
     },
-    "dist": {"use_torch_fsdp2"},
+    "ddp": {
+        "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32",
+        "use_megatron_fsdp", "data_parallel_sharding_strategy",  # megatron-core distributed_data_parallel_config.py
+    },
+    "dist": {"use_torch_fsdp2", "use_megatron_fsdp"},  # Bridge config.py DistributedInitConfig
+    "checkpoint": {"ckpt_format"},
     "train": {"global_batch_size", "micro_batch_size"},
     "dataset": {"seq_length"},
     "tokenizer": {"vocab_size"},
@@ -455,6 +462,11 @@ def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("ddp and optimizer disagree on the distributed optimizer")
     if o["dist.use_torch_fsdp2"] == "true" and (pp > 1 or o["ddp.use_distributed_optimizer"] == "true"):
         out.append("torch FSDP2 with pp or the distributed optimizer")  # Megatron arguments.py l.1031-1049
+    mfsdp = o.get("ddp.use_megatron_fsdp") == "true" or o.get("dist.use_megatron_fsdp") == "true"
+    if mfsdp and o["dist.use_torch_fsdp2"] == "true":  # config.py l.1481-1482
+        out.append("use_megatron_fsdp and use_torch_fsdp2 are mutually exclusive")
+    if o.get("checkpoint.ckpt_format", "fsdp_dtensor" if mfsdp else None) != ("fsdp_dtensor" if mfsdp else None):
+        out.append("fsdp_dtensor checkpoints go with Megatron-FSDP only, and it needs them")  # l.1107, l.1531
     if cp > 1 and num("model.seq_length") % (2 * cp):  # config.py: seq_length % (2 * cp)
         out.append("seq length not divisible by 2*cp")
     if o["model.seq_length"] != o["dataset.seq_length"]:
@@ -746,3 +758,29 @@ def test_torchtitan_files_cut_stages_the_default_weights_cannot(tmp_path, target
     assert not VALIDATORS[target](text, llama, Plan(**fields))
     stripped = "\n".join(line for line in text.splitlines() if line not in weights)
     assert "17 stages, not the plan's pp*vpp = 16" in VALIDATORS[target](stripped, llama, Plan(**fields))
+
+
+def test_megatron_files_run_zero3_with_ep_as_megatron_fsdp(tmp_path):
+    """ZeRO-3 with ep > 1 is Megatron-FSDP (engine_profiles/megatron.yaml rules.zero.3.expert_parallel): the
+    Megatron-LM script says --use-megatron-fsdp with optim_grads_params and fsdp_dtensor checkpoints (arguments.py
+    l.1118-1176), the Bridge overrides ddp/dist.use_megatron_fsdp as its DeepSeek-V3 GB300 perf recipe does; the
+    checks catch the file without its checkpoint format, and a dense ZeRO-3 plan stays on torch FSDP2."""
+    qwen, fields = load_model("qwen3-30b-a3b"), {"dp": 8, "ep": 8, "etp": 1, "zero": 3, "global_batch": 64}
+    mega = _emit(tmp_path / "m", "megatron", "qwen3-30b-a3b", fields)
+    assert isinstance(mega, Path), mega
+    args, _ = _megatron_args(mega.read_text())
+    assert args.get("--use-megatron-fsdp") is True and "--use-torch-fsdp2" not in args
+    assert args["--data-parallel-sharding-strategy"] == "optim_grads_params" and args["--ckpt-format"] == "fsdp_dtensor"
+    tampered = mega.read_text().replace("--ckpt-format fsdp_dtensor", "--ckpt-format torch_dist")
+    assert "Megatron-FSDP with torch FSDP2 or without fsdp_dtensor checkpoints" in megatron_violations(
+        tampered, qwen, Plan(**fields)
+    )
+    bridge = _emit(tmp_path / "b", "megatron-bridge", "qwen3-30b-a3b", fields)
+    assert isinstance(bridge, Path), bridge
+    o = bridge_overrides(bridge.read_text())
+    assert (o["ddp.use_megatron_fsdp"], o["dist.use_torch_fsdp2"], o["ddp.use_distributed_optimizer"]) == (
+        "true", "false", "true",
+    )  # fmt: skip
+    dense = _emit(tmp_path / "d", "megatron", "llama3-8b", {"dp": 8, "zero": 3, "global_batch": 64})
+    assert isinstance(dense, Path) and "--use-torch-fsdp2" in dense.read_text()
+    assert "--use-megatron-fsdp" not in dense.read_text()

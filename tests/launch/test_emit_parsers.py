@@ -102,7 +102,7 @@ MEGATRON_LM_ONLY = {
     "--position-embedding-type", "--rotary-base", "--swiglu", "--untie-embeddings-and-output-weights",
     "--group-query-attention", "--tokenizer-type", "--vocab-size", "--make-vocab-size-divisible-by",
     "--num-experts", "--moe-aux-loss-coeff", "--window-size", "--window-attn-skip-freq", "--quick-geglu",
-    "--rotary-percent",
+    "--rotary-percent", "--use-megatron-fsdp", "--data-parallel-sharding-strategy",
 }  # fmt: skip
 
 

@@ -92,7 +92,17 @@ def _describe(split: MegatronSplit) -> str:
     return f"{split.method.replace('_', ' ')}: layers per chunk {text}"
 
 
+def megatron_fsdp(plan: Plan) -> bool:
+    """Whether Megatron runs the plan's ZeRO-3 as Megatron-FSDP: with ep > 1, which torch FSDP2 refuses
+    (engine_profiles/megatron.yaml rules.zero.3.expert_parallel)."""
+    return plan.zero == 3 and plan.ep > 1
+
+
 def _zero_args(plan: Plan) -> tuple[list[str], str]:
+    if megatron_fsdp(plan):  # v1 runs on the distributed optimizer; its overlap flags prefetch and hide the collectives
+        flags = "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --use-distributed-optimizer"
+        flags += " --overlap-grad-reduce --overlap-param-gather --ckpt-format fsdp_dtensor"  # arguments.py l.1118-1176
+        return flags.split(), f"zero=3 with ep > 1: {flags}"
     if plan.zero == 3:  # torch FSDP2: no distributed optimizer, no gradient-accumulation fusion (arguments.py)
         return ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format", "torch_dist"], (
             "zero=3: --use-torch-fsdp2 (with --no-gradient-accumulation-fusion, torch_dist checkpoints)"
@@ -224,7 +234,7 @@ def megatron_file(
     env = (
         f"export CUDA_DEVICE_MAX_CONNECTIONS={conn}  # required by Megatron with tp/cp > 1 (H100 and earlier)\n"
         if conn
-        else "unset CUDA_DEVICE_MAX_CONNECTIONS  # torch FSDP2 needs it > 1 or unset\n"
+        else "unset CUDA_DEVICE_MAX_CONNECTIONS  # FSDP needs it > 1 or unset\n"
         if plan.zero == 3
         else ""
     )

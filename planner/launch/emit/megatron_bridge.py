@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from planner.engine.split import plan_megatron_split
 from planner.launch.emit.bridge_recipes import CATALOG_RECIPES, CHUNKED_ATTENTION
 from planner.launch.emit.common import catalog_match, engine_torchrun, node_gpus, plain_transformer
-from planner.launch.emit.megatron import expert_tp, layout_text
+from planner.launch.emit.megatron import expert_tp, layout_text, megatron_fsdp
 from planner.launch.emit.megatron_model import DISPATCHER_CONFIG
 from planner.launch.emit.targets import Target, register
 from planner.plan import Plan, nondefault_microbatch_group
@@ -64,7 +64,7 @@ PLAN_FIELDS = {
     "etp": "model.expert_tensor_parallel_size",
     "sp": "model.sequence_parallel",
     "dp": "implied: world size / (tp*pp*cp)",
-    "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3)",
+    "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3), ddp.use_megatron_fsdp (3, ep > 1)",
     "recompute": "model.recompute_granularity / method / num_layers / modules",
     "micro_batch": "train.micro_batch_size",
     "global_batch": "train.global_batch_size",
@@ -173,6 +173,7 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
 
 def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
     """KEY=VALUE overrides for the model's recipe, and which plan field each carries."""
+    fsdp = megatron_fsdp(plan)
     o: dict[str, object] = {
         "model.tensor_model_parallel_size": plan.tp,
         "model.pipeline_model_parallel_size": plan.pp,
@@ -193,11 +194,11 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
         "model.recompute_method": "uniform" if plan.recompute == "full" else None,
         "model.recompute_num_layers": 1 if plan.recompute == "full" else None,
         "model.recompute_modules": ["core_attn"] if plan.recompute == "selective" else None,
-        "ddp.use_distributed_optimizer": plan.zero == 1,
-        "optimizer.use_distributed_optimizer": plan.zero == 1,
-        "dist.use_torch_fsdp2": plan.zero == 3,
-        "ddp.overlap_grad_reduce": plan.dp * plan.cp > 1 and plan.zero != 3,
-        "ddp.overlap_param_gather": plan.dp * plan.cp > 1 and plan.zero == 1,
+        "ddp.use_distributed_optimizer": plan.zero == 1 or fsdp,  # Megatron-FSDP v1 runs on it (config.py)
+        "optimizer.use_distributed_optimizer": plan.zero == 1 or fsdp,
+        "dist.use_torch_fsdp2": plan.zero == 3 and not fsdp,
+        "ddp.overlap_grad_reduce": plan.dp * plan.cp > 1 and (plan.zero != 3 or fsdp),
+        "ddp.overlap_param_gather": plan.dp * plan.cp > 1 and (plan.zero == 1 or fsdp),
         "comm_overlap": None,  # no TP communication overlap: the engine profile's default (comm.tp_overlap)
         "mixed_precision": MIXED_PRECISION[plan.precision],
         "model.hidden_dropout": 0.0,  # the engine profile prices no dropout (kernels.dropout)
@@ -206,7 +207,10 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     }
     if model.norm_eps is not None:  # the recipe's own otherwise (a shape match does not compare it: common.py)
         o["model.layernorm_epsilon"] = model.norm_eps  # TransformerConfig.layernorm_epsilon
-    if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
+    if fsdp:  # as Megatron-Bridge's perf_recipes/deepseek/common.py sets Megatron-FSDP (config.py: both flags)
+        o |= {"ddp.use_megatron_fsdp": True, "dist.use_megatron_fsdp": True, "checkpoint.ckpt_format": "fsdp_dtensor"}
+        o["ddp.data_parallel_sharding_strategy"] = "optim_grads_params"
+    elif plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
         o["model.gradient_accumulation_fusion"] = False
     o |= _profile_settings(model)
     return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
