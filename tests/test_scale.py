@@ -141,9 +141,9 @@ def test_counts_beyond_the_cluster_say_so():
 
 
 def test_the_table_says_which_engine_each_count_runs():
-    # --engine torchtitan,planner: Llama 3 70B's best plan on 64 H100s runs on torchtitan, on 8,192 on the planner's
+    # --engine torchtitan,planner: Llama 3 70B's best plan on 64 H100s runs on torchtitan, on 4,096 on the planner's
     # worker; one engine throughout is named once in the header instead
-    args = ("scale", "-m", "llama3-70b", "--gpus", "64,8192", "--tokens", "15e12")
+    args = ("scale", "-m", "llama3-70b", "--gpus", "64,4096", "--tokens", "15e12")
     code, out, err = run(*args, "--engine", "torchtitan,planner", "--json")
     assert code == 0, err
     engines = [p["engine"] for p in json.loads(out)["points"]]
