@@ -65,11 +65,10 @@ def hardware(ctx: typer.Context, as_json: JsonOpt = False, catalog: CatalogOpt =
         return
     from planner.io.catalog import list_hardware, load_hardware
     from planner.render.listings import print_hardware
-    from planner.units import whole_bytes
 
     profiles = [load_hardware(n) for n in list_hardware()]
     if as_json:
-        emit_json(whole_bytes({"hardware": [p.model_dump() for p in profiles]}))
+        emit_json({"hardware": [p.model_dump() for p in profiles]})
     else:
         print_hardware(out, profiles)
 
@@ -79,11 +78,10 @@ def hardware_show(ctx: typer.Context, name: str, as_json: JsonOpt = False, catal
     """Print one hardware profile."""
     from planner.io.catalog import load_hardware
     from planner.render.listings import print_document
-    from planner.units import whole_bytes
 
     doc = load_hardware(name).model_dump()
     if as_json or _json_given(ctx):
-        emit_json(whole_bytes(doc))
+        emit_json(doc)
     else:
         print_document(out, doc)
 
@@ -119,10 +117,9 @@ def engines_show(ctx: typer.Context, name: str, as_json: JsonOpt = False, catalo
     """Print one engine profile."""
     from planner.io.catalog import load_engine
     from planner.render.listings import print_document
-    from planner.units import whole_bytes
 
     doc = load_engine(name).model_dump()
     if as_json or _json_given(ctx):
-        emit_json(whole_bytes(doc))
+        emit_json(doc)
     else:
         print_document(out, doc)

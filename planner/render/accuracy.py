@@ -13,7 +13,7 @@ from rich.table import Table
 from planner.fit.memory_kind import memory_log_error
 from planner.fit.validate import RunResult, Validation
 from planner.render.console import natural_width, rich_console, wrap_words
-from planner.units import fmt_range, whole_bytes
+from planner.units import fmt_range
 
 METRIC_NAMES = {"tokens_per_s_per_gpu": "tokens/s per GPU", "peak_memory_bytes": "peak memory", "step_s": "step time"}
 
@@ -54,7 +54,7 @@ def _predicted(r: RunResult) -> dict[str, Any]:
     """The predicted figures with their trust, as estimate and each search plan carry it (DESIGN.md: validate's
     `predicted` holds `uncertainty` and `plausibility`)."""
     return {
-        **whole_bytes(r.predicted),
+        **r.predicted,
         **({"uncertainty": r.uncertainty.as_dict()} if r.uncertainty else {}),
         **({"plausibility": r.plausibility.as_dict()} if r.plausibility else {}),
     }
@@ -63,7 +63,7 @@ def _predicted(r: RunResult) -> dict[str, Any]:
 def _measured(r: RunResult) -> dict[str, Any]:
     """The measured figures, and what the peak counts where one is stated (as ingest and the runs file say it)."""
     kind = {"peak_memory_kind": r.memory_kind} if "peak_memory_bytes" in r.measured else {}
-    return {**whole_bytes(r.measured), **kind}
+    return {**r.measured, **kind}
 
 
 def _calibrated_run(r: RunResult) -> dict[str, Any]:

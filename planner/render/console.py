@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from planner.io.files import finite_json
+from planner.units import whole_bytes
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -132,8 +133,9 @@ err: Any = _Console(stderr=True, highlight=False, emoji=False)
 
 
 def emit_json(doc: dict[str, Any]) -> None:
+    """Every --json document, its sizes in whole bytes (units.whole_bytes: DESIGN.md, sizes are bytes)."""
     try:
-        sys.stdout.write(json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(finite_json(whole_bytes(doc)), indent=2, allow_nan=False) + "\n")
     except BrokenPipeError:
         raise StdoutClosed from None
 

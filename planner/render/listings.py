@@ -14,7 +14,7 @@ from planner.engine import Engine
 from planner.hardware import HardwareProfile
 from planner.render.console import print_unlimited
 from planner.specs import ModelSpec
-from planner.units import fmt_count, whole_bytes
+from planner.units import fmt_count
 
 
 def _catalog_table(
@@ -129,7 +129,7 @@ def print_document(console: Console, doc: dict[str, Any]) -> None:
 
 
 def engines_json(engines: list[Engine]) -> dict[str, Any]:
-    return whole_bytes({"engines": [e.model_dump() for e in engines]})
+    return {"engines": [e.model_dump() for e in engines]}
 
 
 def print_engines(console: Console, engines: list[Engine], *, wide: bool = False) -> None:

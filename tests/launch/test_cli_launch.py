@@ -12,6 +12,7 @@ import yaml
 
 from planner.launch.machine import Host
 from planner.launch.preflight import Environment
+from tests.helpers import byte_fields
 from tests.launch.conftest import launch_cli as _run
 
 
@@ -69,6 +70,8 @@ def test_dry_run_json_and_plan_file(capsys, tiny_path, tmp_path):
     assert (doc["plan"]["dp"], doc["plan"]["zero"], doc["plan"]["micro_batch"]) == (2, 3, 2)
     predicted = doc["predicted"]
     assert predicted["step_time_s"] > 0 and 0 < predicted["tensor_bytes"] <= predicted["peak_bytes"]
+    sizes = list(byte_fields(doc))  # whole bytes, as every --json document (render/console.emit_json)
+    assert sizes and all(isinstance(b, int) for b in sizes), sizes
 
 
 def test_bad_plan_is_one_line_and_exit_2(capsys, tiny_path):
