@@ -222,7 +222,7 @@ def test_sequence_parallelism_needs_tp_to_divide_the_local_sequence(name):
     }
 
 
-def test_megatron_torch_fsdp2_refuses_fp16_and_ep_at_any_data_parallel_size():
+def test_megatron_torch_fsdp2_refuses_fp16_at_any_data_parallel_size_and_ep_goes_to_megatron_fsdp():
     """arguments.py l.1031-1049 @d98e8a64 asserts ep == 1 and not fp16 whenever --use-torch-fsdp2 is given: the
     emitted files crashed in validate_args (audit: fp16 at dp 8; ep 4 at dp 1, where the stage shards nothing).
     With ep the planner runs ZeRO-3 as Megatron-FSDP instead."""

@@ -23,8 +23,9 @@ _DEEPSPEED = (
     "counts (deepspeed/runtime/pipe/module.py _partition_layers)"
 )
 _NO_STATED_SPLIT = {
-    "torchtitan": "torchtitan cuts stages by pipeline_parallel_layers_per_stage (torchtitan/distributed/"
-    "pipeline_parallel.py); a split of your own needs module_fqns_per_model_part (config/configs.py), which the "
+    "torchtitan": "torchtitan cuts stages by pipeline_parallel_layers_per_stage and first/last_stage_less_layers "
+    "(torchtitan/distributed/pipeline_parallel.py); a split of your own"
+    " needs module_fqns_per_model_part (config/configs.py), which the "
     "planner neither prices nor writes",
     "deepspeed": _DEEPSPEED,
     "megatron-deepspeed": _DEEPSPEED + ", which --pp-partition-method sets",

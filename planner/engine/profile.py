@@ -175,7 +175,7 @@ class Rules(Frozen):
         description="how layers split over (virtual) stages: even (the first and last chunk get fewer "
         "when they do not divide), megatron (even, or --decoder-first/last-pipeline-num-"
         "layers, or the embedding and loss counted as layers), torchtitan (the embedding "
-        "and the output each count as one layer)",
+        "and the output each count as 0 or 1 layer: first/last_stage_less_layers)",
     )
 
     @model_validator(mode="after")
@@ -201,12 +201,12 @@ class Rules(Frozen):
         """The ZeRO stages runnable at this pipeline degree, and how."""
         return self.zero if pp == 1 or self.zero_pp is None else self.zero_pp
 
-    def run_stage(self, zero: int, *, pp: int, dp_cp: int, precision: str, ep: int = 1) -> ZeroStage:
+    def run_stage(self, zero: int, *, pp: int, dp_cp: int, precision: str, ep: int) -> ZeroStage:
         """How the engine runs ZeRO stage `zero` on a data-parallel group of dp_cp ranks at this precision and ep:
         as zero 0 where it shards nothing over one rank (shards_one_rank), else as the stage says."""
         if dp_cp == 1 and not self.shards_one_rank:
-            return (self.stages(pp).get(0) or self.zero[0]).running(precision, ep)
-        return self.stages(pp)[zero].running(precision, ep)
+            return (self.stages(pp).get(0) or self.zero[0]).running(precision, ep=ep)
+        return self.stages(pp)[zero].running(precision, ep=ep)
 
 
 class Engine(Frozen):

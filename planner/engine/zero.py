@@ -113,7 +113,7 @@ class ZeroStage(Frozen):
         "the fp32 master and moments over the data-parallel group (bf16_optimizer.py _setup_for_real_optimizer)",
     )
 
-    expert_parallel: ZeroStage | None = Field(
+    with_ep: ZeroStage | None = Field(
         None,
         description="how the engine runs this stage when the plan has ep > 1, where that differs: Megatron-LM runs "
         "ZeRO-3 as torch FSDP2, which asserts ep == 1 (arguments.py l.1031-1049 @d98e8a64), and with experts as "
@@ -125,15 +125,15 @@ class ZeroStage(Frozen):
         `master_copy` says, else for every precision but fp32 (PyTorch, Megatron)."""
         return precision != "fp32" if self.master_copy is None else self.master_copy
 
-    def running(self, precision: str, ep: int = 1) -> ZeroStage:
-        """The stage as the engine runs it at this precision and expert-parallel degree (`expert_parallel` where
+    def running(self, precision: str, *, ep: int) -> ZeroStage:
+        """The stage as the engine runs it at this precision and expert-parallel degree (`with_ep` where
         ep > 1 and it is set, then `bf16` where the plan trains in bf16 and it is set)."""
-        way = self.expert_parallel if ep > 1 and self.expert_parallel is not None else self
+        way = self.with_ep if ep > 1 and self.with_ep is not None else self
         return way.bf16 if precision == "bf16" and way.bf16 is not None else way
 
     def variants(self) -> tuple[ZeroStage, ...]:
         """This stage and every variant it runs as (expert-parallel, bf16)."""
-        return (self, *(v for way in (self.expert_parallel, self.bf16) if way for v in way.variants()))
+        return (self, *(v for way in (self.with_ep, self.bf16) if way for v in way.variants()))
 
     @model_validator(mode="after")
     def _check(self) -> ZeroStage:

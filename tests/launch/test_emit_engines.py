@@ -465,7 +465,7 @@ def bridge_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
     mfsdp = o.get("ddp.use_megatron_fsdp") == "true" or o.get("dist.use_megatron_fsdp") == "true"
     if mfsdp and o["dist.use_torch_fsdp2"] == "true":  # config.py l.1481-1482
         out.append("use_megatron_fsdp and use_torch_fsdp2 are mutually exclusive")
-    if o.get("checkpoint.ckpt_format", "fsdp_dtensor" if mfsdp else None) != ("fsdp_dtensor" if mfsdp else None):
+    if o.get("checkpoint.ckpt_format") != ("fsdp_dtensor" if mfsdp else None):
         out.append("fsdp_dtensor checkpoints go with Megatron-FSDP only, and it needs them")  # l.1107, l.1531
     if cp > 1 and num("model.seq_length") % (2 * cp):  # config.py: seq_length % (2 * cp)
         out.append("seq length not divisible by 2*cp")
@@ -761,7 +761,7 @@ def test_torchtitan_files_cut_stages_the_default_weights_cannot(tmp_path, target
 
 
 def test_megatron_files_run_zero3_with_ep_as_megatron_fsdp(tmp_path):
-    """ZeRO-3 with ep > 1 is Megatron-FSDP (engine_profiles/megatron.yaml rules.zero.3.expert_parallel): the
+    """ZeRO-3 with ep > 1 is Megatron-FSDP (engine_profiles/megatron.yaml rules.zero.3.with_ep): the
     Megatron-LM script says --use-megatron-fsdp with optim_grads_params and fsdp_dtensor checkpoints (arguments.py
     l.1118-1176), the Bridge overrides ddp/dist.use_megatron_fsdp as its DeepSeek-V3 GB300 perf recipe does; the
     checks catch the file without its checkpoint format, and a dense ZeRO-3 plan stays on torch FSDP2."""
@@ -770,6 +770,7 @@ def test_megatron_files_run_zero3_with_ep_as_megatron_fsdp(tmp_path):
     assert isinstance(mega, Path), mega
     args, _ = _megatron_args(mega.read_text())
     assert args.get("--use-megatron-fsdp") is True and "--use-torch-fsdp2" not in args
+    assert "--no-gradient-accumulation-fusion" in args  # as its functional tests (the fusion needs TE 2.10)
     assert args["--data-parallel-sharding-strategy"] == "optim_grads_params" and args["--ckpt-format"] == "fsdp_dtensor"
     tampered = mega.read_text().replace("--ckpt-format fsdp_dtensor", "--ckpt-format torch_dist")
     assert "Megatron-FSDP with torch FSDP2 or without fsdp_dtensor checkpoints" in megatron_violations(
@@ -781,6 +782,16 @@ def test_megatron_files_run_zero3_with_ep_as_megatron_fsdp(tmp_path):
     assert (o["ddp.use_megatron_fsdp"], o["dist.use_torch_fsdp2"], o["ddp.use_distributed_optimizer"]) == (
         "true", "false", "true",
     )  # fmt: skip
+    assert "unset CUDA_DEVICE_MAX_CONNECTIONS" in bridge.read_text()  # Bridge config.py l.1110 refuses 1
+    assert o["model.gradient_accumulation_fusion"] == "false"
+    untold = (
+        bridge.read_text()
+        .replace("'checkpoint.ckpt_format=fsdp_dtensor'", "")
+        .replace("checkpoint.ckpt_format=fsdp_dtensor", "")
+    )
+    assert "fsdp_dtensor checkpoints go with Megatron-FSDP only, and it needs them" in bridge_violations(
+        untold, qwen, Plan(**fields)
+    )
     dense = _emit(tmp_path / "d", "megatron", "llama3-8b", {"dp": 8, "zero": 3, "global_batch": 64})
     assert isinstance(dense, Path) and "--use-torch-fsdp2" in dense.read_text()
     assert "--use-megatron-fsdp" not in dense.read_text()

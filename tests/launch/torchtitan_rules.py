@@ -61,15 +61,12 @@ SINGLE_STAGE = {"1F1B", "GPipe"}
 def _stages(model: ModelSpec, pp: int, sched: str, par: dict) -> tuple[int, int]:
     """The stages torchtitan builds and its effective layers: L plus what the embedding and the output weigh
     (pipeline_parallel.py pipeline_llm; first/last_stage_less_layers default 1), ceil(effective / layers per
-    stage) where that is set, else one per rank for single-stage schedules, two for the others; and a stage
-    weight beyond the layers per stage is refused (generate_llm_fqn_per_model_part)."""
+    stage) where that is set, else one per rank for single-stage schedules, two for the others."""
     first = par.get("pipeline_parallel_first_stage_less_layers", 1)
     last = par.get("pipeline_parallel_last_stage_less_layers", 1)
     effective = model.num_layers + first + last
     lps = par.get("pipeline_parallel_layers_per_stage")
     stages = math.ceil(effective / lps) if lps else pp * (1 if sched in SINGLE_STAGE else 2)
-    if max(first, last) > effective // stages:
-        return stages, -1  # no stage count fits: the weights exceed the layers per stage
     return stages, effective
 
 

@@ -1,8 +1,8 @@
-"""Megatron-LM arguments for pretrain_gpt.py (pure), as megatron/training/arguments.py validate_args accepts
-them (NVIDIA/Megatron-LM main @d98e8a64; Megatron-Core 0.12+: --num-virtual-stages-per-pipeline-rank, the
-uneven-pipeline and account-for flags, --use-torch-fsdp2). The parallel, batch, recompute, overlap and precision
-flags are here; the architecture's are in megatron_model.py, the precision recipes' and the per-run settings' in
-megatron_settings.py.
+"""Megatron-LM arguments for pretrain_gpt.py (pure), as megatron/training/arguments.py validate_args accepts them
+(NVIDIA/Megatron-LM main @d98e8a64; Megatron-Core 0.12+: --num-virtual-stages-per-pipeline-rank, the uneven-pipeline
+and account-for flags, --use-torch-fsdp2, --use-megatron-fsdp). The parallel, batch, recompute, overlap and
+precision flags are here; the architecture's are in megatron_model.py, the precision recipes' and the per-run
+settings' in megatron_settings.py.
 """
 
 from __future__ import annotations
@@ -94,14 +94,16 @@ def _describe(split: MegatronSplit) -> str:
 
 def megatron_fsdp(plan: Plan) -> bool:
     """Whether Megatron runs the plan's ZeRO-3 as Megatron-FSDP: with ep > 1, which torch FSDP2 refuses
-    (engine_profiles/megatron.yaml rules.zero.3.expert_parallel)."""
+    (engine_profiles/megatron.yaml rules.zero.3.with_ep)."""
     return plan.zero == 3 and plan.ep > 1
 
 
 def _zero_args(plan: Plan) -> tuple[list[str], str]:
-    if megatron_fsdp(plan):  # v1 runs on the distributed optimizer; its overlap flags prefetch and hide the collectives
+    if megatron_fsdp(plan):  # v1 runs on the distributed optimizer (arguments.py l.1118-1176); without gradient-
+        # accumulation fusion, as its functional tests run it (mcore_fsdp_adapter.py needs TE 2.10 for the fusion)
         flags = "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --use-distributed-optimizer"
-        flags += " --overlap-grad-reduce --overlap-param-gather --ckpt-format fsdp_dtensor"  # arguments.py l.1118-1176
+        flags += " --no-gradient-accumulation-fusion --ckpt-format fsdp_dtensor"
+        flags += " --overlap-grad-reduce --overlap-param-gather" if plan.dp * plan.cp > 1 else ""
         return flags.split(), f"zero=3 with ep > 1: {flags}"
     if plan.zero == 3:  # torch FSDP2: no distributed optimizer, no gradient-accumulation fusion (arguments.py)
         return ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format", "torch_dist"], (

@@ -1,18 +1,18 @@
-"""The plan as Megatron-Bridge recipe overrides (pure): a recipe for the model, and the Hydra-style KEY=VALUE
-overrides that Bridge's recipe runner applies to the recipe's ConfigContainer.
+"""The plan as Megatron-Bridge recipe overrides (pure): a recipe for the model, and the Hydra-style KEY=VALUE overrides
+that Bridge's recipe runner applies to the recipe's ConfigContainer.
 
 Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge main @067f987d, 0.6.2 on PyPI): scripts/training/run_recipe.py takes
 `--recipe NAME` and trailing KEY=VALUE overrides (recipe_runner.py apply_cli_overrides ->
 training/utils/omegaconf_utils.py process_config_with_overrides: Hydra's OverridesParser on the ConfigContainer in
 struct mode, so a key the container lacks is an error). The keys are the ConfigContainer's: `model.*` the model
 provider (a megatron-core TransformerConfig), `ddp.*` DistributedDataParallelConfig, `optimizer.*` OptimizerConfig,
-`train.*`, `dataset.*`, `tokenizer.*`, `dist.*` (training/config.py), `mixed_precision` a registered recipe name
-(training/mixed_precision.py). The recipes (recipes/llama/llama3.py, llama2.py, gpt/gpt3_175b.py, the same names in
-0.3.1, 0.6.2 and main; the Qwen3, DeepSeek-V3, Kimi-K2 and GPT-OSS recipes at main: bridge_recipes.py) fix the
-architecture; a model none of them builds is refused. Where a recipe's own settings differ from what the plan is
-priced with (the MoE recipes dispatch through DeepEP or HybridEP; some capture CUDA graphs, keep bf16 moments and
-reduce gradients in bf16, pad the vocabulary to 1280, or train with Muon), the overrides set them back to the engine
-profile's.
+`train.*`, `dataset.*`, `tokenizer.*`, `dist.*`, `checkpoint.*` (training/config.py), `mixed_precision` a registered
+recipe name (training/mixed_precision.py). The recipes (recipes/llama/llama3.py, llama2.py, gpt/gpt3_175b.py, the
+same names in 0.3.1, 0.6.2 and main; the Qwen3, DeepSeek-V3, Kimi-K2 and GPT-OSS recipes at main: bridge_recipes.py)
+fix the architecture; a model none of them builds is refused. Where a recipe's own settings differ from what the
+plan is priced with (the MoE recipes dispatch through DeepEP or HybridEP; some capture CUDA graphs, keep bf16
+moments and reduce gradients in bf16, pad the vocabulary to 1280, or train with Muon), the overrides set them back
+to the engine profile's.
 """
 
 from __future__ import annotations
@@ -210,8 +210,8 @@ def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str,
     if fsdp:  # as Megatron-Bridge's perf_recipes/deepseek/common.py sets Megatron-FSDP (config.py: both flags)
         o |= {"ddp.use_megatron_fsdp": True, "dist.use_megatron_fsdp": True, "checkpoint.ckpt_format": "fsdp_dtensor"}
         o["ddp.data_parallel_sharding_strategy"] = "optim_grads_params"
-    elif plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py)
-        o["model.gradient_accumulation_fusion"] = False
+    if plan.zero == 3:  # torch FSDP2 runs without gradient-accumulation fusion (Megatron arguments.py), and
+        o["model.gradient_accumulation_fusion"] = False  # Megatron-FSDP's needs TE 2.10 (mcore_fsdp_adapter.py)
     o |= _profile_settings(model)
     return [f"{k}={_value(v)}" for k, v in o.items()], dict(PLAN_FIELDS)
 
@@ -264,6 +264,7 @@ def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int |
     body = "\n  ".join(shlex.quote(x) for x in overrides)
     program = f"scripts/training/run_recipe.py --recipe {name} --mode pretrain"
     where = "" if nodes == 1 else f" on each of the {nodes} nodes, MASTER_ADDR set to one node's address"
+    unset = "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP needs it > 1 or unset (Bridge config.py)\n"
     return (
         f"# Megatron-Bridge recipe overrides; plan: {plan.summary()}; model {model.name} = recipe {name}\n"
         "# Run with Megatron-Bridge's recipe runner (it applies KEY=VALUE overrides to the recipe's ConfigContainer)"
@@ -271,7 +272,8 @@ def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int |
         f"#   {engine_torchrun(nodes, node_gpus(plan, nodes, per_node), program)} \\\n"
         '#     --dataset mock "${BRIDGE_OVERRIDES[@]}"\n'
         "# (or scripts/training/train.sh ... --recipe RECIPE KEY=VALUE...; the data set replaces --dataset mock)\n"
-        f"RECIPE={name}\n"
+        + (unset if megatron_fsdp(plan) else "")
+        + f"RECIPE={name}\n"
         f"BRIDGE_OVERRIDES=(\n  {body}\n)\n"
     )
 
