@@ -416,10 +416,14 @@ def test_search_recipe_options_saves_the_variant(tmp_path):
     code, out, err = run_planner("search", "-m", "deepseek-v3", "--gpus", "1024", "--hardware", "h800", "--seq-len",
                                  "4096", "--recipe-options", "--save", str(path), "--json", "--no-advice")  # fmt: skip
     assert code == 0, err
-    engines = {p["engine"] for p in json.loads(out)["plans"]}
-    assert engines & {"megatron+pao", "megatron+pao+modules", "megatron+pao+modules+offload"}
+    best = json.loads(out)["plans"][0]["engine"]  # a variant: megatron+bf16grad+epoverlap
+    assert best.startswith("megatron+")
     saved = yaml.safe_load(path.read_text())
     assert saved["engine"] == "megatron"  # the profile, and the variant's settings as its training block
+    from planner.engine.recipe_variants import variant_named
+
+    variant = variant_named(load_engine("megatron"), best, load_model("deepseek-v3"), "bf16")
+    assert saved["training"] == variant.variant_settings
     code, out, err = run_planner("memory", "--plan", str(path), "--json")
     assert code == 0, err
     assert json.loads(out)["total_bytes"] == pytest.approx(saved["predicted"]["peak_memory_bytes"], abs=1)
@@ -427,10 +431,12 @@ def test_search_recipe_options_saves_the_variant(tmp_path):
 
 def test_a_variant_saved_at_another_recompute_level_leaves_its_modules_out(tmp_path):
     """A +modules variant's best plan at recompute none re-runs no module: its plan file does not name them (which
-    `launch --plan` would warn change nothing), and the plan is priced the same from the file."""
+    `launch --plan` would warn change nothing), and the plan is priced the same from the file. (At ep 1: with
+    experts spread, the all-to-all overlap variant ranks first.)"""
     path = tmp_path / "best.yaml"
     code, out, err = run_planner("search", "-m", "mixtral-8x22b", "--gpus", "64", "--recipe-options", "--recompute",
-                                 "none", "--no-advice", "--top", "1", "--save", str(path), "--json")  # fmt: skip
+                                 "none", "--ep", "1", "--no-advice", "--top", "1", "--save", str(path),
+                                 "--json")  # fmt: skip
     assert code == 0, err
     best = json.loads(out)["plans"][0]
     assert "+modules" in best["engine"] and best["plan"]["recompute"] == "none"
@@ -469,6 +475,11 @@ def test_recipe_options_add_a_speed_ladder_where_the_engine_runs_it():
     assert graphs["megatron+bf16grad+graphs"].variant_settings == {"grad_dtype": "param", "cuda_graphs": True}
     mixtral = {e.name for e in option_variants(hosted, load_model("mixtral-8x7b"), "bf16")}
     assert "megatron+bf16grad" in mixtral and not any("graphs" in n for n in mixtral)  # MoE layers only
+    # a MoE model: Megatron's all-to-all overlap, as the Bridge DeepSeek-V3 perf recipes turn it on
+    overlap = {e.name: e for e in option_variants(megatron, load_model("mixtral-8x7b"), "bf16")}
+    assert overlap["megatron+bf16grad+epoverlap"].moe.ep_overlap and not megatron.moe.ep_overlap
+    assert not any("epoverlap" in n for n in names)  # llama3-8b: no experts
+    assert not option_variants(load_engine("torchtitan"), load_model("qwen3-30b-a3b"), "bf16")  # no such overlap
     hai = {e.name for e in option_variants(load_engine("hai-llm"), load_model("deepseek-v3"), "bf16")}
     assert not any("bf16grad" in n or "graphs" in n for n in hai)  # hai-llm: fp32 gradients, no graphs
 
@@ -686,11 +697,11 @@ def test_a_reason_the_variants_share_is_one_line_of_the_table():
     assert code == 0, err
     rejected = json.loads(out)["rejected"]
     no_zero2 = {k: n for k, n in rejected.items() if k.endswith("has no zero 2")}
-    assert len(no_zero2) == 5 and "megatron+pao has no zero 2" in no_zero2
+    assert len(no_zero2) == 6 and "megatron+pao has no zero 2" in no_zero2
     code, out, err = run_planner(*args)
     assert code == 0, err
     text = " ".join(out.split())
-    assert f"{sum(no_zero2.values())} megatron (and 4 variants) has no zero 2" in text
+    assert f"{sum(no_zero2.values())} megatron (and 5 variants) has no zero 2" in text
     assert "megatron+pao has no zero 2" not in text
 
 
@@ -752,3 +763,20 @@ def test_an_ep_overlap_flag_the_plan_decides_is_said_to_change_nothing(schedule,
         "--global-batch", "15360", "--micro-batch", "1", "--recompute", "full", "--no-ep-overlap",
     )  # fmt: skip
     assert code == 0 and said in " ".join(err.split()), err
+
+
+def test_a_variant_the_megatron_file_writes_is_not_said_to_run_nowhere():
+    """A search's best plan on megatron+bf16grad+epoverlap: the Megatron-LM file writes both settings
+    (--grad-reduce-in-bf16, --overlap-moe-expert-parallel-comm), as `launch --plan --emit megatron` of the saved plan
+    does; the search said no --emit file ran it, comparing the variant's name with the target's engine."""
+    code, out, err = run_planner("search", "-m", "qwen3-235b-a22b", "--gpus", "256", "--recipe-options", "--top", "1",
+                                 "--no-advice", "--json")  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    best = doc["plans"][0]
+    assert best["engine"] == "megatron+bf16grad+epoverlap" and best["emit_targets"]["megatron"] is None
+    p = best["plan"]  # as the README says it: dp16 tp4 pp4 vpp4 ep16 etp1, 560k tokens/s
+    assert (p["dp"], p["tp"], p["pp"], p["vpp"], p["ep"], p["etp"]) == (16, 4, 4, 4, 16, 1)
+    assert best["tokens_per_s"] == pytest.approx(560e3, rel=0.01)
+    assert "the megatron-bridge file does not write" in best["emit_targets"]["megatron-bridge"]
+    assert not any("no --emit file runs" in n for n in doc["notes"])

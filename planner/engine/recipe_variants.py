@@ -30,7 +30,10 @@ def speed_ladder(engine: Engine, model: ModelSpec) -> Ladder:
     bf16 gradient reduction (half the reduce-scatter bytes and gradient buffer; --grad-reduce-in-bf16, as the
     16-GPU Qwen3 Megatron-Bridge recipes set it). CUDA graphs remove the per-kernel and per-layer host cost
     (cost/layer_time.py), which the engine's fitted host costs may put at zero (megatron's host_layer_s on GPUs):
-    then they only add their memory pool, and are not searched."""
+    then they only add their memory pool, and are not searched. For a MoE model, Megatron's all-to-all overlap
+    (--overlap-moe-expert-parallel-comm, combined_1f1b.py), which Megatron-Bridge's DeepSeek-V3 perf recipes turn on
+    (perf_recipes/deepseek/common.py: comm_overlap.overlap_moe_expert_parallel_comm); its conditions (ep > 1,
+    virtual stages with pp, no full recompute) refuse the plans it cannot run (engine/moe_rules.py)."""
     ladder: Ladder = []
     if engine.memory.grad_dtype == "fp32" and "param" in engine.rules.setting_words.get("grad_dtype", ()):
         ladder.append(("bf16grad", {"grad_dtype": "param"}))
@@ -38,6 +41,8 @@ def speed_ladder(engine: Engine, model: ModelSpec) -> Ladder:
     dense = model.num_moe_layers < model.num_layers  # a layer priced as graphed (not MoE)
     if "cuda_graphs" in engine.rules.options and not engine.kernels.cuda_graphs and dense and gain:
         ladder.append(("graphs", {"cuda_graphs": True}))
+    if model.moe is not None and engine.rules.ep_overlap == "combined_1f1b" and not engine.moe.ep_overlap:
+        ladder.append(("epoverlap", {"ep_overlap": True}))
     return ladder
 
 

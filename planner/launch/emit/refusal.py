@@ -99,7 +99,7 @@ def checked(
     if unrun:  # a cluster file launches the worker
         raise PlannerError(f"--emit {kind}: {unrun}")
     given = given_settings(engine, cfg.plan) or _file_settings(engine, chosen.engine)
-    if given and chosen.engine not in (None, engine.name):
+    if given and chosen.engine not in (None, engine.name, engine.variant_of):  # a variant: its profile's settings
         raise PlannerError(
             f"--emit {kind}: the plan is priced on {engine.name} with {said(given)}; the {kind} file writes "
             f"{chosen.engine}'s settings: price it with --engine {chosen.engine}"
