@@ -105,11 +105,20 @@ def fmt_hours(hours: float) -> str:
     return f"{hours:,.0f}" if hours >= 10 or hours == 0 else f"{hours:.2g}"
 
 
+# Mappings keyed by a measured field's name that hold no size: validate's `error`, each field's error in percent
+# (DESIGN.md, `planner validate --json`), whose `peak_memory_bytes` is -7.3, not -7 bytes.
+NOT_SIZES = frozenset({"error"})
+
+
 def whole_bytes(doc: Any, sizes: bool = False) -> Any:
     """A document with every `*_bytes` size in whole bytes, at any depth, a list of sizes too (DESIGN.md: sizes are
-    bytes): profiles and figures keep floats (85e9, a fitted 1.6e9) that --json must not print as 85000000000.0."""
+    bytes): profiles and figures keep floats (85e9, a fitted 1.6e9) that --json must not print as 85000000000.0.
+    A NOT_SIZES mapping is left as it is."""
     if isinstance(doc, dict):
-        return {k: whole_bytes(v, isinstance(k, str) and k.endswith("_bytes")) for k, v in doc.items()}
+        return {
+            k: v if k in NOT_SIZES else whole_bytes(v, isinstance(k, str) and k.endswith("_bytes"))
+            for k, v in doc.items()
+        }
     if isinstance(doc, list | tuple):
         return [whole_bytes(v, sizes) for v in doc]
     if sizes and isinstance(doc, float) and math.isfinite(doc):

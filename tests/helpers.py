@@ -96,10 +96,14 @@ def run_planner_process(*args: str, timeout_s: float = 120) -> tuple[int, str, s
 
 
 def byte_fields(doc, sizes=False):
-    """Every size of a document: the values at any depth under a `*_bytes` key (a figure, a list, a mapping)."""
+    """Every size of a document: the values at any depth under a `*_bytes` key (a figure, a list, a mapping), but
+    not in a mapping that holds none (units.NOT_SIZES: validate's `error`, in percent)."""
+    from planner.units import NOT_SIZES
+
     if isinstance(doc, dict):
         for k, v in doc.items():
-            yield from byte_fields(v, sizes or str(k).endswith("_bytes"))
+            if k not in NOT_SIZES:
+                yield from byte_fields(v, sizes or str(k).endswith("_bytes"))
     elif isinstance(doc, list):
         for v in doc:
             yield from byte_fields(v, sizes)

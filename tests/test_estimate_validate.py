@@ -405,8 +405,18 @@ def test_validate_with_an_engine_skips_a_run_whose_software_block_it_cannot_take
     skipped = [r.get("skipped") or "" for r in json.loads(out)["runs"]]
     said = [r for r in skipped if "does not run its software block" in r]
     assert said and all("Value error" not in r and "p2p_overlap=True" in r for r in said), said
-    sizes = list(byte_fields(json.loads(out)))  # predicted and measured peaks in whole bytes (emit_json)
+
+
+def test_validate_json_prints_whole_bytes_and_its_errors_in_percent():
+    """emit_json rounds every size; validate's `error` is keyed by the measured fields' names but holds percent
+    (DESIGN.md), so its peak_memory_bytes of -7.3 stays -7.3 (units.NOT_SIZES)."""
+    code, out, err = run("validate", REFERENCE, "--json")
+    assert code == 0, err
+    runs = json.loads(out)["runs"]
+    sizes = list(byte_fields(runs))
     assert sizes and all(isinstance(b, int) for b in sizes)
+    errors = [r["error"]["peak_memory_bytes"] for r in runs if "peak_memory_bytes" in r.get("error", {})]
+    assert errors and any(e != round(e) for e in errors)
 
 
 def test_validate_with_an_engine_still_refuses_a_typo_in_a_software_block(tmp_path):
