@@ -780,3 +780,28 @@ def test_a_variant_the_megatron_file_writes_is_not_said_to_run_nowhere():
     assert best["tokens_per_s"] == pytest.approx(560e3, rel=0.01)
     assert "the megatron-bridge file does not write" in best["emit_targets"]["megatron-bridge"]
     assert not any("no --emit file runs" in n for n in doc["notes"])
+
+
+def test_megatron_fsdp_runs_the_precision_aware_optimizer_with_fp32_main_weights():
+    """Megatron-FSDP (ZeRO-3 with ep > 1) runs on the distributed optimizer (arguments.py l.1124-1135), which the
+    precision-aware optimizer needs (optimizer/__init__.py l.1057-1060), as Megatron-Bridge's DeepSeek-V3 64-GB300
+    recipe runs it (perf_recipes/deepseek/common.py _apply_deepseek_v3_64gpu_gb300_fsdp_configs on the base recipe's
+    bf16 moments). It keeps fp32 main weights of its own (distrib_optimizer.py l.704-706): 4 + 2 + 2 = 8 bytes of
+    optimizer per parameter, not the 6 of the distributed optimizer's 16-bit remainders. torch FSDP2 (dense ZeRO-3)
+    still refuses it. The recipe as the planner expresses it fits the GB300."""
+    from planner.cost.states import state_bytes_per_param
+
+    pao = MEGATRON.configured(precision_aware_optimizer=True, optimizer_moment_dtype="bf16")
+    dsv3, gb300 = load_model("deepseek-v3"), load_hardware("gb300")
+    fsdp = Plan(dp=64, ep=64, zero=3, micro_batch=2, global_batch=256, seq_len=4096, recompute="selective")
+    assert not [p for p in plan_problems(dsv3, fsdp, pao, 64, gb300) if "precision-aware" in p.reason]
+    dense = Plan(dp=8, zero=3, global_batch=8)
+    assert "megatron: precision-aware optimizer without zero 1" in [p.reason for p in plan_problems(LLAMA, dense, pao)]
+    bytes_of = lambda plan: state_bytes_per_param("bf16", pao, pao.zero_stage(plan)).optimizer  # noqa: E731
+    assert (bytes_of(fsdp), bytes_of(Plan(dp=8, ep=8, zero=1, global_batch=8))) == (8, 6)
+    recipe = pao.configured(
+        recompute_modules="core_attn,layernorm,mla_up_proj,moe_act", activation_offload=1.0,
+        offload_modules=["core_attn", "attn_proj"], moe_dispatcher="deepep",
+    )  # fmt: skip
+    report = memory_report(dsv3, gb300, fsdp, recipe)
+    assert report.fits, report.peak.total_bytes / 2**30

@@ -62,7 +62,8 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
     grads = 4 if (wide or (stage.grad_dtype or mem.grad_dtype) == "fp32") else 2
     optimizer: float = 4 * (moments + (1 if master else 0))
     if mem.precision_aware_optimizer:
-        optimizer = precision_aware_optimizer_bytes(precision, mem, moments=moments, master=master)
+        remainders = stage.param_remainders and precision in ("bf16", "fp8", "fp8-delayed")
+        optimizer = precision_aware_optimizer_bytes(mem, moments=moments, master=master, remainders=remainders)
     # A master-copy optimizer reads fp32 gradients: at the step it upcasts 16-bit ones of the parameters it updates
     # (Megatron `_copy_model_grads_to_main_grads`, `main_grad.float()`: optimizer.py l.1092-1100, distrib_optimizer.py
     # l.2782-2792 for its shard @d98e8a64; DeepSpeed ZeRO's fp32 gradient partition), but for the precision-aware
@@ -71,15 +72,15 @@ def state_bytes_per_param(precision: str, engine: Engine, stage: ZeroStage) -> S
     return StateBytes(c, grads, optimizer, master, c, gather_bytes_per_param(precision, engine), upcast)
 
 
-def precision_aware_optimizer_bytes(precision: str, mem: EngineMemory, *, moments: int, master: bool) -> float:
+def precision_aware_optimizer_bytes(mem: EngineMemory, *, moments: int, master: bool, remainders: bool) -> float:
     """Megatron's precision-aware optimizer (TE FusedAdam, --use-precision-aware-optimizer): the moments stored in
     their dtype (--exp-avg-dtype, --exp-avg-sq-dtype; the kernel computes in fp32, arguments.py l.3667-3684), the
     fp32 master kept as the 16-bit remainder beside bf16 weights (store_param_remainders, optimizer_config.py
     l.192-195), which distrib_optimizer.py l.1007-1008 does with bf16 and no fp8 recipe but delayed scaling
-    (use_precision_aware_optimizer_no_fp8_or_ds_fp8, optimizer_config.py l.407-413). bf16 moments with remainders:
-    2 + 2 + 2 = 6 bytes per parameter against 12 (notes §3.4: 6 + 6/d with the distributed optimizer)."""
+    (use_precision_aware_optimizer_no_fp8_or_ds_fp8, optimizer_config.py l.407-413), where the stage keeps them
+    (ZeroStage.param_remainders). bf16 moments with remainders: 2 + 2 + 2 = 6 bytes per parameter against 12 (notes
+    §3.4: 6 + 6/d with the distributed optimizer); with fp32 main weights, 8."""
     moment = 2 if mem.optimizer_moment_dtype == "bf16" else 4
-    remainders = precision in ("bf16", "fp8", "fp8-delayed")
     return moments * moment + ((2 if remainders else 4) if master else 0)
 
 

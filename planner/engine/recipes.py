@@ -22,6 +22,7 @@ from planner.engine.moe_rules import (
 from planner.engine.profile import Engine
 from planner.engine.setting_rules import switch_problems, word_problems
 from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, RecipeOption
+from planner.engine.zero import ZeroStage
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
 from planner.precision import RECIPES
@@ -238,16 +239,17 @@ def _offload_problems(engine: Engine, plan: Plan) -> list[Rejected]:
     return out
 
 
-def zero_recipe_problems(engine: Engine, plan: Plan, zero: int) -> list[Rejected]:
+def zero_recipe_problems(engine: Engine, plan: Plan, zero: int, stage: ZeroStage) -> list[Rejected]:
     """The precision-aware optimizer runs with Megatron's distributed optimizer only (optimizer/__init__.py
-    l.1057-1060), zero 1 here, and so do the optimizer offload and bf16 moments that need it. fp8 parameter gather
-    needs a parameter all-gather (the distributed optimizer, or FSDP: arguments.py l.1095-1097); the planner models
-    it with the distributed optimizer, and refuses it with FSDP (zero 3) rather than approximate it."""
+    l.1057-1060), zero 1 here or a stage that runs on it (ZeroStage.distributed_optimizer: Megatron-FSDP), and so do
+    the optimizer offload and bf16 moments that need it. fp8 parameter gather needs a parameter all-gather (the
+    distributed optimizer, or FSDP: arguments.py l.1095-1097); the planner models it with the distributed
+    optimizer, and refuses it with FSDP (zero 3) rather than approximate it."""
     m, name = engine.memory, engine.name
     if zero == 1:
         return []
     out: list[Rejected] = []
-    if m.precision_aware_optimizer:
+    if m.precision_aware_optimizer and not stage.distributed_optimizer:
         detail = (
             f"precision_aware_optimizer needs the distributed optimizer (zero 1) in {name}, not zero={zero}; "
             "give --zero 1"

@@ -113,6 +113,19 @@ class ZeroStage(Frozen):
         "the fp32 master and moments over the data-parallel group (bf16_optimizer.py _setup_for_real_optimizer)",
     )
 
+    distributed_optimizer: bool = Field(
+        False,
+        description="the stage runs on Megatron's distributed optimizer, which its precision-aware optimizer needs "
+        "(megatron/core/optimizer/__init__.py l.1057-1060 @d98e8a64): --use-distributed-optimizer, and Megatron-FSDP "
+        "v1, which turns it on (arguments.py l.1124-1135)",
+    )
+    param_remainders: bool = Field(
+        True,
+        description="with the precision-aware optimizer in bf16, the fp32 master is kept as 16-bit remainders beside "
+        "the bf16 weights (distrib_optimizer.py store_param_remainders); false where the stage keeps fp32 main "
+        "weights of its own (Megatron-FSDP: 'Megatron-FSDP will manage optimizer weights and gradients', "
+        "distrib_optimizer.py l.704-706 @d98e8a64, in --megatron-fsdp-main-params-dtype fp32)",
+    )
     with_ep: ZeroStage | None = Field(
         None,
         description="how the engine runs this stage when the plan has ep > 1, where that differs: Megatron-LM runs "

@@ -56,7 +56,7 @@ def zero_problems(
         )
     if p.dp * p.cp > 1 or impl.excludes_always:
         out += _excluded_dims(engine, p, z, impl, stages)
-    return out + zero_recipe_problems(engine, p, z)
+    return out + zero_recipe_problems(engine, p, z, impl)
 
 
 def _excluded_dims(engine: Engine, p: Plan, z: int, impl: ZeroStage, stages: dict[int, ZeroStage]) -> list[Rejected]:
