@@ -160,6 +160,21 @@ def test_nemo_step_timing_warmup_and_checkpoints_left_out():
     assert "median over 14 logged steps of 'train_step_timing in s'" in r.derived  # NeMo's own time basis
 
 
+def test_nemo2_memory_and_tflops_on_the_step_line_are_read():
+    """NeMo 2's callbacks add the peak memory in bytes and TFLOP/s to the progress line ("max_memory_reserved:
+    57675874304 | max_memory_allocated: 53930270720 | ... | TFLOPS_per_GPU: 85.8"): they were dropped without a word
+    (audit of real logs). The peak is the largest reserved, with its allocated beside it; TFLOP/s the median."""
+    r = ingest("nemo2_issue14850_memory_tflops.log")
+    assert r.measured["peak_memory_bytes"] == 57_675_874_304 and r.measured["peak_memory_kind"] == "max_reserved"
+    assert r.measured["peak_allocated_bytes"] == 53_930_270_720
+    assert r.measured["tflops_per_gpu"] == pytest.approx(85.8)
+    assert r.measured["step_s"] == pytest.approx(statistics.median([27.01, 27.88, 26.63, 26.93]))
+    text = (LOGS / "nemo2_issue14850_memory_tflops.log").read_text()
+    no_reserved = re.sub(r"max_memory_reserved: \d+ \| ", "", text)  # the allocated peak where only it is logged
+    m = read_log(no_reserved, source="allocated-only").measured
+    assert (m["peak_memory_bytes"], m["peak_memory_kind"]) == (53_930_270_720, "max_allocated")
+
+
 def test_nemo_parallel_groups_state_the_plan_and_gpus():
     """NeMo 2's megatron_init lines name each rank's groups, and the micro-batch calculator its micro-batches per
     step: the degrees, the GPUs and the micro-batch (they were left unread, the plan null)."""

@@ -16,7 +16,8 @@ from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.devices import given_against_log, log_hardware
 from planner.io.logs.given import fill_given, implied_by_count, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
-from planner.io.logs.megatron_log import ARGS_START, DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, NEMO_TIMING, read_megatron
+from planner.io.logs.megatron_log import ARGS_START, DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, read_megatron
+from planner.io.logs.nemo_lines import NEMO_TIMING
 from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan

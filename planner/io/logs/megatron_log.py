@@ -15,6 +15,7 @@ from planner.io.logs.log_values import number, timestamp_s
 from planner.io.logs.megatron_args import config_from_args
 from planner.io.logs.megatron_lines import group_settings, line_settings, setup_line
 from planner.io.logs.megatron_memory import line_memory, read_memory
+from planner.io.logs.nemo_lines import nemo_step
 
 # " iteration      10/    1000 | consumed samples: ... | elapsed time per iteration (ms): 3171.3 | ..." from
 # megatron/training/training.py training_log (Megatron-LM), src/megatron/bridge/training/utils/train_utils.py
@@ -38,12 +39,6 @@ PRIMUS_PAIRED = {
     "tokens/s/GPU inst/harmonic mean", "compute per GPU (TFLOP/s/GPU)",
 }  # fmt: skip
 PRIMUS_PAIR = re.compile(r"^\s*([^/(\s]+)\s*(?:/\s*\S+|\(avg [^)]*\))\s*$")
-# NeMo 2: "Training epoch 0, iteration 3/19 | ... | global_step: 3 | ... | train_step_timing in s: 7.561"
-# (nemo/lightning/pytorch/callbacks/progress_printer.py, the timer from nemo/utils/exp_manager.py TimingCallback);
-# NeMo 1's progress bar prints "global_step=9.000, ... train_step_timing in s=2.05".
-NEMO_TIMING = re.compile(r"train_step_timing in s\s*[:=]\s*([\d.]+(?:[eE][-+]?\d+)?)")
-NEMO_STEP = re.compile(r"global_step\s*[:=]\s*([\d.]+)")
-NEMO_BATCH = re.compile(r"global_batch_size\s*[:=]\s*([\d.]+)")
 # AMD Primus's loguru prefix "[20251202 06:56:28][rank-7/8][INFO ]": the rank and the world size
 # ("[rank-{extra[rank]}/{extra[world_size]}]", primus/core/utils/logger.py @077c0ff0; world_size is the job's,
 # primus/modules/base_module.py). Its master process prints "[node-R/N]", nodes: not read.
@@ -160,18 +155,6 @@ def _setup_line(line: str, rank: int | None, logged: dict[str, str]) -> int | No
     return rank
 
 
-def _nemo(number_: int, rank: int | None, line: str) -> Step | None:
-    if "train_step_timing" not in line:
-        return None
-    t, s = NEMO_TIMING.search(line), NEMO_STEP.search(line)
-    if not t or not s:
-        return None
-    # global_step counts from 0: the line of global_step N closes iteration N + 1.
-    b = NEMO_BATCH.search(line)
-    batch = int(float(b.group(1))) if b else None
-    return Step(step=int(float(s.group(1))) + 1, line=number_, rank=rank, step_s=float(t.group(1)), global_batch=batch)
-
-
 def _bridge_yaml(lines: list[str], start: int) -> dict[str, str]:
     """The keys of Megatron-Bridge's printed configuration down to three levels, as "section.key" (and
     "section.key.sub", e.g. model.activation_func._target_) -> value."""
@@ -225,7 +208,8 @@ def read_megatron(text: str) -> LogFacts:
             facts.starts.append((number_, "printed configuration"))
         elif "training" in line and START_LINE.search(line):
             facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
-        elif nemo := _nemo(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
+        elif found := nemo_step(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
+            nemo, facts.memory = found[0], facts.memory + found[1]
             facts.steps.append(nemo)
             facts.time_basis = "train_step_timing in s"
             if nemo.global_batch:  # the last logged batch: the run's after any ramp-up
