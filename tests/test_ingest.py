@@ -175,6 +175,25 @@ def test_nemo2_memory_and_tflops_on_the_step_line_are_read():
     assert (m["peak_memory_bytes"], m["peak_memory_kind"]) == (53_930_270_720, "max_allocated")
 
 
+def test_ingest_warns_of_a_measurement_the_gpu_could_not_make(tmp_path):
+    """ingest wrote runs no GPU could have made, without a word (audit of real logs): validate leaves them out, so
+    ingest now says so as it reads them. A peak above the GPU's HBM (torchtitan's 81.85 GiB, 86% of a ~95 GiB
+    device, read as an 80 GB H100), and a step needing more than the dense peak for the model's FLOPs (Llama 3 70B,
+    1,048,576 tokens in 3.3 s: 144x one H100; 128 GPUs still 1.13x, while the log's 261.3 TFLOP/s a GPU means 512)."""
+    code, _, err = run_planner("ingest", str(LOGS / "torchtitan_pr1690_qwen3_32b_step50.log"), "--hardware", "h100-sxm")
+    said = " ".join(err.split())
+    assert code == 0 and "its peak memory, 81.85 GiB, is more than the 79.16 GiB of one h100-sxm" in said, err
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("seq_len: 8192\nprecision: bf16\n")
+    megatron = ("ingest", str(LOGS / "megatron_pr3067_fsdp_llama70b_iter100.log"), "--model", "llama3-70b",
+                "--hardware", "h100-sxm", "--plan", str(plan))  # fmt: skip
+    for gpus, share in (("1", "144.25x"), ("128", "1.13x")):
+        code, _, err = run_planner(*megatron, "--gpus", gpus)
+        assert code == 0 and f"needs {share} the dense bf16 peak" in " ".join(err.split()), err
+    code, _, err = run_planner(*megatron, "--gpus", "512")
+    assert code == 0 and "dense" not in err, err
+
+
 def test_nemo_parallel_groups_state_the_plan_and_gpus():
     """NeMo 2's megatron_init lines name each rank's groups, and the micro-batch calculator its micro-batches per
     step: the degrees, the GPUs and the micro-batch (they were left unread, the plan null)."""

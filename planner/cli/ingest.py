@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Optional
@@ -146,6 +147,10 @@ def ingest(
     runs = unique_ids(
         [read(log_file_text(p), source=p, given_plan=given.plan, given_software=given.software) for p in logs]
     )
+    from planner.fit.plausible import ingested_doubts
+
+    for doubt in (d for r in runs for d in ingested_doubts(r)):  # written as read; validate would leave it out
+        warnings.warn(doubt, stacklevel=1)
     if output:
         from planner.io.files import write_text_atomic
 

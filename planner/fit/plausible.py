@@ -13,9 +13,11 @@ from planner.cost.flops import executed_share, model_flops_per_step
 from planner.errors import PlannerError
 from planner.hardware import HardwareProfile
 from planner.io.catalog import load_hardware
+from planner.io.logs.record import IngestedRun
 from planner.plan import Plan
 from planner.precision import gemm_format
 from planner.specs import ModelSpec
+from planner.units import GiB
 
 
 def measured_on(name: object, priced_on: HardwareProfile) -> HardwareProfile | None:
@@ -37,25 +39,59 @@ def _bound(plan: Plan, hardware: HardwareProfile) -> tuple[str, float] | None:
     return (fmt, peak) if peak else None
 
 
-def peak_share(model: ModelSpec, plan: Plan, hardware: HardwareProfile, step_s: float) -> float:
-    """The share of the GPUs' dense peak (_bound) the model's executed FLOPs take in step_s (0: no peak stated)."""
+def peak_share(
+    model: ModelSpec, plan: Plan, hardware: HardwareProfile, step_s: float, gpus: int | None = None
+) -> float:
+    """The share of the GPUs' dense peak (_bound) the model's executed FLOPs take in step_s on `gpus` GPUs (the
+    plan's by default; the FLOPs need only its batch, sequence and precision); 0 where no peak is stated."""
     bound = _bound(plan, hardware)
     if bound is None:
         return 0.0
     executed = model_flops_per_step(model, plan) * executed_share(model, plan.seq_len)
-    return executed / (step_s * plan.gpus * bound[1])
+    return executed / (step_s * (gpus or plan.gpus) * bound[1])
 
 
-def beyond_peak(model: ModelSpec, plan: Plan, hardware: HardwareProfile | None, step_s: float | None) -> str | None:
+def beyond_peak(
+    model: ModelSpec, plan: Plan, hardware: HardwareProfile | None, step_s: float | None, gpus: int | None = None
+) -> str | None:
     """Why the measured step is impossible on the hardware it was measured on (None: it is not, or no profile)."""
     if not step_s or hardware is None:
         return None
-    share = peak_share(model, plan, hardware, step_s)
+    share, n = peak_share(model, plan, hardware, step_s, gpus), gpus or plan.gpus
     if share <= 1.0:
         return None
     fmt = _bound(plan, hardware)[0]  # type: ignore[index]
     return (
-        f"its measured step ({step_s:.4g} s for {plan.tokens_per_step:,} tokens on {plan.gpus} GPUs) needs "
-        f"{share:.2f}x the dense {fmt} peak of {plan.gpus} x {hardware.name} for the model's FLOPs alone: "
+        f"its measured step ({step_s:.4g} s for {plan.tokens_per_step:,} tokens on {n} GPUs) needs "
+        f"{share:.2f}x the dense {fmt} peak of {n} x {hardware.name} for the model's FLOPs alone: "
         "check its gpus, global_batch and seq_len"
     )
+
+
+def ingested_doubts(run: IngestedRun) -> list[str]:
+    """What an ingested run measured that its GPU could not have: a step beyond the dense peak (beyond_peak, where
+    the log or the options state the model, hardware and whole plan), a peak memory above the GPU's HBM. The
+    runs file takes it as read; validate and calibrate would leave it out."""
+    if run.hardware is None:
+        return []
+    try:
+        hw = load_hardware(run.hardware)
+    except PlannerError:
+        return []
+    out = []
+    peak = run.measured.get("peak_memory_bytes")
+    if peak is not None and peak > hw.gpu.hbm_bytes:
+        out.append(
+            f"{run.id}: its peak memory, {peak / GiB:.2f} GiB, is more than the {hw.gpu.hbm_bytes / GiB:.2f} GiB of "
+            f"one {hw.name}: check --hardware"
+        )
+    p = run.plan
+    if run.model is None or run.gpus is None or None in (p.get("global_batch"), p.get("seq_len"), p.get("precision")):
+        return out
+    try:  # the FLOPs need the batch, the sequence and the precision only: the degrees may be unstated
+        model = ModelSpec(**run.model)
+        flops = Plan(global_batch=p["global_batch"], seq_len=p["seq_len"], precision=p["precision"])
+    except (ValueError, PlannerError):
+        return out
+    impossible = beyond_peak(model, flops, hw, run.measured.get("step_s"), run.gpus)
+    return out + ([f"{run.id}: {impossible}"] if impossible else [])
