@@ -97,12 +97,10 @@ def run_planner_process(*args: str, timeout_s: float = 120) -> tuple[int, str, s
 
 def byte_fields(doc, sizes=False):
     """Every size of a document: the values at any depth under a `*_bytes` key (a figure, a list, a mapping), but
-    not in a mapping that holds none (units.NOT_SIZES: validate's `error`, in percent)."""
-    from planner.units import NOT_SIZES
-
+    not in validate's `error`, which holds percent keyed by the measured fields' names (DESIGN.md)."""
     if isinstance(doc, dict):
         for k, v in doc.items():
-            if k not in NOT_SIZES:
+            if k != "error":
                 yield from byte_fields(v, sizes or str(k).endswith("_bytes"))
     elif isinstance(doc, list):
         for v in doc:

@@ -183,6 +183,15 @@ def test_ingest_warns_of_a_measurement_the_gpu_could_not_make(tmp_path):
     code, _, err = run_planner("ingest", str(LOGS / "torchtitan_pr1690_qwen3_32b_step50.log"), "--hardware", "h100-sxm")
     said = " ".join(err.split())
     assert code == 0 and "its peak memory, 81.85 GiB, is more than the 79.16 GiB of one h100-sxm" in said, err
+    from planner.fit.plausible import ingested_doubts
+
+    text = (LOGS / "primus_hip_mem_mi325x.log").read_text()  # a device nearly full: 255.80 of its 255.98 GiB total
+    full, over = (text.replace("153.81GB/102.17GB", used) for used in ("255.80GB/0.18GB", "262.00GB/0.00GB"))
+    assert not ingested_doubts(read_log(full, source="full", hardware="mi325x"))  # within HBM_SLACK of 255.55 GiB
+    assert (
+        "is more than the 255.55 GiB of one mi325x"
+        in ingested_doubts(read_log(over, source="over", hardware="mi325x"))[0]
+    )
     plan = tmp_path / "plan.yaml"
     plan.write_text("seq_len: 8192\nprecision: bf16\n")
     megatron = ("ingest", str(LOGS / "megatron_pr3067_fsdp_llama70b_iter100.log"), "--model", "llama3-70b",

@@ -479,7 +479,9 @@ def test_recipe_options_add_a_speed_ladder_where_the_engine_runs_it():
     overlap = {e.name: e for e in option_variants(megatron, load_model("mixtral-8x7b"), "bf16")}
     assert overlap["megatron+bf16grad+epoverlap"].moe.ep_overlap and not megatron.moe.ep_overlap
     assert not any("epoverlap" in n for n in names)  # llama3-8b: no experts
-    assert not option_variants(load_engine("torchtitan"), load_model("qwen3-30b-a3b"), "bf16")  # no such overlap
+    # only where the overlap is Megatron's combined 1F1B: hai-llm's is DualPipe's, in its schedule
+    hai = load_engine("hai-llm").configured(ep_overlap=False)
+    assert not any("epoverlap" in v.name for v in option_variants(hai, load_model("deepseek-v3"), "bf16"))
     hai = {e.name for e in option_variants(load_engine("hai-llm"), load_model("deepseek-v3"), "bf16")}
     assert not any("bf16grad" in n or "graphs" in n for n in hai)  # hai-llm: fp32 gradients, no graphs
 
@@ -797,6 +799,8 @@ def test_megatron_fsdp_runs_the_precision_aware_optimizer_with_fp32_main_weights
     assert not [p for p in plan_problems(dsv3, fsdp, pao, 64, gb300) if "precision-aware" in p.reason]
     dense = Plan(dp=8, zero=3, global_batch=8)
     assert "megatron: precision-aware optimizer without zero 1" in [p.reason for p in plan_problems(LLAMA, dense, pao)]
+    offload = pao.configured(optimizer_offload=1.0)  # the CPU optimizer's path runs on zero 1's buffers only
+    assert "megatron: optimizer offload without zero 1" in [p.reason for p in plan_problems(dsv3, fsdp, offload, 64)]
     bytes_of = lambda plan: state_bytes_per_param("bf16", pao, pao.zero_stage(plan)).optimizer  # noqa: E731
     assert (bytes_of(fsdp), bytes_of(Plan(dp=8, ep=8, zero=1, global_batch=8))) == (8, 6)
     recipe = pao.configured(

@@ -143,7 +143,8 @@ PrecisionAwareOpt = Annotated[
     Optional[bool],
     typer.Option(
         "--precision-aware-optimizer/--no-precision-aware-optimizer",
-        help="Megatron's precision-aware optimizer: fp32 master as 16-bit remainders (default: the engine's)",
+        help="Megatron's precision-aware optimizer: fp32 master as 16-bit remainders, fp32 under Megatron-FSDP "
+        "(default: the engine's)",
     ),
 ]
 MomentDtypeOpt = Annotated[

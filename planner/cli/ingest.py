@@ -149,7 +149,7 @@ def ingest(
     )
     from planner.fit.plausible import ingested_doubts
 
-    for doubt in (d for r in runs for d in ingested_doubts(r)):  # written as read; validate would leave it out
+    for doubt in (d for r in runs for d in ingested_doubts(r)):  # written as read, and said
         warnings.warn(doubt, stacklevel=1)
     if output:
         from planner.io.files import write_text_atomic

@@ -40,7 +40,8 @@ class Memory(Frozen):
     precision_aware_optimizer: bool = Field(
         False,
         description="Megatron's --use-precision-aware-optimizer (TE FusedAdam): the fp32 master kept as the "
-        "16-bit remainder beside the bf16 weights (store_param_remainders), moments in optimizer_moment_dtype",
+        "16-bit remainder beside the bf16 weights (store_param_remainders; Megatron-FSDP keeps fp32 main weights of "
+        "its own: ZeroStage.param_remainders), moments in optimizer_moment_dtype",
     )
     optimizer_moment_dtype: MomentDtype = Field(
         "fp32", description="dtype the Adam moments are stored in (--exp-avg-dtype/--exp-avg-sq-dtype)"

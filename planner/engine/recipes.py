@@ -252,9 +252,17 @@ def zero_recipe_problems(engine: Engine, plan: Plan, zero: int, stage: ZeroStage
     if m.precision_aware_optimizer and not stage.distributed_optimizer:
         detail = (
             f"precision_aware_optimizer needs the distributed optimizer (zero 1) in {name}, not zero={zero}; "
-            "give --zero 1"
+            "give --zero 1" + (" (or ep > 1, where zero 3 is Megatron-FSDP, which runs on it)" if zero == 3 else "")
         )
         out.append(Rejected(f"{name}: precision-aware optimizer without zero 1", detail))
+    if m.optimizer_offload and stage.distributed_optimizer:  # Megatron-FSDP's own buffers hold the main weights
+        detail = (
+            f"optimizer_offload={m.optimizer_offload:g} with zero={zero} ({stage.mechanism}): the planner runs the "
+            "CPU-offloaded optimizer (HybridDeviceOptimizer) on the distributed optimizer's buffers only; "
+            "Megatron-FSDP keeps its main weights in its own (distrib_optimizer.py l.704-706), and no Megatron-LM "
+            "path shows the offload under it; give --zero 1 or drop the offload"
+        )
+        out.append(Rejected(f"{name}: optimizer offload without zero 1", detail))
     if m.fp8_param_gather:
         why = "has no parameter all-gather" if zero == 0 else "(FSDP) is not modelled with it"
         detail = f"fp8_param_gather needs the distributed optimizer (zero 1); zero={zero} {why}; give --zero 1"

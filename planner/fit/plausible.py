@@ -1,5 +1,6 @@
 """Measurements no GPU could make: a measured step whose model FLOPs alone, each attention core at its causal share
-(cost/flops.py executed_share), need more than the GPU's dense peak for the plan's precision. A wrong GPU count or
+(cost/flops.py executed_share), need more than the GPU's dense peak for the plan's precision (and, where ingest
+reads a log, a peak memory above the GPU's HBM: ingested_doubts). A wrong GPU count or
 batch gives one (a log excerpt read with another --gpus); calibrating on it would move the engine's factors to fit
 the mistake, so validate and calibrate leave such a run out and say why.
 
@@ -68,10 +69,17 @@ def beyond_peak(
     )
 
 
+# A peak may pass the profile's HBM by this much before it is doubted: a profile states the datasheet's capacity or a
+# reading, and a device can report a little more (a Primus MI325X log prints a 274.86e9-byte total, the profile
+# 274.4e9).
+HBM_SLACK = 1.02
+
+
 def ingested_doubts(run: IngestedRun) -> list[str]:
-    """What an ingested run measured that its GPU could not have: a step beyond the dense peak (beyond_peak, where
-    the log or the options state the model, hardware and whole plan), a peak memory above the GPU's HBM. The
-    runs file takes it as read; validate and calibrate would leave it out."""
+    """What an ingested run measured that the GPU it is read as could not have: a step beyond the dense peak
+    (beyond_peak, where the model, the GPUs, the batch, sequence and precision are known; validate and calibrate
+    leave such a run out), a peak memory above the GPU's HBM (validate would compare it as it is). ingest writes
+    the run as read, and says so."""
     if run.hardware is None:
         return []
     try:
@@ -80,10 +88,10 @@ def ingested_doubts(run: IngestedRun) -> list[str]:
         return []
     out = []
     peak = run.measured.get("peak_memory_bytes")
-    if peak is not None and peak > hw.gpu.hbm_bytes:
+    if peak is not None and peak > hw.gpu.hbm_bytes * HBM_SLACK:
         out.append(
             f"{run.id}: its peak memory, {peak / GiB:.2f} GiB, is more than the {hw.gpu.hbm_bytes / GiB:.2f} GiB of "
-            f"one {hw.name}: check --hardware"
+            f"one {hw.name}, the GPU it is read as: check the hardware"
         )
     p = run.plan
     if run.model is None or run.gpus is None or None in (p.get("global_batch"), p.get("seq_len"), p.get("precision")):
