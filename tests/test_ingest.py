@@ -917,6 +917,10 @@ def test_what_was_read_and_what_is_missing_is_said(tmp_path):
         "step_s: samples/s read (16.81, median), but no global batch to turn it into a step time: give --plan with "
         "global_batch"
     ]
+    # DeepSpeed's samples/s are the whole job's (timer.py ThroughputTimer: the train batch over the step): with the
+    # sequence length and the GPUs they give tokens/s per GPU, batch or not (audit of real logs)
+    r = read_log(samples.read_text(), source=str(samples), gpus=4, given_plan={"seq_len": 1024})
+    assert r.measured["step_s"] is None and r.measured["tokens_per_s_per_gpu"] == pytest.approx(6.302019 * 1024 / 4)
     (tmp_path / "gb.yaml").write_text("global_batch: 16\n")  # what the message asks for
     rc, out, err = run_planner("ingest", str(samples), "--plan", str(tmp_path / "gb.yaml"), "--json")
     assert rc == 0 and json.loads(out)["runs"][0]["measured"]["step_s"] == pytest.approx(16 / 6.302019280317165)

@@ -64,6 +64,9 @@ def step_measurements(
     if tokens is None and step_s and gb and seq and gpus:
         tokens = gb * seq / (step_s * gpus)
         derived.append(f"tokens_per_s_per_gpu = global batch {gb} x seq_len {seq} / (step_s x {gpus} GPUs)")
+    elif tokens is None and seq and gpus and any(s.samples_per_s for s in sel.used):  # the whole job's samples/s
+        tokens = median(s.samples_per_s for s in sel.used if s.samples_per_s) * seq / gpus
+        derived.append(f"tokens_per_s_per_gpu = samples per second x seq_len {seq} / {gpus} GPUs (median)")
     peak = max(facts.memory, key=lambda m: m.peak_bytes, default=None)
     measured = {
         "step_s": step_s,
