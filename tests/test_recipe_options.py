@@ -809,3 +809,22 @@ def test_megatron_fsdp_runs_the_precision_aware_optimizer_with_fp32_main_weights
     )  # fmt: skip
     report = memory_report(dsv3, gb300, fsdp, recipe)
     assert report.fits, report.peak.total_bytes / 2**30
+
+
+def test_recipe_options_leave_a_setting_the_user_gave():
+    """`--recipe-options` ranked megatron+bf16grad+epoverlap under an explicit --no-ep-overlap, and a header saying
+    plain megatron (read-through): a ladder step that sets a given setting is left out, and a ranked variant's name
+    rebuilds with the same settings given (estimate --engine megatron+epoverlap --grad-dtype fp32)."""
+    args = ("search", "-m", "qwen3-235b-a22b", "--gpus", "256", "--recipe-options", "--no-advice", "--json")
+    for flag, step in (("--no-ep-overlap", "epoverlap"), ("--grad-dtype", "bf16grad")):
+        code, out, err = run_planner(*args, *([flag, "fp32"] if flag == "--grad-dtype" else [flag]))
+        engines = {p["engine"] for p in json.loads(out)["plans"]}
+        assert code == 0 and engines and not any(step in e for e in engines), (flag, engines, err)
+    code, out, err = run_planner(*args, "--grad-dtype", "fp32", "--top", "1")
+    best = json.loads(out)["plans"][0]
+    assert code == 0 and best["engine"] == "megatron+epoverlap", err
+    plan = {k: v for k, v in best["plan"].items() if v is not None and k not in ("sp", "engine")}
+    fields = [f"--{k.replace('_', '-')}={v}" for k, v in plan.items()] + ["--sp" if best["plan"]["sp"] else "--no-sp"]
+    code, out, err = run_planner("estimate", "-m", "qwen3-235b-a22b", "--engine", best["engine"], "--grad-dtype",
+                                 "fp32", *fields, "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["tokens_per_s"] == pytest.approx(best["tokens_per_s"]), err

@@ -10,7 +10,9 @@ from planner.precision import RECIPES
 from planner.specs import ModelSpec
 
 
-def option_variants(engine: Engine, model: ModelSpec, precision: str) -> list[Engine]:
+def option_variants(
+    engine: Engine, model: ModelSpec, precision: str, given: frozenset[str] = frozenset()
+) -> list[Engine]:
     """The engine with its memory and speed options, for `search --recipe-options`: a short ladder of settings current
     Megatron-Bridge recipes combine (the DeepSeek-V3 H100 recipe: the precision-aware optimizer with bf16 moments,
     recipes/deepseek/h100/deepseek_v3.py l.221-225), each variant adding memory savings to the one before, only
@@ -18,8 +20,14 @@ def option_variants(engine: Engine, model: ModelSpec, precision: str) -> list[En
     pao (precision-aware optimizer, bf16 moments); +modules (recompute of the output-discarding modules the model
     has: layernorm, moe_act, mla_up_proj); +gather (fp8 parameter gather, a named recipe); +offload (the optimizer
     state on the CPU, half the saved activations in host memory). Then the speed options, a second ladder from the
-    engine itself (speed_ladder). The search ranks them with the base engine."""
-    return _climbed(engine, _memory_ladder(engine, model, precision)) + _climbed(engine, speed_ladder(engine, model))
+    engine itself (speed_ladder). The search ranks them with the base engine. A step that sets a setting the user
+    gave (`given`, Engine.configured's names) is left out, so the search keeps what was said: `--no-ep-overlap` ranks
+    no +epoverlap, `--grad-dtype fp32` no +bf16grad."""
+    memory, speed = (
+        [(name, step) for name, step in ladder if not set(step) & given]
+        for ladder in (_memory_ladder(engine, model, precision), speed_ladder(engine, model))
+    )
+    return _climbed(engine, memory) + _climbed(engine, speed)
 
 
 Ladder = list[tuple[str, dict[str, object]]]  # (the variant's name suffix, the settings it adds to the one before)
@@ -76,10 +84,12 @@ def _climbed(engine: Engine, ladder: Ladder) -> list[Engine]:
     return out
 
 
-def variant_named(base: Engine, name: str, model: ModelSpec, precision: str) -> Engine:
-    """The `search --recipe-options` variant a ranked plan names (megatron+pao+offload), rebuilt for the model and
-    precision it was searched with: a search's plan estimates as ranked."""
-    variants = option_variants(base, model, precision)
+def variant_named(
+    base: Engine, name: str, model: ModelSpec, precision: str, given: frozenset[str] = frozenset()
+) -> Engine:
+    """The `search --recipe-options` variant a ranked plan names (megatron+pao+offload), rebuilt for the model,
+    precision and given settings it was searched with: a search's plan estimates as ranked."""
+    variants = option_variants(base, model, precision, given)
     for v in variants:
         if v.name == name:
             return v
