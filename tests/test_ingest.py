@@ -1386,7 +1386,10 @@ def test_megatron_fsdp_sharding_strategy_is_its_zero_stage(strategy, zero):
     """--data-parallel-sharding-strategy (arguments.py, default optim_grads_params) as ZeRO stages: every Megatron
     FSDP run read as ZeRO 3 before."""
     extra = {"use_megatron_fsdp": "True"} | ({"data_parallel_sharding_strategy": strategy} if strategy else {})
-    assert read_log(_dump_with(extra), source="fsdp").plan["zero"] == zero
+    run = read_log(_dump_with(extra), source="fsdp")
+    assert run.plan["zero"] == zero
+    # without experts the planner prices Megatron's zero 3 as torch FSDP2 (its Megatron-FSDP is the ep > 1 variant)
+    assert any("Megatron-FSDP without expert parallelism" in a for a in run.assumed) == (zero == 3)
     # Megatron-Core 0.11-0.13 named it --use-custom-fsdp (d165a8548b .. af28b5a559), default strategy no_shard: its
     # runs were read as ZeRO 1 (audit)
     custom = {"use_custom_fsdp": "True", "use_distributed_optimizer": "True"}
