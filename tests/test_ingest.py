@@ -169,6 +169,7 @@ def test_nemo2_memory_and_tflops_on_the_step_line_are_read():
     assert r.measured["peak_allocated_bytes"] == 53_930_270_720
     assert r.measured["tflops_per_gpu"] == pytest.approx(85.8)
     assert r.measured["step_s"] == pytest.approx(statistics.median([27.01, 27.88, 26.63, 26.93]))
+    assert r.iterations == (8, 11)  # as the log numbers them ("iteration 8/29", global_step 8): it said 9-12 (audit)
     text = (LOGS / "nemo2_issue14850_memory_tflops.log").read_text()
     no_reserved = re.sub(r"max_memory_reserved: \d+ \| ", "", text)  # the allocated peak where only it is logged
     m = read_log(no_reserved, source="allocated-only").measured

@@ -245,7 +245,7 @@ def _assemble(
         derived=[*_read_from(facts, sel, measured), *facts.config.get("derived", []), *derived],
         model=spec,
         hardware=hardware, gpus=n_gpus, steps_used=len(sel.used), steps_left_out=sel.left_out,
-        iterations=(sel.used[0].step, sel.used[-1].step) if sel.used else None,
+        iterations=facts.printed(sel),
     )  # fmt: skip
 
 

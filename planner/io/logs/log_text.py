@@ -88,6 +88,12 @@ class LogFacts:
     notes: list[str] = field(default_factory=list)  # readings left out and why: said in the run's `assumed`
     cut_off: int = 0  # steps left out because the log's last line was still being written
     starts: list[tuple[int, str]] = field(default_factory=list)  # lines that show a run's start, and what they are
+    printed_from: int = 1  # what the log calls its first iteration (NeMo prints global_step, from 0; Step.step from 1)
+
+    def printed(self, sel: Selection) -> tuple[int, int] | None:
+        """The first and last iteration used, as the log numbers them."""
+        shift = self.printed_from - 1
+        return (sel.used[0].step + shift, sel.used[-1].step + shift) if sel.used else None
 
 
 @dataclass(frozen=True)

@@ -211,7 +211,7 @@ def read_megatron(text: str) -> LogFacts:
         elif found := nemo_step(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
             nemo, facts.memory = found[0], facts.memory + found[1]
             facts.steps.append(nemo)
-            facts.time_basis = "train_step_timing in s"
+            facts.time_basis, facts.printed_from = "train_step_timing in s", 0
             if nemo.global_batch:  # the last logged batch: the run's after any ramp-up
                 logged["logged_global_batch"] = str(nemo.global_batch)
         elif m := ITERATION.search(line):

@@ -88,14 +88,15 @@ def step_measurements(
     return measured, derived
 
 
-def _warmup_basis(sel: Selection, warmup: int, shown: str) -> list[str]:
+def _warmup_basis(sel: Selection, warmup: int, shown: str, printed_from: int = 1) -> list[str]:
     """Which iterations were taken as the warm-up (log_text.steady): counted from the run's start where the log
     shows it, else by the iteration numbers printed."""
     if not warmup:
         return []
     if not shown:
         return [
-            f"warm-up: iterations 1-{warmup} as numbered, the log not showing the run's start (a resumed run's first "
+            f"warm-up: iterations {printed_from}-{warmup + printed_from - 1} as numbered, the log not showing the "
+            "run's start (a resumed run's first "
             "iterations would count as steady)"
         ]
     if sel.left_out.get("warm-up") or sel.warmup_fallback:
@@ -122,7 +123,7 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
     if changed:
         sel = replace(sel, used=later, left_out=sel.left_out | {BEFORE_CHANGE: len(sel.used) - len(later)})
         notes.append(changed)
-    notes += _warmup_basis(sel, warmup, shown)
+    notes += _warmup_basis(sel, warmup, shown, facts.printed_from)
     if sel.left_out.get("ramp-up"):
         notes.append(
             f"ramp-up: {sel.left_out['ramp-up']} step lines ran (some of) their iterations at a global batch other "
