@@ -158,12 +158,13 @@ def torchtitan_split(num_layers: int, pp: int, vpp: int) -> TorchtitanSplit | No
     generate_llm_fqn_per_model_part): the embedding and the norm + output weigh first_less and last_less layers;
     the L + first_less + last_less effective layers go over the stages, the first of them one more where they do
     not divide. Up to two stages per rank is the default count (one per rank, two for interleaved schedules);
-    beyond, pipeline_parallel_layers_per_stage sets it, as ceil(effective / per) stages. Each weight at most the
-    layers per stage. None when no weights in _LESS_LAYERS give pp·vpp stages."""
+    beyond, pipeline_parallel_layers_per_stage sets it, as ceil(effective / per) stages. torchtitan also needs each
+    weight at most the layers per stage, which weights of 0 or 1 meet wherever the stages are at most the effective
+    layers. None when no weights in _LESS_LAYERS give pp·vpp stages."""
     stages = pp * vpp
     for first, last in _LESS_LAYERS:
         effective = num_layers + first + last
-        if stages > effective or max(first, last) > effective // stages:
+        if stages > effective:
             continue
         per = None if vpp <= 2 else -(-effective // stages)
         if per is not None and -(-effective // per) != stages:

@@ -18,7 +18,7 @@ from planner.io.logs.record import IngestedRun
 from planner.plan import Plan
 from planner.precision import gemm_format
 from planner.specs import ModelSpec
-from planner.units import GiB
+from planner.units import fmt_bytes
 
 
 def measured_on(name: object, priced_on: HardwareProfile) -> HardwareProfile | None:
@@ -90,8 +90,8 @@ def ingested_doubts(run: IngestedRun) -> list[str]:
     peak = run.measured.get("peak_memory_bytes")
     if peak is not None and peak > hw.gpu.hbm_bytes * HBM_SLACK:
         out.append(
-            f"{run.id}: its peak memory, {peak / GiB:.2f} GiB, is more than the {hw.gpu.hbm_bytes / GiB:.2f} GiB of "
-            f"one {hw.name}, the GPU it is read as: check the hardware"
+            f"{run.id}: its peak memory, {fmt_bytes(peak)}, is more than the {fmt_bytes(hw.gpu.hbm_bytes)} of one "
+            f"{hw.name}, the GPU it is read as: check the hardware"
         )
     p = run.plan
     if run.model is None or run.gpus is None or None in (p.get("global_batch"), p.get("seq_len"), p.get("precision")):

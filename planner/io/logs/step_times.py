@@ -88,7 +88,7 @@ def step_measurements(
     return measured, derived
 
 
-def _warmup_basis(sel: Selection, warmup: int, shown: str, printed_from: int = 1) -> list[str]:
+def _warmup_basis(sel: Selection, warmup: int, shown: str, printed_from: int) -> list[str]:
     """Which iterations were taken as the warm-up (log_text.steady): counted from the run's start where the log
     shows it, else by the iteration numbers printed."""
     if not warmup:
@@ -96,8 +96,7 @@ def _warmup_basis(sel: Selection, warmup: int, shown: str, printed_from: int = 1
     if not shown:
         return [
             f"warm-up: iterations {printed_from}-{warmup + printed_from - 1} as numbered, the log not showing the "
-            "run's start (a resumed run's first "
-            "iterations would count as steady)"
+            "run's start (a resumed run's first iterations would count as steady)"
         ]
     if sel.left_out.get("warm-up") or sel.warmup_fallback:
         return [f"warm-up: the first {warmup} iterations after the run's start, which its {shown} shows"]
