@@ -1,5 +1,38 @@
 """The one exception type the library raises for bad input; only the CLI turns it into exit code 2."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
 
 class PlannerError(Exception):
     """A user-facing error: the message names the offending values and what would be valid."""
+
+
+class PlannerErrors(PlannerError):
+    """Several inputs of one command refused together (the files of a list): one error line each."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+def each_or_refused(items: Iterable[T], do: Callable[[T], R]) -> list[R]:
+    """do(item) for every item, or the refusals of every item refused (PlannerErrors), not the first alone:
+    a user fixing ten logs learns of all of them from one run."""
+    done: list[R] = []
+    refused: list[str] = []
+    for item in items:
+        try:
+            done.append(do(item))
+        except PlannerError as e:
+            refused += e.messages if isinstance(e, PlannerErrors) else [str(e)]
+    if len(refused) > 1:
+        raise PlannerErrors(refused)
+    if refused:
+        raise PlannerError(refused[0])
+    return done

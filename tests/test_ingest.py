@@ -722,6 +722,21 @@ def test_cli_table_and_runs_file_that_validate_reads(tmp_path, monkeypatch):
     assert all(piece in out for piece in ("megatron_", "bridge_", "llama32_1b"))
 
 
+def test_every_unreadable_log_of_a_list_is_named_and_nothing_is_written(tmp_path):
+    """Ten logs with two bad ones: both named, one error line each, exit 2 and no runs file (ingest and calibrate
+    stopped at the first, so fixing it showed the next)."""
+    notes, runs = tmp_path / "notes.txt", tmp_path / "runs.yaml"
+    notes.write_text("hello\nworld\n")
+    good = str(LOGS / "megatron_lm_gpt2_tp4_pp8.log")
+    rc, out, err = run_planner("ingest", str(notes), good, str(tmp_path / "absent.log"), "-o", str(runs))
+    lines = err.strip().splitlines()
+    assert rc == 2 and out == "" and not runs.exists(), (rc, out, err)
+    assert len(lines) == 2 and all(line.startswith("error: ") for line in lines), err
+    assert "notes.txt: not a training log" in lines[0] and "absent.log: no such file" in lines[1]
+    rc, _, err = run_planner("calibrate", str(notes), str(tmp_path / "absent.log"), "--hardware", "h100-sxm")
+    assert rc == 2 and err.count("error: ") == 2 and "notes.txt" in err and "absent.log" in err, err
+
+
 def test_validate_shows_a_throughput_not_measured_blank_not_nan(tmp_path):
     """A run that measured its peak memory but no throughput: validate's measured tokens/s cell is blank, as the
     peak's is where none was measured, not "nan" (render/accuracy.py defaulted it to float('nan'))."""

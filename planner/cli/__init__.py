@@ -20,7 +20,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer
 
-from planner.errors import PlannerError
+from planner.errors import PlannerError, PlannerErrors
 from planner.io.files import taken_back_on_failure
 from planner.render.console import (
     StdoutClosed,
@@ -184,6 +184,8 @@ def _command(app: typer.Typer, args: list[str]) -> None:
             sys.exit(rc)
     except (StdoutClosed, BrokenPipeError):  # the reader stopped reading (`planner search ... | head -1`)
         _stdout_closed()
+    except PlannerErrors as e:
+        _refused(*e.messages)
     except PlannerError as e:
         _refused(str(e))
     except OSError as e:  # a path the OS refuses (a name too long, a symlink loop, no permission): input
@@ -227,9 +229,10 @@ def _given(args: list[str], option: str) -> str | None:
     return found
 
 
-def _refused(message: str) -> NoReturn:
-    """Exit 2 with the one error line (`_run` drops the warnings the refused input raised)."""
-    error_line(message)
+def _refused(*messages: str) -> NoReturn:
+    """Exit 2 with the one error line of each refused input (`_run` drops the warnings the refused input raised)."""
+    for message in messages:
+        error_line(message)
     sys.exit(2)
 
 

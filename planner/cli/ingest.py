@@ -11,7 +11,7 @@ import typer
 
 from planner.cli.callbacks import nonempty, nonempty_paths, written
 from planner.cli.options import CatalogOpt, GpusOpt, JsonOpt
-from planner.errors import PlannerError
+from planner.errors import PlannerError, each_or_refused
 from planner.io.files import check_ours
 from planner.io.logs import DEFAULT_WARMUP, ENGINES
 from planner.render.console import emit_json, out
@@ -143,10 +143,11 @@ def ingest(
     given = log_givens(model, hardware, gpus, plan)
     spec = load_model(given.model) if given.model else None
     hw = _hardware_name(given.hardware) if given.hardware else None
-    read = partial(read_log, engine=engine, warmup=warmup, model=spec, hardware=hw, gpus=given.gpus)
-    runs = unique_ids(
-        [read(log_file_text(p), source=p, given_plan=given.plan, given_software=given.software) for p in logs]
-    )
+    read = partial(
+        read_log, engine=engine, warmup=warmup, model=spec, hardware=hw, gpus=given.gpus, given_plan=given.plan,
+        given_software=given.software,
+    )  # fmt: skip
+    runs = unique_ids(each_or_refused(logs, lambda p: read(log_file_text(p), source=p)))
     from planner.fit.plausible import ingested_doubts
 
     for doubt in (d for r in runs for d in ingested_doubts(r)):  # written as read, and said

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
-from planner.errors import PlannerError
+from planner.errors import PlannerError, each_or_refused
 from planner.fit.inputs import is_launch_profile, states_its_plan
 from planner.fit.memory_kind import comparable_peak_bytes
 from planner.fit.runs import FROM_WARMUP, Run, load_runs, parse_runs
@@ -182,15 +182,15 @@ def load_observations(
     reads them); `hardware` None: each run on the profile it names (a launch profile names the one it ran on; a
     log that does not say needs `hardware`, a log that does not state its model `model`, and `given` the rest
     ingest's --gpus and --plan give: read_log's gpus, given_plan and given_software)."""
-    obs: list[Observation] = []
-    for path in paths:
+
+    def observed(path: str) -> list[Observation]:
         p = require_file(path, "a runs file, a launch profile or a training log")
         if is_launch_profile(p):
             doc = load_json(p, path)
-            obs.append(observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat))
-        else:
-            obs += observations_from_runs(runs_of(p, hardware, model, **(given or {})), hardware, path)
-    return obs
+            return [observation_from_profile(doc, hardware or _profile_hardware(doc, path), path, stat=stat)]
+        return observations_from_runs(runs_of(p, hardware, model, **(given or {})), hardware, path)
+
+    return [o for each in each_or_refused(paths, observed) for o in each]
 
 
 def runs_of(
