@@ -681,6 +681,22 @@ def test_a_gpt_neox_log_is_refused_by_name_unless_an_engine_is_named():
     assert kilo.measured["tflops_per_gpu"] == pytest.approx(0.512)
 
 
+def test_a_configuration_or_progress_bar_without_steps_is_refused_by_name():
+    """What a log without step lines is, said (both were "not a training log planner can read"): a DeepSpeed engine
+    configuration that ends before the first step, and a Lightning progress bar whose s/it is the average since the
+    epoch's start (795 steps in 9:07:58: 32,878 s / 795 = 41.36 s, as it prints), which is no step time."""
+    config = (LOGS / "deepspeed_issue2899_config_only.log").read_text()
+    with pytest.raises(PlannerError, match=r"a DeepSpeed engine configuration and no step line after it \(expected "
+                       r"DeepSpeed 'SamplesPerSec="):  # fmt: skip
+        read_log(config, source="ds2899")
+    bar = (LOGS / "nemo1_launcher55_progress_bar.log").read_text()
+    with pytest.raises(PlannerError, match=r"progress bar \('795/77225 \[9:07:58<878:01:48, 41.36s/it'\).*average "
+                       "since the epoch's start"):  # fmt: skip
+        read_log(bar, source="launcher55")
+    with pytest.raises(PlannerError, match="not a training log planner can read"):  # a bar alone names no rate
+        read_log("Epoch 0:   1%|          | 795/77225\n", source="bar")
+
+
 def test_text_that_is_no_training_log_is_refused():
     with pytest.raises(PlannerError, match="not a training log planner can read"):
         read_log("hello\nworld\n", source="notes.txt")

@@ -16,11 +16,12 @@ from planner.io.logs.deepspeed_log import PIPE, THROUGHPUT, read_deepspeed
 from planner.io.logs.devices import given_against_log, log_hardware
 from planner.io.logs.given import fill_given, implied_by_count, log_software
 from planner.io.logs.log_text import ANSI, DEFAULT_WARMUP, LogFacts, Selection, Step, read_complete
-from planner.io.logs.megatron_log import ARGS_START, DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, read_megatron
+from planner.io.logs.megatron_log import DEEPSPEED_MARKERS, GPT_NEOX, ITERATION, read_megatron
 from planner.io.logs.nemo_lines import NEMO_TIMING
 from planner.io.logs.record import OPTIONAL_FIELDS, PLAN_FIELDS, IngestedRun, run_id
 from planner.io.logs.step_times import steady_steps, step_measurements
 from planner.io.logs.torchtitan_log import METRICS, TPS, read_torchtitan
+from planner.io.logs.unreadable import why_unreadable
 from planner.specs import ModelSpec
 
 ENGINES = ("megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry")
@@ -108,7 +109,7 @@ def _model(facts: LogFacts, option: ModelSpec | None, seq_len: int | None, rid: 
 
 def _readable_family(text: str, engine: str, source: str) -> str:
     """The family to read the log as (`engine`, or detected), or one PlannerError saying why there is none: logs of
-    two families joined, a GPT-NeoX log, a Megatron argument dump without steps, no log at all."""
+    two families joined, a GPT-NeoX log, what unreadable.py names, no log at all."""
     family: str | None = engine
     if engine == "auto":
         clean = ANSI.sub("", text)
@@ -119,11 +120,6 @@ def _readable_family(text: str, engine: str, source: str) -> str:
                 f"{source}: holds the step lines of {' and '.join(mixed)} (logs joined into one file?): give each "
                 "log its own file, or --engine to read one family's lines"
             )
-        if family is None and any(ARGS_START.match(line) for line in clean.splitlines()):
-            raise PlannerError(
-                f"{source}: a Megatron argument dump and no step line after it (expected {EXPECTED['megatron']}): "
-                "the log ends before the first logged iteration"
-            )
     if family == "gpt-neox":
         raise PlannerError(
             f"{source}: a GPT-NeoX log ('samples/sec: ... | iteration', 'approx flops per GPU'), and GPT-NeoX is not "
@@ -131,8 +127,7 @@ def _readable_family(text: str, engine: str, source: str) -> str:
             "for validate and calibrate"
         )
     if family not in READERS:
-        expected = "; ".join(EXPECTED[e] for e in ENGINES if e != "megatron-deepspeed")
-        raise PlannerError(f"{source}: not a training log planner can read (expected {expected})")
+        raise PlannerError(why_unreadable(ANSI.sub("", text), source, EXPECTED))
     return family
 
 
