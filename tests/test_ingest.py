@@ -1894,6 +1894,23 @@ def test_a_restart_whose_numbers_go_back_is_a_run_of_its_own_not_a_rank():
     assert not any("several lines per step" in a for a in r.assumed), r.assumed
 
 
+def test_the_same_iteration_printed_days_later_is_another_run_not_a_rank():
+    """Megatron-LM pull request 3067's two iteration-100 lines, 11 days apart (3300.5 ms, then 2559.1 ms): ranks
+    print a step's line within a step of each other, so these were no ranks, yet they were merged as two ranks'
+    lines and the slower taken. A line repeating a number more than a step's time after it is another run's,
+    however short the stretches; lines of one step printed together stay ranks."""
+    text = (LOGS / "megatron_pr3067_two_runs_iter100.log").read_text()
+    r = read_log(text, source="two runs")
+    note = next(a for a in r.assumed if a.startswith("the iteration numbers go back"))
+    assert "line 2 (iteration 100, then 100, printed 11.1 days after iteration 100's line)" in note, note
+    assert not any("several lines per step" in a for a in r.assumed), r.assumed
+    assert r.steps_left_out == {"warm-up": 1} and r.measured["step_s"] == pytest.approx(3.3005)
+    first = text.splitlines(keepends=True)[0]
+    together = first + first.replace("21:53:58.402418", "21:53:59.902418").replace("3300.5", "3301.0")
+    ranks = read_log(together, source="ranks")  # 1.5 s apart: within the step of 3.3 s
+    assert any("several lines per step" in a for a in ranks.assumed) and ranks.measured["step_s"] == 3.301
+
+
 def _titan_line(step: int, second: float, tps: int) -> str:
     """A torchtitan metrics line as v0.2 prints it (components/metrics.py), without a rank prefix."""
     return (f"[titan] 2026-02-24 19:46:{second:06.3f} - root - INFO - step: {step:2d}  loss:  7.62585  memory: "

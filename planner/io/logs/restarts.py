@@ -7,7 +7,12 @@ Lines printed by every rank without a rank prefix go back too, where one rank's 
 buffered in blocks: those are no restart. A go-back counts only where it is one of a few long stretches (every
 stretch at least LEAST_STRETCH lines: one rank a line behind another goes back every other line), and, where both
 lines carry timestamps, where the line that goes back was printed after the one before it (a buffered rank's block
-was printed at the times of the steps it holds)."""
+was printed at the times of the steps it holds).
+
+Every rank prints a step's line as the step ends, within the step of one another (the step's collectives hold them
+together): a line whose number repeats or goes back, printed more than a step's time after the line it repeats
+(both timestamped, the step time printed), is another run's, however short the stretches (Megatron-LM pull
+request 3067 pasted two runs' iteration-100 lines, 11 days apart, into one block)."""
 
 from __future__ import annotations
 
@@ -24,17 +29,33 @@ def split_restarts(steps: list[Step]) -> tuple[list[Step], str | None]:
     and the go-back is a restart, and a note saying where; as given and None where none is."""
     ordered = sorted(steps, key=lambda x: x.line)
     backs = _go_backs(ordered)
-    if not backs or not _restarts(ordered, backs):
+    if not _restarts(ordered, backs):
+        backs = {}
+    backs |= _printed_later(ordered)
+    if not backs:
         return steps, None
     out, shift = [], 0
     for i, s in enumerate(ordered):
         shift += i in backs
         out.append(replace(s, run=s.run + shift) if shift else s)
-    went_back = [f"line {ordered[i].line} (iteration {ordered[backs[i]].step}, then {ordered[i].step})" for i in backs]
+    went_back = [_went_back(ordered[backs[i]], ordered[i]) for i in sorted(backs)]
     return out, (
         f"the iteration numbers go back at {', '.join(went_back)}: a job restarted into the log without a line "
-        "showing its start; each restart is read as a run of its own, its warm-up left out"
+        "showing its start (or another run's lines appended); each is read as a run of its own, its warm-up left out"
     )
+
+
+def _went_back(before: Step, now: Step) -> str:
+    late = _late_s(before, now)
+    after = f", printed {_duration(late)} after iteration {before.step}'s line" if late is not None else ""
+    return f"line {now.line} (iteration {before.step}, then {now.step}{after})"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
 
 
 def _go_backs(ordered: list[Step]) -> dict[int, int]:
@@ -46,6 +67,30 @@ def _go_backs(ordered: list[Step]) -> dict[int, int]:
         if key in last and s.step < ordered[last[key]].step:
             out[i] = last[key]
             last = {k: v for k, v in last.items() if k[0] != s.run}  # every rank of the run starts again
+        last[key] = i
+    return out
+
+
+def _late_s(before: Step, now: Step) -> float | None:
+    """How much later than a step's time `now` was printed after `before` (both timestamped, a step time printed);
+    None where the lines cannot tell or `now` was printed within a step of `before`, as ranks print a step's line."""
+    step_s = max(before.step_s or 0.0, now.step_s or 0.0)
+    if now.time_s is None or before.time_s is None or step_s <= 0:
+        return None
+    late = now.time_s - before.time_s
+    return late if late > step_s else None
+
+
+def _printed_later(ordered: list[Step]) -> dict[int, int]:
+    """Index of each line whose number repeats or goes back, printed later than ranks print one step's lines ->
+    index of the line of the same rank and run before it."""
+    last: dict[tuple[int, int | None], int] = {}
+    out = {}
+    for i, s in enumerate(ordered):
+        key = (s.run, s.rank)
+        if key in last and s.step <= ordered[last[key]].step and _late_s(ordered[last[key]], s) is not None:
+            out[i] = last[key]
+            last = {k: v for k, v in last.items() if k[0] != s.run}
         last[key] = i
     return out
 
