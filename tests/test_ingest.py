@@ -728,6 +728,7 @@ def test_cli_table_and_runs_file_that_validate_reads(tmp_path, monkeypatch):
     )  # fmt: skip
     assert rc == 0, err
     assert "megatron_bridge_llama32_1b" in out and "4.65 s" in out and f"wrote 2 runs to {runs}" in out
+    assert "megatron_bridge_llama32_1b: 8 x h100-sxm, plan" in out  # --hardware H100 is an alias: its profile said
     raws = load_runs(runs)
     assert [r["id"] for r in raws] == ["megatron_bridge_llama32_1b", "megatron_lm_gpt2_tp4_pp8"]
     assert raws[1]["gpus"] == 32  # the log's world size, not --gpus

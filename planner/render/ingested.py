@@ -52,6 +52,11 @@ def _memory(m: dict[str, Any]) -> str:
     return f"{fmt_bytes(m['peak_memory_bytes'])} {kind}".strip()
 
 
+def _where(r: IngestedRun) -> str:
+    """The GPUs the run is priced on, by the profile's catalog name (`--hardware h100` is h100-sxm: said)."""
+    return f"{r.gpus if r.gpus else '?'} x {r.hardware or 'GPU?'}"
+
+
 def print_runs(console: Console, runs: list[IngestedRun], written: str | None) -> None:
     """One line per run (what was measured), then per run its plan, the steps used and what it assumed."""
     table = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -70,7 +75,7 @@ def print_runs(console: Console, runs: list[IngestedRun], written: str | None) -
         )
     console.print(table)
     for r in runs:
-        console.print(f"{escape(r.id)}: plan {escape(plan_text(r.plan))}")
+        console.print(f"{escape(r.id)}: {escape(_where(r))}, plan {escape(plan_text(r.plan))}")
         console.print(f"[dim]{escape(r.id)}: {escape(_steps_note(r))}[/]")
         for line in r.derived:
             console.print(f"[dim]{escape(r.id)}: {escape(line)}[/]")
