@@ -697,6 +697,15 @@ def test_a_configuration_or_progress_bar_without_steps_is_refused_by_name():
         read_log("Epoch 0:   1%|          | 795/77225\n", source="bar")
 
 
+def test_measured_values_carry_the_logs_digits_not_float_noise():
+    """The runs file holds what the log printed: 14414.45 ms (a median of two lines) was written 14.414449999999999 s,
+    and a step from microsecond timestamps 0.04900002479553223 s (seconds since the epoch hold ~2e-7 s of noise)."""
+    megads = read_log((LOGS / "megads_alcf_polaris_gpt7b.log").read_text(), source="megads")
+    assert repr(megads.measured["step_s"]) == "14.41445"
+    titan = read_log((LOGS / "torchtitan_2025_11_h200_ga_line.log").read_text(), source="titan")
+    assert repr(titan.measured["step_s"]) == "0.049"
+
+
 def test_text_that_is_no_training_log_is_refused():
     with pytest.raises(PlannerError, match="not a training log planner can read"):
         read_log("hello\nworld\n", source="notes.txt")

@@ -280,13 +280,18 @@ def median(values: Iterable[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+# The finest a log's date-time prints (Megatron's microseconds): the seconds since the epoch hold ~2e-7 s of float
+# noise (1.7e9 in a double), which a difference of two would carry into the step time (0.04900002479553223 s).
+STAMP_DECIMALS = 6
+
+
 def timestamp_step_s(steps: list[Step], used: list[Step]) -> float | None:
     """From the lines' timestamps: (time since the previous step line) / (steps since it), for each used step
     (so an interval never spans a step that was left out), and the median of those."""
     merged = merge_ranks(steps)
     wanted = {(s.run, s.step) for s in used}
     per_step = [
-        (b.time_s - a.time_s) / (b.step - a.step)
+        round(b.time_s - a.time_s, STAMP_DECIMALS) / (b.step - a.step)
         for a, b in itertools.pairwise(merged)
         if (b.run, b.step) in wanted and a.run == b.run and b.step > a.step
         and a.time_s is not None and b.time_s is not None and b.time_s > a.time_s

@@ -14,6 +14,9 @@ from planner.io.logs.restarts import split_restarts
 # The most a step time from the lines' timestamps may differ from the one the printed throughput gives (torchtitan
 # rounds tokens/s to an integer: far less than this) before the throughput's is taken.
 STAMP_RATE_TOLERANCE = 0.1
+# Significant digits a measured value keeps: a logged time prints at most 7 (Megatron's ms to one decimal,
+# 126995.3), a median of two lines one more.
+LOGGED_DIGITS = 8
 BEFORE_CHANGE = "before a change in step time"  # steps_left_out: the level the log left (io/logs/level_shift.py)
 
 
@@ -69,8 +72,8 @@ def step_measurements(
         derived.append(f"tokens_per_s_per_gpu = samples per second x seq_len {seq} / {gpus} GPUs (median)")
     peak = max(facts.memory, key=lambda m: m.peak_bytes, default=None)
     measured = {
-        "step_s": step_s,
-        "tokens_per_s_per_gpu": tokens,
+        "step_s": _as_logged(step_s),
+        "tokens_per_s_per_gpu": _as_logged(tokens),
         "peak_memory_bytes": round(peak.peak_bytes) if peak else None,
         "peak_memory_kind": peak.kind if peak else None,
         "mfu": median(s.mfu for s in sel.used),
@@ -86,6 +89,12 @@ def step_measurements(
     if peak and peak.allocated_bytes:
         measured["peak_allocated_bytes"] = round(max(m.allocated_bytes or 0 for m in facts.memory))
     return measured, derived
+
+
+def _as_logged(value: float | None) -> float | None:
+    """`value` to LOGGED_DIGITS significant digits: the digits the log printed, without the float noise a median or
+    a unit's conversion adds (14414.45 ms was written 14.414449999999999 s)."""
+    return None if value is None else float(f"{value:.{LOGGED_DIGITS}g}")
 
 
 def _warmup_basis(sel: Selection, warmup: int, shown: str, printed_from: int) -> list[str]:
