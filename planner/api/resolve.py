@@ -47,6 +47,7 @@ RECIPE_SETTINGS = (
     "recompute_modules",
     "activation_offload",
     "offload_modules",
+    "offload_layers",
     "optimizer_offload",
     "precision_aware_optimizer",
     "optimizer_moment_dtype",

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from planner.cli.callbacks import finite
+from planner.specs import MAX_LAYERS
 
 OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd (default: the engine's)")]
 SelectivePolicyOpt = Annotated[
@@ -129,6 +130,16 @@ OffloadModulesOpt = Annotated[
         "--offload-modules",
         help="whose saved inputs --activation-offload moves, comma list: attn_norm, qkv_linear, core_attn, attn_proj, "
         "mlp_norm, expert_fc1, moe_act (Megatron's --offload-modules; default: all the model has; alone: all groups)",
+    ),
+]
+OffloadLayersOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--offload-layers",
+        min=0,
+        max=MAX_LAYERS,
+        help="the first N transformer layers' saved activations held in host memory, layer by layer (Megatron's "
+        "--cpu-offloading-num-layers; pipeline 1, no recompute)",
     ),
 ]
 OptimizerOffloadOpt = Annotated[

@@ -236,17 +236,32 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
 
 
 def mix_pieces(
-    mix: Mix, pieces: dict[LayerKind, Pieces], *, chunk_sizes: tuple[int, ...] = (), share: float = 0.0
+    mix: Mix,
+    pieces: dict[LayerKind, Pieces],
+    *,
+    chunk_sizes: tuple[int, ...] = (),
+    share: float = 0.0,
+    offload_layers: int = 0,
 ) -> tuple[float, float, float]:
     """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds, the kept bytes
-    activation offload moves at `share` over the rank's model chunks of `chunk_sizes` layers:
-    recipe_options.offloaded_bytes)."""
+    activation offload moves: at `share` over the rank's model chunks of `chunk_sizes` layers
+    (recipe_options.offloaded_bytes), or all its first `offload_layers` layers keep (layer-wise CPU offload))."""
     keep, work = 0.0, 0.0
     for kind, n in mix:
         k, w, _g = pieces[kind]
         keep, work = keep + k * n, max(work, w)
     moved = offloaded_bytes(((pieces[kind][2], n) for kind, n in mix), chunk_sizes, share) if share else 0.0
-    return keep, work, moved
+    return keep, work, moved + first_layers_bytes(mix, pieces, offload_layers)
+
+
+def first_layers_bytes(mix: Mix, pieces: dict[LayerKind, Pieces], layers: int) -> float:
+    """The bytes the rank's first `layers` layers keep per micro-batch, its kinds in the order they first appear
+    (exact for a uniform stack, as offloaded_bytes lays kinds out)."""
+    out, left = 0.0, layers
+    for kind, n in mix:
+        take = min(n, left)
+        out, left = out + pieces[kind][0] * take, left - take
+    return out
 
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
@@ -405,7 +420,10 @@ def _stage_memory(
     layout = plan_layout(model, plan, engine)
     mix = rank_mix(model, layout, rank)
     sizes = layout.chunk_sizes(rank)
-    keep, work, moved = mix_pieces(mix, pieces, chunk_sizes=sizes, share=engine.memory.activation_offload)
+    offload = engine.memory
+    keep, work, moved = mix_pieces(
+        mix, pieces, chunk_sizes=sizes, share=offload.activation_offload, offload_layers=offload.offload_layers
+    )
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)
     last = layout.holds_loss(rank)

@@ -5,6 +5,8 @@ Activation offload (Megatron --fine-grained-activation-offloading, docs/user-gui
 fine_grained_activation_offloading.md): the offloaded share of the offload groups a rank's layers save goes to pinned
 host memory by async D2H on a side stream during the forward and comes back by H2D before the backward; a transfer
 hides behind the compute it runs beside, and only its excess shows (the "host" row of the exposed communication).
+Layer-wise CPU offload (--cpu-offloading-num-layers, Transformer Engine's cpu_offload.py) moves all that its first
+N layers keep the same way.
 
 Optimizer offload (--optimizer-cpu-offload --optimizer-offload-fraction, optimizer/cpu_offloading/README.md):
 Megatron's HybridDeviceOptimizer steps the GPU share and the CPU share at once; the CPU share's gradients go down
@@ -29,11 +31,14 @@ def activation_offload_s(
 ) -> tuple[float, float]:
     """(transfer seconds, exposed seconds) of one micro-batch's activation offload on a pipeline rank: the
     offloaded bytes down during the forward and up during the backward, each hidden behind that pass."""
-    f, bw = engine.memory.activation_offload, hw.gpu.host_bandwidth_bytes_per_s
-    if not f or not bw:
+    m, bw = engine.memory, hw.gpu.host_bandwidth_bytes_per_s
+    if not (m.activation_offload or m.offload_layers) or not bw:
         return 0.0, 0.0
     sizes = plan_layout(model, plan, engine).chunk_sizes(stage)
-    _keep, _work, moved = mix_pieces(compute.mix, activation_pieces(model, plan, engine), chunk_sizes=sizes, share=f)
+    pieces = activation_pieces(model, plan, engine)
+    _keep, _work, moved = mix_pieces(
+        compute.mix, pieces, chunk_sizes=sizes, share=m.activation_offload, offload_layers=m.offload_layers
+    )
     one_way = moved / bw
     exposed = max(0.0, one_way - compute.forward_s) + max(0.0, one_way - compute.backward_s - compute.recompute_s)
     return 2 * one_way, exposed

@@ -261,12 +261,15 @@ class PeakMemory:
         reserved = self._reserved
         best, best_rank = -1.0, 0
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
-        share, engine = self.engine.memory.activation_offload, self.engine
+        engine = self.engine
+        share, offload_layers = engine.memory.activation_offload, engine.memory.offload_layers
         for load, state in zip(loads, states):
             mix, sizes = load.shape.mix, load.shape.chunk_sizes
             rank_pieces = mixed.get((pid, id(mix), sizes))
             if rank_pieces is None:
-                rank_pieces = mixed[(pid, id(mix), sizes)] = mix_pieces(mix, pieces, chunk_sizes=sizes, share=share)
+                rank_pieces = mixed[(pid, id(mix), sizes)] = mix_pieces(
+                    mix, pieces, chunk_sizes=sizes, share=share, offload_layers=offload_layers
+                )
             layers = sum(n for _k, n in mix)
             for moment, pipeline, weights_share, grads_share in load.moments:
                 held = moment.held

@@ -168,9 +168,11 @@ def held_activations(
     """(bytes the rank's layers keep on the GPU per micro-batch, the working set) with activation offload and the
     CUDA graph pool: offload moves `moved` of what the layers keep (offloaded_bytes), plus OFFLOAD_LAYERS_IN_FLIGHT
     layers' moved share of one micro-batch in transit (never more than it moves: offload never raises GPU memory);
-    the graph pool adds CUDA_GRAPH_POOL_FRACTION of the activations held."""
+    the moved layers are the rank's `layers`, or the first `memory.offload_layers` the layer-wise offload moves
+    whole. The graph pool adds CUDA_GRAPH_POOL_FRACTION of the activations held."""
     if moved:
-        work += moved * min(OFFLOAD_LAYERS_IN_FLIGHT / max(layers, 1), in_flight)
+        over = engine.memory.offload_layers or layers
+        work += moved * min(OFFLOAD_LAYERS_IN_FLIGHT / max(over, 1), in_flight)
         keep -= moved
     if engine.kernels.cuda_graphs:
         work += CUDA_GRAPH_POOL_FRACTION * keep * in_flight

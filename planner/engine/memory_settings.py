@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from planner.engine.settings import EdgeGroups, GradDtype, MomentDtype, OffloadModule, Optimizer
-from planner.specs import Frozen
+from planner.specs import MAX_LAYERS, Frozen, Int
 
 
 class Memory(Frozen):
@@ -55,6 +55,11 @@ class Memory(Frozen):
         0.0, ge=0, le=1,
         description="share of the offload groups of offload_modules (the first in forward order) held in host memory "
         "(--fine-grained-activation-offloading --activation-offload-fraction)",
+    )  # fmt: skip
+    offload_layers: Int = Field(
+        0, ge=0, le=MAX_LAYERS,
+        description="the first N transformer layers whose saved activations are held in host memory, layer by "
+        "layer (Megatron's --cpu-offloading-num-layers: Transformer Engine's CPU offload; pipeline 1, no recompute)",
     )  # fmt: skip
     offload_modules: tuple[OffloadModule, ...] | None = Field(
         None, min_length=1, description="whose saved tensors activation offload moves (--offload-modules); null: all"

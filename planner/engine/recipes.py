@@ -19,9 +19,10 @@ from planner.engine.moe_rules import (
     grouped_gemm_problems,
     overlap_option_problems,
 )
+from planner.engine.offload_rules import offload_problems
 from planner.engine.profile import Engine
 from planner.engine.setting_rules import switch_problems, word_problems
-from planner.engine.settings import EXPERT_GROUPS, GRAPH_CROSSING_MODULES, RecipeOption
+from planner.engine.settings import RecipeOption
 from planner.engine.zero import ZeroStage
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Rejected
@@ -37,6 +38,8 @@ def used_options(engine: Engine) -> list[RecipeOption]:
         used.append("recompute_modules")
     if m.activation_offload > 0:
         used.append("activation_offload")
+    if m.offload_layers > 0:
+        used.append("offload_layers")
     if m.optimizer_offload > 0:
         used.append("optimizer_offload")
     if m.precision_aware_optimizer or m.optimizer_moment_dtype != "fp32":
@@ -109,7 +112,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _device_problems(engine, hw) + grouped_gemm_problems(engine, hw, model)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
-    out += _module_problems(engine, plan, model) + _offload_problems(engine, plan)
+    out += _module_problems(engine, plan, model) + offload_problems(engine, plan, model)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
     out += expert_precision_problems(engine, plan, model) + deepep_plan_problems(engine, plan)
     return out
@@ -134,12 +137,14 @@ def _device_problems(engine: Engine, hw: HardwareProfile | None) -> list[Rejecte
     """Offloading needs a stated host link; CUDA graphs need an NVIDIA GPU."""
     m, k = engine.memory, engine.kernels
     out: list[Rejected] = []
-    if hw is not None and hw.gpu.host_bandwidth_bytes_per_s is None and (m.activation_offload or m.optimizer_offload):
+    if hw is not None and hw.gpu.host_bandwidth_bytes_per_s is None and (m.activation_offload or m.optimizer_offload
+                                                                         or m.offload_layers):  # fmt: skip
         out.append(
             Rejected(
                 "offload without a host link",
-                f"activation_offload={m.activation_offload}, optimizer_offload={m.optimizer_offload}: {hw.name} states "
-                "no gpu.host_bandwidth_bytes_per_s, the host link offloading moves over",
+                f"activation_offload={m.activation_offload}, offload_layers={m.offload_layers}, optimizer_offload="
+                f"{m.optimizer_offload}: {hw.name} states no gpu.host_bandwidth_bytes_per_s, the host link offloading "
+                "moves over",
             )
         )
     if hw is not None and k.cuda_graphs and hw.gpu.architecture in (None, "cpu", "cdna3", "cdna4"):
@@ -213,29 +218,6 @@ def _module_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> lis
         # transformer_config.py l.2000-2006: output-discarding recompute of a quantized input needs current scaling
         detail = "recompute modules moe_act and layernorm do not run with precision=fp8-delayed; use fp8-current"
         out.append(Rejected("delayed scaling with moe_act/layernorm recompute", f"{detail} (Megatron)"))
-    return out
-
-
-def _offload_problems(engine: Engine, plan: Plan) -> list[Rejected]:
-    """Offload modules Megatron-Core refuses together (transformer_config.py l.2127-2175 @d98e8a64, and the CUDA-graph
-    constraints of docs/user-guide/features/fine_grained_activation_offloading.md); the default set leaves them out
-    (cost/recipe_options.py default_offload_modules)."""
-    named = set(engine.memory.offload_modules or ())
-    out: list[Rejected] = []
-    if "attn_proj" in named and "core_attn" not in named:  # its input is the core's output, which core_attn saves
-        detail = "offload module attn_proj needs core_attn too (its input is the attention core's output) (Megatron)"
-        out.append(Rejected("attn_proj offload without core_attn", detail))
-    norms = sorted(named & set(GRAPH_CROSSING_MODULES))
-    if engine.kernels.cuda_graphs and norms:
-        detail = f"offload modules {', '.join(norms)} cross CUDA graph boundaries; drop them or cuda_graphs (Megatron)"
-        out.append(Rejected("norm offload with cuda graphs", detail))
-    inside = sorted(named & set(EXPERT_GROUPS))
-    if inside and plan.recompute == "selective" and "moe" in (engine.kernels.recompute_modules or ()):
-        detail = (
-            f"offload modules {', '.join(inside)} run inside the recomputed MoE layer (recompute module moe); drop "
-            "them from --offload-modules or moe from --recompute-modules"
-        )
-        out.append(Rejected("expert offload inside moe recompute", f"{detail} (Megatron)"))
     return out
 
 

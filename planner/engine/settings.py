@@ -31,8 +31,8 @@ OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "ml
 MomentDtype = Literal["fp32", "bf16"]
 # The memory and speed options of issue 20 item 5 an engine may offer (Rules.options; cost/recipe_options.py).
 RecipeOption = Literal[
-    "recompute_modules", "activation_offload", "optimizer_offload", "precision_aware_optimizer", "fp8_param_gather",
-    "cuda_graphs",
+    "recompute_modules", "activation_offload", "offload_layers", "optimizer_offload", "precision_aware_optimizer",
+    "fp8_param_gather", "cuda_graphs",
 ]  # fmt: skip
 RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
 OFFLOAD_MODULES: tuple[OffloadModule, ...] = get_args(OffloadModule)
@@ -134,6 +134,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "cuda_graphs": ("kernels", "cuda_graphs"),
     "activation_offload": ("memory", "activation_offload"),
     "offload_modules": ("memory", "offload_modules"),
+    "offload_layers": ("memory", "offload_layers"),
     "optimizer_offload": ("memory", "optimizer_offload"),
     "precision_aware_optimizer": ("memory", "precision_aware_optimizer"),
     "optimizer_moment_dtype": ("memory", "optimizer_moment_dtype"),

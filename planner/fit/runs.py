@@ -36,14 +36,11 @@ from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, list_engines, load_engine, load_hardware, load_yaml
 from planner.io.files import require_file
 from planner.io.logs.record import MEASURED_FIELDS
-from planner.io.planfile import FRACTION_KEYS, LIST_KEYS, NUMBER_RANGES, check_recipe_setting, pydantic_message
+from planner.io.planfile import LIST_KEYS, NUMBER_RANGES, RECIPE_KEYS, check_recipe_setting, pydantic_message
 from planner.io.readers import yaml_kind
 from planner.plan import Plan, unstated_fields
 from planner.specs import ModelSpec
 
-# The recipe memory and speed options a run may state (engine.Engine.configured's names; null: the engine's default).
-RECIPE_KEYS = {*FRACTION_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather",
-               "cuda_graphs"}  # fmt: skip
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 MEASURED_KEYS = (*MEASURED_FIELDS, "peak_allocated_bytes", "from_warmup")  # what ingest writes (io/logs/record.py)
 FROM_WARMUP = (  # measured.from_warmup: ingest's fallback on a log whose every step line averages warm-up iterations

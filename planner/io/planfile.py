@@ -18,6 +18,7 @@ from planner.engine.settings import LIST_SETTINGS, SETTING_CHOICES
 from planner.errors import PlannerError
 from planner.io.files import document_text, require_file, write_text_atomic
 from planner.plan import Plan, derive_plan
+from planner.specs import MAX_LAYERS
 
 PLAN_FIELDS = tuple(Plan.model_fields)
 FILE_KEYS = ("plan", "model", "hardware", "cluster", "engine", "gpus", "training", "predicted")
@@ -25,9 +26,19 @@ FILE_KEYS = ("plan", "model", "hardware", "cluster", "engine", "gpus", "training
 TRAINING_KEYS = SETTING_CHOICES
 # The recipe options that take a share (0-1) or a list of modules (Engine.configured checks them again).
 FRACTION_KEYS = ("activation_offload", "optimizer_offload")
-# Settings that take a number in a range: the shares above, and the busiest expert-parallel rank's load over the mean.
-NUMBER_RANGES = {**dict.fromkeys(FRACTION_KEYS, (0.0, 1.0)), "moe_imbalance": (1.0, 64.0)}
+# Settings that take a whole number of layers: the layers whose activations the layer-wise CPU offload moves.
+COUNT_KEYS = ("offload_layers",)
+# Settings that take a number in a range: the shares above, the busiest expert-parallel rank's load over the mean,
+# and the counts.
+NUMBER_RANGES = {
+    **dict.fromkeys(FRACTION_KEYS, (0.0, 1.0)),
+    "moe_imbalance": (1.0, 64.0),
+    **dict.fromkeys(COUNT_KEYS, (0, MAX_LAYERS)),
+}
 LIST_KEYS = LIST_SETTINGS
+# The recipe memory and speed options a run may state (engine.Engine.configured's names; null: the engine's default).
+RECIPE_KEYS = {*FRACTION_KEYS, *COUNT_KEYS, *LIST_KEYS, "precision_aware_optimizer", "optimizer_moment_dtype",
+               "fp8_param_gather", "cuda_graphs"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,14 +115,17 @@ def _training(path: str, value: Any) -> dict[str, Any]:
 
 
 def check_recipe_setting(where: str, name: str, key: str, v: Any) -> None:
-    """A number in its range (NUMBER_RANGES: a share in [0, 1], moe_imbalance in [1, 64]) or a list of modules, as
+    """A number in its range (NUMBER_RANGES: a share in [0, 1], moe_imbalance in [1, 64], a count of layers) or a
+    list of modules, as
     a YAML list or a comma string (recompute_modules, offload_modules); null keeps the engine's default."""
     if v is None:
         return
     if key in NUMBER_RANGES:
         lo, hi = NUMBER_RANGES[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-            raise PlannerError(f"{where}: {name}={v!r} is not valid; give a number from {lo:g} to {hi:g}")
+        kind = int if key in COUNT_KEYS else (int, float)
+        if isinstance(v, bool) or not isinstance(v, kind) or not lo <= v <= hi:
+            what = "a whole number" if key in COUNT_KEYS else "a number"
+            raise PlannerError(f"{where}: {name}={v!r} is not valid; give {what} from {lo:g} to {hi:g}")
         return
     items = [x.strip() for x in v.split(",")] if isinstance(v, str) else v
     valid = LIST_KEYS[key]

@@ -91,7 +91,8 @@ def _moe_software(a: Args) -> dict[str, Any]:
 def _offload_software(a: Args) -> dict[str, Any]:
     """The shares of optimizer state and activations held in host memory (--optimizer-cpu-offload with
     --optimizer-offload-fraction, OptimizerConfig; --fine-grained-activation-offloading with --offload-modules and
-    --activation-offload-fraction, default 1.0, TransformerConfig). Modules the planner does not model
+    --activation-offload-fraction, default 1.0, TransformerConfig; --cpu-offloading-num-layers, the layer-wise
+    offload). Modules the planner does not model
     (fused_group_mlp, gdp_qkv) leave the module list unstated, rather than read as others."""
     optimizer = a.get("optimizer_offload_fraction") if a.get("optimizer_cpu_offload") else None
     fine_grained = a.get("fine_grained_activation_offloading")
@@ -99,10 +100,14 @@ def _offload_software(a: Args) -> dict[str, Any]:
     if fine_grained and activations is None:
         activations = 1.0
     modules = _listed(a.get("offload_modules")) if fine_grained and a.get("offload_modules") else None
+    # arguments.py l.1950-1951: above 0 it turns cpu_offloading on; a Bridge config states both (model.*)
+    layers = a.get("cpu_offloading_num_layers") if a.get("cpu_offloading") is not False else None
+    layers = layers if isinstance(layers, int) and not isinstance(layers, bool) else None
     return {
         "optimizer_offload": float(optimizer) if optimizer else None,
         "activation_offload": float(activations) if activations else None,
         "offload_modules": modules if modules and set(modules) <= set(OFFLOAD_MODULES) else None,
+        "offload_layers": layers if layers and layers > 0 else None,
     }
 
 

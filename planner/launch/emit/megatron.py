@@ -25,7 +25,7 @@ FILE_NAME = "megatron_args.sh"
 WRITES = frozenset({
     "tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher", "recompute_modules", "optimizer_offload",
     "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs", "activation_offload",
-    "offload_modules", "p2p_overlap", "optimizer",
+    "offload_modules", "offload_layers", "p2p_overlap", "optimizer",
 })  # fmt: skip
 # Megatron-LM's --optimizer adam is AdamW: OptimizerConfig.decoupled_weight_decay (True) has no flag in arguments.py
 # (core/optimizer/__init__.py l.559-561 reads it); sgd is SGD with momentum (--sgd-momentum, default 0.9: one moment,

@@ -55,7 +55,8 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
     """The recipe options the plan was priced with (cost/recipe_options.py) but recompute modules (recompute_args),
     as Megatron-LM @d98e8a64 names them: the precision-aware optimizer and its moment dtypes (arguments.py
     l.3667-3684; store_param_remainders is OptimizerConfig's default); --optimizer-cpu-offload with
-    --optimizer-offload-fraction (l.2918-2923); --fp8-param-gather, or --fp4-param-gather for NVFP4 (l.2012-2017),
+    --optimizer-offload-fraction (l.2918-2923); --cpu-offloading-num-layers (model_parallel_config.py l.461);
+    --fp8-param-gather, or --fp4-param-gather for NVFP4 (l.2012-2017),
     with MXFP8's gather staged in the gradient buffer (--reuse-grad-buf-for-mxfp8-param-ag, as
     cost/quantization.py prices it); per-layer CUDA graphs through Transformer Engine (--cuda-graph-impl
     transformer_engine, TransformerConfig cuda_graph_impl)."""
@@ -69,6 +70,9 @@ def recipe_option_args(model: ModelSpec, plan: Plan, settings: Mapping[str, obje
     if isinstance(offload, (int, float)) and offload > 0:
         out += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", f"{offload:g}"]
     out += activation_offload_args(model, plan, settings)
+    layers = settings.get("offload_layers")
+    if isinstance(layers, int) and layers > 0:  # arguments.py l.1950-1951: it turns cpu_offloading on
+        out += ["--cpu-offloading-num-layers", str(layers)]
     if settings.get("fp8_param_gather") is True:
         out.append("--fp4-param-gather" if plan.precision == "nvfp4" else "--fp8-param-gather")
         if plan.precision == "mxfp8":

@@ -1,0 +1,148 @@
+"""Layer-wise activation CPU offload (Megatron's --cpu-offloading-num-layers, Transformer Engine's cpu_offload): what
+the first N layers keep moves to host memory, the plans Megatron refuses it with, and its trip through the flags,
+plan files, runs files, the Megatron emitter and ingest."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from helpers import run_planner
+
+from planner.cost.coster import Coster
+from planner.cost.memory import memory_report
+from planner.engine import plan_problems
+from planner.errors import PlannerError
+from planner.io.catalog import load_engine, load_hardware, load_model
+from planner.io.logs import read_log
+from planner.io.planfile import read_plan_file
+from planner.plan import Plan
+
+MEGATRON = load_engine("megatron")
+LLAMA70 = load_model("llama3-70b")
+GB200 = load_hardware("gb200-nvl72")
+# Megatron-Bridge perf_recipes/llama/gb200/llama3.py llama3_70b_pretrain_64gpu_gb200_bf16_config (@067f987d): 64
+# GB200, tp 1, pp 1, Megatron-FSDP (optim_grads_params), mb 1, gbs 256, seq 8192, no recompute, cpu_offloading with
+# cpu_offloading_num_layers 20.
+RECIPE = Plan(dp=64, zero=3, micro_batch=1, global_batch=256, seq_len=8192, recompute="none")
+
+
+def _breakdown(layers: int):
+    return memory_report(LLAMA70, GB200, RECIPE, MEGATRON.configured(offload_layers=layers)).peak
+
+
+def test_the_bridge_recipe_that_offloads_20_layers_fits_and_without_them_does_not():
+    """The recipe's activations of all 80 layers at 8192 tokens do not fit a GB200; offloading the first 20 moves
+    exactly what 20 layers keep (the two in transit are in the buffers, under the loss's logits here)."""
+    bare, offloaded = _breakdown(0), _breakdown(20)
+    assert not memory_report(LLAMA70, GB200, RECIPE, MEGATRON).fits
+    assert memory_report(LLAMA70, GB200, RECIPE, MEGATRON.configured(offload_layers=20)).fits
+    logits = bare.breakdown.activations_bytes - 80 * _per_layer()
+    assert logits > 0
+    moved = bare.breakdown.activations_bytes - offloaded.breakdown.activations_bytes
+    assert moved == pytest.approx(20 * _per_layer(), rel=1e-9)
+
+
+def _per_layer() -> float:
+    """What one Llama 3 70B layer keeps per micro-batch in the recipe's plan (memory_report's pieces)."""
+    from planner.cost.memory import activation_pieces
+
+    (pieces,) = activation_pieces(LLAMA70, RECIPE, MEGATRON).values()
+    return pieces[0]
+
+
+@pytest.mark.parametrize("host_bytes_per_s", [None, 1e9])
+def test_more_layers_offloaded_never_use_more_memory_nor_run_faster(host_bytes_per_s):
+    hw = GB200
+    if host_bytes_per_s:  # a slow host link: the trips show in the step
+        hw = GB200.model_copy(update={"gpu": GB200.gpu.model_copy(update={"host_bandwidth_bytes_per_s": 1e9})})
+    plan = RECIPE.model_copy(update={"global_batch": 64})
+    totals, steps = [], []
+    for n in (0, 1, 10, 40, 79):
+        engine = MEGATRON.configured(offload_layers=n)
+        totals.append(memory_report(LLAMA70, hw, plan, engine).total_bytes)
+        steps.append(Coster(LLAMA70, hw, engine).step(plan).step_s)
+    assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]
+    assert steps == sorted(steps)
+    if host_bytes_per_s:
+        assert steps[-1] > steps[0]
+
+
+CASES = {  # plan changes -> the planner's reason and megatron-core's own check (transformer_config.py)
+    "pp": ({"pp": 2, "dp": 32}, {}, "layer offload with pipeline parallelism", "Pipeline parallelism"),
+    "recompute": ({"recompute": "selective"}, {}, "layer offload with recompute", "recomputation"),
+    "all layers": ({}, {"offload_layers": 80}, "offload layers beyond the model", "layers less than"),
+    "graphs": ({}, {"cuda_graphs": True}, "layer offload with cuda graphs", "CUDA graphs"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_planner_refuses_what_megatron_core_refuses(case):
+    """Each refusal is megatron-core 0.16.1's own TransformerConfig check on the same settings."""
+    plan_changes, settings, reason, message = CASES[case]
+    plan = RECIPE.model_copy(update=plan_changes)
+    engine = MEGATRON.configured(**{"offload_layers": 20, **settings})
+    assert reason in [p.reason for p in plan_problems(LLAMA70, plan, engine, 64, GB200)]
+    assert plan_problems(LLAMA70, RECIPE, MEGATRON.configured(offload_layers=20), 64, GB200) == []
+    tc = pytest.importorskip("megatron.core.transformer.transformer_config", reason="pip install -e '.[engines]'")
+    import torch
+
+    kw: dict[str, object] = {"num_layers": 80, "hidden_size": 64, "num_attention_heads": 4, "cpu_offloading": True,
+                             "cpu_offloading_num_layers": engine.memory.offload_layers}  # fmt: skip
+    if plan.pp > 1:
+        kw |= {"pipeline_model_parallel_size": plan.pp, "pipeline_dtype": torch.bfloat16}
+    if plan.recompute != "none":
+        kw["recompute_granularity"] = plan.recompute
+    if settings.get("cuda_graphs"):
+        kw["cuda_graph_impl"] = "transformer_engine"
+    with pytest.raises(ValueError, match=message):
+        tc.TransformerConfig(**kw)
+    tc.TransformerConfig(**(kw | {"cpu_offloading_num_layers": 20, "pipeline_model_parallel_size": 1,
+                                  "recompute_granularity": None, "cuda_graph_impl": "none"}))  # fmt: skip
+
+
+def test_fine_grained_and_layer_offload_together_are_refused():
+    engine = MEGATRON.configured(offload_layers=20, activation_offload=0.5)
+    reasons = [p.reason for p in plan_problems(LLAMA70, RECIPE, engine, 64, GB200)]
+    assert "layer and fine-grained offload together" in reasons
+
+
+def test_the_flag_the_plan_file_and_the_megatron_file(tmp_path):
+    args = ["-m", "llama3-70b", "--hardware", "gb200-nvl72", "--dp", "64", "--zero", "3", "--micro-batch", "1",
+            "--global-batch", "256", "--seq-len", "8192", "--recompute", "none"]  # fmt: skip
+    rc, out, err = run_planner("memory", *args, "--offload-layers", "20")
+    assert rc == 0, err
+    assert "(offload_layers=20)" in out and "fits:" in out
+    plan = tmp_path / "plan.yaml"
+    searched = [a for a in args if a not in ("--dp", "64")]
+    rc, _, err = run_planner("search", *searched, "--gpus", "64", "--tp", "1", "--pp", "1", "--offload-layers", "20",
+                             "--save", str(plan))  # fmt: skip
+    assert rc == 0, err
+    assert read_plan_file(str(plan)).training == {"offload_layers": 20}
+    rc, _, err = run_planner("launch", "--plan", str(plan), "--emit", "megatron", "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    assert "--cpu-offloading-num-layers 20" in (tmp_path / "out" / "megatron_args.sh").read_text()
+    rc, _, err = run_planner("memory", *args, "--offload-layers", "20", "--pp", "2", "--dp", "32")
+    assert rc == 2 and "pp=2" in err and "--pp 1" in err, err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"plan": {"dp": 8}, "model": "llama3-8b", "training": {"offload_layers": 2.5}}))
+    with pytest.raises(PlannerError, match=r"training.offload_layers=2.5 is not valid; give a whole number"):
+        read_plan_file(str(bad))
+
+
+def _offload_log(layers: str) -> str:
+    """A Megatron-LM log (synthetic): an argument dump offloading `layers` layers, then seven iteration lines."""
+    dump = {"tensor_model_parallel_size": "1", "pipeline_model_parallel_size": "1", "data_parallel_size": "8",
+            "world_size": "8", "micro_batch_size": "1", "global_batch_size": "8", "seq_length": "8192",
+            "bf16": "True", "cpu_offloading": "True" if layers != "0" else "False",
+            "cpu_offloading_num_layers": layers}  # fmt: skip
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(dump.items())]
+    lines.append("-------------------- end of arguments ---------------------")
+    lines += [f" iteration {i:8d}/     100 | consumed samples: {8 * i:12d} | elapsed time per iteration (ms): 9000.0 | "
+              "global batch size:     8 | lm loss: 1.0E+00 |" for i in range(1, 8)]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def test_ingest_reads_the_layers_a_megatron_dump_offloads():
+    assert read_log(_offload_log("20"), source="offload").software.get("offload_layers") == 20
+    assert "offload_layers" not in read_log(_offload_log("0"), source="none").software
