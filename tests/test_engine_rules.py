@@ -149,6 +149,35 @@ def test_megatron_runs_zero3_with_ep_as_megatron_fsdp():
     assert "zero=3" in only(engine_problems(e, mixtral, with_pp), "zero 3 with pp").detail
 
 
+def test_a_run_may_ask_megatron_for_megatron_fsdp_on_a_dense_model():
+    """comm.megatron_fsdp (--megatron-fsdp): the dense plan's ZeRO-3 runs as the Megatron-FSDP stage, with its own
+    rules: a model that ties its embeddings runs (torch FSDP2 needs them untied, arguments.py), and the
+    precision-aware optimizer runs on it (its distributed optimizer) with fp32 main weights of its own, 8 bytes of
+    optimizer state a parameter (param_remainders false) rather than the 6 of the distributed optimizer's
+    remainders. Engines without the stage refuse the switch by name, and zero 1 says it changes nothing."""
+    from planner.api.idle import changing_nothing
+    from planner.cost.states import state_bytes_per_param
+
+    e, tied = engine("megatron"), model("gpt3-1.3b")
+    plan = Plan(dp=8, zero=3, global_batch=8)
+    fsdp = e.configured(megatron_fsdp=True)
+    assert fsdp.zero_stage(plan).mechanism.startswith("Megatron-FSDP") and e.zero_stage(plan).mechanism.startswith(
+        "torch FSDP2"
+    )  # fmt: skip
+    assert "megatron: zero 3 with tied embeddings" in reasons(engine_problems(e, tied, plan))
+    assert not engine_problems(fsdp, tied, plan)
+    pao = fsdp.configured(precision_aware_optimizer=True, optimizer_moment_dtype="bf16")
+    assert not plan_problems(tied, plan, pao, 8)
+    assert state_bytes_per_param("bf16", pao, pao.zero_stage(plan)).optimizer == 4 + 2 + 2
+    assert "torchtitan has no megatron_fsdp" in reasons(
+        plan_problems(model("llama3-8b"), plan, engine("torchtitan").configured(megatron_fsdp=True), 8)
+    )
+    zero1 = plan.model_copy(update={"zero": 1})
+    assert changing_nothing(model("llama3-8b"), zero1, fsdp) == [
+        "--megatron-fsdp with zero 1: Megatron-FSDP is priced as zero 3; it changes nothing here"
+    ]
+
+
 def test_megatron_fsdp2_reduces_every_micro_batch_into_sharded_gradients():
     """Megatron's TorchFullyShardedDataParallel keeps _BaseDataParallel's no_sync, which does nothing
     (megatron/core/distributed/torch_fully_sharded_data_parallel.py, data_parallel_base.py @d98e8a64), and

@@ -39,8 +39,10 @@ def test_deepspeed_in_bf16_without_zero_runs_its_bf16_optimizer():
         states = model_state_bytes(params=7.5e9, dp=64, zero=0, precision="bf16", engine=engine)
         assert states.total_bytes == pytest.approx(7.5e9 * (2 + 2 + 4 + 12 / 64))
         assert states.accumulated_grads_bytes == 7.5e9 * 2
-        assert engine.rules.run_stage(0, pp=2, dp_cp=64, precision="bf16", ep=1).shards == ("optimizer",)
-        assert engine.rules.run_stage(0, pp=2, dp_cp=64, precision="fp16", ep=1).shards == ()
+        assert engine.rules.run_stage(0, pp=2, dp_cp=64, precision="bf16", ep=1, megatron_fsdp=False).shards == (
+            "optimizer",
+        )
+        assert engine.rules.run_stage(0, pp=2, dp_cp=64, precision="fp16", ep=1, megatron_fsdp=False).shards == ()
 
 
 def test_zero_worked_examples_formula_exact(worked_examples):

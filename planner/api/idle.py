@@ -22,8 +22,16 @@ def changing_nothing(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
     """The recipe settings given that change nothing for this model and plan."""
     return (
         _recompute_modules_idle(spec, plan, eng) + _offload_idle(spec, plan, eng) + _moe_idle(spec, eng)
-        + _ep_overlap_idle(spec, plan, eng)
+        + _ep_overlap_idle(spec, plan, eng) + _megatron_fsdp_idle(plan, eng)
     )  # fmt: skip
+
+
+def _megatron_fsdp_idle(plan: Plan, eng: Engine) -> list[str]:
+    """--megatron-fsdp where the plan's ZeRO stage is not 3: the planner prices Megatron-FSDP as zero 3
+    (optim_grads_params), its one sharding that zero 1 and 2 do not already price (the distributed optimizer)."""
+    if not eng.comm.megatron_fsdp or plan.zero == 3:
+        return []
+    return [f"--megatron-fsdp with zero {plan.zero}: Megatron-FSDP is priced as zero 3; it changes nothing here"]
 
 
 def _ep_overlap_idle(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:

@@ -55,24 +55,15 @@ RECIPE_SETTINGS = (
     "cuda_graphs",
 )
 # The engine's per-run settings by their command-line names, and Engine.configured's argument for each.
+_SAME_NAMES = (
+    "attention", "tp_overlap", "p2p_overlap", "zero3_gather", "megatron_fsdp", "fsdp_edge_groups", "compile", "rmsnorm",
+    "grad_dtype", "master_copy", "compiled_loss", "moe_dispatcher", "ep_overlap", "moe_imbalance", "moe_dispatch_dtype",
+    *RECIPE_SETTINGS,
+)  # fmt: skip
 ENGINE_SETTING_ARGS = {
     "optimizer": "optimizer",
     "selective_policy": "selective_recompute",
-    "attention": "attention",
-    "tp_overlap": "tp_overlap",
-    "p2p_overlap": "p2p_overlap",
-    "zero3_gather": "zero3_gather",
-    "fsdp_edge_groups": "fsdp_edge_groups",
-    "compile": "compile",
-    "rmsnorm": "rmsnorm",
-    "grad_dtype": "grad_dtype",
-    "master_copy": "master_copy",
-    "compiled_loss": "compiled_loss",
-    "moe_dispatcher": "moe_dispatcher",
-    "ep_overlap": "ep_overlap",
-    "moe_imbalance": "moe_imbalance",
-    "moe_dispatch_dtype": "moe_dispatch_dtype",
-    **{k: k for k in RECIPE_SETTINGS},
+    **{k: k for k in _SAME_NAMES},
 }
 ENGINE_SETTINGS = tuple(ENGINE_SETTING_ARGS)
 

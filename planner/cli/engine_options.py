@@ -32,6 +32,14 @@ P2pOverlapOpt = Annotated[
         "--overlap-p2p-communication; default: the engine's)",
     ),
 ]
+MegatronFsdpOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--megatron-fsdp/--no-megatron-fsdp",
+        help="ZeRO-3 as Megatron-FSDP (--use-megatron-fsdp) for a dense model too, not torch FSDP2; with experts it "
+        "is Megatron-FSDP either way (default: the engine's)",
+    ),
+]
 Zero3GatherOpt = Annotated[
     Optional[str],
     typer.Option(

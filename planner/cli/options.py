@@ -27,6 +27,7 @@ from planner.cli.engine_options import (
     Fp8ParamGatherOpt,
     GradDtypeOpt,
     MasterCopyOpt,
+    MegatronFsdpOpt,
     MoeDispatchDtypeOpt,
     MoeDispatcherOpt,
     MoeImbalanceOpt,
@@ -238,7 +239,7 @@ PLAN_FILE = (Opt("plan", PlanFileOpt),)
 ENGINE_SETTINGS = (
     Opt("optimizer", OptimizerOpt), Opt("selective_policy", SelectivePolicyOpt), Opt("no_flash", NoFlashOpt, False),
     Opt("tp_overlap", TpOverlapOpt), Opt("p2p_overlap", P2pOverlapOpt), Opt("zero3_gather", Zero3GatherOpt),
-    Opt("fsdp_edge_groups", EdgeGroupsOpt),
+    Opt("fsdp_edge_groups", EdgeGroupsOpt), Opt("megatron_fsdp", MegatronFsdpOpt),
     Opt("compile", CompileOpt), Opt("rmsnorm", RmsnormOpt), Opt("grad_dtype", GradDtypeOpt),
     Opt("master_copy", MasterCopyOpt), Opt("compiled_loss", CompiledLossOpt),
     Opt("moe_dispatcher", MoeDispatcherOpt), Opt("ep_overlap", EpOverlapOpt), Opt("moe_imbalance", MoeImbalanceOpt),

@@ -142,7 +142,7 @@ class PeakMemory:
         key = (STATES(p), p.expert_tp, zero, accumulates)
         hit = self._states.get(key)
         if hit is None:
-            stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision, ep=p.ep)
+            stage = self.engine.zero_stage(p, zero)
             per = state_bytes_per_param(p.precision, self.engine, stage)
             hit = self._states[key] = [
                 state_terms(
@@ -154,7 +154,7 @@ class PeakMemory:
         return hit
 
     def _activations(self, p: Plan, recompute: str, zero: int) -> dict[LayerKind, Pieces]:
-        stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision, ep=p.ep)
+        stage = self.engine.zero_stage(p, zero)
         autocast = stage.autocast  # what activations read
         key = (ACTIVATIONS(p), recompute, autocast)
         hit = self._act.get(key)
@@ -246,7 +246,7 @@ class PeakMemory:
     ) -> tuple[list[dict[LayerKind, Pieces]], list[int]]:
         """Each level's pieces and the first level with equal pieces (levels that keep the same activations
         share one evaluation), cached by the activations' shape."""
-        stage = self.engine.rules.run_stage(zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision, ep=p.ep)
+        stage = self.engine.zero_stage(p, zero)
         key = (ACTIVATIONS(p), recomputes, stage.autocast)
         hit = self._levels.get(key)
         if hit is None:

@@ -136,7 +136,8 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
 
 def model_state_bytes(*, params: float, dp: int, zero: int, engine: Engine, precision: str = "bf16") -> ModelStates:
     """Model states of `params` parameters on one of `dp` data-parallel ranks (ZeRO, Figure 1)."""
-    stage = engine.rules.run_stage(zero, pp=1, dp_cp=dp, precision=precision, ep=1)
+    fsdp = engine.comm.megatron_fsdp
+    stage = engine.rules.run_stage(zero, pp=1, dp_cp=dp, precision=precision, ep=1, megatron_fsdp=fsdp)
     per = state_bytes_per_param(precision, engine, stage)
     rank = RankParams(dense=params, expert=0.0, largest_unit=0.0, num_gemms=0)
     return sharded_states(rank, per, Plan(dp=dp, zero=zero, global_batch=dp), stage)

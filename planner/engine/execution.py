@@ -158,6 +158,11 @@ class Comm(Frozen):
         description="the bucket grows with the data-parallel size: max(dp_bucket_params, this x dp·cp) (Megatron)",
     )
 
+    megatron_fsdp: bool = Field(
+        False,
+        description="ZeRO-3 runs as Megatron-FSDP (--use-megatron-fsdp, rules.zero.3.with_ep) for every plan, not "
+        "torch FSDP2 where that runs (ep 1); with experts it is Megatron-FSDP either way",
+    )
     zero3_gather: Zero3Gather = Field(
         "bucketed",
         description="how a stage that gathers weights every micro-batch (ZeRO-3) gathers them: bucketed = a few "

@@ -187,10 +187,9 @@ class Rules(Frozen):
             raise ValueError(f"precision_recipes: {unknown} are not recipes; known: {list(RECIPE_NAMES)}")
         check_setting_words(self.setting_words)
         check_stage_tables(self.zero, self.zero_pp or {})
-        if self.model_features is not None:
-            beyond = {x for f in self.model_files for x in f.features} - set(self.model_features)
-            if beyond:
-                raise ValueError(f"model_files: {sorted(beyond)} are not in model_features")
+        beyond = {x for f in self.model_files for x in f.features} - set(self.model_features or ())
+        if self.model_features is not None and beyond:
+            raise ValueError(f"model_files: {sorted(beyond)} are not in model_features")
         return self
 
     def runs_zero(self, zero: int) -> bool:
@@ -201,12 +200,11 @@ class Rules(Frozen):
         """The ZeRO stages runnable at this pipeline degree, and how."""
         return self.zero if pp == 1 or self.zero_pp is None else self.zero_pp
 
-    def run_stage(self, zero: int, *, pp: int, dp_cp: int, precision: str, ep: int) -> ZeroStage:
-        """How the engine runs ZeRO stage `zero` on a data-parallel group of dp_cp ranks at this precision and ep:
-        as zero 0 where it shards nothing over one rank (shards_one_rank), else as the stage says."""
-        if dp_cp == 1 and not self.shards_one_rank:
-            return (self.stages(pp).get(0) or self.zero[0]).running(precision, ep=ep)
-        return self.stages(pp)[zero].running(precision, ep=ep)
+    def run_stage(self, zero: int, *, pp: int, dp_cp: int, precision: str, ep: int, megatron_fsdp: bool) -> ZeroStage:
+        """How the engine runs ZeRO stage `zero` over dp_cp ranks at this precision, ep and comm.megatron_fsdp: as
+        zero 0 where it shards nothing over one rank (shards_one_rank), else as the stage says."""
+        stage = (self.stages(pp).get(0) or self.zero[0]) if dp_cp == 1 and not self.shards_one_rank else None
+        return (stage or self.stages(pp)[zero]).running(precision, ep=ep, megatron_fsdp=megatron_fsdp)
 
 
 class Engine(Frozen):
@@ -242,9 +240,11 @@ class Engine(Frozen):
         "given_settings compares with: a profile read from a file is its own baseline); None: never configured",
     )
 
-    def zero_stage(self, p: Plan) -> ZeroStage:
-        """How this engine runs the plan's ZeRO stage (the plan must pass the engine's rules)."""
-        return self.rules.run_stage(p.zero, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision, ep=p.ep)
+    def zero_stage(self, p: Plan, zero: int | None = None) -> ZeroStage:
+        """How this engine runs the plan's ZeRO stage (or `zero` in its place) with the plan's other dimensions and
+        the run's settings (the plan must pass the engine's rules)."""
+        z, fsdp = p.zero if zero is None else zero, self.comm.megatron_fsdp
+        return self.rules.run_stage(z, pp=p.pp, dp_cp=p.dp * p.cp, precision=p.precision, ep=p.ep, megatron_fsdp=fsdp)
 
     def factors(self, hardware: str, proxy: str | None = None) -> Fitted:
         """The fitted factors for a hardware profile, or for its calibration proxy (none fitted: neutral)."""

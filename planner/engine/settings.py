@@ -53,7 +53,7 @@ EDGE_GROUPS: tuple[EdgeGroups, ...] = get_args(EdgeGroups)
 SELECTIVE_POLICIES: tuple[SelectivePolicy, ...] = get_args(SelectivePolicy)
 # The on/off engine settings an engine may lack (Rules.switches): TP communication overlap, torch.compile of the
 # model, and of its loss.
-Switch = Literal["tp_overlap", "compile", "compiled_loss"]
+Switch = Literal["tp_overlap", "compile", "compiled_loss", "megatron_fsdp"]
 SWITCHES: tuple[Switch, ...] = get_args(Switch)
 # The per-run settings that take a word an engine may not run (Rules.setting_words), by their SETTINGS names, with
 # the words the planner models for each.
@@ -87,6 +87,7 @@ SETTING_CHOICES: dict[str, tuple[str, ...] | None] = {
     "grad_dtype": GRAD_DTYPES,
     "master_copy": None,
     "compiled_loss": None,
+    "megatron_fsdp": None,
     "moe_dispatcher": DISPATCHERS,
     "ep_overlap": None,
     "moe_dispatch_dtype": DISPATCH_DTYPES,
@@ -125,6 +126,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "tp_overlap": ("comm", "tp_overlap"),
     "p2p_overlap": ("comm", "p2p_overlap"),
     "zero3_gather": ("comm", "zero3_gather"),
+    "megatron_fsdp": ("comm", "megatron_fsdp"),
     "fsdp_edge_groups": ("memory", "fsdp_edge_groups"),
     "optimizer": ("memory", "optimizer"),
     "grad_dtype": ("memory", "grad_dtype"),

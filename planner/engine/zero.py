@@ -130,7 +130,8 @@ class ZeroStage(Frozen):
         None,
         description="how the engine runs this stage when the plan has ep > 1, where that differs: Megatron-LM runs "
         "ZeRO-3 as torch FSDP2, which asserts ep == 1 (arguments.py l.1031-1049 @d98e8a64), and with experts as "
-        "Megatron-FSDP (--use-megatron-fsdp), which shards the experts over their own data-parallel mesh",
+        "Megatron-FSDP (--use-megatron-fsdp), which shards the experts over their own data-parallel mesh; also "
+        "how it runs a dense plan whose run asks for it (comm.megatron_fsdp)",
     )
 
     def keeps_master(self, precision: str) -> bool:
@@ -138,10 +139,11 @@ class ZeroStage(Frozen):
         `master_copy` says, else for every precision but fp32 (PyTorch, Megatron)."""
         return precision != "fp32" if self.master_copy is None else self.master_copy
 
-    def running(self, precision: str, *, ep: int) -> ZeroStage:
-        """The stage as the engine runs it at this precision and expert-parallel degree (`with_ep` where
-        ep > 1 and it is set, then `bf16` where the plan trains in bf16 and it is set)."""
-        way = self.with_ep if ep > 1 and self.with_ep is not None else self
+    def running(self, precision: str, *, ep: int, megatron_fsdp: bool) -> ZeroStage:
+        """The stage as the engine runs it at this precision and expert-parallel degree (`with_ep` where it is set
+        and ep > 1 or the run asks for it, comm.megatron_fsdp; then `bf16` where the plan trains in bf16 and it is
+        set)."""
+        way = self.with_ep if (ep > 1 or megatron_fsdp) and self.with_ep is not None else self
         return way.bf16 if precision == "bf16" and way.bf16 is not None else way
 
     def variants(self) -> tuple[ZeroStage, ...]:

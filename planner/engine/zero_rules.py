@@ -37,7 +37,8 @@ def zero_problems(
                 f"zero={z} does not run {where} in {name}; use zero in {', '.join(map(str, sorted(stages)))}",
             )
         ]
-    impl = impl.running(p.precision, ep=p.ep)  # a variant (Megatron-FSDP for ep, DeepSpeed's bf16) has its own rules
+    # a variant (Megatron-FSDP for ep or asked for, DeepSpeed's bf16) has its own rules
+    impl = impl.running(p.precision, ep=p.ep, megatron_fsdp=engine.comm.megatron_fsdp)
     out: list[Rejected] = []
     if impl.untied_embeddings and model is not None and model.tied_embeddings:
         out.append(

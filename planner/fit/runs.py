@@ -49,7 +49,7 @@ FROM_WARMUP = (  # measured.from_warmup: ingest's fallback on a log whose every 
 YEARS = (2000, 2100)  # a run's year must lie in this range
 SOFTWARE_KEYS = {
     "engine", "attention", "tp_overlap", "p2p_overlap", "compile", "grad_dtype", "moe_dispatcher", "ep_overlap",
-    "moe_imbalance", "moe_dispatch_dtype", "rmsnorm", "master_copy", "compiled_loss", "zero3_gather",
+    "moe_imbalance", "moe_dispatch_dtype", "rmsnorm", "master_copy", "compiled_loss", "zero3_gather", "megatron_fsdp",
     "fsdp_edge_groups", *RECIPE_KEYS,
 }  # fmt: skip
 

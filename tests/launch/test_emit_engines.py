@@ -760,6 +760,26 @@ def test_torchtitan_files_cut_stages_the_default_weights_cannot(tmp_path, target
     assert "17 stages, not the plan's pp*vpp = 16" in VALIDATORS[target](stripped, llama, Plan(**fields))
 
 
+def test_a_dense_plan_priced_on_megatron_fsdp_is_written_as_it(tmp_path):
+    """--megatron-fsdp runs a dense model's ZeRO-3 as Megatron-FSDP (comm.megatron_fsdp), as Megatron-Bridge's Llama 3
+    70B GB200 recipe does (perf_recipes/llama/gb200/llama3.py, ddp.use_megatron_fsdp): both Megatron files say so,
+    and pass the engines' checks; without the flag the dense plan stays on torch FSDP2 (the test above)."""
+    from helpers import run_planner
+
+    fields = {"dp": 8, "zero": 3, "global_batch": 64}
+    args = ["-m", "llama3-8b", "--dp", "8", "--zero", "3", "--global-batch", "64", "--megatron-fsdp"]
+    for target, check in (("megatron", megatron_violations), ("megatron-bridge", bridge_violations)):
+        rc, _, err = run_planner("launch", *args, "--emit", target, "--out", str(tmp_path / target))
+        assert rc == 0, err
+        (written,) = (tmp_path / target).iterdir()
+        text = written.read_text()
+        assert not check(text, load_model("llama3-8b"), Plan(**fields)), check(
+            text, load_model("llama3-8b"), Plan(**fields)
+        )
+        assert ("--use-megatron-fsdp" in text) if target == "megatron" else ("ddp.use_megatron_fsdp=true" in text)
+        assert "--use-torch-fsdp2" not in text and "dist.use_torch_fsdp2=true" not in text
+
+
 def test_megatron_files_run_zero3_with_ep_as_megatron_fsdp(tmp_path):
     """ZeRO-3 with ep > 1 is Megatron-FSDP (engine_profiles/megatron.yaml rules.zero.3.with_ep): the
     Megatron-LM script says --use-megatron-fsdp with optim_grads_params and fsdp_dtensor checkpoints (arguments.py

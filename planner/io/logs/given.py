@@ -14,7 +14,7 @@ from planner.io.logs.record import OPTIONAL_FIELDS
 LOG_SOFTWARE_KEYS = (
     "attention", "tp_overlap", "compile", "p2p_overlap", "grad_dtype", "fp8_param_gather", "precision_aware_optimizer",
     "optimizer_moment_dtype", "recompute_modules", "moe_dispatcher", "ep_overlap", "optimizer_offload",
-    "activation_offload", "offload_modules", "offload_layers", "cuda_graphs",
+    "activation_offload", "offload_modules", "offload_layers", "cuda_graphs", "megatron_fsdp",
 )  # fmt: skip
 
 

@@ -75,11 +75,6 @@ def _zero(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> int | None:
         strategy = str(a.get("data_parallel_sharding_strategy") or default)
         if strategy not in FSDP_STRATEGIES:
             notes.append(f"zero: Megatron FSDP's data_parallel_sharding_strategy {strategy} is not a ZeRO stage")
-        elif FSDP_STRATEGIES[strategy] == 3 and str(a.get("expert_model_parallel_size") or 1) == "1":
-            notes.append(  # engine_profiles/megatron.yaml: zero 3 is Megatron-FSDP only with ep > 1
-                "zero: Megatron-FSDP without expert parallelism is priced as Megatron's zero 3 at ep 1, torch FSDP2: "
-                "the same gathers and reductions every micro-batch, but FSDP2's rules (untied embeddings, no fp16)"
-            )
         return FSDP_STRATEGIES.get(strategy)
     if a.get("use_torch_fsdp2"):
         return 3  # FSDP2's fully_shard: weights, gradients and optimizer (arguments.py --use-torch-fsdp2)

@@ -56,7 +56,16 @@ def software(a: Args) -> dict[str, Any]:
         **_moe_software(a),
         **_offload_software(a),
         "cuda_graphs": _cuda_graphs(a),
+        "megatron_fsdp": _megatron_fsdp(a),
     }
+
+
+def _megatron_fsdp(a: Args) -> bool | None:
+    """Megatron-FSDP sharding weights, gradients and optimizer (--use-megatron-fsdp, whose default strategy is
+    optim_grads_params; arguments.py l.3190): the zero 3 the planner prices as it (comm.megatron_fsdp). Its other
+    strategies are the zero 0-2 the distributed optimizer prices."""
+    strategy = str(a.get("data_parallel_sharding_strategy") or "optim_grads_params")
+    return True if a.get("use_megatron_fsdp") and strategy == "optim_grads_params" else None
 
 
 def _grad_dtype(a: Args) -> str | None:

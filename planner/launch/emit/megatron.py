@@ -25,7 +25,7 @@ FILE_NAME = "megatron_args.sh"
 WRITES = frozenset({
     "tp_overlap", "grad_dtype", "ep_overlap", "moe_dispatcher", "recompute_modules", "optimizer_offload",
     "precision_aware_optimizer", "optimizer_moment_dtype", "fp8_param_gather", "cuda_graphs", "activation_offload",
-    "offload_modules", "offload_layers", "p2p_overlap", "optimizer",
+    "offload_modules", "offload_layers", "p2p_overlap", "optimizer", "megatron_fsdp",
 })  # fmt: skip
 # Megatron-LM's --optimizer adam is AdamW: OptimizerConfig.decoupled_weight_decay (True) has no flag in arguments.py
 # (core/optimizer/__init__.py l.559-561 reads it); sgd is SGD with momentum (--sgd-momentum, default 0.9: one moment,
@@ -92,19 +92,20 @@ def _describe(split: MegatronSplit) -> str:
     return f"{split.method.replace('_', ' ')}: layers per chunk {text}"
 
 
-def megatron_fsdp(plan: Plan) -> bool:
-    """Whether Megatron runs the plan's ZeRO-3 as Megatron-FSDP: with ep > 1, which torch FSDP2 refuses
-    (engine_profiles/megatron.yaml rules.zero.3.with_ep)."""
-    return plan.zero == 3 and plan.ep > 1
+def megatron_fsdp(plan: Plan, settings: Mapping[str, object]) -> bool:
+    """Whether Megatron runs the plan's ZeRO-3 as Megatron-FSDP: with ep > 1, which torch FSDP2 refuses, or where the
+    run was priced with it (engine_profiles/megatron.yaml rules.zero.3.with_ep, comm.megatron_fsdp)."""
+    return plan.zero == 3 and (plan.ep > 1 or settings.get("megatron_fsdp") is True)
 
 
-def _zero_args(plan: Plan) -> tuple[list[str], str]:
-    if megatron_fsdp(plan):  # v1 runs on the distributed optimizer (arguments.py l.1118-1176); without gradient-
-        # accumulation fusion, as its functional tests run it (mcore_fsdp_adapter.py needs TE 2.10 for the fusion)
+def _zero_args(plan: Plan, settings: Mapping[str, object]) -> tuple[list[str], str]:
+    # Megatron-FSDP v1 runs on the distributed optimizer (arguments.py l.1118-1176); without gradient-accumulation
+    # fusion, as its functional tests run it (mcore_fsdp_adapter.py needs TE 2.10 for the fusion)
+    if megatron_fsdp(plan, settings):
         flags = "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --use-distributed-optimizer"
         flags += " --no-gradient-accumulation-fusion --ckpt-format fsdp_dtensor"
         flags += " --overlap-grad-reduce --overlap-param-gather" if plan.dp * plan.cp > 1 else ""
-        return flags.split(), f"zero=3 with ep > 1: {flags}"
+        return flags.split(), f"zero=3 as Megatron-FSDP: {flags}"
     if plan.zero == 3:  # torch FSDP2: no distributed optimizer, no gradient-accumulation fusion (arguments.py)
         return ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format", "torch_dist"], (
             "zero=3: --use-torch-fsdp2 (with --no-gradient-accumulation-fusion, torch_dist checkpoints)"
@@ -177,7 +178,7 @@ def megatron_args(
     if plan.sp:
         a.append("--sequence-parallel")
     m["sp"] = "--sequence-parallel"
-    zero, m["zero"] = _zero_args(plan)
+    zero, m["zero"] = _zero_args(plan, settings or {})
     a += zero + recompute_args(plan, settings or {})
     m["recompute"] = "--recompute-granularity"
     a += [

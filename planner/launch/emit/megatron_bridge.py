@@ -64,7 +64,8 @@ PLAN_FIELDS = {
     "etp": "model.expert_tensor_parallel_size",
     "sp": "model.sequence_parallel",
     "dp": "implied: world size / (tp*pp*cp)",
-    "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3), ddp.use_megatron_fsdp (3, ep > 1)",
+    "zero": "ddp/optimizer.use_distributed_optimizer (1), dist.use_torch_fsdp2 (3), ddp.use_megatron_fsdp (3 with "
+    "ep > 1 or --megatron-fsdp)",
     "recompute": "model.recompute_granularity / method / num_layers / modules",
     "micro_batch": "train.micro_batch_size",
     "global_batch": "train.global_batch_size",
@@ -171,9 +172,10 @@ def _split(model: ModelSpec, plan: Plan) -> dict[str, object]:
     return out
 
 
-def bridge_overrides(model: ModelSpec, plan: Plan) -> tuple[list[str], dict[str, str]]:
+def bridge_overrides(model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None
+                     ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """KEY=VALUE overrides for the model's recipe, and which plan field each carries."""
-    fsdp = megatron_fsdp(plan)
+    fsdp = megatron_fsdp(plan, settings or {})
     o: dict[str, object] = {
         "model.tensor_model_parallel_size": plan.tp,
         "model.pipeline_model_parallel_size": plan.pp,
@@ -256,10 +258,11 @@ def _profile_settings(model: ModelSpec) -> dict[str, object]:
     }
 
 
-def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int | None = None) -> str:
+def bridge_file(model: ModelSpec, plan: Plan, settings: Mapping[str, object] | None = None, *, nodes: int = 1,
+                per_node: int | None = None) -> str:  # fmt: skip
     """The overrides as a bash array, and the torchrun line that runs the recipe with them on `nodes` nodes of
     `per_node` GPUs (default: the plan's GPUs on one node)."""
-    overrides, _ = bridge_overrides(model, plan)
+    overrides, _ = bridge_overrides(model, plan, settings)
     name = recipe(model)
     body = "\n  ".join(shlex.quote(x) for x in overrides)
     program = f"scripts/training/run_recipe.py --recipe {name} --mode pretrain"
@@ -272,7 +275,7 @@ def bridge_file(model: ModelSpec, plan: Plan, *, nodes: int = 1, per_node: int |
         f"#   {engine_torchrun(nodes, node_gpus(plan, nodes, per_node), program)} \\\n"
         '#     --dataset mock "${BRIDGE_OVERRIDES[@]}"\n'
         "# (or scripts/training/train.sh ... --recipe RECIPE KEY=VALUE...; the data set replaces --dataset mock)\n"
-        + (unset if megatron_fsdp(plan) else "")
+        + (unset if megatron_fsdp(plan, settings or {}) else "")
         + f"RECIPE={name}\n"
         f"BRIDGE_OVERRIDES=(\n  {body}\n)\n"
     )
@@ -283,9 +286,9 @@ register(
         "megatron-bridge",
         4,
         FILE_NAME,
-        lambda o: bridge_file(o.model, o.cfg.plan, nodes=o.nodes, per_node=o.per_node),
+        lambda o: bridge_file(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node),
         engine=ENGINE,
-        writes=frozenset({"fp8_param_gather"}),
+        writes=frozenset({"fp8_param_gather", "megatron_fsdp"}),
         format_problems=format_problems,
         precisions=frozenset({"fp8-delayed"}),
         settings_problems=settings_problems,
