@@ -146,3 +146,18 @@ def _offload_log(layers: str) -> str:
 def test_ingest_reads_the_layers_a_megatron_dump_offloads():
     assert read_log(_offload_log("20"), source="offload").software.get("offload_layers") == 20
     assert "offload_layers" not in read_log(_offload_log("0"), source="none").software
+
+
+def test_search_holds_the_offload_rules_that_depend_on_the_plan():
+    """The search checks the rules once per structure and once per recompute level: the offload's pipeline and
+    recompute rules were checked with a default plan (pp 1, no recompute), so it ranked and saved pp 4 plans with
+    full recompute that estimate then refused (audit); the experts' groups inside a recomputed MoE layer likewise."""
+    from planner.api import search
+
+    found = search("llama3-70b", gpus=64, hardware="gb200-nvl72", engine="megatron", global_batch=256, seq_len=8192,
+                   offload_layers=20)  # fmt: skip
+    assert found.plans and all(p.plan["pp"] == 1 and p.plan["recompute"] == "none" for p in found.plans)
+    assert {"layer offload with pipeline parallelism", "layer offload with recompute"} <= set(found.rejected)
+    with pytest.raises(PlannerError, match="no plan is valid, most often: expert offload inside moe recompute"):
+        search("qwen3-30b-a3b", gpus=16, engine="megatron", global_batch=64, seq_len=4096, recompute="selective",
+               activation_offload=0.5, offload_modules="expert_fc1", recompute_modules="moe")  # fmt: skip

@@ -112,7 +112,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _device_problems(engine, hw) + grouped_gemm_problems(engine, hw, model)
     out += _optimizer_problems(engine)
     out += _gather_problems(engine, plan)
-    out += _module_problems(engine, plan, model) + offload_problems(engine, plan, model)
+    out += _module_problems(engine, plan, model) + offload_problems(engine, model)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
     out += expert_precision_problems(engine, plan, model) + deepep_plan_problems(engine, plan)
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from planner.engine.architectures import model_file_problems
 from planner.engine.moe_rules import overlap_recompute_problems, overlap_structure_problems
+from planner.engine.offload_rules import offload_recompute_problems, offload_structure_problems
 from planner.engine.pipeline_rules import p2p_problems, split_problems
 from planner.engine.profile import Engine
 from planner.engine.recipes import precision_problems
@@ -67,6 +68,7 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
     dimensions, schedules, layer, vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
     out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan) + p2p_problems(engine, plan)
+    out += offload_structure_problems(engine, plan)
     out += schedule_problems(engine, p.schedule) + split_problems(engine, model, p)
     out += model_file_problems(name, r.model_files, model, p)
     if r.vocab_divisible_by_tp and model.vocab_size % p.tp:
@@ -235,7 +237,8 @@ def _seq_len_problems(engine: Engine, plan: Plan) -> list[Rejected]:
 
 def recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
     """A recompute level the engine does not offer, or does not run with its settings (Megatron's all-to-all
-    overlap refuses full recompute). They depend on the level alone, so the search checks each level once."""
+    overlap refuses full recompute, its CPU offload any). They depend on the level alone, so the search checks each
+    level once."""
     r, name = engine.rules, engine.name
     if recompute not in r.recompute:
         return [
@@ -244,7 +247,8 @@ def recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
                 f"recompute={recompute} is not offered by {name}; use one of {', '.join(r.recompute)}",
             )
         ]
-    return overlap_recompute_problems(engine, recompute) + _graph_recompute_problems(engine, recompute)
+    out = overlap_recompute_problems(engine, recompute) + offload_recompute_problems(engine, recompute)
+    return out + _graph_recompute_problems(engine, recompute)
 
 
 def _graph_recompute_problems(engine: Engine, recompute: str) -> list[Rejected]:
