@@ -427,6 +427,13 @@ def test_torchtitans_deepep_needs_ep_and_no_expert_tensor_parallelism():
     assert "runs without expert tensor parallelism, not etp=2" in r.detail
     assert not deepep_plan_problems(deepep, etp.model_copy(update={"etp": 1}))
     assert not deepep_plan_problems(MEGATRON.configured(moe_dispatcher="deepep"), etp)
+    # the search checks them per structure: checked once with a default plan (ep 1), they refused every plan
+    from planner.api import search
+
+    found = search("qwen3-30b-a3b", gpus=16, engine="torchtitan", moe_dispatcher="deepep", global_batch=64,
+                   seq_len=4096)  # fmt: skip
+    etp_of = [p.plan["tp"] if p.plan["etp"] is None else p.plan["etp"] for p in found.plans]  # null etp: tp
+    assert found.plans and all(p.plan["ep"] > 1 for p in found.plans) and set(etp_of) == {1}
 
 
 def test_torchtitan_dispatches_every_token_of_a_tp_rank_where_the_experts_share_tp():

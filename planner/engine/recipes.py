@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 from planner.engine.architectures import architecture_problems
 from planner.engine.moe_rules import (
-    deepep_plan_problems,
     dispatch_problems,
     expert_precision_problems,
     grouped_gemm_problems,
@@ -114,7 +113,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model) + offload_problems(engine, model)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
-    out += expert_precision_problems(engine, plan, model) + deepep_plan_problems(engine, plan)
+    out += expert_precision_problems(engine, plan, model)
     return out
 
 

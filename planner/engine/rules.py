@@ -5,7 +5,7 @@ as one PlannerError (require_runs)."""
 from __future__ import annotations
 
 from planner.engine.architectures import model_file_problems
-from planner.engine.moe_rules import overlap_recompute_problems, overlap_structure_problems
+from planner.engine.moe_rules import deepep_plan_problems, overlap_recompute_problems, overlap_structure_problems
 from planner.engine.offload_rules import offload_recompute_problems, offload_structure_problems
 from planner.engine.pipeline_rules import p2p_problems, split_problems
 from planner.engine.profile import Engine
@@ -68,7 +68,7 @@ def structure_problems(engine: Engine, model: ModelSpec, plan: Plan) -> list[Rej
     dimensions, schedules, layer, vocabulary and kv-head splits (the search checks them once per structure)."""
     r, p, name = engine.rules, plan, engine.name
     out = _dimension_problems(engine, plan) + overlap_structure_problems(engine, plan) + p2p_problems(engine, plan)
-    out += offload_structure_problems(engine, plan)
+    out += offload_structure_problems(engine, plan) + deepep_plan_problems(engine, plan)
     out += schedule_problems(engine, p.schedule) + split_problems(engine, model, p)
     out += model_file_problems(name, r.model_files, model, p)
     if r.vocab_divisible_by_tp and model.vocab_size % p.tp:
