@@ -164,7 +164,8 @@ def test_a_run_may_ask_megatron_for_megatron_fsdp_on_a_dense_model():
     assert fsdp.zero_stage(plan).mechanism.startswith("Megatron-FSDP") and e.zero_stage(plan).mechanism.startswith(
         "torch FSDP2"
     )  # fmt: skip
-    assert "megatron: zero 3 with tied embeddings" in reasons(engine_problems(e, tied, plan))
+    (refused,) = [r for r in engine_problems(e, tied, plan) if r.reason == "megatron: zero 3 with tied embeddings"]
+    assert refused.detail.endswith("or --megatron-fsdp (Megatron-FSDP, which runs them tied)")
     assert not engine_problems(fsdp, tied, plan)
     pao = fsdp.configured(precision_aware_optimizer=True, optimizer_moment_dtype="bf16")
     assert not plan_problems(tied, plan, pao, 8)
@@ -176,6 +177,11 @@ def test_a_run_may_ask_megatron_for_megatron_fsdp_on_a_dense_model():
     assert changing_nothing(model("llama3-8b"), zero1, fsdp) == [
         "--megatron-fsdp with zero 1: Megatron-FSDP is priced as zero 3; it changes nothing here"
     ]
+    moe = Plan(dp=8, ep=8, zero=3, global_batch=8)
+    assert changing_nothing(model("mixtral-8x7b"), moe, fsdp) == [
+        "--megatron-fsdp with ep=8: zero 3 with experts runs as Megatron-FSDP; it changes nothing"
+    ]
+    assert not changing_nothing(model("llama3-8b"), plan, fsdp)
 
 
 def test_megatron_fsdp2_reduces_every_micro_batch_into_sharded_gradients():

@@ -1437,7 +1437,9 @@ def test_megatron_fsdp_sharding_strategy_is_its_zero_stage(strategy, zero):
     # runs were read as ZeRO 1 (audit)
     custom = {"use_custom_fsdp": "True", "use_distributed_optimizer": "True"}
     custom |= {"data_parallel_sharding_strategy": strategy} if strategy else {}
-    assert read_log(_dump_with(custom), source="custom").plan["zero"] == (zero if strategy else 0)
+    old = read_log(_dump_with(custom), source="custom")
+    assert old.plan["zero"] == (zero if strategy else 0)
+    assert old.software.get("megatron_fsdp") is (True if strategy == "optim_grads_params" else None)
 
 
 @pytest.mark.parametrize(
@@ -1913,7 +1915,7 @@ def test_the_same_iteration_printed_days_later_is_another_run_not_a_rank():
     text = (LOGS / "megatron_pr3067_two_runs_iter100.log").read_text()
     r = read_log(text, source="two runs")
     note = next(a for a in r.assumed if a.startswith("the iteration numbers go back"))
-    assert "line 2 (iteration 100, then 100, printed 11.1 days after iteration 100's line)" in note, note
+    assert "line 2 (iteration 100, then 100, printed 11.1 d after iteration 100's line)" in note, note
     assert not any("several lines per step" in a for a in r.assumed), r.assumed
     assert r.steps_left_out == {"warm-up": 1} and r.measured["step_s"] == pytest.approx(3.3005)
     first = text.splitlines(keepends=True)[0]
@@ -1945,6 +1947,22 @@ def test_every_ranks_lines_without_a_prefix_are_no_restart(layout):
                          source="restarted", gpus=1)  # fmt: skip
     assert any(a.startswith("the iteration numbers go back at line 13 (iteration 12, then 6)") for a in
                restarted.assumed), restarted.assumed  # fmt: skip
+
+
+def test_runs_appended_at_another_speed_are_not_pooled():
+    """A restart at another speed (one line per step, ranks alike): the runs' steady steps were pooled into a
+    median neither run had. Where their medians are further apart than a steady run varies (LEVEL_RATIO), the last
+    run's steps are used and the others' left out; runs that agree stay pooled."""
+    first = [_titan_line(i, 2.0 * i, 86 if i == 1 else 10_000) for i in range(1, 13)]
+    again = [_titan_line(i, 30.0 + 2.0 * i, 86 if i == 1 else 6_000) for i in range(1, 13)]
+    r = read_log("".join(first + again), source="two speeds", gpus=1)
+    assert r.measured["tokens_per_s_per_gpu"] == 6_000 and r.steps_left_out["an earlier run at another speed"] == 9
+    note = next(a for a in r.assumed if a.startswith("the runs appended to the log step at"))
+    assert "10,000 tokens/s per GPU, 6,000 tokens/s per GPU (medians)" in note, note
+    same = [_titan_line(i, 30.0 + 2.0 * i, 86 if i == 1 else 9_800) for i in range(1, 13)]
+    assert read_log("".join(first).replace("19:46:24", "19:46:64"), source="second 64", gpus=1).steps_used == 9
+    pooled = read_log("".join(first + same), source="agree", gpus=1)
+    assert pooled.steps_used == 18 and not any(a.startswith("the runs appended") for a in pooled.assumed)
 
 
 def test_two_slow_steps_at_the_end_of_a_steady_log_are_no_new_level():

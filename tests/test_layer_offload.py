@@ -129,12 +129,13 @@ def test_the_flag_the_plan_file_and_the_megatron_file(tmp_path):
         read_plan_file(str(bad))
 
 
-def _offload_log(layers: str) -> str:
-    """A Megatron-LM log (synthetic): an argument dump offloading `layers` layers, then seven iteration lines."""
+def _offload_log(layers: str, activations: str = "True") -> str:
+    """A Megatron-LM log (synthetic): an argument dump offloading `layers` layers (their activations, or with
+    `activations` False their weights alone), then seven iteration lines."""
     dump = {"tensor_model_parallel_size": "1", "pipeline_model_parallel_size": "1", "data_parallel_size": "8",
             "world_size": "8", "micro_batch_size": "1", "global_batch_size": "8", "seq_length": "8192",
             "bf16": "True", "cpu_offloading": "True" if layers != "0" else "False",
-            "cpu_offloading_num_layers": layers}  # fmt: skip
+            "cpu_offloading_num_layers": layers, "cpu_offloading_activations": activations}  # fmt: skip
     lines = ["------------------------ arguments ------------------------"]
     lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(dump.items())]
     lines.append("-------------------- end of arguments ---------------------")
@@ -146,6 +147,8 @@ def _offload_log(layers: str) -> str:
 def test_ingest_reads_the_layers_a_megatron_dump_offloads():
     assert read_log(_offload_log("20"), source="offload").software.get("offload_layers") == 20
     assert "offload_layers" not in read_log(_offload_log("0"), source="none").software
+    weights = read_log(_offload_log("20", activations="False"), source="weights").software  # no activation moves
+    assert "offload_layers" not in weights
 
 
 def test_search_holds_the_offload_rules_that_depend_on_the_plan():

@@ -28,9 +28,12 @@ def changing_nothing(spec: ModelSpec, plan: Plan, eng: Engine) -> list[str]:
 
 def _megatron_fsdp_idle(plan: Plan, eng: Engine) -> list[str]:
     """--megatron-fsdp where the plan's ZeRO stage is not 3: the planner prices Megatron-FSDP as zero 3
-    (optim_grads_params), its one sharding that zero 1 and 2 do not already price (the distributed optimizer)."""
-    if not eng.comm.megatron_fsdp or plan.zero == 3:
+    (optim_grads_params), its one sharding that zero 1 and 2 do not already price (the distributed optimizer); and
+    with ep > 1, where zero 3 runs as Megatron-FSDP without it."""
+    if not eng.comm.megatron_fsdp or (plan.zero == 3 and plan.ep == 1):
         return []
+    if plan.zero == 3:
+        return [f"--megatron-fsdp with ep={plan.ep}: zero 3 with experts runs as Megatron-FSDP; it changes nothing"]
     return [f"--megatron-fsdp with zero {plan.zero}: Megatron-FSDP is priced as zero 3; it changes nothing here"]
 
 

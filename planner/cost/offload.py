@@ -6,7 +6,9 @@ fine_grained_activation_offloading.md): the offloaded share of the offload group
 host memory by async D2H on a side stream during the forward and comes back by H2D before the backward; a transfer
 hides behind the compute it runs beside, and only its excess shows (the "host" row of the exposed communication).
 Layer-wise CPU offload (--cpu-offloading-num-layers, Transformer Engine's cpu_offload.py) moves all that its first
-N layers keep the same way.
+N layers keep the same way: layer i's offload may run until the forward of layer L - N + i and its reload from the
+backward of layer L - 1 - N + i (OffloadSynchronizer._default_offload_sync_init @00382b96), one stream each way, so
+the N layers' trips hide behind the pass unless they take longer than it.
 
 Optimizer offload (--optimizer-cpu-offload --optimizer-offload-fraction, optimizer/cpu_offloading/README.md):
 Megatron's HybridDeviceOptimizer steps the GPU share and the CPU share at once; the CPU share's gradients go down

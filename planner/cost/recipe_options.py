@@ -167,13 +167,15 @@ def held_activations(
 ) -> tuple[float, float]:
     """(bytes the rank's layers keep on the GPU per micro-batch, the working set) with activation offload and the
     CUDA graph pool: offload moves `moved` of what the layers keep (offloaded_bytes), plus OFFLOAD_LAYERS_IN_FLIGHT
-    layers' moved share of one micro-batch in transit (never more than it moves: offload never raises GPU memory);
-    the moved layers are the rank's `layers`, or the first `memory.offload_layers` the layer-wise offload moves
-    whole. The graph pool adds CUDA_GRAPH_POOL_FRACTION of the activations held."""
-    if moved:
-        over = engine.memory.offload_layers or layers
-        work += moved * min(OFFLOAD_LAYERS_IN_FLIGHT / max(over, 1), in_flight)
-        keep -= moved
+    layers' moved share of one micro-batch in transit (never more than it moves: offload never raises GPU memory).
+    The layer-wise offload (memory.offload_layers) has none in transit at its peak: Transformer Engine finishes
+    layer i's offload before the forward of layer L - N + i and starts its reload at the backward of layer
+    L - 1 - N + i, so that the saved activations peak at (L - N) layers' (transformer_engine/pytorch/cpu_offload.py
+    OffloadSynchronizer._default_offload_sync_init @00382b96). The graph pool adds CUDA_GRAPH_POOL_FRACTION of the
+    activations held."""
+    if moved and not engine.memory.offload_layers:
+        work += moved * min(OFFLOAD_LAYERS_IN_FLIGHT / max(layers, 1), in_flight)
+    keep -= moved
     if engine.kernels.cuda_graphs:
         work += CUDA_GRAPH_POOL_FRACTION * keep * in_flight
     return keep, work

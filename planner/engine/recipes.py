@@ -220,6 +220,20 @@ def _module_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> lis
     return out
 
 
+def megatron_fsdp_hint(engine: Engine, zero: int, what: str) -> str:
+    """'; or --megatron-fsdp (Megatron-FSDP, `what`)' where the engine runs this stage as Megatron-FSDP when a run
+    asks for it and this run does not (rules.zero.N.with_ep, comm.megatron_fsdp), else ''."""
+    stage = engine.rules.zero.get(zero)
+    if (
+        engine.comm.megatron_fsdp
+        or stage is None
+        or stage.with_ep is None
+        or "megatron_fsdp" not in engine.rules.switches
+    ):
+        return ""
+    return f"; or --megatron-fsdp ({stage.with_ep.mechanism.split(' (')[0]}, {what})"
+
+
 def zero_recipe_problems(engine: Engine, plan: Plan, zero: int, stage: ZeroStage) -> list[Rejected]:
     """The precision-aware optimizer runs with Megatron's distributed optimizer only (optimizer/__init__.py
     l.1057-1060), zero 1 here or a stage that runs on it (ZeroStage.distributed_optimizer: Megatron-FSDP), and so do
@@ -233,7 +247,7 @@ def zero_recipe_problems(engine: Engine, plan: Plan, zero: int, stage: ZeroStage
     if m.precision_aware_optimizer and not stage.distributed_optimizer:
         detail = (
             f"precision_aware_optimizer needs the distributed optimizer (zero 1) in {name}, not zero={zero}; "
-            "give --zero 1" + (" (or ep > 1, where zero 3 is Megatron-FSDP, which runs on it)" if zero == 3 else "")
+            f"give --zero 1{megatron_fsdp_hint(engine, zero, 'which runs on it')}"
         )
         out.append(Rejected(f"{name}: precision-aware optimizer without zero 1", detail))
     if m.optimizer_offload and stage.distributed_optimizer:  # Megatron-FSDP's own buffers hold the main weights

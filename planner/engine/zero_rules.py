@@ -4,7 +4,7 @@ other parallel dimensions the plan uses (its mechanism's `excludes`, engine/zero
 from __future__ import annotations
 
 from planner.engine.profile import Engine
-from planner.engine.recipes import zero_recipe_problems
+from planner.engine.recipes import megatron_fsdp_hint, zero_recipe_problems
 from planner.engine.zero import ZeroStage
 from planner.plan import Plan, Rejected
 from planner.specs import ModelSpec
@@ -39,12 +39,13 @@ def zero_problems(
         ]
     # a variant (Megatron-FSDP for ep or asked for, DeepSpeed's bf16) has its own rules
     impl = impl.running(p.precision, ep=p.ep, megatron_fsdp=engine.comm.megatron_fsdp)
+    other = megatron_fsdp_hint(engine, z, "which runs them tied")
     out: list[Rejected] = []
     if impl.untied_embeddings and model is not None and model.tied_embeddings:
         out.append(
             Rejected(
                 f"{name}: zero {z} with tied embeddings",
-                f"zero={z} ({impl.mechanism}) needs untied embeddings in {name}; {model.name} ties them",
+                f"zero={z} ({impl.mechanism}) needs untied embeddings in {name}; {model.name} ties them{other}",
             )
         )
     if p.precision in impl.excludes_precisions:

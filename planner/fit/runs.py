@@ -5,7 +5,8 @@ and `planner calibrate`.
 A run's `software` block names its training stack: `engine` (a profile in engine_profiles/, null = the default
 engine) and the per-run settings the engine version ran with (engine/settings.py SETTINGS, each documented in the
 engine block it sets: `attention`, `tp_overlap`, `p2p_overlap`, `compile`, `grad_dtype`, `rmsnorm`, `master_copy`,
-`compiled_loss`, `zero3_gather`, `fsdp_edge_groups`, the MoE settings and the recipe options); a null field keeps
+`compiled_loss`, `zero3_gather`, `megatron_fsdp`, `fsdp_edge_groups`, the MoE settings and the recipe options,
+`offload_layers` among them); a null field keeps
 the engine's default. An unknown engine or value is an error for the whole file (exit 2), not a skipped run: it is
 a typo in the file, not a plan the engine refuses; an engine given for every run (`validate --engine`) that cannot
 take a run's settings skips that run.

@@ -76,3 +76,23 @@ def _said(first: Step, time: float) -> str:
     unit = "tokens/s per GPU" if first.tokens_per_s_per_gpu else "samples/s" if first.samples_per_s else "batches/s"
     rate = 1.0 / time
     return f"{rate:,.0f} {unit}" if rate >= 100 else f"{rate:.4g} {unit}"
+
+
+def latest_run(used: list[Step]) -> tuple[list[Step], str | None]:
+    """The last run's steps where the runs appended to one log step at medians LEVEL_RATIO apart (two
+    configurations pasted into one block, a restart on other nodes): pooled, their median is a time neither run
+    had. All of them and None where one run has steps, or the runs agree."""
+    runs = sorted({s.run for s in used})
+    timed = {r: [t for s in used if s.run == r and (t := _time(s)) is not None] for r in runs}
+    if len(runs) < 2 or not all(timed.values()):
+        return used, None
+    medians = {r: statistics.median(times) for r, times in timed.items()}
+    if max(medians.values()) / min(medians.values()) < LEVEL_RATIO:
+        return used, None
+    last = [s for s in used if s.run == runs[-1]]
+    levels = ", ".join(_said(next(s for s in used if s.run == r), m) for r, m in medians.items())
+    note = (
+        f"the runs appended to the log step at {levels} (medians), further apart than a steady run varies: the "
+        "last run's steps are used, the others' left out"
+    )
+    return last, note

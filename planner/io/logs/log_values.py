@@ -33,10 +33,14 @@ def number(text: str, *, field: str | None = None, line: int | None = None) -> f
 
 def timestamp_s(line: str) -> float | None:
     """The first date-time in the line ("2025-06-16 22:30:50,322", "20251202 06:56:28"), as seconds since the epoch
-    (UTC assumed)."""
+    (UTC assumed); None where there is none, or its fields name no time (second 64: a hand-edited line), which
+    stopped ingest with a traceback."""
     m = TIMESTAMP.search(line)
     if not m:
         return None
     y, mo, d, h, mi, s = (int(g) for g in (m[1], m[3], m[4], m[5], m[6], m[7]))
     frac = float("0." + m[8]) if m[8] else 0.0
-    return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp() + frac
+    try:
+        return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp() + frac
+    except ValueError:
+        return None

@@ -63,9 +63,12 @@ def software(a: Args) -> dict[str, Any]:
 def _megatron_fsdp(a: Args) -> bool | None:
     """Megatron-FSDP sharding weights, gradients and optimizer (--use-megatron-fsdp, whose default strategy is
     optim_grads_params; arguments.py l.3190): the zero 3 the planner prices as it (comm.megatron_fsdp). Its other
-    strategies are the zero 0-2 the distributed optimizer prices."""
-    strategy = str(a.get("data_parallel_sharding_strategy") or "optim_grads_params")
-    return True if a.get("use_megatron_fsdp") and strategy == "optim_grads_params" else None
+    strategies are the zero 0-2 the distributed optimizer prices. --use-custom-fsdp is its name in core 0.11-0.13,
+    whose default strategy was no_shard (megatron_args._zero)."""
+    custom = a.get("use_custom_fsdp") and not a.get("use_megatron_fsdp")  # its name in core 0.11-0.13: no_shard
+    strategy = str(a.get("data_parallel_sharding_strategy") or ("no_shard" if custom else "optim_grads_params"))
+    used = a.get("use_megatron_fsdp") or a.get("use_custom_fsdp")
+    return True if used and strategy == "optim_grads_params" else None
 
 
 def _grad_dtype(a: Args) -> str | None:
@@ -110,7 +113,8 @@ def _offload_software(a: Args) -> dict[str, Any]:
         activations = 1.0
     modules = _listed(a.get("offload_modules")) if fine_grained and a.get("offload_modules") else None
     # arguments.py l.1950-1951: above 0 it turns cpu_offloading on; a Bridge config states both (model.*)
-    layers = a.get("cpu_offloading_num_layers") if a.get("cpu_offloading") is not False else None
+    moves = a.get("cpu_offloading") is not False and a.get("cpu_offloading_activations") is not False  # not weights
+    layers = a.get("cpu_offloading_num_layers") if moves else None
     layers = layers if isinstance(layers, int) and not isinstance(layers, bool) else None
     return {
         "optimizer_offload": float(optimizer) if optimizer else None,

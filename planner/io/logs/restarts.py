@@ -41,7 +41,8 @@ def split_restarts(steps: list[Step]) -> tuple[list[Step], str | None]:
     went_back = [_went_back(ordered[backs[i]], ordered[i]) for i in sorted(backs)]
     return out, (
         f"the iteration numbers go back at {', '.join(went_back)}: a job restarted into the log without a line "
-        "showing its start (or another run's lines appended); each is read as a run of its own, its warm-up left out"
+        "showing its start (or another run's lines appended); each is read as a run of its own, its warm-up left out, "
+        "and their steady steps pooled"
     )
 
 
@@ -52,7 +53,7 @@ def _went_back(before: Step, now: Step) -> str:
 
 
 def _duration(seconds: float) -> str:
-    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
         if seconds >= size:
             return f"{seconds / size:.3g} {unit}"
     return f"{seconds:.3g} s"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from planner.io.logs.level_shift import latest_level
+from planner.io.logs.level_shift import latest_level, latest_run
 from planner.io.logs.log_text import LogFacts, Selection, mark_events, median, merge_ranks, steady, timestamp_step_s
 from planner.io.logs.restarts import split_restarts
 
@@ -18,6 +18,7 @@ STAMP_RATE_TOLERANCE = 0.1
 # 126995.3), a median of two lines one more.
 LOGGED_DIGITS = 8
 BEFORE_CHANGE = "before a change in step time"  # steps_left_out: the level the log left (io/logs/level_shift.py)
+ANOTHER_RUN = "an earlier run at another speed"  # steps_left_out: runs before the last, at another level
 
 
 def derive_step_s(sel: Selection, facts: LogFacts, plan: dict[str, Any], gpus: int | None) -> tuple[Any, str]:
@@ -131,6 +132,10 @@ def steady_steps(facts: LogFacts, warmup: int, global_batch: int | None) -> tupl
     if changed:
         sel = replace(sel, used=later, left_out=sel.left_out | {BEFORE_CHANGE: len(sel.used) - len(later)})
         notes.append(changed)
+    final, apart = latest_run(sel.used)
+    if apart:
+        sel = replace(sel, used=final, left_out=sel.left_out | {ANOTHER_RUN: len(sel.used) - len(final)})
+        notes.append(apart)
     notes += _warmup_basis(sel, warmup, shown, facts.printed_from)
     if sel.left_out.get("ramp-up"):
         notes.append(
