@@ -689,6 +689,9 @@ def test_a_configuration_or_progress_bar_without_steps_is_refused_by_name():
     with pytest.raises(PlannerError, match=r"a DeepSpeed engine configuration and no step line after it \(expected "
                        r"DeepSpeed 'SamplesPerSec="):  # fmt: skip
         read_log(config, source="ds2899")
+    light = (LOGS / "deepspeed_cifar10_tutorial.log").read_text().split("SamplesPerSec")[0].rsplit("\n", 1)[0]
+    with pytest.raises(PlannerError, match="a DeepSpeed engine configuration and no step line after it"):
+        read_log(light + "\n", source="light")  # the engine's older name, DeepSpeedLight
     bar = (LOGS / "nemo1_launcher55_progress_bar.log").read_text()
     with pytest.raises(PlannerError, match=r"progress bar \('795/77225 \[9:07:58<878:01:48, 41.36s/it'\).*average "
                        "since the epoch's start"):  # fmt: skip

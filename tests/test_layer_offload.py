@@ -164,3 +164,20 @@ def test_search_holds_the_offload_rules_that_depend_on_the_plan():
     with pytest.raises(PlannerError, match="no plan is valid, most often: expert offload inside moe recompute"):
         search("qwen3-30b-a3b", gpus=16, engine="megatron", global_batch=64, seq_len=4096, recompute="selective",
                activation_offload=0.5, offload_modules="expert_fc1", recompute_modules="moe")  # fmt: skip
+
+
+def test_the_first_layers_are_taken_in_model_order():
+    """Llama 4 Maverick alternates dense and MoE layers: the first six layers moved are three of each, not the six
+    of whichever kind appears first (the kinds were laid out in the order they first appear, audit)."""
+    from planner.cost.memory import activation_pieces
+    from planner.layers import layer_kinds
+
+    maverick = load_model("llama4-maverick")
+    plan = Plan(dp=64, ep=8, zero=1, global_batch=64, seq_len=8192, recompute="none")
+    pieces = activation_pieces(maverick, plan, MEGATRON)
+    kinds = layer_kinds(maverick)[:6]
+    assert len(set(kinds)) > 1 and pieces[kinds[0]][0] != pieces[kinds[1]][0]
+    bare = memory_report(maverick, GB200, plan, MEGATRON).peak.breakdown.activations_bytes
+    offloaded = memory_report(maverick, GB200, plan, MEGATRON.configured(offload_layers=6))
+    moved = bare - offloaded.peak.breakdown.activations_bytes
+    assert moved == pytest.approx(sum(pieces[k][0] for k in kinds), rel=1e-9)

@@ -30,7 +30,7 @@ from planner.cost.states import StateBytes, sharded_states, state_bytes_per_para
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
-from planner.layers import LayerKind
+from planner.layers import LayerKind, layer_kinds
 from planner.plan import Plan
 from planner.precision import TENSORWISE_FP8, activation_bytes
 from planner.specs import ModelSpec
@@ -241,27 +241,27 @@ def mix_pieces(
     *,
     chunk_sizes: tuple[int, ...] = (),
     share: float = 0.0,
-    offload_layers: int = 0,
+    offloaded: Mix = (),
 ) -> tuple[float, float, float]:
     """A rank's (kept bytes of all its layers per micro-batch, the largest working set of its kinds, the kept bytes
     activation offload moves: at `share` over the rank's model chunks of `chunk_sizes` layers
-    (recipe_options.offloaded_bytes), or all its first `offload_layers` layers keep (layer-wise CPU offload))."""
+    (recipe_options.offloaded_bytes), or all that the `offloaded` layers keep (layer-wise CPU offload:
+    first_layers))."""
     keep, work = 0.0, 0.0
     for kind, n in mix:
         k, w, _g = pieces[kind]
         keep, work = keep + k * n, max(work, w)
     moved = offloaded_bytes(((pieces[kind][2], n) for kind, n in mix), chunk_sizes, share) if share else 0.0
-    return keep, work, moved + first_layers_bytes(mix, pieces, offload_layers)
+    return keep, work, moved + sum(pieces[kind][0] * n for kind, n in offloaded)
 
 
-def first_layers_bytes(mix: Mix, pieces: dict[LayerKind, Pieces], layers: int) -> float:
-    """The bytes the rank's first `layers` layers keep per micro-batch, its kinds in the order they first appear
-    (exact for a uniform stack, as offloaded_bytes lays kinds out)."""
-    out, left = 0.0, layers
-    for kind, n in mix:
-        take = min(n, left)
-        out, left = out + pieces[kind][0] * take, left - take
-    return out
+def first_layers(model: ModelSpec, engine: Engine) -> Mix:
+    """The kinds of the model's first memory.offload_layers layers, in model order (the layer-wise CPU offload runs
+    with pp 1: the one rank holds them all), as (kind, how many)."""
+    if not engine.memory.offload_layers:
+        return ()
+    first = layer_kinds(model)[: engine.memory.offload_layers]
+    return tuple((kind, first.count(kind)) for kind in dict.fromkeys(first))
 
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
@@ -422,7 +422,7 @@ def _stage_memory(
     sizes = layout.chunk_sizes(rank)
     offload = engine.memory
     keep, work, moved = mix_pieces(
-        mix, pieces, chunk_sizes=sizes, share=offload.activation_offload, offload_layers=offload.offload_layers
+        mix, pieces, chunk_sizes=sizes, share=offload.activation_offload, offloaded=first_layers(model, engine)
     )
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)

@@ -19,7 +19,7 @@ the step takes the longer of the GPU share's update and the CPU share's max(tran
 from __future__ import annotations
 
 from planner.cost.compute import StageCompute
-from planner.cost.memory import activation_pieces, mix_pieces
+from planner.cost.memory import activation_pieces, first_layers, mix_pieces
 from planner.cost.recipe_options import CPU_ADAM_BYTES_PER_PARAM, HOST_OPTIMIZER_BYTES_PER_S
 from planner.cost.stages import plan_layout
 from planner.engine import Engine
@@ -39,7 +39,7 @@ def activation_offload_s(
     sizes = plan_layout(model, plan, engine).chunk_sizes(stage)
     pieces = activation_pieces(model, plan, engine)
     _keep, _work, moved = mix_pieces(
-        compute.mix, pieces, chunk_sizes=sizes, share=m.activation_offload, offload_layers=m.offload_layers
+        compute.mix, pieces, chunk_sizes=sizes, share=m.activation_offload, offloaded=first_layers(model, engine)
     )
     one_way = moved / bw
     exposed = max(0.0, one_way - compute.forward_s) + max(0.0, one_way - compute.backward_s - compute.recompute_s)

@@ -16,6 +16,7 @@ from planner.cost.memory import (
     StateTerms,
     activation_pieces,
     alive_share,
+    first_layers,
     layers_work_bytes,
     logits_bytes,
     loss_apart,
@@ -262,13 +263,13 @@ class PeakMemory:
         best, best_rank = -1.0, 0
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
         engine = self.engine
-        share, offload_layers = engine.memory.activation_offload, engine.memory.offload_layers
+        share, offloaded = engine.memory.activation_offload, first_layers(self.model, engine)
         for load, state in zip(loads, states):
             mix, sizes = load.shape.mix, load.shape.chunk_sizes
             rank_pieces = mixed.get((pid, id(mix), sizes))
             if rank_pieces is None:
                 rank_pieces = mixed[(pid, id(mix), sizes)] = mix_pieces(
-                    mix, pieces, chunk_sizes=sizes, share=share, offload_layers=offload_layers
+                    mix, pieces, chunk_sizes=sizes, share=share, offloaded=offloaded
                 )
             layers = sum(n for _k, n in mix)
             for moment, pipeline, weights_share, grads_share in load.moments:

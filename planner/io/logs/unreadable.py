@@ -9,8 +9,9 @@ from collections.abc import Mapping
 
 from planner.io.logs.megatron_log import ARGS_START
 
-# deepspeed/runtime/engine.py _configure ... DeepSpeedConfig.print: "DeepSpeedEngine configuration:" then the fields
-DEEPSPEED_CONFIG = re.compile(r"DeepSpeedEngine configuration:")
+# DeepSpeedConfig.print (deepspeed/runtime/config.py): "DeepSpeedEngine configuration:" then the fields;
+# "DeepSpeedLight configuration:" before the engine was renamed (tests/data/logs/deepspeed_cifar10_tutorial.log)
+DEEPSPEED_CONFIG = re.compile(r"DeepSpeed(?:Engine|Light) configuration:")
 # tqdm's meter "795/77225 [9:07:58<878:01:48, 41.36s/it" (tqdm/std.py format_meter). Lightning draws its training bar
 # with smoothing=0 (lightning/pytorch/callbacks/progress/tqdm_progress.py init_train_tqdm): the rate is the elapsed
 # time over the steps since the epoch's start, its warm-up, validation and checkpoints included.
