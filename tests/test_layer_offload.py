@@ -181,3 +181,22 @@ def test_the_first_layers_are_taken_in_model_order():
     offloaded = memory_report(maverick, GB200, plan, MEGATRON.configured(offload_layers=6))
     moved = bare - offloaded.peak.breakdown.activations_bytes
     assert moved == pytest.approx(sum(pieces[k][0] for k in kinds), rel=1e-9)
+
+
+def test_a_search_that_fits_nothing_names_the_fewest_layers_to_offload():
+    """The closest misses try the engine's CPU offload where the plan can run it (pp 1, no recompute): the fewest
+    layers that make it fit, by bisection, the one fewer not fitting."""
+    from planner.api import search
+
+    found = search("llama3-70b", gpus=64, hardware="gb200-nvl72", engine="megatron", tp=1, pp=1, cp=1, zero=3,
+                   micro_batch=1, global_batch=256, seq_len=8192, recompute="none")  # fmt: skip
+    assert not found.plans
+    (miss,) = found.closest_misses
+    (offload,) = [v for v in miss.variants if v.change.startswith("--offload-layers ")]
+    n = int(offload.change.split()[-1])
+    assert offload.fits and 1 < n < 80
+    fits = [memory_report(LLAMA70, GB200, RECIPE, MEGATRON.configured(offload_layers=k)).fits for k in (n - 1, n)]
+    assert fits == [False, True]
+    torchtitan = search("llama3-70b", gpus=64, hardware="gb200-nvl72", engine="torchtitan", tp=1, pp=1, cp=1, zero=3,
+                        micro_batch=1, global_batch=256, seq_len=8192, recompute="none")  # fmt: skip
+    assert not any(v.change.startswith("--offload-layers") for m in torchtitan.closest_misses for v in m.variants)

@@ -1,5 +1,6 @@
 """When nothing fits: the plans that came closest, and what would make each fit (a higher ZeRO stage the
-engine runs, full recompute, a smaller micro-batch, more GPUs), each re-evaluated by the memory screen."""
+engine runs, full recompute, a smaller micro-batch, the fewest layers the engine's CPU offload must move, more
+GPUs), each re-evaluated by the memory screen."""
 
 from __future__ import annotations
 
@@ -90,7 +91,35 @@ def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
     if shown != p and all(q != shown for _what, q in tries):
         tries.append((shown_text, shown))
     variants = [v for v in (trial.variant(what, q) for what, q in tries) if v is not None]
-    return variants, _Saver(saver_text, saver)
+    offload = _offload_variant(trial, p)
+    return variants + ([offload] if offload else []), _Saver(saver_text, saver)
+
+
+def _offload_variant(trial: _Trial, p: Plan) -> Variant | None:
+    """The fewest layers whose activations the engine's layer-wise CPU offload (--offload-layers: Megatron's
+    --cpu-offloading-num-layers) must move for `p` to fit, where the engine offers it and `p` can run it (pp 1, no
+    recompute: engine/offload_rules.py), found by bisection over 1..L-1 (more layers never hold more); None where
+    even L-1 do not, or it cannot run."""
+    engine, layers = trial.coster.engine, trial.model.num_layers
+    if "offload_layers" not in engine.rules.options or engine.memory.offload_layers or layers < 2:
+        return None
+
+    def tried(n: int) -> Variant | None:
+        coster = Coster(trial.model, trial.coster.hw, engine.configured(offload_layers=n))
+        return _Trial(trial.model, coster).variant(f"--offload-layers {n}", p)
+
+    last = tried(layers - 1)
+    if last is None or not last.fits:
+        return None
+    lo, hi, best = 1, layers - 1, last  # the least n that fits lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = tried(mid)
+        if v is not None and v.fits:
+            hi, best = mid, v
+        else:
+            lo = mid + 1
+    return best
 
 
 def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: _Saver) -> Variant | None:
