@@ -139,6 +139,29 @@ def test_does_not_fit_is_reported_not_refused():
     assert json.loads(out)["fits"] is False
 
 
+def test_a_plan_that_does_not_fit_says_what_would_make_it_fit():
+    """memory says what the search's closest misses try (a higher ZeRO stage, recompute, fewer sequences a
+    micro-batch, the engine's CPU offload, more GPUs), each re-evaluated: it only said "does not fit". The JSON
+    carries them as `would_fit`, absent where the plan fits."""
+    args = ("memory", "-m", "llama3-70b", "--hardware", "gb200-nvl72", "--gpus", "64", "--tp", "1", "--pp", "1",
+            "--zero", "3", "--micro-batch", "1", "--global-batch", "256", "--seq-len", "8192",
+            "--recompute", "none")  # fmt: skip
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    changes = {v["change"]: v for v in doc["would_fit"]}
+    assert doc["fits"] is False and changes["recompute full"]["fits"] and changes["recompute full"]["total_bytes"] < (
+        doc["capacity_bytes"]
+    )  # fmt: skip
+    offload = next(c for c in changes if c.startswith("--offload-layers "))
+    code, text, err = run(*args)
+    assert code == 0 and f"with {offload}: " in text and "with recompute full: 41.9 GiB" in " ".join(text.split())
+    code, out, err = run(*args, "--recompute", "full", "--json")
+    assert code == 0 and json.loads(out)["fits"] and "would_fit" not in json.loads(out), err
+    code, out, err = run("estimate", *args[1:], "--json")  # estimate says the same, beside its memory terms
+    assert code == 0 and json.loads(out)["would_fit"] == doc["would_fit"], err
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

@@ -34,7 +34,8 @@ from planner.specs import ModelSpec
 if TYPE_CHECKING:
     from planner.api.scaling import scale
     from planner.cost.estimate import Estimate
-    from planner.explore.results import SearchResult
+    from planner.cost.memory import MemoryReport
+    from planner.explore.results import Miss, SearchResult
     from planner.render.documents import EstimateDoc, MemoryDoc
     from planner.render.search_documents import SearchDoc
 
@@ -79,6 +80,13 @@ HardwareArg = str | HardwareProfile | None
 EngineArg = str | Engine | None
 
 
+def would_fit(r: Resolved, report: MemoryReport) -> Miss | None:
+    """What would make the resolved plan fit (explore/misses.py), or None where it fits."""
+    from planner.explore.misses import what_would_fit
+
+    return None if report.fits else what_would_fit(r.model, r.coster, r.plan, report.total_bytes)
+
+
 def memory(
     model: ModelArg = None,
     *,
@@ -92,7 +100,8 @@ def memory(
     from planner.render.documents import memory_doc
 
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
-    return memory_doc(r.model, r.hardware, r.plan, r.coster.memory(r.plan), r.engine, r.defaulted)
+    report = r.coster.memory(r.plan)
+    return memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, would_fit(r, report))
 
 
 def run_estimate(
@@ -152,7 +161,7 @@ def estimate(
         checkpoint_bandwidth=checkpoint_bandwidth,
         restart_minutes=restart_minutes,
     )
-    return estimate_doc(est, r.defaulted)
+    return estimate_doc(est, r.defaulted, would_fit(r, est.memory))
 
 
 def run_search(

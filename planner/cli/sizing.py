@@ -34,18 +34,22 @@ def memory(
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
     # --cluster names the GPU as estimate's does; a power cap changes no byte, and is taken so that an estimate's
     # or a search's command line runs here as it stands
+    from planner.api import would_fit
+
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     report = r.coster.memory(r.plan)
+    miss = would_fit(r, report)
     if as_json:
         from planner.render.documents import memory_doc
 
-        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine, defaulted=r.defaulted).as_json())
+        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, miss).as_json())
     else:
         from planner.render.breakdown import print_memory
 
         print_memory(
-            out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine, defaulted=r.defaulted
-        )
+            out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine, defaulted=r.defaulted,
+            miss=miss,
+        )  # fmt: skip
 
 
 @with_options(CATALOG, WHAT, POWER, PLAN_FIELDS, PLAN_FILE, ENGINE_SETTINGS, RUN, CLUSTER_FILE)
@@ -58,7 +62,7 @@ def estimate(
     as_json: JsonOpt = False,
 ) -> None:
     """Step time breakdown, throughput, MFU/HFU and the memory summary of one plan."""
-    from planner.api import run_estimate
+    from planner.api import run_estimate, would_fit
 
     if timeline:  # before any work, as search checks --plot: a drawing that cannot be written is said first
         from planner.render.plot import check_figure_path
@@ -66,6 +70,7 @@ def estimate(
         check_figure_path(timeline, "--timeline")  # its writability too
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     est = run_estimate(r, **run_options(opts))
+    miss = would_fit(r, est.memory)
     for said in failures_unpriced(opts, priced=est.checkpoint is not None):
         warnings.warn(said, stacklevel=1)
     if timeline:
@@ -75,12 +80,12 @@ def estimate(
     if as_json:
         from planner.render.documents import estimate_doc, with_cluster
 
-        emit_json(with_cluster(estimate_doc(est, defaulted=r.defaulted).as_json(), est.hardware))
+        emit_json(with_cluster(estimate_doc(est, r.defaulted, miss).as_json(), est.hardware))
     else:
         from planner.render.advice_lines import print_cluster
         from planner.render.breakdown import print_estimate
 
-        print_estimate(out, est, r.defaulted)
+        print_estimate(out, est, r.defaulted, miss)
         print_cluster(out, est.hardware)
         if timeline:
             out.print(f"timeline written to {escape(timeline)}")

@@ -59,6 +59,13 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
     return out
 
 
+def what_would_fit(model: ModelSpec, coster: Coster, plan: Plan, nbytes: float) -> Miss:
+    """One plan that does not fit (`planner memory`, `estimate`), with what would make it fit, as the search's
+    closest misses try it."""
+    (miss,) = closest_misses(model, coster, [Overshoot(plan, nbytes)], n=1)
+    return miss
+
+
 @dataclass(frozen=True)
 class _Saver:
     """Every memory saver at once: the highest ZeRO stage the engine runs, full recompute, micro-batch 1."""

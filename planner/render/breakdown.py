@@ -10,6 +10,7 @@ from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
 from planner.engine.settings import given_settings, said
+from planner.explore.results import Miss, Variant
 from planner.hardware import HardwareProfile
 from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
 from planner.render.console import escape
@@ -165,6 +166,7 @@ def print_memory(
     per_stage: bool,
     engine: Engine | None = None,
     defaulted: frozenset[str] = frozenset(),
+    miss: Miss | None = None,
 ) -> None:
     console.print(plan_line(model, hw, plan, engine, defaulted))
     console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
@@ -173,6 +175,14 @@ def print_memory(
     for note in report.notes:
         console.print(f"[dim]note: {escape(note)}[/]")
     console.print(fits_line(report))
+    for v in miss.variants if miss is not None else ():
+        console.print(variant_line(v))
+
+
+def variant_line(v: Variant) -> str:
+    """A change tried on a plan that does not fit (explore/misses.py), as memory and search's misses say it."""
+    verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
+    return f"      with {escape(v.change)}: {v.nbytes / 2**30:.1f} GiB — {verdict}"
 
 
 # ---- estimate --------------------------------------------------------------------------------------
@@ -186,12 +196,16 @@ def time_rows(t: Any) -> list[tuple[str, float]]:
     return [(name, s) for name, s in rows if s > 0 or name == "compute"]
 
 
-def print_estimate(console: Console, est: Any, defaulted: frozenset[str] = frozenset()) -> None:
+def print_estimate(
+    console: Console, est: Any, defaulted: frozenset[str] = frozenset(), miss: Miss | None = None
+) -> None:
     console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
     console.print(time_table(est.time))
     crossing_line(console, est.hardware, est.plan)
     for line in estimate_lines(est):
         console.print(line)
+    for v in miss.variants if miss is not None else ():
+        console.print(variant_line(v))
 
 
 def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:

@@ -24,6 +24,7 @@ from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
 from planner.engine.settings import given_settings
+from planner.explore.results import Miss
 from planner.hardware import HardwareProfile
 from planner.plan import DERIVABLE, Plan
 from planner.specs import ModelSpec
@@ -38,6 +39,7 @@ OPTIONAL = (
     "global_batch_default",
     "seq_len_default",
     "derived_degrees",
+    "would_fit",
 )
 
 
@@ -58,6 +60,22 @@ class StageDoc(Document):
     in_flight_microbatches: float
     total_bytes: int
     per_gpu_bytes: dict[str, int]
+
+
+class VariantDoc(Document):
+    """A change tried on a plan that does not fit, and its peak (explore/misses.py)."""
+
+    change: str
+    plan: dict[str, Any]
+    total_bytes: int
+    fits: bool
+
+
+def variant_docs(m: Miss) -> list[VariantDoc]:
+    return [
+        VariantDoc(change=v.change, plan=v.plan.document(m.engine), total_bytes=int(v.nbytes), fits=v.fits)
+        for v in m.variants
+    ]
 
 
 class MemoryDoc(Document):
@@ -81,6 +99,7 @@ class MemoryDoc(Document):
     stages: list[StageDoc]
     notes: list[str]
     settings: dict[str, Any] = {}  # the engine's per-run settings that differ from its profile: what was priced
+    would_fit: list[VariantDoc] | None = None  # where it does not fit: the changes tried, as the search's misses
 
 
 class StepDoc(Document):
@@ -164,9 +183,10 @@ def memory_doc(
     report: MemoryReport,
     engine: Engine,
     defaulted: frozenset[str] | None = None,
+    miss: Miss | None = None,
 ) -> MemoryDoc:
     """The memory document; `defaulted` (memory and estimate of one plan) says which of the global batch and the
-    sequence length the defaults gave."""
+    sequence length the defaults gave, `miss` what would make a plan that does not fit fit (api.would_fit)."""
     peak = report.peak
     return MemoryDoc(
         model=model.name,
@@ -196,6 +216,7 @@ def memory_doc(
         ],
         notes=list(report.notes),
         settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine, plan).items()},
+        would_fit=None if miss is None else variant_docs(miss),
     )
 
 
@@ -214,9 +235,10 @@ def rates(est: Estimate) -> dict[str, Any]:
     }
 
 
-def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None) -> EstimateDoc:
+def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None, miss: Miss | None = None) -> EstimateDoc:
+    """The estimate document; `miss` what would make a plan that does not fit fit (api.would_fit)."""
     t = est.time
-    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted)
+    mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted, miss)
     train = None
     if est.train:
         tr, ex, u = est.train, est.expected_train, est.uncertainty

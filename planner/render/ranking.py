@@ -11,7 +11,7 @@ from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
 from planner.explore.space import DEFAULT_MAX_CP_DENSE, LONG_SEQ, cp_left_out
-from planner.render.breakdown import batch_text
+from planner.render.breakdown import batch_text, variant_line
 from planner.render.console import escape, natural_width, print_hanging, print_unlimited, rich_console
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
@@ -249,8 +249,7 @@ def print_misses(console: Console, result: SearchResult) -> None:
             f"  {mi.plan.summary()} {mi.plan.schedule}{precision}: {_gib(mi.bytes)} needed, {_gib(mi.over_bytes)} over"
         )
         for v in mi.variants:
-            verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
-            console.print(f"      with {v.change}: {_gib(v.nbytes)} — {verdict}")
+            console.print(variant_line(v))
         if mi.gpus_needed is None:
             grow = "dp and ep" if result.model.moe is not None else "dp"
             console.print(f"      more GPUs ({grow} up to x16384) would not make it fit: {_remedy(result)}")

@@ -9,7 +9,17 @@ from pydantic import Field
 
 from planner.explore.results import Miss, Ranked, SearchResult
 from planner.launch.emit.refusal import engine_refusals
-from planner.render.documents import CheckpointDoc, Document, MemoryDoc, StepDoc, checkpoint_doc, memory_doc, rates
+from planner.render.documents import (
+    CheckpointDoc,
+    Document,
+    MemoryDoc,
+    StepDoc,
+    VariantDoc,
+    checkpoint_doc,
+    memory_doc,
+    rates,
+    variant_docs,
+)
 
 
 class RankedDoc(Document):
@@ -38,13 +48,6 @@ class RankedDoc(Document):
         doc = super().as_json()
         doc["memory"] = self.memory.as_json()  # as memory --json prints it: absent sections left out, not null
         return doc
-
-
-class VariantDoc(Document):
-    change: str
-    plan: dict[str, Any]
-    total_bytes: int
-    fits: bool
 
 
 class MissDoc(Document):
@@ -104,10 +107,7 @@ def miss_doc(m: Miss) -> MissDoc:
         plan=m.plan.document(m.engine),
         total_bytes=int(m.bytes),
         over_bytes=int(m.over_bytes),
-        variants=[
-            VariantDoc(change=v.change, plan=v.plan.document(m.engine), total_bytes=int(v.nbytes), fits=v.fits)
-            for v in m.variants
-        ],
+        variants=variant_docs(m),
         gpus_needed=m.gpus_needed,
     )
 
