@@ -200,3 +200,16 @@ def test_a_search_that_fits_nothing_names_the_fewest_layers_to_offload():
     torchtitan = search("llama3-70b", gpus=64, hardware="gb200-nvl72", engine="torchtitan", tp=1, pp=1, cp=1, zero=3,
                         micro_batch=1, global_batch=256, seq_len=8192, recompute="none")  # fmt: skip
     assert not any(v.change.startswith("--offload-layers") for m in torchtitan.closest_misses for v in m.variants)
+
+
+def test_ingest_reads_the_layers_a_bridge_config_offloads():
+    """Megatron-Bridge prints its ConfigContainer as YAML (model.cpu_offloading, model.cpu_offloading_num_layers):
+    the same setting, read from the model section; its dump of a run without offload states none."""
+    from pathlib import Path
+
+    log = (Path(__file__).parent / "data" / "logs" / "megatron_bridge_llama32_1b.log").read_text()
+    assert "offload_layers" not in read_log(log, source="bridge").software
+    offloading = log.replace("  cpu_offloading: false", "  cpu_offloading: true").replace(
+        "  cpu_offloading_num_layers: 0", "  cpu_offloading_num_layers: 4"
+    )  # fmt: skip
+    assert read_log(offloading, source="bridge").software["offload_layers"] == 4
