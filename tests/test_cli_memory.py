@@ -154,8 +154,14 @@ def test_a_plan_that_does_not_fit_says_what_would_make_it_fit():
         doc["capacity_bytes"]
     )  # fmt: skip
     offload = next(c for c in changes if c.startswith("--offload-layers "))
+    assert changes[offload]["settings"] == {"offload_layers": int(offload.split()[-1])}  # what makes it fit
+    assert changes["recompute full"]["settings"] == {}
     code, text, err = run(*args)
-    assert code == 0 and f"with {offload}: " in text and "with recompute full: 41.9 GiB" in " ".join(text.split())
+    assert code == 0 and f"with {offload}: " in text and "with recompute full: 41.94 GiB" in " ".join(text.split())
+    code, text, err = run(*args, "--hardware", "h100-hbm2e-500w")  # no host link stated: no offload to suggest
+    assert code == 0 and "does not fit" in text and "--offload-layers" not in text, err
+    code, text, err = run("memory", "-m", "llama3-405b", "--hardware", "cpu", "--gpus", "1", "--recompute", "full")
+    assert code == 0 and "nothing tried makes it fit, more GPUs neither" in " ".join(text.split()), err
     code, out, err = run(*args, "--recompute", "full", "--json")
     assert code == 0 and json.loads(out)["fits"] and "would_fit" not in json.loads(out), err
     code, out, err = run("estimate", *args[1:], "--json")  # estimate says the same, beside its memory terms

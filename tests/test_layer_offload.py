@@ -197,6 +197,10 @@ def test_a_search_that_fits_nothing_names_the_fewest_layers_to_offload():
     assert offload.fits and 1 < n < 80
     fits = [memory_report(LLAMA70, GB200, RECIPE, MEGATRON.configured(offload_layers=k)).fits for k in (n - 1, n)]
     assert fits == [False, True]
+    fewer = search("llama3-70b", gpus=64, hardware="gb200-nvl72", engine="megatron", tp=1, pp=1, cp=1, zero=3,
+                   micro_batch=1, global_batch=256, seq_len=8192, recompute="none", offload_layers=n - 1)  # fmt: skip
+    (again,) = [v for m in fewer.closest_misses for v in m.variants if v.change.startswith("--offload-layers")]
+    assert again.change == offload.change and again.settings == {"offload_layers": n}  # one more than it had
     torchtitan = search("llama3-70b", gpus=64, hardware="gb200-nvl72", engine="torchtitan", tp=1, pp=1, cp=1, zero=3,
                         micro_batch=1, global_batch=256, seq_len=8192, recompute="none")  # fmt: skip
     assert not any(v.change.startswith("--offload-layers") for m in torchtitan.closest_misses for v in m.variants)

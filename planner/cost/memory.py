@@ -9,6 +9,7 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -258,9 +259,13 @@ def mix_pieces(
 def first_layers(model: ModelSpec, engine: Engine) -> Mix:
     """The kinds of the model's first memory.offload_layers layers, in model order (the layer-wise CPU offload runs
     with pp 1: the one rank holds them all), as (kind, how many)."""
-    if not engine.memory.offload_layers:
-        return ()
-    first = layer_kinds(model)[: engine.memory.offload_layers]
+    return _first_kinds(model, engine.memory.offload_layers) if engine.memory.offload_layers else ()
+
+
+@functools.lru_cache(maxsize=64)
+def _first_kinds(model: ModelSpec, layers: int) -> Mix:
+    """first_layers, cached: the search asks it of every rank it screens."""
+    first = layer_kinds(model)[:layers]
     return tuple((kind, first.count(kind)) for kind in dict.fromkeys(first))
 
 

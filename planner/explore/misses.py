@@ -25,14 +25,17 @@ class _Trial:
     coster: Coster
 
     def runs(self, q: Plan) -> bool:
-        return not plan_problems(self.model, q, self.coster.engine)
+        """Whether the engine runs `q` on this GPU (a setting a variant adds may need what the GPU states: the
+        offload its host link)."""
+        return not plan_problems(self.model, q, self.coster.engine, None, self.coster.hw)
 
-    def variant(self, change: str, q: Plan) -> Variant | None:
-        """`q`'s peak memory, or None when the engine does not run it."""
+    def variant(self, change: str, q: Plan, settings: dict[str, object] | None = None) -> Variant | None:
+        """`q`'s peak memory, or None when the engine does not run it; `settings`: the engine settings the change
+        adds (the coster's engine has them)."""
         if not self.runs(q):
             return None
         nbytes, _ = self.coster.peak(q)
-        return Variant(change, q, nbytes, nbytes <= self.coster.capacity_bytes)
+        return Variant(change, q, nbytes, nbytes <= self.coster.capacity_bytes, settings or {})
 
 
 def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], n: int = 3) -> list[Miss]:
@@ -104,21 +107,22 @@ def _changes(trial: _Trial, p: Plan) -> tuple[list[Variant], _Saver]:
 
 def _offload_variant(trial: _Trial, p: Plan) -> Variant | None:
     """The fewest layers whose activations the engine's layer-wise CPU offload (--offload-layers: Megatron's
-    --cpu-offloading-num-layers) must move for `p` to fit, where the engine offers it and `p` can run it (pp 1, no
-    recompute: engine/offload_rules.py), found by bisection over 1..L-1 (more layers never hold more); None where
-    even L-1 do not, or it cannot run."""
+    --cpu-offloading-num-layers) must move for `p` to fit, more than the run offloads already, where the engine
+    offers it and `p` can run it on this GPU (pp 1, no recompute, a host link: engine/offload_rules.py), found by
+    bisection up to L-1 (more layers never hold more); None where even L-1 do not, or it cannot run."""
     engine, layers = trial.coster.engine, trial.model.num_layers
-    if "offload_layers" not in engine.rules.options or engine.memory.offload_layers or layers < 2:
+    start = engine.memory.offload_layers + 1  # more than the run offloads already
+    if "offload_layers" not in engine.rules.options or start > layers - 1:
         return None
 
     def tried(n: int) -> Variant | None:
         coster = Coster(trial.model, trial.coster.hw, engine.configured(offload_layers=n))
-        return _Trial(trial.model, coster).variant(f"--offload-layers {n}", p)
+        return _Trial(trial.model, coster).variant(f"--offload-layers {n}", p, {"offload_layers": n})
 
     last = tried(layers - 1)
     if last is None or not last.fits:
         return None
-    lo, hi, best = 1, layers - 1, last  # the least n that fits lies in [lo, hi]
+    lo, hi, best = start, layers - 1, last  # the least n that fits lies in [lo, hi]
     while lo < hi:
         mid = (lo + hi) // 2
         v = tried(mid)

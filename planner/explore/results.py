@@ -46,6 +46,7 @@ class Variant:
     plan: Plan
     nbytes: float
     fits: bool
+    settings: dict[str, object] = field(default_factory=dict)  # engine settings the change adds (offload_layers)
 
 
 @dataclass

@@ -175,14 +175,26 @@ def print_memory(
     for note in report.notes:
         console.print(f"[dim]note: {escape(note)}[/]")
     console.print(fits_line(report))
-    for v in miss.variants if miss is not None else ():
-        console.print(variant_line(v))
+    for line in would_fit_lines(miss):
+        console.print(line)
 
 
 def variant_line(v: Variant) -> str:
     """A change tried on a plan that does not fit (explore/misses.py), as memory and search's misses say it."""
     verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
-    return f"      with {escape(v.change)}: {v.nbytes / 2**30:.1f} GiB — {verdict}"
+    return f"      with {escape(v.change)}: {fmt_bytes(v.nbytes)} — {verdict}"
+
+
+def would_fit_lines(miss: Miss | None) -> list[str]:
+    """The changes tried on one plan that does not fit, and a line where none of them fits."""
+    if miss is None:
+        return []
+    lines = [variant_line(v) for v in miss.variants]
+    if not any(v.fits for v in miss.variants):
+        lines.append(
+            "      nothing tried makes it fit, more GPUs neither: more model parallelism, or larger-memory GPUs"
+        )
+    return lines
 
 
 # ---- estimate --------------------------------------------------------------------------------------
@@ -204,8 +216,9 @@ def print_estimate(
     crossing_line(console, est.hardware, est.plan)
     for line in estimate_lines(est):
         console.print(line)
-    for v in miss.variants if miss is not None else ():
-        console.print(variant_line(v))
+        if line.startswith("memory: "):  # what would make it fit, under the line that says it does not
+            for said in would_fit_lines(miss):
+                console.print(said)
 
 
 def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:

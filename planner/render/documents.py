@@ -4,7 +4,8 @@ search_documents.py. Sizes are bytes, times seconds, rates per second. Fields ma
 removed.
 
 ``as_json()`` is the dict `--json` writes: the fields in declared order, with the optional sections
-(`train`, `checkpoint`, `goodput`, `closest_misses`) left out when a command did not compute them.
+(`train`, `checkpoint`, `goodput`, `closest_misses`, `would_fit`, ...: OPTIONAL) left out when a command did not
+compute them.
 
 `tiers` (estimate, each searched plan): for each parallel group — tp, cp, ep, dp (the gradient reduction over
 dp·cp ranks), pp — the slowest tier its collectives cross in the rank order the cost model prices
@@ -24,7 +25,7 @@ from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
 from planner.engine.settings import given_settings
-from planner.explore.results import Miss
+from planner.explore.results import Miss, Variant
 from planner.hardware import HardwareProfile
 from planner.plan import DERIVABLE, Plan
 from planner.specs import ModelSpec
@@ -69,13 +70,15 @@ class VariantDoc(Document):
     plan: dict[str, Any]
     total_bytes: int
     fits: bool
+    settings: dict[str, Any] = {}  # the engine settings the change adds beside the plan (offload_layers)
 
 
 def variant_docs(m: Miss) -> list[VariantDoc]:
-    return [
-        VariantDoc(change=v.change, plan=v.plan.document(m.engine), total_bytes=int(v.nbytes), fits=v.fits)
-        for v in m.variants
-    ]
+    def doc(v: Variant) -> VariantDoc:
+        return VariantDoc(change=v.change, plan=v.plan.document(m.engine), total_bytes=int(v.nbytes), fits=v.fits,
+                          settings=dict(v.settings))  # fmt: skip
+
+    return [doc(v) for v in m.variants]
 
 
 class MemoryDoc(Document):

@@ -73,8 +73,9 @@ def _go_backs(ordered: list[Step]) -> dict[int, int]:
 
 
 def _late_s(before: Step, now: Step) -> float | None:
-    """How much later than a step's time `now` was printed after `before` (both timestamped, a step time printed);
-    None where the lines cannot tell or `now` was printed within a step of `before`, as ranks print a step's line."""
+    """How long after `before` the line `now` was printed, where that is more than a step's time (both
+    timestamped, a step time printed); None where the lines cannot tell, or `now` was printed within a step of
+    `before`, as ranks print one step's lines."""
     step_s = max(before.step_s or 0.0, now.step_s or 0.0)
     if now.time_s is None or before.time_s is None or step_s <= 0:
         return None
