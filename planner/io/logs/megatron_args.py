@@ -9,7 +9,7 @@ from typing import Any
 
 from planner.io.logs.megatron_arch import POSITIONS, architecture, literal, mlp_fields, position_kind
 from planner.io.logs.megatron_layers import chunk_layers, group_notes, split_notes, stated_split
-from planner.io.logs.megatron_software import software
+from planner.io.logs.megatron_software import FSDP_STRATEGIES, fsdp_strategy, software
 
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "max_seq_len")
 SECTIONS = ("", "model.", "train.", "dataset.", "ddp.", "mixed_precision.", "optimizer.")
@@ -61,18 +61,11 @@ class _Args:
         return any(section + name in self.values for section in SECTIONS)
 
 
-# --data-parallel-sharding-strategy of Megatron FSDP as ZeRO stages (arguments.py l.3190 @d98e8a64: no_shard, optim,
-# optim_grads, optim_grads_params, the default; DistributedDataParallelConfig in Megatron-Bridge).
-FSDP_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-
-
 def _zero(a: _Args, deepspeed: dict[str, Any], notes: list[str]) -> int | None:
     if deepspeed.get("zero") is not None:
         return int(deepspeed["zero"])
-    if a.get("use_megatron_fsdp") or a.get("use_custom_fsdp"):  # --use-custom-fsdp: its name in core 0.11-0.13
-        # (d165a8548b .. af28b5a559, whose default strategy was no_shard); a dump prints the strategy either way
-        default = "optim_grads_params" if a.get("use_megatron_fsdp") else "no_shard"
-        strategy = str(a.get("data_parallel_sharding_strategy") or default)
+    strategy = fsdp_strategy(a)
+    if strategy is not None:
         if strategy not in FSDP_STRATEGIES:
             notes.append(f"zero: Megatron FSDP's data_parallel_sharding_strategy {strategy} is not a ZeRO stage")
         return FSDP_STRATEGIES.get(strategy)

@@ -209,8 +209,8 @@ def read_megatron(text: str) -> LogFacts:
         elif "training" in line and START_LINE.search(line):
             facts.starts.append((number_, f"'{line.strip()[:40]}' line"))
         elif found := nemo_step(number_, rank, line):  # before ITERATION: NeMo's line also says "iteration 3/19 |"
-            nemo, facts.memory = found[0], facts.memory + found[1]
-            facts.steps.append(nemo)
+            facts.steps.append(nemo := found[0])
+            facts.memory += found[1]
             facts.time_basis, facts.printed_from = "train_step_timing in s", 0
             if nemo.global_batch:  # the last logged batch: the run's after any ramp-up
                 logged["logged_global_batch"] = str(nemo.global_batch)

@@ -60,15 +60,25 @@ def software(a: Args) -> dict[str, Any]:
     }
 
 
+# --data-parallel-sharding-strategy of Megatron FSDP as ZeRO stages (arguments.py l.3190 @d98e8a64: no_shard, optim,
+# optim_grads, optim_grads_params, the default; DistributedDataParallelConfig in Megatron-Bridge).
+FSDP_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def fsdp_strategy(a: Args) -> str | None:
+    """The sharding strategy of a run on Megatron FSDP (None: not on it): the one the dump prints, else the
+    default, optim_grads_params, or no_shard under --use-custom-fsdp, its name in core 0.11-0.13 (d165a8548b ..
+    af28b5a559)."""
+    if not (a.get("use_megatron_fsdp") or a.get("use_custom_fsdp")):
+        return None
+    default = "optim_grads_params" if a.get("use_megatron_fsdp") else "no_shard"
+    return str(a.get("data_parallel_sharding_strategy") or default)
+
+
 def _megatron_fsdp(a: Args) -> bool | None:
-    """Megatron-FSDP sharding weights, gradients and optimizer (--use-megatron-fsdp, whose default strategy is
-    optim_grads_params; arguments.py l.3190): the zero 3 the planner prices as it (comm.megatron_fsdp). Its other
-    strategies are the zero 0-2 the distributed optimizer prices. --use-custom-fsdp is its name in core 0.11-0.13,
-    whose default strategy was no_shard (megatron_args._zero)."""
-    custom = a.get("use_custom_fsdp") and not a.get("use_megatron_fsdp")  # its name in core 0.11-0.13: no_shard
-    strategy = str(a.get("data_parallel_sharding_strategy") or ("no_shard" if custom else "optim_grads_params"))
-    used = a.get("use_megatron_fsdp") or a.get("use_custom_fsdp")
-    return True if used and strategy == "optim_grads_params" else None
+    """Megatron-FSDP sharding weights, gradients and optimizer: the zero 3 the planner prices as it
+    (comm.megatron_fsdp). Its other strategies are the zero 0-2 the distributed optimizer prices."""
+    return True if FSDP_STRATEGIES.get(fsdp_strategy(a) or "") == 3 else None
 
 
 def _grad_dtype(a: Args) -> str | None:

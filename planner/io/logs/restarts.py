@@ -17,9 +17,11 @@ request 3067 pasted two runs' iteration-100 lines, 11 days apart, into one block
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 
 from planner.io.logs.log_text import Step
+from planner.units import fmt_duration
 
 LEAST_STRETCH = 3  # lines a run goes through before its numbers go back, for the go-back to be a restart
 
@@ -48,24 +50,22 @@ def split_restarts(steps: list[Step]) -> tuple[list[Step], str | None]:
 
 def _went_back(before: Step, now: Step) -> str:
     late = _late_s(before, now)
-    after = f", printed {_duration(late)} after iteration {before.step}'s line" if late is not None else ""
+    after = f", printed {fmt_duration(late)} after iteration {before.step}'s line" if late is not None else ""
     return f"line {now.line} (iteration {before.step}, then {now.step}{after})"
 
 
-def _duration(seconds: float) -> str:
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds:.3g} s"
+def _number_back(before: Step, now: Step) -> bool:
+    return now.step < before.step
 
 
-def _go_backs(ordered: list[Step]) -> dict[int, int]:
-    """Index of each line whose number goes back -> index of the line of the same rank and run before it."""
+def _go_backs(ordered: list[Step], back: Callable[[Step, Step], bool] = _number_back) -> dict[int, int]:
+    """Index of each line whose number goes back (`back`, given the line of the same rank and run before it) ->
+    index of that line before it."""
     last: dict[tuple[int, int | None], int] = {}
     out = {}
     for i, s in enumerate(ordered):
         key = (s.run, s.rank)
-        if key in last and s.step < ordered[last[key]].step:
+        if key in last and back(ordered[last[key]], s):
             out[i] = last[key]
             last = {k: v for k, v in last.items() if k[0] != s.run}  # every rank of the run starts again
         last[key] = i
@@ -86,15 +86,7 @@ def _late_s(before: Step, now: Step) -> float | None:
 def _printed_later(ordered: list[Step]) -> dict[int, int]:
     """Index of each line whose number repeats or goes back, printed later than ranks print one step's lines ->
     index of the line of the same rank and run before it."""
-    last: dict[tuple[int, int | None], int] = {}
-    out = {}
-    for i, s in enumerate(ordered):
-        key = (s.run, s.rank)
-        if key in last and s.step <= ordered[last[key]].step and _late_s(ordered[last[key]], s) is not None:
-            out[i] = last[key]
-            last = {k: v for k, v in last.items() if k[0] != s.run}
-        last[key] = i
-    return out
+    return _go_backs(ordered, lambda before, now: now.step <= before.step and _late_s(before, now) is not None)
 
 
 def _restarts(ordered: list[Step], backs: dict[int, int]) -> bool:
