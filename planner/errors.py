@@ -12,13 +12,22 @@ R = TypeVar("R")
 class PlannerError(Exception):
     """A user-facing error: the message names the offending values and what would be valid."""
 
+    @property
+    def messages(self) -> list[str]:
+        """One error line per input refused: this one's."""
+        return [str(self)]
+
 
 class PlannerErrors(PlannerError):
     """Several inputs of one command refused together (the files of a list): one error line each."""
 
     def __init__(self, messages: list[str]) -> None:
         super().__init__("; ".join(messages))
-        self.messages = messages
+        self._messages = messages
+
+    @property
+    def messages(self) -> list[str]:
+        return self._messages
 
 
 def each_or_refused(items: Iterable[T], do: Callable[[T], R]) -> list[R]:
@@ -30,7 +39,7 @@ def each_or_refused(items: Iterable[T], do: Callable[[T], R]) -> list[R]:
         try:
             done.append(do(item))
         except PlannerError as e:
-            refused += e.messages if isinstance(e, PlannerErrors) else [str(e)]
+            refused += e.messages
     if len(refused) > 1:
         raise PlannerErrors(refused)
     if refused:

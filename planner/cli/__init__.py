@@ -20,7 +20,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer
 
-from planner.errors import PlannerError, PlannerErrors
+from planner.errors import PlannerError
 from planner.io.files import taken_back_on_failure
 from planner.render.console import (
     StdoutClosed,
@@ -184,10 +184,8 @@ def _command(app: typer.Typer, args: list[str]) -> None:
             sys.exit(rc)
     except (StdoutClosed, BrokenPipeError):  # the reader stopped reading (`planner search ... | head -1`)
         _stdout_closed()
-    except PlannerErrors as e:
-        _refused(*e.messages)
     except PlannerError as e:
-        _refused(str(e))
+        _refused(*e.messages)
     except OSError as e:  # a path the OS refuses (a name too long, a symlink loop, no permission): input
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         _refused(f"{where}{e.strerror or e}")
