@@ -118,20 +118,22 @@ def resolve_engine(
     return engine
 
 
-def given_settings(overrides: dict[str, Any]) -> frozenset[str]:
+def given_names(overrides: dict[str, Any]) -> frozenset[str]:
     """The engine settings given on the command line, by Engine.configured's names (what a variant leaves alone)."""
     return frozenset(arg for k, arg in ENGINE_SETTING_ARGS.items() if overrides.get(k) is not None)
 
 
-def _variant(engine: str | Engine | None, spec: ModelSpec, flags: dict[str, Any], doc: PlanFile | None) -> Any:
+def _variant(
+    engine: str | Engine | None, spec: ModelSpec, flags: dict[str, Any], doc: PlanFile | None, given: frozenset[str]
+) -> Any:
     """A --recipe-options variant's name (megatron+pao), as a search ranks it, rebuilt from its base engine for the
-    model, precision and the engine settings given (`flags` holds them too); any other engine as given."""
+    model, precision and the engine settings `given` (given_names); any other engine as given."""
     name = engine if isinstance(engine, str) else None
     if name is None or "+" not in name:
         return engine
     base = load_engine(name.split("+", 1)[0])
     precision = flags.get("precision") or (doc.plan.get("precision") if doc else None) or "bf16"
-    return variant_named(base, name, spec, str(precision), given_settings(flags))
+    return variant_named(base, name, spec, str(precision), given)
 
 
 def whole_gpus(gpus: object) -> int:
@@ -171,7 +173,8 @@ def resolve(
     spec = given if isinstance(given, ModelSpec) else load_model(given)
     model_ref = spec.name if isinstance(given, ModelSpec) else given
     hw = hardware_for(hardware, doc, power_limit_w)
-    eng = resolve_engine(_variant(engine, spec, {**flags, **overrides}, doc), overrides, doc, default=default_engine)
+    variant = _variant(engine, spec, flags, doc, given_names(overrides))
+    eng = resolve_engine(variant, overrides, doc, default=default_engine)
     gpus = whole_gpus(gpus) if gpus is not None else (doc.gpus if doc else None)
     plan = build_plan(
         gpus=gpus,

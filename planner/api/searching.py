@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from planner.api.resolve import ENGINE_SETTINGS, choice, given_settings, resolve_engine, resolve_engines
+from planner.api.resolve import ENGINE_SETTINGS, choice, given_names, resolve_engine, resolve_engines
 from planner.cluster.fabric import check_fits
 from planner.engine import Engine
 from planner.engine.recipe_variants import option_variants
@@ -101,12 +101,12 @@ def _searched(
         "keep_rejections": keep_rejections,
         "counts": counts,
     }
+    given = given_names(o)  # what a variant leaves as given: the same for every precision
 
     def at(precision: str | None) -> SearchResult:
         space = make_space(spec, gpus, {**o, "precision": precision})
         searched = engines
         if o["recipe_options"]:  # each engine's memory options as variants ranked beside it (engine/recipes.py)
-            given = given_settings({k: o[k] for k in ENGINE_SETTINGS})
             searched = [v for e in engines for v in (e, *option_variants(e, spec, space.precision, given))]
         return search_engines(spec, hw, space, searched, progress=progress if len(precisions) == 1 else None, **kwargs)
 

@@ -9,7 +9,7 @@ memory (CUDA context, NCCL workspace, caching-allocator fragmentation) from the 
 
 from __future__ import annotations
 
-import functools
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -31,7 +31,7 @@ from planner.cost.states import StateBytes, sharded_states, state_bytes_per_para
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.hardware import HardwareProfile, ReservedMemory
-from planner.layers import LayerKind, layer_kinds
+from planner.layers import LayerKind
 from planner.plan import Plan
 from planner.precision import TENSORWISE_FP8, activation_bytes
 from planner.specs import ModelSpec
@@ -259,14 +259,8 @@ def mix_pieces(
 def first_layers(model: ModelSpec, engine: Engine) -> Mix:
     """The kinds of the model's first memory.offload_layers layers, in model order (the layer-wise CPU offload runs
     with pp 1: the one rank holds them all), as (kind, how many)."""
-    return _first_kinds(model, engine.memory.offload_layers) if engine.memory.offload_layers else ()
-
-
-@functools.lru_cache(maxsize=64)
-def _first_kinds(model: ModelSpec, layers: int) -> Mix:
-    """first_layers, cached: the search asks it of every rank it screens."""
-    first = layer_kinds(model)[:layers]
-    return tuple((kind, first.count(kind)) for kind in dict.fromkeys(first))
+    n = engine.memory.offload_layers
+    return tuple(Counter(model.layer_kinds[:n]).items()) if n else ()
 
 
 def activation_pieces(model: ModelSpec, plan: Plan, engine: Engine) -> dict[LayerKind, Pieces]:
@@ -425,9 +419,8 @@ def _stage_memory(
     layout = plan_layout(model, plan, engine)
     mix = rank_mix(model, layout, rank)
     sizes = layout.chunk_sizes(rank)
-    offload = engine.memory
     keep, work, moved = mix_pieces(
-        mix, pieces, chunk_sizes=sizes, share=offload.activation_offload, offloaded=first_layers(model, engine)
+        mix, pieces, chunk_sizes=sizes, share=engine.memory.activation_offload, offloaded=first_layers(model, engine)
     )
     params = plan_params(model, plan, engine, rank)
     layers = layout.num_rank_layers(rank)

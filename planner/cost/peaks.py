@@ -83,6 +83,7 @@ class PeakMemory:
         self._states: dict[tuple, list[StateTerms]] = {}
         self.capacity = hw.gpu.hbm_bytes
         self._reserved = rank_reserved(hw, engine)
+        self._offloaded = first_layers(model, engine)  # the layers the layer-wise offload moves
         self._kinds = tuple(model.kind_params)
         self._last: tuple[Plan, list[RankLoad]] | None = None
         self._mixed: dict[tuple[int, int, tuple[int, ...]], tuple[float, float, float]] = {}  # ids, chunk sizes
@@ -263,7 +264,7 @@ class PeakMemory:
         best, best_rank = -1.0, 0
         mixed, pid = self._mixed, id(pieces)  # the pieces dicts and the mixes are cached: their ids are stable
         engine = self.engine
-        share, offloaded = engine.memory.activation_offload, first_layers(self.model, engine)
+        share, offloaded = engine.memory.activation_offload, self._offloaded
         for load, state in zip(loads, states):
             mix, sizes = load.shape.mix, load.shape.chunk_sizes
             rank_pieces = mixed.get((pid, id(mix), sizes))

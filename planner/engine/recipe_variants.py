@@ -23,11 +23,8 @@ def option_variants(
     engine itself (speed_ladder). The search ranks them with the base engine. A step that sets a setting the user
     gave (`given`, Engine.configured's names) is left out, so the search keeps what was said: `--no-ep-overlap` ranks
     no +epoverlap, `--grad-dtype fp32` no +bf16grad."""
-    memory, speed = (
-        [(name, step) for name, step in ladder if not set(step) & given]
-        for ladder in (_memory_ladder(engine, model, precision), speed_ladder(engine, model))
-    )
-    return _climbed(engine, memory) + _climbed(engine, speed)
+    memory, speed = _memory_ladder(engine, model, precision), speed_ladder(engine, model)
+    return _climbed(engine, _kept(memory, given)) + _climbed(engine, _kept(speed, given))
 
 
 Ladder = list[tuple[str, dict[str, object]]]  # (the variant's name suffix, the settings it adds to the one before)
@@ -70,6 +67,11 @@ def _memory_ladder(engine: Engine, model: ModelSpec, precision: str) -> Ladder:
     if {"optimizer_offload", "activation_offload"} <= offered:
         ladder.append(("offload", {"optimizer_offload": 1.0, "activation_offload": 0.5}))
     return ladder
+
+
+def _kept(ladder: Ladder, given: frozenset[str]) -> Ladder:
+    """The ladder's steps that set no setting the user gave."""
+    return [(name, step) for name, step in ladder if not set(step) & given]
 
 
 def _climbed(engine: Engine, ladder: Ladder) -> list[Engine]:

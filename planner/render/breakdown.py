@@ -10,7 +10,6 @@ from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport
 from planner.engine import Engine
 from planner.engine.settings import given_settings, said
-from planner.explore.results import Miss, Variant
 from planner.hardware import HardwareProfile
 from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
 from planner.render.console import escape
@@ -21,6 +20,8 @@ from planner.units import GiB, fmt_bytes, fmt_count
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from planner.explore.results import Miss, Variant
 
 BAR_WIDTH = 24
 
@@ -214,11 +215,8 @@ def print_estimate(
     console.print(plan_line(est.model, est.hardware, est.plan, est.engine, defaulted))
     console.print(time_table(est.time))
     crossing_line(console, est.hardware, est.plan)
-    for line in estimate_lines(est):
+    for line in estimate_lines(est, miss):
         console.print(line)
-        if line.startswith("memory: "):  # what would make it fit, under the line that says it does not
-            for said in would_fit_lines(miss):
-                console.print(said)
 
 
 def crossing_line(console: Console, hw: HardwareProfile, plan: Plan) -> None:
@@ -255,8 +253,9 @@ def _executed(est: Any) -> str:
     return f" ({run:.1%} of peak executed: MFU counts all of causal attention, the kernels run half)"
 
 
-def estimate_lines(est: Any) -> list[str]:
-    """Throughput and its trust, the memory summary, and the time to train and goodput when asked for."""
+def estimate_lines(est: Any, miss: Miss | None = None) -> list[str]:
+    """Throughput and its trust, the memory summary (and what would make a plan that does not fit fit: `miss`),
+    and the time to train and goodput when asked for."""
     t, u, pl, mem = est.time, est.uncertainty, est.plausibility, est.memory
     lines = [
         f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "
@@ -278,6 +277,7 @@ def estimate_lines(est: Any) -> list[str]:
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )
+    lines += would_fit_lines(miss)
     if est.may_not_fit:  # what search flags the same plan with
         hi = u.memory_high_bytes(mem.total_bytes)
         lines.append(

@@ -16,7 +16,7 @@ the cluster tier's name ("leaf", "spine", ...); null for a group of one rank.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,10 +25,12 @@ from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
 from planner.engine import Engine
 from planner.engine.settings import given_settings
-from planner.explore.results import Miss, Variant
 from planner.hardware import HardwareProfile
 from planner.plan import DERIVABLE, Plan
 from planner.specs import ModelSpec
+
+if TYPE_CHECKING:
+    from planner.explore.results import Miss, Variant
 
 OPTIONAL = (
     "train",
