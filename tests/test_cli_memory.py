@@ -158,6 +158,9 @@ def test_a_plan_that_does_not_fit_says_what_would_make_it_fit():
     assert changes["recompute full"]["settings"] == {}
     code, text, err = run(*args)
     assert code == 0 and f"with {offload}: " in text and "with recompute full: 41.94 GiB" in " ".join(text.split())
+    assert "GPUs (dp" not in text  # recompute fits on the 64 GPUs the plan has: more GPUs is not offered
+    code, text, err = run(*args[:6], "8", *args[7:], "--hardware", "h100-sxm", "--recompute", "full")  # saves all
+    assert code == 0 and "with 32 GPUs (dp 32): " in " ".join(text.split()), err
     code, text, err = run(*args, "--hardware", "h100-hbm2e-500w")  # no host link stated: no offload to suggest
     assert code == 0 and "does not fit" in text and "--offload-layers" not in text, err
     code, text, err = run("memory", "-m", "llama3-405b", "--hardware", "cpu", "--gpus", "1", "--recompute", "full")

@@ -5,7 +5,7 @@ GPUs), each re-evaluated by the memory screen."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.cost.coster import Coster
 from planner.engine import plan_problems
@@ -64,8 +64,12 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
 
 def what_would_fit(model: ModelSpec, coster: Coster, plan: Plan, nbytes: float) -> Miss:
     """One plan that does not fit (`planner memory`, `estimate`), with what would make it fit, as the search's
-    closest misses try it."""
+    closest misses try it; more GPUs only where no change on the GPUs the plan has fits (a user who can switch
+    on ZeRO-3 is not told to buy twice the GPUs)."""
     (miss,) = closest_misses(model, coster, [Overshoot(plan, nbytes)], n=1)
+    same_gpus = [v for v in miss.variants if v.plan.gpus == plan.gpus]
+    if any(v.fits for v in same_gpus):
+        return replace(miss, variants=same_gpus)
     return miss
 
 
