@@ -1,5 +1,6 @@
 """The values a log prints, read as numbers: a number field (refused naming the field and the line when it prints no
-finite number), a date-time (seconds since the epoch)."""
+finite number), a date-time (seconds since the epoch), and which of a peak reserved and a peak allocated is the
+peak."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from datetime import datetime, timezone
 
 from planner.errors import PlannerError
+from planner.io.logs.log_text import Memory
 
 # "2025-06-16 22:30:50,322" (Python logging, DeepSpeed, torchtitan, Megatron's "[2024-03-30 20:02:40]"), and
 # "20251202 06:56:28" (AMD Primus's loguru format "{time:YYYYMMDD HH:mm:ss}", primus/core/utils/logger.py
@@ -44,3 +46,15 @@ def timestamp_s(line: str) -> float | None:
         return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp() + frac
     except ValueError:
         return None
+
+
+def peak_memory(
+    reserved_bytes: float | None, allocated_bytes: float | None, rank: int | None, after: int | None = None
+) -> Memory | None:
+    """A log's peak: the peak reserved where it prints one (what the allocator held, as nvidia-smi sees the
+    process), with the peak allocated beside it; else the peak allocated; None where it prints neither."""
+    if reserved_bytes is not None:
+        return Memory(reserved_bytes, "max_reserved", rank, allocated_bytes=allocated_bytes, after_iterations=after)
+    if allocated_bytes is not None:
+        return Memory(allocated_bytes, "max_allocated", rank, after_iterations=after)
+    return None

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from planner.io.logs.deepspeed_log import timer_memory
 from planner.io.logs.log_text import LogFacts, Memory, Step
-from planner.io.logs.log_values import number
+from planner.io.logs.log_values import number, peak_memory
 from planner.units import GB, GiB, MiB
 
 # "[Rank 0] (after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | max
@@ -56,10 +56,7 @@ def _bridge_memory(m: re.Match[str], number_: int, rank: int | None) -> Memory |
         number(fields[key], field=key, line=number_) * GB if key in fields else None
         for key in (BRIDGE_RESERVED, BRIDGE_ALLOCATED)
     )
-    rank, after = int(m.group(1)) if m.group(1) else rank, int(m.group(2))
-    if reserved is not None:
-        return Memory(reserved, "max_reserved", rank, allocated_bytes=allocated, after_iterations=after)
-    return Memory(allocated, "max_allocated", rank, after_iterations=after) if allocated is not None else None
+    return peak_memory(reserved, allocated, int(m.group(1)) if m.group(1) else rank, int(m.group(2)))
 
 
 def report_memory(line: str, number_: int, rank: int | None) -> list[Memory]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from planner.io.logs.log_text import Memory, Step
+from planner.io.logs.log_values import peak_memory
 
 # NeMo 2: "Training epoch 0, iteration 3/19 | ... | global_step: 3 | ... | train_step_timing in s: 7.561"
 # (nemo/lightning/pytorch/callbacks/progress_printer.py, the timer from nemo/utils/exp_manager.py TimingCallback);
@@ -38,8 +39,8 @@ def nemo_step(number_: int, rank: int | None, line: str) -> tuple[Step, list[Mem
         global_batch=int(float(b.group(1))) if b else None,
         tflops_per_gpu=float(flops.group(1)) if flops else None,
     )
-    reserved, allocated = NEMO_RESERVED.search(line), NEMO_ALLOCATED.search(line)
-    peak = float(allocated.group(1)) if allocated else None
-    if reserved:
-        return step, [Memory(float(reserved.group(1)), "max_reserved", rank, allocated_bytes=peak)]
-    return step, [Memory(peak, "max_allocated", rank)] if peak is not None else []
+    reserved, allocated = (
+        float(m.group(1)) if (m := r.search(line)) else None for r in (NEMO_RESERVED, NEMO_ALLOCATED)
+    )
+    peak = peak_memory(reserved, allocated, rank)
+    return step, [peak] if peak else []
