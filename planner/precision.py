@@ -7,9 +7,9 @@ embedding, the output layer and the MoE router in bf16. Plain `fp8` is the engin
 planner has always modelled it: GEMMs at the fp8 peak, a cast of every GEMM input and weight, an fp8 weight cache
 where the engine keeps one; its terms were calibrated on the published fp8 runs and stay as they are. The named
 recipes below carry their own terms (cost/quantization.py): which tensors they quantize and how (per tensor, per
-block of 128, 32 or 16 elements), the scale tensors, the transposed copies, the amax passes, NVFP4's Hadamard
-transform. GPU architectures and engines that run each recipe are the engine profile's (`rules.precision_recipes`,
-engine/recipes.py), from the libraries' own support checks.
+row, per block of 128, 32 or 16 elements), the scale tensors, the transposed copies, the amax passes, NVFP4's
+Hadamard transform, torchao's rescaled backward GEMMs. GPU architectures and engines that run each recipe are the
+engine profile's (`rules.precision_recipes`, engine/recipes.py), from the libraries' own support checks.
 
 Sources (read at the commits engine_profiles/megatron.yaml names): Transformer Engine @d0067d0d
 transformer_engine/common/recipe/__init__.py (the recipe classes: DelayedScaling l.173-285, Float8CurrentScaling
@@ -17,7 +17,14 @@ l.286-335, MXFP8BlockScaling l.337-390, Float8BlockScaling l.392-487, NVFP4Block
 shapes in transformer_engine/pytorch/tensor/{float8_blockwise_tensor.py l.162-211, mxfp8_tensor.py l.139-176,
 nvfp4_tensor.py l.273-307}; the quantize kernels' passes in transformer_engine/pytorch/csrc/quantizer.cpp
 (current scaling: an amax kernel, then the cast, l.1008-1028; NVFP4: a per-tensor amax kernel, then the cast with
-the random Hadamard transform fused on the columnwise output, l.2630-2720).
+the random Hadamard transform fused on the columnwise output, l.2630-2720). torchao @36027d82 for `fp8-rowwise`:
+torchao/float8/config.py Float8LinearConfig.from_recipe_name (ROWWISE: axiswise E4M3 input, weight and output
+gradient, power-of-two scales, l.334-351; the output GEMM with fast accumulation, the backward ones without, l.215-217),
+float8_scaling_utils.py hp_tensor_to_float8_dynamic (the scale from the amax, then the cast), float8_ops.py
+addmm_float8_unwrapped (rowwise without fast accumulation: cuBLAS's per-tensor kernel at unit scales, the scales
+multiplied into the output after it, l.47-57 and l.84-85). The forward GEMM is CUTLASS's rowwise kernel, priced at
+the fp8 matmul ceiling: pytorch/pytorch issue 147971 measures it at 90-100% of the per-tensor kernel's rate for most
+shapes on an H100, with a tail down to 50%, which is not priced.
 """
 
 from __future__ import annotations
@@ -50,6 +57,12 @@ class Recipe:
     hadamard: bool  # a 16x16 random Hadamard transform on the wgrad operands (NVFP4)
     param_gather_halves: bool  # --fp8-param-gather moves the quantized weights (half of bf16)
     description: str
+    # each copy is quantized from its own reads of the 16-bit tensor: torchao's axiswise scales run along each
+    # GEMM's reduction dimension, a different axis for the fprop and the wgrad operand (a reduction per axis)
+    axis_casts: bool = False
+    # the backward GEMMs (slow accumulation) run cuBLAS's per-tensor kernel at unit scales and multiply the scales
+    # into their 16-bit output afterwards: one more read and write of each dgrad and wgrad output
+    rescaled_backward: bool = False
 
     def copies(self, architecture: str | None) -> int:
         """Copies of a tensor used in both directions (fprop rowwise, dgrad/wgrad columnwise): per-tensor fp8 on
@@ -94,6 +107,22 @@ RECIPES: dict[str, Recipe] = {
         True,
         "per-tensor fp8 scaled from the tensor's own amax (TE Float8CurrentScaling, Megatron 'tensorwise', "
         "torchao tensorwise)",
+    ),
+    "fp8-rowwise": Recipe(
+        "fp8-rowwise",
+        "fp8",
+        1.0,
+        0.0,  # one fp32 scale per row of a GEMM's reduction width (1,024 or more): under 0.4% of the data, not counted
+        0.0,
+        False,
+        True,
+        0,
+        False,
+        False,  # torchao asserts fp8 all-gather is tensorwise only (config.py __post_init__): the gather stays 16-bit
+        "fp8 E4M3 with an fp32 scale per row along each GEMM's reduction dimension, powers of two (torchao "
+        "Float8LinearRecipeName.ROWWISE, torchtitan's float8 recipe_name rowwise)",
+        axis_casts=True,
+        rescaled_backward=True,
     ),
     "fp8-blockwise": Recipe(
         "fp8-blockwise",
@@ -141,6 +170,9 @@ RECIPE_NAMES: tuple[str, ...] = tuple(RECIPES)
 # Per-tensor dynamic fp8 ("tensorwise"): the recipe torchao's float8 tensor parallelism gathers in fp8
 # (torchtitan apply_tp enable_float8_tensorwise_tp), and what plain fp8 is on torchtitan (its precision_recipes).
 TENSORWISE_FP8: tuple[str, ...] = ("fp8", "fp8-current")
+# torchao's float8 recipe names (torchao/float8/config.py Float8LinearRecipeName) of the precisions its Float8Linear
+# runs: tensorwise for plain fp8 and fp8-current, rowwise for fp8-rowwise (rowwise_with_gw_hp is none of them).
+TORCHAO_FLOAT8_RECIPES: dict[str, str] = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}
 assert set(RECIPE_NAMES) | {"fp32", "bf16", "fp16", "fp8"} == set(PRECISIONS), "specs.Precision and RECIPES agree"
 
 

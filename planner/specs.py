@@ -43,7 +43,9 @@ from planner.layers import (
 
 # fp8 = the engine's default fp8 recipe as the planner has always costed it; the named recipes after it are
 # precision.py's (Transformer Engine / torchao recipes with their own memory and time terms).
-Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp8-delayed", "fp8-current", "fp8-blockwise", "mxfp8", "nvfp4"]
+Precision = Literal[
+    "fp32", "bf16", "fp16", "fp8", "fp8-delayed", "fp8-current", "fp8-rowwise", "fp8-blockwise", "mxfp8", "nvfp4"
+]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
 PARAMS_WARN_FRACTION = 0.03  # warn when the declared params differ from the derived count by more

@@ -207,7 +207,12 @@ def test_shell_completion_of_commands_options_and_catalog_names():
     assert "h100-sxm" in complete("planner memory --hardware h1")
     assert "torchtitan" in complete("planner estimate --engine ")
     # the vocabularies: precision recipes, schedules (the last item of a comma list), recompute, objectives, targets
-    assert complete("planner estimate --precision fp8-") == ["fp8-delayed", "fp8-current", "fp8-blockwise"]
+    assert complete("planner estimate --precision fp8-") == [
+        "fp8-delayed",
+        "fp8-current",
+        "fp8-rowwise",
+        "fp8-blockwise",
+    ]
     assert complete("planner search --schedule 1f1b,dual") == ["1f1b,dualpipev"]
     assert complete("planner memory --recompute s") == ["selective"]
     assert complete("planner search --objective r") == ["risk"]

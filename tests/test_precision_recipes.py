@@ -140,6 +140,30 @@ def test_cast_bytes_per_element():
     assert cast_bytes_per_element(r["fp8-blockwise"], "hopper", weight=False) == 2 + 2 * (1 + 4 / 128)
     assert cast_bytes_per_element(r["mxfp8"], "blackwell", weight=False) == 2 + 2 * (1 + 1 / 32)
     assert cast_bytes_per_element(r["nvfp4"], "blackwell", weight=False) == 4 + 2 * (0.5 + 1 / 16)
+    # torchao rowwise: each copy scaled along its own axis, from its own amax read and cast read (hp_tensor_to_
+    # float8_dynamic per GEMM operand), on Blackwell too (the scales differ: no shared transpose)
+    for arch in ("hopper", "blackwell"):
+        assert cast_bytes_per_element(r["fp8-rowwise"], arch, weight=False) == 2 * 4 + 2 * 1
+
+
+def test_rowwise_rescales_the_backward_gemms_outputs():
+    """torchao's rowwise backward GEMMs run without fast accumulation, so at unit scales through cuBLAS's per-tensor
+    kernel and `output *= post_inverse_scale` after it (float8_ops.py addmm_float8_unwrapped): a read and a write
+    of each dgrad output (the inputs' size) and wgrad output (the weights'), in the backward only."""
+    args = {"input_elements": 1e6, "tp": 1, "ep": 1, "etp": 1, "architecture": "hopper", "eff": H100.efficiency,
+            "gemm_peak": H100.peak("fp8"), "core_peak": H100.peak("bf16"), "tokens": 1e3}  # fmt: skip
+    row = layer_casts(GPT, DENSE, "fp8-rowwise", weight_cache=False, **args)
+    cur = layer_casts(GPT, DENSE, "fp8-current", weight_cache=False, **args)
+    assert row.backward_hbm_bytes == 4 * (1e6 + Q_LAYER) and cur.backward_hbm_bytes == 0
+    assert row.hbm_bytes == (1e6 + Q_LAYER) * (8 + 2)  # two axis casts of the inputs and the weights
+    plan = _plan("fp8-rowwise", micro_batch=1)
+    lt = {p: layer_time(GPT, H100, plan.model_copy(update={"precision": p}), TITAN, kind=DENSE)
+          for p in ("bf16", "fp8-current", "fp8-rowwise")}  # fmt: skip
+    assert lt["fp8-rowwise"].gemm_forward_s == lt["fp8-current"].gemm_forward_s < lt["bf16"].gemm_forward_s
+    assert lt["fp8-rowwise"].backward_s > lt["fp8-current"].backward_s  # the rescale and the second axis' casts
+    assert lt["fp8-rowwise"].forward_s > lt["fp8-current"].forward_s
+    mem = {p: _recipe_bytes(p, H100, TITAN, zero=3)[0] for p in ("fp8-current", "fp8-rowwise")}
+    assert mem["fp8-rowwise"] == mem["fp8-current"]  # torchao keeps no quantized copy either way
 
 
 def test_nvfp4_adds_the_hadamard_transform_and_te_caches_weights():
@@ -198,6 +222,11 @@ def test_router_stays_bf16():
         ("torchtitan", "mi355x", "mxfp8", None),
         ("torchtitan", "b200", "nvfp4", "torchtitan has no nvfp4"),
         ("torchtitan", "h100-sxm", "fp8-blockwise", "torchtitan has no fp8-blockwise"),
+        # torchtitan's float8 converter checks SM89+ (ROCm's gfx942 passes it); torch._scaled_mm runs rowwise scales
+        ("torchtitan", "h100-sxm", "fp8-rowwise", None),
+        ("torchtitan", "mi300x", "fp8-rowwise", None),
+        ("torchtitan", "a100-80gb", "fp8-rowwise", "fp8-rowwise not on ampere in torchtitan"),
+        ("megatron", "h100-sxm", "fp8-rowwise", "megatron has no fp8-rowwise"),  # no Transformer Engine recipe
         ("deepspeed", "h100-sxm", "fp8-current", "deepspeed has no fp8-current"),
         ("llm-foundry", "h100-sxm", "fp8-delayed", None),
         ("llm-foundry", "h100-sxm", "fp8-current", "llm-foundry has no fp8-current"),
@@ -268,7 +297,7 @@ def test_a_recipe_refused_on_a_gpu_names_what_that_engine_runs_there():
     """torchtitan has no fp8-blockwise recipe: refusing mxfp8 on Hopper, it points to the one it runs there."""
     code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan",
                                  "--precision", "mxfp8")  # fmt: skip
-    assert code == 2 and err.strip().endswith("on hopper it runs fp8-current"), err
+    assert code == 2 and err.strip().endswith("on hopper it runs fp8-current, fp8-rowwise"), err
     code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--precision", "mxfp8")
     assert code == 2 and "fp8-blockwise" in err.split("on hopper it runs")[1], err
 

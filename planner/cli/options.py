@@ -113,8 +113,8 @@ PrecisionOpt = Annotated[
     typer.Option(
         "--precision",
         autocompletion=words(get_args(Precision)),
-        help="fp32 | bf16 | fp16 | fp8 (the engine's default fp8 recipe) | fp8-delayed | fp8-current | fp8-blockwise "
-        "| mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
+        help="fp32 | bf16 | fp16 | fp8 (the engine's default fp8 recipe) | fp8-delayed | fp8-current | fp8-rowwise "
+        "| fp8-blockwise | mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
     ),
 ]
 ScheduleOpt = Annotated[

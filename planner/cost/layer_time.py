@@ -231,7 +231,9 @@ def _layer_time(
     ko = 0.0 if kernels.cuda_graphs and kind.ffn != "moe" else eff.kernel_overhead_s
     n_mem_ops = _mem_ops(model, kind, kernels, g.permute)
     k_fwd = ko * (len(g.flops) + (1 if kind.mixer != "none" else 0) + n_mem_ops)
-    mem_bwd = MEMORY_BACKWARD_FACTOR * mem_fwd + BACKWARD_KERNELS_PER_FORWARD * k_fwd
+    mem_bwd = (
+        MEMORY_BACKWARD_FACTOR * mem_fwd + casts.backward_hbm_bytes / hbm_bw + BACKWARD_KERNELS_PER_FORWARD * k_fwd
+    )
     host_fwd, host_bwd, host_rc = host_calls_s(model, kind, kernels, precision, dtensor_op_s, sp=sp,
                                                recompute=recompute, sac_op_s=sac_op_s)  # fmt: skip
     k_fwd, mem_bwd = k_fwd + host_fwd, mem_bwd + host_bwd

@@ -11,6 +11,8 @@ times the forward, the gradients' casts being about the inputs' size):
   it caches them (Transformer Engine's is_first_microbatch: `weight_cast_step_s`, charged to the optimizer step);
 - NVFP4: a 16-point Hadamard transform of the wgrad operands, fused into the cast on the tensor cores
   (quantizer.cpp l.2699-2710): 2·16 FLOPs per element at the 16-bit peak;
+- torchao's rowwise fp8: each of the two copies read and reduced along its own axis, and the backward GEMMs'
+  outputs rescaled after the GEMM (precision.py: float8_ops.py addmm_float8_unwrapped), charged to the backward;
 - the MoE router's GEMM stays bf16 (Megatron's TopKRouter is not a TE module; DeepSeek-V3 §3.3.2 keeps the gating
   in bf16), as do attention (TE "Not applying quantization to attention", recipe l.573) and the output layer
   (precision.head_precision).
@@ -41,6 +43,7 @@ HADAMARD_FLOPS_PER_ELEMENT = 2.0 * 16  # a 16x16 matrix per 16 elements (TE NVFP
 # DelayedScaling; Micikevicius et al. 2022, FP8 Formats §3).
 DELAYED_SCALED_TENSORS_PER_GEMM = 5
 LEGACY_FP8_CAST_BYTES = 3.0  # plain fp8: read 2, write 1 per element of every GEMM input and weight
+RESCALE_BYTES_PER_ELEMENT = 4.0  # torchao's `output *= post_inverse_scale`: read and write a 16-bit output
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class LayerCasts:
     hbm_bytes: float = 0.0  # memory-bound cast traffic
     flops: float = 0.0  # tensor-core work of the casts (NVFP4's Hadamard transform), at the 16-bit peak
     router_delta_s: float = 0.0  # the router GEMM at bf16 rather than at the recipe's rate
+    backward_hbm_bytes: float = 0.0  # the backward's own: the rescale of each dgrad and wgrad output (torchao rowwise)
 
 
 NO_CASTS = LayerCasts()
@@ -79,9 +83,11 @@ def copy_bytes(r: Recipe, *, weight: bool) -> float:
 
 
 def cast_bytes_per_element(r: Recipe, architecture: str | None, *, weight: bool) -> float:
-    """HBM bytes one cast moves per element: read the 16-bit tensor (twice with an amax pass), write each copy."""
-    reads = 2.0 * (2 if r.amax_pass else 1)
-    return reads + r.copies(architecture) * copy_bytes(r, weight=weight)
+    """HBM bytes one cast moves per element: read the 16-bit tensor (twice with an amax pass; again for each copy
+    where each is scaled along its own axis), write each copy."""
+    copies = r.copies(architecture)
+    reads = 2.0 * (2 if r.amax_pass else 1) * (copies if r.axis_casts else 1)
+    return reads + copies * copy_bytes(r, weight=weight)
 
 
 def layer_casts(
@@ -105,7 +111,11 @@ def layer_casts(
     if kind.ffn == "moe" and model.moe is not None:
         f = 2 * tokens * model.hidden_size * model.moe.num_experts
         router = gemm_s(f, core_peak, eff, "bf16") - gemm_s(f, gemm_peak, eff, precision)
-    return LayerCasts(hbm, flops, router)
+    rescaled = 0.0
+    if r.rescaled_backward:  # dgrad outputs are the GEMM inputs' size, wgrad outputs the weights'
+        outputs = input_elements + quantized_kind_params(model, kind, tp=tp, ep=ep, etp=etp)
+        rescaled = RESCALE_BYTES_PER_ELEMENT * outputs
+    return LayerCasts(hbm, flops, router, rescaled)
 
 
 # ---- memory --------------------------------------------------------------------------------------------

@@ -92,8 +92,16 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
         out.append("DDP has not supported > 1D parallelism")
     if tr.get("mixed_precision_param", "bfloat16") not in ("bfloat16", "float32"):
         out.append("mixed_precision_param must be bfloat16 or float32")
-    if plan.precision in ("fp8", "fp8-current") and "quantize.linear.float8" not in md.get("converters", []):
+    if plan.precision in ("fp8", "fp8-current", "fp8-rowwise") and "quantize.linear.float8" not in md.get(
+        "converters", []
+    ):
         out.append("fp8 without the quantize.linear.float8 converter")
+    float8 = doc.get("quantize", {}).get("linear", {}).get("float8")
+    if float8 is not None:  # job_config.py v0.2.2 l.731-752 Float8Linear: recipe_name's Literal, filter_fqns
+        out += [f"unknown key quantize.linear.float8.{k}" for k in float8 if k not in ("recipe_name", "filter_fqns")]
+        want = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}.get(plan.precision)
+        if float8.get("recipe_name") != want:
+            out.append(f"float8 recipe_name {float8.get('recipe_name')!r} for precision={plan.precision}")
     if pp > 1:
         mbs, sched = par.get("pipeline_parallel_microbatch_size", 1), par.get("pipeline_parallel_schedule", "1F1B")
         if local % mbs:  # pipeline_parallel.py build_pipeline_schedule
@@ -200,8 +208,7 @@ def torchtitan_violations(text: str, model: ModelSpec, plan: Plan) -> list[str]:
         out.append("global batch not a multiple of local batch x data-parallel degree")
     if tr.get("mixed_precision_param") not in ("bfloat16", "float32"):  # configs.py Literal
         out.append("mixed_precision_param must be bfloat16 or float32")
-    if (plan.precision == "fp8") != ("Float8LinearConverter" in doc.get("converters", "")):
-        out.append("fp8 and the Float8LinearConverter go together")
+    out += _converter_violations(plan, doc.get("converters", "None"))
     if (
         doc.get("activation_checkpoint")
         != {"none": "None", "selective": "SelectiveAC.Config()", "full": "FullAC.Config()"}[plan.recompute]
@@ -234,4 +241,24 @@ def _pipeline_violations(model: ModelSpec, plan: Plan, local: int, par: dict) ->
         out.append(f"{sched} with {stages // pp} stages per rank")
     if stages != plan.pp * plan.vpp:
         out.append(f"{stages} stages, not the plan's pp*vpp = {plan.pp * plan.vpp}")
+    return out
+
+
+FLOAT8_CONFIG_0_3 = {"recipe_name", "filter_fqns", "emulate", "model_compile_enabled"}  # float8.py Config at 0.3.0
+
+
+def _converter_violations(plan: Plan, converters: str) -> list[str]:
+    """0.3.0's Float8LinearConverter.Config (components/quantization/float8.py): rowwise or rowwise_with_gw_hp
+    recipes only, kw-only fields; the output layer is `lm_head` (models/common/decoder.py)."""
+    if (plan.precision == "fp8-rowwise") != ("Float8LinearConverter" in converters):
+        return ["fp8-rowwise and the Float8LinearConverter go together"]
+    if converters == "None":
+        return []
+    (call,) = ast.parse(converters).body[0].value.elts  # type: ignore[attr-defined]
+    given = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    out = [f"unknown Float8LinearConverter.Config field {k}" for k in given if k not in FLOAT8_CONFIG_0_3]
+    if given.get("recipe_name", "rowwise") != "rowwise":
+        out.append(f"recipe_name {given.get('recipe_name')!r}: fp8-rowwise is torchao's rowwise")
+    if given.get("filter_fqns") != ["lm_head"]:
+        out.append("the output layer (lm_head) is not filtered: it would run in fp8, priced in bf16")
     return out

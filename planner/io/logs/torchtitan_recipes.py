@@ -11,26 +11,31 @@ from planner.io.logs.log_text import Step
 
 # What torchtitan's low-precision converters print (components/quantization/): float8.py "Float8 tensorwise scaled
 # training active" (v0.1.0-v0.2.2, torchao's tensorwise dynamic scaling: the profile's plain fp8) and "Float8 training
-# active with recipe NAME" (rowwise, rowwise_with_gw_hp; main's only float8 recipes); mx.py "Float8 training active
+# active with recipe NAME" (rowwise: fp8-rowwise; rowwise_with_gw_hp, whose wgrad stays bf16, no precision of the
+# planner; main's only float8 recipes); mx.py "Float8 training active
 # with recipe NAME" (v0.1.0) or "MX training active with recipe NAME" (v0.2.x) with an MX recipe (mxfp8, mxfp8_cublas)
 # and, on main, "Converted Linear layers to MXFP8Linear" / "... to NVFP4Linear" (nvfp4.py).
 TENSORWISE_LINE = "Float8 tensorwise scaled training active"
 PLAIN_LINE = "Float8 training active"  # before v0.1.0 (pytorch/torchtitan pull request #812, 2025-01): tensorwise
 RECIPE_LINE = re.compile(r"(?:Float8|MX) training active with recipe (\w+)")
 CONVERTED = re.compile(r"Converted Linear layers to (MXFP8|NVFP4)Linear")
-UNPRICED = "names a float8 recipe no precision of the planner is (fp8 is torchao's tensorwise scaling, mxfp8 its MX)"
+UNPRICED = (
+    "names a float8 recipe no precision of the planner is (fp8 is torchao's tensorwise scaling, fp8-rowwise its "
+    "rowwise, mxfp8 its MX; rowwise_with_gw_hp keeps the weight gradients' GEMM in bf16)"
+)
+FLOAT8_RECIPES = {"tensorwise": "fp8", "rowwise": "fp8-rowwise"}  # torchao Float8LinearRecipeName -> precision
 
 
 def low_precision(text: str) -> tuple[str | None, str] | None:
     """The precision a torchtitan converter line states, with the line (None: no converter line, a 16- or 32-bit
-    run); a precision of None: a recipe no precision of the planner is (rowwise float8), left unstated."""
+    run); a precision of None: a recipe no precision of the planner is (rowwise_with_gw_hp), left unstated."""
     if TENSORWISE_LINE in text:
         return "fp8", TENSORWISE_LINE
     if m := CONVERTED.search(text):
         return m.group(1).lower(), m.group(0)
     if m := RECIPE_LINE.search(text):
         recipe = m.group(1)
-        return ("mxfp8" if recipe.startswith("mxfp8") else "fp8" if recipe == "tensorwise" else None), m.group(0)
+        return ("mxfp8" if recipe.startswith("mxfp8") else FLOAT8_RECIPES.get(recipe)), m.group(0)
     if PLAIN_LINE in text:
         return "fp8", PLAIN_LINE
     return None

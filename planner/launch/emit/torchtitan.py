@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from planner.engine.split import torchtitan_split
 from planner.launch.emit.common import catalog_match, engine_torchrun, eps_problems, node_gpus, plain_transformer
 from planner.launch.emit.targets import Target, register
+from planner.launch.emit.torchtitan_quantize import registry_converters
 from planner.plan import STATED_SPLIT, Plan
+from planner.precision import TENSORWISE_FP8
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan_plan.py"
@@ -33,13 +35,12 @@ CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Confi
 RELEASE = "0.3.0"  # pinned in the file: main renamed the batch fields after it (73aed7f, 2026-08-20)
 ROWWISE_ONLY = (  # what 0.3.0 runs otherwise than the profile (v0.2.2) prices: refused, and said
     "Float8LinearConverter scales rowwise only (components/quantization/float8.py recipe_name), not the tensorwise "
-    "fp8 the plan is priced with"
+    "fp8 the plan is priced with (--precision fp8-rowwise prices its recipe)"
 )
 CHUNKED_LOSS = (
     "recipes compute the output layer and loss in chunks (ChunkedLossWrapper, components/loss.py), never holding "
     "the whole logits the plan is priced with (v0.2.2's loss)"
 )
-TENSORWISE_FP8 = ("fp8", "fp8-current")  # torchao's tensorwise dynamic fp8, named or plain (torchtitan.yaml)
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
 # models/llama3/__init__.py _8b/_70b/_405b (the same shapes in v0.2.2's llama3_args): dim, n_layers, n_heads,
 # n_kv_heads, FFN hidden (compute_ffn_hidden_dim), vocab; every flavor has RoPE theta 500000, untied embeddings,
@@ -247,6 +248,7 @@ def torchtitan_config(
     name, flav, base = flavor(model) or ("llama3", "?", "?")
     ac_class = {"selective": "SelectiveAC", "full": "FullAC"}.get(plan.recompute)  # none: no checkpointing
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
+    imports, converters = registry_converters(plan, compiled="model" in compile_components(settings or {}))
     lines = [
         f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
         f"`planner launch --emit torchtitan` for torchtitan {RELEASE} (pip install torchtitan=={RELEASE}, or that",
@@ -254,6 +256,7 @@ def torchtitan_config(
         *run_lines(plan, nodes, per_node),
         '"""',
         "",
+        *imports,
         "from torchtitan.config import CompileConfig, ParallelismConfig",
         *([f"from torchtitan.distributed.activation_checkpoint import {ac_class}"] if ac_class else []),
         f"from torchtitan.models.{name} import model_registry",
@@ -263,7 +266,7 @@ def torchtitan_config(
         "",
         f"def {CONFIG_FN}() -> Trainer.Config:",
         f"    config = {base}()  # torchtitan's {name} {flav} recipe: optimizer, data, checkpoints, metrics",
-        f'    config.model_spec = model_registry("{flav}", converters=None)',  # fp8 refused: format_problems
+        f'    config.model_spec = model_registry("{flav}", converters={converters})',  # tensorwise refused: above
         f"    config.training.local_batch_size = {local_batch(plan)}",
         f"    config.training.global_batch_size = {plan.global_batch}",
         f"    config.training.seq_len = {plan.seq_len}",
@@ -287,7 +290,7 @@ register(
         lambda o: torchtitan_config(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
         engine="torchtitan",
         writes=WRITES,
-        precisions=frozenset(TENSORWISE_FP8) - {"fp8"},  # refused by name: ROWWISE_ONLY
+        precisions=frozenset({"fp8-current", "fp8-rowwise"}),  # fp8-current refused by name: ROWWISE_ONLY
         format_problems=format_problems,
         format_notes=format_notes,
     )

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.errors import PlannerError
 from planner.launch.emit.common import engine_torchrun, node_gpus
 from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan import (
     SCHEDULES,
-    TENSORWISE_FP8,
     WRITES,  # the same settings: [compile] and enable_async_tensor_parallel here
     compile_components,
     data_parallel,
@@ -25,12 +23,13 @@ from planner.launch.emit.torchtitan import (
     pipeline_fields,
     release_problems,
 )
+from planner.launch.emit.torchtitan_quantize import V02_RELEASE, v02_converters, v02_sections
 from planner.plan import STATED_SPLIT, Plan
-from planner.precision import head_precision
+from planner.precision import TORCHAO_FLOAT8_RECIPES
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan.toml"
-RELEASE = "v0.2.2"
+RELEASE = V02_RELEASE
 # Which key carries each plan field.
 PLAN_FIELDS = {
     "dp": "parallelism.data_parallel_replicate_degree / data_parallel_shard_degree",
@@ -48,7 +47,8 @@ PLAN_FIELDS = {
     "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
     "global_batch": "training.global_batch_size",
     "seq_len": "training.seq_len",
-    "precision": "training.mixed_precision_param (fp8: converters quantize.linear.float8; mxfp8: quantize.linear.mx)",
+    "precision": "training.mixed_precision_param (fp8, fp8-current, fp8-rowwise: converters quantize.linear.float8, "
+    "its recipe_name; mxfp8: quantize.linear.mx)",
     **dict.fromkeys(STATED_SPLIT, "refused when stated: it needs parallelism.module_fqns_per_model_part"),
 }
 
@@ -111,7 +111,7 @@ def torchtitan_toml(
     name, flav, _recipe = flavor(model, RELEASE) or ("llama3", "?", "?")
     ac = {"none": "none", "selective": "selective", "full": "full"}[plan.recompute]
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
-    converters = _converters(model, plan, settings or {})
+    converters = v02_converters(model, plan, compiled="model" in compile_components(settings or {}))
     lines = [
         f"# torchtitan {RELEASE} job config written by `planner launch --emit torchtitan-v0.2`",
         f"# plan: {plan.summary()}",
@@ -141,42 +141,7 @@ def torchtitan_toml(
         f'mode = "{ac}"',
         'selective_ac_option = "op"',
     ]
-    return "\n".join(lines + _quantize_lines(converters, plan.precision)) + "\n", dict(PLAN_FIELDS)
-
-
-QUANTIZE_SECTIONS = {  # each converter's section: float8's recipe; MXLinear's default recipe, said; the experts'
-    "quantize.linear.float8": ['recipe_name = "tensorwise"'],
-    "quantize.linear.mx": ['recipe_name = "mxfp8_cublas"'],
-    "quantize.grouped_mm.mx": ['recipe_name = "mxfp8"', 'fqns = ["experts"]'],  # grouped GEMMs, as priced
-}
-
-
-def _quantize_lines(converters: list[str], precision: str) -> list[str]:
-    """The converters' sections. A named recipe is priced with the output layer in bf16 (precision.py
-    head_precision), which float8's converter quantizes unless filtered (Float8Linear.filter_fqns defaults to [],
-    job_config.py v0.2.2; torchtitan's llama3 train configs filter "output"); plain fp8 is priced with it in fp8."""
-    head = ['filter_fqns = ["output"]'] if head_precision(precision) != precision else []
-    return [
-        line
-        for c in converters
-        for line in ("", f"[{c}]", *QUANTIZE_SECTIONS[c], *(head if c == "quantize.linear.float8" else []))
-    ]
-
-
-def _converters(model: ModelSpec, plan: Plan, settings: Mapping[str, object]) -> list[str]:
-    """torchao's converters for the plan's recipe: tensorwise float8 for nn.Linear; mxfp8 for nn.Linear and, with
-    experts, their grouped GEMMs (v0.2.2 components/quantization/mx.py MXLinearConverter, MXGroupedMMConverter),
-    which asserts "TP not yet supported with torch.compile for mxfp8"."""
-    if plan.precision in TENSORWISE_FP8:
-        return ["quantize.linear.float8"]
-    if plan.precision != "mxfp8":
-        return []
-    if plan.tp > 1 and "model" in compile_components(settings):
-        raise PlannerError(
-            f"--emit torchtitan-v0.2: torchtitan {RELEASE} asserts 'TP not yet supported with torch.compile for "
-            "mxfp8' (components/quantization/mx.py): price the plan eager (no compile), or at tp 1"
-        )
-    return ["quantize.linear.mx", *(["quantize.grouped_mm.mx"] if model.moe is not None else [])]
+    return "\n".join(lines + v02_sections(converters, plan.precision)) + "\n", dict(PLAN_FIELDS)
 
 
 register(
@@ -187,7 +152,7 @@ register(
         lambda o: torchtitan_toml(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
         engine="torchtitan",
         writes=WRITES,
-        precisions=frozenset(TENSORWISE_FP8) - {"fp8"} | {"mxfp8"},
+        precisions=frozenset(TORCHAO_FLOAT8_RECIPES) - {"fp8"} | {"mxfp8"},
         format_problems=format_problems,
     )
 )
