@@ -22,7 +22,7 @@ torchao/float8/config.py Float8LinearConfig.from_recipe_name (ROWWISE: axiswise 
 gradient, power-of-two scales, l.334-351; the output GEMM with fast accumulation, the backward ones without, l.215-217),
 float8_scaling_utils.py hp_tensor_to_float8_dynamic (the scale from the amax, then the cast), float8_ops.py
 addmm_float8_unwrapped (rowwise without fast accumulation: cuBLAS's per-tensor kernel at unit scales, the scales
-multiplied into the output after it, l.47-57 and l.84-85). The forward GEMM is CUTLASS's rowwise kernel, priced at
+multiplied into the output after it, l.47-59 and l.84-85). The forward GEMM is CUTLASS's rowwise kernel, priced at
 the fp8 matmul ceiling: pytorch/pytorch issue 147971 measures it at 90-100% of the per-tensor kernel's rate for most
 shapes on an H100, with a tail down to 50%, which is not priced.
 """
@@ -57,8 +57,10 @@ class Recipe:
     hadamard: bool  # a 16x16 random Hadamard transform on the wgrad operands (NVFP4)
     param_gather_halves: bool  # --fp8-param-gather moves the quantized weights (half of bf16)
     description: str
-    # each copy is quantized from its own reads of the 16-bit tensor: torchao's axiswise scales run along each
-    # GEMM's reduction dimension, a different axis for the fprop and the wgrad operand (a reduction per axis)
+    # each copy is cast from the 16-bit tensor when its own GEMM runs, with its own amax read: torchao's axiswise
+    # scales run along each GEMM's reduction dimension, another axis for the fprop, dgrad and wgrad operands
+    # (float8_linear.py: the forward casts the input and the weight, the backward the output gradient twice and
+    # the input and the weight again)
     axis_casts: bool = False
     # the backward GEMMs (slow accumulation) run cuBLAS's per-tensor kernel at unit scales and multiply the scales
     # into their 16-bit output afterwards: one more read and write of each dgrad and wgrad output
@@ -167,12 +169,12 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 RECIPE_NAMES: tuple[str, ...] = tuple(RECIPES)
-# Per-tensor dynamic fp8 ("tensorwise"): the recipe torchao's float8 tensor parallelism gathers in fp8
-# (torchtitan apply_tp enable_float8_tensorwise_tp), and what plain fp8 is on torchtitan (its precision_recipes).
-TENSORWISE_FP8: tuple[str, ...] = ("fp8", "fp8-current")
 # torchao's float8 recipe names (torchao/float8/config.py Float8LinearRecipeName) of the precisions its Float8Linear
 # runs: tensorwise for plain fp8 and fp8-current, rowwise for fp8-rowwise (rowwise_with_gw_hp is none of them).
 TORCHAO_FLOAT8_RECIPES: dict[str, str] = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}
+# Per-tensor dynamic fp8 ("tensorwise"): the recipe torchao's float8 tensor parallelism gathers in fp8
+# (torchtitan apply_tp enable_float8_tensorwise_tp), and what plain fp8 is on torchtitan (its precision_recipes).
+TENSORWISE_FP8: tuple[str, ...] = tuple(p for p, name in TORCHAO_FLOAT8_RECIPES.items() if name == "tensorwise")
 assert set(RECIPE_NAMES) | {"fp32", "bf16", "fp16", "fp8"} == set(PRECISIONS), "specs.Precision and RECIPES agree"
 
 

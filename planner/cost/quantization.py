@@ -11,8 +11,10 @@ times the forward, the gradients' casts being about the inputs' size):
   it caches them (Transformer Engine's is_first_microbatch: `weight_cast_step_s`, charged to the optimizer step);
 - NVFP4: a 16-point Hadamard transform of the wgrad operands, fused into the cast on the tensor cores
   (quantizer.cpp l.2699-2710): 2·16 FLOPs per element at the 16-bit peak;
-- torchao's rowwise fp8: each of the two copies read and reduced along its own axis, and the backward GEMMs'
-  outputs rescaled after the GEMM (precision.py: float8_ops.py addmm_float8_unwrapped), charged to the backward;
+- torchao's rowwise fp8 casts each copy when its GEMM runs, each with its own amax read: the forward the
+  input's and the weight's fprop copy, the backward their other copy and both of the output gradient, and it
+  rescales the backward GEMMs' outputs after them (precision.py: float8_ops.py addmm_float8_unwrapped); its
+  backward is stated (stated_backward_bytes) rather than taken as the factor times the forward;
 - the MoE router's GEMM stays bf16 (Megatron's TopKRouter is not a TE module; DeepSeek-V3 §3.3.2 keeps the gating
   in bf16), as do attention (TE "Not applying quantization to attention", recipe l.573) and the output layer
   (precision.head_precision).
@@ -26,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.cost.cache import spec_cache
-from planner.cost.kernels import gemm_s
+from planner.cost.kernels import MEMORY_BACKWARD_FACTOR, gemm_s
 from planner.cost.params import RankParams, kind_params_per_rank
 from planner.cost.stages import Layout, plan_layout
 from planner.engine import Engine, ZeroStage
@@ -53,7 +55,9 @@ class LayerCasts:
     hbm_bytes: float = 0.0  # memory-bound cast traffic
     flops: float = 0.0  # tensor-core work of the casts (NVFP4's Hadamard transform), at the 16-bit peak
     router_delta_s: float = 0.0  # the router GEMM at bf16 rather than at the recipe's rate
-    backward_hbm_bytes: float = 0.0  # the backward's own: the rescale of each dgrad and wgrad output (torchao rowwise)
+    # where the recipe states its backward (torchao rowwise: stated_backward_bytes), what that moves beyond the
+    # backward's MEMORY_BACKWARD_FACTOR x this forward (layer_time.py); 0 elsewhere
+    backward_hbm_bytes: float = 0.0
 
 
 NO_CASTS = LayerCasts()
@@ -83,11 +87,25 @@ def copy_bytes(r: Recipe, *, weight: bool) -> float:
 
 
 def cast_bytes_per_element(r: Recipe, architecture: str | None, *, weight: bool) -> float:
-    """HBM bytes one cast moves per element: read the 16-bit tensor (twice with an amax pass; again for each copy
-    where each is scaled along its own axis), write each copy."""
-    copies = r.copies(architecture)
-    reads = 2.0 * (2 if r.amax_pass else 1) * (copies if r.axis_casts else 1)
-    return reads + copies * copy_bytes(r, weight=weight)
+    """HBM bytes one cast moves per element: read the 16-bit tensor (twice with an amax pass), write each copy it
+    makes (one where each copy is cast when its own GEMM runs: Recipe.axis_casts)."""
+    copies = 1 if r.axis_casts else r.copies(architecture)
+    return 2.0 * (2 if r.amax_pass else 1) + copies * copy_bytes(r, weight=weight)
+
+
+def stated_backward_bytes(r: Recipe, architecture: str | None, *, input_elements: float, weights: float) -> float:
+    """What the backward of a recipe cast at each GEMM moves (torchao float8_linear.py backward, l.113-185): the
+    other copy of the input and of the weight, both copies of the output gradient (about the inputs' size, as
+    this module counts the gradients), and, where the backward GEMMs are rescaled after they run, each dgrad output
+    (the inputs' size) and wgrad output (the weights') read and written once more."""
+    act, wt = (
+        cast_bytes_per_element(r, architecture, weight=False),
+        cast_bytes_per_element(r, architecture, weight=True),
+    )
+    out = input_elements * act + weights * wt + 2 * input_elements * act
+    if r.rescaled_backward:
+        out += RESCALE_BYTES_PER_ELEMENT * (input_elements + weights)
+    return out
 
 
 def layer_casts(
@@ -111,11 +129,11 @@ def layer_casts(
     if kind.ffn == "moe" and model.moe is not None:
         f = 2 * tokens * model.hidden_size * model.moe.num_experts
         router = gemm_s(f, core_peak, eff, "bf16") - gemm_s(f, gemm_peak, eff, precision)
-    rescaled = 0.0
-    if r.rescaled_backward:  # dgrad outputs are the GEMM inputs' size, wgrad outputs the weights'
-        outputs = input_elements + quantized_kind_params(model, kind, tp=tp, ep=ep, etp=etp)
-        rescaled = RESCALE_BYTES_PER_ELEMENT * outputs
-    return LayerCasts(hbm, flops, router, rescaled)
+    beyond = 0.0  # a recipe cast at each GEMM states its backward: what it moves beyond the factor x the forward
+    if r.axis_casts:
+        stated = stated_backward_bytes(r, architecture, input_elements=input_elements, weights=weights)
+        beyond = stated - MEMORY_BACKWARD_FACTOR * hbm
+    return LayerCasts(hbm, flops, router, beyond)
 
 
 # ---- memory --------------------------------------------------------------------------------------------

@@ -96,12 +96,7 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
         "converters", []
     ):
         out.append("fp8 without the quantize.linear.float8 converter")
-    float8 = doc.get("quantize", {}).get("linear", {}).get("float8")
-    if float8 is not None:  # job_config.py v0.2.2 l.731-752 Float8Linear: recipe_name's Literal, filter_fqns
-        out += [f"unknown key quantize.linear.float8.{k}" for k in float8 if k not in ("recipe_name", "filter_fqns")]
-        want = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}.get(plan.precision)
-        if float8.get("recipe_name") != want:
-            out.append(f"float8 recipe_name {float8.get('recipe_name')!r} for precision={plan.precision}")
+    out += _float8_section_violations(doc.get("quantize", {}).get("linear", {}).get("float8"), plan)
     if pp > 1:
         mbs, sched = par.get("pipeline_parallel_microbatch_size", 1), par.get("pipeline_parallel_schedule", "1F1B")
         if local % mbs:  # pipeline_parallel.py build_pipeline_schedule
@@ -261,4 +256,19 @@ def _converter_violations(plan: Plan, converters: str) -> list[str]:
         out.append(f"recipe_name {given.get('recipe_name')!r}: fp8-rowwise is torchao's rowwise")
     if given.get("filter_fqns") != ["lm_head"]:
         out.append("the output layer (lm_head) is not filtered: it would run in fp8, priced in bf16")
+    return out
+
+
+def _float8_section_violations(float8: dict | None, plan: Plan) -> list[str]:
+    """v0.2.2's [quantize.linear.float8] (job_config.py l.731-752 Float8Linear): a recipe_name its Literal has that
+    scales as the plan is priced (no section, or no name, is tensorwise: float8.py l.84-100), and the output layer
+    filtered under a named recipe, which prices it in bf16."""
+    want = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}.get(plan.precision)
+    if float8 is None:
+        return [f"no [quantize.linear.float8] for precision={plan.precision}"] if want else []
+    out = [f"unknown key quantize.linear.float8.{k}" for k in float8 if k not in ("recipe_name", "filter_fqns")]
+    if float8.get("recipe_name", "tensorwise") != want:
+        out.append(f"float8 recipe_name {float8.get('recipe_name')!r} for precision={plan.precision}")
+    if (plan.precision != "fp8") != ("output" in float8.get("filter_fqns", [])):
+        out.append(f"the output layer is {'not ' * (plan.precision != 'fp8')}filtered, priced in bf16 only when named")
     return out

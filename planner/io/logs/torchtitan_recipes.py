@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from planner.io.logs.log_text import Step
+from planner.precision import TORCHAO_FLOAT8_RECIPES
 
 # What torchtitan's low-precision converters print (components/quantization/): float8.py "Float8 tensorwise scaled
 # training active" (v0.1.0-v0.2.2, torchao's tensorwise dynamic scaling: the profile's plain fp8) and "Float8 training
@@ -23,7 +24,8 @@ UNPRICED = (
     "names a float8 recipe no precision of the planner is (fp8 is torchao's tensorwise scaling, fp8-rowwise its "
     "rowwise, mxfp8 its MX; rowwise_with_gw_hp keeps the weight gradients' GEMM in bf16)"
 )
-FLOAT8_RECIPES = {"tensorwise": "fp8", "rowwise": "fp8-rowwise"}  # torchao Float8LinearRecipeName -> precision
+# torchao's recipe name -> the precision it reads as: the first to name it (tensorwise: plain fp8, as calibrated)
+FLOAT8_RECIPES = {name: p for p, name in reversed(TORCHAO_FLOAT8_RECIPES.items())}
 
 
 def low_precision(text: str) -> tuple[str | None, str] | None:

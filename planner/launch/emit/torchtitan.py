@@ -25,7 +25,7 @@ from planner.launch.emit.common import catalog_match, engine_torchrun, eps_probl
 from planner.launch.emit.targets import Target, register
 from planner.launch.emit.torchtitan_quantize import registry_converters
 from planner.plan import STATED_SPLIT, Plan
-from planner.precision import TENSORWISE_FP8
+from planner.precision import TENSORWISE_FP8, TORCHAO_FLOAT8_RECIPES
 from planner.specs import ModelSpec
 
 FILE_NAME = "torchtitan_plan.py"
@@ -290,7 +290,7 @@ register(
         lambda o: torchtitan_config(o.model, o.cfg.plan, o.settings, nodes=o.nodes, per_node=o.per_node)[0],
         engine="torchtitan",
         writes=WRITES,
-        precisions=frozenset({"fp8-current", "fp8-rowwise"}),  # fp8-current refused by name: ROWWISE_ONLY
+        precisions=frozenset(TORCHAO_FLOAT8_RECIPES) - {"fp8"},  # fp8-current refused by name: ROWWISE_ONLY
         format_problems=format_problems,
         format_notes=format_notes,
     )

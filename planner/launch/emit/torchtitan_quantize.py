@@ -15,8 +15,7 @@ from planner.specs import ModelSpec
 
 V02_RELEASE = "v0.2.2"
 FLOAT8 = "quantize.linear.float8"
-V02_SECTIONS = {  # each converter's section beside float8's recipe: MXLinear's default recipe, said; the experts'
-    FLOAT8: [],
+V02_SECTIONS = {  # each converter's section (float8's: _float8_lines); MXLinear's default recipe, said; the experts'
     "quantize.linear.mx": ['recipe_name = "mxfp8_cublas"'],
     "quantize.grouped_mm.mx": ['recipe_name = "mxfp8"', 'fqns = ["experts"]'],  # grouped GEMMs, as priced
 }
@@ -41,9 +40,15 @@ def v02_converters(model: ModelSpec, plan: Plan, *, compiled: bool) -> list[str]
 
 def v02_sections(converters: list[str], precision: str) -> list[str]:
     """The converters' job-config sections."""
+    sections = {c: _float8_lines(precision) if c == FLOAT8 else V02_SECTIONS[c] for c in converters}
+    return [line for c, body in sections.items() for line in ("", f"[{c}]", *body)]
+
+
+def _float8_lines(precision: str) -> list[str]:
+    """v0.2.2's float8 section: torchao's recipe for the precision, and the output layer filtered where it is
+    priced in bf16."""
     head = ['filter_fqns = ["output"]'] if head_precision(precision) != precision else []
-    float8 = [f'recipe_name = "{TORCHAO_FLOAT8_RECIPES.get(precision)}"', *head]
-    return [line for c in converters for line in ("", f"[{c}]", *V02_SECTIONS[c], *(float8 if c == FLOAT8 else []))]
+    return [f'recipe_name = "{TORCHAO_FLOAT8_RECIPES[precision]}"', *head]
 
 
 def registry_converters(plan: Plan, *, compiled: bool) -> tuple[list[str], str]:
