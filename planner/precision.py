@@ -1,15 +1,16 @@
 """Precision recipes: what each `--precision` value is, as the engines' quantization libraries define it.
 
 `fp32`, `bf16` and `fp16` run every GEMM in that format. A named recipe runs all three GEMMs of every linear layer of
-the transformer layers in its format — fprop, dgrad and wgrad (TE's default; Megatron's `--no-fp8-wgrad` and
-torchao's `rowwise_with_gw_hp`, which keep wgrad in bf16, are not recipes here) — and keeps attention, the
-embedding, the output layer and the MoE router in bf16. Plain `fp8` is the engine's default fp8 recipe as the
-planner has always modelled it: GEMMs at the fp8 peak, a cast of every GEMM input and weight, an fp8 weight cache
-where the engine keeps one; its terms were calibrated on the published fp8 runs and stay as they are. The named
-recipes below carry their own terms (cost/quantization.py): which tensors they quantize and how (per tensor, per
-row, per block of 128, 32 or 16 elements), the scale tensors, the transposed copies, the amax passes, NVFP4's
-Hadamard transform, torchao's rescaled backward GEMMs. GPU architectures and engines that run each recipe are the
-engine profile's (`rules.precision_recipes`, engine/recipes.py), from the libraries' own support checks.
+the transformer layers in its format — fprop, dgrad and wgrad (TE's default; Megatron's `--no-fp8-wgrad`, which keeps
+wgrad in bf16, is not a recipe here), but for `fp8-rowwise-gw-hp` (torchao's `rowwise_with_gw_hp`), whose wgrad runs
+in bf16 — and keeps attention, the embedding, the output layer and the MoE router in bf16. Plain `fp8` is the
+engine's default fp8 recipe as the planner has always modelled it: GEMMs at the fp8 peak, a cast of every GEMM input
+and weight, an fp8 weight cache where the engine keeps one; its terms were calibrated on the published fp8 runs and
+stay as they are. The named recipes below carry their own terms (cost/quantization.py): which tensors they quantize
+and how (per tensor, per row, per block of 128, 32 or 16 elements), the scale tensors, the transposed copies, the
+amax passes, NVFP4's Hadamard transform, torchao's rescaled backward GEMMs. GPU architectures and engines that run
+each recipe are the engine profile's (`rules.precision_recipes`, engine/recipes.py), from the libraries' own support
+checks.
 
 Sources (read at the commits engine_profiles/megatron.yaml names): Transformer Engine @d0067d0d
 transformer_engine/common/recipe/__init__.py (the recipe classes: DelayedScaling l.173-285, Float8CurrentScaling
@@ -22,7 +23,9 @@ torchao/float8/config.py Float8LinearConfig.from_recipe_name (ROWWISE: axiswise 
 gradient, power-of-two scales, l.334-351; the output GEMM with fast accumulation, the backward ones without, l.215-217),
 float8_scaling_utils.py hp_tensor_to_float8_dynamic (the scale from the amax, then the cast), float8_ops.py
 addmm_float8_unwrapped (rowwise without fast accumulation: cuBLAS's per-tensor kernel at unit scales, the scales
-multiplied into the output after it, l.47-59 and l.84-85). The forward GEMM is CUTLASS's rowwise kernel, priced at
+multiplied into the output after it, l.47-59 and l.84-85; preprocess_addmm repeats a per-tensor scale along the
+rows where the other operand is rowwise, l.348-353, which is how rowwise_with_gw_hp's input gradient runs; its
+recipe, config.py l.353-378). The forward GEMM is CUTLASS's rowwise kernel, priced at
 the fp8 matmul ceiling: pytorch/pytorch issue 147971 measures it at 90-100% of the per-tensor kernel's rate for most
 shapes on an H100, with a tail down to 50%, which is not priced.
 """
@@ -65,6 +68,13 @@ class Recipe:
     # the backward GEMMs (slow accumulation) run cuBLAS's per-tensor kernel at unit scales and multiply the scales
     # into their 16-bit output afterwards: one more read and write of each dgrad and wgrad output
     rescaled_backward: bool = False
+    # the weight-gradient GEMM's format where it is not `gemm` (torchao rowwise_with_gw_hp: bf16, its operands the
+    # saved 16-bit input and the output gradient, uncast); None: all three GEMMs in `gemm`
+    wgrad: GemmFormat | None = None
+
+    def wgrad_format(self) -> GemmFormat:
+        """The format the weight-gradient GEMM runs in."""
+        return self.wgrad or self.gemm
 
     def copies(self, architecture: str | None) -> int:
         """Copies of a tensor used in both directions (fprop rowwise, dgrad/wgrad columnwise): per-tensor fp8 on
@@ -126,6 +136,23 @@ RECIPES: dict[str, Recipe] = {
         axis_casts=True,
         rescaled_backward=True,
     ),
+    "fp8-rowwise-gw-hp": Recipe(
+        "fp8-rowwise-gw-hp",
+        "fp8",
+        1.0,
+        0.0,  # as fp8-rowwise
+        0.0,
+        False,
+        True,
+        0,
+        False,
+        False,
+        "fp8-rowwise's forward; the input gradient from an axiswise E4M3 output gradient and a per-tensor weight, the "
+        "weight gradient in bf16 (torchao Float8LinearRecipeName.ROWWISE_WITH_GW_HP, torchtitan's rowwise_with_gw_hp)",
+        axis_casts=True,
+        rescaled_backward=True,
+        wgrad="bf16",
+    ),
     "fp8-blockwise": Recipe(
         "fp8-blockwise",
         "fp8",
@@ -170,8 +197,13 @@ RECIPES: dict[str, Recipe] = {
 }
 RECIPE_NAMES: tuple[str, ...] = tuple(RECIPES)
 # torchao's float8 recipe names (torchao/float8/config.py Float8LinearRecipeName) of the precisions its Float8Linear
-# runs: tensorwise for plain fp8 and fp8-current, rowwise for fp8-rowwise (rowwise_with_gw_hp is none of them).
-TORCHAO_FLOAT8_RECIPES: dict[str, str] = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}
+# runs: tensorwise for plain fp8 and fp8-current, rowwise for fp8-rowwise, rowwise_with_gw_hp for fp8-rowwise-gw-hp.
+TORCHAO_FLOAT8_RECIPES: dict[str, str] = {
+    "fp8": "tensorwise",
+    "fp8-current": "tensorwise",
+    "fp8-rowwise": "rowwise",
+    "fp8-rowwise-gw-hp": "rowwise_with_gw_hp",
+}
 # Per-tensor dynamic fp8 ("tensorwise"): the recipe torchao's float8 tensor parallelism gathers in fp8
 # (torchtitan apply_tp enable_float8_tensorwise_tp), and what plain fp8 is on torchtitan (its precision_recipes).
 TENSORWISE_FP8: tuple[str, ...] = tuple(p for p, name in TORCHAO_FLOAT8_RECIPES.items() if name == "tensorwise")

@@ -44,7 +44,17 @@ from planner.layers import (
 # fp8 = the engine's default fp8 recipe as the planner has always costed it; the named recipes after it are
 # precision.py's (Transformer Engine / torchao recipes with their own memory and time terms).
 Precision = Literal[
-    "fp32", "bf16", "fp16", "fp8", "fp8-delayed", "fp8-current", "fp8-rowwise", "fp8-blockwise", "mxfp8", "nvfp4"
+    "fp32",
+    "bf16",
+    "fp16",
+    "fp8",
+    "fp8-delayed",
+    "fp8-current",
+    "fp8-rowwise",
+    "fp8-rowwise-gw-hp",
+    "fp8-blockwise",
+    "mxfp8",
+    "nvfp4",
 ]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 

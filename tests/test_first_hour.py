@@ -211,6 +211,7 @@ def test_shell_completion_of_commands_options_and_catalog_names():
         "fp8-delayed",
         "fp8-current",
         "fp8-rowwise",
+        "fp8-rowwise-gw-hp",
         "fp8-blockwise",
     ]
     assert complete("planner search --schedule 1f1b,dual") == ["1f1b,dualpipev"]

@@ -494,14 +494,15 @@ def test_torchtitan_reads_only_llama_model_args_as_a_llama():
         ("Converted Linear layers to NVFP4Linear", "nvfp4"),  # main's nvfp4.py
         ("Float8 training active with recipe rowwise", "fp8-rowwise"),  # 0.3.0's default (torchao ROWWISE)
         ("Float8 training active with recipe tensorwise", "fp8"),  # v0.2.2 with recipe_name tensorwise
-        ("Float8 training active with recipe rowwise_with_gw_hp", None),  # bf16 wgrad, no precision: unstated, said
+        ("Float8 training active with recipe rowwise_with_gw_hp", "fp8-rowwise-gw-hp"),  # its wgrad in bf16
+        ("Float8 training active with recipe all_axiswise", None),  # a name no precision is: unstated, said
         (None, "bf16"),
     ],
 )
 def test_torchtitan_reads_the_low_precision_recipe_its_converter_prints(converter, precision):
     """torchtitan's converters (components/quantization/float8.py, mx.py, nvfp4.py) print one line each; the plain
     tensorwise line once read as a bf16 run (audit), and a rowwise or MX recipe as tensorwise fp8; rowwise reads as
-    fp8-rowwise, and rowwise_with_gw_hp, which no precision is, is left unstated and said."""
+    fp8-rowwise, rowwise_with_gw_hp as fp8-rowwise-gw-hp, and a name no precision is is left unstated and said."""
     from planner.io.logs.torchtitan_log import read_torchtitan
 
     text = (LOGS / "torchtitan_h200_llama3_8b.log").read_text()

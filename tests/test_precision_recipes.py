@@ -219,6 +219,28 @@ def test_router_stays_bf16():
     assert layer_casts(moe, DENSE, "fp8-current", **args).router_delta_s == 0
 
 
+def test_rowwise_with_gw_hp_runs_its_weight_gradient_in_bf16():
+    """torchao's rowwise_with_gw_hp (config.py l.353-378): the forward as rowwise; the input gradient from an
+    axiswise output gradient and a per-tensor weight, repeated to rows and so rescaled after cuBLAS's unit-scale
+    GEMM like rowwise's (float8_ops.py preprocess_addmm, addmm_float8_unwrapped); the weight gradient in bf16 from
+    the saved input and the output gradient as they are (ScalingType.DISABLED): no casts and no rescale for it."""
+    n, w = 1e6, Q_LAYER
+    args = {"input_elements": n, "tp": 1, "ep": 1, "etp": 1, "architecture": "hopper", "eff": H100.efficiency,
+            "gemm_peak": H100.peak("fp8"), "core_peak": H100.peak("bf16"), "tokens": 1e3}  # fmt: skip
+    hp = layer_casts(GPT, DENSE, "fp8-rowwise-gw-hp", weight_cache=False, **args)
+    assert hp.hbm_bytes == 5 * (n + w)  # the forward as rowwise
+    stated = 5 * w + 5 * n + 4 * n  # the weight's and the output gradient's dgrad casts, the dgrad rescale
+    assert hp.backward_hbm_bytes == pytest.approx(stated - 2 * hp.hbm_bytes)
+    plan = _plan("fp8-rowwise-gw-hp", micro_batch=1)
+    lt = {p: layer_time(GPT, H100, plan.model_copy(update={"precision": p}), TITAN, kind=DENSE)
+          for p in ("bf16", "fp8-rowwise", "fp8-rowwise-gw-hp")}  # fmt: skip
+    row, hp_t, bf = lt["fp8-rowwise"], lt["fp8-rowwise-gw-hp"], lt["bf16"]
+    assert hp_t.gemm_forward_s == row.gemm_forward_s and row.gemm_backward_s == 2 * row.gemm_forward_s
+    # the backward's GEMMs: dgrad at the fp8 rate, wgrad at the bf16 rate (bf16's backward is two of those)
+    assert hp_t.gemm_backward_s == pytest.approx(row.gemm_forward_s + bf.gemm_backward_s / 2)
+    assert row.gemm_backward_s < hp_t.gemm_backward_s < bf.gemm_backward_s
+
+
 def test_rowwise_runs_are_read_optimistic_by_what_is_not_priced():
     """torchtitan's async-TP benchmark (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md, Llama 3 8B and 70B
     on Grand Teton H100s) measured its four plans in bf16, tensorwise and rowwise fp8 (tests/data/
@@ -266,6 +288,8 @@ def test_rowwise_runs_are_read_optimistic_by_what_is_not_priced():
         ("torchtitan", "h100-sxm", "fp8-rowwise", None),
         ("torchtitan", "mi300x", "fp8-rowwise", None),
         ("torchtitan", "a100-80gb", "fp8-rowwise", "fp8-rowwise not on ampere in torchtitan"),
+        ("torchtitan", "h100-sxm", "fp8-rowwise-gw-hp", None),
+        ("megatron", "b200", "fp8-rowwise-gw-hp", "megatron has no fp8-rowwise-gw-hp"),
         ("megatron", "h100-sxm", "fp8-rowwise", "megatron has no fp8-rowwise"),  # no Transformer Engine recipe
         ("deepspeed", "h100-sxm", "fp8-current", "deepspeed has no fp8-current"),
         ("llm-foundry", "h100-sxm", "fp8-delayed", None),
@@ -337,7 +361,7 @@ def test_a_recipe_refused_on_a_gpu_names_what_that_engine_runs_there():
     """torchtitan has no fp8-blockwise recipe: refusing mxfp8 on Hopper, it points to the one it runs there."""
     code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--engine", "torchtitan",
                                  "--precision", "mxfp8")  # fmt: skip
-    assert code == 2 and err.strip().endswith("on hopper it runs fp8-current, fp8-rowwise"), err
+    assert code == 2 and err.strip().endswith("on hopper it runs fp8-current, fp8-rowwise, fp8-rowwise-gw-hp"), err
     code, _out, err = run_planner("estimate", "-m", "llama3-8b", "--gpus", "8", "--precision", "mxfp8")
     assert code == 2 and "fp8-blockwise" in err.split("on hopper it runs")[1], err
 

@@ -114,7 +114,7 @@ PrecisionOpt = Annotated[
         "--precision",
         autocompletion=words(get_args(Precision)),
         help="fp32 | bf16 | fp16 | fp8 (the engine's default fp8 recipe) | fp8-delayed | fp8-current | fp8-rowwise "
-        "| fp8-blockwise | mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
+        "| fp8-rowwise-gw-hp | fp8-blockwise | mxfp8 | nvfp4 (named recipes: see `planner engines show NAME`)",
     ),
 ]
 ScheduleOpt = Annotated[

@@ -71,7 +71,8 @@ PrecisionListOpt = Annotated[
     typer.Option(
         "--precision",
         help="precisions to search, comma list, ranked together: fp32 | bf16 | fp16 | fp8 (the engine's default fp8 "
-        "recipe) | fp8-delayed | fp8-current | fp8-rowwise | fp8-blockwise | mxfp8 | nvfp4 (default bf16)",
+        "recipe) | fp8-delayed | fp8-current | fp8-rowwise | fp8-rowwise-gw-hp | fp8-blockwise | mxfp8 | nvfp4 "
+        "(default bf16)",
         autocompletion=words(get_args(Precision)),
     ),
 ]

@@ -25,7 +25,7 @@ from planner.cost.kernels import (
     ssd_scan_s,
 )
 from planner.cost.moe import routed_load
-from planner.cost.quantization import layer_casts
+from planner.cost.quantization import layer_casts, wgrad_delta_s
 from planner.cost.recipe_options import modules_recompute_s, selected_modules
 from planner.engine import Engine, Kernels
 from planner.hardware import Efficiency, HardwareProfile
@@ -225,6 +225,8 @@ def _layer_time(
                         architecture=arch, weight_cache=weight_cache, eff=eff, gemm_peak=gemm_peak,
                         core_peak=core_peak, tokens=t)  # fmt: skip
     gemm_fwd += casts.router_delta_s
+    # the backward's two GEMMs: dgrad as the forward, wgrad at the recipe's wgrad rate (bf16: rowwise_with_gw_hp)
+    wgrad = gemm_fwd + wgrad_delta_s(precision, each, g.flops, core_peak, eff)
     mem_fwd = (mem_bytes + casts.hbm_bytes) / hbm_bw + casts.flops / core_peak
     # Fixed cost per kernel (efficiency.kernel_overhead_s, 0 on GPUs), charged to the memory-bound share; CUDA graphs
     # replay a layer's kernels with one launch (dropless MoE layers are captured only in part: charged in full).
@@ -251,7 +253,7 @@ def _layer_time(
         rc = OP_SAC_GEMM_FRACTION * gemm_fwd + mem_fwd + ko * (OP_SAC_GEMM_FRACTION * len(g.flops) + n_mem_ops)
     else:
         rc = 0.0
-    return LayerTime(gemm_fwd, core_fwd, mem_fwd + k_fwd, 2 * gemm_fwd, core_bwd, mem_bwd, rc + host_rc)
+    return LayerTime(gemm_fwd, core_fwd, mem_fwd + k_fwd, gemm_fwd + wgrad, core_bwd, mem_bwd, rc + host_rc)
 
 
 def hw_rates(hw: HardwareProfile, precision: str) -> tuple[float, float]:

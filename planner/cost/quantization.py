@@ -95,16 +95,18 @@ def cast_bytes_per_element(r: Recipe, architecture: str | None, *, weight: bool)
 
 def stated_backward_bytes(r: Recipe, architecture: str | None, *, input_elements: float, weights: float) -> float:
     """What the backward of a recipe cast at each GEMM moves (torchao float8_linear.py backward, l.113-185): the
-    other copy of the input and of the weight, both copies of the output gradient (about the inputs' size, as
-    this module counts the gradients), and, where the backward GEMMs are rescaled after they run, each dgrad output
-    (the inputs' size) and wgrad output (the weights') read and written once more."""
-    act, wt = (
-        cast_bytes_per_element(r, architecture, weight=False),
-        cast_bytes_per_element(r, architecture, weight=True),
-    )
-    out = input_elements * act + weights * wt + 2 * input_elements * act
+    weight's dgrad copy and the output gradient's (about the inputs' size, as this module counts the gradients);
+    where the wgrad GEMM is quantized too, the input's and the output gradient's wgrad copies; and, where the
+    quantized backward GEMMs are rescaled after they run, each dgrad output (the inputs' size) and quantized wgrad
+    output (the weights') read and written once more. A bf16 wgrad reads the saved input and the gradient as they
+    are (rowwise_with_gw_hp: ScalingType.DISABLED)."""
+    act = cast_bytes_per_element(r, architecture, weight=False)
+    quantized_wgrad = r.wgrad_format() == r.gemm
+    out = weights * cast_bytes_per_element(r, architecture, weight=True) + input_elements * act
+    if quantized_wgrad:
+        out += 2 * input_elements * act
     if r.rescaled_backward:
-        out += RESCALE_BYTES_PER_ELEMENT * (input_elements + weights)
+        out += RESCALE_BYTES_PER_ELEMENT * (input_elements + (weights if quantized_wgrad else 0.0))
     return out
 
 
@@ -134,6 +136,19 @@ def layer_casts(
         stated = stated_backward_bytes(r, architecture, input_elements=input_elements, weights=weights)
         beyond = stated - MEMORY_BACKWARD_FACTOR * hbm
     return LayerCasts(hbm, flops, router, beyond)
+
+
+def wgrad_delta_s(
+    precision: str, each_s: dict[float, float], flops: list[float], core_peak: float, eff: Efficiency
+) -> float:
+    """What a recipe whose weight-gradient GEMMs run in another format (Recipe.wgrad: bf16 for torchao's
+    rowwise_with_gw_hp) adds over running them as the forward's: each GEMM of the layer at the 16-bit rate, less
+    its time in the recipe's format (`each_s`). The experts' grouped GEMMs keep the recipe's rate (no engine runs
+    this recipe on them)."""
+    r = RECIPES.get(precision)
+    if r is None or r.wgrad_format() == r.gemm:
+        return 0.0
+    return sum(gemm_s(f, core_peak, eff, r.wgrad_format()) - each_s[f] for f in flops)
 
 
 # ---- memory --------------------------------------------------------------------------------------------

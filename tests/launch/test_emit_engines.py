@@ -147,6 +147,7 @@ PLANS.append(
     ("llama3-70b", {"dp": 32, "tp": 8, "sp": True, "zero": 3, "global_batch": 512, "seq_len": 8192,
                     "recompute": "full", "precision": "fp8-rowwise"})
 )  # fmt: skip
+PLANS.append(("llama3-8b", {"dp": 8, "zero": 3, "global_batch": 64, "seq_len": 8192, "precision": "fp8-rowwise-gw-hp"}))
 PLANS.append(
     ("kimi-k2", {"dp": 32, "tp": 2, "sp": True, "pp": 8, "ep": 32, "zero": 1, "global_batch": 1024, "seq_len": 4096})
 )

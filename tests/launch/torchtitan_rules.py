@@ -92,9 +92,12 @@ def torchtitan_v02_violations(text: str, model: ModelSpec, plan: Plan) -> list[s
         out.append("DDP has not supported > 1D parallelism")
     if tr.get("mixed_precision_param", "bfloat16") not in ("bfloat16", "float32"):
         out.append("mixed_precision_param must be bfloat16 or float32")
-    if plan.precision in ("fp8", "fp8-current", "fp8-rowwise") and "quantize.linear.float8" not in md.get(
-        "converters", []
-    ):
+    if plan.precision in (
+        "fp8",
+        "fp8-current",
+        "fp8-rowwise",
+        "fp8-rowwise-gw-hp",
+    ) and "quantize.linear.float8" not in md.get("converters", []):
         out.append("fp8 without the quantize.linear.float8 converter")
     out += _float8_section_violations(doc.get("quantize", {}).get("linear", {}).get("float8"), plan)
     if pp > 1:
@@ -245,15 +248,16 @@ FLOAT8_CONFIG_0_3 = {"recipe_name", "filter_fqns", "emulate", "model_compile_ena
 def _converter_violations(plan: Plan, converters: str) -> list[str]:
     """0.3.0's Float8LinearConverter.Config (components/quantization/float8.py): rowwise or rowwise_with_gw_hp
     recipes only, kw-only fields; the output layer is `lm_head` (models/common/decoder.py)."""
-    if (plan.precision == "fp8-rowwise") != ("Float8LinearConverter" in converters):
-        return ["fp8-rowwise and the Float8LinearConverter go together"]
+    want = {"fp8-rowwise": "rowwise", "fp8-rowwise-gw-hp": "rowwise_with_gw_hp"}.get(plan.precision)
+    if (want is not None) != ("Float8LinearConverter" in converters):
+        return ["a rowwise fp8 recipe and the Float8LinearConverter go together"]
     if converters == "None":
         return []
     (call,) = ast.parse(converters).body[0].value.elts  # type: ignore[attr-defined]
     given = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     out = [f"unknown Float8LinearConverter.Config field {k}" for k in given if k not in FLOAT8_CONFIG_0_3]
-    if given.get("recipe_name", "rowwise") != "rowwise":
-        out.append(f"recipe_name {given.get('recipe_name')!r}: fp8-rowwise is torchao's rowwise")
+    if given.get("recipe_name", "rowwise") != want:
+        out.append(f"recipe_name {given.get('recipe_name')!r} for precision={plan.precision}")
     if given.get("filter_fqns") != ["lm_head"]:
         out.append("the output layer (lm_head) is not filtered: it would run in fp8, priced in bf16")
     return out
@@ -263,7 +267,8 @@ def _float8_section_violations(float8: dict | None, plan: Plan) -> list[str]:
     """v0.2.2's [quantize.linear.float8] (job_config.py l.731-752 Float8Linear): a recipe_name its Literal has that
     scales as the plan is priced (no section, or no name, is tensorwise: float8.py l.84-100), and the output layer
     filtered under a named recipe, which prices it in bf16."""
-    want = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise"}.get(plan.precision)
+    want = {"fp8": "tensorwise", "fp8-current": "tensorwise", "fp8-rowwise": "rowwise",
+            "fp8-rowwise-gw-hp": "rowwise_with_gw_hp"}.get(plan.precision)  # fmt: skip
     if float8 is None:
         return [f"no [quantize.linear.float8] for precision={plan.precision}"] if want else []
     out = [f"unknown key quantize.linear.float8.{k}" for k in float8 if k not in ("recipe_name", "filter_fqns")]

@@ -12,8 +12,8 @@ from planner.precision import TORCHAO_FLOAT8_RECIPES
 
 # What torchtitan's low-precision converters print (components/quantization/): float8.py "Float8 tensorwise scaled
 # training active" (v0.1.0-v0.2.2, torchao's tensorwise dynamic scaling: the profile's plain fp8) and "Float8 training
-# active with recipe NAME" (rowwise: fp8-rowwise; rowwise_with_gw_hp, whose wgrad stays bf16, no precision of the
-# planner; main's only float8 recipes); mx.py "Float8 training active
+# active with recipe NAME" (rowwise: fp8-rowwise; rowwise_with_gw_hp: fp8-rowwise-gw-hp; main's only float8
+# recipes); mx.py "Float8 training active
 # with recipe NAME" (v0.1.0) or "MX training active with recipe NAME" (v0.2.x) with an MX recipe (mxfp8, mxfp8_cublas)
 # and, on main, "Converted Linear layers to MXFP8Linear" / "... to NVFP4Linear" (nvfp4.py).
 TENSORWISE_LINE = "Float8 tensorwise scaled training active"
@@ -22,7 +22,7 @@ RECIPE_LINE = re.compile(r"(?:Float8|MX) training active with recipe (\w+)")
 CONVERTED = re.compile(r"Converted Linear layers to (MXFP8|NVFP4)Linear")
 UNPRICED = (
     "names a float8 recipe no precision of the planner is (fp8 is torchao's tensorwise scaling, fp8-rowwise its "
-    "rowwise, mxfp8 its MX; rowwise_with_gw_hp keeps the weight gradients' GEMM in bf16)"
+    "rowwise, fp8-rowwise-gw-hp its rowwise_with_gw_hp, mxfp8 its MX)"
 )
 # torchao's recipe name -> the precision it reads as: the first to name it (tensorwise: plain fp8, as calibrated)
 FLOAT8_RECIPES = {name: p for p, name in reversed(TORCHAO_FLOAT8_RECIPES.items())}
@@ -30,7 +30,7 @@ FLOAT8_RECIPES = {name: p for p, name in reversed(TORCHAO_FLOAT8_RECIPES.items()
 
 def low_precision(text: str) -> tuple[str | None, str] | None:
     """The precision a torchtitan converter line states, with the line (None: no converter line, a 16- or 32-bit
-    run); a precision of None: a recipe no precision of the planner is (rowwise_with_gw_hp), left unstated."""
+    run); a precision of None: a recipe name no precision of the planner is, left unstated."""
     if TENSORWISE_LINE in text:
         return "fp8", TENSORWISE_LINE
     if m := CONVERTED.search(text):

@@ -52,12 +52,12 @@ def _float8_lines(precision: str) -> list[str]:
 
 
 def registry_converters(plan: Plan, *, compiled: bool) -> tuple[list[str], str]:
-    """0.3.0: (the import the converters need, model_registry's converters argument) — Float8LinearConverter for
-    fp8-rowwise, its default recipe named; None for 16- and 32-bit plans (the file refuses the others first:
-    torchtitan.format_problems); `compiled`: the plan compiles the model (model_compile_enabled)."""
-    if plan.precision != "fp8-rowwise":
+    """0.3.0: (the import the converters need, model_registry's converters argument) — Float8LinearConverter for a
+    rowwise recipe, named; None for 16- and 32-bit plans (the file refuses tensorwise first: torchtitan.
+    format_problems); `compiled`: the plan compiles the model (model_compile_enabled)."""
+    recipe = TORCHAO_FLOAT8_RECIPES.get(plan.precision)
+    if recipe is None or recipe == "tensorwise":
         return [], "None"
     head = ', filter_fqns=["lm_head"]' if head_precision(plan.precision) != plan.precision else ""
-    recipe = TORCHAO_FLOAT8_RECIPES[plan.precision]
     converter = f'Float8LinearConverter.Config(recipe_name="{recipe}"{head}, model_compile_enabled={compiled})'
     return ["from torchtitan.components.quantization import Float8LinearConverter"], f"[{converter}]"
