@@ -23,8 +23,8 @@ torchao/float8/config.py Float8LinearConfig.from_recipe_name (ROWWISE: axiswise 
 gradient, power-of-two scales, l.334-351; the output GEMM with fast accumulation, the backward ones without, l.215-217),
 float8_scaling_utils.py hp_tensor_to_float8_dynamic (the scale from the amax, then the cast), float8_ops.py
 addmm_float8_unwrapped (rowwise without fast accumulation: cuBLAS's per-tensor kernel at unit scales, the scales
-multiplied into the output after it, l.47-59 and l.84-85; preprocess_addmm repeats a per-tensor scale along the
-rows where the other operand is rowwise, l.348-353, which is how rowwise_with_gw_hp's input gradient runs; its
+multiplied into the output after it, l.47-59 and l.84-85; preprocess_addmm repeats a per-tensor scale into one per
+column where the other operand is rowwise, l.348-359, which is how rowwise_with_gw_hp's input gradient runs; its
 recipe, config.py l.353-378). The forward GEMM is CUTLASS's rowwise kernel, priced at
 the fp8 matmul ceiling: pytorch/pytorch issue 147971 measures it at 90-100% of the per-tensor kernel's rate for most
 shapes on an H100, with a tail down to 50%, which is not priced.

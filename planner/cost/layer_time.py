@@ -226,7 +226,7 @@ def _layer_time(
                         core_peak=core_peak, tokens=t)  # fmt: skip
     gemm_fwd += casts.router_delta_s
     # the backward's two GEMMs: dgrad as the forward, wgrad at the recipe's wgrad rate (bf16: rowwise_with_gw_hp)
-    wgrad = gemm_fwd + wgrad_delta_s(precision, each, g.flops, core_peak, eff)
+    wgrad = gemm_fwd + wgrad_delta_s(precision, each, g.flops, core_peak, eff, forward_16bit_s=casts.router_delta_s)
     mem_fwd = (mem_bytes + casts.hbm_bytes) / hbm_bw + casts.flops / core_peak
     # Fixed cost per kernel (efficiency.kernel_overhead_s, 0 on GPUs), charged to the memory-bound share; CUDA graphs
     # replay a layer's kernels with one launch (dropless MoE layers are captured only in part: charged in full).

@@ -56,7 +56,7 @@ class LayerCasts:
     flops: float = 0.0  # tensor-core work of the casts (NVFP4's Hadamard transform), at the 16-bit peak
     router_delta_s: float = 0.0  # the router GEMM at bf16 rather than at the recipe's rate
     # where the recipe states its backward (torchao rowwise: stated_backward_bytes), what that moves beyond the
-    # backward's MEMORY_BACKWARD_FACTOR x this forward (layer_time.py); 0 elsewhere
+    # backward's MEMORY_BACKWARD_FACTOR x this forward (layer_time.py), negative where it moves less; 0 elsewhere
     backward_hbm_bytes: float = 0.0
 
 
@@ -93,20 +93,22 @@ def cast_bytes_per_element(r: Recipe, architecture: str | None, *, weight: bool)
     return 2.0 * (2 if r.amax_pass else 1) + copies * copy_bytes(r, weight=weight)
 
 
-def stated_backward_bytes(r: Recipe, architecture: str | None, *, input_elements: float, weights: float) -> float:
-    """What the backward of a recipe cast at each GEMM moves (torchao float8_linear.py backward, l.113-185): the
-    weight's dgrad copy and the output gradient's (about the inputs' size, as this module counts the gradients);
-    where the wgrad GEMM is quantized too, the input's and the output gradient's wgrad copies; and, where the
-    quantized backward GEMMs are rescaled after they run, each dgrad output (the inputs' size) and quantized wgrad
-    output (the weights') read and written once more. A bf16 wgrad reads the saved input and the gradient as they
-    are (rowwise_with_gw_hp: ScalingType.DISABLED)."""
+def stated_backward_bytes(
+    r: Recipe, architecture: str | None, *, input_elements: float, weights: float, weight_grads: float
+) -> float:
+    """What the backward of a recipe cast at each GEMM moves (torchao float8_linear.py backward, l.94-204): the
+    weight's dgrad copy (`weights`: none where cached) and the output gradient's (about the inputs' size, as this
+    module counts the gradients); where the wgrad GEMM is quantized too, the input's and the output gradient's wgrad
+    copies; and, where the quantized backward GEMMs are rescaled after they run, each dgrad output (the inputs'
+    size) and quantized wgrad output (`weight_grads`, the weights' size) read and written once more. A bf16 wgrad
+    reads the saved input and the gradient as they are (rowwise_with_gw_hp: ScalingType.DISABLED)."""
     act = cast_bytes_per_element(r, architecture, weight=False)
     quantized_wgrad = r.wgrad_format() == r.gemm
     out = weights * cast_bytes_per_element(r, architecture, weight=True) + input_elements * act
     if quantized_wgrad:
         out += 2 * input_elements * act
     if r.rescaled_backward:
-        out += RESCALE_BYTES_PER_ELEMENT * (input_elements + (weights if quantized_wgrad else 0.0))
+        out += RESCALE_BYTES_PER_ELEMENT * (input_elements + (weight_grads if quantized_wgrad else 0.0))
     return out
 
 
@@ -133,22 +135,25 @@ def layer_casts(
         router = gemm_s(f, core_peak, eff, "bf16") - gemm_s(f, gemm_peak, eff, precision)
     beyond = 0.0  # a recipe cast at each GEMM states its backward: what it moves beyond the factor x the forward
     if r.axis_casts:
-        stated = stated_backward_bytes(r, architecture, input_elements=input_elements, weights=weights)
+        q = quantized_kind_params(model, kind, tp=tp, ep=ep, etp=etp)
+        stated = stated_backward_bytes(r, architecture, input_elements=input_elements, weights=weights, weight_grads=q)
         beyond = stated - MEMORY_BACKWARD_FACTOR * hbm
     return LayerCasts(hbm, flops, router, beyond)
 
 
 def wgrad_delta_s(
-    precision: str, each_s: dict[float, float], flops: list[float], core_peak: float, eff: Efficiency
-) -> float:
+    precision: str, each_s: dict[float, float], flops: list[float], core_peak: float, eff: Efficiency, *,
+    forward_16bit_s: float,
+) -> float:  # fmt: skip
     """What a recipe whose weight-gradient GEMMs run in another format (Recipe.wgrad: bf16 for torchao's
     rowwise_with_gw_hp) adds over running them as the forward's: each GEMM of the layer at the 16-bit rate, less
-    its time in the recipe's format (`each_s`). The experts' grouped GEMMs keep the recipe's rate (no engine runs
-    this recipe on them)."""
+    its time in the recipe's format (`each_s`), less `forward_16bit_s`, what the forward already runs at the 16-bit
+    rate beyond `each_s` (the MoE router: LayerCasts.router_delta_s). The experts' grouped GEMMs keep the recipe's
+    rate (no engine runs this recipe on them)."""
     r = RECIPES.get(precision)
     if r is None or r.wgrad_format() == r.gemm:
         return 0.0
-    return sum(gemm_s(f, core_peak, eff, r.wgrad_format()) - each_s[f] for f in flops)
+    return sum(gemm_s(f, core_peak, eff, r.wgrad_format()) - each_s[f] for f in flops) - forward_16bit_s
 
 
 # ---- memory --------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Confi
 RELEASE = "0.3.0"  # pinned in the file: main renamed the batch fields after it (73aed7f, 2026-08-20)
 ROWWISE_ONLY = (  # what 0.3.0 runs otherwise than the profile (v0.2.2) prices: refused, and said
     "Float8LinearConverter scales rowwise only (components/quantization/float8.py recipe_name), not the tensorwise "
-    "fp8 the plan is priced with (--precision fp8-rowwise prices its recipe)"
+    "fp8 the plan is priced with (--precision fp8-rowwise or fp8-rowwise-gw-hp prices its recipes)"
 )
 CHUNKED_LOSS = (
     "recipes compute the output layer and loss in chunks (ChunkedLossWrapper, components/loss.py), never holding "

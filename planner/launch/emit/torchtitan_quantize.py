@@ -22,8 +22,8 @@ V02_SECTIONS = {  # each converter's section (float8's: _float8_lines); MXLinear
 
 
 def v02_converters(model: ModelSpec, plan: Plan, *, compiled: bool) -> list[str]:
-    """v0.2.2's converters for the plan's recipe: float8 (tensorwise or rowwise) for nn.Linear; mxfp8 for
-    nn.Linear and, with experts, their grouped GEMMs (components/quantization/mx.py MXLinearConverter,
+    """v0.2.2's converters for the plan's recipe: float8 (tensorwise, rowwise or rowwise_with_gw_hp) for nn.Linear;
+    mxfp8 for nn.Linear and, with experts, their grouped GEMMs (components/quantization/mx.py MXLinearConverter,
     MXGroupedMMConverter), which asserts "TP not yet supported with torch.compile for mxfp8"; `compiled`: the plan
     compiles the model."""
     if plan.precision in TORCHAO_FLOAT8_RECIPES:

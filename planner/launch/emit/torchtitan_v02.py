@@ -47,7 +47,8 @@ PLAN_FIELDS = {
     "micro_batch": "training.local_batch_size (pp=1) / parallelism.pipeline_parallel_microbatch_size (pp>1)",
     "global_batch": "training.global_batch_size",
     "seq_len": "training.seq_len",
-    "precision": "training.mixed_precision_param (fp8, fp8-current, fp8-rowwise: converters quantize.linear.float8, "
+    "precision": "training.mixed_precision_param (fp8, fp8-current, fp8-rowwise, fp8-rowwise-gw-hp: converters "
+    "quantize.linear.float8, "
     "its recipe_name; mxfp8: quantize.linear.mx)",
     **dict.fromkeys(STATED_SPLIT, "refused when stated: it needs parallelism.module_fqns_per_model_part"),
 }
