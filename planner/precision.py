@@ -71,6 +71,8 @@ class Recipe:
     # the weight-gradient GEMM's format where it is not `gemm` (torchao rowwise_with_gw_hp: bf16, its operands the
     # saved 16-bit input and the output gradient, uncast); None: all three GEMMs in `gemm`
     wgrad: GemmFormat | None = None
+    # what the recipe's runs are known to spend that its terms do not price, said beside each estimate at it
+    unpriced: str | None = None
 
     def wgrad_format(self) -> GemmFormat:
         """The format the weight-gradient GEMM runs in."""
@@ -91,6 +93,13 @@ DELAYED_AMAX_HISTORY = 1024
 # fp32 scale tensors of the blockwise recipe (float8_blockwise_tensor.py): 1x128 blocks for inputs and gradients,
 # 128x128 for weights (recipe l.435-437); E8M0 (1 byte) per 32 elements for MXFP8; E4M3 (1 byte) per 16 for NVFP4.
 FP32_BYTES = 4.0
+
+# What torchao's rowwise recipes spend beyond their priced terms (precision.py's module docstring has the sources).
+ROWWISE_UNPRICED = (
+    "not priced: CUTLASS's rowwise forward GEMM runs at 90-100% of the per-tensor kernel's rate for most shapes and "
+    "down to 50% for some (pytorch/pytorch issue 147971), and torchtitan calls its rowwise tensor-parallel path "
+    "slow (torchtitan issue 1207)"
+)
 
 RECIPES: dict[str, Recipe] = {
     "fp8-delayed": Recipe(
@@ -135,6 +144,8 @@ RECIPES: dict[str, Recipe] = {
         "Float8LinearRecipeName.ROWWISE, torchtitan's float8 recipe_name rowwise)",
         axis_casts=True,
         rescaled_backward=True,
+        unpriced=ROWWISE_UNPRICED + "; torchtitan's own runs at it measured 6-23% below such estimates "
+        "(tests/data/runs_fp8_rowwise.yaml): read its throughput as an upper bound",
     ),
     "fp8-rowwise-gw-hp": Recipe(
         "fp8-rowwise-gw-hp",
@@ -152,6 +163,7 @@ RECIPES: dict[str, Recipe] = {
         axis_casts=True,
         rescaled_backward=True,
         wgrad="bf16",
+        unpriced=ROWWISE_UNPRICED + ": read its throughput as an upper bound",
     ),
     "fp8-blockwise": Recipe(
         "fp8-blockwise",

@@ -380,7 +380,8 @@ def test_torchtitans_moe_combine_keeps_the_routed_outputs_in_fp32():
 
 
 @pytest.mark.parametrize(
-    ("precision", "refused"), [("fp8", True), ("fp8-current", True), ("mxfp8", False), ("bf16", False)]
+    ("precision", "refused"),
+    [("fp8", True), ("fp8-current", True), ("fp8-rowwise", True), ("mxfp8", False), ("bf16", False)],
 )
 def test_torchtitans_float8_leaves_the_experts_in_bf16_and_is_refused_for_moe(precision, refused):
     """torchtitan's Float8LinearConverter swaps nn.Linear only; GroupedExperts keep bf16 (components/quantization/
@@ -394,6 +395,12 @@ def test_torchtitans_float8_leaves_the_experts_in_bf16_and_is_refused_for_moe(pr
     assert bool(said) == refused and all("run in bf16" in d and "or mxfp8, which reaches them" in d for d in said)
     assert not expert_precision_problems(MEGATRON, plan, qwen)  # TE's GroupedLinear takes the recipe
     assert not expert_precision_problems(titan, plan, load_model("llama3-8b"))
+    # on a GPU the recipe that reaches the experts does not run on, bf16 alone is offered (it offered mxfp8 on an
+    # H100, which refused it)
+    on = {hw: [r.detail for r in expert_precision_problems(titan, plan, qwen, load_hardware(hw))]
+          for hw in ("h100-sxm", "b200")}  # fmt: skip
+    assert all("use bf16 (no recipe that reaches them runs on hopper)" in d for d in on["h100-sxm"])
+    assert all("or mxfp8, which reaches them" in d for d in on["b200"]) and len(on["b200"]) == refused
 
 
 def test_torchtitan_runs_one_gemm_per_expert_before_hopper():

@@ -292,6 +292,19 @@ def test_rowwise_runs_are_read_optimistic_by_what_is_not_priced():
         assert speed["fp8-rowwise"] < speed["fp8"], (run["id"], speed)
 
 
+def test_estimate_and_search_say_what_a_rowwise_estimate_leaves_out():
+    """The README's "read an fp8-rowwise estimate as an upper bound" was said nowhere a user reads an estimate (a
+    black-box review): estimate and search's best plan say it beside the throughput, bf16 says nothing of it."""
+    args = ("-m", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--engine", "torchtitan", "--zero", "3")
+    for command in ("estimate", "search"):
+        code, out, err = run_planner(command, *args, "--precision", "fp8-rowwise")
+        text = " ".join(out.split())
+        assert code == 0 and "fp8-rowwise: not priced: CUTLASS's rowwise forward GEMM" in text, err
+        assert "read its throughput as an upper bound" in text
+        code, out, err = run_planner(command, *args)
+        assert code == 0 and "not priced" not in out, err
+
+
 # ---- the support matrix ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("engine", "hw", "precision", "reason"),

@@ -112,21 +112,27 @@ def grouped_gemm_problems(engine: Engine, hw: HardwareProfile | None, model: Mod
     ]
 
 
-def expert_precision_problems(engine: Engine, plan: Plan, model: ModelSpec | None) -> list[Rejected]:
+def expert_precision_problems(
+    engine: Engine, plan: Plan, model: ModelSpec | None, hw: HardwareProfile | None = None
+) -> list[Rejected]:
     """A low precision whose converter leaves the routed experts in bf16 (moe.quantized_recipes): the planner
     prices a layer at one precision, so a split it does not price is refused (audit: torchtitan's tensorwise fp8
-    priced Qwen3-235B-A22B's experts in fp8, 7% faster than bf16, where they run in bf16)."""
+    priced Qwen3-235B-A22B's experts in fp8, 7% faster than bf16, where they run in bf16). The recipes it points
+    to are those the engine runs on this GPU (a read-through: mxfp8 was offered on an H100, which refused it)."""
     reach = engine.moe.quantized_recipes
     if model is None or model.moe is None or reach is None or not is_low_precision(plan.precision):
         return []
     if plan.precision in reach:
         return []
+    arch = hw.gpu.architecture if hw is not None else None
+    here = [r for r in reach if arch is None or arch in engine.rules.precision_recipes.get(r, ())]
+    also = f", or {' or '.join(here)}, which reaches them" if here else f" (no recipe that reaches them runs on {arch})"
     name = engine.name
     return [
         Rejected(
             f"{name}: {plan.precision} leaves the experts in bf16",
             f"precision={plan.precision}: {name}'s converter quantizes its linears, not {model.name}'s routed "
-            f"experts, which run in bf16 (not priced apart); use bf16, or {' or '.join(reach)}, which reaches them",
+            f"experts, which run in bf16 (not priced apart); use bf16{also}",
         )
     ]
 

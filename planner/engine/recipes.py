@@ -113,7 +113,7 @@ def option_problems(engine: Engine, hw: HardwareProfile | None, plan: Plan, mode
     out += _gather_problems(engine, plan)
     out += _module_problems(engine, plan, model) + offload_problems(engine, model)
     out += dispatch_problems(engine, model) + overlap_option_problems(engine, plan, model)
-    out += expert_precision_problems(engine, plan, model)
+    out += expert_precision_problems(engine, plan, model, hw)
     return out
 
 

@@ -12,6 +12,7 @@ from planner.engine import Engine
 from planner.engine.settings import given_settings, said
 from planner.hardware import HardwareProfile
 from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
+from planner.precision import recipe
 from planner.render.console import escape
 from planner.render.training import train_lines
 from planner.specs import ModelSpec
@@ -253,6 +254,18 @@ def _executed(est: Any) -> str:
     return f" ({run:.1%} of peak executed: MFU counts all of causal attention, the kernels run half)"
 
 
+def trust_lines(engine: str, hardware: str, *, calibrated: bool, precision: str) -> list[str]:
+    """What to hold an estimate's throughput to: wide error bars where the engine has no runs on this GPU, and
+    what a precision recipe's runs spend that its terms do not price (precision.Recipe.unpriced)."""
+    out = (
+        []
+        if calibrated
+        else [f"[yellow]wide error bars:[/] no calibration runs of {escape(engine)} on {escape(hardware)}"]
+    )
+    r = recipe(precision)
+    return out + ([f"[yellow]{precision}:[/] {r.unpriced}"] if r is not None and r.unpriced else [])
+
+
 def estimate_lines(est: Any, miss: Miss | None = None) -> list[str]:
     """Throughput and its trust, the memory summary (and what would make a plan that does not fit fit: `miss`),
     and the time to train and goodput when asked for."""
@@ -261,11 +274,7 @@ def estimate_lines(est: Any, miss: Miss | None = None) -> list[str]:
         f"throughput: {t.tokens_per_s:,.0f} tokens/s {u.describe()}, {t.tokens_per_s_per_gpu:,.1f} per GPU, "
         f"{t.tflops_per_gpu:.1f} model TFLOP/s per GPU, MFU {t.mfu:.1%}, HFU {t.hfu:.1%}" + _executed(est)
     ]
-    if not u.calibrated:
-        lines.append(
-            f"[yellow]wide error bars:[/] no calibration runs of {escape(est.engine.name)} "
-            f"on {escape(est.hardware.name)}"
-        )
+    lines += trust_lines(est.engine.name, est.hardware.name, calibrated=u.calibrated, precision=est.plan.precision)
     if not pl.ok:
         lines.append(
             f"[yellow]implausible:[/] predicted MFU {pl.mfu:.1%}{_at_ceiling_length(est)} is above the best "

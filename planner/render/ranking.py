@@ -11,7 +11,7 @@ from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
 from planner.explore.space import DEFAULT_MAX_CP_DENSE, LONG_SEQ, cp_left_out
-from planner.render.breakdown import batch_text, variant_line
+from planner.render.breakdown import batch_text, trust_lines, variant_line
 from planner.render.console import escape, natural_width, print_hanging, print_unlimited, rich_console
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
@@ -203,11 +203,9 @@ def _print_best(console: Console, result: SearchResult) -> None:
         f"tokens/s {e.uncertainty.describe()}, MFU {best.time.mfu:.1%}, {_gib(e.memory.total_bytes)} of "
         f"{_gib(e.memory.capacity_bytes)} per GPU"
     )
-    if not e.uncertainty.calibrated:
-        console.print(
-            f"[yellow]wide error bars:[/] no calibration runs of {escape(e.engine.name)} "
-            f"on {escape(result.hardware.name)}"
-        )
+    calibrated, precision = e.uncertainty.calibrated, best.plan.precision
+    for line in trust_lines(e.engine.name, result.hardware.name, calibrated=calibrated, precision=precision):
+        console.print(line)
     _print_memory_risk(console, result, e)
     pl = e.plausibility
     if not pl.ok:
