@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -45,3 +46,11 @@ def each_or_refused(items: Iterable[T], do: Callable[[T], R]) -> list[R]:
     if refused:
         raise PlannerError(refused[0])
     return done
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """' (did you mean "x"?)' for the known name `value` most likely misspells (one it starts, else the closest by
+    difflib at 0.7), or '' where none is close."""
+    names, low = list(known), value.lower()
+    close = [k for k in names if k.lower().startswith(low)] or difflib.get_close_matches(low, names, n=1, cutoff=0.7)
+    return f' (did you mean "{close[0]}"?)' if close else ""

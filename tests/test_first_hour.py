@@ -279,3 +279,21 @@ def test_a_number_out_of_its_range_is_not_called_infinite(value, said):
 
     code, out, err = run_planner("estimate", "-m", "tiny", "--mtbf-hours", value)
     assert code == 2 and said in err and out == "", err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--precision", "fp8-rowise"), "--precision 'fp8-rowise' is not valid (did you mean \"fp8-rowwise\"?)"),
+        (("--recompute", "ful"), "--recompute 'ful' is not valid (did you mean \"full\"?)"),
+        (("--precision", "xyz"), "--precision 'xyz' is not valid; choose one of fp32,"),  # nothing close: no guess
+    ],
+)
+def test_a_misspelt_choice_names_the_nearest_one(args, said):
+    """A misspelt precision or recompute level got the whole list; like a misspelt model name it now also gets
+    the name it most likely meant (errors.did_you_mean, the one home of both)."""
+    from helpers import run_planner
+
+    code, out, err = run_planner("estimate", "-m", "tiny", *args)
+    assert code == 2 and out == "" and err.strip().startswith(f"error: {said}"), err
+    assert len(err.strip().splitlines()) == 1

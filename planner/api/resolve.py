@@ -23,7 +23,7 @@ from planner.cost.coster import Coster
 from planner.engine import Engine, require_runs
 from planner.engine.recipe_variants import variant_named
 from planner.engine.settings import SETTING_CHOICES
-from planner.errors import PlannerError
+from planner.errors import PlannerError, did_you_mean
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_ENGINE, load_engine, load_model
 from planner.io.planfile import PlanFile, build_plan, read_plan_file
@@ -92,7 +92,10 @@ def choice(flag: str, value: str | None) -> str | None:
     if value is not None and value not in valid:
         listed = "," in value and flag in ("recompute", "precision", "schedule")  # what search takes as a list
         one = " (this command takes one; search takes a comma list)" if listed else ""
-        raise PlannerError(f"--{flag.replace('_', '-')} {value!r} is not valid{one}; choose one of {', '.join(valid)}")
+        guess = "" if listed else did_you_mean(value, valid)
+        raise PlannerError(
+            f"--{flag.replace('_', '-')} {value!r} is not valid{guess}{one}; choose one of {', '.join(valid)}"
+        )
     return value
 
 

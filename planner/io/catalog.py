@@ -8,7 +8,6 @@ single line names the file, the offending value and what would be valid. The dec
 
 from __future__ import annotations
 
-import difflib
 import re
 import warnings
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from planner.engine import Engine
-from planner.errors import PlannerError
+from planner.errors import PlannerError, did_you_mean
 from planner.hardware import HardwareProfile
 from planner.io.catalog_roots import (
     CATALOG_ENV,
@@ -86,9 +85,7 @@ def looks_like_path(arg: str) -> bool:
 
 
 def _unknown(kind: str, name: str, known: list[str], hint: str) -> PlannerError:
-    low = name.lower()
-    close = [k for k in known if k.lower().startswith(low)] or difflib.get_close_matches(low, known, n=1, cutoff=0.7)
-    guess = f' (did you mean "{close[0]}"?)' if close else ""
+    guess = did_you_mean(name, known)
     return PlannerError(f'unknown {kind} "{name}"{guess}; known: {", ".join(known)} (or give a path to {hint})')
 
 
