@@ -32,7 +32,7 @@ shapes on an H100, with a tail down to 50%, which is not priced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from planner.specs import PRECISIONS, Precision
@@ -101,6 +101,26 @@ ROWWISE_UNPRICED = (
     "slow (torchtitan issue 1207)"
 )
 
+# torchao's rowwise float8 (the module docstring's sources); fp8-rowwise-gw-hp is it with its wgrad in bf16.
+ROWWISE = Recipe(
+    "fp8-rowwise",
+    "fp8",
+    1.0,
+    0.0,  # one fp32 scale per row of a GEMM's reduction width (1,024 or more): under 0.4% of the data, not counted
+    0.0,
+    False,
+    True,
+    0,
+    False,
+    False,  # torchao asserts fp8 all-gather is tensorwise only (config.py __post_init__): the gather stays 16-bit
+    "fp8 E4M3 with an fp32 scale per row along each GEMM's reduction dimension, powers of two (torchao "
+    "Float8LinearRecipeName.ROWWISE, torchtitan's float8 recipe_name rowwise)",
+    axis_casts=True,
+    rescaled_backward=True,
+    unpriced=ROWWISE_UNPRICED + "; torchtitan's own runs at it measured 6-23% below such estimates "
+    "(tests/data/runs_fp8_rowwise.yaml): read its throughput as an upper bound",
+)
+
 RECIPES: dict[str, Recipe] = {
     "fp8-delayed": Recipe(
         "fp8-delayed",
@@ -129,39 +149,13 @@ RECIPES: dict[str, Recipe] = {
         "per-tensor fp8 scaled from the tensor's own amax (TE Float8CurrentScaling, Megatron 'tensorwise', "
         "torchao tensorwise)",
     ),
-    "fp8-rowwise": Recipe(
-        "fp8-rowwise",
-        "fp8",
-        1.0,
-        0.0,  # one fp32 scale per row of a GEMM's reduction width (1,024 or more): under 0.4% of the data, not counted
-        0.0,
-        False,
-        True,
-        0,
-        False,
-        False,  # torchao asserts fp8 all-gather is tensorwise only (config.py __post_init__): the gather stays 16-bit
-        "fp8 E4M3 with an fp32 scale per row along each GEMM's reduction dimension, powers of two (torchao "
-        "Float8LinearRecipeName.ROWWISE, torchtitan's float8 recipe_name rowwise)",
-        axis_casts=True,
-        rescaled_backward=True,
-        unpriced=ROWWISE_UNPRICED + "; torchtitan's own runs at it measured 6-23% below such estimates "
-        "(tests/data/runs_fp8_rowwise.yaml): read its throughput as an upper bound",
-    ),
-    "fp8-rowwise-gw-hp": Recipe(
-        "fp8-rowwise-gw-hp",
-        "fp8",
-        1.0,
-        0.0,  # as fp8-rowwise
-        0.0,
-        False,
-        True,
-        0,
-        False,
-        False,
-        "fp8-rowwise's forward; the input gradient from an axiswise E4M3 output gradient and a per-tensor weight, the "
-        "weight gradient in bf16 (torchao Float8LinearRecipeName.ROWWISE_WITH_GW_HP, torchtitan's rowwise_with_gw_hp)",
-        axis_casts=True,
-        rescaled_backward=True,
+    "fp8-rowwise": ROWWISE,
+    "fp8-rowwise-gw-hp": replace(
+        ROWWISE,
+        name="fp8-rowwise-gw-hp",
+        description="fp8-rowwise's forward; the input gradient from an axiswise E4M3 output gradient and a per-tensor "
+        "weight, the weight gradient in bf16 (torchao Float8LinearRecipeName.ROWWISE_WITH_GW_HP, torchtitan's "
+        "rowwise_with_gw_hp)",
         wgrad="bf16",
         unpriced=ROWWISE_UNPRICED + ": read its throughput as an upper bound",
     ),

@@ -48,8 +48,7 @@ PLAN_FIELDS = {
     "global_batch": "training.global_batch_size",
     "seq_len": "training.seq_len",
     "precision": "training.mixed_precision_param (fp8, fp8-current, fp8-rowwise, fp8-rowwise-gw-hp: converters "
-    "quantize.linear.float8, "
-    "its recipe_name; mxfp8: quantize.linear.mx)",
+    "quantize.linear.float8, its recipe_name; mxfp8: quantize.linear.mx)",
     **dict.fromkeys(STATED_SPLIT, "refused when stated: it needs parallelism.module_fqns_per_model_part"),
 }
 
