@@ -3,9 +3,8 @@ Python API (planner.api) returns, built from the cost model's results: memory an
 search_documents.py. Sizes are bytes, times seconds, rates per second. Fields may be added, never renamed or
 removed.
 
-``as_json()`` is the dict `--json` writes: the fields in declared order, with the optional sections
-(`train`, `checkpoint`, `goodput`, `closest_misses`, `would_fit`, ...: OPTIONAL) left out when a command did not
-compute them.
+``as_json()`` is the dict `--json` writes (document_base.py); the time to train and the checkpoint interval are
+in train_documents.py.
 
 `tiers` (estimate, each searched plan): for each parallel group — tp, cp, ep, dp (the gradient reduction over
 dp·cp ranks), pp — the slowest tier its collectives cross in the rank order the cost model prices
@@ -18,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from planner.cost.comm import group_tiers
 from planner.cost.estimate import Estimate
@@ -27,34 +26,12 @@ from planner.engine import Engine
 from planner.engine.settings import given_settings
 from planner.hardware import HardwareProfile
 from planner.plan import DERIVABLE, Plan
+from planner.render.document_base import Document
+from planner.render.train_documents import CheckpointDoc, TrainDoc, checkpoint_doc, train_doc
 from planner.specs import ModelSpec
 
 if TYPE_CHECKING:
     from planner.explore.results import Miss, Variant
-
-OPTIONAL = (
-    "train",
-    "checkpoint",
-    "goodput",
-    "goodput_tokens_per_s",
-    "closest_misses",
-    "active_params",
-    "global_batch_default",
-    "seq_len_default",
-    "derived_degrees",
-    "would_fit",
-)
-
-
-class Document(BaseModel):
-    # defer_build: a document's validator is built when one is first made, so a command builds only its own
-    # (about 25 ms of start-up for the fifteen classes)
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    def as_json(self) -> dict[str, Any]:
-        """The JSON document: every field, except the optional sections that are absent."""
-        absent = {k for k in OPTIONAL if k in type(self).model_fields and getattr(self, k) is None}
-        return self.model_dump(exclude=absent)
 
 
 class StageDoc(Document):
@@ -72,7 +49,8 @@ class VariantDoc(Document):
     plan: dict[str, Any]
     total_bytes: int
     fits: bool
-    settings: dict[str, Any] = {}  # the engine settings the change adds beside the plan (offload_layers)
+    # the engine settings the change adds beside the plan (offload_layers)
+    settings: dict[str, Any] = Field(default_factory=dict)
 
 
 def variant_docs(m: Miss) -> list[VariantDoc]:
@@ -103,7 +81,8 @@ class MemoryDoc(Document):
     derived_degrees: list[str] | None = None  # a degree other than dp --gpus made up, dp being given
     stages: list[StageDoc]
     notes: list[str]
-    settings: dict[str, Any] = {}  # the engine's per-run settings that differ from its profile: what was priced
+    # the engine's per-run settings that differ from its profile: what was priced
+    settings: dict[str, Any] = Field(default_factory=dict)
     would_fit: list[VariantDoc] | None = None  # where it does not fit: the changes tried, as the search's misses
 
 
@@ -125,30 +104,6 @@ class TimeDoc(StepDoc):
     comm_total_s: dict[str, float]
     bottleneck_stage: int
     tail_stage: int  # the rank whose exposed dp and optimizer step end the step (the bottleneck's or another)
-
-
-class TrainDoc(Document):
-    tokens: int
-    steps: int
-    seconds: float  # failure-free
-    gpu_hours: float
-    expected_seconds: float | None = None  # with failures priced (--mtbf-hours or a cluster): over the goodput
-    expected_gpu_hours: float | None = None
-    seconds_interval: tuple[float, float] | None = None  # 80%, from the throughput's (Uncertainty.duration_interval)
-    expected_seconds_interval: tuple[float, float] | None = None
-
-
-class CheckpointDoc(Document):
-    write_s: float
-    checkpoint_bytes: int
-    write_bytes_per_s: float  # the job's aggregate, given or as `bandwidth_from` says
-    bandwidth_from: str  # "" where given (--checkpoint-bandwidth, a cluster's storage)
-    system_mtbf_s: float
-    interval_s: float
-    restart_s: float
-    wasted_fraction: float
-    goodput: float
-    goodput_tokens_per_s: float
 
 
 class EstimateDoc(MemoryDoc):
@@ -244,15 +199,6 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None, miss: M
     """The estimate document; `miss` what would make a plan that does not fit fit (api.would_fit)."""
     t = est.time
     mem = memory_doc(est.model, est.hardware, est.plan, est.memory, est.engine, defaulted, miss)
-    train = None
-    if est.train:
-        tr, ex, u = est.train, est.expected_train, est.uncertainty
-        train = TrainDoc(
-            tokens=tr.steps * est.plan.tokens_per_step, steps=tr.steps, seconds=tr.seconds, gpu_hours=tr.gpu_hours,
-            expected_seconds=ex.seconds if ex else None, expected_gpu_hours=ex.gpu_hours if ex else None,
-            seconds_interval=u.duration_interval(tr.seconds, t.tokens_per_s),
-            expected_seconds_interval=u.duration_interval(ex.seconds, t.tokens_per_s) if ex else None,
-        )  # fmt: skip
     return EstimateDoc(
         **dict(mem),
         time=TimeDoc.model_validate(
@@ -266,27 +212,8 @@ def estimate_doc(est: Estimate, defaulted: frozenset[str] | None = None, miss: M
         **rates(est),
         model_flops_per_step=t.model_flops_per_step,
         may_not_fit=est.may_not_fit,
-        train=train,
+        train=train_doc(est),
         checkpoint=checkpoint_doc(est),
-    )
-
-
-def checkpoint_doc(est: Estimate) -> CheckpointDoc | None:
-    """The checkpoint interval, the restart and the goodput where failures are priced (estimate, each search plan)."""
-    c = est.checkpoint
-    if c is None:
-        return None
-    return CheckpointDoc(
-        write_s=c.checkpoint_s,
-        checkpoint_bytes=round(c.checkpoint_bytes),
-        write_bytes_per_s=c.write_bytes_per_s,
-        bandwidth_from=c.bandwidth_from,
-        system_mtbf_s=c.mtbf_s,
-        interval_s=c.interval_s,
-        restart_s=c.restart_s,
-        wasted_fraction=c.wasted_fraction,
-        goodput=c.goodput,
-        goodput_tokens_per_s=est.goodput_tokens_per_s,
     )
 
 

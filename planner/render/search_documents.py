@@ -9,17 +9,9 @@ from pydantic import Field
 
 from planner.explore.results import Miss, Ranked, SearchResult
 from planner.launch.emit.refusal import engine_refusals
-from planner.render.documents import (
-    CheckpointDoc,
-    Document,
-    MemoryDoc,
-    StepDoc,
-    VariantDoc,
-    checkpoint_doc,
-    memory_doc,
-    rates,
-    variant_docs,
-)
+from planner.render.document_base import Document
+from planner.render.documents import MemoryDoc, StepDoc, VariantDoc, memory_doc, rates, variant_docs
+from planner.render.train_documents import CheckpointDoc, checkpoint_doc
 
 
 class RankedDoc(Document):
