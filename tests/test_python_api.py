@@ -80,3 +80,16 @@ def test_scale_is_a_function_of_the_api_too():
     code, out, err = run_planner("scale", "-m", "llama3-8b", "--gpus", "64,128", "--tokens", "1e12", "--json")
     assert code == 0, err
     assert curve.as_json() == json.loads(out)
+
+
+def test_memory_gives_the_interval_of_its_memory_as_estimate_does():
+    """`memory()` and `memory --json` carried no interval while estimate's did: one plan, one interval of its memory,
+    the same bytes from both, and memory's around its own peak with no throughput beside it."""
+    from planner import memory
+
+    plan = {"tp": 8, "pp": 4}
+    mem = memory("llama3-70b", gpus=64, hardware="h100-sxm", plan=plan).as_json()
+    est = estimate("llama3-70b", gpus=64, hardware="h100-sxm", plan=plan).as_json()
+    lo, hi = mem["uncertainty"]["peak_memory_interval"]
+    assert lo < mem["total_bytes"] < hi and mem["uncertainty"]["tokens_per_s_interval"] is None
+    assert [lo, hi] == est["uncertainty"]["peak_memory_interval"] and mem["may_not_fit"] is est["may_not_fit"] is False

@@ -24,6 +24,7 @@ from planner.fit.runs import run_year
 from planner.fit.step_tables import build_tables
 from planner.io.catalog import load_engine, load_hardware, load_model
 from planner.plan import Plan
+from planner.units import fmt_bytes_range
 
 DATA = Path(__file__).parent / "data"
 RUNS = [str(DATA / "calibration_runs.yaml"), str(DATA / "runs_2024_2026.yaml")]
@@ -215,10 +216,19 @@ def test_risk_ranks_only_plans_whose_memory_interval_fits():
              "ep", "etp", "zero", "micro_batch", "global_batch", "seq_len", "recompute")]  # fmt: skip
     code, text, err = run("estimate", "--model", "mixtral-8x7b", "--gpus", "256", *flags)
     said = " ".join(text.split())
-    assert code == 0 and "fits:" in said and "may not fit: the 80% interval of its memory reaches" in said, err
+    assert code == 0 and "fits:" in said and "may not fit: the 80% interval of its memory" in said, err
     code, out, err = run("estimate", "--model", "mixtral-8x7b", "--gpus", "256", *flags, "--json")
     doc = json.loads(out)
     assert code == 0 and doc["fits"] and doc["may_not_fit"], err  # the JSON says what the text says
+    # and memory, which printed "fits" alone: the same interval, the same flag, in its text and its JSON
+    code, text, err = run("memory", "--model", "mixtral-8x7b", "--gpus", "256", *flags)
+    said = " ".join(text.split())
+    assert code == 0 and "may not fit: the 80% interval of its memory" in said, err
+    assert f"interval: 80% {fmt_bytes_range(*doc['uncertainty']['peak_memory_interval'])}" in said, said
+    code, out, err = run("memory", "--model", "mixtral-8x7b", "--gpus", "256", *flags, "--json")
+    mem = json.loads(out)
+    assert code == 0 and mem["may_not_fit"] and mem["uncertainty"]["tokens_per_s_interval"] is None, err
+    assert mem["uncertainty"]["peak_memory_interval"] == doc["uncertainty"]["peak_memory_interval"]
 
 
 def test_runs_2024_2026_name_a_year_and_no_held_out_source():

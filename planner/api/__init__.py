@@ -101,7 +101,8 @@ def memory(
 
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
     report = r.coster.memory(r.plan)
-    return memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, would_fit(r, report))
+    trust = r.coster.memory_trust(r.plan, report.total_bytes)
+    return memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, would_fit(r, report), trust)
 
 
 def run_estimate(

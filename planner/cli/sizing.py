@@ -38,17 +38,17 @@ def memory(
 
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
     report = r.coster.memory(r.plan)
-    miss = would_fit(r, report)
+    miss, trust = would_fit(r, report), r.coster.memory_trust(r.plan, report.total_bytes)
     if as_json:
         from planner.render.documents import memory_doc
 
-        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, miss).as_json())
+        emit_json(memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, miss, trust).as_json())
     else:
         from planner.render.breakdown import print_memory
 
         print_memory(
             out, r.model, r.hardware, r.plan, report, per_stage=per_stage, engine=r.engine, defaulted=r.defaulted,
-            miss=miss,
+            miss=miss, trust=trust,
         )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from planner.cost.params import plan_params
 from planner.cost.peaks import PeakMemory
 from planner.cost.schedule import StepTime, step_time
 from planner.cost.states import sharded_states, state_bytes_per_param
-from planner.cost.uncertainty import uncertainty
+from planner.cost.uncertainty import Uncertainty, uncertainty
 from planner.engine import Engine, plan_problems, require_runs
 from planner.hardware import HardwareProfile
 from planner.plan import Plan, Recompute, Rejected
@@ -87,11 +87,14 @@ class Coster:
             time=time,
         )
 
+    def memory_trust(self, plan: Plan, peak_bytes: float) -> Uncertainty:
+        """The 80% interval of a plan's peak memory predicted at `peak_bytes` (cost.uncertainty: widened for the
+        plan's distances from the engine's runs), without a throughput: what `planner memory` shows."""
+        return uncertainty(self.engine, self.hw, model=self.model, plan=plan, peak_bytes=peak_bytes)
+
     def memory_high_bytes(self, plan: Plan, peak_bytes: float) -> float:
-        """The high end of the 80% interval of a plan's peak memory predicted at `peak_bytes` (cost.uncertainty:
-        widened for the plan's distances from the engine's runs); `--risk` ranks only plans where it fits."""
-        u = uncertainty(self.engine, self.hw, model=self.model, plan=plan, peak_bytes=peak_bytes)
-        return u.memory_high_bytes(peak_bytes)
+        """The high end of that interval; `--risk` ranks only plans where it fits."""
+        return self.memory_trust(plan, peak_bytes).memory_high_bytes(peak_bytes)
 
     # ---- many plans: what the search screens and prunes with ------------------------------------------
     def peak(self, plan: Plan) -> tuple[float, int]:

@@ -44,8 +44,7 @@ class Estimate:
     @property
     def may_not_fit(self) -> bool:
         """It fits, but the high end of the 80% interval of its memory passes the GPU."""
-        m = self.memory
-        return m.fits and self.uncertainty.memory_high_bytes(m.total_bytes) > m.capacity_bytes
+        return self.uncertainty.may_not_fit(self.memory)
 
     @property
     def uncertainty(self) -> Uncertainty:

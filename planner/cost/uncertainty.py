@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from planner.cost.fitted_factors import behaviour_on, gpu_factors
+from planner.cost.memory import MemoryReport
 from planner.engine import Domain, Engine, Interval
 from planner.hardware import HardwareProfile
 from planner.plan import Plan
@@ -119,13 +120,25 @@ class Uncertainty:
             return f"±{self.peak_memory_rel:.0%}"
         return fmt_bytes_range(*self.peak_memory_interval)
 
-    def describe(self) -> str:
-        """'80% 181–196k (megatron/a100-80gb, 19 runs)', '80% ... (torchtitan/b200: ...; widened for GPU without
-        runs)'."""
+    def may_not_fit(self, report: MemoryReport) -> bool:
+        """It fits, but the high end of the 80% interval of its memory passes the GPU."""
+        return report.fits and self.memory_high_bytes(report.total_bytes) > report.capacity_bytes
+
+    def source_text(self) -> str:
+        """'(megatron/a100-80gb, 19 runs)', '(torchtitan/b200: ...; widened for GPU without runs)'."""
         runs = f", {self.runs} runs" if self.calibrated or self.runs else ""
         widened = f"; widened for {', '.join(self.widened_for)}" if self.widened_for else ""
+        return f"({self.basis}{runs}{widened})"
+
+    def describe(self) -> str:
+        """'80% 181–196k (megatron/a100-80gb, 19 runs)': the throughput interval and where it comes from."""
         level = f"{self.level:.0%} " if self.tokens_per_s_interval is not None else ""
-        return f"{level}{self.tokens_text()} ({self.basis}{runs}{widened})"
+        return f"{level}{self.tokens_text()} {self.source_text()}"
+
+    def describe_memory(self) -> str:
+        """'80% 58.93–68.95 GiB (megatron/h100-sxm, 20 runs)': the memory interval and where it comes from."""
+        level = f"{self.level:.0%} " if self.peak_memory_interval is not None else ""
+        return f"{level}{self.memory_text()} {self.source_text()}"
 
 
 def distances(domain: Domain, engine: Engine, hw: HardwareProfile, model: ModelSpec | None, plan: Plan | None,

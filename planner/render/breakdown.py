@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 from planner.cost.estimate import CEILING_SEQ_LEN
 from planner.cost.flops import executed_share
 from planner.cost.memory import MemoryReport
+from planner.cost.uncertainty import Uncertainty
 from planner.engine import Engine
 from planner.engine.settings import given_settings, said
 from planner.hardware import HardwareProfile
 from planner.plan import DEFAULT_SEQ_LEN_CAP, DERIVABLE, Plan, nondefault_microbatch_group
-from planner.precision import recipe
 from planner.render.console import escape
 from planner.render.training import train_lines
+from planner.render.trust import may_not_fit_lines, trust_lines
 from planner.specs import ModelSpec
 from planner.units import GiB, fmt_bytes, fmt_count
 
@@ -169,6 +170,7 @@ def print_memory(
     engine: Engine | None = None,
     defaulted: frozenset[str] = frozenset(),
     miss: Miss | None = None,
+    trust: Uncertainty | None = None,  # the 80% interval of its memory (Coster.memory_trust)
 ) -> None:
     console.print(plan_line(model, hw, plan, engine, defaulted))
     console.print(memory_table(report, f"memory per GPU, stage {report.peak.stage} (most loaded)"))
@@ -176,8 +178,10 @@ def print_memory(
         console.print(stages_table(report))
     for note in report.notes:
         console.print(f"[dim]note: {escape(note)}[/]")
+    if trust is not None:
+        console.print(f"interval: {escape(trust.describe_memory())}")
     console.print(fits_line(report))
-    for line in would_fit_lines(miss):
+    for line in would_fit_lines(miss) + may_not_fit_lines(trust, report):
         console.print(line)
 
 
@@ -254,18 +258,6 @@ def _executed(est: Any) -> str:
     return f" ({run:.1%} of peak executed: MFU counts all of causal attention, the kernels run half)"
 
 
-def trust_lines(engine: str, hardware: str, *, calibrated: bool, precision: str) -> list[str]:
-    """What to hold an estimate's throughput to: wide error bars where the engine has no runs on this GPU, and
-    what a precision recipe's runs spend that its terms do not price (precision.Recipe.unpriced)."""
-    out = (
-        []
-        if calibrated
-        else [f"[yellow]wide error bars:[/] no calibration runs of {escape(engine)} on {escape(hardware)}"]
-    )
-    r = recipe(precision)
-    return out + ([f"[yellow]{precision}:[/] {r.unpriced}"] if r is not None and r.unpriced else [])
-
-
 def estimate_lines(est: Any, miss: Miss | None = None) -> list[str]:
     """Throughput and its trust, the memory summary (and what would make a plan that does not fit fit: `miss`),
     and the time to train and goodput when asked for."""
@@ -286,11 +278,4 @@ def estimate_lines(est: Any, miss: Miss | None = None) -> list[str]:
         f"(weights {fmt_bytes(mem.peak.breakdown.weights_bytes)}, activations "
         f"{fmt_bytes(mem.peak.breakdown.activations_bytes)}); " + fits_line(mem)
     )
-    lines += would_fit_lines(miss)
-    if est.may_not_fit:  # what search flags the same plan with
-        hi = u.memory_high_bytes(mem.total_bytes)
-        lines.append(
-            f"[yellow]may not fit:[/] the 80% interval of its memory reaches {fmt_bytes(hi)}, past the "
-            f"{fmt_bytes(mem.capacity_bytes)} per GPU"
-        )
-    return lines + train_lines(est)
+    return lines + would_fit_lines(miss) + may_not_fit_lines(u, mem) + train_lines(est)

@@ -22,6 +22,7 @@ from pydantic import Field
 from planner.cost.comm import group_tiers
 from planner.cost.estimate import Estimate
 from planner.cost.memory import MemoryBreakdown, MemoryReport
+from planner.cost.uncertainty import Uncertainty
 from planner.engine import Engine
 from planner.engine.settings import given_settings
 from planner.hardware import HardwareProfile
@@ -86,6 +87,14 @@ class MemoryDoc(Document):
     would_fit: list[VariantDoc] | None = None  # where it does not fit: the changes tried, as the search's misses
 
 
+class TrustedMemoryDoc(MemoryDoc):
+    """`planner memory --json`: the memory document, the 80% interval of its memory (`uncertainty`, as estimate's
+    with no throughput's) and whether it may not fit (fits, but that interval passes the GPU)."""
+
+    uncertainty: dict[str, Any]
+    may_not_fit: bool
+
+
 class StepDoc(Document):
     """The terms of one step (seconds)."""
 
@@ -144,11 +153,13 @@ def memory_doc(
     engine: Engine,
     defaulted: frozenset[str] | None = None,
     miss: Miss | None = None,
+    trust: Uncertainty | None = None,
 ) -> MemoryDoc:
     """The memory document; `defaulted` (memory and estimate of one plan) says which of the global batch and the
-    sequence length the defaults gave, `miss` what would make a plan that does not fit fit (api.would_fit)."""
+    sequence length the defaults gave, `miss` what would make a plan that does not fit fit (api.would_fit),
+    `trust` the 80% interval of its memory (Coster.memory_trust)."""
     peak = report.peak
-    return MemoryDoc(
+    doc = MemoryDoc(
         model=model.name,
         hardware=hw.name,
         engine=engine.name,
@@ -178,6 +189,9 @@ def memory_doc(
         settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine, plan).items()},
         would_fit=None if miss is None else variant_docs(miss),
     )
+    if trust is None:
+        return doc
+    return TrustedMemoryDoc(**dict(doc), uncertainty=trust.as_dict(), may_not_fit=trust.may_not_fit(report))
 
 
 def rates(est: Estimate) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from planner.explore.explain import Explanation
 from planner.explore.placement import crossing_tiers
 from planner.explore.results import Ranked, SearchResult
 from planner.explore.space import DEFAULT_MAX_CP_DENSE, LONG_SEQ, cp_left_out
-from planner.render.breakdown import batch_text, trust_lines, variant_line
+from planner.render.breakdown import batch_text, variant_line
 from planner.render.console import escape, natural_width, print_hanging, print_unlimited, rich_console
+from planner.render.trust import may_not_fit_lines, trust_lines
 from planner.units import fmt_count, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:
@@ -206,24 +207,15 @@ def _print_best(console: Console, result: SearchResult) -> None:
     calibrated, precision = e.uncertainty.calibrated, best.plan.precision
     for line in trust_lines(e.engine.name, result.hardware.name, calibrated=calibrated, precision=precision):
         console.print(line)
-    _print_memory_risk(console, result, e)
+    hint = "" if result.objective == "risk" else "; --risk ranks only plans whose interval fits"
+    for line in may_not_fit_lines(e.uncertainty, e.memory, hint):
+        console.print(line)
     pl = e.plausibility
     if not pl.ok:
         console.print(
             f"[yellow]the top plan is implausible:[/] its predicted MFU {pl.mfu:.1%} is above the best published "
             f"for this hardware, {pl.mfu_ceiling:.1%} ({pl.source}); treat its rank with suspicion"
         )
-
-
-def _print_memory_risk(console: Console, result: SearchResult, e: Any) -> None:
-    """Where the top plan's 80% interval of memory passes the GPU's capacity, say so: it may not fit."""
-    if not e.may_not_fit:
-        return
-    hint = "" if result.objective == "risk" else "; --risk ranks only plans whose interval fits"
-    console.print(
-        f"[yellow]may not fit:[/] the 80% interval of its memory, {e.uncertainty.memory_text()}, passes the "
-        f"{_gib(e.memory.capacity_bytes)} per GPU{hint}"
-    )
 
 
 def _plan_text(p: Any) -> str:
