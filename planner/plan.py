@@ -148,6 +148,11 @@ class Plan(Frozen):
             parts.append(f"last{self.last_stage_layers}")
         return " ".join(parts + extras)
 
+    def headline(self) -> str:
+        """The summary with the precision and the global batch, which it leaves out: how an emitted file's header
+        names the plan it was written for ('dp8 tp1 pp1 zero3 mb1 rc=none fp8-rowwise, global batch 32')."""
+        return f"{self.summary()} {self.precision}, global batch {self.global_batch}"
+
 
 @dataclass(frozen=True)
 class Rejected:

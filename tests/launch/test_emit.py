@@ -318,6 +318,17 @@ def test_torchtitan_0_3_config_maps_every_plan_field():
     assert "pipelining" not in torchtitan_config(llama, flat)[0]
 
 
+def test_torchtitan_0_3_config_says_the_precision_and_splits_the_sequence_only_under_tp():
+    """Its header named the plan without its precision, and it wrote enable_sequence_parallel=True at tp 1, where
+    the plan is priced with no sequence split (black-box review)."""
+    llama = load_model("llama3-8b")
+    text = torchtitan_config(llama, PLAN.model_copy(update={"precision": "fp8-rowwise"}))[0]
+    assert f"plan {PLAN.summary()} fp8-rowwise, global batch 32 (llama3-8b)" in text
+    assert "enable_sequence_parallel=True," in text
+    no_tp = PLAN.model_copy(update={"tp": 1, "dp": 4, "sp": False})
+    assert "enable_sequence_parallel=False," in torchtitan_config(llama, no_tp)[0]
+
+
 @pytest.mark.parametrize("precision", ["fp8", "fp8-current"])
 def test_torchtitan_0_3_refuses_fp8_it_would_scale_rowwise(tmp_path, precision):
     """torchtitan 0.3.0's Float8LinearConverter has rowwise recipes only (components/quantization/float8.py

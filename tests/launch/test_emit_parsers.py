@@ -59,6 +59,7 @@ def test_torchtitan_reads_the_configuration(tmp_path, monkeypatch, case):
     assert (cfg.training.global_batch_size, cfg.training.seq_len) == (plan.global_batch, plan.seq_len)
     dims = ParallelDims.from_config(cfg.parallelism, world_size=plan.gpus)  # asserts the product is the world
     assert (dims.dp_replicate * dims.dp_shard, dims.tp, dims.pp, dims.cp) == (plan.dp, plan.tp, plan.pp, plan.cp)
+    assert cfg.parallelism.enable_sequence_parallel == (plan.sp and plan.tp > 1)
     if plan.pp > 1:
         stages, layers, first, last = _get_pipeline_metadata(dims, cfg.parallelism, cfg.model_spec.model)
         assert stages == plan.pp * plan.vpp

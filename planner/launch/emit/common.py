@@ -50,7 +50,7 @@ def eps_problems(model: ModelSpec, built: str | float, engine: str) -> list[str]
 
 def plan_comment(cfg: RunConfig) -> list[str]:
     return [
-        f"# plan: {cfg.plan.summary()}",
+        f"# plan: {cfg.plan.headline()}",
         f"# plan (all fields): {json.dumps(cfg.plan.model_dump())}",
         f"# model: {cfg.model}",
     ]

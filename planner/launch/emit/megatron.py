@@ -244,7 +244,7 @@ def megatron_file(
     if "--fine-grained-activation-offloading" in args:  # arguments.py l.1938-1940: TE 2.10+ offloads weights without
         env += "export NVTE_CPU_OFFLOAD_V1=1  # fine-grained activation offloading with Transformer Engine 2.10+\n"
     return (
-        f"# Megatron-LM arguments for pretrain_gpt.py; plan: {plan.summary()}\n"
+        f"# Megatron-LM arguments for pretrain_gpt.py; plan: {plan.headline()}\n"
         f"# pipeline split: {m['vpp']}\n"
         + "".join(line + "\n" for line in model_notes(model))
         + "# The NullTokenizer stands for your tokenizer (same vocabulary size); add the data (or --mock-data) and\n"

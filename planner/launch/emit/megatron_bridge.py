@@ -269,7 +269,7 @@ def bridge_file(model: ModelSpec, plan: Plan, settings: Mapping[str, object] | N
     where = "" if nodes == 1 else f" on each of the {nodes} nodes, MASTER_ADDR set to one node's address"
     unset = "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP needs it > 1 or unset (Bridge config.py)\n"
     return (
-        f"# Megatron-Bridge recipe overrides; plan: {plan.summary()}; model {model.name} = recipe {name}\n"
+        f"# Megatron-Bridge recipe overrides; plan: {plan.headline()}; model {model.name} = recipe {name}\n"
         "# Run with Megatron-Bridge's recipe runner (it applies KEY=VALUE overrides to the recipe's ConfigContainer)"
         f"{where}:\n"
         f"#   {engine_torchrun(nodes, node_gpus(plan, nodes, per_node), program)} \\\n"

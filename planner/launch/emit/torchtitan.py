@@ -35,7 +35,7 @@ CONFIG_FN = "planner_plan"  # --config: the function returning the Trainer.Confi
 RELEASE = "0.3.0"  # pinned in the file: main renamed the batch fields after it (73aed7f, 2026-08-20)
 ROWWISE_ONLY = (  # what 0.3.0 runs otherwise than the profile (v0.2.2) prices: refused, and said
     "Float8LinearConverter scales rowwise only (components/quantization/float8.py recipe_name), not the tensorwise "
-    "fp8 the plan is priced with (--precision fp8-rowwise or fp8-rowwise-gw-hp prices its recipes)"
+    "fp8 the plan is priced with: plan with --precision fp8-rowwise (or fp8-rowwise-gw-hp) for a file it runs"
 )
 CHUNKED_LOSS = (
     "recipes compute the output layer and loss in chunks (ChunkedLossWrapper, components/loss.py), never holding "
@@ -187,7 +187,7 @@ def _parallelism_lines(model: ModelSpec, plan: Plan) -> list[str]:
         f"        data_parallel_shard_degree={dp.shard},",
         f'        fsdp_reshard_after_forward="{dp.reshard}",',
         f"        tensor_parallel_degree={plan.tp},",
-        "        enable_sequence_parallel=True,",
+        f"        enable_sequence_parallel={plan.sp and plan.tp > 1},",  # as priced: no sequence to split at tp 1
         f"        pipeline_parallel_degree={plan.pp},",
         f'        pipeline_parallel_schedule="{schedule}",',
         f"        pipeline_parallel_microbatch_size={plan.micro_batch},",
@@ -250,7 +250,7 @@ def torchtitan_config(
     dtype = "float32" if plan.precision == "fp32" else "bfloat16"
     imports, converters = registry_converters(plan, compiled="model" in compile_components(settings or {}))
     lines = [
-        f'"""torchtitan {RELEASE} configuration of the plan {plan.summary()} ({model.name}), written by',
+        f'"""torchtitan {RELEASE} configuration of the plan {plan.headline()} ({model.name}), written by',
         f"`planner launch --emit torchtitan` for torchtitan {RELEASE} (pip install torchtitan=={RELEASE}, or that",
         "release's source: later main renamed training.local_batch_size and its kin).",
         *run_lines(plan, nodes, per_node),

@@ -114,7 +114,7 @@ def torchtitan_toml(
     converters = v02_converters(model, plan, compiled="model" in compile_components(settings or {}))
     lines = [
         f"# torchtitan {RELEASE} job config written by `planner launch --emit torchtitan-v0.2`",
-        f"# plan: {plan.summary()}",
+        f"# plan: {plan.headline()}",
         run_comment(plan, nodes, per_node),
         "[job]",
         f'description = "planner plan {plan.summary()}"',
