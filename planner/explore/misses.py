@@ -5,7 +5,7 @@ GPUs), each re-evaluated by the memory screen."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from planner.cost.coster import Coster
 from planner.engine import plan_problems
@@ -38,9 +38,12 @@ class _Trial:
         return Variant(change, q, nbytes, nbytes <= self.coster.capacity_bytes, settings or {})
 
 
-def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], n: int = 3) -> list[Miss]:
+def closest_misses(
+    model: ModelSpec, coster: Coster, near: Sequence[Overshoot], n: int = 3, *, grow_when_stuck: bool = False
+) -> list[Miss]:
     """The `n` plans with the smallest overshoot (distinct degrees), each re-evaluated with more GPUs,
-    a higher ZeRO stage, full recompute and a smaller micro-batch."""
+    a higher ZeRO stage, full recompute and a smaller micro-batch; `grow_when_stuck`: more GPUs only where no
+    change on the GPUs the plan has fits."""
     trial = _Trial(model, coster)
     out: list[Miss] = []
     seen: set[tuple] = set()
@@ -52,7 +55,8 @@ def closest_misses(model: ModelSpec, coster: Coster, near: Sequence[Overshoot], 
         seen.add(shape)
         variants, saver = _changes(trial, p)
         base = saver.plan if saver.plan != p and trial.runs(saver.plan) else p  # grown with every saver on
-        more = _more_gpus(trial, base, p, saver)
+        grow = not (grow_when_stuck and any(v.fits for v in variants))
+        more = _more_gpus(trial, base, p, saver) if grow else None
         if more is not None:
             variants.append(more)
         needed = more.plan.gpus if more else None
@@ -66,10 +70,7 @@ def what_would_fit(model: ModelSpec, coster: Coster, plan: Plan, nbytes: float) 
     """One plan that does not fit (`planner memory`, `estimate`), with what would make it fit, as the search's
     closest misses try it; more GPUs only where no change on the GPUs the plan has fits (a user who can switch
     on ZeRO-3 is not told to buy twice the GPUs)."""
-    (miss,) = closest_misses(model, coster, [Overshoot(plan, nbytes)], n=1)
-    same_gpus = [v for v in miss.variants if v.plan.gpus == plan.gpus]
-    if any(v.fits for v in same_gpus):
-        return replace(miss, variants=same_gpus)
+    (miss,) = closest_misses(model, coster, [Overshoot(plan, nbytes)], n=1, grow_when_stuck=True)
     return miss
 
 
