@@ -322,3 +322,29 @@ def test_an_option_out_of_its_bounds_is_named_with_the_value_given(given, said):
     """click names the option and the bound it broke; the line adds the value given, as every other refusal does."""
     code, out, err = run("estimate", "-m", "llama3-8b", *given)
     assert code == 2 and out == "" and said in " ".join(err.split()) and len(err.strip().splitlines()) == 1
+
+
+def test_a_change_that_fits_by_a_hair_is_said_to_fit_only_so():
+    """What would make a plan fit printed 'fits' of a change whose 80% interval of memory passes the GPU, which
+    estimate of the changed plan flags 'may not fit': each change now says so, in its text and its JSON, as the
+    estimate of that changed plan does."""
+    from planner.cost.coster import Coster
+    from planner.io.catalog import load_engine, load_hardware, load_model
+    from planner.plan import Plan
+
+    args = ("memory", "-m", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--tp", "1", "--zero", "1",
+            "--recompute", "none", "--micro-batch", "2")  # fmt: skip
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    coster = Coster(load_model("llama3-8b"), load_hardware("h100-sxm"), load_engine("megatron"))
+    risky = []
+    for v in doc["would_fit"]:
+        plan = Plan(**{k: x for k, x in v["plan"].items() if k != "engine"})
+        high = coster.memory_high_bytes(plan, v["total_bytes"])
+        assert v["may_not_fit"] == (v["fits"] and high > doc["capacity_bytes"]), v
+        risky += [v["change"]] * v["may_not_fit"]
+    assert "recompute full" in risky  # 76.9 of 79.2 GiB, its interval past it
+    code, text, err = run(*args)
+    said = " ".join(text.split())
+    assert code == 0 and "with recompute full: 76.91 GiB — fits; its 80% interval of memory passes the GPU" in said

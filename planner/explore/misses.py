@@ -35,7 +35,12 @@ class _Trial:
         if not self.runs(q):
             return None
         nbytes, _ = self.coster.peak(q)
-        return Variant(change, q, nbytes, nbytes <= self.coster.capacity_bytes, settings or {})
+        return Variant(change, q, nbytes, nbytes <= self.coster.capacity_bytes, settings or {}, self.risky(q, nbytes))
+
+    def risky(self, q: Plan, nbytes: float) -> bool:
+        """`q` fits at `nbytes`, but the high end of the 80% interval of its memory passes the GPU."""
+        cap = self.coster.capacity_bytes
+        return nbytes <= cap < self.coster.memory_high_bytes(q, nbytes)
 
 
 def closest_misses(
@@ -114,7 +119,9 @@ def _offload_variant(trial: _Trial, p: Plan) -> Variant | None:
     """The fewest layers whose activations the engine's layer-wise CPU offload (--offload-layers: Megatron's
     --cpu-offloading-num-layers) must move for `p` to fit, more than the run offloads already, where the engine
     offers it and `p` can run it on this GPU (pp 1, no recompute, a host link: engine/offload_rules.py), found by
-    bisection up to L-1 (more layers never hold more); None where even L-1 do not, or it cannot run."""
+    bisection up to L-1 (more layers never hold more): the fewest whose 80% interval of memory fits too where
+    L-1's does, so that the suggestion is not one at the edge of the GPU; None where even L-1 do not fit, or it
+    cannot run."""
     engine, layers = trial.coster.engine, trial.model.num_layers
     start = engine.memory.offload_layers + 1  # more than the run offloads already
     if "offload_layers" not in engine.rules.options or start > layers - 1:
@@ -127,11 +134,16 @@ def _offload_variant(trial: _Trial, p: Plan) -> Variant | None:
     last = tried(layers - 1)
     if last is None or not last.fits:
         return None
+    sure = not last.may_not_fit  # then ask as much of each n
+
+    def enough(v: Variant) -> bool:
+        return v.fits and not (sure and v.may_not_fit)
+
     lo, hi, best = start, layers - 1, last  # the least n that fits lies in [lo, hi]
     while lo < hi:
         mid = (lo + hi) // 2
         v = tried(mid)
-        if v is not None and v.fits:
+        if v is not None and enough(v):
             hi, best = mid, v
         else:
             lo = mid + 1
@@ -162,5 +174,5 @@ def _more_gpus(trial: _Trial, base: Plan, p: Plan, saver: _Saver) -> Variant | N
                 desc = f"{q.gpus} GPUs (dp {dp}{ep}" + (f", global batch {gb}" if gb != base.global_batch else "") + ")"
                 if base is saver.plan and saver.plan != p:
                     desc += " with " + saver.change
-                return Variant(desc, q, nbytes, True)
+                return Variant(desc, q, nbytes, True, may_not_fit=trial.risky(q, nbytes))
     return None

@@ -47,6 +47,7 @@ class Variant:
     nbytes: float
     fits: bool
     settings: dict[str, object] = field(default_factory=dict)  # engine settings the change adds (offload_layers)
+    may_not_fit: bool = False  # it fits, but the 80% interval of its memory passes the GPU (as estimate says it)
 
 
 @dataclass

@@ -188,6 +188,8 @@ def print_memory(
 def variant_line(v: Variant) -> str:
     """A change tried on a plan that does not fit (explore/misses.py), as memory and search's misses say it."""
     verdict = "[green]fits[/]" if v.fits else "[red]still over[/]"
+    if v.may_not_fit:
+        verdict = "[yellow]fits; its 80% interval of memory passes the GPU[/]"
     return f"      with {escape(v.change)}: {fmt_bytes(v.nbytes)} — {verdict}"
 
 

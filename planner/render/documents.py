@@ -52,12 +52,13 @@ class VariantDoc(Document):
     fits: bool
     # the engine settings the change adds beside the plan (offload_layers)
     settings: dict[str, Any] = Field(default_factory=dict)
+    may_not_fit: bool = False  # it fits, but the 80% interval of its memory passes the GPU
 
 
 def variant_docs(m: Miss) -> list[VariantDoc]:
     def doc(v: Variant) -> VariantDoc:
         return VariantDoc(change=v.change, plan=v.plan.document(m.engine), total_bytes=int(v.nbytes), fits=v.fits,
-                          settings=dict(v.settings))  # fmt: skip
+                          settings=dict(v.settings), may_not_fit=v.may_not_fit)  # fmt: skip
 
     return [doc(v) for v in m.variants]
 
