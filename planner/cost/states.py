@@ -19,6 +19,7 @@ from planner.cost.quantization import gather_bytes_per_param
 from planner.engine import Engine, ZeroStage
 from planner.engine import Memory as EngineMemory
 from planner.plan import Plan
+from planner.specs import Precision
 
 
 @dataclass(frozen=True)
@@ -134,13 +135,15 @@ def sharded_states(params: RankParams, per: StateBytes, plan: Plan, stage: ZeroS
     )
 
 
-def model_state_bytes(*, params: float, dp: int, zero: int, engine: Engine, precision: str = "bf16") -> ModelStates:
+def model_state_bytes(
+    *, params: float, dp: int, zero: int, engine: Engine, precision: Precision = "bf16"
+) -> ModelStates:
     """Model states of `params` parameters on one of `dp` data-parallel ranks (ZeRO, Figure 1)."""
-    fsdp = engine.comm.megatron_fsdp
-    stage = engine.rules.run_stage(zero, pp=1, dp_cp=dp, precision=precision, ep=1, megatron_fsdp=fsdp)
+    plan = Plan(dp=dp, zero=zero, global_batch=dp, precision=precision)
+    stage = engine.zero_stage(plan)  # as the engine runs it, with the run's settings (Engine.zero_stage)
     per = state_bytes_per_param(precision, engine, stage)
     rank = RankParams(dense=params, expert=0.0, largest_unit=0.0, num_gemms=0)
-    return sharded_states(rank, per, Plan(dp=dp, zero=zero, global_batch=dp), stage)
+    return sharded_states(rank, per, plan, stage)
 
 
 def optimizer_step_bytes_per_param(per: StateBytes) -> float:

@@ -111,8 +111,8 @@ def _readable_family(text: str, engine: str, source: str) -> str:
     """The family to read the log as (`engine`, or detected), or one PlannerError saying why there is none: logs of
     two families joined, a GPT-NeoX log, what unreadable.py names, no log at all."""
     family: str | None = engine
+    clean = ANSI.sub("", text)  # once, for detection and for what unreadable.py names
     if engine == "auto":
-        clean = ANSI.sub("", text)
         mixed = step_families(clean)
         family = _family(clean, mixed)
         if len(mixed) > 1:  # the first family's lines were read and the others' dropped without a word
@@ -127,7 +127,7 @@ def _readable_family(text: str, engine: str, source: str) -> str:
             "for validate and calibrate"
         )
     if family not in READERS:
-        raise PlannerError(why_unreadable(ANSI.sub("", text), source, EXPECTED))
+        raise PlannerError(why_unreadable(clean, source, EXPECTED))
     return family
 
 
