@@ -274,7 +274,7 @@ def layer_time(
     return _layer_time(
         model, hw.efficiency, engine.kernels, peak, core_peak, bw, kind=kind, tp=plan.tp, cp=plan.cp, ep=plan.ep,
         etp=plan.expert_tp, sp=plan.sp, b=plan.micro_batch, s=plan.seq_len, precision=plan.precision,
-        recompute=plan.recompute, load=routed_load(model, engine) if kind.ffn == "moe" else 1.0,
+        recompute=plan.recompute, load=routed_load(model, engine, plan.ep) if kind.ffn == "moe" else 1.0,
         grouped=engine.moe.grouped_on(hw.gpu.architecture) and kind.ffn == "moe", arch=hw.gpu.architecture,
         weight_cache=engine.memory.fp8_weight_cache, dtensor_op_s=dtensor_host.op_s(hw, plan, engine),
         sac_op_s=sac_host.op_s(hw, plan.recompute, engine.kernels),

@@ -18,16 +18,21 @@ from planner.plan import Plan
 from planner.specs import ModelSpec
 
 
-def routed_load(model: ModelSpec, engine: Engine) -> float:
-    """Rows the busiest expert-parallel rank's experts process, over the balanced mean: the routing imbalance
-    (engine.moe.imbalance), capped by the capacity factor when tokens beyond it are dropped, and exactly the
-    factor when every expert is padded to its capacity (Megatron moe_utils.py: C = ceil(T·k/E · CF) per source
-    rank; --moe-pad-expert-input-to-capacity)."""
+def routed_load(model: ModelSpec, engine: Engine, ep: int) -> float:
+    """Rows the busiest of `ep` expert-parallel ranks' experts process, over the balanced mean: the routing
+    imbalance (engine.moe.imbalance), capped by the capacity factor when tokens beyond it are dropped, and exactly
+    the factor when every expert is padded to its capacity (Megatron moe_utils.py: C = ceil(T·k/E · CF) per source
+    rank; --moe-pad-expert-input-to-capacity). Never more than one rank can receive: a token picks k distinct
+    experts, at most E/ep of them on one rank, so the busiest gets at most T·min(k, E/ep) of the T·k/ep mean,
+    ep·min(k, E/ep)/k (1 at ep 1, where every expert is on the one rank)."""
     m, e = model.moe, engine.moe
-    cf = m.capacity_factor if m is not None else None
+    if m is None:
+        return 1.0
+    most = ep * min(m.top_k, m.num_experts / ep) / m.top_k
+    cf = m.capacity_factor
     if cf is None:
-        return e.imbalance
-    return cf if e.pad_to_capacity else min(e.imbalance, cf)
+        return min(e.imbalance, most)
+    return cf if e.pad_to_capacity else min(e.imbalance, cf, most)
 
 
 def all_to_all_s(hw: HardwareProfile, *, nbytes: float, n: int, stride: int, gpus: int | None = None) -> float:
@@ -109,7 +114,7 @@ def dispatch_s(
     act_b = ACT_BYTES[plan.precision] if bytes_per_value is None else bytes_per_value
     whole = engine.moe.replicated_over_tp  # every tp rank holds the block's input (torchtitan)
     t = tokens / (plan.tp if (etp == 1 if whole else plan.sp) else 1)
-    load = routed_load(model, engine)
+    load = routed_load(model, engine, plan.ep)
     kind = engine.moe.dispatcher
     if kind == "allgather":
         n = plan.ep * etp
