@@ -375,7 +375,7 @@ def test_power_limit_on_the_command_line_is_the_capped_profile():
     for hw, watts, said in (
         ("b200", "100", "takes caps from 200 W"),
         ("b200", "1200", "takes caps from 200 W (nvidia-smi AllowableMin) up to its 1000 W limit"),
-        ("mi355x", "900", "idle_power_w"),
+        ("mi355x", "900", "mi355x cannot be capped at 900 W: its profile states no gpu.idle_power_w"),
     ):
         code, out, err = run_planner("estimate", *what, "--hardware", hw, "--power-limit", watts)
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not out

@@ -36,8 +36,8 @@ MegatronFsdpOpt = Annotated[
     Optional[bool],
     typer.Option(
         "--megatron-fsdp/--no-megatron-fsdp",
-        help="ZeRO-3 as Megatron-FSDP (--use-megatron-fsdp) for a dense model too, not torch FSDP2; with experts it "
-        "is Megatron-FSDP either way (default: the engine's)",
+        help="ZeRO-3 as Megatron-FSDP (--use-megatron-fsdp) where ep is 1 too, not torch FSDP2; with ep > 1 it is "
+        "Megatron-FSDP either way (default: the engine's)",
     ),
 ]
 Zero3GatherOpt = Annotated[

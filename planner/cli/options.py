@@ -70,7 +70,7 @@ PowerLimitOpt = Annotated[
     typer.Option(
         "--power-limit",
         help="board power cap in W (nvidia-smi -pl): the GPU's compute peaks scale with the clock the cap sustains "
-        "(P = P_idle + c f^3); HBM and links do not",
+        "(P = P_idle + c f^3); HBM and links do not; a GPU whose profile states its idle power",
     ),
 ]
 GpusOpt = Annotated[

@@ -161,7 +161,7 @@ class Comm(Frozen):
     megatron_fsdp: bool = Field(
         False,
         description="ZeRO-3 runs as Megatron-FSDP (--use-megatron-fsdp, rules.zero.3.with_ep) for every plan, not "
-        "torch FSDP2 where that runs (ep 1); with experts it is Megatron-FSDP either way",
+        "torch FSDP2 where that runs (ep 1); with ep > 1 it is Megatron-FSDP either way",
     )
     zero3_gather: Zero3Gather = Field(
         "bucketed",

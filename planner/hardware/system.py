@@ -131,9 +131,12 @@ class HardwareProfile(Frozen):
         capped peaks."""
         g = self.gpu
         if g.power_limit_w is None or g.idle_power_w is None:
+            missing = [k for k, v in (("gpu.power_limit_w", g.power_limit_w), ("gpu.idle_power_w", g.idle_power_w))
+                       if v is None]  # fmt: skip
             raise PlannerError(
-                f"{self.name}: a power cap needs gpu.power_limit_w and gpu.idle_power_w in the profile "
-                f"(got {g.power_limit_w} and {g.idle_power_w})"
+                f"{self.name} cannot be capped at {watts:g} W: its profile states no {' or '.join(missing)}, the "
+                "board limit and idle draw the clock under a cap is reckoned from; give a GPU whose profile states "
+                f"both, or add them to a copy of {self.name}'s profile"
             )
         if watts == g.power_limit_w:
             return self
