@@ -291,6 +291,16 @@ def test_explain_a_stage_the_engine_does_not_run_counts_every_candidate_under_it
     assert code == 0 and why["valid"] == 0 and why["by_reason"] == {"megatron has no zero 2": why["rejected"]}, err
 
 
+def test_explain_offers_no_option_whose_every_plan_is_refused(capsys):
+    """--explain schedule=dualpipev on megatron said 'fix it with --schedule dualpipev', and the pinned search
+    beneath it refused all its candidates (review): the option is said not to help."""
+    args = ("search", "-m", "qwen3-30b-a3b", "--hardware", "b200", "--gpus", "16", "--no-advice", "--json")
+    code, out, err = cli(capsys, *args, "--explain", "schedule=dualpipev")
+    why = json.loads(out)["explain"]
+    assert code == 0 and why["valid"] == 0 and "fix it with" not in why["outside_search_space"], err
+    assert why["outside_search_space"].endswith("--schedule dualpipev would not help: no plan with it is valid here")
+
+
 def test_explain_reads_a_value_as_the_plan_field_does_and_names_the_engine(capsys):
     """`sp=no` is pydantic's False: it was compared as the string 'no', said to be outside the space, and told to
     use `--sp no`, which is no option. With several engines the best pinned plan names its engine."""

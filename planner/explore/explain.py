@@ -83,7 +83,8 @@ def explain(
     """`pinned`: the same search with field == value fixed (cli/search.py _explained), None where it was refused
     (`pinned_error` says why)."""
     in_top = sum(1 for r in result.top if getattr(r.plan, field_name) == value)
-    outside = None if result.considered(field_name, value) else _outside(result, field_name, value)
+    runs = pinned is not None and pinned.valid > 0
+    outside = None if result.considered(field_name, value) else _outside(result, field_name, value, runs=runs)
     winner = result.best.time.tokens_per_s if result.best is not None else None
     if pinned is None:
         return Explanation(0, Counter(), {}, in_top, outside, winner_tokens_per_s=winner, pinned_error=pinned_error)
@@ -94,9 +95,10 @@ def explain(
     )  # fmt: skip
 
 
-def _outside(result: SearchResult, field_name: str, value: Any) -> str:
+def _outside(result: SearchResult, field_name: str, value: Any, *, runs: bool) -> str:
     """Why no candidate had field == value, and what would give one: a degree that does not divide the GPUs cannot
-    make them up at all; otherwise the option that widens the space."""
+    make them up at all; otherwise the option that widens the space, where the pinned search found a valid plan
+    with it (`runs`): an option whose every plan is then refused is no fix (review: --schedule dualpipev)."""
     gpus = result.space.gpus
     if field_name in ("dp", "tp", "pp", "cp", "ep") and isinstance(value, int) and gpus % value:
         return (
@@ -107,4 +109,6 @@ def _outside(result: SearchResult, field_name: str, value: Any) -> str:
     limit = f", or raise --max-{field_name}" if field_name in ("tp", "pp", "cp", "ep", "vpp") else ""
     listed = ", or add it to the comma list" if field_name in ("zero", "recompute", "precision", "schedule") else ""
     given = flag if isinstance(value, bool) else f"{flag} {value}"
+    if not runs:
+        return f"it is outside the search space, and {given} would not help: no plan with it is valid here"
     return f"it is outside the search space (fix it with {given}{listed}{limit})"
