@@ -162,8 +162,9 @@ def resolve(
 ) -> Resolved:
     """Model, hardware, engine and a plan from options and/or a plan file (flags win), checked against the
     model's and the engine's rules unless `check` is off (launch's pre-flight reports them instead).
-    `user_defaults` (memory, estimate, the Python API): about 4M tokens per step and sequence parallelism where
-    the engine runs it, rather than a launch rehearsal's one pipeline's worth of micro-batches. `power_limit_w`:
+    `user_defaults` (memory, estimate, the Python API): about 4M tokens per step rather than a launch rehearsal's
+    one pipeline's worth of micro-batches; sequence parallelism where the engine runs it with tp > 1 either way
+    (a rehearsal ran --no-sp where its emitted file and estimate of the same flags ran --sp: review). `power_limit_w`:
     the hardware, wherever it came from, under that board power cap (power_capped)."""
     for k in ("recompute", "precision", "schedule"):
         choice(k, flags.get(k))
@@ -185,7 +186,7 @@ def resolve(
         flags=flags,
         defaults={"seq_len": default_seq_len(spec.max_seq_len)},
         batch_tokens=user_defaults,
-        sp_with_tp=user_defaults and eng.rules.sequence_parallel != "never",
+        sp_with_tp=eng.rules.sequence_parallel != "never",  # a rehearsal's too: as estimate prices the flags
     )
     if check:
         require_runs(spec, plan, eng, gpus, hw)

@@ -47,6 +47,18 @@ def test_dry_run_prints_checks_mesh_command_and_layout(capsys, tiny_path, monkey
     assert "rank 7: pp=1 dp=1 cp=0 tp=1 | stage 1: layers 2-3" in out
 
 
+def test_a_rehearsal_splits_the_sequence_with_tp_as_estimate_and_the_emitted_file_do(capsys, tiny_path, tmp_path):
+    """The same flags ran --no-sp here and --sp in the emitted torchrun file and in estimate (review): tp 2 without
+    --sp/--no-sp now runs sequence parallelism in all three, and --no-sp still turns it off."""
+    flags = ("--model", tiny_path, "--dp", "2", "--tp", "2", "--zero", "3", "--seq-len", "64")
+    code, out, _ = _run(capsys, *flags, "--dry-run", "--json")
+    assert " --sp " in json.loads(out)["command"], out
+    code, out, _ = _run(capsys, *flags, "--no-sp", "--dry-run", "--json")
+    assert " --no-sp " in json.loads(out)["command"], out
+    code, out, _ = _run(capsys, *flags, "--emit", "torchrun", "--out", str(tmp_path / "job"))
+    assert code == 0 and " --sp " in (tmp_path / "job" / "torchrun.sh").read_text(), out
+
+
 def test_dry_run_with_a_failing_check_exits_1(capsys, tiny_path):
     """The worker's DDP does not combine with tp: the check fails, the dry run still prints everything."""
     code, out, _ = _run(capsys, "--model", tiny_path, "--dp", "2", "--tp", "2", "--seq-len", "64", "--dry-run")
