@@ -18,28 +18,11 @@ experts', the expert fc2 input or the router's tensors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from planner.cost.mixer_tensors import mamba_tensors, mla_tensors
+from planner.cost.saved_tensor import CORE, OUT, SavedTensor
 from planner.engine import Kernels
 from planner.layers import LayerKind
 from planner.specs import ModelSpec
-
-
-@dataclass(frozen=True)
-class SavedTensor:
-    name: str
-    bytes_per_token: float
-    region: str  # "seq" | "col_in" | "tp" | "core" | "expert_in": what splits it (the module's docstring)
-    needed: bool = True  # kept without recompute (False: only an op-policy checkpoint keeps it)
-    op_keep: bool = False  # kept by the "op" selective policy
-    backward_reads: bool = True  # some backward (or recompute) reads it; compiled graphs keep only these
-    modules: tuple[str, ...] = ()  # Megatron recompute modules that drop it (--recompute-modules; core_attn: region)
-    quantized: str = ""  # a linear's input, saved quantized by a TE recipe: "own" instead of it, "copy" beside it
-    offload: tuple[str, ...] = ()  # Megatron offload modules (--offload-modules) that must all be offloaded to free it
-
-
-CORE = ("core_attn",)  # what the attention core saves: Q, K, V, the softmax statistics or scores
-OUT = ("core_attn", "attn_proj")  # the attention output: the core's output and the output projection's input
 
 
 def layer_matmuls(model: ModelSpec, moe_layer: bool = False) -> tuple[str, ...]:
@@ -189,13 +172,13 @@ def _mixer_tensors(
     """(the mixer's tensors, its attention-core state): the second part comes after the FFN block's norm tensors
     in a transformer layer (the order the sum adds them in is kept from the first version of this model)."""
     if kind.mixer == "mamba":
-        return _mamba_tensors(model, a), []
+        return mamba_tensors(model, a), []
     if kind.mixer == "none":
         return [], []
     heads = model.num_attention_heads
     out_q = "copy" if kernels.flash else "own"  # flash attention keeps its output O for its own backward
     if kind.mixer == "mla":
-        head = _mla_tensors(model, a, out_q)
+        head = mla_tensors(model, a, out_q)
     else:
         q_dim, kv_dim = heads * model.head_size, model.kv_heads * model.head_size
         head = [
@@ -214,55 +197,6 @@ def _mixer_tensors(
     per_key = 5 if kernels.dropout else 2
     keys = seq_len if kind.window is None else min(kind.window, seq_len)
     return head, [SavedTensor("attention scores (softmax, dropout)", per_key * heads * keys, "core", offload=CORE)]
-
-
-def _mla_tensors(model: ModelSpec, a: int, out_q: str) -> list[SavedTensor]:
-    """Multi-head latent attention as Megatron-Core runs it (multi_latent_attention.py): the replicated down-
-    projections run on the rank's sequence shard and keep their outputs and norms ("seq": split by tp with SP);
-    the up-projections give Q, K and V per head (split by tp), which `mla_up_proj` recompute drops (Megatron's
-    recompute_modules)."""
-    m = model.attention
-    assert m is not None and m.kv_lora_rank is not None and m.qk_rope_head_dim is not None
-    assert m.v_head_dim is not None
-    heads, qk, v = model.num_attention_heads, model.head_size, m.v_head_dim
-    out = []
-    qkv = ("qkv_linear",)  # the down- and up-projections run in get_query_key_value_tensors, one group
-    if m.q_lora_rank is not None:
-        out.append(SavedTensor("q down-projection output (q norm input)", m.q_lora_rank * a, "seq", offload=qkv))
-        out.append(SavedTensor("q norm output (q up-projection input)", m.q_lora_rank * a, "seq", quantized="own",
-                               offload=qkv))  # fmt: skip
-    up = ("mla_up_proj",)
-    out += [
-        SavedTensor("kv down-projection output (kv norm input, rope key)", (m.kv_lora_rank + m.qk_rope_head_dim) * a,
-                    "seq", offload=qkv),
-        SavedTensor("kv norm output (kv up-projection input)", m.kv_lora_rank * a, "seq", quantized="own",
-                    offload=qkv),
-        SavedTensor("Q", heads * qk * a, "tp", op_keep=True, modules=up, offload=CORE),
-        SavedTensor("K", heads * qk * a, "tp", modules=up, offload=CORE),
-        SavedTensor("V", heads * v * a, "tp", op_keep=True, modules=up, offload=CORE),
-        SavedTensor("attention output (out-proj input)", heads * v * a, "tp", op_keep=True, quantized=out_q,
-                    offload=OUT),
-    ]  # fmt: skip
-    return out
-
-
-def _mamba_tensors(model: ModelSpec, a: int) -> list[SavedTensor]:
-    """A Mamba-2 mixer (mamba_ssm/modules/mamba2.py and its chunked-scan autograd function, which saves the scan
-    output, x, dt, dA cumsum, B, C and z): the in_proj output (z, x, B, C, dt), the conv1d output (x, B, C), dt
-    and its cumulative decay in fp32, the scan output and the gated norm's output (the out_proj input), all split
-    by tp with the heads."""
-    m = model.mamba
-    assert m is not None
-    bc = 2 * m.num_groups * m.state_size
-    return [
-        SavedTensor(
-            "mamba in_proj output (z, x, B, C, dt)", (2 * m.d_inner + bc + m.num_heads) * a, "tp", op_keep=True
-        ),
-        SavedTensor("mamba conv1d output (x, B, C)", (m.d_inner + bc) * a, "tp"),
-        SavedTensor("mamba dt and dA cumsum (fp32)", 8 * m.num_heads, "tp"),
-        SavedTensor("mamba scan output", m.d_inner * a, "tp"),
-        SavedTensor("mamba gated-norm output (out_proj input)", m.d_inner * a, "tp", op_keep=True, quantized="own"),
-    ]
 
 
 def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool, *, combine_fp32: bool) -> list[SavedTensor]:
