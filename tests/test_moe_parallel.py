@@ -475,3 +475,20 @@ def test_torchtitan_dispatches_every_token_of_a_tp_rank_where_the_experts_share_
     assert dispatch_s(qwen, h100, own, titan, tokens=4096) == pytest.approx(
         dispatch_s(qwen, h100, own, sequence, tokens=4096)
     )
+
+
+def test_the_busiest_rank_keeps_the_activations_of_the_rows_it_receives():
+    """--moe-imbalance slowed the busiest rank's experts but left their saved activations at the mean (review):
+    the routed experts' tensors (permuted input, expert MLP, fp32 combine) now grow with the load, linearly, and
+    nothing else does; at ep 1 there is no busiest rank, so nothing changes."""
+    from planner.cost.memory import memory_report
+
+    def activations(imbalance: float, ep: int) -> float:
+        plan = Plan(dp=8, ep=ep, zero=1, seq_len=4096, global_batch=64, recompute="none")
+        report = memory_report(MIXTRAL, H100, plan, MEGATRON.configured(moe_imbalance=imbalance))
+        return report.peak.breakdown.activations_bytes
+
+    one, two, three = (activations(i, 8) for i in (1.0, 2.0, 3.0))
+    assert two - one == pytest.approx(three - two, rel=1e-9) and two > one
+    assert 0 < (two - one) < one  # the routed share of a layer's activations, less than all of them
+    assert activations(1.0, 1) == activations(8.0, 1)

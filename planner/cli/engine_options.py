@@ -107,7 +107,8 @@ MoeImbalanceOpt = Annotated[
     typer.Option(
         "--moe-imbalance",
         callback=finite(1, 64),
-        help="tokens the busiest expert-parallel rank gets over the mean (default: the engine's, 1.0 = balanced)",
+        help="tokens the busiest expert-parallel rank gets over the mean, in its expert time and activations; at "
+        "most ep·min(top_k, E/ep)/top_k, 1 at ep 1 (default: the engine's, 1.0 = balanced)",
     ),
 ]
 MoeDispatchDtypeOpt = Annotated[

@@ -84,6 +84,7 @@ def activation_bytes_per_token(
     col_in_bytes: float = 0.0,
     offloaded: tuple[str, ...] | None = None,
     original: tuple[str, ...] = (),
+    load: float = 1.0,
 ) -> float:
     """Bytes per token (of the rank's micro-batch share) one layer keeps until its backward (`etp`: the expert
     tensor-parallel degree, default tp); `saved_quant`: bytes per element of a quantized saved linear input
@@ -94,7 +95,9 @@ def activation_bytes_per_token(
     (torchtitan v0.2.2 models/llama4/infra/parallelize.py apply_moe_ep_tp: "moe" gets PrepareModuleInputOutput to
     Replicate, not PrepareFloat8ModuleInput). `offloaded`: only what these Megatron modules' offload groups hold
     (saved_tensors.py); under full recompute the checkpointed layer input is in no group. `original`: the offload
-    groups whose linear keeps its 16-bit input, not a quantized copy (memory.kind_pieces says which)."""
+    groups whose linear keeps its 16-bit input, not a quantized copy (memory.kind_pieces says which). `load`: the
+    routed rows the busiest expert-parallel rank receives over the mean (moe.routed_load), which its routed
+    experts' tensors keep."""
     if recompute == "full":  # only the layer input is checkpointed: 2·s·b·h (Korthikanti 2022, Table 2), split by SP
         return 0.0 if offloaded is not None else model.hidden_size * (4 if autocast else act_bytes) / (tp if sp else 1)
     total = 0.0
@@ -105,7 +108,8 @@ def activation_bytes_per_token(
     quant = (act_bytes, saved_quant, col_in_bytes, original)
     for tensor in tensors:
         if _keeps(tensor, recompute, kernels.selective_recompute, kernels.compile, modules, offloaded):
-            total += _kept_bytes(tensor, tp=tp, sp=sp, etp=etp, kernels=kernels, quant=quant)
+            kept = _kept_bytes(tensor, tp=tp, sp=sp, etp=etp, kernels=kernels, quant=quant)
+            total += kept * load if tensor.routed else kept
     return total
 
 
@@ -147,9 +151,10 @@ def activation_bytes_per_layer(
     col_in_bytes: float = 0.0,
     offloaded: tuple[str, ...] | None = None,
     original: tuple[str, ...] = (),
+    load: float = 1.0,
 ) -> float:
     """Bytes one layer keeps for one micro-batch on one rank (Korthikanti 2022, Table 2 generalised); with
-    `offloaded`, those that offloading these modules moves (activation_bytes_per_token)."""
+    `offloaded`, those that offloading these modules moves (activation_bytes_per_token); `load` as there."""
     tokens = micro_batch * seq_len / cp
     per_token = activation_bytes_per_token(
         model,
@@ -168,6 +173,7 @@ def activation_bytes_per_layer(
         col_in_bytes=col_in_bytes,
         offloaded=offloaded,
         original=original,
+        load=load,
     )
     return tokens * per_token
 
@@ -190,8 +196,9 @@ def layer_workspace_bytes(
     autocast: bool = False,
     col_in_bytes: float = 0.0,
     original: tuple[str, ...] = (),
+    load: float = 1.0,
 ) -> float:
-    """Transient memory of one layer's backward on top of what is kept.
+    """Transient memory of one layer's backward on top of what is kept (`load`: activation_bytes_per_token's).
 
     With full recompute the layer's activations are rematerialised one layer at a time (Chen et al.
     2016, "Training Deep Nets with Sublinear Memory Cost"); with selective recompute the recomputed
@@ -213,10 +220,13 @@ def layer_workspace_bytes(
         "autocast": autocast,
         "col_in_bytes": col_in_bytes,
         "original": original,
+        "load": load,
     }
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)
-    grads = 2 * widest_activation(model, kind if kind is not None else default_kind(model, moe_layer), tp) * act_bytes
+    kind = kind if kind is not None else default_kind(model, moe_layer)
+    # an MoE layer's widest is its routed experts' (widest_activation), whose rows the load scales
+    grads = 2 * widest_activation(model, kind, tp) * act_bytes * (load if kind.ffn == "moe" else 1.0)
     return tokens * (max(0.0, everything - kept) + grads)
 
 

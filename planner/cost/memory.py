@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from planner.cost.activations import activation_bytes_per_layer, layer_workspace_bytes, pp_boundary_bytes
+from planner.cost.moe import routed_load
 from planner.cost.moments import Moment, interleaved_moments
 from planner.cost.params import RankParams, chunk_shares, padded_vocab, plan_params
 from planner.cost.quantization import NO_RECIPE_MEMORY, RecipeMemory, recipe_memory, saved_input_bytes
@@ -224,6 +225,7 @@ def kind_pieces(model: ModelSpec, plan: Plan, engine: Engine, kind: LayerKind) -
         saved_quant=saved_input_bytes(p.precision, engine),
         col_in_bytes=1.0 if k.tp_fp8_inputs and p.precision in TENSORWISE_FP8 else 0.0,
         autocast=engine.zero_stage(p).autocast and a < 4,
+        load=routed_load(model, engine, p.ep) if kind.ffn == "moe" else 1.0,  # the busiest rank's routed rows
     )
     moved = offload_modules(engine, p.recompute)
     kw["original"] = original_inputs(moved, p.precision) if kw["saved_quant"] else ()

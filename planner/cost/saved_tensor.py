@@ -18,6 +18,7 @@ class SavedTensor:
     modules: tuple[str, ...] = ()  # Megatron recompute modules that drop it (--recompute-modules; core_attn: region)
     quantized: str = ""  # a linear's input, saved quantized by a TE recipe: "own" instead of it, "copy" beside it
     offload: tuple[str, ...] = ()  # Megatron offload modules (--offload-modules) that must all be offloaded to free it
+    routed: bool = False  # rows the routed experts receive: the busiest rank keeps its load of them (moe.routed_load)
 
 
 CORE = ("core_attn",)  # what the attention core saves: Q, K, V, the softmax statistics or scores

@@ -44,19 +44,19 @@ def _mlp_tensors(
     bias_swiglu fusion): 3·f values per token; eager SwiGLU (silu, then a product) keeps the SiLU
     output too: 4·f; GELU keeps its input and output: 2·f (Korthikanti). `modules`: the Megatron recompute
     modules that drop this MLP's tensors (the fc2 input is the activation's output: moe_act drops the experts')."""
-    h = model.hidden_size
-    act_in = ("moe_act",) if prefix == "expert " else ()  # the experts' fc1 output is their activation's input
-    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True, modules=modules, offload=act_in)]
+    h, routed = model.hidden_size, prefix == "expert "
+    act_in = ("moe_act",) if routed else ()  # the experts' fc1 output is their activation's input
+    out = [SavedTensor(f"{prefix}fc1 output", ffn * a * copies, "tp", op_keep=True, modules=modules, offload=act_in,
+                       routed=routed)]  # fmt: skip
     if model.mlp == "swiglu":
         out.append(SavedTensor(f"{prefix}up-projection output", ffn * a * copies, "tp", modules=modules,
-                               offload=act_in))  # fmt: skip
+                               offload=act_in, routed=routed))  # fmt: skip
         if not fused:
             out.append(SavedTensor(f"{prefix}SiLU output (eager SwiGLU)", ffn * a * copies, "tp", modules=modules,
-                                   offload=act_in))  # fmt: skip
-    act = (*modules, "moe_act") if prefix == "expert " else modules
-    out.append(
-        SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp", modules=act, quantized="own")
-    )
+                                   offload=act_in, routed=routed))  # fmt: skip
+    act = (*modules, "moe_act") if routed else modules
+    out.append(SavedTensor(f"{prefix}fc2 input (activation output)", ffn * a * copies, "tp", modules=act,
+                           quantized="own", routed=routed))  # fmt: skip
     # The fc2 output feeds only the residual add, whose backward reads nothing: eager per-op SAC keeps it where it is
     # one of the every-other matmuls kept (a SwiGLU layer's 7th, not a GELU's 6th), a compiled layer never (torchtitan
     # Llama 3.1 8B H100, Dec 2024: compile lowers the per-op-SAC peak by 5.4 GiB at 8 GPUs; calibration_runs.yaml).
@@ -64,7 +64,7 @@ def _mlp_tensors(
     out.append(
         SavedTensor(
             f"{prefix}fc2 output", h * a * copies, "seq", needed=False, op_keep=fc2_kept, backward_reads=False,
-            modules=modules,
+            modules=modules, routed=routed,
         )
     )  # fmt: skip
     return out
@@ -205,11 +205,12 @@ def _ffn_tensors(model: ModelSpec, kind: LayerKind, a: int, fused: bool, *, comb
         m = model.moe
         t = [SavedTensor("router logits (fp32)", 4 * m.num_experts, "seq", op_keep=True, modules=("moe",))]
         if combine_fp32:  # the op policy recomputes the bmm (not a saved matmul), which frees it
-            t.append(SavedTensor("routed outputs in fp32 (combine)", 4 * m.top_k * h, "expert_in", modules=("moe",)))
+            t.append(SavedTensor("routed outputs in fp32 (combine)", 4 * m.top_k * h, "expert_in", modules=("moe",),
+                                 routed=True))  # fmt: skip
         # The permuted input (k copies per token) is kept for the expert fc1 backward; with sp the dispatcher gathers
         # the etp ranks' rows (Megatron alltoall), so a rank keeps k·h per token of its ep group's etp shards.
         t.append(SavedTensor("permuted expert input", m.top_k * h * a, "expert_in", op_keep=True, modules=("moe",),
-                             quantized="own", offload=("expert_fc1",)))  # fmt: skip
+                             quantized="own", offload=("expert_fc1",), routed=True))  # fmt: skip
         t += _mlp_tensors(model, m.expert_ffn_hidden_size, a, m.top_k, "expert ", fused, ("moe",))
         if m.num_shared_experts:
             width = m.shared_expert_ffn_hidden_size or m.expert_ffn_hidden_size
