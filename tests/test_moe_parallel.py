@@ -480,7 +480,7 @@ def test_torchtitan_dispatches_every_token_of_a_tp_rank_where_the_experts_share_
 def test_the_busiest_rank_keeps_the_activations_of_the_rows_it_receives():
     """--moe-imbalance slowed the busiest rank's experts but left their saved activations at the mean (review):
     the routed experts' tensors (permuted input, expert MLP, fp32 combine) now grow with the load, linearly, and
-    nothing else does; at ep 1 there is no busiest rank, so nothing changes."""
+    are less than all the layer keeps; at ep 1 there is no busiest rank, so nothing changes."""
     from planner.cost.memory import memory_report
 
     def activations(imbalance: float, ep: int) -> float:
@@ -492,3 +492,10 @@ def test_the_busiest_rank_keeps_the_activations_of_the_rows_it_receives():
     assert two - one == pytest.approx(three - two, rel=1e-9) and two > one
     assert 0 < (two - one) < one  # the routed share of a layer's activations, less than all of them
     assert activations(1.0, 1) == activations(8.0, 1)
+    # the search's cached screen agrees with the report whatever ep it asked about first (read-through: its cache
+    # keyed activations without what ep caps, and ranked Mixtral plans 20 GiB over the GPU)
+    heavy = MEGATRON.configured(moe_imbalance=4.0)
+    coster = Coster(MIXTRAL, H100, heavy)
+    for ep in (1, 8, 2, 1):
+        plan = Plan(dp=8, ep=ep, zero=1, seq_len=4096, global_batch=64, recompute="none")
+        assert coster.peak(plan)[0] == pytest.approx(memory_report(MIXTRAL, H100, plan, heavy).total_bytes), ep

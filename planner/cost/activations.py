@@ -225,17 +225,17 @@ def layer_workspace_bytes(
     everything = activation_bytes_per_token(model, recompute="none", **kwargs)
     kept = activation_bytes_per_token(model, recompute=recompute, **kwargs)
     kind = kind if kind is not None else default_kind(model, moe_layer)
-    # an MoE layer's widest is its routed experts' (widest_activation), whose rows the load scales
-    grads = 2 * widest_activation(model, kind, tp) * act_bytes * (load if kind.ffn == "moe" else 1.0)
+    grads = 2 * widest_activation(model, kind, tp, load) * act_bytes
     return tokens * (max(0.0, everything - kept) + grads)
 
 
-def widest_activation(model: ModelSpec, kind: LayerKind, tp: int) -> float:
+def widest_activation(model: ModelSpec, kind: LayerKind, tp: int, load: float = 1.0) -> float:
     """The widest activation of a layer per token on one rank: the (gated) FFN's, or a mixer-only layer's input
-    projection output (a Mamba-2 in_proj; attention's Q, K and V), never less than the hidden size."""
+    projection output (a Mamba-2 in_proj; attention's Q, K and V), never less than the hidden size; the routed
+    experts' at the busiest rank's `load` of rows (activation_bytes_per_token)."""
     h = model.hidden_size
     if kind.ffn == "moe" and model.moe is not None:
-        ffn = model.moe.expert_ffn_hidden_size * model.moe.top_k
+        ffn = model.moe.expert_ffn_hidden_size * model.moe.top_k * load
     elif kind.ffn == "dense":
         ffn = model.ffn_hidden_size
     elif kind.mixer == "mamba" and model.mamba is not None:

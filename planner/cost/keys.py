@@ -23,7 +23,8 @@ PIPELINE = attrgetter("pp", "vpp", "schedule", *STATED_SPLIT)
 RANK_PARAMS = attrgetter("tp", "pp", "vpp", "ep")
 # Model states per rank (cost.states), before the ZeRO stage and the micro-batch count are chosen.
 STATES = attrgetter("tp", "pp", "vpp", "ep", "etp", "dp", "cp", "precision", *STATED_SPLIT)
-# What one layer keeps for backward and its working set (cost.activations), recompute asked separately.
+# What one layer keeps for backward and its working set (cost.activations), recompute asked separately, and with it
+# the routed rows the busiest expert-parallel rank keeps (cost.moe.routed_load), which ep caps.
 ACTIVATIONS = attrgetter("micro_batch", "seq_len", "tp", "sp", "cp", "etp", "precision")
 # A step-time lower bound per slot: the layer shapes, the pipeline and its schedule.
 SLOT = attrgetter(

@@ -8,6 +8,8 @@ expert-parallel group is ep ranks etp apart, and the token-dispatch group ep·et
 
 from __future__ import annotations
 
+import math
+
 from planner.cluster.domains import domain_split
 from planner.cluster.fabric import network_tier
 from planner.cost.comm import collective_s, group_link
@@ -22,13 +24,14 @@ def routed_load(model: ModelSpec, engine: Engine, ep: int) -> float:
     """Rows the busiest of `ep` expert-parallel ranks' experts process, over the balanced mean: the routing
     imbalance (engine.moe.imbalance), capped by the capacity factor when tokens beyond it are dropped, and exactly
     the factor when every expert is padded to its capacity (Megatron moe_utils.py: C = ceil(T·k/E · CF) per source
-    rank; --moe-pad-expert-input-to-capacity). Never more than one rank can receive: a token picks k distinct
-    experts, at most E/ep of them on one rank, so the busiest gets at most T·min(k, E/ep) of the T·k/ep mean,
-    ep·min(k, E/ep)/k (1 at ep 1, where every expert is on the one rank)."""
+    rank; --moe-pad-expert-input-to-capacity). Never more than one rank can receive: a token's top-k picks k
+    distinct experts (torch.topk over the router's scores: Megatron moe_utils.py l.766 @d98e8a64;
+    Shazeer et al. 2017), at most ceil(E/ep) of them on one rank, so the busiest gets at most T·min(k, ceil(E/ep)) of
+    the T·k/ep mean: ep·min(k, ceil(E/ep))/k (1 at ep 1, where every expert is on the one rank)."""
     m, e = model.moe, engine.moe
     if m is None:
         return 1.0
-    most = ep * min(m.top_k, m.num_experts / ep) / m.top_k
+    most = ep * min(m.top_k, math.ceil(m.num_experts / ep)) / m.top_k
     cf = m.capacity_factor
     if cf is None:
         return min(e.imbalance, most)

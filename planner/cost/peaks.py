@@ -27,6 +27,7 @@ from planner.cost.memory import (
     stage_total_bytes,
     state_terms,
 )
+from planner.cost.moe import routed_load
 from planner.cost.moments import Moment
 from planner.cost.params import RankParams, chunk_shares, padded_vocab, rank_params
 from planner.cost.quantization import recipe_memory
@@ -158,7 +159,7 @@ class PeakMemory:
     def _activations(self, p: Plan, recompute: str, zero: int) -> dict[LayerKind, Pieces]:
         stage = self.engine.zero_stage(p, zero)
         autocast = stage.autocast  # what activations read
-        key = (ACTIVATIONS(p), recompute, autocast)
+        key = (ACTIVATIONS(p), routed_load(self.model, self.engine, p.ep), recompute, autocast)
         hit = self._act.get(key)
         if hit is None:
             same = (p.recompute, p.zero) == (recompute, zero)
@@ -249,7 +250,7 @@ class PeakMemory:
         """Each level's pieces and the first level with equal pieces (levels that keep the same activations
         share one evaluation), cached by the activations' shape."""
         stage = self.engine.zero_stage(p, zero)
-        key = (ACTIVATIONS(p), recomputes, stage.autocast)
+        key = (ACTIVATIONS(p), routed_load(self.model, self.engine, p.ep), recomputes, stage.autocast)
         hit = self._levels.get(key)
         if hit is None:
             pieces = [self._activations(p, rc, zero) for rc in recomputes]

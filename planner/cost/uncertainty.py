@@ -122,7 +122,11 @@ class Uncertainty:
 
     def may_not_fit(self, report: MemoryReport) -> bool:
         """It fits, but the high end of the 80% interval of its memory passes the GPU."""
-        return report.fits and self.memory_high_bytes(report.total_bytes) > report.capacity_bytes
+        return self.may_not_fit_at(report.total_bytes, report.capacity_bytes)
+
+    def may_not_fit_at(self, peak_bytes: float, capacity_bytes: float) -> bool:
+        """A peak predicted at `peak_bytes` fits `capacity_bytes`, but the high end of its 80% interval passes it."""
+        return peak_bytes <= capacity_bytes < self.memory_high_bytes(peak_bytes)
 
     def source_text(self) -> str:
         """'(megatron/a100-80gb, 19 runs)', '(torchtitan/b200: ...; widened for GPU without runs)'."""

@@ -39,8 +39,7 @@ class _Trial:
 
     def risky(self, q: Plan, nbytes: float) -> bool:
         """`q` fits at `nbytes`, but the high end of the 80% interval of its memory passes the GPU."""
-        cap = self.coster.capacity_bytes
-        return nbytes <= cap < self.coster.memory_high_bytes(q, nbytes)
+        return self.coster.memory_trust(q, nbytes).may_not_fit_at(nbytes, self.coster.capacity_bytes)
 
 
 def closest_misses(
@@ -48,7 +47,7 @@ def closest_misses(
 ) -> list[Miss]:
     """The `n` plans with the smallest overshoot (distinct degrees), each re-evaluated with more GPUs,
     a higher ZeRO stage, full recompute and a smaller micro-batch; `grow_when_stuck`: more GPUs only where no
-    change on the GPUs the plan has fits."""
+    change on the GPUs the plan has fits with its 80% interval of memory too."""
     trial = _Trial(model, coster)
     out: list[Miss] = []
     seen: set[tuple] = set()
@@ -60,7 +59,7 @@ def closest_misses(
         seen.add(shape)
         variants, saver = _changes(trial, p)
         base = saver.plan if saver.plan != p and trial.runs(saver.plan) else p  # grown with every saver on
-        grow = not (grow_when_stuck and any(v.fits for v in variants))
+        grow = not (grow_when_stuck and any(v.fits and not v.may_not_fit for v in variants))  # a sure fit
         more = _more_gpus(trial, base, p, saver) if grow else None
         if more is not None:
             variants.append(more)
@@ -73,8 +72,8 @@ def closest_misses(
 
 def what_would_fit(model: ModelSpec, coster: Coster, plan: Plan, nbytes: float) -> Miss:
     """One plan that does not fit (`planner memory`, `estimate`), with what would make it fit, as the search's
-    closest misses try it; more GPUs only where no change on the GPUs the plan has fits (a user who can switch
-    on ZeRO-3 is not told to buy twice the GPUs)."""
+    closest misses try it; more GPUs only where no change on the GPUs the plan has fits surely (a user who can
+    switch on ZeRO-3 is not told to buy twice the GPUs; one whose only change fits by a hair is)."""
     (miss,) = closest_misses(model, coster, [Overshoot(plan, nbytes)], n=1, grow_when_stuck=True)
     return miss
 

@@ -52,9 +52,9 @@ def test_a_rehearsal_splits_the_sequence_with_tp_as_estimate_and_the_emitted_fil
     --sp/--no-sp now runs sequence parallelism in all three, and --no-sp still turns it off."""
     flags = ("--model", tiny_path, "--dp", "2", "--tp", "2", "--zero", "3", "--seq-len", "64")
     code, out, _ = _run(capsys, *flags, "--dry-run", "--json")
-    assert " --sp " in json.loads(out)["command"], out
+    assert code == 0 and " --sp " in json.loads(out)["command"], out
     code, out, _ = _run(capsys, *flags, "--no-sp", "--dry-run", "--json")
-    assert " --no-sp " in json.loads(out)["command"], out
+    assert code == 0 and " --no-sp " in json.loads(out)["command"], out
     code, out, _ = _run(capsys, *flags, "--emit", "torchrun", "--out", str(tmp_path / "job"))
     assert code == 0 and " --sp " in (tmp_path / "job" / "torchrun.sh").read_text(), out
 

@@ -325,7 +325,7 @@ def test_torchtitan_0_3_config_says_the_precision_and_splits_the_sequence_only_u
     text = torchtitan_config(llama, PLAN.model_copy(update={"precision": "fp8-rowwise"}))[0]
     assert f"plan {PLAN.summary()} fp8-rowwise, global batch 32 (llama3-8b)" in text
     assert "enable_sequence_parallel=True," in text
-    no_tp = PLAN.model_copy(update={"tp": 1, "dp": 4, "sp": False})
+    no_tp = PLAN.model_copy(update={"tp": 1, "dp": 4, "sp": True})  # sp given, with nothing to split it over
     assert "enable_sequence_parallel=False," in torchtitan_config(llama, no_tp)[0]
 
 
