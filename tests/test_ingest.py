@@ -1982,6 +1982,20 @@ def test_two_slow_steps_at_the_end_of_a_steady_log_are_no_new_level():
     assert r.steps_used == 32 and not r.steps_left_out and r.measured["step_s"] == pytest.approx(1.01)
 
 
+@pytest.mark.parametrize("slow_at", ["end", "start"])
+def test_one_slow_line_of_a_short_log_is_no_level(slow_at):
+    """Seven steps at about 1.62 s and one at 9 s (an unnamed save): a 2-line later level, a steady line and the slow
+    one, read the run at their mean, 5.31 s, a time no iteration had (review); at the start, a 1e9 ms line made a
+    level of its own. A level holds a majority of steps near its median (level_shift._steady)."""
+    text = (LOGS / "megatron_llm_issue11_iter182.log").read_text().splitlines(keepends=True)[0]
+    times = ["1622.7", "1623.5", "1624.1", "1622.9", "1623.8", "1623.1", "1626.0"]
+    times = [*times, "9000.0"] if slow_at == "end" else ["1000000000.0", *times]
+    lines = [text.replace(" 182/", f" {10 * (i + 1)}/").replace("126995.3", ms) for i, ms in enumerate(times)]
+    r = read_log("".join(lines), source="slow", warmup=0)
+    assert not any(a.startswith("the step time changes part-way") for a in r.assumed), r.assumed
+    assert r.measured["step_s"] == pytest.approx(1.6235, rel=2e-3)
+
+
 def test_a_log_redirected_as_utf_16_reads_as_its_utf_8_copy(tmp_path):
     """Windows PowerShell's `>` writes UTF-16 with a byte-order mark: it was refused as "not a text file (NUL
     bytes)" (audit). Read with its byte-order mark, it gives what the UTF-8 file gives."""
