@@ -419,6 +419,24 @@ def test_validate_json_prints_whole_bytes_and_its_errors_in_percent():
     assert errors and any(e != round(e) for e in errors)
 
 
+def test_validate_json_counts_the_runs_inside_their_interval_as_the_text_does():
+    """The text printed 'inside its 80% interval: N of M runs', which --json did not carry (review): its
+    interval_coverage counts the runs whose measured rate lies within their own predicted interval."""
+    code, out, err = run("validate", REFERENCE, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    inside = with_one = 0
+    for r in doc["runs"]:
+        band, measured = (r["predicted"].get("uncertainty") or {}).get("tokens_per_s_interval"), r["measured"]
+        if band and "tokens_per_s_per_gpu" in measured:
+            per_gpu = r["predicted"]["tokens_per_s_per_gpu"] / r["predicted"]["tokens_per_s"]
+            inside += band[0] * per_gpu <= measured["tokens_per_s_per_gpu"] <= band[1] * per_gpu
+            with_one += 1
+    assert with_one and doc["interval_coverage"] == {"inside": inside, "runs": with_one, "share": inside / with_one}
+    code, text, err = run("validate", REFERENCE)
+    assert f"inside its 80% interval: {inside} of {with_one} runs" in " ".join(text.split())
+
+
 def test_validate_with_an_engine_still_refuses_a_typo_in_a_software_block(tmp_path):
     """Skipping what the given engine cannot take must not skip a typo: `attention: flsh` is an error for the file
     (exit 2) with --engine as without it."""

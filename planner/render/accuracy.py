@@ -43,10 +43,12 @@ def validation_json(v: Validation, calibrated: Validation | None = None) -> dict
         # earlier versions put them (a public field is never removed)
         "summary": {**v.summary(), "groups": v.groups()},
         "groups": v.groups(),
+        "interval_coverage": interval_coverage(v),  # tokens/s per GPU inside its 80% interval, as the text says
     }
     if calibrated is not None:
         doc["calibrated_summary"] = {**calibrated.summary(), "groups": calibrated.groups()}
         doc["calibrated_groups"] = calibrated.groups()
+        doc["calibrated_interval_coverage"] = interval_coverage(calibrated)
     return doc
 
 
@@ -151,10 +153,9 @@ def _print_footer(console: Console, result: Validation) -> None:
                 f"{METRIC_NAMES[metric]}: median |error| {s['median_abs_pct']:.1f}%, max "
                 f"{s['max_abs_pct']:.1f}% over {s['n']} runs"
             )
-    inside = [r for r in result.runs if r.uncertainty and r.uncertainty.tokens_per_s_interval and _has(r)]
-    if inside:
-        n = sum(inside_interval(r) for r in inside)
-        console.print(f"tokens/s per GPU inside its 80% interval: {n} of {len(inside)} runs ({n / len(inside):.0%})")
+    if cover := interval_coverage(result):
+        n, of = cover["inside"], cover["runs"]
+        console.print(f"tokens/s per GPU inside its 80% interval: {n} of {of} runs ({n / of:.0%})")
     if any(r.fits is False for r in result.runs):
         console.print(
             "[dim]! = predicted not to fit the profile's memory: the run used a larger-memory variant, or its stack "
@@ -177,6 +178,16 @@ def _per_gpu_range(r: RunResult) -> str:
 
 def _has(r: RunResult) -> bool:
     return "tokens_per_s_per_gpu" in r.measured
+
+
+def interval_coverage(result: Validation) -> dict[str, float] | None:
+    """How many of the runs with a measured rate and an interval hold the rate inside it (`inside` of `runs`,
+    `share`): the text's footer and `--json`'s `interval_coverage` (None: no such run)."""
+    with_one = [r for r in result.runs if r.uncertainty and r.uncertainty.tokens_per_s_interval and _has(r)]
+    if not with_one:
+        return None
+    n = sum(inside_interval(r) for r in with_one)
+    return {"inside": n, "runs": len(with_one), "share": n / len(with_one)}
 
 
 def inside_interval(r: RunResult) -> bool:
