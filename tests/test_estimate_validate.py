@@ -237,6 +237,25 @@ def test_same_file_name_in_two_folders_stays_two_observations(tmp_path):
     assert [o.id for o in obs] == paths and [o.measured_step_s for o in obs] == [0.1, 0.2]
 
 
+def test_calibrate_json_names_the_runs_it_left_out_and_why(tmp_path, calibration_runs):
+    """A run left out of the fit (here its step time averages warm-up) was said on stderr only; --json lists the
+    runs it fitted, so a script could not tell (review). `left_out` names the file, the run and why, as the
+    warning does."""
+    import yaml
+
+    h100 = [r for r in calibration_runs if r["hardware"] == "h100-sxm"]
+    h100[0] = {**h100[0], "measured": {**h100[0]["measured"], "from_warmup": True}}
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump(h100))
+    code, out, err = run("calibrate", str(runs), "--hardware", "h100-sxm", "--params", "compute", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (left,) = doc["left_out"]
+    assert left["id"] == h100[0]["id"] and left["source"] == str(runs) and "warm-up" in left["why"]
+    assert left["id"] not in {r["id"] for r in doc["runs"]}
+    assert f"run {h100[0]['id']!r} is left out of the fit" in " ".join(err.split())
+
+
 def test_calibrate_cli_writes_a_usable_profile(tmp_path, calibration_runs):
     import yaml
 

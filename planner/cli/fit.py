@@ -195,6 +195,7 @@ def _calibrate_runs(
     as_json: bool,
 ) -> None:
     from planner.fit.calibrate import calibrate_paths
+    from planner.fit.left_out import gathered
     from planner.fit.write import check_targets, hardware_output, write_engine_outputs, write_hardware_profile
     from planner.io.catalog import hardware_source_text
     from planner.render.calibration import calibration_json, print_calibration
@@ -203,7 +204,8 @@ def _calibrate_runs(
     _one_file_for_one_gpu(inputs, profiles, output)
     progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
     try:
-        result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec, given=fill)
+        with gathered() as left_out:
+            result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec, given=fill)
     finally:
         progress.close()
     bases = list(result.bases.values())
@@ -220,7 +222,7 @@ def _calibrate_runs(
     )
     outputs = {h: str(p) for h, p in targets.items()}
     if as_json:
-        emit_json(calibration_json(result, outputs, [str(p) for p in written]))
+        emit_json({**calibration_json(result, outputs, [str(p) for p in written]), "left_out": left_out})
     else:
         print_calibration(out, result, outputs, [str(p) for p in written])
 
@@ -254,6 +256,7 @@ def _calibrate_behaviour(
     engine_out: str | None,
     as_json: bool,
 ) -> None:
+    from planner.fit.left_out import gathered
     from planner.fit.observations import load_observations
     from planner.fit.pooled import calibrate_behaviour, write_engine_behaviours
     from planner.render.behaviour_fit import behaviour_json, print_behaviour
@@ -264,7 +267,8 @@ def _calibrate_behaviour(
             "leave out -o and --params"
         )
     single = profiles[0] if profiles and len(profiles) == 1 else None
-    obs = load_observations(inputs, single, model=spec, given=fill)
+    with gathered() as left_out:
+        obs = load_observations(inputs, single, model=spec, given=fill)
     if profiles:
         wanted = {p.name for p in profiles}
         obs = [o for o in obs if o.hardware.name in wanted]
@@ -273,6 +277,6 @@ def _calibrate_behaviour(
     cal = calibrate_behaviour(obs)
     written = write_engine_behaviours(cal, Path(engine_out)) if engine_out else []
     if as_json:
-        emit_json(behaviour_json(cal, [str(p) for p in written]))
+        emit_json({**behaviour_json(cal, [str(p) for p in written]), "left_out": left_out})
     else:
         print_behaviour(out, cal, [str(p) for p in written])

@@ -258,7 +258,7 @@ def calibrate_paths(
         why = f" ({left_out[0].message}{' ...' if len(left_out) > 1 else ''})" if left_out else ""
         raise PlannerError(f"no measured runs of {which} in {', '.join(paths)}{why}")
     for said in left_out:
-        warnings.warn(str(said.message), said.category, stacklevel=2)
+        warnings.warn(said.message, stacklevel=2)  # the warning itself: a LeftOutOfFit keeps its parts
     return fit(obs, bases, names=names, progress=progress)
 
 

@@ -17,6 +17,7 @@ from planner.cost.coster import Coster
 from planner.engine import Engine, plan_problems
 from planner.errors import PlannerError, each_or_refused
 from planner.fit.inputs import is_launch_profile, states_its_plan
+from planner.fit.left_out import LeftOutOfFit
 from planner.fit.memory_kind import comparable_peak_bytes
 from planner.fit.runs import FROM_WARMUP, Run, load_runs, parse_runs
 from planner.hardware import HardwareProfile
@@ -90,7 +91,7 @@ def observations_from_runs(
     for run in parse_runs(raws, hardware=hardware):
         if not isinstance(run, Run) or run.from_warmup:  # said, never dropped unseen (validate lists it)
             why = FROM_WARMUP if isinstance(run, Run) else run.reason  # a warm-up step fitted as steady (audit)
-            warnings.warn(f"{source}: run {run.id!r} is left out of the fit: {why}", stacklevel=2)
+            warnings.warn(LeftOutOfFit(source, run.id, why), stacklevel=2)
             continue
         o = observation_from_run(run, source)
         if o is not None:
