@@ -588,6 +588,12 @@ def test_composer_throughput_block_and_config():
     assert r.plan["global_batch"] == 1024  # Train time/sample 4096 / Train time/batch 4
     assert r.measured["step_s"] == pytest.approx(1024 / 2.7330)
     assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(1255.1776)
+    # Composer's own lines, where no llm-foundry YAML is printed (review: "the log does not state ... precision"):
+    # "Using precision Precision.AMP_FP16", the micro-batch metric, and the "Starting training..." start, after
+    # which batch 4's windowed throughput still reaches into the 3 warm-up batches: said, and left out of a fit
+    assert (r.plan["precision"], r.plan["micro_batch"]) == ("fp16", 8)
+    assert not any("precision" in a or "micro_batch" in a for a in r.assumed if a.startswith("plan:")), r.assumed
+    assert any("'Starting training...' line" in a for a in r.assumed) and r.measured.get("from_warmup") is True
 
 
 @pytest.mark.parametrize("name", ["composer_llm_shearing_issue24_memory.log", "llm_foundry_readme_no_throughput.log"])

@@ -26,6 +26,12 @@ YAML = re.compile(
     r"device_train_microbatch_size|precision|sharding_strategy|activation_checkpointing): (\S+)\s*$"
 )
 PRECISION = {"amp_bf16": "bf16", "amp_fp16": "fp16", "amp_fp8": "fp8", "fp32": "fp32"}
+# What Composer's trainer logs as it starts (composer/trainer/trainer.py: "Using precision Precision.AMP_FP16") and
+# llm-foundry's train.py before its first batch ("Starting training..."): the run's precision and its start, where
+# no YAML is printed; and the micro-batch its console logger reports every batch (trainer/device_train_microbatch_size).
+PRECISION_LINE = re.compile(r"Using precision Precision\.(\w+)")
+START_LINE = "Starting training..."
+MICRO_BATCH_METRIC = "trainer/device_train_microbatch_size"
 SHARDING = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3, "_HYBRID_SHARD_ZERO2": 2}
 
 
@@ -41,6 +47,9 @@ def _step(batch: int, line: int, metrics: dict[str, float]) -> Step:
 
 
 def _config(yaml: dict[str, str], samples_per_batch: int | None) -> dict[str, Any]:
+    """The plan as the printed configuration states it (the YAML first, then the trainer's own lines, which
+    read_composer keeps under the YAML's names where the YAML does not say)."""
+
     def integer(key: str) -> int | None:
         return int(yaml[key]) if yaml.get(key, "").isdigit() else None
 
@@ -74,6 +83,17 @@ def _config(yaml: dict[str, str], samples_per_batch: int | None) -> dict[str, An
     }
 
 
+def _trainer_lines(line: str, number_: int, metrics: dict[str, float], yaml: dict[str, str], facts: LogFacts) -> None:
+    """What Composer itself says beside llm-foundry's YAML: the precision, the micro-batch and the run's start,
+    each under the YAML's name, which wins where the YAML was printed first (it is the run's config)."""
+    if m := PRECISION_LINE.search(line):
+        yaml.setdefault("precision", m.group(1).lower())
+    if MICRO_BATCH_METRIC in metrics:
+        yaml.setdefault("device_train_microbatch_size", str(int(metrics[MICRO_BATCH_METRIC])))
+    if START_LINE in line:
+        facts.starts.append((number_, "'Starting training...' line"))
+
+
 def read_composer(text: str) -> LogFacts:
     rows = list(clean_lines(text))
     facts = LogFacts(engine="llm-foundry", time_basis="throughput/batches_per_sec")
@@ -97,6 +117,7 @@ def read_composer(text: str) -> LogFacts:
             metrics[name] = number(value, field=name, line=number_)
         if y := YAML.match(line):
             yaml.setdefault(y.group(2), y.group(3))
+        _trainer_lines(line, number_, metrics, yaml, facts)
         if metrics.get("time/batch") and metrics.get("time/sample"):
             samples_per_batch = int(metrics["time/sample"] // metrics["time/batch"])
     close()
