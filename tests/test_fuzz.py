@@ -16,7 +16,7 @@ Two parts:
 
 Invocations: len(REGRESSIONS) table cases, plus at least MIN_DISTINCT_SHARE of each hypothesis test's
 max_examples distinct invocations (each test asserts its own count); `test_invocation_count` adds them up
-and asserts >= 1000 (485 + 1,450 = 1,935 in all, 1,719 guaranteed).
+and asserts >= 1000 (541 + 1,450 = 1,991 in all, 1,775 guaranteed).
 """
 
 from __future__ import annotations
@@ -260,6 +260,9 @@ case("write-search-save-into-dir", "search", "-m", "tiny", "--gpus", "2", "--sav
 case("runs-memory-kind-unknown", "validate", "@W/runs.yaml",
      files=(("runs.yaml", runs_with(setter("measured", "peak_memory_kind", value="nvidia-smi"))),),
      names=("peak_memory_kind",))  # fmt: skip
+case("runs-peak-memory-in-gib", "validate", "@W/runs.yaml",  # GiB typed into a bytes field: a 26-byte peak (review)
+     files=(("runs.yaml", runs_with(setter("measured", "peak_memory_bytes", value=26.25))),),
+     names=("peak_memory_bytes", "26.25", "bytes"))  # fmt: skip
 case("runs-unknown-field", "validate", "@W/runs.yaml", files=(("runs.yaml", runs_with(setter("mesured", value={}))),),
      names=("mesured",))  # fmt: skip
 case("runs-unknown-measured-field", "validate", "@W/runs.yaml",

@@ -152,6 +152,8 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
     for key, v in run["measured"].items():
         if key in METRICS and v is not None and not _positive_number(v):
             raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
+        if key == "peak_memory_bytes" and v is not None and v < 2**20:  # GiB typed into bytes: no run peaks there
+            raise PlannerError(f"{where}: measured.peak_memory_bytes {v!r} is under 1 MiB: give it in bytes")
     if (warm := run["measured"].get("from_warmup")) not in (None, True, False):
         raise PlannerError(f"{where}: measured.from_warmup must be true or false, got {warm!r}")
     kind = run["measured"].get("peak_memory_kind")
