@@ -10,8 +10,9 @@ import re
 import pytest
 from helpers import run_planner as run
 
-from planner.api.scaling import gpu_counts, scale
+from planner.api.scaling import scale
 from planner.errors import PlannerError
+from planner.explore.advice import gpu_counts
 from planner.units import fmt_range
 
 

@@ -24,16 +24,14 @@ from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_
 from planner.cost.uncertainty import Plausibility, Uncertainty
 from planner.engine import Engine
 from planner.errors import PlannerError
-from planner.explore.advice import count_hint, gpu_range
+from planner.explore.advice import count_hint, gpu_counts
 from planner.explore.fanout import fan_out, workers
 from planner.explore.results import SearchResult
-from planner.explore.space import TOKENS_RANGE, in_range, listed
+from planner.explore.space import TOKENS_RANGE, in_range
 from planner.hardware import HardwareProfile
 from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
-from planner.plan import MAX_DEGREE, Plan
+from planner.plan import Plan
 from planner.specs import ModelSpec
-
-MAX_COUNTS = 32  # one search each
 
 
 @dataclass(frozen=True)
@@ -152,26 +150,6 @@ class Scaling:
             "points": [p.as_json() for p in self.points],
             "note": self.note,
         }
-
-
-def gpu_counts(
-    value: str | Sequence[int], *, node: int, domain: int | None = None, cap: int | None = None
-) -> list[int]:
-    """A comma list (1024,4096) or a range (1024..131072, the powers of two of whole nodes in it, up to `cap`)."""
-    if not isinstance(value, str):
-        counts = list(value)
-    elif ".." in value:
-        counts = gpu_range(value, node=node, domain=domain, cap=cap)
-    else:
-        try:
-            counts = [int(x) for x in listed(value, "gpus")]
-        except ValueError:
-            raise PlannerError(f"--gpus {value!r}: give counts separated by commas or a range LO..HI") from None
-    if not counts or any(isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= MAX_DEGREE for g in counts):
-        raise PlannerError(f"--gpus {value!r}: give whole counts from 1 to {MAX_DEGREE}")
-    if len(counts) > MAX_COUNTS:
-        raise PlannerError(f"--gpus {value!r}: {len(counts)} counts, at most {MAX_COUNTS} (one search each)")
-    return sorted(set(counts))
 
 
 def scale(

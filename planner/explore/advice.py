@@ -18,7 +18,7 @@ of a `--gpus LO..HI` range and the batch of `--global-batch auto`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from planner.cluster.fabric import cluster_size
@@ -26,8 +26,11 @@ from planner.errors import PlannerError
 from planner.explore.fanout import workers
 from planner.explore.probe import Probe
 from planner.explore.probe_rate import caveat_of
+from planner.explore.space import listed
 from planner.hardware import HardwareProfile
 from planner.plan import MAX_DEGREE
+
+MAX_COUNTS = 32  # the counts `planner scale` takes: one search each
 
 WELL = 0.9  # a share of the best per-GPU throughput that counts as using the GPUs well
 SCAN_DEPTH = 8  # at most 256x fewer GPUs are scanned for the best per-GPU throughput
@@ -187,6 +190,27 @@ def advise(
         )
     out.append(Advice("global_batch", message, gpus, b))
     return out
+
+
+def gpu_counts(
+    value: str | Sequence[int], *, node: int, domain: int | None = None, cap: int | None = None
+) -> list[int]:
+    """`planner scale --gpus`: a comma list (1024,4096) or a range (1024..131072, the powers of two of whole nodes in
+    it, up to `cap`)."""
+    if not isinstance(value, str):
+        counts = list(value)
+    elif ".." in value:
+        counts = gpu_range(value, node=node, domain=domain, cap=cap)
+    else:
+        try:
+            counts = [int(x) for x in listed(value, "gpus")]
+        except ValueError:
+            raise PlannerError(f"--gpus {value!r}: give counts separated by commas or a range LO..HI") from None
+    if not counts or any(isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= MAX_DEGREE for g in counts):
+        raise PlannerError(f"--gpus {value!r}: give whole counts from 1 to {MAX_DEGREE}")
+    if len(counts) > MAX_COUNTS:
+        raise PlannerError(f"--gpus {value!r}: {len(counts)} counts, at most {MAX_COUNTS} (one search each)")
+    return sorted(set(counts))
 
 
 def gpu_range(text: str, *, node: int, domain: int | None = None, cap: int | None = None) -> list[int]:
