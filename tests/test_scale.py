@@ -416,3 +416,19 @@ def test_a_tokens_per_step_bound_below_the_default_batch_is_refused_as_a_given_b
     doc = json.loads(out)
     plan = doc["points"][0]["plan"] if command == "scale" else doc["plans"][0]["plan"]
     assert code == 0 and plan["global_batch"] * plan["seq_len"] <= 1_000_000, err
+
+
+def test_a_count_that_trains_longer_than_fewer_gpus_is_said_to():
+    """Llama 3.1 405B on 16,384 H100s at the default 512 sequences takes longer to train than on 8,192 (a deeper
+    pipeline idling), and the table said nothing of it (review): the text says it, and --json's point names the
+    fewer count that trains sooner; a count that trains sooner names none."""
+    args = ("scale", "-m", "llama3.1-405b", "--hardware", "h100-sxm", "--gpus", "8192,16384", "--tokens", "15e12")
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    points = {p["gpus"]: p for p in json.loads(out)["points"]}
+    assert points[16384]["train_s"] > points[8192]["train_s"]
+    assert points[16384]["trains_slower_than"] == 8192 and points[8192]["trains_slower_than"] is None
+    code, text, err = run(*args)
+    said = " ".join(text.split())
+    assert code == 0 and "slower with more GPUs: 16,384 GPUs train longer than 8,192" in said, err
+    assert "fewer GPUs, or --global-batch auto" in said  # the default batch: auto may feed them

@@ -133,6 +133,7 @@ class Scaling:
     note: str | None = None  # the range stops at the cluster's size, where it passed it (choosing.py range_stop)
 
     def as_json(self) -> dict[str, Any]:
+        slower = self.slower_than_fewer()
         return {
             "model": self.model,
             "hardware": self.hardware,
@@ -147,9 +148,22 @@ class Scaling:
                 if self.failures is not None
                 else None
             ),
-            "points": [p.as_json() for p in self.points],
+            "points": [{**p.as_json(), "trains_slower_than": slower.get(p.gpus)} for p in self.points],
             "note": self.note,
         }
+
+    def slower_than_fewer(self) -> dict[int, int]:
+        """Each count whose run takes longer to train (as priced) than one of fewer GPUs, and the fewer count that
+        trains soonest: more GPUs bought for a longer run (a review read 16,384 H100s at 164 days beside 8,192 at
+        148 with no word)."""
+        out: dict[int, int] = {}
+        soonest: ScalePoint | None = None
+        for p in sorted((p for p in self.points if p.plan is not None and not p.stalled), key=lambda p: p.gpus):
+            if soonest is not None and p.priced_train_s > soonest.priced_train_s:
+                out[p.gpus] = soonest.gpus
+            if soonest is None or p.priced_train_s < soonest.priced_train_s:
+                soonest = p
+        return out
 
 
 def scale(

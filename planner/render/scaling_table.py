@@ -96,6 +96,15 @@ def _footer(console: Console, s: Scaling) -> None:
             "[dim]failure-free times: --mtbf-hours H (or --cluster) prices checkpoints, lost work and restarts[/]"
         )
     _underfed(console, s)
+    if slower := s.slower_than_fewer():
+        said = "; ".join(f"{g:,} GPUs train longer than {f:,}" for g, f in slower.items())
+        failures = ", failures that come more often" if s.failures is not None else ""
+        defaulted = [p for p in s.points if p.gpus in slower and "global_batch" in p.defaulted]
+        hint = "; fewer GPUs, or --global-batch auto" if defaulted else "; fewer GPUs"
+        console.print(
+            f"[yellow]slower with more GPUs:[/] {said}: what the extra GPUs add (a smaller share of the batch each, "
+            f"a deeper pipeline{failures}) costs more time than they take off{hint}"
+        )
     if s.note:
         console.print(f"[yellow]note:[/] {escape(s.note)}")
     for p in s.points:  # the whole reason where the row cut it, and why a plan that fits never trains
