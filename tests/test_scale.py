@@ -432,3 +432,17 @@ def test_a_count_that_trains_longer_than_fewer_gpus_is_said_to():
     said = " ".join(text.split())
     assert code == 0 and "slower with more GPUs: 16,384 GPUs train longer than 8,192" in said, err
     assert "fewer GPUs, or --global-batch auto" in said  # the default batch: auto may feed them
+
+
+def test_a_curve_over_several_engines_says_it_searched_them():
+    """`--engine all` printed 'with megatron' alone where megatron won every count, as if it were the one searched
+    (review): the header says it is the best of the engines, and --json names what was searched."""
+    args = ("scale", "-m", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8,16", "--tokens", "1e12")
+    code, out, err = run(*args, "--engine", "all", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["engines_searched"] == "all", err
+    (winner,) = {p["engine"] for p in doc["points"]}
+    code, text, err = run(*args, "--engine", "all")
+    assert code == 0 and f"with {winner} (the best of --engine all at every count)" in " ".join(text.split()), err
+    code, out, err = run(*args, "--json")
+    assert code == 0 and json.loads(out)["engines_searched"] is None, err

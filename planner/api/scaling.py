@@ -131,6 +131,7 @@ class Scaling:
     restart_s: float = RESTART_S  # what each failure costs besides the lost work, where failures are priced
     cluster: str | None = None  # the cluster file's name, where the counts were priced on one
     note: str | None = None  # the range stops at the cluster's size, where it passed it (choosing.py range_stop)
+    searched: str | None = None  # --engine where it names several ("all", "megatron,torchtitan"): the best of them
 
     def as_json(self) -> dict[str, Any]:
         slower = self.slower_than_fewer()
@@ -148,6 +149,7 @@ class Scaling:
                 if self.failures is not None
                 else None
             ),
+            "engines_searched": self.searched,
             "points": [{**p.as_json(), "trains_slower_than": slower.get(p.gpus)} for p in self.points],
             "note": self.note,
         }
@@ -205,8 +207,15 @@ def scale(
     rate, restart_s = _failures(points, hw, options)
     return Scaling(
         spec.name, hw.name, tokens, tuple(points), _batch(spec, points, global_batch == "auto"), rate, restart_s,
-        getattr(cluster_of(hw), "name", None), range_stop(gpus, hw),
+        getattr(cluster_of(hw), "name", None), range_stop(gpus, hw), _several(engine),
     )  # fmt: skip
+
+
+def _several(engine: str | Engine | list[str | Engine] | None) -> str | None:
+    """--engine as given where it names more than one engine (each count's best plan is the best of them)."""
+    if isinstance(engine, list):
+        return ",".join(e if isinstance(e, str) else e.name for e in engine) if len(engine) > 1 else None
+    return engine if isinstance(engine, str) and (engine == "all" or "," in engine) else None
 
 
 def _refusal(points: list[ScalePoint]) -> str:

@@ -28,6 +28,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
         f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/]"
         + (f" in [bold]{escape(s.cluster)}[/]" if s.cluster else "")
         + (f" with {escape(engines[0])}" if len(engines) == 1 else "")
+        + (f" (the best of --engine {escape(s.searched)} at every count)" if s.searched and not several else "")
         + (f", {s.batch}" if s.batch else "")
         + (f", {precision}" if precision else "")
         + f", {fmt_count(s.tokens)} tokens to train: the best plan at each GPU count"
