@@ -422,3 +422,20 @@ def test_a_range_choice_says_when_its_reference_plan_is_flagged():
     ref = Rate(195.0, 1024, "predicts an MFU above the best published")
     (said,) = choices(Choice(512, 2048, ref, {1024: ref, 2048: 185.0}), [1024, 2048], None, 8192, "tokens/s")
     assert "best tokens/s per GPU, 195, found on 1024 GPUs, whose plan predicts an MFU above" in said.message
+
+
+def test_a_range_whose_chosen_plan_idles_at_the_default_batch_points_to_auto():
+    """A range search scans no batches (its choice is measured against the range's best), and said nothing where the
+    plan chosen at 9,216 GB200s idles 62% of its step at the default 512 sequences, which --global-batch auto more
+    than doubles (review): one line says so, with the idle share; with auto given, it is not said."""
+    args = ("search", "-m", "llama3.1-405b", "--cluster", "gb200-nvl72-superpod", "--gpus", "9216..147456", "--top",
+            "1", "--json")  # fmt: skip
+    code, out, err = run(*args)
+    assert code == 0, err
+    doc = json.loads(out)
+    said = [a for a in doc["advice"] if a["kind"] == "global_batch" and "idles" in a["message"]]
+    t = doc["plans"][0]["time"]
+    idle = (t["bubble_s"] + sum(t["exposed_comm_s"].values())) / t["step_s"]
+    assert len(said) == 1 and idle >= 0.25 and f"idles {idle:.0%} of its step" in said[0]["message"]
+    code, out, err = run(*args, "--global-batch", "auto")
+    assert code == 0 and not any("idles" in a["message"] for a in json.loads(out)["advice"]), err

@@ -80,10 +80,9 @@ def search_advised(
     counted: bool = True,
     **options: Any,
 ) -> Advised:
-    """The search `run_search` does, at the count of a `LO..HI` range and the batch `auto` choose (the largest
-    count, and the smallest batch, whose best plan reaches WELL of the best tokens/s per GPU), with advice (its
-    probe searches left to Advised.finish with `defer_advice`). `counted` false: the caller reads the result's plans,
-    not its rejection counts where a plan was found (planner scale), so a probe's result can serve."""
+    """The search `run_search` does, at the count of a `LO..HI` range and the batch `auto` choose (the largest count,
+    and the smallest batch, whose best plan reaches WELL of the best tokens/s per GPU), with advice (its probes left to
+    Advised.finish with `defer_advice`). `counted` false: only the plans are read (planner scale): a probe's serves."""
     from planner.api import run_search
 
     spec = model if isinstance(model, ModelSpec) else load_model(model)
@@ -107,6 +106,7 @@ def search_advised(
     out = Advised(result, batch is None)
     unit = rate_unit(bool(result.top) and result.top[0].estimate.checkpoint is not None)
     out.advice += choices(c, counts, batch, seq_len, unit, range_stop(count, hw)) + _checkpoints(result, rate)
+    out.advice += _idle_at_default(result, chosen, b) if advice and len(counts) > 1 and batch is None else []
     # advice is about throughput: not for a ranking by memory, whose first plan is the smallest; nor after a range,
     # whose choice is the count's advice against the range's best (a scan would measure against another best)
     wanted = advice and result.top and options.get("objective") != "memory" and len(counts) == 1
@@ -243,6 +243,15 @@ def _narrowed(
     out = _probe(spec, hw, best.estimate.engine, narrow)
     out.know(g, b, best.score_tokens_per_s / g, result.seconds)
     return out
+
+
+def _idle_at_default(result: SearchResult, chosen: int, b: int) -> list[Advice]:
+    """After a range at the default batch, whose choice scans no batches: where the plan chosen idles IDLE_SHARE of
+    its step or more, a line pointing to --global-batch auto (a review found 9,216 GB200s idle 62%, unsaid)."""
+    if not result.top or (idle := _idle_share(result)) < IDLE_SHARE:
+        return []
+    said = f"the plan chosen at {chosen:,} GPUs idles {idle:.0%} of its step at the default batch: --global-batch auto "
+    return [Advice("global_batch", said + "chooses a batch with the count", chosen, b)]
 
 
 def _idle_share(result: SearchResult) -> float:
