@@ -437,5 +437,6 @@ def test_a_range_whose_chosen_plan_idles_at_the_default_batch_points_to_auto():
     t = doc["plans"][0]["time"]
     idle = (t["bubble_s"] + sum(t["exposed_comm_s"].values())) / t["step_s"]
     assert len(said) == 1 and idle >= 0.25 and f"idles {idle:.0%} of its step" in said[0]["message"]
+    assert said[0]["global_batch"] is None  # it names no batch: the field is the batch advised, or null
     code, out, err = run(*args, "--global-batch", "auto")
     assert code == 0 and not any("idles" in a["message"] for a in json.loads(out)["advice"]), err

@@ -594,6 +594,10 @@ def test_composer_throughput_block_and_config():
     assert (r.plan["precision"], r.plan["micro_batch"]) == ("fp16", 8)
     assert not any("precision" in a or "micro_batch" in a for a in r.assumed if a.startswith("plan:")), r.assumed
     assert any("'Starting training...' line" in a for a in r.assumed) and r.measured.get("from_warmup") is True
+    # llm-foundry's YAML says `auto` where the micro-batch is found at run time: the metric gives what it found
+    text = (LOGS / "composer_rocm_mpt30b_16gpu.log").read_text()
+    auto = read_log("device_train_microbatch_size: auto\n" + text, source="auto")
+    assert auto.plan["micro_batch"] == 8
 
 
 @pytest.mark.parametrize("name", ["composer_llm_shearing_issue24_memory.log", "llm_foundry_readme_no_throughput.log"])
@@ -1988,18 +1992,28 @@ def test_two_slow_steps_at_the_end_of_a_steady_log_are_no_new_level():
     assert r.steps_used == 32 and not r.steps_left_out and r.measured["step_s"] == pytest.approx(1.01)
 
 
-@pytest.mark.parametrize("slow_at", ["end", "start"])
-def test_one_slow_line_of_a_short_log_is_no_level(slow_at):
-    """Seven steps at about 1.62 s and one at 9 s (an unnamed save): a 2-line later level, a steady line and the slow
-    one, read the run at their mean, 5.31 s, a time no iteration had (review); at the start, a 1e9 ms line made a
-    level of its own. A level holds a majority of steps near its median (level_shift._steady)."""
+def _timed_lines(times: list[str]) -> str:
     text = (LOGS / "megatron_llm_issue11_iter182.log").read_text().splitlines(keepends=True)[0]
-    times = ["1622.7", "1623.5", "1624.1", "1622.9", "1623.8", "1623.1", "1626.0"]
-    times = [*times, "9000.0"] if slow_at == "end" else ["1000000000.0", *times]
-    lines = [text.replace(" 182/", f" {10 * (i + 1)}/").replace("126995.3", ms) for i, ms in enumerate(times)]
-    r = read_log("".join(lines), source="slow", warmup=0)
+    return "".join(text.replace(" 182/", f" {10 * (i + 1)}/").replace("126995.3", ms) for i, ms in enumerate(times))
+
+
+def test_one_slow_line_of_a_short_log_is_no_level():
+    """Seven steps at about 1.62 s and one at 9 s (an unnamed save): a 2-line later level, a steady line and the slow
+    one, read the run at their mean, 5.31 s, a time no iteration had (review). The later level must hold a majority
+    of its steps near its median (level_shift._steady)."""
+    times = ["1622.7", "1623.5", "1624.1", "1622.9", "1623.8", "1623.1", "1626.0", "9000.0"]
+    r = read_log(_timed_lines(times), source="slow", warmup=0)
     assert not any(a.startswith("the step time changes part-way") for a in r.assumed), r.assumed
     assert r.measured["step_s"] == pytest.approx(1.6235, rel=2e-3)
+
+
+def test_a_warm_up_longer_than_the_warmup_still_gives_way_to_the_steady_level():
+    """A warm-up still speeding up past --warmup (10 s down to 2.2 s) is no steady level, and need not be: the later
+    steps are the level used (the read-through found the first fix of the slow-line case asking both sides)."""
+    times = ["10000.0", "6000.0", "4000.0", "3000.0", "2500.0", "2200.0", *["1600.0"] * 6]
+    r = read_log(_timed_lines(times), source="warm", warmup=0)
+    assert any(a.startswith("the step time changes part-way") for a in r.assumed), r.assumed
+    assert r.measured["step_s"] == pytest.approx(1.6)
 
 
 def test_a_log_redirected_as_utf_16_reads_as_its_utf_8_copy(tmp_path):

@@ -446,3 +446,8 @@ def test_a_curve_over_several_engines_says_it_searched_them():
     assert code == 0 and f"with {winner} (the best of --engine all at every count)" in " ".join(text.split()), err
     code, out, err = run(*args, "--json")
     assert code == 0 and json.loads(out)["engines_searched"] is None, err
+    from planner.api.scaling import _several
+
+    assert [_several(e) for e in ("ALL", " all", "megatron,megatron", "megatron, torchtitan", None)] == [
+        "all", "all", None, "megatron,torchtitan", None
+    ]  # fmt: skip

@@ -106,7 +106,7 @@ def search_advised(
     out = Advised(result, batch is None)
     unit = rate_unit(bool(result.top) and result.top[0].estimate.checkpoint is not None)
     out.advice += choices(c, counts, batch, seq_len, unit, range_stop(count, hw)) + _checkpoints(result, rate)
-    out.advice += _idle_at_default(result, chosen, b) if advice and len(counts) > 1 and batch is None else []
+    out.advice += _idle_at_default(result, chosen, options) if advice and len(counts) > 1 and batch is None else []
     # advice is about throughput: not for a ranking by memory, whose first plan is the smallest; nor after a range,
     # whose choice is the count's advice against the range's best (a scan would measure against another best)
     wanted = advice and result.top and options.get("objective") != "memory" and len(counts) == 1
@@ -245,13 +245,14 @@ def _narrowed(
     return out
 
 
-def _idle_at_default(result: SearchResult, chosen: int, b: int) -> list[Advice]:
+def _idle_at_default(result: SearchResult, chosen: int, options: dict[str, Any]) -> list[Advice]:
     """After a range at the default batch, whose choice scans no batches: where the plan chosen idles IDLE_SHARE of
-    its step or more, a line pointing to --global-batch auto (a review found 9,216 GB200s idle 62%, unsaid)."""
-    if not result.top or (idle := _idle_share(result)) < IDLE_SHARE:
+    its step or more, a line pointing to --global-batch auto (a review found 9,216 GB200s idle 62%, unsaid); its
+    global_batch null, as the advice names no batch (not for a ranking by memory, as the scan is not)."""
+    if not result.top or options.get("objective") == "memory" or (idle := _idle_share(result)) < IDLE_SHARE:
         return []
     said = f"the plan chosen at {chosen:,} GPUs idles {idle:.0%} of its step at the default batch: --global-batch auto "
-    return [Advice("global_batch", said + "chooses a batch with the count", chosen, b)]
+    return [Advice("global_batch", said + "chooses a batch with the count", chosen, None)]
 
 
 def _idle_share(result: SearchResult) -> float:

@@ -33,6 +33,8 @@ from planner.io.catalog import DEFAULT_HARDWARE, load_hardware, load_model
 from planner.plan import Plan
 from planner.specs import ModelSpec
 
+SLOWER_MARGIN = 0.01  # a count 1% slower than fewer GPUs trains longer; below it, within what the interval hides
+
 
 @dataclass(frozen=True)
 class ScalePoint:
@@ -131,7 +133,7 @@ class Scaling:
     restart_s: float = RESTART_S  # what each failure costs besides the lost work, where failures are priced
     cluster: str | None = None  # the cluster file's name, where the counts were priced on one
     note: str | None = None  # the range stops at the cluster's size, where it passed it (choosing.py range_stop)
-    searched: str | None = None  # --engine where it names several ("all", "megatron,torchtitan"): the best of them
+    engines_searched: str | None = None  # --engine where it names several ("all", "megatron,torchtitan")
 
     def as_json(self) -> dict[str, Any]:
         slower = self.slower_than_fewer()
@@ -149,19 +151,18 @@ class Scaling:
                 if self.failures is not None
                 else None
             ),
-            "engines_searched": self.searched,
+            "engines_searched": self.engines_searched,
             "points": [{**p.as_json(), "trains_slower_than": slower.get(p.gpus)} for p in self.points],
             "note": self.note,
         }
 
     def slower_than_fewer(self) -> dict[int, int]:
-        """Each count whose run takes longer to train (as priced) than one of fewer GPUs, and the fewer count that
-        trains soonest: more GPUs bought for a longer run (a review read 16,384 H100s at 164 days beside 8,192 at
-        148 with no word)."""
+        """Each count that trains longer (as priced, by over SLOWER_MARGIN) than one of fewer GPUs, and the fewer
+        count that trains soonest (a review read 16,384 H100s at 164 days beside 8,192 at 148, unsaid)."""
         out: dict[int, int] = {}
         soonest: ScalePoint | None = None
         for p in sorted((p for p in self.points if p.plan is not None and not p.stalled), key=lambda p: p.gpus):
-            if soonest is not None and p.priced_train_s > soonest.priced_train_s:
+            if soonest is not None and p.priced_train_s > soonest.priced_train_s * (1 + SLOWER_MARGIN):
                 out[p.gpus] = soonest.gpus
             if soonest is None or p.priced_train_s < soonest.priced_train_s:
                 soonest = p
@@ -212,15 +213,17 @@ def scale(
 
 
 def _several(engine: str | Engine | list[str | Engine] | None) -> str | None:
-    """--engine as given where it names more than one engine (each count's best plan is the best of them)."""
-    if isinstance(engine, list):
-        return ",".join(e if isinstance(e, str) else e.name for e in engine) if len(engine) > 1 else None
-    return engine if isinstance(engine, str) and (engine == "all" or "," in engine) else None
+    """--engine where it names several engines, as resolve_engines reads it ('all' in any case, distinct names)."""
+    if isinstance(engine, str):
+        names = ["all"] if engine.strip().lower() == "all" else engine.split(",")
+    else:
+        names = [e if isinstance(e, str) else e.name for e in engine] if isinstance(engine, list) else []
+    distinct = list(dict.fromkeys(n.strip() for n in names if n.strip()))
+    return "all" if distinct == ["all"] else ",".join(distinct) if len(distinct) > 1 else None
 
 
 def _refusal(points: list[ScalePoint]) -> str:
-    """Why no count has a valid plan: the one reason they share (an engine without the model's layers, a precision
-    the GPU lacks), or each count's."""
+    """Why no count has a valid plan: the one reason they share (an engine without the model's layers), or each's."""
     notes = list(dict.fromkeys(p.note or "" for p in points))
     if len(notes) == 1:
         return notes[0]

@@ -203,11 +203,11 @@ def _calibrate_runs(
 
     _one_file_for_one_gpu(inputs, profiles, output)
     progress = DelayedProgress(enabled=sys.stderr.isatty(), description="fitting (model evaluations)")
-    try:
-        with gathered() as left_out:
+    with gathered() as left_out:  # said once the progress bar is gone
+        try:
             result = calibrate_paths(inputs, profiles, names=names, progress=progress, model=spec, given=fill)
-    finally:
-        progress.close()
+        finally:
+            progress.close()
     bases = list(result.bases.values())
     targets = hardware_output(output, bases) if output else {}
     check_targets("-o", list(targets.values()))

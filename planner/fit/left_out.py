@@ -21,9 +21,10 @@ class LeftOutOfFit(UserWarning):
 def gathered() -> Iterator[list[dict[str, str]]]:
     """The runs left out inside the block, as {source, id, why}; every warning is still said as it would be."""
     left: list[dict[str, str]] = []
-    with warnings.catch_warnings(record=True) as caught:  # the filters as they are: only where they go changes
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", category=LeftOutOfFit)  # gathered whatever -W says of showing them
         yield left
     for w in caught:  # a refused command says its error line alone (render/console.py drop_warnings): not reached
         if isinstance(w.message, LeftOutOfFit):
             left.append({"source": w.message.source, "id": w.message.run_id, "why": w.message.why})
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        warnings.warn(w.message, stacklevel=2)  # said again under the filters as they are (-W ignore: not said)

@@ -44,6 +44,7 @@ from planner.specs import ModelSpec
 
 METRICS = ("tokens_per_s_per_gpu", "step_s", "peak_memory_bytes", "mfu")
 MEASURED_KEYS = (*MEASURED_FIELDS, "peak_allocated_bytes", "from_warmup")  # what ingest writes (io/logs/record.py)
+LEAST_PEAK_BYTES = 2**20  # no training run's GPU peaks under 1 MiB: a smaller peak_memory_bytes is in another unit
 FROM_WARMUP = (  # measured.from_warmup: ingest's fallback on a log whose every step line averages warm-up iterations
     "its step time averages warm-up iterations (the log never passes its warm-up; a longer log has steady steps)"
 )
@@ -152,7 +153,7 @@ def _check_shape(path: str | Path, index: int, run: dict[str, Any]) -> None:
     for key, v in run["measured"].items():
         if key in METRICS and v is not None and not _positive_number(v):
             raise PlannerError(f"{where}: measured.{key} {v!r} is not a positive finite number (or null)")
-        if key == "peak_memory_bytes" and v is not None and v < 2**20:  # GiB typed into bytes: no run peaks there
+        if key == "peak_memory_bytes" and v is not None and v < LEAST_PEAK_BYTES:  # GiB typed into bytes
             raise PlannerError(f"{where}: measured.peak_memory_bytes {v!r} is under 1 MiB: give it in bytes")
     if (warm := run["measured"].get("from_warmup")) not in (None, True, False):
         raise PlannerError(f"{where}: measured.from_warmup must be true or false, got {warm!r}")

@@ -27,8 +27,7 @@ def print_scaling(console: Console, s: Scaling) -> None:
     console.print(
         f"[bold]{escape(s.model)}[/] on [bold]{escape(s.hardware)}[/]"
         + (f" in [bold]{escape(s.cluster)}[/]" if s.cluster else "")
-        + (f" with {escape(engines[0])}" if len(engines) == 1 else "")
-        + (f" (the best of --engine {escape(s.searched)} at every count)" if s.searched and not several else "")
+        + (f" with {escape(engines[0])}{_best_of(s)}" if len(engines) == 1 else "")
         + (f", {s.batch}" if s.batch else "")
         + (f", {precision}" if precision else "")
         + f", {fmt_count(s.tokens)} tokens to train: the best plan at each GPU count"
@@ -70,6 +69,11 @@ def print_scaling(console: Console, s: Scaling) -> None:
     _footer(console, s)
 
 
+def _best_of(s: Scaling) -> str:
+    """Where --engine named several, the one engine shown is the best of them at every count."""
+    return f" (the best of --engine {escape(s.engines_searched)} at every count)" if s.engines_searched else ""
+
+
 def _footer(console: Console, s: Scaling) -> None:
     """What the columns mean, the failure rate the times are priced at, and the whole reason where a row cut it."""
     free = "; failure-free: the goodput column is the share failures leave" if s.failures is not None else ""
@@ -99,12 +103,12 @@ def _footer(console: Console, s: Scaling) -> None:
     _underfed(console, s)
     if slower := s.slower_than_fewer():
         said = "; ".join(f"{g:,} GPUs train longer than {f:,}" for g, f in slower.items())
-        failures = ", failures that come more often" if s.failures is not None else ""
+        failures = ", more frequent failures" if s.failures is not None else ""
         defaulted = [p for p in s.points if p.gpus in slower and "global_batch" in p.defaulted]
-        hint = "; fewer GPUs, or --global-batch auto" if defaulted else "; fewer GPUs"
+        hint = "use fewer GPUs, or --global-batch auto" if defaulted else "use fewer GPUs"
         console.print(
-            f"[yellow]slower with more GPUs:[/] {said}: what the extra GPUs add (a smaller share of the batch each, "
-            f"a deeper pipeline{failures}) costs more time than they take off{hint}"
+            f"[yellow]slower with more GPUs:[/] {said}, whose extra GPUs cost more time than they take off (as a "
+            f"smaller share of the batch each, a deeper pipeline{failures} can): {hint}"
         )
     if s.note:
         console.print(f"[yellow]note:[/] {escape(s.note)}")

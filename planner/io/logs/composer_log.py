@@ -88,8 +88,8 @@ def _trainer_lines(line: str, number_: int, metrics: dict[str, float], yaml: dic
     each under the YAML's name, which wins where the YAML was printed first (it is the run's config)."""
     if m := PRECISION_LINE.search(line):
         yaml.setdefault("precision", m.group(1).lower())
-    if MICRO_BATCH_METRIC in metrics:
-        yaml.setdefault("device_train_microbatch_size", str(int(metrics[MICRO_BATCH_METRIC])))
+    if MICRO_BATCH_METRIC in metrics and not yaml.get("device_train_microbatch_size", "").isdigit():  # or "auto"
+        yaml["device_train_microbatch_size"] = str(int(metrics[MICRO_BATCH_METRIC]))  # what auto settled on
     if START_LINE in line:
         facts.starts.append((number_, "'Starting training...' line"))
 

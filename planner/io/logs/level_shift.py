@@ -44,7 +44,7 @@ def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
             continue  # the medians only for a split that could be the best (a log holds thousands of steps)
         parts = (times[:k], times[k:])
         medians = sorted(statistics.median(part) for part in parts)
-        if medians[1] / medians[0] >= LEVEL_RATIO and all(_steady(part) for part in parts):
+        if medians[1] / medians[0] >= LEVEL_RATIO and _steady(parts[1]):  # the level used; a warm-up is not steady
             best = (gap, k)
     if best is None:
         return used, None
@@ -60,7 +60,8 @@ def latest_level(used: list[Step]) -> tuple[list[Step], str | None]:
 def _steady(part: list[float]) -> bool:
     """Whether the steps hold a level: more than half of them within LEVEL_RATIO of their median. A steady line and
     one slow event (an unnamed save) are no level: their median is the mean of the two, a time no iteration had
-    (a review read a 1.62 s run as changing to 5.31 s on its last two lines)."""
+    (a review read a 1.62 s run as changing to 5.31 s on its last two lines). Asked of the later steps only, which
+    are used: the earlier may be a warm-up still speeding up."""
     m = statistics.median(part)
     return 2 * sum(1 for t in part if max(t, m) / min(t, m) < LEVEL_RATIO) > len(part)
 
