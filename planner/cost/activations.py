@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from planner.cost.cache import spec_cache
-from planner.cost.saved_tensor import SavedTensor
 from planner.cost.saved_tensors import default_kind, layer_tensors
+from planner.cost.tensor_record import SavedTensor
 from planner.engine import Kernels
 from planner.layers import LayerKind
 from planner.specs import ModelSpec

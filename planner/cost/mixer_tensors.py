@@ -3,7 +3,7 @@ lists the rest of a layer's), bytes per token before any split."""
 
 from __future__ import annotations
 
-from planner.cost.saved_tensor import CORE, OUT, SavedTensor
+from planner.cost.tensor_record import CORE, OUT, SavedTensor
 from planner.specs import ModelSpec
 
 

@@ -19,7 +19,7 @@ experts', the expert fc2 input or the router's tensors.
 from __future__ import annotations
 
 from planner.cost.mixer_tensors import mamba_tensors, mla_tensors
-from planner.cost.saved_tensor import CORE, OUT, SavedTensor
+from planner.cost.tensor_record import CORE, OUT, SavedTensor
 from planner.engine import Kernels
 from planner.layers import LayerKind
 from planner.specs import ModelSpec
