@@ -160,7 +160,11 @@ def memory_doc(
     sequence length the defaults gave, `miss` what would make a plan that does not fit fit (api.would_fit),
     `trust` the 80% interval of its memory (Coster.memory_trust)."""
     peak = report.peak
-    doc = MemoryDoc(
+    trusted: dict[str, Any] = (
+        {} if trust is None else {"uncertainty": trust.as_dict(), "may_not_fit": trust.may_not_fit(report)}
+    )
+    return (MemoryDoc if trust is None else TrustedMemoryDoc)(
+        **trusted,  # built once, as the class it is (the fields keep the classes' order)
         model=model.name,
         hardware=hw.name,
         engine=engine.name,
@@ -190,9 +194,6 @@ def memory_doc(
         settings={k: list(v) if isinstance(v, tuple) else v for k, v in given_settings(engine, plan).items()},
         would_fit=None if miss is None else variant_docs(miss),
     )
-    if trust is None:
-        return doc
-    return TrustedMemoryDoc(**dict(doc), uncertainty=trust.as_dict(), may_not_fit=trust.may_not_fit(report))
 
 
 def rates(est: Estimate) -> dict[str, Any]:
