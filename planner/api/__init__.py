@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from planner.api.scaling import scale
     from planner.cost.estimate import Estimate
     from planner.cost.memory import MemoryReport
+    from planner.cost.uncertainty import Uncertainty
     from planner.explore.results import Miss, SearchResult
     from planner.render.documents import EstimateDoc, MemoryDoc
     from planner.render.search_documents import SearchDoc
@@ -87,6 +88,13 @@ def would_fit(r: Resolved, report: MemoryReport) -> Miss | None:
     return None if report.fits else what_would_fit(r.model, r.coster, r.plan, report.total_bytes)
 
 
+def memory_parts(r: Resolved) -> tuple[MemoryReport, Miss | None, Uncertainty]:
+    """What `planner memory` says of the resolved plan, text or JSON, command or API: its report, what would make
+    it fit, and the 80% interval of its memory."""
+    report = r.coster.memory(r.plan)
+    return report, would_fit(r, report), r.coster.memory_trust(r.plan, report.total_bytes)
+
+
 def memory(
     model: ModelArg = None,
     *,
@@ -100,9 +108,8 @@ def memory(
     from planner.render.documents import memory_doc
 
     r = resolve_request(model=model, gpus=gpus, hardware=hardware, engine=engine, plan=plan, settings=settings)
-    report = r.coster.memory(r.plan)
-    trust = r.coster.memory_trust(r.plan, report.total_bytes)
-    return memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, would_fit(r, report), trust)
+    report, miss, trust = memory_parts(r)
+    return memory_doc(r.model, r.hardware, r.plan, report, r.engine, r.defaulted, miss, trust)
 
 
 def run_estimate(

@@ -34,11 +34,10 @@ def memory(
     """Per-GPU memory of one plan: weights, gradients, optimizer, activations, buffers, reserved."""
     # --cluster names the GPU as estimate's does; a power cap changes no byte, and is taken so that an estimate's
     # or a search's command line runs here as it stands
-    from planner.api import would_fit
+    from planner.api import memory_parts
 
     r = resolve_options({**opts, "hardware": hardware_on_cluster(opts)})
-    report = r.coster.memory(r.plan)
-    miss, trust = would_fit(r, report), r.coster.memory_trust(r.plan, report.total_bytes)
+    report, miss, trust = memory_parts(r)
     if as_json:
         from planner.render.documents import memory_doc
 
