@@ -18,6 +18,7 @@ from typing import Any, cast
 from planner.api.advising import search_advised
 from planner.api.choosing import range_stop
 from planner.api.resolve import choice
+from planner.api.searching import engines_of
 from planner.cluster.fabric import RESTART_S, cluster_of, cluster_size
 from planner.cluster.failures import FailureRate, defaulted_rate, per_gpu_mtbf_hours, priced_options, restart_seconds
 from planner.cost.timing import CheckpointPlan, TrainTime, expected_train, time_to_train
@@ -213,13 +214,12 @@ def scale(
 
 
 def _several(engine: str | Engine | list[str | Engine] | None) -> str | None:
-    """--engine where it names several engines, as resolve_engines reads it ('all' in any case, distinct names)."""
-    if isinstance(engine, str):
-        names = ["all"] if engine.strip().lower() == "all" else engine.split(",")
-    else:
-        names = [e if isinstance(e, str) else e.name for e in engine] if isinstance(engine, list) else []
-    distinct = list(dict.fromkeys(n.strip() for n in names if n.strip()))
-    return "all" if distinct == ["all"] else ",".join(distinct) if len(distinct) > 1 else None
+    """--engine where it names several engines, read as the searches read it (searching.engines_of): 'all' where
+    one word names them, else their names."""
+    names = list(dict.fromkeys(e.name for e in engines_of(engine, {})))
+    if len(names) < 2:
+        return None
+    return "all" if isinstance(engine, str) and "," not in engine else ",".join(names)
 
 
 def _refusal(points: list[ScalePoint]) -> str:

@@ -75,7 +75,7 @@ def run(
         if pinned is not None and limit is not None and pinned > limit:
             raise PlannerError(f"--{deg} {pinned} is above --max-{deg} {limit}: give one of them")
     overrides = {k: o[k] for k in ENGINE_SETTINGS}
-    engines = _engines(engine, overrides)
+    engines = engines_of(engine, overrides)
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware or DEFAULT_HARDWARE)
     check_fits(hw, gpus)
@@ -140,7 +140,8 @@ def merge_precisions(results: list[SearchResult], top: int, seconds: float) -> S
     return merged
 
 
-def _engines(engine: str | Engine | list[str | Engine] | None, overrides: dict[str, Any]) -> list[Engine]:
+def engines_of(engine: str | Engine | list[str | Engine] | None, overrides: dict[str, Any]) -> list[Engine]:
+    """The engines a search's `engine` names: one, a list, a comma list or 'all' (resolve_engines)."""
     if isinstance(engine, list):
         return [resolve_engine(e, overrides) for e in engine]
     if isinstance(engine, Engine):
